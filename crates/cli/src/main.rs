@@ -1,0 +1,2 @@
+//! The `muster` command.
+fn main() {}

@@ -1,0 +1,2 @@
+//! Placement benchmark.
+fn main() {}

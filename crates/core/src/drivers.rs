@@ -1,0 +1,69 @@
+//! Driver placement, the first half of Spark's `Master.schedule()` (reference §1.6), with the
+//! queue rules on top: prior drivers go first, and a normal driver on a worker that runs prior
+//! work must stay within its queue's threshold.
+
+use crate::ledger::{Ledger, Need};
+use crate::model::Snapshot;
+use crate::plan::{DriverLaunch, Plan, WaitReason, Waiting};
+use crate::queues::{Admission, Queues, prior_first};
+use crate::rng::SplitMix64;
+use crate::wait::why_nothing_fits;
+
+/// Places the snapshot's waiting drivers, recording launches and waits in `plan`.
+///
+/// With `spread_out_drivers` the ALIVE workers are shuffled once with the pass's seed and
+/// visited round-robin, the cursor carrying over from one driver to the next; otherwise each
+/// driver takes the first worker by id that fits. `max_drivers` caps running drivers, those
+/// launched in this pass included.
+pub(crate) fn place_drivers(
+    snapshot: &Snapshot,
+    queues: &Queues,
+    ledger: &mut Ledger<'_>,
+    plan: &mut Plan,
+) {
+    let config = &snapshot.config;
+    let mut order = ledger.alive_by_id().to_vec();
+    if config.spread_out_drivers {
+        SplitMix64::new(config.seed).shuffle(&mut order);
+    }
+    let mut cursor = 0;
+    let mut running = snapshot.running_drivers;
+    for driver in prior_first(&snapshot.drivers, queues, |d| &d.queue) {
+        let need = Need {
+            cores: driver.cores,
+            memory_mb: driver.memory_mb,
+            resources: &driver.resources,
+        };
+        let admission = queues.admission(&driver.queue);
+        let placed = match config.max_drivers {
+            Some(max) if running >= max => Err(WaitReason::MaxDrivers { max }),
+            _ if config.spread_out_drivers => {
+                let found = (0..order.len()).find_map(|_| {
+                    let w = order[cursor];
+                    cursor = (cursor + 1) % order.len();
+                    ledger.fits(w, need, admission).then_some(w)
+                });
+                found.ok_or_else(|| why_nothing_fits(ledger, "driver", need, &driver.queue, queues))
+            }
+            _ => order
+                .iter()
+                .copied()
+                .find(|&w| ledger.fits(w, need, admission))
+                .ok_or_else(|| why_nothing_fits(ledger, "driver", need, &driver.queue, queues)),
+        };
+        match placed {
+            Ok(w) => {
+                ledger.take(w, need, admission == Admission::Prior);
+                running += 1;
+                plan.drivers.push(DriverLaunch {
+                    driver: driver.id.clone(),
+                    worker: ledger.worker(w).id.clone(),
+                });
+            }
+            Err(reason) => plan.waiting.push(Waiting {
+                id: driver.id.to_string(),
+                reason,
+            }),
+        }
+    }
+}

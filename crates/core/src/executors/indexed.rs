@@ -1,0 +1,357 @@
+//! The placer the master uses: the same decisions as [`super::spark::SparkLoop`], without
+//! re-sorting every worker for every app and without granting one core unit at a time.
+//!
+//! # Keeping workers sorted across the pass
+//!
+//! ALIVE workers sit in ordered sets keyed by `(selection key, id rank)`, so each app walks
+//! them in policy order from the first worker with enough of the sorted dimension, and stops
+//! as soon as more workers could not change its assignment. A worker's key changes only when
+//! the pass places something on it, and [`ExecutorPlacer::worker_changed`] then re-files it.
+//!
+//! A worker's offer differs between queues only when it hosts prior work and the queue is a
+//! normal one with a threshold below 1. So there is one *view* per such threshold plus the
+//! plain view (free resources): workers without prior work live in one set shared by all
+//! views; prior-hosting workers live in one set per view, keyed by what they offer in it.
+//!
+//! # The loop in closed form
+//!
+//! Spark's loop hands out units (`executor_cores` cores, or one core when unset) either
+//! greedily worker by worker, or (spreadOut) one unit per worker per round. With `cap[i]` the
+//! units worker `i` can take, and `U` the units the app gets in all:
+//!
+//! * with `executor_cores` set, every unit is a new executor, so
+//!   `cap[i] = min(cores / cpe, memory / mem, resources / need)` and
+//!   `U = min(cores_left / cpe, executors_left, sum cap)`;
+//! * unset, only the first unit on a worker launches an executor, so the limit picks the
+//!   workers: the first `min(executors_left, cores_left)` usable ones, each taking up to all
+//!   its free cores, and `U = min(cores_left, sum of their cores)`.
+//!
+//! Greedy fills workers in order. Rounds are water-filling: every worker gets
+//! `min(cap, t)` for the largest `t` that fits in `U`, and the units left over go one each to
+//! the first workers that can take more. Walking stops once the workers seen so far decide
+//! the result: for spreadOut, when as many workers as `U` can reach have been seen; for
+//! greedy, when the workers seen can absorb `U`.
+
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
+use std::iter::Peekable;
+
+use super::{ExecutorPlacer, ExecutorRequest, descending, selection_key};
+use crate::ledger::{Ledger, Offer};
+use crate::model::WorkerSelection;
+use crate::queues::{Admission, Queues};
+
+/// `(selection key, id rank, worker index)`: sorts in policy order (ascending).
+type Entry = (u64, u32, usize);
+
+/// Workers sorted per view, maintained as the pass places work.
+pub(crate) struct IndexedPlacer {
+    policy: WorkerSelection,
+    /// Thresholds of the limiting views; view `v > 0` is `thresholds[v - 1]`.
+    thresholds: Vec<f64>,
+    /// ALIVE workers without prior work, keyed by their free resources.
+    plain: BTreeSet<Entry>,
+    /// Per view, ALIVE workers hosting prior work, keyed by their offer in that view.
+    prior: Vec<BTreeSet<Entry>>,
+    /// Per worker, the keys it is filed under now (one for `plain`, one per view for `prior`).
+    filed: Vec<Vec<u64>>,
+}
+
+/// A usable worker and the units it can take.
+struct Candidate {
+    w: usize,
+    cores: u32,
+    cap: u64,
+}
+
+impl IndexedPlacer {
+    fn view_admission(&self, view: usize) -> Admission {
+        if view == 0 {
+            Admission::Prior
+        } else {
+            Admission::Normal {
+                threshold: self.thresholds[view - 1],
+            }
+        }
+    }
+
+    fn view_of(&self, admission: Admission) -> usize {
+        match admission {
+            Admission::Normal { threshold } if threshold < 1.0 => {
+                1 + self
+                    .thresholds
+                    .iter()
+                    .position(|&t| t == threshold)
+                    .expect("every normal queue's threshold has a view")
+            }
+            _ => 0,
+        }
+    }
+
+    fn file(&mut self, ledger: &Ledger<'_>, w: usize) {
+        let rank = ledger.rank(w);
+        let keys: Vec<u64> = if ledger.hosts_prior(w) {
+            (0..self.prior.len())
+                .map(|view| selection_key(self.policy, ledger.offer(w, self.view_admission(view))))
+                .collect()
+        } else {
+            vec![selection_key(
+                self.policy,
+                ledger.offer(w, Admission::Prior),
+            )]
+        };
+        if ledger.hosts_prior(w) {
+            for (set, &key) in self.prior.iter_mut().zip(&keys) {
+                set.insert((key, rank, w));
+            }
+        } else {
+            self.plain.insert((keys[0], rank, w));
+        }
+        self.filed[w] = keys;
+    }
+
+    fn unfile(&mut self, ledger: &Ledger<'_>, w: usize) {
+        let rank = ledger.rank(w);
+        let keys = std::mem::take(&mut self.filed[w]);
+        if keys.len() == 1 && self.plain.remove(&(keys[0], rank, w)) {
+            return;
+        }
+        for (set, key) in self.prior.iter_mut().zip(keys) {
+            set.remove(&(key, rank, w));
+        }
+    }
+
+    /// The lowest key a usable worker can have in the sorted dimension.
+    fn min_key(&self, request: &ExecutorRequest<'_>) -> u64 {
+        match self.policy {
+            WorkerSelection::CoresFreeAsc | WorkerSelection::CoresFreeDesc => {
+                request.need.cores.into()
+            }
+            WorkerSelection::MemoryFreeAsc | WorkerSelection::MemoryFreeDesc => {
+                request.need.memory_mb
+            }
+            WorkerSelection::WorkerId => 0,
+        }
+    }
+
+    /// Usable workers in policy order, as many as decide the assignment.
+    fn candidates(&self, ledger: &Ledger<'_>, request: &ExecutorRequest<'_>) -> Vec<Candidate> {
+        let from = (self.min_key(request), 0, 0);
+        let plain = self.plain.range(from..);
+        let prior = self.prior[self.view_of(request.admission)].range(from..);
+        let walk: Box<dyn Iterator<Item = &Entry>> = if descending(self.policy) {
+            Box::new(Merge::new(plain.rev(), prior.rev(), Ordering::Greater))
+        } else {
+            Box::new(Merge::new(plain, prior, Ordering::Less))
+        };
+
+        let enough = Enough::new(request);
+        let mut found = Vec::new();
+        let mut units = 0;
+        for &(_, _, w) in walk {
+            let offer = ledger.offer(w, request.admission);
+            if !ledger.admits(w, offer, request.need) {
+                continue;
+            }
+            let cap = units_cap(ledger, w, offer, request);
+            units += cap;
+            found.push(Candidate {
+                w,
+                cores: offer.cores,
+                cap,
+            });
+            if enough.reached(found.len() as u64, units) {
+                break;
+            }
+        }
+        found
+    }
+}
+
+/// When the candidates seen so far decide the assignment (see the module docs).
+enum Enough {
+    /// SpreadOut: once this many workers are seen, round one already uses every unit.
+    Workers(u64),
+    /// Greedy: once the workers seen can absorb this many units (or reach the worker count).
+    Units { units: u64, workers: u64 },
+}
+
+impl Enough {
+    fn new(request: &ExecutorRequest<'_>) -> Self {
+        let (units, workers) = match request.cores_per_executor {
+            Some(cpe) => {
+                let units = (request.cores_left / u64::from(cpe)).min(request.executors_left);
+                (units, units)
+            }
+            None => (
+                request.cores_left,
+                request.executors_left.min(request.cores_left),
+            ),
+        };
+        if request.spread_out {
+            Self::Workers(workers)
+        } else {
+            Self::Units { units, workers }
+        }
+    }
+
+    fn reached(&self, workers_seen: u64, units_seen: u64) -> bool {
+        match *self {
+            Self::Workers(workers) => workers_seen >= workers,
+            Self::Units { units, workers } => units_seen >= units || workers_seen >= workers,
+        }
+    }
+}
+
+/// Units worker `w` can take for the request: executors of `cpe` cores when `executor_cores`
+/// is set, single cores of one absorbing executor otherwise.
+fn units_cap(ledger: &Ledger<'_>, w: usize, offer: Offer, request: &ExecutorRequest<'_>) -> u64 {
+    match request.cores_per_executor {
+        None => offer.cores.into(),
+        Some(cpe) => {
+            let by_resources = request
+                .need
+                .resources
+                .iter()
+                .map(|(name, &amount)| u64::from(ledger.resource_free(w, name) / amount));
+            by_resources
+                .chain([
+                    u64::from(offer.cores / cpe),
+                    offer.memory_mb / request.need.memory_mb,
+                ])
+                .min()
+                .expect("cores and memory always bound the count")
+        }
+    }
+}
+
+impl ExecutorPlacer for IndexedPlacer {
+    fn new(ledger: &Ledger<'_>, queues: &Queues, policy: WorkerSelection) -> Self {
+        let thresholds = queues.limiting_thresholds();
+        let mut placer = Self {
+            policy,
+            prior: vec![BTreeSet::new(); thresholds.len() + 1],
+            thresholds,
+            plain: BTreeSet::new(),
+            filed: vec![Vec::new(); ledger.len()],
+        };
+        for &w in ledger.alive_by_id() {
+            placer.file(ledger, w);
+        }
+        placer
+    }
+
+    fn assign(&mut self, ledger: &Ledger<'_>, request: &ExecutorRequest<'_>) -> Vec<(usize, u32)> {
+        let candidates = self.candidates(ledger, request);
+        let (caps, total): (Vec<u64>, u64) = match request.cores_per_executor {
+            Some(cpe) => {
+                let caps: Vec<u64> = candidates.iter().map(|c| c.cap).collect();
+                let units = (request.cores_left / u64::from(cpe))
+                    .min(request.executors_left)
+                    .min(caps.iter().sum());
+                (caps, units)
+            }
+            None => {
+                let slots = request
+                    .executors_left
+                    .min(request.cores_left)
+                    .min(candidates.len() as u64) as usize;
+                let caps: Vec<u64> = candidates[..slots]
+                    .iter()
+                    .map(|c| u64::from(c.cores))
+                    .collect();
+                let units = request.cores_left.min(caps.iter().sum());
+                (caps, units)
+            }
+        };
+        let units = if request.spread_out {
+            water_fill(&caps, total)
+        } else {
+            fill_in_order(&caps, total)
+        };
+        let unit_cores = u64::from(request.need.cores);
+        candidates
+            .iter()
+            .zip(units)
+            .filter(|&(_, units)| units > 0)
+            .map(|(c, units)| {
+                (
+                    c.w,
+                    u32::try_from(units * unit_cores).expect("at most the worker's cores"),
+                )
+            })
+            .collect()
+    }
+
+    fn worker_changed(&mut self, ledger: &Ledger<'_>, w: usize) {
+        self.unfile(ledger, w);
+        self.file(ledger, w);
+    }
+}
+
+/// Spark's spreadOut rounds: one unit per worker per round, in order, until `total` is used.
+fn water_fill(caps: &[u64], total: u64) -> Vec<u64> {
+    let filled = |level: u64| caps.iter().map(|&cap| cap.min(level)).sum::<u64>();
+    // The largest number of complete rounds that `total` covers.
+    let (mut low, mut high) = (0, caps.iter().copied().max().unwrap_or(0));
+    while low < high {
+        let mid = low + (high - low).div_ceil(2);
+        if filled(mid) <= total {
+            low = mid
+        } else {
+            high = mid - 1
+        }
+    }
+    let mut left = total - filled(low);
+    caps.iter()
+        .map(|&cap| {
+            let extra = u64::from(cap > low && left > 0);
+            left -= extra;
+            cap.min(low) + extra
+        })
+        .collect()
+}
+
+/// Spark without spreadOut: each worker in order takes all it can until `total` is used.
+fn fill_in_order(caps: &[u64], total: u64) -> Vec<u64> {
+    let mut left = total;
+    caps.iter()
+        .map(|&cap| {
+            let take = cap.min(left);
+            left -= take;
+            take
+        })
+        .collect()
+}
+
+/// Merges two iterators sorted the same way into one, in that order: `first` is the
+/// ordering an entry must have against the other side's head to come out first.
+struct Merge<'a, A: Iterator<Item = &'a Entry>, B: Iterator<Item = &'a Entry>> {
+    a: Peekable<A>,
+    b: Peekable<B>,
+    first: Ordering,
+}
+
+impl<'a, A: Iterator<Item = &'a Entry>, B: Iterator<Item = &'a Entry>> Merge<'a, A, B> {
+    fn new(a: A, b: B, first: Ordering) -> Self {
+        Self {
+            a: a.peekable(),
+            b: b.peekable(),
+            first,
+        }
+    }
+}
+
+impl<'a, A: Iterator<Item = &'a Entry>, B: Iterator<Item = &'a Entry>> Iterator
+    for Merge<'a, A, B>
+{
+    type Item = &'a Entry;
+
+    fn next(&mut self) -> Option<&'a Entry> {
+        match (self.a.peek(), self.b.peek()) {
+            (Some(a), Some(b)) if b.cmp(a) == self.first => self.b.next(),
+            (Some(_), _) => self.a.next(),
+            (None, _) => self.b.next(),
+        }
+    }
+}

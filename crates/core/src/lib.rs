@@ -1,0 +1,75 @@
+//! Muster's scheduling policy: given a snapshot of the cluster, decide one scheduling pass of
+//! the master. Pure and deterministic: no I/O, no clock, no global randomness, so the same
+//! snapshot gives the same [`Plan`] on every replica, and tests can explore it exhaustively.
+//!
+//! # What a pass decides
+//!
+//! It reproduces Spark 4's `Master.schedule()` (see the Spark reference, §1.6-1.7):
+//!
+//! 1. **Drivers first** ([`drivers`]): round-robin over the ALIVE workers shuffled with the
+//!    snapshot's seed (`spread_out_drivers`), or the first worker by id that fits; at most
+//!    `max_drivers` running.
+//! 2. **Then executors**, app by app in submission order: `cores_max` / `default_cores`,
+//!    `executor_cores` (unset: one executor per worker that absorbs cores), executor memory and
+//!    custom resources, the executor limit, spreadOut or consolidate, and the worker selection
+//!    policy. Cores are granted in units of `executor_cores` (SPARK-8881).
+//!
+//! On top sit **queues**, after the YARN high-priority design: work of `prior` queues is served
+//! first and may use the whole cluster; a normal queue's executors hold at most
+//! `floor(max_capacity * ALIVE cores)`; and on a worker that hosts prior work, a normal queue's
+//! allocation must keep the worker's used cores and memory within `floor(threshold * capacity)`.
+//!
+//! Whatever still waits after the pass gets a [`WaitReason`] a person can act on.
+//!
+//! # Layout
+//!
+//! * [`model`]: the input [`Snapshot`] and its validation.
+//! * [`plan`]: the output [`Plan`].
+//! * `ledger`: per-worker usage during the pass, and what a worker offers to a queue.
+//! * `executors`: executor placement behind one trait, with a literal port of Spark's loop
+//!   ([`spark_reference`]) and the indexed placer that [`schedule`] uses. Property tests hold
+//!   the two equal.
+//!
+//! # Left out on purpose
+//!
+//! Preemption, multiple resource profiles per app, and anything time-based (timeouts,
+//! heartbeats) belong to the callers; a pass sees one moment.
+
+mod drivers;
+mod executors;
+mod ledger;
+pub mod model;
+mod pass;
+pub mod plan;
+mod queues;
+mod rng;
+mod wait;
+
+pub use model::{InputError, Snapshot};
+pub use plan::{Plan, WaitReason};
+
+/// Decides one scheduling pass over `snapshot`.
+///
+/// # Errors
+///
+/// The snapshot's first malformed field ([`Snapshot::validate`]); nothing is decided then.
+pub fn schedule(snapshot: &Snapshot) -> Result<Plan, InputError> {
+    snapshot.validate()?;
+    Ok(pass::run::<executors::indexed::IndexedPlacer>(snapshot))
+}
+
+/// The same pass with a literal port of Spark's executor loop: the reference that tests and
+/// benchmarks compare [`schedule`] against. Slow on large demands; never use it to schedule.
+pub mod spark_reference {
+    use super::{InputError, Plan, Snapshot, executors, pass};
+
+    /// [`super::schedule`] with Spark's one-unit-at-a-time loop.
+    ///
+    /// # Errors
+    ///
+    /// As [`super::schedule`].
+    pub fn schedule(snapshot: &Snapshot) -> Result<Plan, InputError> {
+        snapshot.validate()?;
+        Ok(pass::run::<executors::spark::SparkLoop>(snapshot))
+    }
+}

@@ -1,0 +1,482 @@
+//! The input of a scheduling pass: a snapshot of the cluster as the master sees it, and the
+//! checks that reject a malformed one before any placement is attempted.
+//!
+//! Every optional field has the default Spark standalone uses (or the queue design's default),
+//! so the smallest valid snapshot is `{}`. Unknown fields are refused, so a misspelt option is
+//! an error rather than a silently ignored setting.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Custom resources (e.g. `gpu`) by name, as whole amounts.
+pub type ResourceAmounts = BTreeMap<String, u32>;
+
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(pub String);
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(id: &str) -> Self {
+                Self(id.to_owned())
+            }
+        }
+    };
+}
+
+id_type!(
+    /// A worker's id, chosen by the worker. Ordering is string ordering, as in Spark.
+    WorkerId
+);
+id_type!(
+    /// An application's id.
+    AppId
+);
+id_type!(
+    /// A driver's id.
+    DriverId
+);
+id_type!(
+    /// A queue's name.
+    QueueName
+);
+
+impl Default for QueueName {
+    fn default() -> Self {
+        Self(DEFAULT_QUEUE.to_owned())
+    }
+}
+
+/// The queue that always exists, and that apps and drivers use when they name none.
+pub const DEFAULT_QUEUE: &str = "default";
+
+/// Everything one scheduling pass looks at.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshot {
+    /// Master-wide scheduling settings.
+    #[serde(default)]
+    pub config: PassConfig,
+    /// Queue settings; `default` exists (with default settings) even when not listed.
+    #[serde(default)]
+    pub queues: Vec<QueueConfig>,
+    /// All known workers, in any order; only ALIVE ones receive work.
+    #[serde(default)]
+    pub workers: Vec<Worker>,
+    /// Drivers already running, counted against `config.max_drivers`.
+    #[serde(default)]
+    pub running_drivers: u32,
+    /// Drivers waiting to be placed, in submission order.
+    #[serde(default)]
+    pub drivers: Vec<DriverRequest>,
+    /// Active applications, in submission order.
+    #[serde(default)]
+    pub apps: Vec<AppRequest>,
+}
+
+/// Master-wide settings (Spark's `spark.deploy.*`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PassConfig {
+    /// Spread an app's executors over as many workers as possible (`spark.deploy.spreadOutApps`).
+    pub spread_out_apps: bool,
+    /// Place drivers round-robin from a random start (`spark.deploy.spreadOutDrivers`).
+    pub spread_out_drivers: bool,
+    /// Order in which workers are offered to an app (`spark.deploy.workerSelectionPolicy`).
+    pub worker_selection: WorkerSelection,
+    /// Cores for apps that set no `cores_max`; `None` is unlimited (`spark.deploy.defaultCores`).
+    pub default_cores: Option<u32>,
+    /// Cap on running drivers; `None` is unlimited (`spark.deploy.maxDrivers`).
+    pub max_drivers: Option<u32>,
+    /// Seed of the pass's random choices (the drivers' starting worker).
+    pub seed: u64,
+}
+
+impl Default for PassConfig {
+    fn default() -> Self {
+        Self {
+            spread_out_apps: true,
+            spread_out_drivers: true,
+            worker_selection: WorkerSelection::CoresFreeDesc,
+            default_cores: None,
+            max_drivers: None,
+            seed: 0,
+        }
+    }
+}
+
+/// Spark 4's worker selection policies (SPARK-46881). Ties are broken by worker id; the `Desc`
+/// policies reverse the whole (free, id) order, tie-break included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum WorkerSelection {
+    /// Fewest free cores first.
+    CoresFreeAsc,
+    /// Most free cores first (the default).
+    CoresFreeDesc,
+    /// Least free memory first.
+    MemoryFreeAsc,
+    /// Most free memory first.
+    MemoryFreeDesc,
+    /// By worker id.
+    WorkerId,
+}
+
+/// A queue: YARN CapacityScheduler's capacity plus the priority design's `isPrior` and
+/// `psThreshold` (`reference/yarn-priority.md`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueConfig {
+    /// The queue's name, unique.
+    pub name: QueueName,
+    /// Work of a prior queue is served before all other work and may use the whole cluster.
+    #[serde(default)]
+    pub prior: bool,
+    /// On a worker hosting prior work, this (normal) queue's allocations must leave the
+    /// worker's used cores and memory within `threshold` of its capacity. In (0, 1].
+    #[serde(default = "one")]
+    pub threshold: f64,
+    /// Fraction of the ALIVE workers' total cores this (normal) queue's executors may hold.
+    /// In (0, 1]; ignored for prior queues.
+    #[serde(default = "one")]
+    pub max_capacity: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+impl QueueConfig {
+    /// A queue with default settings.
+    pub fn named(name: &str) -> Self {
+        Self {
+            name: QueueName::from(name),
+            prior: false,
+            threshold: 1.0,
+            max_capacity: 1.0,
+        }
+    }
+}
+
+/// A worker's liveness as the master sees it (Spark's `WorkerState`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum WorkerState {
+    /// Registered and heartbeating: the only state that receives work.
+    #[default]
+    Alive,
+    /// Timed out or lost.
+    Dead,
+    /// Draining: keeps what it runs, receives nothing new.
+    Decommissioned,
+}
+
+/// One worker: its capacity and what is already in use on it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Worker {
+    /// Unique worker id.
+    pub id: WorkerId,
+    /// Host name, for people.
+    #[serde(default)]
+    pub host: String,
+    /// Total cores, at least 1.
+    pub cores: u32,
+    /// Total memory in MB, at least 1.
+    pub memory_mb: u64,
+    /// Cores used by everything running on the worker (the apps' listed executors included).
+    #[serde(default)]
+    pub cores_used: u32,
+    /// Memory used by everything running on the worker.
+    #[serde(default)]
+    pub memory_used_mb: u64,
+    /// Custom resource capacity, each at least 1.
+    #[serde(default)]
+    pub resources: ResourceAmounts,
+    /// Custom resources in use; every name must appear in `resources`.
+    #[serde(default)]
+    pub resources_used: ResourceAmounts,
+    /// Liveness; only ALIVE workers receive work.
+    #[serde(default)]
+    pub state: WorkerState,
+    /// Whether the worker already runs a driver or executor of a prior queue.
+    #[serde(default)]
+    pub hosts_prior: bool,
+}
+
+/// A driver waiting for a worker (Spark's cluster deploy mode).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DriverRequest {
+    /// Unique driver id.
+    pub id: DriverId,
+    /// Cores the driver needs (Spark's default: 1).
+    #[serde(default = "default_driver_cores")]
+    pub cores: u32,
+    /// Memory the driver needs in MB (Spark's default: 1024).
+    #[serde(default = "default_memory_mb")]
+    pub memory_mb: u64,
+    /// Custom resources the driver needs.
+    #[serde(default)]
+    pub resources: ResourceAmounts,
+    /// The queue the driver was submitted to.
+    #[serde(default)]
+    pub queue: QueueName,
+}
+
+fn default_driver_cores() -> u32 {
+    1
+}
+
+fn default_memory_mb() -> u64 {
+    1024
+}
+
+/// An active application and what it asks for (Spark's `ApplicationDescription`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppRequest {
+    /// Unique application id.
+    pub id: AppId,
+    /// The queue the application was submitted to.
+    #[serde(default)]
+    pub queue: QueueName,
+    /// Total cores the app may hold (`spark.cores.max`); `None` falls back to
+    /// `config.default_cores`.
+    #[serde(default)]
+    pub cores_max: Option<u32>,
+    /// Cores per executor (`spark.executor.cores`); `None` means one executor per worker per
+    /// pass that absorbs all cores it is given.
+    #[serde(default)]
+    pub executor_cores: Option<u32>,
+    /// Memory per executor in MB (Spark's default: 1024).
+    #[serde(default = "default_memory_mb")]
+    pub executor_memory_mb: u64,
+    /// Custom resources per executor.
+    #[serde(default)]
+    pub executor_resources: ResourceAmounts,
+    /// Cap on the app's executor count, held ones included (dynamic allocation's target).
+    #[serde(default)]
+    pub executor_limit: Option<u32>,
+    /// Executors the app already holds.
+    #[serde(default)]
+    pub executors: Vec<HeldExecutor>,
+}
+
+impl AppRequest {
+    /// Cores the app holds in its existing executors.
+    pub fn held_cores(&self) -> u64 {
+        self.executors.iter().map(|e| u64::from(e.cores)).sum()
+    }
+}
+
+/// An executor an app already holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeldExecutor {
+    /// The worker it runs on.
+    pub worker: WorkerId,
+    /// Its cores.
+    pub cores: u32,
+    /// Its memory in MB.
+    pub memory_mb: u64,
+}
+
+/// Why a snapshot was refused: the offending field's path and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputError {
+    /// Path of the field, e.g. `apps[2].queue`.
+    pub field: String,
+    /// What is wrong, e.g. ``unknown queue `batch` ``.
+    pub message: String,
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for InputError {}
+
+fn refuse<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, InputError> {
+    Err(InputError {
+        field: field.into(),
+        message: message.into(),
+    })
+}
+
+fn positive<N: PartialEq + Default>(field: impl Into<String>, value: N) -> Result<(), InputError> {
+    if value == N::default() {
+        refuse(field, "must be at least 1")
+    } else {
+        Ok(())
+    }
+}
+
+fn fraction(field: String, value: f64) -> Result<(), InputError> {
+    if value.is_finite() && value > 0.0 && value <= 1.0 {
+        Ok(())
+    } else {
+        refuse(field, format!("must be in (0, 1], got {value}"))
+    }
+}
+
+fn resource_amounts(field: &str, amounts: &ResourceAmounts) -> Result<(), InputError> {
+    for (name, &amount) in amounts {
+        if name.is_empty() {
+            return refuse(field, "resource names must not be empty");
+        }
+        positive(format!("{field}.{name}"), amount)?;
+    }
+    Ok(())
+}
+
+fn unique<'a, T: Ord + fmt::Display + 'a>(
+    what: &str,
+    ids: impl Iterator<Item = &'a T>,
+    field: impl Fn(usize) -> String,
+) -> Result<BTreeSet<&'a T>, InputError> {
+    let mut seen = BTreeSet::new();
+    for (i, id) in ids.enumerate() {
+        if id.to_string().is_empty() {
+            return refuse(field(i), format!("{what} must not be empty"));
+        }
+        if !seen.insert(id) {
+            return refuse(field(i), format!("duplicate {what} `{id}`"));
+        }
+    }
+    Ok(seen)
+}
+
+impl Snapshot {
+    /// Checks everything a pass relies on.
+    ///
+    /// # Errors
+    ///
+    /// The first offending field: a zero capacity or demand, usage above capacity, a fraction
+    /// outside (0, 1], a duplicate id, or a reference to an unknown queue or worker.
+    pub fn validate(&self) -> Result<(), InputError> {
+        if let Some(cores) = self.config.default_cores {
+            positive("config.default_cores", cores)?;
+        }
+        if let Some(max) = self.config.max_drivers {
+            positive("config.max_drivers", max)?;
+        }
+
+        let mut queues = unique("queue", self.queues.iter().map(|q| &q.name), |i| {
+            format!("queues[{i}].name")
+        })?;
+        let default_queue = QueueName::default();
+        queues.insert(&default_queue);
+        for (i, queue) in self.queues.iter().enumerate() {
+            fraction(format!("queues[{i}].threshold"), queue.threshold)?;
+            fraction(format!("queues[{i}].max_capacity"), queue.max_capacity)?;
+        }
+        let known_queue = |field: String, queue: &QueueName| {
+            if queues.contains(queue) {
+                Ok(())
+            } else {
+                refuse(field, format!("unknown queue `{queue}`"))
+            }
+        };
+
+        let workers = unique("worker id", self.workers.iter().map(|w| &w.id), |i| {
+            format!("workers[{i}].id")
+        })?;
+        for (i, worker) in self.workers.iter().enumerate() {
+            worker.validate(&format!("workers[{i}]"))?;
+        }
+
+        unique("driver id", self.drivers.iter().map(|d| &d.id), |i| {
+            format!("drivers[{i}].id")
+        })?;
+        for (i, driver) in self.drivers.iter().enumerate() {
+            let field = format!("drivers[{i}]");
+            positive(format!("{field}.cores"), driver.cores)?;
+            positive(format!("{field}.memory_mb"), driver.memory_mb)?;
+            resource_amounts(&format!("{field}.resources"), &driver.resources)?;
+            known_queue(format!("{field}.queue"), &driver.queue)?;
+        }
+
+        unique("app id", self.apps.iter().map(|a| &a.id), |i| {
+            format!("apps[{i}].id")
+        })?;
+        for (i, app) in self.apps.iter().enumerate() {
+            let field = format!("apps[{i}]");
+            known_queue(format!("{field}.queue"), &app.queue)?;
+            if let Some(cores) = app.cores_max {
+                positive(format!("{field}.cores_max"), cores)?;
+            }
+            if let Some(cores) = app.executor_cores {
+                positive(format!("{field}.executor_cores"), cores)?;
+            }
+            positive(
+                format!("{field}.executor_memory_mb"),
+                app.executor_memory_mb,
+            )?;
+            resource_amounts(
+                &format!("{field}.executor_resources"),
+                &app.executor_resources,
+            )?;
+            for (j, executor) in app.executors.iter().enumerate() {
+                let field = format!("{field}.executors[{j}]");
+                if !workers.contains(&executor.worker) {
+                    return refuse(
+                        format!("{field}.worker"),
+                        format!("unknown worker `{}`", executor.worker),
+                    );
+                }
+                positive(format!("{field}.cores"), executor.cores)?;
+                positive(format!("{field}.memory_mb"), executor.memory_mb)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Worker {
+    fn validate(&self, field: &str) -> Result<(), InputError> {
+        positive(format!("{field}.cores"), self.cores)?;
+        positive(format!("{field}.memory_mb"), self.memory_mb)?;
+        if self.cores_used > self.cores {
+            return refuse(
+                format!("{field}.cores_used"),
+                format!(
+                    "{} exceeds the worker's {} cores",
+                    self.cores_used, self.cores
+                ),
+            );
+        }
+        if self.memory_used_mb > self.memory_mb {
+            return refuse(
+                format!("{field}.memory_used_mb"),
+                format!(
+                    "{} exceeds the worker's {} MB",
+                    self.memory_used_mb, self.memory_mb
+                ),
+            );
+        }
+        resource_amounts(&format!("{field}.resources"), &self.resources)?;
+        for (name, &used) in &self.resources_used {
+            let capacity = self.resources.get(name).copied().unwrap_or(0);
+            if used > capacity {
+                return refuse(
+                    format!("{field}.resources_used.{name}"),
+                    format!("{used} exceeds the worker's {capacity}"),
+                );
+            }
+        }
+        Ok(())
+    }
+}

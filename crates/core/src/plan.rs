@@ -1,0 +1,178 @@
+//! The output of a scheduling pass: driver launches, executor grants in the order they were
+//! made, and the reason each app or driver still waits.
+
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+
+use crate::model::{AppId, DriverId, QueueName, ResourceAmounts, WorkerId};
+
+/// One scheduling pass's decisions. The master commits it as one log entry; nothing in it
+/// has happened until then.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Plan {
+    /// Drivers to launch, in the order they were placed.
+    pub drivers: Vec<DriverLaunch>,
+    /// Executors to launch, one entry per executor, in the order they were granted.
+    pub executors: Vec<ExecutorGrant>,
+    /// Drivers, then apps, that still wait after this pass, each with the reason.
+    pub waiting: Vec<Waiting>,
+}
+
+/// A driver placed on a worker.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DriverLaunch {
+    /// The driver.
+    pub driver: DriverId,
+    /// The worker that runs it.
+    pub worker: WorkerId,
+}
+
+/// One executor granted to an app on a worker.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ExecutorGrant {
+    /// The app that receives the executor.
+    pub app: AppId,
+    /// The worker that runs it.
+    pub worker: WorkerId,
+    /// Its cores.
+    pub cores: u32,
+    /// Its memory in MB.
+    pub memory_mb: u64,
+    /// Its custom resources.
+    pub resources: ResourceAmounts,
+}
+
+/// An app or driver left waiting. An app waits while it could use another executor of its
+/// shape (its `cores_max` is not reached); a driver waits until it is placed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Waiting {
+    /// The app's or driver's id.
+    pub id: String,
+    /// Why it waits, phrased for the person who submitted it.
+    #[serde(serialize_with = "display")]
+    pub reason: WaitReason,
+}
+
+fn display<S: Serializer>(value: &impl fmt::Display, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(value)
+}
+
+/// What one driver or one executor needs from a worker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// Cores.
+    pub cores: u32,
+    /// Memory in MB.
+    pub memory_mb: u64,
+    /// Custom resources.
+    pub resources: ResourceAmounts,
+}
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let plural = if self.cores == 1 { "" } else { "s" };
+        write!(f, "{} core{plural}, {} MB", self.cores, self.memory_mb)?;
+        for (name, amount) in &self.resources {
+            write!(f, ", {name}={amount}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why something waits, most actionable cause first.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WaitReason {
+    /// `max_drivers` drivers already run.
+    MaxDrivers {
+        /// The configured cap.
+        max: u32,
+    },
+    /// No worker is ALIVE.
+    NoAliveWorker,
+    /// Even an empty ALIVE worker could not hold one unit of the demand.
+    LargerThanAnyWorker {
+        /// "driver" or "executor".
+        kind: &'static str,
+        /// The demand.
+        shape: Shape,
+    },
+    /// The app holds as many executors as its limit allows.
+    ExecutorLimit {
+        /// The app's executor limit.
+        limit: u32,
+        /// Executors the app holds, those granted in this pass included.
+        held: u64,
+    },
+    /// The app's (normal) queue holds all the cores its `max_capacity` allows.
+    QueueAtCapacity {
+        /// The queue.
+        queue: QueueName,
+        /// Executor cores the queue holds.
+        used: u64,
+        /// `floor(max_capacity * total ALIVE cores)`.
+        capacity: u64,
+    },
+    /// Room exists only on workers that run prior work, beyond the queue's threshold.
+    HeldByThreshold {
+        /// "driver" or "executor".
+        kind: &'static str,
+        /// The demand.
+        shape: Shape,
+        /// The normal queue.
+        queue: QueueName,
+        /// Its threshold.
+        threshold: f64,
+    },
+    /// No ALIVE worker has the room now.
+    NoRoom {
+        /// "driver" or "executor".
+        kind: &'static str,
+        /// The demand.
+        shape: Shape,
+    },
+}
+
+impl fmt::Display for WaitReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::MaxDrivers { max } => {
+                write!(f, "max_drivers reached: {max} drivers already running")
+            }
+            Self::NoAliveWorker => f.write_str("no ALIVE worker"),
+            Self::LargerThanAnyWorker { kind, shape } => {
+                write!(
+                    f,
+                    "a {kind} needs {shape}: more than any ALIVE worker has in total"
+                )
+            }
+            Self::ExecutorLimit { limit, held } => {
+                write!(
+                    f,
+                    "executor limit reached: holds {held} executors, limit {limit}"
+                )
+            }
+            Self::QueueAtCapacity {
+                queue,
+                used,
+                capacity,
+            } => write!(
+                f,
+                "queue `{queue}` at max capacity: its executors hold {used} of {capacity} cores"
+            ),
+            Self::HeldByThreshold {
+                kind,
+                shape,
+                queue,
+                threshold,
+            } => write!(
+                f,
+                "no ALIVE worker has {shape} free for a {kind}: workers with room run prior work \
+                 and queue `{queue}` may fill them only up to threshold {threshold}"
+            ),
+            Self::NoRoom { kind, shape } => {
+                write!(f, "no ALIVE worker has {shape} free for a {kind}")
+            }
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! Why a driver or executor found no worker: the most actionable cause that applies.
+
+use crate::ledger::{Ledger, Need};
+use crate::model::QueueName;
+use crate::plan::WaitReason;
+use crate::queues::{Admission, Queues};
+
+/// The reason no ALIVE worker admitted `need` from `queue` in this pass.
+pub(crate) fn why_nothing_fits(
+    ledger: &Ledger<'_>,
+    kind: &'static str,
+    need: Need<'_>,
+    queue: &QueueName,
+    queues: &Queues,
+) -> WaitReason {
+    let alive = ledger.alive_by_id();
+    if alive.is_empty() {
+        return WaitReason::NoAliveWorker;
+    }
+    if !alive.iter().any(|&w| ledger.could_ever_fit(w, need)) {
+        return WaitReason::LargerThanAnyWorker {
+            kind,
+            shape: need.to_shape(),
+        };
+    }
+    match queues.admission(queue) {
+        Admission::Normal { threshold }
+            if alive
+                .iter()
+                .any(|&w| ledger.fits(w, need, Admission::Prior)) =>
+        {
+            WaitReason::HeldByThreshold {
+                kind,
+                shape: need.to_shape(),
+                queue: queue.clone(),
+                threshold,
+            }
+        }
+        _ => WaitReason::NoRoom {
+            kind,
+            shape: need.to_shape(),
+        },
+    }
+}
