@@ -4,7 +4,7 @@
 
 use crate::ledger::{Ledger, Need};
 use crate::model::Snapshot;
-use crate::plan::{DriverLaunch, Plan, WaitReason, Waiting};
+use crate::plan::{DriverLaunch, Kind, Plan, WaitReason, Waiting};
 use crate::queues::{Admission, Queues, prior_first};
 use crate::rng::SplitMix64;
 use crate::wait::why_nothing_fits;
@@ -43,13 +43,15 @@ pub(crate) fn place_drivers(
                     cursor = (cursor + 1) % order.len();
                     ledger.fits(w, need, admission).then_some(w)
                 });
-                found.ok_or_else(|| why_nothing_fits(ledger, "driver", need, &driver.queue, queues))
+                found.ok_or_else(|| {
+                    why_nothing_fits(ledger, Kind::Driver, need, &driver.queue, queues)
+                })
             }
             _ => order
                 .iter()
                 .copied()
                 .find(|&w| ledger.fits(w, need, admission))
-                .ok_or_else(|| why_nothing_fits(ledger, "driver", need, &driver.queue, queues)),
+                .ok_or_else(|| why_nothing_fits(ledger, Kind::Driver, need, &driver.queue, queues)),
         };
         match placed {
             Ok(w) => {

@@ -7,7 +7,7 @@ use crate::drivers::place_drivers;
 use crate::executors::{ExecutorPlacer, ExecutorRequest};
 use crate::ledger::{Ledger, Need, share};
 use crate::model::{AppRequest, QueueName, Snapshot};
-use crate::plan::{ExecutorGrant, Plan, WaitReason, Waiting};
+use crate::plan::{ExecutorGrant, Kind, Plan, WaitReason, Waiting};
 use crate::queues::{Admission, Queues, prior_first};
 use crate::wait::why_nothing_fits;
 
@@ -120,21 +120,30 @@ impl<'s> AppPass<'s> {
         if own_left - granted_cores < u64::from(cpe) {
             return;
         }
+        let at_capacity = queue_capacity.filter(|_| queue_left - granted_cores < u64::from(cpe));
         let reason = if executors_left == granted_executors {
             WaitReason::ExecutorLimit {
                 limit: app.executor_limit.expect("only a set limit runs out"),
                 held: held_executors + granted_executors,
             }
-        } else if let Some(capacity) =
-            queue_capacity.filter(|_| queue_left - granted_cores < u64::from(cpe))
-        {
-            WaitReason::QueueAtCapacity {
-                queue: app.queue.clone(),
-                used: queue_used + granted_cores,
-                capacity,
-            }
         } else {
-            why_nothing_fits(ledger, "executor", need, &app.queue, queues)
+            // A cause no capacity change would cure outranks the queue's capacity.
+            match (
+                why_nothing_fits(ledger, Kind::Executor, need, &app.queue, queues),
+                at_capacity,
+            ) {
+                (
+                    permanent
+                    @ (WaitReason::NoAliveWorker | WaitReason::LargerThanAnyWorker { .. }),
+                    _,
+                ) => permanent,
+                (_, Some(capacity)) => WaitReason::QueueAtCapacity {
+                    queue: app.queue.clone(),
+                    used: queue_used + granted_cores,
+                    capacity,
+                },
+                (reason, None) => reason,
+            }
         };
         plan.waiting.push(Waiting {
             id: app.id.to_string(),

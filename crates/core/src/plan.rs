@@ -80,6 +80,25 @@ impl fmt::Display for Shape {
     }
 }
 
+/// What a wait reason is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A driver.
+    Driver,
+    /// One executor of an app.
+    Executor,
+}
+
+impl fmt::Display for Kind {
+    /// The kind with its indefinite article: "a driver", "an executor".
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Driver => "a driver",
+            Self::Executor => "an executor",
+        })
+    }
+}
+
 /// Why something waits, most actionable cause first.
 #[derive(Clone, Debug, PartialEq)]
 pub enum WaitReason {
@@ -92,8 +111,8 @@ pub enum WaitReason {
     NoAliveWorker,
     /// Even an empty ALIVE worker could not hold one unit of the demand.
     LargerThanAnyWorker {
-        /// "driver" or "executor".
-        kind: &'static str,
+        /// What waits.
+        kind: Kind,
         /// The demand.
         shape: Shape,
     },
@@ -115,8 +134,8 @@ pub enum WaitReason {
     },
     /// Room exists only on workers that run prior work, beyond the queue's threshold.
     HeldByThreshold {
-        /// "driver" or "executor".
-        kind: &'static str,
+        /// What waits.
+        kind: Kind,
         /// The demand.
         shape: Shape,
         /// The normal queue.
@@ -126,8 +145,8 @@ pub enum WaitReason {
     },
     /// No ALIVE worker has the room now.
     NoRoom {
-        /// "driver" or "executor".
-        kind: &'static str,
+        /// What waits.
+        kind: Kind,
         /// The demand.
         shape: Shape,
     },
@@ -143,7 +162,7 @@ impl fmt::Display for WaitReason {
             Self::LargerThanAnyWorker { kind, shape } => {
                 write!(
                     f,
-                    "a {kind} needs {shape}: more than any ALIVE worker has in total"
+                    "{kind} needs {shape}: more than any ALIVE worker has in total"
                 )
             }
             Self::ExecutorLimit { limit, held } => {
@@ -167,11 +186,11 @@ impl fmt::Display for WaitReason {
                 threshold,
             } => write!(
                 f,
-                "no ALIVE worker has {shape} free for a {kind}: workers with room run prior work \
+                "no ALIVE worker has {shape} free for {kind}: workers with room run prior work \
                  and queue `{queue}` may fill them only up to threshold {threshold}"
             ),
             Self::NoRoom { kind, shape } => {
-                write!(f, "no ALIVE worker has {shape} free for a {kind}")
+                write!(f, "no ALIVE worker has {shape} free for {kind}")
             }
         }
     }

@@ -2,13 +2,13 @@
 
 use crate::ledger::{Ledger, Need};
 use crate::model::QueueName;
-use crate::plan::WaitReason;
+use crate::plan::{Kind, WaitReason};
 use crate::queues::{Admission, Queues};
 
 /// The reason no ALIVE worker admitted `need` from `queue` in this pass.
 pub(crate) fn why_nothing_fits(
     ledger: &Ledger<'_>,
-    kind: &'static str,
+    kind: Kind,
     need: Need<'_>,
     queue: &QueueName,
     queues: &Queues,

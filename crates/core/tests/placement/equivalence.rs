@@ -1,0 +1,352 @@
+//! Property tests on random clusters, apps, policies and queue settings.
+//!
+//! SAFETY: no worker is over-allocated in any dimension; nothing lands on a worker that is not
+//! ALIVE; executors have exactly `executor_cores` when it is set; the threshold holds on
+//! prior-hosting workers; a normal queue stays within its capacity.
+//! EXACTNESS: the indexed placer decides exactly what Spark's loop decides.
+
+use std::collections::BTreeMap;
+
+use muster_core::model::{
+    AppRequest, DriverRequest, HeldExecutor, PassConfig, QueueConfig, Snapshot, Worker,
+    WorkerSelection, WorkerState,
+};
+use muster_core::{Plan, schedule, spark_reference};
+use proptest::prelude::*;
+
+const QUEUES: [&str; 3] = ["default", "prod", "batch"];
+
+fn policy() -> impl Strategy<Value = WorkerSelection> {
+    prop_oneof![
+        Just(WorkerSelection::CoresFreeAsc),
+        Just(WorkerSelection::CoresFreeDesc),
+        Just(WorkerSelection::MemoryFreeAsc),
+        Just(WorkerSelection::MemoryFreeDesc),
+        Just(WorkerSelection::WorkerId),
+    ]
+}
+
+fn fraction() -> impl Strategy<Value = f64> {
+    prop_oneof![Just(1.0), Just(0.8), Just(0.5), Just(0.3)]
+}
+
+fn config() -> impl Strategy<Value = PassConfig> {
+    (
+        any::<bool>(),
+        any::<bool>(),
+        policy(),
+        prop::option::weighted(0.2, 1..20u32),
+        prop::option::weighted(0.2, 1..4u32),
+        any::<u64>(),
+    )
+        .prop_map(
+            |(
+                spread_out_apps,
+                spread_out_drivers,
+                worker_selection,
+                default_cores,
+                max_drivers,
+                seed,
+            )| PassConfig {
+                spread_out_apps,
+                spread_out_drivers,
+                worker_selection,
+                default_cores,
+                max_drivers,
+                seed,
+            },
+        )
+}
+
+fn queues() -> impl Strategy<Value = Vec<QueueConfig>> {
+    prop::collection::vec((any::<bool>(), fraction(), fraction()), 3).prop_map(|settings| {
+        QUEUES
+            .iter()
+            .zip(settings)
+            .map(|(name, (prior, threshold, max_capacity))| QueueConfig {
+                name: (*name).into(),
+                prior,
+                threshold,
+                max_capacity,
+            })
+            .collect()
+    })
+}
+
+/// A worker with some of its capacity already in use. Ids are drawn from a small alphabet so
+/// that id order and index order differ.
+fn worker() -> impl Strategy<Value = Worker> {
+    (
+        1..12u32,
+        1..16u64,
+        0..=3u32,
+        any::<(u8, u8, u8)>(),
+        prop::sample::select(vec![
+            WorkerState::Alive,
+            WorkerState::Alive,
+            WorkerState::Alive,
+            WorkerState::Dead,
+            WorkerState::Decommissioned,
+        ]),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(
+                cores,
+                memory_units,
+                gpus,
+                (used_cores, used_memory, used_gpus),
+                state,
+                hosts_prior,
+            )| {
+                let memory_mb = memory_units * 256;
+                Worker {
+                    id: "".into(),
+                    host: String::new(),
+                    cores,
+                    memory_mb,
+                    cores_used: u32::from(used_cores) % (cores + 1) / 2,
+                    memory_used_mb: u64::from(used_memory) * memory_mb / 512,
+                    resources: if gpus > 0 {
+                        [("gpu".into(), gpus)].into()
+                    } else {
+                        BTreeMap::new()
+                    },
+                    resources_used: if gpus > 0 {
+                        [("gpu".into(), u32::from(used_gpus) % (gpus + 1))].into()
+                    } else {
+                        BTreeMap::new()
+                    },
+                    state,
+                    hosts_prior,
+                }
+            },
+        )
+}
+
+fn app() -> impl Strategy<Value = AppRequest> {
+    (
+        prop::sample::select(QUEUES.to_vec()),
+        prop::option::weighted(0.7, 1..40u32),
+        prop::option::weighted(0.6, 1..5u32),
+        prop::sample::select(vec![64u64, 128, 256, 512, 1024, 3000]),
+        prop::option::weighted(0.2, 1..3u32),
+        prop::option::weighted(0.3, 0..8u32),
+        prop::collection::vec((any::<prop::sample::Index>(), 1..4u32), 0..3),
+    )
+        .prop_map(
+            |(queue, cores_max, executor_cores, executor_memory_mb, gpus, executor_limit, held)| {
+                AppRequest {
+                    id: "".into(),
+                    queue: queue.into(),
+                    cores_max,
+                    executor_cores,
+                    executor_memory_mb,
+                    executor_resources: gpus
+                        .map(|g| [("gpu".to_string(), g)].into())
+                        .unwrap_or_default(),
+                    executor_limit,
+                    // Held executors name workers by index; the snapshot strategy fixes the names.
+                    executors: held
+                        .into_iter()
+                        .map(|(index, cores)| HeldExecutor {
+                            worker: index.index(usize::MAX).to_string().as_str().into(),
+                            cores,
+                            memory_mb: 64,
+                        })
+                        .collect(),
+                }
+            },
+        )
+}
+
+fn driver() -> impl Strategy<Value = DriverRequest> {
+    (
+        prop::sample::select(QUEUES.to_vec()),
+        1..4u32,
+        prop::sample::select(vec![256u64, 1024, 2048]),
+        prop::option::weighted(0.2, 1..3u32),
+    )
+        .prop_map(|(queue, cores, memory_mb, gpus)| DriverRequest {
+            id: "".into(),
+            cores,
+            memory_mb,
+            resources: gpus
+                .map(|g| [("gpu".to_string(), g)].into())
+                .unwrap_or_default(),
+            queue: queue.into(),
+        })
+}
+
+fn snapshot() -> impl Strategy<Value = Snapshot> {
+    (
+        config(),
+        queues(),
+        prop::collection::vec(worker(), 1..10),
+        prop::collection::vec(app(), 0..7),
+        prop::collection::vec(driver(), 0..4),
+        0..3u32,
+        Just(()).prop_perturb(|_, mut rng| rng.random::<u64>()),
+    )
+        .prop_map(
+            |(config, queues, mut workers, mut apps, mut drivers, running_drivers, id_salt)| {
+                let n = workers.len();
+                for (i, w) in workers.iter_mut().enumerate() {
+                    // Ids whose string order differs from index order.
+                    w.id = format!("{}-{i}", (id_salt >> (i % 8 * 8)) as u8 % 7)
+                        .as_str()
+                        .into();
+                }
+                let ids: Vec<_> = workers.iter().map(|w| w.id.clone()).collect();
+                for (i, a) in apps.iter_mut().enumerate() {
+                    a.id = format!("app-{i}").as_str().into();
+                    for e in &mut a.executors {
+                        e.worker = ids[e.worker.0.parse::<usize>().unwrap() % n].clone();
+                    }
+                }
+                for (i, d) in drivers.iter_mut().enumerate() {
+                    d.id = format!("driver-{i}").as_str().into();
+                }
+                Snapshot {
+                    config,
+                    queues,
+                    workers,
+                    running_drivers,
+                    drivers,
+                    apps,
+                }
+            },
+        )
+}
+
+/// Replays `plan` over `snapshot` and checks every SAFETY property.
+fn check_safety(snapshot: &Snapshot, plan: &Plan) -> Result<(), TestCaseError> {
+    let queues: BTreeMap<_, _> = snapshot
+        .queues
+        .iter()
+        .map(|q| (q.name.clone(), q))
+        .collect();
+    let mut used: BTreeMap<_, _> = snapshot
+        .workers
+        .iter()
+        .map(|w| {
+            (
+                w.id.clone(),
+                (
+                    w.cores_used,
+                    w.memory_used_mb,
+                    w.resources_used.clone(),
+                    w.hosts_prior,
+                ),
+            )
+        })
+        .collect();
+    let workers: BTreeMap<_, _> = snapshot.workers.iter().map(|w| (w.id.clone(), w)).collect();
+    let mut place = |worker: &muster_core::model::WorkerId,
+                     cores: u32,
+                     memory: u64,
+                     resources: &BTreeMap<String, u32>,
+                     queue: &muster_core::model::QueueName|
+     -> Result<(), TestCaseError> {
+        let w = workers[worker];
+        prop_assert_eq!(w.state, WorkerState::Alive, "work on a non-ALIVE worker");
+        let q = queues[queue];
+        let entry = used.get_mut(worker).unwrap();
+        entry.0 += cores;
+        entry.1 += memory;
+        for (name, amount) in resources {
+            *entry.2.entry(name.clone()).or_insert(0) += amount;
+            prop_assert!(
+                entry.2[name] <= w.resources.get(name).copied().unwrap_or(0),
+                "{name} over-allocated on {}",
+                w.id
+            );
+        }
+        prop_assert!(
+            entry.0 <= w.cores && entry.1 <= w.memory_mb,
+            "{} over-allocated",
+            w.id
+        );
+        if entry.3 && !q.prior {
+            prop_assert!(
+                f64::from(entry.0) <= (q.threshold * f64::from(w.cores)).floor(),
+                "core threshold broken on {}",
+                w.id
+            );
+            prop_assert!(
+                entry.1 as f64 <= (q.threshold * w.memory_mb as f64).floor(),
+                "memory threshold broken on {}",
+                w.id
+            );
+        }
+        entry.3 |= q.prior;
+        Ok(())
+    };
+    for launch in &plan.drivers {
+        let d = snapshot
+            .drivers
+            .iter()
+            .find(|d| d.id == launch.driver)
+            .unwrap();
+        place(&launch.worker, d.cores, d.memory_mb, &d.resources, &d.queue)?;
+    }
+    let total: u64 = snapshot
+        .workers
+        .iter()
+        .filter(|w| w.state == WorkerState::Alive)
+        .map(|w| u64::from(w.cores))
+        .sum();
+    let mut queue_cores: BTreeMap<_, u64> = BTreeMap::new();
+    for a in &snapshot.apps {
+        *queue_cores.entry(a.queue.clone()).or_default() += a.held_cores();
+    }
+    let before = queue_cores.clone();
+    for grant in &plan.executors {
+        let a = snapshot.apps.iter().find(|a| a.id == grant.app).unwrap();
+        if let Some(cpe) = a.executor_cores {
+            prop_assert_eq!(grant.cores, cpe);
+        }
+        place(
+            &grant.worker,
+            grant.cores,
+            grant.memory_mb,
+            &grant.resources,
+            &a.queue,
+        )?;
+        *queue_cores.entry(a.queue.clone()).or_default() += u64::from(grant.cores);
+    }
+    for (name, cores) in queue_cores {
+        let q = queues[&name];
+        let capacity = (q.max_capacity * total as f64).floor() as u64;
+        prop_assert!(
+            q.prior || cores <= capacity.max(before[&name]),
+            "queue {name} over capacity"
+        );
+    }
+    Ok(())
+}
+
+/// 2,000 cases unless `PROPTEST_CASES` asks for another number.
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(2000)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    #[test]
+    fn indexed_placer_equals_sparks_loop(snapshot in snapshot()) {
+        let fast = schedule(&snapshot).unwrap();
+        let reference = spark_reference::schedule(&snapshot).unwrap();
+        prop_assert_eq!(&fast, &reference);
+        check_safety(&snapshot, &fast)?;
+    }
+
+    #[test]
+    fn same_snapshot_same_plan(snapshot in snapshot()) {
+        prop_assert_eq!(schedule(&snapshot).unwrap(), schedule(&snapshot.clone()).unwrap());
+    }
+}

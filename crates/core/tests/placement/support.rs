@@ -1,0 +1,120 @@
+//! Builders for snapshots and readers for plans.
+
+use muster_core::model::{
+    AppRequest, DriverRequest, QueueConfig, QueueName, Snapshot, Worker, WorkerSelection,
+    WorkerState,
+};
+use muster_core::{Plan, spark_reference};
+
+/// A worker with nothing running.
+pub fn worker(id: &str, cores: u32, memory_mb: u64) -> Worker {
+    Worker {
+        id: id.into(),
+        host: format!("host-{id}"),
+        cores,
+        memory_mb,
+        cores_used: 0,
+        memory_used_mb: 0,
+        resources: Default::default(),
+        resources_used: Default::default(),
+        state: WorkerState::Alive,
+        hosts_prior: false,
+    }
+}
+
+/// `n` identical workers `w0`, `w1`, ...
+pub fn workers(n: usize, cores: u32, memory_mb: u64) -> Vec<Worker> {
+    (0..n)
+        .map(|i| worker(&format!("w{i}"), cores, memory_mb))
+        .collect()
+}
+
+/// An app in the default queue with Spark's defaults.
+pub fn app(id: &str) -> AppRequest {
+    AppRequest {
+        id: id.into(),
+        queue: QueueName::default(),
+        cores_max: None,
+        executor_cores: None,
+        executor_memory_mb: 1024,
+        executor_resources: Default::default(),
+        executor_limit: None,
+        executors: Vec::new(),
+    }
+}
+
+/// A driver in the default queue.
+pub fn driver(id: &str, cores: u32, memory_mb: u64) -> DriverRequest {
+    DriverRequest {
+        id: id.into(),
+        cores,
+        memory_mb,
+        resources: Default::default(),
+        queue: QueueName::default(),
+    }
+}
+
+/// A queue.
+pub fn queue(name: &str, prior: bool, threshold: f64, max_capacity: f64) -> QueueConfig {
+    QueueConfig {
+        name: name.into(),
+        prior,
+        threshold,
+        max_capacity,
+    }
+}
+
+/// A snapshot over `workers`, placing workers by id (the order Spark's placement tests use).
+pub fn cluster(workers: Vec<Worker>) -> Snapshot {
+    let mut snapshot = Snapshot {
+        workers,
+        ..Snapshot::default()
+    };
+    snapshot.config.worker_selection = WorkerSelection::WorkerId;
+    snapshot
+}
+
+/// Schedules with both placers, asserts they agree, and returns the plan.
+pub fn plan(snapshot: &Snapshot) -> Plan {
+    let fast = muster_core::schedule(snapshot).expect("valid snapshot");
+    let reference = spark_reference::schedule(snapshot).expect("valid snapshot");
+    assert_eq!(fast, reference, "indexed placer and Spark's loop disagree");
+    fast
+}
+
+/// Executor cores granted to `app` on each of `snapshot`'s workers, in snapshot order.
+pub fn cores_per_worker(snapshot: &Snapshot, plan: &Plan, app: &str) -> Vec<u32> {
+    snapshot
+        .workers
+        .iter()
+        .map(|w| {
+            plan.executors
+                .iter()
+                .filter(|e| e.app.0 == app && e.worker == w.id)
+                .map(|e| e.cores)
+                .sum()
+        })
+        .collect()
+}
+
+/// Executors granted to `app` on each of `snapshot`'s workers, in snapshot order.
+pub fn executors_per_worker(snapshot: &Snapshot, plan: &Plan, app: &str) -> Vec<usize> {
+    snapshot
+        .workers
+        .iter()
+        .map(|w| {
+            plan.executors
+                .iter()
+                .filter(|e| e.app.0 == app && e.worker == w.id)
+                .count()
+        })
+        .collect()
+}
+
+/// The wait reason recorded for `id`, as the user sees it.
+pub fn reason(plan: &Plan, id: &str) -> Option<String> {
+    plan.waiting
+        .iter()
+        .find(|w| w.id == id)
+        .map(|w| w.reason.to_string())
+}
