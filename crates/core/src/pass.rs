@@ -120,7 +120,9 @@ impl<'s> AppPass<'s> {
         if own_left - granted_cores < u64::from(cpe) {
             return;
         }
-        let at_capacity = queue_capacity.filter(|_| queue_left - granted_cores < u64::from(cpe));
+        // A queue allowed the whole cluster is never the reason: the cluster is.
+        let at_capacity = queue_capacity
+            .filter(|_| queue.max_capacity < 1.0 && queue_left - granted_cores < u64::from(cpe));
         let reason = if executors_left == granted_executors {
             WaitReason::ExecutorLimit {
                 limit: app.executor_limit.expect("only a set limit runs out"),

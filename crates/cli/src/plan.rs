@@ -1,0 +1,57 @@
+//! `muster plan`: one scheduling pass over a snapshot file, offline. The same input always
+//! prints the same plan, so it doubles as a way to ask "where would this go, and why not?".
+
+use std::io::Read;
+use std::path::Path;
+
+use muster_core::Snapshot;
+
+/// Reads the snapshot at `path` (`-` is standard input) and returns the plan as pretty JSON.
+///
+/// # Errors
+///
+/// One line naming the file or the offending field: unreadable input, malformed JSON, an
+/// unknown field or enum value, or a snapshot that fails validation.
+pub fn run(path: &Path) -> Result<String, String> {
+    let text = read(path)?;
+    let snapshot = parse(&text)?;
+    let plan = muster_core::schedule(&snapshot).map_err(|error| error.to_string())?;
+    Ok(serde_json::to_string_pretty(&plan).expect("a plan always serializes"))
+}
+
+fn read(path: &Path) -> Result<String, String> {
+    let mut text = String::new();
+    let result = if path == Path::new("-") {
+        std::io::stdin().read_to_string(&mut text).map(|_| ())
+    } else {
+        std::fs::File::open(path)
+            .and_then(|mut file| file.read_to_string(&mut text))
+            .map(|_| ())
+    };
+    result.map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+    Ok(text)
+}
+
+/// Parses a snapshot, naming the field where the JSON went wrong.
+fn parse(text: &str) -> Result<Snapshot, String> {
+    // serde would also read a struct from an array of its fields in order; a snapshot is an
+    // object only.
+    if text.trim_start().starts_with('[') {
+        return Err("invalid snapshot: expected a JSON object, found an array".to_owned());
+    }
+    let mut json = serde_json::Deserializer::from_str(text);
+    let snapshot: Snapshot = serde_path_to_error::deserialize(&mut json).map_err(|error| {
+        let field = error.path().to_string();
+        let inner = error.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            format!("invalid JSON: {inner}")
+        } else if field == "." {
+            format!("invalid snapshot: {inner}")
+        } else {
+            format!("{field}: {inner}")
+        }
+    })?;
+    json.end()
+        .map_err(|error| format!("invalid JSON: {error}"))?;
+    Ok(snapshot)
+}

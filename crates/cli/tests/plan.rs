@@ -1,0 +1,121 @@
+//! `muster plan` on files: golden input/output pairs under `tests/plan/ok`, refused inputs
+//! with their one-line errors under `tests/plan/errors`, and the shipped example.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn muster_plan(input: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_muster"))
+        .arg("plan")
+        .arg(input)
+        .output()
+        .expect("muster runs")
+}
+
+/// The inputs in `dir` (every `*.json` that is not an expected output), sorted.
+fn inputs(dir: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/plan")
+        .join(dir);
+    let mut inputs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("golden directory")
+        .map(|entry| entry.expect("readable entry").path())
+        .filter(|path| {
+            path.extension().is_some_and(|e| e == "json")
+                && !path.to_string_lossy().ends_with(".out.json")
+        })
+        .collect();
+    inputs.sort();
+    assert!(!inputs.is_empty(), "no inputs in {}", dir.display());
+    inputs
+}
+
+fn expected(input: &Path, extension: &str) -> String {
+    let path = input.with_extension(extension);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn plans_match_their_golden_outputs() {
+    for input in inputs("ok") {
+        let output = muster_plan(&input);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{}: {stderr}", input.display());
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            expected(&input, "out.json"),
+            "{}",
+            input.display()
+        );
+    }
+}
+
+#[test]
+fn malformed_inputs_exit_2_with_one_line_naming_the_field() {
+    for input in inputs("errors") {
+        let output = muster_plan(&input);
+        assert_eq!(output.status.code(), Some(2), "{}", input.display());
+        assert!(
+            output.stdout.is_empty(),
+            "{}: printed a plan",
+            input.display()
+        );
+        let expected = format!("error: {}", expected(&input, "err"));
+        assert_eq!(
+            String::from_utf8_lossy(&output.stderr),
+            expected,
+            "{}",
+            input.display()
+        );
+    }
+}
+
+#[test]
+fn same_input_same_output() {
+    for input in inputs("ok") {
+        assert_eq!(
+            muster_plan(&input).stdout,
+            muster_plan(&input).stdout,
+            "{}",
+            input.display()
+        );
+    }
+}
+
+#[test]
+fn reads_standard_input() {
+    let input = inputs("ok").remove(0);
+    let output = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args(["plan", "-"])
+        .stdin(std::fs::File::open(&input).expect("input"))
+        .stdout(Stdio::piped())
+        .output()
+        .expect("muster runs");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        expected(&input, "out.json")
+    );
+}
+
+#[test]
+fn an_unreadable_file_exits_2() {
+    let output = muster_plan(Path::new("/nonexistent/snapshot.json"));
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .starts_with("error: cannot read /nonexistent/snapshot.json: ")
+    );
+}
+
+#[test]
+fn the_shipped_example_plans() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/examples/snapshot.json");
+    let output = muster_plan(&example);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&output.stdout).expect("a JSON plan");
+    assert!(!plan["executors"].as_array().expect("executors").is_empty());
+}
