@@ -1,2 +1,237 @@
-//! Placement benchmark.
-fn main() {}
+//! Criterion benchmark `placement`: time per scheduling pass of the indexed placer
+//! (`muster_core::schedule`) and of the literal port of Spark's loop
+//! (`muster_core::spark_reference::schedule`) on the same snapshots, at 100, 1,000 and 10,000
+//! workers, then a summary of their ratio measured in the same run.
+//!
+//! Workloads:
+//! * `mixed`: one app per 10 workers and one driver per 100, with every knob in use (cores
+//!   caps, executor sizes, memory, GPUs, limits, three queues, prior-hosting and dead workers).
+//! * `wide`: four apps that each ask for 2,000 one-core executors with spreadOut on, the case
+//!   where Spark's loop is slowest.
+//!
+//! Run with `cargo bench -p muster-core --bench placement`.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion};
+use muster_core::model::{
+    AppRequest, DriverRequest, QueueConfig, Snapshot, Worker, WorkerSelection, WorkerState,
+};
+use muster_core::{Plan, spark_reference};
+
+const SIZES: [usize; 3] = [100, 1_000, 10_000];
+
+/// A small deterministic generator, so every run benches the same snapshots.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, bound: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % bound
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+fn workers(count: usize, rng: &mut Lcg) -> Vec<Worker> {
+    (0..count)
+        .map(|i| {
+            let cores = [8, 16, 32, 64][rng.below(4) as usize];
+            let memory_mb = u64::from(cores) * 4096;
+            let hosts_prior = rng.chance(20);
+            let cores_used = if hosts_prior { cores / 4 } else { 0 };
+            let gpus = if rng.chance(10) { 4 } else { 0 };
+            Worker {
+                id: format!("worker-{i:05}").as_str().into(),
+                host: format!("node-{i:05}"),
+                cores,
+                memory_mb,
+                cores_used,
+                memory_used_mb: u64::from(cores_used) * 4096,
+                resources: if gpus > 0 {
+                    [("gpu".to_string(), gpus)].into()
+                } else {
+                    Default::default()
+                },
+                resources_used: Default::default(),
+                state: if rng.chance(5) {
+                    WorkerState::Dead
+                } else {
+                    WorkerState::Alive
+                },
+                hosts_prior,
+            }
+        })
+        .collect()
+}
+
+fn queues() -> Vec<QueueConfig> {
+    vec![
+        QueueConfig {
+            name: "prod".into(),
+            prior: true,
+            threshold: 1.0,
+            max_capacity: 1.0,
+        },
+        QueueConfig {
+            name: "default".into(),
+            prior: false,
+            threshold: 0.8,
+            max_capacity: 1.0,
+        },
+        QueueConfig {
+            name: "batch".into(),
+            prior: false,
+            threshold: 0.9,
+            max_capacity: 0.5,
+        },
+    ]
+}
+
+fn app(id: usize, queue: &str) -> AppRequest {
+    AppRequest {
+        id: format!("app-{id:05}").as_str().into(),
+        queue: queue.into(),
+        cores_max: None,
+        executor_cores: None,
+        executor_memory_mb: 1024,
+        executor_resources: Default::default(),
+        executor_limit: None,
+        executors: Vec::new(),
+    }
+}
+
+fn mixed(worker_count: usize) -> Snapshot {
+    let mut rng = Lcg(worker_count as u64);
+    let apps = (0..worker_count / 10)
+        .map(|i| {
+            let queue = ["prod", "default", "default", "batch"][rng.below(4) as usize];
+            let mut a = app(i, queue);
+            a.cores_max = (!rng.chance(10)).then(|| 1 + rng.below(64) as u32);
+            a.executor_cores = [None, Some(1), Some(2), Some(4)][rng.below(4) as usize];
+            a.executor_memory_mb = 512 * (1 + rng.below(16));
+            if rng.chance(5) {
+                a.executor_resources = [("gpu".to_string(), 1)].into();
+            }
+            a.executor_limit = rng.chance(10).then(|| rng.below(8) as u32);
+            a
+        })
+        .collect();
+    let drivers = (0..worker_count / 100)
+        .map(|i| DriverRequest {
+            id: format!("driver-{i:05}").as_str().into(),
+            cores: 1 + rng.below(2) as u32,
+            memory_mb: 1024 * (1 + rng.below(4)),
+            resources: Default::default(),
+            queue: ["prod", "default"][rng.below(2) as usize].into(),
+        })
+        .collect();
+    let mut snapshot = Snapshot {
+        queues: queues(),
+        workers: workers(worker_count, &mut rng),
+        drivers,
+        apps,
+        ..Snapshot::default()
+    };
+    snapshot.config.worker_selection = WorkerSelection::CoresFreeDesc;
+    snapshot
+}
+
+fn wide(worker_count: usize) -> Snapshot {
+    let mut rng = Lcg(worker_count as u64 + 1);
+    let apps = (0..4)
+        .map(|i| {
+            let mut a = app(i, "default");
+            a.cores_max = Some(2_000);
+            a.executor_cores = Some(1);
+            a.executor_memory_mb = 256;
+            a
+        })
+        .collect();
+    Snapshot {
+        queues: queues(),
+        workers: workers(worker_count, &mut rng),
+        apps,
+        ..Snapshot::default()
+    }
+}
+
+type Scheduler = fn(&Snapshot) -> Result<Plan, muster_core::InputError>;
+
+const SCHEDULERS: [(&str, Scheduler); 2] = [
+    ("indexed", muster_core::schedule),
+    ("spark_loop", spark_reference::schedule),
+];
+type Workload = fn(usize) -> Snapshot;
+
+const WORKLOADS: [(&str, Workload); 2] = [("mixed", mixed), ("wide", wide)];
+
+fn bench_placement(c: &mut Criterion) {
+    for (workload, build) in WORKLOADS {
+        let mut group = c.benchmark_group(format!("placement/{workload}"));
+        group
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(3));
+        for size in SIZES {
+            let snapshot = build(size);
+            for (name, schedule) in SCHEDULERS {
+                group.bench_with_input(BenchmarkId::new(name, size), &snapshot, |b, s| {
+                    b.iter(|| schedule(black_box(s)).expect("valid snapshot"))
+                });
+            }
+        }
+        group.finish();
+    }
+}
+
+/// Median seconds per pass of each scheduler, the two interleaved so both see the same noise.
+fn medians(snapshot: &Snapshot, runs: usize) -> [f64; 2] {
+    let mut times = [Vec::new(), Vec::new()];
+    for _ in 0..runs {
+        for (i, (_, schedule)) in SCHEDULERS.iter().enumerate() {
+            let start = Instant::now();
+            black_box(schedule(black_box(snapshot)).expect("valid snapshot"));
+            times[i].push(start.elapsed().as_secs_f64());
+        }
+    }
+    times.map(|mut t| {
+        t.sort_by(f64::total_cmp);
+        t[t.len() / 2]
+    })
+}
+
+fn summary() {
+    println!("\nplacement summary (median of interleaved runs; ratio = spark_loop / indexed)");
+    println!(
+        "{:<8} {:>8} {:>14} {:>14} {:>8}  grants",
+        "workload", "workers", "indexed", "spark_loop", "ratio"
+    );
+    for (workload, build) in WORKLOADS {
+        for size in SIZES {
+            let snapshot = build(size);
+            let plan = muster_core::schedule(&snapshot).expect("valid snapshot");
+            let [indexed, spark] = medians(&snapshot, 7);
+            println!(
+                "{workload:<8} {size:>8} {:>11.3} ms {:>11.3} ms {:>7.1}x  {}",
+                indexed * 1e3,
+                spark * 1e3,
+                spark / indexed,
+                plan.executors.len() + plan.drivers.len()
+            );
+        }
+    }
+}
+
+fn main() {
+    let mut criterion = Criterion::default().configure_from_args();
+    bench_placement(&mut criterion);
+    criterion.final_summary();
+    summary();
+}

@@ -44,14 +44,20 @@ pub(crate) fn place_drivers(
                     ledger.fits(w, need, admission).then_some(w)
                 });
                 found.ok_or_else(|| {
-                    why_nothing_fits(ledger, Kind::Driver, need, &driver.queue, queues)
+                    why_nothing_fits(ledger, Kind::Driver, need, &driver.queue, queues, |a| {
+                        ledger.any_fits(need, a)
+                    })
                 })
             }
             _ => order
                 .iter()
                 .copied()
                 .find(|&w| ledger.fits(w, need, admission))
-                .ok_or_else(|| why_nothing_fits(ledger, Kind::Driver, need, &driver.queue, queues)),
+                .ok_or_else(|| {
+                    why_nothing_fits(ledger, Kind::Driver, need, &driver.queue, queues, |a| {
+                        ledger.any_fits(need, a)
+                    })
+                }),
         };
         match placed {
             Ok(w) => {

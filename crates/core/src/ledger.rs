@@ -152,6 +152,13 @@ impl<'a> Ledger<'a> {
         self.admits(w, self.offer(w, admission), need)
     }
 
+    /// Whether any ALIVE worker admits one `need` as offered to `admission`.
+    pub(crate) fn any_fits(&self, need: Need<'_>, admission: Admission) -> bool {
+        self.alive_by_id
+            .iter()
+            .any(|&w| self.fits(w, need, admission))
+    }
+
     /// Whether one `need` fits in `offer` and worker `w`'s free resources (Spark's
     /// `canLaunchDriver` and `canLaunchExecutor`).
     pub(crate) fn admits(&self, w: usize, offer: Offer, need: Need<'_>) -> bool {

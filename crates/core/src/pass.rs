@@ -131,7 +131,9 @@ impl<'s> AppPass<'s> {
         } else {
             // A cause no capacity change would cure outranks the queue's capacity.
             match (
-                why_nothing_fits(ledger, Kind::Executor, need, &app.queue, queues),
+                why_nothing_fits(ledger, Kind::Executor, need, &app.queue, queues, |a| {
+                    placer.has_room(ledger, need, a)
+                }),
                 at_capacity,
             ) {
                 (

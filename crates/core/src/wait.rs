@@ -5,13 +5,15 @@ use crate::model::QueueName;
 use crate::plan::{Kind, WaitReason};
 use crate::queues::{Admission, Queues};
 
-/// The reason no ALIVE worker admitted `need` from `queue` in this pass.
+/// The reason no ALIVE worker admitted `need` from `queue` in this pass. `has_room` answers
+/// whether some ALIVE worker admits `need` under an admission, the threshold aside.
 pub(crate) fn why_nothing_fits(
     ledger: &Ledger<'_>,
     kind: Kind,
     need: Need<'_>,
     queue: &QueueName,
     queues: &Queues,
+    has_room: impl Fn(Admission) -> bool,
 ) -> WaitReason {
     let alive = ledger.alive_by_id();
     if alive.is_empty() {
@@ -24,11 +26,7 @@ pub(crate) fn why_nothing_fits(
         };
     }
     match queues.admission(queue) {
-        Admission::Normal { threshold }
-            if alive
-                .iter()
-                .any(|&w| ledger.fits(w, need, Admission::Prior)) =>
-        {
+        Admission::Normal { threshold } if has_room(Admission::Prior) => {
             WaitReason::HeldByThreshold {
                 kind,
                 shape: need.to_shape(),

@@ -37,7 +37,7 @@ use std::collections::BTreeSet;
 use std::iter::Peekable;
 
 use super::{ExecutorPlacer, ExecutorRequest, descending, selection_key};
-use crate::ledger::{Ledger, Offer};
+use crate::ledger::{Ledger, Need, Offer};
 use crate::model::WorkerSelection;
 use crate::queues::{Admission, Queues};
 
@@ -53,8 +53,19 @@ pub(crate) struct IndexedPlacer {
     plain: BTreeSet<Entry>,
     /// Per view, ALIVE workers hosting prior work, keyed by their offer in that view.
     prior: Vec<BTreeSet<Entry>>,
-    /// Per worker, the keys it is filed under now (one for `plain`, one per view for `prior`).
-    filed: Vec<Vec<u64>>,
+    /// Per worker, where it is filed now and under which keys.
+    filed: Vec<Filed>,
+}
+
+/// Where a worker is filed.
+#[derive(Clone)]
+enum Filed {
+    /// Not ALIVE: never offered.
+    Nowhere,
+    /// In `plain`, under this key.
+    Plain(u64),
+    /// In every `prior` set, under its key in each view.
+    Prior(Vec<u64>),
 }
 
 /// A usable worker and the units it can take.
@@ -88,71 +99,75 @@ impl IndexedPlacer {
         }
     }
 
+    /// Files worker `w` under its current keys.
     fn file(&mut self, ledger: &Ledger<'_>, w: usize) {
         let rank = ledger.rank(w);
-        let keys: Vec<u64> = if ledger.hosts_prior(w) {
-            (0..self.prior.len())
+        self.filed[w] = if ledger.hosts_prior(w) {
+            let keys: Vec<u64> = (0..self.prior.len())
                 .map(|view| selection_key(self.policy, ledger.offer(w, self.view_admission(view))))
-                .collect()
-        } else {
-            vec![selection_key(
-                self.policy,
-                ledger.offer(w, Admission::Prior),
-            )]
-        };
-        if ledger.hosts_prior(w) {
+                .collect();
             for (set, &key) in self.prior.iter_mut().zip(&keys) {
                 set.insert((key, rank, w));
             }
+            Filed::Prior(keys)
         } else {
-            self.plain.insert((keys[0], rank, w));
-        }
-        self.filed[w] = keys;
+            let key = selection_key(self.policy, ledger.offer(w, Admission::Prior));
+            self.plain.insert((key, rank, w));
+            Filed::Plain(key)
+        };
     }
 
+    /// Removes worker `w` from wherever it is filed.
     fn unfile(&mut self, ledger: &Ledger<'_>, w: usize) {
         let rank = ledger.rank(w);
-        let keys = std::mem::take(&mut self.filed[w]);
-        if keys.len() == 1 && self.plain.remove(&(keys[0], rank, w)) {
-            return;
-        }
-        for (set, key) in self.prior.iter_mut().zip(keys) {
-            set.remove(&(key, rank, w));
+        match std::mem::replace(&mut self.filed[w], Filed::Nowhere) {
+            Filed::Nowhere => {}
+            Filed::Plain(key) => {
+                self.plain.remove(&(key, rank, w));
+            }
+            Filed::Prior(keys) => {
+                for (set, key) in self.prior.iter_mut().zip(keys) {
+                    set.remove(&(key, rank, w));
+                }
+            }
         }
     }
 
-    /// The lowest key a usable worker can have in the sorted dimension.
-    fn min_key(&self, request: &ExecutorRequest<'_>) -> u64 {
+    /// The lowest key a worker that admits `need` can have in the sorted dimension.
+    fn min_key(&self, need: Need<'_>) -> u64 {
         match self.policy {
-            WorkerSelection::CoresFreeAsc | WorkerSelection::CoresFreeDesc => {
-                request.need.cores.into()
-            }
-            WorkerSelection::MemoryFreeAsc | WorkerSelection::MemoryFreeDesc => {
-                request.need.memory_mb
-            }
+            WorkerSelection::CoresFreeAsc | WorkerSelection::CoresFreeDesc => need.cores.into(),
+            WorkerSelection::MemoryFreeAsc | WorkerSelection::MemoryFreeDesc => need.memory_mb,
             WorkerSelection::WorkerId => 0,
         }
     }
 
-    /// Usable workers in policy order, as many as decide the assignment.
-    fn candidates(&self, ledger: &Ledger<'_>, request: &ExecutorRequest<'_>) -> Vec<Candidate> {
-        let from = (self.min_key(request), 0, 0);
+    /// ALIVE workers that admit one `need` as offered to `admission`, in policy order, with
+    /// their offers: Spark's `usableWorkers`, produced lazily.
+    fn usable<'s>(
+        &'s self,
+        ledger: &'s Ledger<'_>,
+        need: Need<'s>,
+        admission: Admission,
+    ) -> impl Iterator<Item = (usize, Offer)> + 's {
+        let from = (self.min_key(need), 0, 0);
         let plain = self.plain.range(from..);
-        let prior = self.prior[self.view_of(request.admission)].range(from..);
-        let walk: Box<dyn Iterator<Item = &Entry>> = if descending(self.policy) {
+        let prior = self.prior[self.view_of(admission)].range(from..);
+        let walk: Box<dyn Iterator<Item = &Entry> + 's> = if descending(self.policy) {
             Box::new(Merge::new(plain.rev(), prior.rev(), Ordering::Greater))
         } else {
             Box::new(Merge::new(plain, prior, Ordering::Less))
         };
+        walk.map(move |&(_, _, w)| (w, ledger.offer(w, admission)))
+            .filter(move |&(w, offer)| ledger.admits(w, offer, need))
+    }
 
+    /// Usable workers in policy order, as many as decide the assignment.
+    fn candidates(&self, ledger: &Ledger<'_>, request: &ExecutorRequest<'_>) -> Vec<Candidate> {
         let enough = Enough::new(request);
         let mut found = Vec::new();
         let mut units = 0;
-        for &(_, _, w) in walk {
-            let offer = ledger.offer(w, request.admission);
-            if !ledger.admits(w, offer, request.need) {
-                continue;
-            }
+        for (w, offer) in self.usable(ledger, request.need, request.admission) {
             let cap = units_cap(ledger, w, offer, request);
             units += cap;
             found.push(Candidate {
@@ -233,7 +248,7 @@ impl ExecutorPlacer for IndexedPlacer {
             prior: vec![BTreeSet::new(); thresholds.len() + 1],
             thresholds,
             plain: BTreeSet::new(),
-            filed: vec![Vec::new(); ledger.len()],
+            filed: vec![Filed::Nowhere; ledger.len()],
         };
         for &w in ledger.alive_by_id() {
             placer.file(ledger, w);
@@ -281,6 +296,10 @@ impl ExecutorPlacer for IndexedPlacer {
                 )
             })
             .collect()
+    }
+
+    fn has_room(&self, ledger: &Ledger<'_>, need: Need<'_>, admission: Admission) -> bool {
+        self.usable(ledger, need, admission).next().is_some()
     }
 
     fn worker_changed(&mut self, ledger: &Ledger<'_>, w: usize) {

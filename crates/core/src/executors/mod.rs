@@ -39,6 +39,9 @@ pub(crate) trait ExecutorPlacer {
     /// Cores assigned per worker, in the order Spark grants them, zero entries left out.
     fn assign(&mut self, ledger: &Ledger<'_>, request: &ExecutorRequest<'_>) -> Vec<(usize, u32)>;
 
+    /// Whether any ALIVE worker admits one `need` as offered to `admission` now.
+    fn has_room(&self, ledger: &Ledger<'_>, need: Need<'_>, admission: Admission) -> bool;
+
     /// Tells the placer that worker `w`'s usage changed in `ledger`.
     fn worker_changed(&mut self, ledger: &Ledger<'_>, w: usize);
 }

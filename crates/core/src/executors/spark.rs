@@ -7,8 +7,9 @@
 //! what is free.
 
 use super::{ExecutorPlacer, ExecutorRequest, descending, selection_key};
-use crate::ledger::{Ledger, Offer};
+use crate::ledger::{Ledger, Need, Offer};
 use crate::model::WorkerSelection;
+use crate::queues::Admission;
 use crate::queues::Queues;
 
 /// Spark's loop, one core unit per iteration.
@@ -40,6 +41,10 @@ impl ExecutorPlacer for SparkLoop {
             .filter(|&(_, cores)| cores > 0)
             .map(|(&(w, _), cores)| (w, cores))
             .collect()
+    }
+
+    fn has_room(&self, ledger: &Ledger<'_>, need: Need<'_>, admission: Admission) -> bool {
+        ledger.any_fits(need, admission)
     }
 
     fn worker_changed(&mut self, _ledger: &Ledger<'_>, _w: usize) {}
