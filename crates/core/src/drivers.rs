@@ -11,9 +11,10 @@ use crate::wait::why_nothing_fits;
 
 /// Places the snapshot's waiting drivers, recording launches and waits in `plan`.
 ///
-/// With `spread_out_drivers` the ALIVE workers are shuffled once with the pass's seed and
-/// visited round-robin, the cursor carrying over from one driver to the next; otherwise each
-/// driver takes the first worker by id that fits. `max_drivers` caps running drivers, those
+/// With `spread_out_drivers` the ALIVE workers are visited round-robin in id order from a
+/// starting worker drawn with the pass's seed, the cursor carrying over from one driver to the
+/// next (Spark shuffles the workers instead; a seeded start keeps the order one a person can
+/// predict from the ids). Otherwise each driver takes the first worker by id that fits. `max_drivers` caps running drivers, those
 /// launched in this pass included.
 pub(crate) fn place_drivers(
     snapshot: &Snapshot,
@@ -22,11 +23,11 @@ pub(crate) fn place_drivers(
     plan: &mut Plan,
 ) {
     let config = &snapshot.config;
-    let mut order = ledger.alive_by_id().to_vec();
-    if config.spread_out_drivers {
-        SplitMix64::new(config.seed).shuffle(&mut order);
-    }
-    let mut cursor = 0;
+    let order = ledger.alive_by_id().to_vec();
+    let mut cursor = match order.len() {
+        0 => 0,
+        n => SplitMix64::new(config.seed).below(n),
+    };
     let mut running = snapshot.running_drivers;
     for driver in prior_first(&snapshot.drivers, queues, |d| &d.queue) {
         let need = Need {

@@ -1,4 +1,4 @@
-//! The pass's only source of randomness: SplitMix64 seeded from the snapshot, so that the same
+//! The pass's only source of randomness (the drivers' starting worker): SplitMix64 seeded from the snapshot, so that the same
 //! snapshot always gives the same plan on every replica and every platform.
 
 /// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", 2014).
@@ -18,14 +18,7 @@ impl SplitMix64 {
     }
 
     /// A number in `0..bound` (`bound > 0`), by multiply-shift (Lemire, 2019).
-    fn below(&mut self, bound: usize) -> usize {
+    pub(crate) fn below(&mut self, bound: usize) -> usize {
         ((u128::from(self.next_u64()) * bound as u128) >> 64) as usize
-    }
-
-    /// Fisher-Yates shuffle, the counterpart of Spark's `Random.shuffle`.
-    pub(crate) fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            items.swap(i, self.below(i + 1));
-        }
     }
 }

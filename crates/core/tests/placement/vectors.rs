@@ -282,3 +282,28 @@ fn only_alive_workers_receive_work() {
     assert!(plan.drivers.iter().all(|d| d.worker.0 == "w2"));
     assert!(plan.executors.iter().all(|e| e.worker.0 == "w2"));
 }
+
+#[test]
+fn spread_out_drivers_go_round_robin_in_id_order_from_a_seeded_start() {
+    let mut starts = BTreeSet::new();
+    for seed in 0..32 {
+        let mut snapshot = cluster(workers(4, 10, 512));
+        snapshot.config.seed = seed;
+        snapshot.drivers = (0..6).map(|i| driver(&format!("d{i}"), 1, 1)).collect();
+        let plan = plan(&snapshot);
+        let positions: Vec<usize> = plan
+            .drivers
+            .iter()
+            .map(|d| d.worker.0[1..].parse().unwrap())
+            .collect();
+        let start = positions[0];
+        let round_robin: Vec<usize> = (0..6).map(|i| (start + i) % 4).collect();
+        assert_eq!(positions, round_robin, "seed {seed}");
+        starts.insert(start);
+    }
+    assert_eq!(
+        starts.len(),
+        4,
+        "every worker should be a starting point for some seed"
+    );
+}
