@@ -316,7 +316,15 @@ fn refuse<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, 
     })
 }
 
-fn positive<N: PartialEq + Default>(field: impl Into<String>, value: N) -> Result<(), InputError> {
+/// Refuses a zero `value` for `field`.
+///
+/// # Errors
+///
+/// `field: must be at least 1`.
+pub fn positive<N: PartialEq + Default>(
+    field: impl Into<String>,
+    value: N,
+) -> Result<(), InputError> {
     if value == N::default() {
         refuse(field, "must be at least 1")
     } else {
@@ -332,7 +340,12 @@ fn fraction(field: String, value: f64) -> Result<(), InputError> {
     }
 }
 
-fn resource_amounts(field: &str, amounts: &ResourceAmounts) -> Result<(), InputError> {
+/// Checks custom resource amounts: names not empty, amounts at least 1.
+///
+/// # Errors
+///
+/// The first offending amount, as `field.name`.
+pub fn resource_amounts(field: &str, amounts: &ResourceAmounts) -> Result<(), InputError> {
     for (name, &amount) in amounts {
         if name.is_empty() {
             return refuse(field, "resource names must not be empty");
@@ -374,15 +387,10 @@ impl Snapshot {
             positive("config.max_drivers", max)?;
         }
 
-        let mut queues = unique("queue", self.queues.iter().map(|q| &q.name), |i| {
-            format!("queues[{i}].name")
-        })?;
+        validate_queues(&self.queues)?;
+        let mut queues: BTreeSet<&QueueName> = self.queues.iter().map(|q| &q.name).collect();
         let default_queue = QueueName::default();
         queues.insert(&default_queue);
-        for (i, queue) in self.queues.iter().enumerate() {
-            fraction(format!("queues[{i}].threshold"), queue.threshold)?;
-            fraction(format!("queues[{i}].max_capacity"), queue.max_capacity)?;
-        }
         let known_queue = |field: String, queue: &QueueName| {
             if queues.contains(queue) {
                 Ok(())
@@ -443,6 +451,22 @@ impl Snapshot {
         }
         Ok(())
     }
+}
+
+/// Checks a queue configuration: names unique and not empty, fractions in (0, 1].
+///
+/// # Errors
+///
+/// The first offending field, as `queues[i].field`.
+pub fn validate_queues(queues: &[QueueConfig]) -> Result<(), InputError> {
+    unique("queue", queues.iter().map(|q| &q.name), |i| {
+        format!("queues[{i}].name")
+    })?;
+    for (i, queue) in queues.iter().enumerate() {
+        fraction(format!("queues[{i}].threshold"), queue.threshold)?;
+        fraction(format!("queues[{i}].max_capacity"), queue.max_capacity)?;
+    }
+    Ok(())
 }
 
 impl Worker {

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::model::{AppId, DriverId, QueueName, ResourceAmounts, WorkerId};
 
@@ -20,7 +20,7 @@ pub struct Plan {
 }
 
 /// A driver placed on a worker.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DriverLaunch {
     /// The driver.
     pub driver: DriverId,
@@ -29,7 +29,7 @@ pub struct DriverLaunch {
 }
 
 /// One executor granted to an app on a worker.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecutorGrant {
     /// The app that receives the executor.
     pub app: AppId,

@@ -1,0 +1,219 @@
+//! Application lifecycle: submit, kill, finish, executor limits and executor state changes
+//! (Spark reference §1.7 "Executor limit", §1.10, §1.11).
+
+use std::collections::BTreeMap;
+
+use muster_core::model::{AppId, positive, resource_amounts};
+use serde::{Deserialize, Serialize};
+
+use super::{Apply, program};
+use crate::ClusterState;
+use crate::ids::{ExecutorId, Timestamp};
+use crate::model::{App, AppDescription, AppState, ExecutorState};
+use crate::response::{ApplyError, Effects, Outcome, Response};
+
+/// An application is submitted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubmitApp {
+    /// What it asks for.
+    pub desc: AppDescription,
+    /// Its initial executor limit (`Some(0)` under dynamic allocation); `None` is unlimited.
+    pub executor_limit: Option<u32>,
+}
+
+impl Apply for SubmitApp {
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        let desc = &self.desc;
+        if !state.queue_exists(&desc.queue) {
+            return Err(ApplyError::UnknownQueue(desc.queue.clone()));
+        }
+        if let Some(cores) = desc.cores_max {
+            positive("cores_max", cores)?;
+        }
+        if let Some(cores) = desc.executor_cores {
+            positive("executor_cores", cores)?;
+        }
+        positive("executor_memory_mb", desc.executor_memory_mb)?;
+        resource_amounts("executor_resources", &desc.executor_resources)?;
+        program("command", &desc.command)?;
+
+        let id = state.new_app_id(at);
+        let submission = state.take_submission();
+        state.apps.insert(
+            id.clone(),
+            App {
+                id: id.clone(),
+                desc: desc.clone(),
+                state: AppState::Waiting,
+                executor_limit: self.executor_limit,
+                retry_count: 0,
+                submission,
+                submitted_at: at,
+                ended_at: None,
+                next_executor_id: 0,
+                executors: BTreeMap::new(),
+                cores_granted: 0,
+            },
+        );
+        Ok(Response {
+            outcome: Outcome::AppSubmitted { id },
+            effects: Effects::default(),
+        })
+    }
+}
+
+/// A user kills an application.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KillApp {
+    /// The app.
+    pub id: AppId,
+}
+
+impl Apply for KillApp {
+    /// The app ends KILLED; its executors are KILLED.
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        state.app_mut(&self.id)?;
+        let mut effects = Effects::default();
+        state.remove_app(&self.id, AppState::Killed, at, &mut effects);
+        Ok(Response {
+            outcome: Outcome::Done,
+            effects,
+        })
+    }
+}
+
+/// An application ended: its driver unregistered, or vanished past its grace period.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AppFinished {
+    /// The app.
+    pub id: AppId,
+    /// FINISHED, FAILED or KILLED.
+    pub state: AppState,
+}
+
+impl Apply for AppFinished {
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        if !self.state.is_finished() {
+            return Err(ApplyError::Invalid {
+                field: "state".into(),
+                message: format!("{:?} is not a final state", self.state),
+            });
+        }
+        state.app_mut(&self.id)?;
+        let mut effects = Effects::default();
+        state.remove_app(&self.id, self.state, at, &mut effects);
+        Ok(Response {
+            outcome: Outcome::Done,
+            effects,
+        })
+    }
+}
+
+/// An application sets its executor target (Spark's `RequestExecutors`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SetExecutorLimit {
+    /// The app.
+    pub app: AppId,
+    /// The new cap on its executor count; `None` is unlimited. Lowering it kills nothing.
+    pub limit: Option<u32>,
+}
+
+impl Apply for SetExecutorLimit {
+    fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
+        state.app_mut(&self.app)?.executor_limit = self.limit;
+        Ok(Response::default())
+    }
+}
+
+/// An application gives back executors (Spark's `KillExecutors`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KillExecutors {
+    /// The app.
+    pub app: AppId,
+    /// The executors to kill; ids of no live executor are reported, not refused.
+    pub executors: Vec<ExecutorId>,
+}
+
+impl Apply for KillExecutors {
+    fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
+        let app = state.app_mut(&self.app)?;
+        let (live, unknown): (Vec<ExecutorId>, Vec<ExecutorId>) = self
+            .executors
+            .iter()
+            .partition(|id| app.executors.contains_key(id));
+        let mut effects = Effects::default();
+        for id in live {
+            // A repeated id was ended by its first occurrence.
+            if state.apps[&self.app].executors.contains_key(&id) {
+                state.end_executor(&self.app, id, ExecutorState::Killed, &mut effects);
+            }
+        }
+        Ok(Response {
+            outcome: Outcome::ExecutorsKilled { unknown },
+            effects,
+        })
+    }
+}
+
+/// A worker reports an executor's new state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExecutorStateChanged {
+    /// The executor's app.
+    pub app: AppId,
+    /// The executor.
+    pub executor: ExecutorId,
+    /// Its new state.
+    pub state: ExecutorState,
+    /// Its exit code, when it exited.
+    pub exit_code: Option<i32>,
+}
+
+impl Apply for ExecutorStateChanged {
+    /// Spark's `ExecutorStateChanged`: RUNNING resets the app's retry count; an ended executor
+    /// frees its resources, and one that ended without exit code 0 counts as a failure. After
+    /// `max_executor_retries` failures, an app with no RUNNING executor is removed as FAILED.
+    /// Reporting the state an executor is already in changes nothing.
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        let max_retries = state.config.max_executor_retries;
+        let app = state.app_mut(&self.app)?;
+        let executor = app
+            .executors
+            .get_mut(&self.executor)
+            .ok_or_else(|| ApplyError::UnknownExecutor(self.app.clone(), self.executor))?;
+        match (executor.state, self.state) {
+            (old, new) if old == new => return Ok(Response::default()),
+            (ExecutorState::Launching, ExecutorState::Running) => {
+                executor.state = ExecutorState::Running;
+                app.retry_count = 0;
+                return Ok(Response::default());
+            }
+            (old, new) if !new.is_finished() => {
+                return Err(ApplyError::Conflict(format!(
+                    "executor {} of `{}` cannot go from {old:?} to {new:?}",
+                    self.executor, self.app
+                )));
+            }
+            _ => {}
+        }
+
+        let mut effects = Effects::default();
+        state.end_executor(&self.app, self.executor, self.state, &mut effects);
+        if self.exit_code != Some(0) {
+            let app = state.apps.get_mut(&self.app).expect("checked above");
+            app.retry_count += 1;
+            let none_running = app
+                .executors
+                .values()
+                .all(|e| e.state != ExecutorState::Running);
+            let retries_exhausted =
+                max_retries >= 0 && i64::from(app.retry_count) >= i64::from(max_retries);
+            if retries_exhausted && none_running {
+                state.remove_app(&self.app, AppState::Failed, at, &mut effects);
+            }
+        }
+        Ok(Response {
+            outcome: Outcome::Done,
+            effects,
+        })
+    }
+}

@@ -1,0 +1,102 @@
+//! Driver lifecycle: submit, kill, and the end a worker reports (Spark reference §1.12).
+
+use muster_core::model::{DriverId, positive, resource_amounts};
+use serde::{Deserialize, Serialize};
+
+use super::{Apply, program};
+use crate::ClusterState;
+use crate::ids::Timestamp;
+use crate::model::{DriverDescription, DriverState};
+use crate::response::{ApplyError, Effects, Outcome, Response};
+
+/// A driver is submitted (Spark's cluster deploy mode).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubmitDriver {
+    /// What it asks for.
+    pub desc: DriverDescription,
+}
+
+impl Apply for SubmitDriver {
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        let desc = &self.desc;
+        if !state.queue_exists(&desc.queue) {
+            return Err(ApplyError::UnknownQueue(desc.queue.clone()));
+        }
+        positive("cores", desc.cores)?;
+        positive("memory_mb", desc.memory_mb)?;
+        resource_amounts("resources", &desc.resources)?;
+        program("command", &desc.command)?;
+        let id = state.add_driver(desc.clone(), at);
+        Ok(Response {
+            outcome: Outcome::DriverSubmitted { id },
+            effects: Effects::default(),
+        })
+    }
+}
+
+/// A user kills a driver.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KillDriver {
+    /// The driver.
+    pub id: DriverId,
+}
+
+impl Apply for KillDriver {
+    /// The driver ends KILLED at once and frees its worker; the leader then stops its
+    /// process. A later report of its end is refused as unknown and changes nothing.
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        if !state.drivers.contains_key(&self.id) {
+            return Err(ApplyError::UnknownDriver(self.id.clone()));
+        }
+        let mut effects = Effects::default();
+        state.end_driver(&self.id, DriverState::Killed, None, at, &mut effects);
+        Ok(Response {
+            outcome: Outcome::Done,
+            effects,
+        })
+    }
+}
+
+/// A worker reports that a running driver ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DriverStateChanged {
+    /// The driver.
+    pub driver: DriverId,
+    /// FINISHED, FAILED, KILLED or ERROR.
+    pub state: DriverState,
+    /// Its exit code, when it exited.
+    pub exit_code: Option<i32>,
+}
+
+impl Apply for DriverStateChanged {
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        let final_states = [
+            DriverState::Finished,
+            DriverState::Failed,
+            DriverState::Killed,
+            DriverState::Error,
+        ];
+        if !final_states.contains(&self.state) {
+            return Err(ApplyError::Invalid {
+                field: "state".into(),
+                message: format!("{:?} is not a state a worker reports", self.state),
+            });
+        }
+        let driver = state
+            .drivers
+            .get(&self.driver)
+            .ok_or_else(|| ApplyError::UnknownDriver(self.driver.clone()))?;
+        if driver.state != DriverState::Running {
+            return Err(ApplyError::Conflict(format!(
+                "driver `{}` is not running",
+                self.driver
+            )));
+        }
+        let mut effects = Effects::default();
+        state.end_driver(&self.driver, self.state, self.exit_code, at, &mut effects);
+        Ok(Response {
+            outcome: Outcome::Done,
+            effects,
+        })
+    }
+}

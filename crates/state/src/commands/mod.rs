@@ -1,0 +1,130 @@
+//! The commands of the allocation log, one type each, dispatched through [`Op`].
+//!
+//! A [`Command`] is what the leader proposes: an [`Op`] stamped with the leader's wall-clock
+//! time and, for client writes, the client's request id. Every op validates everything
+//! before it changes anything, so a refused op leaves the state as it was.
+
+mod apps;
+mod drivers;
+mod plan;
+mod queues;
+mod workers;
+
+pub use apps::{AppFinished, KillApp, KillExecutors, SetExecutorLimit, SubmitApp};
+pub use drivers::{DriverStateChanged, KillDriver, SubmitDriver};
+pub use plan::ApplyPlan;
+pub use queues::SetQueues;
+pub use workers::{DecommissionWorker, RegisterWorker, WorkerLost};
+
+use serde::{Deserialize, Serialize};
+
+pub use apps::ExecutorStateChanged;
+
+use crate::ClusterState;
+use crate::ids::{RequestId, Timestamp};
+use crate::response::{ApplyError, Response};
+
+/// One log entry: an op, when the leader proposed it, and the client request it answers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Command {
+    /// The leader's wall-clock time; the only time `apply` sees.
+    pub at: Timestamp,
+    /// The client's id for this write, when a client sent it; retries reuse it.
+    pub request_id: Option<RequestId>,
+    /// What to do.
+    pub op: Op,
+}
+
+/// Every change the log can carry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Op {
+    /// A worker registers or re-registers.
+    RegisterWorker(RegisterWorker),
+    /// A worker stopped heartbeating or never came back.
+    WorkerLost(WorkerLost),
+    /// A worker is taken out of service.
+    DecommissionWorker(DecommissionWorker),
+    /// An application is submitted.
+    SubmitApp(SubmitApp),
+    /// A driver is submitted.
+    SubmitDriver(SubmitDriver),
+    /// A user kills an application.
+    KillApp(KillApp),
+    /// A user kills a driver.
+    KillDriver(KillDriver),
+    /// An application changes its executor target.
+    SetExecutorLimit(SetExecutorLimit),
+    /// An application gives back executors.
+    KillExecutors(KillExecutors),
+    /// One scheduling pass: driver launches and executor grants.
+    ApplyPlan(ApplyPlan),
+    /// A worker reports an executor's new state.
+    ExecutorStateChanged(ExecutorStateChanged),
+    /// A worker reports a driver's end.
+    DriverStateChanged(DriverStateChanged),
+    /// An application ended (its driver unregistered or vanished).
+    AppFinished(AppFinished),
+    /// The queue configuration changes.
+    SetQueues(SetQueues),
+}
+
+/// How an op changes the state.
+trait Apply {
+    /// Applies the op at time `at`.
+    ///
+    /// # Errors
+    ///
+    /// Refuses invalid input or an op that does not fit the current state, changing nothing.
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError>;
+}
+
+impl ClusterState {
+    /// Applies one committed command. Deterministic: no clock, no randomness, no I/O.
+    ///
+    /// A command whose request id was already applied returns the first result again and
+    /// changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// The op's refusal; the state is unchanged.
+    pub fn apply(&mut self, command: &Command) -> Result<Response, ApplyError> {
+        if let Some(id) = &command.request_id
+            && let Some(result) = self.requests.get(id)
+        {
+            return result.clone();
+        }
+        let result = match &command.op {
+            Op::RegisterWorker(op) => op.apply(self, command.at),
+            Op::WorkerLost(op) => op.apply(self, command.at),
+            Op::DecommissionWorker(op) => op.apply(self, command.at),
+            Op::SubmitApp(op) => op.apply(self, command.at),
+            Op::SubmitDriver(op) => op.apply(self, command.at),
+            Op::KillApp(op) => op.apply(self, command.at),
+            Op::KillDriver(op) => op.apply(self, command.at),
+            Op::SetExecutorLimit(op) => op.apply(self, command.at),
+            Op::KillExecutors(op) => op.apply(self, command.at),
+            Op::ApplyPlan(op) => op.apply(self, command.at),
+            Op::ExecutorStateChanged(op) => op.apply(self, command.at),
+            Op::DriverStateChanged(op) => op.apply(self, command.at),
+            Op::AppFinished(op) => op.apply(self, command.at),
+            Op::SetQueues(op) => op.apply(self, command.at),
+        };
+        if let Some(id) = &command.request_id {
+            self.requests
+                .insert(id.clone(), result.clone(), self.config.retained_requests);
+        }
+        result
+    }
+}
+
+/// Checks a program to launch: a command is required.
+fn program(field: &str, command: &str) -> Result<(), ApplyError> {
+    if command.trim().is_empty() {
+        Err(ApplyError::Invalid {
+            field: field.to_owned(),
+            message: "must not be empty".to_owned(),
+        })
+    } else {
+        Ok(())
+    }
+}

@@ -1,0 +1,160 @@
+//! Worker membership: registration, loss and decommissioning (Spark reference §1.9, §1.13).
+
+use std::collections::BTreeSet;
+
+use muster_core::model::{ResourceAmounts, WorkerId, WorkerState, positive, resource_amounts};
+use serde::{Deserialize, Serialize};
+
+use super::Apply;
+use crate::ClusterState;
+use crate::ids::Timestamp;
+use crate::model::{DriverState, ExecutorState, Worker};
+use crate::response::{ApplyError, Effects, Outcome, Response};
+
+/// A worker registers, or re-registers after losing its master.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RegisterWorker {
+    /// Its stable id.
+    pub id: WorkerId,
+    /// Its host name.
+    pub host: String,
+    /// Where the master reaches it.
+    pub address: String,
+    /// Its cores.
+    pub cores: u32,
+    /// Its memory in MB.
+    pub memory_mb: u64,
+    /// Its custom resources.
+    pub resources: ResourceAmounts,
+}
+
+impl Apply for RegisterWorker {
+    /// A known ALIVE or DECOMMISSIONED worker is a reconnect (`duplicate`) and keeps its
+    /// state; a DEAD one comes back ALIVE with the capacity it reports, nothing running.
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        if self.id.0.is_empty() {
+            return Err(ApplyError::Invalid {
+                field: "id".into(),
+                message: "must not be empty".into(),
+            });
+        }
+        positive("cores", self.cores)?;
+        positive("memory_mb", self.memory_mb)?;
+        resource_amounts("resources", &self.resources)?;
+        let duplicate = match state.workers.get_mut(&self.id) {
+            Some(worker) => {
+                if worker.state == WorkerState::Dead {
+                    worker.state = WorkerState::Alive;
+                    worker.cores = self.cores;
+                    worker.memory_mb = self.memory_mb;
+                    worker.resources = self.resources.clone();
+                }
+                worker.host = self.host.clone();
+                worker.address = self.address.clone();
+                worker.registered_at = at;
+                true
+            }
+            None => {
+                state.workers.insert(
+                    self.id.clone(),
+                    Worker {
+                        id: self.id.clone(),
+                        host: self.host.clone(),
+                        address: self.address.clone(),
+                        cores: self.cores,
+                        memory_mb: self.memory_mb,
+                        resources: self.resources.clone(),
+                        state: WorkerState::Alive,
+                        cores_used: 0,
+                        memory_used_mb: 0,
+                        resources_used: ResourceAmounts::new(),
+                        executors: BTreeSet::new(),
+                        drivers: BTreeSet::new(),
+                        registered_at: at,
+                    },
+                );
+                false
+            }
+        };
+        Ok(Response {
+            outcome: Outcome::WorkerRegistered { duplicate },
+            effects: Effects::default(),
+        })
+    }
+}
+
+/// A worker is lost: it stopped heartbeating, or did not come back after a failover.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkerLost {
+    /// The worker.
+    pub id: WorkerId,
+    /// Why, for people.
+    pub reason: String,
+}
+
+impl Apply for WorkerLost {
+    /// Spark's `removeWorker`: the worker becomes DEAD, its executors LOST (their cores
+    /// return to their apps' demand), its supervised drivers are resubmitted under new ids
+    /// and the others end in ERROR.
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        let worker = state.worker_mut(&self.id)?;
+        if worker.state == WorkerState::Dead {
+            return Err(ApplyError::Conflict(format!(
+                "worker `{}` is already DEAD",
+                self.id
+            )));
+        }
+        worker.state = WorkerState::Dead;
+        let mut effects = Effects::default();
+        state.evacuate_worker(
+            &self.id,
+            ExecutorState::Lost,
+            DriverState::Error,
+            at,
+            &mut effects,
+        );
+        Ok(Response {
+            outcome: Outcome::Done,
+            effects,
+        })
+    }
+}
+
+/// A worker is taken out of service.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DecommissionWorker {
+    /// The worker.
+    pub id: WorkerId,
+}
+
+impl Apply for DecommissionWorker {
+    /// The worker becomes DECOMMISSIONED and receives no more work. Unlike Spark, which lets
+    /// executors linger on it, everything on it ends now: executors are KILLED (this counts
+    /// as no failure), supervised drivers are resubmitted under new ids, others are KILLED.
+    /// Decommissioning a decommissioned worker changes nothing.
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        let worker = state.worker_mut(&self.id)?;
+        match worker.state {
+            WorkerState::Decommissioned => return Ok(Response::default()),
+            WorkerState::Dead => {
+                return Err(ApplyError::Conflict(format!(
+                    "worker `{}` is DEAD",
+                    self.id
+                )));
+            }
+            WorkerState::Alive => worker.state = WorkerState::Decommissioned,
+        }
+        let mut effects = Effects::default();
+        state.evacuate_worker(
+            &self.id,
+            ExecutorState::Killed,
+            DriverState::Killed,
+            at,
+            &mut effects,
+        );
+        Ok(Response {
+            outcome: Outcome::Done,
+            effects,
+        })
+    }
+}

@@ -1,0 +1,175 @@
+//! The invariants every replica's state keeps after every apply. Tests call
+//! [`ClusterState::check_invariants`] after each command; a violation is a bug in `apply`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use muster_core::model::{ResourceAmounts, WorkerState};
+
+use crate::ClusterState;
+use crate::model::DriverState;
+
+/// Usage summed over what runs on one worker.
+#[derive(Default, PartialEq, Debug)]
+struct Usage {
+    cores: u32,
+    memory_mb: u64,
+    resources: ResourceAmounts,
+}
+
+impl Usage {
+    fn add(&mut self, cores: u32, memory_mb: u64, resources: &ResourceAmounts) {
+        self.cores += cores;
+        self.memory_mb += memory_mb;
+        for (name, amount) in resources {
+            *self.resources.entry(name.clone()).or_insert(0) += amount;
+        }
+    }
+}
+
+fn violated(message: String) -> Result<(), String> {
+    Err(message)
+}
+
+impl ClusterState {
+    /// Checks every invariant listed on [`ClusterState`].
+    ///
+    /// # Errors
+    ///
+    /// The first violation found, naming the invariant and the thing that breaks it.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut usage: BTreeMap<_, Usage> = BTreeMap::new();
+        let mut placed_executors: BTreeMap<_, BTreeSet<_>> = BTreeMap::new();
+        let mut placed_drivers: BTreeMap<_, BTreeSet<_>> = BTreeMap::new();
+
+        for app in self.apps.values() {
+            if app.state.is_finished() {
+                return violated(format!("active app {} is {:?}", app.id, app.state));
+            }
+            let granted: u64 = app.executors.values().map(|e| u64::from(e.cores)).sum();
+            if granted != app.cores_granted {
+                return violated(format!(
+                    "app {} has {} cores granted but its executors hold {granted}",
+                    app.id, app.cores_granted
+                ));
+            }
+            for (id, executor) in &app.executors {
+                if executor.state.is_finished()
+                    || executor.id != *id
+                    || id.0 >= app.next_executor_id
+                {
+                    return violated(format!(
+                        "app {} keeps a bad executor {id}: {executor:?}",
+                        app.id
+                    ));
+                }
+                usage.entry(&executor.worker).or_default().add(
+                    executor.cores,
+                    executor.memory_mb,
+                    &executor.resources,
+                );
+                placed_executors
+                    .entry(&executor.worker)
+                    .or_default()
+                    .insert((app.id.clone(), *id));
+            }
+        }
+        for driver in self.drivers.values() {
+            match (driver.state, &driver.worker) {
+                (DriverState::Submitted, None) => {}
+                (DriverState::Running, Some(worker)) => {
+                    usage.entry(worker).or_default().add(
+                        driver.desc.cores,
+                        driver.desc.memory_mb,
+                        &driver.desc.resources,
+                    );
+                    placed_drivers
+                        .entry(worker)
+                        .or_default()
+                        .insert(driver.id.clone());
+                }
+                (state, worker) => {
+                    return violated(format!(
+                        "active driver {} is {state:?} on {worker:?}",
+                        driver.id
+                    ));
+                }
+            }
+        }
+
+        for worker in usage.keys().chain(placed_drivers.keys()) {
+            if !self.workers.contains_key(*worker) {
+                return violated(format!("work placed on unknown worker {worker}"));
+            }
+        }
+        for worker in self.workers.values() {
+            let used = usage.remove(&worker.id).unwrap_or_default();
+            let recorded = Usage {
+                cores: worker.cores_used,
+                memory_mb: worker.memory_used_mb,
+                resources: worker.resources_used.clone(),
+            };
+            if used != recorded {
+                return violated(format!(
+                    "worker {} records {recorded:?} used but runs {used:?}",
+                    worker.id
+                ));
+            }
+            let over_resources = used
+                .resources
+                .iter()
+                .any(|(name, &amount)| amount > worker.resources.get(name).copied().unwrap_or(0));
+            if used.cores > worker.cores || used.memory_mb > worker.memory_mb || over_resources {
+                return violated(format!("worker {} is over-allocated: {used:?}", worker.id));
+            }
+            let executors = placed_executors.remove(&worker.id).unwrap_or_default();
+            let drivers = placed_drivers.remove(&worker.id).unwrap_or_default();
+            if executors != worker.executors || drivers != worker.drivers {
+                return violated(format!(
+                    "worker {}'s executor and driver sets disagree with the apps and drivers",
+                    worker.id
+                ));
+            }
+            if worker.state != WorkerState::Alive && (!executors.is_empty() || !drivers.is_empty())
+            {
+                return violated(format!(
+                    "worker {} is {:?} but runs work",
+                    worker.id, worker.state
+                ));
+            }
+        }
+
+        self.check_ids_unique()
+    }
+
+    /// Ids are never reused: every app and driver id, active or completed, is unique and was
+    /// numbered below the counter.
+    fn check_ids_unique(&self) -> Result<(), String> {
+        let numbered = |id: &str, next: u64| {
+            id.rsplit('-')
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+                .is_some_and(|n| n < next)
+        };
+        let mut apps = BTreeSet::new();
+        for id in self
+            .apps
+            .keys()
+            .chain(self.completed_apps.iter().map(|a| &a.id))
+        {
+            if !apps.insert(id) || !numbered(&id.0, self.next_app_number) {
+                return violated(format!("app id {id} reused or beyond the counter"));
+            }
+        }
+        let mut drivers = BTreeSet::new();
+        for id in self
+            .drivers
+            .keys()
+            .chain(self.completed_drivers.iter().map(|d| &d.id))
+        {
+            if !drivers.insert(id) || !numbered(&id.0, self.next_driver_number) {
+                return violated(format!("driver id {id} reused or beyond the counter"));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,49 @@
+//! Muster's replicated state machine: the allocation log's commands and the state every
+//! master replica builds by applying them in order.
+//!
+//! # What it holds
+//!
+//! [`ClusterState`] keeps what Spark's Master keeps in memory and in its persistence engine
+//! (workers, applications, drivers, the id counters, bounded lists of completed apps and
+//! drivers) plus what Spark never persisted: every executor allocation, executor limits and
+//! queue configuration. A committed plan is the truth about allocations; what processes really
+//! run is reconciled against worker reports by the leader, through more commands.
+//!
+//! # How it changes
+//!
+//! Only through [`ClusterState::apply`] with a [`Command`]: an [`Op`] stamped by the leader
+//! with its wall-clock time and, for client writes, a request id. Apply is deterministic (no
+//! clock, no randomness, no I/O), so every replica that applies the same log holds the same
+//! state. An op either applies entirely or is refused with an [`ApplyError`] that changes
+//! nothing; a scheduling pass ([`commands::ApplyPlan`]) is re-checked part by part against
+//! free resources and reports what no longer fits. Every response carries the [`Effects`] the
+//! leader must carry out once the command is committed (kills, executor events).
+//!
+//! The lifecycle rules are Spark's (see the Spark reference, §1.9-1.12): a lost worker's
+//! executors become LOST and their cores return to their apps' demand; its supervised drivers
+//! are resubmitted under new ids; executor failures count toward `max_executor_retries`;
+//! RUNNING resets the count.
+//!
+//! # Layout
+//!
+//! * [`commands`]: the ops, one type each.
+//! * [`model`]: workers, apps, executors, drivers and their states.
+//! * `state`: [`ClusterState`] and the bookkeeping ops share.
+//! * `invariants`: [`ClusterState::check_invariants`].
+//! * `snapshot`: versioned snapshot encoding.
+//! * `scheduling`: the [`muster_core::Snapshot`] a scheduling pass sees.
+
+pub mod commands;
+pub mod ids;
+mod invariants;
+pub mod model;
+mod response;
+mod scheduling;
+mod snapshot;
+mod state;
+
+pub use commands::{Command, Op};
+pub use ids::{ExecutorId, RequestId, Timestamp};
+pub use response::{ApplyError, Effects, Outcome, Rejected, Response};
+pub use snapshot::{SNAPSHOT_FORMAT, SnapshotError};
+pub use state::{ClusterState, StateConfig};

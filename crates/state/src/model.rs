@@ -1,0 +1,239 @@
+//! The entities the state machine keeps: workers, applications with their executors, and
+//! drivers, with the states Spark gives them (Spark reference §1.1).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use muster_core::model::{AppId, DriverId, QueueName, ResourceAmounts, WorkerId, WorkerState};
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{ExecutorId, Timestamp};
+
+/// A registered worker and what runs on it according to the log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Worker {
+    /// Id chosen by the worker, stable across its restarts.
+    pub id: WorkerId,
+    /// Host name.
+    pub host: String,
+    /// Address the master reaches it at.
+    pub address: String,
+    /// Total cores.
+    pub cores: u32,
+    /// Total memory in MB.
+    pub memory_mb: u64,
+    /// Custom resource capacity.
+    pub resources: ResourceAmounts,
+    /// ALIVE, DEAD or DECOMMISSIONED; only ALIVE workers run anything.
+    pub state: WorkerState,
+    /// Cores of the live executors and drivers on it.
+    pub cores_used: u32,
+    /// Memory of the live executors and drivers on it.
+    pub memory_used_mb: u64,
+    /// Custom resources of the live executors and drivers on it.
+    pub resources_used: ResourceAmounts,
+    /// Its live executors.
+    pub executors: BTreeSet<(AppId, ExecutorId)>,
+    /// Its live drivers.
+    pub drivers: BTreeSet<DriverId>,
+    /// When it last registered.
+    pub registered_at: Timestamp,
+}
+
+/// An application's state (Spark's `ApplicationState`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AppState {
+    /// Registered, no executor yet.
+    Waiting,
+    /// Has been granted executors.
+    Running,
+    /// Ended normally.
+    Finished,
+    /// Removed after too many executor failures.
+    Failed,
+    /// Killed by a user.
+    Killed,
+}
+
+impl AppState {
+    /// Whether the app has ended.
+    pub fn is_finished(self) -> bool {
+        !matches!(self, Self::Waiting | Self::Running)
+    }
+}
+
+/// What an application asks for (Spark's `ApplicationDescription`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AppDescription {
+    /// Name, for people.
+    pub name: String,
+    /// Submitting user.
+    pub user: String,
+    /// Queue it runs in.
+    pub queue: QueueName,
+    /// `spark.cores.max`; `None` falls back to the master's default cores.
+    pub cores_max: Option<u32>,
+    /// `spark.executor.cores`; `None`: one executor per worker absorbing cores.
+    pub executor_cores: Option<u32>,
+    /// Memory per executor in MB.
+    pub executor_memory_mb: u64,
+    /// Custom resources per executor.
+    pub executor_resources: ResourceAmounts,
+    /// The executor's program.
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Its environment, on top of what the worker sets.
+    pub env: BTreeMap<String, String>,
+}
+
+/// An application and its live executors.
+///
+/// Invariant: `cores_granted` is the sum of the cores of `executors`, all of them live.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct App {
+    /// `app-yyyyMMddHHmmss-NNNN`.
+    pub id: AppId,
+    /// What it asks for.
+    pub desc: AppDescription,
+    /// Its state.
+    pub state: AppState,
+    /// Cap on its executor count (dynamic allocation's target); `None` is unlimited.
+    pub executor_limit: Option<u32>,
+    /// Executor failures since an executor last reached RUNNING.
+    pub retry_count: u32,
+    /// Position in submission order across apps and drivers.
+    pub submission: u64,
+    /// When it was submitted.
+    pub submitted_at: Timestamp,
+    /// When it ended.
+    pub ended_at: Option<Timestamp>,
+    /// The id its next executor gets.
+    pub next_executor_id: u32,
+    /// Live executors (LAUNCHING or RUNNING) by id.
+    pub executors: BTreeMap<ExecutorId, Executor>,
+    /// Cores of its live executors.
+    pub cores_granted: u64,
+}
+
+/// An executor's state (Spark's `ExecutorState`, without DECOMMISSIONED: decommissioning a
+/// worker here ends its executors).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ExecutorState {
+    /// Granted, the worker is starting it.
+    Launching,
+    /// Its process runs.
+    Running,
+    /// Killed on request.
+    Killed,
+    /// Its process failed.
+    Failed,
+    /// Its worker was lost.
+    Lost,
+    /// Its process exited.
+    Exited,
+}
+
+impl ExecutorState {
+    /// Whether the executor has ended (Spark's `ExecutorState.isFinished`).
+    pub fn is_finished(self) -> bool {
+        !matches!(self, Self::Launching | Self::Running)
+    }
+}
+
+/// One executor of an app on a worker.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Executor {
+    /// Its id within the app.
+    pub id: ExecutorId,
+    /// The worker that runs it.
+    pub worker: WorkerId,
+    /// Its cores.
+    pub cores: u32,
+    /// Its memory in MB.
+    pub memory_mb: u64,
+    /// Its custom resources.
+    pub resources: ResourceAmounts,
+    /// Its state.
+    pub state: ExecutorState,
+}
+
+/// A driver's state (Spark's `DriverState`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DriverState {
+    /// Waiting for a worker.
+    Submitted,
+    /// Placed on a worker.
+    Running,
+    /// Exited with status 0.
+    Finished,
+    /// Ended to be relaunched under a new id after its worker was lost.
+    Relaunching,
+    /// Killed on request.
+    Killed,
+    /// Exited with a non-zero status.
+    Failed,
+    /// Its worker was lost and it was not supervised.
+    Error,
+}
+
+impl DriverState {
+    /// Whether the driver has ended.
+    pub fn is_finished(self) -> bool {
+        !matches!(self, Self::Submitted | Self::Running)
+    }
+}
+
+/// What a driver asks for (Spark's `DriverDescription`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DriverDescription {
+    /// Name, for people.
+    pub name: String,
+    /// Queue it runs in.
+    pub queue: QueueName,
+    /// Cores.
+    pub cores: u32,
+    /// Memory in MB.
+    pub memory_mb: u64,
+    /// Custom resources.
+    pub resources: ResourceAmounts,
+    /// The program.
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Its environment.
+    pub env: BTreeMap<String, String>,
+    /// Restart it when it fails, and relaunch it elsewhere when its worker is lost.
+    pub supervise: bool,
+}
+
+/// A driver.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Driver {
+    /// `driver-yyyyMMddHHmmss-NNNN`.
+    pub id: DriverId,
+    /// What it asks for.
+    pub desc: DriverDescription,
+    /// Its state.
+    pub state: DriverState,
+    /// The worker it runs on, while RUNNING.
+    pub worker: Option<WorkerId>,
+    /// Position in submission order across apps and drivers.
+    pub submission: u64,
+    /// When it was submitted.
+    pub submitted_at: Timestamp,
+    /// When it ended.
+    pub ended_at: Option<Timestamp>,
+    /// Its exit code, once it exited.
+    pub exit_code: Option<i32>,
+}
+
+/// An executor named from outside its app: what a worker must kill or a driver must hear of.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ExecutorRef {
+    /// Its app.
+    pub app: AppId,
+    /// Its id within the app.
+    pub id: ExecutorId,
+    /// Its worker.
+    pub worker: WorkerId,
+}

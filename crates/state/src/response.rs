@@ -1,0 +1,135 @@
+//! What applying a command returns: its outcome, the effects the leader must carry out once
+//! the command is committed, or a deterministic error that left the state unchanged.
+
+use std::fmt;
+
+use muster_core::InputError;
+use muster_core::model::{AppId, DriverId, QueueName, WorkerId};
+use serde::{Deserialize, Serialize};
+
+use crate::ids::ExecutorId;
+use crate::model::{AppState, DriverState, Executor, ExecutorRef, ExecutorState};
+
+/// The result of one applied command.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    /// What the command produced.
+    pub outcome: Outcome,
+    /// What the leader must tell workers and apps now that it happened.
+    pub effects: Effects,
+}
+
+/// What a command produced.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// The command changed what it said; nothing more to report.
+    #[default]
+    Done,
+    /// A worker registered; `duplicate` when it was already known (a reconnect).
+    WorkerRegistered {
+        /// Whether the worker id was already known.
+        duplicate: bool,
+    },
+    /// An application was accepted under this id.
+    AppSubmitted {
+        /// Its new id.
+        id: AppId,
+    },
+    /// A driver was accepted under this id.
+    DriverSubmitted {
+        /// Its new id.
+        id: DriverId,
+    },
+    /// A scheduling pass was applied: what launched, and what no longer fitted.
+    PlanApplied {
+        /// Drivers now RUNNING, with their workers.
+        drivers: Vec<(DriverId, WorkerId)>,
+        /// Executors now LAUNCHING, with their apps.
+        executors: Vec<(AppId, Executor)>,
+        /// Grants and launches refused by the re-check.
+        rejected: Vec<Rejected>,
+    },
+    /// Some executors named in a kill request were not live.
+    ExecutorsKilled {
+        /// Ids that named no live executor of the app.
+        unknown: Vec<ExecutorId>,
+    },
+}
+
+/// A part of a plan that the re-check refused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejected {
+    /// The driver or app the grant was for.
+    pub id: String,
+    /// The worker it was for.
+    pub worker: WorkerId,
+    /// Why it was refused.
+    pub reason: String,
+}
+
+/// Consequences of a command that reach outside the state machine. The leader acts on them
+/// only after the command is committed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Effects {
+    /// Executors that ended, with their final state: their apps must hear of it, and their
+    /// workers must stop them when they may still run.
+    pub ended_executors: Vec<(ExecutorRef, ExecutorState)>,
+    /// Drivers that ended, with the worker they ran on and their final state.
+    pub ended_drivers: Vec<(DriverId, Option<WorkerId>, DriverState)>,
+    /// Supervised drivers resubmitted under a new id: (old id, new id).
+    pub relaunched_drivers: Vec<(DriverId, DriverId)>,
+    /// Apps that ended, with their final state.
+    pub removed_apps: Vec<(AppId, AppState)>,
+}
+
+/// Why a command was refused. Always deterministic: every replica refuses the same command
+/// the same way, and the state is left unchanged.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ApplyError {
+    /// No such worker.
+    UnknownWorker(WorkerId),
+    /// No such active app.
+    UnknownApp(AppId),
+    /// No such active driver.
+    UnknownDriver(DriverId),
+    /// No such live executor.
+    UnknownExecutor(AppId, ExecutorId),
+    /// No such queue.
+    UnknownQueue(QueueName),
+    /// A field is malformed: zero resources, a fraction outside (0, 1], ...
+    Invalid {
+        /// The field's path.
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The command does not apply to the thing's current state.
+    Conflict(String),
+}
+
+impl From<InputError> for ApplyError {
+    fn from(error: InputError) -> Self {
+        Self::Invalid {
+            field: error.field,
+            message: error.message,
+        }
+    }
+}
+
+impl fmt::Display for ApplyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnknownWorker(id) => write!(f, "unknown worker `{id}`"),
+            Self::UnknownApp(id) => write!(f, "unknown or finished application `{id}`"),
+            Self::UnknownDriver(id) => write!(f, "unknown or finished driver `{id}`"),
+            Self::UnknownExecutor(app, id) => {
+                write!(f, "unknown or ended executor {id} of `{app}`")
+            }
+            Self::UnknownQueue(queue) => write!(f, "unknown queue `{queue}`"),
+            Self::Invalid { field, message } => write!(f, "{field}: {message}"),
+            Self::Conflict(message) => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for ApplyError {}

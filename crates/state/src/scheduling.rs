@@ -1,0 +1,89 @@
+//! The bridge to `muster-core`: the snapshot a scheduling pass sees of this state.
+
+use muster_core::model::{self as core, PassConfig};
+
+use crate::ClusterState;
+use crate::model::DriverState;
+
+impl ClusterState {
+    /// What a scheduling pass needs: workers with their usage and whether they run prior
+    /// work, waiting drivers and active apps in submission order, and the queues.
+    pub fn scheduling_snapshot(&self, config: PassConfig) -> core::Snapshot {
+        let prior =
+            |queue: &core::QueueName| self.queues.iter().any(|q| &q.name == queue && q.prior);
+        let workers = self
+            .workers
+            .values()
+            .map(|w| core::Worker {
+                id: w.id.clone(),
+                host: w.host.clone(),
+                cores: w.cores,
+                memory_mb: w.memory_mb,
+                cores_used: w.cores_used,
+                memory_used_mb: w.memory_used_mb,
+                resources: w.resources.clone(),
+                resources_used: w.resources_used.clone(),
+                state: w.state,
+                hosts_prior: w
+                    .executors
+                    .iter()
+                    .any(|(app, _)| prior(&self.apps[app].desc.queue))
+                    || w.drivers.iter().any(|d| prior(&self.drivers[d].desc.queue)),
+            })
+            .collect();
+
+        let mut waiting: Vec<_> = self
+            .drivers
+            .values()
+            .filter(|d| d.state == DriverState::Submitted)
+            .collect();
+        waiting.sort_by_key(|d| d.submission);
+        let drivers = waiting
+            .into_iter()
+            .map(|d| core::DriverRequest {
+                id: d.id.clone(),
+                cores: d.desc.cores,
+                memory_mb: d.desc.memory_mb,
+                resources: d.desc.resources.clone(),
+                queue: d.desc.queue.clone(),
+            })
+            .collect();
+
+        let mut apps: Vec<_> = self.apps.values().collect();
+        apps.sort_by_key(|a| a.submission);
+        let apps = apps
+            .into_iter()
+            .map(|a| core::AppRequest {
+                id: a.id.clone(),
+                queue: a.desc.queue.clone(),
+                cores_max: a.desc.cores_max,
+                executor_cores: a.desc.executor_cores,
+                executor_memory_mb: a.desc.executor_memory_mb,
+                executor_resources: a.desc.executor_resources.clone(),
+                executor_limit: a.executor_limit,
+                executors: a
+                    .executors
+                    .values()
+                    .map(|e| core::HeldExecutor {
+                        worker: e.worker.clone(),
+                        cores: e.cores,
+                        memory_mb: e.memory_mb,
+                    })
+                    .collect(),
+            })
+            .collect();
+
+        core::Snapshot {
+            config,
+            queues: self.queues.clone(),
+            workers,
+            running_drivers: self
+                .drivers
+                .values()
+                .filter(|d| d.state == DriverState::Running)
+                .count() as u32,
+            drivers,
+            apps,
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! Snapshot encoding of the whole state: one format-version byte, then the state in bincode 2.
+//! A replica refuses a snapshot from a newer format or a corrupt one rather than guess.
+
+use std::fmt;
+
+use crate::ClusterState;
+
+/// The format this build writes and reads.
+pub const SNAPSHOT_FORMAT: u8 = 1;
+
+/// Why a snapshot could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SnapshotError {
+    /// No bytes at all.
+    Empty,
+    /// Written by a newer build.
+    NewerFormat {
+        /// The snapshot's format.
+        found: u8,
+    },
+    /// An older format this build no longer reads.
+    UnsupportedFormat {
+        /// The snapshot's format.
+        found: u8,
+    },
+    /// The bytes do not decode to a state.
+    Corrupt(String),
+}
+
+impl fmt::Display for SnapshotError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty => f.write_str("snapshot is empty"),
+            Self::NewerFormat { found } => write!(
+                f,
+                "snapshot format {found} is newer than this build's format {SNAPSHOT_FORMAT}: upgrade this replica"
+            ),
+            Self::UnsupportedFormat { found } => {
+                write!(f, "snapshot format {found} is no longer supported")
+            }
+            Self::Corrupt(reason) => write!(f, "snapshot is corrupt: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for SnapshotError {}
+
+fn config() -> bincode::config::Configuration {
+    bincode::config::standard()
+}
+
+impl ClusterState {
+    /// The whole state as snapshot bytes.
+    pub fn encode_snapshot(&self) -> Vec<u8> {
+        let mut bytes = vec![SNAPSHOT_FORMAT];
+        bincode::serde::encode_into_std_write(self, &mut bytes, config())
+            .expect("writing to a Vec cannot fail");
+        bytes
+    }
+
+    /// Restores a state from [`ClusterState::encode_snapshot`]'s bytes.
+    ///
+    /// # Errors
+    ///
+    /// Empty input, a format this build does not read, or bytes that do not decode exactly.
+    pub fn decode_snapshot(bytes: &[u8]) -> Result<Self, SnapshotError> {
+        let (&format, body) = bytes.split_first().ok_or(SnapshotError::Empty)?;
+        match format {
+            SNAPSHOT_FORMAT => {}
+            found if found > SNAPSHOT_FORMAT => return Err(SnapshotError::NewerFormat { found }),
+            found => return Err(SnapshotError::UnsupportedFormat { found }),
+        }
+        let (state, read) = bincode::serde::decode_from_slice::<Self, _>(body, config())
+            .map_err(|error| SnapshotError::Corrupt(error.to_string()))?;
+        if read != body.len() {
+            return Err(SnapshotError::Corrupt(format!(
+                "{} bytes after the state",
+                body.len() - read
+            )));
+        }
+        Ok(state)
+    }
+}

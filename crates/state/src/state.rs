@@ -1,0 +1,395 @@
+//! [`ClusterState`]: everything the master replicas agree on, and the bookkeeping every
+//! command shares (taking and releasing worker resources, ending executors, apps and drivers).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use muster_core::model::{AppId, DriverId, QueueConfig, ResourceAmounts, WorkerId, WorkerState};
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{ExecutorId, RequestId, Timestamp};
+use crate::model::{
+    App, AppState, Driver, DriverDescription, DriverState, ExecutorRef, ExecutorState, Worker,
+};
+use crate::response::{ApplyError, Effects, Response};
+
+/// Settings every replica must share, fixed when the cluster is created.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateConfig {
+    /// Executor failures (with no executor left running) after which an app is removed as
+    /// FAILED; negative disables the rule (`spark.deploy.maxExecutorRetries`, default 10).
+    pub max_executor_retries: i32,
+    /// Completed apps kept for people to look at (`spark.deploy.retainedApplications`).
+    pub retained_apps: usize,
+    /// Completed drivers kept (`spark.deploy.retainedDrivers`).
+    pub retained_drivers: usize,
+    /// Request ids remembered for deduplication.
+    pub retained_requests: usize,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        Self {
+            max_executor_retries: 10,
+            retained_apps: 200,
+            retained_drivers: 200,
+            retained_requests: 10_000,
+        }
+    }
+}
+
+/// The replicated cluster state: what Spark's Master keeps in memory and in its persistence
+/// engine, plus the executor allocations Spark never persisted.
+///
+/// Invariants ([`ClusterState::check_invariants`]):
+/// * a worker's used cores, memory and resources equal the sum over its live executors and
+///   drivers, and never exceed its capacity;
+/// * no live executor or driver is on a worker that is not ALIVE;
+/// * an app's granted cores equal the sum over its live executors;
+/// * ids are never reused.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterState {
+    pub(crate) config: StateConfig,
+    /// Every worker ever registered and not forgotten, by id.
+    pub(crate) workers: BTreeMap<WorkerId, Worker>,
+    /// Active (WAITING or RUNNING) apps by id.
+    pub(crate) apps: BTreeMap<AppId, App>,
+    /// Active (SUBMITTED or RUNNING) drivers by id.
+    pub(crate) drivers: BTreeMap<DriverId, Driver>,
+    /// Queue configuration; `default` exists even when not listed.
+    pub(crate) queues: Vec<QueueConfig>,
+    /// Number in the next app id.
+    pub(crate) next_app_number: u64,
+    /// Number in the next driver id.
+    pub(crate) next_driver_number: u64,
+    /// Next position in submission order (apps and drivers share it).
+    pub(crate) next_submission: u64,
+    /// Ended apps, oldest first, at most `config.retained_apps`.
+    pub(crate) completed_apps: VecDeque<App>,
+    /// Ended drivers, oldest first, at most `config.retained_drivers`.
+    pub(crate) completed_drivers: VecDeque<Driver>,
+    /// Results of the last client requests, for deduplication.
+    pub(crate) requests: RequestLog,
+}
+
+/// The results of recent client requests, oldest first.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct RequestLog {
+    order: VecDeque<RequestId>,
+    results: BTreeMap<RequestId, Result<Response, ApplyError>>,
+}
+
+impl RequestLog {
+    pub(crate) fn get(&self, id: &RequestId) -> Option<&Result<Response, ApplyError>> {
+        self.results.get(id)
+    }
+
+    pub(crate) fn insert(
+        &mut self,
+        id: RequestId,
+        result: Result<Response, ApplyError>,
+        keep: usize,
+    ) {
+        self.order.push_back(id.clone());
+        self.results.insert(id, result);
+        while self.order.len() > keep {
+            let oldest = self.order.pop_front().expect("longer than keep");
+            self.results.remove(&oldest);
+        }
+    }
+}
+
+impl ClusterState {
+    /// An empty cluster with these settings.
+    pub fn new(config: StateConfig) -> Self {
+        Self {
+            config,
+            ..Self::default()
+        }
+    }
+
+    /// The shared settings.
+    pub fn config(&self) -> &StateConfig {
+        &self.config
+    }
+
+    /// Every known worker, by id.
+    pub fn workers(&self) -> &BTreeMap<WorkerId, Worker> {
+        &self.workers
+    }
+
+    /// Active apps, by id.
+    pub fn apps(&self) -> &BTreeMap<AppId, App> {
+        &self.apps
+    }
+
+    /// Active drivers, by id.
+    pub fn drivers(&self) -> &BTreeMap<DriverId, Driver> {
+        &self.drivers
+    }
+
+    /// The queue configuration as set (without the implicit `default`).
+    pub fn queues(&self) -> &[QueueConfig] {
+        &self.queues
+    }
+
+    /// Ended apps, oldest first.
+    pub fn completed_apps(&self) -> &VecDeque<App> {
+        &self.completed_apps
+    }
+
+    /// Ended drivers, oldest first.
+    pub fn completed_drivers(&self) -> &VecDeque<Driver> {
+        &self.completed_drivers
+    }
+
+    pub(crate) fn worker_mut(&mut self, id: &WorkerId) -> Result<&mut Worker, ApplyError> {
+        self.workers
+            .get_mut(id)
+            .ok_or_else(|| ApplyError::UnknownWorker(id.clone()))
+    }
+
+    pub(crate) fn app_mut(&mut self, id: &AppId) -> Result<&mut App, ApplyError> {
+        self.apps
+            .get_mut(id)
+            .ok_or_else(|| ApplyError::UnknownApp(id.clone()))
+    }
+
+    pub(crate) fn queue_exists(&self, name: &muster_core::model::QueueName) -> bool {
+        name.0 == muster_core::model::DEFAULT_QUEUE || self.queues.iter().any(|q| &q.name == name)
+    }
+
+    pub(crate) fn take_submission(&mut self) -> u64 {
+        self.next_submission += 1;
+        self.next_submission - 1
+    }
+
+    /// `app-yyyyMMddHHmmss-NNNN` from the command's time and the replicated counter.
+    pub(crate) fn new_app_id(&mut self, at: Timestamp) -> AppId {
+        let id = format!("app-{}-{:04}", at.compact_utc(), self.next_app_number);
+        self.next_app_number += 1;
+        AppId(id)
+    }
+
+    /// `driver-yyyyMMddHHmmss-NNNN` from the command's time and the replicated counter.
+    pub(crate) fn new_driver_id(&mut self, at: Timestamp) -> DriverId {
+        let id = format!("driver-{}-{:04}", at.compact_utc(), self.next_driver_number);
+        self.next_driver_number += 1;
+        DriverId(id)
+    }
+
+    /// Adds a SUBMITTED driver under a new id.
+    pub(crate) fn add_driver(&mut self, desc: DriverDescription, at: Timestamp) -> DriverId {
+        let id = self.new_driver_id(at);
+        let submission = self.take_submission();
+        self.drivers.insert(
+            id.clone(),
+            Driver {
+                id: id.clone(),
+                desc,
+                state: DriverState::Submitted,
+                worker: None,
+                submission,
+                submitted_at: at,
+                ended_at: None,
+                exit_code: None,
+            },
+        );
+        id
+    }
+
+    /// Ends live executor `id` of `app` in `state`: it leaves its app and frees its worker.
+    ///
+    /// # Panics
+    ///
+    /// If the executor is not live: callers check first.
+    pub(crate) fn end_executor(
+        &mut self,
+        app: &AppId,
+        id: ExecutorId,
+        state: ExecutorState,
+        effects: &mut Effects,
+    ) {
+        debug_assert!(state.is_finished());
+        let app_info = self
+            .apps
+            .get_mut(app)
+            .expect("ending an executor of an active app");
+        let executor = app_info
+            .executors
+            .remove(&id)
+            .expect("ending a live executor");
+        app_info.cores_granted -= u64::from(executor.cores);
+        let worker = self
+            .workers
+            .get_mut(&executor.worker)
+            .expect("executors run on known workers");
+        release(
+            worker,
+            executor.cores,
+            executor.memory_mb,
+            &executor.resources,
+        );
+        worker.executors.remove(&(app.clone(), id));
+        effects.ended_executors.push((
+            ExecutorRef {
+                app: app.clone(),
+                id,
+                worker: executor.worker,
+            },
+            state,
+        ));
+    }
+
+    /// Removes active app `id` in `state` (Spark's `removeApplication`): its live executors
+    /// are KILLED and it joins the completed apps.
+    pub(crate) fn remove_app(
+        &mut self,
+        id: &AppId,
+        state: AppState,
+        at: Timestamp,
+        effects: &mut Effects,
+    ) {
+        let executors: Vec<ExecutorId> = self.apps[id].executors.keys().copied().collect();
+        for executor in executors {
+            self.end_executor(id, executor, ExecutorState::Killed, effects);
+        }
+        let mut app = self.apps.remove(id).expect("removing an active app");
+        app.state = state;
+        app.ended_at = Some(at);
+        retain_last(&mut self.completed_apps, app, self.config.retained_apps);
+        effects.removed_apps.push((id.clone(), state));
+    }
+
+    /// Ends active driver `id` in `state`, freeing its worker.
+    pub(crate) fn end_driver(
+        &mut self,
+        id: &DriverId,
+        state: DriverState,
+        exit_code: Option<i32>,
+        at: Timestamp,
+        effects: &mut Effects,
+    ) {
+        let mut driver = self.drivers.remove(id).expect("ending an active driver");
+        if let Some(worker_id) = &driver.worker {
+            let worker = self
+                .workers
+                .get_mut(worker_id)
+                .expect("drivers run on known workers");
+            release(
+                worker,
+                driver.desc.cores,
+                driver.desc.memory_mb,
+                &driver.desc.resources,
+            );
+            worker.drivers.remove(id);
+        }
+        effects
+            .ended_drivers
+            .push((id.clone(), driver.worker.clone(), state));
+        driver.state = state;
+        driver.exit_code = exit_code;
+        driver.ended_at = Some(at);
+        retain_last(
+            &mut self.completed_drivers,
+            driver,
+            self.config.retained_drivers,
+        );
+    }
+
+    /// Ends everything on worker `id` because it stops running work (lost or decommissioned):
+    /// executors end in `executor_state`, supervised drivers are resubmitted under a new id
+    /// (SPARK-19900), the others end in `unsupervised_state`.
+    pub(crate) fn evacuate_worker(
+        &mut self,
+        id: &WorkerId,
+        executor_state: ExecutorState,
+        unsupervised_state: DriverState,
+        at: Timestamp,
+        effects: &mut Effects,
+    ) {
+        let worker = &self.workers[id];
+        let executors: Vec<(AppId, ExecutorId)> = worker.executors.iter().cloned().collect();
+        let drivers: Vec<DriverId> = worker.drivers.iter().cloned().collect();
+        for (app, executor) in executors {
+            self.end_executor(&app, executor, executor_state, effects);
+        }
+        for driver in drivers {
+            if self.drivers[&driver].desc.supervise {
+                let desc = self.drivers[&driver].desc.clone();
+                self.end_driver(&driver, DriverState::Relaunching, None, at, effects);
+                let relaunched = self.add_driver(desc, at);
+                effects.relaunched_drivers.push((driver, relaunched));
+            } else {
+                self.end_driver(&driver, unsupervised_state, None, at, effects);
+            }
+        }
+    }
+
+    /// Whether worker `id` is ALIVE with `cores`, `memory_mb` and `resources` free.
+    pub(crate) fn room_on(
+        &self,
+        id: &WorkerId,
+        cores: u32,
+        memory_mb: u64,
+        resources: &ResourceAmounts,
+    ) -> Result<(), String> {
+        let Some(worker) = self.workers.get(id) else {
+            return Err(format!("unknown worker `{id}`"));
+        };
+        if worker.state != WorkerState::Alive {
+            return Err(format!("worker `{id}` is {:?}", worker.state));
+        }
+        if worker.cores - worker.cores_used < cores
+            || worker.memory_mb - worker.memory_used_mb < memory_mb
+        {
+            return Err(format!(
+                "worker `{id}` has {} cores and {} MB free",
+                worker.cores - worker.cores_used,
+                worker.memory_mb - worker.memory_used_mb
+            ));
+        }
+        for (name, &amount) in resources {
+            let free = worker.resources.get(name).copied().unwrap_or(0)
+                - worker.resources_used.get(name).copied().unwrap_or(0);
+            if free < amount {
+                return Err(format!("worker `{id}` has {free} {name} free"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Adds a placement's resources to a worker's usage.
+pub(crate) fn take(worker: &mut Worker, cores: u32, memory_mb: u64, resources: &ResourceAmounts) {
+    worker.cores_used += cores;
+    worker.memory_used_mb += memory_mb;
+    for (name, amount) in resources {
+        *worker.resources_used.entry(name.clone()).or_insert(0) += amount;
+    }
+}
+
+/// Returns a placement's resources to its worker.
+fn release(worker: &mut Worker, cores: u32, memory_mb: u64, resources: &ResourceAmounts) {
+    worker.cores_used -= cores;
+    worker.memory_used_mb -= memory_mb;
+    for (name, amount) in resources {
+        let used = worker
+            .resources_used
+            .get_mut(name)
+            .expect("released resources were taken");
+        *used -= amount;
+        if *used == 0 {
+            worker.resources_used.remove(name);
+        }
+    }
+}
+
+/// Appends `item`, first dropping the oldest tenth when `keep` are already there (Spark's
+/// `trimCompletedApps` rule).
+fn retain_last<T>(items: &mut VecDeque<T>, item: T, keep: usize) {
+    if items.len() >= keep {
+        let drop = (keep / 10).max(1).min(items.len());
+        items.drain(..drop);
+    }
+    items.push_back(item);
+}
