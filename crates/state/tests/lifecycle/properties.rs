@@ -1,0 +1,322 @@
+//! Property tests over random command sequences.
+//!
+//! SAFETY: no sequence breaks an invariant (the harness checks after every command) and a
+//! refused command changes nothing.
+//! DURABILITY: applying a prefix, snapshotting, restoring and applying the rest gives exactly
+//! the state of applying everything.
+
+use std::collections::BTreeMap;
+
+use muster_core::model::{PassConfig, QueueConfig, WorkerSelection};
+use muster_state::commands::{
+    AppFinished, ApplyPlan, DecommissionWorker, DriverStateChanged, ExecutorStateChanged, KillApp,
+    KillDriver, KillExecutors, RegisterWorker, SetExecutorLimit, SetQueues, SubmitApp,
+    SubmitDriver, WorkerLost,
+};
+use muster_state::model::{AppState, DriverState, ExecutorState};
+use muster_state::{ClusterState, ExecutorId, Op};
+use proptest::prelude::*;
+
+use crate::support::{Cluster, app_desc, driver_desc};
+
+/// A command in terms of indexes into whatever exists when it runs, so that random sequences
+/// mostly name real workers, apps, executors and drivers.
+#[derive(Clone, Debug)]
+enum Action {
+    Register {
+        worker: u8,
+        cores: u32,
+        memory_units: u64,
+        gpus: u32,
+    },
+    Lose {
+        worker: u8,
+    },
+    Decommission {
+        worker: u8,
+    },
+    SubmitApp {
+        queue: u8,
+        cores_max: Option<u32>,
+        executor_cores: Option<u32>,
+        memory_mb: u64,
+        limit: Option<u32>,
+    },
+    SubmitDriver {
+        queue: u8,
+        cores: u32,
+        supervise: bool,
+    },
+    KillApp {
+        app: u8,
+    },
+    KillDriver {
+        driver: u8,
+    },
+    SetLimit {
+        app: u8,
+        limit: Option<u32>,
+    },
+    KillExecutors {
+        app: u8,
+        executors: Vec<u32>,
+    },
+    Schedule {
+        spread_out: bool,
+        policy: u8,
+    },
+    ExecutorReport {
+        app: u8,
+        executor: u8,
+        state: u8,
+        exit_code: Option<i32>,
+    },
+    DriverReport {
+        driver: u8,
+        state: u8,
+        exit_code: Option<i32>,
+    },
+    Finish {
+        app: u8,
+        state: u8,
+    },
+    SetQueues {
+        prior: bool,
+        threshold: u8,
+    },
+}
+
+fn action() -> impl Strategy<Value = Action> {
+    prop_oneof![
+        4 => (0..6u8, small(16), small(16).prop_map(u64::from), 0..3u32).prop_map(|(worker, cores, memory_units, gpus)| Action::Register { worker, cores, memory_units, gpus }),
+        1 => any::<u8>().prop_map(|worker| Action::Lose { worker }),
+        1 => any::<u8>().prop_map(|worker| Action::Decommission { worker }),
+        4 => (0..3u8, prop::option::of(small(10)), prop::option::of(small(4)), small(4).prop_map(|m| u64::from(m) * 256), prop::option::of(0..5u32))
+            .prop_map(|(queue, cores_max, executor_cores, memory_mb, limit)| Action::SubmitApp { queue, cores_max, executor_cores, memory_mb, limit }),
+        2 => (0..3u8, small(3), any::<bool>()).prop_map(|(queue, cores, supervise)| Action::SubmitDriver { queue, cores, supervise }),
+        1 => any::<u8>().prop_map(|app| Action::KillApp { app }),
+        1 => any::<u8>().prop_map(|driver| Action::KillDriver { driver }),
+        1 => (any::<u8>(), prop::option::of(0..4u32)).prop_map(|(app, limit)| Action::SetLimit { app, limit }),
+        1 => (any::<u8>(), prop::collection::vec(0..6u32, 0..3)).prop_map(|(app, executors)| Action::KillExecutors { app, executors }),
+        6 => (any::<bool>(), 0..5u8).prop_map(|(spread_out, policy)| Action::Schedule { spread_out, policy }),
+        6 => (any::<u8>(), any::<u8>(), prop_oneof![3 => Just(1u8), 4 => 0..6u8], prop::option::of(-1..2i32)).prop_map(|(app, executor, state, exit_code)| Action::ExecutorReport { app, executor, state, exit_code }),
+        2 => (any::<u8>(), 0..7u8, prop::option::of(0..2i32)).prop_map(|(driver, state, exit_code)| Action::DriverReport { driver, state, exit_code }),
+        1 => (any::<u8>(), 0..5u8).prop_map(|(app, state)| Action::Finish { app, state }),
+        1 => (any::<bool>(), 1..=10u8).prop_map(|(prior, threshold)| Action::SetQueues { prior, threshold }),
+    ]
+}
+
+/// A count in `1..=max` mostly, and sometimes the invalid 0.
+fn small(max: u32) -> impl Strategy<Value = u32> {
+    prop_oneof![1 => Just(0), 12 => 1..=max]
+}
+
+fn pick<T: Clone>(items: &[T], index: u8) -> Option<T> {
+    (!items.is_empty()).then(|| items[usize::from(index) % items.len()].clone())
+}
+
+const QUEUES: [&str; 3] = ["default", "prod", "batch"];
+const EXECUTOR_STATES: [ExecutorState; 6] = [
+    ExecutorState::Launching,
+    ExecutorState::Running,
+    ExecutorState::Killed,
+    ExecutorState::Failed,
+    ExecutorState::Lost,
+    ExecutorState::Exited,
+];
+const DRIVER_STATES: [DriverState; 7] = [
+    DriverState::Submitted,
+    DriverState::Running,
+    DriverState::Finished,
+    DriverState::Relaunching,
+    DriverState::Killed,
+    DriverState::Failed,
+    DriverState::Error,
+];
+const APP_STATES: [AppState; 5] = [
+    AppState::Waiting,
+    AppState::Running,
+    AppState::Finished,
+    AppState::Failed,
+    AppState::Killed,
+];
+const POLICIES: [WorkerSelection; 5] = [
+    WorkerSelection::CoresFreeAsc,
+    WorkerSelection::CoresFreeDesc,
+    WorkerSelection::MemoryFreeAsc,
+    WorkerSelection::MemoryFreeDesc,
+    WorkerSelection::WorkerId,
+];
+
+/// The op an action stands for in `state`, or `None` when it names nothing that exists.
+fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
+    let workers: Vec<_> = state.workers().keys().cloned().collect();
+    let apps: Vec<_> = state.apps().keys().cloned().collect();
+    let drivers: Vec<_> = state.drivers().keys().cloned().collect();
+    Some(match action.clone() {
+        Action::Register {
+            worker,
+            cores,
+            memory_units,
+            gpus,
+        } => Op::RegisterWorker(RegisterWorker {
+            id: format!("w{worker}").as_str().into(),
+            host: "h".into(),
+            address: "h:1".into(),
+            cores,
+            memory_mb: memory_units * 512,
+            resources: if gpus > 0 {
+                [("gpu".to_string(), gpus)].into()
+            } else {
+                BTreeMap::new()
+            },
+        }),
+        Action::Lose { worker } => Op::WorkerLost(WorkerLost {
+            id: pick(&workers, worker)?,
+            reason: "test".into(),
+        }),
+        Action::Decommission { worker } => Op::DecommissionWorker(DecommissionWorker {
+            id: pick(&workers, worker)?,
+        }),
+        Action::SubmitApp {
+            queue,
+            cores_max,
+            executor_cores,
+            memory_mb,
+            limit,
+        } => {
+            let mut desc = app_desc(cores_max, executor_cores, memory_mb);
+            desc.queue = QUEUES[usize::from(queue)].into();
+            Op::SubmitApp(SubmitApp {
+                desc,
+                executor_limit: limit,
+            })
+        }
+        Action::SubmitDriver {
+            queue,
+            cores,
+            supervise,
+        } => {
+            let mut desc = driver_desc(cores, 512, supervise);
+            desc.queue = QUEUES[usize::from(queue)].into();
+            Op::SubmitDriver(SubmitDriver { desc })
+        }
+        Action::KillApp { app } => Op::KillApp(KillApp {
+            id: pick(&apps, app)?,
+        }),
+        Action::KillDriver { driver } => Op::KillDriver(KillDriver {
+            id: pick(&drivers, driver)?,
+        }),
+        Action::SetLimit { app, limit } => Op::SetExecutorLimit(SetExecutorLimit {
+            app: pick(&apps, app)?,
+            limit,
+        }),
+        Action::KillExecutors { app, executors } => Op::KillExecutors(KillExecutors {
+            app: pick(&apps, app)?,
+            executors: executors.into_iter().map(ExecutorId).collect(),
+        }),
+        Action::Schedule { spread_out, policy } => {
+            let config = PassConfig {
+                spread_out_apps: spread_out,
+                worker_selection: POLICIES[usize::from(policy)],
+                ..PassConfig::default()
+            };
+            let plan = muster_core::schedule(&state.scheduling_snapshot(config))
+                .expect("the state gives a valid snapshot");
+            Op::ApplyPlan(ApplyPlan {
+                drivers: plan.drivers,
+                executors: plan.executors,
+            })
+        }
+        Action::ExecutorReport {
+            app,
+            executor,
+            state: s,
+            exit_code,
+        } => {
+            let with_executors: Vec<_> = apps
+                .iter()
+                .filter(|a| !state.apps()[*a].executors.is_empty())
+                .cloned()
+                .collect();
+            let app = pick(&with_executors, app).or_else(|| pick(&apps, app))?;
+            let executors: Vec<_> = state.apps()[&app].executors.keys().copied().collect();
+            let executor = pick(&executors, executor).unwrap_or(ExecutorId(u32::from(executor)));
+            Op::ExecutorStateChanged(ExecutorStateChanged {
+                app,
+                executor,
+                state: EXECUTOR_STATES[usize::from(s)],
+                exit_code,
+            })
+        }
+        Action::DriverReport {
+            driver,
+            state: s,
+            exit_code,
+        } => Op::DriverStateChanged(DriverStateChanged {
+            driver: pick(&drivers, driver)?,
+            state: DRIVER_STATES[usize::from(s)],
+            exit_code,
+        }),
+        Action::Finish { app, state: s } => Op::AppFinished(AppFinished {
+            id: pick(&apps, app)?,
+            state: APP_STATES[usize::from(s)],
+        }),
+        Action::SetQueues { prior, threshold } => Op::SetQueues(SetQueues {
+            queues: vec![
+                QueueConfig {
+                    name: "prod".into(),
+                    prior,
+                    threshold: 1.0,
+                    max_capacity: 1.0,
+                },
+                QueueConfig {
+                    name: "batch".into(),
+                    prior: false,
+                    threshold: f64::from(threshold) / 10.0,
+                    max_capacity: 0.5,
+                },
+            ],
+        }),
+    })
+}
+
+/// Runs `actions` through the checking harness; returns the cluster.
+fn run(cluster: &mut Cluster, actions: &[Action]) {
+    for action in actions {
+        if let Some(op) = resolve(&cluster.state, action) {
+            let _ = cluster.apply(op);
+        }
+    }
+}
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(300)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    #[test]
+    fn random_commands_keep_every_invariant(actions in prop::collection::vec(action(), 1..80)) {
+        run(&mut Cluster::new(), &actions);
+    }
+
+    #[test]
+    fn snapshot_restore_then_apply_equals_apply(actions in prop::collection::vec(action(), 1..80), split in any::<prop::sample::Index>()) {
+        let split = split.index(actions.len() + 1);
+        let mut straight = Cluster::new();
+        run(&mut straight, &actions);
+
+        let mut first = Cluster::new();
+        run(&mut first, &actions[..split]);
+        let restored = ClusterState::decode_snapshot(&first.state.encode_snapshot()).unwrap();
+        prop_assert_eq!(&restored, &first.state);
+        let mut second = Cluster { state: restored, clock: first.clock };
+        run(&mut second, &actions[split..]);
+        prop_assert_eq!(second.state, straight.state);
+    }
+}

@@ -1,0 +1,191 @@
+//! A cluster under test: stamps commands with a test clock and checks every apply.
+
+use std::collections::BTreeMap;
+
+use muster_core::model::{AppId, DriverId, PassConfig, QueueName, WorkerId};
+use muster_state::commands::{ApplyPlan, RegisterWorker, SubmitApp, SubmitDriver};
+use muster_state::model::{AppDescription, DriverDescription};
+use muster_state::{
+    ApplyError, ClusterState, Command, Op, Outcome, RequestId, Response, StateConfig, Timestamp,
+};
+
+/// 2023-10-31 22:45:09 UTC, the time in Spark's example ids.
+pub const START: u64 = 1_698_792_309_000;
+
+pub struct Cluster {
+    pub state: ClusterState,
+    /// Milliseconds; every command advances it by one second.
+    pub clock: u64,
+}
+
+impl Cluster {
+    pub fn new() -> Self {
+        Self::with_config(StateConfig::default())
+    }
+
+    pub fn with_config(config: StateConfig) -> Self {
+        Self {
+            state: ClusterState::new(config),
+            clock: START,
+        }
+    }
+
+    /// Applies `op` as a command with an optional request id, then checks the invariants and
+    /// that a refusal changed nothing.
+    pub fn command(&mut self, op: Op, request_id: Option<&str>) -> Result<Response, ApplyError> {
+        let before = self.state.clone();
+        let dedup = request_id.is_some();
+        let command = Command {
+            at: Timestamp(self.clock),
+            request_id: request_id.map(|id| RequestId(id.into())),
+            op,
+        };
+        self.clock += 1000;
+        let result = self.state.apply(&command);
+        if let Err(invariant) = self.state.check_invariants() {
+            panic!("invariant broken by {command:?}: {invariant}");
+        }
+        // A refusal changes nothing, except that a request id remembers its result.
+        if result.is_err() && dedup {
+            assert_eq!(
+                visible(&before),
+                visible(&self.state),
+                "a refused command changed the state"
+            );
+        } else if result.is_err() {
+            assert_eq!(before, self.state, "a refused command changed the state");
+        }
+        result
+    }
+
+    pub fn apply(&mut self, op: Op) -> Result<Response, ApplyError> {
+        self.command(op, None)
+    }
+
+    pub fn ok(&mut self, op: Op) -> Response {
+        let description = format!("{op:?}");
+        self.apply(op)
+            .unwrap_or_else(|e| panic!("{description} refused: {e}"))
+    }
+
+    pub fn refuse(&mut self, op: Op) -> ApplyError {
+        self.apply(op).expect_err("should be refused")
+    }
+
+    pub fn worker(&mut self, id: &str, cores: u32, memory_mb: u64) {
+        self.ok(Op::RegisterWorker(RegisterWorker {
+            id: id.into(),
+            host: format!("host-{id}"),
+            address: format!("{id}:7078"),
+            cores,
+            memory_mb,
+            resources: BTreeMap::new(),
+        }));
+    }
+
+    pub fn submit_app(&mut self, desc: AppDescription) -> AppId {
+        match self
+            .ok(Op::SubmitApp(SubmitApp {
+                desc,
+                executor_limit: None,
+            }))
+            .outcome
+        {
+            Outcome::AppSubmitted { id } => id,
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+
+    pub fn submit_driver(&mut self, desc: DriverDescription) -> DriverId {
+        match self.ok(Op::SubmitDriver(SubmitDriver { desc })).outcome {
+            Outcome::DriverSubmitted { id } => id,
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+
+    /// One scheduling pass with worker-id placement, applied as one plan.
+    pub fn schedule(&mut self) -> Response {
+        let config = PassConfig {
+            worker_selection: muster_core::model::WorkerSelection::WorkerId,
+            ..PassConfig::default()
+        };
+        let plan = muster_core::schedule(&self.state.scheduling_snapshot(config))
+            .expect("the state gives a valid snapshot");
+        let response = self.ok(Op::ApplyPlan(ApplyPlan {
+            drivers: plan.drivers,
+            executors: plan.executors,
+        }));
+        match &response.outcome {
+            Outcome::PlanApplied { rejected, .. } => assert!(
+                rejected.is_empty(),
+                "a fresh plan was rejected: {rejected:?}"
+            ),
+            other => panic!("unexpected outcome {other:?}"),
+        }
+        response
+    }
+
+    /// Executor cores of `app` per worker.
+    pub fn placement(&self, app: &AppId) -> BTreeMap<WorkerId, u32> {
+        let mut cores = BTreeMap::new();
+        for executor in self.state.apps()[app].executors.values() {
+            *cores.entry(executor.worker.clone()).or_insert(0) += executor.cores;
+        }
+        cores
+    }
+}
+
+/// The state as its accessors show it (the request log aside).
+fn visible(state: &ClusterState) -> String {
+    format!(
+        "{:?}{:?}{:?}{:?}{:?}{:?}",
+        state.workers(),
+        state.apps(),
+        state.drivers(),
+        state.queues(),
+        state.completed_apps(),
+        state.completed_drivers()
+    )
+}
+
+pub fn app_desc(
+    cores_max: Option<u32>,
+    executor_cores: Option<u32>,
+    memory_mb: u64,
+) -> AppDescription {
+    AppDescription {
+        name: "test-app".into(),
+        user: "alice".into(),
+        queue: QueueName::default(),
+        cores_max,
+        executor_cores,
+        executor_memory_mb: memory_mb,
+        executor_resources: BTreeMap::new(),
+        command: "/bin/executor".into(),
+        args: vec!["--verbose".into()],
+        env: BTreeMap::new(),
+    }
+}
+
+pub fn driver_desc(cores: u32, memory_mb: u64, supervise: bool) -> DriverDescription {
+    DriverDescription {
+        name: "test-driver".into(),
+        queue: QueueName::default(),
+        cores,
+        memory_mb,
+        resources: BTreeMap::new(),
+        command: "/bin/driver".into(),
+        args: Vec::new(),
+        env: BTreeMap::new(),
+        supervise,
+    }
+}
+
+pub fn w(id: &str) -> WorkerId {
+    WorkerId::from(id)
+}
+
+/// A placement map from `(worker, cores)` pairs.
+pub fn cores(pairs: &[(&str, u32)]) -> BTreeMap<WorkerId, u32> {
+    pairs.iter().map(|&(id, cores)| (w(id), cores)).collect()
+}
