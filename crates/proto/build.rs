@@ -1,0 +1,13 @@
+//! Compiles `proto/muster/v1` with protox, so building needs no system `protoc`.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    println!("cargo:rerun-if-changed={}", root.display());
+    let files = ["muster/v1/raft.proto"];
+    let descriptors = protox::compile(files, [&root])?;
+    tonic_prost_build::configure()
+        .build_server(true)
+        .build_client(true)
+        .compile_fds(descriptors)?;
+    Ok(())
+}

@@ -1,0 +1,7 @@
+//! Muster's gRPC contract, generated from `proto/muster/v1` at build time.
+
+/// Package `muster.v1`.
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod v1 {
+    tonic::include_proto!("muster.v1");
+}

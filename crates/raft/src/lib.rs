@@ -1,0 +1,42 @@
+//! The allocation log the master replicas agree on: openraft 0.9 with its log and snapshots
+//! in sled, and replication over gRPC.
+//!
+//! # Pieces
+//!
+//! * `types`: the type configuration. Entries are `muster_state::Command`s; applying one
+//!   gives the command's `Response` or its deterministic refusal.
+//! * [`LogStore`]: the log in sled. Appends, the vote and truncations are flushed to disk
+//!   before openraft is told they happened.
+//! * [`StateMachineStore`]: the `ClusterState` in memory; snapshots of it are taken every
+//!   [`RaftSettings::snapshot_every`] entries and kept in sled, and the log behind them is
+//!   purged. A restarted replica loads its latest snapshot and re-applies only the committed
+//!   entries after it; a replica too far behind receives the leader's snapshot.
+//! * `network` and `service`: openraft's three RPCs over gRPC (`proto/muster/v1/raft.proto`),
+//!   carrying openraft's own messages encoded with bincode.
+//! * [`RaftNode`]: what the master uses: open, bootstrap, membership, `write`, linearizable
+//!   `read`, and a watch of who leads.
+//!
+//! # Caveats
+//!
+//! A write that fails across a leader change may still commit; callers retry with the same
+//! request id, which the state machine deduplicates. Never wipe a replica's data and rejoin
+//! it under the same id: remove it from the group and add it back under a new id.
+
+// openraft fixes its large `StorageError` as the error of every storage method; boxing it in
+// our helpers would only move the allocation.
+#![allow(clippy::result_large_err)]
+
+mod codec;
+mod log_store;
+mod network;
+mod node;
+mod service;
+mod state_machine;
+mod types;
+
+pub use log_store::LogStore;
+pub use network::{MAX_MESSAGE_BYTES, Network};
+pub use node::{Leadership, NodeError, RaftNode, RaftSettings, WriteError};
+pub use service::ReplicationService;
+pub use state_machine::{SharedState, StateMachineStore};
+pub use types::{Applied, Node, NodeId, Raft, TypeConfig};

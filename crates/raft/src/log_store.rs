@@ -1,0 +1,204 @@
+//! The Raft log on sled.
+//!
+//! Layout: tree `raft_log` maps each entry's index, as 8 big-endian bytes (so sled's byte order
+//! is index order), to the bincode entry; tree `raft_meta` holds `vote`, `committed` and
+//! `last_purged`. Every write that openraft must find after a crash (appended entries, the
+//! vote, truncation) is flushed to disk before it is acknowledged: the append callback fires
+//! only after `flush_async` returned. All writes run one at a time on openraft's log task, so
+//! they reach the disk in the order they were made.
+
+use std::fmt::Debug;
+use std::ops::{Bound, RangeBounds};
+
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{LogId, OptionalSend, RaftLogReader, StorageIOError, Vote};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::codec::{decode, encode};
+use crate::types::{Entry, NodeId, StorageError, TypeConfig};
+
+const VOTE: &[u8] = b"vote";
+const COMMITTED: &[u8] = b"committed";
+const LAST_PURGED: &[u8] = b"last_purged";
+
+/// The log of one replica. Cloning gives another handle on the same trees (the log reader).
+#[derive(Clone)]
+pub struct LogStore {
+    meta: sled::Tree,
+    log: sled::Tree,
+}
+
+fn index_key(index: u64) -> [u8; 8] {
+    index.to_be_bytes()
+}
+
+impl LogStore {
+    /// Opens (or creates) the log in `db`.
+    ///
+    /// # Errors
+    ///
+    /// sled could not open its trees.
+    pub fn open(db: &sled::Db) -> Result<Self, sled::Error> {
+        Ok(Self {
+            meta: db.open_tree("raft_meta")?,
+            log: db.open_tree("raft_log")?,
+        })
+    }
+
+    fn read_meta<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>, StorageError> {
+        let Some(bytes) = self.meta.get(key).map_err(|e| StorageIOError::read(&e))? else {
+            return Ok(None);
+        };
+        decode(&bytes)
+            .map(Some)
+            .map_err(|e| StorageIOError::read(&e).into())
+    }
+
+    fn write_meta<T: Serialize>(&self, key: &[u8], value: &T) -> Result<(), StorageError> {
+        self.meta
+            .insert(key, encode(value))
+            .map_err(|e| StorageIOError::write(&e))?;
+        Ok(())
+    }
+
+    async fn flush(&self) -> Result<(), std::io::Error> {
+        self.log
+            .flush_async()
+            .await
+            .map(|_| ())
+            .map_err(std::io::Error::other)
+    }
+
+    fn last_log_id(&self) -> Result<Option<LogId<NodeId>>, StorageError> {
+        let Some((_, bytes)) = self.log.last().map_err(|e| StorageIOError::read_logs(&e))? else {
+            return Ok(None);
+        };
+        let entry: Entry = decode(&bytes).map_err(|e| StorageIOError::read_logs(&e))?;
+        Ok(Some(entry.log_id))
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError> {
+        let start = match range.start_bound() {
+            Bound::Included(&i) => Bound::Included(index_key(i)),
+            Bound::Excluded(&i) => Bound::Excluded(index_key(i)),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let end = match range.end_bound() {
+            Bound::Included(&i) => Bound::Included(index_key(i)),
+            Bound::Excluded(&i) => Bound::Excluded(index_key(i)),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        self.log
+            .range::<[u8; 8], _>((start, end))
+            .map(|item| {
+                let (_, bytes) = item.map_err(|e| StorageIOError::read_logs(&e))?;
+                decode::<Entry>(&bytes).map_err(|e| StorageIOError::read_logs(&e).into())
+            })
+            .collect()
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+        let last_purged_log_id = self.read_meta(LAST_PURGED)?;
+        let last_log_id = self.last_log_id()?.or(last_purged_log_id);
+        Ok(LogState {
+            last_purged_log_id,
+            last_log_id,
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError> {
+        self.write_meta(VOTE, vote)?;
+        self.flush()
+            .await
+            .map_err(|e| StorageIOError::write_vote(&e))?;
+        Ok(())
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError> {
+        self.read_meta(VOTE)
+    }
+
+    async fn save_committed(
+        &mut self,
+        committed: Option<LogId<NodeId>>,
+    ) -> Result<(), StorageError> {
+        // Losing the committed index only means re-applying less at start-up; no flush needed.
+        self.write_meta(COMMITTED, &committed)
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId<NodeId>>, StorageError> {
+        Ok(self
+            .read_meta::<Option<LogId<NodeId>>>(COMMITTED)?
+            .flatten())
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut batch = sled::Batch::default();
+        for entry in entries {
+            batch.insert(&index_key(entry.log_id.index), encode(&entry));
+        }
+        self.log
+            .apply_batch(batch)
+            .map_err(|e| StorageIOError::write_logs(&e))?;
+        // Acknowledge only what is on disk.
+        let flushed = self.flush().await;
+        let failed = flushed
+            .as_ref()
+            .err()
+            .map(|e| StorageIOError::write_logs(e).into());
+        callback.log_io_completed(flushed);
+        failed.map_or(Ok(()), Err)
+    }
+
+    async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError> {
+        let mut batch = sled::Batch::default();
+        for key in self.log.range(index_key(log_id.index)..).keys() {
+            batch.remove(key.map_err(|e| StorageIOError::write_logs(&e))?);
+        }
+        self.log
+            .apply_batch(batch)
+            .map_err(|e| StorageIOError::write_logs(&e))?;
+        self.flush()
+            .await
+            .map_err(|e| StorageIOError::write_logs(&e))?;
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError> {
+        // Record the purge point first, so a crash mid-purge never leaves a hole unrecorded.
+        self.write_meta(LAST_PURGED, &log_id)?;
+        self.flush()
+            .await
+            .map_err(|e| StorageIOError::write_logs(&e))?;
+        let mut batch = sled::Batch::default();
+        for key in self.log.range(..=index_key(log_id.index)).keys() {
+            batch.remove(key.map_err(|e| StorageIOError::write_logs(&e))?);
+        }
+        self.log
+            .apply_batch(batch)
+            .map_err(|e| StorageIOError::write_logs(&e))?;
+        Ok(())
+    }
+}

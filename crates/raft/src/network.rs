@@ -1,0 +1,151 @@
+//! The client side of replication: openraft's RPCs to a peer over gRPC.
+//!
+//! openraft asks for a client often (per replication stream, election round and linearizable
+//! read), so channels are built lazily once per peer address and shared.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use muster_proto::v1::RaftBytes;
+use muster_proto::v1::replication_client::ReplicationClient;
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use serde::de::DeserializeOwned;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::codec::{decode, encode};
+use crate::types::{Node, NodeId, TypeConfig};
+
+/// Largest message a replica sends or accepts: a batch of plan entries can be large.
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Builds peer clients, sharing one channel per address.
+#[derive(Clone, Default)]
+pub struct Network {
+    channels: Arc<Mutex<HashMap<String, Channel>>>,
+}
+
+impl Network {
+    fn channel(&self, addr: &str) -> Result<Channel, tonic::transport::Error> {
+        let mut channels = self.channels.lock().expect("channel cache lock");
+        if let Some(channel) = channels.get(addr) {
+            return Ok(channel.clone());
+        }
+        let channel = Endpoint::from_shared(format!("http://{addr}"))?
+            .connect_timeout(Duration::from_secs(1))
+            .tcp_nodelay(true)
+            .connect_lazy();
+        channels.insert(addr.to_owned(), channel.clone());
+        Ok(channel)
+    }
+}
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = PeerClient;
+
+    async fn new_client(&mut self, target: NodeId, node: &Node) -> PeerClient {
+        let client = self.channel(&node.addr).map(|channel| {
+            ReplicationClient::new(channel)
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES)
+        });
+        PeerClient {
+            target,
+            addr: node.addr.clone(),
+            client,
+        }
+    }
+}
+
+/// openraft's view of one peer.
+pub struct PeerClient {
+    target: NodeId,
+    addr: String,
+    /// The client, or why the peer's address could not make one.
+    client: Result<ReplicationClient<Channel>, tonic::transport::Error>,
+}
+
+type RpcResult<T, E> = Result<T, RPCError<NodeId, Node, RaftError<NodeId, E>>>;
+
+impl PeerClient {
+    /// Sends one bincode request and decodes the peer's `Result<T, RaftError<E>>`.
+    async fn call<T, E, F, Fut>(
+        &mut self,
+        request: Vec<u8>,
+        option: &RPCOption,
+        send: F,
+    ) -> RpcResult<T, E>
+    where
+        T: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+        F: FnOnce(ReplicationClient<Channel>, tonic::Request<RaftBytes>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<RaftBytes>, tonic::Status>>,
+    {
+        let client = match &self.client {
+            Ok(client) => client.clone(),
+            Err(e) => return Err(RPCError::Unreachable(Unreachable::new(e))),
+        };
+        let mut request = tonic::Request::new(RaftBytes { data: request });
+        request.set_timeout(option.hard_ttl());
+        let response = send(client, request)
+            .await
+            .map_err(|status| match status.code() {
+                // Nothing answered: openraft backs off before trying this peer again.
+                tonic::Code::Unavailable => RPCError::Unreachable(Unreachable::new(&status)),
+                _ => RPCError::Network(NetworkError::new(&status)),
+            })?;
+        let result: Result<T, RaftError<NodeId, E>> = decode(&response.into_inner().data)
+            .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        result.map_err(|e| {
+            RPCError::RemoteError(RemoteError::new_with_node(
+                self.target,
+                Node::new(self.addr.clone()),
+                e,
+            ))
+        })
+    }
+}
+
+impl RaftNetwork<TypeConfig> for PeerClient {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<AppendEntriesResponse<NodeId>, openraft::error::Infallible> {
+        self.call(encode(&rpc), &option, |mut c, r| async move {
+            c.append_entries(r).await
+        })
+        .await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
+        self.call(encode(&rpc), &option, |mut c, r| async move {
+            c.install_snapshot(r).await
+        })
+        .await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> RpcResult<VoteResponse<NodeId>, openraft::error::Infallible> {
+        self.call(
+            encode(&rpc),
+            &option,
+            |mut c, r| async move { c.vote(r).await },
+        )
+        .await
+    }
+}

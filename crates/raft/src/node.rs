@@ -1,0 +1,335 @@
+//! A master replica's Raft node: open it on a data directory, bootstrap or join a group, write
+//! commands, read the state, and watch who leads.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+use muster_proto::v1::replication_server::ReplicationServer;
+use muster_state::{ClusterState, Command, StateConfig};
+use openraft::error::{ForwardToLeader, InitializeError, RaftError};
+use openraft::{ChangeMembers, Config, RaftMetrics, ServerState, SnapshotPolicy, TryAsRef};
+use tokio::sync::watch;
+
+use crate::log_store::LogStore;
+use crate::network::Network;
+use crate::service::ReplicationService;
+use crate::state_machine::{SharedState, StateMachineStore};
+use crate::types::{Applied, Node, NodeId, Raft};
+
+/// Timings and snapshot policy of a replica.
+#[derive(Clone, Debug)]
+pub struct RaftSettings {
+    /// Leader heartbeat period, also the deadline of each AppendEntries RPC (ms).
+    pub heartbeat_ms: u64,
+    /// Election timeout range (ms): a follower that hears no leader for this long campaigns.
+    pub election_timeout_ms: (u64, u64),
+    /// Build a snapshot every this many applied entries.
+    pub snapshot_every: u64,
+    /// Entries kept in the log behind a snapshot, for followers a little behind.
+    pub keep_after_snapshot: u64,
+    /// sled's page cache, in bytes.
+    pub cache_bytes: u64,
+}
+
+impl Default for RaftSettings {
+    /// Tuned for gRPC between replicas with an fsync per append on modest disks: elections
+    /// settle in about a second after a leader dies.
+    fn default() -> Self {
+        Self {
+            heartbeat_ms: 150,
+            election_timeout_ms: (600, 1200),
+            snapshot_every: 10_000,
+            keep_after_snapshot: 1_000,
+            cache_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+impl RaftSettings {
+    fn config(&self) -> Result<Config, NodeError> {
+        Config {
+            cluster_name: "muster".into(),
+            heartbeat_interval: self.heartbeat_ms,
+            election_timeout_min: self.election_timeout_ms.0,
+            election_timeout_max: self.election_timeout_ms.1,
+            install_snapshot_timeout: 10_000,
+            max_payload_entries: 64,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every),
+            max_in_snapshot_log_to_keep: self.keep_after_snapshot,
+            ..Config::default()
+        }
+        .validate()
+        .map_err(|e| NodeError::Config(e.to_string()))
+    }
+}
+
+/// Who leads, as this replica sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Leadership {
+    /// The current term.
+    pub term: u64,
+    /// The leader's id and address, once a leader is known.
+    pub leader: Option<(NodeId, String)>,
+    /// Whether this replica is that leader.
+    pub is_leader: bool,
+}
+
+/// Why a node could not start or change membership.
+#[derive(Debug)]
+pub enum NodeError {
+    /// The settings are inconsistent.
+    Config(String),
+    /// The data directory could not be opened.
+    Storage(String),
+    /// Raft refused or failed.
+    Raft(String),
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Config(e) => write!(f, "invalid Raft settings: {e}"),
+            Self::Storage(e) => write!(f, "cannot open the Raft data: {e}"),
+            Self::Raft(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for NodeError {}
+
+/// Why a write or a linearizable read did not happen here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteError {
+    /// This replica does not lead; the leader's id and address when known.
+    NotLeader(Option<(NodeId, String)>),
+    /// No quorum answered in time, or the node is shutting down.
+    Unavailable(String),
+}
+
+impl fmt::Display for WriteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotLeader(Some((id, addr))) => {
+                write!(f, "not the leader; master {id} at {addr} leads")
+            }
+            Self::NotLeader(None) => f.write_str("not the leader, and no leader is known"),
+            Self::Unavailable(e) => write!(f, "Raft unavailable: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for WriteError {}
+
+fn not_leader<E>(error: RaftError<NodeId, E>) -> WriteError
+where
+    E: TryAsRef<ForwardToLeader<NodeId, Node>> + fmt::Debug + fmt::Display,
+{
+    match error.forward_to_leader::<Node>() {
+        Some(forward) => WriteError::NotLeader(
+            forward
+                .leader_id
+                .zip(forward.leader_node.as_ref().map(|n| n.addr.clone())),
+        ),
+        None => WriteError::Unavailable(error.to_string()),
+    }
+}
+
+/// One master replica's Raft node.
+pub struct RaftNode {
+    id: NodeId,
+    raft: Raft,
+    state: SharedState,
+    leadership: watch::Receiver<Leadership>,
+}
+
+impl RaftNode {
+    /// Opens the replica `id` on `data_dir` (created if missing) and starts Raft. A fresh
+    /// directory starts an empty state; an existing one recovers from its latest snapshot
+    /// and log. Must be called inside a tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// Invalid settings, or the data directory cannot be opened (for instance because another
+    /// process holds it).
+    pub async fn open(
+        id: NodeId,
+        data_dir: &Path,
+        settings: &RaftSettings,
+        state_config: StateConfig,
+    ) -> Result<Self, NodeError> {
+        let config = Arc::new(settings.config()?);
+        let db = sled::Config::new()
+            .path(data_dir.join("raft"))
+            .cache_capacity(settings.cache_bytes)
+            .open()
+            .map_err(|e| NodeError::Storage(format!("{}: {e}", data_dir.display())))?;
+        let log = LogStore::open(&db).map_err(|e| NodeError::Storage(e.to_string()))?;
+        let state_machine = StateMachineStore::open(&db, ClusterState::new(state_config))
+            .map_err(|e| NodeError::Storage(e.to_string()))?;
+        let state = state_machine.shared_state();
+        let raft = Raft::new(id, config, Network::default(), log, state_machine)
+            .await
+            .map_err(|e| NodeError::Raft(e.to_string()))?;
+        let leadership = watch_leadership(id, &raft);
+        Ok(Self {
+            id,
+            raft,
+            state,
+            leadership,
+        })
+    }
+
+    /// This replica's id.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// The gRPC service peers replicate through; serve it on this replica's address.
+    pub fn replication_service(&self) -> ReplicationServer<ReplicationService> {
+        ReplicationService::server(self.raft.clone())
+    }
+
+    /// Makes `members` (ids and addresses) the first voters of a new group. Does nothing when
+    /// this replica already belongs to a group, so it is safe on every start.
+    ///
+    /// # Errors
+    ///
+    /// Raft refused for another reason (for instance this replica is not among `members`).
+    pub async fn bootstrap(&self, members: &BTreeMap<NodeId, String>) -> Result<(), NodeError> {
+        if self
+            .raft
+            .is_initialized()
+            .await
+            .map_err(|e| NodeError::Raft(e.to_string()))?
+        {
+            return Ok(());
+        }
+        let nodes: BTreeMap<NodeId, Node> = members
+            .iter()
+            .map(|(&id, addr)| (id, Node::new(addr.clone())))
+            .collect();
+        match self.raft.initialize(nodes).await {
+            Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
+            Err(e) => Err(NodeError::Raft(e.to_string())),
+        }
+    }
+
+    /// Adds replica `id` at `addr` as a learner and waits until it has caught up.
+    ///
+    /// # Errors
+    ///
+    /// This replica does not lead, or Raft is unavailable.
+    pub async fn add_learner(&self, id: NodeId, addr: &str) -> Result<(), WriteError> {
+        self.raft
+            .add_learner(id, Node::new(addr.to_owned()), true)
+            .await
+            .map(|_| ())
+            .map_err(not_leader)
+    }
+
+    /// Makes `voters` the voting members (each must be a member or learner already); removed
+    /// voters leave the group.
+    ///
+    /// # Errors
+    ///
+    /// This replica does not lead, a change is already in progress, or Raft is unavailable.
+    pub async fn change_membership(&self, voters: BTreeSet<NodeId>) -> Result<(), WriteError> {
+        self.raft
+            .change_membership(ChangeMembers::ReplaceAllVoters(voters), false)
+            .await
+            .map(|_| ())
+            .map_err(not_leader)
+    }
+
+    /// Commits `command` and returns what applying it gave.
+    ///
+    /// # Errors
+    ///
+    /// [`WriteError::NotLeader`] with the leader to retry at, or [`WriteError::Unavailable`].
+    /// A write that fails after a leader change may still have been committed: retry it with
+    /// the same request id.
+    pub async fn write(&self, command: Command) -> Result<Applied, WriteError> {
+        self.raft
+            .client_write(command)
+            .await
+            .map(|response| response.data)
+            .map_err(not_leader)
+    }
+
+    /// Reads the state after confirming with a quorum that this replica still leads and has
+    /// applied everything committed before the call.
+    ///
+    /// # Errors
+    ///
+    /// As [`RaftNode::write`].
+    pub async fn read<T>(&self, read: impl FnOnce(&ClusterState) -> T) -> Result<T, WriteError> {
+        self.raft.ensure_linearizable().await.map_err(not_leader)?;
+        Ok(read(&self.state.read().expect("state lock")))
+    }
+
+    /// The state as this replica has applied it so far, which may lag the leader's.
+    pub fn local_state(&self) -> SharedState {
+        Arc::clone(&self.state)
+    }
+
+    /// Who leads, updated as it changes. Leader-only work should be keyed to the term.
+    pub fn leadership(&self) -> watch::Receiver<Leadership> {
+        self.leadership.clone()
+    }
+
+    /// openraft's metrics, for waiting on log and membership progress.
+    pub fn metrics(&self) -> watch::Receiver<RaftMetrics<NodeId, Node>> {
+        self.raft.metrics()
+    }
+
+    /// The underlying Raft handle.
+    pub fn raft(&self) -> &Raft {
+        &self.raft
+    }
+
+    /// Stops Raft; the data directory can be reopened once this returns and the node is dropped.
+    ///
+    /// # Errors
+    ///
+    /// Raft's tasks did not stop cleanly.
+    pub async fn shutdown(&self) -> Result<(), NodeError> {
+        self.raft
+            .shutdown()
+            .await
+            .map_err(|e| NodeError::Raft(e.to_string()))
+    }
+}
+
+/// Follows openraft's server metrics and publishes [`Leadership`] whenever it changes.
+fn watch_leadership(id: NodeId, raft: &Raft) -> watch::Receiver<Leadership> {
+    let mut metrics = raft.server_metrics();
+    let (sender, receiver) = watch::channel(Leadership::default());
+    tokio::spawn(async move {
+        loop {
+            // Copy out and drop the borrow at once: openraft blocks while it is held.
+            let leadership = {
+                let m = metrics.borrow_and_update();
+                let leader = m.current_leader.and_then(|leader| {
+                    let node = m.membership_config.membership().get_node(&leader)?;
+                    Some((leader, node.addr.clone()))
+                });
+                Leadership {
+                    term: m.vote.leader_id().term,
+                    is_leader: m.state == ServerState::Leader && m.current_leader == Some(id),
+                    leader,
+                }
+            };
+            sender.send_if_modified(|current| {
+                let changed = *current != leadership;
+                *current = leadership;
+                changed
+            });
+            if metrics.changed().await.is_err() {
+                break;
+            }
+        }
+    });
+    receiver
+}

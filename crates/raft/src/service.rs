@@ -1,0 +1,53 @@
+//! The server side of replication: peers' RPCs handed to the local Raft.
+
+use muster_proto::v1::RaftBytes;
+use muster_proto::v1::replication_server::{Replication, ReplicationServer};
+use serde::de::DeserializeOwned;
+use tonic::{Request, Response, Status};
+
+use crate::codec::{decode, encode};
+use crate::network::MAX_MESSAGE_BYTES;
+use crate::types::Raft;
+
+/// Serves openraft's RPCs for one replica.
+pub struct ReplicationService {
+    raft: Raft,
+}
+
+impl ReplicationService {
+    /// The gRPC service for `raft`, accepting messages up to [`MAX_MESSAGE_BYTES`].
+    pub fn server(raft: Raft) -> ReplicationServer<Self> {
+        ReplicationServer::new(Self { raft })
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    }
+}
+
+fn request<T: DeserializeOwned>(request: Request<RaftBytes>) -> Result<T, Status> {
+    decode(&request.into_inner().data)
+        .map_err(|e| Status::invalid_argument(format!("malformed Raft message: {e}")))
+}
+
+fn reply<T: serde::Serialize>(result: &T) -> Result<Response<RaftBytes>, Status> {
+    Ok(Response::new(RaftBytes {
+        data: encode(result),
+    }))
+}
+
+#[tonic::async_trait]
+impl Replication for ReplicationService {
+    async fn append_entries(&self, rpc: Request<RaftBytes>) -> Result<Response<RaftBytes>, Status> {
+        reply(&self.raft.append_entries(request(rpc)?).await)
+    }
+
+    async fn vote(&self, rpc: Request<RaftBytes>) -> Result<Response<RaftBytes>, Status> {
+        reply(&self.raft.vote(request(rpc)?).await)
+    }
+
+    async fn install_snapshot(
+        &self,
+        rpc: Request<RaftBytes>,
+    ) -> Result<Response<RaftBytes>, Status> {
+        reply(&self.raft.install_snapshot(request(rpc)?).await)
+    }
+}

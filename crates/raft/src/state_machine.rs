@@ -1,0 +1,196 @@
+//! The state machine: the [`ClusterState`] in memory, applied from committed entries, with
+//! snapshots kept in sled.
+//!
+//! The state itself is not written on every apply. Instead the latest snapshot is stored in
+//! tree `snapshots` (its metadata and the encoded state), and the log store remembers the
+//! committed index: a restarted replica loads its latest snapshot and openraft re-applies the
+//! committed entries after it. A snapshot's bytes are taken in
+//! [`RaftStateMachine::get_snapshot_builder`], which openraft runs in order with `apply`, so a
+//! snapshot is always a consistent cut even though it is written out concurrently.
+
+use std::io::Cursor;
+use std::sync::{Arc, RwLock};
+
+use muster_state::{ClusterState, Response};
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{
+    EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StorageIOError,
+    StoredMembership,
+};
+
+use crate::codec::{decode, encode};
+use crate::types::{Applied, Entry, Node, NodeId, StorageError, TypeConfig};
+
+const CURRENT: &[u8] = b"current";
+
+type Meta = SnapshotMeta<NodeId, Node>;
+
+/// The cluster state, shared between the state machine (which writes it) and readers.
+pub type SharedState = Arc<RwLock<ClusterState>>;
+
+/// A replica's state machine.
+pub struct StateMachineStore {
+    state: SharedState,
+    last_applied: Option<LogId<NodeId>>,
+    last_membership: StoredMembership<NodeId, Node>,
+    snapshots: sled::Tree,
+    /// Snapshots built by this replica since it started, for unique snapshot ids.
+    built: u64,
+}
+
+impl StateMachineStore {
+    /// Opens the state machine in `db`, starting from the latest stored snapshot if any.
+    ///
+    /// # Errors
+    ///
+    /// sled failed, or the stored snapshot does not decode.
+    pub fn open(db: &sled::Db, initial: ClusterState) -> Result<Self, StorageError> {
+        let snapshots = db
+            .open_tree("snapshots")
+            .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+        let mut store = Self {
+            state: Arc::new(RwLock::new(initial)),
+            last_applied: None,
+            last_membership: StoredMembership::default(),
+            snapshots,
+            built: 0,
+        };
+        if let Some((meta, data)) = store.stored_snapshot()? {
+            let state = decode_state(&meta, &data)?;
+            store.restore(&meta, state);
+        }
+        Ok(store)
+    }
+
+    /// A handle on the state for readers.
+    pub fn shared_state(&self) -> SharedState {
+        Arc::clone(&self.state)
+    }
+
+    fn stored_snapshot(&self) -> Result<Option<(Meta, Vec<u8>)>, StorageError> {
+        let Some(bytes) = self
+            .snapshots
+            .get(CURRENT)
+            .map_err(|e| StorageIOError::read_snapshot(None, &e))?
+        else {
+            return Ok(None);
+        };
+        decode(&bytes)
+            .map(Some)
+            .map_err(|e| StorageIOError::read_snapshot(None, &e).into())
+    }
+
+    /// Replaces the state with a snapshot's.
+    fn restore(&mut self, meta: &Meta, state: ClusterState) {
+        *self.state.write().expect("state lock") = state;
+        self.last_applied = meta.last_log_id;
+        self.last_membership = meta.last_membership.clone();
+    }
+}
+
+fn decode_state(meta: &Meta, data: &[u8]) -> Result<ClusterState, StorageError> {
+    ClusterState::decode_snapshot(data)
+        .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e).into())
+}
+
+/// Writes a snapshot as the current one, durably.
+async fn store_snapshot(tree: &sled::Tree, meta: &Meta, data: &[u8]) -> Result<(), StorageError> {
+    let write_error = |e: sled::Error| StorageIOError::write_snapshot(Some(meta.signature()), &e);
+    tree.insert(CURRENT, encode(&(meta, data)))
+        .map_err(write_error)?;
+    tree.flush_async().await.map_err(write_error)?;
+    Ok(())
+}
+
+/// A consistent cut of the state, written out as a snapshot.
+pub struct SnapshotBuilder {
+    data: Vec<u8>,
+    last_applied: Option<LogId<NodeId>>,
+    last_membership: StoredMembership<NodeId, Node>,
+    snapshots: sled::Tree,
+    id: String,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+        let meta = Meta {
+            last_log_id: self.last_applied,
+            last_membership: self.last_membership.clone(),
+            snapshot_id: self.id.clone(),
+        };
+        store_snapshot(&self.snapshots, &meta, &self.data).await?;
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(self.data.clone())),
+        })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachineStore {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, Node>), StorageError> {
+        Ok((self.last_applied, self.last_membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Applied>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut state = self.state.write().expect("state lock");
+        let mut results = Vec::new();
+        for entry in entries {
+            self.last_applied = Some(entry.log_id);
+            results.push(match entry.payload {
+                EntryPayload::Blank => Ok(Response::default()),
+                EntryPayload::Normal(command) => state.apply(&command),
+                EntryPayload::Membership(membership) => {
+                    self.last_membership = StoredMembership::new(Some(entry.log_id), membership);
+                    Ok(Response::default())
+                }
+            });
+        }
+        Ok(results)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.built += 1;
+        let at = self.last_applied.map_or_else(
+            || "0-0".to_owned(),
+            |id| format!("{}-{}", id.leader_id.term, id.index),
+        );
+        SnapshotBuilder {
+            data: self.state.read().expect("state lock").encode_snapshot(),
+            last_applied: self.last_applied,
+            last_membership: self.last_membership.clone(),
+            snapshots: self.snapshots.clone(),
+            id: format!("{at}-{}", self.built),
+        }
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &Meta,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError> {
+        let data = snapshot.into_inner();
+        let state = decode_state(meta, &data)?;
+        store_snapshot(&self.snapshots, meta, &data).await?;
+        self.restore(meta, state);
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
+        Ok(self.stored_snapshot()?.map(|(meta, data)| Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        }))
+    }
+}
