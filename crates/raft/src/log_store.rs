@@ -5,7 +5,10 @@
 //! `last_purged`. Every write that openraft must find after a crash (appended entries, the
 //! vote, truncation) is flushed to disk before it is acknowledged: the append callback fires
 //! only after `flush_async` returned. All writes run one at a time on openraft's log task, so
-//! they reach the disk in the order they were made.
+//! they reach the disk in the order they were made. Entries are written one key at a time
+//! rather than in a `sled::Batch`: batches take a process-wide lock in sled 0.34 that was seen
+//! to deadlock with sled's own flusher, and a half-written append is harmless since openraft
+//! only counts entries the callback confirmed.
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
@@ -68,6 +71,18 @@ impl LogStore {
             .await
             .map(|_| ())
             .map_err(std::io::Error::other)
+    }
+
+    /// Removes the entries whose keys fall in `range`. One key at a time: sled's batches take
+    /// a process-wide write lock that can deadlock against its background flusher.
+    fn remove_range(&self, range: impl RangeBounds<[u8; 8]>) -> Result<(), StorageError> {
+        for key in self.log.range(range).keys() {
+            let key = key.map_err(|e| StorageIOError::write_logs(&e))?;
+            self.log
+                .remove(key)
+                .map_err(|e| StorageIOError::write_logs(&e))?;
+        }
+        Ok(())
     }
 
     fn last_log_id(&self) -> Result<Option<LogId<NodeId>>, StorageError> {
@@ -155,13 +170,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut batch = sled::Batch::default();
         for entry in entries {
-            batch.insert(&index_key(entry.log_id.index), encode(&entry));
+            self.log
+                .insert(index_key(entry.log_id.index), encode(&entry))
+                .map_err(|e| StorageIOError::write_logs(&e))?;
         }
-        self.log
-            .apply_batch(batch)
-            .map_err(|e| StorageIOError::write_logs(&e))?;
         // Acknowledge only what is on disk.
         let flushed = self.flush().await;
         let failed = flushed
@@ -173,13 +186,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError> {
-        let mut batch = sled::Batch::default();
-        for key in self.log.range(index_key(log_id.index)..).keys() {
-            batch.remove(key.map_err(|e| StorageIOError::write_logs(&e))?);
-        }
-        self.log
-            .apply_batch(batch)
-            .map_err(|e| StorageIOError::write_logs(&e))?;
+        self.remove_range(index_key(log_id.index)..)?;
         self.flush()
             .await
             .map_err(|e| StorageIOError::write_logs(&e))?;
@@ -192,13 +199,6 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.flush()
             .await
             .map_err(|e| StorageIOError::write_logs(&e))?;
-        let mut batch = sled::Batch::default();
-        for key in self.log.range(..=index_key(log_id.index)).keys() {
-            batch.remove(key.map_err(|e| StorageIOError::write_logs(&e))?);
-        }
-        self.log
-            .apply_batch(batch)
-            .map_err(|e| StorageIOError::write_logs(&e))?;
-        Ok(())
+        self.remove_range(..=index_key(log_id.index))
     }
 }

@@ -140,6 +140,8 @@ where
 pub struct RaftNode {
     id: NodeId,
     raft: Raft,
+    /// Held so the database outlives every tree the stores use.
+    _db: sled::Db,
     state: SharedState,
     leadership: watch::Receiver<Leadership>,
 }
@@ -176,6 +178,7 @@ impl RaftNode {
         Ok(Self {
             id,
             raft,
+            _db: db,
             state,
             leadership,
         })

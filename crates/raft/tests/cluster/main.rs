@@ -1,0 +1,175 @@
+//! Real replicas on loopback ports with their data in temporary directories: elections,
+//! failover, restarts, snapshots and membership changes.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use muster_raft::{RaftSettings, WriteError};
+use muster_state::Outcome;
+use support::{TestCluster, submit_app};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_commit_ten_thousand_commands_and_agree() {
+    let _serial = support::serial().await;
+    let cluster = TestCluster::start(3, RaftSettings::default()).await;
+    let leader = cluster.leader(DEADLINE).await;
+    let outcomes = cluster.write_many(0..10_000, 32, submit_app).await;
+    let ids: BTreeSet<_> = outcomes
+        .iter()
+        .map(|o| match o {
+            Outcome::AppSubmitted { id } => id.clone(),
+            other => panic!("unexpected outcome {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        ids.len(),
+        10_000,
+        "every command applied once, with its own id"
+    );
+    cluster.assert_replicas_agree(DEADLINE).await;
+    let state = cluster.node(leader).local_state();
+    assert_eq!(state.read().unwrap().apps().len(), 10_000);
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_leader_takes_over_and_a_restarted_replica_catches_up() {
+    let _serial = support::serial().await;
+    let mut cluster = TestCluster::start(3, RaftSettings::default()).await;
+    let first = cluster.leader(DEADLINE).await;
+    cluster.write_many(0..200, 8, submit_app).await;
+
+    cluster.stop(first).await;
+    let second = cluster.leader(DEADLINE).await;
+    assert_ne!(second, first);
+    cluster.write_many(200..400, 8, submit_app).await;
+
+    cluster.restart(first).await;
+    cluster.assert_replicas_agree(DEADLINE).await;
+    let state = cluster.node(first).local_state();
+    assert_eq!(
+        state.read().unwrap().apps().len(),
+        400,
+        "the restarted replica has every command"
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_names_the_leader() {
+    let _serial = support::serial().await;
+    let cluster = TestCluster::start(3, RaftSettings::default()).await;
+    let leader = cluster.leader(DEADLINE).await;
+    let follower = cluster.ids().into_iter().find(|&id| id != leader).unwrap();
+    let error = cluster
+        .node(follower)
+        .write(submit_app(0))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error,
+        WriteError::NotLeader(Some((leader, cluster.addr(leader))))
+    );
+    let error = cluster.node(follower).read(|_| ()).await.unwrap_err();
+    assert!(matches!(error, WriteError::NotLeader(Some((id, _))) if id == leader));
+    assert!(
+        cluster
+            .node(leader)
+            .read(|state| state.apps().len())
+            .await
+            .is_ok()
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_far_behind_receives_a_snapshot() {
+    let _serial = support::serial().await;
+    let settings = RaftSettings {
+        snapshot_every: 100,
+        keep_after_snapshot: 0,
+        ..RaftSettings::default()
+    };
+    let mut cluster = TestCluster::start(3, settings).await;
+    let leader = cluster.leader(DEADLINE).await;
+    let lagging = cluster.ids().into_iter().find(|&id| id != leader).unwrap();
+    cluster.stop(lagging).await;
+    cluster.write_many(0..1_000, 16, submit_app).await;
+    // The leader has purged the log the lagging replica would need.
+    let purged = cluster.wait_for_purge(leader, 500, DEADLINE).await;
+
+    cluster.restart(lagging).await;
+    cluster.assert_replicas_agree(DEADLINE).await;
+    let metrics = cluster.node(lagging).metrics().borrow().clone();
+    let snapshot = metrics
+        .snapshot
+        .expect("the lagging replica installed a snapshot");
+    assert!(
+        snapshot.index >= purged,
+        "snapshot at {} should cover the purged log up to {purged}",
+        snapshot.index
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn membership_grows_to_five_and_shrinks_back_to_three() {
+    let _serial = support::serial().await;
+    let mut cluster = TestCluster::start(3, RaftSettings::default()).await;
+    let leader = cluster.leader(DEADLINE).await;
+    cluster.write_many(0..50, 4, submit_app).await;
+
+    for id in [4, 5] {
+        let addr = cluster.spawn_replica(id).await;
+        cluster.node(leader).add_learner(id, &addr).await.unwrap();
+    }
+    cluster
+        .node(leader)
+        .change_membership((1..=5).collect())
+        .await
+        .unwrap();
+    assert_eq!(cluster.voters(leader), (1..=5).collect());
+    cluster.write_many(50..100, 4, submit_app).await;
+    cluster.assert_replicas_agree(DEADLINE).await;
+
+    // Shrink to three, keeping the leader, and retire the two that left.
+    let keep: BTreeSet<u64> = std::iter::once(leader)
+        .chain((1..=5).filter(|&id| id != leader).take(2))
+        .collect();
+    cluster
+        .node(leader)
+        .change_membership(keep.clone())
+        .await
+        .unwrap();
+    assert_eq!(cluster.voters(leader), keep);
+    for id in (1..=5).filter(|id| !keep.contains(id)) {
+        cluster.stop(id).await;
+    }
+    cluster.write_many(100..150, 4, submit_app).await;
+    cluster.assert_replicas_agree(DEADLINE).await;
+    let state = cluster.node(leader).local_state();
+    assert_eq!(state.read().unwrap().apps().len(), 150);
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bootstrapping_again_changes_nothing() {
+    let _serial = support::serial().await;
+    let cluster = TestCluster::start(3, RaftSettings::default()).await;
+    let leader = cluster.leader(DEADLINE).await;
+    cluster.write_many(0..10, 2, submit_app).await;
+    for id in cluster.ids() {
+        cluster
+            .node(id)
+            .bootstrap(&cluster.members())
+            .await
+            .unwrap();
+    }
+    assert_eq!(cluster.leader(DEADLINE).await, leader);
+    assert_eq!(cluster.voters(leader), cluster.ids().into_iter().collect());
+    cluster.shutdown().await;
+}
