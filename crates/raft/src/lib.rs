@@ -15,6 +15,8 @@
 //!   carrying openraft's own messages encoded with bincode.
 //! * [`RaftNode`]: what the master uses: open, bootstrap, membership, `write`, linearizable
 //!   `read`, and a watch of who leads.
+//! * [`local::LocalCluster`]: a group of replicas in one process on loopback, for tests and
+//!   benchmarks.
 //!
 //! # Caveats
 //!
@@ -27,6 +29,7 @@
 #![allow(clippy::result_large_err)]
 
 mod codec;
+pub mod local;
 mod log_store;
 mod network;
 mod node;

@@ -1,22 +1,20 @@
-//! A cluster of real replicas: each serves its replication service on a loopback port and
-//! keeps its data in its own directory under one temporary directory.
+//! Test helpers over [`LocalCluster`]: a temporary directory per cluster, one cluster test at a
+//! time, and waits with deadlines.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::ops::Range;
-use std::path::PathBuf;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use muster_raft::{NodeId, RaftNode, RaftSettings, WriteError};
+use muster_raft::local::LocalCluster;
+use muster_raft::{NodeId, RaftSettings};
 use muster_state::commands::SubmitApp;
 use muster_state::model::AppDescription;
-use muster_state::{Command, Op, Outcome, RequestId, StateConfig, Timestamp};
+use muster_state::{Command, Op, Outcome, RequestId, Timestamp};
 use tempfile::TempDir;
-use tokio::net::TcpListener;
-use tokio::sync::{Mutex, MutexGuard, oneshot};
-use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
+use tokio::sync::{Mutex, MutexGuard};
 
 /// Held for the length of one cluster test.
 pub struct Serial {
@@ -77,187 +75,68 @@ pub fn submit_app(n: u64) -> Command {
     }
 }
 
-struct Replica {
-    node: Arc<RaftNode>,
-    stop_server: oneshot::Sender<()>,
-    server: JoinHandle<()>,
+/// A local cluster under test, in its own temporary directory.
+pub struct TestCluster {
+    cluster: LocalCluster,
+    _dir: TempDir,
 }
 
-pub struct TestCluster {
-    _dir: TempDir,
-    settings: RaftSettings,
-    addrs: BTreeMap<NodeId, String>,
-    running: BTreeMap<NodeId, Replica>,
+impl Deref for TestCluster {
+    type Target = LocalCluster;
+
+    fn deref(&self) -> &LocalCluster {
+        &self.cluster
+    }
+}
+
+impl DerefMut for TestCluster {
+    fn deref_mut(&mut self) -> &mut LocalCluster {
+        &mut self.cluster
+    }
 }
 
 impl TestCluster {
-    /// Starts replicas `1..=n` and bootstraps them as one group.
     pub async fn start(n: u64, settings: RaftSettings) -> Self {
-        let mut cluster = Self {
-            _dir: tempfile::tempdir().expect("temporary directory"),
-            settings,
-            addrs: BTreeMap::new(),
-            running: BTreeMap::new(),
-        };
-        for id in 1..=n {
-            cluster.spawn_replica(id).await;
-        }
-        let members = cluster.members();
-        for id in 1..=n {
-            cluster
-                .node(id)
-                .bootstrap(&members)
-                .await
-                .expect("bootstrap");
-        }
-        cluster
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let cluster = LocalCluster::start(n, settings, dir.path())
+            .await
+            .expect("cluster starts");
+        Self { cluster, _dir: dir }
     }
 
-    fn data_dir(&self, id: NodeId) -> PathBuf {
-        self._dir.path().join(format!("replica-{id}"))
-    }
-
-    /// Opens replica `id` on its directory and serves it, on its old address if it had one.
-    /// Returns the address.
-    pub async fn spawn_replica(&mut self, id: NodeId) -> String {
-        let listener = match self.addrs.get(&id) {
-            Some(addr) => TcpListener::bind(addr)
-                .await
-                .expect("rebind the replica's address"),
-            None => TcpListener::bind("127.0.0.1:0")
-                .await
-                .expect("bind a loopback port"),
-        };
-        let addr = listener.local_addr().expect("bound address").to_string();
-        let node = RaftNode::open(
-            id,
-            &self.data_dir(id),
-            &self.settings,
-            StateConfig::default(),
-        )
-        .await
-        .expect("open replica");
-        let node = Arc::new(node);
-        let (stop_server, stopped) = oneshot::channel();
-        let service = node.replication_service();
-        let server = tokio::spawn(async move {
-            tonic::transport::Server::builder()
-                .add_service(service)
-                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
-                    let _ = stopped.await;
-                })
-                .await
-                .expect("replication server");
-        });
-        self.addrs.insert(id, addr.clone());
-        self.running.insert(
-            id,
-            Replica {
-                node,
-                stop_server,
-                server,
-            },
-        );
-        addr
-    }
-
-    pub fn members(&self) -> BTreeMap<NodeId, String> {
-        self.addrs.clone()
-    }
-
-    pub fn ids(&self) -> Vec<NodeId> {
-        self.running.keys().copied().collect()
-    }
-
-    pub fn addr(&self, id: NodeId) -> String {
-        self.addrs[&id].clone()
-    }
-
-    pub fn node(&self, id: NodeId) -> &RaftNode {
-        &self.running[&id].node
-    }
-
-    /// Stops replica `id` as a crash would leave it: Raft and its server stop, its data stays.
-    pub async fn stop(&mut self, id: NodeId) {
-        let replica = self.running.remove(&id).expect("a running replica");
-        replica.node.shutdown().await.expect("raft shuts down");
-        let _ = replica.stop_server.send(());
-        replica.server.await.expect("server task");
-        assert_eq!(
-            Arc::strong_count(&replica.node),
-            1,
-            "no one else holds the node"
-        );
-    }
-
-    /// Stops every running replica. Call it at the end of each test: stores dropped by a
-    /// runtime that is shutting down can block in sled's final flush.
-    pub async fn shutdown(mut self) {
-        for id in self.ids() {
-            self.stop(id).await;
-        }
-    }
-
-    /// Restarts a stopped replica from its data directory.
-    pub async fn restart(&mut self, id: NodeId) {
-        self.spawn_replica(id).await;
-    }
-
-    /// Waits until one running replica leads and every running replica knows it.
     pub async fn leader(&self, deadline: Duration) -> NodeId {
-        let start = Instant::now();
-        loop {
-            let views: Vec<_> = self
-                .running
-                .values()
-                .map(|r| r.node.leadership().borrow().clone())
-                .collect();
-            let leaders: BTreeSet<_> = views
-                .iter()
-                .filter(|l| l.is_leader)
-                .map(|l| l.leader.clone())
-                .collect();
-            if let [Some((leader, _))] = leaders.into_iter().collect::<Vec<_>>().as_slice()
-                && views
-                    .iter()
-                    .all(|l| l.leader.as_ref().map(|(id, _)| id) == Some(leader))
-            {
-                return *leader;
-            }
-            assert!(
-                start.elapsed() < deadline,
-                "no leader within {deadline:?}: {views:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        self.cluster.leader(deadline).await.expect("a leader")
     }
 
-    /// Writes one command through whoever leads, following leader hints and retrying (with the
-    /// same request id) until it is applied.
+    pub async fn stop(&mut self, id: NodeId) {
+        self.cluster.stop(id).await.expect("replica stops");
+    }
+
+    pub async fn restart(&mut self, id: NodeId) {
+        self.cluster
+            .spawn_replica(id)
+            .await
+            .expect("replica restarts");
+    }
+
+    pub async fn spawn_replica(&mut self, id: NodeId) -> String {
+        self.cluster
+            .spawn_replica(id)
+            .await
+            .expect("replica starts")
+    }
+
+    pub async fn shutdown(self) {
+        self.cluster.shutdown().await.expect("cluster stops");
+    }
+
     pub async fn write(&self, command: Command) -> Outcome {
-        let start = Instant::now();
-        let mut target = self.leader(Duration::from_secs(30)).await;
-        loop {
-            match self.running.get(&target).map(|r| Arc::clone(&r.node)) {
-                // A write can stay pending across a leader change: give up on it after a while
-                // and retry under the same request id.
-                Some(node) => {
-                    match tokio::time::timeout(Duration::from_secs(5), node.write(command.clone()))
-                        .await
-                    {
-                        Ok(Ok(applied)) => return applied.expect("the command applies").outcome,
-                        Ok(Err(WriteError::NotLeader(Some((leader, _))))) => target = leader,
-                        Ok(Err(_)) | Err(_) => target = self.leader(Duration::from_secs(30)).await,
-                    }
-                }
-                None => target = self.leader(Duration::from_secs(30)).await,
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "write not applied within a minute"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let applied = self
+            .cluster
+            .write(command, Duration::from_secs(60))
+            .await
+            .expect("write applied");
+        applied.expect("the command applies").outcome
     }
 
     /// Writes the commands `make(n)` for every `n` in `numbers` from `writers` concurrent
@@ -317,16 +196,13 @@ impl TestCluster {
     pub async fn assert_replicas_agree(&self, deadline: Duration) {
         let start = Instant::now();
         loop {
-            let applied: BTreeSet<_> = self
-                .running
-                .values()
-                .map(|r| r.node.metrics().borrow().last_applied)
+            let metrics: Vec<_> = self
+                .ids()
+                .into_iter()
+                .map(|id| self.node(id).metrics().borrow().clone())
                 .collect();
-            let last_log: BTreeSet<_> = self
-                .running
-                .values()
-                .map(|r| r.node.metrics().borrow().last_log_index)
-                .collect();
+            let applied: BTreeSet<_> = metrics.iter().map(|m| m.last_applied).collect();
+            let last_log: BTreeSet<_> = metrics.iter().map(|m| m.last_log_index).collect();
             if applied.len() == 1
                 && last_log.len() == 1
                 && applied.iter().next().unwrap().map(|id| id.index)
@@ -341,9 +217,15 @@ impl TestCluster {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let digests: BTreeSet<Vec<u8>> = self
-            .running
-            .values()
-            .map(|r| r.node.local_state().read().unwrap().encode_snapshot())
+            .ids()
+            .into_iter()
+            .map(|id| {
+                self.node(id)
+                    .local_state()
+                    .read()
+                    .unwrap()
+                    .encode_snapshot()
+            })
             .collect();
         assert_eq!(
             digests.len(),

@@ -1,0 +1,223 @@
+//! A group of replicas inside one process, each serving replication on its own loopback port
+//! with its data in its own directory: for tests and benchmarks of the real storage and
+//! transport without separate processes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use muster_state::{Command, StateConfig};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::node::{RaftNode, RaftSettings, WriteError};
+use crate::types::{Applied, NodeId};
+
+struct Replica {
+    node: Arc<RaftNode>,
+    stop_server: oneshot::Sender<()>,
+    server: JoinHandle<Result<(), tonic::transport::Error>>,
+}
+
+/// Replicas `1..=n` of one group, on loopback.
+pub struct LocalCluster {
+    dir: PathBuf,
+    settings: RaftSettings,
+    addrs: BTreeMap<NodeId, String>,
+    running: BTreeMap<NodeId, Replica>,
+}
+
+impl LocalCluster {
+    /// Starts replicas `1..=n` with their data under `dir` and bootstraps them as one group.
+    ///
+    /// # Errors
+    ///
+    /// A replica could not bind, open its data or bootstrap.
+    pub async fn start(n: u64, settings: RaftSettings, dir: &Path) -> Result<Self, String> {
+        let mut cluster = Self {
+            dir: dir.to_owned(),
+            settings,
+            addrs: BTreeMap::new(),
+            running: BTreeMap::new(),
+        };
+        for id in 1..=n {
+            cluster.spawn_replica(id).await?;
+        }
+        let members = cluster.members();
+        for id in 1..=n {
+            cluster
+                .node(id)
+                .bootstrap(&members)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(cluster)
+    }
+
+    /// Opens replica `id` on its directory and serves it, on its old address if it had one.
+    /// Returns its address.
+    ///
+    /// # Errors
+    ///
+    /// The address could not be bound or the data opened.
+    pub async fn spawn_replica(&mut self, id: NodeId) -> Result<String, String> {
+        let bind = self.addrs.get(&id).map_or("127.0.0.1:0", String::as_str);
+        let listener = TcpListener::bind(bind)
+            .await
+            .map_err(|e| format!("bind {bind}: {e}"))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| e.to_string())?
+            .to_string();
+        let data_dir = self.dir.join(format!("replica-{id}"));
+        let node = RaftNode::open(id, &data_dir, &self.settings, StateConfig::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let node = Arc::new(node);
+        let (stop_server, stopped) = oneshot::channel::<()>();
+        let service = node.replication_service();
+        let server = tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+                    let _ = stopped.await;
+                }),
+        );
+        self.addrs.insert(id, addr.clone());
+        self.running.insert(
+            id,
+            Replica {
+                node,
+                stop_server,
+                server,
+            },
+        );
+        Ok(addr)
+    }
+
+    /// Every replica ever started, with its address.
+    pub fn members(&self) -> BTreeMap<NodeId, String> {
+        self.addrs.clone()
+    }
+
+    /// The running replicas.
+    pub fn ids(&self) -> Vec<NodeId> {
+        self.running.keys().copied().collect()
+    }
+
+    /// Replica `id`'s address.
+    ///
+    /// # Panics
+    ///
+    /// If replica `id` was never started.
+    pub fn addr(&self, id: NodeId) -> String {
+        self.addrs[&id].clone()
+    }
+
+    /// Running replica `id`.
+    ///
+    /// # Panics
+    ///
+    /// If replica `id` is not running.
+    pub fn node(&self, id: NodeId) -> &RaftNode {
+        &self.running[&id].node
+    }
+
+    /// Stops replica `id` as a crash would leave it: Raft and its server stop, its data stays.
+    ///
+    /// # Errors
+    ///
+    /// It was not running, or did not stop cleanly.
+    pub async fn stop(&mut self, id: NodeId) -> Result<(), String> {
+        let replica = self
+            .running
+            .remove(&id)
+            .ok_or_else(|| format!("replica {id} is not running"))?;
+        replica.node.shutdown().await.map_err(|e| e.to_string())?;
+        let _ = replica.stop_server.send(());
+        replica
+            .server
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
+    }
+
+    /// Stops every running replica. Stop a cluster before its runtime ends: sled stores
+    /// dropped by a runtime that is shutting down can block in their last flush.
+    ///
+    /// # Errors
+    ///
+    /// A replica did not stop cleanly.
+    pub async fn shutdown(mut self) -> Result<(), String> {
+        for id in self.ids() {
+            self.stop(id).await?;
+        }
+        Ok(())
+    }
+
+    /// Waits until one running replica leads and every running replica knows it.
+    ///
+    /// # Errors
+    ///
+    /// No agreed leader within `deadline`.
+    pub async fn leader(&self, deadline: Duration) -> Result<NodeId, String> {
+        let start = Instant::now();
+        loop {
+            let views: Vec<_> = self
+                .running
+                .values()
+                .map(|r| r.node.leadership().borrow().clone())
+                .collect();
+            let leader = views
+                .iter()
+                .find(|l| l.is_leader)
+                .and_then(|l| l.leader.as_ref().map(|(id, _)| *id));
+            if let Some(leader) = leader
+                && views
+                    .iter()
+                    .all(|l| l.leader.as_ref().map(|(id, _)| *id) == Some(leader))
+            {
+                return Ok(leader);
+            }
+            if start.elapsed() > deadline {
+                return Err(format!("no agreed leader within {deadline:?}: {views:?}"));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Commits `command` through whoever leads, following leader hints and retrying under the
+    /// same request id until it is applied or `deadline` passes.
+    ///
+    /// # Errors
+    ///
+    /// Not applied within `deadline`.
+    pub async fn write(&self, command: Command, deadline: Duration) -> Result<Applied, String> {
+        let start = Instant::now();
+        let mut target = self.leader(deadline).await?;
+        while start.elapsed() < deadline {
+            if let Some(node) = self.running.get(&target).map(|r| Arc::clone(&r.node)) {
+                // A write can stay pending across a leader change: give up on it after a
+                // while and retry.
+                match tokio::time::timeout(Duration::from_secs(5), node.write(command.clone()))
+                    .await
+                {
+                    Ok(Ok(applied)) => return Ok(applied),
+                    Ok(Err(WriteError::NotLeader(Some((leader, _))))) => {
+                        target = leader;
+                        continue;
+                    }
+                    Ok(Err(_)) | Err(_) => {}
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            target = self
+                .leader(deadline.saturating_sub(start.elapsed()))
+                .await?;
+        }
+        Err(format!("not applied within {deadline:?}"))
+    }
+}
