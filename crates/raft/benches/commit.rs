@@ -1,0 +1,209 @@
+//! Benchmark `commit`: commands committed per second on three local replicas with fsync, for
+//! apply-plan entries of 1, 100 and 1,000 executor grants and 1 and 64 concurrent writers,
+//! with write latency percentiles. The baseline, measured in the same run on the same disk, is
+//! one sled insert plus flush at a time: the rate a single fsync-bound writer reaches alone.
+//!
+//! Run with `cargo bench -p muster-raft --bench commit`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use muster_core::plan::ExecutorGrant;
+use muster_raft::RaftSettings;
+use muster_raft::local::LocalCluster;
+use muster_state::commands::{ApplyPlan, RegisterWorker, SubmitApp};
+use muster_state::model::AppDescription;
+use muster_state::{Command, Op, Outcome, Timestamp};
+
+const WORKERS: usize = 100;
+const DEADLINE: Duration = Duration::from_secs(60);
+
+fn command(op: Op) -> Command {
+    Command {
+        at: Timestamp(1_700_000_000_000),
+        request_id: None,
+        op,
+    }
+}
+
+fn app() -> Op {
+    Op::SubmitApp(SubmitApp {
+        desc: AppDescription {
+            name: "bench".into(),
+            user: "bench".into(),
+            queue: Default::default(),
+            cores_max: None,
+            executor_cores: Some(1),
+            executor_memory_mb: 1,
+            executor_resources: Default::default(),
+            command: "/bin/true".into(),
+            args: Vec::new(),
+            env: Default::default(),
+        },
+        executor_limit: None,
+    })
+}
+
+/// Baseline: sequential sled insert + flush, entries per second.
+async fn fsync_baseline(dir: &std::path::Path, count: u32) -> f64 {
+    let db = sled::open(dir.join("baseline")).expect("sled opens");
+    let start = Instant::now();
+    for i in 0..count {
+        db.insert(i.to_be_bytes(), vec![0u8; 128]).expect("insert");
+        db.flush_async().await.expect("flush");
+    }
+    f64::from(count) / start.elapsed().as_secs_f64()
+}
+
+struct Run {
+    grants: usize,
+    writers: usize,
+    entries: usize,
+    seconds: f64,
+    latencies: Vec<Duration>,
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+async fn run(grants: usize, writers: usize, entries: usize) -> Run {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let cluster = Arc::new(
+        LocalCluster::start(3, RaftSettings::default(), dir.path())
+            .await
+            .expect("cluster starts"),
+    );
+    let leader = cluster.leader(DEADLINE).await.expect("a leader");
+    for w in 0..WORKERS {
+        let op = Op::RegisterWorker(RegisterWorker {
+            id: format!("w{w:03}").as_str().into(),
+            host: "bench".into(),
+            address: "bench:1".into(),
+            cores: u32::MAX,
+            memory_mb: u64::MAX / 2,
+            resources: BTreeMap::new(),
+        });
+        cluster
+            .write(command(op), DEADLINE)
+            .await
+            .expect("register")
+            .expect("registered");
+    }
+    let mut apps = Vec::new();
+    for _ in 0..writers {
+        match cluster
+            .write(command(app()), DEADLINE)
+            .await
+            .expect("submit")
+            .expect("submitted")
+            .outcome
+        {
+            Outcome::AppSubmitted { id } => apps.push(id),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    let start = Instant::now();
+    let tasks: Vec<_> = apps
+        .into_iter()
+        .enumerate()
+        .map(|(writer, app)| {
+            let cluster = Arc::clone(&cluster);
+            tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                for entry in (writer..entries).step_by(writers) {
+                    let executors = (0..grants)
+                        .map(|g| ExecutorGrant {
+                            app: app.clone(),
+                            worker: format!("w{:03}", (entry + g) % WORKERS).as_str().into(),
+                            cores: 1,
+                            memory_mb: 1,
+                            resources: Default::default(),
+                        })
+                        .collect();
+                    let plan = command(Op::ApplyPlan(ApplyPlan {
+                        drivers: Vec::new(),
+                        executors,
+                    }));
+                    let sent = Instant::now();
+                    let applied = cluster
+                        .node(leader)
+                        .write(plan)
+                        .await
+                        .expect("the leader stays")
+                        .expect("applies");
+                    latencies.push(sent.elapsed());
+                    let Outcome::PlanApplied { rejected, .. } = applied.outcome else {
+                        panic!("not a plan outcome")
+                    };
+                    assert!(rejected.is_empty(), "grants rejected: {rejected:?}");
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.expect("writer"));
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    latencies.sort();
+    Arc::into_inner(cluster)
+        .expect("writers are done")
+        .shutdown()
+        .await
+        .expect("cluster stops");
+    Run {
+        grants,
+        writers,
+        entries,
+        seconds,
+        latencies,
+    }
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let baseline = fsync_baseline(dir.path(), 2_000).await;
+        println!("baseline: sled insert + flush, one at a time: {baseline:.0} per second\n");
+        println!(
+            "{:>7} {:>8} {:>8} {:>12} {:>10} {:>12} {:>9} {:>9} {:>9}",
+            "grants",
+            "writers",
+            "entries",
+            "entries/s",
+            "vs fsync",
+            "grants/s",
+            "p50 ms",
+            "p99 ms",
+            "max ms"
+        );
+        for (grants, entries) in [(1, 2_000), (100, 600), (1_000, 120)] {
+            for writers in [1, 64] {
+                let r = run(grants, writers, entries).await;
+                let rate = r.entries as f64 / r.seconds;
+                let ms = |d: Duration| d.as_secs_f64() * 1e3;
+                println!(
+                    "{:>7} {:>8} {:>8} {:>12.0} {:>9.2}x {:>12.0} {:>9.2} {:>9.2} {:>9.2}",
+                    r.grants,
+                    r.writers,
+                    r.entries,
+                    rate,
+                    rate / baseline,
+                    rate * r.grants as f64,
+                    ms(percentile(&r.latencies, 0.5)),
+                    ms(percentile(&r.latencies, 0.99)),
+                    ms(*r.latencies.last().expect("latencies"))
+                );
+            }
+        }
+    });
+}
