@@ -141,7 +141,7 @@ impl ExecutorState {
 }
 
 /// One executor of an app on a worker.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Executor {
     /// Its id within the app.
     pub id: ExecutorId,
@@ -155,6 +155,8 @@ pub struct Executor {
     pub resources: ResourceAmounts,
     /// Its state.
     pub state: ExecutorState,
+    /// Its exit code, once it exited.
+    pub exit_code: Option<i32>,
 }
 
 /// A driver's state (Spark's `DriverState`).
@@ -225,15 +227,4 @@ pub struct Driver {
     pub ended_at: Option<Timestamp>,
     /// Its exit code, once it exited.
     pub exit_code: Option<i32>,
-}
-
-/// An executor named from outside its app: what a worker must kill or a driver must hear of.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct ExecutorRef {
-    /// Its app.
-    pub app: AppId,
-    /// Its id within the app.
-    pub id: ExecutorId,
-    /// Its worker.
-    pub worker: WorkerId,
 }

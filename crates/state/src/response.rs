@@ -8,7 +8,7 @@ use muster_core::model::{AppId, DriverId, QueueName, WorkerId};
 use serde::{Deserialize, Serialize};
 
 use crate::ids::ExecutorId;
-use crate::model::{AppState, DriverState, Executor, ExecutorRef, ExecutorState};
+use crate::model::{AppState, DriverState, Executor};
 
 /// The result of one applied command.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -71,9 +71,9 @@ pub struct Rejected {
 /// only after the command is committed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Effects {
-    /// Executors that ended, with their final state: their apps must hear of it, and their
-    /// workers must stop them when they may still run.
-    pub ended_executors: Vec<(ExecutorRef, ExecutorState)>,
+    /// Executors that ended, in their final state and with their exit code when they exited:
+    /// their apps must hear of it, and their workers must stop them when they may still run.
+    pub ended_executors: Vec<(AppId, Executor)>,
     /// Drivers that ended, with the worker they ran on and their final state.
     pub ended_drivers: Vec<(DriverId, Option<WorkerId>, DriverState)>,
     /// Supervised drivers resubmitted under a new id: (old id, new id).

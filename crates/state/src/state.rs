@@ -7,9 +7,7 @@ use muster_core::model::{AppId, DriverId, QueueConfig, ResourceAmounts, WorkerId
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{ExecutorId, RequestId, Timestamp};
-use crate::model::{
-    App, AppState, Driver, DriverDescription, DriverState, ExecutorRef, ExecutorState, Worker,
-};
+use crate::model::{App, AppState, Driver, DriverDescription, DriverState, ExecutorState, Worker};
 use crate::response::{ApplyError, Effects, Response};
 
 /// Settings every replica must share, fixed when the cluster is created.
@@ -197,7 +195,8 @@ impl ClusterState {
         id
     }
 
-    /// Ends live executor `id` of `app` in `state`: it leaves its app and frees its worker.
+    /// Ends live executor `id` of `app` in `state` with `exit_code`: it leaves its app and
+    /// frees its worker.
     ///
     /// # Panics
     ///
@@ -207,6 +206,7 @@ impl ClusterState {
         app: &AppId,
         id: ExecutorId,
         state: ExecutorState,
+        exit_code: Option<i32>,
         effects: &mut Effects,
     ) {
         debug_assert!(state.is_finished());
@@ -214,7 +214,7 @@ impl ClusterState {
             .apps
             .get_mut(app)
             .expect("ending an executor of an active app");
-        let executor = app_info
+        let mut executor = app_info
             .executors
             .remove(&id)
             .expect("ending a live executor");
@@ -230,14 +230,9 @@ impl ClusterState {
             &executor.resources,
         );
         worker.executors.remove(&(app.clone(), id));
-        effects.ended_executors.push((
-            ExecutorRef {
-                app: app.clone(),
-                id,
-                worker: executor.worker,
-            },
-            state,
-        ));
+        executor.state = state;
+        executor.exit_code = exit_code;
+        effects.ended_executors.push((app.clone(), executor));
     }
 
     /// Removes active app `id` in `state` (Spark's `removeApplication`): its live executors
@@ -251,7 +246,7 @@ impl ClusterState {
     ) {
         let executors: Vec<ExecutorId> = self.apps[id].executors.keys().copied().collect();
         for executor in executors {
-            self.end_executor(id, executor, ExecutorState::Killed, effects);
+            self.end_executor(id, executor, ExecutorState::Killed, None, effects);
         }
         let mut app = self.apps.remove(id).expect("removing an active app");
         app.state = state;
@@ -311,7 +306,7 @@ impl ClusterState {
         let executors: Vec<(AppId, ExecutorId)> = worker.executors.iter().cloned().collect();
         let drivers: Vec<DriverId> = worker.drivers.iter().cloned().collect();
         for (app, executor) in executors {
-            self.end_executor(&app, executor, executor_state, effects);
+            self.end_executor(&app, executor, executor_state, None, effects);
         }
         for driver in drivers {
             if self.drivers[&driver].desc.supervise {

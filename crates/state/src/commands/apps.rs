@@ -145,7 +145,7 @@ impl Apply for KillExecutors {
         for id in live {
             // A repeated id was ended by its first occurrence.
             if state.apps[&self.app].executors.contains_key(&id) {
-                state.end_executor(&self.app, id, ExecutorState::Killed, &mut effects);
+                state.end_executor(&self.app, id, ExecutorState::Killed, None, &mut effects);
             }
         }
         Ok(Response {
@@ -197,7 +197,13 @@ impl Apply for ExecutorStateChanged {
         }
 
         let mut effects = Effects::default();
-        state.end_executor(&self.app, self.executor, self.state, &mut effects);
+        state.end_executor(
+            &self.app,
+            self.executor,
+            self.state,
+            self.exit_code,
+            &mut effects,
+        );
         if self.exit_code != Some(0) {
             let app = state.apps.get_mut(&self.app).expect("checked above");
             app.retry_count += 1;

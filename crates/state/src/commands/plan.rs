@@ -141,6 +141,7 @@ fn grant_executor(state: &mut ClusterState, grant: &ExecutorGrant) -> Result<Exe
         memory_mb: grant.memory_mb,
         resources: grant.resources.clone(),
         state: ExecutorState::Launching,
+        exit_code: None,
     };
     app.executors.insert(id, executor.clone());
     app.cores_granted += u64::from(grant.cores);

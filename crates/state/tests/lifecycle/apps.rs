@@ -95,7 +95,7 @@ fn killing_an_app_kills_its_executors_and_keeps_it_as_completed() {
             .effects
             .ended_executors
             .iter()
-            .all(|(_, s)| *s == ExecutorState::Killed)
+            .all(|(_, e)| e.state == ExecutorState::Killed)
     );
     assert_eq!(
         response.effects.removed_apps,
@@ -221,7 +221,12 @@ fn running_resets_the_retry_count_and_reports_are_idempotent() {
     c.worker("w1", 4, 4096);
     let app = c.submit_app(app_desc(Some(1), Some(1), 512));
     c.schedule();
-    c.ok(report(&app, 0, ExecutorState::Failed, Some(1)));
+    let response = c.ok(report(&app, 0, ExecutorState::Failed, Some(1)));
+    let (_, ended) = &response.effects.ended_executors[0];
+    assert_eq!(
+        (ended.id, ended.state, ended.exit_code),
+        (ExecutorId(0), ExecutorState::Failed, Some(1))
+    );
     assert_eq!(c.state.apps()[&app].retry_count, 1);
     c.schedule();
     c.ok(report(&app, 1, ExecutorState::Running, None));

@@ -79,7 +79,7 @@ fn a_lost_workers_executors_are_lost_and_their_cores_return_to_demand() {
         .effects
         .ended_executors
         .iter()
-        .map(|(e, s)| (e.worker.0.as_str(), *s))
+        .map(|(_, e)| (e.worker.0.as_str(), e.state))
         .collect();
     assert_eq!(lost, [("w1", ExecutorState::Lost)]);
     assert_eq!(c.state.workers()[&w("w1")].state, WorkerState::Dead);
@@ -173,7 +173,7 @@ fn decommissioning_ends_what_runs_and_takes_no_more_work() {
             .effects
             .ended_executors
             .iter()
-            .all(|(e, s)| e.worker.0 == "w1" && *s == ExecutorState::Killed)
+            .all(|(_, e)| e.worker.0 == "w1" && e.state == ExecutorState::Killed)
     );
     assert_eq!(response.effects.ended_executors.len(), 4);
     assert_eq!(
