@@ -96,14 +96,8 @@ fn queues() -> Vec<QueueConfig> {
 
 fn app(id: usize, queue: &str) -> AppRequest {
     AppRequest {
-        id: format!("app-{id:05}").as_str().into(),
         queue: queue.into(),
-        cores_max: None,
-        executor_cores: None,
-        executor_memory_mb: 1024,
-        executor_resources: Default::default(),
-        executor_limit: None,
-        executors: Vec::new(),
+        ..AppRequest::new(&format!("app-{id:05}"))
     }
 }
 

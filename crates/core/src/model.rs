@@ -274,6 +274,21 @@ pub struct AppRequest {
 }
 
 impl AppRequest {
+    /// An app in the `default` queue with Spark's defaults: no core cap, no executor size
+    /// (one absorbing executor per worker), 1024 MB executors, no limit, nothing held.
+    pub fn new(id: &str) -> Self {
+        Self {
+            id: id.into(),
+            queue: QueueName::default(),
+            cores_max: None,
+            executor_cores: None,
+            executor_memory_mb: default_memory_mb(),
+            executor_resources: ResourceAmounts::new(),
+            executor_limit: None,
+            executors: Vec::new(),
+        }
+    }
+
     /// Cores the app holds in its existing executors.
     pub fn held_cores(&self) -> u64 {
         self.executors.iter().map(|e| u64::from(e.cores)).sum()

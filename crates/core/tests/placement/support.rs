@@ -4,6 +4,7 @@ use muster_core::model::{
     AppRequest, DriverRequest, QueueConfig, QueueName, Snapshot, Worker, WorkerSelection,
     WorkerState,
 };
+use muster_core::plan::ExecutorGrant;
 use muster_core::{Plan, spark_reference};
 
 /// A worker with nothing running.
@@ -31,16 +32,7 @@ pub fn workers(n: usize, cores: u32, memory_mb: u64) -> Vec<Worker> {
 
 /// An app in the default queue with Spark's defaults.
 pub fn app(id: &str) -> AppRequest {
-    AppRequest {
-        id: id.into(),
-        queue: QueueName::default(),
-        cores_max: None,
-        executor_cores: None,
-        executor_memory_mb: 1024,
-        executor_resources: Default::default(),
-        executor_limit: None,
-        executors: Vec::new(),
-    }
+    AppRequest::new(id)
 }
 
 /// A driver in the default queue.
@@ -82,32 +74,31 @@ pub fn plan(snapshot: &Snapshot) -> Plan {
     fast
 }
 
+/// The grants to `app` on each of `snapshot`'s workers, in snapshot order.
+fn grants_per_worker<'p>(
+    snapshot: &'p Snapshot,
+    plan: &'p Plan,
+    app: &'p str,
+) -> impl Iterator<Item = Vec<&'p ExecutorGrant>> {
+    snapshot.workers.iter().map(move |w| {
+        plan.executors
+            .iter()
+            .filter(|e| e.app.0 == app && e.worker == w.id)
+            .collect()
+    })
+}
+
 /// Executor cores granted to `app` on each of `snapshot`'s workers, in snapshot order.
 pub fn cores_per_worker(snapshot: &Snapshot, plan: &Plan, app: &str) -> Vec<u32> {
-    snapshot
-        .workers
-        .iter()
-        .map(|w| {
-            plan.executors
-                .iter()
-                .filter(|e| e.app.0 == app && e.worker == w.id)
-                .map(|e| e.cores)
-                .sum()
-        })
+    grants_per_worker(snapshot, plan, app)
+        .map(|grants| grants.iter().map(|e| e.cores).sum())
         .collect()
 }
 
 /// Executors granted to `app` on each of `snapshot`'s workers, in snapshot order.
 pub fn executors_per_worker(snapshot: &Snapshot, plan: &Plan, app: &str) -> Vec<usize> {
-    snapshot
-        .workers
-        .iter()
-        .map(|w| {
-            plan.executors
-                .iter()
-                .filter(|e| e.app.0 == app && e.worker == w.id)
-                .count()
-        })
+    grants_per_worker(snapshot, plan, app)
+        .map(|grants| grants.len())
         .collect()
 }
 
