@@ -6,9 +6,9 @@
 //!
 //! It reproduces Spark 4's `Master.schedule()` (see the Spark reference, §1.6-1.7):
 //!
-//! 1. **Drivers first** ([`drivers`]): round-robin over the ALIVE workers shuffled with the
-//!    snapshot's seed (`spread_out_drivers`), or the first worker by id that fits; at most
-//!    `max_drivers` running.
+//! 1. **Drivers first**: round-robin over the ALIVE workers in id order from a starting worker
+//!    drawn with the snapshot's seed (`spread_out_drivers`), or the first worker by id that
+//!    fits; at most `max_drivers` running.
 //! 2. **Then executors**, app by app in submission order: `cores_max` / `default_cores`,
 //!    `executor_cores` (unset: one executor per worker that absorbs cores), executor memory and
 //!    custom resources, the executor limit, spreadOut or consolidate, and the worker selection
