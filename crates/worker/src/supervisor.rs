@@ -1,0 +1,420 @@
+//! Executors and drivers as child processes of the worker, as Spark's `ExecutorRunner` and
+//! `DriverRunner` run them.
+//!
+//! Each launch gets its own directory under the work dir (`<app>/<executor>/` or `<driver>/`)
+//! holding its `stdout` and `stderr`, and its own process group, so that a kill reaches every
+//! process it started: SIGTERM to the group, then SIGKILL once the grace period is over. A
+//! supervised driver that exits with a non-zero code is started again after a back-off that
+//! doubles from [`SupervisorConfig::restart_backoff`] and starts over once a run lasted
+//! [`SupervisorConfig::successful_run`] (Spark's `DriverRunner.runCommandWithRetry`).
+//!
+//! Everything that happens to a process is reported as a [`ProcessEvent`] on one channel, in
+//! the order it happened for that process.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::{self, File};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use muster_core::model::{AppId, DriverId};
+use muster_state::ExecutorId;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::process::{Child, Command};
+use tokio::sync::{mpsc, oneshot};
+
+/// What a process runs for.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Workload {
+    /// An executor of an app.
+    Executor {
+        /// The app.
+        app: AppId,
+        /// The executor's id within the app.
+        executor: ExecutorId,
+    },
+    /// A driver.
+    Driver {
+        /// The driver.
+        driver: DriverId,
+    },
+}
+
+impl fmt::Display for Workload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Executor { app, executor } => write!(f, "executor {executor} of {app}"),
+            Self::Driver { driver } => write!(f, "driver {driver}"),
+        }
+    }
+}
+
+/// What to start.
+#[derive(Clone, Debug)]
+pub struct LaunchSpec {
+    /// What the process runs for.
+    pub workload: Workload,
+    /// The program.
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Extra environment, on top of the `MUSTER_*` variables.
+    pub env: BTreeMap<String, String>,
+    /// Cores granted, passed as `MUSTER_CORES`.
+    pub cores: u32,
+    /// Memory granted, passed as `MUSTER_MEMORY_MB`.
+    pub memory_mb: u64,
+    /// Restart it when it exits with a non-zero code (drivers only).
+    pub supervise: bool,
+}
+
+/// How processes are run.
+#[derive(Clone, Debug)]
+pub struct SupervisorConfig {
+    /// Parent of every process's directory.
+    pub work_dir: PathBuf,
+    /// The masters' addresses, passed as `MUSTER_MASTERS`.
+    pub masters: String,
+    /// Time between SIGTERM and SIGKILL.
+    pub kill_grace: Duration,
+    /// First wait before restarting a failed supervised driver.
+    pub restart_backoff: Duration,
+    /// A run at least this long resets the back-off.
+    pub successful_run: Duration,
+}
+
+impl SupervisorConfig {
+    /// Spark's timings: 10 s grace, back-off from 1 s, reset after a 5 s run.
+    pub fn new(work_dir: PathBuf, masters: String) -> Self {
+        Self {
+            work_dir,
+            masters,
+            kill_grace: Duration::from_secs(10),
+            restart_backoff: Duration::from_secs(1),
+            successful_run: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What happened to a process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProcessState {
+    /// It started with this process id.
+    Running {
+        /// Its process id, also its process group id.
+        pid: u32,
+    },
+    /// It exited by itself with this code (128 + the signal number when a signal ended it).
+    Exited {
+        /// The exit code.
+        code: i32,
+    },
+    /// It was killed on request.
+    Killed,
+    /// A supervised driver failed and starts again after `after`.
+    Restarting {
+        /// Which restart this is, from 1.
+        attempt: u32,
+        /// The back-off before it.
+        after: Duration,
+    },
+    /// A restart could not start the program; the workload is over.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One thing that happened to one workload's process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessEvent {
+    /// The workload.
+    pub workload: Workload,
+    /// What happened.
+    pub state: ProcessState,
+}
+
+/// Why a launch was refused.
+#[derive(Debug)]
+pub enum LaunchError {
+    /// The workload already runs here.
+    AlreadyRunning(Workload),
+    /// An id cannot name a directory (empty, `.`, `..` or containing `/`).
+    UnsafeId(String),
+    /// The process or its directory could not be created.
+    Io(std::io::Error),
+}
+
+impl fmt::Display for LaunchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::AlreadyRunning(workload) => write!(f, "{workload} is already running"),
+            Self::UnsafeId(id) => write!(f, "id `{id}` cannot name a directory"),
+            Self::Io(e) => write!(f, "cannot start the process: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for LaunchError {}
+
+/// A running workload: its current process id and the way to ask its monitor to kill it.
+struct Running {
+    pid: Arc<Mutex<u32>>,
+    kill: oneshot::Sender<()>,
+    done: oneshot::Receiver<()>,
+}
+
+/// Starts, watches and kills the worker's child processes.
+pub struct Supervisor {
+    config: SupervisorConfig,
+    events: mpsc::UnboundedSender<ProcessEvent>,
+    running: Arc<Mutex<BTreeMap<Workload, Running>>>,
+}
+
+fn safe_component(id: &str) -> Result<&str, LaunchError> {
+    if id.is_empty() || id == "." || id == ".." || id.contains('/') || id.contains('\0') {
+        Err(LaunchError::UnsafeId(id.to_owned()))
+    } else {
+        Ok(id)
+    }
+}
+
+impl Supervisor {
+    /// A supervisor and the channel its events arrive on.
+    pub fn new(config: SupervisorConfig) -> (Self, mpsc::UnboundedReceiver<ProcessEvent>) {
+        let (events, receiver) = mpsc::unbounded_channel();
+        (
+            Self {
+                config,
+                events,
+                running: Arc::default(),
+            },
+            receiver,
+        )
+    }
+
+    fn directory(&self, workload: &Workload) -> Result<PathBuf, LaunchError> {
+        Ok(match workload {
+            Workload::Executor { app, executor } => self
+                .config
+                .work_dir
+                .join(safe_component(&app.0)?)
+                .join(executor.to_string()),
+            Workload::Driver { driver } => self.config.work_dir.join(safe_component(&driver.0)?),
+        })
+    }
+
+    /// Starts `spec`'s process and returns its process id; a [`ProcessState::Running`] event
+    /// follows, and every later change of the process.
+    ///
+    /// # Errors
+    ///
+    /// The workload already runs, an id cannot name a directory, or the program or its
+    /// directory could not be created. Nothing runs then.
+    pub fn launch(&self, spec: LaunchSpec) -> Result<u32, LaunchError> {
+        let mut running = self.running.lock().expect("running lock");
+        if running.contains_key(&spec.workload) {
+            return Err(LaunchError::AlreadyRunning(spec.workload));
+        }
+        let directory = self.directory(&spec.workload)?;
+        fs::create_dir_all(&directory).map_err(LaunchError::Io)?;
+        let launcher = Launcher {
+            spec,
+            directory,
+            masters: self.config.masters.clone(),
+        };
+        let child = launcher.spawn().map_err(LaunchError::Io)?;
+        let pid = child.id().expect("a just-spawned child has an id");
+        let (kill, kill_requested) = oneshot::channel();
+        let (finished, done) = oneshot::channel();
+        let pid_cell = Arc::new(Mutex::new(pid));
+        running.insert(
+            launcher.spec.workload.clone(),
+            Running {
+                pid: Arc::clone(&pid_cell),
+                kill,
+                done,
+            },
+        );
+        let monitor = Monitor {
+            launcher,
+            config: self.config.clone(),
+            events: self.events.clone(),
+            running: Arc::clone(&self.running),
+            pid: pid_cell,
+        };
+        tokio::spawn(async move {
+            monitor.run(child, kill_requested).await;
+            let _ = finished.send(());
+        });
+        Ok(pid)
+    }
+
+    /// Asks `workload`'s process to stop: SIGTERM to its group, SIGKILL after the grace
+    /// period. Returns whether it was running; a [`ProcessState::Killed`] event follows, and
+    /// from now on [`Supervisor::running`] no longer lists it.
+    pub fn kill(&self, workload: &Workload) -> bool {
+        let entry = self.running.lock().expect("running lock").remove(workload);
+        entry.map(|running| running.kill.send(())).is_some()
+    }
+
+    /// The workloads running now, with their process ids.
+    pub fn running(&self) -> Vec<(Workload, u32)> {
+        let running = self.running.lock().expect("running lock");
+        running
+            .iter()
+            .map(|(w, r)| (w.clone(), *r.pid.lock().expect("pid lock")))
+            .collect()
+    }
+
+    /// Kills every process and waits until all are gone.
+    pub async fn shutdown(&self) {
+        let all = std::mem::take(&mut *self.running.lock().expect("running lock"));
+        let mut stopping = Vec::new();
+        for running in all.into_values() {
+            let _ = running.kill.send(());
+            stopping.push(running.done);
+        }
+        for done in stopping {
+            let _ = done.await;
+        }
+    }
+}
+
+/// Everything needed to start one workload's process, again on every restart.
+struct Launcher {
+    spec: LaunchSpec,
+    directory: PathBuf,
+    masters: String,
+}
+
+impl Launcher {
+    fn spawn(&self) -> std::io::Result<Child> {
+        let spec = &self.spec;
+        let stdout = File::options()
+            .create(true)
+            .append(true)
+            .open(self.directory.join("stdout"))?;
+        let stderr = File::options()
+            .create(true)
+            .append(true)
+            .open(self.directory.join("stderr"))?;
+        let mut command = Command::new(&spec.command);
+        command
+            .args(&spec.args)
+            .current_dir(&self.directory)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .process_group(0)
+            .env("MUSTER_CORES", spec.cores.to_string())
+            .env("MUSTER_MEMORY_MB", spec.memory_mb.to_string())
+            .env("MUSTER_MASTERS", &self.masters)
+            .envs(&spec.env);
+        match &spec.workload {
+            Workload::Executor { app, executor } => {
+                command
+                    .env("MUSTER_APP_ID", &app.0)
+                    .env("MUSTER_EXECUTOR_ID", executor.to_string());
+            }
+            Workload::Driver { driver } => {
+                command.env("MUSTER_DRIVER_ID", &driver.0);
+            }
+        }
+        command.spawn()
+    }
+}
+
+/// Watches one workload's process until it is over.
+struct Monitor {
+    launcher: Launcher,
+    config: SupervisorConfig,
+    events: mpsc::UnboundedSender<ProcessEvent>,
+    running: Arc<Mutex<BTreeMap<Workload, Running>>>,
+    pid: Arc<Mutex<u32>>,
+}
+
+impl Monitor {
+    fn report(&self, state: ProcessState) {
+        // The receiver may be gone while the worker stops; nothing is left to tell then.
+        let _ = self.events.send(ProcessEvent {
+            workload: self.launcher.spec.workload.clone(),
+            state,
+        });
+    }
+
+    async fn run(self, mut child: Child, mut kill_requested: oneshot::Receiver<()>) {
+        let mut backoff = self.config.restart_backoff;
+        let mut attempt = 0;
+        loop {
+            let pid = child.id().expect("a running child has an id");
+            *self.pid.lock().expect("pid lock") = pid;
+            self.report(ProcessState::Running { pid });
+            let started = Instant::now();
+            let status = tokio::select! {
+                status = child.wait() => status,
+                _ = &mut kill_requested => {
+                    self.stop(&mut child, pid).await;
+                    return self.finish(ProcessState::Killed);
+                }
+            };
+            let code = status.map_or(-1, |s| {
+                use std::os::unix::process::ExitStatusExt;
+                s.code()
+                    .or_else(|| s.signal().map(|signal| 128 + signal))
+                    .unwrap_or(-1)
+            });
+            if !self.launcher.spec.supervise || code == 0 {
+                return self.finish(ProcessState::Exited { code });
+            }
+            if started.elapsed() >= self.config.successful_run {
+                backoff = self.config.restart_backoff;
+            }
+            attempt += 1;
+            self.report(ProcessState::Restarting {
+                attempt,
+                after: backoff,
+            });
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                _ = &mut kill_requested => return self.finish(ProcessState::Killed),
+            }
+            backoff *= 2;
+            child = match self.launcher.spawn() {
+                Ok(child) => child,
+                Err(e) => {
+                    return self.finish(ProcessState::Failed {
+                        reason: e.to_string(),
+                    });
+                }
+            };
+        }
+    }
+
+    /// SIGTERM to the process group, SIGKILL after the grace period, then reap the child.
+    async fn stop(&self, child: &mut Child, pid: u32) {
+        let group = Pid::from_raw(pid as i32);
+        let _ = killpg(group, Signal::SIGTERM);
+        if tokio::time::timeout(self.config.kill_grace, child.wait())
+            .await
+            .is_err()
+        {
+            let _ = killpg(group, Signal::SIGKILL);
+            let _ = child.wait().await;
+        } else {
+            // The leader exited; make sure nothing it started outlives it.
+            let _ = killpg(group, Signal::SIGKILL);
+        }
+    }
+
+    fn finish(&self, state: ProcessState) {
+        self.running
+            .lock()
+            .expect("running lock")
+            .remove(&self.launcher.spec.workload);
+        self.report(state);
+    }
+}
