@@ -1,6 +1,8 @@
-//! The `muster` command. For now it runs the placement core offline (`muster plan`); the
-//! cluster commands join it as the master and worker land.
+//! The `muster` command: runs a master replica, talks to the masters, and runs the placement
+//! core offline (`muster plan`).
 
+mod client;
+mod cluster;
 mod plan;
 
 use std::path::PathBuf;
@@ -26,15 +28,35 @@ enum Command {
         /// The snapshot file, or `-` for standard input.
         file: PathBuf,
     },
+    /// Run a master replica.
+    Master(cluster::MasterArgs),
+    /// Show the cluster: leader, members, workers, applications, drivers.
+    Status(cluster::ReadArgs),
+    /// Submit a driver; prints its id.
+    Submit(cluster::SubmitArgs),
+    /// Kill an application or a driver.
+    Kill(cluster::KillArgs),
+    /// Show the queues, or replace them with `--set FILE`.
+    Queues(cluster::QueuesArgs),
+    /// Show the master replicas and their roles.
+    Members(cluster::ReadArgs),
 }
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Plan { file } => plan::run(&file),
+        Command::Master(args) => cluster::master(args),
+        Command::Status(args) => cluster::status(args),
+        Command::Submit(args) => cluster::submit(args),
+        Command::Kill(args) => cluster::kill(args),
+        Command::Queues(args) => cluster::queues(args),
+        Command::Members(args) => cluster::members(args),
     };
     match result {
         Ok(output) => {
-            println!("{output}");
+            if !output.is_empty() {
+                println!("{output}");
+            }
             ExitCode::SUCCESS
         }
         Err(message) => {

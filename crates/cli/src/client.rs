@@ -1,0 +1,107 @@
+//! Talking to the masters: any reachable master answers (followers forward to the leader);
+//! when one is down the next is tried, and a leader hint is followed. Elections are waited
+//! out for a while before giving up.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use muster_master::LEADER_ADDR_HEADER;
+use muster_proto::v1::cluster_client::ClusterClient;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status};
+
+/// How long a command keeps trying before it reports the masters unreachable.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// The masters a command may talk to.
+pub struct Masters {
+    addrs: Vec<String>,
+}
+
+/// A fresh id for one write, reused by its retries.
+pub fn request_id() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("cli-{}-{nanos}", std::process::id())
+}
+
+impl Masters {
+    /// Parses `host:port,host:port,...`.
+    ///
+    /// # Errors
+    ///
+    /// The list is empty.
+    pub fn parse(list: &str) -> Result<Self, String> {
+        let addrs: Vec<String> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if addrs.is_empty() {
+            return Err(
+                "no masters given: use --masters HOST:PORT,... or MUSTER_MASTERS".to_owned(),
+            );
+        }
+        Ok(Self { addrs })
+    }
+
+    async fn connect(addr: &str) -> Result<ClusterClient<Channel>, String> {
+        let endpoint =
+            Endpoint::from_shared(format!("http://{addr}")).map_err(|e| format!("{addr}: {e}"))?;
+        let channel = endpoint
+            .connect_timeout(Duration::from_secs(2))
+            .timeout(Duration::from_secs(15))
+            .connect()
+            .await
+            .map_err(|e| format!("{addr}: {e}"))?;
+        Ok(ClusterClient::new(channel))
+    }
+
+    /// Calls `rpc` on the masters until one answers.
+    ///
+    /// # Errors
+    ///
+    /// The answer was an error (its message), or no master answered within the patience,
+    /// listing what was tried.
+    pub async fn call<T>(
+        &self,
+        rpc: impl AsyncFn(ClusterClient<Channel>) -> Result<tonic::Response<T>, Status>,
+    ) -> Result<T, String> {
+        let start = Instant::now();
+        let mut tried = Vec::new();
+        let mut next: Vec<String> = self.addrs.clone();
+        loop {
+            let Some(addr) = next.first().cloned() else {
+                if start.elapsed() > PATIENCE {
+                    return Err(format!("no master reachable (tried {})", tried.join("; ")));
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                next = self.addrs.clone();
+                continue;
+            };
+            next.remove(0);
+            let client = match Self::connect(&addr).await {
+                Ok(client) => client,
+                Err(e) => {
+                    tried.push(e);
+                    continue;
+                }
+            };
+            match rpc(client).await {
+                Ok(reply) => return Ok(reply.into_inner()),
+                Err(status) if status.code() == Code::Unavailable => {
+                    if let Some(leader) = status
+                        .metadata()
+                        .get(LEADER_ADDR_HEADER)
+                        .and_then(|v| v.to_str().ok())
+                    {
+                        next.insert(0, leader.to_owned());
+                    }
+                    tried.push(format!("{addr}: {}", status.message()));
+                }
+                Err(status) => return Err(status.message().to_owned()),
+            }
+        }
+    }
+}

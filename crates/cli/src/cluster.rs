@@ -1,0 +1,313 @@
+//! The commands that run or talk to masters.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use clap::Args;
+use muster_core::model::QueueConfig;
+use muster_master::MasterConfig;
+use muster_proto::v1::{
+    KillRequest, Queue, SetQueuesRequest, StatusReply, StatusRequest, SubmitDriverRequest,
+};
+use muster_raft::RaftSettings;
+use muster_state::StateConfig;
+use serde_json::json;
+
+use crate::client::{Masters, request_id};
+
+/// Where the masters are, for every client command.
+#[derive(Args)]
+pub struct MastersArg {
+    /// The masters, `HOST:PORT,...`; any one that answers will do.
+    #[arg(long, env = "MUSTER_MASTERS")]
+    masters: String,
+}
+
+/// `muster master`.
+#[derive(Args)]
+pub struct MasterArgs {
+    /// This replica's id, one of the ids in --peers.
+    #[arg(long)]
+    id: u64,
+    /// Where to listen, HOST:PORT; one port serves clients, workers and the other masters.
+    #[arg(long)]
+    listen: String,
+    /// Every master of the group: ID=HOST:PORT,...
+    #[arg(long)]
+    peers: String,
+    /// Where this replica keeps its Raft log and snapshots.
+    #[arg(long)]
+    data_dir: PathBuf,
+}
+
+/// Read commands.
+#[derive(Args)]
+pub struct ReadArgs {
+    #[command(flatten)]
+    masters: MastersArg,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `muster submit`.
+#[derive(Args)]
+pub struct SubmitArgs {
+    #[command(flatten)]
+    masters: MastersArg,
+    /// A name for people.
+    #[arg(long, default_value = "")]
+    name: String,
+    /// The queue to run in.
+    #[arg(long, default_value = "default")]
+    queue: String,
+    /// Cores for the driver.
+    #[arg(long, default_value_t = 1)]
+    cores: u32,
+    /// Memory for the driver, in MB.
+    #[arg(long, default_value_t = 1024)]
+    memory: u64,
+    /// Restart the driver when it fails, and relaunch it elsewhere when its worker is lost.
+    #[arg(long)]
+    supervise: bool,
+    /// The program and its arguments, after `--`.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+/// `muster kill`.
+#[derive(Args)]
+pub struct KillArgs {
+    #[command(flatten)]
+    masters: MastersArg,
+    /// An application or driver id.
+    id: String,
+}
+
+/// `muster queues`.
+#[derive(Args)]
+pub struct QueuesArgs {
+    #[command(flatten)]
+    masters: MastersArg,
+    /// Replace the queues with those in this JSON file: `[{"name": "prod", "prior": true}, ...]`.
+    #[arg(long)]
+    set: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start: {e}"))
+}
+
+fn parse_peers(list: &str) -> Result<BTreeMap<u64, String>, String> {
+    list.split(',')
+        .map(|peer| {
+            let (id, addr) = peer
+                .split_once('=')
+                .ok_or_else(|| format!("--peers: `{peer}` is not ID=HOST:PORT"))?;
+            let id = id
+                .trim()
+                .parse()
+                .map_err(|_| format!("--peers: `{id}` is not a master id"))?;
+            Ok((id, addr.trim().to_owned()))
+        })
+        .collect()
+}
+
+/// Runs a master replica until Ctrl-C or SIGTERM.
+pub fn master(args: MasterArgs) -> Result<String, String> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,openraft=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let config = MasterConfig {
+        id: args.id,
+        listen: args.listen,
+        peers: parse_peers(&args.peers)?,
+        data_dir: args.data_dir,
+        raft: RaftSettings::default(),
+        state: StateConfig::default(),
+    };
+    runtime()?.block_on(async {
+        let stop = async {
+            let mut terminate =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("SIGTERM handler");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+        };
+        muster_master::run(config, stop)
+            .await
+            .map_err(|e| e.to_string())
+    })?;
+    Ok(String::new())
+}
+
+fn fetch_status(masters: &MastersArg) -> Result<StatusReply, String> {
+    let masters = Masters::parse(&masters.masters)?;
+    runtime()?.block_on(masters.call(async |mut c| c.status(StatusRequest {}).await))
+}
+
+/// `muster status`.
+pub fn status(args: ReadArgs) -> Result<String, String> {
+    let status = fetch_status(&args.masters)?;
+    if args.json {
+        return Ok(status_json(&status).to_string());
+    }
+    let mut out = String::new();
+    let _ = writeln!(out, "leader {}  term {}", status.leader, status.term);
+    let _ = writeln!(out, "\nWORKERS");
+    for w in &status.workers {
+        let _ = writeln!(
+            out,
+            "  {:<24} {:<16} {:<14} cores {}/{}  memory {}/{} MB",
+            w.id, w.host, w.state, w.cores_used, w.cores, w.memory_used_mb, w.memory_mb
+        );
+    }
+    let _ = writeln!(out, "\nAPPLICATIONS");
+    for a in &status.apps {
+        let _ = writeln!(
+            out,
+            "  {:<28} {:<16} {:<10} {:<8} cores {}",
+            a.id, a.name, a.queue, a.state, a.cores_granted
+        );
+    }
+    let _ = writeln!(out, "\nDRIVERS");
+    for d in &status.drivers {
+        let _ = writeln!(
+            out,
+            "  {:<28} {:<16} {:<10} {:<10} {}",
+            d.id, d.name, d.queue, d.state, d.worker
+        );
+    }
+    Ok(out.trim_end().to_owned())
+}
+
+fn status_json(status: &StatusReply) -> serde_json::Value {
+    json!({
+        "leader": status.leader,
+        "term": status.term,
+        "members": status.members.iter().map(|m| json!({"id": m.id, "addr": m.addr, "role": m.role})).collect::<Vec<_>>(),
+        "workers": status.workers.iter().map(|w| json!({
+            "id": w.id, "host": w.host, "state": w.state, "cores": w.cores, "cores_used": w.cores_used,
+            "memory_mb": w.memory_mb, "memory_used_mb": w.memory_used_mb,
+        })).collect::<Vec<_>>(),
+        "apps": status.apps.iter().map(|a| json!({
+            "id": a.id, "name": a.name, "queue": a.queue, "state": a.state, "cores_granted": a.cores_granted,
+            "executors": a.executors.iter().map(|e| json!({
+                "id": e.id, "worker": e.worker, "cores": e.cores, "memory_mb": e.memory_mb, "state": e.state,
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "drivers": status.drivers.iter().map(|d| json!({
+            "id": d.id, "name": d.name, "queue": d.queue, "state": d.state,
+            "worker": if d.worker.is_empty() { serde_json::Value::Null } else { json!(d.worker) },
+        })).collect::<Vec<_>>(),
+        "queues": status.queues.iter().map(|q| json!({
+            "name": q.name, "prior": q.prior, "threshold": q.threshold, "max_capacity": q.max_capacity,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// `muster members`.
+pub fn members(args: ReadArgs) -> Result<String, String> {
+    let status = fetch_status(&args.masters)?;
+    if args.json {
+        return Ok(status_json(&status)["members"].to_string());
+    }
+    Ok(status
+        .members
+        .iter()
+        .map(|m| format!("{:<4} {:<22} {}", m.id, m.addr, m.role))
+        .collect::<Vec<_>>()
+        .join("\n"))
+}
+
+/// `muster submit`.
+pub fn submit(args: SubmitArgs) -> Result<String, String> {
+    let masters = Masters::parse(&args.masters.masters)?;
+    let (program, program_args) = args
+        .command
+        .split_first()
+        .ok_or("no command given after `--`")?;
+    let request = SubmitDriverRequest {
+        request_id: request_id(),
+        name: args.name,
+        queue: args.queue,
+        cores: args.cores,
+        memory_mb: args.memory,
+        resources: Default::default(),
+        command: program.clone(),
+        args: program_args.to_vec(),
+        env: Default::default(),
+        supervise: args.supervise,
+    };
+    let reply =
+        runtime()?.block_on(masters.call(async |mut c| c.submit_driver(request.clone()).await))?;
+    Ok(reply.driver_id)
+}
+
+/// `muster kill`.
+pub fn kill(args: KillArgs) -> Result<String, String> {
+    let masters = Masters::parse(&args.masters.masters)?;
+    let request = KillRequest {
+        request_id: request_id(),
+        id: args.id,
+    };
+    runtime()?.block_on(masters.call(async |mut c| c.kill(request.clone()).await))?;
+    Ok(String::new())
+}
+
+/// `muster queues`.
+pub fn queues(args: QueuesArgs) -> Result<String, String> {
+    let Some(path) = args.set else {
+        let status = fetch_status(&args.masters)?;
+        if args.json {
+            return Ok(status_json(&status)["queues"].to_string());
+        }
+        return Ok(status
+            .queues
+            .iter()
+            .map(|q| {
+                format!(
+                    "{:<16} prior {:<5} threshold {} max_capacity {}",
+                    q.name, q.prior, q.threshold, q.max_capacity
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n"));
+    };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let configs: Vec<QueueConfig> = serde_json::from_str(&text)
+        .map_err(|e| format!("{}: not a list of queues: {e}", path.display()))?;
+    muster_core::model::validate_queues(&configs).map_err(|e| e.to_string())?;
+    let queues = configs
+        .iter()
+        .map(|q| Queue {
+            name: q.name.0.clone(),
+            prior: q.prior,
+            threshold: q.threshold,
+            max_capacity: q.max_capacity,
+        })
+        .collect();
+    let masters = Masters::parse(&args.masters.masters)?;
+    let request = SetQueuesRequest {
+        request_id: request_id(),
+        queues,
+    };
+    runtime()?.block_on(masters.call(async |mut c| c.set_queues(request.clone()).await))?;
+    Ok(String::new())
+}

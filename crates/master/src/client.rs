@@ -1,0 +1,349 @@
+//! The client API (`proto/muster/v1/cluster.proto`). Handled on the leader; a follower
+//! forwards the call once, to the leader it knows, and a call that still lands on a follower
+//! fails with `UNAVAILABLE` and the leader's address in the [`LEADER_ADDR_HEADER`] metadata.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use muster_core::model::{QueueConfig, ResourceAmounts};
+use muster_proto::v1::cluster_client::ClusterClient;
+use muster_proto::v1::cluster_server::{Cluster, ClusterServer};
+use muster_proto::v1::{
+    AppStatus, DriverStatus, ExecutorStatus, KillReply, KillRequest, Member, Queue, SetQueuesReply,
+    SetQueuesRequest, StatusReply, StatusRequest, SubmitDriverReply, SubmitDriverRequest,
+    WorkerStatus,
+};
+use muster_raft::{RaftNode, WriteError};
+use muster_state::commands::{KillApp, KillDriver, SetQueues, SubmitDriver};
+use muster_state::model::DriverDescription;
+use muster_state::{
+    ApplyError, ClusterState, Command, Op, Outcome, RequestId, Response, Timestamp,
+};
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Request, Status};
+
+/// Metadata key naming the leader's address on an `UNAVAILABLE` answer.
+pub const LEADER_ADDR_HEADER: &str = "x-muster-leader";
+/// Metadata key marking a call a follower already forwarded.
+const FORWARDED_HEADER: &str = "x-muster-forwarded";
+
+/// Why a call was not answered here.
+enum Failure {
+    /// Another replica leads (or none is known).
+    NotLeader(WriteError),
+    /// A final answer for the client.
+    Status(Status),
+}
+
+impl From<Status> for Failure {
+    fn from(status: Status) -> Self {
+        Self::Status(status)
+    }
+}
+
+impl From<WriteError> for Failure {
+    fn from(error: WriteError) -> Self {
+        Self::NotLeader(error)
+    }
+}
+
+/// The client API of one replica.
+pub struct ClusterService {
+    node: Arc<RaftNode>,
+    leaders: Mutex<HashMap<String, Channel>>,
+}
+
+fn now() -> Timestamp {
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO);
+    Timestamp(u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn command(request_id: &str, op: Op) -> Command {
+    let request_id = (!request_id.is_empty()).then(|| RequestId(request_id.to_owned()));
+    Command {
+        at: now(),
+        request_id,
+        op,
+    }
+}
+
+/// The client-facing status of a refused command.
+fn refused(error: &ApplyError) -> Status {
+    match error {
+        ApplyError::UnknownWorker(_)
+        | ApplyError::UnknownApp(_)
+        | ApplyError::UnknownDriver(_)
+        | ApplyError::UnknownExecutor(..) => Status::not_found(error.to_string()),
+        ApplyError::UnknownQueue(_) | ApplyError::Invalid { .. } => {
+            Status::invalid_argument(error.to_string())
+        }
+        ApplyError::Conflict(_) => Status::failed_precondition(error.to_string()),
+    }
+}
+
+fn queue_config(queue: &Queue) -> QueueConfig {
+    QueueConfig {
+        name: queue.name.as_str().into(),
+        prior: queue.prior,
+        threshold: queue.threshold,
+        max_capacity: queue.max_capacity,
+    }
+}
+
+fn queue_message(queue: &QueueConfig) -> Queue {
+    Queue {
+        name: queue.name.0.clone(),
+        prior: queue.prior,
+        threshold: queue.threshold,
+        max_capacity: queue.max_capacity,
+    }
+}
+
+impl ClusterService {
+    /// The gRPC service for `node`.
+    pub fn server(node: Arc<RaftNode>) -> ClusterServer<Self> {
+        ClusterServer::new(Self {
+            node,
+            leaders: Mutex::default(),
+        })
+    }
+
+    /// Commits `command` here.
+    async fn write(&self, command: Command) -> Result<Response, Failure> {
+        let applied = self.node.write(command).await?;
+        applied.map_err(|e| Failure::Status(refused(&e)))
+    }
+
+    /// A client for the leader named by `error`, if this call may still be forwarded.
+    fn leader_client(
+        &self,
+        error: WriteError,
+        forwarded: bool,
+    ) -> Result<ClusterClient<Channel>, Status> {
+        let addr = match error {
+            WriteError::NotLeader(Some((_, addr))) if !forwarded => addr,
+            WriteError::NotLeader(Some((id, addr))) => {
+                let mut status = Status::unavailable(format!("not the leader; master {id} leads"));
+                if let Ok(value) = addr.parse() {
+                    status.metadata_mut().insert(LEADER_ADDR_HEADER, value);
+                }
+                return Err(status);
+            }
+            other => return Err(Status::unavailable(other.to_string())),
+        };
+        let mut leaders = self.leaders.lock().expect("leader channels lock");
+        let channel = match leaders.get(&addr) {
+            Some(channel) => channel.clone(),
+            None => {
+                let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+                    .map_err(|e| Status::internal(format!("leader address {addr}: {e}")))?;
+                let channel = endpoint
+                    .connect_timeout(Duration::from_secs(2))
+                    .connect_lazy();
+                leaders.insert(addr, channel.clone());
+                channel
+            }
+        };
+        Ok(ClusterClient::new(channel))
+    }
+
+    /// The outcome of handling a call here, or the leader's answer to it when this replica
+    /// does not lead.
+    async fn answer<Req: Clone, Rep>(
+        &self,
+        request: Request<Req>,
+        here: impl AsyncFnOnce(&Self, Req) -> Result<Rep, Failure>,
+        forward: impl AsyncFnOnce(
+            ClusterClient<Channel>,
+            Request<Req>,
+        ) -> Result<tonic::Response<Rep>, Status>,
+    ) -> Result<tonic::Response<Rep>, Status> {
+        let forwarded = request.metadata().contains_key(FORWARDED_HEADER);
+        let body = request.into_inner();
+        match here(self, body.clone()).await {
+            Ok(reply) => Ok(tonic::Response::new(reply)),
+            Err(Failure::Status(status)) => Err(status),
+            Err(Failure::NotLeader(error)) => {
+                let client = self.leader_client(error, forwarded)?;
+                let mut request = Request::new(body);
+                request
+                    .metadata_mut()
+                    .insert(FORWARDED_HEADER, "1".parse().expect("ASCII value"));
+                forward(client, request).await
+            }
+        }
+    }
+
+    fn status_reply(&self, state: &ClusterState) -> StatusReply {
+        let leadership = self.node.leadership().borrow().clone();
+        let metrics = self.node.metrics().borrow().clone();
+        let membership = metrics.membership_config.membership();
+        let voters: Vec<u64> = membership.voter_ids().collect();
+        let members = membership
+            .nodes()
+            .map(|(&id, node)| Member {
+                id,
+                addr: node.addr.clone(),
+                role: if Some(id) == leadership.leader.as_ref().map(|(l, _)| *l) {
+                    "leader"
+                } else if voters.contains(&id) {
+                    "follower"
+                } else {
+                    "learner"
+                }
+                .to_owned(),
+            })
+            .collect();
+        StatusReply {
+            leader: leadership.leader.map_or(0, |(id, _)| id),
+            term: leadership.term,
+            members,
+            workers: state
+                .workers()
+                .values()
+                .map(|w| WorkerStatus {
+                    id: w.id.0.clone(),
+                    host: w.host.clone(),
+                    state: format!("{:?}", w.state).to_uppercase(),
+                    cores: w.cores,
+                    cores_used: w.cores_used,
+                    memory_mb: w.memory_mb,
+                    memory_used_mb: w.memory_used_mb,
+                })
+                .collect(),
+            apps: state
+                .apps()
+                .values()
+                .map(|a| AppStatus {
+                    id: a.id.0.clone(),
+                    name: a.desc.name.clone(),
+                    queue: a.desc.queue.0.clone(),
+                    state: format!("{:?}", a.state).to_uppercase(),
+                    cores_granted: a.cores_granted,
+                    executors: a
+                        .executors
+                        .values()
+                        .map(|e| ExecutorStatus {
+                            id: e.id.0,
+                            worker: e.worker.0.clone(),
+                            cores: e.cores,
+                            memory_mb: e.memory_mb,
+                            state: format!("{:?}", e.state).to_uppercase(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+            drivers: state
+                .drivers()
+                .values()
+                .map(|d| DriverStatus {
+                    id: d.id.0.clone(),
+                    name: d.desc.name.clone(),
+                    queue: d.desc.queue.0.clone(),
+                    state: format!("{:?}", d.state).to_uppercase(),
+                    worker: d.worker.as_ref().map(|w| w.0.clone()).unwrap_or_default(),
+                })
+                .collect(),
+            queues: state.queues().iter().map(queue_message).collect(),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Cluster for ClusterService {
+    async fn status(
+        &self,
+        request: Request<StatusRequest>,
+    ) -> Result<tonic::Response<StatusReply>, Status> {
+        self.answer(
+            request,
+            async |this, _| Ok(this.node.read(|state| this.status_reply(state)).await?),
+            async |mut leader, request| leader.status(request).await,
+        )
+        .await
+    }
+
+    async fn submit_driver(
+        &self,
+        request: Request<SubmitDriverRequest>,
+    ) -> Result<tonic::Response<SubmitDriverReply>, Status> {
+        self.answer(
+            request,
+            async |this, body| {
+                let desc = DriverDescription {
+                    name: body.name,
+                    queue: if body.queue.is_empty() {
+                        Default::default()
+                    } else {
+                        body.queue.as_str().into()
+                    },
+                    cores: body.cores,
+                    memory_mb: body.memory_mb,
+                    resources: body.resources.into_iter().collect::<ResourceAmounts>(),
+                    command: body.command,
+                    args: body.args,
+                    env: body.env.into_iter().collect(),
+                    supervise: body.supervise,
+                };
+                let response = this
+                    .write(command(
+                        &body.request_id,
+                        Op::SubmitDriver(SubmitDriver { desc }),
+                    ))
+                    .await?;
+                match response.outcome {
+                    Outcome::DriverSubmitted { id } => Ok(SubmitDriverReply { driver_id: id.0 }),
+                    other => Err(Status::internal(format!("unexpected outcome {other:?}")).into()),
+                }
+            },
+            async |mut leader, request| leader.submit_driver(request).await,
+        )
+        .await
+    }
+
+    async fn kill(
+        &self,
+        request: Request<KillRequest>,
+    ) -> Result<tonic::Response<KillReply>, Status> {
+        self.answer(
+            request,
+            async |this, body| {
+                // Ids say what they name, so the op is chosen without reading the state and a
+                // retried kill is deduplicated like any other write.
+                let id = body.id.as_str();
+                let op = if id.starts_with("driver-") {
+                    Op::KillDriver(KillDriver { id: id.into() })
+                } else {
+                    Op::KillApp(KillApp { id: id.into() })
+                };
+                this.write(command(&body.request_id, op)).await?;
+                Ok(KillReply {})
+            },
+            async |mut leader, request| leader.kill(request).await,
+        )
+        .await
+    }
+
+    async fn set_queues(
+        &self,
+        request: Request<SetQueuesRequest>,
+    ) -> Result<tonic::Response<SetQueuesReply>, Status> {
+        self.answer(
+            request,
+            async |this, body| {
+                let queues = body.queues.iter().map(queue_config).collect();
+                this.write(command(
+                    &body.request_id,
+                    Op::SetQueues(SetQueues { queues }),
+                ))
+                .await?;
+                Ok(SetQueuesReply {})
+            },
+            async |mut leader, request| leader.set_queues(request).await,
+        )
+        .await
+    }
+}

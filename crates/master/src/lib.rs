@@ -1,0 +1,109 @@
+//! A master replica: its Raft node and the gRPC services it serves on one port.
+//!
+//! Every replica serves replication (to its peers) and the client API (to the CLI). A client
+//! may call any replica: a follower forwards writes and linearizable reads to the leader, so
+//! a client needs only one reachable master. Writes are stamped with the leader's clock and
+//! carry the client's request id, so a retry after a failover is applied once.
+//!
+//! On a fresh data directory the replica with the smallest id in `peers` bootstraps the group;
+//! on restart everything comes from disk.
+
+mod client;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use muster_raft::{NodeId, RaftNode, RaftSettings};
+use muster_state::StateConfig;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+
+pub use client::{ClusterService, LEADER_ADDR_HEADER};
+
+/// How to run one master replica.
+#[derive(Clone, Debug)]
+pub struct MasterConfig {
+    /// This replica's id, a key of `peers`.
+    pub id: NodeId,
+    /// Where to listen, `host:port`.
+    pub listen: String,
+    /// Every replica of the group, this one included: id to `host:port`.
+    pub peers: BTreeMap<NodeId, String>,
+    /// The replica's data.
+    pub data_dir: PathBuf,
+    /// Raft timings.
+    pub raft: RaftSettings,
+    /// State machine settings, the same on every replica.
+    pub state: StateConfig,
+}
+
+/// Why a master could not run.
+#[derive(Debug)]
+pub struct MasterError(String);
+
+impl fmt::Display for MasterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for MasterError {}
+
+impl MasterConfig {
+    fn validate(&self) -> Result<(), MasterError> {
+        match self.peers.get(&self.id) {
+            None => Err(MasterError(format!(
+                "--peers does not list this master's id {}",
+                self.id
+            ))),
+            Some(addr) if addr != &self.listen => Err(MasterError(format!(
+                "--peers gives master {} the address {addr}, but it listens on {}",
+                self.id, self.listen
+            ))),
+            Some(_) => Ok(()),
+        }
+    }
+}
+
+/// Runs a master replica until `shutdown` resolves, then stops Raft cleanly.
+///
+/// # Errors
+///
+/// The configuration is inconsistent, the address cannot be bound, the data cannot be
+/// opened, or bootstrapping failed.
+pub async fn run(
+    config: MasterConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), MasterError> {
+    config.validate()?;
+    let listener = TcpListener::bind(&config.listen)
+        .await
+        .map_err(|e| MasterError(format!("cannot listen on {}: {e}", config.listen)))?;
+    let node = RaftNode::open(
+        config.id,
+        &config.data_dir,
+        &config.raft,
+        config.state.clone(),
+    )
+    .await
+    .map_err(|e| MasterError(e.to_string()))?;
+    let node = Arc::new(node);
+    let smallest = config.peers.keys().next().copied();
+    if smallest == Some(config.id) {
+        node.bootstrap(&config.peers)
+            .await
+            .map_err(|e| MasterError(e.to_string()))?;
+    }
+    tracing::info!(id = config.id, listen = %config.listen, "master serving");
+    let served = tonic::transport::Server::builder()
+        .add_service(node.replication_service())
+        .add_service(ClusterService::server(Arc::clone(&node)))
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .await;
+    node.shutdown()
+        .await
+        .map_err(|e| MasterError(e.to_string()))?;
+    served.map_err(|e| MasterError(format!("server failed: {e}")))
+}
