@@ -3,7 +3,11 @@
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
     println!("cargo:rerun-if-changed={}", root.display());
-    let files = ["muster/v1/raft.proto", "muster/v1/cluster.proto"];
+    let files = [
+        "muster/v1/raft.proto",
+        "muster/v1/cluster.proto",
+        "muster/v1/worker.proto",
+    ];
     let descriptors = protox::compile(files, [&root])?;
     tonic_prost_build::configure()
         .build_server(true)

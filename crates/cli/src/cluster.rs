@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use muster_core::model::QueueConfig;
-use muster_master::MasterConfig;
+use muster_master::{MasterConfig, SessionConfig};
 use muster_proto::v1::{
     KillRequest, Queue, SetQueuesRequest, StatusReply, StatusRequest, SubmitDriverRequest,
 };
@@ -138,6 +138,7 @@ pub fn master(args: MasterArgs) -> Result<String, String> {
         data_dir: args.data_dir,
         raft: RaftSettings::default(),
         state: StateConfig::default(),
+        session: SessionConfig::default(),
     };
     runtime()?.block_on(async {
         let stop = async {
@@ -168,7 +169,11 @@ pub fn status(args: ReadArgs) -> Result<String, String> {
         return Ok(status_json(&status).to_string());
     }
     let mut out = String::new();
-    let _ = writeln!(out, "leader {}  term {}", status.leader, status.term);
+    let _ = writeln!(
+        out,
+        "leader {}  term {}  {}",
+        status.leader, status.term, status.recovery_state
+    );
     let _ = writeln!(out, "\nWORKERS");
     for w in &status.workers {
         let _ = writeln!(
@@ -200,6 +205,7 @@ fn status_json(status: &StatusReply) -> serde_json::Value {
     json!({
         "leader": status.leader,
         "term": status.term,
+        "recovery_state": status.recovery_state,
         "members": status.members.iter().map(|m| json!({"id": m.id, "addr": m.addr, "role": m.role})).collect::<Vec<_>>(),
         "workers": status.workers.iter().map(|w| json!({
             "id": w.id, "host": w.host, "state": w.state, "cores": w.cores, "cores_used": w.cores_used,
@@ -209,11 +215,14 @@ fn status_json(status: &StatusReply) -> serde_json::Value {
             "id": a.id, "name": a.name, "queue": a.queue, "state": a.state, "cores_granted": a.cores_granted,
             "executors": a.executors.iter().map(|e| json!({
                 "id": e.id, "worker": e.worker, "cores": e.cores, "memory_mb": e.memory_mb, "state": e.state,
+                "pid": if e.pid == 0 { serde_json::Value::Null } else { json!(e.pid) },
             })).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
         "drivers": status.drivers.iter().map(|d| json!({
             "id": d.id, "name": d.name, "queue": d.queue, "state": d.state,
             "worker": if d.worker.is_empty() { serde_json::Value::Null } else { json!(d.worker) },
+            "pid": if d.pid == 0 { serde_json::Value::Null } else { json!(d.pid) },
+            "exit_code": d.exit_code,
         })).collect::<Vec<_>>(),
         "queues": status.queues.iter().map(|q| json!({
             "name": q.name, "prior": q.prior, "threshold": q.threshold, "max_capacity": q.max_capacity,

@@ -155,13 +155,25 @@ fn stderr(output: &Output) -> String {
         .to_owned()
 }
 
+/// Ids of the drivers that have not ended, in status order.
 fn driver_ids(status: &Value) -> Vec<&str> {
     status["drivers"]
         .as_array()
         .unwrap()
         .iter()
+        .filter(|d| matches!(d["state"].as_str(), Some("SUBMITTED" | "RUNNING")))
         .map(|d| d["id"].as_str().unwrap())
         .collect()
+}
+
+/// The state status shows for driver `id`.
+fn driver_state<'s>(status: &'s Value, id: &str) -> &'s str {
+    let drivers = status["drivers"].as_array().unwrap();
+    drivers
+        .iter()
+        .find(|d| d["id"] == id)
+        .and_then(|d| d["state"].as_str())
+        .unwrap_or("missing")
 }
 
 #[test]
@@ -214,6 +226,8 @@ fn masters_elect_a_leader_survive_its_loss_and_keep_what_was_accepted() {
     ));
     let status = masters.status(&masters.list_from(1));
     assert_eq!(driver_ids(&status), [next.as_str()]);
+    assert_eq!(driver_state(&status, &submitted), "KILLED");
+    assert_eq!(status["recovery_state"], "ALIVE");
 
     // The killed master restarts from its data and rejoins; on its own it still answers.
     masters.running[first as usize - 1] = Some(masters.spawn(first as usize));

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use muster_core::model::{QueueConfig, ResourceAmounts};
 use muster_proto::v1::cluster_client::ClusterClient;
@@ -17,11 +17,11 @@ use muster_proto::v1::{
 use muster_raft::{RaftNode, WriteError};
 use muster_state::commands::{KillApp, KillDriver, SetQueues, SubmitDriver};
 use muster_state::model::DriverDescription;
-use muster_state::{
-    ApplyError, ClusterState, Command, Op, Outcome, RequestId, Response, Timestamp,
-};
+use muster_state::{ApplyError, ClusterState, Command, Op, Outcome, RequestId, Response};
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Status};
+
+use crate::session::{ProcessKey, Sessions, now};
 
 /// Metadata key naming the leader's address on an `UNAVAILABLE` answer.
 pub const LEADER_ADDR_HEADER: &str = "x-muster-leader";
@@ -51,14 +51,21 @@ impl From<WriteError> for Failure {
 /// The client API of one replica.
 pub struct ClusterService {
     node: Arc<RaftNode>,
+    sessions: Arc<Sessions>,
     leaders: Mutex<HashMap<String, Channel>>,
 }
 
-fn now() -> Timestamp {
-    let since_epoch = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO);
-    Timestamp(u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX))
+/// `UNAVAILABLE`, naming the leader's address when one is known.
+pub(crate) fn not_leader(node: &RaftNode) -> Status {
+    let leader = node.leadership().borrow().leader.clone();
+    let mut status = Status::unavailable(match &leader {
+        Some((id, _)) => format!("not the leader; master {id} leads"),
+        None => "no leader elected yet".to_owned(),
+    });
+    if let Some(value) = leader.and_then(|(_, addr)| addr.parse().ok()) {
+        status.metadata_mut().insert(LEADER_ADDR_HEADER, value);
+    }
+    status
 }
 
 fn command(request_id: &str, op: Op) -> Command {
@@ -104,17 +111,24 @@ fn queue_message(queue: &QueueConfig) -> Queue {
 
 impl ClusterService {
     /// The gRPC service for `node`.
-    pub fn server(node: Arc<RaftNode>) -> ClusterServer<Self> {
+    pub fn server(node: Arc<RaftNode>, sessions: Arc<Sessions>) -> ClusterServer<Self> {
         ClusterServer::new(Self {
             node,
+            sessions,
             leaders: Mutex::default(),
         })
     }
 
-    /// Commits `command` here.
+    /// Commits `command` here, then has the leader's session carry out its effects and
+    /// schedule.
     async fn write(&self, command: Command) -> Result<Response, Failure> {
         let applied = self.node.write(command).await?;
-        applied.map_err(|e| Failure::Status(refused(&e)))
+        let response = applied.map_err(|e| Failure::Status(refused(&e)))?;
+        if let Some(session) = self.sessions.current() {
+            session.carry_out(&response.effects, None);
+            session.wake();
+        }
+        Ok(response)
     }
 
     /// A client for the leader named by `error`, if this call may still be forwarded.
@@ -125,13 +139,7 @@ impl ClusterService {
     ) -> Result<ClusterClient<Channel>, Status> {
         let addr = match error {
             WriteError::NotLeader(Some((_, addr))) if !forwarded => addr,
-            WriteError::NotLeader(Some((id, addr))) => {
-                let mut status = Status::unavailable(format!("not the leader; master {id} leads"));
-                if let Ok(value) = addr.parse() {
-                    status.metadata_mut().insert(LEADER_ADDR_HEADER, value);
-                }
-                return Err(status);
-            }
+            WriteError::NotLeader(_) => return Err(not_leader(&self.node)),
             other => return Err(Status::unavailable(other.to_string())),
         };
         let mut leaders = self.leaders.lock().expect("leader channels lock");
@@ -197,9 +205,15 @@ impl ClusterService {
                 .to_owned(),
             })
             .collect();
+        let session = self.sessions.current();
+        let pid = |key: ProcessKey| session.as_ref().and_then(|s| s.pid(&key)).unwrap_or(0);
         StatusReply {
             leader: leadership.leader.map_or(0, |(id, _)| id),
             term: leadership.term,
+            recovery_state: session
+                .as_ref()
+                .map_or("STANDBY", |s| s.recovery_state().name())
+                .to_owned(),
             members,
             workers: state
                 .workers()
@@ -232,19 +246,24 @@ impl ClusterService {
                             cores: e.cores,
                             memory_mb: e.memory_mb,
                             state: format!("{:?}", e.state).to_uppercase(),
+                            pid: pid(ProcessKey::Executor(a.id.clone(), e.id)),
                         })
                         .collect(),
                 })
                 .collect(),
+            // Active drivers, then the retained completed ones, newest last.
             drivers: state
                 .drivers()
                 .values()
+                .chain(state.completed_drivers())
                 .map(|d| DriverStatus {
                     id: d.id.0.clone(),
                     name: d.desc.name.clone(),
                     queue: d.desc.queue.0.clone(),
                     state: format!("{:?}", d.state).to_uppercase(),
                     worker: d.worker.as_ref().map(|w| w.0.clone()).unwrap_or_default(),
+                    pid: pid(ProcessKey::Driver(d.id.clone())),
+                    exit_code: d.exit_code,
                 })
                 .collect(),
             queues: state.queues().iter().map(queue_message).collect(),

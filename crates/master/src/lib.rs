@@ -9,6 +9,8 @@
 //! on restart everything comes from disk.
 
 mod client;
+mod session;
+mod workers;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -21,6 +23,8 @@ use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 
 pub use client::{ClusterService, LEADER_ADDR_HEADER};
+pub use session::{RecoveryState, SessionConfig};
+pub use workers::WorkerLinkService;
 
 /// How to run one master replica.
 #[derive(Clone, Debug)]
@@ -37,6 +41,8 @@ pub struct MasterConfig {
     pub raft: RaftSettings,
     /// State machine settings, the same on every replica.
     pub state: StateConfig,
+    /// The leader's session timings and scheduling settings.
+    pub session: SessionConfig,
 }
 
 /// Why a master could not run.
@@ -96,10 +102,15 @@ pub async fn run(
             .await
             .map_err(|e| MasterError(e.to_string()))?;
     }
+    let sessions = session::Sessions::start(Arc::clone(&node), config.session.clone());
     tracing::info!(id = config.id, listen = %config.listen, "master serving");
     let served = tonic::transport::Server::builder()
         .add_service(node.replication_service())
-        .add_service(ClusterService::server(Arc::clone(&node)))
+        .add_service(ClusterService::server(
+            Arc::clone(&node),
+            Arc::clone(&sessions),
+        ))
+        .add_service(WorkerLinkService::server(Arc::clone(&node), sessions))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
         .await;
     node.shutdown()

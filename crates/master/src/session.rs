@@ -1,0 +1,556 @@
+//! The leader's session: recovery after an election, worker links, liveness and scheduling.
+//!
+//! A replica that becomes leader starts a [`Session`] for its term in RECOVERING: every worker
+//! the log says is ALIVE must reconnect and report what it runs. Once all have, or after
+//! `recovery_timeout`, the session goes through COMPLETING_RECOVERY (workers that never came
+//! back are lost, through the log) to ALIVE, and only then schedules. Losing leadership (or a
+//! new term) ends the session at once: its worker streams close, so workers look for the new
+//! leader. Nothing here is replicated except through commands written to the log; heartbeats
+//! and process ids live in the session only.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use muster_core::model::{AppId, DriverId, PassConfig, WorkerId, WorkerState};
+use muster_proto::v1::master_message::Body;
+use muster_proto::v1::{
+    KillDriver as KillDriverMessage, KillExecutor as KillExecutorMessage, LaunchDriver,
+    LaunchExecutor, MasterMessage,
+};
+use muster_raft::{Leadership, RaftNode};
+use muster_state::commands::{ApplyPlan, WorkerLost};
+use muster_state::model::{DriverState, ExecutorState};
+use muster_state::{Command, Effects, ExecutorId, Op, Outcome, Response, Timestamp};
+use tokio::sync::{Notify, mpsc, watch};
+use tonic::Status;
+
+/// Timings of the leader's session.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// How long a new leader waits for known workers to report.
+    pub recovery_timeout: Duration,
+    /// How often workers heartbeat, and how often liveness is checked.
+    pub heartbeat_interval: Duration,
+    /// A worker silent this long is lost.
+    pub worker_timeout: Duration,
+    /// Scheduling runs at least this often while ALIVE.
+    pub schedule_tick: Duration,
+    /// The scheduling pass's settings.
+    pub pass: PassConfig,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            recovery_timeout: Duration::from_secs(15),
+            heartbeat_interval: Duration::from_secs(1),
+            worker_timeout: Duration::from_secs(15),
+            schedule_tick: Duration::from_secs(1),
+            pass: PassConfig::default(),
+        }
+    }
+}
+
+/// Spark's `RecoveryState` for the leader's session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecoveryState {
+    /// Waiting for known workers to report.
+    Recovering,
+    /// Removing what never came back.
+    CompletingRecovery,
+    /// Scheduling.
+    Alive,
+}
+
+impl RecoveryState {
+    /// The name `muster status` shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Recovering => "RECOVERING",
+            Self::CompletingRecovery => "COMPLETING_RECOVERY",
+            Self::Alive => "ALIVE",
+        }
+    }
+}
+
+/// A process a worker runs for the log: an executor or a driver.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ProcessKey {
+    /// An executor.
+    Executor(AppId, ExecutorId),
+    /// A driver.
+    Driver(DriverId),
+}
+
+/// The leader's end of one worker's stream.
+struct Link {
+    sender: mpsc::Sender<Result<MasterMessage, Status>>,
+    last_heartbeat: Instant,
+}
+
+/// One term of leadership.
+pub struct Session {
+    node: Arc<RaftNode>,
+    config: SessionConfig,
+    /// The term this session leads.
+    pub term: u64,
+    state: Mutex<RecoveryState>,
+    links: Mutex<HashMap<WorkerId, Link>>,
+    /// Workers the log had ALIVE at election that have not reported yet.
+    awaited: Mutex<BTreeSet<WorkerId>>,
+    pids: Mutex<HashMap<ProcessKey, u32>>,
+    wake: Notify,
+    ended: watch::Sender<bool>,
+}
+
+/// The leader's wall-clock time, stamped on every command it writes.
+pub fn now() -> Timestamp {
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO);
+    Timestamp(u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Session {
+    fn new(node: Arc<RaftNode>, config: SessionConfig, term: u64) -> Arc<Self> {
+        Arc::new(Self {
+            node,
+            config,
+            term,
+            state: Mutex::new(RecoveryState::Recovering),
+            links: Mutex::default(),
+            awaited: Mutex::default(),
+            pids: Mutex::default(),
+            wake: Notify::new(),
+            ended: watch::channel(false).0,
+        })
+    }
+
+    /// Where recovery stands.
+    pub fn recovery_state(&self) -> RecoveryState {
+        *self.state.lock().expect("state lock")
+    }
+
+    /// The process id a worker reported for `key`.
+    pub fn pid(&self, key: &ProcessKey) -> Option<u32> {
+        self.pids.lock().expect("pids lock").get(key).copied()
+    }
+
+    /// Asks for a scheduling pass soon.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    fn is_over(&self) -> bool {
+        *self.ended.borrow()
+    }
+
+    /// Ends the session: its loops stop and its worker streams close, telling each worker to
+    /// look for the new leader.
+    fn end(&self) {
+        self.ended.send_replace(true);
+        for (_, link) in self.links.lock().expect("links lock").drain() {
+            let _ = link
+                .sender
+                .try_send(Err(Status::unavailable("this master no longer leads")));
+        }
+    }
+
+    /// Resolves (changes) when the session ends.
+    pub fn ended(&self) -> watch::Receiver<bool> {
+        self.ended.subscribe()
+    }
+
+    /// Writes a command the leader originates.
+    async fn write(&self, op: Op) -> Option<Response> {
+        match self
+            .node
+            .write(Command {
+                at: now(),
+                request_id: None,
+                op,
+            })
+            .await
+        {
+            Ok(Ok(response)) => Some(response),
+            Ok(Err(refused)) => {
+                tracing::warn!(%refused, "command refused");
+                None
+            }
+            Err(error) => {
+                tracing::warn!(%error, "command not committed");
+                None
+            }
+        }
+    }
+
+    fn send(&self, worker: &WorkerId, body: Body) {
+        let links = self.links.lock().expect("links lock");
+        if let Some(link) = links.get(worker) {
+            let message = MasterMessage {
+                term: self.term,
+                body: Some(body),
+            };
+            if link.sender.try_send(Ok(message)).is_err() {
+                tracing::warn!(%worker, "worker stream full or closed; it will reconcile when it re-registers");
+            }
+        }
+    }
+
+    /// Carries out what a committed command asks of workers: stop what ended, except what the
+    /// reporting worker itself said has ended.
+    pub fn carry_out(&self, effects: &Effects, reported_by: Option<&WorkerId>) {
+        for (app, executor) in &effects.ended_executors {
+            self.pids
+                .lock()
+                .expect("pids lock")
+                .remove(&ProcessKey::Executor(app.clone(), executor.id));
+            if reported_by != Some(&executor.worker) {
+                let body = Body::KillExecutor(KillExecutorMessage {
+                    app_id: app.0.clone(),
+                    executor_id: executor.id.0,
+                });
+                self.send(&executor.worker, body);
+            }
+        }
+        for (driver, worker, _) in &effects.ended_drivers {
+            self.pids
+                .lock()
+                .expect("pids lock")
+                .remove(&ProcessKey::Driver(driver.clone()));
+            if let Some(worker) = worker
+                && reported_by != Some(worker)
+            {
+                self.send(
+                    worker,
+                    Body::KillDriver(KillDriverMessage {
+                        driver_id: driver.0.clone(),
+                    }),
+                );
+            }
+        }
+        if !effects.ended_executors.is_empty() || !effects.ended_drivers.is_empty() {
+            self.wake();
+        }
+    }
+
+    /// Takes a worker's stream: from now on launches and kills for it go to `sender`.
+    pub fn attach(&self, worker: WorkerId, sender: mpsc::Sender<Result<MasterMessage, Status>>) {
+        self.links.lock().expect("links lock").insert(
+            worker.clone(),
+            Link {
+                sender,
+                last_heartbeat: Instant::now(),
+            },
+        );
+        let all_back = {
+            let mut awaited = self.awaited.lock().expect("awaited lock");
+            awaited.remove(&worker);
+            awaited.is_empty()
+        };
+        if all_back {
+            self.wake();
+        }
+    }
+
+    /// Forgets a worker's stream, if `sender` is still the current one.
+    pub fn detach(&self, worker: &WorkerId, sender: &mpsc::Sender<Result<MasterMessage, Status>>) {
+        let mut links = self.links.lock().expect("links lock");
+        if links
+            .get(worker)
+            .is_some_and(|link| link.sender.same_channel(sender))
+        {
+            links.remove(worker);
+        }
+    }
+
+    /// Records a heartbeat.
+    pub fn heartbeat(&self, worker: &WorkerId) {
+        if let Some(link) = self.links.lock().expect("links lock").get_mut(worker) {
+            link.last_heartbeat = Instant::now();
+        }
+    }
+
+    /// Records the process id a worker reported.
+    pub fn record_pid(&self, key: ProcessKey, pid: u32) {
+        if pid != 0 {
+            self.pids.lock().expect("pids lock").insert(key, pid);
+        }
+    }
+
+    /// Recovery, then scheduling and liveness until the session ends.
+    async fn run(self: Arc<Self>) {
+        self.recover().await;
+        if self.is_over() {
+            return;
+        }
+        let liveness = tokio::spawn(Arc::clone(&self).watch_liveness());
+        self.schedule_loop().await;
+        liveness.abort();
+    }
+
+    async fn recover(&self) {
+        let alive: BTreeSet<WorkerId> = match self
+            .node
+            .read(|state| {
+                state
+                    .workers()
+                    .values()
+                    .filter(|w| w.state == WorkerState::Alive)
+                    .map(|w| w.id.clone())
+                    .collect()
+            })
+            .await
+        {
+            Ok(alive) => alive,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the state to recover");
+                return;
+            }
+        };
+        {
+            let links = self.links.lock().expect("links lock");
+            let mut awaited = self.awaited.lock().expect("awaited lock");
+            *awaited = alive
+                .into_iter()
+                .filter(|w| !links.contains_key(w))
+                .collect();
+        }
+        let deadline = Instant::now() + self.config.recovery_timeout;
+        let mut ended = self.ended.subscribe();
+        while !self.awaited.lock().expect("awaited lock").is_empty() && Instant::now() < deadline {
+            tokio::select! {
+                () = self.wake.notified() => {}
+                () = tokio::time::sleep_until(deadline.into()) => {}
+                _ = ended.changed() => return,
+            }
+        }
+        *self.state.lock().expect("state lock") = RecoveryState::CompletingRecovery;
+        let missing: Vec<WorkerId> =
+            std::mem::take(&mut *self.awaited.lock().expect("awaited lock"))
+                .into_iter()
+                .collect();
+        for worker in missing {
+            let reason = "did not reconnect after the master failover".to_owned();
+            if let Some(response) = self
+                .write(Op::WorkerLost(WorkerLost { id: worker, reason }))
+                .await
+            {
+                self.carry_out(&response.effects, None);
+            }
+        }
+        *self.state.lock().expect("state lock") = RecoveryState::Alive;
+        tracing::info!(term = self.term, "leader ALIVE");
+    }
+
+    async fn watch_liveness(self: Arc<Self>) {
+        let mut ticks = tokio::time::interval(self.config.heartbeat_interval);
+        loop {
+            ticks.tick().await;
+            if self.is_over() {
+                return;
+            }
+            let silent: Vec<WorkerId> = {
+                let links = self.links.lock().expect("links lock");
+                links
+                    .iter()
+                    .filter(|(_, link)| link.last_heartbeat.elapsed() > self.config.worker_timeout)
+                    .map(|(id, _)| id.clone())
+                    .collect()
+            };
+            for worker in silent {
+                self.links.lock().expect("links lock").remove(&worker);
+                let reason = format!("no heartbeat for {:?}", self.config.worker_timeout);
+                if let Some(response) = self
+                    .write(Op::WorkerLost(WorkerLost { id: worker, reason }))
+                    .await
+                {
+                    self.carry_out(&response.effects, None);
+                }
+            }
+        }
+    }
+
+    async fn schedule_loop(&self) {
+        let mut ended = self.ended.subscribe();
+        loop {
+            self.schedule_once().await;
+            tokio::select! {
+                () = self.wake.notified() => {}
+                () = tokio::time::sleep(self.config.schedule_tick) => {}
+                _ = ended.changed() => return,
+            }
+            if self.is_over() {
+                return;
+            }
+        }
+    }
+
+    /// One pass: plan from the current state, commit it, then send the launches.
+    async fn schedule_once(&self) {
+        let snapshot = match self
+            .node
+            .read(|state| state.scheduling_snapshot(self.config.pass.clone()))
+            .await
+        {
+            Ok(snapshot) => snapshot,
+            Err(_) => return,
+        };
+        let plan = match muster_core::schedule(&snapshot) {
+            Ok(plan) => plan,
+            Err(error) => {
+                tracing::error!(%error, "the state gave an invalid scheduling snapshot");
+                return;
+            }
+        };
+        if plan.drivers.is_empty() && plan.executors.is_empty() {
+            return;
+        }
+        let Some(response) = self
+            .write(Op::ApplyPlan(ApplyPlan {
+                drivers: plan.drivers,
+                executors: plan.executors,
+            }))
+            .await
+        else {
+            return;
+        };
+        let Outcome::PlanApplied {
+            drivers,
+            executors,
+            rejected,
+        } = response.outcome
+        else {
+            return;
+        };
+        if !rejected.is_empty() {
+            tracing::info!(?rejected, "parts of a plan no longer fitted");
+        }
+        let state = self.node.local_state();
+        let launches: Vec<(WorkerId, Body)> = {
+            let state = state.read().expect("state lock");
+            let driver_launches = drivers.iter().filter_map(|(id, worker)| {
+                let driver = state.drivers().get(id)?;
+                let desc = &driver.desc;
+                Some((
+                    worker.clone(),
+                    Body::LaunchDriver(LaunchDriver {
+                        driver_id: id.0.clone(),
+                        cores: desc.cores,
+                        memory_mb: desc.memory_mb,
+                        command: desc.command.clone(),
+                        args: desc.args.clone(),
+                        env: desc.env.clone().into_iter().collect(),
+                        supervise: desc.supervise,
+                    }),
+                ))
+            });
+            let executor_launches = executors.iter().filter_map(|(app, executor)| {
+                let desc = &state.apps().get(app)?.desc;
+                Some((
+                    executor.worker.clone(),
+                    Body::LaunchExecutor(LaunchExecutor {
+                        app_id: app.0.clone(),
+                        executor_id: executor.id.0,
+                        cores: executor.cores,
+                        memory_mb: executor.memory_mb,
+                        command: desc.command.clone(),
+                        args: desc.args.clone(),
+                        env: desc.env.clone().into_iter().collect(),
+                    }),
+                ))
+            });
+            driver_launches.chain(executor_launches).collect()
+        };
+        for (worker, body) in launches {
+            self.send(&worker, body);
+        }
+    }
+}
+
+/// Follows leadership and keeps one session running while this replica leads.
+pub struct Sessions {
+    node: Arc<RaftNode>,
+    config: SessionConfig,
+    current: Mutex<Option<Arc<Session>>>,
+}
+
+impl Sessions {
+    /// Starts following `node`'s leadership.
+    pub fn start(node: Arc<RaftNode>, config: SessionConfig) -> Arc<Self> {
+        let sessions = Arc::new(Self {
+            node,
+            config,
+            current: Mutex::new(None),
+        });
+        tokio::spawn(Arc::clone(&sessions).follow());
+        sessions
+    }
+
+    /// The session of the current term, while this replica leads.
+    pub fn current(&self) -> Option<Arc<Session>> {
+        self.current.lock().expect("session lock").clone()
+    }
+
+    async fn follow(self: Arc<Self>) {
+        let mut leadership = self.node.leadership();
+        loop {
+            let Leadership {
+                term, is_leader, ..
+            } = leadership.borrow_and_update().clone();
+            self.follow_term(term, is_leader);
+            if leadership.changed().await.is_err() {
+                // Raft stopped: no replica work is left.
+                self.follow_term(term, false);
+                return;
+            }
+        }
+    }
+
+    /// Keeps the session of `term` while leading, ends it otherwise, and starts a new one for
+    /// a new term.
+    fn follow_term(&self, term: u64, is_leader: bool) {
+        let mut current = self.current.lock().expect("session lock");
+        if current
+            .as_ref()
+            .is_some_and(|s| is_leader && s.term == term)
+        {
+            return;
+        }
+        if let Some(old) = current.take() {
+            tracing::info!(term = old.term, "leadership lost: session ends");
+            old.end();
+        }
+        if is_leader {
+            tracing::info!(term, "leader: recovering");
+            let session = Session::new(Arc::clone(&self.node), self.config.clone(), term);
+            *current = Some(Arc::clone(&session));
+            tokio::spawn(session.run());
+        }
+    }
+}
+
+/// The executor state a worker's report names.
+pub fn executor_state(name: &str) -> Option<ExecutorState> {
+    Some(match name {
+        "RUNNING" => ExecutorState::Running,
+        "EXITED" => ExecutorState::Exited,
+        "FAILED" => ExecutorState::Failed,
+        "KILLED" => ExecutorState::Killed,
+        "LOST" => ExecutorState::Lost,
+        _ => return None,
+    })
+}
+
+/// The driver state a worker's report names.
+pub fn driver_state(name: &str) -> Option<DriverState> {
+    Some(match name {
+        "RUNNING" => DriverState::Running,
+        "FINISHED" => DriverState::Finished,
+        "FAILED" => DriverState::Failed,
+        "KILLED" => DriverState::Killed,
+        "ERROR" => DriverState::Error,
+        _ => return None,
+    })
+}
