@@ -46,6 +46,11 @@ impl Masters {
         Ok(Self { addrs })
     }
 
+    /// The addresses, in the order given.
+    pub fn addrs(&self) -> &[String] {
+        &self.addrs
+    }
+
     async fn connect(addr: &str) -> Result<ClusterClient<Channel>, String> {
         let endpoint =
             Endpoint::from_shared(format!("http://{addr}")).map_err(|e| format!("{addr}: {e}"))?;

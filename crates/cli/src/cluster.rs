@@ -13,6 +13,7 @@ use muster_proto::v1::{
 };
 use muster_raft::RaftSettings;
 use muster_state::StateConfig;
+use muster_worker::agent::AgentConfig;
 use serde_json::json;
 
 use crate::client::{Masters, request_id};
@@ -40,6 +41,37 @@ pub struct MasterArgs {
     /// Where this replica keeps its Raft log and snapshots.
     #[arg(long)]
     data_dir: PathBuf,
+    /// Seconds without a heartbeat before a worker is lost.
+    #[arg(long, default_value_t = 15.0)]
+    worker_timeout: f64,
+    /// Seconds a new leader waits for known workers to reconnect.
+    #[arg(long, default_value_t = 15.0)]
+    recovery_timeout: f64,
+}
+
+/// `muster worker`.
+#[derive(Args)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    masters: MastersArg,
+    /// Cores this worker offers.
+    #[arg(long)]
+    cores: u32,
+    /// Memory this worker offers, in MB.
+    #[arg(long)]
+    memory: u64,
+    /// Custom resources it offers: NAME=AMOUNT,...
+    #[arg(long, default_value = "")]
+    resources: String,
+    /// Where drivers and executors get their directories (and the worker keeps its id).
+    #[arg(long)]
+    work_dir: PathBuf,
+    /// The worker's id; by default a stable id kept in the work dir.
+    #[arg(long)]
+    id: Option<String>,
+    /// The host name to report; by default this machine's.
+    #[arg(long)]
+    host: Option<String>,
 }
 
 /// Read commands.
@@ -121,8 +153,17 @@ fn parse_peers(list: &str) -> Result<BTreeMap<u64, String>, String> {
         .collect()
 }
 
-/// Runs a master replica until Ctrl-C or SIGTERM.
-pub fn master(args: MasterArgs) -> Result<String, String> {
+/// Resolves on Ctrl-C or SIGTERM.
+async fn stop_signal() {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+}
+
+fn log_to_stderr() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -131,6 +172,18 @@ pub fn master(args: MasterArgs) -> Result<String, String> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+}
+
+fn seconds(flag: &str, value: f64) -> Result<std::time::Duration, String> {
+    std::time::Duration::try_from_secs_f64(value)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("{flag}: {value} is not a positive number of seconds"))
+}
+
+/// Runs a master replica until Ctrl-C or SIGTERM.
+pub fn master(args: MasterArgs) -> Result<String, String> {
+    log_to_stderr();
     let config = MasterConfig {
         id: args.id,
         listen: args.listen,
@@ -138,22 +191,64 @@ pub fn master(args: MasterArgs) -> Result<String, String> {
         data_dir: args.data_dir,
         raft: RaftSettings::default(),
         state: StateConfig::default(),
-        session: SessionConfig::default(),
+        session: SessionConfig {
+            worker_timeout: seconds("--worker-timeout", args.worker_timeout)?,
+            recovery_timeout: seconds("--recovery-timeout", args.recovery_timeout)?,
+            ..SessionConfig::default()
+        },
     };
-    runtime()?.block_on(async {
-        let stop = async {
-            let mut terminate =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .expect("SIGTERM handler");
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = terminate.recv() => {}
-            }
-        };
-        muster_master::run(config, stop)
-            .await
-            .map_err(|e| e.to_string())
-    })?;
+    runtime()?
+        .block_on(muster_master::run(config, stop_signal()))
+        .map_err(|e| e.to_string())?;
+    Ok(String::new())
+}
+
+fn parse_resources(list: &str) -> Result<BTreeMap<String, u32>, String> {
+    list.split(',')
+        .filter(|r| !r.trim().is_empty())
+        .map(|resource| {
+            let (name, amount) = resource
+                .split_once('=')
+                .ok_or_else(|| format!("--resources: `{resource}` is not NAME=AMOUNT"))?;
+            let amount = amount
+                .trim()
+                .parse()
+                .map_err(|_| format!("--resources: `{amount}` is not an amount"))?;
+            Ok((name.trim().to_owned(), amount))
+        })
+        .collect()
+}
+
+/// Runs a worker until Ctrl-C or SIGTERM; its processes stop with it.
+pub fn worker(args: WorkerArgs) -> Result<String, String> {
+    log_to_stderr();
+    if args.cores == 0 || args.memory == 0 {
+        return Err("--cores and --memory must be at least 1".to_owned());
+    }
+    let host = match args.host {
+        Some(host) => host,
+        None => nix::unistd::gethostname()
+            .map_err(|e| e.to_string())?
+            .to_string_lossy()
+            .into_owned(),
+    };
+    let id = match args.id {
+        Some(id) => id.as_str().into(),
+        None => muster_worker::agent::stable_id(&args.work_dir, &host)
+            .map_err(|e| format!("{}: {e}", args.work_dir.display()))?,
+    };
+    let config = AgentConfig {
+        masters: Masters::parse(&args.masters.masters)?.addrs().to_vec(),
+        id,
+        host,
+        cores: args.cores,
+        memory_mb: args.memory,
+        resources: parse_resources(&args.resources)?,
+        work_dir: args.work_dir,
+        heartbeat_interval: SessionConfig::default().heartbeat_interval,
+        kill_grace: std::time::Duration::from_secs(10),
+    };
+    runtime()?.block_on(muster_worker::agent::run(config, stop_signal()));
     Ok(String::new())
 }
 

@@ -30,6 +30,8 @@ enum Command {
     },
     /// Run a master replica.
     Master(cluster::MasterArgs),
+    /// Run a worker: it launches the drivers and executors the leader places on it.
+    Worker(cluster::WorkerArgs),
     /// Show the cluster: leader, members, workers, applications, drivers.
     Status(cluster::ReadArgs),
     /// Submit a driver; prints its id.
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Plan { file } => plan::run(&file),
         Command::Master(args) => cluster::master(args),
+        Command::Worker(args) => cluster::worker(args),
         Command::Status(args) => cluster::status(args),
         Command::Submit(args) => cluster::submit(args),
         Command::Kill(args) => cluster::kill(args),

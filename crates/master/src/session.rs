@@ -36,7 +36,7 @@ pub struct SessionConfig {
     pub worker_timeout: Duration,
     /// Scheduling runs at least this often while ALIVE.
     pub schedule_tick: Duration,
-    /// The scheduling pass's settings.
+    /// The scheduling pass's settings; the seed is replaced by the leader's clock each pass.
     pub pass: PassConfig,
 }
 
@@ -86,7 +86,6 @@ pub enum ProcessKey {
 /// The leader's end of one worker's stream.
 struct Link {
     sender: mpsc::Sender<Result<MasterMessage, Status>>,
-    last_heartbeat: Instant,
 }
 
 /// One term of leadership.
@@ -97,6 +96,10 @@ pub struct Session {
     pub term: u64,
     state: Mutex<RecoveryState>,
     links: Mutex<HashMap<WorkerId, Link>>,
+    /// When each worker was last heard from in this session, stream or not.
+    heard: Mutex<HashMap<WorkerId, Instant>>,
+    /// When the session began: every worker gets the full timeout from here.
+    started: Instant,
     /// Workers the log had ALIVE at election that have not reported yet.
     awaited: Mutex<BTreeSet<WorkerId>>,
     pids: Mutex<HashMap<ProcessKey, u32>>,
@@ -120,6 +123,8 @@ impl Session {
             term,
             state: Mutex::new(RecoveryState::Recovering),
             links: Mutex::default(),
+            heard: Mutex::default(),
+            started: Instant::now(),
             awaited: Mutex::default(),
             pids: Mutex::default(),
             wake: Notify::new(),
@@ -237,13 +242,11 @@ impl Session {
 
     /// Takes a worker's stream: from now on launches and kills for it go to `sender`.
     pub fn attach(&self, worker: WorkerId, sender: mpsc::Sender<Result<MasterMessage, Status>>) {
-        self.links.lock().expect("links lock").insert(
-            worker.clone(),
-            Link {
-                sender,
-                last_heartbeat: Instant::now(),
-            },
-        );
+        self.heartbeat(&worker);
+        self.links
+            .lock()
+            .expect("links lock")
+            .insert(worker.clone(), Link { sender });
         let all_back = {
             let mut awaited = self.awaited.lock().expect("awaited lock");
             awaited.remove(&worker);
@@ -265,11 +268,12 @@ impl Session {
         }
     }
 
-    /// Records a heartbeat.
+    /// Records that `worker` was heard from.
     pub fn heartbeat(&self, worker: &WorkerId) {
-        if let Some(link) = self.links.lock().expect("links lock").get_mut(worker) {
-            link.last_heartbeat = Instant::now();
-        }
+        self.heard
+            .lock()
+            .expect("heard lock")
+            .insert(worker.clone(), Instant::now());
     }
 
     /// Records the process id a worker reported.
@@ -351,16 +355,26 @@ impl Session {
             if self.is_over() {
                 return;
             }
+            // Every worker the log has ALIVE must be heard from within the timeout, counted
+            // from when it was last heard in this session, or from the session's start.
             let silent: Vec<WorkerId> = {
-                let links = self.links.lock().expect("links lock");
-                links
-                    .iter()
-                    .filter(|(_, link)| link.last_heartbeat.elapsed() > self.config.worker_timeout)
-                    .map(|(id, _)| id.clone())
+                let state = self.node.local_state();
+                let state = state.read().expect("state lock");
+                let heard = self.heard.lock().expect("heard lock");
+                state
+                    .workers()
+                    .values()
+                    .filter(|w| w.state == WorkerState::Alive)
+                    .filter(|w| {
+                        heard.get(&w.id).unwrap_or(&self.started).elapsed()
+                            > self.config.worker_timeout
+                    })
+                    .map(|w| w.id.clone())
                     .collect()
             };
             for worker in silent {
                 self.links.lock().expect("links lock").remove(&worker);
+                self.heard.lock().expect("heard lock").remove(&worker);
                 let reason = format!("no heartbeat for {:?}", self.config.worker_timeout);
                 if let Some(response) = self
                     .write(Op::WorkerLost(WorkerLost { id: worker, reason }))
@@ -389,9 +403,15 @@ impl Session {
 
     /// One pass: plan from the current state, commit it, then send the launches.
     async fn schedule_once(&self) {
+        // Each pass draws its drivers' starting worker afresh; the plan carries the outcome,
+        // so replicas never need the seed.
+        let pass = PassConfig {
+            seed: now().0,
+            ..self.config.pass.clone()
+        };
         let snapshot = match self
             .node
-            .read(|state| state.scheduling_snapshot(self.config.pass.clone()))
+            .read(|state| state.scheduling_snapshot(pass))
             .await
         {
             Ok(snapshot) => snapshot,

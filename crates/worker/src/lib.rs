@@ -1,5 +1,5 @@
-//! Muster's worker agent. Today: the [`supervisor`], which runs executors and drivers as real
-//! child processes, reports what happens to them, and kills them on request. The stream to
-//! the leader that drives it comes with the master.
+//! Muster's worker agent: the [`agent`] keeps one stream to the leading master and the
+//! [`supervisor`] runs what it launches as real child processes.
 
+pub mod agent;
 pub mod supervisor;

@@ -1,0 +1,248 @@
+//! Real `muster` processes on loopback ports: masters, workers and client commands, each
+//! process killed when its handle drops, data in a temporary directory.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+pub fn muster() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_muster"))
+}
+
+/// A free loopback port (bound, read, released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child process, killed when dropped.
+pub struct Process(pub Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub struct Masters {
+    pub addrs: Vec<String>,
+    peers: String,
+    pub running: Vec<Option<Process>>,
+    pub dir: tempfile::TempDir,
+    extra_args: Vec<String>,
+}
+
+impl Masters {
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Three masters, each started with `extra_args` as well.
+    pub fn start_with(extra_args: &[&str]) -> Self {
+        let addrs: Vec<String> = (0..3)
+            .map(|_| format!("127.0.0.1:{}", free_port()))
+            .collect();
+        let peers = addrs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| format!("{}={a}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let extra_args = extra_args.iter().map(|a| a.to_string()).collect();
+        let mut masters = Self {
+            addrs,
+            peers,
+            running: Vec::new(),
+            dir: tempfile::tempdir().unwrap(),
+            extra_args,
+        };
+        for id in 1..=3 {
+            let master = masters.spawn(id);
+            masters.running.push(Some(master));
+        }
+        masters
+    }
+
+    pub fn spawn(&self, id: usize) -> Process {
+        let data_dir = self.dir.path().join(format!("master-{id}"));
+        let log = std::fs::File::create(self.dir.path().join(format!("master-{id}.log"))).unwrap();
+        Process(
+            muster()
+                .args([
+                    "master",
+                    "--id",
+                    &id.to_string(),
+                    "--listen",
+                    &self.addrs[id - 1],
+                    "--peers",
+                    &self.peers,
+                ])
+                .arg("--data-dir")
+                .arg(&data_dir)
+                .args(&self.extra_args)
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("muster master starts"),
+        )
+    }
+
+    /// Runs a client command against `masters` (a comma-separated list).
+    pub fn client(masters: &str, args: &[&str]) -> Output {
+        muster()
+            .args(args)
+            .env("MUSTER_MASTERS", masters)
+            .output()
+            .expect("muster runs")
+    }
+
+    /// Every master, starting with `first` (1-based).
+    pub fn list_from(&self, first: usize) -> String {
+        (0..3)
+            .map(|i| self.addrs[(first - 1 + i) % 3].clone())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    pub fn status(&self, masters: &str) -> Value {
+        let output = Self::client(masters, &["status", "--json"]);
+        assert!(
+            output.status.success(),
+            "status failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).expect("status prints JSON")
+    }
+
+    /// Waits until status reports a leader other than `not`, and returns its id.
+    pub fn leader(&self, not: u64) -> u64 {
+        let start = Instant::now();
+        loop {
+            let output = Self::client(&self.list_from(1), &["status", "--json"]);
+            if output.status.success() {
+                let status: Value = serde_json::from_slice(&output.stdout).unwrap();
+                let leader = status["leader"].as_u64().unwrap();
+                if leader != 0 && leader != not {
+                    return leader;
+                }
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "no new leader within {DEADLINE:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+pub fn stdout(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "command failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone())
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+pub fn stderr(output: &Output) -> String {
+    assert!(!output.status.success(), "command should fail");
+    String::from_utf8(output.stderr.clone())
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+/// Ids of the drivers that have not ended, in status order.
+pub fn driver_ids(status: &Value) -> Vec<&str> {
+    status["drivers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| matches!(d["state"].as_str(), Some("SUBMITTED" | "RUNNING")))
+        .map(|d| d["id"].as_str().unwrap())
+        .collect()
+}
+
+/// The state status shows for driver `id`.
+pub fn driver_state<'s>(status: &'s Value, id: &str) -> &'s str {
+    let drivers = status["drivers"].as_array().unwrap();
+    drivers
+        .iter()
+        .find(|d| d["id"] == id)
+        .and_then(|d| d["state"].as_str())
+        .unwrap_or("missing")
+}
+
+/// A worker process with its own work dir under the masters' temporary directory.
+pub fn start_worker(masters: &Masters, name: &str, cores: u32) -> Process {
+    let log = std::fs::File::create(masters.dir.path().join(format!("{name}.log"))).unwrap();
+    Process(
+        muster()
+            .args([
+                "worker",
+                "--cores",
+                &cores.to_string(),
+                "--memory",
+                "4096",
+                "--host",
+                name,
+            ])
+            .arg("--work-dir")
+            .arg(masters.dir.path().join(name))
+            .env("MUSTER_MASTERS", masters.list_from(1))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("muster worker starts"),
+    )
+}
+
+/// Polls `status` until `done` holds for it, within [`DEADLINE`].
+pub fn wait_for(masters: &Masters, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let output = Masters::client(&masters.list_from(1), &["status", "--json"]);
+        if output.status.success() {
+            let status: Value = serde_json::from_slice(&output.stdout).unwrap();
+            if done(&status) {
+                return status;
+            }
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "{what} not seen within {DEADLINE:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Driver `id` as status shows it.
+pub fn driver<'s>(status: &'s Value, id: &str) -> Option<&'s Value> {
+    status["drivers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == id)
+}
+
+/// Whether process `pid` still runs (a zombie does not count).
+pub fn alive(pid: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| {
+            stat.rsplit(')')
+                .next()
+                .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}

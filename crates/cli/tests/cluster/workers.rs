@@ -1,0 +1,177 @@
+//! Workers run what the leader places: drivers as real processes that end with their exit
+//! code, supervised restarts, a leader killed under load without losing a process, and a lost
+//! worker's supervised driver relaunched elsewhere.
+
+use std::time::Instant;
+
+use crate::support::{Masters, alive, driver, start_worker, stdout, wait_for};
+
+fn submit(masters: &Masters, args: &[&str]) -> String {
+    let mut command = vec!["submit"];
+    command.extend_from_slice(args);
+    stdout(&Masters::client(&masters.list_from(1), &command))
+}
+
+#[test]
+fn a_driver_runs_on_a_worker_and_ends_with_its_exit_code() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let _worker = start_worker(&masters, "w1", 4);
+    let failing = submit(&masters, &["--", "/bin/sh", "-c", "exit 3"]);
+    let finishing = submit(&masters, &["--", "/bin/sh", "-c", "echo done"]);
+    let status = wait_for(&masters, "both drivers ended", |s| {
+        ["FAILED", "FINISHED"]
+            .iter()
+            .zip([&failing, &finishing])
+            .all(|(state, id)| driver(s, id).is_some_and(|d| d["state"] == *state))
+    });
+    assert_eq!(driver(&status, &failing).unwrap()["exit_code"], 3);
+    assert_eq!(driver(&status, &finishing).unwrap()["exit_code"], 0);
+    let output = std::fs::read_to_string(
+        masters
+            .dir
+            .path()
+            .join("w1")
+            .join(&finishing)
+            .join("stdout"),
+    )
+    .unwrap();
+    assert_eq!(output, "done\n");
+    assert_eq!(
+        status["workers"][0]["cores_used"], 0,
+        "ended drivers free their cores"
+    );
+}
+
+#[test]
+fn a_failing_supervised_driver_is_restarted_on_its_worker() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let _worker = start_worker(&masters, "w1", 4);
+    let id = submit(
+        &masters,
+        &[
+            "--supervise",
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo run >> runs; exit 1",
+        ],
+    );
+    let runs = masters.dir.path().join("w1").join(&id).join("runs");
+    let start = Instant::now();
+    while std::fs::read_to_string(&runs).map_or(0, |r| r.lines().count()) < 3 {
+        assert!(
+            start.elapsed() < crate::support::DEADLINE,
+            "the driver was not restarted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let status = wait_for(&masters, "status", |_| true);
+    assert_eq!(
+        driver(&status, &id).unwrap()["state"],
+        "RUNNING",
+        "restarts stay on the worker"
+    );
+}
+
+#[test]
+fn killing_the_leader_keeps_every_process_and_work_is_placed_again() {
+    let mut masters = Masters::start();
+    let first = masters.leader(0);
+    let _workers = [
+        start_worker(&masters, "w1", 2),
+        start_worker(&masters, "w2", 2),
+    ];
+    let long = submit(
+        &masters,
+        &["--supervise", "--name", "long", "--", "/bin/sleep", "1000"],
+    );
+    let before = wait_for(&masters, "the driver running", |s| {
+        driver(s, &long).is_some_and(|d| d["pid"].is_u64())
+    });
+    let pid = driver(&before, &long).unwrap()["pid"].as_u64().unwrap();
+
+    let killed = Instant::now();
+    masters.running[first as usize - 1] = None;
+    let after = wait_for(&masters, "a new leader ALIVE with both workers back", |s| {
+        s["leader"] != first
+            && s["recovery_state"] == "ALIVE"
+            && s["workers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|w| w["state"] == "ALIVE")
+    });
+    let alive_after = killed.elapsed();
+    let d = driver(&after, &long).unwrap();
+    assert_eq!(
+        (d["state"].as_str(), d["pid"].as_u64()),
+        (Some("RUNNING"), Some(pid)),
+        "the same process runs on"
+    );
+    assert!(alive(pid));
+    assert_eq!(
+        after["drivers"].as_array().unwrap().len(),
+        1,
+        "nothing was duplicated"
+    );
+
+    let next = submit(&masters, &["--", "/bin/sleep", "1000"]);
+    wait_for(&masters, "new work placed", |s| {
+        driver(s, &next).is_some_and(|d| d["state"] == "RUNNING")
+    });
+    println!(
+        "leader killed: ALIVE again after {alive_after:?}, new work placed after {:?}",
+        killed.elapsed()
+    );
+}
+
+#[test]
+fn a_lost_workers_supervised_driver_relaunches_elsewhere_under_a_new_id() {
+    let masters = Masters::start_with(&["--worker-timeout", "2"]);
+    masters.leader(0);
+    let first = start_worker(&masters, "w1", 2);
+    let id = submit(&masters, &["--supervise", "--", "/bin/sleep", "1000"]);
+    let status = wait_for(&masters, "the driver running", |s| {
+        driver(s, &id).is_some_and(|d| d["pid"].is_u64())
+    });
+    let pid = driver(&status, &id).unwrap()["pid"].as_u64().unwrap();
+    let _second = start_worker(&masters, "w2", 2);
+
+    // The machine goes away: the worker and everything it runs.
+    drop(first);
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+
+    let status = wait_for(&masters, "the driver relaunched", |s| {
+        driver(s, &id).is_some_and(|d| d["state"] == "RELAUNCHING")
+            && s["drivers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|d| d["state"] == "RUNNING" && d["id"] != id.as_str())
+    });
+    let relaunched = status["drivers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["state"] == "RUNNING")
+        .unwrap();
+    let host = status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["id"] == relaunched["worker"])
+        .unwrap();
+    assert_eq!(host["host"], "w2");
+    let lost = status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["host"] == "w1")
+        .unwrap();
+    assert_eq!(lost["state"], "DEAD");
+}

@@ -1,0 +1,350 @@
+//! The worker agent: one stream to the leading master, and the [`Supervisor`] that runs what
+//! the leader launches.
+//!
+//! The agent registers with its capacity and the processes it runs, heartbeats, and reports
+//! every process change. Launches and kills from the leader carry its term; a command from a
+//! term older than the newest seen is ignored (fencing a deposed leader). When the stream
+//! breaks the agent looks for the leader among all masters, following a follower's hint, with
+//! jittered back-off, and re-registers **without stopping anything it runs**. Reports made
+//! while no master listened are sent after re-registering.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use muster_core::model::WorkerId;
+use muster_proto::v1::master_message::Body as Down;
+use muster_proto::v1::worker_link_client::WorkerLinkClient;
+use muster_proto::v1::worker_message::Body as Up;
+use muster_proto::v1::{
+    DriverUpdate, ExecutorUpdate, Heartbeat, MasterMessage, Register, RunningDriver,
+    RunningExecutor, WorkerMessage,
+};
+use muster_state::ExecutorId;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Endpoint;
+
+use crate::supervisor::{
+    LaunchSpec, ProcessEvent, ProcessState, Supervisor, SupervisorConfig, Workload,
+};
+
+/// Metadata key a follower uses to name the leader (the master's `LEADER_ADDR_HEADER`).
+const LEADER_HEADER: &str = "x-muster-leader";
+
+/// How one worker runs.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    /// Every master's `host:port`.
+    pub masters: Vec<String>,
+    /// This worker's id.
+    pub id: WorkerId,
+    /// Its host name.
+    pub host: String,
+    /// Cores it offers.
+    pub cores: u32,
+    /// Memory it offers, in MB.
+    pub memory_mb: u64,
+    /// Custom resources it offers.
+    pub resources: BTreeMap<String, u32>,
+    /// Where processes get their directories.
+    pub work_dir: PathBuf,
+    /// Heartbeat period.
+    pub heartbeat_interval: Duration,
+    /// Time between SIGTERM and SIGKILL.
+    pub kill_grace: Duration,
+}
+
+/// The id kept in `work_dir/worker-id`, created on first start, so that a restarted worker
+/// comes back under the same id.
+///
+/// # Errors
+///
+/// The work dir cannot be read or written.
+pub fn stable_id(work_dir: &std::path::Path, host: &str) -> std::io::Result<WorkerId> {
+    let path = work_dir.join("worker-id");
+    if let Ok(id) = std::fs::read_to_string(&path) {
+        return Ok(WorkerId(id.trim().to_owned()));
+    }
+    std::fs::create_dir_all(work_dir)?;
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let id = format!("worker-{host}-{:x}", nanos ^ u128::from(std::process::id()));
+    std::fs::write(&path, &id)?;
+    Ok(WorkerId(id))
+}
+
+/// Runs the worker until `shutdown` resolves, then stops its processes.
+pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) {
+    let supervisor_config = SupervisorConfig {
+        kill_grace: config.kill_grace,
+        ..SupervisorConfig::new(config.work_dir.clone(), config.masters.join(","))
+    };
+    let (supervisor, events) = Supervisor::new(supervisor_config);
+    let mut agent = Agent {
+        config,
+        supervisor,
+        events,
+        pending: VecDeque::new(),
+        highest_term: 0,
+        next_master: 0,
+    };
+    tokio::select! {
+        () = agent.serve() => {}
+        () = shutdown => {}
+    }
+    agent.supervisor.shutdown().await;
+}
+
+struct Agent {
+    config: AgentConfig,
+    supervisor: Supervisor,
+    events: mpsc::UnboundedReceiver<ProcessEvent>,
+    /// Reports not yet delivered to a leader.
+    pending: VecDeque<WorkerMessage>,
+    /// The newest leader term seen.
+    highest_term: u64,
+    /// Where to look for the leader next.
+    next_master: usize,
+}
+
+/// Why a stream ended.
+enum Broken {
+    /// Try this address next.
+    LeaderAt(String),
+    /// Try the next master.
+    Retry(String),
+}
+
+impl Agent {
+    /// Keeps a stream to the leader open for as long as the agent runs.
+    async fn serve(&mut self) {
+        let mut backoff = Duration::from_millis(100);
+        let mut hinted: Option<String> = None;
+        loop {
+            let addr = hinted.take().unwrap_or_else(|| {
+                let addr =
+                    self.config.masters[self.next_master % self.config.masters.len()].clone();
+                self.next_master += 1;
+                addr
+            });
+            match self.session(&addr).await {
+                Broken::LeaderAt(leader) => {
+                    hinted = Some(leader);
+                    backoff = Duration::from_millis(100);
+                    continue;
+                }
+                Broken::Retry(reason) => {
+                    tracing::info!(master = %addr, %reason, "no leader stream")
+                }
+            }
+            // Jitter spreads reconnecting workers apart.
+            let jitter = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos())
+                % 100;
+            tokio::time::sleep(backoff + Duration::from_millis(u64::from(jitter))).await;
+            backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    fn registration(&self) -> WorkerMessage {
+        let mut executors = Vec::new();
+        let mut drivers = Vec::new();
+        for (workload, pid) in self.supervisor.running() {
+            match workload {
+                Workload::Executor { app, executor } => {
+                    executors.push(RunningExecutor {
+                        app_id: app.0,
+                        executor_id: executor.0,
+                        pid,
+                    });
+                }
+                Workload::Driver { driver } => drivers.push(RunningDriver {
+                    driver_id: driver.0,
+                    pid,
+                }),
+            }
+        }
+        WorkerMessage {
+            body: Some(Up::Register(Register {
+                worker_id: self.config.id.0.clone(),
+                host: self.config.host.clone(),
+                address: self.config.host.clone(),
+                cores: self.config.cores,
+                memory_mb: self.config.memory_mb,
+                resources: self.config.resources.clone().into_iter().collect(),
+                executors,
+                drivers,
+            })),
+        }
+    }
+
+    /// One stream to `addr`: register, then relay until it breaks.
+    async fn session(&mut self, addr: &str) -> Broken {
+        let endpoint = match Endpoint::from_shared(format!("http://{addr}")) {
+            Ok(endpoint) => endpoint.connect_timeout(Duration::from_secs(2)),
+            Err(e) => return Broken::Retry(e.to_string()),
+        };
+        let channel = match endpoint.connect().await {
+            Ok(channel) => channel,
+            Err(e) => return Broken::Retry(e.to_string()),
+        };
+        let (up, outbound) = mpsc::channel(1024);
+        if up.send(self.registration()).await.is_err() {
+            return Broken::Retry("stream closed".into());
+        }
+        let mut inbound = match WorkerLinkClient::new(channel)
+            .attach(ReceiverStream::new(outbound))
+            .await
+        {
+            Ok(response) => response.into_inner(),
+            Err(status) => {
+                let hint = status
+                    .metadata()
+                    .get(LEADER_HEADER)
+                    .and_then(|v| v.to_str().ok());
+                return match hint {
+                    Some(leader) if leader != addr => Broken::LeaderAt(leader.to_owned()),
+                    _ => Broken::Retry(status.message().to_owned()),
+                };
+            }
+        };
+        tracing::info!(master = %addr, "attached to the leader");
+        while let Some(report) = self.pending.pop_front() {
+            if up.send(report.clone()).await.is_err() {
+                self.pending.push_front(report);
+                return Broken::Retry("stream closed".into());
+            }
+        }
+        let mut heartbeats = tokio::time::interval(self.config.heartbeat_interval);
+        loop {
+            tokio::select! {
+                _ = heartbeats.tick() => {
+                    if up.send(WorkerMessage { body: Some(Up::Heartbeat(Heartbeat {})) }).await.is_err() {
+                        return Broken::Retry("stream closed".into());
+                    }
+                }
+                event = self.events.recv() => {
+                    let Some(report) = event.and_then(|e| report(&e)) else { continue };
+                    if up.send(report.clone()).await.is_err() {
+                        self.pending.push_back(report);
+                        return Broken::Retry("stream closed".into());
+                    }
+                }
+                message = inbound.message() => match message {
+                    Ok(Some(message)) => self.obey(message, &up).await,
+                    Ok(None) => return Broken::Retry("the master closed the stream".into()),
+                    Err(status) => return Broken::Retry(status.message().to_owned()),
+                },
+            }
+        }
+    }
+
+    /// Carries out one command from the leader, unless an older term sent it.
+    async fn obey(&mut self, message: MasterMessage, up: &mpsc::Sender<WorkerMessage>) {
+        if message.term < self.highest_term {
+            tracing::warn!(
+                term = message.term,
+                newest = self.highest_term,
+                "ignoring a deposed leader"
+            );
+            return;
+        }
+        self.highest_term = message.term;
+        let Some(body) = message.body else { return };
+        match body {
+            Down::Registered(_) => {}
+            Down::LaunchExecutor(launch) => {
+                let workload = Workload::Executor {
+                    app: launch.app_id.as_str().into(),
+                    executor: ExecutorId(launch.executor_id),
+                };
+                let spec = LaunchSpec {
+                    workload: workload.clone(),
+                    command: launch.command,
+                    args: launch.args,
+                    env: launch.env.into_iter().collect(),
+                    cores: launch.cores,
+                    memory_mb: launch.memory_mb,
+                    supervise: false,
+                };
+                self.start(spec, up).await;
+            }
+            Down::LaunchDriver(launch) => {
+                let spec = LaunchSpec {
+                    workload: Workload::Driver {
+                        driver: launch.driver_id.as_str().into(),
+                    },
+                    command: launch.command,
+                    args: launch.args,
+                    env: launch.env.into_iter().collect(),
+                    cores: launch.cores,
+                    memory_mb: launch.memory_mb,
+                    supervise: launch.supervise,
+                };
+                self.start(spec, up).await;
+            }
+            Down::KillExecutor(kill) => {
+                self.supervisor.kill(&Workload::Executor {
+                    app: kill.app_id.as_str().into(),
+                    executor: ExecutorId(kill.executor_id),
+                });
+            }
+            Down::KillDriver(kill) => {
+                self.supervisor.kill(&Workload::Driver {
+                    driver: kill.driver_id.as_str().into(),
+                });
+            }
+        }
+    }
+
+    async fn start(&mut self, spec: LaunchSpec, up: &mpsc::Sender<WorkerMessage>) {
+        let workload = spec.workload.clone();
+        if let Err(error) = self.supervisor.launch(spec) {
+            tracing::warn!(%workload, %error, "launch failed");
+            let failed = ProcessEvent {
+                workload,
+                state: ProcessState::Failed {
+                    reason: error.to_string(),
+                },
+            };
+            if let Some(report) = report(&failed)
+                && up.send(report.clone()).await.is_err()
+            {
+                self.pending.push_back(report);
+            }
+        }
+    }
+}
+
+/// The report a process event makes to the leader, if any (restarts are local).
+fn report(event: &ProcessEvent) -> Option<WorkerMessage> {
+    let (state, exit_code, pid) = match (&event.workload, &event.state) {
+        (_, ProcessState::Running { pid }) => ("RUNNING", None, *pid),
+        (_, ProcessState::Restarting { .. }) => return None,
+        (_, ProcessState::Killed) => ("KILLED", None, 0),
+        (Workload::Executor { .. }, ProcessState::Exited { code }) => ("EXITED", Some(*code), 0),
+        (Workload::Executor { .. }, ProcessState::Failed { .. }) => ("FAILED", None, 0),
+        (Workload::Driver { .. }, ProcessState::Exited { code: 0 }) => ("FINISHED", Some(0), 0),
+        (Workload::Driver { .. }, ProcessState::Exited { code }) => ("FAILED", Some(*code), 0),
+        (Workload::Driver { .. }, ProcessState::Failed { .. }) => ("ERROR", None, 0),
+    };
+    let body = match &event.workload {
+        Workload::Executor { app, executor } => Up::Executor(ExecutorUpdate {
+            app_id: app.0.clone(),
+            executor_id: executor.0,
+            state: state.to_owned(),
+            exit_code,
+            pid,
+        }),
+        Workload::Driver { driver } => Up::Driver(DriverUpdate {
+            driver_id: driver.0.clone(),
+            state: state.to_owned(),
+            exit_code,
+            pid,
+        }),
+    };
+    Some(WorkerMessage { body: Some(body) })
+}
