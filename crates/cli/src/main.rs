@@ -3,6 +3,7 @@
 
 mod client;
 mod cluster;
+mod dev;
 mod plan;
 
 use std::path::PathBuf;
@@ -28,6 +29,8 @@ enum Command {
         /// The snapshot file, or `-` for standard input.
         file: PathBuf,
     },
+    /// Start a whole local cluster (masters and workers) and stop it on Ctrl-C.
+    Dev(dev::DevArgs),
     /// Run a master replica.
     Master(cluster::MasterArgs),
     /// Run a worker: it launches the drivers and executors the leader places on it.
@@ -47,6 +50,7 @@ enum Command {
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Plan { file } => plan::run(&file),
+        Command::Dev(args) => dev::run(args),
         Command::Master(args) => cluster::master(args),
         Command::Worker(args) => cluster::worker(args),
         Command::Status(args) => cluster::status(args),

@@ -104,17 +104,49 @@ pub async fn run(
     }
     let sessions = session::Sessions::start(Arc::clone(&node), config.session.clone());
     tracing::info!(id = config.id, listen = %config.listen, "master serving");
-    let served = tonic::transport::Server::builder()
-        .add_service(node.replication_service())
-        .add_service(ClusterService::server(
-            Arc::clone(&node),
-            Arc::clone(&sessions),
-        ))
-        .add_service(WorkerLinkService::server(Arc::clone(&node), sessions))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
-        .await;
+    let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(node.replication_service())
+            .add_service(ClusterService::server(
+                Arc::clone(&node),
+                Arc::clone(&sessions),
+            ))
+            .add_service(WorkerLinkService::server(
+                Arc::clone(&node),
+                Arc::clone(&sessions),
+            ))
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+                let _ = server_stopped.await;
+            }),
+    );
+    let served = tokio::select! {
+        () = shutdown => None,
+        served = &mut server => Some(served),
+    };
+    // Close the worker streams first: a graceful server stop waits for open streams.
+    sessions.stop();
+    let served = match served {
+        Some(served) => served,
+        None => {
+            let _ = stop_server.send(());
+            match tokio::time::timeout(SERVER_GRACE, &mut server).await {
+                Ok(served) => served,
+                Err(_) => {
+                    server.abort();
+                    Ok(Ok(()))
+                }
+            }
+        }
+    };
     node.shutdown()
         .await
         .map_err(|e| MasterError(e.to_string()))?;
-    served.map_err(|e| MasterError(format!("server failed: {e}")))
+    tracing::info!(id = config.id, "master stopped");
+    served
+        .map_err(|e| MasterError(format!("server task failed: {e}")))?
+        .map_err(|e| MasterError(format!("server failed: {e}")))
 }
+
+/// How long a stopping master waits for open calls to finish.
+const SERVER_GRACE: std::time::Duration = std::time::Duration::from_secs(2);

@@ -508,6 +508,13 @@ impl Sessions {
         sessions
     }
 
+    /// Ends the current session, if any, as a replica that stops leading would.
+    pub fn stop(&self) {
+        if let Some(session) = self.current.lock().expect("session lock").take() {
+            session.end();
+        }
+    }
+
     /// The session of the current term, while this replica leads.
     pub fn current(&self) -> Option<Arc<Session>> {
         self.current.lock().expect("session lock").clone()

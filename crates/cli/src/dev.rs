@@ -1,0 +1,185 @@
+//! `muster dev`: a whole cluster on this machine, as child processes of this command:
+//! masters and workers on free loopback ports, their data and logs in one directory.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use muster_proto::v1::StatusRequest;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::client::Masters;
+
+/// `muster dev`.
+#[derive(Args)]
+pub struct DevArgs {
+    /// How many masters (an odd number: 1, 3 or 5).
+    #[arg(long, default_value_t = 3)]
+    masters: usize,
+    /// How many workers.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Cores per worker.
+    #[arg(long, default_value_t = 4)]
+    cores: u32,
+    /// Memory per worker, in MB.
+    #[arg(long, default_value_t = 4096)]
+    memory: u64,
+    /// Where data and logs go; a new temporary directory by default.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+/// A child of `muster dev`, stopped with SIGTERM when dropped.
+struct DevChild(String, Child);
+
+impl Drop for DevChild {
+    /// SIGTERM, then SIGKILL if it has not exited within a few seconds.
+    fn drop(&mut self) {
+        let _ = kill(Pid::from_raw(self.1.id() as i32), Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.1.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!("{} did not stop on SIGTERM; killing it", self.0);
+        let _ = self.1.kill();
+        let _ = self.1.wait();
+    }
+}
+
+fn free_port() -> Result<u16, String> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
+    Ok(listener.local_addr().map_err(|e| e.to_string())?.port())
+}
+
+fn spawn(name: &str, dir: &std::path::Path, args: &[String]) -> Result<DevChild, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the muster binary: {e}"))?;
+    let log = std::fs::File::create(dir.join(format!("{name}.log"))).map_err(|e| e.to_string())?;
+    let child = Command::new(exe)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("cannot start {name}: {e}"))?;
+    Ok(DevChild(name.to_owned(), child))
+}
+
+/// Starts the cluster, prints how to reach it, and runs until Ctrl-C or a child dies.
+pub fn run(args: DevArgs) -> Result<String, String> {
+    if args.masters == 0 || args.masters.is_multiple_of(2) {
+        return Err(format!(
+            "--masters {}: use an odd number, such as 3",
+            args.masters
+        ));
+    }
+    let (dir, _temporary) = match args.data_dir {
+        Some(dir) => (dir, None),
+        None => {
+            let temporary = tempfile::Builder::new()
+                .prefix("muster-dev-")
+                .tempdir()
+                .map_err(|e| e.to_string())?;
+            (temporary.path().to_owned(), Some(temporary))
+        }
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let addrs: Vec<String> = (0..args.masters)
+        .map(|_| free_port().map(|p| format!("127.0.0.1:{p}")))
+        .collect::<Result<_, _>>()?;
+    let peers = addrs
+        .iter()
+        .enumerate()
+        .map(|(i, a)| format!("{}={a}", i + 1))
+        .collect::<Vec<_>>()
+        .join(",");
+    let masters_list = addrs.join(",");
+
+    let mut children = Vec::new();
+    for (i, addr) in addrs.iter().enumerate() {
+        let id = (i + 1).to_string();
+        let data = dir.join(format!("master-{id}")).display().to_string();
+        let args = [
+            "master",
+            "--id",
+            &id,
+            "--listen",
+            addr,
+            "--peers",
+            &peers,
+            "--data-dir",
+            &data,
+        ];
+        children.push(spawn(
+            &format!("master-{id}"),
+            &dir,
+            &args.map(str::to_owned),
+        )?);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let masters = Masters::parse(&masters_list)?;
+    let status = runtime.block_on(masters.call(async |mut c| c.status(StatusRequest {}).await))?;
+    for i in 1..=args.workers {
+        let work = dir.join(format!("worker-{i}")).display().to_string();
+        let worker_args = [
+            "worker",
+            "--masters",
+            &masters_list,
+            "--cores",
+            &args.cores.to_string(),
+            "--memory",
+            &args.memory.to_string(),
+            "--work-dir",
+            &work,
+            "--host",
+            &format!("worker-{i}"),
+        ];
+        children.push(spawn(
+            &format!("worker-{i}"),
+            &dir,
+            &worker_args.map(str::to_owned),
+        )?);
+    }
+    println!(
+        "muster dev: {} masters (leader {}), {} workers",
+        args.masters, status.leader, args.workers
+    );
+    println!("data and logs: {}", dir.display());
+    println!("export MUSTER_MASTERS={masters_list}");
+    println!("Ctrl-C stops everything.");
+
+    let stopped = runtime.block_on(async {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        let mut check = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => return None,
+                _ = terminate.recv() => return None,
+                _ = check.tick() => {
+                    if let Some(dead) = children.iter_mut().find_map(|c| c.1.try_wait().ok().flatten().map(|s| (c.0.clone(), s))) {
+                        return Some(dead);
+                    }
+                }
+            }
+        }
+    });
+    let started = Instant::now();
+    drop(children);
+    match stopped {
+        None => Ok(format!("stopped in {:?}", started.elapsed())),
+        Some((name, status)) => Err(format!(
+            "{name} exited ({status}); see {}",
+            dir.join(format!("{name}.log")).display()
+        )),
+    }
+}
