@@ -263,37 +263,109 @@ pub fn status(args: ReadArgs) -> Result<String, String> {
     if args.json {
         return Ok(status_json(&status).to_string());
     }
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
+    let header = format!(
         "leader {}  term {}  {}",
         status.leader, status.term, status.recovery_state
     );
-    let _ = writeln!(out, "\nWORKERS");
-    for w in &status.workers {
-        let _ = writeln!(
-            out,
-            "  {:<24} {:<16} {:<14} cores {}/{}  memory {}/{} MB",
-            w.id, w.host, w.state, w.cores_used, w.cores, w.memory_used_mb, w.memory_mb
-        );
+    let sections = [
+        ("MEMBERS", members_table(&status)),
+        ("WORKERS", workers_table(&status)),
+        ("APPLICATIONS", apps_table(&status)),
+        ("DRIVERS", drivers_table(&status)),
+    ];
+    let mut out = header;
+    for (title, table) in sections {
+        let _ = write!(out, "\n\n{title}\n{}", table.trim_end());
     }
-    let _ = writeln!(out, "\nAPPLICATIONS");
+    Ok(out.trim_end().to_owned())
+}
+
+/// One part of the status: as JSON under `key`, or as its table.
+fn section(args: ReadArgs, key: &str, table: fn(&StatusReply) -> String) -> Result<String, String> {
+    let status = fetch_status(&args.masters)?;
+    if args.json {
+        return Ok(status_json(&status)[key].to_string());
+    }
+    Ok(table(&status).trim_end().to_owned())
+}
+
+/// `muster workers`.
+pub fn workers(args: ReadArgs) -> Result<String, String> {
+    section(args, "workers", workers_table)
+}
+
+/// `muster apps`.
+pub fn apps(args: ReadArgs) -> Result<String, String> {
+    section(args, "apps", apps_table)
+}
+
+/// `muster drivers`.
+pub fn drivers(args: ReadArgs) -> Result<String, String> {
+    section(args, "drivers", drivers_table)
+}
+
+/// `muster members`.
+pub fn members(args: ReadArgs) -> Result<String, String> {
+    section(args, "members", members_table)
+}
+
+fn members_table(status: &StatusReply) -> String {
+    status
+        .members
+        .iter()
+        .map(|m| format!("{:<4} {:<22} {}\n", m.id, m.addr, m.role))
+        .collect()
+}
+
+fn workers_table(status: &StatusReply) -> String {
+    status
+        .workers
+        .iter()
+        .map(|w| {
+            format!(
+                "{:<34} {:<12} {:<14} cores {}/{}  memory {}/{} MB\n",
+                w.id, w.host, w.state, w.cores_used, w.cores, w.memory_used_mb, w.memory_mb
+            )
+        })
+        .collect()
+}
+
+fn apps_table(status: &StatusReply) -> String {
+    let mut out = String::new();
     for a in &status.apps {
         let _ = writeln!(
             out,
-            "  {:<28} {:<16} {:<10} {:<8} cores {}",
+            "{:<28} {:<16} {:<10} {:<8} cores {}",
             a.id, a.name, a.queue, a.state, a.cores_granted
         );
+        for e in &a.executors {
+            let _ = writeln!(
+                out,
+                "  executor {:<4} {:<34} {:<10} cores {} pid {}",
+                e.id, e.worker, e.state, e.cores, e.pid
+            );
+        }
     }
-    let _ = writeln!(out, "\nDRIVERS");
-    for d in &status.drivers {
-        let _ = writeln!(
-            out,
-            "  {:<28} {:<16} {:<10} {:<10} {}",
-            d.id, d.name, d.queue, d.state, d.worker
-        );
-    }
-    Ok(out.trim_end().to_owned())
+    out
+}
+
+fn drivers_table(status: &StatusReply) -> String {
+    status
+        .drivers
+        .iter()
+        .map(|d| {
+            let exit = d.exit_code.map(|c| format!("exit {c}")).unwrap_or_default();
+            let pid = if d.pid == 0 {
+                String::new()
+            } else {
+                format!("pid {}", d.pid)
+            };
+            format!(
+                "{:<28} {:<16} {:<10} {:<11} {:<34} {pid}{exit}\n",
+                d.id, d.name, d.queue, d.state, d.worker
+            )
+        })
+        .collect()
 }
 
 fn status_json(status: &StatusReply) -> serde_json::Value {
@@ -323,20 +395,6 @@ fn status_json(status: &StatusReply) -> serde_json::Value {
             "name": q.name, "prior": q.prior, "threshold": q.threshold, "max_capacity": q.max_capacity,
         })).collect::<Vec<_>>(),
     })
-}
-
-/// `muster members`.
-pub fn members(args: ReadArgs) -> Result<String, String> {
-    let status = fetch_status(&args.masters)?;
-    if args.json {
-        return Ok(status_json(&status)["members"].to_string());
-    }
-    Ok(status
-        .members
-        .iter()
-        .map(|m| format!("{:<4} {:<22} {}", m.id, m.addr, m.role))
-        .collect::<Vec<_>>()
-        .join("\n"))
 }
 
 /// `muster submit`.

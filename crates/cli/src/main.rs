@@ -45,6 +45,12 @@ enum Command {
     Queues(cluster::QueuesArgs),
     /// Show the master replicas and their roles.
     Members(cluster::ReadArgs),
+    /// Show the workers.
+    Workers(cluster::ReadArgs),
+    /// Show the applications and their executors.
+    Apps(cluster::ReadArgs),
+    /// Show the drivers, running and recently ended.
+    Drivers(cluster::ReadArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +64,9 @@ fn main() -> ExitCode {
         Command::Kill(args) => cluster::kill(args),
         Command::Queues(args) => cluster::queues(args),
         Command::Members(args) => cluster::members(args),
+        Command::Workers(args) => cluster::workers(args),
+        Command::Apps(args) => cluster::apps(args),
+        Command::Drivers(args) => cluster::drivers(args),
     };
     match result {
         Ok(output) => {
