@@ -175,3 +175,41 @@ fn a_lost_workers_supervised_driver_relaunches_elsewhere_under_a_new_id() {
         .unwrap();
     assert_eq!(lost["state"], "DEAD");
 }
+
+#[test]
+fn all_masters_restarted_recover_from_disk_and_the_worker_reconnects() {
+    let mut masters = Masters::start();
+    masters.leader(0);
+    let _worker = start_worker(&masters, "w1", 4);
+    let long = submit(&masters, &["--supervise", "--", "/bin/sleep", "1000"]);
+    let before = wait_for(&masters, "the driver running", |s| {
+        driver(s, &long).is_some_and(|d| d["pid"].is_u64())
+    });
+    let pid = driver(&before, &long).unwrap()["pid"].as_u64().unwrap();
+
+    for master in &mut masters.running {
+        *master = None;
+    }
+    for id in 1..=3 {
+        masters.running[id - 1] = Some(masters.spawn(id));
+    }
+    let after = wait_for(&masters, "ALIVE again with the worker back", |s| {
+        s["recovery_state"] == "ALIVE"
+            && s["workers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|w| w["state"] == "ALIVE")
+    });
+    let d = driver(&after, &long).unwrap();
+    assert_eq!(
+        (d["state"].as_str(), d["pid"].as_u64()),
+        (Some("RUNNING"), Some(pid)),
+        "state and process survived"
+    );
+    assert!(alive(pid));
+    let next = submit(&masters, &["--", "/bin/sleep", "1000"]);
+    wait_for(&masters, "new work placed", |s| {
+        driver(s, &next).is_some_and(|d| d["state"] == "RUNNING")
+    });
+}
