@@ -107,6 +107,15 @@ pub struct Session {
     ended: watch::Sender<bool>,
 }
 
+/// A command the leader originates, stamped with its clock (no client request id).
+pub(crate) fn leader_command(op: Op) -> Command {
+    Command {
+        at: now(),
+        request_id: None,
+        op,
+    }
+}
+
 /// The leader's wall-clock time, stamped on every command it writes.
 pub fn now() -> Timestamp {
     let since_epoch = SystemTime::now()
@@ -167,20 +176,12 @@ impl Session {
         self.ended.subscribe()
     }
 
-    /// Writes a command the leader originates.
-    async fn write(&self, op: Op) -> Option<Response> {
-        match self
-            .node
-            .write(Command {
-                at: now(),
-                request_id: None,
-                op,
-            })
-            .await
-        {
+    /// Commits a command the leader originates; a refusal or a lost leadership is logged.
+    pub(crate) async fn write(&self, op: Op) -> Option<Response> {
+        match self.node.write(leader_command(op)).await {
             Ok(Ok(response)) => Some(response),
             Ok(Err(refused)) => {
-                tracing::warn!(%refused, "command refused");
+                tracing::debug!(%refused, "command refused");
                 None
             }
             Err(error) => {

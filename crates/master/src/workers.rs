@@ -15,13 +15,13 @@ use muster_proto::v1::{
 use muster_raft::{RaftNode, WriteError};
 use muster_state::commands::{DriverStateChanged, ExecutorStateChanged, RegisterWorker};
 use muster_state::model::{DriverState, ExecutorState};
-use muster_state::{Command, ExecutorId, Op};
+use muster_state::{ExecutorId, Op};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::client::not_leader;
-use crate::session::{ProcessKey, Session, Sessions, driver_state, executor_state, now};
+use crate::session::{ProcessKey, Session, Sessions, driver_state, executor_state, leader_command};
 
 /// Serves worker streams on the leader.
 pub struct WorkerLinkService {
@@ -72,15 +72,7 @@ impl WorkerLink for WorkerLinkService {
             memory_mb: register.memory_mb,
             resources: register.resources.clone().into_iter().collect(),
         });
-        match self
-            .node
-            .write(Command {
-                at: now(),
-                request_id: None,
-                op,
-            })
-            .await
-        {
+        match self.node.write(leader_command(op)).await {
             Ok(Ok(_)) => {}
             Ok(Err(refused)) => return Err(Status::invalid_argument(refused.to_string())),
             Err(WriteError::NotLeader(_)) => return Err(not_leader(&self.node)),
@@ -99,13 +91,7 @@ impl WorkerLink for WorkerLinkService {
                 }),
             ))
             .await;
-        tokio::spawn(follow_worker(
-            Arc::clone(&self.node),
-            session,
-            worker,
-            inbound,
-            sender,
-        ));
+        tokio::spawn(follow_worker(session, worker, inbound, sender));
         Ok(Response::new(ReceiverStream::new(receiver)))
     }
 }
@@ -189,7 +175,7 @@ async fn reconcile(
             state: ExecutorState::Lost,
             exit_code: None,
         });
-        write_report(node, session, worker, op).await;
+        write_report(session, worker, op).await;
     }
     for driver in expected_drivers
         .into_iter()
@@ -200,29 +186,19 @@ async fn reconcile(
             state: DriverState::Error,
             exit_code: None,
         });
-        write_report(node, session, worker, op).await;
+        write_report(session, worker, op).await;
     }
 }
 
 /// Writes what a worker reported and carries out the consequences.
-async fn write_report(node: &RaftNode, session: &Session, worker: &WorkerId, op: Op) {
-    match node
-        .write(Command {
-            at: now(),
-            request_id: None,
-            op,
-        })
-        .await
-    {
-        Ok(Ok(response)) => session.carry_out(&response.effects, Some(worker)),
-        Ok(Err(refused)) => tracing::debug!(%worker, %refused, "worker report refused"),
-        Err(error) => tracing::warn!(%worker, %error, "worker report not committed"),
+async fn write_report(session: &Session, worker: &WorkerId, op: Op) {
+    if let Some(response) = session.write(op).await {
+        session.carry_out(&response.effects, Some(worker));
     }
 }
 
 /// Reads a worker's stream until it ends or the session does.
 async fn follow_worker(
-    node: Arc<RaftNode>,
     session: Arc<Session>,
     worker: WorkerId,
     mut inbound: Streaming<WorkerMessage>,
@@ -243,20 +219,15 @@ async fn follow_worker(
         match body {
             Up::Heartbeat(_) => session.heartbeat(&worker),
             Up::Register(_) => tracing::warn!(%worker, "a worker registered twice on one stream"),
-            Up::Executor(update) => executor_update(&node, &session, &worker, update).await,
-            Up::Driver(update) => driver_update(&node, &session, &worker, update).await,
+            Up::Executor(update) => executor_update(&session, &worker, update).await,
+            Up::Driver(update) => driver_update(&session, &worker, update).await,
         }
     }
     session.detach(&worker, &sender);
     tracing::info!(%worker, "worker stream closed");
 }
 
-async fn executor_update(
-    node: &RaftNode,
-    session: &Session,
-    worker: &WorkerId,
-    update: ExecutorUpdate,
-) {
+async fn executor_update(session: &Session, worker: &WorkerId, update: ExecutorUpdate) {
     let Some(state) = executor_state(&update.state) else {
         tracing::warn!(%worker, state = update.state, "unknown executor state reported");
         return;
@@ -272,15 +243,10 @@ async fn executor_update(
         state,
         exit_code: update.exit_code,
     });
-    write_report(node, session, worker, op).await;
+    write_report(session, worker, op).await;
 }
 
-async fn driver_update(
-    node: &RaftNode,
-    session: &Session,
-    worker: &WorkerId,
-    update: DriverUpdate,
-) {
+async fn driver_update(session: &Session, worker: &WorkerId, update: DriverUpdate) {
     let Some(state) = driver_state(&update.state) else {
         tracing::warn!(%worker, state = update.state, "unknown driver state reported");
         return;
@@ -296,5 +262,5 @@ async fn driver_update(
         state,
         exit_code: update.exit_code,
     });
-    write_report(node, session, worker, op).await;
+    write_report(session, worker, op).await;
 }
