@@ -23,7 +23,7 @@ use crate::client::{Masters, request_id};
 pub struct MastersArg {
     /// The masters, `HOST:PORT,...`; any one that answers will do.
     #[arg(long, env = "MUSTER_MASTERS")]
-    masters: String,
+    pub masters: String,
 }
 
 /// `muster master`.
@@ -154,7 +154,7 @@ fn parse_peers(list: &str) -> Result<BTreeMap<u64, String>, String> {
 }
 
 /// Resolves on Ctrl-C or SIGTERM.
-async fn stop_signal() {
+pub async fn stop_signal() {
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .expect("SIGTERM handler");
     tokio::select! {

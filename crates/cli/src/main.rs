@@ -1,6 +1,7 @@
 //! The `muster` command: runs a master replica, talks to the masters, and runs the placement
 //! core offline (`muster plan`).
 
+mod app;
 mod client;
 mod cluster;
 mod dev;
@@ -39,6 +40,9 @@ enum Command {
     Status(cluster::ReadArgs),
     /// Submit a driver; prints its id.
     Submit(cluster::SubmitArgs),
+    /// Run an application: its executors run CMD; Ctrl-C finishes it.
+    #[command(subcommand)]
+    App(AppCommand),
     /// Kill an application or a driver.
     Kill(cluster::KillArgs),
     /// Show the queues, or replace them with `--set FILE`.
@@ -53,6 +57,12 @@ enum Command {
     Drivers(cluster::ReadArgs),
 }
 
+#[derive(Subcommand)]
+enum AppCommand {
+    /// Register an application and stay attached, printing executor events.
+    Run(app::AppRunArgs),
+}
+
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Plan { file } => plan::run(&file),
@@ -61,6 +71,7 @@ fn main() -> ExitCode {
         Command::Worker(args) => cluster::worker(args),
         Command::Status(args) => cluster::status(args),
         Command::Submit(args) => cluster::submit(args),
+        Command::App(AppCommand::Run(args)) => app::run(args),
         Command::Kill(args) => cluster::kill(args),
         Command::Queues(args) => cluster::queues(args),
         Command::Members(args) => cluster::members(args),

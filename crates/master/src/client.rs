@@ -78,7 +78,7 @@ fn command(request_id: &str, op: Op) -> Command {
 }
 
 /// The client-facing status of a refused command.
-fn refused(error: &ApplyError) -> Status {
+pub(crate) fn refused(error: &ApplyError) -> Status {
     match error {
         ApplyError::UnknownWorker(_)
         | ApplyError::UnknownApp(_)

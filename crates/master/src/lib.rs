@@ -8,6 +8,7 @@
 //! On a fresh data directory the replica with the smallest id in `peers` bootstraps the group;
 //! on restart everything comes from disk.
 
+mod apps;
 mod client;
 mod session;
 mod workers;
@@ -22,6 +23,7 @@ use muster_state::StateConfig;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 
+pub use apps::AppLinkService;
 pub use client::{ClusterService, LEADER_ADDR_HEADER};
 pub use session::{RecoveryState, SessionConfig};
 pub use workers::WorkerLinkService;
@@ -113,6 +115,10 @@ pub async fn run(
                 Arc::clone(&sessions),
             ))
             .add_service(WorkerLinkService::server(
+                Arc::clone(&node),
+                Arc::clone(&sessions),
+            ))
+            .add_service(AppLinkService::server(
                 Arc::clone(&node),
                 Arc::clone(&sessions),
             ))

@@ -13,14 +13,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use muster_core::model::{AppId, DriverId, PassConfig, WorkerId, WorkerState};
+use muster_proto::v1::app_event::Body as AppBody;
 use muster_proto::v1::master_message::Body;
+use muster_proto::v1::{AppEnded, AppEvent, ExecutorEvent};
 use muster_proto::v1::{
     KillDriver as KillDriverMessage, KillExecutor as KillExecutorMessage, LaunchDriver,
     LaunchExecutor, MasterMessage,
 };
 use muster_raft::{Leadership, RaftNode};
-use muster_state::commands::{ApplyPlan, WorkerLost};
-use muster_state::model::{DriverState, ExecutorState};
+use muster_state::commands::{AppFinished, ApplyPlan, WorkerLost};
+use muster_state::model::{AppState, DriverState, Executor, ExecutorState};
 use muster_state::{Command, Effects, ExecutorId, Op, Outcome, Response, Timestamp};
 use tokio::sync::{Notify, mpsc, watch};
 use tonic::Status;
@@ -30,6 +32,9 @@ use tonic::Status;
 pub struct SessionConfig {
     /// How long a new leader waits for known workers to report.
     pub recovery_timeout: Duration,
+    /// How long an application whose client vanished may take to re-attach before it is
+    /// finished for it.
+    pub app_grace: Duration,
     /// How often workers heartbeat, and how often liveness is checked.
     pub heartbeat_interval: Duration,
     /// A worker silent this long is lost.
@@ -44,6 +49,7 @@ impl Default for SessionConfig {
     fn default() -> Self {
         Self {
             recovery_timeout: Duration::from_secs(15),
+            app_grace: Duration::from_secs(10),
             heartbeat_interval: Duration::from_secs(1),
             worker_timeout: Duration::from_secs(15),
             schedule_tick: Duration::from_secs(1),
@@ -88,6 +94,9 @@ struct Link {
     sender: mpsc::Sender<Result<MasterMessage, Status>>,
 }
 
+/// The leader's end of one application's stream.
+pub(crate) type AppLink = mpsc::Sender<Result<AppEvent, Status>>;
+
 /// One term of leadership.
 pub struct Session {
     node: Arc<RaftNode>,
@@ -102,6 +111,10 @@ pub struct Session {
     started: Instant,
     /// Workers the log had ALIVE at election that have not reported yet.
     awaited: Mutex<BTreeSet<WorkerId>>,
+    /// Applications' streams, by app.
+    app_links: Mutex<HashMap<AppId, AppLink>>,
+    /// Applications active at election whose clients have not re-attached yet.
+    awaited_apps: Mutex<BTreeSet<AppId>>,
     pids: Mutex<HashMap<ProcessKey, u32>>,
     wake: Notify,
     ended: watch::Sender<bool>,
@@ -135,6 +148,8 @@ impl Session {
             heard: Mutex::default(),
             started: Instant::now(),
             awaited: Mutex::default(),
+            app_links: Mutex::default(),
+            awaited_apps: Mutex::default(),
             pids: Mutex::default(),
             wake: Notify::new(),
             ended: watch::channel(false).0,
@@ -168,6 +183,9 @@ impl Session {
             let _ = link
                 .sender
                 .try_send(Err(Status::unavailable("this master no longer leads")));
+        }
+        for (_, link) in self.app_links.lock().expect("app links lock").drain() {
+            let _ = link.try_send(Err(Status::unavailable("this master no longer leads")));
         }
     }
 
@@ -208,6 +226,7 @@ impl Session {
     /// reporting worker itself said has ended.
     pub fn carry_out(&self, effects: &Effects, reported_by: Option<&WorkerId>) {
         for (app, executor) in &effects.ended_executors {
+            self.executor_event(app, executor);
             self.pids
                 .lock()
                 .expect("pids lock")
@@ -236,8 +255,117 @@ impl Session {
                 );
             }
         }
+        for (app, state) in &effects.removed_apps {
+            if let Some(link) = self.app_links.lock().expect("app links lock").remove(app) {
+                let ended = AppEnded {
+                    state: format!("{state:?}").to_uppercase(),
+                };
+                let _ = link.try_send(Ok(AppEvent {
+                    body: Some(AppBody::Ended(ended)),
+                }));
+            }
+        }
         if !effects.ended_executors.is_empty() || !effects.ended_drivers.is_empty() {
             self.wake();
+        }
+    }
+
+    /// Tells `app`'s client what became of one of its executors.
+    pub(crate) fn executor_event(&self, app: &AppId, executor: &Executor) {
+        let links = self.app_links.lock().expect("app links lock");
+        if let Some(link) = links.get(app) {
+            let event = ExecutorEvent {
+                executor_id: executor.id.0,
+                worker: executor.worker.0.clone(),
+                cores: executor.cores,
+                memory_mb: executor.memory_mb,
+                state: format!("{:?}", executor.state).to_uppercase(),
+                exit_code: executor.exit_code,
+            };
+            let _ = link.try_send(Ok(AppEvent {
+                body: Some(AppBody::Executor(event)),
+            }));
+        }
+    }
+
+    /// Tells `app`'s client that executor `id` now runs, as the log has it.
+    pub(crate) fn executor_started(&self, app: &AppId, id: ExecutorId) {
+        let executor = {
+            let state = self.node.local_state();
+            let state = state.read().expect("state lock");
+            state
+                .apps()
+                .get(app)
+                .and_then(|a| a.executors.get(&id))
+                .cloned()
+        };
+        if let Some(executor) = executor {
+            self.executor_event(app, &executor);
+        }
+    }
+
+    /// Whether every worker and application the log knew at election has come back.
+    fn recovered(&self) -> bool {
+        self.awaited.lock().expect("awaited lock").is_empty()
+            && self
+                .awaited_apps
+                .lock()
+                .expect("awaited apps lock")
+                .is_empty()
+    }
+
+    /// Takes an application's stream, replacing any earlier one.
+    pub(crate) fn attach_app(&self, app: AppId, link: AppLink) {
+        self.app_links
+            .lock()
+            .expect("app links lock")
+            .insert(app.clone(), link);
+        let all_back = {
+            let mut awaited = self.awaited_apps.lock().expect("awaited apps lock");
+            awaited.remove(&app);
+            awaited.is_empty()
+        };
+        if all_back {
+            self.wake();
+        }
+    }
+
+    /// Forgets an application's stream if `link` is still the current one, and finishes the
+    /// application unless its client re-attaches within the grace period.
+    pub(crate) fn detach_app(self: &Arc<Self>, app: AppId, link: &AppLink) {
+        {
+            let mut links = self.app_links.lock().expect("app links lock");
+            if !links
+                .get(&app)
+                .is_some_and(|current| current.same_channel(link))
+            {
+                return;
+            }
+            links.remove(&app);
+        }
+        let session = Arc::clone(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(session.config.app_grace).await;
+            let back = session
+                .app_links
+                .lock()
+                .expect("app links lock")
+                .contains_key(&app);
+            if !back && !session.is_over() {
+                tracing::info!(%app, "the application's client did not come back: finishing it");
+                session.finish_app(app).await;
+            }
+        });
+    }
+
+    /// Finishes an application through the log and carries out the consequences.
+    pub(crate) async fn finish_app(&self, app: AppId) {
+        let op = Op::AppFinished(AppFinished {
+            id: app,
+            state: AppState::Finished,
+        });
+        if let Some(response) = self.write(op).await {
+            self.carry_out(&response.effects, None);
         }
     }
 
@@ -321,10 +449,24 @@ impl Session {
                 .into_iter()
                 .filter(|w| !links.contains_key(w))
                 .collect();
+            let active_apps: Vec<AppId> = self
+                .node
+                .local_state()
+                .read()
+                .expect("state lock")
+                .apps()
+                .keys()
+                .cloned()
+                .collect();
+            let app_links = self.app_links.lock().expect("app links lock");
+            *self.awaited_apps.lock().expect("awaited apps lock") = active_apps
+                .into_iter()
+                .filter(|a| !app_links.contains_key(a))
+                .collect();
         }
         let deadline = Instant::now() + self.config.recovery_timeout;
         let mut ended = self.ended.subscribe();
-        while !self.awaited.lock().expect("awaited lock").is_empty() && Instant::now() < deadline {
+        while !self.recovered() && Instant::now() < deadline {
             tokio::select! {
                 () = self.wake.notified() => {}
                 () = tokio::time::sleep_until(deadline.into()) => {}
@@ -344,6 +486,13 @@ impl Session {
             {
                 self.carry_out(&response.effects, None);
             }
+        }
+        let gone: Vec<AppId> =
+            std::mem::take(&mut *self.awaited_apps.lock().expect("awaited apps lock"))
+                .into_iter()
+                .collect();
+        for app in gone {
+            self.finish_app(app).await;
         }
         *self.state.lock().expect("state lock") = RecoveryState::Alive;
         tracing::info!(term = self.term, "leader ALIVE");
@@ -486,6 +635,9 @@ impl Session {
         };
         for (worker, body) in launches {
             self.send(&worker, body);
+        }
+        for (app, executor) in &executors {
+            self.executor_event(app, executor);
         }
     }
 }

@@ -238,12 +238,16 @@ async fn executor_update(session: &Session, worker: &WorkerId, update: ExecutorU
         session.record_pid(ProcessKey::Executor(app.clone(), executor), update.pid);
     }
     let op = Op::ExecutorStateChanged(ExecutorStateChanged {
-        app,
+        app: app.clone(),
         executor,
         state,
         exit_code: update.exit_code,
     });
     write_report(session, worker, op).await;
+    if state == ExecutorState::Running {
+        // Ended executors reach their app through the command's effects; a start has none.
+        session.executor_started(&app, executor);
+    }
 }
 
 async fn driver_update(session: &Session, worker: &WorkerId, update: DriverUpdate) {

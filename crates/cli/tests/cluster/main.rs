@@ -1,5 +1,6 @@
 //! End-to-end tests with real `muster` processes: masters, workers and the CLI.
 
+mod apps;
 mod dev;
 mod masters;
 mod support;

@@ -34,7 +34,10 @@ fn masters_elect_a_leader_survive_its_loss_and_keep_what_was_accepted() {
 
     // Kill the leader outright.
     let killed_at = Instant::now();
-    masters.running[first as usize - 1] = None;
+    masters.running[first as usize - 1]
+        .take()
+        .expect("the leader runs")
+        .crash();
     let second = masters.leader(first);
     println!(
         "new leader {second} answered {:?} after the kill",

@@ -22,11 +22,32 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// A child process, killed when dropped.
+/// A child process, stopped when dropped.
 pub struct Process(pub Child);
 
+impl Process {
+    /// Ends the process as a crash would: SIGKILL, nothing cleaned up.
+    pub fn crash(mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 impl Drop for Process {
+    /// Stops the process as an operator would: SIGTERM (a worker stops its children), then
+    /// SIGKILL if it lingers.
     fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.0.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }

@@ -93,7 +93,10 @@ fn killing_the_leader_keeps_every_process_and_work_is_placed_again() {
     let pid = driver(&before, &long).unwrap()["pid"].as_u64().unwrap();
 
     let killed = Instant::now();
-    masters.running[first as usize - 1] = None;
+    masters.running[first as usize - 1]
+        .take()
+        .expect("the leader runs")
+        .crash();
     let after = wait_for(&masters, "a new leader ALIVE with both workers back", |s| {
         s["leader"] != first
             && s["recovery_state"] == "ALIVE"
@@ -140,7 +143,7 @@ fn a_lost_workers_supervised_driver_relaunches_elsewhere_under_a_new_id() {
     let _second = start_worker(&masters, "w2", 2);
 
     // The machine goes away: the worker and everything it runs.
-    drop(first);
+    first.crash();
     let _ = nix::sys::signal::killpg(
         nix::unistd::Pid::from_raw(pid as i32),
         nix::sys::signal::Signal::SIGKILL,
@@ -188,7 +191,7 @@ fn all_masters_restarted_recover_from_disk_and_the_worker_reconnects() {
     let pid = driver(&before, &long).unwrap()["pid"].as_u64().unwrap();
 
     for master in &mut masters.running {
-        *master = None;
+        master.take().expect("every master runs").crash();
     }
     for id in 1..=3 {
         masters.running[id - 1] = Some(masters.spawn(id));

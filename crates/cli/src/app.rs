@@ -1,0 +1,201 @@
+//! `muster app run`: registers an application whose executors run a command, stays attached
+//! printing executor events, and finishes the application on Ctrl-C. After a master failover
+//! it re-attaches to the new leader; the application keeps its executors.
+
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use muster_master::LEADER_ADDR_HEADER;
+use muster_proto::v1::app_event::Body as Event;
+use muster_proto::v1::app_link_client::AppLinkClient;
+use muster_proto::v1::app_message::Body as Message;
+use muster_proto::v1::{AppMessage, FinishApp, RegisterApp};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Code;
+use tonic::transport::Endpoint;
+
+use crate::client::{Masters, request_id};
+use crate::cluster::MastersArg;
+
+/// How long the masters may stay unreachable before the command gives up.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// `muster app run`.
+#[derive(Args)]
+pub struct AppRunArgs {
+    #[command(flatten)]
+    masters: MastersArg,
+    /// A name for people.
+    #[arg(long, default_value = "")]
+    name: String,
+    /// The queue to run in.
+    #[arg(long, default_value = "default")]
+    queue: String,
+    /// Most cores the application may hold (Spark's cores.max).
+    #[arg(long)]
+    cores_max: Option<u32>,
+    /// Cores per executor; unset, one executor per worker takes all the cores it is given.
+    #[arg(long)]
+    executor_cores: Option<u32>,
+    /// Memory per executor, in MB.
+    #[arg(long, default_value_t = 1024)]
+    executor_memory: u64,
+    /// Most executors the application may hold.
+    #[arg(long)]
+    executor_limit: Option<u32>,
+    /// The executor program and its arguments, after `--`.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+/// Why one attachment ended.
+enum Detached {
+    /// The application ended in this state.
+    Ended(String),
+    /// Try this master next.
+    LeaderAt(String),
+    /// Try the next master.
+    Retry(String),
+}
+
+/// Runs the application until it ends.
+pub fn run(args: AppRunArgs) -> Result<String, String> {
+    let masters = Masters::parse(&args.masters.masters)?;
+    let (program, program_args) = args
+        .command
+        .split_first()
+        .ok_or("no command given after `--`")?;
+    let register = RegisterApp {
+        request_id: request_id(),
+        app_id: String::new(),
+        name: args.name,
+        user: std::env::var("USER").unwrap_or_default(),
+        queue: args.queue,
+        cores_max: args.cores_max,
+        executor_cores: args.executor_cores,
+        executor_memory_mb: args.executor_memory,
+        executor_resources: Default::default(),
+        command: program.clone(),
+        args: program_args.to_vec(),
+        env: Default::default(),
+        executor_limit: args.executor_limit,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(follow(masters, register))
+}
+
+async fn follow(masters: Masters, mut register: RegisterApp) -> Result<String, String> {
+    let mut stop = std::pin::pin!(crate::cluster::stop_signal());
+    let mut finishing = false;
+    let mut next = 0;
+    let mut hinted: Option<String> = None;
+    let mut unreachable_since = Instant::now();
+    loop {
+        let addr = hinted.take().unwrap_or_else(|| {
+            next += 1;
+            masters.addrs()[(next - 1) % masters.addrs().len()].clone()
+        });
+        let was_registered = !register.app_id.is_empty();
+        let attached = attach(&addr, &mut register, &mut stop, &mut finishing).await;
+        if !was_registered && !register.app_id.is_empty() {
+            unreachable_since = Instant::now();
+        }
+        match attached {
+            Ok(Detached::Ended(state)) => {
+                return Ok(format!("application {} {state}", register.app_id));
+            }
+            Ok(Detached::LeaderAt(leader)) => {
+                hinted = Some(leader);
+                continue;
+            }
+            Ok(Detached::Retry(reason)) => {
+                if unreachable_since.elapsed() > PATIENCE {
+                    return Err(format!("no leader reachable for {PATIENCE:?}: {reason}"));
+                }
+            }
+            Err(error) => return Err(error),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// One attachment to `addr`; `register.app_id` is set once the application is registered.
+///
+/// # Errors
+///
+/// The masters refused the application (its message).
+async fn attach(
+    addr: &str,
+    register: &mut RegisterApp,
+    stop: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
+    finishing: &mut bool,
+) -> Result<Detached, String> {
+    let retry = |e: String| Ok(Detached::Retry(e));
+    let endpoint = match Endpoint::from_shared(format!("http://{addr}")) {
+        Ok(endpoint) => endpoint.connect_timeout(Duration::from_secs(2)),
+        Err(e) => return retry(e.to_string()),
+    };
+    let channel = match endpoint.connect().await {
+        Ok(channel) => channel,
+        Err(e) => return retry(format!("{addr}: {e}")),
+    };
+    let (up, outbound) = mpsc::channel(16);
+    let _ = up
+        .send(AppMessage {
+            body: Some(Message::Register(register.clone())),
+        })
+        .await;
+    if *finishing {
+        let _ = up
+            .send(AppMessage {
+                body: Some(Message::Finish(FinishApp {})),
+            })
+            .await;
+    }
+    let mut events = match AppLinkClient::new(channel)
+        .run(ReceiverStream::new(outbound))
+        .await
+    {
+        Ok(response) => response.into_inner(),
+        Err(status) if status.code() == Code::Unavailable => {
+            let hint = status
+                .metadata()
+                .get(LEADER_ADDR_HEADER)
+                .and_then(|v| v.to_str().ok());
+            return match hint {
+                Some(leader) if leader != addr => Ok(Detached::LeaderAt(leader.to_owned())),
+                _ => retry(status.message().to_owned()),
+            };
+        }
+        Err(status) => return Err(status.message().to_owned()),
+    };
+    loop {
+        tokio::select! {
+            event = events.message() => match event {
+                Ok(Some(event)) => match event.body {
+                    // The first registration names the app: re-attach under this id from now on.
+                    Some(Event::Registered(registered)) if register.app_id.is_empty() => {
+                        println!("{}", registered.app_id);
+                        register.app_id = registered.app_id;
+                    }
+                    Some(Event::Executor(e)) => {
+                        let exit = e.exit_code.map(|c| format!(" exit {c}")).unwrap_or_default();
+                        println!("executor {} on {}: {} cores, {} MB, {}{exit}", e.executor_id, e.worker, e.cores, e.memory_mb, e.state);
+                    }
+                    Some(Event::Ended(ended)) => return Ok(Detached::Ended(ended.state)),
+                    Some(Event::Registered(_)) | None => {}
+                },
+                Ok(None) => return retry("the master closed the stream".into()),
+                Err(status) => return retry(status.message().to_owned()),
+            },
+            () = stop.as_mut(), if !*finishing => {
+                *finishing = true;
+                let _ = up.send(AppMessage { body: Some(Message::Finish(FinishApp {})) }).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! Applications through `muster app run`: executors are real processes placed exactly where
+//! `muster plan` places them for the same cluster, Ctrl-C finishes the application, and a
+//! leader failover leaves its executors running.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{ChildStdout, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::support::{Masters, Process, alive, muster, start_worker, wait_for};
+
+/// `muster app run` as a child process, and the id it printed.
+fn app_run(masters: &Masters, args: &[&str]) -> (Process, String, BufReader<ChildStdout>) {
+    let mut child = muster()
+        .args(["app", "run"])
+        .args(args)
+        .env("MUSTER_MASTERS", masters.list_from(1))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("muster app run starts");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut id = String::new();
+    out.read_line(&mut id).unwrap();
+    (Process(child), id.trim().to_owned(), out)
+}
+
+fn app<'s>(status: &'s Value, id: &str) -> Option<&'s Value> {
+    status["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == id)
+}
+
+fn running_executors(status: &Value, id: &str) -> Vec<Value> {
+    app(status, id).map_or(Vec::new(), |a| {
+        a["executors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["state"] == "RUNNING" && e["pid"].is_u64())
+            .cloned()
+            .collect()
+    })
+}
+
+fn interrupt(process: &Process) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(process.0.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+}
+
+/// Executors per worker id.
+fn per_worker(executors: &[Value]) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for e in executors {
+        *counts
+            .entry(e["worker"].as_str().unwrap().to_owned())
+            .or_insert(0) += 1;
+    }
+    counts
+}
+
+#[test]
+fn executors_land_where_muster_plan_says_and_ctrl_c_finishes_the_app() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let _workers = [
+        start_worker(&masters, "w1", 4),
+        start_worker(&masters, "w2", 2),
+    ];
+    let cluster = wait_for(&masters, "both workers", |s| {
+        s["workers"].as_array().unwrap().len() == 2
+    });
+
+    // What the placement core says for this cluster and this application.
+    let snapshot = json!({
+        "workers": cluster["workers"].as_array().unwrap().iter().map(|w| json!({
+            "id": w["id"], "cores": w["cores"], "memory_mb": w["memory_mb"],
+        })).collect::<Vec<_>>(),
+        "apps": [{"id": "app", "cores_max": 5, "executor_cores": 1, "executor_memory_mb": 256}],
+    });
+    let mut plan = muster()
+        .args(["plan", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    plan.stdin
+        .take()
+        .unwrap()
+        .write_all(snapshot.to_string().as_bytes())
+        .unwrap();
+    let plan: Value = serde_json::from_slice(&plan.wait_with_output().unwrap().stdout).unwrap();
+    let planned = per_worker(plan["executors"].as_array().unwrap());
+
+    let (run, id, mut out) = app_run(
+        &masters,
+        &[
+            "--cores-max",
+            "5",
+            "--executor-cores",
+            "1",
+            "--executor-memory",
+            "256",
+            "--",
+            "/bin/sleep",
+            "1000",
+        ],
+    );
+    assert!(id.starts_with("app-"), "{id}");
+    let status = wait_for(&masters, "five executors running", |s| {
+        running_executors(s, &id).len() == 5
+    });
+    let executors = running_executors(&status, &id);
+    assert_eq!(
+        per_worker(&executors),
+        planned,
+        "the leader placed what muster plan plans"
+    );
+    assert_eq!(app(&status, &id).unwrap()["cores_granted"], 5);
+
+    interrupt(&run);
+    let mut rest = String::new();
+    for line in (&mut out).lines() {
+        rest.push_str(&line.unwrap());
+        rest.push('\n');
+    }
+    assert!(
+        rest.ends_with(&format!("application {id} FINISHED\n")),
+        "{rest}"
+    );
+    assert!(
+        rest.matches("KILLED").count() == 5,
+        "every executor was reported killed: {rest}"
+    );
+    let status = wait_for(&masters, "the app gone", |s| app(s, &id).is_none());
+    assert!(
+        status["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w["cores_used"] == 0)
+    );
+    let pids: Vec<u64> = executors
+        .iter()
+        .map(|e| e["pid"].as_u64().unwrap())
+        .collect();
+    let start = std::time::Instant::now();
+    while pids.iter().any(|&pid| alive(pid)) {
+        assert!(
+            start.elapsed() < crate::support::DEADLINE,
+            "executor processes outlived the app"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn an_application_keeps_its_executors_across_a_leader_failover() {
+    let mut masters = Masters::start();
+    let first = masters.leader(0);
+    let _worker = start_worker(&masters, "w1", 4);
+    let (run, id, _out) = app_run(
+        &masters,
+        &[
+            "--cores-max",
+            "2",
+            "--executor-cores",
+            "1",
+            "--",
+            "/bin/sleep",
+            "1000",
+        ],
+    );
+    let before = wait_for(&masters, "two executors running", |s| {
+        running_executors(s, &id).len() == 2
+    });
+    let pids: Vec<u64> = running_executors(&before, &id)
+        .iter()
+        .map(|e| e["pid"].as_u64().unwrap())
+        .collect();
+
+    masters.running[first as usize - 1]
+        .take()
+        .expect("the leader runs")
+        .crash();
+    let after = wait_for(&masters, "a new leader ALIVE", |s| {
+        s["leader"] != first && s["recovery_state"] == "ALIVE"
+    });
+    let still: Vec<u64> = running_executors(&after, &id)
+        .iter()
+        .map(|e| e["pid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        still, pids,
+        "the same executor processes, nothing relaunched"
+    );
+    assert!(pids.iter().all(|&pid| alive(pid)));
+    assert_eq!(
+        app(&after, &id).unwrap()["state"],
+        "RUNNING",
+        "the client re-attached in time"
+    );
+
+    interrupt(&run);
+    wait_for(&masters, "the app finished", |s| app(s, &id).is_none());
+}
