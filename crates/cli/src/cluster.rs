@@ -338,6 +338,9 @@ fn apps_table(status: &StatusReply) -> String {
             "{:<28} {:<16} {:<10} {:<8} cores {}",
             a.id, a.name, a.queue, a.state, a.cores_granted
         );
+        if !a.waiting.is_empty() {
+            let _ = writeln!(out, "  waiting: {}", a.waiting);
+        }
         for e in &a.executors {
             let _ = writeln!(
                 out,
@@ -360,8 +363,13 @@ fn drivers_table(status: &StatusReply) -> String {
             } else {
                 format!("pid {}", d.pid)
             };
+            let waiting = if d.waiting.is_empty() {
+                String::new()
+            } else {
+                format!("\n  waiting: {}", d.waiting)
+            };
             format!(
-                "{:<28} {:<16} {:<10} {:<11} {:<34} {pid}{exit}\n",
+                "{:<28} {:<16} {:<10} {:<11} {:<34} {pid}{exit}{waiting}\n",
                 d.id, d.name, d.queue, d.state, d.worker
             )
         })
@@ -380,6 +388,7 @@ fn status_json(status: &StatusReply) -> serde_json::Value {
         })).collect::<Vec<_>>(),
         "apps": status.apps.iter().map(|a| json!({
             "id": a.id, "name": a.name, "queue": a.queue, "state": a.state, "cores_granted": a.cores_granted,
+            "waiting": if a.waiting.is_empty() { serde_json::Value::Null } else { json!(a.waiting) },
             "executors": a.executors.iter().map(|e| json!({
                 "id": e.id, "worker": e.worker, "cores": e.cores, "memory_mb": e.memory_mb, "state": e.state,
                 "pid": if e.pid == 0 { serde_json::Value::Null } else { json!(e.pid) },
@@ -390,6 +399,7 @@ fn status_json(status: &StatusReply) -> serde_json::Value {
             "worker": if d.worker.is_empty() { serde_json::Value::Null } else { json!(d.worker) },
             "pid": if d.pid == 0 { serde_json::Value::Null } else { json!(d.pid) },
             "exit_code": d.exit_code,
+            "waiting": if d.waiting.is_empty() { serde_json::Value::Null } else { json!(d.waiting) },
         })).collect::<Vec<_>>(),
         "queues": status.queues.iter().map(|q| json!({
             "name": q.name, "prior": q.prior, "threshold": q.threshold, "max_capacity": q.max_capacity,

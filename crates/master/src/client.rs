@@ -16,7 +16,7 @@ use muster_proto::v1::{
 };
 use muster_raft::{RaftNode, WriteError};
 use muster_state::commands::{KillApp, KillDriver, SetQueues, SubmitDriver};
-use muster_state::model::DriverDescription;
+use muster_state::model::{DriverDescription, DriverState};
 use muster_state::{ApplyError, ClusterState, Command, Op, Outcome, RequestId, Response};
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Status};
@@ -207,6 +207,12 @@ impl ClusterService {
             .collect();
         let session = self.sessions.current();
         let pid = |key: ProcessKey| session.as_ref().and_then(|s| s.pid(&key)).unwrap_or(0);
+        let waiting = |id: &str| {
+            session
+                .as_ref()
+                .and_then(|s| s.waiting(id))
+                .unwrap_or_default()
+        };
         StatusReply {
             leader: leadership.leader.map_or(0, |(id, _)| id),
             term: leadership.term,
@@ -237,6 +243,7 @@ impl ClusterService {
                     queue: a.desc.queue.0.clone(),
                     state: format!("{:?}", a.state).to_uppercase(),
                     cores_granted: a.cores_granted,
+                    waiting: waiting(&a.id.0),
                     executors: a
                         .executors
                         .values()
@@ -264,6 +271,11 @@ impl ClusterService {
                     worker: d.worker.as_ref().map(|w| w.0.clone()).unwrap_or_default(),
                     pid: pid(ProcessKey::Driver(d.id.clone())),
                     exit_code: d.exit_code,
+                    waiting: if d.state == DriverState::Submitted {
+                        waiting(&d.id.0)
+                    } else {
+                        String::new()
+                    },
                 })
                 .collect(),
             queues: state.queues().iter().map(queue_message).collect(),

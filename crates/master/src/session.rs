@@ -116,6 +116,8 @@ pub struct Session {
     /// Applications active at election whose clients have not re-attached yet.
     awaited_apps: Mutex<BTreeSet<AppId>>,
     pids: Mutex<HashMap<ProcessKey, u32>>,
+    /// Why each app or driver waits, as of the last scheduling pass.
+    waiting: Mutex<HashMap<String, String>>,
     wake: Notify,
     ended: watch::Sender<bool>,
 }
@@ -151,6 +153,7 @@ impl Session {
             app_links: Mutex::default(),
             awaited_apps: Mutex::default(),
             pids: Mutex::default(),
+            waiting: Mutex::default(),
             wake: Notify::new(),
             ended: watch::channel(false).0,
         })
@@ -164,6 +167,11 @@ impl Session {
     /// The process id a worker reported for `key`.
     pub fn pid(&self, key: &ProcessKey) -> Option<u32> {
         self.pids.lock().expect("pids lock").get(key).copied()
+    }
+
+    /// Why app or driver `id` waits, as of the last scheduling pass.
+    pub fn waiting(&self, id: &str) -> Option<String> {
+        self.waiting.lock().expect("waiting lock").get(id).cloned()
     }
 
     /// Asks for a scheduling pass soon.
@@ -574,6 +582,11 @@ impl Session {
                 return;
             }
         };
+        *self.waiting.lock().expect("waiting lock") = plan
+            .waiting
+            .iter()
+            .map(|w| (w.id.clone(), w.reason.to_string()))
+            .collect();
         if plan.drivers.is_empty() && plan.executors.is_empty() {
             return;
         }

@@ -41,6 +41,16 @@ fn a_driver_runs_on_a_worker_and_ends_with_its_exit_code() {
         status["workers"][0]["cores_used"], 0,
         "ended drivers free their cores"
     );
+
+    // A demand no worker could ever hold is accepted, and status says why it waits.
+    let huge = submit(&masters, &["--cores", "64", "--", "/bin/true"]);
+    let status = wait_for(&masters, "a reason to wait", |s| {
+        driver(s, &huge).is_some_and(|d| d["waiting"].is_string())
+    });
+    assert_eq!(
+        driver(&status, &huge).unwrap()["waiting"],
+        "a driver needs 64 cores, 1024 MB: more than any ALIVE worker has in total"
+    );
 }
 
 #[test]
