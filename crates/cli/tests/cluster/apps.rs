@@ -210,3 +210,68 @@ fn an_application_keeps_its_executors_across_a_leader_failover() {
     interrupt(&run);
     wait_for(&masters, "the app finished", |s| app(s, &id).is_none());
 }
+
+#[test]
+fn a_prior_application_goes_first_and_the_threshold_holds_on_its_worker() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let queues = masters.dir.path().join("queues.json");
+    std::fs::write(
+        &queues,
+        r#"[{"name": "prod", "prior": true}, {"name": "default", "threshold": 0.5}]"#,
+    )
+    .unwrap();
+    crate::support::stdout(&Masters::client(
+        &masters.list_from(1),
+        &["queues", "--set", queues.to_str().unwrap()],
+    ));
+    let _worker = start_worker(&masters, "w1", 4);
+    wait_for(&masters, "the worker", |s| {
+        s["workers"].as_array().unwrap().len() == 1
+    });
+
+    // Normal work fills the worker.
+    let small = [
+        "--executor-cores",
+        "1",
+        "--executor-memory",
+        "256",
+        "--",
+        "/bin/sleep",
+        "1000",
+    ];
+    let (filler, filler_id, _filler_out) = app_run(&masters, &small);
+    wait_for(&masters, "the worker full", |s| {
+        running_executors(s, &filler_id).len() == 4
+    });
+
+    // A normal app, then a prior one, both wait.
+    let two =
+        |queue: &'static str| [&["--queue", queue, "--cores-max", "2"][..], &small[..]].concat();
+    let (_normal, normal_id, _normal_out) = app_run(&masters, &two("default"));
+    let (_prior, prior_id, _prior_out) = app_run(&masters, &two("prod"));
+    wait_for(&masters, "both waiting", |s| {
+        [&normal_id, &prior_id]
+            .iter()
+            .all(|id| app(s, id).is_some_and(|a| a["waiting"].is_string()))
+    });
+
+    // Resources free: the prior app is placed first, and the normal app may not fill the
+    // worker that now runs prior work beyond its threshold (2 of 4 cores).
+    interrupt(&filler);
+    let status = wait_for(&masters, "the prior app placed", |s| {
+        running_executors(s, &prior_id).len() == 2
+    });
+    assert!(
+        running_executors(&status, &normal_id).is_empty(),
+        "{status}"
+    );
+    let status = wait_for(&masters, "the normal app's reason", |s| {
+        app(s, &normal_id).is_some_and(|a| {
+            a["waiting"]
+                .as_str()
+                .is_some_and(|w| w.contains("threshold 0.5"))
+        })
+    });
+    assert_eq!(status["workers"][0]["cores_used"], 2);
+}
