@@ -275,3 +275,61 @@ fn a_prior_application_goes_first_and_the_threshold_holds_on_its_worker() {
     });
     assert_eq!(status["workers"][0]["cores_used"], 2);
 }
+
+#[test]
+fn a_lost_workers_executors_are_lost_and_replaced_elsewhere() {
+    let masters = Masters::start_with(&["--worker-timeout", "2"]);
+    masters.leader(0);
+    let first = start_worker(&masters, "w1", 2);
+    let (_run, id, _out) = app_run(
+        &masters,
+        &[
+            "--cores-max",
+            "2",
+            "--executor-cores",
+            "1",
+            "--",
+            "/bin/sleep",
+            "1000",
+        ],
+    );
+    let before = wait_for(&masters, "two executors on w1", |s| {
+        running_executors(s, &id).len() == 2
+    });
+    let old: Vec<(u64, u64)> = running_executors(&before, &id)
+        .iter()
+        .map(|e| (e["id"].as_u64().unwrap(), e["pid"].as_u64().unwrap()))
+        .collect();
+    let _second = start_worker(&masters, "w2", 2);
+
+    // The machine goes away: the worker and everything it runs.
+    first.crash();
+    for (_, pid) in &old {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(*pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+
+    let after = wait_for(&masters, "two new executors", |s| {
+        let running = running_executors(s, &id);
+        running.len() == 2
+            && running
+                .iter()
+                .all(|e| old.iter().all(|(old_id, _)| e["id"] != *old_id))
+    });
+    let w2 = after["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["host"] == "w2")
+        .unwrap()["id"]
+        .clone();
+    assert!(
+        running_executors(&after, &id)
+            .iter()
+            .all(|e| e["worker"] == w2),
+        "replaced on the worker that is left"
+    );
+    assert_eq!(app(&after, &id).unwrap()["cores_granted"], 2);
+}
