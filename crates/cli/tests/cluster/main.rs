@@ -2,6 +2,7 @@
 
 mod apps;
 mod dev;
+mod malformed;
 mod masters;
 mod support;
 mod workers;

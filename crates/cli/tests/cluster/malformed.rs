@@ -1,0 +1,130 @@
+//! Malformed gRPC requests, sent straight to a master: each is refused with a clear status and
+//! changes nothing.
+
+use muster_proto::v1::app_link_client::AppLinkClient;
+use muster_proto::v1::app_message::Body as AppBody;
+use muster_proto::v1::cluster_client::ClusterClient;
+use muster_proto::v1::worker_link_client::WorkerLinkClient;
+use muster_proto::v1::worker_message::Body as WorkerBody;
+use muster_proto::v1::{
+    AppMessage, Heartbeat, KillRequest, Register, RegisterApp, SubmitDriverRequest, WorkerMessage,
+};
+use tonic::Code;
+
+use crate::support::Masters;
+
+fn leader_addr(masters: &Masters) -> String {
+    let leader = masters.leader(0);
+    masters.addrs[leader as usize - 1].clone()
+}
+
+async fn refused<T: std::fmt::Debug>(
+    call: impl Future<Output = Result<T, tonic::Status>>,
+) -> (Code, String) {
+    let status = call.await.expect_err("the request should be refused");
+    (status.code(), status.message().to_owned())
+}
+
+#[test]
+fn malformed_requests_are_refused_and_change_nothing() {
+    let masters = Masters::start();
+    let addr = format!("http://{}", leader_addr(&masters));
+    let before = masters.status(&masters.list_from(1));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut cluster = ClusterClient::connect(addr.clone()).await.unwrap();
+        let driver = SubmitDriverRequest {
+            command: "/bin/true".into(),
+            cores: 1,
+            memory_mb: 1,
+            ..Default::default()
+        };
+        assert_eq!(
+            refused(cluster.submit_driver(SubmitDriverRequest {
+                cores: 0,
+                ..driver.clone()
+            }))
+            .await,
+            (Code::InvalidArgument, "cores: must be at least 1".into())
+        );
+        assert_eq!(
+            refused(cluster.submit_driver(SubmitDriverRequest {
+                command: String::new(),
+                ..driver.clone()
+            }))
+            .await,
+            (Code::InvalidArgument, "command: must not be empty".into())
+        );
+        assert_eq!(
+            refused(cluster.submit_driver(SubmitDriverRequest {
+                queue: "nightly".into(),
+                ..driver
+            }))
+            .await,
+            (Code::InvalidArgument, "unknown queue `nightly`".into())
+        );
+        assert_eq!(
+            refused(cluster.kill(KillRequest {
+                request_id: String::new(),
+                id: String::new()
+            }))
+            .await
+            .0,
+            Code::NotFound
+        );
+
+        let mut workers = WorkerLinkClient::connect(addr.clone()).await.unwrap();
+        let heartbeat_first = WorkerMessage {
+            body: Some(WorkerBody::Heartbeat(Heartbeat {})),
+        };
+        assert_eq!(
+            refused(workers.attach(tokio_stream::iter([heartbeat_first]))).await,
+            (Code::InvalidArgument, "a worker must register first".into())
+        );
+        let no_cores = Register {
+            worker_id: "w".into(),
+            cores: 0,
+            memory_mb: 1024,
+            ..Default::default()
+        };
+        let register = WorkerMessage {
+            body: Some(WorkerBody::Register(no_cores)),
+        };
+        assert_eq!(
+            refused(workers.attach(tokio_stream::iter([register]))).await,
+            (Code::InvalidArgument, "cores: must be at least 1".into())
+        );
+
+        let mut apps = AppLinkClient::connect(addr).await.unwrap();
+        let app = RegisterApp {
+            executor_memory_mb: 0,
+            command: "/bin/true".into(),
+            ..Default::default()
+        };
+        let register = AppMessage {
+            body: Some(AppBody::Register(app)),
+        };
+        assert_eq!(
+            refused(apps.run(tokio_stream::iter([register]))).await,
+            (
+                Code::InvalidArgument,
+                "executor_memory_mb: must be at least 1".into()
+            )
+        );
+        let reattach = RegisterApp {
+            app_id: "app-19700101000000-0042".into(),
+            ..Default::default()
+        };
+        let register = AppMessage {
+            body: Some(AppBody::Register(reattach)),
+        };
+        assert_eq!(
+            refused(apps.run(tokio_stream::iter([register]))).await.0,
+            Code::NotFound
+        );
+    });
+    let after = masters.status(&masters.list_from(1));
+    for part in ["workers", "apps", "drivers", "queues"] {
+        assert_eq!(before[part], after[part], "{part} changed");
+    }
+}
