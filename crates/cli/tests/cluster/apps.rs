@@ -10,6 +10,17 @@ use serde_json::{Value, json};
 
 use crate::support::{Masters, Process, alive, muster, start_worker, wait_for};
 
+/// An application of two one-core executors that sleep.
+const TWO_SLEEPERS: &[&str] = &[
+    "--cores-max",
+    "2",
+    "--executor-cores",
+    "1",
+    "--",
+    "/bin/sleep",
+    "1000",
+];
+
 /// `muster app run` as a child process, and the id it printed.
 fn app_run(masters: &Masters, args: &[&str]) -> (Process, String, BufReader<ChildStdout>) {
     let mut child = muster()
@@ -165,18 +176,7 @@ fn an_application_keeps_its_executors_across_a_leader_failover() {
     let mut masters = Masters::start();
     let first = masters.leader(0);
     let _worker = start_worker(&masters, "w1", 4);
-    let (run, id, _out) = app_run(
-        &masters,
-        &[
-            "--cores-max",
-            "2",
-            "--executor-cores",
-            "1",
-            "--",
-            "/bin/sleep",
-            "1000",
-        ],
-    );
+    let (run, id, _out) = app_run(&masters, TWO_SLEEPERS);
     let before = wait_for(&masters, "two executors running", |s| {
         running_executors(s, &id).len() == 2
     });
@@ -281,18 +281,7 @@ fn a_lost_workers_executors_are_lost_and_replaced_elsewhere() {
     let masters = Masters::start_with(&["--worker-timeout", "2"]);
     masters.leader(0);
     let first = start_worker(&masters, "w1", 2);
-    let (_run, id, _out) = app_run(
-        &masters,
-        &[
-            "--cores-max",
-            "2",
-            "--executor-cores",
-            "1",
-            "--",
-            "/bin/sleep",
-            "1000",
-        ],
-    );
+    let (_run, id, _out) = app_run(&masters, TWO_SLEEPERS);
     let before = wait_for(&masters, "two executors on w1", |s| {
         running_executors(s, &id).len() == 2
     });
