@@ -1,12 +1,14 @@
 //! The leader's session: recovery after an election, worker links, liveness and scheduling.
 //!
 //! A replica that becomes leader starts a [`Session`] for its term in RECOVERING: every worker
-//! the log says is ALIVE must reconnect and report what it runs. Once all have, or after
-//! `recovery_timeout`, the session goes through COMPLETING_RECOVERY (workers that never came
-//! back are lost, through the log) to ALIVE, and only then schedules. Losing leadership (or a
-//! new term) ends the session at once: its worker streams close, so workers look for the new
-//! leader. Nothing here is replicated except through commands written to the log; heartbeats
-//! and process ids live in the session only.
+//! the log says is ALIVE must reconnect and report what it runs, and every active
+//! application's client must re-attach. Once all have, or after `recovery_timeout`, the session
+//! goes through COMPLETING_RECOVERY (workers that never came back are lost and applications
+//! whose clients never came back are finished, through the log) to ALIVE, and only then
+//! schedules. Losing leadership (or a new term) ends the session at once: its worker and
+//! application streams close, so their peers look for the new leader. Nothing here is
+//! replicated except through commands written to the log; heartbeats, process ids and wait
+//! reasons live in the session only.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
