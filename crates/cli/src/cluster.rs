@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::Args;
-use muster_core::model::QueueConfig;
+use muster_core::model::{PassConfig, QueueConfig};
 use muster_master::{MasterConfig, SessionConfig};
 use muster_proto::v1::{
     KillRequest, Queue, SetQueuesRequest, StatusReply, StatusRequest, SubmitDriverRequest,
@@ -14,6 +14,7 @@ use muster_proto::v1::{
 use muster_raft::RaftSettings;
 use muster_state::StateConfig;
 use muster_worker::agent::AgentConfig;
+use serde::Deserialize;
 use serde_json::json;
 
 use crate::client::{Masters, request_id};
@@ -41,12 +42,47 @@ pub struct MasterArgs {
     /// Where this replica keeps its Raft log and snapshots.
     #[arg(long)]
     data_dir: PathBuf,
+    /// Seconds without a heartbeat before a worker is lost (default 15, or the config file's).
+    #[arg(long)]
+    worker_timeout: Option<f64>,
+    /// Seconds a new leader waits for known workers and applications to come back (default 15).
+    #[arg(long)]
+    recovery_timeout: Option<f64>,
+    /// Queues to apply when this master leads: a JSON list such as
+    /// `[{"name": "prod", "prior": true}, {"name": "default", "threshold": 0.8}]`.
+    #[arg(long)]
+    queues: Option<PathBuf>,
+    /// Master settings as a JSON object (see `MasterFile`); flags given too take precedence.
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+/// What `muster master --config FILE` may set. Every field is optional. The scheduling and
+/// retry settings must be the same on every master.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct MasterFile {
     /// Seconds without a heartbeat before a worker is lost.
-    #[arg(long, default_value_t = 15.0)]
-    worker_timeout: f64,
-    /// Seconds a new leader waits for known workers to reconnect.
-    #[arg(long, default_value_t = 15.0)]
-    recovery_timeout: f64,
+    worker_timeout_s: Option<f64>,
+    /// Seconds a new leader waits for known workers and applications.
+    recovery_timeout_s: Option<f64>,
+    /// Seconds an application's client may be gone before its application is finished.
+    app_grace_s: Option<f64>,
+    /// Seconds between worker heartbeats and liveness checks.
+    heartbeat_interval_s: Option<f64>,
+    /// Scheduling settings, as in a `muster plan` snapshot's `config` (the seed is ignored).
+    scheduling: Option<PassConfig>,
+    /// Spark's `spark.deploy.maxExecutorRetries`; negative disables.
+    max_executor_retries: Option<i32>,
+}
+
+/// Reads and parses a JSON file, naming the file and the field on failure.
+fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut json = serde_json::Deserializer::from_str(&text);
+    serde_path_to_error::deserialize(&mut json)
+        .map_err(|e| format!("{}: {}: {}", path.display(), e.path(), e.inner()))
 }
 
 /// `muster worker`.
@@ -184,18 +220,58 @@ fn seconds(flag: &str, value: f64) -> Result<std::time::Duration, String> {
 /// Runs a master replica until Ctrl-C or SIGTERM.
 pub fn master(args: MasterArgs) -> Result<String, String> {
     log_to_stderr();
+    let file: MasterFile = match &args.config {
+        Some(path) => read_json(path)?,
+        None => MasterFile::default(),
+    };
+    let queues = match &args.queues {
+        Some(path) => {
+            let queues: Vec<QueueConfig> = read_json(path)?;
+            muster_core::model::validate_queues(&queues)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            Some(queues)
+        }
+        None => None,
+    };
+    let defaults = SessionConfig::default();
+    let duration = |flag: &str, value: Option<f64>, default: std::time::Duration| {
+        value.map_or(Ok(default), |v| seconds(flag, v))
+    };
+    let session = SessionConfig {
+        worker_timeout: duration(
+            "worker timeout",
+            args.worker_timeout.or(file.worker_timeout_s),
+            defaults.worker_timeout,
+        )?,
+        recovery_timeout: duration(
+            "recovery timeout",
+            args.recovery_timeout.or(file.recovery_timeout_s),
+            defaults.recovery_timeout,
+        )?,
+        app_grace: duration("app grace", file.app_grace_s, defaults.app_grace)?,
+        heartbeat_interval: duration(
+            "heartbeat interval",
+            file.heartbeat_interval_s,
+            defaults.heartbeat_interval,
+        )?,
+        pass: file.scheduling.unwrap_or_default(),
+        queues,
+        ..defaults
+    };
+    let state = StateConfig {
+        max_executor_retries: file
+            .max_executor_retries
+            .unwrap_or(StateConfig::default().max_executor_retries),
+        ..StateConfig::default()
+    };
     let config = MasterConfig {
         id: args.id,
         listen: args.listen,
         peers: parse_peers(&args.peers)?,
         data_dir: args.data_dir,
         raft: RaftSettings::default(),
-        state: StateConfig::default(),
-        session: SessionConfig {
-            worker_timeout: seconds("--worker-timeout", args.worker_timeout)?,
-            recovery_timeout: seconds("--recovery-timeout", args.recovery_timeout)?,
-            ..SessionConfig::default()
-        },
+        state,
+        session,
     };
     runtime()?
         .block_on(muster_master::run(config, stop_signal()))

@@ -14,7 +14,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use muster_core::model::{AppId, DriverId, PassConfig, WorkerId, WorkerState};
+use muster_core::model::{AppId, DriverId, PassConfig, QueueConfig, WorkerId, WorkerState};
 use muster_proto::v1::app_event::Body as AppBody;
 use muster_proto::v1::master_message::Body;
 use muster_proto::v1::{AppEnded, AppEvent, ExecutorEvent};
@@ -23,9 +23,9 @@ use muster_proto::v1::{
     LaunchExecutor, MasterMessage,
 };
 use muster_raft::{Leadership, RaftNode};
-use muster_state::commands::{AppFinished, ApplyPlan, WorkerLost};
+use muster_state::commands::{AppFinished, ApplyPlan, SetQueues, WorkerLost};
 use muster_state::model::{AppState, DriverState, Executor, ExecutorState};
-use muster_state::{Command, Effects, ExecutorId, Op, Outcome, Response, Timestamp};
+use muster_state::{Command, Effects, ExecutorId, Op, Outcome, RequestId, Response, Timestamp};
 use tokio::sync::{Notify, mpsc, watch};
 use tonic::Status;
 
@@ -45,6 +45,9 @@ pub struct SessionConfig {
     pub schedule_tick: Duration,
     /// The scheduling pass's settings; the seed is replaced by the leader's clock each pass.
     pub pass: PassConfig,
+    /// Queues from this master's configuration, applied through the log once per distinct
+    /// content when its session reaches ALIVE; `muster queues --set` changes them later.
+    pub queues: Option<Vec<QueueConfig>>,
 }
 
 impl Default for SessionConfig {
@@ -56,6 +59,7 @@ impl Default for SessionConfig {
             worker_timeout: Duration::from_secs(15),
             schedule_tick: Duration::from_secs(1),
             pass: PassConfig::default(),
+            queues: None,
         }
     }
 }
@@ -504,8 +508,34 @@ impl Session {
         for app in gone {
             self.finish_app(app).await;
         }
+        if let Some(queues) = &self.config.queues {
+            self.apply_configured_queues(queues).await;
+        }
         *self.state.lock().expect("state lock") = RecoveryState::Alive;
         tracing::info!(term = self.term, "leader ALIVE");
+    }
+
+    /// Writes the configured queues under a request id derived from their content, so that
+    /// the same configuration is applied once however many leaders carry it.
+    async fn apply_configured_queues(&self, queues: &[QueueConfig]) {
+        // FNV-1a: stable across builds, unlike the standard library's hasher.
+        let digest = format!("{queues:?}")
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+                (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+            });
+        let command = Command {
+            at: now(),
+            request_id: Some(RequestId(format!("configured-queues-{digest:016x}"))),
+            op: Op::SetQueues(SetQueues {
+                queues: queues.to_vec(),
+            }),
+        };
+        match self.node.write(command).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(refused)) => tracing::warn!(%refused, "the configured queues were refused"),
+            Err(error) => tracing::warn!(%error, "the configured queues were not committed"),
+        }
     }
 
     async fn watch_liveness(self: Arc<Self>) {

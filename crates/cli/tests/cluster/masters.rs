@@ -157,3 +157,68 @@ fn no_reachable_master_is_one_clear_error() {
     );
     assert!(message.contains(&unused), "{message}");
 }
+
+#[test]
+fn masters_apply_their_configured_queues_and_refuse_a_bad_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let queues = dir.path().join("queues.json");
+    std::fs::write(
+        &queues,
+        r#"[{"name": "prod", "prior": true}, {"name": "default", "threshold": 0.8}]"#,
+    )
+    .unwrap();
+    let config = dir.path().join("master.json");
+    std::fs::write(
+        &config,
+        r#"{"worker_timeout_s": 5, "scheduling": {"spread_out_apps": false}}"#,
+    )
+    .unwrap();
+    let masters = Masters::start_with(&[
+        "--queues",
+        queues.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    masters.leader(0);
+    let start = Instant::now();
+    loop {
+        let status = masters.status(&masters.list_from(1));
+        if status["queues"].as_array().unwrap().len() == 2 {
+            assert_eq!(status["queues"][0]["name"], "prod");
+            assert_eq!(status["queues"][0]["prior"], true);
+            assert_eq!(status["queues"][1]["threshold"], 0.8);
+            break;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the configured queues were not applied"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, r#"{"worker_timeout": 5}"#).unwrap();
+    let port = free_port();
+    let output = crate::support::muster()
+        .args([
+            "master",
+            "--id",
+            "1",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--peers",
+            &format!("1=127.0.0.1:{port}"),
+        ])
+        .arg("--data-dir")
+        .arg(dir.path().join("bad-master"))
+        .arg("--config")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let message = stderr(&output);
+    assert!(
+        message.starts_with("error: ") && message.contains("unknown field `worker_timeout`"),
+        "{message}"
+    );
+    assert_eq!(message.lines().count(), 1, "{message}");
+}
