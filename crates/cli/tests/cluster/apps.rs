@@ -322,3 +322,32 @@ fn a_lost_workers_executors_are_lost_and_replaced_elsewhere() {
     );
     assert_eq!(app(&after, &id).unwrap()["cores_granted"], 2);
 }
+
+#[test]
+fn an_application_whose_client_vanishes_is_finished_after_the_grace_period() {
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), r#"{"app_grace_s": 1}"#).unwrap();
+    let masters = Masters::start_with(&["--config", config.path().to_str().unwrap()]);
+    masters.leader(0);
+    let _worker = start_worker(&masters, "w1", 4);
+    let (run, id, _out) = app_run(&masters, TWO_SLEEPERS);
+    let before = wait_for(&masters, "two executors running", |s| {
+        running_executors(s, &id).len() == 2
+    });
+    let pids: Vec<u64> = running_executors(&before, &id)
+        .iter()
+        .map(|e| e["pid"].as_u64().unwrap())
+        .collect();
+
+    // The client dies without finishing: after the grace period the app is finished for it.
+    run.crash();
+    wait_for(&masters, "the app finished", |s| app(s, &id).is_none());
+    let start = std::time::Instant::now();
+    while pids.iter().any(|&pid| alive(pid)) {
+        assert!(
+            start.elapsed() < crate::support::DEADLINE,
+            "executor processes outlived the app"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
