@@ -15,7 +15,6 @@ use muster_raft::RaftSettings;
 use muster_state::StateConfig;
 use muster_worker::agent::AgentConfig;
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::client::{Masters, request_id};
 
@@ -55,6 +54,9 @@ pub struct MasterArgs {
     /// Master settings as a JSON object (see `MasterFile`); flags given too take precedence.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Serve the cluster status over HTTP here: `/json`, and a page at `/`.
+    #[arg(long)]
+    http: Option<String>,
 }
 
 /// What `muster master --config FILE` may set. Every field is optional. The scheduling and
@@ -272,6 +274,7 @@ pub fn master(args: MasterArgs) -> Result<String, String> {
         raft: RaftSettings::default(),
         state,
         session,
+        http: args.http,
     };
     runtime()?
         .block_on(muster_master::run(config, stop_signal()))
@@ -337,7 +340,7 @@ fn fetch_status(masters: &MastersArg) -> Result<StatusReply, String> {
 pub fn status(args: ReadArgs) -> Result<String, String> {
     let status = fetch_status(&args.masters)?;
     if args.json {
-        return Ok(status_json(&status).to_string());
+        return Ok(muster_master::status_json(&status).to_string());
     }
     let header = format!(
         "leader {}  term {}  {}",
@@ -360,7 +363,7 @@ pub fn status(args: ReadArgs) -> Result<String, String> {
 fn section(args: ReadArgs, key: &str, table: fn(&StatusReply) -> String) -> Result<String, String> {
     let status = fetch_status(&args.masters)?;
     if args.json {
-        return Ok(status_json(&status)[key].to_string());
+        return Ok(muster_master::status_json(&status)[key].to_string());
     }
     Ok(table(&status).trim_end().to_owned())
 }
@@ -452,37 +455,6 @@ fn drivers_table(status: &StatusReply) -> String {
         .collect()
 }
 
-fn status_json(status: &StatusReply) -> serde_json::Value {
-    json!({
-        "leader": status.leader,
-        "term": status.term,
-        "recovery_state": status.recovery_state,
-        "members": status.members.iter().map(|m| json!({"id": m.id, "addr": m.addr, "role": m.role})).collect::<Vec<_>>(),
-        "workers": status.workers.iter().map(|w| json!({
-            "id": w.id, "host": w.host, "state": w.state, "cores": w.cores, "cores_used": w.cores_used,
-            "memory_mb": w.memory_mb, "memory_used_mb": w.memory_used_mb,
-        })).collect::<Vec<_>>(),
-        "apps": status.apps.iter().map(|a| json!({
-            "id": a.id, "name": a.name, "queue": a.queue, "state": a.state, "cores_granted": a.cores_granted,
-            "waiting": if a.waiting.is_empty() { serde_json::Value::Null } else { json!(a.waiting) },
-            "executors": a.executors.iter().map(|e| json!({
-                "id": e.id, "worker": e.worker, "cores": e.cores, "memory_mb": e.memory_mb, "state": e.state,
-                "pid": if e.pid == 0 { serde_json::Value::Null } else { json!(e.pid) },
-            })).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-        "drivers": status.drivers.iter().map(|d| json!({
-            "id": d.id, "name": d.name, "queue": d.queue, "state": d.state,
-            "worker": if d.worker.is_empty() { serde_json::Value::Null } else { json!(d.worker) },
-            "pid": if d.pid == 0 { serde_json::Value::Null } else { json!(d.pid) },
-            "exit_code": d.exit_code,
-            "waiting": if d.waiting.is_empty() { serde_json::Value::Null } else { json!(d.waiting) },
-        })).collect::<Vec<_>>(),
-        "queues": status.queues.iter().map(|q| json!({
-            "name": q.name, "prior": q.prior, "threshold": q.threshold, "max_capacity": q.max_capacity,
-        })).collect::<Vec<_>>(),
-    })
-}
-
 /// `muster submit`.
 pub fn submit(args: SubmitArgs) -> Result<String, String> {
     let masters = Masters::parse(&args.masters.masters)?;
@@ -523,7 +495,7 @@ pub fn queues(args: QueuesArgs) -> Result<String, String> {
     let Some(path) = args.set else {
         let status = fetch_status(&args.masters)?;
         if args.json {
-            return Ok(status_json(&status)["queues"].to_string());
+            return Ok(muster_master::status_json(&status)["queues"].to_string());
         }
         return Ok(status
             .queues

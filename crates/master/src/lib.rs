@@ -10,6 +10,8 @@
 
 mod apps;
 mod client;
+mod http;
+mod report;
 mod session;
 mod workers;
 
@@ -25,6 +27,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 
 pub use apps::AppLinkService;
 pub use client::{ClusterService, LEADER_ADDR_HEADER};
+pub use report::status_json;
 pub use session::{RecoveryState, SessionConfig};
 pub use workers::WorkerLinkService;
 
@@ -45,6 +48,8 @@ pub struct MasterConfig {
     pub state: StateConfig,
     /// The leader's session timings and scheduling settings.
     pub session: SessionConfig,
+    /// Where to serve the HTTP status endpoint, `host:port`, if at all.
+    pub http: Option<String>,
 }
 
 /// Why a master could not run.
@@ -105,6 +110,16 @@ pub async fn run(
             .map_err(|e| MasterError(e.to_string()))?;
     }
     let sessions = session::Sessions::start(Arc::clone(&node), config.session.clone());
+    let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
+    if let Some(http) = &config.http {
+        let listener = TcpListener::bind(http)
+            .await
+            .map_err(|e| MasterError(format!("cannot serve HTTP on {http}: {e}")))?;
+        let stopped = async {
+            let _ = http_stopped.await;
+        };
+        tokio::spawn(http::serve(listener, config.listen.clone(), stopped));
+    }
     tracing::info!(id = config.id, listen = %config.listen, "master serving");
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
     let mut server = tokio::spawn(
@@ -145,6 +160,7 @@ pub async fn run(
             }
         }
     };
+    let _ = stop_http.send(());
     node.shutdown()
         .await
         .map_err(|e| MasterError(e.to_string()))?;

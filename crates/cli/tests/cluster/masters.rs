@@ -222,3 +222,72 @@ fn masters_apply_their_configured_queues_and_refuse_a_bad_config() {
     );
     assert_eq!(message.lines().count(), 1, "{message}");
 }
+
+/// `GET path` over plain HTTP/1.1; the response body.
+fn http_get(addr: &str, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
+}
+
+#[test]
+fn a_master_serves_the_status_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let (grpc, http) = (
+        format!("127.0.0.1:{}", free_port()),
+        format!("127.0.0.1:{}", free_port()),
+    );
+    let _master = crate::support::Process(
+        crate::support::muster()
+            .args([
+                "master",
+                "--id",
+                "1",
+                "--listen",
+                &grpc,
+                "--peers",
+                &format!("1={grpc}"),
+                "--http",
+                &http,
+            ])
+            .arg("--data-dir")
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    let status: Value = loop {
+        if let Some(body) = http_get(&http, "/json")
+            && let Ok(status) = serde_json::from_str::<Value>(&body)
+            && status["recovery_state"] == "ALIVE"
+        {
+            break status;
+        }
+        assert!(start.elapsed() < DEADLINE, "no status over HTTP");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status["leader"], 1);
+    assert_eq!(
+        status,
+        masters_status(&grpc),
+        "the same JSON as muster status --json"
+    );
+    let page = http_get(&http, "/").expect("the page");
+    assert!(
+        page.contains("<h1>Muster</h1>") && page.contains(&grpc),
+        "{page}"
+    );
+}
+
+fn masters_status(grpc: &str) -> Value {
+    serde_json::from_str(&stdout(&Masters::client(grpc, &["status", "--json"]))).unwrap()
+}

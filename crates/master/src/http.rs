@@ -1,0 +1,136 @@
+//! The master's HTTP endpoint, for people and scripts without the CLI (Spark's master UI):
+//! `/json` is the cluster status exactly as `muster status --json` prints it, and `/` a plain
+//! page of the same. Both ask the master's own client API, so any master shows the leader's
+//! view.
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{Html, Json};
+use axum::routing::get;
+use muster_proto::v1::StatusRequest;
+use muster_proto::v1::cluster_client::ClusterClient;
+use serde_json::Value;
+
+use crate::report::status_json;
+
+/// Serves the endpoint on `listener` until `shutdown` resolves; `grpc` is this master's own
+/// gRPC address.
+pub(crate) async fn serve(
+    listener: tokio::net::TcpListener,
+    grpc: String,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = Router::new()
+        .route("/json", get(json))
+        .route("/", get(page))
+        .with_state(grpc);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+type Failure = (StatusCode, String);
+
+async fn status(grpc: &str) -> Result<Value, Failure> {
+    let unavailable = |e: String| (StatusCode::SERVICE_UNAVAILABLE, e);
+    let mut client = ClusterClient::connect(format!("http://{grpc}"))
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
+    let reply = client
+        .status(StatusRequest {})
+        .await
+        .map_err(|s| unavailable(s.message().to_owned()))?;
+    Ok(status_json(&reply.into_inner()))
+}
+
+async fn json(State(grpc): State<String>) -> Result<Json<Value>, Failure> {
+    status(&grpc).await.map(Json)
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// One HTML table of `rows` (JSON objects) with `columns`.
+fn table(title: &str, rows: &Value, columns: &[&str]) -> String {
+    let head: String = columns
+        .iter()
+        .map(|c| format!("<th>{}</th>", escape(c)))
+        .collect();
+    let body: String = rows
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|row| {
+            let cells: String = columns
+                .iter()
+                .map(|c| match &row[*c] {
+                    Value::Null => "<td></td>".to_owned(),
+                    Value::String(s) => format!("<td>{}</td>", escape(s)),
+                    other => format!("<td>{}</td>", escape(&other.to_string())),
+                })
+                .collect();
+            format!("<tr>{cells}</tr>")
+        })
+        .collect();
+    format!("<h2>{title}</h2><table><tr>{head}</tr>{body}</table>")
+}
+
+async fn page(State(grpc): State<String>) -> Result<Html<String>, Failure> {
+    let s = status(&grpc).await?;
+    let header = format!(
+        "<h1>Muster</h1><p>leader {} &middot; term {} &middot; {}</p>",
+        s["leader"],
+        s["term"],
+        escape(s["recovery_state"].as_str().unwrap_or_default())
+    );
+    let tables = [
+        table("Masters", &s["members"], &["id", "addr", "role"]),
+        table(
+            "Workers",
+            &s["workers"],
+            &[
+                "id",
+                "host",
+                "state",
+                "cores",
+                "cores_used",
+                "memory_mb",
+                "memory_used_mb",
+            ],
+        ),
+        table(
+            "Applications",
+            &s["apps"],
+            &["id", "name", "queue", "state", "cores_granted", "waiting"],
+        ),
+        table(
+            "Drivers",
+            &s["drivers"],
+            &[
+                "id",
+                "name",
+                "queue",
+                "state",
+                "worker",
+                "pid",
+                "exit_code",
+                "waiting",
+            ],
+        ),
+        table(
+            "Queues",
+            &s["queues"],
+            &["name", "prior", "threshold", "max_capacity"],
+        ),
+    ];
+    Ok(Html(format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Muster</title>\
+         <style>body{{font-family:sans-serif}}td,th{{padding:2px 8px;text-align:left}}</style></head>\
+         <body>{header}{}</body></html>",
+        tables.concat()
+    )))
+}
