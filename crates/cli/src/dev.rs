@@ -102,9 +102,12 @@ pub fn run(args: DevArgs) -> Result<String, String> {
     let masters_list = addrs.join(",");
 
     let mut children = Vec::new();
+    let mut pages = Vec::new();
     for (i, addr) in addrs.iter().enumerate() {
         let id = (i + 1).to_string();
         let data = dir.join(format!("master-{id}")).display().to_string();
+        let http = format!("127.0.0.1:{}", free_port()?);
+        pages.push(format!("http://{http}/"));
         let args = [
             "master",
             "--id",
@@ -115,6 +118,8 @@ pub fn run(args: DevArgs) -> Result<String, String> {
             &peers,
             "--data-dir",
             &data,
+            "--http",
+            &http,
         ];
         children.push(spawn(
             &format!("master-{id}"),
@@ -154,6 +159,7 @@ pub fn run(args: DevArgs) -> Result<String, String> {
         args.masters, status.leader, args.workers
     );
     println!("data and logs: {}", dir.display());
+    println!("status pages: {}", pages.join(" "));
     println!("export MUSTER_MASTERS={masters_list}");
     println!("Ctrl-C stops everything.");
 
