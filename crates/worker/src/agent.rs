@@ -29,6 +29,10 @@ use crate::supervisor::{
     LaunchSpec, ProcessEvent, ProcessState, Supervisor, SupervisorConfig, Workload,
 };
 
+/// The longest wait between attempts to find the leader: short, because a new leader waits
+/// in RECOVERING for every worker before it schedules anything.
+const MAX_BACKOFF: Duration = Duration::from_millis(500);
+
 /// Metadata key a follower uses to name the leader (the master's `LEADER_ADDR_HEADER`).
 const LEADER_HEADER: &str = "x-muster-leader";
 
@@ -145,7 +149,7 @@ impl Agent {
                 .map_or(0, |d| d.subsec_nanos())
                 % 100;
             tokio::time::sleep(backoff + Duration::from_millis(u64::from(jitter))).await;
-            backoff = (backoff * 2).min(Duration::from_secs(2));
+            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
 
