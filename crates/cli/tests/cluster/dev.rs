@@ -48,16 +48,64 @@ fn dev_starts_masters_and_workers_and_stops_them_all() {
     assert_eq!(status["recovery_state"], "ALIVE");
     assert_eq!(status["members"].as_array().unwrap().len(), 3);
 
+    // Killing the leader is what a local cluster is for: dev reports it and carries on.
+    let leader = status["leader"].as_u64().unwrap() as usize;
+    let leader_addr = masters.split(',').nth(leader - 1).unwrap().to_owned();
+    let pid = process_listening_on(&leader_addr).expect("the leader's process");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let reported = lines
+        .by_ref()
+        .map(|line| line.unwrap())
+        .find(|line| line.contains(" exited "))
+        .expect("dev reports the exit");
+    assert!(
+        reported.starts_with(&format!("master-{leader} exited")),
+        "{reported}"
+    );
+    let start = Instant::now();
+    loop {
+        let output = Masters::client(&masters, &["status", "--json"]);
+        if output.status.success() {
+            let status: Value = serde_json::from_slice(&output.stdout).unwrap();
+            if status["leader"] != leader as u64 && status["recovery_state"] == "ALIVE" {
+                break;
+            }
+        }
+        assert!(start.elapsed() < DEADLINE, "no new leader after the kill");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(dev.try_wait().unwrap().is_none(), "dev keeps running");
+
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(dev.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
     assert!(dev.wait().unwrap().success());
-    for addr in masters.split(',') {
+    for addr in masters.split(',').filter(|a| *a != leader_addr) {
         assert!(
             std::net::TcpStream::connect(addr).is_err(),
             "master at {addr} still listens"
         );
     }
+}
+
+/// The `muster master` process listening on `addr`, found by its command line.
+fn process_listening_on(addr: &str) -> Option<i32> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(Result::ok)
+        .find_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            let listens = args
+                .windows(2)
+                .any(|w| w[0] == b"--listen" && w[1] == addr.as_bytes());
+            (args.iter().any(|a| *a == b"master") && listens).then_some(pid)
+        })
 }
