@@ -38,8 +38,8 @@ impl Default for RaftSettings {
     /// settle in about a second after a leader dies.
     fn default() -> Self {
         Self {
-            heartbeat_ms: 150,
-            election_timeout_ms: (600, 1200),
+            heartbeat_ms: 100,
+            election_timeout_ms: (400, 800),
             snapshot_every: 10_000,
             keep_after_snapshot: 1_000,
             cache_bytes: 64 * 1024 * 1024,
