@@ -1,6 +1,10 @@
 //! `muster app run`: registers an application whose executors run a command, stays attached
 //! printing executor events, and finishes the application on Ctrl-C. After a master failover
 //! it re-attaches to the new leader; the application keeps its executors.
+//!
+//! While attached it reads dynamic-allocation commands on standard input, one per line:
+//! `limit N` (cap the executor count; lowering it kills nothing), `limit none`, and
+//! `release ID ...` (give executors back; set a limit first or they are replaced).
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +13,7 @@ use muster_master::LEADER_ADDR_HEADER;
 use muster_proto::v1::app_event::Body as Event;
 use muster_proto::v1::app_link_client::AppLinkClient;
 use muster_proto::v1::app_message::Body as Message;
-use muster_proto::v1::{AppMessage, FinishApp, RegisterApp};
+use muster_proto::v1::{AppMessage, FinishApp, RegisterApp, ReleaseExecutors, SetExecutorLimit};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
@@ -88,8 +92,61 @@ pub fn run(args: AppRunArgs) -> Result<String, String> {
     runtime.block_on(follow(masters, register))
 }
 
+/// Parses one standard-input command.
+fn parse_command(line: &str) -> Result<AppMessage, String> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let body = match words.as_slice() {
+        ["limit", "none"] => Message::SetLimit(SetExecutorLimit {
+            executor_limit: None,
+        }),
+        ["limit", n] => {
+            let limit = n
+                .parse()
+                .map_err(|_| format!("`{n}` is not an executor count"))?;
+            Message::SetLimit(SetExecutorLimit {
+                executor_limit: Some(limit),
+            })
+        }
+        ["release", ids @ ..] if !ids.is_empty() => {
+            let executor_ids = ids
+                .iter()
+                .map(|id| {
+                    id.parse()
+                        .map_err(|_| format!("`{id}` is not an executor id"))
+                })
+                .collect::<Result<_, _>>()?;
+            Message::Release(ReleaseExecutors { executor_ids })
+        }
+        _ => return Err("use `limit N`, `limit none` or `release ID ...`".to_owned()),
+    };
+    Ok(AppMessage { body: Some(body) })
+}
+
+/// Reads commands from standard input on a thread of its own, for as long as it is open.
+fn read_commands() -> mpsc::UnboundedReceiver<AppMessage> {
+    let (commands, received) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            let Ok(line) = line else { return };
+            if line.trim().is_empty() {
+                continue;
+            }
+            match parse_command(&line) {
+                Ok(command) => {
+                    if commands.send(command).is_err() {
+                        return;
+                    }
+                }
+                Err(error) => eprintln!("error: {error}"),
+            }
+        }
+    });
+    received
+}
+
 async fn follow(masters: Masters, mut register: RegisterApp) -> Result<String, String> {
     let mut stop = std::pin::pin!(crate::cluster::stop_signal());
+    let mut commands = read_commands();
     let mut finishing = false;
     let mut next = 0;
     let mut hinted: Option<String> = None;
@@ -100,7 +157,14 @@ async fn follow(masters: Masters, mut register: RegisterApp) -> Result<String, S
             masters.addrs()[(next - 1) % masters.addrs().len()].clone()
         });
         let was_registered = !register.app_id.is_empty();
-        let attached = attach(&addr, &mut register, &mut stop, &mut finishing).await;
+        let attached = attach(
+            &addr,
+            &mut register,
+            &mut stop,
+            &mut finishing,
+            &mut commands,
+        )
+        .await;
         if !was_registered && !register.app_id.is_empty() {
             unreachable_since = Instant::now();
         }
@@ -133,6 +197,7 @@ async fn attach(
     register: &mut RegisterApp,
     stop: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
     finishing: &mut bool,
+    commands: &mut mpsc::UnboundedReceiver<AppMessage>,
 ) -> Result<Detached, String> {
     let retry = |e: String| Ok(Detached::Retry(e));
     let endpoint = match Endpoint::from_shared(format!("http://{addr}")) {
@@ -192,6 +257,11 @@ async fn attach(
                 Ok(None) => return retry("the master closed the stream".into()),
                 Err(status) => return retry(status.message().to_owned()),
             },
+            Some(command) = commands.recv() => {
+                if up.send(command).await.is_err() {
+                    eprintln!("error: not sent, the stream to the master broke; try again");
+                }
+            }
             () = stop.as_mut(), if !*finishing => {
                 *finishing = true;
                 let _ = up.send(AppMessage { body: Some(Message::Finish(FinishApp {})) }).await;

@@ -9,9 +9,9 @@ use muster_proto::v1::app_link_server::{AppLink, AppLinkServer};
 use muster_proto::v1::app_message::Body as Up;
 use muster_proto::v1::{AppEvent, AppMessage, AppRegistered, RegisterApp};
 use muster_raft::{RaftNode, WriteError};
-use muster_state::commands::SubmitApp;
+use muster_state::commands::{KillExecutors, SetExecutorLimit, SubmitApp};
 use muster_state::model::AppDescription;
-use muster_state::{Command, Op, Outcome, RequestId};
+use muster_state::{Command, ExecutorId, Op, Outcome, RequestId};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -156,6 +156,29 @@ async fn follow_app(
             })) => {
                 session.finish_app(app).await;
                 return;
+            }
+            Ok(Some(AppMessage {
+                body: Some(Up::SetLimit(set)),
+            })) => {
+                let op = Op::SetExecutorLimit(SetExecutorLimit {
+                    app: app.clone(),
+                    limit: set.executor_limit,
+                });
+                if session.write(op).await.is_some() {
+                    session.wake();
+                }
+            }
+            Ok(Some(AppMessage {
+                body: Some(Up::Release(release)),
+            })) => {
+                let executors = release.executor_ids.into_iter().map(ExecutorId).collect();
+                let op = Op::KillExecutors(KillExecutors {
+                    app: app.clone(),
+                    executors,
+                });
+                if let Some(response) = session.write(op).await {
+                    session.carry_out(&response.effects, None);
+                }
             }
             Ok(Some(_)) => {}
             Ok(None) | Err(_) => {

@@ -27,6 +27,7 @@ fn app_run(masters: &Masters, args: &[&str]) -> (Process, String, BufReader<Chil
         .args(["app", "run"])
         .args(args)
         .env("MUSTER_MASTERS", masters.list_from(1))
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -350,4 +351,48 @@ fn an_application_whose_client_vanishes_is_finished_after_the_grace_period() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+#[test]
+fn an_attached_application_sets_its_limit_and_releases_executors() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let _worker = start_worker(&masters, "w1", 4);
+    let (mut run, id, _out) = app_run(
+        &masters,
+        &[
+            "--executor-cores",
+            "1",
+            "--executor-memory",
+            "256",
+            "--",
+            "/bin/sleep",
+            "1000",
+        ],
+    );
+    let ids = |s: &Value| -> Vec<u64> {
+        running_executors(s, &id)
+            .iter()
+            .map(|e| e["id"].as_u64().unwrap())
+            .collect()
+    };
+    wait_for(&masters, "four executors", |s| ids(s) == [0, 1, 2, 3]);
+    let mut stdin = run.0.stdin.take().unwrap();
+
+    // Lowering the limit kills nothing; releasing under it is not replaced.
+    writeln!(stdin, "limit 2").unwrap();
+    writeln!(stdin, "release 0 1").unwrap();
+    let status = wait_for(&masters, "two released", |s| ids(s) == [2, 3]);
+    assert_eq!(status["workers"][0]["cores_used"], 2);
+    // A negative check: watch across more than one scheduling tick (1 s) that nothing refills.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(
+        ids(&masters.status(&masters.list_from(1))),
+        [2, 3],
+        "released executors stay released under the limit"
+    );
+
+    // Lifting the limit lets the scheduler grant new executors, under new ids.
+    writeln!(stdin, "limit none").unwrap();
+    wait_for(&masters, "two new executors", |s| ids(s) == [2, 3, 4, 5]);
 }
