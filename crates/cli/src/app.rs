@@ -61,6 +61,8 @@ enum Detached {
     LeaderAt(String),
     /// Try the next master.
     Retry(String),
+    /// The stream to the leader broke: find the leader again.
+    Broken(String),
 }
 
 /// Runs the application until it ends.
@@ -156,7 +158,6 @@ async fn follow(masters: Masters, mut register: RegisterApp) -> Result<String, S
             next += 1;
             masters.addrs()[(next - 1) % masters.addrs().len()].clone()
         });
-        let was_registered = !register.app_id.is_empty();
         let attached = attach(
             &addr,
             &mut register,
@@ -165,9 +166,6 @@ async fn follow(masters: Masters, mut register: RegisterApp) -> Result<String, S
             &mut commands,
         )
         .await;
-        if !was_registered && !register.app_id.is_empty() {
-            unreachable_since = Instant::now();
-        }
         match attached {
             Ok(Detached::Ended(state)) => {
                 return Ok(format!("application {} {state}", register.app_id));
@@ -180,6 +178,11 @@ async fn follow(masters: Masters, mut register: RegisterApp) -> Result<String, S
                 if unreachable_since.elapsed() > PATIENCE {
                     return Err(format!("no leader reachable for {PATIENCE:?}: {reason}"));
                 }
+            }
+            // The patience counts from when the last good stream broke.
+            Ok(Detached::Broken(reason)) => {
+                eprintln!("lost the leader ({reason}); reconnecting");
+                unreachable_since = Instant::now();
             }
             Err(error) => return Err(error),
         }
@@ -254,8 +257,8 @@ async fn attach(
                     Some(Event::Ended(ended)) => return Ok(Detached::Ended(ended.state)),
                     Some(Event::Registered(_)) | None => {}
                 },
-                Ok(None) => return retry("the master closed the stream".into()),
-                Err(status) => return retry(status.message().to_owned()),
+                Ok(None) => return Ok(Detached::Broken("the master closed the stream".into())),
+                Err(status) => return Ok(Detached::Broken(status.message().to_owned())),
             },
             Some(command) = commands.recv() => {
                 if up.send(command).await.is_err() {
