@@ -87,7 +87,9 @@ pub(crate) fn refused(error: &ApplyError) -> Status {
         ApplyError::UnknownQueue(_) | ApplyError::Invalid { .. } => {
             Status::invalid_argument(error.to_string())
         }
-        ApplyError::Conflict(_) => Status::failed_precondition(error.to_string()),
+        ApplyError::Conflict(_) | ApplyError::StaleTerm { .. } => {
+            Status::failed_precondition(error.to_string())
+        }
     }
 }
 

@@ -23,6 +23,7 @@ fn command(op: Op) -> Command {
     Command {
         at: Timestamp(1_700_000_000_000),
         request_id: None,
+        term: None,
         op,
     }
 }

@@ -146,7 +146,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             self.last_applied = Some(entry.log_id);
             results.push(match entry.payload {
                 EntryPayload::Blank => Ok(Response::default()),
-                EntryPayload::Normal(command) => state.apply(&command),
+                EntryPayload::Normal(command) => {
+                    state.apply_in_term(entry.log_id.leader_id.term, &command)
+                }
                 EntryPayload::Membership(membership) => {
                     self.last_membership = StoredMembership::new(Some(entry.log_id), membership);
                     Ok(Response::default())

@@ -105,6 +105,14 @@ pub enum ApplyError {
     },
     /// The command does not apply to the thing's current state.
     Conflict(String),
+    /// A leader decided the command in term `decided`, but it reached the log in the later
+    /// term `entry`.
+    StaleTerm {
+        /// The term of the session that decided it.
+        decided: u64,
+        /// The term of the log entry that carries it.
+        entry: u64,
+    },
 }
 
 impl From<InputError> for ApplyError {
@@ -128,6 +136,10 @@ impl fmt::Display for ApplyError {
             Self::UnknownQueue(queue) => write!(f, "unknown queue `{queue}`"),
             Self::Invalid { field, message } => write!(f, "{field}: {message}"),
             Self::Conflict(message) => f.write_str(message),
+            Self::StaleTerm { decided, entry } => write!(
+                f,
+                "decided by the leader of term {decided}, but written in term {entry}"
+            ),
         }
     }
 }

@@ -57,6 +57,7 @@ pub fn submit_app(n: u64) -> Command {
     Command {
         at: Timestamp(1_700_000_000_000 + n),
         request_id: Some(RequestId(format!("submit-{n}"))),
+        term: None,
         op: Op::SubmitApp(SubmitApp {
             desc: AppDescription {
                 name: format!("app {n}"),

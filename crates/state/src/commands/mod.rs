@@ -31,6 +31,10 @@ pub struct Command {
     pub at: Timestamp,
     /// The client's id for this write, when a client sent it; retries reuse it.
     pub request_id: Option<RequestId>,
+    /// The term of the leader session that decided this command, when a leader decided it
+    /// (reconciliation, liveness, plans); [`ClusterState::apply_in_term`] refuses it in a
+    /// later term. Client writes carry `None`: they mean the same in any term.
+    pub term: Option<u64>,
     /// What to do.
     pub op: Op,
 }
@@ -79,6 +83,27 @@ trait Apply {
 }
 
 impl ClusterState {
+    /// Applies the command of a log entry written in `entry_term`: a command decided by the
+    /// leader of an older term is refused (a deposed leader's session must not act in its
+    /// successor's term), anything else is [`ClusterState::apply`]'d.
+    ///
+    /// # Errors
+    ///
+    /// [`ApplyError::StaleTerm`], or the op's refusal; the state is unchanged.
+    pub fn apply_in_term(
+        &mut self,
+        entry_term: u64,
+        command: &Command,
+    ) -> Result<Response, ApplyError> {
+        match command.term {
+            Some(decided) if decided < entry_term => Err(ApplyError::StaleTerm {
+                decided,
+                entry: entry_term,
+            }),
+            _ => self.apply(command),
+        }
+    }
+
     /// Applies one committed command. Deterministic: no clock, no randomness, no I/O.
     ///
     /// A command whose request id was already applied returns the first result again and

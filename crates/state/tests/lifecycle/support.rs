@@ -38,6 +38,7 @@ impl Cluster {
         let command = Command {
             at: Timestamp(self.clock),
             request_id: request_id.map(|id| RequestId(id.into())),
+            term: None,
             op,
         };
         self.clock += 1000;
