@@ -13,7 +13,9 @@ use muster_master::LEADER_ADDR_HEADER;
 use muster_proto::v1::app_event::Body as Event;
 use muster_proto::v1::app_link_client::AppLinkClient;
 use muster_proto::v1::app_message::Body as Message;
-use muster_proto::v1::{AppMessage, FinishApp, RegisterApp, ReleaseExecutors, SetExecutorLimit};
+use muster_proto::v1::{
+    AppHeartbeat, AppMessage, FinishApp, RegisterApp, ReleaseExecutors, SetExecutorLimit,
+};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
@@ -24,6 +26,9 @@ use crate::cluster::MastersArg;
 
 /// How long the masters may stay unreachable before the command gives up.
 const PATIENCE: Duration = Duration::from_secs(60);
+/// How long the leader may leave heartbeats unanswered before the client looks for a new
+/// one (below the masters' recovery timeout, so a frozen leader costs little).
+const LEADER_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// `muster app run`.
 #[derive(Args)]
@@ -204,7 +209,10 @@ async fn attach(
 ) -> Result<Detached, String> {
     let retry = |e: String| Ok(Detached::Retry(e));
     let endpoint = match Endpoint::from_shared(format!("http://{addr}")) {
-        Ok(endpoint) => endpoint.connect_timeout(Duration::from_secs(2)),
+        Ok(endpoint) => endpoint
+            .connect_timeout(LEADER_TIMEOUT)
+            .http2_keep_alive_interval(LEADER_TIMEOUT / 2)
+            .keep_alive_timeout(LEADER_TIMEOUT),
         Err(e) => return retry(e.to_string()),
     };
     let channel = match endpoint.connect().await {
@@ -224,10 +232,13 @@ async fn attach(
             })
             .await;
     }
-    let mut events = match AppLinkClient::new(channel)
-        .run(ReceiverStream::new(outbound))
-        .await
-    {
+    let mut client = AppLinkClient::new(channel);
+    let run = client.run(ReceiverStream::new(outbound));
+    let attached = match tokio::time::timeout(LEADER_TIMEOUT, run).await {
+        Err(_) => return retry(format!("{addr}: no answer to the registration")),
+        Ok(attached) => attached,
+    };
+    let mut events = match attached {
         Ok(response) => response.into_inner(),
         Err(status) if status.code() == Code::Unavailable => {
             let hint = status
@@ -241,10 +252,18 @@ async fn attach(
         }
         Err(status) => return Err(status.message().to_owned()),
     };
+    let mut heartbeats = tokio::time::interval(LEADER_TIMEOUT / 4);
+    let mut heard = Instant::now();
     loop {
         tokio::select! {
+            _ = heartbeats.tick() => {
+                if heard.elapsed() > LEADER_TIMEOUT {
+                    return Ok(Detached::Broken(format!("the leader was silent for {LEADER_TIMEOUT:?}")));
+                }
+                let _ = up.send(AppMessage { body: Some(Message::Heartbeat(AppHeartbeat {})) }).await;
+            }
             event = events.message() => match event {
-                Ok(Some(event)) => match event.body {
+                Ok(Some(event)) => match event.body.inspect(|_| heard = Instant::now()) {
                     // The first registration names the app: re-attach under this id from now on.
                     Some(Event::Registered(registered)) if register.app_id.is_empty() => {
                         println!("{}", registered.app_id);
@@ -255,7 +274,7 @@ async fn attach(
                         println!("executor {} on {}: {} cores, {} MB, {}{exit}", e.executor_id, e.worker, e.cores, e.memory_mb, e.state);
                     }
                     Some(Event::Ended(ended)) => return Ok(Detached::Ended(ended.state)),
-                    Some(Event::Registered(_)) | None => {}
+                    Some(Event::Registered(_) | Event::HeartbeatAck(_)) | None => {}
                 },
                 Ok(None) => return Ok(Detached::Broken("the master closed the stream".into())),
                 Err(status) => return Ok(Detached::Broken(status.message().to_owned())),

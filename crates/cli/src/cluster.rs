@@ -110,6 +110,10 @@ pub struct WorkerArgs {
     /// The host name to report; by default this machine's.
     #[arg(long)]
     host: Option<String>,
+    /// Seconds without an answer from the leader before the worker looks for a new one
+    /// (keep it below the masters' recovery timeout).
+    #[arg(long, default_value_t = 2.0)]
+    leader_timeout: f64,
 }
 
 /// Read commands.
@@ -316,6 +320,7 @@ pub fn worker(args: WorkerArgs) -> Result<String, String> {
         None => muster_worker::agent::stable_id(&args.work_dir, &host)
             .map_err(|e| format!("{}: {e}", args.work_dir.display()))?,
     };
+    let leader_timeout = seconds("--leader-timeout", args.leader_timeout)?;
     let config = AgentConfig {
         masters: Masters::parse(&args.masters.masters)?.addrs().to_vec(),
         id,
@@ -324,7 +329,8 @@ pub fn worker(args: WorkerArgs) -> Result<String, String> {
         memory_mb: args.memory,
         resources: parse_resources(&args.resources)?,
         work_dir: args.work_dir,
-        heartbeat_interval: SessionConfig::default().heartbeat_interval,
+        heartbeat_interval: leader_timeout / 4,
+        leader_timeout,
         kill_grace: std::time::Duration::from_secs(10),
     };
     runtime()?.block_on(muster_worker::agent::run(config, stop_signal()));

@@ -1,23 +1,22 @@
 //! The leader's side of application streams (`proto/muster/v1/app.proto`): register or
-//! re-attach, follow the executors, finish.
+//! re-attach, then step every request through the session's leader.
 
 use std::sync::Arc;
 
 use muster_core::model::AppId;
-use muster_proto::v1::app_event::Body as AppBody;
 use muster_proto::v1::app_link_server::{AppLink, AppLinkServer};
 use muster_proto::v1::app_message::Body as Up;
-use muster_proto::v1::{AppEvent, AppMessage, AppRegistered, RegisterApp};
+use muster_proto::v1::{AppEvent, AppMessage, RegisterApp};
 use muster_raft::{RaftNode, WriteError};
-use muster_state::commands::{KillExecutors, SetExecutorLimit, SubmitApp};
+use muster_state::commands::SubmitApp;
 use muster_state::model::AppDescription;
 use muster_state::{Command, ExecutorId, Op, Outcome, RequestId};
-use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::client::{not_leader, refused};
-use crate::session::{Session, Sessions, now};
+use crate::leader::{AppRequest, Event, LinkId};
+use crate::session::{Session, Sessions, link_channel, now};
 
 /// Serves application streams on the leader.
 pub struct AppLinkService {
@@ -73,6 +72,7 @@ impl AppLinkService {
             .write(Command {
                 at: now(),
                 request_id,
+                term: None,
                 op,
             })
             .await
@@ -109,40 +109,24 @@ impl AppLink for AppLinkService {
             ));
         };
         let app = self.register(register).await?;
-        let (link, events) = mpsc::channel(1024);
-        let registered = AppEvent {
-            body: Some(AppBody::Registered(AppRegistered {
-                app_id: app.0.clone(),
-            })),
-        };
-        let _ = link.send(Ok(registered)).await;
-        session.attach_app(app.clone(), link.clone());
-        // The executors it already holds, so a re-attached client starts from the truth.
-        let held: Vec<_> = {
-            let state = self.node.local_state();
-            let state = state.read().expect("state lock");
-            state
-                .apps()
-                .get(&app)
-                .map(|a| a.executors.values().cloned().collect())
-                .unwrap_or_default()
-        };
-        for executor in &held {
-            session.executor_event(&app, executor);
-        }
-        session.wake();
-        tokio::spawn(follow_app(session, app, inbound, link));
-        Ok(Response::new(ReceiverStream::new(events)))
+        let (sender, receiver) = link_channel();
+        let link = session.open_app_link(sender);
+        session.step(Event::AppAttached {
+            link,
+            app: app.clone(),
+        });
+        tokio::spawn(follow_app(session, app, link, inbound));
+        Ok(Response::new(ReceiverStream::new(receiver)))
     }
 }
 
-/// Reads an application's stream: a finish ends the application; a stream that ends without
-/// one leaves the application the grace period to re-attach.
+/// Reads an application's stream until it ends or the session does; the leader decides what
+/// each request and the stream's end mean.
 async fn follow_app(
     session: Arc<Session>,
     app: AppId,
+    link: LinkId,
     mut inbound: Streaming<AppMessage>,
-    link: mpsc::Sender<Result<AppEvent, Status>>,
 ) {
     let mut ended = session.ended();
     loop {
@@ -150,41 +134,23 @@ async fn follow_app(
             message = inbound.message() => message,
             _ = ended.changed() => return,
         };
-        match message {
-            Ok(Some(AppMessage {
-                body: Some(Up::Finish(_)),
-            })) => {
-                session.finish_app(app).await;
-                return;
-            }
-            Ok(Some(AppMessage {
-                body: Some(Up::SetLimit(set)),
-            })) => {
-                let op = Op::SetExecutorLimit(SetExecutorLimit {
-                    app: app.clone(),
-                    limit: set.executor_limit,
-                });
-                if session.write(op).await.is_some() {
-                    session.wake();
+        let request = match message {
+            Ok(Some(AppMessage { body: Some(body) })) => match body {
+                Up::Heartbeat(_) => AppRequest::Heartbeat,
+                Up::Finish(_) => AppRequest::Finish,
+                Up::SetLimit(set) => AppRequest::SetLimit(set.executor_limit),
+                Up::Release(release) => {
+                    AppRequest::Release(release.executor_ids.into_iter().map(ExecutorId).collect())
                 }
-            }
-            Ok(Some(AppMessage {
-                body: Some(Up::Release(release)),
-            })) => {
-                let executors = release.executor_ids.into_iter().map(ExecutorId).collect();
-                let op = Op::KillExecutors(KillExecutors {
-                    app: app.clone(),
-                    executors,
-                });
-                if let Some(response) = session.write(op).await {
-                    session.carry_out(&response.effects, None);
+                Up::Register(_) => {
+                    tracing::warn!(%app, "an application registered twice on one stream");
+                    continue;
                 }
-            }
-            Ok(Some(_)) => {}
-            Ok(None) | Err(_) => {
-                session.detach_app(app, &link);
-                return;
-            }
-        }
+            },
+            Ok(Some(_)) => continue,
+            Ok(None) | Err(_) => break,
+        };
+        session.step(Event::AppRequest { link, request });
     }
+    session.step(Event::LinkClosed { link });
 }

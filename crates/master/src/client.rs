@@ -21,7 +21,8 @@ use muster_state::{ApplyError, ClusterState, Command, Op, Outcome, RequestId, Re
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Status};
 
-use crate::session::{ProcessKey, Sessions, now};
+use crate::leader::{Event, ProcessKey};
+use crate::session::{Sessions, now};
 
 /// Metadata key naming the leader's address on an `UNAVAILABLE` answer.
 pub const LEADER_ADDR_HEADER: &str = "x-muster-leader";
@@ -73,6 +74,7 @@ fn command(request_id: &str, op: Op) -> Command {
     Command {
         at: now(),
         request_id,
+        term: None,
         op,
     }
 }
@@ -127,8 +129,9 @@ impl ClusterService {
         let applied = self.node.write(command).await?;
         let response = applied.map_err(|e| Failure::Status(refused(&e)))?;
         if let Some(session) = self.sessions.current() {
-            session.carry_out(&response.effects, None);
-            session.wake();
+            session.step(Event::ClientCommitted {
+                effects: response.effects.clone(),
+            });
         }
         Ok(response)
     }

@@ -11,6 +11,7 @@
 mod apps;
 mod client;
 mod http;
+mod leader;
 mod report;
 mod session;
 mod workers;
@@ -27,8 +28,8 @@ use tokio_stream::wrappers::TcpListenerStream;
 
 pub use apps::AppLinkService;
 pub use client::{ClusterService, LEADER_ADDR_HEADER};
+pub use leader::{RecoveryState, SessionConfig};
 pub use report::status_json;
-pub use session::{RecoveryState, SessionConfig};
 pub use workers::WorkerLinkService;
 
 /// How to run one master replica.

@@ -144,6 +144,7 @@ pub struct RaftNode {
     _db: sled::Db,
     state: SharedState,
     leadership: watch::Receiver<Leadership>,
+    election_timeout_max_ms: u64,
 }
 
 impl RaftNode {
@@ -181,6 +182,7 @@ impl RaftNode {
             _db: db,
             state,
             leadership,
+            election_timeout_max_ms: settings.election_timeout_ms.1,
         })
     }
 
@@ -259,6 +261,39 @@ impl RaftNode {
             .await
             .map(|response| response.data)
             .map_err(not_leader)
+    }
+
+    /// Submits `command` to the log and returns at once with a future of its result, so that
+    /// commands proposed one after another reach the log in that order.
+    ///
+    /// # Errors
+    ///
+    /// Raft has stopped. The future resolves to [`WriteError::NotLeader`] when the entry was
+    /// not committed by this leader.
+    pub async fn propose(
+        &self,
+        command: Command,
+    ) -> Result<impl Future<Output = Result<Applied, WriteError>> + Send + 'static, WriteError>
+    {
+        let receiver = self
+            .raft
+            .client_write_ff(command)
+            .await
+            .map_err(|fatal| WriteError::Unavailable(fatal.to_string()))?;
+        Ok(async move {
+            match receiver.await {
+                Ok(Ok(response)) => Ok(response.data),
+                Ok(Err(error)) => Err(not_leader(RaftError::APIError(error))),
+                Err(_) => Err(WriteError::Unavailable("Raft stopped".into())),
+            }
+        })
+    }
+
+    /// Whether a quorum of replicas acknowledged this leader within the longest election
+    /// timeout (check-quorum). `true` when not leading or not yet known.
+    pub fn has_quorum(&self) -> bool {
+        let silence = self.raft.metrics().borrow().millis_since_quorum_ack;
+        silence.is_none_or(|millis| millis <= self.election_timeout_max_ms)
     }
 
     /// Reads the state after confirming with a quorum that this replica still leads and has

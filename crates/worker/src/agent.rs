@@ -1,14 +1,22 @@
 //! The worker agent: one stream to the leading master, and the [`Supervisor`] that runs what
 //! the leader launches.
 //!
-//! The agent registers with its capacity and the processes it runs, heartbeats, and reports
-//! every process change. Launches and kills from the leader carry its term; a command from a
-//! term older than the newest seen is ignored (fencing a deposed leader). When the stream
-//! breaks the agent looks for the leader among all masters, following a follower's hint, with
-//! jittered back-off, and re-registers **without stopping anything it runs**. Reports made
-//! while no master listened are sent after re-registering.
+//! The agent registers with its capacity, the processes it runs and every report no leader has
+//! acknowledged yet; then it heartbeats and reports every process change, keeping each report
+//! until the leader acknowledges it (so nothing that happened during a failover is lost: it
+//! arrives with the next registration, before the leader reconciles). Launches and kills from
+//! the leader carry its term; a command from a term older than the newest seen is ignored
+//! (fencing a deposed leader). A launch of something already running is answered with its
+//! RUNNING report again, so a leader may safely send a launch twice.
+//!
+//! The leader answers every heartbeat. When it stays silent for `leader_timeout` (frozen,
+//! cut off), or the stream breaks, the agent looks for the leader among all masters,
+//! following a follower's hint, with jittered back-off, and re-registers **without stopping
+//! anything it runs**. A leader that counts this worker as lost closes the stream with
+//! ABORTED; the agent registers again at once and the leader kills what it no longer
+//! assigns here.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -22,11 +30,13 @@ use muster_proto::v1::{
 };
 use muster_state::ExecutorId;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
+use tonic::Code;
 use tonic::transport::Endpoint;
 
 use crate::supervisor::{
-    LaunchSpec, ProcessEvent, ProcessState, Supervisor, SupervisorConfig, Workload,
+    LaunchError, LaunchSpec, ProcessEvent, ProcessState, Supervisor, SupervisorConfig, Workload,
 };
 
 /// The longest wait between attempts to find the leader: short, because a new leader waits
@@ -55,6 +65,9 @@ pub struct AgentConfig {
     pub work_dir: PathBuf,
     /// Heartbeat period.
     pub heartbeat_interval: Duration,
+    /// A leader silent this long (no answer to heartbeats) is given up: the agent looks for
+    /// the leader again.
+    pub leader_timeout: Duration,
     /// Time between SIGTERM and SIGKILL.
     pub kill_grace: Duration,
 }
@@ -90,7 +103,8 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) {
         config,
         supervisor,
         events,
-        pending: VecDeque::new(),
+        unacknowledged: BTreeMap::new(),
+        next_seq: 1,
         highest_term: 0,
         next_master: 0,
     };
@@ -105,8 +119,10 @@ struct Agent {
     config: AgentConfig,
     supervisor: Supervisor,
     events: mpsc::UnboundedReceiver<ProcessEvent>,
-    /// Reports not yet delivered to a leader.
-    pending: VecDeque<WorkerMessage>,
+    /// Reports no leader has acknowledged yet, by sequence number.
+    unacknowledged: BTreeMap<u64, Up>,
+    /// The next report's sequence number.
+    next_seq: u64,
     /// The newest leader term seen.
     highest_term: u64,
     /// Where to look for the leader next.
@@ -171,6 +187,15 @@ impl Agent {
                 }),
             }
         }
+        let mut executor_updates = Vec::new();
+        let mut driver_updates = Vec::new();
+        for report in self.unacknowledged.values() {
+            match report {
+                Up::Executor(update) => executor_updates.push(update.clone()),
+                Up::Driver(update) => driver_updates.push(update.clone()),
+                Up::Register(_) | Up::Heartbeat(_) => {}
+            }
+        }
         WorkerMessage {
             body: Some(Up::Register(Register {
                 worker_id: self.config.id.0.clone(),
@@ -181,14 +206,20 @@ impl Agent {
                 resources: self.config.resources.clone().into_iter().collect(),
                 executors,
                 drivers,
+                executor_updates,
+                driver_updates,
             })),
         }
     }
 
-    /// One stream to `addr`: register, then relay until it breaks.
+    /// One stream to `addr`: register, then relay until it breaks or the leader falls silent.
     async fn session(&mut self, addr: &str) -> Broken {
+        let timeout = self.config.leader_timeout;
         let endpoint = match Endpoint::from_shared(format!("http://{addr}")) {
-            Ok(endpoint) => endpoint.connect_timeout(Duration::from_secs(2)),
+            Ok(endpoint) => endpoint
+                .connect_timeout(timeout)
+                .http2_keep_alive_interval(timeout / 2)
+                .keep_alive_timeout(timeout),
             Err(e) => return Broken::Retry(e.to_string()),
         };
         let channel = match endpoint.connect().await {
@@ -199,12 +230,12 @@ impl Agent {
         if up.send(self.registration()).await.is_err() {
             return Broken::Retry("stream closed".into());
         }
-        let mut inbound = match WorkerLinkClient::new(channel)
-            .attach(ReceiverStream::new(outbound))
-            .await
-        {
-            Ok(response) => response.into_inner(),
-            Err(status) => {
+        let mut client = WorkerLinkClient::new(channel);
+        let attach = client.attach(ReceiverStream::new(outbound));
+        let mut inbound = match tokio::time::timeout(timeout, attach).await {
+            Err(_) => return Broken::Retry("no answer to the registration".into()),
+            Ok(Ok(response)) => response.into_inner(),
+            Ok(Err(status)) => {
                 let hint = status
                     .metadata()
                     .get(LEADER_HEADER)
@@ -216,34 +247,53 @@ impl Agent {
             }
         };
         tracing::info!(master = %addr, "attached to the leader");
-        while let Some(report) = self.pending.pop_front() {
-            if up.send(report.clone()).await.is_err() {
-                self.pending.push_front(report);
-                return Broken::Retry("stream closed".into());
-            }
-        }
         let mut heartbeats = tokio::time::interval(self.config.heartbeat_interval);
+        let mut heard = Instant::now();
         loop {
             tokio::select! {
                 _ = heartbeats.tick() => {
+                    if heard.elapsed() > timeout {
+                        return Broken::Retry(format!("the leader was silent for {timeout:?}"));
+                    }
                     if up.send(WorkerMessage { body: Some(Up::Heartbeat(Heartbeat {})) }).await.is_err() {
                         return Broken::Retry("stream closed".into());
                     }
                 }
                 event = self.events.recv() => {
-                    let Some(report) = event.and_then(|e| report(&e)) else { continue };
-                    if up.send(report.clone()).await.is_err() {
-                        self.pending.push_back(report);
+                    let Some(report) = event.and_then(|e| self.record(&e)) else { continue };
+                    if up.send(WorkerMessage { body: Some(report) }).await.is_err() {
                         return Broken::Retry("stream closed".into());
                     }
                 }
                 message = inbound.message() => match message {
-                    Ok(Some(message)) => self.obey(message, &up).await,
+                    Ok(Some(message)) => {
+                        heard = Instant::now();
+                        self.obey(message, &up).await;
+                    }
                     Ok(None) => return Broken::Retry("the master closed the stream".into()),
+                    // The leader counts this worker as lost: register again with it at once.
+                    Err(status) if status.code() == Code::Aborted => {
+                        tracing::warn!(master = %addr, reason = status.message(), "registering again");
+                        return Broken::LeaderAt(addr.to_owned());
+                    }
                     Err(status) => return Broken::Retry(status.message().to_owned()),
                 },
             }
         }
+    }
+
+    /// Numbers the report a process event makes, if any, and keeps it until acknowledged.
+    fn record(&mut self, event: &ProcessEvent) -> Option<Up> {
+        let mut report = report(event)?;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        match &mut report {
+            Up::Executor(update) => update.seq = seq,
+            Up::Driver(update) => update.seq = seq,
+            Up::Register(_) | Up::Heartbeat(_) => {}
+        }
+        self.unacknowledged.insert(seq, report.clone());
+        Some(report)
     }
 
     /// Carries out one command from the leader, unless an older term sent it.
@@ -259,7 +309,12 @@ impl Agent {
         self.highest_term = message.term;
         let Some(body) = message.body else { return };
         match body {
-            Down::Registered(_) => {}
+            Down::Registered(_) | Down::HeartbeatAck(_) => {}
+            Down::Acknowledged(acknowledged) => {
+                for seq in acknowledged.seqs {
+                    self.unacknowledged.remove(&seq);
+                }
+            }
             Down::LaunchExecutor(launch) => {
                 let workload = Workload::Executor {
                     app: launch.app_id.as_str().into(),
@@ -304,27 +359,35 @@ impl Agent {
         }
     }
 
+    /// Starts `spec`; a launch of something already running reports it RUNNING again.
     async fn start(&mut self, spec: LaunchSpec, up: &mpsc::Sender<WorkerMessage>) {
         let workload = spec.workload.clone();
-        if let Err(error) = self.supervisor.launch(spec) {
-            tracing::warn!(%workload, %error, "launch failed");
-            let failed = ProcessEvent {
-                workload,
-                state: ProcessState::Failed {
-                    reason: error.to_string(),
-                },
-            };
-            if let Some(report) = report(&failed)
-                && up.send(report.clone()).await.is_err()
-            {
-                self.pending.push_back(report);
+        let state = match self.supervisor.launch(spec) {
+            Ok(_) => return,
+            Err(LaunchError::AlreadyRunning(_)) => {
+                let Some(pid) = self.supervisor.pid(&workload) else {
+                    return;
+                };
+                ProcessState::Running { pid }
             }
+            Err(error) => {
+                tracing::warn!(%workload, %error, "launch failed");
+                ProcessState::Failed {
+                    reason: error.to_string(),
+                }
+            }
+        };
+        let event = ProcessEvent { workload, state };
+        if let Some(report) = self.record(&event) {
+            // A broken stream is noticed by the caller; the report waits unacknowledged.
+            let _ = up.send(WorkerMessage { body: Some(report) }).await;
         }
     }
 }
 
-/// The report a process event makes to the leader, if any (restarts are local).
-fn report(event: &ProcessEvent) -> Option<WorkerMessage> {
+/// The report a process event makes to the leader, if any (restarts are local), not yet
+/// numbered.
+fn report(event: &ProcessEvent) -> Option<Up> {
     let (state, exit_code, pid) = match (&event.workload, &event.state) {
         (_, ProcessState::Running { pid }) => ("RUNNING", None, *pid),
         (_, ProcessState::Restarting { .. }) => return None,
@@ -342,13 +405,15 @@ fn report(event: &ProcessEvent) -> Option<WorkerMessage> {
             state: state.to_owned(),
             exit_code,
             pid,
+            seq: 0,
         }),
         Workload::Driver { driver } => Up::Driver(DriverUpdate {
             driver_id: driver.0.clone(),
             state: state.to_owned(),
             exit_code,
             pid,
+            seq: 0,
         }),
     };
-    Some(WorkerMessage { body: Some(body) })
+    Some(body)
 }

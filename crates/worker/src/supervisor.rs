@@ -261,6 +261,14 @@ impl Supervisor {
         entry.map(|running| running.kill.send(())).is_some()
     }
 
+    /// The process id of `workload`, while it runs.
+    pub fn pid(&self, workload: &Workload) -> Option<u32> {
+        let running = self.running.lock().expect("running lock");
+        running
+            .get(workload)
+            .map(|r| *r.pid.lock().expect("pid lock"))
+    }
+
     /// The workloads running now, with their process ids.
     pub fn running(&self) -> Vec<(Workload, u32)> {
         let running = self.running.lock().expect("running lock");

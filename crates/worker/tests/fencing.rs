@@ -96,6 +96,7 @@ async fn commands_from_an_older_term_are_ignored() {
         resources: BTreeMap::new(),
         work_dir: dir.path().to_owned(),
         heartbeat_interval: Duration::from_millis(100),
+        leader_timeout: Duration::from_secs(2),
         kill_grace: Duration::from_millis(200),
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -28,10 +28,14 @@ pub struct RegisterWorker {
     pub resources: ResourceAmounts,
 }
 
-impl Apply for RegisterWorker {
-    /// A known ALIVE or DECOMMISSIONED worker is a reconnect (`duplicate`) and keeps its
-    /// state; a DEAD one comes back ALIVE with the capacity it reports, nothing running.
-    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+impl RegisterWorker {
+    /// Checks what the worker says about itself, as `apply` does, without a state: a
+    /// non-empty id and positive capacities.
+    ///
+    /// # Errors
+    ///
+    /// [`ApplyError::Invalid`] naming the field.
+    pub fn validate(&self) -> Result<(), ApplyError> {
         if self.id.0.is_empty() {
             return Err(ApplyError::Invalid {
                 field: "id".into(),
@@ -41,6 +45,15 @@ impl Apply for RegisterWorker {
         positive("cores", self.cores)?;
         positive("memory_mb", self.memory_mb)?;
         resource_amounts("resources", &self.resources)?;
+        Ok(())
+    }
+}
+
+impl Apply for RegisterWorker {
+    /// A known ALIVE or DECOMMISSIONED worker is a reconnect (`duplicate`) and keeps its
+    /// state; a DEAD one comes back ALIVE with the capacity it reports, nothing running.
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        self.validate()?;
         let duplicate = match state.workers.get_mut(&self.id) {
             Some(worker) => {
                 if worker.state == WorkerState::Dead {

@@ -1,0 +1,1286 @@
+//! The leader's logic for one term, as a deterministic state machine: no tokio, no clock, no
+//! I/O.
+//!
+//! A [`Leader`] moves only when [`Leader::step`] hands it an [`Event`] (a worker registered,
+//! a report, a heartbeat, an application attached, a proposal committed, ...) or when
+//! [`Leader::tick`] tells it the time. Both read the replicated [`ClusterState`] as this
+//! replica has applied it, and both return [`Action`]s: propose an op to the log, send a
+//! message to a worker or an application, close a link. The session in `session.rs` owns the
+//! streams and the Raft handle, feeds events in and carries actions out; everything it would
+//! otherwise decide by the order in which `.await`s finish is decided here, in one place, and
+//! tested by scripts (`tests/leader`).
+//!
+//! # Recovery (Spark's `RecoveryState`)
+//!
+//! A new leader starts RECOVERING. Once a linearizable read confirms that its state holds
+//! everything committed before its term ([`Event::StateRead`]), it waits for every worker the
+//! log has ALIVE to register and every active application to re-attach. A registration first
+//! writes the worker's unacknowledged process reports to the log, then the registration
+//! itself, and only then compares what the worker runs with what the log expects
+//! (reconciliation): what the log does not know is killed; an executor still LAUNCHING is
+//! launched again; what the log expects but the worker lacks ends LOST (executors) or ERROR
+//! (drivers). When everything has come back, or after `recovery_timeout`, the leader goes
+//! COMPLETING_RECOVERY (what never came back is removed through the log) and then ALIVE.
+//! Only an ALIVE leader schedules.
+//!
+//! # Links and liveness
+//!
+//! Every stream is a [`LinkId`]. Each worker and application has at most one current link; a
+//! newer one supersedes it. Heartbeats are answered, so a worker or client can tell a frozen
+//! leader from a quiet one. A worker silent for `worker_timeout` is lost through the log;
+//! anything later heard from a worker the log has as DEAD is refused with
+//! [`Close::Reregister`], and its re-registration kills what the log no longer assigns it. A
+//! leader that itself stood still (a pause longer than a few ticks) gives every worker a
+//! fresh timeout instead of blaming them.
+//!
+//! # Proposals
+//!
+//! Proposals commit in the order they are proposed (the session submits them in order), so a
+//! registration's reports are in the log before the registration. Every committed response's
+//! [`Effects`] are carried out here: kills for what ended (except the process whose own report
+//! ended it), executor events and ends for applications. Launches that no RUNNING report
+//! confirms within `launch_timeout` are sent again, and given up through the log after
+//! [`LAUNCH_ATTEMPTS`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use muster_core::model::{AppId, DriverId, PassConfig, QueueConfig, WorkerId, WorkerState};
+use muster_state::commands::{
+    AppFinished, ApplyPlan, DriverStateChanged, ExecutorStateChanged, KillExecutors,
+    RegisterWorker, SetExecutorLimit, SetQueues, WorkerLost,
+};
+use muster_state::model::{AppState, DriverState, Executor, ExecutorState};
+use muster_state::{
+    ApplyError, ClusterState, Effects, ExecutorId, Op, Outcome, RequestId, Response,
+};
+
+/// How many times a launch is sent before it is given up as lost.
+pub const LAUNCH_ATTEMPTS: u32 = 3;
+
+/// Timings and scheduling settings of the leader.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// How long a new leader waits for known workers and applications to come back.
+    pub recovery_timeout: Duration,
+    /// How long an application whose client vanished may take to re-attach before it is
+    /// finished for it.
+    pub app_grace: Duration,
+    /// How often workers heartbeat.
+    pub heartbeat_interval: Duration,
+    /// A worker silent this long is lost.
+    pub worker_timeout: Duration,
+    /// How long a launch may go unconfirmed before it is sent again.
+    pub launch_timeout: Duration,
+    /// Scheduling runs at least this often while ALIVE.
+    pub schedule_tick: Duration,
+    /// The scheduling pass's settings; each pass draws its own seed.
+    pub pass: PassConfig,
+    /// Queues from this master's configuration, applied through the log once per distinct
+    /// content when its leader completes recovery; `muster queues --set` changes them later.
+    pub queues: Option<Vec<QueueConfig>>,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            recovery_timeout: Duration::from_secs(15),
+            app_grace: Duration::from_secs(10),
+            heartbeat_interval: Duration::from_secs(1),
+            worker_timeout: Duration::from_secs(15),
+            launch_timeout: Duration::from_secs(10),
+            schedule_tick: Duration::from_secs(1),
+            pass: PassConfig::default(),
+            queues: None,
+        }
+    }
+}
+
+/// Spark's `RecoveryState` for the leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecoveryState {
+    /// Waiting for known workers and applications to come back.
+    Recovering,
+    /// Removing what never came back.
+    CompletingRecovery,
+    /// Scheduling.
+    Alive,
+}
+
+impl RecoveryState {
+    /// The name `muster status` shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Recovering => "RECOVERING",
+            Self::CompletingRecovery => "COMPLETING_RECOVERY",
+            Self::Alive => "ALIVE",
+        }
+    }
+}
+
+/// One stream between the leader and a worker or an application, numbered by the session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LinkId(pub u64);
+
+/// One proposal to the log, numbered by the leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ProposalId(pub u64);
+
+/// A process a worker runs for the log: an executor or a driver.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ProcessKey {
+    /// An executor.
+    Executor(AppId, ExecutorId),
+    /// A driver.
+    Driver(DriverId),
+}
+
+/// A change of one process that a worker reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Update {
+    /// An executor started (RUNNING, with its pid) or ended.
+    Executor {
+        /// Its app.
+        app: AppId,
+        /// Its id.
+        executor: ExecutorId,
+        /// RUNNING, EXITED, FAILED or KILLED.
+        state: ExecutorState,
+        /// The exit code, when it exited.
+        exit_code: Option<i32>,
+        /// Its process id, when it runs.
+        pid: u32,
+    },
+    /// A driver started (RUNNING, with its pid) or ended.
+    Driver {
+        /// The driver.
+        driver: DriverId,
+        /// RUNNING, FINISHED, FAILED, KILLED or ERROR.
+        state: DriverState,
+        /// The exit code, when it exited.
+        exit_code: Option<i32>,
+        /// Its process id, when it runs.
+        pid: u32,
+    },
+}
+
+impl Update {
+    /// The process it is about.
+    pub fn process(&self) -> ProcessKey {
+        match self {
+            Self::Executor { app, executor, .. } => ProcessKey::Executor(app.clone(), *executor),
+            Self::Driver { driver, .. } => ProcessKey::Driver(driver.clone()),
+        }
+    }
+}
+
+/// A numbered report: the worker keeps it until the leader acknowledges `seq`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// The worker's number for it.
+    pub seq: u64,
+    /// What happened.
+    pub update: Update,
+}
+
+/// Everything a worker says when it registers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Registration {
+    /// Its identity and capacity, as the log records them.
+    pub worker: RegisterWorker,
+    /// What it runs now, with process ids.
+    pub running: BTreeMap<ProcessKey, u32>,
+    /// Reports no leader has acknowledged, oldest first.
+    pub reports: Vec<Report>,
+}
+
+/// What an application's client asks on its stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AppRequest {
+    /// "I am here."
+    Heartbeat,
+    /// The application is done.
+    Finish,
+    /// Dynamic allocation: a new executor limit (`None`: unlimited).
+    SetLimit(Option<u32>),
+    /// Dynamic allocation: executors given back.
+    Release(Vec<ExecutorId>),
+}
+
+/// Something that happened, for the leader to react to.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// A linearizable read succeeded: the state holds everything committed before this term.
+    StateRead,
+    /// A worker opened `link` and registered.
+    WorkerAttached {
+        /// The new stream.
+        link: LinkId,
+        /// What it said.
+        registration: Registration,
+    },
+    /// A worker heartbeat on `link`.
+    WorkerHeartbeat {
+        /// The stream.
+        link: LinkId,
+    },
+    /// A worker reported a process change on `link`.
+    WorkerReport {
+        /// The stream.
+        link: LinkId,
+        /// The report.
+        report: Report,
+    },
+    /// An application's client attached on `link` (its registration is in the log).
+    AppAttached {
+        /// The new stream.
+        link: LinkId,
+        /// The application.
+        app: AppId,
+    },
+    /// An application's client asked something on `link`.
+    AppRequest {
+        /// The stream.
+        link: LinkId,
+        /// What it asked.
+        request: AppRequest,
+    },
+    /// A worker's or application's stream ended.
+    LinkClosed {
+        /// The stream.
+        link: LinkId,
+    },
+    /// A proposal was committed and applied with this result.
+    Committed {
+        /// The proposal.
+        proposal: ProposalId,
+        /// What applying it gave.
+        result: Result<Response, ApplyError>,
+    },
+    /// A proposal could not be committed (leadership lost, Raft unavailable).
+    NotCommitted {
+        /// The proposal.
+        proposal: ProposalId,
+    },
+    /// A client's write through the API was committed with these effects.
+    ClientCommitted {
+        /// What the leader must carry out.
+        effects: Effects,
+    },
+}
+
+/// A message for a worker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToWorker {
+    /// Its registration is in the log and reconciled.
+    Registered,
+    /// The answer to a heartbeat.
+    HeartbeatAck,
+    /// These reports are in the log.
+    Acknowledged(Vec<u64>),
+    /// Start this executor (its grant is in the log).
+    LaunchExecutor(AppId, ExecutorId),
+    /// Start this driver (its placement is in the log).
+    LaunchDriver(DriverId),
+    /// Stop this executor.
+    KillExecutor(AppId, ExecutorId),
+    /// Stop this driver.
+    KillDriver(DriverId),
+}
+
+/// A message for an application's client.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ToApp {
+    /// Attached under this id.
+    Registered(AppId),
+    /// An executor as the log has it now.
+    Executor(Executor),
+    /// The application ended in this state.
+    Ended(AppState),
+    /// The answer to a heartbeat.
+    HeartbeatAck,
+}
+
+/// Why the leader closes a link.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Close {
+    /// The log counts the worker as lost: it must register again (and lose what the log no
+    /// longer assigns it).
+    Reregister,
+    /// A newer link of the same worker or application replaced it.
+    Superseded,
+    /// The registration was refused.
+    Refused(String),
+}
+
+/// What the session must do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Write `op` to the log, stamped with the leader's term (and `request_id` if any); the
+    /// result comes back as [`Event::Committed`] or [`Event::NotCommitted`].
+    Propose {
+        /// Its number.
+        proposal: ProposalId,
+        /// What to write.
+        op: Op,
+        /// Makes it idempotent across leaders.
+        request_id: Option<RequestId>,
+    },
+    /// Send a message on a worker's link.
+    ToWorker {
+        /// The stream.
+        link: LinkId,
+        /// The message.
+        message: ToWorker,
+    },
+    /// Send an event on an application's link.
+    ToApp {
+        /// The stream.
+        link: LinkId,
+        /// The event.
+        message: ToApp,
+    },
+    /// Close a link.
+    Close {
+        /// The stream.
+        link: LinkId,
+        /// Why.
+        reason: Close,
+    },
+}
+
+/// Who is at the other end of a link.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Peer {
+    Worker(WorkerId),
+    App(AppId),
+}
+
+/// A worker as this leader knows it.
+#[derive(Clone, Debug)]
+struct WorkerSession {
+    /// Its current stream, if open.
+    link: Option<LinkId>,
+    /// When it was last heard from.
+    heard: Instant,
+    /// Whether its registration is committed and reconciled in this term.
+    registered: bool,
+}
+
+/// An application's client as this leader knows it.
+#[derive(Clone, Debug)]
+struct AppSession {
+    /// Its current stream, if open.
+    link: Option<LinkId>,
+    /// Since when it has had no stream.
+    detached_at: Option<Instant>,
+}
+
+/// A launch sent and not yet confirmed by a RUNNING report.
+#[derive(Clone, Debug)]
+struct Launch {
+    worker: WorkerId,
+    sent: Instant,
+    attempts: u32,
+}
+
+/// Why a proposal was made: what to do once it commits.
+#[derive(Clone, Debug)]
+enum Purpose {
+    /// A worker's report, acknowledged on `link` once in the log.
+    Report {
+        link: LinkId,
+        seq: Option<u64>,
+        process: ProcessKey,
+    },
+    /// A worker's registration; reconciled against `running` once in the log.
+    Register {
+        link: LinkId,
+        worker: WorkerId,
+        running: BTreeMap<ProcessKey, u32>,
+    },
+    /// A worker lost to silence.
+    Lost { worker: WorkerId },
+    /// Part of completing recovery.
+    Completing,
+    /// A scheduling pass.
+    Plan,
+    /// Anything else: carry out its effects.
+    Other,
+}
+
+/// The leader of one term.
+pub struct Leader {
+    term: u64,
+    config: SessionConfig,
+    recovery: RecoveryState,
+    /// When recovery gives up waiting, once the state has been read.
+    recovery_deadline: Option<Instant>,
+    links: BTreeMap<LinkId, Peer>,
+    workers: BTreeMap<WorkerId, WorkerSession>,
+    apps: BTreeMap<AppId, AppSession>,
+    /// Workers the log had ALIVE that have not registered in this term.
+    awaited_workers: BTreeSet<WorkerId>,
+    /// Applications active at the start of the term whose clients have not re-attached.
+    awaited_apps: BTreeSet<AppId>,
+    /// Completing-recovery proposals not committed yet.
+    completing: usize,
+    /// Workers whose loss is proposed and not committed yet.
+    losing: BTreeSet<WorkerId>,
+    /// Applications being finished for a vanished client.
+    finishing: BTreeSet<AppId>,
+    pids: BTreeMap<ProcessKey, u32>,
+    launches: BTreeMap<ProcessKey, Launch>,
+    /// Why each app or driver waits, as of the last scheduling pass.
+    waiting: BTreeMap<String, String>,
+    proposals: BTreeMap<ProposalId, Purpose>,
+    next_proposal: u64,
+    pass_wanted: bool,
+    pass_in_flight: bool,
+    last_pass: Option<Instant>,
+    passes: u64,
+    last_tick: Instant,
+    actions: Vec<Action>,
+}
+
+impl Leader {
+    /// The leader of `term`, starting to recover at `now`.
+    pub fn new(term: u64, config: SessionConfig, now: Instant) -> Self {
+        Self {
+            term,
+            config,
+            recovery: RecoveryState::Recovering,
+            recovery_deadline: None,
+            links: BTreeMap::new(),
+            workers: BTreeMap::new(),
+            apps: BTreeMap::new(),
+            awaited_workers: BTreeSet::new(),
+            awaited_apps: BTreeSet::new(),
+            completing: 0,
+            losing: BTreeSet::new(),
+            finishing: BTreeSet::new(),
+            pids: BTreeMap::new(),
+            launches: BTreeMap::new(),
+            waiting: BTreeMap::new(),
+            proposals: BTreeMap::new(),
+            next_proposal: 0,
+            pass_wanted: false,
+            pass_in_flight: false,
+            last_pass: None,
+            passes: 0,
+            last_tick: now,
+            actions: Vec::new(),
+        }
+    }
+
+    /// Where recovery stands.
+    pub fn recovery_state(&self) -> RecoveryState {
+        self.recovery
+    }
+
+    /// The process id a worker reported for `key`.
+    pub fn pid(&self, key: &ProcessKey) -> Option<u32> {
+        self.pids.get(key).copied()
+    }
+
+    /// Why app or driver `id` waits, as of the last scheduling pass.
+    pub fn waiting(&self, id: &str) -> Option<&str> {
+        self.waiting.get(id).map(String::as_str)
+    }
+
+    /// Reacts to `event` at `now`, reading `state` as this replica has applied it.
+    pub fn step(&mut self, now: Instant, state: &ClusterState, event: Event) -> Vec<Action> {
+        match event {
+            // The state is complete: decide whom to wait for.
+            Event::StateRead => self.start_recovery(now, state),
+            Event::WorkerAttached { link, registration } => {
+                self.worker_attached(now, link, registration);
+            }
+            Event::WorkerHeartbeat { link } => {
+                if self.current_worker(now, link, state).is_some() {
+                    self.send(link, ToWorker::HeartbeatAck);
+                }
+            }
+            Event::WorkerReport { link, report } => {
+                if self.current_worker(now, link, state).is_some() {
+                    self.report(link, Some(report.seq), report.update);
+                }
+            }
+            Event::AppAttached { link, app } => self.app_attached(link, app, state),
+            Event::AppRequest { link, request } => self.app_request(link, request),
+            Event::LinkClosed { link } => self.link_closed(now, link),
+            Event::Committed { proposal, result } => {
+                self.committed(now, state, proposal, result);
+            }
+            // Nothing to undo: reports stay unacknowledged and are sent again, a lost pass is
+            // planned again, a loss or an end is decided again on a later tick.
+            Event::NotCommitted { proposal } => match self.proposals.remove(&proposal) {
+                Some(Purpose::Plan) => self.pass_in_flight = false,
+                Some(Purpose::Lost { worker }) => {
+                    self.losing.remove(&worker);
+                }
+                Some(Purpose::Completing) => self.completed_one(),
+                Some(_) | None => {}
+            },
+            Event::ClientCommitted { effects } => {
+                self.carry_out(&effects, None);
+                self.pass_wanted = true;
+            }
+        }
+        self.maybe_advance_recovery(state);
+        self.maybe_schedule(now, state);
+        std::mem::take(&mut self.actions)
+    }
+
+    /// Lets time pass: recovery deadline, liveness, vanished clients, unconfirmed launches,
+    /// periodic scheduling.
+    pub fn tick(&mut self, now: Instant, state: &ClusterState) -> Vec<Action> {
+        let paused = now.saturating_duration_since(self.last_tick);
+        self.last_tick = now;
+        if paused > self.config.heartbeat_interval * 3 {
+            // This leader stood still (a pause, a stalled machine): nobody else is to blame
+            // for the silence, so everyone gets a fresh timeout.
+            for worker in self.workers.values_mut() {
+                worker.heard = now;
+            }
+            for app in self.apps.values_mut() {
+                if app.detached_at.is_some() {
+                    app.detached_at = Some(now);
+                }
+            }
+        }
+        if self.recovery == RecoveryState::Recovering
+            && self
+                .recovery_deadline
+                .is_some_and(|deadline| now >= deadline)
+        {
+            self.complete_recovery(state);
+        }
+        if self.recovery == RecoveryState::Alive {
+            self.check_liveness(now, state);
+            self.finish_vanished_apps(now, state);
+            self.retry_launches(now, state);
+        }
+        self.maybe_advance_recovery(state);
+        self.maybe_schedule(now, state);
+        std::mem::take(&mut self.actions)
+    }
+
+    fn start_recovery(&mut self, now: Instant, state: &ClusterState) {
+        if self.recovery_deadline.is_some() {
+            return;
+        }
+        self.recovery_deadline = Some(now + self.config.recovery_timeout);
+        self.awaited_workers = state
+            .workers()
+            .values()
+            .filter(|w| w.state == WorkerState::Alive)
+            .filter(|w| !self.workers.get(&w.id).is_some_and(|s| s.registered))
+            .map(|w| w.id.clone())
+            .collect();
+        self.awaited_apps = state
+            .apps()
+            .keys()
+            .filter(|app| self.apps.get(*app).is_none_or(|s| s.link.is_none()))
+            .cloned()
+            .collect();
+    }
+
+    fn maybe_advance_recovery(&mut self, state: &ClusterState) {
+        if self.recovery == RecoveryState::Recovering
+            && self.recovery_deadline.is_some()
+            && self.awaited_workers.is_empty()
+            && self.awaited_apps.is_empty()
+        {
+            self.complete_recovery(state);
+        }
+    }
+
+    /// COMPLETING_RECOVERY: removes what never came back, applies configured queues, and
+    /// becomes ALIVE once all of it is committed.
+    fn complete_recovery(&mut self, state: &ClusterState) {
+        self.recovery = RecoveryState::CompletingRecovery;
+        for worker in std::mem::take(&mut self.awaited_workers) {
+            if state
+                .workers()
+                .get(&worker)
+                .is_some_and(|w| w.state == WorkerState::Alive)
+            {
+                let reason = "did not reconnect after the master failover".to_owned();
+                self.propose(
+                    Op::WorkerLost(WorkerLost { id: worker, reason }),
+                    Purpose::Completing,
+                );
+                self.completing += 1;
+            }
+        }
+        for app in std::mem::take(&mut self.awaited_apps) {
+            let attached = self.apps.get(&app).is_some_and(|s| s.link.is_some());
+            if state.apps().contains_key(&app) && !attached {
+                let op = Op::AppFinished(AppFinished {
+                    id: app,
+                    state: AppState::Finished,
+                });
+                self.propose(op, Purpose::Completing);
+                self.completing += 1;
+            }
+        }
+        if let Some(queues) = self.config.queues.clone() {
+            let request_id = configured_queues_request(&queues);
+            self.propose_with(
+                Op::SetQueues(SetQueues { queues }),
+                Some(request_id),
+                Purpose::Completing,
+            );
+            self.completing += 1;
+        }
+        if self.completing == 0 {
+            self.become_alive();
+        }
+    }
+
+    fn completed_one(&mut self) {
+        self.completing = self.completing.saturating_sub(1);
+        if self.completing == 0 && self.recovery == RecoveryState::CompletingRecovery {
+            self.become_alive();
+        }
+    }
+
+    fn become_alive(&mut self) {
+        self.recovery = RecoveryState::Alive;
+        self.pass_wanted = true;
+    }
+
+    /// The worker at the other end of `link`, heard from at `now`, if `link` is its current
+    /// stream and the log does not count it as lost. A superseded link is closed; a worker
+    /// this leader no longer keeps, or that the log has as DEAD, is told to register again.
+    fn current_worker(
+        &mut self,
+        now: Instant,
+        link: LinkId,
+        state: &ClusterState,
+    ) -> Option<WorkerId> {
+        let Some(Peer::Worker(worker)) = self.links.get(&link).cloned() else {
+            return None;
+        };
+        let Some(session) = self.workers.get_mut(&worker) else {
+            self.close(link, Close::Reregister);
+            return None;
+        };
+        if session.link != Some(link) {
+            self.close(link, Close::Superseded);
+            return None;
+        }
+        let dead = state
+            .workers()
+            .get(&worker)
+            .is_some_and(|w| w.state == WorkerState::Dead);
+        if session.registered && dead {
+            self.workers.remove(&worker);
+            self.close(link, Close::Reregister);
+            return None;
+        }
+        session.heard = now;
+        Some(worker)
+    }
+
+    fn worker_attached(&mut self, now: Instant, link: LinkId, registration: Registration) {
+        let worker = registration.worker.id.clone();
+        if let Some(old) = self.workers.get(&worker).and_then(|s| s.link) {
+            self.close(old, Close::Superseded);
+        }
+        self.links.insert(link, Peer::Worker(worker.clone()));
+        self.workers.insert(
+            worker.clone(),
+            WorkerSession {
+                link: Some(link),
+                heard: now,
+                registered: false,
+            },
+        );
+        // Reports first: what ended during the failover is in the log before reconciliation.
+        for report in registration.reports {
+            self.report(link, Some(report.seq), report.update);
+        }
+        self.propose(
+            Op::RegisterWorker(registration.worker),
+            Purpose::Register {
+                link,
+                worker,
+                running: registration.running,
+            },
+        );
+    }
+
+    /// Writes one process change to the log (a driver's start needs no entry: placement made
+    /// it RUNNING already).
+    fn report(&mut self, link: LinkId, seq: Option<u64>, update: Update) {
+        let process = update.process();
+        let op = match update {
+            Update::Driver {
+                driver,
+                state: DriverState::Running,
+                pid,
+                ..
+            } => {
+                self.confirm_running(ProcessKey::Driver(driver), pid);
+                if let Some(seq) = seq {
+                    self.send(link, ToWorker::Acknowledged(vec![seq]));
+                }
+                return;
+            }
+            Update::Driver {
+                driver,
+                state,
+                exit_code,
+                ..
+            } => Op::DriverStateChanged(DriverStateChanged {
+                driver,
+                state,
+                exit_code,
+            }),
+            Update::Executor {
+                app,
+                executor,
+                state,
+                exit_code,
+                pid,
+            } => {
+                if state == ExecutorState::Running {
+                    self.confirm_running(ProcessKey::Executor(app.clone(), executor), pid);
+                }
+                Op::ExecutorStateChanged(ExecutorStateChanged {
+                    app,
+                    executor,
+                    state,
+                    exit_code,
+                })
+            }
+        };
+        self.propose(op, Purpose::Report { link, seq, process });
+    }
+
+    fn confirm_running(&mut self, process: ProcessKey, pid: u32) {
+        self.launches.remove(&process);
+        if pid != 0 {
+            self.pids.insert(process, pid);
+        }
+    }
+
+    fn app_attached(&mut self, link: LinkId, app: AppId, state: &ClusterState) {
+        if let Some(old) = self.apps.get(&app).and_then(|s| s.link) {
+            self.close(old, Close::Superseded);
+        }
+        self.links.insert(link, Peer::App(app.clone()));
+        self.apps.insert(
+            app.clone(),
+            AppSession {
+                link: Some(link),
+                detached_at: None,
+            },
+        );
+        self.awaited_apps.remove(&app);
+        self.actions.push(Action::ToApp {
+            link,
+            message: ToApp::Registered(app.clone()),
+        });
+        // The executors it holds, so a re-attached client starts from the truth.
+        if let Some(held) = state.apps().get(&app) {
+            for executor in held.executors.values() {
+                self.actions.push(Action::ToApp {
+                    link,
+                    message: ToApp::Executor(executor.clone()),
+                });
+            }
+        }
+        self.pass_wanted = true;
+    }
+
+    fn app_request(&mut self, link: LinkId, request: AppRequest) {
+        let Some(Peer::App(app)) = self.links.get(&link).cloned() else {
+            return;
+        };
+        if self.apps.get(&app).and_then(|s| s.link) != Some(link) {
+            self.close(link, Close::Superseded);
+            return;
+        }
+        let op = match request {
+            AppRequest::Heartbeat => {
+                self.actions.push(Action::ToApp {
+                    link,
+                    message: ToApp::HeartbeatAck,
+                });
+                return;
+            }
+            AppRequest::Finish => Op::AppFinished(AppFinished {
+                id: app,
+                state: AppState::Finished,
+            }),
+            AppRequest::SetLimit(limit) => Op::SetExecutorLimit(SetExecutorLimit { app, limit }),
+            AppRequest::Release(executors) => Op::KillExecutors(KillExecutors { app, executors }),
+        };
+        self.propose(op, Purpose::Other);
+    }
+
+    fn link_closed(&mut self, now: Instant, link: LinkId) {
+        match self.links.remove(&link) {
+            Some(Peer::Worker(worker)) => {
+                if let Some(session) = self.workers.get_mut(&worker)
+                    && session.link == Some(link)
+                {
+                    // Not lost yet: it has its timeout to come back.
+                    session.link = None;
+                }
+            }
+            Some(Peer::App(app)) => {
+                if let Some(session) = self.apps.get_mut(&app)
+                    && session.link == Some(link)
+                {
+                    session.link = None;
+                    session.detached_at = Some(now);
+                }
+            }
+            None => {}
+        }
+    }
+
+    fn committed(
+        &mut self,
+        now: Instant,
+        state: &ClusterState,
+        proposal: ProposalId,
+        result: Result<Response, ApplyError>,
+    ) {
+        let Some(purpose) = self.proposals.remove(&proposal) else {
+            return;
+        };
+        let response = result.as_ref().ok();
+        match purpose {
+            Purpose::Report { link, seq, process } => {
+                if let Some(response) = response {
+                    self.carry_out(&response.effects, Some(&process));
+                    if let ProcessKey::Executor(app, executor) = &process
+                        && let Some(executor) = state
+                            .apps()
+                            .get(app)
+                            .and_then(|a| a.executors.get(executor))
+                            .filter(|e| e.state == ExecutorState::Running)
+                    {
+                        // A start has no effects; its app hears of it here.
+                        self.tell_app(app, ToApp::Executor(executor.clone()));
+                    }
+                }
+                // A refused report (the process had already ended in the log) is settled too.
+                if let Some(seq) = seq
+                    && self.links.contains_key(&link)
+                {
+                    self.send(link, ToWorker::Acknowledged(vec![seq]));
+                }
+            }
+            Purpose::Register {
+                link,
+                worker,
+                running,
+            } => match result {
+                Ok(_) => self.reconcile(now, state, link, &worker, &running),
+                Err(refused) => {
+                    self.close(link, Close::Refused(refused.to_string()));
+                    self.links.remove(&link);
+                    self.workers.remove(&worker);
+                }
+            },
+            Purpose::Lost { worker } => {
+                self.losing.remove(&worker);
+                if let Some(response) = response {
+                    self.carry_out(&response.effects, None);
+                }
+                if let Some(link) = self.workers.remove(&worker).and_then(|s| s.link) {
+                    self.close(link, Close::Reregister);
+                }
+            }
+            Purpose::Completing => {
+                if let Some(response) = response {
+                    self.carry_out(&response.effects, None);
+                }
+                self.completed_one();
+            }
+            Purpose::Plan => {
+                self.pass_in_flight = false;
+                if let Some(Response {
+                    outcome:
+                        Outcome::PlanApplied {
+                            drivers, executors, ..
+                        },
+                    ..
+                }) = response
+                {
+                    for (driver, worker) in drivers {
+                        self.launch(now, worker, ProcessKey::Driver(driver.clone()));
+                    }
+                    for (app, executor) in executors {
+                        let key = ProcessKey::Executor(app.clone(), executor.id);
+                        self.launch(now, &executor.worker, key);
+                        self.tell_app(app, ToApp::Executor(executor.clone()));
+                    }
+                }
+            }
+            Purpose::Other => {
+                if let Some(response) = response {
+                    self.carry_out(&response.effects, None);
+                    self.pass_wanted = true;
+                }
+            }
+        }
+    }
+
+    /// Compares what a registered worker runs with what the log expects on it.
+    fn reconcile(
+        &mut self,
+        now: Instant,
+        state: &ClusterState,
+        link: LinkId,
+        worker: &WorkerId,
+        running: &BTreeMap<ProcessKey, u32>,
+    ) {
+        let Some(session) = self.workers.get_mut(worker) else {
+            return;
+        };
+        if session.link != Some(link) {
+            // A newer stream registered since; it reconciles.
+            return;
+        }
+        session.registered = true;
+        self.awaited_workers.remove(worker);
+        let mut expected: BTreeMap<ProcessKey, Option<ExecutorState>> = BTreeMap::new();
+        for app in state.apps().values() {
+            for executor in app.executors.values().filter(|e| &e.worker == worker) {
+                expected.insert(
+                    ProcessKey::Executor(app.id.clone(), executor.id),
+                    Some(executor.state),
+                );
+            }
+        }
+        for driver in state.drivers().values() {
+            if driver.worker.as_ref() == Some(worker) {
+                expected.insert(ProcessKey::Driver(driver.id.clone()), None);
+            }
+        }
+        for (process, pid) in running {
+            match expected.get(process) {
+                None => self.send(link, kill(process)),
+                Some(executor_state) => {
+                    self.confirm_running(process.clone(), *pid);
+                    if let (ProcessKey::Executor(app, executor), Some(ExecutorState::Launching)) =
+                        (process, executor_state)
+                    {
+                        let update = Update::Executor {
+                            app: app.clone(),
+                            executor: *executor,
+                            state: ExecutorState::Running,
+                            exit_code: None,
+                            pid: *pid,
+                        };
+                        self.report(link, None, update);
+                    }
+                }
+            }
+        }
+        for (process, executor_state) in expected {
+            if running.contains_key(&process) {
+                continue;
+            }
+            let unconfirmed = self.launches.contains_key(&process);
+            let op = match (&process, executor_state) {
+                // Never started here: start it now.
+                (ProcessKey::Executor(..), Some(ExecutorState::Launching)) => {
+                    self.launch(now, worker, process.clone());
+                    continue;
+                }
+                (ProcessKey::Driver(_), _) if unconfirmed => {
+                    self.launch(now, worker, process.clone());
+                    continue;
+                }
+                (ProcessKey::Executor(app, executor), _) => {
+                    Op::ExecutorStateChanged(ExecutorStateChanged {
+                        app: app.clone(),
+                        executor: *executor,
+                        state: ExecutorState::Lost,
+                        exit_code: None,
+                    })
+                }
+                (ProcessKey::Driver(driver), _) => Op::DriverStateChanged(DriverStateChanged {
+                    driver: driver.clone(),
+                    state: DriverState::Error,
+                    exit_code: None,
+                }),
+            };
+            self.propose(
+                op,
+                Purpose::Report {
+                    link,
+                    seq: None,
+                    process,
+                },
+            );
+        }
+        self.send(link, ToWorker::Registered);
+        self.pass_wanted = true;
+    }
+
+    /// Sends a launch (again) and waits for its RUNNING report.
+    fn launch(&mut self, now: Instant, worker: &WorkerId, process: ProcessKey) {
+        let attempts = self.launches.get(&process).map_or(0, |l| l.attempts) + 1;
+        self.launches.insert(
+            process.clone(),
+            Launch {
+                worker: worker.clone(),
+                sent: now,
+                attempts,
+            },
+        );
+        let message = match process {
+            ProcessKey::Executor(app, executor) => ToWorker::LaunchExecutor(app, executor),
+            ProcessKey::Driver(driver) => ToWorker::LaunchDriver(driver),
+        };
+        if let Some(link) = self.workers.get(worker).and_then(|s| s.link) {
+            self.send(link, message);
+        }
+    }
+
+    /// Carries out what a committed command asks of workers and applications. `reported` is
+    /// the process whose own report caused it: its worker needs no kill for it.
+    fn carry_out(&mut self, effects: &Effects, reported: Option<&ProcessKey>) {
+        for (app, executor) in &effects.ended_executors {
+            let process = ProcessKey::Executor(app.clone(), executor.id);
+            self.pids.remove(&process);
+            self.launches.remove(&process);
+            self.tell_app(app, ToApp::Executor(executor.clone()));
+            if reported != Some(&process) {
+                let kill = ToWorker::KillExecutor(app.clone(), executor.id);
+                self.tell_worker(&executor.worker, kill);
+            }
+        }
+        for (driver, worker, _) in &effects.ended_drivers {
+            let process = ProcessKey::Driver(driver.clone());
+            self.pids.remove(&process);
+            self.launches.remove(&process);
+            if let Some(worker) = worker
+                && reported != Some(&process)
+            {
+                self.tell_worker(worker, ToWorker::KillDriver(driver.clone()));
+            }
+        }
+        for (app, state) in &effects.removed_apps {
+            self.finishing.remove(app);
+            self.awaited_apps.remove(app);
+            if let Some(link) = self.apps.remove(app).and_then(|s| s.link) {
+                self.links.remove(&link);
+                self.actions.push(Action::ToApp {
+                    link,
+                    message: ToApp::Ended(*state),
+                });
+            }
+        }
+        if !effects.ended_executors.is_empty() || !effects.ended_drivers.is_empty() {
+            self.pass_wanted = true;
+        }
+    }
+
+    /// Every worker the log has ALIVE must be heard from within the timeout.
+    fn check_liveness(&mut self, now: Instant, state: &ClusterState) {
+        let timeout = self.config.worker_timeout;
+        let silent: Vec<WorkerId> = state
+            .workers()
+            .values()
+            .filter(|w| w.state == WorkerState::Alive && !self.losing.contains(&w.id))
+            .filter(|w| {
+                self.workers
+                    .get(&w.id)
+                    .is_none_or(|s| now.saturating_duration_since(s.heard) > timeout)
+            })
+            .map(|w| w.id.clone())
+            .collect();
+        for worker in silent {
+            self.losing.insert(worker.clone());
+            let reason = format!("no heartbeat for {timeout:?}");
+            self.propose(
+                Op::WorkerLost(WorkerLost {
+                    id: worker.clone(),
+                    reason,
+                }),
+                Purpose::Lost { worker },
+            );
+        }
+    }
+
+    fn finish_vanished_apps(&mut self, now: Instant, state: &ClusterState) {
+        let grace = self.config.app_grace;
+        let vanished: Vec<AppId> = self
+            .apps
+            .iter()
+            .filter(|(app, s)| {
+                s.link.is_none()
+                    && s.detached_at
+                        .is_some_and(|at| now.saturating_duration_since(at) >= grace)
+                    && !self.finishing.contains(*app)
+                    && state.apps().contains_key(*app)
+            })
+            .map(|(app, _)| app.clone())
+            .collect();
+        for app in vanished {
+            self.finishing.insert(app.clone());
+            let op = Op::AppFinished(AppFinished {
+                id: app,
+                state: AppState::Finished,
+            });
+            self.propose(op, Purpose::Other);
+        }
+    }
+
+    /// Sends unconfirmed launches again; gives up an executor's after [`LAUNCH_ATTEMPTS`].
+    fn retry_launches(&mut self, now: Instant, state: &ClusterState) {
+        let timeout = self.config.launch_timeout;
+        let due: Vec<(ProcessKey, Launch)> = self
+            .launches
+            .iter()
+            .filter(|(_, l)| now.saturating_duration_since(l.sent) >= timeout)
+            .map(|(p, l)| (p.clone(), l.clone()))
+            .collect();
+        for (process, launch) in due {
+            let still_expected = match &process {
+                ProcessKey::Executor(app, executor) => state
+                    .apps()
+                    .get(app)
+                    .and_then(|a| a.executors.get(executor))
+                    .is_some_and(|e| e.state == ExecutorState::Launching),
+                ProcessKey::Driver(driver) => state
+                    .drivers()
+                    .get(driver)
+                    .is_some_and(|d| d.worker.as_ref() == Some(&launch.worker)),
+            };
+            if !still_expected {
+                self.launches.remove(&process);
+            } else if launch.attempts < LAUNCH_ATTEMPTS {
+                self.launch(now, &launch.worker, process);
+            } else if let ProcessKey::Executor(app, executor) = &process {
+                self.launches.remove(&process);
+                let op = Op::ExecutorStateChanged(ExecutorStateChanged {
+                    app: app.clone(),
+                    executor: *executor,
+                    state: ExecutorState::Lost,
+                    exit_code: None,
+                });
+                self.propose(op, Purpose::Other);
+            } else {
+                // A driver keeps its place until its worker reports or is lost.
+                self.launches.remove(&process);
+            }
+        }
+    }
+
+    /// Runs a scheduling pass when one is wanted or due, and none is in flight.
+    fn maybe_schedule(&mut self, now: Instant, state: &ClusterState) {
+        if self.recovery != RecoveryState::Alive || self.pass_in_flight {
+            return;
+        }
+        let due = self
+            .last_pass
+            .is_none_or(|last| now.saturating_duration_since(last) >= self.config.schedule_tick);
+        if !(self.pass_wanted || due) {
+            return;
+        }
+        self.pass_wanted = false;
+        self.last_pass = Some(now);
+        self.schedule(state);
+    }
+
+    /// One pass: plan from the state and propose the plan.
+    fn schedule(&mut self, state: &ClusterState) {
+        assert_eq!(
+            self.recovery,
+            RecoveryState::Alive,
+            "schedule() runs only in ALIVE"
+        );
+        self.passes += 1;
+        // Each pass draws its drivers' starting worker afresh, from the term and the pass
+        // number; the plan carries the outcome, so replicas never need the seed.
+        let pass = PassConfig {
+            seed: self.term.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ self.passes,
+            ..self.config.pass.clone()
+        };
+        let plan = match muster_core::schedule(&state.scheduling_snapshot(pass)) {
+            Ok(plan) => plan,
+            Err(error) => panic!("the state gave an invalid scheduling snapshot: {error}"),
+        };
+        self.waiting = plan
+            .waiting
+            .iter()
+            .map(|w| (w.id.clone(), w.reason.to_string()))
+            .collect();
+        if plan.drivers.is_empty() && plan.executors.is_empty() {
+            return;
+        }
+        self.pass_in_flight = true;
+        let op = Op::ApplyPlan(ApplyPlan {
+            drivers: plan.drivers,
+            executors: plan.executors,
+        });
+        self.propose(op, Purpose::Plan);
+    }
+
+    fn propose(&mut self, op: Op, purpose: Purpose) {
+        self.propose_with(op, None, purpose);
+    }
+
+    fn propose_with(&mut self, op: Op, request_id: Option<RequestId>, purpose: Purpose) {
+        let proposal = ProposalId(self.next_proposal);
+        self.next_proposal += 1;
+        self.proposals.insert(proposal, purpose);
+        self.actions.push(Action::Propose {
+            proposal,
+            op,
+            request_id,
+        });
+    }
+
+    fn send(&mut self, link: LinkId, message: ToWorker) {
+        self.actions.push(Action::ToWorker { link, message });
+    }
+
+    fn tell_worker(&mut self, worker: &WorkerId, message: ToWorker) {
+        if let Some(link) = self.workers.get(worker).and_then(|s| s.link) {
+            self.send(link, message);
+        }
+    }
+
+    fn tell_app(&mut self, app: &AppId, message: ToApp) {
+        if let Some(link) = self.apps.get(app).and_then(|s| s.link) {
+            self.actions.push(Action::ToApp { link, message });
+        }
+    }
+
+    fn close(&mut self, link: LinkId, reason: Close) {
+        self.links.remove(&link);
+        self.actions.push(Action::Close { link, reason });
+    }
+}
+
+/// The kill for a process the log does not know.
+fn kill(process: &ProcessKey) -> ToWorker {
+    match process {
+        ProcessKey::Executor(app, executor) => ToWorker::KillExecutor(app.clone(), *executor),
+        ProcessKey::Driver(driver) => ToWorker::KillDriver(driver.clone()),
+    }
+}
+
+/// A request id derived from the configured queues' content, so that the same configuration
+/// is applied once however many leaders carry it.
+fn configured_queues_request(queues: &[QueueConfig]) -> RequestId {
+    // FNV-1a: stable across builds, unlike the standard library's hasher.
+    let digest = format!("{queues:?}")
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        });
+    RequestId(format!("configured-queues-{digest:016x}"))
+}
