@@ -215,10 +215,6 @@ async fn attach(
             .keep_alive_timeout(LEADER_TIMEOUT),
         Err(e) => return retry(e.to_string()),
     };
-    let channel = match endpoint.connect().await {
-        Ok(channel) => channel,
-        Err(e) => return retry(format!("{addr}: {e}")),
-    };
     let (up, outbound) = mpsc::channel(16);
     let _ = up
         .send(AppMessage {
@@ -232,11 +228,22 @@ async fn attach(
             })
             .await;
     }
-    let mut client = AppLinkClient::new(channel);
-    let run = client.run(ReceiverStream::new(outbound));
-    let attached = match tokio::time::timeout(LEADER_TIMEOUT, run).await {
+    // A frozen master accepts connections and never answers: bound the whole attempt.
+    let attach = async {
+        let channel = endpoint
+            .connect()
+            .await
+            .map_err(|e| format!("{addr}: {e}"))?;
+        Ok::<_, String>(
+            AppLinkClient::new(channel)
+                .run(ReceiverStream::new(outbound))
+                .await,
+        )
+    };
+    let attached = match tokio::time::timeout(LEADER_TIMEOUT, attach).await {
         Err(_) => return retry(format!("{addr}: no answer to the registration")),
-        Ok(attached) => attached,
+        Ok(Err(error)) => return retry(error),
+        Ok(Ok(attached)) => attached,
     };
     let mut events = match attached {
         Ok(response) => response.into_inner(),

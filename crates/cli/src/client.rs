@@ -11,6 +11,8 @@ use tonic::{Code, Status};
 
 /// How long a command keeps trying before it reports the masters unreachable.
 const PATIENCE: Duration = Duration::from_secs(10);
+/// The longest one master may take to answer one call.
+const ATTEMPT: Duration = Duration::from_secs(5);
 
 /// The masters a command may talk to.
 pub struct Masters {
@@ -56,7 +58,6 @@ impl Masters {
             Endpoint::from_shared(format!("http://{addr}")).map_err(|e| format!("{addr}: {e}"))?;
         let channel = endpoint
             .connect_timeout(Duration::from_secs(2))
-            .timeout(Duration::from_secs(15))
             .connect()
             .await
             .map_err(|e| format!("{addr}: {e}"))?;
@@ -86,15 +87,31 @@ impl Masters {
                 continue;
             };
             next.remove(0);
-            let client = match Self::connect(&addr).await {
-                Ok(client) => client,
-                Err(e) => {
+            // A frozen master accepts connections and never answers: bound each attempt. A
+            // write that timed out may have been applied; its retry carries the same request
+            // id and is applied once.
+            let attempt = async {
+                let client = Self::connect(&addr).await?;
+                Ok::<_, String>(rpc(client).await)
+            };
+            let answer = match tokio::time::timeout(ATTEMPT, attempt).await {
+                Ok(Ok(answer)) => answer,
+                Ok(Err(e)) => {
                     tried.push(e);
                     continue;
                 }
+                Err(_) => {
+                    tried.push(format!("{addr}: no answer within {ATTEMPT:?}"));
+                    continue;
+                }
             };
-            match rpc(client).await {
+            match answer {
                 Ok(reply) => return Ok(reply.into_inner()),
+                Err(status)
+                    if matches!(status.code(), Code::Cancelled | Code::DeadlineExceeded) =>
+                {
+                    tried.push(format!("{addr}: {}", status.message()));
+                }
                 Err(status) if status.code() == Code::Unavailable => {
                     if let Some(leader) = status
                         .metadata()

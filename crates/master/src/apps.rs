@@ -109,6 +109,7 @@ impl AppLink for AppLinkService {
             ));
         };
         let app = self.register(register).await?;
+        tracing::info!(%app, "application attached");
         let (sender, receiver) = link_channel();
         let link = session.open_app_link(sender);
         session.step(Event::AppAttached {

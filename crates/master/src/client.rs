@@ -26,6 +26,8 @@ use crate::session::{Sessions, now};
 
 /// Metadata key naming the leader's address on an `UNAVAILABLE` answer.
 pub const LEADER_ADDR_HEADER: &str = "x-muster-leader";
+/// How long a forwarded call may take at the leader.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(3);
 /// Metadata key marking a call a follower already forwarded.
 const FORWARDED_HEADER: &str = "x-muster-forwarded";
 
@@ -153,8 +155,10 @@ impl ClusterService {
             None => {
                 let endpoint = Endpoint::from_shared(format!("http://{addr}"))
                     .map_err(|e| Status::internal(format!("leader address {addr}: {e}")))?;
+                // A forwarded call to a leader that froze must not hold the client forever.
                 let channel = endpoint
                     .connect_timeout(Duration::from_secs(2))
+                    .timeout(FORWARD_TIMEOUT)
                     .connect_lazy();
                 leaders.insert(addr, channel.clone());
                 channel

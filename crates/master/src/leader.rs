@@ -647,6 +647,7 @@ impl Leader {
     }
 
     fn become_alive(&mut self) {
+        tracing::info!(term = self.term, "leader ALIVE");
         self.recovery = RecoveryState::Alive;
         self.pass_wanted = true;
     }

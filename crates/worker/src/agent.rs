@@ -169,10 +169,18 @@ impl Agent {
         }
     }
 
-    fn registration(&self) -> WorkerMessage {
+    /// What this worker says when it registers: what runs, then every report not yet
+    /// acknowledged, including events that arrived while no leader listened. The list comes
+    /// first: a process that ends meanwhile is then in the list, in the reports, or in both,
+    /// never in neither.
+    fn registration(&mut self) -> WorkerMessage {
+        let running = self.supervisor.running();
+        while let Ok(event) = self.events.try_recv() {
+            self.record(&event);
+        }
         let mut executors = Vec::new();
         let mut drivers = Vec::new();
-        for (workload, pid) in self.supervisor.running() {
+        for (workload, pid) in running {
             match workload {
                 Workload::Executor { app, executor } => {
                     executors.push(RunningExecutor {
@@ -222,20 +230,24 @@ impl Agent {
                 .keep_alive_timeout(timeout),
             Err(e) => return Broken::Retry(e.to_string()),
         };
-        let channel = match endpoint.connect().await {
-            Ok(channel) => channel,
-            Err(e) => return Broken::Retry(e.to_string()),
-        };
         let (up, outbound) = mpsc::channel(1024);
         if up.send(self.registration()).await.is_err() {
             return Broken::Retry("stream closed".into());
         }
-        let mut client = WorkerLinkClient::new(channel);
-        let attach = client.attach(ReceiverStream::new(outbound));
+        // A frozen master accepts connections and never answers: bound the whole attempt.
+        let attach = async {
+            let channel = endpoint.connect().await.map_err(|e| e.to_string())?;
+            Ok::<_, String>(
+                WorkerLinkClient::new(channel)
+                    .attach(ReceiverStream::new(outbound))
+                    .await,
+            )
+        };
         let mut inbound = match tokio::time::timeout(timeout, attach).await {
             Err(_) => return Broken::Retry("no answer to the registration".into()),
-            Ok(Ok(response)) => response.into_inner(),
-            Ok(Err(status)) => {
+            Ok(Err(error)) => return Broken::Retry(error),
+            Ok(Ok(Ok(response))) => response.into_inner(),
+            Ok(Ok(Err(status))) => {
                 let hint = status
                     .metadata()
                     .get(LEADER_HEADER)

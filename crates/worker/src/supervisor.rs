@@ -418,11 +418,11 @@ impl Monitor {
         }
     }
 
+    /// Forgets the workload and reports its end in one step under the lock, so that anyone
+    /// who lists what runs and then reads the events sees the process in one or the other.
     fn finish(&self, state: ProcessState) {
-        self.running
-            .lock()
-            .expect("running lock")
-            .remove(&self.launcher.spec.workload);
+        let mut running = self.running.lock().expect("running lock");
+        running.remove(&self.launcher.spec.workload);
         self.report(state);
     }
 }

@@ -4,5 +4,8 @@ mod apps;
 mod dev;
 mod malformed;
 mod masters;
+// Shared by every end-to-end test binary; each uses part of it.
+#[allow(dead_code)]
+#[path = "../support.rs"]
 mod support;
 mod workers;

@@ -3,12 +3,14 @@
 //! leader failover leaves its executors running.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{ChildStdout, Stdio};
+use std::io::{BufRead, Write};
+use std::process::Stdio;
 
 use serde_json::{Value, json};
 
-use crate::support::{Masters, Process, alive, muster, start_worker, wait_for};
+use crate::support::{
+    Masters, Process, alive, app, app_run, muster, running_executors, start_worker, wait_for,
+};
 
 /// An application of two one-core executors that sleep.
 const TWO_SLEEPERS: &[&str] = &[
@@ -20,43 +22,6 @@ const TWO_SLEEPERS: &[&str] = &[
     "/bin/sleep",
     "1000",
 ];
-
-/// `muster app run` as a child process, and the id it printed.
-fn app_run(masters: &Masters, args: &[&str]) -> (Process, String, BufReader<ChildStdout>) {
-    let mut child = muster()
-        .args(["app", "run"])
-        .args(args)
-        .env("MUSTER_MASTERS", masters.list_from(1))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("muster app run starts");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut id = String::new();
-    out.read_line(&mut id).unwrap();
-    (Process(child), id.trim().to_owned(), out)
-}
-
-fn app<'s>(status: &'s Value, id: &str) -> Option<&'s Value> {
-    status["apps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["id"] == id)
-}
-
-fn running_executors(status: &Value, id: &str) -> Vec<Value> {
-    app(status, id).map_or(Vec::new(), |a| {
-        a["executors"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|e| e["state"] == "RUNNING" && e["pid"].is_u64())
-            .cloned()
-            .collect()
-    })
-}
 
 fn interrupt(process: &Process) {
     nix::sys::signal::kill(

@@ -1,8 +1,9 @@
 //! Real `muster` processes on loopback ports: masters, workers and client commands, each
 //! process killed when its handle drops, data in a temporary directory.
 
+use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -26,6 +27,21 @@ pub fn free_port() -> u16 {
 pub struct Process(pub Child);
 
 impl Process {
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// Freezes it (SIGSTOP), as a long pause or a stalled machine would; its children run on.
+    pub fn freeze(&self) {
+        signal(self.pid(), nix::sys::signal::Signal::SIGSTOP);
+    }
+
+    /// Lets a frozen process go on (SIGCONT).
+    pub fn thaw(&self) {
+        signal(self.pid(), nix::sys::signal::Signal::SIGCONT);
+    }
+
     /// Ends the process as a crash would: SIGKILL, nothing cleaned up.
     pub fn crash(mut self) {
         let _ = self.0.kill();
@@ -33,10 +49,21 @@ impl Process {
     }
 }
 
+/// Sends `signal` to process `pid`.
+pub fn signal(pid: u32, signal: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal)
+        .unwrap_or_else(|e| panic!("cannot send {signal} to {pid}: {e}"));
+}
+
 impl Drop for Process {
     /// Stops the process as an operator would: SIGTERM (a worker stops its children), then
     /// SIGKILL if it lingers.
     fn drop(&mut self) {
+        // A frozen process cannot stop.
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.0.id() as i32),
+            nix::sys::signal::Signal::SIGCONT,
+        );
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(self.0.id() as i32),
             nix::sys::signal::Signal::SIGTERM,
@@ -51,6 +78,21 @@ impl Drop for Process {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// A temporary directory for a cluster's data and logs; kept (and named on stderr) when
+/// `MUSTER_TEST_KEEP` is set, to read the logs of a failed run.
+fn test_dir() -> tempfile::TempDir {
+    let keep = std::env::var_os("MUSTER_TEST_KEEP").is_some();
+    let dir = tempfile::Builder::new()
+        .prefix("muster-test")
+        .disable_cleanup(keep)
+        .tempdir()
+        .unwrap();
+    if keep {
+        eprintln!("test data in {}", dir.path().display());
+    }
+    dir
 }
 
 pub struct Masters {
@@ -82,7 +124,7 @@ impl Masters {
             addrs,
             peers,
             running: Vec::new(),
-            dir: tempfile::tempdir().unwrap(),
+            dir: test_dir(),
             extra_args,
         };
         for id in 1..=3 {
@@ -266,4 +308,43 @@ pub fn alive(pid: u64) -> bool {
                 .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
         })
         .unwrap_or(false)
+}
+
+/// `muster app run` as a child process, and the id it printed.
+pub fn app_run(masters: &Masters, args: &[&str]) -> (Process, String, BufReader<ChildStdout>) {
+    let mut child = muster()
+        .args(["app", "run"])
+        .args(args)
+        .env("MUSTER_MASTERS", masters.list_from(1))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(masters.dir.path().join("app-run.log")).unwrap())
+        .spawn()
+        .expect("muster app run starts");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut id = String::new();
+    out.read_line(&mut id).unwrap();
+    (Process(child), id.trim().to_owned(), out)
+}
+
+/// Application `id` as status shows it.
+pub fn app<'s>(status: &'s Value, id: &str) -> Option<&'s Value> {
+    status["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == id)
+}
+
+/// The RUNNING executors of application `id` that have a process id.
+pub fn running_executors(status: &Value, id: &str) -> Vec<Value> {
+    app(status, id).map_or(Vec::new(), |a| {
+        a["executors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["state"] == "RUNNING" && e["pid"].is_u64())
+            .cloned()
+            .collect()
+    })
 }

@@ -1,0 +1,263 @@
+//! Faults an HA scheduler exists for, with real `muster` processes: a frozen leader, a worker
+//! agent frozen past its timeout, a driver that exits while the leader is being replaced.
+//! Each ends with every piece of work running exactly once.
+
+// Shared by every end-to-end test binary; each uses part of it.
+#[allow(dead_code)]
+#[path = "../support.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{
+    Masters, alive, app, app_run, driver, running_executors, start_worker, stdout, wait_for,
+};
+
+/// Submits a driver and returns its id.
+fn submit(masters: &Masters, args: &[&str]) -> String {
+    let mut all = vec!["submit"];
+    all.extend_from_slice(args);
+    stdout(&Masters::client(&masters.list_from(1), &all))
+}
+
+/// The leader's id, once one is ALIVE with `workers` ALIVE workers, asking every master but
+/// `skip` (1-based; 0 skips none).
+fn alive_leader(masters: &Masters, skip: usize, workers: usize) -> (u64, Value) {
+    let ask: String = (1..=3)
+        .filter(|&id| id != skip)
+        .map(|id| masters.addrs[id - 1].clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let start = Instant::now();
+    loop {
+        let output = Masters::client(&ask, &["status", "--json"]);
+        if output.status.success() {
+            let status: Value = serde_json::from_slice(&output.stdout).unwrap();
+            let leader = status["leader"].as_u64().unwrap_or(0);
+            let alive = status["workers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|w| w["state"] == "ALIVE")
+                .count();
+            if leader != 0
+                && leader != skip as u64
+                && status["recovery_state"] == "ALIVE"
+                && alive == workers
+            {
+                return (leader, status);
+            }
+        }
+        assert!(
+            start.elapsed() < support::DEADLINE,
+            "no ALIVE leader with {workers} workers within {:?}",
+            support::DEADLINE
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Process ids of every live driver and executor, as status shows them.
+fn pids(status: &Value) -> Vec<u64> {
+    let drivers = status["drivers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["state"] == "RUNNING")
+        .filter_map(|d| d["pid"].as_u64());
+    let executors = status["apps"].as_array().unwrap().iter().flat_map(|a| {
+        a["executors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["pid"].as_u64())
+            .collect::<Vec<_>>()
+    });
+    let mut pids: Vec<u64> = drivers.chain(executors).collect();
+    pids.sort_unstable();
+    pids
+}
+
+#[test]
+fn a_frozen_leader_is_replaced_within_seconds_and_nothing_runs_twice() {
+    let mut masters = Masters::start();
+    let old = masters.leader(0) as usize;
+    let _w1 = start_worker(&masters, "w1", 2);
+    let _w2 = start_worker(&masters, "w2", 2);
+    let driver_id = submit(&masters, &["--supervise", "--", "/bin/sleep", "1000"]);
+    let (_client, app_id, _events) = app_run(
+        &masters,
+        &[
+            "--cores-max",
+            "2",
+            "--executor-cores",
+            "1",
+            "--executor-memory",
+            "256",
+        ]
+        .into_iter()
+        .chain(["--", "/bin/sleep", "1000"])
+        .collect::<Vec<_>>(),
+    );
+    let before = wait_for(&masters, "the driver and two executors running", |s| {
+        driver(s, &driver_id).is_some_and(|d| d["pid"].is_u64())
+            && running_executors(s, &app_id).len() == 2
+    });
+    let before_pids = pids(&before);
+    assert_eq!(before_pids.len(), 3);
+
+    // The leader stops answering anyone, its sockets still open.
+    let frozen = masters.running[old - 1].take().expect("the leader runs");
+    frozen.freeze();
+    let frozen_at = Instant::now();
+    let (new, after) = alive_leader(&masters, old, 2);
+    let took = frozen_at.elapsed();
+    assert_ne!(new as usize, old);
+    assert!(
+        took < Duration::from_secs(10),
+        "a frozen leader cost {took:?}, more than a leader timeout and an election"
+    );
+    assert_eq!(
+        pids(&after),
+        before_pids,
+        "the same processes, nothing lost"
+    );
+    assert_eq!(
+        driver(&after, &driver_id).unwrap()["state"],
+        "RUNNING",
+        "the supervised driver was neither lost nor relaunched"
+    );
+    assert!(
+        app(&after, &app_id).is_some(),
+        "the application is still active"
+    );
+
+    // The old leader wakes up deposed: it must not kill or duplicate anything.
+    frozen.thaw();
+    masters.running[old - 1] = Some(frozen);
+    let resumed = &masters.addrs[old - 1];
+    let start = Instant::now();
+    loop {
+        let output = Masters::client(resumed, &["status", "--json"]);
+        if output.status.success() {
+            let status: Value = serde_json::from_slice(&output.stdout).unwrap();
+            if status["leader"].as_u64() == Some(new) {
+                break;
+            }
+        }
+        assert!(
+            start.elapsed() < support::DEADLINE,
+            "the old leader never followed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (_, settled) = alive_leader(&masters, 0, 2);
+    assert_eq!(pids(&settled), before_pids);
+    for pid in before_pids {
+        assert!(alive(pid), "process {pid} was killed");
+    }
+}
+
+#[test]
+fn a_worker_frozen_past_its_timeout_comes_back_without_a_second_copy() {
+    let masters = Masters::start_with(&["--worker-timeout", "2"]);
+    masters.leader(0);
+    let w1 = start_worker(&masters, "w1", 2);
+    let driver_id = submit(&masters, &["--supervise", "--", "/bin/sleep", "1000"]);
+    let status = wait_for(&masters, "the driver running", |s| {
+        driver(s, &driver_id).is_some_and(|d| d["pid"].is_u64())
+    });
+    let original = driver(&status, &driver_id).unwrap()["pid"]
+        .as_u64()
+        .unwrap();
+    let _w2 = start_worker(&masters, "w2", 2);
+    wait_for(&masters, "two workers", |s| {
+        s["workers"].as_array().unwrap().len() == 2
+    });
+
+    // Only the agent freezes; the driver it started runs on.
+    w1.freeze();
+    let relaunched = wait_for(&masters, "the driver relaunched on w2", |s| {
+        driver(s, &driver_id).is_some_and(|d| d["state"] == "RELAUNCHING")
+            && s["drivers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|d| d["state"] == "RUNNING" && d["pid"].is_u64())
+    });
+    let copy = relaunched["drivers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["state"] == "RUNNING")
+        .unwrap()["pid"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        alive(original),
+        "the frozen worker's driver runs on meanwhile"
+    );
+
+    // The agent resumes: it must register again and stop the copy the log no longer has.
+    w1.thaw();
+    let healed = Instant::now();
+    while alive(original) {
+        assert!(
+            healed.elapsed() < Duration::from_secs(5),
+            "two copies of the driver 5 s after the worker came back"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = wait_for(&masters, "w1 ALIVE again", |s| {
+        s["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w["state"] == "ALIVE")
+    });
+    assert!(alive(copy), "the relaunched driver keeps running");
+    let running: Vec<_> = status["drivers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["state"] == "RUNNING")
+        .collect();
+    assert_eq!(running.len(), 1, "exactly one copy: {running:?}");
+}
+
+#[test]
+fn a_driver_that_exits_during_a_failover_ends_finished_with_its_exit_code() {
+    let mut masters = Masters::start();
+    let old = masters.leader(0) as usize;
+    let _worker = start_worker(&masters, "w1", 2);
+    let release = masters.dir.path().join("release");
+    let script = format!(
+        "while [ ! -e {} ]; do sleep 0.05; done; exit 0",
+        release.display()
+    );
+    let driver_id = submit(&masters, &["--", "/bin/sh", "-c", &script]);
+    wait_for(&masters, "the driver running", |s| {
+        driver(s, &driver_id).is_some_and(|d| d["pid"].is_u64())
+    });
+
+    // The leader dies and the driver exits before anyone leads again.
+    masters.running[old - 1]
+        .take()
+        .expect("the leader runs")
+        .crash();
+    std::fs::write(&release, b"").unwrap();
+
+    let (_, status) = alive_leader(&masters, old, 1);
+    let status = if driver(&status, &driver_id).is_some_and(|d| d["state"] == "RUNNING") {
+        wait_for(&masters, "the driver's end", |s| {
+            driver(s, &driver_id).is_some_and(|d| d["state"] != "RUNNING")
+        })
+    } else {
+        status
+    };
+    let ended = driver(&status, &driver_id).unwrap();
+    assert_eq!(ended["state"], "FINISHED", "{ended}");
+    assert_eq!(ended["exit_code"], 0, "{ended}");
+}
