@@ -11,7 +11,7 @@
 mod apps;
 mod client;
 mod http;
-mod leader;
+pub mod leader;
 mod report;
 mod session;
 mod workers;

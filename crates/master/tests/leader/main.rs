@@ -1,0 +1,677 @@
+//! The leader's state machine driven by scripts (`tests/leader/scripts`), with no network and
+//! no clock: each script sets up a replicated state as an earlier term left it, elects a
+//! leader, and feeds it events (registrations, reports, heartbeats, commits, ticks). Every
+//! action the leader takes is printed; proposals wait in a log until the script commits them
+//! (applied with the term check, invariants checked) or fails them.
+//!
+//! Ids are shortened in scripts and output: `d3` is `driver-19700101000000-0003`, `a0` is
+//! `app-19700101000000-0000`, `a0/1` is executor 1 of `a0`.
+//!
+//! Commands:
+//!
+//! * setup, applied directly as committed in an earlier term: `worker ID [cores=4]
+//!   [mem=4096]`, `driver [supervise=true] [cores=1]`, `app [cores_max=N] [executor_cores=N]
+//!   [mem=256]`, `place` (one scheduling pass committed), `running PROCESS` (a worker's report
+//!   of a start committed: an executor becomes RUNNING), `lose ID`;
+//! * `elect term=N`, `read` (the linearizable read succeeds), `tick [ms=N]` (time passes,
+//!   ticked every 100 ms as the session does; `alive=LINK` heartbeats on that link before
+//!   every tick, quietly), `pause ms=N` (the leader stood still: one tick
+//!   after the gap);
+//! * `register link=N worker=ID [cores=4] [mem=4096] [running=PROCESS@PID]...
+//!   [report=SEQ@PROCESS@STATE[@CODE]]...` (keys repeat);
+//! * `heartbeat link=N`, `report link=N seq=N PROCESS STATE [code=N] [pid=N]`, `close
+//!   link=N`;
+//! * `attach link=N app=ID`, `app_request link=N heartbeat|finish|unlimited|limit n=N|release
+//!   id=N...`;
+//! * `commit [n=N]` (default: all pending), `fail [n=N]`, `client OP...` (a client write:
+//!   `client kill ID`);
+//! * `state` (workers, apps and drivers as the log has them), `leader` (recovery state).
+
+use std::collections::VecDeque;
+use std::error::Error;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use goldenscript::{Argument, Command, Context};
+use muster_core::model::{AppId, DriverId, PassConfig, WorkerId};
+use muster_master::leader::{
+    Action, AppRequest, Event, Leader, LinkId, ProcessKey, ProposalId, Registration, Report,
+    SessionConfig, ToApp, ToWorker, Update,
+};
+use muster_state::commands::{
+    ApplyPlan, ExecutorStateChanged, KillApp, KillDriver, RegisterWorker, SubmitApp, SubmitDriver,
+    WorkerLost,
+};
+use muster_state::model::{AppDescription, DriverDescription, DriverState, ExecutorState};
+use muster_state::{ClusterState, ExecutorId, Op, StateConfig, Timestamp};
+
+const DRIVER: &str = "driver-19700101000000-";
+/// How often the session ticks its leader.
+const TICK_MS: u64 = 100;
+const APP: &str = "app-19700101000000-";
+
+/// Runs every script under `tests/leader/scripts`.
+fn run_script(path: &std::path::Path) {
+    goldenscript::run(&mut Runner::new(), path).expect("goldenscript failed");
+}
+
+test_each_file::test_each_path! { in "crates/master/tests/leader/scripts" as leader => run_script }
+
+struct Runner {
+    state: ClusterState,
+    leader: Option<Leader>,
+    term: u64,
+    start: Instant,
+    now: Instant,
+    /// Proposed, not yet committed, in proposal order.
+    log: VecDeque<(ProposalId, Op)>,
+}
+
+type Output = Result<String, Box<dyn Error>>;
+
+impl goldenscript::Runner for Runner {
+    type Command = Command;
+
+    fn run(&mut self, command: &Command, _context: &Context) -> Output {
+        let mut args = Args::new(command);
+        let output = match command.name.as_str() {
+            "worker" => {
+                let op = Op::RegisterWorker(register_op(&mut args)?);
+                self.apply_setup(op)?;
+                String::new()
+            }
+            "driver" => {
+                let desc = DriverDescription {
+                    name: String::new(),
+                    queue: Default::default(),
+                    cores: args.number("cores", 1)?,
+                    memory_mb: args.number("mem", 256)?,
+                    resources: Default::default(),
+                    command: "/bin/true".into(),
+                    args: Vec::new(),
+                    env: Default::default(),
+                    supervise: args.flag("supervise")?,
+                };
+                let response = self.apply_setup(Op::SubmitDriver(SubmitDriver { desc }))?;
+                format!("{:?}\n", response.outcome)
+            }
+            "app" => {
+                let desc = AppDescription {
+                    name: String::new(),
+                    user: String::new(),
+                    queue: Default::default(),
+                    cores_max: args.optional("cores_max")?,
+                    executor_cores: args.optional("executor_cores")?,
+                    executor_memory_mb: args.number("mem", 256)?,
+                    executor_resources: Default::default(),
+                    command: "/bin/true".into(),
+                    args: Vec::new(),
+                    env: Default::default(),
+                };
+                let op = Op::SubmitApp(SubmitApp {
+                    desc,
+                    executor_limit: None,
+                });
+                format!("{:?}\n", self.apply_setup(op)?.outcome)
+            }
+            "place" => {
+                let plan =
+                    muster_core::schedule(&self.state.scheduling_snapshot(PassConfig::default()))?;
+                let op = Op::ApplyPlan(ApplyPlan {
+                    drivers: plan.drivers,
+                    executors: plan.executors,
+                });
+                let line = describe(&op);
+                self.apply_setup(op)?;
+                format!("{line}\n")
+            }
+            "running" => {
+                let Some(ProcessKey::Executor(app, executor)) = args.process()? else {
+                    return Err("running takes an executor".into());
+                };
+                self.apply_setup(Op::ExecutorStateChanged(ExecutorStateChanged {
+                    app,
+                    executor,
+                    state: ExecutorState::Running,
+                    exit_code: None,
+                }))?;
+                String::new()
+            }
+            "lose" => {
+                let id = WorkerId(args.positional()?.to_owned());
+                let reason = "lost in an earlier term".into();
+                self.apply_setup(Op::WorkerLost(WorkerLost { id, reason }))?;
+                String::new()
+            }
+            "elect" => {
+                self.term = args.number("term", self.term + 1)?;
+                let config = SessionConfig::default();
+                self.leader = Some(Leader::new(self.term, config, self.now));
+                self.log.clear();
+                String::new()
+            }
+            "read" => self.step(Event::StateRead)?,
+            // Time passes as the session lets it: a tick every 100 ms.
+            // Links named by `alive=` heartbeat before every tick (their answers not shown).
+            "tick" => {
+                let mut left = args.number("ms", TICK_MS)?;
+                let alive = args
+                    .list("alive")
+                    .into_iter()
+                    .map(|link| link.parse().map(LinkId))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut output = String::new();
+                while left > 0 {
+                    for &link in &alive {
+                        let answer = self.step(Event::WorkerHeartbeat { link })?;
+                        output += &answer.replace(&format!("link{} ← HeartbeatAck\n", link.0), "");
+                    }
+                    let step = left.min(TICK_MS);
+                    left -= step;
+                    output += &self.tick(step)?;
+                }
+                output
+            }
+            // The leader's own process stood still: one tick after a long gap.
+            "pause" => self.tick(args.number("ms", TICK_MS)?)?,
+            "register" => {
+                let link = args.link()?;
+                let mut worker = register_op(&mut args)?;
+                worker.id = WorkerId(args.key("worker")?.to_owned());
+                let running = args
+                    .list("running")
+                    .into_iter()
+                    .map(|item| {
+                        let (process, pid) = item.rsplit_once('@').ok_or("PROCESS@PID")?;
+                        Ok((parse_process(process)?, pid.parse()?))
+                    })
+                    .collect::<Result<_, Box<dyn Error>>>()?;
+                let reports = args
+                    .list("report")
+                    .into_iter()
+                    .map(parse_report)
+                    .collect::<Result<_, _>>()?;
+                let registration = Registration {
+                    worker,
+                    running,
+                    reports,
+                };
+                self.step(Event::WorkerAttached { link, registration })?
+            }
+            "heartbeat" => {
+                let link = args.link()?;
+                self.step(Event::WorkerHeartbeat { link })?
+            }
+            "report" => {
+                let link = args.link()?;
+                let seq = args.number("seq", 0)?;
+                let process = args.positional()?;
+                let state = args.positional()?;
+                let code = args.optional::<i32>("code")?;
+                let pid = args.number("pid", 0)?;
+                let update = update(process, state, code, pid)?;
+                self.step(Event::WorkerReport {
+                    link,
+                    report: Report { seq, update },
+                })?
+            }
+            "close" => {
+                let link = args.link()?;
+                self.step(Event::LinkClosed { link })?
+            }
+            "attach" => {
+                let link = args.link()?;
+                let app = AppId(expand(args.key("app")?));
+                self.step(Event::AppAttached { link, app })?
+            }
+            "app_request" => {
+                let link = args.link()?;
+                let request = match args.positional()? {
+                    "heartbeat" => AppRequest::Heartbeat,
+                    "finish" => AppRequest::Finish,
+                    "unlimited" => AppRequest::SetLimit(None),
+                    "limit" => AppRequest::SetLimit(Some(args.number("n", 0)?)),
+                    "release" => AppRequest::Release(
+                        args.list("id")
+                            .into_iter()
+                            .map(|id| id.parse().map(ExecutorId))
+                            .collect::<Result<_, _>>()?,
+                    ),
+                    other => return Err(format!("unknown app request {other}").into()),
+                };
+                self.step(Event::AppRequest { link, request })?
+            }
+            "commit" => {
+                let n = args.number("n", self.log.len())?;
+                let mut output = String::new();
+                for _ in 0..n {
+                    let (proposal, op) = self.log.pop_front().ok_or("nothing to commit")?;
+                    let command = muster_state::Command {
+                        at: Timestamp(0),
+                        request_id: None,
+                        term: Some(self.term),
+                        op,
+                    };
+                    let result = self.state.apply_in_term(self.term, &command);
+                    self.state.check_invariants()?;
+                    if let Err(refused) = &result {
+                        writeln!(output, "#{} refused: {refused}", proposal.0)?;
+                    }
+                    output += &self.step(Event::Committed { proposal, result })?;
+                }
+                output
+            }
+            "fail" => {
+                let n = args.number("n", 1)?;
+                let mut output = String::new();
+                for _ in 0..n {
+                    let (proposal, _) = self.log.pop_front().ok_or("nothing to fail")?;
+                    output += &self.step(Event::NotCommitted { proposal })?;
+                }
+                output
+            }
+            "client" => {
+                let op = match args.positional()? {
+                    "kill" => {
+                        let id = expand(args.positional()?);
+                        if id.starts_with(DRIVER) {
+                            Op::KillDriver(KillDriver { id: DriverId(id) })
+                        } else {
+                            Op::KillApp(KillApp { id: AppId(id) })
+                        }
+                    }
+                    other => return Err(format!("unknown client op {other}").into()),
+                };
+                let response = self.apply_setup(op)?;
+                self.step(Event::ClientCommitted {
+                    effects: response.effects,
+                })?
+            }
+            "state" => self.dump(),
+            "leader" => {
+                let leader = self.leader.as_ref().ok_or("no leader elected")?;
+                format!("{}\n", leader.recovery_state().name())
+            }
+            other => return Err(format!("unknown command {other}").into()),
+        };
+        args.done()?;
+        Ok(shorten(&output))
+    }
+
+    fn end_script(&mut self) -> Result<(), Box<dyn Error>> {
+        self.state.check_invariants()?;
+        Ok(())
+    }
+}
+
+impl Runner {
+    fn new() -> Self {
+        let now = Instant::now();
+        Self {
+            state: ClusterState::new(StateConfig::default()),
+            leader: None,
+            term: 1,
+            start: now,
+            now,
+            log: VecDeque::new(),
+        }
+    }
+
+    /// Applies `op` as committed before the current leader: setup, or a client write.
+    fn apply_setup(&mut self, op: Op) -> Result<muster_state::Response, Box<dyn Error>> {
+        let command = muster_state::Command {
+            at: Timestamp(0),
+            request_id: None,
+            term: None,
+            op,
+        };
+        let response = self.state.apply(&command)?;
+        self.state.check_invariants()?;
+        Ok(response)
+    }
+
+    fn tick(&mut self, ms: u64) -> Output {
+        self.now += Duration::from_millis(ms);
+        let leader = self.leader.as_mut().ok_or("no leader elected")?;
+        let actions = leader.tick(self.now, &self.state);
+        Ok(self.print(actions))
+    }
+
+    fn step(&mut self, event: Event) -> Output {
+        let now = self.now;
+        let leader = self.leader.as_mut().ok_or("no leader elected")?;
+        let actions = leader.step(now, &self.state, event);
+        Ok(self.print(actions))
+    }
+
+    /// One line per action; proposals join the log.
+    fn print(&mut self, actions: Vec<Action>) -> String {
+        let mut output = String::new();
+        for action in actions {
+            let line = match action {
+                Action::Propose {
+                    proposal,
+                    op,
+                    request_id,
+                } => {
+                    let line = format!(
+                        "propose #{} {}{}",
+                        proposal.0,
+                        describe(&op),
+                        request_id
+                            .map(|r| format!(" request={r}"))
+                            .unwrap_or_default()
+                    );
+                    self.log.push_back((proposal, op));
+                    line
+                }
+                Action::ToWorker { link, message } => {
+                    format!("link{} ← {}", link.0, worker_message(&message))
+                }
+                Action::ToApp { link, message } => {
+                    format!("link{} ← {}", link.0, app_message(&message))
+                }
+                Action::Close { link, reason } => format!("close link{}: {reason:?}", link.0),
+            };
+            output.push_str(&line);
+            output.push('\n');
+        }
+        output
+    }
+
+    fn dump(&self) -> String {
+        let mut output = String::new();
+        let elapsed = self.now - self.start;
+        let _ = writeln!(output, "t={}ms", elapsed.as_millis());
+        for worker in self.state.workers().values() {
+            let _ = writeln!(
+                output,
+                "worker {} {:?} cores {}/{}",
+                worker.id, worker.state, worker.cores_used, worker.cores
+            );
+        }
+        for app in self.state.apps().values() {
+            let _ = writeln!(output, "app {} {:?}", app.id, app.state);
+            for e in app.executors.values() {
+                let _ = writeln!(
+                    output,
+                    "  {}/{} on {} {:?}",
+                    app.id, e.id, e.worker, e.state
+                );
+            }
+        }
+        for app in self.state.completed_apps() {
+            let _ = writeln!(output, "app {} {:?} (ended)", app.id, app.state);
+        }
+        for driver in self.state.drivers().values() {
+            let worker = driver.worker.as_ref().map_or("-", |w| w.0.as_str());
+            let _ = writeln!(
+                output,
+                "driver {} {:?} on {worker}",
+                driver.id, driver.state
+            );
+        }
+        for driver in self.state.completed_drivers() {
+            let _ = writeln!(
+                output,
+                "driver {} {:?} exit {:?} (ended)",
+                driver.id, driver.state, driver.exit_code
+            );
+        }
+        output
+    }
+}
+
+fn worker_message(message: &ToWorker) -> String {
+    match message {
+        ToWorker::LaunchExecutor(app, id) => format!("launch {app}/{id}"),
+        ToWorker::LaunchDriver(driver) => format!("launch {driver}"),
+        ToWorker::KillExecutor(app, id) => format!("kill {app}/{id}"),
+        ToWorker::KillDriver(driver) => format!("kill {driver}"),
+        ToWorker::Acknowledged(seqs) => format!("ack {seqs:?}"),
+        other => format!("{other:?}"),
+    }
+}
+
+fn app_message(message: &ToApp) -> String {
+    match message {
+        ToApp::Executor(e) => format!(
+            "executor {} on {} {:?}{}",
+            e.id,
+            e.worker,
+            e.state,
+            e.exit_code
+                .map(|c| format!(" exit {c}"))
+                .unwrap_or_default()
+        ),
+        ToApp::Registered(app) => format!("registered {app}"),
+        ToApp::Ended(state) => format!("ended {state:?}"),
+        ToApp::HeartbeatAck => "HeartbeatAck".into(),
+    }
+}
+
+/// A short description of a proposed op.
+fn describe(op: &Op) -> String {
+    match op {
+        Op::RegisterWorker(op) => format!("RegisterWorker {}", op.id),
+        Op::WorkerLost(op) => format!("WorkerLost {} ({})", op.id, op.reason),
+        Op::ExecutorStateChanged(op) => format!(
+            "Executor {}/{} {:?}{}",
+            op.app,
+            op.executor,
+            op.state,
+            op.exit_code
+                .map(|c| format!(" exit {c}"))
+                .unwrap_or_default()
+        ),
+        Op::DriverStateChanged(op) => format!(
+            "Driver {} {:?}{}",
+            op.driver,
+            op.state,
+            op.exit_code
+                .map(|c| format!(" exit {c}"))
+                .unwrap_or_default()
+        ),
+        Op::ApplyPlan(plan) => {
+            let drivers = plan
+                .drivers
+                .iter()
+                .map(|d| format!("{} on {}", d.driver, d.worker));
+            let executors = plan
+                .executors
+                .iter()
+                .map(|e| format!("{} {} cores on {}", e.app, e.cores, e.worker));
+            format!(
+                "ApplyPlan [{}]",
+                drivers.chain(executors).collect::<Vec<_>>().join(", ")
+            )
+        }
+        Op::AppFinished(op) => format!("AppFinished {} {:?}", op.id, op.state),
+        other => format!("{other:?}"),
+    }
+}
+
+fn register_op(args: &mut Args) -> Result<RegisterWorker, Box<dyn Error>> {
+    let id = WorkerId(args.positional_or_empty().to_owned());
+    Ok(RegisterWorker {
+        host: id.0.clone(),
+        address: id.0.clone(),
+        id,
+        cores: args.number("cores", 4)?,
+        memory_mb: args.number("mem", 4096)?,
+        resources: Default::default(),
+    })
+}
+
+/// `d3` → the full driver id, `a0` → the full app id; anything else unchanged.
+fn expand(short: &str) -> String {
+    let number = |rest: &str| rest.parse::<u32>().ok();
+    match short.split_at_checked(1) {
+        Some(("d", rest)) if number(rest).is_some() => {
+            format!("{DRIVER}{:04}", number(rest).unwrap())
+        }
+        Some(("a", rest)) if number(rest).is_some() => format!("{APP}{:04}", number(rest).unwrap()),
+        _ => short.to_owned(),
+    }
+}
+
+/// The reverse of [`expand`], over a whole text.
+fn shorten(text: &str) -> String {
+    let mut output = text.to_owned();
+    for (long, short) in [(DRIVER, "d"), (APP, "a")] {
+        while let Some(at) = output.find(long) {
+            let digits = &output[at + long.len()..at + long.len() + 4];
+            let number: u32 = digits.parse().expect("four digits");
+            output.replace_range(at..at + long.len() + 4, &format!("{short}{number}"));
+        }
+    }
+    output
+}
+
+/// `d3` or `a0/1`.
+fn parse_process(text: &str) -> Result<ProcessKey, Box<dyn Error>> {
+    Ok(match text.split_once('/') {
+        Some((app, executor)) => {
+            ProcessKey::Executor(AppId(expand(app)), ExecutorId(executor.parse()?))
+        }
+        None => ProcessKey::Driver(DriverId(expand(text))),
+    })
+}
+
+/// `SEQ@PROCESS@STATE[@CODE]`.
+fn parse_report(text: &str) -> Result<Report, Box<dyn Error>> {
+    let parts: Vec<&str> = text.split('@').collect();
+    let (seq, process, state, code) = match parts.as_slice() {
+        [seq, process, state] => (seq, process, state, None),
+        [seq, process, state, code] => (seq, process, state, Some(code.parse()?)),
+        _ => return Err(format!("bad report {text}").into()),
+    };
+    Ok(Report {
+        seq: seq.parse()?,
+        update: update(process, state, code, 0)?,
+    })
+}
+
+fn update(
+    process: &str,
+    state: &str,
+    code: Option<i32>,
+    pid: u32,
+) -> Result<Update, Box<dyn Error>> {
+    Ok(match parse_process(process)? {
+        ProcessKey::Executor(app, executor) => Update::Executor {
+            app,
+            executor,
+            state: match state {
+                "RUNNING" => ExecutorState::Running,
+                "EXITED" => ExecutorState::Exited,
+                "FAILED" => ExecutorState::Failed,
+                "KILLED" => ExecutorState::Killed,
+                other => return Err(format!("unknown executor state {other}").into()),
+            },
+            exit_code: code,
+            pid,
+        },
+        ProcessKey::Driver(driver) => Update::Driver {
+            driver,
+            state: match state {
+                "RUNNING" => DriverState::Running,
+                "FINISHED" => DriverState::Finished,
+                "FAILED" => DriverState::Failed,
+                "KILLED" => DriverState::Killed,
+                "ERROR" => DriverState::Error,
+                other => return Err(format!("unknown driver state {other}").into()),
+            },
+            exit_code: code,
+            pid,
+        },
+    })
+}
+
+/// A command's arguments, consumed by name; anything left over is an error.
+struct Args<'a> {
+    args: Vec<&'a Argument>,
+}
+
+impl<'a> Args<'a> {
+    fn new(command: &'a Command) -> Self {
+        Self {
+            args: command.args.iter().collect(),
+        }
+    }
+
+    fn take(&mut self, key: &str) -> Option<&'a str> {
+        let at = self
+            .args
+            .iter()
+            .position(|a| matches!(a, Argument::KeyValue(k, _) if k == key))?;
+        match self.args.remove(at) {
+            Argument::KeyValue(_, value) => Some(value),
+            _ => None,
+        }
+    }
+
+    fn key(&mut self, key: &str) -> Result<&'a str, Box<dyn Error>> {
+        self.take(key)
+            .ok_or_else(|| format!("missing {key}=").into())
+    }
+
+    fn positional_or_empty(&mut self) -> &'a str {
+        let at = self
+            .args
+            .iter()
+            .position(|a| matches!(a, Argument::Positional(_)));
+        match at.map(|at| self.args.remove(at)) {
+            Some(Argument::Positional(value)) => value,
+            _ => "",
+        }
+    }
+
+    fn positional(&mut self) -> Result<&'a str, Box<dyn Error>> {
+        match self.positional_or_empty() {
+            "" => Err("missing argument".into()),
+            value => Ok(value),
+        }
+    }
+
+    fn number<T: std::str::FromStr>(&mut self, key: &str, default: T) -> Result<T, Box<dyn Error>>
+    where
+        T::Err: Error + 'static,
+    {
+        Ok(self.optional(key)?.unwrap_or(default))
+    }
+
+    fn optional<T: std::str::FromStr>(&mut self, key: &str) -> Result<Option<T>, Box<dyn Error>>
+    where
+        T::Err: Error + 'static,
+    {
+        Ok(match self.take(key) {
+            Some(value) => Some(value.parse()?),
+            None => None,
+        })
+    }
+
+    fn flag(&mut self, key: &str) -> Result<bool, Box<dyn Error>> {
+        self.number(key, false)
+    }
+
+    fn link(&mut self) -> Result<LinkId, Box<dyn Error>> {
+        Ok(LinkId(self.key("link")?.parse()?))
+    }
+
+    fn process(&mut self) -> Result<Option<ProcessKey>, Box<dyn Error>> {
+        Ok(Some(parse_process(self.positional()?)?))
+    }
+
+    /// Every value of a repeated `key=`.
+    fn list(&mut self, key: &str) -> Vec<&'a str> {
+        std::iter::from_fn(|| self.take(key)).collect()
+    }
+
+    fn done(&self) -> Result<(), Box<dyn Error>> {
+        match self.args.first() {
+            Some(arg) => Err(format!("unexpected argument {arg}").into()),
+            None => Ok(()),
+        }
+    }
+}
