@@ -261,3 +261,69 @@ fn a_driver_that_exits_during_a_failover_ends_finished_with_its_exit_code() {
     assert_eq!(ended["state"], "FINISHED", "{ended}");
     assert_eq!(ended["exit_code"], 0, "{ended}");
 }
+
+#[test]
+fn a_crashed_agent_restarted_on_its_work_dir_adopts_its_processes() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let agent = start_worker(&masters, "w1", 4);
+    let driver_id = submit(&masters, &["--supervise", "--", "/bin/sleep", "1000"]);
+    let (_client, app_id, _events) = app_run(
+        &masters,
+        &[
+            "--cores-max",
+            "2",
+            "--executor-cores",
+            "1",
+            "--executor-memory",
+            "256",
+            "--",
+            "/bin/sleep",
+            "1000",
+        ],
+    );
+    let before = wait_for(&masters, "the driver and two executors running", |s| {
+        driver(s, &driver_id).is_some_and(|d| d["pid"].is_u64())
+            && running_executors(s, &app_id).len() == 2
+    });
+    let before_pids = pids(&before);
+
+    // Only the agent dies; what it started runs on. A new agent takes the same work dir.
+    agent.crash();
+    for pid in &before_pids {
+        assert!(alive(*pid), "process {pid} outlives its agent");
+    }
+    let _agent = start_worker(&masters, "w1", 4);
+    let after = wait_for(&masters, "the processes reported by the new agent", |s| {
+        s["workers"].as_array().unwrap().len() == 1
+            && s["workers"][0]["state"] == "ALIVE"
+            && running_executors(s, &app_id).len() == 2
+            && pids(s) == before_pids
+    });
+    assert_eq!(driver(&after, &driver_id).unwrap()["state"], "RUNNING");
+    for pid in &before_pids {
+        assert!(alive(*pid), "process {pid} was adopted, not replaced");
+    }
+    // Nothing was started twice: exactly the original processes run in the work dir.
+    let work = masters.dir.path().join("w1");
+    assert_eq!(
+        sleepers_under(&work),
+        3,
+        "one driver and two executors, no copies"
+    );
+}
+
+/// How many `sleep` processes run with a working directory inside `dir`.
+fn sleepers_under(dir: &std::path::Path) -> usize {
+    let dir = std::fs::canonicalize(dir).unwrap();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|entry| {
+            let cwd = std::fs::read_link(entry.path().join("cwd"));
+            let comm = std::fs::read_to_string(entry.path().join("comm"));
+            cwd.is_ok_and(|cwd| cwd.starts_with(&dir))
+                && comm.is_ok_and(|comm| comm.trim() == "sleep")
+        })
+        .count()
+}

@@ -99,6 +99,9 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) {
         ..SupervisorConfig::new(config.work_dir.clone(), config.masters.join(","))
     };
     let (supervisor, events) = Supervisor::new(supervisor_config);
+    // What a crashed predecessor started is taken over (or killed) before registering, so
+    // the first registration reports it.
+    supervisor.adopt();
     let mut agent = Agent {
         config,
         supervisor,

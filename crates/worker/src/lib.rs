@@ -2,4 +2,5 @@
 //! [`supervisor`] runs what it launches as real child processes.
 
 pub mod agent;
+pub mod records;
 pub mod supervisor;

@@ -8,6 +8,13 @@
 //! doubles from [`SupervisorConfig::restart_backoff`] and starts over once a run lasted
 //! [`SupervisorConfig::successful_run`] (Spark's `DriverRunner.runCommandWithRetry`).
 //!
+//! Each process runs under a small `/bin/sh` wrapper that writes the program's exit code to
+//! `exit` in its directory, and is written down in the work dir ([`crate::records`]). A
+//! supervisor started after its predecessor crashed [adopts](Supervisor::adopt) the
+//! processes still running, reports the ones that ended meanwhile with their exit codes, and
+//! kills anything else it finds running in its work dir: nothing it started is left as an
+//! orphan.
+//!
 //! Everything that happens to a process is reported as a [`ProcessEvent`] on one channel, in
 //! the order it happened for that process.
 
@@ -21,13 +28,24 @@ use std::time::{Duration, Instant};
 
 use muster_core::model::{AppId, DriverId};
 use muster_state::ExecutorId;
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::records::{Record, Records, exit_code, still_runs};
+
+/// Runs the program and writes its exit code next to it, for a later agent to read. The
+/// wrapper outlives a SIGTERM to the group (a handler, unlike an ignored signal, is not
+/// inherited), so it waits for the program and the grace period applies to the program.
+const WRAPPER: &str =
+    r#"trap : TERM INT; "$@"; code=$?; echo "$code" > exit.tmp && mv exit.tmp exit; exit "$code""#;
+/// How often an adopted process, which is not a child, is checked.
+const ADOPTED_POLL: Duration = Duration::from_millis(200);
+
 /// What a process runs for.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Workload {
     /// An executor of an app.
     Executor {
@@ -53,7 +71,7 @@ impl fmt::Display for Workload {
 }
 
 /// What to start.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaunchSpec {
     /// What the process runs for.
     pub workload: Workload,
@@ -170,6 +188,7 @@ struct Running {
 /// Starts, watches and kills the worker's child processes.
 pub struct Supervisor {
     config: SupervisorConfig,
+    records: Records,
     events: mpsc::UnboundedSender<ProcessEvent>,
     running: Arc<Mutex<BTreeMap<Workload, Running>>>,
 }
@@ -188,6 +207,7 @@ impl Supervisor {
         let (events, receiver) = mpsc::unbounded_channel();
         (
             Self {
+                records: Records::new(&config.work_dir),
                 config,
                 events,
                 running: Arc::default(),
@@ -220,6 +240,7 @@ impl Supervisor {
             return Err(LaunchError::AlreadyRunning(spec.workload));
         }
         let directory = self.directory(&spec.workload)?;
+        executable(&spec.command).map_err(LaunchError::Io)?;
         fs::create_dir_all(&directory).map_err(LaunchError::Io)?;
         let launcher = Launcher {
             spec,
@@ -228,6 +249,25 @@ impl Supervisor {
         };
         let child = launcher.spawn().map_err(LaunchError::Io)?;
         let pid = child.id().expect("a just-spawned child has an id");
+        self.record(&launcher.spec, pid);
+        let monitor = self.monitor(&mut running, launcher, pid);
+        tokio::spawn(async move { monitor.run(child).await });
+        Ok(pid)
+    }
+
+    fn record(&self, spec: &LaunchSpec, pid: u32) {
+        if let Err(error) = self.records.write(spec, pid) {
+            tracing::warn!(workload = %spec.workload, %error, "cannot record a process");
+        }
+    }
+
+    /// Lists a running workload and returns the monitor that will watch it.
+    fn monitor(
+        &self,
+        running: &mut BTreeMap<Workload, Running>,
+        launcher: Launcher,
+        pid: u32,
+    ) -> Monitor {
         let (kill, kill_requested) = oneshot::channel();
         let (finished, done) = oneshot::channel();
         let pid_cell = Arc::new(Mutex::new(pid));
@@ -239,18 +279,111 @@ impl Supervisor {
                 done,
             },
         );
-        let monitor = Monitor {
+        Monitor {
             launcher,
             config: self.config.clone(),
+            records: self.records.clone(),
             events: self.events.clone(),
             running: Arc::clone(&self.running),
             pid: pid_cell,
-        };
-        tokio::spawn(async move {
-            monitor.run(child, kill_requested).await;
-            let _ = finished.send(());
+            kill_requested,
+            _finished: finished,
+        }
+    }
+
+    /// Takes over what a crashed predecessor started in this work dir: processes that still
+    /// run are watched as if started here (and listed by [`Supervisor::running`]); those that
+    /// ended meanwhile are reported with the exit code their wrapper wrote (a supervised
+    /// driver that failed is started again); any other process found running in the work dir
+    /// is killed. Call it once, before the first launch.
+    pub fn adopt(&self) {
+        let mut adopted = Vec::new();
+        for record in self.records.all() {
+            let Ok(directory) = self.directory(&record.spec.workload) else {
+                self.records.remove(record.pid);
+                continue;
+            };
+            let launcher = Launcher {
+                spec: record.spec.clone(),
+                directory,
+                masters: self.config.masters.clone(),
+            };
+            if still_runs(&record) {
+                tracing::info!(workload = %record.spec.workload, pid = record.pid, "adopted");
+                adopted.push(record.pid);
+                let mut running = self.running.lock().expect("running lock");
+                let monitor = self.monitor(&mut running, launcher, record.pid);
+                tokio::spawn(async move { monitor.run_adopted(record).await });
+                continue;
+            }
+            self.records.remove(record.pid);
+            let code = exit_code(&launcher.directory);
+            tracing::info!(workload = %record.spec.workload, ?code, "ended while the agent was down");
+            if record.spec.supervise && code.is_some_and(|code| code != 0) {
+                if let Err(error) = self.launch(record.spec.clone()) {
+                    self.report_end(
+                        &record,
+                        ProcessState::Failed {
+                            reason: error.to_string(),
+                        },
+                    );
+                }
+                continue;
+            }
+            let state = match code {
+                Some(code) => ProcessState::Exited { code },
+                None => ProcessState::Failed {
+                    reason: "ended while the worker agent was down; exit code unknown".into(),
+                },
+            };
+            self.report_end(&record, state);
+        }
+        self.kill_strays(&adopted);
+    }
+
+    fn report_end(&self, record: &Record, state: ProcessState) {
+        let _ = self.events.send(ProcessEvent {
+            workload: record.spec.workload.clone(),
+            state,
         });
-        Ok(pid)
+    }
+
+    /// Kills every process whose working directory is inside the work dir but that belongs
+    /// to no adopted process group: what a predecessor started and could not record.
+    fn kill_strays(&self, adopted: &[u32]) {
+        let Ok(work_dir) = fs::canonicalize(&self.config.work_dir) else {
+            return;
+        };
+        let Ok(entries) = fs::read_dir("/proc") else {
+            return;
+        };
+        let me = std::process::id();
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Ok(cwd) = fs::read_link(entry.path().join("cwd")) else {
+                continue;
+            };
+            if pid == me || cwd == work_dir || !cwd.starts_with(&work_dir) {
+                continue;
+            }
+            let group = fs::read_to_string(entry.path().join("stat"))
+                .ok()
+                .and_then(|stat| {
+                    let (_, rest) = stat.rsplit_once(')')?;
+                    rest.split_whitespace().nth(2)?.parse::<u32>().ok()
+                });
+            if group.is_some_and(|group| adopted.contains(&group)) {
+                continue;
+            }
+            tracing::warn!(pid, cwd = %cwd.display(), "killing a process nobody accounts for");
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        }
     }
 
     /// Asks `workload`'s process to stop: SIGTERM to its group, SIGKILL after the grace
@@ -292,6 +425,30 @@ impl Supervisor {
     }
 }
 
+/// Checks that `program` names an executable file, directly or through `PATH`, as starting
+/// it would: the wrapper would otherwise start and only then fail.
+fn executable(program: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |path: &std::path::Path| {
+        fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let found = if program.contains('/') {
+        runnable(std::path::Path::new(program))
+    } else {
+        std::env::var_os("PATH").is_some_and(|path| {
+            std::env::split_paths(&path).any(|dir| runnable(&dir.join(program)))
+        })
+    };
+    if found {
+        Ok(())
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("no executable program `{program}`"),
+        ))
+    }
+}
+
 /// Everything needed to start one workload's process, again on every restart.
 struct Launcher {
     spec: LaunchSpec,
@@ -310,8 +467,13 @@ impl Launcher {
             .create(true)
             .append(true)
             .open(self.directory.join("stderr"))?;
-        let mut command = Command::new(&spec.command);
+        let _ = fs::remove_file(self.directory.join("exit"));
+        let mut command = Command::new("/bin/sh");
         command
+            .arg("-c")
+            .arg(WRAPPER)
+            .arg(&spec.command)
+            .arg(&spec.command)
             .args(&spec.args)
             .current_dir(&self.directory)
             .stdin(Stdio::null())
@@ -340,9 +502,13 @@ impl Launcher {
 struct Monitor {
     launcher: Launcher,
     config: SupervisorConfig,
+    records: Records,
     events: mpsc::UnboundedSender<ProcessEvent>,
     running: Arc<Mutex<BTreeMap<Workload, Running>>>,
     pid: Arc<Mutex<u32>>,
+    kill_requested: oneshot::Receiver<()>,
+    /// Dropped when the monitor is done: [`Supervisor::shutdown`] waits for that.
+    _finished: oneshot::Sender<()>,
 }
 
 impl Monitor {
@@ -354,7 +520,11 @@ impl Monitor {
         });
     }
 
-    async fn run(self, mut child: Child, mut kill_requested: oneshot::Receiver<()>) {
+    fn current_pid(&self) -> u32 {
+        *self.pid.lock().expect("pid lock")
+    }
+
+    async fn run(mut self, mut child: Child) {
         let mut backoff = self.config.restart_backoff;
         let mut attempt = 0;
         loop {
@@ -364,7 +534,7 @@ impl Monitor {
             let started = Instant::now();
             let status = tokio::select! {
                 status = child.wait() => status,
-                _ = &mut kill_requested => {
+                _ = &mut self.kill_requested => {
                     self.stop(&mut child, pid).await;
                     return self.finish(ProcessState::Killed);
                 }
@@ -382,24 +552,86 @@ impl Monitor {
                 backoff = self.config.restart_backoff;
             }
             attempt += 1;
-            self.report(ProcessState::Restarting {
-                attempt,
-                after: backoff,
-            });
-            tokio::select! {
-                () = tokio::time::sleep(backoff) => {}
-                _ = &mut kill_requested => return self.finish(ProcessState::Killed),
+            match self.restart(attempt, backoff).await {
+                Some(next) => child = next,
+                None => return,
             }
             backoff *= 2;
-            child = match self.launcher.spawn() {
-                Ok(child) => child,
-                Err(e) => {
-                    return self.finish(ProcessState::Failed {
-                        reason: e.to_string(),
-                    });
-                }
-            };
         }
+    }
+
+    /// Reports a restart, waits `backoff` and starts the program again; `None` when it was
+    /// killed meanwhile or could not start (reported).
+    async fn restart(&mut self, attempt: u32, backoff: Duration) -> Option<Child> {
+        self.records.remove(self.current_pid());
+        self.report(ProcessState::Restarting {
+            attempt,
+            after: backoff,
+        });
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            _ = &mut self.kill_requested => {
+                self.finish(ProcessState::Killed);
+                return None;
+            }
+        }
+        match self.launcher.spawn() {
+            Ok(child) => {
+                let pid = child.id().expect("a just-spawned child has an id");
+                if let Err(error) = self.records.write(&self.launcher.spec, pid) {
+                    tracing::warn!(%error, "cannot record a restarted process");
+                }
+                Some(child)
+            }
+            Err(e) => {
+                self.finish(ProcessState::Failed {
+                    reason: e.to_string(),
+                });
+                None
+            }
+        }
+    }
+
+    /// Watches a process a predecessor started: it is not a child, so it is polled, and its
+    /// exit code comes from its wrapper.
+    async fn run_adopted(mut self, record: Record) {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(ADOPTED_POLL) => {
+                    if !still_runs(&record) {
+                        break;
+                    }
+                }
+                _ = &mut self.kill_requested => {
+                    self.stop_adopted(&record).await;
+                    return self.finish(ProcessState::Killed);
+                }
+            }
+        }
+        let code = exit_code(&self.launcher.directory);
+        match code {
+            Some(code) if self.launcher.spec.supervise && code != 0 => {
+                let backoff = self.config.restart_backoff;
+                if let Some(child) = self.restart(1, backoff).await {
+                    self.run(child).await;
+                }
+            }
+            Some(code) => self.finish(ProcessState::Exited { code }),
+            None => self.finish(ProcessState::Failed {
+                reason: "ended without an exit code".into(),
+            }),
+        }
+    }
+
+    /// SIGTERM to an adopted process group, SIGKILL after the grace period.
+    async fn stop_adopted(&self, record: &Record) {
+        let group = Pid::from_raw(record.pid as i32);
+        let _ = killpg(group, Signal::SIGTERM);
+        let deadline = Instant::now() + self.config.kill_grace;
+        while still_runs(record) && Instant::now() < deadline {
+            tokio::time::sleep(ADOPTED_POLL / 4).await;
+        }
+        let _ = killpg(group, Signal::SIGKILL);
     }
 
     /// SIGTERM to the process group, SIGKILL after the grace period, then reap the child.
@@ -423,6 +655,7 @@ impl Monitor {
     fn finish(&self, state: ProcessState) {
         let mut running = self.running.lock().expect("running lock");
         running.remove(&self.launcher.spec.workload);
+        self.records.remove(self.current_pid());
         self.report(state);
     }
 }

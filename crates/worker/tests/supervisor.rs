@@ -310,3 +310,91 @@ async fn shutdown_stops_every_child() {
             .all(|state| state == ProcessState::Killed)
     );
 }
+
+/// A supervisor whose agent crashes: its runtime is dropped, its processes run on.
+fn crashed_supervisor(dir: &Path, specs: Vec<LaunchSpec>) -> Vec<u32> {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let (supervisor, _events) = supervisor(dir);
+        specs
+            .into_iter()
+            .map(|spec| supervisor.launch(spec).unwrap())
+            .collect()
+    })
+}
+
+#[test]
+fn a_restarted_supervisor_adopts_what_runs_reports_what_ended_and_kills_strays() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path();
+    let pids = crashed_supervisor(
+        work,
+        vec![
+            shell(executor("app-1", 0), "exec sleep 1000", false),
+            shell(
+                driver("d-later"),
+                "while [ ! -e go ]; do sleep 0.05; done; exit 3",
+                false,
+            ),
+            shell(
+                driver("d-gone"),
+                "while [ ! -e go ]; do sleep 0.05; done; exit 7",
+                false,
+            ),
+        ],
+    );
+    // While no agent runs: d-gone ends, and something nobody recorded starts in the work dir.
+    std::fs::write(work.join("d-gone/go"), "").unwrap();
+    let start = Instant::now();
+    while alive(pids[2]) {
+        assert!(start.elapsed() < DEADLINE, "d-gone never ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::create_dir_all(work.join("app-2/0")).unwrap();
+    let mut stray = std::process::Command::new("sleep")
+        .arg("1000")
+        .current_dir(work.join("app-2/0"))
+        .spawn()
+        .unwrap();
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let (supervisor, mut events) = supervisor(work);
+        supervisor.adopt();
+        let mut running = supervisor.running();
+        running.sort();
+        let mut expected = vec![
+            (executor("app-1", 0), pids[0]),
+            (driver("d-later"), pids[1]),
+        ];
+        expected.sort();
+        assert_eq!(running, expected, "the same processes, adopted");
+        assert_eq!(
+            next(&mut events).await,
+            ProcessEvent {
+                workload: driver("d-gone"),
+                state: ProcessState::Exited { code: 7 }
+            },
+            "what ended while no agent ran is reported with its exit code"
+        );
+        assert!(
+            stray.wait().unwrap().code().is_none(),
+            "the stray was killed by a signal"
+        );
+
+        // An adopted process's end is seen, with its exit code.
+        std::fs::write(work.join("d-later/go"), "").unwrap();
+        assert_eq!(
+            next(&mut events).await,
+            ProcessEvent {
+                workload: driver("d-later"),
+                state: ProcessState::Exited { code: 3 }
+            }
+        );
+        // An adopted process can be killed.
+        assert!(supervisor.kill(&executor("app-1", 0)));
+        assert_eq!(next(&mut events).await.state, ProcessState::Killed);
+        assert!(!alive(pids[0]));
+        assert!(supervisor.running().is_empty());
+    });
+}
