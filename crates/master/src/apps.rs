@@ -110,8 +110,19 @@ impl AppLink for AppLinkService {
         };
         let app = self.register(register).await?;
         tracing::info!(%app, "application attached");
-        let (sender, receiver) = link_channel();
-        let link = session.open_app_link(sender);
+        // Room for every executor it holds: they are sent before the stream is read.
+        let held = self
+            .node
+            .local_state()
+            .read()
+            .expect("state lock")
+            .apps()
+            .get(&app)
+            .map_or(0, |a| a.executors.len());
+        let (sender, receiver) = link_channel(held);
+        let Some(link) = session.open_app_link(sender) else {
+            return Err(not_leader(&self.node));
+        };
         session.step(Event::AppAttached {
             link,
             app: app.clone(),
@@ -130,7 +141,7 @@ async fn follow_app(
     mut inbound: Streaming<AppMessage>,
 ) {
     let mut ended = session.ended();
-    loop {
+    while !*ended.borrow_and_update() {
         let message = tokio::select! {
             message = inbound.message() => message,
             _ = ended.changed() => return,

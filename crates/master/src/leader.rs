@@ -17,9 +17,9 @@
 //! log has ALIVE to register and every active application to re-attach. A registration first
 //! writes the worker's unacknowledged process reports to the log, then the registration
 //! itself, and only then compares what the worker runs with what the log expects
-//! (reconciliation): what the log does not know is killed; an executor still LAUNCHING is
-//! launched again; what the log expects but the worker lacks ends LOST (executors) or ERROR
-//! (drivers). When everything has come back, or after `recovery_timeout`, the leader goes
+//! (reconciliation): what the log does not know is killed; a driver or an executor still
+//! LAUNCHING that the worker lacks never started (its end would be in the reports) and is
+//! launched again; a RUNNING executor the worker lacks is LOST. When everything has come back, or after `recovery_timeout`, the leader goes
 //! COMPLETING_RECOVERY (what never came back is removed through the log) and then ALIVE.
 //! Only an ALIVE leader schedules.
 //!
@@ -387,11 +387,14 @@ struct Launch {
 /// Why a proposal was made: what to do once it commits.
 #[derive(Clone, Debug)]
 enum Purpose {
-    /// A worker's report, acknowledged on `link` once in the log.
+    /// A report by `worker` on `link`, acknowledged once in the log; `started` when it
+    /// said the process runs.
     Report {
         link: LinkId,
+        worker: WorkerId,
         seq: Option<u64>,
         process: ProcessKey,
+        started: bool,
     },
     /// A worker's registration; reconciled against `running` once in the log.
     Register {
@@ -399,12 +402,17 @@ enum Purpose {
         worker: WorkerId,
         running: BTreeMap<ProcessKey, u32>,
     },
-    /// A worker lost to silence.
-    Lost { worker: WorkerId },
+    /// A worker lost to silence, on the link it had then.
+    Lost {
+        worker: WorkerId,
+        link: Option<LinkId>,
+    },
     /// Part of completing recovery.
     Completing,
     /// A scheduling pass.
     Plan,
+    /// An application finished for a client that did not come back.
+    Vanished { app: AppId },
     /// Anything else: carry out its effects.
     Other,
 }
@@ -427,6 +435,8 @@ pub struct Leader {
     completing: usize,
     /// Workers whose loss is proposed and not committed yet.
     losing: BTreeSet<WorkerId>,
+    /// When liveness was first checked in ALIVE.
+    alive_at: Option<Instant>,
     /// Applications being finished for a vanished client.
     finishing: BTreeSet<AppId>,
     pids: BTreeMap<ProcessKey, u32>,
@@ -458,6 +468,7 @@ impl Leader {
             awaited_apps: BTreeSet::new(),
             completing: 0,
             losing: BTreeSet::new(),
+            alive_at: None,
             finishing: BTreeSet::new(),
             pids: BTreeMap::new(),
             launches: BTreeMap::new(),
@@ -494,7 +505,7 @@ impl Leader {
             // The state is complete: decide whom to wait for.
             Event::StateRead => self.start_recovery(now, state),
             Event::WorkerAttached { link, registration } => {
-                self.worker_attached(now, link, registration);
+                self.worker_attached(now, state, link, registration);
             }
             Event::WorkerHeartbeat { link } => {
                 if self.current_worker(now, link, state).is_some() {
@@ -502,8 +513,8 @@ impl Leader {
                 }
             }
             Event::WorkerReport { link, report } => {
-                if self.current_worker(now, link, state).is_some() {
-                    self.report(link, Some(report.seq), report.update);
+                if let Some(worker) = self.current_worker(now, link, state) {
+                    self.report(state, link, &worker, Some(report.seq), report.update);
                 }
             }
             Event::AppAttached { link, app } => self.app_attached(link, app, state),
@@ -512,15 +523,25 @@ impl Leader {
             Event::Committed { proposal, result } => {
                 self.committed(now, state, proposal, result);
             }
-            // Nothing to undo: reports stay unacknowledged and are sent again, a lost pass is
-            // planned again, a loss or an end is decided again on a later tick.
             Event::NotCommitted { proposal } => match self.proposals.remove(&proposal) {
+                // Planned again on a later tick.
                 Some(Purpose::Plan) => self.pass_in_flight = false,
-                Some(Purpose::Lost { worker }) => {
+                // Decided again on a later tick.
+                Some(Purpose::Lost { worker, .. }) => {
                     self.losing.remove(&worker);
                 }
+                Some(Purpose::Vanished { app }) => {
+                    self.finishing.remove(&app);
+                }
                 Some(Purpose::Completing) => self.completed_one(),
-                Some(_) | None => {}
+                // The worker must say it again: it registers again with every report that
+                // is not acknowledged.
+                Some(Purpose::Register { link, .. } | Purpose::Report { link, .. }) => {
+                    if self.links.contains_key(&link) {
+                        self.close(link, Close::Reregister);
+                    }
+                }
+                Some(Purpose::Other) | None => {}
             },
             Event::ClientCommitted { effects } => {
                 self.carry_out(&effects, None);
@@ -601,10 +622,13 @@ impl Leader {
     fn complete_recovery(&mut self, state: &ClusterState) {
         self.recovery = RecoveryState::CompletingRecovery;
         for worker in std::mem::take(&mut self.awaited_workers) {
-            if state
-                .workers()
-                .get(&worker)
-                .is_some_and(|w| w.state == WorkerState::Alive)
+            // A worker whose registration is in flight is back; liveness watches it from here.
+            let registering = self.workers.get(&worker).is_some_and(|s| s.link.is_some());
+            if !registering
+                && state
+                    .workers()
+                    .get(&worker)
+                    .is_some_and(|w| w.state == WorkerState::Alive)
             {
                 let reason = "did not reconnect after the master failover".to_owned();
                 self.propose(
@@ -685,7 +709,13 @@ impl Leader {
         Some(worker)
     }
 
-    fn worker_attached(&mut self, now: Instant, link: LinkId, registration: Registration) {
+    fn worker_attached(
+        &mut self,
+        now: Instant,
+        state: &ClusterState,
+        link: LinkId,
+        registration: Registration,
+    ) {
         let worker = registration.worker.id.clone();
         if let Some(old) = self.workers.get(&worker).and_then(|s| s.link) {
             self.close(old, Close::Superseded);
@@ -701,7 +731,7 @@ impl Leader {
         );
         // Reports first: what ended during the failover is in the log before reconciliation.
         for report in registration.reports {
-            self.report(link, Some(report.seq), report.update);
+            self.report(state, link, &worker, Some(report.seq), report.update);
         }
         self.propose(
             Op::RegisterWorker(registration.worker),
@@ -713,10 +743,28 @@ impl Leader {
         );
     }
 
-    /// Writes one process change to the log (a driver's start needs no entry: placement made
-    /// it RUNNING already).
-    fn report(&mut self, link: LinkId, seq: Option<u64>, update: Update) {
+    /// Writes one process change that `worker` reported to the log. A driver's start needs
+    /// no entry (placement made it RUNNING already); a start of a driver the log does not
+    /// place on that worker is stopped.
+    fn report(
+        &mut self,
+        state: &ClusterState,
+        link: LinkId,
+        worker: &WorkerId,
+        seq: Option<u64>,
+        update: Update,
+    ) {
         let process = update.process();
+        let started = matches!(
+            update,
+            Update::Driver {
+                state: DriverState::Running,
+                ..
+            } | Update::Executor {
+                state: ExecutorState::Running,
+                ..
+            }
+        );
         let op = match update {
             Update::Driver {
                 driver,
@@ -724,7 +772,15 @@ impl Leader {
                 pid,
                 ..
             } => {
-                self.confirm_running(ProcessKey::Driver(driver), pid);
+                let placed_here = state
+                    .drivers()
+                    .get(&driver)
+                    .is_some_and(|d| d.worker.as_ref() == Some(worker));
+                if placed_here {
+                    self.confirm_running(ProcessKey::Driver(driver), pid);
+                } else {
+                    self.send(link, ToWorker::KillDriver(driver));
+                }
                 if let Some(seq) = seq {
                     self.send(link, ToWorker::Acknowledged(vec![seq]));
                 }
@@ -758,7 +814,14 @@ impl Leader {
                 })
             }
         };
-        self.propose(op, Purpose::Report { link, seq, process });
+        let purpose = Purpose::Report {
+            link,
+            worker: worker.clone(),
+            seq,
+            process,
+            started,
+        };
+        self.propose(op, purpose);
     }
 
     fn confirm_running(&mut self, process: ProcessKey, pid: u32) {
@@ -857,7 +920,13 @@ impl Leader {
         };
         let response = result.as_ref().ok();
         match purpose {
-            Purpose::Report { link, seq, process } => {
+            Purpose::Report {
+                link,
+                worker,
+                seq,
+                process,
+                started,
+            } => {
                 if let Some(response) = response {
                     self.carry_out(&response.effects, Some(&process));
                     if let ProcessKey::Executor(app, executor) = &process
@@ -870,6 +939,9 @@ impl Leader {
                         // A start has no effects; its app hears of it here.
                         self.tell_app(app, ToApp::Executor(executor.clone()));
                     }
+                } else if started && !assigned(state, &process, &worker) {
+                    // It runs, but the log no longer has it there: stop it.
+                    self.send(link, kill(&process));
                 }
                 // A refused report (the process had already ended in the log) is settled too.
                 if let Some(seq) = seq
@@ -890,13 +962,22 @@ impl Leader {
                     self.workers.remove(&worker);
                 }
             },
-            Purpose::Lost { worker } => {
+            Purpose::Lost { worker, link } => {
                 self.losing.remove(&worker);
                 if let Some(response) = response {
                     self.carry_out(&response.effects, None);
                 }
-                if let Some(link) = self.workers.remove(&worker).and_then(|s| s.link) {
-                    self.close(link, Close::Reregister);
+                let current = self.workers.get(&worker).and_then(|s| s.link);
+                if current == link {
+                    // Still the stream it was lost on: it must register again.
+                    self.workers.remove(&worker);
+                    if let Some(link) = link {
+                        self.close(link, Close::Reregister);
+                    }
+                } else if let Some(session) = self.workers.get_mut(&worker) {
+                    // It registered again meanwhile; that registration, now after the loss in
+                    // the log, reconciles it.
+                    session.registered = false;
                 }
             }
             Purpose::Completing => {
@@ -925,7 +1006,7 @@ impl Leader {
                     }
                 }
             }
-            Purpose::Other => {
+            Purpose::Vanished { .. } | Purpose::Other => {
                 if let Some(response) = response {
                     self.carry_out(&response.effects, None);
                     self.pass_wanted = true;
@@ -981,7 +1062,7 @@ impl Leader {
                             exit_code: None,
                             pid: *pid,
                         };
-                        self.report(link, None, update);
+                        self.report(state, link, worker, None, update);
                     }
                 }
             }
@@ -990,14 +1071,11 @@ impl Leader {
             if running.contains_key(&process) {
                 continue;
             }
-            let unconfirmed = self.launches.contains_key(&process);
             let op = match (&process, executor_state) {
-                // Never started here: start it now.
-                (ProcessKey::Executor(..), Some(ExecutorState::Launching)) => {
-                    self.launch(now, worker, process.clone());
-                    continue;
-                }
-                (ProcessKey::Driver(_), _) if unconfirmed => {
+                // Never started here (the worker's reports are in the log already, so it did
+                // not end either): start it now.
+                (ProcessKey::Executor(..), Some(ExecutorState::Launching))
+                | (ProcessKey::Driver(_), _) => {
                     self.launch(now, worker, process.clone());
                     continue;
                 }
@@ -1009,18 +1087,15 @@ impl Leader {
                         exit_code: None,
                     })
                 }
-                (ProcessKey::Driver(driver), _) => Op::DriverStateChanged(DriverStateChanged {
-                    driver: driver.clone(),
-                    state: DriverState::Error,
-                    exit_code: None,
-                }),
             };
             self.propose(
                 op,
                 Purpose::Report {
                     link,
+                    worker: worker.clone(),
                     seq: None,
                     process,
+                    started: false,
                 },
             );
         }
@@ -1090,14 +1165,15 @@ impl Leader {
     /// Every worker the log has ALIVE must be heard from within the timeout.
     fn check_liveness(&mut self, now: Instant, state: &ClusterState) {
         let timeout = self.config.worker_timeout;
+        // A worker this leader has never heard from is counted from the first check.
+        let alive_at = *self.alive_at.get_or_insert(now);
         let silent: Vec<WorkerId> = state
             .workers()
             .values()
             .filter(|w| w.state == WorkerState::Alive && !self.losing.contains(&w.id))
             .filter(|w| {
-                self.workers
-                    .get(&w.id)
-                    .is_none_or(|s| now.saturating_duration_since(s.heard) > timeout)
+                let heard = self.workers.get(&w.id).map_or(alive_at, |s| s.heard);
+                now.saturating_duration_since(heard) > timeout
             })
             .map(|w| w.id.clone())
             .collect();
@@ -1109,7 +1185,10 @@ impl Leader {
                     id: worker.clone(),
                     reason,
                 }),
-                Purpose::Lost { worker },
+                Purpose::Lost {
+                    link: self.workers.get(&worker).and_then(|s| s.link),
+                    worker,
+                },
             );
         }
     }
@@ -1131,10 +1210,10 @@ impl Leader {
         for app in vanished {
             self.finishing.insert(app.clone());
             let op = Op::AppFinished(AppFinished {
-                id: app,
+                id: app.clone(),
                 state: AppState::Finished,
             });
-            self.propose(op, Purpose::Other);
+            self.propose(op, Purpose::Vanished { app });
         }
     }
 
@@ -1263,6 +1342,21 @@ impl Leader {
     fn close(&mut self, link: LinkId, reason: Close) {
         self.links.remove(&link);
         self.actions.push(Action::Close { link, reason });
+    }
+}
+
+/// Whether the log has `process` live on `worker`.
+fn assigned(state: &ClusterState, process: &ProcessKey, worker: &WorkerId) -> bool {
+    match process {
+        ProcessKey::Executor(app, executor) => state
+            .apps()
+            .get(app)
+            .and_then(|a| a.executors.get(executor))
+            .is_some_and(|e| &e.worker == worker),
+        ProcessKey::Driver(driver) => state
+            .drivers()
+            .get(driver)
+            .is_some_and(|d| d.worker.as_ref() == Some(worker)),
     }
 }
 

@@ -24,7 +24,7 @@ use muster_proto::v1::{
     Acknowledged, AppEnded, AppEvent, AppHeartbeatAck, AppRegistered, ExecutorEvent, HeartbeatAck,
     KillDriver, KillExecutor, LaunchDriver, LaunchExecutor, MasterMessage, Registered,
 };
-use muster_raft::{Leadership, RaftNode};
+use muster_raft::{Applied, Leadership, RaftNode, WriteError};
 use muster_state::{ClusterState, Command, Timestamp};
 use tokio::sync::{mpsc, watch};
 use tonic::Status;
@@ -39,14 +39,18 @@ const TICK: Duration = Duration::from_millis(100);
 /// How many messages a stream may have queued before it is closed.
 const LINK_CAPACITY: usize = 1024;
 
+/// A proposal's result, once Raft has it.
+type Pending = std::pin::Pin<Box<dyn Future<Output = Result<Applied, WriteError>> + Send>>;
+
 /// The leader's end of one worker's stream.
 pub(crate) type WorkerSender = mpsc::Sender<Result<MasterMessage, Status>>;
 /// The leader's end of one application's stream.
 pub(crate) type AppSender = mpsc::Sender<Result<AppEvent, Status>>;
 
-/// A channel for a new stream's messages.
-pub(crate) fn link_channel<T>() -> (mpsc::Sender<T>, mpsc::Receiver<T>) {
-    mpsc::channel(LINK_CAPACITY)
+/// A channel for a new stream's messages, with room for `backlog` more than usual (what is
+/// sent before the stream is read).
+pub(crate) fn link_channel<T>(backlog: usize) -> (mpsc::Sender<T>, mpsc::Receiver<T>) {
+    mpsc::channel(LINK_CAPACITY + backlog)
 }
 
 /// The leader's wall-clock time, stamped on every command it writes.
@@ -137,22 +141,33 @@ impl Session {
         }
     }
 
-    /// Registers a worker's new stream; its events name the returned link.
-    pub(crate) fn open_worker_link(&self, sender: WorkerSender) -> LinkId {
+    /// Registers a worker's new stream; its events name the returned link. `None` once the
+    /// session has ended.
+    pub(crate) fn open_worker_link(&self, sender: WorkerSender) -> Option<LinkId> {
         let mut inner = self.lock();
-        let link = LinkId(inner.next_link);
-        inner.next_link += 1;
+        let link = self.next_link(&mut inner)?;
         inner.workers.insert(link, sender);
-        link
+        Some(link)
     }
 
-    /// Registers an application's new stream; its events name the returned link.
-    pub(crate) fn open_app_link(&self, sender: AppSender) -> LinkId {
+    /// Registers an application's new stream; its events name the returned link. `None` once
+    /// the session has ended.
+    pub(crate) fn open_app_link(&self, sender: AppSender) -> Option<LinkId> {
         let mut inner = self.lock();
+        let link = self.next_link(&mut inner)?;
+        inner.apps.insert(link, sender);
+        Some(link)
+    }
+
+    /// A new link number, unless the session ended (checked under the lock [`Session::end`]
+    /// drains the links under).
+    fn next_link(&self, inner: &mut Inner) -> Option<LinkId> {
+        if self.is_over() {
+            return None;
+        }
         let link = LinkId(inner.next_link);
         inner.next_link += 1;
-        inner.apps.insert(link, sender);
-        link
+        Some(link)
     }
 
     /// Steps the leader with `event` and carries out what it decides.
@@ -163,6 +178,9 @@ impl Session {
         let state = self.node.local_state();
         let state = state.read().expect("state lock");
         let mut inner = self.lock();
+        if self.is_over() {
+            return;
+        }
         if let Event::LinkClosed { link } = &event {
             inner.workers.remove(link);
             inner.apps.remove(link);
@@ -241,12 +259,12 @@ impl Session {
     }
 
     /// Submits proposals to Raft in the order the leader made them, and steps their results
-    /// back in the same order.
+    /// back in the same order (a proposal Raft refused at once included).
     async fn write_proposals(
         self: Arc<Self>,
         mut to_write: mpsc::UnboundedReceiver<(ProposalId, Command)>,
     ) {
-        let (pending, mut to_await) = mpsc::unbounded_channel();
+        let (pending, mut to_await) = mpsc::unbounded_channel::<(ProposalId, Pending)>();
         let session = Arc::clone(&self);
         tokio::spawn(async move {
             let mut ended = session.ended();
@@ -277,14 +295,12 @@ impl Session {
                 },
                 _ = ended.changed() => return,
             };
-            match self.node.propose(command).await {
-                Ok(result) => {
-                    let _ = pending.send((proposal, result));
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "cannot propose");
-                    self.step(Event::NotCommitted { proposal });
-                }
+            let result: Pending = match self.node.propose(command).await {
+                Ok(result) => Box::pin(result),
+                Err(error) => Box::pin(std::future::ready(Err(error))),
+            };
+            if pending.send((proposal, result)).is_err() {
+                return;
             }
         }
     }

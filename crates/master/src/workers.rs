@@ -59,8 +59,10 @@ impl WorkerLink for WorkerLinkService {
         let registration = registration(register)?;
         let worker = registration.worker.id.clone();
         tracing::info!(%worker, "worker registering");
-        let (sender, receiver) = link_channel();
-        let link = session.open_worker_link(sender);
+        let (sender, receiver) = link_channel(0);
+        let Some(link) = session.open_worker_link(sender) else {
+            return Err(not_leader(&self.node));
+        };
         session.step(Event::WorkerAttached { link, registration });
         tokio::spawn(follow_worker(session, worker, link, inbound));
         Ok(Response::new(ReceiverStream::new(receiver)))
@@ -164,7 +166,7 @@ async fn follow_worker(
     mut inbound: Streaming<WorkerMessage>,
 ) {
     let mut ended = session.ended();
-    loop {
+    while !*ended.borrow_and_update() {
         let message = tokio::select! {
             message = inbound.message() => message,
             _ = ended.changed() => return,
