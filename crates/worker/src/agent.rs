@@ -327,7 +327,21 @@ impl Agent {
             Down::Registered(_) | Down::HeartbeatAck(_) => {}
             Down::Acknowledged(acknowledged) => {
                 for seq in acknowledged.seqs {
-                    self.unacknowledged.remove(&seq);
+                    match self.unacknowledged.remove(&seq) {
+                        // The leader has the end: the process's record may go.
+                        Some(Up::Executor(update)) if update.state != "RUNNING" => {
+                            self.supervisor.forget(&Workload::Executor {
+                                app: update.app_id.as_str().into(),
+                                executor: ExecutorId(update.executor_id),
+                            });
+                        }
+                        Some(Up::Driver(update)) if update.state != "RUNNING" => {
+                            self.supervisor.forget(&Workload::Driver {
+                                driver: update.driver_id.as_str().into(),
+                            });
+                        }
+                        _ => {}
+                    }
                 }
             }
             Down::LaunchExecutor(launch) => {

@@ -3,8 +3,8 @@
 //!
 //! Every process the supervisor starts gets a record `.processes/<pid>.json` holding its
 //! workload, what it runs, its process id and its start time (`/proc/<pid>/stat` field 22,
-//! which tells a process from a later one that reused its id). The record is removed when the
-//! process is over. A process's exit code is written by its wrapper to `exit` in its
+//! which tells a process from a later one that reused its id). The record is removed once the
+//! leader has acknowledged the process's end. A process's exit code is written by its wrapper to `exit` in its
 //! directory, so it survives the agent.
 
 use std::fs;

@@ -293,9 +293,9 @@ impl Supervisor {
 
     /// Takes over what a crashed predecessor started in this work dir: processes that still
     /// run are watched as if started here (and listed by [`Supervisor::running`]); those that
-    /// ended meanwhile are reported with the exit code their wrapper wrote (a supervised
-    /// driver that failed is started again); any other process found running in the work dir
-    /// is killed. Call it once, before the first launch.
+    /// ended and whose end the leader may not have are reported with the exit code their
+    /// wrapper wrote (a supervised driver that failed is started again); any other process
+    /// found running in the work dir is killed. Call it once, before the first launch.
     pub fn adopt(&self) {
         let mut adopted = Vec::new();
         for record in self.records.all() {
@@ -316,10 +316,10 @@ impl Supervisor {
                 tokio::spawn(async move { monitor.run_adopted(record).await });
                 continue;
             }
-            self.records.remove(record.pid);
             let code = exit_code(&launcher.directory);
             tracing::info!(workload = %record.spec.workload, ?code, "ended while the agent was down");
             if record.spec.supervise && code.is_some_and(|code| code != 0) {
+                self.records.remove(record.pid);
                 if let Err(error) = self.launch(record.spec.clone()) {
                     self.report_end(
                         &record,
@@ -383,6 +383,15 @@ impl Supervisor {
             }
             tracing::warn!(pid, cwd = %cwd.display(), "killing a process nobody accounts for");
             let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        }
+    }
+
+    /// Forgets the records of `workload`'s ended processes, once the leader has their end.
+    pub fn forget(&self, workload: &Workload) {
+        for record in self.records.all() {
+            if &record.spec.workload == workload && !still_runs(&record) {
+                self.records.remove(record.pid);
+            }
         }
     }
 
@@ -652,10 +661,12 @@ impl Monitor {
 
     /// Forgets the workload and reports its end in one step under the lock, so that anyone
     /// who lists what runs and then reads the events sees the process in one or the other.
+    ///
+    /// The record stays until the leader has the end ([`Supervisor::forget`]): an agent that
+    /// crashes before then reports it again.
     fn finish(&self, state: ProcessState) {
         let mut running = self.running.lock().expect("running lock");
         running.remove(&self.launcher.spec.workload);
-        self.records.remove(self.current_pid());
         self.report(state);
     }
 }

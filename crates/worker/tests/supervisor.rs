@@ -396,5 +396,28 @@ fn a_restarted_supervisor_adopts_what_runs_reports_what_ended_and_kills_strays()
         assert_eq!(next(&mut events).await.state, ProcessState::Killed);
         assert!(!alive(pids[0]));
         assert!(supervisor.running().is_empty());
+        // The leader acknowledged two of the three ends.
+        supervisor.forget(&driver("d-gone"));
+        supervisor.forget(&driver("d-later"));
+    });
+    drop(runtime);
+
+    // The next agent reports again only the end no leader acknowledged.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let (supervisor, mut events) = supervisor(work);
+        supervisor.adopt();
+        let event = next(&mut events).await;
+        assert_eq!(event.workload, executor("app-1", 0));
+        assert!(
+            matches!(event.state, ProcessState::Exited { .. }),
+            "{event:?}"
+        );
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), events.recv())
+                .await
+                .is_err(),
+            "nothing else to report"
+        );
     });
 }
