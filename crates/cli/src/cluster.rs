@@ -57,6 +57,10 @@ pub struct MasterArgs {
     /// Serve the cluster status over HTTP here: `/json`, and a page at `/`.
     #[arg(long)]
     http: Option<String>,
+    /// Reach these masters' replication at another address than the one in --peers (a
+    /// proxy, another network path): ID=HOST:PORT,... The membership keeps --peers.
+    #[arg(long, default_value = "")]
+    peer_routes: String,
 }
 
 /// What `muster master --config FILE` may set. Every field is optional. The scheduling and
@@ -124,6 +128,10 @@ pub struct ReadArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Show the first reachable master's own copy of the state, without asking the leader
+    /// (it may lag behind).
+    #[arg(long)]
+    local: bool,
 }
 
 /// `muster submit`.
@@ -180,16 +188,18 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start: {e}"))
 }
 
-fn parse_peers(list: &str) -> Result<BTreeMap<u64, String>, String> {
+/// `ID=HOST:PORT,...` as given to `flag`.
+fn parse_peers(flag: &str, list: &str) -> Result<BTreeMap<u64, String>, String> {
     list.split(',')
+        .filter(|peer| !peer.trim().is_empty())
         .map(|peer| {
             let (id, addr) = peer
                 .split_once('=')
-                .ok_or_else(|| format!("--peers: `{peer}` is not ID=HOST:PORT"))?;
+                .ok_or_else(|| format!("{flag}: `{peer}` is not ID=HOST:PORT"))?;
             let id = id
                 .trim()
                 .parse()
-                .map_err(|_| format!("--peers: `{id}` is not a master id"))?;
+                .map_err(|_| format!("{flag}: `{id}` is not a master id"))?;
             Ok((id, addr.trim().to_owned()))
         })
         .collect()
@@ -273,9 +283,12 @@ pub fn master(args: MasterArgs) -> Result<String, String> {
     let config = MasterConfig {
         id: args.id,
         listen: args.listen,
-        peers: parse_peers(&args.peers)?,
+        peers: parse_peers("--peers", &args.peers)?,
         data_dir: args.data_dir,
-        raft: RaftSettings::default(),
+        raft: RaftSettings {
+            peer_routes: parse_peers("--peer-routes", &args.peer_routes)?,
+            ..RaftSettings::default()
+        },
         state,
         session,
         http: args.http,
@@ -337,14 +350,15 @@ pub fn worker(args: WorkerArgs) -> Result<String, String> {
     Ok(String::new())
 }
 
-fn fetch_status(masters: &MastersArg) -> Result<StatusReply, String> {
+fn fetch_status(masters: &MastersArg, local: bool) -> Result<StatusReply, String> {
     let masters = Masters::parse(&masters.masters)?;
-    runtime()?.block_on(masters.call(async |mut c| c.status(StatusRequest {}).await))
+    let request = StatusRequest { local };
+    runtime()?.block_on(masters.call(async |mut c| c.status(request).await))
 }
 
 /// `muster status`.
 pub fn status(args: ReadArgs) -> Result<String, String> {
-    let status = fetch_status(&args.masters)?;
+    let status = fetch_status(&args.masters, args.local)?;
     if args.json {
         return Ok(muster_master::status_json(&status).to_string());
     }
@@ -367,7 +381,7 @@ pub fn status(args: ReadArgs) -> Result<String, String> {
 
 /// One part of the status: as JSON under `key`, or as its table.
 fn section(args: ReadArgs, key: &str, table: fn(&StatusReply) -> String) -> Result<String, String> {
-    let status = fetch_status(&args.masters)?;
+    let status = fetch_status(&args.masters, args.local)?;
     if args.json {
         return Ok(muster_master::status_json(&status)[key].to_string());
     }
@@ -499,7 +513,7 @@ pub fn kill(args: KillArgs) -> Result<String, String> {
 /// `muster queues`.
 pub fn queues(args: QueuesArgs) -> Result<String, String> {
     let Some(path) = args.set else {
-        let status = fetch_status(&args.masters)?;
+        let status = fetch_status(&args.masters, false)?;
         if args.json {
             return Ok(muster_master::status_json(&status)["queues"].to_string());
         }

@@ -132,7 +132,8 @@ pub fn run(args: DevArgs) -> Result<String, String> {
         .build()
         .map_err(|e| e.to_string())?;
     let masters = Masters::parse(&masters_list)?;
-    let status = runtime.block_on(masters.call(async |mut c| c.status(StatusRequest {}).await))?;
+    let status = runtime
+        .block_on(masters.call(async |mut c| c.status(StatusRequest { local: false }).await))?;
     for i in 1..=args.workers {
         let work = dir.join(format!("worker-{i}")).display().to_string();
         let worker_args = [

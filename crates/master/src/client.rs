@@ -298,6 +298,11 @@ impl Cluster for ClusterService {
         &self,
         request: Request<StatusRequest>,
     ) -> Result<tonic::Response<StatusReply>, Status> {
+        if request.get_ref().local {
+            let state = self.node.local_state();
+            let state = state.read().expect("state lock");
+            return Ok(tonic::Response::new(self.status_reply(&state)));
+        }
         self.answer(
             request,
             async |this, _| Ok(this.node.read(|state| this.status_reply(state)).await?),

@@ -38,7 +38,7 @@ async fn status(grpc: &str) -> Result<Value, Failure> {
         .await
         .map_err(|e| unavailable(e.to_string()))?;
     let reply = client
-        .status(StatusRequest {})
+        .status(StatusRequest { local: false })
         .await
         .map_err(|s| unavailable(s.message().to_owned()))?;
     Ok(status_json(&reply.into_inner()))

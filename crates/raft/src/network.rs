@@ -3,7 +3,7 @@
 //! openraft asks for a client often (per replication stream, election round and linearizable
 //! read), so channels are built lazily once per peer address and shared.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -30,9 +30,20 @@ pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 #[derive(Clone, Default)]
 pub struct Network {
     channels: Arc<Mutex<HashMap<String, Channel>>>,
+    /// Addresses that replace peers' membership addresses.
+    routes: Arc<BTreeMap<NodeId, String>>,
 }
 
 impl Network {
+    /// A network that reaches the peers in `routes` at the address given there, and every
+    /// other peer at its membership address.
+    pub fn new(routes: BTreeMap<NodeId, String>) -> Self {
+        Self {
+            channels: Arc::default(),
+            routes: Arc::new(routes),
+        }
+    }
+
     fn channel(&self, addr: &str) -> Result<Channel, tonic::transport::Error> {
         let mut channels = self.channels.lock().expect("channel cache lock");
         if let Some(channel) = channels.get(addr) {
@@ -51,14 +62,15 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &Node) -> PeerClient {
-        let client = self.channel(&node.addr).map(|channel| {
+        let addr = self.routes.get(&target).unwrap_or(&node.addr).clone();
+        let client = self.channel(&addr).map(|channel| {
             ReplicationClient::new(channel)
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES)
         });
         PeerClient {
             target,
-            addr: node.addr.clone(),
+            addr,
             client,
         }
     }

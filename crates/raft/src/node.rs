@@ -31,6 +31,10 @@ pub struct RaftSettings {
     pub keep_after_snapshot: u64,
     /// sled's page cache, in bytes.
     pub cache_bytes: u64,
+    /// Where to reach a peer's replication service instead of its membership address (a
+    /// proxy, another network path); peers not listed are reached at their membership
+    /// address.
+    pub peer_routes: BTreeMap<NodeId, String>,
 }
 
 impl Default for RaftSettings {
@@ -43,6 +47,7 @@ impl Default for RaftSettings {
             snapshot_every: 10_000,
             keep_after_snapshot: 1_000,
             cache_bytes: 64 * 1024 * 1024,
+            peer_routes: BTreeMap::new(),
         }
     }
 }
@@ -172,9 +177,15 @@ impl RaftNode {
         let state_machine = StateMachineStore::open(&db, ClusterState::new(state_config))
             .map_err(|e| NodeError::Storage(e.to_string()))?;
         let state = state_machine.shared_state();
-        let raft = Raft::new(id, config, Network::default(), log, state_machine)
-            .await
-            .map_err(|e| NodeError::Raft(e.to_string()))?;
+        let raft = Raft::new(
+            id,
+            config,
+            Network::new(settings.peer_routes.clone()),
+            log,
+            state_machine,
+        )
+        .await
+        .map_err(|e| NodeError::Raft(e.to_string()))?;
         let leadership = watch_leadership(id, &raft);
         Ok(Self {
             id,

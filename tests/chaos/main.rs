@@ -1,0 +1,552 @@
+//! Chaos: real `muster` processes (three masters peering through fault proxies, three
+//! workers), steady submissions, and a seeded random schedule of faults: SIGKILL and restart,
+//! SIGSTOP then SIGCONT, and partitions of one master from the others (workers still reach
+//! it), for masters and worker agents alike. At the end an audit over the status and `/proc`:
+//! every accepted submission exists exactly once, everything RUNNING has its process, no
+//! process runs that the log does not have running (so never two copies), every replica holds
+//! the same state, and every worker is ALIVE.
+//!
+//! `MUSTER_CHAOS_SECS` sets how long faults are injected (60 by default); a failure prints
+//! the seed, and `MUSTER_CHAOS_SEED` replays it.
+
+// Shared by every end-to-end test binary; each uses part of it.
+#[allow(dead_code)]
+#[path = "../support.rs"]
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{Process, alive, free_port, muster};
+
+/// A small deterministic generator (xorshift64*), so a seed replays a run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number in `low..=high`.
+    fn between(&mut self, low: u64, high: u64) -> u64 {
+        low + self.next() % (high - low + 1)
+    }
+}
+
+/// A TCP proxy in front of one master's port for one other master's replication traffic;
+/// blocking it cuts existing connections and refuses new ones.
+struct Proxy {
+    port: u16,
+    blocked: Arc<AtomicBool>,
+    connections: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Proxy {
+    fn start(target: String) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let blocked = Arc::new(AtomicBool::new(false));
+        let connections = Arc::new(Mutex::new(Vec::new()));
+        let (is_blocked, live) = (Arc::clone(&blocked), Arc::clone(&connections));
+        std::thread::spawn(move || {
+            for incoming in listener.incoming() {
+                let Ok(client) = incoming else { continue };
+                if is_blocked.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(&target) else {
+                    continue;
+                };
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                let mut live = live.lock().unwrap();
+                live.push(client.try_clone().unwrap());
+                live.push(server.try_clone().unwrap());
+                pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
+                pipe(server, client);
+            }
+        });
+        Self {
+            port,
+            blocked,
+            connections,
+        }
+    }
+
+    fn block(&self) {
+        self.blocked.store(true, Ordering::SeqCst);
+        for stream in self.connections.lock().unwrap().drain(..) {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+
+    fn heal(&self) {
+        self.blocked.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Copies `from` to `to` until either side closes.
+fn pipe(mut from: TcpStream, mut to: TcpStream) {
+    std::thread::spawn(move || {
+        let mut buffer = [0; 64 * 1024];
+        loop {
+            match from.read(&mut buffer) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if to.write_all(&buffer[..n]).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = from.shutdown(Shutdown::Both);
+        let _ = to.shutdown(Shutdown::Both);
+    });
+}
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    addrs: Vec<String>,
+    peers: String,
+    /// `proxies[(from, to)]`: how master `from` reaches master `to` (0-based).
+    proxies: BTreeMap<(usize, usize), Proxy>,
+    masters: Vec<Option<Process>>,
+    workers: Vec<Option<Process>>,
+}
+
+const MASTERS: usize = 3;
+const WORKERS: usize = 3;
+
+impl Cluster {
+    fn start() -> Self {
+        let addrs: Vec<String> = (0..MASTERS)
+            .map(|_| format!("127.0.0.1:{}", free_port()))
+            .collect();
+        let peers = addrs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| format!("{}={a}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut proxies = BTreeMap::new();
+        for from in 0..MASTERS {
+            for to in (0..MASTERS).filter(|&to| to != from) {
+                proxies.insert((from, to), Proxy::start(addrs[to].clone()));
+            }
+        }
+        let keep = std::env::var_os("MUSTER_TEST_KEEP").is_some();
+        let dir = tempfile::Builder::new()
+            .prefix("muster-chaos")
+            .disable_cleanup(keep)
+            .tempdir()
+            .unwrap();
+        let mut cluster = Self {
+            dir,
+            addrs,
+            peers,
+            proxies,
+            masters: Vec::new(),
+            workers: Vec::new(),
+        };
+        for master in 0..MASTERS {
+            let process = cluster.spawn_master(master);
+            cluster.masters.push(Some(process));
+        }
+        for worker in 0..WORKERS {
+            let process = cluster.spawn_worker(worker);
+            cluster.workers.push(Some(process));
+        }
+        cluster
+    }
+
+    fn all(&self) -> String {
+        self.addrs.join(",")
+    }
+
+    fn log(&self, name: &str) -> std::fs::File {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("{name}.log")))
+            .unwrap()
+    }
+
+    fn spawn_master(&self, master: usize) -> Process {
+        let routes = (0..MASTERS)
+            .filter(|&to| to != master)
+            .map(|to| format!("{}=127.0.0.1:{}", to + 1, self.proxies[&(master, to)].port))
+            .collect::<Vec<_>>()
+            .join(",");
+        Process(
+            muster()
+                .args(["master", "--id", &(master + 1).to_string()])
+                .args(["--listen", &self.addrs[master], "--peers", &self.peers])
+                .args(["--peer-routes", &routes, "--worker-timeout", "6"])
+                .arg("--data-dir")
+                .arg(self.dir.path().join(format!("master-{}", master + 1)))
+                .stdout(Stdio::null())
+                .stderr(self.log(&format!("master-{}", master + 1)))
+                .spawn()
+                .expect("muster master starts"),
+        )
+    }
+
+    fn work_dir(&self, worker: usize) -> PathBuf {
+        self.dir.path().join(format!("w{}", worker + 1))
+    }
+
+    fn spawn_worker(&self, worker: usize) -> Process {
+        let name = format!("w{}", worker + 1);
+        Process(
+            muster()
+                .args([
+                    "worker", "--cores", "4", "--memory", "8192", "--host", &name,
+                ])
+                .arg("--work-dir")
+                .arg(self.work_dir(worker))
+                .env("MUSTER_MASTERS", self.all())
+                .stdout(Stdio::null())
+                .stderr(self.log(&name))
+                .spawn()
+                .expect("muster worker starts"),
+        )
+    }
+
+    fn partition(&self, master: usize, cut: bool) {
+        for ((from, to), proxy) in &self.proxies {
+            if *from == master || *to == master {
+                if cut { proxy.block() } else { proxy.heal() }
+            }
+        }
+    }
+
+    fn status(&self, masters: &str, local: bool) -> Option<Value> {
+        let mut command = muster();
+        command
+            .args(["status", "--json"])
+            .env("MUSTER_MASTERS", masters);
+        if local {
+            command.arg("--local");
+        }
+        let output = command.output().ok()?;
+        output
+            .status
+            .success()
+            .then(|| serde_json::from_slice(&output.stdout).ok())
+            .flatten()
+    }
+}
+
+/// One fault, applied and then healed.
+#[derive(Debug)]
+enum Fault {
+    KillMaster(usize),
+    FreezeMaster(usize, Duration),
+    PartitionMaster(usize, Duration),
+    KillAgent(usize),
+    FreezeAgent(usize, Duration),
+}
+
+impl Fault {
+    fn pick(rng: &mut Rng, longest: u64) -> Self {
+        let hold = Duration::from_secs(rng.between(2, longest));
+        match rng.between(0, 4) {
+            0 => Self::KillMaster(rng.between(0, 2) as usize),
+            1 => Self::FreezeMaster(rng.between(0, 2) as usize, hold),
+            2 => Self::PartitionMaster(rng.between(0, 2) as usize, hold),
+            3 => Self::KillAgent(rng.between(0, 2) as usize),
+            _ => Self::FreezeAgent(rng.between(0, 2) as usize, hold),
+        }
+    }
+
+    fn inject(&self, cluster: &mut Cluster, rng: &mut Rng) {
+        match *self {
+            Self::KillMaster(m) => {
+                cluster.masters[m].take().unwrap().crash();
+                std::thread::sleep(Duration::from_millis(rng.between(500, 3000)));
+                cluster.masters[m] = Some(cluster.spawn_master(m));
+            }
+            Self::FreezeMaster(m, hold) => {
+                let master = cluster.masters[m].as_ref().unwrap();
+                master.freeze();
+                std::thread::sleep(hold);
+                master.thaw();
+            }
+            Self::PartitionMaster(m, hold) => {
+                cluster.partition(m, true);
+                std::thread::sleep(hold);
+                cluster.partition(m, false);
+            }
+            Self::KillAgent(w) => {
+                cluster.workers[w].take().unwrap().crash();
+                std::thread::sleep(Duration::from_millis(rng.between(500, 3000)));
+                cluster.workers[w] = Some(cluster.spawn_worker(w));
+            }
+            Self::FreezeAgent(w, hold) => {
+                let worker = cluster.workers[w].as_ref().unwrap();
+                worker.freeze();
+                std::thread::sleep(hold);
+                worker.thaw();
+            }
+        }
+    }
+}
+
+/// Submits drivers steadily until told to stop: long supervised ones (at most `LONG`) and
+/// short ones that finish. Returns the ids the masters accepted.
+fn submit_steadily(masters: &str, stop: &AtomicBool) -> Vec<String> {
+    const LONG: usize = 4;
+    let mut accepted = Vec::new();
+    let mut long = 0;
+    let mut turn = 0;
+    while !stop.load(Ordering::SeqCst) {
+        turn += 1;
+        let args: &[&str] = if turn % 2 == 0 && long < LONG {
+            &[
+                "--supervise",
+                "--cores",
+                "1",
+                "--memory",
+                "256",
+                "--",
+                "/bin/sleep",
+                "1000",
+            ]
+        } else {
+            &["--cores", "1", "--memory", "256", "--", "/bin/sleep", "1"]
+        };
+        let output = muster()
+            .arg("submit")
+            .args(args)
+            .env("MUSTER_MASTERS", masters)
+            .output();
+        if let Ok(output) = output
+            && output.status.success()
+        {
+            if args[0] == "--supervise" {
+                long += 1;
+            }
+            accepted.push(String::from_utf8_lossy(&output.stdout).trim().to_owned());
+        }
+        std::thread::sleep(Duration::from_millis(1500));
+    }
+    accepted
+}
+
+/// Group leaders (the wrappers the workers start) running with a working directory inside
+/// one of `dirs`.
+fn live_processes(dirs: &[PathBuf]) -> BTreeSet<u64> {
+    let dirs: Vec<PathBuf> = dirs
+        .iter()
+        .filter_map(|d| std::fs::canonicalize(d).ok())
+        .collect();
+    let mut pids = BTreeSet::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) else {
+            continue;
+        };
+        if !dirs.iter().any(|d| cwd.starts_with(d) && &cwd != d) {
+            continue;
+        }
+        let group = std::fs::read_to_string(entry.path().join("stat"))
+            .ok()
+            .and_then(|stat| {
+                let (_, rest) = stat.rsplit_once(')')?;
+                rest.split_whitespace().nth(2)?.parse::<u64>().ok()
+            });
+        if group == Some(pid) && alive(pid) {
+            pids.insert(pid);
+        }
+    }
+    pids
+}
+
+/// Drops what only the leader knows (process ids, wait reasons) from a status section.
+fn replicated_only(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.remove("pid");
+            map.remove("waiting");
+            map.values_mut().for_each(replicated_only);
+        }
+        Value::Array(items) => items.iter_mut().for_each(replicated_only),
+        _ => {}
+    }
+}
+
+/// What the audit checks, as one list of problems (empty: all good).
+fn audit(cluster: &Cluster, accepted: &[String]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let Some(status) = cluster.status(&cluster.all(), false) else {
+        return vec!["no status".into()];
+    };
+    if status["recovery_state"] != "ALIVE" {
+        problems.push(format!("leader is {}", status["recovery_state"]));
+    }
+    let workers = status["workers"].as_array().unwrap();
+    let alive_workers = workers.iter().filter(|w| w["state"] == "ALIVE").count();
+    if alive_workers != WORKERS || workers.len() != WORKERS {
+        problems.push(format!(
+            "{alive_workers} of {} workers ALIVE",
+            workers.len()
+        ));
+    }
+    let drivers = status["drivers"].as_array().unwrap();
+    for id in accepted {
+        let copies = drivers.iter().filter(|d| d["id"] == id.as_str()).count();
+        if copies != 1 {
+            problems.push(format!("accepted driver {id} appears {copies} times"));
+        }
+    }
+    let mut expected = BTreeSet::new();
+    for d in drivers.iter().filter(|d| d["state"] == "RUNNING") {
+        match d["pid"].as_u64() {
+            Some(pid) if alive(pid) => {
+                expected.insert(pid);
+            }
+            _ => problems.push(format!("RUNNING driver {} has no live process", d["id"])),
+        }
+    }
+    for app in status["apps"].as_array().unwrap() {
+        for e in app["executors"].as_array().unwrap() {
+            match e["pid"].as_u64() {
+                Some(pid) if e["state"] == "RUNNING" && alive(pid) => {
+                    expected.insert(pid);
+                }
+                _ => problems.push(format!(
+                    "executor {}/{} is {} without a live process",
+                    app["id"], e["id"], e["state"]
+                )),
+            }
+        }
+    }
+    let dirs: Vec<PathBuf> = (0..WORKERS).map(|w| cluster.work_dir(w)).collect();
+    let live = live_processes(&dirs);
+    for pid in live.difference(&expected) {
+        problems.push(format!(
+            "process {pid} runs but the log has nothing running as it"
+        ));
+    }
+    // Every replica has applied the same state.
+    let views: Vec<Option<Value>> = cluster
+        .addrs
+        .iter()
+        .map(|addr| {
+            let status = cluster.status(addr, true)?;
+            let mut view =
+                serde_json::json!([status["workers"], status["apps"], status["drivers"]]);
+            replicated_only(&mut view);
+            Some(view)
+        })
+        .collect();
+    if views.iter().any(|v| v != &views[0]) {
+        problems.push("the replicas' states differ".into());
+    }
+    problems
+}
+
+fn wait_until_sound(cluster: &Cluster, accepted: &[String], seed: u64, within: Duration) {
+    let start = Instant::now();
+    loop {
+        let problems = audit(cluster, accepted);
+        if problems.is_empty() {
+            return;
+        }
+        if start.elapsed() > within {
+            panic!(
+                "chaos audit failed (replay with MUSTER_CHAOS_SEED={seed}; logs with \
+                 MUSTER_TEST_KEEP=1):\n  {}",
+                problems.join("\n  ")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn faults_of_every_kind_leave_every_piece_of_work_running_exactly_once() {
+    let secs: u64 = std::env::var("MUSTER_CHAOS_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    let seed: u64 = std::env::var("MUSTER_CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    eprintln!("chaos: seed {seed}, {secs} s of faults");
+    let mut rng = Rng(seed);
+    let mut cluster = Cluster::start();
+    if std::env::var_os("MUSTER_TEST_KEEP").is_some() {
+        eprintln!("chaos: data in {}", cluster.dir.path().display());
+    }
+    // An attached application with three executors, all through the run.
+    let mut app = Process(
+        muster()
+            .args(["app", "run", "--cores-max", "3", "--executor-cores", "1"])
+            .args(["--executor-memory", "256", "--", "/bin/sleep", "1000"])
+            .env("MUSTER_MASTERS", cluster.all())
+            .stdout(Stdio::null())
+            .stderr(cluster.log("app"))
+            .spawn()
+            .expect("muster app run starts"),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let submitter = {
+        let (masters, stop) = (cluster.all(), Arc::clone(&stop));
+        std::thread::spawn(move || submit_steadily(&masters, &stop))
+    };
+    // Faults, one at a time, until the time is up.
+    let longest = (secs / 6).clamp(3, 20);
+    let until = Instant::now() + Duration::from_secs(secs);
+    let mut injected: BTreeMap<&str, usize> = BTreeMap::new();
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(rng.between(1000, 4000)));
+        let fault = Fault::pick(&mut rng, longest);
+        eprintln!("chaos: {fault:?}");
+        fault.inject(&mut cluster, &mut rng);
+        let kind = match fault {
+            Fault::KillMaster(_) => "master killed",
+            Fault::FreezeMaster(..) => "master frozen",
+            Fault::PartitionMaster(..) => "master partitioned",
+            Fault::KillAgent(_) => "agent killed",
+            Fault::FreezeAgent(..) => "agent frozen",
+        };
+        *injected.entry(kind).or_default() += 1;
+    }
+    stop.store(true, Ordering::SeqCst);
+    let accepted = submitter.join().unwrap();
+    eprintln!(
+        "chaos: faults injected {injected:?}; {} drivers accepted",
+        accepted.len()
+    );
+    assert!(!accepted.is_empty(), "no submission was ever accepted");
+    wait_until_sound(&cluster, &accepted, seed, Duration::from_secs(60));
+    assert!(
+        app.0.try_wait().unwrap().is_none(),
+        "the application's client gave up"
+    );
+}
