@@ -2,8 +2,11 @@
 //! process killed when its handle drops, data in a temporary directory.
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -249,21 +252,27 @@ pub fn driver_state<'s>(status: &'s Value, id: &str) -> &'s str {
 
 /// A worker process with its own work dir under the masters' temporary directory.
 pub fn start_worker(masters: &Masters, name: &str, cores: u32) -> Process {
+    start_worker_via(masters, name, cores, &masters.list_from(1), &[])
+}
+
+/// A worker that reaches the masters at `via` (a comma-separated list), started with
+/// `extra_args` as well.
+pub fn start_worker_via(
+    masters: &Masters,
+    name: &str,
+    cores: u32,
+    via: &str,
+    extra_args: &[&str],
+) -> Process {
     let log = std::fs::File::create(masters.dir.path().join(format!("{name}.log"))).unwrap();
     Process(
         muster()
-            .args([
-                "worker",
-                "--cores",
-                &cores.to_string(),
-                "--memory",
-                "4096",
-                "--host",
-                name,
-            ])
+            .args(["worker", "--cores", &cores.to_string(), "--memory", "4096"])
+            .args(["--host", name])
+            .args(extra_args)
             .arg("--work-dir")
             .arg(masters.dir.path().join(name))
-            .env("MUSTER_MASTERS", masters.list_from(1))
+            .env("MUSTER_MASTERS", via)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -347,4 +356,75 @@ pub fn running_executors(status: &Value, id: &str) -> Vec<Value> {
             .cloned()
             .collect()
     })
+}
+
+/// A TCP proxy to one address; blocking it cuts existing connections and refuses new ones,
+/// as a network partition would.
+pub struct Proxy {
+    pub port: u16,
+    blocked: Arc<AtomicBool>,
+    connections: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Proxy {
+    pub fn start(target: String) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let blocked = Arc::new(AtomicBool::new(false));
+        let connections = Arc::new(Mutex::new(Vec::new()));
+        let (is_blocked, live) = (Arc::clone(&blocked), Arc::clone(&connections));
+        std::thread::spawn(move || {
+            for incoming in listener.incoming() {
+                let Ok(client) = incoming else { continue };
+                if is_blocked.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(&target) else {
+                    continue;
+                };
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                let mut live = live.lock().unwrap();
+                live.push(client.try_clone().unwrap());
+                live.push(server.try_clone().unwrap());
+                pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
+                pipe(server, client);
+            }
+        });
+        Self {
+            port,
+            blocked,
+            connections,
+        }
+    }
+
+    pub fn block(&self) {
+        self.blocked.store(true, Ordering::SeqCst);
+        for stream in self.connections.lock().unwrap().drain(..) {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+
+    pub fn heal(&self) {
+        self.blocked.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Copies `from` to `to` until either side closes.
+fn pipe(mut from: TcpStream, mut to: TcpStream) {
+    std::thread::spawn(move || {
+        let mut buffer = [0; 64 * 1024];
+        loop {
+            match from.read(&mut buffer) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if to.write_all(&buffer[..n]).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = from.shutdown(Shutdown::Both);
+        let _ = to.shutdown(Shutdown::Both);
+    });
 }

@@ -15,17 +15,15 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{Process, alive, free_port, muster};
+use crate::support::{Process, Proxy, alive, free_port, muster};
 
 /// A small deterministic generator (xorshift64*), so a seed replays a run.
 struct Rng(u64);
@@ -42,77 +40,6 @@ impl Rng {
     fn between(&mut self, low: u64, high: u64) -> u64 {
         low + self.next() % (high - low + 1)
     }
-}
-
-/// A TCP proxy in front of one master's port for one other master's replication traffic;
-/// blocking it cuts existing connections and refuses new ones.
-struct Proxy {
-    port: u16,
-    blocked: Arc<AtomicBool>,
-    connections: Arc<Mutex<Vec<TcpStream>>>,
-}
-
-impl Proxy {
-    fn start(target: String) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let blocked = Arc::new(AtomicBool::new(false));
-        let connections = Arc::new(Mutex::new(Vec::new()));
-        let (is_blocked, live) = (Arc::clone(&blocked), Arc::clone(&connections));
-        std::thread::spawn(move || {
-            for incoming in listener.incoming() {
-                let Ok(client) = incoming else { continue };
-                if is_blocked.load(Ordering::SeqCst) {
-                    continue;
-                }
-                let Ok(server) = TcpStream::connect(&target) else {
-                    continue;
-                };
-                let _ = client.set_nodelay(true);
-                let _ = server.set_nodelay(true);
-                let mut live = live.lock().unwrap();
-                live.push(client.try_clone().unwrap());
-                live.push(server.try_clone().unwrap());
-                pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
-                pipe(server, client);
-            }
-        });
-        Self {
-            port,
-            blocked,
-            connections,
-        }
-    }
-
-    fn block(&self) {
-        self.blocked.store(true, Ordering::SeqCst);
-        for stream in self.connections.lock().unwrap().drain(..) {
-            let _ = stream.shutdown(Shutdown::Both);
-        }
-    }
-
-    fn heal(&self) {
-        self.blocked.store(false, Ordering::SeqCst);
-    }
-}
-
-/// Copies `from` to `to` until either side closes.
-fn pipe(mut from: TcpStream, mut to: TcpStream) {
-    std::thread::spawn(move || {
-        let mut buffer = [0; 64 * 1024];
-        loop {
-            match from.read(&mut buffer) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if to.write_all(&buffer[..n]).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-        let _ = from.shutdown(Shutdown::Both);
-        let _ = to.shutdown(Shutdown::Both);
-    });
 }
 
 struct Cluster {

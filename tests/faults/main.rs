@@ -1,5 +1,6 @@
 //! Faults an HA scheduler exists for, with real `muster` processes: a frozen leader, a worker
-//! agent frozen past its timeout, a driver that exits while the leader is being replaced.
+//! agent frozen past its timeout, a crashed agent, a fencing worker cut off from the masters,
+//! a driver that exits while the leader is being replaced.
 //! Each ends with every piece of work running exactly once.
 
 // Shared by every end-to-end test binary; each uses part of it.
@@ -12,7 +13,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support::{
-    Masters, alive, app, app_run, driver, running_executors, start_worker, stdout, wait_for,
+    Masters, Proxy, alive, app, app_run, driver, running_executors, start_worker, start_worker_via,
+    stdout, wait_for,
 };
 
 /// Submits a driver and returns its id.
@@ -326,4 +328,88 @@ fn sleepers_under(dir: &std::path::Path) -> usize {
                 && comm.is_ok_and(|comm| comm.trim() == "sleep")
         })
         .count()
+}
+
+#[test]
+fn a_fencing_worker_cut_off_from_the_masters_stops_its_work_before_it_is_relaunched() {
+    let masters = Masters::start_with(&["--worker-timeout", "3"]);
+    masters.leader(0);
+    // w1 reaches the masters only through proxies, which the test cuts.
+    let proxies: Vec<Proxy> = masters
+        .addrs
+        .iter()
+        .map(|a| Proxy::start(a.clone()))
+        .collect();
+    let via = proxies
+        .iter()
+        .map(|p| format!("127.0.0.1:{}", p.port))
+        .collect::<Vec<_>>()
+        .join(",");
+    let _w1 = start_worker_via(&masters, "w1", 2, &via, &["--fence"]);
+    let driver_id = submit(&masters, &["--supervise", "--", "/bin/sleep", "1000"]);
+    let status = wait_for(&masters, "the driver running", |s| {
+        driver(s, &driver_id).is_some_and(|d| d["pid"].is_u64())
+    });
+    let original = driver(&status, &driver_id).unwrap()["pid"]
+        .as_u64()
+        .unwrap();
+    let _w2 = start_worker(&masters, "w2", 2);
+    wait_for(&masters, "two workers", |s| {
+        s["workers"].as_array().unwrap().len() == 2
+    });
+
+    // w1 is cut off; its agent and its driver run on.
+    proxies.iter().for_each(Proxy::block);
+    let start = Instant::now();
+    let mut original_ended = None;
+    let relaunched = loop {
+        if original_ended.is_none() && !alive(original) {
+            original_ended = Some(start.elapsed());
+        }
+        let output = Masters::client(&masters.list_from(1), &["status", "--json"]);
+        if output.status.success() {
+            let status: Value = serde_json::from_slice(&output.stdout).unwrap();
+            let copy = status["drivers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|d| d["state"] == "RUNNING" && d["id"] != driver_id.as_str())
+                .and_then(|d| d["pid"].as_u64());
+            if let Some(copy) = copy {
+                assert!(
+                    !alive(original),
+                    "the relaunched driver runs while the fenced original still runs"
+                );
+                break copy;
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "never relaunched"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let ended = original_ended.expect("the original ended before its relaunch");
+    assert!(
+        ended >= Duration::from_secs(2),
+        "fenced only after the worker timeout, not at once ({ended:?})"
+    );
+
+    // The partition heals: w1 registers again and runs nothing; one copy in all.
+    proxies.iter().for_each(Proxy::heal);
+    let status = wait_for(&masters, "w1 back", |s| {
+        s["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w["state"] == "ALIVE")
+    });
+    assert!(alive(relaunched));
+    let running = status["drivers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["state"] == "RUNNING")
+        .count();
+    assert_eq!(running, 1);
 }

@@ -118,6 +118,11 @@ pub struct WorkerArgs {
     /// (keep it below the masters' recovery timeout).
     #[arg(long, default_value_t = 2.0)]
     leader_timeout: f64,
+    /// Kill everything this worker runs once it has been cut off from every master for the
+    /// masters' worker timeout: its work then never overlaps with its relaunch elsewhere, at
+    /// the price of losing it in a master outage.
+    #[arg(long)]
+    fence: bool,
 }
 
 /// Read commands.
@@ -345,6 +350,7 @@ pub fn worker(args: WorkerArgs) -> Result<String, String> {
         heartbeat_interval: leader_timeout / 4,
         leader_timeout,
         kill_grace: std::time::Duration::from_secs(10),
+        fence: args.fence,
     };
     runtime()?.block_on(muster_worker::agent::run(config, stop_signal()));
     Ok(String::new())

@@ -30,7 +30,8 @@
 //! leader from a quiet one. A worker silent for `worker_timeout` is lost through the log;
 //! anything later heard from a worker the log has as DEAD is refused with
 //! [`Close::Reregister`], and its re-registration kills what the log no longer assigns it. A
-//! leader that itself stood still (a pause longer than a few ticks) gives every worker a
+//! worker that fences (kills its own work when cut off) is lost only once its kills are done
+//! ([`FENCE_MARGIN`]), so its work never runs twice. A leader that itself stood still (a pause longer than a few ticks) gives every worker a
 //! fresh timeout instead of blaming them.
 //!
 //! # Proposals
@@ -57,6 +58,11 @@ use muster_state::{
 
 /// How many times a launch is sent before it is given up as lost.
 pub const LAUNCH_ATTEMPTS: u32 = 3;
+
+/// What a fencing worker's loss waits for beyond the worker timeout and its kill grace: the
+/// worker's last contact may trail the leader's last hearing by a heartbeat answer, and it
+/// checks its fence every heartbeat or reconnection attempt.
+pub const FENCE_MARGIN: Duration = Duration::from_secs(5);
 
 /// Timings and scheduling settings of the leader.
 #[derive(Clone, Debug)]
@@ -622,14 +628,14 @@ impl Leader {
     fn complete_recovery(&mut self, state: &ClusterState) {
         self.recovery = RecoveryState::CompletingRecovery;
         for worker in std::mem::take(&mut self.awaited_workers) {
-            // A worker whose registration is in flight is back; liveness watches it from here.
+            // A worker whose registration is in flight is back, and a worker that fences may
+            // still be killing its work: liveness watches both from here.
             let registering = self.workers.get(&worker).is_some_and(|s| s.link.is_some());
-            if !registering
-                && state
-                    .workers()
-                    .get(&worker)
-                    .is_some_and(|w| w.state == WorkerState::Alive)
-            {
+            let lost_now = state
+                .workers()
+                .get(&worker)
+                .is_some_and(|w| w.state == WorkerState::Alive && w.fence_grace_ms.is_none());
+            if !registering && lost_now {
                 let reason = "did not reconnect after the master failover".to_owned();
                 self.propose(
                     Op::WorkerLost(WorkerLost { id: worker, reason }),
@@ -1162,22 +1168,31 @@ impl Leader {
         }
     }
 
-    /// Every worker the log has ALIVE must be heard from within the timeout.
+    /// How long `worker` may be silent before it is lost: the worker timeout, and for a
+    /// worker that fences, its kill grace and [`FENCE_MARGIN`] more, so that its own kills
+    /// are done before anything of it is relaunched elsewhere.
+    fn loss_timeout(&self, worker: &muster_state::model::Worker) -> Duration {
+        let fence = worker.fence_grace_ms.map_or(Duration::ZERO, |grace| {
+            Duration::from_millis(grace) + FENCE_MARGIN
+        });
+        self.config.worker_timeout + fence
+    }
+
+    /// Every worker the log has ALIVE must be heard from within its loss timeout.
     fn check_liveness(&mut self, now: Instant, state: &ClusterState) {
-        let timeout = self.config.worker_timeout;
         // A worker this leader has never heard from is counted from the first check.
         let alive_at = *self.alive_at.get_or_insert(now);
-        let silent: Vec<WorkerId> = state
+        let silent: Vec<(WorkerId, Duration)> = state
             .workers()
             .values()
             .filter(|w| w.state == WorkerState::Alive && !self.losing.contains(&w.id))
-            .filter(|w| {
+            .filter_map(|w| {
+                let timeout = self.loss_timeout(w);
                 let heard = self.workers.get(&w.id).map_or(alive_at, |s| s.heard);
-                now.saturating_duration_since(heard) > timeout
+                (now.saturating_duration_since(heard) > timeout).then(|| (w.id.clone(), timeout))
             })
-            .map(|w| w.id.clone())
             .collect();
-        for worker in silent {
+        for (worker, timeout) in silent {
             self.losing.insert(worker.clone());
             let reason = format!("no heartbeat for {timeout:?}");
             self.propose(

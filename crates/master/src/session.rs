@@ -65,6 +65,8 @@ pub fn now() -> Timestamp {
 pub struct Session {
     node: Arc<RaftNode>,
     term: u64,
+    /// Told to workers, which fence by it.
+    worker_timeout: Duration,
     inner: Mutex<Inner>,
     proposals: mpsc::UnboundedSender<(ProposalId, Command)>,
     ended: watch::Sender<bool>,
@@ -85,6 +87,7 @@ impl Session {
         let session = Arc::new(Self {
             node,
             term,
+            worker_timeout: config.worker_timeout,
             inner: Mutex::new(Inner {
                 leader: Leader::new(term, config, Instant::now()),
                 workers: HashMap::new(),
@@ -215,7 +218,7 @@ impl Session {
                     let _ = self.proposals.send((proposal, command));
                 }
                 Action::ToWorker { link, message } => {
-                    let Some(body) = worker_message(state, message) else {
+                    let Some(body) = self.worker_message(state, message) else {
                         continue;
                     };
                     let message = MasterMessage {
@@ -337,44 +340,50 @@ impl Session {
     }
 }
 
-/// The wire form of a message for a worker; launches take what to run from the state, and
-/// are dropped when the state no longer has it.
-fn worker_message(state: &ClusterState, message: ToWorker) -> Option<Body> {
-    Some(match message {
-        ToWorker::Registered => Body::Registered(Registered { master_id: 0 }),
-        ToWorker::HeartbeatAck => Body::HeartbeatAck(HeartbeatAck {}),
-        ToWorker::Acknowledged(seqs) => Body::Acknowledged(Acknowledged { seqs }),
-        ToWorker::LaunchExecutor(app, id) => {
-            let app = state.apps().get(&app)?;
-            let executor = app.executors.get(&id)?;
-            Body::LaunchExecutor(LaunchExecutor {
-                app_id: app.id.0.clone(),
+impl Session {
+    /// The wire form of a message for a worker; launches take what to run from the state,
+    /// and are dropped when the state no longer has it.
+    fn worker_message(&self, state: &ClusterState, message: ToWorker) -> Option<Body> {
+        Some(match message {
+            ToWorker::Registered => Body::Registered(Registered {
+                master_id: self.node.id(),
+                worker_timeout_ms: u64::try_from(self.worker_timeout.as_millis())
+                    .unwrap_or(u64::MAX),
+            }),
+            ToWorker::HeartbeatAck => Body::HeartbeatAck(HeartbeatAck {}),
+            ToWorker::Acknowledged(seqs) => Body::Acknowledged(Acknowledged { seqs }),
+            ToWorker::LaunchExecutor(app, id) => {
+                let app = state.apps().get(&app)?;
+                let executor = app.executors.get(&id)?;
+                Body::LaunchExecutor(LaunchExecutor {
+                    app_id: app.id.0.clone(),
+                    executor_id: id.0,
+                    cores: executor.cores,
+                    memory_mb: executor.memory_mb,
+                    command: app.desc.command.clone(),
+                    args: app.desc.args.clone(),
+                    env: app.desc.env.clone().into_iter().collect(),
+                })
+            }
+            ToWorker::LaunchDriver(id) => {
+                let desc = &state.drivers().get(&id)?.desc;
+                Body::LaunchDriver(LaunchDriver {
+                    driver_id: id.0,
+                    cores: desc.cores,
+                    memory_mb: desc.memory_mb,
+                    command: desc.command.clone(),
+                    args: desc.args.clone(),
+                    env: desc.env.clone().into_iter().collect(),
+                    supervise: desc.supervise,
+                })
+            }
+            ToWorker::KillExecutor(app, id) => Body::KillExecutor(KillExecutor {
+                app_id: app.0,
                 executor_id: id.0,
-                cores: executor.cores,
-                memory_mb: executor.memory_mb,
-                command: app.desc.command.clone(),
-                args: app.desc.args.clone(),
-                env: app.desc.env.clone().into_iter().collect(),
-            })
-        }
-        ToWorker::LaunchDriver(id) => {
-            let desc = &state.drivers().get(&id)?.desc;
-            Body::LaunchDriver(LaunchDriver {
-                driver_id: id.0,
-                cores: desc.cores,
-                memory_mb: desc.memory_mb,
-                command: desc.command.clone(),
-                args: desc.args.clone(),
-                env: desc.env.clone().into_iter().collect(),
-                supervise: desc.supervise,
-            })
-        }
-        ToWorker::KillExecutor(app, id) => Body::KillExecutor(KillExecutor {
-            app_id: app.0,
-            executor_id: id.0,
-        }),
-        ToWorker::KillDriver(id) => Body::KillDriver(KillDriver { driver_id: id.0 }),
-    })
+            }),
+            ToWorker::KillDriver(id) => Body::KillDriver(KillDriver { driver_id: id.0 }),
+        })
+    }
 }
 
 /// The wire form of an event for an application's client.

@@ -78,6 +78,7 @@ fn registration(register: Register) -> Result<Registration, Status> {
         cores: register.cores,
         memory_mb: register.memory_mb,
         resources: register.resources.into_iter().collect(),
+        fence_grace_ms: register.fence.then_some(register.kill_grace_ms),
     };
     worker
         .validate()

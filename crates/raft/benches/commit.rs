@@ -85,6 +85,7 @@ async fn run(grants: usize, writers: usize, entries: usize) -> Run {
             cores: u32::MAX,
             memory_mb: u64::MAX / 2,
             resources: BTreeMap::new(),
+            fence_grace_ms: None,
         });
         cluster
             .write(command(op), DEADLINE)

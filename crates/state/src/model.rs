@@ -35,6 +35,9 @@ pub struct Worker {
     pub executors: BTreeSet<(AppId, ExecutorId)>,
     /// Its live drivers.
     pub drivers: BTreeSet<DriverId>,
+    /// Set when it fences (kills its own work once cut off from every leader for the worker
+    /// timeout): how long its kills may take, in ms.
+    pub fence_grace_ms: Option<u64>,
     /// When it last registered.
     pub registered_at: Timestamp,
 }

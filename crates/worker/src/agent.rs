@@ -70,6 +70,10 @@ pub struct AgentConfig {
     pub leader_timeout: Duration,
     /// Time between SIGTERM and SIGKILL.
     pub kill_grace: Duration,
+    /// Kill everything this worker runs once it has been cut off from every leader for the
+    /// leader's worker timeout, so that nothing it runs can overlap with its relaunch
+    /// elsewhere (off by default, as in Spark and Nomad: a master outage then costs no work).
+    pub fence: bool,
 }
 
 /// The id kept in `work_dir/worker-id`, created on first start, so that a restarted worker
@@ -108,6 +112,8 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) {
         events,
         unacknowledged: BTreeMap::new(),
         next_seq: 1,
+        last_contact: Instant::now(),
+        fence_after: None,
         highest_term: 0,
         next_master: 0,
     };
@@ -126,6 +132,11 @@ struct Agent {
     unacknowledged: BTreeMap<u64, Up>,
     /// The next report's sequence number.
     next_seq: u64,
+    /// When a leader was last heard from.
+    last_contact: Instant,
+    /// With fencing on, how long without a leader before everything is killed: the leader's
+    /// worker timeout, once a leader has said it.
+    fence_after: Option<Duration>,
     /// The newest leader term seen.
     highest_term: u64,
     /// Where to look for the leader next.
@@ -146,6 +157,7 @@ impl Agent {
         let mut backoff = Duration::from_millis(100);
         let mut hinted: Option<String> = None;
         loop {
+            self.maybe_fence();
             let addr = hinted.take().unwrap_or_else(|| {
                 let addr =
                     self.config.masters[self.next_master % self.config.masters.len()].clone();
@@ -219,6 +231,9 @@ impl Agent {
                 drivers,
                 executor_updates,
                 driver_updates,
+                fence: self.config.fence,
+                kill_grace_ms: u64::try_from(self.config.kill_grace.as_millis())
+                    .unwrap_or(u64::MAX),
             })),
         }
     }
@@ -267,6 +282,7 @@ impl Agent {
         loop {
             tokio::select! {
                 _ = heartbeats.tick() => {
+                    self.maybe_fence();
                     if heard.elapsed() > timeout {
                         return Broken::Retry(format!("the leader was silent for {timeout:?}"));
                     }
@@ -283,6 +299,7 @@ impl Agent {
                 message = inbound.message() => match message {
                     Ok(Some(message)) => {
                         heard = Instant::now();
+                        self.last_contact = heard;
                         self.obey(message, &up).await;
                     }
                     Ok(None) => return Broken::Retry("the master closed the stream".into()),
@@ -294,6 +311,28 @@ impl Agent {
                     Err(status) => return Broken::Retry(status.message().to_owned()),
                 },
             }
+        }
+    }
+
+    /// With fencing on, kills everything once no leader has been heard from for the worker
+    /// timeout: by then a leader may count this worker lost and relaunch its work elsewhere.
+    fn maybe_fence(&mut self) {
+        let Some(after) = self.fence_after else {
+            return;
+        };
+        if self.last_contact.elapsed() <= after {
+            return;
+        }
+        let running = self.supervisor.running();
+        if !running.is_empty() {
+            tracing::warn!(
+                silent = ?self.last_contact.elapsed(),
+                processes = running.len(),
+                "no leader for the worker timeout: fencing, killing everything"
+            );
+        }
+        for (workload, _) in running {
+            self.supervisor.kill(&workload);
         }
     }
 
@@ -324,7 +363,12 @@ impl Agent {
         self.highest_term = message.term;
         let Some(body) = message.body else { return };
         match body {
-            Down::Registered(_) | Down::HeartbeatAck(_) => {}
+            Down::Registered(registered) => {
+                if self.config.fence {
+                    self.fence_after = Some(Duration::from_millis(registered.worker_timeout_ms));
+                }
+            }
+            Down::HeartbeatAck(_) => {}
             Down::Acknowledged(acknowledged) => {
                 for seq in acknowledged.seqs {
                     match self.unacknowledged.remove(&seq) {

@@ -68,7 +68,10 @@ async fn commands_from_an_older_term_are_ignored() {
     let script = vec![
         MasterMessage {
             term: 5,
-            body: Some(Down::Registered(Registered { master_id: 1 })),
+            body: Some(Down::Registered(Registered {
+                master_id: 1,
+                worker_timeout_ms: 15_000,
+            })),
         },
         launch(5, "driver-current"),
         // A deposed leader of term 4 still talks: it must be ignored.
@@ -98,6 +101,7 @@ async fn commands_from_an_older_term_are_ignored() {
         heartbeat_interval: Duration::from_millis(100),
         leader_timeout: Duration::from_secs(2),
         kill_grace: Duration::from_millis(200),
+        fence: false,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let agent = tokio::spawn(run(config, async {

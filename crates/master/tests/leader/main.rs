@@ -500,6 +500,7 @@ fn register_op(args: &mut Args) -> Result<RegisterWorker, Box<dyn Error>> {
         cores: args.number("cores", 4)?,
         memory_mb: args.number("mem", 4096)?,
         resources: Default::default(),
+        fence_grace_ms: args.optional("fence_grace_ms")?,
     })
 }
 

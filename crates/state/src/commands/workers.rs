@@ -26,6 +26,10 @@ pub struct RegisterWorker {
     pub memory_mb: u64,
     /// Its custom resources.
     pub resources: ResourceAmounts,
+    /// Set when the worker fences: it kills its own work once it has been cut off from every
+    /// leader for the worker timeout. The value is how long its kills may take (SIGTERM to
+    /// SIGKILL), in ms.
+    pub fence_grace_ms: Option<u64>,
 }
 
 impl RegisterWorker {
@@ -64,6 +68,7 @@ impl Apply for RegisterWorker {
                 }
                 worker.host = self.host.clone();
                 worker.address = self.address.clone();
+                worker.fence_grace_ms = self.fence_grace_ms;
                 worker.registered_at = at;
                 true
             }
@@ -83,6 +88,7 @@ impl Apply for RegisterWorker {
                         resources_used: ResourceAmounts::new(),
                         executors: BTreeSet::new(),
                         drivers: BTreeSet::new(),
+                        fence_grace_ms: self.fence_grace_ms,
                         registered_at: at,
                     },
                 );

@@ -170,6 +170,7 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
             } else {
                 BTreeMap::new()
             },
+            fence_grace_ms: None,
         }),
         Action::Lose { worker } => Op::WorkerLost(WorkerLost {
             id: pick(&workers, worker)?,

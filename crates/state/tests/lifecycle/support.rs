@@ -81,6 +81,7 @@ impl Cluster {
             cores,
             memory_mb,
             resources: BTreeMap::new(),
+            fence_grace_ms: None,
         }));
     }
 

@@ -17,6 +17,7 @@ fn register(id: &str, cores: u32, memory_mb: u64) -> Op {
         cores,
         memory_mb,
         resources: BTreeMap::new(),
+        fence_grace_ms: None,
     })
 }
 
