@@ -158,10 +158,19 @@ async fn follow(masters: Masters, mut register: RegisterApp) -> Result<String, S
     let mut next = 0;
     let mut hinted: Option<String> = None;
     let mut unreachable_since = Instant::now();
+    // A leader just given up is asked last: it is likely frozen or cut off.
+    let mut given_up: Option<String> = None;
     loop {
         let addr = hinted.take().unwrap_or_else(|| {
+            let count = masters.addrs().len();
             next += 1;
-            masters.addrs()[(next - 1) % masters.addrs().len()].clone()
+            let mut addr = masters.addrs()[(next - 1) % count].clone();
+            if given_up.as_ref() == Some(&addr) && count > 1 {
+                given_up = None;
+                next += 1;
+                addr = masters.addrs()[(next - 1) % count].clone();
+            }
+            addr
         });
         let attached = attach(
             &addr,
@@ -183,11 +192,17 @@ async fn follow(masters: Masters, mut register: RegisterApp) -> Result<String, S
                 if unreachable_since.elapsed() > PATIENCE {
                     return Err(format!("no leader reachable for {PATIENCE:?}: {reason}"));
                 }
+                // The next master may well lead: pause only once every master was tried.
+                if next % masters.addrs().len() != 0 {
+                    continue;
+                }
             }
             // The patience counts from when the last good stream broke.
             Ok(Detached::Broken(reason)) => {
                 eprintln!("lost the leader ({reason}); reconnecting");
                 unreachable_since = Instant::now();
+                given_up = Some(addr);
+                continue;
             }
             Err(error) => return Err(error),
         }

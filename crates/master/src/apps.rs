@@ -16,7 +16,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::client::{not_leader, refused};
 use crate::leader::{AppRequest, Event, LinkId};
-use crate::session::{Session, Sessions, link_channel, now};
+use crate::session::{ELECTION_PATIENCE, Session, Sessions, link_channel, now};
 
 /// Serves application streams on the leader.
 pub struct AppLinkService {
@@ -96,7 +96,7 @@ impl AppLink for AppLinkService {
         &self,
         request: Request<Streaming<AppMessage>>,
     ) -> Result<Response<Self::RunStream>, Status> {
-        let Some(session) = self.sessions.current() else {
+        let Some(session) = self.sessions.current_or_wait(ELECTION_PATIENCE).await else {
             return Err(not_leader(&self.node));
         };
         let mut inbound = request.into_inner();

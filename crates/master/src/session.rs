@@ -36,6 +36,9 @@ use crate::leader::{
 
 /// How often the leader is ticked, and how often quorum is checked.
 const TICK: Duration = Duration::from_millis(100);
+/// How long a stream opened during an election waits for a leader (below the 2 s within
+/// which workers and clients expect an answer).
+pub(crate) const ELECTION_PATIENCE: Duration = Duration::from_secs(1);
 /// How many messages a stream may have queued before it is closed.
 const LINK_CAPACITY: usize = 1024;
 
@@ -438,6 +441,33 @@ impl Sessions {
             .expect("sessions lock")
             .clone()
             .filter(|s| !s.is_over())
+    }
+
+    /// The running session; while no leader is known (an election is under way), waits up
+    /// to `patience` for one, so that a worker or client asking during an election is served
+    /// (or pointed to the new leader) the moment there is one, instead of retrying blind.
+    pub async fn current_or_wait(&self, patience: Duration) -> Option<Arc<Session>> {
+        let deadline = tokio::time::Instant::now() + patience;
+        let mut leadership = self.node.leadership();
+        loop {
+            if let Some(session) = self.current() {
+                return Some(session);
+            }
+            let leader = leadership.borrow_and_update().leader.clone();
+            if leader.is_some_and(|(id, _)| id != self.node.id()) {
+                return None;
+            }
+            // No leader yet, or this replica leads and its session is about to start.
+            let changed = tokio::time::timeout_at(deadline, async {
+                tokio::select! {
+                    _ = leadership.changed() => {}
+                    () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                }
+            });
+            if changed.await.is_err() {
+                return None;
+            }
+        }
     }
 
     /// Re-evaluates on every leadership change and every tick (for check-quorum).

@@ -17,7 +17,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::client::not_leader;
 use crate::leader::{Event, LinkId, ProcessKey, Registration, Report, Update};
-use crate::session::{Session, Sessions, link_channel};
+use crate::session::{ELECTION_PATIENCE, Session, Sessions, link_channel};
 
 /// How long a new stream may take to send its registration.
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -43,7 +43,7 @@ impl WorkerLink for WorkerLinkService {
         &self,
         request: Request<Streaming<WorkerMessage>>,
     ) -> Result<Response<Self::AttachStream>, Status> {
-        let Some(session) = self.sessions.current() else {
+        let Some(session) = self.sessions.current_or_wait(ELECTION_PATIENCE).await else {
             return Err(not_leader(&self.node));
         };
         let mut inbound = request.into_inner();

@@ -12,7 +12,7 @@ use muster_proto::v1::replication_client::ReplicationClient;
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
 };
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
@@ -125,7 +125,16 @@ impl PeerClient {
     }
 }
 
+/// How long replication to an unreachable peer pauses before trying again. openraft's 500 ms
+/// default lets a restarted peer's election timer run out before the leader reaches it, and
+/// its campaign then deposes a healthy leader.
+const UNREACHABLE_BACKOFF: Duration = Duration::from_millis(100);
+
 impl RaftNetwork<TypeConfig> for PeerClient {
+    fn backoff(&self) -> Backoff {
+        Backoff::new(std::iter::repeat(UNREACHABLE_BACKOFF))
+    }
+
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,

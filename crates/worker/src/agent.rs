@@ -147,6 +147,8 @@ struct Agent {
 enum Broken {
     /// Try this address next.
     LeaderAt(String),
+    /// The leader stopped answering: try the others first.
+    Silent(String),
     /// Try the next master.
     Retry(String),
 }
@@ -156,23 +158,44 @@ impl Agent {
     async fn serve(&mut self) {
         let mut backoff = Duration::from_millis(100);
         let mut hinted: Option<String> = None;
+        // Masters tried since a stream last worked or a master named the leader.
+        let mut tried = 0;
+        // A leader just given up as silent is asked last: it is likely frozen.
+        let mut silent: Option<String> = None;
         loop {
             self.maybe_fence();
             let addr = hinted.take().unwrap_or_else(|| {
-                let addr =
-                    self.config.masters[self.next_master % self.config.masters.len()].clone();
+                let count = self.config.masters.len();
+                let mut addr = self.config.masters[self.next_master % count].clone();
                 self.next_master += 1;
+                if silent.as_ref() == Some(&addr) && count > 1 {
+                    silent = None;
+                    addr = self.config.masters[self.next_master % count].clone();
+                    self.next_master += 1;
+                }
                 addr
             });
             match self.session(&addr).await {
                 Broken::LeaderAt(leader) => {
                     hinted = Some(leader);
                     backoff = Duration::from_millis(100);
+                    tried = 0;
+                    continue;
+                }
+                Broken::Silent(reason) => {
+                    tracing::info!(master = %addr, %reason, "the leader fell silent");
+                    silent = Some(addr);
+                    tried = 0;
                     continue;
                 }
                 Broken::Retry(reason) => {
                     tracing::info!(master = %addr, %reason, "no leader stream")
                 }
+            }
+            // The next master may well lead: back off only once every master was tried.
+            tried += 1;
+            if tried % self.config.masters.len() != 0 {
+                continue;
             }
             // Jitter spreads reconnecting workers apart.
             let jitter = SystemTime::now()
@@ -284,7 +307,7 @@ impl Agent {
                 _ = heartbeats.tick() => {
                     self.maybe_fence();
                     if heard.elapsed() > timeout {
-                        return Broken::Retry(format!("the leader was silent for {timeout:?}"));
+                        return Broken::Silent(format!("no answer for {timeout:?}"));
                     }
                     if up.send(WorkerMessage { body: Some(Up::Heartbeat(Heartbeat {})) }).await.is_err() {
                         return Broken::Retry("stream closed".into());
