@@ -73,11 +73,28 @@ impl LogStore {
             .map_err(std::io::Error::other)
     }
 
-    /// Removes the entries whose keys fall in `range`. One key at a time: sled's batches take
-    /// a process-wide write lock that can deadlock against its background flusher.
-    fn remove_range(&self, range: impl RangeBounds<[u8; 8]>) -> Result<(), StorageError> {
-        for key in self.log.range(range).keys() {
-            let key = key.map_err(|e| StorageIOError::write_logs(&e))?;
+    /// Removes the entries whose keys fall in `range`, lowest first, or highest first when
+    /// `from_the_end`. One key at a time: sled's batches take a process-wide write lock that
+    /// can deadlock against its background flusher. sled makes writes durable in order, so a
+    /// crash in the middle leaves a prefix of the removals done: removing from the end of the
+    /// log (truncation) or from its start (purge) never leaves a hole.
+    fn remove_range(
+        &self,
+        range: impl RangeBounds<[u8; 8]>,
+        from_the_end: bool,
+    ) -> Result<(), StorageError> {
+        let keys = self
+            .log
+            .range(range)
+            .keys()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| StorageIOError::write_logs(&e))?;
+        let ordered: Box<dyn Iterator<Item = _>> = if from_the_end {
+            Box::new(keys.into_iter().rev())
+        } else {
+            Box::new(keys.into_iter())
+        };
+        for key in ordered {
             self.log
                 .remove(key)
                 .map_err(|e| StorageIOError::write_logs(&e))?;
@@ -186,7 +203,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError> {
-        self.remove_range(index_key(log_id.index)..)?;
+        self.remove_range(index_key(log_id.index).., true)?;
         self.flush()
             .await
             .map_err(|e| StorageIOError::write_logs(&e))?;
@@ -199,6 +216,6 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.flush()
             .await
             .map_err(|e| StorageIOError::write_logs(&e))?;
-        self.remove_range(..=index_key(log_id.index))
+        self.remove_range(..=index_key(log_id.index), false)
     }
 }

@@ -26,6 +26,9 @@ use crate::types::{Node, NodeId, TypeConfig};
 /// Largest message a replica sends or accepts: a batch of plan entries can be large.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
+/// The most entry bytes one AppendEntries carries, unless a single entry is larger.
+const APPEND_BUDGET: usize = 4 * 1024 * 1024;
+
 /// Builds peer clients, sharing one channel per address.
 #[derive(Clone, Default)]
 pub struct Network {
@@ -135,15 +138,43 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         Backoff::new(std::iter::repeat(UNREACHABLE_BACKOFF))
     }
 
+    /// Sends the entries, or as many of them as fit in [`APPEND_BUDGET`] bytes (at least
+    /// one) and reports the rest unsent with a partial success: a batch of large entries
+    /// could otherwise exceed the message limit or the RPC deadline every time, and a lagging
+    /// follower would never catch up.
     async fn append_entries(
         &mut self,
-        rpc: AppendEntriesRequest<TypeConfig>,
+        mut rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>, openraft::error::Infallible> {
-        self.call(encode(&rpc), &option, |mut c, r| async move {
-            c.append_entries(r).await
+        let mut request = encode(&rpc);
+        let mut partial = None;
+        if request.len() > APPEND_BUDGET && rpc.entries.len() > 1 {
+            let mut used = 0;
+            let fitting = rpc
+                .entries
+                .iter()
+                .take_while(|entry| {
+                    used += encode(entry).len();
+                    used <= APPEND_BUDGET
+                })
+                .count()
+                .max(1);
+            rpc.entries.truncate(fitting);
+            partial = rpc.entries.last().map(|entry| entry.log_id);
+            request = encode(&rpc);
+        }
+        let response = self
+            .call(request, &option, |mut c, r| async move {
+                c.append_entries(r).await
+            })
+            .await?;
+        Ok(match (response, partial) {
+            (AppendEntriesResponse::Success, Some(sent)) => {
+                AppendEntriesResponse::PartialSuccess(Some(sent))
+            }
+            (response, _) => response,
         })
-        .await
     }
 
     async fn install_snapshot(

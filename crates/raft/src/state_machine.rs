@@ -93,11 +93,21 @@ fn decode_state(meta: &Meta, data: &[u8]) -> Result<ClusterState, StorageError> 
         .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e).into())
 }
 
-/// Writes a snapshot as the current one, durably.
+/// Writes a snapshot as the current one, durably, unless the current one is newer: a build
+/// that started before a newer snapshot was installed must not replace it.
 async fn store_snapshot(tree: &sled::Tree, meta: &Meta, data: &[u8]) -> Result<(), StorageError> {
     let write_error = |e: sled::Error| StorageIOError::write_snapshot(Some(meta.signature()), &e);
-    tree.insert(CURRENT, encode(&(meta, data)))
-        .map_err(write_error)?;
+    let bytes = encode(&(meta, data));
+    tree.update_and_fetch(CURRENT, |current| {
+        let newer = current
+            .and_then(|current| decode::<(Meta, Vec<u8>)>(current).ok())
+            .is_some_and(|(current, _)| current.last_log_id > meta.last_log_id);
+        match current {
+            Some(current) if newer => Some(current.to_vec()),
+            _ => Some(bytes.clone()),
+        }
+    })
+    .map_err(write_error)?;
     tree.flush_async().await.map_err(write_error)?;
     Ok(())
 }

@@ -29,3 +29,43 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, TempDir> for SledBuil
 fn sled_store_passes_the_openraft_suite() -> Result<(), StorageError<NodeId>> {
     Suite::test_all(SledBuilder)
 }
+
+#[tokio::test]
+async fn a_snapshot_built_before_a_newer_one_was_installed_does_not_replace_it() {
+    use openraft::storage::RaftStateMachine;
+    use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftSnapshotBuilder};
+
+    let open = |dir: &TempDir| {
+        let db = sled::Config::new().path(dir.path()).open().unwrap();
+        StateMachineStore::open(&db, ClusterState::default()).unwrap()
+    };
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut a = open(&dir_a);
+    let mut b = open(&dir_b);
+    // b applies five entries and snapshots them: the newer snapshot.
+    let entries = (1..=5).map(|index| Entry::<TypeConfig> {
+        log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+        payload: EntryPayload::Blank,
+    });
+    b.apply(entries).await.unwrap();
+    let newer = b
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+
+    // a starts building from its empty state, a newer snapshot is installed meanwhile, then
+    // the old build finishes.
+    let mut stale = a.get_snapshot_builder().await;
+    a.install_snapshot(&newer.meta, newer.snapshot)
+        .await
+        .unwrap();
+    stale.build_snapshot().await.unwrap();
+
+    let current = a.get_current_snapshot().await.unwrap().unwrap();
+    assert_eq!(
+        current.meta, newer.meta,
+        "the installed snapshot stays current"
+    );
+}

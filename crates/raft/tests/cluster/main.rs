@@ -173,3 +173,26 @@ async fn bootstrapping_again_changes_nothing() {
     assert_eq!(cluster.voters(leader), cluster.ids().into_iter().collect());
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_behind_by_large_entries_catches_up() {
+    let _serial = support::serial().await;
+    let mut cluster = TestCluster::start(3, RaftSettings::default()).await;
+    let leader = cluster.leader(DEADLINE).await;
+    let lagging = cluster.ids().into_iter().find(|&id| id != leader).unwrap();
+    cluster.stop(lagging).await;
+    // Twenty entries of 4 MB: together more than one message may carry. Each names an
+    // unknown queue, so the state stays small while the log grows.
+    for n in 0..20 {
+        let mut command = submit_app(n);
+        if let muster_state::Op::SubmitApp(submit) = &mut command.op {
+            submit.desc.queue = "nowhere".into();
+            submit.desc.args = vec!["x".repeat(4 << 20)];
+        }
+        let applied = cluster.cluster_write(command).await;
+        assert!(applied.is_err(), "refused: unknown queue");
+    }
+    cluster.restart(lagging).await;
+    cluster.assert_replicas_agree(Duration::from_secs(60)).await;
+    cluster.shutdown().await;
+}

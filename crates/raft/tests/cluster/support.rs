@@ -131,6 +131,14 @@ impl TestCluster {
         self.cluster.shutdown().await.expect("cluster stops");
     }
 
+    /// Commits `command` and returns what applying it gave, refusals included.
+    pub async fn cluster_write(&self, command: Command) -> muster_raft::Applied {
+        self.cluster
+            .write(command, Duration::from_secs(60))
+            .await
+            .expect("write committed")
+    }
+
     pub async fn write(&self, command: Command) -> Outcome {
         let applied = self
             .cluster
