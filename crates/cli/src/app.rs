@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use muster_master::LEADER_ADDR_HEADER;
+use muster_proto::discovery::{LeaderFinder, leader_hint};
 use muster_proto::v1::app_event::Body as Event;
 use muster_proto::v1::app_link_client::AppLinkClient;
 use muster_proto::v1::app_message::Body as Message;
@@ -155,23 +155,10 @@ async fn follow(masters: Masters, mut register: RegisterApp) -> Result<String, S
     let mut stop = std::pin::pin!(crate::cluster::stop_signal());
     let mut commands = read_commands();
     let mut finishing = false;
-    let mut next = 0;
-    let mut hinted: Option<String> = None;
+    let mut finder = LeaderFinder::new(masters.addrs().to_vec());
     let mut unreachable_since = Instant::now();
-    // A leader just given up is asked last: it is likely frozen or cut off.
-    let mut given_up: Option<String> = None;
     loop {
-        let addr = hinted.take().unwrap_or_else(|| {
-            let count = masters.addrs().len();
-            next += 1;
-            let mut addr = masters.addrs()[(next - 1) % count].clone();
-            if given_up.as_ref() == Some(&addr) && count > 1 {
-                given_up = None;
-                next += 1;
-                addr = masters.addrs()[(next - 1) % count].clone();
-            }
-            addr
-        });
+        let addr = finder.next_master();
         let attached = attach(
             &addr,
             &mut register,
@@ -184,29 +171,22 @@ async fn follow(masters: Masters, mut register: RegisterApp) -> Result<String, S
             Ok(Detached::Ended(state)) => {
                 return Ok(format!("application {} {state}", register.app_id));
             }
-            Ok(Detached::LeaderAt(leader)) => {
-                hinted = Some(leader);
-                continue;
-            }
+            Ok(Detached::LeaderAt(leader)) => finder.hinted(&leader),
             Ok(Detached::Retry(reason)) => {
                 if unreachable_since.elapsed() > PATIENCE {
                     return Err(format!("no leader reachable for {PATIENCE:?}: {reason}"));
                 }
-                // The next master may well lead: pause only once every master was tried.
-                if next % masters.addrs().len() != 0 {
-                    continue;
-                }
+                tokio::time::sleep(finder.failed()).await;
             }
             // The patience counts from when the last good stream broke.
             Ok(Detached::Broken(reason)) => {
                 eprintln!("lost the leader ({reason}); reconnecting");
                 unreachable_since = Instant::now();
-                given_up = Some(addr);
-                continue;
+                finder.found();
+                finder.silent(&addr);
             }
             Err(error) => return Err(error),
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
@@ -263,13 +243,9 @@ async fn attach(
     let mut events = match attached {
         Ok(response) => response.into_inner(),
         Err(status) if status.code() == Code::Unavailable => {
-            let hint = status
-                .metadata()
-                .get(LEADER_ADDR_HEADER)
-                .and_then(|v| v.to_str().ok());
-            return match hint {
-                Some(leader) if leader != addr => Ok(Detached::LeaderAt(leader.to_owned())),
-                _ => retry(status.message().to_owned()),
+            return match leader_hint(&status, addr) {
+                Some(leader) => Ok(Detached::LeaderAt(leader.to_owned())),
+                None => retry(status.message().to_owned()),
             };
         }
         Err(status) => return Err(status.message().to_owned()),

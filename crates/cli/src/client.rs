@@ -1,10 +1,10 @@
 //! Talking to the masters: any reachable master answers (followers forward to the leader);
-//! when one is down the next is tried, and a leader hint is followed. Elections are waited
-//! out for a while before giving up.
+//! when one is down the next is tried, and a leader hint is followed
+//! ([`muster_proto::discovery`]). Elections are waited out for a while before giving up.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use muster_master::LEADER_ADDR_HEADER;
+use muster_proto::discovery::{LeaderFinder, leader_hint};
 use muster_proto::v1::cluster_client::ClusterClient;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
@@ -76,17 +76,12 @@ impl Masters {
     ) -> Result<T, String> {
         let start = Instant::now();
         let mut tried = Vec::new();
-        let mut next: Vec<String> = self.addrs.clone();
+        let mut finder = LeaderFinder::new(self.addrs.clone());
         loop {
-            let Some(addr) = next.first().cloned() else {
-                if start.elapsed() > PATIENCE {
-                    return Err(format!("no master reachable (tried {})", tried.join("; ")));
-                }
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                next = self.addrs.clone();
-                continue;
-            };
-            next.remove(0);
+            if start.elapsed() > PATIENCE {
+                return Err(format!("no master reachable (tried {})", tried.join("; ")));
+            }
+            let addr = finder.next_master();
             // A frozen master accepts connections and never answers: bound each attempt. A
             // write that timed out may have been applied; its retry carries the same request
             // id and is applied once.
@@ -96,31 +91,25 @@ impl Masters {
             };
             let answer = match tokio::time::timeout(ATTEMPT, attempt).await {
                 Ok(Ok(answer)) => answer,
-                Ok(Err(e)) => {
-                    tried.push(e);
-                    continue;
-                }
-                Err(_) => {
-                    tried.push(format!("{addr}: no answer within {ATTEMPT:?}"));
-                    continue;
-                }
+                Ok(Err(e)) => Err(Status::unavailable(e)),
+                Err(_) => Err(Status::deadline_exceeded(format!(
+                    "{addr}: no answer within {ATTEMPT:?}"
+                ))),
             };
             match answer {
                 Ok(reply) => return Ok(reply.into_inner()),
                 Err(status)
-                    if matches!(status.code(), Code::Cancelled | Code::DeadlineExceeded) =>
+                    if matches!(
+                        status.code(),
+                        Code::Unavailable | Code::Cancelled | Code::DeadlineExceeded
+                    ) =>
                 {
                     tried.push(format!("{addr}: {}", status.message()));
-                }
-                Err(status) if status.code() == Code::Unavailable => {
-                    if let Some(leader) = status
-                        .metadata()
-                        .get(LEADER_ADDR_HEADER)
-                        .and_then(|v| v.to_str().ok())
-                    {
-                        next.insert(0, leader.to_owned());
+                    if let Some(leader) = leader_hint(&status, &addr) {
+                        finder.hinted(leader);
+                        continue;
                     }
-                    tried.push(format!("{addr}: {}", status.message()));
+                    tokio::time::sleep(finder.failed()).await;
                 }
                 Err(status) => return Err(status.message().to_owned()),
             }

@@ -1,12 +1,13 @@
 //! The client API (`proto/muster/v1/cluster.proto`). Handled on the leader; a follower
 //! forwards the call once, to the leader it knows, and a call that still lands on a follower
-//! fails with `UNAVAILABLE` and the leader's address in the [`LEADER_ADDR_HEADER`] metadata.
+//! fails with `UNAVAILABLE` and the leader's address in the [`LEADER_HEADER`] metadata.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use muster_core::model::{QueueConfig, ResourceAmounts};
+use muster_proto::discovery::LEADER_HEADER;
 use muster_proto::v1::cluster_client::ClusterClient;
 use muster_proto::v1::cluster_server::{Cluster, ClusterServer};
 use muster_proto::v1::{
@@ -24,8 +25,6 @@ use tonic::{Request, Status};
 use crate::leader::{Event, ProcessKey};
 use crate::session::{Sessions, now};
 
-/// Metadata key naming the leader's address on an `UNAVAILABLE` answer.
-pub const LEADER_ADDR_HEADER: &str = "x-muster-leader";
 /// How long a forwarded call may take at the leader.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(3);
 /// Metadata key marking a call a follower already forwarded.
@@ -66,7 +65,7 @@ pub(crate) fn not_leader(node: &RaftNode) -> Status {
         None => "no leader elected yet".to_owned(),
     });
     if let Some(value) = leader.and_then(|(_, addr)| addr.parse().ok()) {
-        status.metadata_mut().insert(LEADER_ADDR_HEADER, value);
+        status.metadata_mut().insert(LEADER_HEADER, value);
     }
     status
 }

@@ -27,7 +27,7 @@ use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 
 pub use apps::AppLinkService;
-pub use client::{ClusterService, LEADER_ADDR_HEADER};
+pub use client::ClusterService;
 pub use leader::{RecoveryState, SessionConfig};
 pub use report::status_json;
 pub use workers::WorkerLinkService;

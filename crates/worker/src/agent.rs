@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use muster_core::model::WorkerId;
+use muster_proto::discovery::{LeaderFinder, leader_hint};
 use muster_proto::v1::master_message::Body as Down;
 use muster_proto::v1::worker_link_client::WorkerLinkClient;
 use muster_proto::v1::worker_message::Body as Up;
@@ -38,13 +39,6 @@ use tonic::transport::Endpoint;
 use crate::supervisor::{
     LaunchError, LaunchSpec, ProcessEvent, ProcessState, Supervisor, SupervisorConfig, Workload,
 };
-
-/// The longest wait between attempts to find the leader: short, because a new leader waits
-/// in RECOVERING for every worker before it schedules anything.
-const MAX_BACKOFF: Duration = Duration::from_millis(500);
-
-/// Metadata key a follower uses to name the leader (the master's `LEADER_ADDR_HEADER`).
-const LEADER_HEADER: &str = "x-muster-leader";
 
 /// How one worker runs.
 #[derive(Clone, Debug)]
@@ -115,7 +109,6 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) {
         last_contact: Instant::now(),
         fence_after: None,
         highest_term: 0,
-        next_master: 0,
     };
     tokio::select! {
         () = agent.serve() => {}
@@ -139,8 +132,6 @@ struct Agent {
     fence_after: Option<Duration>,
     /// The newest leader term seen.
     highest_term: u64,
-    /// Where to look for the leader next.
-    next_master: usize,
 }
 
 /// Why a stream ended.
@@ -156,54 +147,22 @@ enum Broken {
 impl Agent {
     /// Keeps a stream to the leader open for as long as the agent runs.
     async fn serve(&mut self) {
-        let mut backoff = Duration::from_millis(100);
-        let mut hinted: Option<String> = None;
-        // Masters tried since a stream last worked or a master named the leader.
-        let mut tried = 0;
-        // A leader just given up as silent is asked last: it is likely frozen.
-        let mut silent: Option<String> = None;
+        let mut finder = LeaderFinder::new(self.config.masters.clone());
         loop {
             self.maybe_fence();
-            let addr = hinted.take().unwrap_or_else(|| {
-                let count = self.config.masters.len();
-                let mut addr = self.config.masters[self.next_master % count].clone();
-                self.next_master += 1;
-                if silent.as_ref() == Some(&addr) && count > 1 {
-                    silent = None;
-                    addr = self.config.masters[self.next_master % count].clone();
-                    self.next_master += 1;
-                }
-                addr
-            });
+            let addr = finder.next_master();
             match self.session(&addr).await {
-                Broken::LeaderAt(leader) => {
-                    hinted = Some(leader);
-                    backoff = Duration::from_millis(100);
-                    tried = 0;
-                    continue;
-                }
+                Broken::LeaderAt(leader) => finder.hinted(&leader),
                 Broken::Silent(reason) => {
                     tracing::info!(master = %addr, %reason, "the leader fell silent");
-                    silent = Some(addr);
-                    tried = 0;
-                    continue;
+                    finder.found();
+                    finder.silent(&addr);
                 }
                 Broken::Retry(reason) => {
-                    tracing::info!(master = %addr, %reason, "no leader stream")
+                    tracing::info!(master = %addr, %reason, "no leader stream");
+                    tokio::time::sleep(finder.failed()).await;
                 }
             }
-            // The next master may well lead: back off only once every master was tried.
-            tried += 1;
-            if tried % self.config.masters.len() != 0 {
-                continue;
-            }
-            // Jitter spreads reconnecting workers apart.
-            let jitter = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.subsec_nanos())
-                % 100;
-            tokio::time::sleep(backoff + Duration::from_millis(u64::from(jitter))).await;
-            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
 
@@ -289,13 +248,9 @@ impl Agent {
             Ok(Err(error)) => return Broken::Retry(error),
             Ok(Ok(Ok(response))) => response.into_inner(),
             Ok(Ok(Err(status))) => {
-                let hint = status
-                    .metadata()
-                    .get(LEADER_HEADER)
-                    .and_then(|v| v.to_str().ok());
-                return match hint {
-                    Some(leader) if leader != addr => Broken::LeaderAt(leader.to_owned()),
-                    _ => Broken::Retry(status.message().to_owned()),
+                return match leader_hint(&status, addr) {
+                    Some(leader) => Broken::LeaderAt(leader.to_owned()),
+                    None => Broken::Retry(status.message().to_owned()),
                 };
             }
         };

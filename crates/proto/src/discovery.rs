@@ -1,0 +1,160 @@
+//! Finding the leading master: the one way workers, application clients and the CLI do it.
+//!
+//! Any master may be asked. A follower answers `UNAVAILABLE` and names the leader's address
+//! in the [`LEADER_HEADER`] metadata (while an election runs it first waits briefly for one);
+//! the caller asks that address next. A master that cannot be reached is skipped for the next
+//! one at once; only when every master failed in a row does the caller back off, with
+//! jitter, up to [`MAX_BACKOFF`]. A leader the caller gave up because it fell silent (frozen,
+//! cut off) is asked last.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Metadata key in which a follower names the leader's address.
+pub const LEADER_HEADER: &str = "x-muster-leader";
+
+/// The longest wait between rounds over all masters: short, because a new leader waits in
+/// RECOVERING for every worker and application before it schedules anything.
+pub const MAX_BACKOFF: Duration = Duration::from_millis(500);
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The leader's address a refusal names, if it names one other than `asked`.
+pub fn leader_hint<'s>(status: &'s tonic::Status, asked: &str) -> Option<&'s str> {
+    status
+        .metadata()
+        .get(LEADER_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .filter(|leader| *leader != asked)
+}
+
+/// Where to look for the leader next.
+#[derive(Clone, Debug)]
+pub struct LeaderFinder {
+    masters: Vec<String>,
+    /// Index of the next master to ask in turn.
+    next: usize,
+    /// An address a master named as the leader: asked before anyone else.
+    hinted: Option<String>,
+    /// A leader given up as silent: skipped once in turn.
+    silent: Option<String>,
+    /// Masters that failed since the last success or hint.
+    failed: usize,
+    backoff: Duration,
+}
+
+impl LeaderFinder {
+    /// A finder over `masters` (not empty), starting with the first.
+    ///
+    /// # Panics
+    ///
+    /// `masters` is empty.
+    pub fn new(masters: Vec<String>) -> Self {
+        assert!(!masters.is_empty(), "at least one master to ask");
+        Self {
+            masters,
+            next: 0,
+            hinted: None,
+            silent: None,
+            failed: 0,
+            backoff: FIRST_BACKOFF,
+        }
+    }
+
+    /// The master to ask next.
+    pub fn next_master(&mut self) -> String {
+        if let Some(hinted) = self.hinted.take() {
+            return hinted;
+        }
+        let mut addr = self.in_turn();
+        if self.silent.as_ref() == Some(&addr) && self.masters.len() > 1 {
+            self.silent = None;
+            addr = self.in_turn();
+        }
+        addr
+    }
+
+    fn in_turn(&mut self) -> String {
+        let addr = self.masters[self.next % self.masters.len()].clone();
+        self.next += 1;
+        addr
+    }
+
+    /// A master named `leader` as the leader: it is asked next, at once.
+    pub fn hinted(&mut self, leader: &str) {
+        self.hinted = Some(leader.to_owned());
+        self.failed = 0;
+        self.backoff = FIRST_BACKOFF;
+    }
+
+    /// The leader at `addr` stopped answering: it is asked last.
+    pub fn silent(&mut self, addr: &str) {
+        self.silent = Some(addr.to_owned());
+        self.failed = 0;
+    }
+
+    /// Asking the last master gave nothing; returns how long to wait before asking the next
+    /// one: nothing until every master failed in a row, then a back-off that doubles.
+    pub fn failed(&mut self) -> Duration {
+        self.failed += 1;
+        if !self.failed.is_multiple_of(self.masters.len()) {
+            return Duration::ZERO;
+        }
+        // Jitter spreads callers that lost the leader together apart.
+        let jitter = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos())
+            % 100;
+        let wait = self.backoff + Duration::from_millis(u64::from(jitter));
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+        wait
+    }
+
+    /// The leader was found: the next search starts afresh.
+    pub fn found(&mut self) {
+        self.failed = 0;
+        self.backoff = FIRST_BACKOFF;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finder() -> LeaderFinder {
+        LeaderFinder::new(vec!["m1".into(), "m2".into(), "m3".into()])
+    }
+
+    #[test]
+    fn masters_are_asked_in_turn_and_a_hint_goes_first() {
+        let mut f = finder();
+        assert_eq!(f.next_master(), "m1");
+        assert_eq!(f.failed(), Duration::ZERO);
+        assert_eq!(f.next_master(), "m2");
+        f.hinted("m3");
+        assert_eq!(f.next_master(), "m3");
+        assert_eq!(f.next_master(), "m3", "then in turn again");
+        assert_eq!(f.next_master(), "m1");
+    }
+
+    #[test]
+    fn backing_off_waits_for_a_whole_round_of_failures_and_doubles() {
+        let mut f = finder();
+        let waits: Vec<Duration> = (0..9).map(|_| f.failed()).collect();
+        assert_eq!(&waits[..2], [Duration::ZERO; 2]);
+        assert!(waits[2] >= FIRST_BACKOFF && waits[2] < FIRST_BACKOFF * 2);
+        assert!(waits[5] >= FIRST_BACKOFF * 2 && waits[5] < FIRST_BACKOFF * 3);
+        assert!(waits[8] >= FIRST_BACKOFF * 4);
+        f.found();
+        assert_eq!(f.failed(), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_silent_leader_is_skipped_once() {
+        let mut f = finder();
+        assert_eq!(f.next_master(), "m1");
+        f.silent("m2");
+        assert_eq!(f.next_master(), "m3", "m2 is skipped");
+        assert_eq!(f.next_master(), "m1");
+        assert_eq!(f.next_master(), "m2", "and asked again later");
+    }
+}
