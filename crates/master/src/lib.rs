@@ -125,6 +125,10 @@ pub async fn run(
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
     let mut server = tokio::spawn(
         tonic::transport::Server::builder()
+            // A peer that vanished without closing its connection (a crashed host, a cut
+            // network) is noticed in seconds, and its streams end.
+            .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+            .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
             .add_service(node.replication_service())
             .add_service(ClusterService::server(
                 Arc::clone(&node),
@@ -170,6 +174,11 @@ pub async fn run(
         .map_err(|e| MasterError(format!("server task failed: {e}")))?
         .map_err(|e| MasterError(format!("server failed: {e}")))
 }
+
+/// How often a master pings an idle HTTP/2 connection.
+const KEEPALIVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long a ping may go unanswered before the connection is closed.
+const KEEPALIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long a stopping master waits for open calls to finish.
 const SERVER_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
