@@ -26,6 +26,33 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// `count` free loopback addresses for masters, and the `--peers` list naming them 1, 2, ...
+pub fn master_addresses(count: usize) -> (Vec<String>, String) {
+    let addrs: Vec<String> = (0..count)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let peers = addrs
+        .iter()
+        .enumerate()
+        .map(|(i, a)| format!("{}={a}", i + 1))
+        .collect::<Vec<_>>()
+        .join(",");
+    (addrs, peers)
+}
+
+/// An application of two one-core executors that sleep, as `muster app run` arguments.
+pub const TWO_SLEEPERS: &[&str] = &[
+    "--cores-max",
+    "2",
+    "--executor-cores",
+    "1",
+    "--executor-memory",
+    "256",
+    "--",
+    "/bin/sleep",
+    "1000",
+];
+
 /// A child process, stopped when dropped.
 pub struct Process(pub Child);
 
@@ -113,15 +140,7 @@ impl Masters {
 
     /// Three masters, each started with `extra_args` as well.
     pub fn start_with(extra_args: &[&str]) -> Self {
-        let addrs: Vec<String> = (0..3)
-            .map(|_| format!("127.0.0.1:{}", free_port()))
-            .collect();
-        let peers = addrs
-            .iter()
-            .enumerate()
-            .map(|(i, a)| format!("{}={a}", i + 1))
-            .collect::<Vec<_>>()
-            .join(",");
+        let (addrs, peers) = master_addresses(3);
         let extra_args = extra_args.iter().map(|a| a.to_string()).collect();
         let mut masters = Self {
             addrs,

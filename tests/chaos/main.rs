@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{Process, Proxy, alive, free_port, muster};
+use crate::support::{Process, Proxy, alive, master_addresses, muster};
 
 /// A small deterministic generator (xorshift64*), so a seed replays a run.
 struct Rng(u64);
@@ -57,15 +57,7 @@ const WORKERS: usize = 3;
 
 impl Cluster {
     fn start() -> Self {
-        let addrs: Vec<String> = (0..MASTERS)
-            .map(|_| format!("127.0.0.1:{}", free_port()))
-            .collect();
-        let peers = addrs
-            .iter()
-            .enumerate()
-            .map(|(i, a)| format!("{}={a}", i + 1))
-            .collect::<Vec<_>>()
-            .join(",");
+        let (addrs, peers) = master_addresses(MASTERS);
         let mut proxies = BTreeMap::new();
         for from in 0..MASTERS {
             for to in (0..MASTERS).filter(|&to| to != from) {

@@ -9,19 +9,9 @@ use std::process::Stdio;
 use serde_json::{Value, json};
 
 use crate::support::{
-    Masters, Process, alive, app, app_run, muster, running_executors, start_worker, wait_for,
+    Masters, Process, TWO_SLEEPERS, alive, app, app_run, muster, running_executors, start_worker,
+    wait_for,
 };
-
-/// An application of two one-core executors that sleep.
-const TWO_SLEEPERS: &[&str] = &[
-    "--cores-max",
-    "2",
-    "--executor-cores",
-    "1",
-    "--",
-    "/bin/sleep",
-    "1000",
-];
 
 fn interrupt(process: &Process) {
     nix::sys::signal::kill(

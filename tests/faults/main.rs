@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support::{
-    Masters, Proxy, alive, app, app_run, driver, running_executors, start_worker, start_worker_via,
-    stdout, wait_for,
+    Masters, Proxy, TWO_SLEEPERS, alive, app, app_run, driver, running_executors, start_worker,
+    start_worker_via, stdout, wait_for,
 };
 
 /// Submits a driver and returns its id.
@@ -89,20 +89,7 @@ fn a_frozen_leader_is_replaced_within_seconds_and_nothing_runs_twice() {
     let _w1 = start_worker(&masters, "w1", 2);
     let _w2 = start_worker(&masters, "w2", 2);
     let driver_id = submit(&masters, &["--supervise", "--", "/bin/sleep", "1000"]);
-    let (_client, app_id, _events) = app_run(
-        &masters,
-        &[
-            "--cores-max",
-            "2",
-            "--executor-cores",
-            "1",
-            "--executor-memory",
-            "256",
-        ]
-        .into_iter()
-        .chain(["--", "/bin/sleep", "1000"])
-        .collect::<Vec<_>>(),
-    );
+    let (_client, app_id, _events) = app_run(&masters, TWO_SLEEPERS);
     let before = wait_for(&masters, "the driver and two executors running", |s| {
         driver(s, &driver_id).is_some_and(|d| d["pid"].is_u64())
             && running_executors(s, &app_id).len() == 2
@@ -270,20 +257,7 @@ fn a_crashed_agent_restarted_on_its_work_dir_adopts_its_processes() {
     masters.leader(0);
     let agent = start_worker(&masters, "w1", 4);
     let driver_id = submit(&masters, &["--supervise", "--", "/bin/sleep", "1000"]);
-    let (_client, app_id, _events) = app_run(
-        &masters,
-        &[
-            "--cores-max",
-            "2",
-            "--executor-cores",
-            "1",
-            "--executor-memory",
-            "256",
-            "--",
-            "/bin/sleep",
-            "1000",
-        ],
-    );
+    let (_client, app_id, _events) = app_run(&masters, TWO_SLEEPERS);
     let before = wait_for(&masters, "the driver and two executors running", |s| {
         driver(s, &driver_id).is_some_and(|d| d["pid"].is_u64())
             && running_executors(s, &app_id).len() == 2
