@@ -171,7 +171,12 @@ async fn follow(masters: Masters, mut register: RegisterApp) -> Result<String, S
             Ok(Detached::Ended(state)) => {
                 return Ok(format!("application {} {state}", register.app_id));
             }
-            Ok(Detached::LeaderAt(leader)) => finder.hinted(&leader),
+            Ok(Detached::LeaderAt(leader)) => {
+                if unreachable_since.elapsed() > PATIENCE {
+                    return Err(format!("no leader reachable for {PATIENCE:?}"));
+                }
+                tokio::time::sleep(finder.hinted(&leader)).await;
+            }
             Ok(Detached::Retry(reason)) => {
                 if unreachable_since.elapsed() > PATIENCE {
                     return Err(format!("no leader reachable for {PATIENCE:?}: {reason}"));

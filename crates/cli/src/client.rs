@@ -105,11 +105,11 @@ impl Masters {
                     ) =>
                 {
                     tried.push(format!("{addr}: {}", status.message()));
-                    if let Some(leader) = leader_hint(&status, &addr) {
-                        finder.hinted(leader);
-                        continue;
-                    }
-                    tokio::time::sleep(finder.failed()).await;
+                    let wait = match leader_hint(&status, &addr) {
+                        Some(leader) => finder.hinted(leader),
+                        None => finder.failed(),
+                    };
+                    tokio::time::sleep(wait).await;
                 }
                 Err(status) => return Err(status.message().to_owned()),
             }

@@ -333,6 +333,8 @@ pub fn worker(args: WorkerArgs) -> Result<String, String> {
             .to_string_lossy()
             .into_owned(),
     };
+    let _lock = muster_worker::agent::lock_work_dir(&args.work_dir)
+        .map_err(|e| format!("--work-dir: {e}"))?;
     let id = match args.id {
         Some(id) => id.as_str().into(),
         None => muster_worker::agent::stable_id(&args.work_dir, &host)

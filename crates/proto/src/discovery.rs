@@ -39,6 +39,8 @@ pub struct LeaderFinder {
     silent: Option<String>,
     /// Masters that failed since the last success or hint.
     failed: usize,
+    /// Hints followed since the last success: masters with stale views may name each other.
+    hints: usize,
     backoff: Duration,
 }
 
@@ -56,6 +58,7 @@ impl LeaderFinder {
             hinted: None,
             silent: None,
             failed: 0,
+            hints: 0,
             backoff: FIRST_BACKOFF,
         }
     }
@@ -79,11 +82,18 @@ impl LeaderFinder {
         addr
     }
 
-    /// A master named `leader` as the leader: it is asked next, at once.
-    pub fn hinted(&mut self, leader: &str) {
+    /// A master named `leader` as the leader: it is asked next, at once. Returns how long
+    /// to wait first: nothing, unless hints have gone round more than every master without
+    /// a leader found (stale views naming each other), when the hint is dropped and the
+    /// caller backs off as after a failure.
+    pub fn hinted(&mut self, leader: &str) -> Duration {
+        self.hints += 1;
+        if self.hints > self.masters.len() {
+            self.hints = 0;
+            return self.failed();
+        }
         self.hinted = Some(leader.to_owned());
-        self.failed = 0;
-        self.backoff = FIRST_BACKOFF;
+        Duration::ZERO
     }
 
     /// The leader at `addr` stopped answering: it is asked last.
@@ -112,6 +122,7 @@ impl LeaderFinder {
     /// The leader was found: the next search starts afresh.
     pub fn found(&mut self) {
         self.failed = 0;
+        self.hints = 0;
         self.backoff = FIRST_BACKOFF;
     }
 }
@@ -130,7 +141,7 @@ mod tests {
         assert_eq!(f.next_master(), "m1");
         assert_eq!(f.failed(), Duration::ZERO);
         assert_eq!(f.next_master(), "m2");
-        f.hinted("m3");
+        assert_eq!(f.hinted("m3"), Duration::ZERO);
         assert_eq!(f.next_master(), "m3");
         assert_eq!(f.next_master(), "m3", "then in turn again");
         assert_eq!(f.next_master(), "m1");
@@ -146,6 +157,18 @@ mod tests {
         assert!(waits[8] >= FIRST_BACKOFF * 4);
         f.found();
         assert_eq!(f.failed(), Duration::ZERO);
+    }
+
+    #[test]
+    fn masters_naming_each_other_cannot_keep_the_caller_spinning() {
+        let mut f = finder();
+        let mut waited = Duration::ZERO;
+        for _ in 0..12 {
+            let asked = f.next_master();
+            let other = if asked == "m1" { "m2" } else { "m1" };
+            waited += f.hinted(other);
+        }
+        assert!(waited > Duration::ZERO, "stale hints end in a back-off");
     }
 
     #[test]

@@ -90,6 +90,25 @@ pub fn stable_id(work_dir: &std::path::Path, host: &str) -> std::io::Result<Work
     Ok(WorkerId(id))
 }
 
+/// Takes `work_dir` for this agent alone: a second agent on the same work dir would adopt,
+/// and kill, the first one's work. Keep the returned file open while the agent runs.
+///
+/// # Errors
+///
+/// Another agent holds the work dir, or it cannot be created.
+pub fn lock_work_dir(work_dir: &std::path::Path) -> std::io::Result<std::fs::File> {
+    std::fs::create_dir_all(work_dir)?;
+    let lock = std::fs::File::create(work_dir.join(".lock"))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => Err(std::io::Error::other(format!(
+            "another worker agent runs on {}",
+            work_dir.display()
+        ))),
+        Err(std::fs::TryLockError::Error(error)) => Err(error),
+    }
+}
+
 /// Runs the worker until `shutdown` resolves, then stops its processes.
 pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) {
     let supervisor_config = SupervisorConfig {
@@ -100,14 +119,21 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) {
     // What a crashed predecessor started is taken over (or killed) before registering, so
     // the first registration reports it.
     supervisor.adopt();
+    // A fencing agent restarted while cut off keeps counting from its predecessor's last
+    // contact with a leader.
+    let (fence_after, last_contact) = match config.fence.then(|| last_fence(&config.work_dir)) {
+        Some(Some((after, contact))) => (Some(after), contact),
+        _ => (None, Instant::now()),
+    };
     let mut agent = Agent {
         config,
         supervisor,
         events,
         unacknowledged: BTreeMap::new(),
         next_seq: 1,
-        last_contact: Instant::now(),
-        fence_after: None,
+        last_contact,
+        contact_saved: last_contact,
+        fence_after,
         highest_term: 0,
     };
     tokio::select! {
@@ -127,6 +153,8 @@ struct Agent {
     next_seq: u64,
     /// When a leader was last heard from.
     last_contact: Instant,
+    /// When `last_contact` was last written to the work dir (fencing only).
+    contact_saved: Instant,
     /// With fencing on, how long without a leader before everything is killed: the leader's
     /// worker timeout, once a leader has said it.
     fence_after: Option<Duration>,
@@ -140,6 +168,8 @@ enum Broken {
     LeaderAt(String),
     /// The leader stopped answering: try the others first.
     Silent(String),
+    /// A working stream ended: look for the leader afresh.
+    Ended(String),
     /// Try the next master.
     Retry(String),
 }
@@ -152,11 +182,15 @@ impl Agent {
             self.maybe_fence();
             let addr = finder.next_master();
             match self.session(&addr).await {
-                Broken::LeaderAt(leader) => finder.hinted(&leader),
+                Broken::LeaderAt(leader) => tokio::time::sleep(finder.hinted(&leader)).await,
                 Broken::Silent(reason) => {
                     tracing::info!(master = %addr, %reason, "the leader fell silent");
                     finder.found();
                     finder.silent(&addr);
+                }
+                Broken::Ended(reason) => {
+                    tracing::info!(master = %addr, %reason, "the leader stream ended");
+                    finder.found();
                 }
                 Broken::Retry(reason) => {
                     tracing::info!(master = %addr, %reason, "no leader stream");
@@ -265,29 +299,49 @@ impl Agent {
                         return Broken::Silent(format!("no answer for {timeout:?}"));
                     }
                     if up.send(WorkerMessage { body: Some(Up::Heartbeat(Heartbeat {})) }).await.is_err() {
-                        return Broken::Retry("stream closed".into());
+                        return Broken::Ended("stream closed".into());
                     }
                 }
                 event = self.events.recv() => {
                     let Some(report) = event.and_then(|e| self.record(&e)) else { continue };
                     if up.send(WorkerMessage { body: Some(report) }).await.is_err() {
-                        return Broken::Retry("stream closed".into());
+                        return Broken::Ended("stream closed".into());
                     }
                 }
                 message = inbound.message() => match message {
                     Ok(Some(message)) => {
                         heard = Instant::now();
-                        self.last_contact = heard;
+                        self.contact(heard);
                         self.obey(message, &up).await;
                     }
-                    Ok(None) => return Broken::Retry("the master closed the stream".into()),
+                    Ok(None) => return Broken::Ended("the master closed the stream".into()),
                     // The leader counts this worker as lost: register again with it at once.
                     Err(status) if status.code() == Code::Aborted => {
                         tracing::warn!(master = %addr, reason = status.message(), "registering again");
                         return Broken::LeaderAt(addr.to_owned());
                     }
-                    Err(status) => return Broken::Retry(status.message().to_owned()),
+                    // A refused registration: wait before trying again.
+                    Err(status) if status.code() == Code::InvalidArgument => {
+                        return Broken::Retry(status.message().to_owned());
+                    }
+                    Err(status) => return Broken::Ended(status.message().to_owned()),
                 },
+            }
+        }
+    }
+
+    /// Notes that a leader was heard from at `now`; a fencing agent writes it down (at most
+    /// once a second) for a successor that starts while this worker is cut off.
+    fn contact(&mut self, now: Instant) {
+        self.last_contact = now;
+        if self.fence_after.is_some() && now - self.contact_saved >= Duration::from_secs(1) {
+            self.contact_saved = now;
+            let touched = std::fs::File::options()
+                .write(true)
+                .open(self.config.work_dir.join(FENCE_FILE))
+                .and_then(|file| file.set_modified(SystemTime::now()));
+            if let Err(error) = touched {
+                tracing::warn!(%error, "cannot note the last contact in the work dir");
             }
         }
     }
@@ -343,7 +397,14 @@ impl Agent {
         match body {
             Down::Registered(registered) => {
                 if self.config.fence {
-                    self.fence_after = Some(Duration::from_millis(registered.worker_timeout_ms));
+                    let after = Duration::from_millis(registered.worker_timeout_ms);
+                    self.fence_after = Some(after);
+                    if let Err(error) = std::fs::write(
+                        self.config.work_dir.join(FENCE_FILE),
+                        registered.worker_timeout_ms.to_string(),
+                    ) {
+                        tracing::warn!(%error, "cannot keep the fence in the work dir");
+                    }
                 }
             }
             Down::HeartbeatAck(_) => {}
@@ -415,6 +476,11 @@ impl Agent {
         let workload = spec.workload.clone();
         let state = match self.supervisor.launch(spec) {
             Ok(_) => return,
+            // Its end is reported once it is gone; the leader decides again then.
+            Err(LaunchError::Stopping(_)) => {
+                tracing::info!(%workload, "launch ignored: still stopping");
+                return;
+            }
             Err(LaunchError::AlreadyRunning(_)) => {
                 let Some(pid) = self.supervisor.pid(&workload) else {
                     return;
@@ -434,6 +500,24 @@ impl Agent {
             let _ = up.send(WorkerMessage { body: Some(report) }).await;
         }
     }
+}
+
+/// Where a fencing worker keeps the leader's worker timeout (in ms); the file's modification
+/// time is its last contact with a leader, give or take a second.
+const FENCE_FILE: &str = ".fence";
+
+/// The fence a predecessor kept in `work_dir`: the worker timeout and the last contact.
+fn last_fence(work_dir: &std::path::Path) -> Option<(Duration, Instant)> {
+    let path = work_dir.join(FENCE_FILE);
+    let after = std::fs::read_to_string(&path).ok()?.trim().parse().ok()?;
+    let since = SystemTime::now()
+        .duration_since(std::fs::metadata(&path).ok()?.modified().ok()?)
+        .unwrap_or(Duration::ZERO);
+    let now = Instant::now();
+    Some((
+        Duration::from_millis(after),
+        now.checked_sub(since).unwrap_or(now),
+    ))
 }
 
 /// The report a process event makes to the leader, if any (restarts are local), not yet

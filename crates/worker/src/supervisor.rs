@@ -12,8 +12,8 @@
 //! `exit` in its directory, and is written down in the work dir ([`crate::records`]). A
 //! supervisor started after its predecessor crashed [adopts](Supervisor::adopt) the
 //! processes still running, reports the ones that ended meanwhile with their exit codes, and
-//! kills anything else it finds running in its work dir: nothing it started is left as an
-//! orphan.
+//! kills any other process started for its work dir (each carries `MUSTER_WORK_DIR`): nothing
+//! it started is left as an orphan.
 //!
 //! Everything that happens to a process is reported as a [`ProcessEvent`] on one channel, in
 //! the order it happened for that process.
@@ -39,8 +39,9 @@ use crate::records::{Record, Records, exit_code, still_runs};
 /// Runs the program and writes its exit code next to it, for a later agent to read. The
 /// wrapper outlives a SIGTERM to the group (a handler, unlike an ignored signal, is not
 /// inherited), so it waits for the program and the grace period applies to the program.
-const WRAPPER: &str =
-    r#"trap : TERM INT; "$@"; code=$?; echo "$code" > exit.tmp && mv exit.tmp exit; exit "$code""#;
+const WRAPPER: &str = r#"trap : TERM INT; "$@"; code=$?; echo "$code" > exit; exit "$code""#;
+/// The environment variable naming the work dir a process was started for.
+const WORK_DIR_VARIABLE: &str = "MUSTER_WORK_DIR";
 /// How often an adopted process, which is not a child, is checked.
 const ADOPTED_POLL: Duration = Duration::from_millis(200);
 
@@ -160,6 +161,8 @@ pub struct ProcessEvent {
 pub enum LaunchError {
     /// The workload already runs here.
     AlreadyRunning(Workload),
+    /// The workload's process is being killed and is not gone yet.
+    Stopping(Workload),
     /// An id cannot name a directory (empty, `.`, `..` or containing `/`).
     UnsafeId(String),
     /// The process or its directory could not be created.
@@ -170,6 +173,7 @@ impl fmt::Display for LaunchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::AlreadyRunning(workload) => write!(f, "{workload} is already running"),
+            Self::Stopping(workload) => write!(f, "{workload} is still being stopped"),
             Self::UnsafeId(id) => write!(f, "id `{id}` cannot name a directory"),
             Self::Io(e) => write!(f, "cannot start the process: {e}"),
         }
@@ -181,7 +185,8 @@ impl std::error::Error for LaunchError {}
 /// A running workload: its current process id and the way to ask its monitor to kill it.
 struct Running {
     pid: Arc<Mutex<u32>>,
-    kill: oneshot::Sender<()>,
+    /// Taken once a kill is asked: the process is stopping.
+    kill: Option<oneshot::Sender<()>>,
     done: oneshot::Receiver<()>,
 }
 
@@ -236,8 +241,12 @@ impl Supervisor {
     /// directory could not be created. Nothing runs then.
     pub fn launch(&self, spec: LaunchSpec) -> Result<u32, LaunchError> {
         let mut running = self.running.lock().expect("running lock");
-        if running.contains_key(&spec.workload) {
-            return Err(LaunchError::AlreadyRunning(spec.workload));
+        match running.get(&spec.workload) {
+            Some(entry) if entry.kill.is_none() => {
+                return Err(LaunchError::Stopping(spec.workload));
+            }
+            Some(_) => return Err(LaunchError::AlreadyRunning(spec.workload)),
+            None => {}
         }
         let directory = self.directory(&spec.workload)?;
         executable(&spec.command).map_err(LaunchError::Io)?;
@@ -246,6 +255,7 @@ impl Supervisor {
             spec,
             directory,
             masters: self.config.masters.clone(),
+            work_dir: self.work_dir_marker(),
         };
         let child = launcher.spawn().map_err(LaunchError::Io)?;
         let pid = child.id().expect("a just-spawned child has an id");
@@ -275,7 +285,7 @@ impl Supervisor {
             launcher.spec.workload.clone(),
             Running {
                 pid: Arc::clone(&pid_cell),
-                kill,
+                kill: Some(kill),
                 done,
             },
         );
@@ -298,6 +308,7 @@ impl Supervisor {
     /// found running in the work dir is killed. Call it once, before the first launch.
     pub fn adopt(&self) {
         let mut adopted = Vec::new();
+        let mut ended = Vec::new();
         for record in self.records.all() {
             let Ok(directory) = self.directory(&record.spec.workload) else {
                 self.records.remove(record.pid);
@@ -307,6 +318,7 @@ impl Supervisor {
                 spec: record.spec.clone(),
                 directory,
                 masters: self.config.masters.clone(),
+                work_dir: self.work_dir_marker(),
             };
             if still_runs(&record) {
                 tracing::info!(workload = %record.spec.workload, pid = record.pid, "adopted");
@@ -314,23 +326,26 @@ impl Supervisor {
                 let mut running = self.running.lock().expect("running lock");
                 let monitor = self.monitor(&mut running, launcher, record.pid);
                 tokio::spawn(async move { monitor.run_adopted(record).await });
-                continue;
+            } else {
+                ended.push((record, launcher.directory));
             }
-            let code = exit_code(&launcher.directory);
-            tracing::info!(workload = %record.spec.workload, ?code, "ended while the agent was down");
-            if record.spec.supervise && code.is_some_and(|code| code != 0) {
+        }
+        // Before anything starts again here, so that nothing new is taken for a stray.
+        self.kill_strays(&adopted);
+        for (record, directory) in ended {
+            let code = exit_code(&directory);
+            let killed = directory.join("killed").exists();
+            tracing::info!(workload = %record.spec.workload, ?code, killed, "ended while the agent was down");
+            if record.spec.supervise && !killed && code.is_some_and(|code| code != 0) {
                 self.records.remove(record.pid);
                 if let Err(error) = self.launch(record.spec.clone()) {
-                    self.report_end(
-                        &record,
-                        ProcessState::Failed {
-                            reason: error.to_string(),
-                        },
-                    );
+                    let reason = error.to_string();
+                    self.report_end(&record, ProcessState::Failed { reason });
                 }
                 continue;
             }
             let state = match code {
+                _ if killed => ProcessState::Killed,
                 Some(code) => ProcessState::Exited { code },
                 None => ProcessState::Failed {
                     reason: "ended while the worker agent was down; exit code unknown".into(),
@@ -338,7 +353,14 @@ impl Supervisor {
             };
             self.report_end(&record, state);
         }
-        self.kill_strays(&adopted);
+    }
+
+    /// The work dir as every process started for it sees it in its environment.
+    fn work_dir_marker(&self) -> String {
+        fs::canonicalize(&self.config.work_dir)
+            .unwrap_or_else(|_| self.config.work_dir.clone())
+            .display()
+            .to_string()
     }
 
     fn report_end(&self, record: &Record, state: ProcessState) {
@@ -348,12 +370,10 @@ impl Supervisor {
         });
     }
 
-    /// Kills every process whose working directory is inside the work dir but that belongs
+    /// Kills every process started for this work dir (its environment says so) that belongs
     /// to no adopted process group: what a predecessor started and could not record.
     fn kill_strays(&self, adopted: &[u32]) {
-        let Ok(work_dir) = fs::canonicalize(&self.config.work_dir) else {
-            return;
-        };
+        let marker = format!("{WORK_DIR_VARIABLE}={}", self.work_dir_marker());
         let Ok(entries) = fs::read_dir("/proc") else {
             return;
         };
@@ -366,10 +386,12 @@ impl Supervisor {
             else {
                 continue;
             };
-            let Ok(cwd) = fs::read_link(entry.path().join("cwd")) else {
-                continue;
-            };
-            if pid == me || cwd == work_dir || !cwd.starts_with(&work_dir) {
+            let started_here = fs::read(entry.path().join("environ")).is_ok_and(|environ| {
+                environ
+                    .split(|byte| *byte == 0)
+                    .any(|variable| variable == marker.as_bytes())
+            });
+            if pid == me || !started_here {
                 continue;
             }
             let group = fs::read_to_string(entry.path().join("stat"))
@@ -381,7 +403,7 @@ impl Supervisor {
             if group.is_some_and(|group| adopted.contains(&group)) {
                 continue;
             }
-            tracing::warn!(pid, cwd = %cwd.display(), "killing a process nobody accounts for");
+            tracing::warn!(pid, "killing a process nobody accounts for");
             let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
         }
     }
@@ -396,11 +418,15 @@ impl Supervisor {
     }
 
     /// Asks `workload`'s process to stop: SIGTERM to its group, SIGKILL after the grace
-    /// period. Returns whether it was running; a [`ProcessState::Killed`] event follows, and
-    /// from now on [`Supervisor::running`] no longer lists it.
+    /// period. Returns whether it was running and not already stopping; a
+    /// [`ProcessState::Killed`] event follows once it is gone, and [`Supervisor::running`]
+    /// lists it until then.
     pub fn kill(&self, workload: &Workload) -> bool {
-        let entry = self.running.lock().expect("running lock").remove(workload);
-        entry.map(|running| running.kill.send(())).is_some()
+        let mut running = self.running.lock().expect("running lock");
+        // The workload stays listed until its process is gone: a registration meanwhile still
+        // reports it, and no second copy can be launched beside it.
+        let kill = running.get_mut(workload).and_then(|r| r.kill.take());
+        kill.map(|kill| kill.send(())).is_some()
     }
 
     /// The process id of `workload`, while it runs.
@@ -425,7 +451,9 @@ impl Supervisor {
         let all = std::mem::take(&mut *self.running.lock().expect("running lock"));
         let mut stopping = Vec::new();
         for running in all.into_values() {
-            let _ = running.kill.send(());
+            if let Some(kill) = running.kill {
+                let _ = kill.send(());
+            }
             stopping.push(running.done);
         }
         for done in stopping {
@@ -463,6 +491,8 @@ struct Launcher {
     spec: LaunchSpec,
     directory: PathBuf,
     masters: String,
+    /// The work dir, canonical, passed as `MUSTER_WORK_DIR`.
+    work_dir: String,
 }
 
 impl Launcher {
@@ -477,6 +507,7 @@ impl Launcher {
             .append(true)
             .open(self.directory.join("stderr"))?;
         let _ = fs::remove_file(self.directory.join("exit"));
+        let _ = fs::remove_file(self.directory.join("killed"));
         let mut command = Command::new("/bin/sh");
         command
             .arg("-c")
@@ -492,6 +523,7 @@ impl Launcher {
             .env("MUSTER_CORES", spec.cores.to_string())
             .env("MUSTER_MEMORY_MB", spec.memory_mb.to_string())
             .env("MUSTER_MASTERS", &self.masters)
+            .env(WORK_DIR_VARIABLE, &self.work_dir)
             .envs(&spec.env);
         match &spec.workload {
             Workload::Executor { app, executor } => {
@@ -554,6 +586,9 @@ impl Monitor {
                     .or_else(|| s.signal().map(|signal| 128 + signal))
                     .unwrap_or(-1)
             });
+            // Nothing the program started outlives it (its group id stays taken while the
+            // group has members).
+            let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
             if !self.launcher.spec.supervise || code == 0 {
                 return self.finish(ProcessState::Exited { code });
             }
@@ -634,6 +669,7 @@ impl Monitor {
 
     /// SIGTERM to an adopted process group, SIGKILL after the grace period.
     async fn stop_adopted(&self, record: &Record) {
+        let _ = fs::write(self.launcher.directory.join("killed"), b"");
         let group = Pid::from_raw(record.pid as i32);
         let _ = killpg(group, Signal::SIGTERM);
         let deadline = Instant::now() + self.config.kill_grace;
@@ -644,7 +680,9 @@ impl Monitor {
     }
 
     /// SIGTERM to the process group, SIGKILL after the grace period, then reap the child.
+    /// A `killed` marker tells a later agent that this end was asked for.
     async fn stop(&self, child: &mut Child, pid: u32) {
+        let _ = fs::write(self.launcher.directory.join("killed"), b"");
         let group = Pid::from_raw(pid as i32);
         let _ = killpg(group, Signal::SIGTERM);
         if tokio::time::timeout(self.config.kill_grace, child.wait())
@@ -666,7 +704,13 @@ impl Monitor {
     /// crashes before then reports it again.
     fn finish(&self, state: ProcessState) {
         let mut running = self.running.lock().expect("running lock");
-        running.remove(&self.launcher.spec.workload);
+        let workload = &self.launcher.spec.workload;
+        if running
+            .get(workload)
+            .is_some_and(|r| Arc::ptr_eq(&r.pid, &self.pid))
+        {
+            running.remove(workload);
+        }
         self.report(state);
     }
 }
