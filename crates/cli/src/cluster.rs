@@ -74,7 +74,8 @@ struct MasterFile {
     recovery_timeout_s: Option<f64>,
     /// Seconds an application's client may be gone before its application is finished.
     app_grace_s: Option<f64>,
-    /// Seconds between worker heartbeats and liveness checks.
+    /// Seconds within which workers heartbeat at the least (a leader that stood still for
+    /// three of these blames no worker for the silence).
     heartbeat_interval_s: Option<f64>,
     /// Scheduling settings, as in a `muster plan` snapshot's `config` (the seed is ignored).
     scheduling: Option<PassConfig>,

@@ -8,7 +8,7 @@
 //! message to a worker or an application, close a link. The session in `session.rs` owns the
 //! streams and the Raft handle, feeds events in and carries actions out; everything it would
 //! otherwise decide by the order in which `.await`s finish is decided here, in one place, and
-//! tested by scripts (`tests/leader`).
+//! tested by scripts (`crates/master/tests/leader/scripts`).
 //!
 //! # Recovery (Spark's `RecoveryState`)
 //!
@@ -19,9 +19,9 @@
 //! itself, and only then compares what the worker runs with what the log expects
 //! (reconciliation): what the log does not know is killed; a driver or an executor still
 //! LAUNCHING that the worker lacks never started (its end would be in the reports) and is
-//! launched again; a RUNNING executor the worker lacks is LOST. When everything has come back, or after `recovery_timeout`, the leader goes
-//! COMPLETING_RECOVERY (what never came back is removed through the log) and then ALIVE.
-//! Only an ALIVE leader schedules.
+//! launched again; a RUNNING executor the worker lacks is LOST. When everything has come
+//! back, or after `recovery_timeout`, the leader goes COMPLETING_RECOVERY (what never came
+//! back is removed through the log) and then ALIVE. Only an ALIVE leader schedules.
 //!
 //! # Links and liveness
 //!
@@ -31,8 +31,8 @@
 //! anything later heard from a worker the log has as DEAD is refused with
 //! [`Close::Reregister`], and its re-registration kills what the log no longer assigns it. A
 //! worker that fences (kills its own work when cut off) is lost only once its kills are done
-//! ([`FENCE_MARGIN`]), so its work never runs twice. A leader that itself stood still (a pause longer than a few ticks) gives every worker a
-//! fresh timeout instead of blaming them.
+//! ([`FENCE_MARGIN`]), so its work never runs twice. A leader that itself stood still (a
+//! pause longer than a few ticks) gives every worker a fresh timeout instead of blaming them.
 //!
 //! # Proposals
 //!
@@ -72,7 +72,8 @@ pub struct SessionConfig {
     /// How long an application whose client vanished may take to re-attach before it is
     /// finished for it.
     pub app_grace: Duration,
-    /// How often workers heartbeat.
+    /// How often workers are expected to heartbeat at the least; a leader that itself stood
+    /// still for three of these gives every worker a fresh timeout.
     pub heartbeat_interval: Duration,
     /// A worker silent this long is lost.
     pub worker_timeout: Duration,
