@@ -155,6 +155,8 @@ fn driver_state(name: &str) -> Option<DriverState> {
         "FAILED" => DriverState::Failed,
         "KILLED" => DriverState::Killed,
         "ERROR" => DriverState::Error,
+        // The worker gave the driver up (it fenced itself off): relaunched if supervised.
+        "LOST" => DriverState::Relaunching,
         _ => return None,
     })
 }

@@ -16,7 +16,7 @@
 //! ABORTED; the agent registers again at once and the leader kills what it no longer
 //! assigns here.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -134,6 +134,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) {
         last_contact,
         contact_saved: last_contact,
         fence_after,
+        fenced: BTreeSet::new(),
         highest_term: 0,
     };
     tokio::select! {
@@ -158,6 +159,8 @@ struct Agent {
     /// With fencing on, how long without a leader before everything is killed: the leader's
     /// worker timeout, once a leader has said it.
     fence_after: Option<Duration>,
+    /// Workloads killed by the fence, whose ends are reported as lost.
+    fenced: BTreeSet<Workload>,
     /// The newest leader term seen.
     highest_term: u64,
 }
@@ -364,13 +367,21 @@ impl Agent {
             );
         }
         for (workload, _) in running {
-            self.supervisor.kill(&workload);
+            if self.supervisor.kill(&workload) {
+                self.fenced.insert(workload);
+            }
         }
     }
 
     /// Numbers the report a process event makes, if any, and keeps it until acknowledged.
     fn record(&mut self, event: &ProcessEvent) -> Option<Up> {
         let mut report = report(event)?;
+        if event.state == ProcessState::Killed && self.fenced.remove(&event.workload) {
+            // Not asked for by any leader: a supervised driver must run again elsewhere.
+            if let Up::Driver(update) = &mut report {
+                update.state = "LOST".to_owned();
+            }
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
         match &mut report {

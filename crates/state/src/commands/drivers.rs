@@ -62,7 +62,9 @@ impl Apply for KillDriver {
 pub struct DriverStateChanged {
     /// The driver.
     pub driver: DriverId,
-    /// FINISHED, FAILED, KILLED or ERROR.
+    /// FINISHED, FAILED, KILLED or ERROR; or RELAUNCHING when the worker gave the driver up
+    /// (it fenced itself off from a lost leader): as when its worker is lost, a supervised
+    /// driver is relaunched under a new id and another ends in ERROR.
     pub state: DriverState,
     /// Its exit code, when it exited.
     pub exit_code: Option<i32>,
@@ -75,6 +77,7 @@ impl Apply for DriverStateChanged {
             DriverState::Failed,
             DriverState::Killed,
             DriverState::Error,
+            DriverState::Relaunching,
         ];
         if !final_states.contains(&self.state) {
             return Err(ApplyError::Invalid {
@@ -93,7 +96,26 @@ impl Apply for DriverStateChanged {
             )));
         }
         let mut effects = Effects::default();
-        state.end_driver(&self.driver, self.state, self.exit_code, at, &mut effects);
+        match self.state {
+            DriverState::Relaunching if driver.desc.supervise => {
+                let desc = driver.desc.clone();
+                state.end_driver(
+                    &self.driver,
+                    DriverState::Relaunching,
+                    None,
+                    at,
+                    &mut effects,
+                );
+                let relaunched = state.add_driver(desc, at);
+                effects
+                    .relaunched_drivers
+                    .push((self.driver.clone(), relaunched));
+            }
+            DriverState::Relaunching => {
+                state.end_driver(&self.driver, DriverState::Error, None, at, &mut effects);
+            }
+            ended => state.end_driver(&self.driver, ended, self.exit_code, at, &mut effects),
+        }
         Ok(Response {
             outcome: Outcome::Done,
             effects,

@@ -55,7 +55,7 @@ fn a_driver_runs_then_finishes_with_its_exit_code() {
         })
     };
     assert!(matches!(
-        c.refuse(end(DriverState::Relaunching, None)),
+        c.refuse(end(DriverState::Submitted, None)),
         ApplyError::Invalid { .. }
     ));
     assert!(matches!(
@@ -115,4 +115,35 @@ fn killing_a_driver_frees_its_worker_and_names_it() {
         })),
         ApplyError::UnknownDriver(running)
     );
+}
+
+#[test]
+fn a_driver_its_worker_gave_up_is_relaunched_when_supervised() {
+    let mut c = Cluster::new();
+    c.worker("w1", 4, 4096);
+    let supervised = c.submit_driver(driver_desc(1, 512, true));
+    let plain = c.submit_driver(driver_desc(1, 512, false));
+    c.schedule();
+    let lost = |driver| {
+        Op::DriverStateChanged(DriverStateChanged {
+            driver,
+            state: DriverState::Relaunching,
+            exit_code: None,
+        })
+    };
+    let response = c.ok(lost(supervised.clone()));
+    let [(old, new)] = response.effects.relaunched_drivers.as_slice() else {
+        panic!("one relaunch: {response:?}");
+    };
+    assert_eq!(old, &supervised);
+    assert_eq!(c.state.drivers()[new].state, DriverState::Submitted);
+    c.ok(lost(plain.clone()));
+    let ended = c
+        .state
+        .completed_drivers()
+        .iter()
+        .find(|d| d.id == plain)
+        .unwrap();
+    assert_eq!(ended.state, DriverState::Error);
+    assert_eq!(c.state.workers()[&w("w1")].cores_used, 0);
 }
