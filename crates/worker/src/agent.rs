@@ -358,18 +358,19 @@ impl Agent {
         if self.last_contact.elapsed() <= after {
             return;
         }
-        let running = self.supervisor.running();
-        if !running.is_empty() {
-            tracing::warn!(
-                silent = ?self.last_contact.elapsed(),
-                processes = running.len(),
-                "no leader for the worker timeout: fencing, killing everything"
-            );
-        }
-        for (workload, _) in running {
+        let mut killed = 0;
+        for (workload, _) in self.supervisor.running() {
             if self.supervisor.kill(&workload) {
                 self.fenced.insert(workload);
+                killed += 1;
             }
+        }
+        if killed > 0 {
+            tracing::warn!(
+                silent = ?self.last_contact.elapsed(),
+                killed,
+                "no leader for the worker timeout: fencing, killing everything"
+            );
         }
     }
 
