@@ -311,6 +311,11 @@ fn replicated_only(value: &mut Value) {
     }
 }
 
+/// The number that ends a driver id (`driver-yyyyMMddHHmmss-NNNN`), in submission order.
+fn driver_number(id: &str) -> Option<u64> {
+    id.rsplit('-').next()?.parse().ok()
+}
+
 /// What the audit checks, as one list of problems (empty: all good).
 fn audit(cluster: &Cluster, accepted: &[String]) -> Vec<String> {
     let mut problems = Vec::new();
@@ -329,9 +334,18 @@ fn audit(cluster: &Cluster, accepted: &[String]) -> Vec<String> {
         ));
     }
     let drivers = status["drivers"].as_array().unwrap();
+    // Ended drivers are retained 200 at a time, oldest pruned first: an accepted driver may
+    // be missing only if it is older than every ended driver still shown.
+    let oldest_retained = drivers
+        .iter()
+        .filter(|d| !matches!(d["state"].as_str(), Some("SUBMITTED" | "RUNNING")))
+        .filter_map(|d| driver_number(d["id"].as_str()?))
+        .min()
+        .unwrap_or(0);
     for id in accepted {
         let copies = drivers.iter().filter(|d| d["id"] == id.as_str()).count();
-        if copies != 1 {
+        let pruned = copies == 0 && driver_number(id).is_some_and(|n| n < oldest_retained);
+        if copies != 1 && !pruned {
             problems.push(format!("accepted driver {id} appears {copies} times"));
         }
     }
