@@ -121,8 +121,17 @@ impl Session {
         self.lock().leader.waiting(id).map(str::to_owned)
     }
 
+    /// The session's lock. A panic while it was held (a bug in the leader) leaves the leader
+    /// in doubt: the session is then over, and a fresh one recovers from the log.
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().expect("session lock")
+        self.inner.lock().unwrap_or_else(|poisoned| {
+            let mut inner = poisoned.into_inner();
+            if !self.ended.send_replace(true) {
+                tracing::error!(term = self.term, "the leader panicked: its session ends");
+                close_all(&mut inner);
+            }
+            inner
+        })
     }
 
     fn is_over(&self) -> bool {
@@ -138,13 +147,7 @@ impl Session {
     /// the new leader.
     fn end(&self) {
         self.ended.send_replace(true);
-        let mut inner = self.lock();
-        for (_, sender) in inner.workers.drain() {
-            let _ = sender.try_send(Err(Status::unavailable("this master no longer leads")));
-        }
-        for (_, sender) in inner.apps.drain() {
-            let _ = sender.try_send(Err(Status::unavailable("this master no longer leads")));
-        }
+        close_all(&mut self.lock());
     }
 
     /// Registers a worker's new stream; its events name the returned link. `None` once the
@@ -386,6 +389,16 @@ impl Session {
             }),
             ToWorker::KillDriver(id) => Body::KillDriver(KillDriver { driver_id: id.0 }),
         })
+    }
+}
+
+/// Closes every stream of a session that ended, telling each peer to look for the leader.
+fn close_all(inner: &mut Inner) {
+    for (_, sender) in inner.workers.drain() {
+        let _ = sender.try_send(Err(Status::unavailable("this master no longer leads")));
+    }
+    for (_, sender) in inner.apps.drain() {
+        let _ = sender.try_send(Err(Status::unavailable("this master no longer leads")));
     }
 }
 
