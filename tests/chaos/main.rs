@@ -70,6 +70,12 @@ impl Cluster {
             .disable_cleanup(keep)
             .tempdir()
             .unwrap();
+        // Every ended driver stays in the status, for the audit to find.
+        std::fs::write(
+            dir.path().join("master.json"),
+            r#"{"retained_drivers": 1000000, "retained_apps": 1000000}"#,
+        )
+        .unwrap();
         let mut cluster = Self {
             dir,
             addrs,
@@ -112,6 +118,8 @@ impl Cluster {
                 .args(["master", "--id", &(master + 1).to_string()])
                 .args(["--listen", &self.addrs[master], "--peers", &self.peers])
                 .args(["--peer-routes", &routes, "--worker-timeout", "6"])
+                .arg("--config")
+                .arg(self.dir.path().join("master.json"))
                 .arg("--data-dir")
                 .arg(self.dir.path().join(format!("master-{}", master + 1)))
                 .stdout(Stdio::null())
@@ -311,11 +319,6 @@ fn replicated_only(value: &mut Value) {
     }
 }
 
-/// The number that ends a driver id (`driver-yyyyMMddHHmmss-NNNN`), in submission order.
-fn driver_number(id: &str) -> Option<u64> {
-    id.rsplit('-').next()?.parse().ok()
-}
-
 /// What the audit checks, as one list of problems (empty: all good).
 fn audit(cluster: &Cluster, accepted: &[String]) -> Vec<String> {
     let mut problems = Vec::new();
@@ -334,18 +337,10 @@ fn audit(cluster: &Cluster, accepted: &[String]) -> Vec<String> {
         ));
     }
     let drivers = status["drivers"].as_array().unwrap();
-    // Ended drivers are retained 200 at a time, oldest pruned first: an accepted driver may
-    // be missing only if it is older than every ended driver still shown.
-    let oldest_retained = drivers
-        .iter()
-        .filter(|d| !matches!(d["state"].as_str(), Some("SUBMITTED" | "RUNNING")))
-        .filter_map(|d| driver_number(d["id"].as_str()?))
-        .min()
-        .unwrap_or(0);
+    // The masters retain every ended driver (see `Cluster::start`), so none may be missing.
     for id in accepted {
         let copies = drivers.iter().filter(|d| d["id"] == id.as_str()).count();
-        let pruned = copies == 0 && driver_number(id).is_some_and(|n| n < oldest_retained);
-        if copies != 1 && !pruned {
+        if copies != 1 {
             problems.push(format!("accepted driver {id} appears {copies} times"));
         }
     }

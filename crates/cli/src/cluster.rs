@@ -81,6 +81,10 @@ struct MasterFile {
     scheduling: Option<PassConfig>,
     /// Spark's `spark.deploy.maxExecutorRetries`; negative disables.
     max_executor_retries: Option<i32>,
+    /// Ended applications kept for status (`spark.deploy.retainedApplications`, 200).
+    retained_apps: Option<usize>,
+    /// Ended drivers kept for status (`spark.deploy.retainedDrivers`, 200).
+    retained_drivers: Option<usize>,
 }
 
 /// Reads and parses a JSON file, naming the file and the field on failure.
@@ -280,11 +284,14 @@ pub fn master(args: MasterArgs) -> Result<String, String> {
         queues,
         ..defaults
     };
+    let defaults = StateConfig::default();
     let state = StateConfig {
         max_executor_retries: file
             .max_executor_retries
-            .unwrap_or(StateConfig::default().max_executor_retries),
-        ..StateConfig::default()
+            .unwrap_or(defaults.max_executor_retries),
+        retained_apps: file.retained_apps.unwrap_or(defaults.retained_apps),
+        retained_drivers: file.retained_drivers.unwrap_or(defaults.retained_drivers),
+        ..defaults
     };
     let config = MasterConfig {
         id: args.id,
