@@ -5,28 +5,27 @@
 //!
 //! Run with `cargo bench -p muster-cli --bench failover` (`MUSTER_BENCH_ROUNDS`, default 10).
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use muster_proto::v1::StatusRequest;
 use muster_proto::v1::cluster_client::ClusterClient;
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+
+// The cluster the end-to-end tests start: masters and workers as child processes, stopped
+// when dropped, logs in a temporary directory (kept with `MUSTER_TEST_KEEP`).
+#[allow(dead_code)]
+#[path = "../../../tests/support.rs"]
+mod support;
+
+use support::{Masters, Process, start_worker};
 
 const MASTERS: usize = 3;
 const DEADLINE: Duration = Duration::from_secs(60);
 
-fn muster() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_muster"))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// What a round does to the leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    Kill,
+    Freeze,
 }
 
 /// What one master says, asked directly (no forwarding), or `None` if it does not answer
@@ -78,75 +77,21 @@ fn ask(runtime: &tokio::runtime::Runtime, addr: &str) -> Option<View> {
 }
 
 struct Cluster {
-    addrs: Vec<String>,
-    peers: String,
-    dir: tempfile::TempDir,
-    masters: Vec<Child>,
-    workers: Vec<Child>,
+    masters: Masters,
+    _workers: Vec<Process>,
 }
 
 impl Cluster {
     fn start() -> Self {
-        let addrs: Vec<String> = (0..MASTERS)
-            .map(|_| format!("127.0.0.1:{}", free_port()))
+        let masters = Masters::start();
+        let workers = ["w1", "w2"]
+            .into_iter()
+            .map(|name| start_worker(&masters, name, 2))
             .collect();
-        let peers = addrs
-            .iter()
-            .enumerate()
-            .map(|(i, a)| format!("{}={a}", i + 1))
-            .collect::<Vec<_>>()
-            .join(",");
-        let mut cluster = Self {
-            addrs,
-            peers,
-            dir: tempfile::tempdir().unwrap(),
-            masters: Vec::new(),
-            workers: Vec::new(),
-        };
-        for id in 1..=MASTERS {
-            let master = cluster.spawn_master(id);
-            cluster.masters.push(master);
+        Self {
+            masters,
+            _workers: workers,
         }
-        for name in ["w1", "w2"] {
-            let worker = muster()
-                .args(["worker", "--cores", "2", "--memory", "2048", "--host", name])
-                .arg("--work-dir")
-                .arg(cluster.dir.path().join(name))
-                .env("MUSTER_MASTERS", cluster.addrs.join(","))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            cluster.workers.push(worker);
-        }
-        cluster
-    }
-
-    fn spawn_master(&self, id: usize) -> Child {
-        muster()
-            .args([
-                "master",
-                "--id",
-                &id.to_string(),
-                "--listen",
-                &self.addrs[id - 1],
-            ])
-            .args(["--peers", &self.peers])
-            .arg("--data-dir")
-            .arg(self.dir.path().join(format!("master-{id}")))
-            .stdout(Stdio::null())
-            .stderr(match std::env::var_os("MUSTER_BENCH_LOGS") {
-                Some(dir) => Stdio::from(
-                    std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(Path::new(&dir).join(format!("master-{id}.log")))
-                        .unwrap(),
-                ),
-                None => Stdio::null(),
-            })
-            .spawn()
-            .unwrap()
     }
 
     /// Waits until some master leads, ALIVE, with both workers, and every master follows
@@ -155,7 +100,8 @@ impl Cluster {
     fn settled(&self, runtime: &tokio::runtime::Runtime) -> usize {
         let start = Instant::now();
         loop {
-            let views: Vec<Option<View>> = self.addrs.iter().map(|a| ask(runtime, a)).collect();
+            let views: Vec<Option<View>> =
+                self.masters.addrs.iter().map(|a| ask(runtime, a)).collect();
             let leader = views.iter().flatten().map(|v| v.leader).next().unwrap_or(0) as usize;
             let agreed = views.iter().all(|v| {
                 v.as_ref().is_some_and(|v| {
@@ -179,27 +125,20 @@ impl Cluster {
     }
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for child in self.workers.iter_mut().chain(self.masters.iter_mut()) {
-            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGCONT);
-            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
-            let _ = child.wait();
-        }
-    }
-}
-
 /// One fault on the leader: seconds until another master leads, and until it is ALIVE with
 /// every worker.
-fn round(cluster: &mut Cluster, runtime: &tokio::runtime::Runtime, signal: Signal) -> (f64, f64) {
+fn round(cluster: &mut Cluster, runtime: &tokio::runtime::Runtime, fault: Fault) -> (f64, f64) {
     let leader = cluster.settled(runtime);
-    let pid = Pid::from_raw(cluster.masters[leader - 1].id() as i32);
+    let slot = &mut cluster.masters.running[leader - 1];
     let start = Instant::now();
-    kill(pid, signal).unwrap();
+    match fault {
+        Fault::Kill => slot.take().expect("the leader runs").crash(),
+        Fault::Freeze => slot.as_ref().expect("the leader runs").freeze(),
+    }
     let mut elected = None;
     let alive = 'waiting: loop {
         for id in (1..=MASTERS).filter(|&id| id != leader) {
-            let Some(view) = ask(runtime, &cluster.addrs[id - 1]) else {
+            let Some(view) = ask(runtime, &cluster.masters.addrs[id - 1]) else {
                 continue;
             };
             if view.leader == id as u64 {
@@ -213,11 +152,12 @@ fn round(cluster: &mut Cluster, runtime: &tokio::runtime::Runtime, signal: Signa
         std::thread::sleep(Duration::from_millis(10));
     };
     // Bring the old leader back for the next round.
-    if signal == Signal::SIGKILL {
-        let _ = cluster.masters[leader - 1].wait();
-        cluster.masters[leader - 1] = cluster.spawn_master(leader);
-    } else {
-        kill(pid, Signal::SIGCONT).unwrap();
+    match fault {
+        Fault::Kill => cluster.masters.running[leader - 1] = Some(cluster.masters.spawn(leader)),
+        Fault::Freeze => cluster.masters.running[leader - 1]
+            .as_ref()
+            .expect("the leader runs")
+            .thaw(),
     }
     (elected.unwrap_or(alive).as_secs_f64(), alive.as_secs_f64())
 }
@@ -242,11 +182,10 @@ fn main() {
         .unwrap_or(10);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let mut cluster = Cluster::start();
-    let driver = muster()
-        .args(["submit", "--supervise", "--", "/bin/sleep", "1000"])
-        .env("MUSTER_MASTERS", cluster.addrs.join(","))
-        .output()
-        .unwrap();
+    let driver = Masters::client(
+        &cluster.masters.list_from(1),
+        &["submit", "--supervise", "--", "/bin/sleep", "1000"],
+    );
     assert!(driver.status.success(), "the driver was not accepted");
     println!(
         "failover: {rounds} rounds each; seconds until a new leader is ALIVE with every worker"
@@ -256,11 +195,11 @@ fn main() {
         "fault", "elect p50", "ALIVE p50", "ALIVE p90", "ALIVE max", "ratio"
     );
     let mut samples = Vec::new();
-    for (name, signal) in [("SIGKILL", Signal::SIGKILL), ("SIGSTOP", Signal::SIGSTOP)] {
+    for (name, fault) in [("SIGKILL", Fault::Kill), ("SIGSTOP", Fault::Freeze)] {
         let mut elected = Vec::new();
         let mut alive = Vec::new();
         for _ in 0..rounds {
-            let (e, a) = round(&mut cluster, &runtime, signal);
+            let (e, a) = round(&mut cluster, &runtime, fault);
             elected.push(e);
             alive.push(a);
             samples.push((name, e, a));
