@@ -39,7 +39,8 @@ pub struct LeaderFinder {
     silent: Option<String>,
     /// Masters that failed since the last success or hint.
     failed: usize,
-    /// Hints followed since the last success: masters with stale views may name each other.
+    /// Hints followed in a row, with no failure between: masters with stale views may name
+    /// each other.
     hints: usize,
     backoff: Duration,
 }
@@ -82,17 +83,18 @@ impl LeaderFinder {
         addr
     }
 
-    /// A master named `leader` as the leader: it is asked next, at once. Returns how long
-    /// to wait first: nothing, unless hints have gone round more than every master without
-    /// a leader found (stale views naming each other), when the hint is dropped and the
-    /// caller backs off as after a failure.
+    /// A master named `leader` as the leader: it is asked next, at once, and the search
+    /// starts its back-off afresh. Returns how long to wait first: nothing, unless more hints
+    /// than masters came in a row with nothing else between (stale views naming each
+    /// other), when the hint is dropped and the caller backs off as after a failure.
     pub fn hinted(&mut self, leader: &str) -> Duration {
         self.hints += 1;
         if self.hints > self.masters.len() {
-            self.hints = 0;
-            return self.failed();
+            return self.back_off();
         }
         self.hinted = Some(leader.to_owned());
+        self.failed = 0;
+        self.backoff = FIRST_BACKOFF;
         Duration::ZERO
     }
 
@@ -105,10 +107,16 @@ impl LeaderFinder {
     /// Asking the last master gave nothing; returns how long to wait before asking the next
     /// one: nothing until every master failed in a row, then a back-off that doubles.
     pub fn failed(&mut self) -> Duration {
+        self.hints = 0;
         self.failed += 1;
         if !self.failed.is_multiple_of(self.masters.len()) {
             return Duration::ZERO;
         }
+        self.back_off()
+    }
+
+    /// The next wait of the back-off, which doubles each time.
+    fn back_off(&mut self) -> Duration {
         // Jitter spreads callers that lost the leader together apart.
         let jitter = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -169,6 +177,18 @@ mod tests {
             waited += f.hinted(other);
         }
         assert!(waited > Duration::ZERO, "stale hints end in a back-off");
+    }
+
+    #[test]
+    fn a_stale_hint_to_a_dead_leader_does_not_slow_the_search() {
+        // During an election followers still name the old leader, which refuses connections.
+        let mut f = finder();
+        for _ in 0..12 {
+            f.next_master();
+            assert_eq!(f.hinted("m1"), Duration::ZERO);
+            assert_eq!(f.next_master(), "m1");
+            assert_eq!(f.failed(), Duration::ZERO);
+        }
     }
 
     #[test]
