@@ -318,6 +318,21 @@ pub fn wait_for(masters: &Masters, what: &str, done: impl Fn(&Value) -> bool) ->
     }
 }
 
+/// Submits a driver with `args` and returns its id.
+pub fn submit(masters: &Masters, args: &[&str]) -> String {
+    let mut command = vec!["submit"];
+    command.extend_from_slice(args);
+    stdout(&Masters::client(&masters.list_from(1), &command))
+}
+
+/// Waits until driver `id` runs with a process, and returns its process id.
+pub fn driver_pid(masters: &Masters, id: &str) -> u64 {
+    let status = wait_for(masters, "the driver running", |s| {
+        driver(s, id).is_some_and(|d| d["pid"].is_u64())
+    });
+    driver(&status, id).unwrap()["pid"].as_u64().unwrap()
+}
+
 /// Driver `id` as status shows it.
 pub fn driver<'s>(status: &'s Value, id: &str) -> Option<&'s Value> {
     status["drivers"]

@@ -4,13 +4,7 @@
 
 use std::time::Instant;
 
-use crate::support::{Masters, alive, driver, start_worker, stdout, wait_for};
-
-fn submit(masters: &Masters, args: &[&str]) -> String {
-    let mut command = vec!["submit"];
-    command.extend_from_slice(args);
-    stdout(&Masters::client(&masters.list_from(1), &command))
-}
+use crate::support::{Masters, alive, driver, driver_pid, start_worker, submit, wait_for};
 
 #[test]
 fn a_driver_runs_on_a_worker_and_ends_with_its_exit_code() {
@@ -97,10 +91,7 @@ fn killing_the_leader_keeps_every_process_and_work_is_placed_again() {
         &masters,
         &["--supervise", "--name", "long", "--", "/bin/sleep", "1000"],
     );
-    let before = wait_for(&masters, "the driver running", |s| {
-        driver(s, &long).is_some_and(|d| d["pid"].is_u64())
-    });
-    let pid = driver(&before, &long).unwrap()["pid"].as_u64().unwrap();
+    let pid = driver_pid(&masters, &long);
 
     let killed = Instant::now();
     masters.running[first as usize - 1]
@@ -146,10 +137,7 @@ fn a_lost_workers_supervised_driver_relaunches_elsewhere_under_a_new_id() {
     masters.leader(0);
     let first = start_worker(&masters, "w1", 2);
     let id = submit(&masters, &["--supervise", "--", "/bin/sleep", "1000"]);
-    let status = wait_for(&masters, "the driver running", |s| {
-        driver(s, &id).is_some_and(|d| d["pid"].is_u64())
-    });
-    let pid = driver(&status, &id).unwrap()["pid"].as_u64().unwrap();
+    let pid = driver_pid(&masters, &id);
     let _second = start_worker(&masters, "w2", 2);
 
     // The machine goes away: the worker and everything it runs.
@@ -195,10 +183,7 @@ fn all_masters_restarted_recover_from_disk_and_the_worker_reconnects() {
     masters.leader(0);
     let _worker = start_worker(&masters, "w1", 4);
     let long = submit(&masters, &["--supervise", "--", "/bin/sleep", "1000"]);
-    let before = wait_for(&masters, "the driver running", |s| {
-        driver(s, &long).is_some_and(|d| d["pid"].is_u64())
-    });
-    let pid = driver(&before, &long).unwrap()["pid"].as_u64().unwrap();
+    let pid = driver_pid(&masters, &long);
 
     for master in &mut masters.running {
         master.take().expect("every master runs").crash();

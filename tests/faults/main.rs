@@ -13,16 +13,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support::{
-    Masters, Proxy, TWO_SLEEPERS, alive, app, app_run, driver, running_executors, start_worker,
-    start_worker_via, stdout, wait_for,
+    Masters, Proxy, TWO_SLEEPERS, alive, app, app_run, driver, driver_pid, running_executors,
+    start_worker, start_worker_via, submit, wait_for,
 };
-
-/// Submits a driver and returns its id.
-fn submit(masters: &Masters, args: &[&str]) -> String {
-    let mut all = vec!["submit"];
-    all.extend_from_slice(args);
-    stdout(&Masters::client(&masters.list_from(1), &all))
-}
 
 /// The leader's id, once one is ALIVE with `workers` ALIVE workers, asking every master but
 /// `skip` (1-based; 0 skips none).
@@ -155,12 +148,7 @@ fn a_worker_frozen_past_its_timeout_comes_back_without_a_second_copy() {
     masters.leader(0);
     let w1 = start_worker(&masters, "w1", 2);
     let driver_id = submit(&masters, &["--supervise", "--", "/bin/sleep", "1000"]);
-    let status = wait_for(&masters, "the driver running", |s| {
-        driver(s, &driver_id).is_some_and(|d| d["pid"].is_u64())
-    });
-    let original = driver(&status, &driver_id).unwrap()["pid"]
-        .as_u64()
-        .unwrap();
+    let original = driver_pid(&masters, &driver_id);
     let _w2 = start_worker(&masters, "w2", 2);
     wait_for(&masters, "two workers", |s| {
         s["workers"].as_array().unwrap().len() == 2
@@ -227,9 +215,7 @@ fn a_driver_that_exits_during_a_failover_ends_finished_with_its_exit_code() {
         release.display()
     );
     let driver_id = submit(&masters, &["--", "/bin/sh", "-c", &script]);
-    wait_for(&masters, "the driver running", |s| {
-        driver(s, &driver_id).is_some_and(|d| d["pid"].is_u64())
-    });
+    driver_pid(&masters, &driver_id);
 
     // The leader dies and the driver exits before anyone leads again.
     masters.running[old - 1]
@@ -321,12 +307,7 @@ fn a_fencing_worker_cut_off_from_the_masters_stops_its_work_before_it_is_relaunc
         .join(",");
     let _w1 = start_worker_via(&masters, "w1", 2, &via, &["--fence"]);
     let driver_id = submit(&masters, &["--supervise", "--", "/bin/sleep", "1000"]);
-    let status = wait_for(&masters, "the driver running", |s| {
-        driver(s, &driver_id).is_some_and(|d| d["pid"].is_u64())
-    });
-    let original = driver(&status, &driver_id).unwrap()["pid"]
-        .as_u64()
-        .unwrap();
+    let original = driver_pid(&masters, &driver_id);
     let _w2 = start_worker(&masters, "w2", 2);
     wait_for(&masters, "two workers", |s| {
         s["workers"].as_array().unwrap().len() == 2
