@@ -8,13 +8,15 @@
 #[path = "../support.rs"]
 mod support;
 
+use std::io::BufReader;
+use std::process::ChildStdout;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::support::{
-    Masters, Proxy, TWO_SLEEPERS, alive, app, app_run, driver, driver_pid, running_executors,
-    start_worker, start_worker_via, submit, wait_for,
+    Masters, Process, Proxy, TWO_SLEEPERS, alive, app, app_run, driver, driver_pid,
+    running_executors, start_worker, start_worker_via, submit, wait_for,
 };
 
 /// The leader's id, once one is ALIVE with `workers` ALIVE workers, asking every master but
@@ -75,19 +77,39 @@ fn pids(status: &Value) -> Vec<u64> {
     pids
 }
 
+/// A supervised driver and an attached two-executor application, all running.
+struct Work {
+    driver: String,
+    app: String,
+    /// The application's client and its output, attached while this lives.
+    _client: (Process, BufReader<ChildStdout>),
+    /// Every process id, sorted.
+    pids: Vec<u64>,
+}
+
+fn start_work(masters: &Masters) -> Work {
+    let driver = submit(masters, &["--supervise", "--", "/bin/sleep", "1000"]);
+    let (client, app, events) = app_run(masters, TWO_SLEEPERS);
+    let status = wait_for(masters, "the driver and two executors running", |s| {
+        self::driver(s, &driver).is_some_and(|d| d["pid"].is_u64())
+            && running_executors(s, &app).len() == 2
+    });
+    Work {
+        pids: pids(&status),
+        driver,
+        app,
+        _client: (client, events),
+    }
+}
+
 #[test]
 fn a_frozen_leader_is_replaced_within_seconds_and_nothing_runs_twice() {
     let mut masters = Masters::start();
     let old = masters.leader(0) as usize;
     let _w1 = start_worker(&masters, "w1", 2);
     let _w2 = start_worker(&masters, "w2", 2);
-    let driver_id = submit(&masters, &["--supervise", "--", "/bin/sleep", "1000"]);
-    let (_client, app_id, _events) = app_run(&masters, TWO_SLEEPERS);
-    let before = wait_for(&masters, "the driver and two executors running", |s| {
-        driver(s, &driver_id).is_some_and(|d| d["pid"].is_u64())
-            && running_executors(s, &app_id).len() == 2
-    });
-    let before_pids = pids(&before);
+    let work = start_work(&masters);
+    let (driver_id, app_id, before_pids) = (&work.driver, &work.app, work.pids.clone());
     assert_eq!(before_pids.len(), 3);
 
     // The leader stops answering anyone, its sockets still open.
@@ -107,12 +129,12 @@ fn a_frozen_leader_is_replaced_within_seconds_and_nothing_runs_twice() {
         "the same processes, nothing lost"
     );
     assert_eq!(
-        driver(&after, &driver_id).unwrap()["state"],
+        driver(&after, driver_id).unwrap()["state"],
         "RUNNING",
         "the supervised driver was neither lost nor relaunched"
     );
     assert!(
-        app(&after, &app_id).is_some(),
+        app(&after, app_id).is_some(),
         "the application is still active"
     );
 
@@ -242,13 +264,8 @@ fn a_crashed_agent_restarted_on_its_work_dir_adopts_its_processes() {
     let masters = Masters::start();
     masters.leader(0);
     let agent = start_worker(&masters, "w1", 4);
-    let driver_id = submit(&masters, &["--supervise", "--", "/bin/sleep", "1000"]);
-    let (_client, app_id, _events) = app_run(&masters, TWO_SLEEPERS);
-    let before = wait_for(&masters, "the driver and two executors running", |s| {
-        driver(s, &driver_id).is_some_and(|d| d["pid"].is_u64())
-            && running_executors(s, &app_id).len() == 2
-    });
-    let before_pids = pids(&before);
+    let work = start_work(&masters);
+    let (driver_id, app_id, before_pids) = (&work.driver, &work.app, work.pids.clone());
 
     // Only the agent dies; what it started runs on. A new agent takes the same work dir.
     agent.crash();
@@ -259,17 +276,17 @@ fn a_crashed_agent_restarted_on_its_work_dir_adopts_its_processes() {
     let after = wait_for(&masters, "the processes reported by the new agent", |s| {
         s["workers"].as_array().unwrap().len() == 1
             && s["workers"][0]["state"] == "ALIVE"
-            && running_executors(s, &app_id).len() == 2
+            && running_executors(s, app_id).len() == 2
             && pids(s) == before_pids
     });
-    assert_eq!(driver(&after, &driver_id).unwrap()["state"], "RUNNING");
+    assert_eq!(driver(&after, driver_id).unwrap()["state"], "RUNNING");
     for pid in &before_pids {
         assert!(alive(*pid), "process {pid} was adopted, not replaced");
     }
     // Nothing was started twice: exactly the original processes run in the work dir.
-    let work = masters.dir.path().join("w1");
+    let work_dir = masters.dir.path().join("w1");
     assert_eq!(
-        sleepers_under(&work),
+        sleepers_under(&work_dir),
         3,
         "one driver and two executors, no copies"
     );
