@@ -107,8 +107,13 @@ fn start_time(pid: u32) -> io::Result<u64> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no process {pid}")))
 }
 
-/// The fields of `/proc/<pid>/stat` after the command name: the state is the first, the start
-/// time the twentieth.
+/// The process group of process `pid`.
+pub fn process_group(pid: u32) -> Option<u32> {
+    stat_fields(pid)?.get(2)?.parse().ok()
+}
+
+/// The fields of `/proc/<pid>/stat` after the command name: the state is the first, the
+/// process group the third, the start time the twentieth.
 fn stat_fields(pid: u32) -> Option<Vec<String>> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, rest) = stat.rsplit_once(')')?;

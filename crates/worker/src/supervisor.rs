@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::records::{Record, Records, exit_code, still_runs};
+use crate::records::{Record, Records, exit_code, process_group, still_runs};
 
 /// Runs the program and writes its exit code next to it, for a later agent to read. The
 /// wrapper outlives a SIGTERM to the group (a handler, unlike an ignored signal, is not
@@ -394,13 +394,7 @@ impl Supervisor {
             if pid == me || !started_here {
                 continue;
             }
-            let group = fs::read_to_string(entry.path().join("stat"))
-                .ok()
-                .and_then(|stat| {
-                    let (_, rest) = stat.rsplit_once(')')?;
-                    rest.split_whitespace().nth(2)?.parse::<u32>().ok()
-                });
-            if group.is_some_and(|group| adopted.contains(&group)) {
+            if process_group(pid).is_some_and(|group| adopted.contains(&group)) {
                 continue;
             }
             tracing::warn!(pid, "killing a process nobody accounts for");
