@@ -231,23 +231,13 @@ impl Session {
                         term: self.term,
                         body: Some(body),
                     };
-                    if let Some(sender) = inner.workers.get(&link)
-                        && sender.try_send(Ok(message)).is_err()
-                    {
-                        tracing::warn!(?link, "worker stream full: closing it");
-                        inner.workers.remove(&link);
-                    }
+                    send_or_close(&mut inner.workers, link, message);
                 }
                 Action::ToApp { link, message } => {
                     let event = AppEvent {
                         body: Some(app_event(message)),
                     };
-                    if let Some(sender) = inner.apps.get(&link)
-                        && sender.try_send(Ok(event)).is_err()
-                    {
-                        tracing::warn!(?link, "application stream full: closing it");
-                        inner.apps.remove(&link);
-                    }
+                    send_or_close(&mut inner.apps, link, event);
                 }
                 Action::Close { link, reason } => {
                     let status = match reason {
@@ -389,6 +379,21 @@ impl Session {
             }),
             ToWorker::KillDriver(id) => Body::KillDriver(KillDriver { driver_id: id.0 }),
         })
+    }
+}
+
+/// Queues `message` on `link`'s stream; a stream whose queue is full (or whose peer left) is
+/// closed rather than losing a message: its peer reconnects and reconciles.
+fn send_or_close<T>(
+    links: &mut HashMap<LinkId, mpsc::Sender<Result<T, Status>>>,
+    link: LinkId,
+    message: T,
+) {
+    if let Some(sender) = links.get(&link)
+        && sender.try_send(Ok(message)).is_err()
+    {
+        tracing::warn!(?link, "stream full or gone: closing it");
+        links.remove(&link);
     }
 }
 
