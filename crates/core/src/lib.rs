@@ -23,6 +23,8 @@
 //!
 //! # Layout
 //!
+//! * [`ids`]: every identifier (workers, apps, drivers, executors, queues, requests, terms)
+//!   and the leader's timestamps, for the whole workspace.
 //! * [`model`]: the input [`Snapshot`] and its validation.
 //! * [`plan`]: the output [`Plan`].
 //! * `ledger`: per-worker usage during the pass, and what a worker offers to a queue.
@@ -37,6 +39,7 @@
 
 mod drivers;
 mod executors;
+pub mod ids;
 mod ledger;
 pub mod model;
 mod pass;

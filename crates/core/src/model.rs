@@ -10,55 +10,10 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::ids::{AppId, DriverId, QueueName, WorkerId};
+
 /// Custom resources (e.g. `gpu`) by name, as whole amounts.
 pub type ResourceAmounts = BTreeMap<String, u32>;
-
-macro_rules! id_type {
-    ($(#[$doc:meta])* $name:ident) => {
-        $(#[$doc])*
-        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(transparent)]
-        pub struct $name(pub String);
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
-        impl From<&str> for $name {
-            fn from(id: &str) -> Self {
-                Self(id.to_owned())
-            }
-        }
-    };
-}
-
-id_type!(
-    /// A worker's id, chosen by the worker. Ordering is string ordering, as in Spark.
-    WorkerId
-);
-id_type!(
-    /// An application's id.
-    AppId
-);
-id_type!(
-    /// A driver's id.
-    DriverId
-);
-id_type!(
-    /// A queue's name.
-    QueueName
-);
-
-impl Default for QueueName {
-    fn default() -> Self {
-        Self(DEFAULT_QUEUE.to_owned())
-    }
-}
-
-/// The queue that always exists, and that apps and drivers use when they name none.
-pub const DEFAULT_QUEUE: &str = "default";
 
 /// Everything one scheduling pass looks at.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 use crate::drivers::place_drivers;
 use crate::executors::{ExecutorPlacer, ExecutorRequest};
+use crate::ids::QueueName;
 use crate::ledger::{Ledger, Need, share};
-use crate::model::{AppRequest, QueueName, Snapshot};
+use crate::model::{AppRequest, Snapshot};
 use crate::plan::{ExecutorGrant, Kind, Plan, WaitReason, Waiting};
 use crate::queues::{Admission, Queues, prior_first};
 use crate::wait::why_nothing_fits;

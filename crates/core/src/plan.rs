@@ -5,7 +5,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::model::{AppId, DriverId, QueueName, ResourceAmounts, WorkerId};
+use crate::ids::{AppId, DriverId, QueueName, WorkerId};
+use crate::model::ResourceAmounts;
 
 /// One scheduling pass's decisions. The master commits it as one log entry; nothing in it
 /// has happened until then.

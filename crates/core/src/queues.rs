@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::{QueueConfig, QueueName};
+use crate::ids::QueueName;
+use crate::model::QueueConfig;
 
 /// How a request is admitted on a worker that hosts prior work.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -31,7 +32,7 @@ impl Queues {
             .collect();
         by_name
             .entry(QueueName::default())
-            .or_insert_with(|| QueueConfig::named(crate::model::DEFAULT_QUEUE));
+            .or_insert_with(|| QueueConfig::named(crate::ids::DEFAULT_QUEUE));
         Self { by_name }
     }
 

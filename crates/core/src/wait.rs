@@ -1,7 +1,7 @@
 //! Why a driver or executor found no worker: the most actionable cause that applies.
 
+use crate::ids::QueueName;
 use crate::ledger::{Ledger, Need};
-use crate::model::QueueName;
 use crate::plan::{Kind, WaitReason};
 use crate::queues::{Admission, Queues};
 

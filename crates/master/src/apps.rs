@@ -3,14 +3,14 @@
 
 use std::sync::Arc;
 
-use muster_core::model::AppId;
+use muster_core::ids::{AppId, ExecutorId, RequestId};
 use muster_proto::v1::app_link_server::{AppLink, AppLinkServer};
 use muster_proto::v1::app_message::Body as Up;
 use muster_proto::v1::{AppEvent, AppMessage, RegisterApp};
 use muster_raft::{RaftNode, WriteError};
 use muster_state::commands::SubmitApp;
 use muster_state::model::AppDescription;
-use muster_state::{Command, ExecutorId, Op, Outcome, RequestId};
+use muster_state::{Command, Op, Outcome};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 

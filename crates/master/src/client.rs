@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use muster_core::ids::RequestId;
 use muster_core::model::{QueueConfig, ResourceAmounts};
 use muster_proto::discovery::LEADER_HEADER;
 use muster_proto::v1::cluster_client::ClusterClient;
@@ -18,7 +19,7 @@ use muster_proto::v1::{
 use muster_raft::{RaftNode, WriteError};
 use muster_state::commands::{KillApp, KillDriver, SetQueues, SubmitDriver};
 use muster_state::model::{DriverDescription, DriverState};
-use muster_state::{ApplyError, ClusterState, Command, Op, Outcome, RequestId, Response};
+use muster_state::{ApplyError, ClusterState, Command, Op, Outcome, Response};
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Status};
 
@@ -223,7 +224,7 @@ impl ClusterService {
         };
         StatusReply {
             leader: leadership.leader.map_or(0, |(id, _)| id),
-            term: leadership.term,
+            term: leadership.term.0,
             recovery_state: session
                 .as_ref()
                 .map_or("STANDBY", |s| s.recovery_state().name())

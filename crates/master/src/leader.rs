@@ -46,15 +46,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use muster_core::model::{AppId, DriverId, PassConfig, QueueConfig, WorkerId, WorkerState};
+use muster_core::ids::{AppId, DriverId, ExecutorId, RequestId, Term, WorkerId};
+use muster_core::model::{PassConfig, QueueConfig, WorkerState};
 use muster_state::commands::{
     AppFinished, ApplyPlan, DriverStateChanged, ExecutorStateChanged, KillExecutors,
     RegisterWorker, SetExecutorLimit, SetQueues, WorkerLost,
 };
 use muster_state::model::{AppState, DriverState, Executor, ExecutorState};
-use muster_state::{
-    ApplyError, ClusterState, Effects, ExecutorId, Op, Outcome, RequestId, Response,
-};
+use muster_state::{ApplyError, ClusterState, Effects, Op, Outcome, Response};
 
 /// How many times a launch is sent before it is given up as lost.
 pub const LAUNCH_ATTEMPTS: u32 = 3;
@@ -426,7 +425,7 @@ enum Purpose {
 
 /// The leader of one term.
 pub struct Leader {
-    term: u64,
+    term: Term,
     config: SessionConfig,
     recovery: RecoveryState,
     /// When recovery gives up waiting, once the state has been read.
@@ -462,7 +461,7 @@ pub struct Leader {
 
 impl Leader {
     /// The leader of `term`, starting to recover at `now`.
-    pub fn new(term: u64, config: SessionConfig, now: Instant) -> Self {
+    pub fn new(term: Term, config: SessionConfig, now: Instant) -> Self {
         Self {
             term,
             config,
@@ -678,7 +677,7 @@ impl Leader {
     }
 
     fn become_alive(&mut self) {
-        tracing::info!(term = self.term, "leader ALIVE");
+        tracing::info!(term = %self.term, "leader ALIVE");
         self.recovery = RecoveryState::Alive;
         self.pass_wanted = true;
     }
@@ -1301,7 +1300,7 @@ impl Leader {
         // Each pass draws its drivers' starting worker afresh, from the term and the pass
         // number; the plan carries the outcome, so replicas never need the seed.
         let pass = PassConfig {
-            seed: self.term.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ self.passes,
+            seed: self.term.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ self.passes,
             ..self.config.pass.clone()
         };
         let plan = match muster_core::schedule(&state.scheduling_snapshot(pass)) {

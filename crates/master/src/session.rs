@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use muster_core::ids::{Term, Timestamp};
 use muster_proto::v1::app_event::Body as AppBody;
 use muster_proto::v1::master_message::Body;
 use muster_proto::v1::{
@@ -25,7 +26,7 @@ use muster_proto::v1::{
     KillDriver, KillExecutor, LaunchDriver, LaunchExecutor, MasterMessage, Registered,
 };
 use muster_raft::{Applied, Leadership, RaftNode, WriteError};
-use muster_state::{ClusterState, Command, Timestamp};
+use muster_state::{ClusterState, Command};
 use tokio::sync::{mpsc, watch};
 use tonic::Status;
 
@@ -67,7 +68,7 @@ pub fn now() -> Timestamp {
 /// One term of leadership.
 pub struct Session {
     node: Arc<RaftNode>,
-    term: u64,
+    term: Term,
     /// Told to workers, which fence by it.
     worker_timeout: Duration,
     inner: Mutex<Inner>,
@@ -85,7 +86,7 @@ struct Inner {
 
 impl Session {
     /// Starts the session of `term`: its writer, its ticks and the read that begins recovery.
-    fn start(node: Arc<RaftNode>, config: SessionConfig, term: u64) -> Arc<Self> {
+    fn start(node: Arc<RaftNode>, config: SessionConfig, term: Term) -> Arc<Self> {
         let (proposals, to_write) = mpsc::unbounded_channel();
         let session = Arc::new(Self {
             node,
@@ -127,7 +128,7 @@ impl Session {
         self.inner.lock().unwrap_or_else(|poisoned| {
             let mut inner = poisoned.into_inner();
             if !self.ended.send_replace(true) {
-                tracing::error!(term = self.term, "the leader panicked: its session ends");
+                tracing::error!(term = %self.term, "the leader panicked: its session ends");
                 close_all(&mut inner);
             }
             inner
@@ -228,7 +229,7 @@ impl Session {
                         continue;
                     };
                     let message = MasterMessage {
-                        term: self.term,
+                        term: self.term.0,
                         body: Some(body),
                     };
                     send_or_close(&mut inner.workers, link, message);
@@ -510,7 +511,7 @@ impl Sessions {
 
     /// Keeps the session of `term` while leading with a quorum; ends it otherwise, and starts
     /// a new one when leading again.
-    fn follow_term(&self, term: u64, is_leader: bool, has_quorum: bool) {
+    fn follow_term(&self, term: Term, is_leader: bool, has_quorum: bool) {
         let mut current = self.current.lock().expect("sessions lock");
         let leads = is_leader && has_quorum;
         if current
@@ -523,14 +524,14 @@ impl Sessions {
             && !old.is_over()
         {
             if is_leader && old.term == term {
-                tracing::warn!(term, "no quorum for an election timeout: session ends");
+                tracing::warn!(%term, "no quorum for an election timeout: session ends");
             } else {
-                tracing::info!(term = old.term, "leadership lost: session ends");
+                tracing::info!(term = %old.term, "leadership lost: session ends");
             }
             old.end();
         }
         if leads {
-            tracing::info!(term, "leader: recovering");
+            tracing::info!(%term, "leader: recovering");
             *current = Some(Session::start(
                 Arc::clone(&self.node),
                 self.config.clone(),

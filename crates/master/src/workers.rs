@@ -4,12 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use muster_core::model::WorkerId;
+use muster_core::ids::{ExecutorId, WorkerId};
 use muster_proto::v1::worker_link_server::{WorkerLink, WorkerLinkServer};
 use muster_proto::v1::worker_message::Body as Up;
 use muster_proto::v1::{DriverUpdate, ExecutorUpdate, MasterMessage, Register, WorkerMessage};
 use muster_raft::RaftNode;
-use muster_state::ExecutorId;
 use muster_state::commands::RegisterWorker;
 use muster_state::model::{DriverState, ExecutorState};
 use tokio_stream::wrappers::ReceiverStream;

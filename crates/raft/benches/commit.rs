@@ -9,12 +9,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use muster_core::ids::Timestamp;
 use muster_core::plan::ExecutorGrant;
 use muster_raft::RaftSettings;
 use muster_raft::local::LocalCluster;
 use muster_state::commands::{ApplyPlan, RegisterWorker, SubmitApp};
 use muster_state::model::AppDescription;
-use muster_state::{Command, Op, Outcome, Timestamp};
+use muster_state::{Command, Op, Outcome};
 
 const WORKERS: usize = 100;
 const DEADLINE: Duration = Duration::from_secs(60);

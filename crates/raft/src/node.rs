@@ -6,6 +6,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
+use muster_core::ids::Term;
 use muster_proto::v1::replication_server::ReplicationServer;
 use muster_state::{ClusterState, Command, StateConfig};
 use openraft::error::{ForwardToLeader, InitializeError, RaftError};
@@ -75,7 +76,7 @@ impl RaftSettings {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Leadership {
     /// The current term.
-    pub term: u64,
+    pub term: Term,
     /// The leader's id and address, once a leader is known.
     pub leader: Option<(NodeId, String)>,
     /// Whether this replica is that leader.
@@ -366,7 +367,7 @@ fn watch_leadership(id: NodeId, raft: &Raft) -> watch::Receiver<Leadership> {
                     Some((leader, node.addr.clone()))
                 });
                 Leadership {
-                    term: m.vote.leader_id().term,
+                    term: Term(m.vote.leader_id().term),
                     is_leader: m.state == ServerState::Leader && m.current_leader == Some(id),
                     leader,
                 }

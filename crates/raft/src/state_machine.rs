@@ -11,6 +11,7 @@
 use std::io::Cursor;
 use std::sync::{Arc, RwLock};
 
+use muster_core::ids::Term;
 use muster_state::{ClusterState, Response};
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
@@ -157,7 +158,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             results.push(match entry.payload {
                 EntryPayload::Blank => Ok(Response::default()),
                 EntryPayload::Normal(command) => {
-                    state.apply_in_term(entry.log_id.leader_id.term, &command)
+                    state.apply_in_term(Term(entry.log_id.leader_id.term), &command)
                 }
                 EntryPayload::Membership(membership) => {
                     self.last_membership = StoredMembership::new(Some(entry.log_id), membership);

@@ -34,7 +34,6 @@
 //! * `scheduling`: the [`muster_core::Snapshot`] a scheduling pass sees.
 
 pub mod commands;
-pub mod ids;
 mod invariants;
 pub mod model;
 mod response;
@@ -43,7 +42,6 @@ mod snapshot;
 mod state;
 
 pub use commands::{Command, Op};
-pub use ids::{ExecutorId, RequestId, Timestamp};
 pub use response::{ApplyError, Effects, Outcome, Rejected, Response};
 pub use snapshot::{SNAPSHOT_FORMAT, SnapshotError};
 pub use state::{ClusterState, StateConfig};

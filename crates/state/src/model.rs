@@ -3,10 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use muster_core::model::{AppId, DriverId, QueueName, ResourceAmounts, WorkerId, WorkerState};
+use muster_core::ids::{AppId, DriverId, ExecutorId, QueueName, Timestamp, WorkerId};
+use muster_core::model::{ResourceAmounts, WorkerState};
 use serde::{Deserialize, Serialize};
-
-use crate::ids::{ExecutorId, Timestamp};
 
 /// A registered worker and what runs on it according to the log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

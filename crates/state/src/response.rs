@@ -4,10 +4,9 @@
 use std::fmt;
 
 use muster_core::InputError;
-use muster_core::model::{AppId, DriverId, QueueName, WorkerId};
+use muster_core::ids::{AppId, DriverId, ExecutorId, QueueName, Term, WorkerId};
 use serde::{Deserialize, Serialize};
 
-use crate::ids::ExecutorId;
 use crate::model::{AppState, DriverState, Executor};
 
 /// The result of one applied command.
@@ -109,9 +108,9 @@ pub enum ApplyError {
     /// term `entry`.
     StaleTerm {
         /// The term of the session that decided it.
-        decided: u64,
+        decided: Term,
         /// The term of the log entry that carries it.
-        entry: u64,
+        entry: Term,
     },
 }
 

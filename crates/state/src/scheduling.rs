@@ -9,8 +9,9 @@ impl ClusterState {
     /// What a scheduling pass needs: workers with their usage and whether they run prior
     /// work, waiting drivers and active apps in submission order, and the queues.
     pub fn scheduling_snapshot(&self, config: PassConfig) -> core::Snapshot {
-        let prior =
-            |queue: &core::QueueName| self.queues.iter().any(|q| &q.name == queue && q.prior);
+        let prior = |queue: &muster_core::ids::QueueName| {
+            self.queues.iter().any(|q| &q.name == queue && q.prior)
+        };
         let workers = self
             .workers
             .values()

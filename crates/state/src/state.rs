@@ -3,10 +3,10 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use muster_core::model::{AppId, DriverId, QueueConfig, ResourceAmounts, WorkerId, WorkerState};
+use muster_core::ids::{AppId, DriverId, ExecutorId, RequestId, Timestamp, WorkerId};
+use muster_core::model::{QueueConfig, ResourceAmounts, WorkerState};
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{ExecutorId, RequestId, Timestamp};
 use crate::model::{App, AppState, Driver, DriverDescription, DriverState, ExecutorState, Worker};
 use crate::response::{ApplyError, Effects, Response};
 
@@ -152,8 +152,8 @@ impl ClusterState {
             .ok_or_else(|| ApplyError::UnknownApp(id.clone()))
     }
 
-    pub(crate) fn queue_exists(&self, name: &muster_core::model::QueueName) -> bool {
-        name.0 == muster_core::model::DEFAULT_QUEUE || self.queues.iter().any(|q| &q.name == name)
+    pub(crate) fn queue_exists(&self, name: &muster_core::ids::QueueName) -> bool {
+        name.0 == muster_core::ids::DEFAULT_QUEUE || self.queues.iter().any(|q| &q.name == name)
     }
 
     pub(crate) fn take_submission(&mut self) -> u64 {

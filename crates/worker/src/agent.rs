@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use muster_core::model::WorkerId;
+use muster_core::ids::{ExecutorId, Term, WorkerId};
 use muster_proto::discovery::{LeaderFinder, leader_hint};
 use muster_proto::v1::master_message::Body as Down;
 use muster_proto::v1::worker_link_client::WorkerLinkClient;
@@ -29,7 +29,6 @@ use muster_proto::v1::{
     DriverUpdate, ExecutorUpdate, Heartbeat, MasterMessage, Register, RunningDriver,
     RunningExecutor, WorkerMessage,
 };
-use muster_state::ExecutorId;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
@@ -135,7 +134,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) {
         contact_saved: last_contact,
         fence_after,
         fenced: BTreeSet::new(),
-        highest_term: 0,
+        highest_term: Term::default(),
     };
     tokio::select! {
         () = agent.serve() => {}
@@ -162,7 +161,7 @@ struct Agent {
     /// Workloads killed by the fence, whose ends are reported as lost.
     fenced: BTreeSet<Workload>,
     /// The newest leader term seen.
-    highest_term: u64,
+    highest_term: Term,
 }
 
 /// Why a stream ended.
@@ -396,15 +395,16 @@ impl Agent {
 
     /// Carries out one command from the leader, unless an older term sent it.
     async fn obey(&mut self, message: MasterMessage, up: &mpsc::Sender<WorkerMessage>) {
-        if message.term < self.highest_term {
+        let term = Term(message.term);
+        if term < self.highest_term {
             tracing::warn!(
-                term = message.term,
-                newest = self.highest_term,
+                %term,
+                newest = %self.highest_term,
                 "ignoring a deposed leader"
             );
             return;
         }
-        self.highest_term = message.term;
+        self.highest_term = term;
         let Some(body) = message.body else { return };
         match body {
             Down::Registered(registered) => {

@@ -26,8 +26,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use muster_core::model::{AppId, DriverId};
-use muster_state::ExecutorId;
+use muster_core::ids::{AppId, DriverId, ExecutorId};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};

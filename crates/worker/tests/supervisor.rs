@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use muster_state::ExecutorId;
+use muster_core::ids::ExecutorId;
 use muster_worker::supervisor::{
     LaunchError, LaunchSpec, ProcessEvent, ProcessState, Supervisor, SupervisorConfig, Workload,
 };

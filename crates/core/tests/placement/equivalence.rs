@@ -242,11 +242,11 @@ fn check_safety(snapshot: &Snapshot, plan: &Plan) -> Result<(), TestCaseError> {
         })
         .collect();
     let workers: BTreeMap<_, _> = snapshot.workers.iter().map(|w| (w.id.clone(), w)).collect();
-    let mut place = |worker: &muster_core::model::WorkerId,
+    let mut place = |worker: &muster_core::ids::WorkerId,
                      cores: u32,
                      memory: u64,
                      resources: &BTreeMap<String, u32>,
-                     queue: &muster_core::model::QueueName|
+                     queue: &muster_core::ids::QueueName|
      -> Result<(), TestCaseError> {
         let w = workers[worker];
         prop_assert_eq!(w.state, WorkerState::Alive, "work on a non-ALIVE worker");

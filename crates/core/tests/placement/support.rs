@@ -1,8 +1,8 @@
 //! Builders for snapshots and readers for plans.
 
+use muster_core::ids::QueueName;
 use muster_core::model::{
-    AppRequest, DriverRequest, QueueConfig, QueueName, Snapshot, Worker, WorkerSelection,
-    WorkerState,
+    AppRequest, DriverRequest, QueueConfig, Snapshot, Worker, WorkerSelection, WorkerState,
 };
 use muster_core::plan::ExecutorGrant;
 use muster_core::{Plan, spark_reference};

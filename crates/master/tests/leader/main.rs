@@ -33,7 +33,8 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use goldenscript::{Argument, Command, Context};
-use muster_core::model::{AppId, DriverId, PassConfig, WorkerId};
+use muster_core::ids::{AppId, DriverId, ExecutorId, Term, Timestamp, WorkerId};
+use muster_core::model::PassConfig;
 use muster_master::leader::{
     Action, AppRequest, Event, Leader, LinkId, ProcessKey, ProposalId, Registration, Report,
     SessionConfig, ToApp, ToWorker, Update,
@@ -43,7 +44,7 @@ use muster_state::commands::{
     WorkerLost,
 };
 use muster_state::model::{AppDescription, DriverDescription, DriverState, ExecutorState};
-use muster_state::{ClusterState, ExecutorId, Op, StateConfig, Timestamp};
+use muster_state::{ClusterState, Op, StateConfig};
 
 const DRIVER: &str = "driver-19700101000000-";
 /// How often the session ticks its leader.
@@ -60,7 +61,7 @@ test_each_file::test_each_path! { in "crates/master/tests/leader/scripts" as lea
 struct Runner {
     state: ClusterState,
     leader: Option<Leader>,
-    term: u64,
+    term: Term,
     start: Instant,
     now: Instant,
     /// Proposed, not yet committed, in proposal order.
@@ -144,7 +145,7 @@ impl goldenscript::Runner for Runner {
                 String::new()
             }
             "elect" => {
-                self.term = args.number("term", self.term + 1)?;
+                self.term = Term(args.number("term", self.term.0 + 1)?);
                 let config = SessionConfig::default();
                 self.leader = Some(Leader::new(self.term, config, self.now));
                 self.log.clear();
@@ -310,7 +311,7 @@ impl Runner {
         Self {
             state: ClusterState::new(StateConfig::default()),
             leader: None,
-            term: 1,
+            term: Term(1),
             start: now,
             now,
             log: VecDeque::new(),

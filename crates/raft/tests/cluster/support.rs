@@ -8,11 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use muster_core::ids::{RequestId, Timestamp};
 use muster_raft::local::LocalCluster;
 use muster_raft::{NodeId, RaftSettings};
 use muster_state::commands::SubmitApp;
 use muster_state::model::AppDescription;
-use muster_state::{Command, Op, Outcome, RequestId, Timestamp};
+use muster_state::{Command, Op, Outcome};
 use tempfile::TempDir;
 use tokio::sync::{Mutex, MutexGuard};
 

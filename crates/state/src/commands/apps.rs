@@ -3,12 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use muster_core::model::{AppId, positive, resource_amounts};
+use muster_core::ids::{AppId, ExecutorId, Timestamp};
+use muster_core::model::{positive, resource_amounts};
 use serde::{Deserialize, Serialize};
 
 use super::{Apply, program};
 use crate::ClusterState;
-use crate::ids::{ExecutorId, Timestamp};
 use crate::model::{App, AppDescription, AppState, ExecutorState};
 use crate::response::{ApplyError, Effects, Outcome, Response};
 

@@ -1,11 +1,11 @@
 //! Driver lifecycle: submit, kill, and the end a worker reports (Spark reference §1.12).
 
-use muster_core::model::{DriverId, positive, resource_amounts};
+use muster_core::ids::{DriverId, Timestamp};
+use muster_core::model::{positive, resource_amounts};
 use serde::{Deserialize, Serialize};
 
 use super::{Apply, program};
 use crate::ClusterState;
-use crate::ids::Timestamp;
 use crate::model::{DriverDescription, DriverState};
 use crate::response::{ApplyError, Effects, Outcome, Response};
 

@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 pub use apps::ExecutorStateChanged;
 
 use crate::ClusterState;
-use crate::ids::{RequestId, Timestamp};
 use crate::response::{ApplyError, Response};
+use muster_core::ids::{RequestId, Term, Timestamp};
 
 /// One log entry: an op, when the leader proposed it, and the client request it answers.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -34,7 +34,7 @@ pub struct Command {
     /// The term of the leader session that decided this command, when a leader decided it
     /// (reconciliation, liveness, plans); [`ClusterState::apply_in_term`] refuses it in a
     /// later term. Client writes carry `None`: they mean the same in any term.
-    pub term: Option<u64>,
+    pub term: Option<Term>,
     /// What to do.
     pub op: Op,
 }
@@ -92,7 +92,7 @@ impl ClusterState {
     /// [`ApplyError::StaleTerm`], or the op's refusal; the state is unchanged.
     pub fn apply_in_term(
         &mut self,
-        entry_term: u64,
+        entry_term: Term,
         command: &Command,
     ) -> Result<Response, ApplyError> {
         match command.term {

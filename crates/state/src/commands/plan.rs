@@ -6,10 +6,10 @@ use serde::{Deserialize, Serialize};
 
 use super::Apply;
 use crate::ClusterState;
-use crate::ids::{ExecutorId, Timestamp};
 use crate::model::{AppState, DriverState, Executor, ExecutorState};
 use crate::response::{ApplyError, Effects, Outcome, Rejected, Response};
 use crate::state::take;
+use muster_core::ids::{ExecutorId, Timestamp};
 
 /// The launches and grants of one scheduling pass, as `muster-core` produced them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use super::Apply;
 use crate::ClusterState;
-use crate::ids::Timestamp;
 use crate::response::{ApplyError, Response};
+use muster_core::ids::Timestamp;
 
 /// Replaces the queue configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -19,9 +19,8 @@ impl Apply for SetQueues {
     /// Refused when malformed, or when it drops a queue that active apps or drivers use.
     fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
         validate_queues(&self.queues)?;
-        let kept = |name: &muster_core::model::QueueName| {
-            name.0 == muster_core::model::DEFAULT_QUEUE
-                || self.queues.iter().any(|q| &q.name == name)
+        let kept = |name: &muster_core::ids::QueueName| {
+            name.0 == muster_core::ids::DEFAULT_QUEUE || self.queues.iter().any(|q| &q.name == name)
         };
         let in_use = state
             .apps

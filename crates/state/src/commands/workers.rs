@@ -2,12 +2,12 @@
 
 use std::collections::BTreeSet;
 
-use muster_core::model::{ResourceAmounts, WorkerId, WorkerState, positive, resource_amounts};
+use muster_core::ids::{Timestamp, WorkerId};
+use muster_core::model::{ResourceAmounts, WorkerState, positive, resource_amounts};
 use serde::{Deserialize, Serialize};
 
 use super::Apply;
 use crate::ClusterState;
-use crate::ids::Timestamp;
 use crate::model::{DriverState, ExecutorState, Worker};
 use crate::response::{ApplyError, Effects, Outcome, Response};
 

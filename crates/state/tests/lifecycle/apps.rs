@@ -1,10 +1,11 @@
 //! Application lifecycle: submit, kill, finish, limits, executor state changes and retries.
 
+use muster_core::ids::ExecutorId;
 use muster_state::commands::{
     AppFinished, ExecutorStateChanged, KillApp, KillExecutors, SetExecutorLimit, SubmitApp,
 };
 use muster_state::model::{AppState, ExecutorState};
-use muster_state::{ApplyError, ExecutorId, Op, Outcome, StateConfig};
+use muster_state::{ApplyError, Op, Outcome, StateConfig};
 
 use crate::support::{Cluster, START, app_desc, cores};
 
@@ -202,7 +203,7 @@ fn killing_executors_reports_unknown_ids() {
 }
 
 fn report(
-    app: &muster_core::model::AppId,
+    app: &muster_core::ids::AppId,
     executor: u32,
     state: ExecutorState,
     exit_code: Option<i32>,

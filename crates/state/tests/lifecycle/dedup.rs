@@ -53,15 +53,16 @@ fn only_the_last_request_ids_are_remembered() {
 
 #[test]
 fn a_leader_command_written_in_a_later_term_is_refused_and_changes_nothing() {
+    use muster_core::ids::{Term, Timestamp};
+    use muster_state::Command;
     use muster_state::commands::WorkerLost;
-    use muster_state::{Command, Timestamp};
 
     let mut c = Cluster::new();
     c.worker("w1", 4, 4096);
     let lost = |term| Command {
         at: Timestamp(1),
         request_id: None,
-        term: Some(term),
+        term: Some(Term(term)),
         op: Op::WorkerLost(WorkerLost {
             id: "w1".into(),
             reason: "silent".into(),
@@ -69,15 +70,15 @@ fn a_leader_command_written_in_a_later_term_is_refused_and_changes_nothing() {
     };
     let state = c.state.clone();
     assert_eq!(
-        c.state.apply_in_term(4, &lost(3)).unwrap_err(),
+        c.state.apply_in_term(Term(4), &lost(3)).unwrap_err(),
         ApplyError::StaleTerm {
-            decided: 3,
-            entry: 4
+            decided: Term(3),
+            entry: Term(4)
         }
     );
     assert_eq!(c.state, state);
     // In its own term it applies; a client write (no term) applies in any term.
-    c.state.apply_in_term(4, &lost(4)).unwrap();
+    c.state.apply_in_term(Term(4), &lost(4)).unwrap();
     assert_ne!(c.state, state);
     let submit = Command {
         at: Timestamp(2),
@@ -85,5 +86,5 @@ fn a_leader_command_written_in_a_later_term_is_refused_and_changes_nothing() {
         term: None,
         op: submit(),
     };
-    c.state.apply_in_term(9, &submit).unwrap();
+    c.state.apply_in_term(Term(9), &submit).unwrap();
 }

@@ -1,13 +1,14 @@
 //! Applying a scheduling pass: every launch and grant is checked again.
 
+use muster_core::ids::ExecutorId;
 use muster_core::plan::{DriverLaunch, ExecutorGrant};
 use muster_state::commands::{ApplyPlan, KillApp, WorkerLost};
 use muster_state::model::{AppState, DriverState, ExecutorState};
-use muster_state::{ExecutorId, Op, Outcome};
+use muster_state::{Op, Outcome};
 
 use crate::support::{Cluster, app_desc, driver_desc, w};
 
-fn grant(app: &muster_core::model::AppId, worker: &str, cores: u32) -> ExecutorGrant {
+fn grant(app: &muster_core::ids::AppId, worker: &str, cores: u32) -> ExecutorGrant {
     ExecutorGrant {
         app: app.clone(),
         worker: w(worker),

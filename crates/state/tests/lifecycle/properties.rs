@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use muster_core::ids::ExecutorId;
 use muster_core::model::{PassConfig, QueueConfig, WorkerSelection};
 use muster_state::commands::{
     AppFinished, ApplyPlan, DecommissionWorker, DriverStateChanged, ExecutorStateChanged, KillApp,
@@ -14,7 +15,7 @@ use muster_state::commands::{
     SubmitDriver, WorkerLost,
 };
 use muster_state::model::{AppState, DriverState, ExecutorState};
-use muster_state::{ClusterState, ExecutorId, Op};
+use muster_state::{ClusterState, Op};
 use proptest::prelude::*;
 
 use crate::support::{Cluster, app_desc, driver_desc};

@@ -2,12 +2,11 @@
 
 use std::collections::BTreeMap;
 
-use muster_core::model::{AppId, DriverId, PassConfig, QueueName, WorkerId};
+use muster_core::ids::{AppId, DriverId, QueueName, RequestId, Timestamp, WorkerId};
+use muster_core::model::PassConfig;
 use muster_state::commands::{ApplyPlan, RegisterWorker, SubmitApp, SubmitDriver};
 use muster_state::model::{AppDescription, DriverDescription};
-use muster_state::{
-    ApplyError, ClusterState, Command, Op, Outcome, RequestId, Response, StateConfig, Timestamp,
-};
+use muster_state::{ApplyError, ClusterState, Command, Op, Outcome, Response, StateConfig};
 
 /// 2023-10-31 22:45:09 UTC, the time in Spark's example ids.
 pub const START: u64 = 1_698_792_309_000;

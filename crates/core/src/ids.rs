@@ -1,0 +1,142 @@
+//! Every identifier Muster passes around, and time as the log carries it: the one place that
+//! says what names a worker, an application, a driver, an executor, a queue, a client request
+//! and a leader's term.
+//!
+//! Workers choose their own ids; application and driver ids are derived by the replicated
+//! state from the leader's timestamp and replicated counters (Spark's
+//! `app-yyyyMMddHHmmss-NNNN`), never from a replica's own clock.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+macro_rules! name_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(pub String);
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(id: &str) -> Self {
+                Self(id.to_owned())
+            }
+        }
+    };
+}
+
+name_type!(
+    /// A worker's id, chosen by the worker. Ordering is string ordering, as in Spark.
+    WorkerId
+);
+name_type!(
+    /// An application's id, `app-yyyyMMddHHmmss-NNNN`.
+    AppId
+);
+name_type!(
+    /// A driver's id, `driver-yyyyMMddHHmmss-NNNN`.
+    DriverId
+);
+name_type!(
+    /// A queue's name.
+    QueueName
+);
+name_type!(
+    /// A client-chosen id that makes a write idempotent: applying a command whose request id
+    /// was already applied returns the first result and changes nothing.
+    RequestId
+);
+
+/// The queue that always exists, and that apps and drivers use when they name none.
+pub const DEFAULT_QUEUE: &str = "default";
+
+impl Default for QueueName {
+    fn default() -> Self {
+        Self(DEFAULT_QUEUE.to_owned())
+    }
+}
+
+/// An executor's id within its app: 0, 1, 2, ... never reused (Spark's `nextExecutorId`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ExecutorId(pub u32);
+
+impl fmt::Display for ExecutorId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A Raft term: a leader's reign. Commands a leader decides carry its term, and workers obey
+/// no command from a term older than the newest they have seen.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct Term(pub u64);
+
+impl fmt::Display for Term {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Milliseconds since the Unix epoch, UTC, as stamped on a command by the leader.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct Timestamp(pub u64);
+
+impl Timestamp {
+    /// The time as `yyyyMMddHHmmss` in UTC, the middle part of Spark's app and driver ids.
+    pub fn compact_utc(self) -> String {
+        let seconds = self.0 / 1000;
+        let (days, second_of_day) = (seconds / 86_400, seconds % 86_400);
+        let (year, month, day) = civil_from_days(days);
+        format!(
+            "{year:04}{month:02}{day:02}{:02}{:02}{:02}",
+            second_of_day / 3600,
+            second_of_day / 60 % 60,
+            second_of_day % 60
+        )
+    }
+}
+
+/// Year, month and day of the `days`-th day after 1970-01-01 (H. Hinnant, "chrono-Compatible
+/// Low-Level Date Algorithms", `civil_from_days`).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let day_of_era = z % 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = year_of_era + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Timestamp;
+
+    #[test]
+    fn compact_utc_matches_known_dates() {
+        assert_eq!(Timestamp(0).compact_utc(), "19700101000000");
+        // Spark's example id app-20231031224509-0008.
+        assert_eq!(Timestamp(1_698_792_309_000).compact_utc(), "20231031224509");
+        // A leap day.
+        assert_eq!(Timestamp(1_709_210_096_789).compact_utc(), "20240229123456");
+        assert_eq!(Timestamp(4_102_444_799_000).compact_utc(), "20991231235959");
+    }
+}
