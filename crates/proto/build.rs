@@ -4,6 +4,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
     println!("cargo:rerun-if-changed={}", root.display());
     let files = [
+        "muster/v1/types.proto",
         "muster/v1/raft.proto",
         "muster/v1/cluster.proto",
         "muster/v1/worker.proto",

@@ -7,7 +7,8 @@ use muster_proto::v1::cluster_client::ClusterClient;
 use muster_proto::v1::worker_link_client::WorkerLinkClient;
 use muster_proto::v1::worker_message::Body as WorkerBody;
 use muster_proto::v1::{
-    AppMessage, Heartbeat, KillRequest, Register, RegisterApp, SubmitDriverRequest, WorkerMessage,
+    AppMessage, Heartbeat, KillRequest, Register, RegisterApp, Resources, SubmitDriverRequest,
+    WorkerMessage,
 };
 use tonic::Code;
 
@@ -35,13 +36,20 @@ fn malformed_requests_are_refused_and_change_nothing() {
         let mut cluster = ClusterClient::connect(addr.clone()).await.unwrap();
         let driver = SubmitDriverRequest {
             command: "/bin/true".into(),
-            cores: 1,
-            memory_mb: 1,
+            resources: Some(Resources {
+                cores: 1,
+                memory_mb: 1,
+                ..Default::default()
+            }),
             ..Default::default()
         };
         assert_eq!(
             refused(cluster.submit_driver(SubmitDriverRequest {
-                cores: 0,
+                resources: Some(Resources {
+                    cores: 0,
+                    memory_mb: 1,
+                    ..Default::default()
+                }),
                 ..driver.clone()
             }))
             .await,
@@ -83,8 +91,11 @@ fn malformed_requests_are_refused_and_change_nothing() {
         );
         let no_cores = Register {
             worker_id: "w".into(),
-            cores: 0,
-            memory_mb: 1024,
+            capacity: Some(Resources {
+                cores: 0,
+                memory_mb: 1024,
+                ..Default::default()
+            }),
             ..Default::default()
         };
         let register = WorkerMessage {

@@ -7,8 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use muster_proto::v1::StatusRequest;
 use muster_proto::v1::cluster_client::ClusterClient;
+use muster_proto::v1::{RecoveryState, StatusRequest, WorkerState};
 
 // The cluster the end-to-end tests start: masters and workers as child processes, stopped
 // when dropped, logs in a temporary directory (kept with `MUSTER_TEST_KEEP`).
@@ -52,8 +52,12 @@ fn ask(runtime: &tokio::runtime::Runtime, addr: &str) -> Option<View> {
                 .into_inner();
             Some(View {
                 leader: reply.leader,
-                alive: reply.recovery_state == "ALIVE",
-                workers_alive: reply.workers.iter().filter(|w| w.state == "ALIVE").count(),
+                alive: reply.recovery_state() == RecoveryState::Alive,
+                workers_alive: reply
+                    .workers
+                    .iter()
+                    .filter(|w| w.state() == WorkerState::Alive)
+                    .count(),
                 applied: format!(
                     "{:?} {:?}",
                     reply

@@ -274,9 +274,10 @@ async fn attach(
                     }
                     Some(Event::Executor(e)) => {
                         let exit = e.exit_code.map(|c| format!(" exit {c}")).unwrap_or_default();
-                        println!("executor {} on {}: {} cores, {} MB, {}{exit}", e.executor_id, e.worker, e.cores, e.memory_mb, e.state);
+                        let resources = muster_proto::convert::resources(e.resources.clone());
+                        println!("executor {} on {}: {resources}, {}{exit}", e.executor_id, e.worker, e.state().name());
                     }
-                    Some(Event::Ended(ended)) => return Ok(Detached::Ended(ended.state)),
+                    Some(Event::Ended(ended)) => return Ok(Detached::Ended(ended.state().name().to_owned())),
                     Some(Event::Registered(_) | Event::HeartbeatAck(_)) | None => {}
                 },
                 Ok(None) => return Ok(Detached::Broken("the master closed the stream".into())),

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use muster_core::model::{PassConfig, QueueConfig};
+use muster_core::resources::Resources;
 use muster_master::{MasterConfig, SessionConfig};
 use muster_proto::v1::{
     KillRequest, Queue, SetQueuesRequest, StatusReply, StatusRequest, SubmitDriverRequest,
@@ -353,9 +354,8 @@ pub fn worker(args: WorkerArgs) -> Result<String, String> {
         masters: Masters::parse(&args.masters.masters)?.addrs().to_vec(),
         id,
         host,
-        cores: args.cores,
-        memory_mb: args.memory,
-        resources: parse_resources(&args.resources)?,
+        capacity: Resources::new(args.cores, args.memory)
+            .with_custom(parse_resources(&args.resources)?),
         work_dir: args.work_dir,
         heartbeat_interval: leader_timeout / 4,
         leader_timeout,
@@ -380,7 +380,9 @@ pub fn status(args: ReadArgs) -> Result<String, String> {
     }
     let header = format!(
         "leader {}  term {}  {}",
-        status.leader, status.term, status.recovery_state
+        status.leader,
+        status.term,
+        status.recovery_state().name()
     );
     let sections = [
         ("MEMBERS", members_table(&status)),
@@ -428,7 +430,7 @@ fn members_table(status: &StatusReply) -> String {
     status
         .members
         .iter()
-        .map(|m| format!("{:<4} {:<22} {}\n", m.id, m.addr, m.role))
+        .map(|m| format!("{:<4} {:<22} {}\n", m.id, m.addr, m.role().name()))
         .collect()
 }
 
@@ -437,9 +439,19 @@ fn workers_table(status: &StatusReply) -> String {
         .workers
         .iter()
         .map(|w| {
+            let (capacity, used) = (
+                w.capacity.clone().unwrap_or_default(),
+                w.used.clone().unwrap_or_default(),
+            );
             format!(
                 "{:<34} {:<12} {:<14} cores {}/{}  memory {}/{} MB\n",
-                w.id, w.host, w.state, w.cores_used, w.cores, w.memory_used_mb, w.memory_mb
+                w.id,
+                w.host,
+                w.state().name(),
+                used.cores,
+                capacity.cores,
+                used.memory_mb,
+                capacity.memory_mb
             )
         })
         .collect()
@@ -451,7 +463,11 @@ fn apps_table(status: &StatusReply) -> String {
         let _ = writeln!(
             out,
             "{:<28} {:<16} {:<10} {:<8} cores {}",
-            a.id, a.name, a.queue, a.state, a.cores_granted
+            a.id,
+            a.name,
+            a.queue,
+            a.state().name(),
+            a.cores_granted
         );
         if !a.waiting.is_empty() {
             let _ = writeln!(out, "  waiting: {}", a.waiting);
@@ -460,7 +476,11 @@ fn apps_table(status: &StatusReply) -> String {
             let _ = writeln!(
                 out,
                 "  executor {:<4} {:<34} {:<10} cores {} pid {}",
-                e.id, e.worker, e.state, e.cores, e.pid
+                e.id,
+                e.worker,
+                e.state().name(),
+                e.resources.as_ref().map_or(0, |r| r.cores),
+                e.pid
             );
         }
     }
@@ -485,7 +505,11 @@ fn drivers_table(status: &StatusReply) -> String {
             };
             format!(
                 "{:<28} {:<16} {:<10} {:<11} {:<34} {pid}{exit}{waiting}\n",
-                d.id, d.name, d.queue, d.state, d.worker
+                d.id,
+                d.name,
+                d.queue,
+                d.state().name(),
+                d.worker
             )
         })
         .collect()
@@ -502,9 +526,7 @@ pub fn submit(args: SubmitArgs) -> Result<String, String> {
         request_id: request_id(),
         name: args.name,
         queue: args.queue,
-        cores: args.cores,
-        memory_mb: args.memory,
-        resources: Default::default(),
+        resources: Some((&Resources::new(args.cores, args.memory)).into()),
         command: program.clone(),
         args: program_args.to_vec(),
         env: Default::default(),
@@ -550,15 +572,7 @@ pub fn queues(args: QueuesArgs) -> Result<String, String> {
     let configs: Vec<QueueConfig> = serde_json::from_str(&text)
         .map_err(|e| format!("{}: not a list of queues: {e}", path.display()))?;
     muster_core::model::validate_queues(&configs).map_err(|e| e.to_string())?;
-    let queues = configs
-        .iter()
-        .map(|q| Queue {
-            name: q.name.0.clone(),
-            prior: q.prior,
-            threshold: q.threshold,
-            max_capacity: q.max_capacity,
-        })
-        .collect();
+    let queues = configs.iter().map(Queue::from).collect();
     let masters = Masters::parse(&args.masters.masters)?;
     let request = SetQueuesRequest {
         request_id: request_id(),

@@ -2,7 +2,7 @@
 //! queue rules on top: prior drivers go first, and a normal driver on a worker that runs prior
 //! work must stay within its queue's threshold.
 
-use crate::ledger::{Ledger, Need};
+use crate::ledger::Ledger;
 use crate::model::Snapshot;
 use crate::plan::{DriverLaunch, Kind, Plan, WaitReason, Waiting};
 use crate::queues::{Admission, Queues, prior_first};
@@ -30,11 +30,7 @@ pub(crate) fn place_drivers(
     };
     let mut running = snapshot.running_drivers;
     for driver in prior_first(&snapshot.drivers, queues, |d| &d.queue) {
-        let need = Need {
-            cores: driver.cores,
-            memory_mb: driver.memory_mb,
-            resources: &driver.resources,
-        };
+        let need = &driver.need();
         let admission = queues.admission(&driver.queue);
         let placed = match config.max_drivers {
             Some(max) if running >= max => Err(WaitReason::MaxDrivers { max }),

@@ -4,26 +4,9 @@
 //! Invariant: a worker's used cores, memory and resources never exceed its capacity, because
 //! [`Ledger::take`] is only called for a need that [`Ledger::fits`] admitted.
 
-use crate::model::{ResourceAmounts, Worker, WorkerState};
+use crate::model::{Worker, WorkerState};
 use crate::queues::Admission;
-
-/// What one driver or executor needs, borrowed from the request.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Need<'a> {
-    pub(crate) cores: u32,
-    pub(crate) memory_mb: u64,
-    pub(crate) resources: &'a ResourceAmounts,
-}
-
-impl Need<'_> {
-    pub(crate) fn to_shape(self) -> crate::plan::Shape {
-        crate::plan::Shape {
-            cores: self.cores,
-            memory_mb: self.memory_mb,
-            resources: self.resources.clone(),
-        }
-    }
-}
+use crate::resources::Resources;
 
 /// The cores and memory a worker offers to a request, after its queue's threshold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,18 +15,12 @@ pub(crate) struct Offer {
     pub(crate) memory_mb: u64,
 }
 
-#[derive(Clone, Debug)]
-struct Usage {
-    cores: u32,
-    memory_mb: u64,
-    resources: ResourceAmounts,
-    hosts_prior: bool,
-}
-
 /// The workers of a pass and their usage as the pass places work.
 pub(crate) struct Ledger<'a> {
     workers: &'a [Worker],
-    usage: Vec<Usage>,
+    capacity: Vec<Resources>,
+    free: Vec<Resources>,
+    hosts_prior: Vec<bool>,
     /// `rank[w]` is worker `w`'s position in worker-id order: comparing ranks compares ids.
     rank: Vec<u32>,
     /// Indexes of ALIVE workers, in worker-id order.
@@ -51,14 +28,16 @@ pub(crate) struct Ledger<'a> {
 }
 
 impl<'a> Ledger<'a> {
+    /// The ledger of validated workers (usage within capacity).
     pub(crate) fn new(workers: &'a [Worker]) -> Self {
-        let usage = workers
+        let capacity: Vec<Resources> = workers.iter().map(Worker::capacity).collect();
+        let free = workers
             .iter()
-            .map(|w| Usage {
-                cores: w.cores_used,
-                memory_mb: w.memory_used_mb,
-                resources: w.resources_used.clone(),
-                hosts_prior: w.hosts_prior,
+            .zip(&capacity)
+            .map(|(w, capacity)| {
+                capacity
+                    .checked_sub(&w.used())
+                    .expect("validation keeps usage within capacity")
             })
             .collect();
         let mut by_id: Vec<usize> = (0..workers.len()).collect();
@@ -73,7 +52,9 @@ impl<'a> Ledger<'a> {
             .collect();
         Self {
             workers,
-            usage,
+            capacity,
+            free,
+            hosts_prior: workers.iter().map(|w| w.hosts_prior).collect(),
             rank,
             alive_by_id,
         }
@@ -99,83 +80,73 @@ impl<'a> Ledger<'a> {
     pub(crate) fn alive_total_cores(&self) -> u64 {
         self.alive_by_id
             .iter()
-            .map(|&w| u64::from(self.workers[w].cores))
+            .map(|&w| u64::from(self.capacity[w].cores))
             .sum()
     }
 
     pub(crate) fn hosts_prior(&self, w: usize) -> bool {
-        self.usage[w].hosts_prior
+        self.hosts_prior[w]
     }
 
     /// What worker `w` offers a request admitted as `admission`: its free cores and memory,
     /// capped on prior-hosting workers for normal queues at `floor(threshold * capacity) - used`.
     pub(crate) fn offer(&self, w: usize, admission: Admission) -> Offer {
-        let worker = &self.workers[w];
-        let used = &self.usage[w];
-        let free = Offer {
-            cores: worker.cores - used.cores,
-            memory_mb: worker.memory_mb - used.memory_mb,
+        let (capacity, free) = (&self.capacity[w], &self.free[w]);
+        let offer = Offer {
+            cores: free.cores,
+            memory_mb: free.memory_mb,
         };
         match admission {
-            Admission::Normal { threshold } if used.hosts_prior => {
-                let cores_cap = share(threshold, worker.cores.into());
-                let memory_cap = share(threshold, worker.memory_mb);
+            Admission::Normal { threshold } if self.hosts_prior[w] => {
+                let used_cores = u64::from(capacity.cores - free.cores);
+                let used_memory = capacity.memory_mb - free.memory_mb;
+                let cores_cap = share(threshold, capacity.cores.into());
+                let memory_cap = share(threshold, capacity.memory_mb);
                 Offer {
                     // The cap is at most the capacity, so it fits the capacity's type.
-                    cores: free
-                        .cores
-                        .min(cores_cap.saturating_sub(used.cores.into()) as u32),
-                    memory_mb: free
-                        .memory_mb
-                        .min(memory_cap.saturating_sub(used.memory_mb)),
+                    cores: offer.cores.min(cores_cap.saturating_sub(used_cores) as u32),
+                    memory_mb: offer.memory_mb.min(memory_cap.saturating_sub(used_memory)),
                 }
             }
-            _ => free,
+            _ => offer,
         }
     }
 
     /// Free amount of custom resource `name` on worker `w`.
     pub(crate) fn resource_free(&self, w: usize, name: &str) -> u32 {
-        let capacity = self.workers[w].resources.get(name).copied().unwrap_or(0);
-        capacity - self.usage[w].resources.get(name).copied().unwrap_or(0)
+        self.free[w].custom(name)
     }
 
     /// Whether `count + 1` needs' worth of custom resources are free on worker `w`.
-    pub(crate) fn resources_fit(&self, w: usize, need: &ResourceAmounts, count: u32) -> bool {
-        need.iter().all(|(name, &amount)| {
+    pub(crate) fn resources_fit(&self, w: usize, need: &Resources, count: u32) -> bool {
+        need.custom.iter().all(|(name, &amount)| {
             u64::from(self.resource_free(w, name)) >= u64::from(amount) * (u64::from(count) + 1)
         })
     }
 
     /// Whether one `need` fits on worker `w` as offered to `admission`.
-    pub(crate) fn fits(&self, w: usize, need: Need<'_>, admission: Admission) -> bool {
+    pub(crate) fn fits(&self, w: usize, need: &Resources, admission: Admission) -> bool {
         self.admits(w, self.offer(w, admission), need)
     }
 
     /// Whether any ALIVE worker admits one `need` as offered to `admission`.
-    pub(crate) fn any_fits(&self, need: Need<'_>, admission: Admission) -> bool {
+    pub(crate) fn any_fits(&self, need: &Resources, admission: Admission) -> bool {
         self.alive_by_id
             .iter()
             .any(|&w| self.fits(w, need, admission))
     }
 
-    /// Whether one `need` fits in `offer` and worker `w`'s free resources (Spark's
-    /// `canLaunchDriver` and `canLaunchExecutor`).
-    pub(crate) fn admits(&self, w: usize, offer: Offer, need: Need<'_>) -> bool {
+    /// Whether one `need` fits in worker `w`'s free resources and in `offer`, which a
+    /// threshold may hold below them (Spark's `canLaunchDriver` and `canLaunchExecutor`).
+    pub(crate) fn admits(&self, w: usize, offer: Offer, need: &Resources) -> bool {
         offer.cores >= need.cores
             && offer.memory_mb >= need.memory_mb
-            && self.resources_fit(w, need.resources, 0)
+            && self.free[w].fits(need).is_ok()
     }
 
     /// Whether one `need` would fit on worker `w` were it empty: can it ever hold it?
-    pub(crate) fn could_ever_fit(&self, w: usize, need: Need<'_>) -> bool {
-        let worker = &self.workers[w];
-        worker.cores >= need.cores
-            && worker.memory_mb >= need.memory_mb
-            && need
-                .resources
-                .iter()
-                .all(|(name, &amount)| worker.resources.get(name).copied().unwrap_or(0) >= amount)
+    pub(crate) fn could_ever_fit(&self, w: usize, need: &Resources) -> bool {
+        self.capacity[w].fits(need).is_ok()
     }
 
     /// Records one placement of `need` on worker `w`; `prior` marks the worker as hosting
@@ -184,26 +155,11 @@ impl<'a> Ledger<'a> {
     /// # Panics
     ///
     /// If the need exceeds the worker's free resources: placement must check before taking.
-    pub(crate) fn take(&mut self, w: usize, need: Need<'_>, prior: bool) {
-        let worker = &self.workers[w];
-        let used = &mut self.usage[w];
-        used.cores += need.cores;
-        used.memory_mb += need.memory_mb;
-        assert!(
-            used.cores <= worker.cores && used.memory_mb <= worker.memory_mb,
-            "worker {} over-allocated",
-            worker.id
-        );
-        for (name, &amount) in need.resources {
-            let taken = used.resources.entry(name.clone()).or_insert(0);
-            *taken += amount;
-            assert!(
-                *taken <= worker.resources.get(name).copied().unwrap_or(0),
-                "worker {} over-allocated in {name}",
-                worker.id
-            );
-        }
-        used.hosts_prior |= prior;
+    pub(crate) fn take(&mut self, w: usize, need: &Resources, prior: bool) {
+        self.free[w] = self.free[w]
+            .checked_sub(need)
+            .unwrap_or_else(|| panic!("worker {} over-allocated", self.workers[w].id));
+        self.hosts_prior[w] |= prior;
     }
 }
 

@@ -26,6 +26,8 @@
 //! * [`ids`]: every identifier (workers, apps, drivers, executors, queues, requests, terms)
 //!   and the leader's timestamps, for the whole workspace.
 //! * [`model`]: the input [`Snapshot`] and its validation.
+//! * [`resources`]: cores, memory and custom resources as one value, and the fit check
+//!   every crate shares.
 //! * [`plan`]: the output [`Plan`].
 //! * `ledger`: per-worker usage during the pass, and what a worker offers to a queue.
 //! * `executors`: executor placement behind one trait, with a literal port of Spark's loop
@@ -45,6 +47,7 @@ pub mod model;
 mod pass;
 pub mod plan;
 mod queues;
+pub mod resources;
 mod rng;
 mod wait;
 

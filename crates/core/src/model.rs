@@ -5,15 +5,13 @@
 //! so the smallest valid snapshot is `{}`. Unknown fields are refused, so a misspelt option is
 //! an error rather than a silently ignored setting.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{AppId, DriverId, QueueName, WorkerId};
-
-/// Custom resources (e.g. `gpu`) by name, as whole amounts.
-pub type ResourceAmounts = BTreeMap<String, u32>;
+use crate::resources::{ResourceAmounts, Resources};
 
 /// Everything one scheduling pass looks at.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -187,6 +185,13 @@ pub struct DriverRequest {
     /// The queue the driver was submitted to.
     #[serde(default)]
     pub queue: QueueName,
+}
+
+impl DriverRequest {
+    /// What the driver needs from a worker.
+    pub fn need(&self) -> Resources {
+        Resources::new(self.cores, self.memory_mb).with_custom(self.resources.clone())
+    }
 }
 
 fn default_driver_cores() -> u32 {
@@ -381,9 +386,7 @@ impl Snapshot {
         })?;
         for (i, driver) in self.drivers.iter().enumerate() {
             let field = format!("drivers[{i}]");
-            positive(format!("{field}.cores"), driver.cores)?;
-            positive(format!("{field}.memory_mb"), driver.memory_mb)?;
-            resource_amounts(&format!("{field}.resources"), &driver.resources)?;
+            driver.need().validate(&format!("{field}."))?;
             known_queue(format!("{field}.queue"), &driver.queue)?;
         }
 
@@ -440,9 +443,19 @@ pub fn validate_queues(queues: &[QueueConfig]) -> Result<(), InputError> {
 }
 
 impl Worker {
+    /// Its total resources.
+    pub fn capacity(&self) -> Resources {
+        Resources::new(self.cores, self.memory_mb).with_custom(self.resources.clone())
+    }
+
+    /// The resources in use on it.
+    pub fn used(&self) -> Resources {
+        Resources::new(self.cores_used, self.memory_used_mb)
+            .with_custom(self.resources_used.clone())
+    }
+
     fn validate(&self, field: &str) -> Result<(), InputError> {
-        positive(format!("{field}.cores"), self.cores)?;
-        positive(format!("{field}.memory_mb"), self.memory_mb)?;
+        self.capacity().validate(&format!("{field}."))?;
         if self.cores_used > self.cores {
             return refuse(
                 format!("{field}.cores_used"),
@@ -461,7 +474,6 @@ impl Worker {
                 ),
             );
         }
-        resource_amounts(&format!("{field}.resources"), &self.resources)?;
         for (name, &used) in &self.resources_used {
             let capacity = self.resources.get(name).copied().unwrap_or(0);
             if used > capacity {

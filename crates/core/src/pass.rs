@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use crate::drivers::place_drivers;
 use crate::executors::{ExecutorPlacer, ExecutorRequest};
 use crate::ids::QueueName;
-use crate::ledger::{Ledger, Need, share};
+use crate::ledger::{Ledger, share};
 use crate::model::{AppRequest, Snapshot};
 use crate::plan::{ExecutorGrant, Kind, Plan, WaitReason, Waiting};
 use crate::queues::{Admission, Queues, prior_first};
+use crate::resources::Resources;
 use crate::wait::why_nothing_fits;
 
 /// Runs one pass over a validated snapshot with executor placer `P`.
@@ -73,11 +74,8 @@ impl<'s> AppPass<'s> {
             u64::from(limit).saturating_sub(held_executors)
         });
         let admission = queues.admission(&app.queue);
-        let need = Need {
-            cores: cpe,
-            memory_mb: app.executor_memory_mb,
-            resources: &app.executor_resources,
-        };
+        let need = &Resources::new(cpe, app.executor_memory_mb)
+            .with_custom(app.executor_resources.clone());
         let request = ExecutorRequest {
             cores_per_executor: app.executor_cores,
             need,
@@ -94,21 +92,16 @@ impl<'s> AppPass<'s> {
                 let (count, cores_each) = app
                     .executor_cores
                     .map_or((1, cores), |cpe| (cores / cpe, cpe));
+                let executor = Resources {
+                    cores: cores_each,
+                    ..need.clone()
+                };
                 for _ in 0..count {
-                    ledger.take(
-                        w,
-                        Need {
-                            cores: cores_each,
-                            ..need
-                        },
-                        admission == Admission::Prior,
-                    );
+                    ledger.take(w, &executor, admission == Admission::Prior);
                     plan.executors.push(ExecutorGrant {
                         app: app.id.clone(),
                         worker: ledger.worker(w).id.clone(),
-                        cores: cores_each,
-                        memory_mb: app.executor_memory_mb,
-                        resources: app.executor_resources.clone(),
+                        resources: executor.clone(),
                     });
                 }
                 placer.worker_changed(ledger, w);

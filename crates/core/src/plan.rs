@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::ids::{AppId, DriverId, QueueName, WorkerId};
-use crate::model::ResourceAmounts;
+use crate::resources::Resources;
 
 /// One scheduling pass's decisions. The master commits it as one log entry; nothing in it
 /// has happened until then.
@@ -36,12 +36,8 @@ pub struct ExecutorGrant {
     pub app: AppId,
     /// The worker that runs it.
     pub worker: WorkerId,
-    /// Its cores.
-    pub cores: u32,
-    /// Its memory in MB.
-    pub memory_mb: u64,
-    /// Its custom resources.
-    pub resources: ResourceAmounts,
+    /// Its cores, memory and custom resources.
+    pub resources: Resources,
 }
 
 /// An app or driver left waiting. An app waits while it could use another executor of its
@@ -57,28 +53,6 @@ pub struct Waiting {
 
 fn display<S: Serializer>(value: &impl fmt::Display, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.collect_str(value)
-}
-
-/// What one driver or one executor needs from a worker.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Shape {
-    /// Cores.
-    pub cores: u32,
-    /// Memory in MB.
-    pub memory_mb: u64,
-    /// Custom resources.
-    pub resources: ResourceAmounts,
-}
-
-impl fmt::Display for Shape {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let plural = if self.cores == 1 { "" } else { "s" };
-        write!(f, "{} core{plural}, {} MB", self.cores, self.memory_mb)?;
-        for (name, amount) in &self.resources {
-            write!(f, ", {name}={amount}")?;
-        }
-        Ok(())
-    }
 }
 
 /// What a wait reason is about.
@@ -114,8 +88,8 @@ pub enum WaitReason {
     LargerThanAnyWorker {
         /// What waits.
         kind: Kind,
-        /// The demand.
-        shape: Shape,
+        /// What one of it needs.
+        need: Resources,
     },
     /// The app holds as many executors as its limit allows.
     ExecutorLimit {
@@ -137,8 +111,8 @@ pub enum WaitReason {
     HeldByThreshold {
         /// What waits.
         kind: Kind,
-        /// The demand.
-        shape: Shape,
+        /// What one of it needs.
+        need: Resources,
         /// The normal queue.
         queue: QueueName,
         /// Its threshold.
@@ -148,8 +122,8 @@ pub enum WaitReason {
     NoRoom {
         /// What waits.
         kind: Kind,
-        /// The demand.
-        shape: Shape,
+        /// What one of it needs.
+        need: Resources,
     },
 }
 
@@ -160,10 +134,10 @@ impl fmt::Display for WaitReason {
                 write!(f, "max_drivers reached: {max} drivers already running")
             }
             Self::NoAliveWorker => f.write_str("no ALIVE worker"),
-            Self::LargerThanAnyWorker { kind, shape } => {
+            Self::LargerThanAnyWorker { kind, need } => {
                 write!(
                     f,
-                    "{kind} needs {shape}: more than any ALIVE worker has in total"
+                    "{kind} needs {need}: more than any ALIVE worker has in total"
                 )
             }
             Self::ExecutorLimit { limit, held } => {
@@ -182,16 +156,16 @@ impl fmt::Display for WaitReason {
             ),
             Self::HeldByThreshold {
                 kind,
-                shape,
+                need,
                 queue,
                 threshold,
             } => write!(
                 f,
-                "no ALIVE worker has {shape} free for {kind}: workers with room run prior work \
+                "no ALIVE worker has {need} free for {kind}: workers with room run prior work \
                  and queue `{queue}` may fill them only up to threshold {threshold}"
             ),
-            Self::NoRoom { kind, shape } => {
-                write!(f, "no ALIVE worker has {shape} free for {kind}")
+            Self::NoRoom { kind, need } => {
+                write!(f, "no ALIVE worker has {need} free for {kind}")
             }
         }
     }

@@ -7,14 +7,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use muster_core::ids::RequestId;
-use muster_core::model::{QueueConfig, ResourceAmounts};
+use muster_core::model::QueueConfig;
+use muster_proto::convert::resources;
 use muster_proto::discovery::LEADER_HEADER;
 use muster_proto::v1::cluster_client::ClusterClient;
 use muster_proto::v1::cluster_server::{Cluster, ClusterServer};
 use muster_proto::v1::{
-    AppStatus, DriverStatus, ExecutorStatus, KillReply, KillRequest, Member, Queue, SetQueuesReply,
-    SetQueuesRequest, StatusReply, StatusRequest, SubmitDriverReply, SubmitDriverRequest,
-    WorkerStatus,
+    self, AppStatus, DriverStatus, ExecutorStatus, KillReply, KillRequest, Member, MemberRole,
+    SetQueuesReply, SetQueuesRequest, StatusReply, StatusRequest, SubmitDriverReply,
+    SubmitDriverRequest, WorkerStatus,
 };
 use muster_raft::{RaftNode, WriteError};
 use muster_state::commands::{KillApp, KillDriver, SetQueues, SubmitDriver};
@@ -94,24 +95,6 @@ pub(crate) fn refused(error: &ApplyError) -> Status {
         ApplyError::Conflict(_) | ApplyError::StaleTerm { .. } => {
             Status::failed_precondition(error.to_string())
         }
-    }
-}
-
-fn queue_config(queue: &Queue) -> QueueConfig {
-    QueueConfig {
-        name: queue.name.as_str().into(),
-        prior: queue.prior,
-        threshold: queue.threshold,
-        max_capacity: queue.max_capacity,
-    }
-}
-
-fn queue_message(queue: &QueueConfig) -> Queue {
-    Queue {
-        name: queue.name.0.clone(),
-        prior: queue.prior,
-        threshold: queue.threshold,
-        max_capacity: queue.max_capacity,
     }
 }
 
@@ -205,13 +188,13 @@ impl ClusterService {
                 id,
                 addr: node.addr.clone(),
                 role: if Some(id) == leadership.leader.as_ref().map(|(l, _)| *l) {
-                    "leader"
+                    MemberRole::Leader
                 } else if voters.contains(&id) {
-                    "follower"
+                    MemberRole::Follower
                 } else {
-                    "learner"
+                    MemberRole::Learner
                 }
-                .to_owned(),
+                .into(),
             })
             .collect();
         let session = self.sessions.current();
@@ -227,8 +210,8 @@ impl ClusterService {
             term: leadership.term.0,
             recovery_state: session
                 .as_ref()
-                .map_or("STANDBY", |s| s.recovery_state().name())
-                .to_owned(),
+                .map_or(v1::RecoveryState::Standby, |s| s.recovery_state().into())
+                .into(),
             members,
             workers: state
                 .workers()
@@ -236,11 +219,9 @@ impl ClusterService {
                 .map(|w| WorkerStatus {
                     id: w.id.0.clone(),
                     host: w.host.clone(),
-                    state: format!("{:?}", w.state).to_uppercase(),
-                    cores: w.cores,
-                    cores_used: w.cores_used,
-                    memory_mb: w.memory_mb,
-                    memory_used_mb: w.memory_used_mb,
+                    state: v1::WorkerState::from(w.state).into(),
+                    capacity: Some((&w.capacity).into()),
+                    used: Some((&w.used).into()),
                 })
                 .collect(),
             apps: state
@@ -250,7 +231,7 @@ impl ClusterService {
                     id: a.id.0.clone(),
                     name: a.desc.name.clone(),
                     queue: a.desc.queue.0.clone(),
-                    state: format!("{:?}", a.state).to_uppercase(),
+                    state: v1::AppState::from(a.state).into(),
                     cores_granted: a.cores_granted,
                     waiting: waiting(&a.id.0),
                     executors: a
@@ -259,9 +240,8 @@ impl ClusterService {
                         .map(|e| ExecutorStatus {
                             id: e.id.0,
                             worker: e.worker.0.clone(),
-                            cores: e.cores,
-                            memory_mb: e.memory_mb,
-                            state: format!("{:?}", e.state).to_uppercase(),
+                            resources: Some((&e.resources).into()),
+                            state: v1::ExecutorState::from(e.state).into(),
                             pid: pid(ProcessKey::Executor(a.id.clone(), e.id)),
                         })
                         .collect(),
@@ -276,7 +256,7 @@ impl ClusterService {
                     id: d.id.0.clone(),
                     name: d.desc.name.clone(),
                     queue: d.desc.queue.0.clone(),
-                    state: format!("{:?}", d.state).to_uppercase(),
+                    state: v1::DriverState::from(d.state).into(),
                     worker: d.worker.as_ref().map(|w| w.0.clone()).unwrap_or_default(),
                     pid: pid(ProcessKey::Driver(d.id.clone())),
                     exit_code: d.exit_code,
@@ -287,7 +267,7 @@ impl ClusterService {
                     },
                 })
                 .collect(),
-            queues: state.queues().iter().map(queue_message).collect(),
+            queues: state.queues().iter().map(v1::Queue::from).collect(),
         }
     }
 }
@@ -325,9 +305,7 @@ impl Cluster for ClusterService {
                     } else {
                         body.queue.as_str().into()
                     },
-                    cores: body.cores,
-                    memory_mb: body.memory_mb,
-                    resources: body.resources.into_iter().collect::<ResourceAmounts>(),
+                    resources: resources(body.resources),
                     command: body.command,
                     args: body.args,
                     env: body.env.into_iter().collect(),
@@ -379,7 +357,7 @@ impl Cluster for ClusterService {
         self.answer(
             request,
             async |this, body| {
-                let queues = body.queues.iter().map(queue_config).collect();
+                let queues = body.queues.iter().map(QueueConfig::from).collect();
                 this.write(command(
                     &body.request_id,
                     Op::SetQueues(SetQueues { queues }),

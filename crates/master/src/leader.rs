@@ -113,13 +113,12 @@ pub enum RecoveryState {
     Alive,
 }
 
-impl RecoveryState {
-    /// The name `muster status` shows.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Recovering => "RECOVERING",
-            Self::CompletingRecovery => "COMPLETING_RECOVERY",
-            Self::Alive => "ALIVE",
+impl From<RecoveryState> for muster_proto::v1::RecoveryState {
+    fn from(state: RecoveryState) -> Self {
+        match state {
+            RecoveryState::Recovering => Self::Recovering,
+            RecoveryState::CompletingRecovery => Self::CompletingRecovery,
+            RecoveryState::Alive => Self::Alive,
         }
     }
 }

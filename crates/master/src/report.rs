@@ -7,29 +7,48 @@ use serde_json::json;
 /// The status reply as JSON: `null` for what is not set (a driver's worker before it is
 /// placed, a process id not reported yet, a reason for something that does not wait).
 pub fn status_json(status: &StatusReply) -> serde_json::Value {
+    let null_if = |empty: bool, value: serde_json::Value| {
+        if empty {
+            serde_json::Value::Null
+        } else {
+            value
+        }
+    };
     json!({
         "leader": status.leader,
         "term": status.term,
-        "recovery_state": status.recovery_state,
-        "members": status.members.iter().map(|m| json!({"id": m.id, "addr": m.addr, "role": m.role})).collect::<Vec<_>>(),
-        "workers": status.workers.iter().map(|w| json!({
-            "id": w.id, "host": w.host, "state": w.state, "cores": w.cores, "cores_used": w.cores_used,
-            "memory_mb": w.memory_mb, "memory_used_mb": w.memory_used_mb,
+        "recovery_state": status.recovery_state().name(),
+        "members": status.members.iter().map(|m| json!({
+            "id": m.id, "addr": m.addr, "role": m.role().name(),
         })).collect::<Vec<_>>(),
+        "workers": status.workers.iter().map(|w| {
+            let (capacity, used) = (w.capacity.clone().unwrap_or_default(), w.used.clone().unwrap_or_default());
+            json!({
+                "id": w.id, "host": w.host, "state": w.state().name(),
+                "cores": capacity.cores, "cores_used": used.cores,
+                "memory_mb": capacity.memory_mb, "memory_used_mb": used.memory_mb,
+            })
+        }).collect::<Vec<_>>(),
         "apps": status.apps.iter().map(|a| json!({
-            "id": a.id, "name": a.name, "queue": a.queue, "state": a.state, "cores_granted": a.cores_granted,
-            "waiting": if a.waiting.is_empty() { serde_json::Value::Null } else { json!(a.waiting) },
-            "executors": a.executors.iter().map(|e| json!({
-                "id": e.id, "worker": e.worker, "cores": e.cores, "memory_mb": e.memory_mb, "state": e.state,
-                "pid": if e.pid == 0 { serde_json::Value::Null } else { json!(e.pid) },
-            })).collect::<Vec<_>>(),
+            "id": a.id, "name": a.name, "queue": a.queue,
+            "state": a.state().name(), "cores_granted": a.cores_granted,
+            "waiting": null_if(a.waiting.is_empty(), json!(a.waiting)),
+            "executors": a.executors.iter().map(|e| {
+                let resources = e.resources.clone().unwrap_or_default();
+                json!({
+                    "id": e.id, "worker": e.worker, "cores": resources.cores, "memory_mb": resources.memory_mb,
+                    "state": e.state().name(),
+                    "pid": null_if(e.pid == 0, json!(e.pid)),
+                })
+            }).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
         "drivers": status.drivers.iter().map(|d| json!({
-            "id": d.id, "name": d.name, "queue": d.queue, "state": d.state,
-            "worker": if d.worker.is_empty() { serde_json::Value::Null } else { json!(d.worker) },
-            "pid": if d.pid == 0 { serde_json::Value::Null } else { json!(d.pid) },
+            "id": d.id, "name": d.name, "queue": d.queue,
+            "state": d.state().name(),
+            "worker": null_if(d.worker.is_empty(), json!(d.worker)),
+            "pid": null_if(d.pid == 0, json!(d.pid)),
             "exit_code": d.exit_code,
-            "waiting": if d.waiting.is_empty() { serde_json::Value::Null } else { json!(d.waiting) },
+            "waiting": null_if(d.waiting.is_empty(), json!(d.waiting)),
         })).collect::<Vec<_>>(),
         "queues": status.queues.iter().map(|q| json!({
             "name": q.name, "prior": q.prior, "threshold": q.threshold, "max_capacity": q.max_capacity,

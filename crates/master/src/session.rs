@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use muster_core::ids::{Term, Timestamp};
+use muster_proto::v1;
 use muster_proto::v1::app_event::Body as AppBody;
 use muster_proto::v1::master_message::Body;
 use muster_proto::v1::{
@@ -355,8 +356,7 @@ impl Session {
                 Body::LaunchExecutor(LaunchExecutor {
                     app_id: app.id.0.clone(),
                     executor_id: id.0,
-                    cores: executor.cores,
-                    memory_mb: executor.memory_mb,
+                    resources: Some((&executor.resources).into()),
                     command: app.desc.command.clone(),
                     args: app.desc.args.clone(),
                     env: app.desc.env.clone().into_iter().collect(),
@@ -366,8 +366,7 @@ impl Session {
                 let desc = &state.drivers().get(&id)?.desc;
                 Body::LaunchDriver(LaunchDriver {
                     driver_id: id.0,
-                    cores: desc.cores,
-                    memory_mb: desc.memory_mb,
+                    resources: Some((&desc.resources).into()),
                     command: desc.command.clone(),
                     args: desc.args.clone(),
                     env: desc.env.clone().into_iter().collect(),
@@ -415,13 +414,12 @@ fn app_event(message: ToApp) -> AppBody {
         ToApp::Executor(executor) => AppBody::Executor(ExecutorEvent {
             executor_id: executor.id.0,
             worker: executor.worker.0,
-            cores: executor.cores,
-            memory_mb: executor.memory_mb,
-            state: format!("{:?}", executor.state).to_uppercase(),
+            resources: Some((&executor.resources).into()),
+            state: v1::ExecutorState::from(executor.state).into(),
             exit_code: executor.exit_code,
         }),
         ToApp::Ended(state) => AppBody::Ended(AppEnded {
-            state: format!("{state:?}").to_uppercase(),
+            state: v1::AppState::from(state).into(),
         }),
         ToApp::HeartbeatAck => AppBody::HeartbeatAck(AppHeartbeatAck {}),
     }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use muster_core::ids::{ExecutorId, WorkerId};
+use muster_proto::convert::resources;
 use muster_proto::v1::worker_link_server::{WorkerLink, WorkerLinkServer};
 use muster_proto::v1::worker_message::Body as Up;
 use muster_proto::v1::{DriverUpdate, ExecutorUpdate, MasterMessage, Register, WorkerMessage};
@@ -74,9 +75,7 @@ fn registration(register: Register) -> Result<Registration, Status> {
         id: WorkerId(register.worker_id),
         host: register.host,
         address: register.address,
-        cores: register.cores,
-        memory_mb: register.memory_mb,
-        resources: register.resources.into_iter().collect(),
+        resources: resources(register.capacity),
         fence_grace_ms: register.fence.then_some(register.kill_grace_ms),
     };
     worker
@@ -105,9 +104,8 @@ fn registration(register: Register) -> Result<Registration, Status> {
 }
 
 fn executor_report(update: ExecutorUpdate) -> Result<Report, Status> {
-    let state = executor_state(&update.state).ok_or_else(|| {
-        Status::invalid_argument(format!("unknown executor state `{}`", update.state))
-    })?;
+    let state = ExecutorState::try_from(update.state())
+        .map_err(|e| Status::invalid_argument(e.to_string()))?;
     Ok(Report {
         seq: update.seq,
         update: Update::Executor {
@@ -121,9 +119,8 @@ fn executor_report(update: ExecutorUpdate) -> Result<Report, Status> {
 }
 
 fn driver_report(update: DriverUpdate) -> Result<Report, Status> {
-    let state = driver_state(&update.state).ok_or_else(|| {
-        Status::invalid_argument(format!("unknown driver state `{}`", update.state))
-    })?;
+    let state = DriverState::try_from(update.state())
+        .map_err(|e| Status::invalid_argument(e.to_string()))?;
     Ok(Report {
         seq: update.seq,
         update: Update::Driver {
@@ -132,31 +129,6 @@ fn driver_report(update: DriverUpdate) -> Result<Report, Status> {
             exit_code: update.exit_code,
             pid: update.pid,
         },
-    })
-}
-
-/// The executor state a worker's report names.
-fn executor_state(name: &str) -> Option<ExecutorState> {
-    Some(match name {
-        "RUNNING" => ExecutorState::Running,
-        "EXITED" => ExecutorState::Exited,
-        "FAILED" => ExecutorState::Failed,
-        "KILLED" => ExecutorState::Killed,
-        _ => return None,
-    })
-}
-
-/// The driver state a worker's report names.
-fn driver_state(name: &str) -> Option<DriverState> {
-    Some(match name {
-        "RUNNING" => DriverState::Running,
-        "FINISHED" => DriverState::Finished,
-        "FAILED" => DriverState::Failed,
-        "KILLED" => DriverState::Killed,
-        "ERROR" => DriverState::Error,
-        // The worker gave the driver up (it fenced itself off): relaunched if supervised.
-        "LOST" => DriverState::Relaunching,
-        _ => return None,
     })
 }
 

@@ -1,6 +1,12 @@
-//! Muster's gRPC contract, generated from `proto/muster/v1` at build time, and the one way to
-//! find the leading master ([`discovery`]).
+//! Muster's gRPC contract, generated from `proto/muster/v1` at build time.
+//!
+//! # Layout
+//!
+//! * [`v1`]: the generated messages and services.
+//! * [`convert`]: every conversion between messages and Muster's own types.
+//! * [`discovery`]: the one way to find the leading master.
 
+pub mod convert;
 pub mod discovery;
 
 /// Package `muster.v1`.

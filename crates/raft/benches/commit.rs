@@ -5,12 +5,12 @@
 //!
 //! Run with `cargo bench -p muster-raft --bench commit`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use muster_core::ids::Timestamp;
 use muster_core::plan::ExecutorGrant;
+use muster_core::resources::Resources;
 use muster_raft::RaftSettings;
 use muster_raft::local::LocalCluster;
 use muster_state::commands::{ApplyPlan, RegisterWorker, SubmitApp};
@@ -83,9 +83,7 @@ async fn run(grants: usize, writers: usize, entries: usize) -> Run {
             id: format!("w{w:03}").as_str().into(),
             host: "bench".into(),
             address: "bench:1".into(),
-            cores: u32::MAX,
-            memory_mb: u64::MAX / 2,
-            resources: BTreeMap::new(),
+            resources: Resources::new(u32::MAX, u64::MAX / 2),
             fence_grace_ms: None,
         });
         cluster
@@ -121,9 +119,7 @@ async fn run(grants: usize, writers: usize, entries: usize) -> Run {
                         .map(|g| ExecutorGrant {
                             app: app.clone(),
                             worker: format!("w{:03}", (entry + g) % WORKERS).as_str().into(),
-                            cores: 1,
-                            memory_mb: 1,
-                            resources: Default::default(),
+                            resources: Resources::new(1, 1),
                         })
                         .collect();
                     let plan = command(Op::ApplyPlan(ApplyPlan {

@@ -3,27 +3,24 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use muster_core::model::{ResourceAmounts, WorkerState};
+use muster_core::ids::WorkerId;
+use muster_core::model::WorkerState;
+use muster_core::resources::Resources;
 
 use crate::ClusterState;
 use crate::model::DriverState;
 
-/// Usage summed over what runs on one worker.
-#[derive(Default, PartialEq, Debug)]
-struct Usage {
-    cores: u32,
-    memory_mb: u64,
-    resources: ResourceAmounts,
-}
-
-impl Usage {
-    fn add(&mut self, cores: u32, memory_mb: u64, resources: &ResourceAmounts) {
-        self.cores += cores;
-        self.memory_mb += memory_mb;
-        for (name, amount) in resources {
-            *self.resources.entry(name.clone()).or_insert(0) += amount;
-        }
-    }
+/// Adds `resources` to what `worker` is found to hold.
+fn add<'a>(
+    usage: &mut BTreeMap<&'a WorkerId, Resources>,
+    worker: &'a WorkerId,
+    resources: &Resources,
+) -> Result<(), String> {
+    let used = usage.entry(worker).or_default();
+    *used = used
+        .checked_add(resources)
+        .ok_or_else(|| format!("usage overflows on worker {worker}"))?;
+    Ok(())
 }
 
 fn violated(message: String) -> Result<(), String> {
@@ -37,7 +34,7 @@ impl ClusterState {
     ///
     /// The first violation found, naming the invariant and the thing that breaks it.
     pub fn check_invariants(&self) -> Result<(), String> {
-        let mut usage: BTreeMap<_, Usage> = BTreeMap::new();
+        let mut usage: BTreeMap<_, Resources> = BTreeMap::new();
         let mut placed_executors: BTreeMap<_, BTreeSet<_>> = BTreeMap::new();
         let mut placed_drivers: BTreeMap<_, BTreeSet<_>> = BTreeMap::new();
 
@@ -45,7 +42,11 @@ impl ClusterState {
             if app.state.is_finished() {
                 return violated(format!("active app {} is {:?}", app.id, app.state));
             }
-            let granted: u64 = app.executors.values().map(|e| u64::from(e.cores)).sum();
+            let granted: u64 = app
+                .executors
+                .values()
+                .map(|e| u64::from(e.resources.cores))
+                .sum();
             if granted != app.cores_granted {
                 return violated(format!(
                     "app {} has {} cores granted but its executors hold {granted}",
@@ -62,11 +63,7 @@ impl ClusterState {
                         app.id
                     ));
                 }
-                usage.entry(&executor.worker).or_default().add(
-                    executor.cores,
-                    executor.memory_mb,
-                    &executor.resources,
-                );
+                add(&mut usage, &executor.worker, &executor.resources)?;
                 placed_executors
                     .entry(&executor.worker)
                     .or_default()
@@ -77,11 +74,7 @@ impl ClusterState {
             match (driver.state, &driver.worker) {
                 (DriverState::Submitted, None) => {}
                 (DriverState::Running, Some(worker)) => {
-                    usage.entry(worker).or_default().add(
-                        driver.desc.cores,
-                        driver.desc.memory_mb,
-                        &driver.desc.resources,
-                    );
+                    add(&mut usage, worker, &driver.desc.resources)?;
                     placed_drivers
                         .entry(worker)
                         .or_default()
@@ -103,23 +96,17 @@ impl ClusterState {
         }
         for worker in self.workers.values() {
             let used = usage.remove(&worker.id).unwrap_or_default();
-            let recorded = Usage {
-                cores: worker.cores_used,
-                memory_mb: worker.memory_used_mb,
-                resources: worker.resources_used.clone(),
-            };
-            if used != recorded {
+            if used != worker.used {
                 return violated(format!(
-                    "worker {} records {recorded:?} used but runs {used:?}",
-                    worker.id
+                    "worker {} records {} used but runs {used}",
+                    worker.id, worker.used
                 ));
             }
-            let over_resources = used
-                .resources
-                .iter()
-                .any(|(name, &amount)| amount > worker.resources.get(name).copied().unwrap_or(0));
-            if used.cores > worker.cores || used.memory_mb > worker.memory_mb || over_resources {
-                return violated(format!("worker {} is over-allocated: {used:?}", worker.id));
+            if let Err(shortfall) = worker.capacity.fits(&used) {
+                return violated(format!(
+                    "worker {} is over-allocated: {shortfall}",
+                    worker.id
+                ));
             }
             let executors = placed_executors.remove(&worker.id).unwrap_or_default();
             let drivers = placed_drivers.remove(&worker.id).unwrap_or_default();

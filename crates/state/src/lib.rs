@@ -42,6 +42,6 @@ mod snapshot;
 mod state;
 
 pub use commands::{Command, Op};
-pub use response::{ApplyError, Effects, Outcome, Rejected, Response};
+pub use response::{ApplyError, Effects, Outcome, Rejected, Rejection, Response};
 pub use snapshot::{SNAPSHOT_FORMAT, SnapshotError};
 pub use state::{ClusterState, StateConfig};

@@ -4,7 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use muster_core::ids::{AppId, DriverId, ExecutorId, QueueName, Timestamp, WorkerId};
-use muster_core::model::{ResourceAmounts, WorkerState};
+use muster_core::model::WorkerState;
+use muster_core::resources::{ResourceAmounts, Resources};
 use serde::{Deserialize, Serialize};
 
 /// A registered worker and what runs on it according to the log.
@@ -16,20 +17,12 @@ pub struct Worker {
     pub host: String,
     /// Address the master reaches it at.
     pub address: String,
-    /// Total cores.
-    pub cores: u32,
-    /// Total memory in MB.
-    pub memory_mb: u64,
-    /// Custom resource capacity.
-    pub resources: ResourceAmounts,
+    /// Its cores, memory and custom resources.
+    pub capacity: Resources,
     /// ALIVE, DEAD or DECOMMISSIONED; only ALIVE workers run anything.
     pub state: WorkerState,
-    /// Cores of the live executors and drivers on it.
-    pub cores_used: u32,
-    /// Memory of the live executors and drivers on it.
-    pub memory_used_mb: u64,
-    /// Custom resources of the live executors and drivers on it.
-    pub resources_used: ResourceAmounts,
+    /// What its live executors and drivers hold, within `capacity`.
+    pub used: Resources,
     /// Its live executors.
     pub executors: BTreeSet<(AppId, ExecutorId)>,
     /// Its live drivers.
@@ -39,6 +32,15 @@ pub struct Worker {
     pub fence_grace_ms: Option<u64>,
     /// When it last registered.
     pub registered_at: Timestamp,
+}
+
+impl Worker {
+    /// What is free on it.
+    pub fn free(&self) -> Resources {
+        self.capacity
+            .checked_sub(&self.used)
+            .expect("a worker's usage stays within its capacity")
+    }
 }
 
 /// An application's state (Spark's `ApplicationState`).
@@ -149,12 +151,8 @@ pub struct Executor {
     pub id: ExecutorId,
     /// The worker that runs it.
     pub worker: WorkerId,
-    /// Its cores.
-    pub cores: u32,
-    /// Its memory in MB.
-    pub memory_mb: u64,
-    /// Its custom resources.
-    pub resources: ResourceAmounts,
+    /// Its cores, memory and custom resources.
+    pub resources: Resources,
     /// Its state.
     pub state: ExecutorState,
     /// Its exit code, once it exited.
@@ -194,12 +192,8 @@ pub struct DriverDescription {
     pub name: String,
     /// Queue it runs in.
     pub queue: QueueName,
-    /// Cores.
-    pub cores: u32,
-    /// Memory in MB.
-    pub memory_mb: u64,
-    /// Custom resources.
-    pub resources: ResourceAmounts,
+    /// Its cores, memory and custom resources.
+    pub resources: Resources,
     /// The program.
     pub command: String,
     /// Its arguments.

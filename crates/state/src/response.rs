@@ -5,6 +5,8 @@ use std::fmt;
 
 use muster_core::InputError;
 use muster_core::ids::{AppId, DriverId, ExecutorId, QueueName, Term, WorkerId};
+use muster_core::model::WorkerState;
+use muster_core::resources::Shortfall;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{AppState, DriverState, Executor};
@@ -63,7 +65,61 @@ pub struct Rejected {
     /// The worker it was for.
     pub worker: WorkerId,
     /// Why it was refused.
-    pub reason: String,
+    pub reason: Rejection,
+}
+
+/// Why the re-check refused a driver launch or an executor grant: the state moved on since
+/// the pass was decided.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Rejection {
+    /// The driver is no longer active.
+    UnknownDriver,
+    /// The driver no longer waits for a worker.
+    DriverNotWaiting(DriverState),
+    /// The application is no longer active.
+    UnknownApp,
+    /// The grant's cores, memory or resources are not the application's executor size.
+    NotTheExecutorSize,
+    /// The application already holds its `cores_max`.
+    CoresMax {
+        /// Cores it holds.
+        held: u64,
+        /// Its `cores_max`.
+        max: u32,
+    },
+    /// The application holds as many executors as its limit allows.
+    ExecutorLimit {
+        /// Its executor limit.
+        limit: u32,
+    },
+    /// No such worker.
+    UnknownWorker,
+    /// The worker is not ALIVE.
+    WorkerNotAlive(WorkerState),
+    /// The worker lacks room.
+    NoRoom(Shortfall),
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnknownDriver => f.write_str("unknown or finished driver"),
+            Self::DriverNotWaiting(state) => write!(f, "the driver is already {state:?}"),
+            Self::UnknownApp => f.write_str("unknown or finished application"),
+            Self::NotTheExecutorSize => {
+                f.write_str("the grant does not match the app's executor size")
+            }
+            Self::CoresMax { held, max } => {
+                write!(f, "the app already holds {held} of its {max} cores")
+            }
+            Self::ExecutorLimit { limit } => {
+                write!(f, "the app is at its executor limit of {limit}")
+            }
+            Self::UnknownWorker => f.write_str("unknown worker"),
+            Self::WorkerNotAlive(state) => write!(f, "the worker is {state:?}"),
+            Self::NoRoom(shortfall) => write!(f, "the worker has {shortfall}"),
+        }
+    }
 }
 
 /// Consequences of a command that reach outside the state machine. The leader acts on them

@@ -18,12 +18,12 @@ impl ClusterState {
             .map(|w| core::Worker {
                 id: w.id.clone(),
                 host: w.host.clone(),
-                cores: w.cores,
-                memory_mb: w.memory_mb,
-                cores_used: w.cores_used,
-                memory_used_mb: w.memory_used_mb,
-                resources: w.resources.clone(),
-                resources_used: w.resources_used.clone(),
+                cores: w.capacity.cores,
+                memory_mb: w.capacity.memory_mb,
+                cores_used: w.used.cores,
+                memory_used_mb: w.used.memory_mb,
+                resources: w.capacity.custom.clone(),
+                resources_used: w.used.custom.clone(),
                 state: w.state,
                 hosts_prior: w
                     .executors
@@ -43,9 +43,9 @@ impl ClusterState {
             .into_iter()
             .map(|d| core::DriverRequest {
                 id: d.id.clone(),
-                cores: d.desc.cores,
-                memory_mb: d.desc.memory_mb,
-                resources: d.desc.resources.clone(),
+                cores: d.desc.resources.cores,
+                memory_mb: d.desc.resources.memory_mb,
+                resources: d.desc.resources.custom.clone(),
                 queue: d.desc.queue.clone(),
             })
             .collect();
@@ -67,8 +67,8 @@ impl ClusterState {
                     .values()
                     .map(|e| core::HeldExecutor {
                         worker: e.worker.clone(),
-                        cores: e.cores,
-                        memory_mb: e.memory_mb,
+                        cores: e.resources.cores,
+                        memory_mb: e.resources.memory_mb,
                     })
                     .collect(),
             })

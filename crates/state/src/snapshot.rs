@@ -6,7 +6,7 @@ use std::fmt;
 use crate::ClusterState;
 
 /// The format this build writes and reads.
-pub const SNAPSHOT_FORMAT: u8 = 2;
+pub const SNAPSHOT_FORMAT: u8 = 3;
 
 /// Why a snapshot could not be read.
 #[derive(Clone, Debug, PartialEq, Eq)]

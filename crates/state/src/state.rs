@@ -4,11 +4,12 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use muster_core::ids::{AppId, DriverId, ExecutorId, RequestId, Timestamp, WorkerId};
-use muster_core::model::{QueueConfig, ResourceAmounts, WorkerState};
+use muster_core::model::{QueueConfig, WorkerState};
+use muster_core::resources::Resources;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{App, AppState, Driver, DriverDescription, DriverState, ExecutorState, Worker};
-use crate::response::{ApplyError, Effects, Response};
+use crate::response::{ApplyError, Effects, Rejection, Response};
 
 /// Settings every replica must share, fixed when the cluster is created.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -218,17 +219,12 @@ impl ClusterState {
             .executors
             .remove(&id)
             .expect("ending a live executor");
-        app_info.cores_granted -= u64::from(executor.cores);
+        app_info.cores_granted -= u64::from(executor.resources.cores);
         let worker = self
             .workers
             .get_mut(&executor.worker)
             .expect("executors run on known workers");
-        release(
-            worker,
-            executor.cores,
-            executor.memory_mb,
-            &executor.resources,
-        );
+        release(worker, &executor.resources);
         worker.executors.remove(&(app.clone(), id));
         executor.state = state;
         executor.exit_code = exit_code;
@@ -270,12 +266,7 @@ impl ClusterState {
                 .workers
                 .get_mut(worker_id)
                 .expect("drivers run on known workers");
-            release(
-                worker,
-                driver.desc.cores,
-                driver.desc.memory_mb,
-                &driver.desc.resources,
-            );
+            release(worker, &driver.desc.resources);
             worker.drivers.remove(id);
         }
         effects
@@ -320,63 +311,30 @@ impl ClusterState {
         }
     }
 
-    /// Whether worker `id` is ALIVE with `cores`, `memory_mb` and `resources` free.
-    pub(crate) fn room_on(
-        &self,
-        id: &WorkerId,
-        cores: u32,
-        memory_mb: u64,
-        resources: &ResourceAmounts,
-    ) -> Result<(), String> {
-        let Some(worker) = self.workers.get(id) else {
-            return Err(format!("unknown worker `{id}`"));
-        };
+    /// Whether worker `id` is ALIVE with room for `need`: the plan re-check.
+    pub(crate) fn room_on(&self, id: &WorkerId, need: &Resources) -> Result<(), Rejection> {
+        let worker = self.workers.get(id).ok_or(Rejection::UnknownWorker)?;
         if worker.state != WorkerState::Alive {
-            return Err(format!("worker `{id}` is {:?}", worker.state));
+            return Err(Rejection::WorkerNotAlive(worker.state));
         }
-        if worker.cores - worker.cores_used < cores
-            || worker.memory_mb - worker.memory_used_mb < memory_mb
-        {
-            return Err(format!(
-                "worker `{id}` has {} cores and {} MB free",
-                worker.cores - worker.cores_used,
-                worker.memory_mb - worker.memory_used_mb
-            ));
-        }
-        for (name, &amount) in resources {
-            let free = worker.resources.get(name).copied().unwrap_or(0)
-                - worker.resources_used.get(name).copied().unwrap_or(0);
-            if free < amount {
-                return Err(format!("worker `{id}` has {free} {name} free"));
-            }
-        }
-        Ok(())
+        worker.free().fits(need).map_err(Rejection::NoRoom)
     }
 }
 
 /// Adds a placement's resources to a worker's usage.
-pub(crate) fn take(worker: &mut Worker, cores: u32, memory_mb: u64, resources: &ResourceAmounts) {
-    worker.cores_used += cores;
-    worker.memory_used_mb += memory_mb;
-    for (name, amount) in resources {
-        *worker.resources_used.entry(name.clone()).or_insert(0) += amount;
-    }
+pub(crate) fn take(worker: &mut Worker, resources: &Resources) {
+    worker.used = worker
+        .used
+        .checked_add(resources)
+        .expect("placements are checked against free resources");
 }
 
 /// Returns a placement's resources to its worker.
-fn release(worker: &mut Worker, cores: u32, memory_mb: u64, resources: &ResourceAmounts) {
-    worker.cores_used -= cores;
-    worker.memory_used_mb -= memory_mb;
-    for (name, amount) in resources {
-        let used = worker
-            .resources_used
-            .get_mut(name)
-            .expect("released resources were taken");
-        *used -= amount;
-        if *used == 0 {
-            worker.resources_used.remove(name);
-        }
-    }
+fn release(worker: &mut Worker, resources: &Resources) {
+    worker.used = worker
+        .used
+        .checked_sub(resources)
+        .expect("released resources were taken");
 }
 
 /// Appends `item`, first dropping the oldest tenth when `keep` are already there (Spark's

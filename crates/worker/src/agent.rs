@@ -21,7 +21,10 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use muster_core::ids::{ExecutorId, Term, WorkerId};
+use muster_core::resources::Resources;
+use muster_proto::convert::resources;
 use muster_proto::discovery::{LeaderFinder, leader_hint};
+use muster_proto::v1;
 use muster_proto::v1::master_message::Body as Down;
 use muster_proto::v1::worker_link_client::WorkerLinkClient;
 use muster_proto::v1::worker_message::Body as Up;
@@ -48,12 +51,8 @@ pub struct AgentConfig {
     pub id: WorkerId,
     /// Its host name.
     pub host: String,
-    /// Cores it offers.
-    pub cores: u32,
-    /// Memory it offers, in MB.
-    pub memory_mb: u64,
-    /// Custom resources it offers.
-    pub resources: BTreeMap<String, u32>,
+    /// The cores, memory and custom resources it offers.
+    pub capacity: Resources,
     /// Where processes get their directories.
     pub work_dir: PathBuf,
     /// Heartbeat period.
@@ -242,9 +241,7 @@ impl Agent {
                 worker_id: self.config.id.0.clone(),
                 host: self.config.host.clone(),
                 address: self.config.host.clone(),
-                cores: self.config.cores,
-                memory_mb: self.config.memory_mb,
-                resources: self.config.resources.clone().into_iter().collect(),
+                capacity: Some((&self.config.capacity).into()),
                 executors,
                 drivers,
                 executor_updates,
@@ -379,7 +376,7 @@ impl Agent {
         if event.state == ProcessState::Killed && self.fenced.remove(&event.workload) {
             // Not asked for by any leader: a supervised driver must run again elsewhere.
             if let Up::Driver(update) = &mut report {
-                update.state = "LOST".to_owned();
+                update.set_state(v1::DriverState::Relaunching);
             }
         }
         let seq = self.next_seq;
@@ -424,13 +421,15 @@ impl Agent {
                 for seq in acknowledged.seqs {
                     match self.unacknowledged.remove(&seq) {
                         // The leader has the end: the process's record may go.
-                        Some(Up::Executor(update)) if update.state != "RUNNING" => {
+                        Some(Up::Executor(update))
+                            if update.state() != v1::ExecutorState::Running =>
+                        {
                             self.supervisor.forget(&Workload::Executor {
                                 app: update.app_id.as_str().into(),
                                 executor: ExecutorId(update.executor_id),
                             });
                         }
-                        Some(Up::Driver(update)) if update.state != "RUNNING" => {
+                        Some(Up::Driver(update)) if update.state() != v1::DriverState::Running => {
                             self.supervisor.forget(&Workload::Driver {
                                 driver: update.driver_id.as_str().into(),
                             });
@@ -449,8 +448,7 @@ impl Agent {
                     command: launch.command,
                     args: launch.args,
                     env: launch.env.into_iter().collect(),
-                    cores: launch.cores,
-                    memory_mb: launch.memory_mb,
+                    resources: resources(launch.resources),
                     supervise: false,
                 };
                 self.start(spec, up).await;
@@ -463,8 +461,7 @@ impl Agent {
                     command: launch.command,
                     args: launch.args,
                     env: launch.env.into_iter().collect(),
-                    cores: launch.cores,
-                    memory_mb: launch.memory_mb,
+                    resources: resources(launch.resources),
                     supervise: launch.supervise,
                 };
                 self.start(spec, up).await;
@@ -535,32 +532,49 @@ fn last_fence(work_dir: &std::path::Path) -> Option<(Duration, Instant)> {
 /// The report a process event makes to the leader, if any (restarts are local), not yet
 /// numbered.
 fn report(event: &ProcessEvent) -> Option<Up> {
-    let (state, exit_code, pid) = match (&event.workload, &event.state) {
-        (_, ProcessState::Running { pid }) => ("RUNNING", None, *pid),
-        (_, ProcessState::Restarting { .. }) => return None,
-        (_, ProcessState::Killed) => ("KILLED", None, 0),
-        (Workload::Executor { .. }, ProcessState::Exited { code }) => ("EXITED", Some(*code), 0),
-        (Workload::Executor { .. }, ProcessState::Failed { .. }) => ("FAILED", None, 0),
-        (Workload::Driver { .. }, ProcessState::Exited { code: 0 }) => ("FINISHED", Some(0), 0),
-        (Workload::Driver { .. }, ProcessState::Exited { code }) => ("FAILED", Some(*code), 0),
-        (Workload::Driver { .. }, ProcessState::Failed { .. }) => ("ERROR", None, 0),
+    let (pid, exit_code) = match event.state {
+        ProcessState::Running { pid } => (pid, None),
+        ProcessState::Exited { code } => (0, Some(code)),
+        ProcessState::Restarting { .. } => return None,
+        ProcessState::Killed | ProcessState::Failed { .. } => (0, None),
     };
     let body = match &event.workload {
-        Workload::Executor { app, executor } => Up::Executor(ExecutorUpdate {
-            app_id: app.0.clone(),
-            executor_id: executor.0,
-            state: state.to_owned(),
-            exit_code,
-            pid,
-            seq: 0,
-        }),
-        Workload::Driver { driver } => Up::Driver(DriverUpdate {
-            driver_id: driver.0.clone(),
-            state: state.to_owned(),
-            exit_code,
-            pid,
-            seq: 0,
-        }),
+        Workload::Executor { app, executor } => {
+            let state = match event.state {
+                ProcessState::Running { .. } => v1::ExecutorState::Running,
+                ProcessState::Killed => v1::ExecutorState::Killed,
+                ProcessState::Exited { .. } => v1::ExecutorState::Exited,
+                ProcessState::Failed { .. } | ProcessState::Restarting { .. } => {
+                    v1::ExecutorState::Failed
+                }
+            };
+            Up::Executor(ExecutorUpdate {
+                app_id: app.0.clone(),
+                executor_id: executor.0,
+                state: state.into(),
+                exit_code,
+                pid,
+                seq: 0,
+            })
+        }
+        Workload::Driver { driver } => {
+            let state = match event.state {
+                ProcessState::Running { .. } => v1::DriverState::Running,
+                ProcessState::Killed => v1::DriverState::Killed,
+                ProcessState::Exited { code: 0 } => v1::DriverState::Finished,
+                ProcessState::Exited { .. } => v1::DriverState::Failed,
+                ProcessState::Failed { .. } | ProcessState::Restarting { .. } => {
+                    v1::DriverState::Error
+                }
+            };
+            Up::Driver(DriverUpdate {
+                driver_id: driver.0.clone(),
+                state: state.into(),
+                exit_code,
+                pid,
+                seq: 0,
+            })
+        }
     };
     Some(body)
 }

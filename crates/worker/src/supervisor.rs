@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use muster_core::ids::{AppId, DriverId, ExecutorId};
+use muster_core::resources::Resources;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
@@ -81,10 +82,9 @@ pub struct LaunchSpec {
     pub args: Vec<String>,
     /// Extra environment, on top of the `MUSTER_*` variables.
     pub env: BTreeMap<String, String>,
-    /// Cores granted, passed as `MUSTER_CORES`.
-    pub cores: u32,
-    /// Memory granted, passed as `MUSTER_MEMORY_MB`.
-    pub memory_mb: u64,
+    /// What it was granted; cores and memory are passed as `MUSTER_CORES` and
+    /// `MUSTER_MEMORY_MB`.
+    pub resources: Resources,
     /// Restart it when it exits with a non-zero code (drivers only).
     pub supervise: bool,
 }
@@ -513,8 +513,8 @@ impl Launcher {
             .stdout(stdout)
             .stderr(stderr)
             .process_group(0)
-            .env("MUSTER_CORES", spec.cores.to_string())
-            .env("MUSTER_MEMORY_MB", spec.memory_mb.to_string())
+            .env("MUSTER_CORES", spec.resources.cores.to_string())
+            .env("MUSTER_MEMORY_MB", spec.resources.memory_mb.to_string())
             .env("MUSTER_MASTERS", &self.masters)
             .env(WORK_DIR_VARIABLE, &self.work_dir)
             .envs(&spec.env);

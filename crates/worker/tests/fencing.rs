@@ -1,13 +1,15 @@
 //! The agent against a stand-in master: it registers with what it runs, obeys the leader's
 //! launches, and ignores commands stamped with a term older than the newest it has seen.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use muster_core::resources::Resources;
 use muster_proto::v1::master_message::Body as Down;
 use muster_proto::v1::worker_link_server::{WorkerLink, WorkerLinkServer};
 use muster_proto::v1::worker_message::Body as Up;
-use muster_proto::v1::{KillDriver, LaunchDriver, MasterMessage, Registered, WorkerMessage};
+use muster_proto::v1::{
+    DriverState, KillDriver, LaunchDriver, MasterMessage, Registered, WorkerMessage,
+};
 use muster_worker::agent::{AgentConfig, run};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
@@ -47,8 +49,7 @@ impl WorkerLink for ScriptedMaster {
 fn launch(term: u64, driver: &str) -> MasterMessage {
     let body = LaunchDriver {
         driver_id: driver.into(),
-        cores: 1,
-        memory_mb: 64,
+        resources: Some((&Resources::new(1, 64)).into()),
         command: "/bin/sleep".into(),
         args: vec!["1000".into()],
         env: Default::default(),
@@ -94,9 +95,7 @@ async fn commands_from_an_older_term_are_ignored() {
         masters: vec![addr],
         id: "w1".into(),
         host: "h1".into(),
-        cores: 2,
-        memory_mb: 1024,
-        resources: BTreeMap::new(),
+        capacity: Resources::new(2, 1024),
         work_dir: dir.path().to_owned(),
         heartbeat_interval: Duration::from_millis(100),
         leader_timeout: Duration::from_secs(2),
@@ -113,7 +112,9 @@ async fn commands_from_an_older_term_are_ignored() {
         .await
         .unwrap()
         .unwrap();
-    assert!(matches!(first.body, Some(Up::Register(ref r)) if r.worker_id == "w1" && r.cores == 2));
+    assert!(
+        matches!(first.body, Some(Up::Register(ref r)) if r.worker_id == "w1" && r.capacity.as_ref().is_some_and(|c| c.cores == 2))
+    );
     let start = Instant::now();
     let mut running = Vec::new();
     while start.elapsed() < Duration::from_secs(2) {
@@ -121,12 +122,12 @@ async fn commands_from_an_older_term_are_ignored() {
             tokio::time::timeout(Duration::from_millis(100), reported.recv()).await
             && let Some(Up::Driver(update)) = message.body
         {
-            running.push((update.driver_id, update.state));
+            running.push((update.driver_id.clone(), update.state()));
         }
     }
     assert_eq!(
         running,
-        [("driver-current".to_string(), "RUNNING".to_string())],
+        [("driver-current".to_string(), DriverState::Running)],
         "the stale launch and kill were ignored"
     );
     assert!(dir.path().join("driver-current").is_dir());

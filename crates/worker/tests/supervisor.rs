@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use muster_core::ids::ExecutorId;
+use muster_core::resources::Resources;
 use muster_worker::supervisor::{
     LaunchError, LaunchSpec, ProcessEvent, ProcessState, Supervisor, SupervisorConfig, Workload,
 };
@@ -40,8 +41,7 @@ fn shell(workload: Workload, script: &str, supervise: bool) -> LaunchSpec {
         command: "/bin/sh".into(),
         args: vec!["-c".into(), script.into()],
         env: BTreeMap::from([("EXTRA".to_string(), "yes".to_string())]),
-        cores: 2,
-        memory_mb: 512,
+        resources: Resources::new(2, 512),
         supervise,
     }
 }

@@ -37,9 +37,10 @@ use std::collections::BTreeSet;
 use std::iter::Peekable;
 
 use super::{ExecutorPlacer, ExecutorRequest, descending, selection_key};
-use crate::ledger::{Ledger, Need, Offer};
+use crate::ledger::{Ledger, Offer};
 use crate::model::WorkerSelection;
 use crate::queues::{Admission, Queues};
+use crate::resources::Resources;
 
 /// `(selection key, id rank, worker index)`: sorts in policy order (ascending).
 type Entry = (u64, u32, usize);
@@ -134,7 +135,7 @@ impl IndexedPlacer {
     }
 
     /// The lowest key a worker that admits `need` can have in the sorted dimension.
-    fn min_key(&self, need: Need<'_>) -> u64 {
+    fn min_key(&self, need: &Resources) -> u64 {
         match self.policy {
             WorkerSelection::CoresFreeAsc | WorkerSelection::CoresFreeDesc => need.cores.into(),
             WorkerSelection::MemoryFreeAsc | WorkerSelection::MemoryFreeDesc => need.memory_mb,
@@ -147,7 +148,7 @@ impl IndexedPlacer {
     fn usable<'s>(
         &'s self,
         ledger: &'s Ledger<'_>,
-        need: Need<'s>,
+        need: &'s Resources,
         admission: Admission,
     ) -> impl Iterator<Item = (usize, Offer)> + 's {
         let from = (self.min_key(need), 0, 0);
@@ -226,7 +227,7 @@ fn units_cap(ledger: &Ledger<'_>, w: usize, offer: Offer, request: &ExecutorRequ
         Some(cpe) => {
             let by_resources = request
                 .need
-                .resources
+                .custom
                 .iter()
                 .map(|(name, &amount)| u64::from(ledger.resource_free(w, name) / amount));
             by_resources
@@ -298,7 +299,7 @@ impl ExecutorPlacer for IndexedPlacer {
             .collect()
     }
 
-    fn has_room(&self, ledger: &Ledger<'_>, need: Need<'_>, admission: Admission) -> bool {
+    fn has_room(&self, ledger: &Ledger<'_>, need: &Resources, admission: Admission) -> bool {
         self.usable(ledger, need, admission).next().is_some()
     }
 

@@ -10,9 +10,10 @@
 pub(crate) mod indexed;
 pub(crate) mod spark;
 
-use crate::ledger::{Ledger, Need, Offer};
+use crate::ledger::{Ledger, Offer};
 use crate::model::WorkerSelection;
 use crate::queues::{Admission, Queues};
+use crate::resources::Resources;
 
 /// One app's executor demand in this pass, queue caps already applied.
 #[derive(Clone, Copy, Debug)]
@@ -20,7 +21,7 @@ pub(crate) struct ExecutorRequest<'a> {
     /// `executor_cores`; `None` means one executor per worker that absorbs its cores.
     pub(crate) cores_per_executor: Option<u32>,
     /// One executor's minimum: `executor_cores` (or 1) cores, its memory and resources.
-    pub(crate) need: Need<'a>,
+    pub(crate) need: &'a Resources,
     /// Cores the app may still receive: `cores_max` left, capped by its queue's capacity left.
     pub(crate) cores_left: u64,
     /// Executors the app may still receive under its executor limit.
@@ -40,7 +41,7 @@ pub(crate) trait ExecutorPlacer {
     fn assign(&mut self, ledger: &Ledger<'_>, request: &ExecutorRequest<'_>) -> Vec<(usize, u32)>;
 
     /// Whether any ALIVE worker admits one `need` as offered to `admission` now.
-    fn has_room(&self, ledger: &Ledger<'_>, need: Need<'_>, admission: Admission) -> bool;
+    fn has_room(&self, ledger: &Ledger<'_>, need: &Resources, admission: Admission) -> bool;
 
     /// Tells the placer that worker `w`'s usage changed in `ledger`.
     fn worker_changed(&mut self, ledger: &Ledger<'_>, w: usize);

@@ -7,10 +7,11 @@
 //! what is free.
 
 use super::{ExecutorPlacer, ExecutorRequest, descending, selection_key};
-use crate::ledger::{Ledger, Need, Offer};
+use crate::ledger::{Ledger, Offer};
 use crate::model::WorkerSelection;
 use crate::queues::Admission;
 use crate::queues::Queues;
+use crate::resources::Resources;
 
 /// Spark's loop, one core unit per iteration.
 pub(crate) struct SparkLoop {
@@ -43,7 +44,7 @@ impl ExecutorPlacer for SparkLoop {
             .collect()
     }
 
-    fn has_room(&self, ledger: &Ledger<'_>, need: Need<'_>, admission: Admission) -> bool {
+    fn has_room(&self, ledger: &Ledger<'_>, need: &Resources, admission: Admission) -> bool {
         ledger.any_fits(need, admission)
     }
 
@@ -74,7 +75,7 @@ fn schedule_executors_on_workers(
             let launching_new_executor = !one_executor_per_worker || num == 0;
             if launching_new_executor {
                 let enough_memory = offer.memory_mb >= (u64::from(num) + 1) * memory_per_executor;
-                let enough_resources = ledger.resources_fit(w, request.need.resources, num);
+                let enough_resources = ledger.resources_fit(w, request.need, num);
                 let under_limit = assigned_executors
                     .iter()
                     .map(|&e| u64::from(e))

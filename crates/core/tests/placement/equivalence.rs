@@ -304,16 +304,16 @@ fn check_safety(snapshot: &Snapshot, plan: &Plan) -> Result<(), TestCaseError> {
     for grant in &plan.executors {
         let a = snapshot.apps.iter().find(|a| a.id == grant.app).unwrap();
         if let Some(cpe) = a.executor_cores {
-            prop_assert_eq!(grant.cores, cpe);
+            prop_assert_eq!(grant.resources.cores, cpe);
         }
         place(
             &grant.worker,
-            grant.cores,
-            grant.memory_mb,
-            &grant.resources,
+            grant.resources.cores,
+            grant.resources.memory_mb,
+            &grant.resources.custom,
             &a.queue,
         )?;
-        *queue_cores.entry(a.queue.clone()).or_default() += u64::from(grant.cores);
+        *queue_cores.entry(a.queue.clone()).or_default() += u64::from(grant.resources.cores);
     }
     for (name, cores) in queue_cores {
         let q = queues[&name];

@@ -76,7 +76,7 @@ fn max_capacity_caps_a_normal_queue() {
     second.executors.clear();
     snapshot.apps = vec![first, second];
     let plan = plan(&snapshot);
-    let granted: u32 = plan.executors.iter().map(|e| e.cores).sum();
+    let granted: u32 = plan.executors.iter().map(|e| e.resources.cores).sum();
     assert_eq!(granted, 3);
     assert_eq!(cores_per_worker(&snapshot, &plan, "second"), [0, 0]);
     assert_eq!(

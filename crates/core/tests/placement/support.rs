@@ -91,7 +91,7 @@ fn grants_per_worker<'p>(
 /// Executor cores granted to `app` on each of `snapshot`'s workers, in snapshot order.
 pub fn cores_per_worker(snapshot: &Snapshot, plan: &Plan, app: &str) -> Vec<u32> {
     grants_per_worker(snapshot, plan, app)
-        .map(|grants| grants.iter().map(|e| e.cores).sum())
+        .map(|grants| grants.iter().map(|e| e.resources.cores).sum())
         .collect()
 }
 

@@ -102,10 +102,15 @@ fn master_suite_placement_matrix() {
                 "{context}"
             );
             if let Some(cpe) = r.executor_cores {
-                assert!(plan.executors.iter().all(|e| e.cores == cpe), "{context}");
+                assert!(
+                    plan.executors.iter().all(|e| e.resources.cores == cpe),
+                    "{context}"
+                );
             }
             assert!(
-                plan.executors.iter().all(|e| e.memory_mb == r.memory_mb),
+                plan.executors
+                    .iter()
+                    .all(|e| e.resources.memory_mb == r.memory_mb),
                 "{context}"
             );
         }

@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 use goldenscript::{Argument, Command, Context};
 use muster_core::ids::{AppId, DriverId, ExecutorId, Term, Timestamp, WorkerId};
 use muster_core::model::PassConfig;
+use muster_core::resources::Resources;
 use muster_master::leader::{
     Action, AppRequest, Event, Leader, LinkId, ProcessKey, ProposalId, Registration, Report,
     SessionConfig, ToApp, ToWorker, Update,
@@ -85,9 +86,7 @@ impl goldenscript::Runner for Runner {
                 let desc = DriverDescription {
                     name: String::new(),
                     queue: Default::default(),
-                    cores: args.number("cores", 1)?,
-                    memory_mb: args.number("mem", 256)?,
-                    resources: Default::default(),
+                    resources: Resources::new(args.number("cores", 1)?, args.number("mem", 256)?),
                     command: "/bin/true".into(),
                     args: Vec::new(),
                     env: Default::default(),
@@ -291,7 +290,10 @@ impl goldenscript::Runner for Runner {
             "state" => self.dump(),
             "leader" => {
                 let leader = self.leader.as_ref().ok_or("no leader elected")?;
-                format!("{}\n", leader.recovery_state().name())
+                format!(
+                    "{}\n",
+                    muster_proto::v1::RecoveryState::from(leader.recovery_state()).name()
+                )
             }
             other => return Err(format!("unknown command {other}").into()),
         };
@@ -388,7 +390,7 @@ impl Runner {
             let _ = writeln!(
                 output,
                 "worker {} {:?} cores {}/{}",
-                worker.id, worker.state, worker.cores_used, worker.cores
+                worker.id, worker.state, worker.used.cores, worker.capacity.cores
             );
         }
         for app in self.state.apps().values() {
@@ -481,7 +483,7 @@ fn describe(op: &Op) -> String {
             let executors = plan
                 .executors
                 .iter()
-                .map(|e| format!("{} {} cores on {}", e.app, e.cores, e.worker));
+                .map(|e| format!("{} {} cores on {}", e.app, e.resources.cores, e.worker));
             format!(
                 "ApplyPlan [{}]",
                 drivers.chain(executors).collect::<Vec<_>>().join(", ")
@@ -498,9 +500,7 @@ fn register_op(args: &mut Args) -> Result<RegisterWorker, Box<dyn Error>> {
         host: id.0.clone(),
         address: id.0.clone(),
         id,
-        cores: args.number("cores", 4)?,
-        memory_mb: args.number("mem", 4096)?,
-        resources: Default::default(),
+        resources: Resources::new(args.number("cores", 4)?, args.number("mem", 4096)?),
         fence_grace_ms: args.optional("fence_grace_ms")?,
     })
 }

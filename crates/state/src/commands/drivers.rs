@@ -1,7 +1,6 @@
 //! Driver lifecycle: submit, kill, and the end a worker reports (Spark reference §1.12).
 
 use muster_core::ids::{DriverId, Timestamp};
-use muster_core::model::{positive, resource_amounts};
 use serde::{Deserialize, Serialize};
 
 use super::{Apply, program};
@@ -22,9 +21,7 @@ impl Apply for SubmitDriver {
         if !state.queue_exists(&desc.queue) {
             return Err(ApplyError::UnknownQueue(desc.queue.clone()));
         }
-        positive("cores", desc.cores)?;
-        positive("memory_mb", desc.memory_mb)?;
-        resource_amounts("resources", &desc.resources)?;
+        desc.resources.validate("")?;
         program("command", &desc.command)?;
         let id = state.add_driver(desc.clone(), at);
         Ok(Response {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::Apply;
 use crate::ClusterState;
 use crate::model::{AppState, DriverState, Executor, ExecutorState};
-use crate::response::{ApplyError, Effects, Outcome, Rejected, Response};
+use crate::response::{ApplyError, Effects, Outcome, Rejected, Rejection, Response};
 use crate::state::take;
 use muster_core::ids::{ExecutorId, Timestamp};
 
@@ -57,25 +57,21 @@ impl Apply for ApplyPlan {
     }
 }
 
-fn launch_driver(state: &mut ClusterState, launch: &DriverLaunch) -> Result<(), String> {
+fn launch_driver(state: &mut ClusterState, launch: &DriverLaunch) -> Result<(), Rejection> {
     let driver = state
         .drivers
         .get(&launch.driver)
-        .ok_or_else(|| format!("unknown or finished driver `{}`", launch.driver))?;
+        .ok_or(Rejection::UnknownDriver)?;
     if driver.state != DriverState::Submitted {
-        return Err(format!(
-            "driver `{}` is already {:?}",
-            launch.driver, driver.state
-        ));
+        return Err(Rejection::DriverNotWaiting(driver.state));
     }
-    let desc = &driver.desc;
-    state.room_on(&launch.worker, desc.cores, desc.memory_mb, &desc.resources)?;
-    let (cores, memory_mb, resources) = (desc.cores, desc.memory_mb, desc.resources.clone());
+    let need = driver.desc.resources.clone();
+    state.room_on(&launch.worker, &need)?;
     let worker = state
         .workers
         .get_mut(&launch.worker)
         .expect("room_on checked it");
-    take(worker, cores, memory_mb, &resources);
+    take(worker, &need);
     worker.drivers.insert(launch.driver.clone());
     let driver = state
         .drivers
@@ -86,50 +82,30 @@ fn launch_driver(state: &mut ClusterState, launch: &DriverLaunch) -> Result<(), 
     Ok(())
 }
 
-fn grant_executor(state: &mut ClusterState, grant: &ExecutorGrant) -> Result<Executor, String> {
-    let app = state
-        .apps
-        .get(&grant.app)
-        .ok_or_else(|| format!("unknown or finished application `{}`", grant.app))?;
-    let desc = &app.desc;
-    if grant.cores == 0
-        || desc
-            .executor_cores
-            .is_some_and(|cores| cores != grant.cores)
+fn grant_executor(state: &mut ClusterState, grant: &ExecutorGrant) -> Result<Executor, Rejection> {
+    let app = state.apps.get(&grant.app).ok_or(Rejection::UnknownApp)?;
+    let (desc, need) = (&app.desc, &grant.resources);
+    if need.cores == 0
+        || desc.executor_cores.is_some_and(|cores| cores != need.cores)
+        || need.memory_mb != desc.executor_memory_mb
+        || need.custom != desc.executor_resources
     {
-        return Err(format!(
-            "{} cores do not match the app's executor cores",
-            grant.cores
-        ));
+        return Err(Rejection::NotTheExecutorSize);
     }
-    if grant.memory_mb != desc.executor_memory_mb || grant.resources != desc.executor_resources {
-        return Err("the grant does not match the app's executor memory and resources".to_owned());
-    }
-    if desc
-        .cores_max
-        .is_some_and(|max| app.cores_granted + u64::from(grant.cores) > u64::from(max))
+    if let Some(max) = desc.cores_max
+        && app.cores_granted + u64::from(need.cores) > u64::from(max)
     {
-        return Err(format!(
-            "the app already holds {} of its {} cores",
-            app.cores_granted,
-            desc.cores_max.unwrap_or(0)
-        ));
+        return Err(Rejection::CoresMax {
+            held: app.cores_granted,
+            max,
+        });
     }
-    if app
-        .executor_limit
-        .is_some_and(|limit| app.executors.len() >= limit as usize)
+    if let Some(limit) = app.executor_limit
+        && app.executors.len() >= limit as usize
     {
-        return Err(format!(
-            "the app is at its executor limit of {}",
-            app.executor_limit.unwrap_or(0)
-        ));
+        return Err(Rejection::ExecutorLimit { limit });
     }
-    state.room_on(
-        &grant.worker,
-        grant.cores,
-        grant.memory_mb,
-        &grant.resources,
-    )?;
+    state.room_on(&grant.worker, need)?;
 
     let app = state.apps.get_mut(&grant.app).expect("checked above");
     let id = ExecutorId(app.next_executor_id);
@@ -137,20 +113,18 @@ fn grant_executor(state: &mut ClusterState, grant: &ExecutorGrant) -> Result<Exe
     let executor = Executor {
         id,
         worker: grant.worker.clone(),
-        cores: grant.cores,
-        memory_mb: grant.memory_mb,
-        resources: grant.resources.clone(),
+        resources: need.clone(),
         state: ExecutorState::Launching,
         exit_code: None,
     };
     app.executors.insert(id, executor.clone());
-    app.cores_granted += u64::from(grant.cores);
+    app.cores_granted += u64::from(need.cores);
     app.state = AppState::Running;
     let worker = state
         .workers
         .get_mut(&grant.worker)
         .expect("room_on checked it");
-    take(worker, grant.cores, grant.memory_mb, &grant.resources);
+    take(worker, need);
     worker.executors.insert((grant.app.clone(), id));
     Ok(executor)
 }

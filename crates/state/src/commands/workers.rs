@@ -3,7 +3,8 @@
 use std::collections::BTreeSet;
 
 use muster_core::ids::{Timestamp, WorkerId};
-use muster_core::model::{ResourceAmounts, WorkerState, positive, resource_amounts};
+use muster_core::model::WorkerState;
+use muster_core::resources::Resources;
 use serde::{Deserialize, Serialize};
 
 use super::Apply;
@@ -20,12 +21,8 @@ pub struct RegisterWorker {
     pub host: String,
     /// Where the master reaches it.
     pub address: String,
-    /// Its cores.
-    pub cores: u32,
-    /// Its memory in MB.
-    pub memory_mb: u64,
-    /// Its custom resources.
-    pub resources: ResourceAmounts,
+    /// Its cores, memory and custom resources.
+    pub resources: Resources,
     /// Set when the worker fences: it kills its own work once it has been cut off from every
     /// leader for the worker timeout. The value is how long its kills may take (SIGTERM to
     /// SIGKILL), in ms.
@@ -46,10 +43,7 @@ impl RegisterWorker {
                 message: "must not be empty".into(),
             });
         }
-        positive("cores", self.cores)?;
-        positive("memory_mb", self.memory_mb)?;
-        resource_amounts("resources", &self.resources)?;
-        Ok(())
+        Ok(self.resources.validate("")?)
     }
 }
 
@@ -62,9 +56,7 @@ impl Apply for RegisterWorker {
             Some(worker) => {
                 if worker.state == WorkerState::Dead {
                     worker.state = WorkerState::Alive;
-                    worker.cores = self.cores;
-                    worker.memory_mb = self.memory_mb;
-                    worker.resources = self.resources.clone();
+                    worker.capacity = self.resources.clone();
                 }
                 worker.host = self.host.clone();
                 worker.address = self.address.clone();
@@ -79,13 +71,9 @@ impl Apply for RegisterWorker {
                         id: self.id.clone(),
                         host: self.host.clone(),
                         address: self.address.clone(),
-                        cores: self.cores,
-                        memory_mb: self.memory_mb,
-                        resources: self.resources.clone(),
+                        capacity: self.resources.clone(),
                         state: WorkerState::Alive,
-                        cores_used: 0,
-                        memory_used_mb: 0,
-                        resources_used: ResourceAmounts::new(),
+                        used: Resources::default(),
                         executors: BTreeSet::new(),
                         drivers: BTreeSet::new(),
                         fence_grace_ms: self.fence_grace_ms,

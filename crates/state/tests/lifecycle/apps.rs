@@ -103,7 +103,7 @@ fn killing_an_app_kills_its_executors_and_keeps_it_as_completed() {
         [(app.clone(), AppState::Killed)]
     );
     assert!(c.state.apps().is_empty());
-    assert_eq!(c.state.workers()[&crate::support::w("w1")].cores_used, 0);
+    assert_eq!(c.state.workers()[&crate::support::w("w1")].used.cores, 0);
     assert_eq!(c.state.completed_apps()[0].state, AppState::Killed);
     assert_eq!(
         c.refuse(Op::KillApp(KillApp { id: app.clone() })),

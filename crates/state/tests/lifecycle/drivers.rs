@@ -46,7 +46,7 @@ fn a_driver_runs_then_finishes_with_its_exit_code() {
     let driver = c.submit_driver(driver_desc(2, 1024, false));
     c.schedule();
     assert_eq!(c.state.drivers()[&driver].state, DriverState::Running);
-    assert_eq!(c.state.workers()[&w("w1")].cores_used, 2);
+    assert_eq!(c.state.workers()[&w("w1")].used.cores, 2);
     let end = |state, exit_code| {
         Op::DriverStateChanged(DriverStateChanged {
             driver: driver.clone(),
@@ -63,7 +63,7 @@ fn a_driver_runs_then_finishes_with_its_exit_code() {
         ApplyError::Invalid { .. }
     ));
     c.ok(end(DriverState::Finished, Some(0)));
-    assert_eq!(c.state.workers()[&w("w1")].cores_used, 0);
+    assert_eq!(c.state.workers()[&w("w1")].used.cores, 0);
     let completed = &c.state.completed_drivers()[0];
     assert_eq!(
         (completed.state, completed.exit_code),
@@ -108,7 +108,7 @@ fn killing_a_driver_frees_its_worker_and_names_it() {
         response.effects.ended_drivers,
         [(waiting, None, DriverState::Killed)]
     );
-    assert_eq!(c.state.workers()[&w("w1")].cores_used, 0);
+    assert_eq!(c.state.workers()[&w("w1")].used.cores, 0);
     assert_eq!(
         c.refuse(Op::KillDriver(KillDriver {
             id: running.clone()
@@ -145,5 +145,5 @@ fn a_driver_its_worker_gave_up_is_relaunched_when_supervised() {
         .find(|d| d.id == plain)
         .unwrap();
     assert_eq!(ended.state, DriverState::Error);
-    assert_eq!(c.state.workers()[&w("w1")].cores_used, 0);
+    assert_eq!(c.state.workers()[&w("w1")].used.cores, 0);
 }

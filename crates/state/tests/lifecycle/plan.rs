@@ -1,10 +1,12 @@
 //! Applying a scheduling pass: every launch and grant is checked again.
 
 use muster_core::ids::ExecutorId;
+use muster_core::model::WorkerState;
 use muster_core::plan::{DriverLaunch, ExecutorGrant};
+use muster_core::resources::{Resource, Resources, Shortfall};
 use muster_state::commands::{ApplyPlan, KillApp, WorkerLost};
 use muster_state::model::{AppState, DriverState, ExecutorState};
-use muster_state::{Op, Outcome};
+use muster_state::{Op, Outcome, Rejection};
 
 use crate::support::{Cluster, app_desc, driver_desc, w};
 
@@ -12,17 +14,16 @@ fn grant(app: &muster_core::ids::AppId, worker: &str, cores: u32) -> ExecutorGra
     ExecutorGrant {
         app: app.clone(),
         worker: w(worker),
-        cores,
-        memory_mb: 512,
-        resources: Default::default(),
+        resources: Resources::new(cores, 512),
     }
 }
 
-fn rejected(response: &muster_state::Response) -> Vec<String> {
+/// What the re-check refused: (driver or app id, worker, why).
+fn rejected(response: &muster_state::Response) -> Vec<(String, String, Rejection)> {
     match &response.outcome {
         Outcome::PlanApplied { rejected, .. } => rejected
             .iter()
-            .map(|r| format!("{} on {}: {}", r.id, r.worker, r.reason))
+            .map(|r| (r.id.clone(), r.worker.0.clone(), r.reason.clone()))
             .collect(),
         other => panic!("unexpected outcome {other:?}"),
     }
@@ -58,13 +59,18 @@ fn a_plan_applies_what_fits_and_reports_the_rest() {
             (ExecutorId(1), "w1", ExecutorState::Launching)
         ]
     );
-    let app_id = &app.0;
+    let on = |worker: &str, reason| (app.0.clone(), worker.to_owned(), reason);
+    let no_cores = Shortfall {
+        resource: Resource::Cores,
+        free: 0,
+        needed: 2,
+    };
     assert_eq!(
         rejected(&response),
         [
-            format!("{app_id} on w1: worker `w1` has 0 cores and 3072 MB free"),
-            format!("{app_id} on w9: unknown worker `w9`"),
-            format!("{app_id} on w2: 3 cores do not match the app's executor cores"),
+            on("w1", Rejection::NoRoom(no_cores)),
+            on("w9", Rejection::UnknownWorker),
+            on("w2", Rejection::NotTheExecutorSize),
         ]
     );
     assert_eq!(c.state.apps()[&app].state, AppState::Running);
@@ -94,11 +100,12 @@ fn a_stale_plan_is_refused_part_by_part() {
     assert_eq!(
         rejected(&response),
         [
-            format!("{} on w1: worker `w1` is Dead", driver.0),
-            format!(
-                "{} on w2: unknown or finished application `{}`",
-                app.0, app.0
-            )
+            (
+                driver.0.clone(),
+                "w1".to_owned(),
+                Rejection::WorkerNotAlive(WorkerState::Dead)
+            ),
+            (app.0.clone(), "w2".to_owned(), Rejection::UnknownApp),
         ]
     );
     assert_eq!(c.state.drivers()[&driver].state, DriverState::Submitted);
@@ -115,9 +122,10 @@ fn a_plan_never_exceeds_cores_max_or_the_executor_limit() {
     }));
     assert_eq!(
         rejected(&response),
-        [format!(
-            "{} on w1: the app already holds 3 of its 3 cores",
-            app.0
+        [(
+            app.0.clone(),
+            "w1".to_owned(),
+            Rejection::CoresMax { held: 3, max: 3 }
         )]
     );
 }
@@ -139,12 +147,13 @@ fn a_driver_is_launched_once() {
     assert!(rejected(&c.ok(launch())).is_empty());
     assert_eq!(
         rejected(&c.ok(launch())),
-        [format!(
-            "{} on w1: driver `{}` is already Running",
-            driver.0, driver.0
+        [(
+            driver.0.clone(),
+            "w1".to_owned(),
+            Rejection::DriverNotWaiting(DriverState::Running)
         )]
     );
-    assert_eq!(c.state.workers()[&w("w1")].cores_used, 1);
+    assert_eq!(c.state.workers()[&w("w1")].used.cores, 1);
 }
 
 #[test]

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use muster_core::ids::ExecutorId;
 use muster_core::model::{PassConfig, QueueConfig, WorkerSelection};
+use muster_core::resources::Resources;
 use muster_state::commands::{
     AppFinished, ApplyPlan, DecommissionWorker, DriverStateChanged, ExecutorStateChanged, KillApp,
     KillDriver, KillExecutors, RegisterWorker, SetExecutorLimit, SetQueues, SubmitApp,
@@ -164,13 +165,11 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
             id: format!("w{worker}").as_str().into(),
             host: "h".into(),
             address: "h:1".into(),
-            cores,
-            memory_mb: memory_units * 512,
-            resources: if gpus > 0 {
+            resources: Resources::new(cores, memory_units * 512).with_custom(if gpus > 0 {
                 [("gpu".to_string(), gpus)].into()
             } else {
                 BTreeMap::new()
-            },
+            }),
             fence_grace_ms: None,
         }),
         Action::Lose { worker } => Op::WorkerLost(WorkerLost {

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use muster_core::ids::{AppId, DriverId, QueueName, RequestId, Timestamp, WorkerId};
 use muster_core::model::PassConfig;
+use muster_core::resources::Resources;
 use muster_state::commands::{ApplyPlan, RegisterWorker, SubmitApp, SubmitDriver};
 use muster_state::model::{AppDescription, DriverDescription};
 use muster_state::{ApplyError, ClusterState, Command, Op, Outcome, Response, StateConfig};
@@ -77,9 +78,7 @@ impl Cluster {
             id: id.into(),
             host: format!("host-{id}"),
             address: format!("{id}:7078"),
-            cores,
-            memory_mb,
-            resources: BTreeMap::new(),
+            resources: Resources::new(cores, memory_mb),
             fence_grace_ms: None,
         }));
     }
@@ -130,7 +129,7 @@ impl Cluster {
     pub fn placement(&self, app: &AppId) -> BTreeMap<WorkerId, u32> {
         let mut cores = BTreeMap::new();
         for executor in self.state.apps()[app].executors.values() {
-            *cores.entry(executor.worker.clone()).or_insert(0) += executor.cores;
+            *cores.entry(executor.worker.clone()).or_insert(0) += executor.resources.cores;
         }
         cores
     }
@@ -172,9 +171,7 @@ pub fn driver_desc(cores: u32, memory_mb: u64, supervise: bool) -> DriverDescrip
     DriverDescription {
         name: "test-driver".into(),
         queue: QueueName::default(),
-        cores,
-        memory_mb,
-        resources: BTreeMap::new(),
+        resources: Resources::new(cores, memory_mb),
         command: "/bin/driver".into(),
         args: Vec::new(),
         env: BTreeMap::new(),

@@ -1,8 +1,7 @@
 //! Worker registration, loss and decommissioning.
 
-use std::collections::BTreeMap;
-
 use muster_core::model::WorkerState;
+use muster_core::resources::Resources;
 use muster_state::commands::{DecommissionWorker, RegisterWorker, WorkerLost};
 use muster_state::model::{DriverState, ExecutorState};
 use muster_state::{ApplyError, Op, Outcome};
@@ -14,9 +13,7 @@ fn register(id: &str, cores: u32, memory_mb: u64) -> Op {
         id: id.into(),
         host: "h".into(),
         address: "h:1".into(),
-        cores,
-        memory_mb,
-        resources: BTreeMap::new(),
+        resources: Resources::new(cores, memory_mb),
         fence_grace_ms: None,
     })
 }
@@ -153,7 +150,7 @@ fn a_dead_worker_comes_back_alive_and_empty() {
     );
     let worker = &c.state.workers()[&w("w1")];
     assert_eq!(
-        (worker.state, worker.cores, worker.cores_used),
+        (worker.state, worker.capacity.cores, worker.used.cores),
         (WorkerState::Alive, 8, 0)
     );
     c.schedule();

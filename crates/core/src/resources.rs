@@ -1,0 +1,255 @@
+//! What a worker has and work needs: cores, memory and custom resources (`gpu`, ...), as one
+//! value with checked arithmetic and the one fit check that the placer, the plan re-check
+//! and the replicated state all use (Nomad's `ComparableResources` and `AllocsFit`).
+//!
+//! Sums and differences keep no zero custom amounts, so two equal amounts compare equal
+//! however they were reached; [`Resources::validate`] refuses zero amounts in what is asked.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{InputError, positive, resource_amounts};
+
+/// Custom resources (e.g. `gpu`) by name, as whole amounts.
+pub type ResourceAmounts = BTreeMap<String, u32>;
+
+/// An amount of every resource: a worker's capacity or usage, or what one driver or executor
+/// needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resources {
+    /// Cores.
+    pub cores: u32,
+    /// Memory in MB.
+    pub memory_mb: u64,
+    /// Custom resources by name.
+    pub custom: ResourceAmounts,
+}
+
+/// One kind of resource.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Resource {
+    /// Cores.
+    Cores,
+    /// Memory, in MB.
+    Memory,
+    /// A custom resource, by name.
+    Custom(String),
+}
+
+impl fmt::Display for Resource {
+    /// The unit an amount of it is written with: `cores`, `MB`, or its name.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Cores => f.write_str("cores"),
+            Self::Memory => f.write_str("MB"),
+            Self::Custom(name) => f.write_str(name),
+        }
+    }
+}
+
+/// Why a need does not fit: the first resource short, in the order cores, memory, then custom
+/// resources by name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shortfall {
+    /// The resource that is short.
+    pub resource: Resource,
+    /// How much of it is free.
+    pub free: u64,
+    /// How much is needed.
+    pub needed: u64,
+}
+
+impl fmt::Display for Shortfall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{free} {unit} free, {needed} needed",
+            free = self.free,
+            unit = self.resource,
+            needed = self.needed
+        )
+    }
+}
+
+impl Resources {
+    /// Cores and memory, no custom resources.
+    pub fn new(cores: u32, memory_mb: u64) -> Self {
+        Self {
+            cores,
+            memory_mb,
+            custom: ResourceAmounts::new(),
+        }
+    }
+
+    /// These resources with `custom` as their custom resources.
+    #[must_use]
+    pub fn with_custom(mut self, custom: ResourceAmounts) -> Self {
+        self.custom = custom;
+        self
+    }
+
+    /// How much of custom resource `name` there is.
+    pub fn custom(&self, name: &str) -> u32 {
+        self.custom.get(name).copied().unwrap_or(0)
+    }
+
+    /// Whether `need` fits in these (free) resources.
+    ///
+    /// # Errors
+    ///
+    /// The first resource that is short.
+    pub fn fits(&self, need: &Resources) -> Result<(), Shortfall> {
+        let short = |resource, free: u64, needed: u64| {
+            if free < needed {
+                Err(Shortfall {
+                    resource,
+                    free,
+                    needed,
+                })
+            } else {
+                Ok(())
+            }
+        };
+        short(Resource::Cores, self.cores.into(), need.cores.into())?;
+        short(Resource::Memory, self.memory_mb, need.memory_mb)?;
+        for (name, &amount) in &need.custom {
+            short(
+                Resource::Custom(name.clone()),
+                self.custom(name).into(),
+                amount.into(),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The sum, or `None` if an amount overflows.
+    pub fn checked_add(&self, other: &Resources) -> Option<Resources> {
+        let mut custom = self.custom.clone();
+        for (name, &amount) in &other.custom {
+            let sum = custom.entry(name.clone()).or_insert(0);
+            *sum = sum.checked_add(amount)?;
+        }
+        Some(
+            Self {
+                cores: self.cores.checked_add(other.cores)?,
+                memory_mb: self.memory_mb.checked_add(other.memory_mb)?,
+                custom,
+            }
+            .without_zeros(),
+        )
+    }
+
+    /// What is left after taking `other`, or `None` if `other` does not fit.
+    pub fn checked_sub(&self, other: &Resources) -> Option<Resources> {
+        let mut custom = self.custom.clone();
+        for (name, &amount) in &other.custom {
+            let left = custom.get_mut(name)?;
+            *left = left.checked_sub(amount)?;
+        }
+        Some(
+            Self {
+                cores: self.cores.checked_sub(other.cores)?,
+                memory_mb: self.memory_mb.checked_sub(other.memory_mb)?,
+                custom,
+            }
+            .without_zeros(),
+        )
+    }
+
+    fn without_zeros(mut self) -> Self {
+        self.custom.retain(|_, amount| *amount > 0);
+        self
+    }
+
+    /// Checks an amount that must hold something: at least one core and one MB, custom
+    /// resources named and at least 1. Fields are named `{prefix}cores`, `{prefix}memory_mb`
+    /// and `{prefix}resources.NAME`.
+    ///
+    /// # Errors
+    ///
+    /// The first offending field.
+    pub fn validate(&self, prefix: &str) -> Result<(), InputError> {
+        positive(format!("{prefix}cores"), self.cores)?;
+        positive(format!("{prefix}memory_mb"), self.memory_mb)?;
+        resource_amounts(&format!("{prefix}resources"), &self.custom)
+    }
+}
+
+impl fmt::Display for Resources {
+    /// `1 core, 1024 MB, gpu=1`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let plural = if self.cores == 1 { "" } else { "s" };
+        write!(f, "{} core{plural}, {} MB", self.cores, self.memory_mb)?;
+        for (name, amount) in &self.custom {
+            write!(f, ", {name}={amount}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpus(cores: u32, memory_mb: u64, gpu: u32) -> Resources {
+        Resources::new(cores, memory_mb).with_custom([("gpu".to_owned(), gpu)].into())
+    }
+
+    #[test]
+    fn fits_names_the_first_resource_short() {
+        let free = gpus(4, 1024, 1);
+        assert_eq!(free.fits(&gpus(4, 1024, 1)), Ok(()));
+        let short = free.fits(&gpus(5, 2048, 2)).unwrap_err();
+        assert_eq!(
+            (short.resource, short.free, short.needed),
+            (Resource::Cores, 4, 5)
+        );
+        let short = free.fits(&gpus(1, 2048, 2)).unwrap_err();
+        assert_eq!(short.to_string(), "1024 MB free, 2048 needed");
+        let short = free.fits(&gpus(1, 1, 2)).unwrap_err();
+        assert_eq!(short.to_string(), "1 gpu free, 2 needed");
+        let short = Resources::new(8, 8192).fits(&gpus(1, 1, 1)).unwrap_err();
+        assert_eq!(short.resource, Resource::Custom("gpu".into()));
+    }
+
+    #[test]
+    fn add_and_sub_are_checked_and_drop_zero_amounts() {
+        let capacity = gpus(4, 1024, 2);
+        let left = capacity.checked_sub(&gpus(1, 24, 2)).unwrap();
+        assert_eq!(left, Resources::new(3, 1000));
+        assert_eq!(left.checked_add(&gpus(1, 24, 2)), Some(capacity.clone()));
+        assert_eq!(capacity.checked_sub(&gpus(5, 1, 1)), None);
+        assert_eq!(Resources::new(1, 1).checked_sub(&gpus(1, 1, 1)), None);
+        assert_eq!(
+            Resources::new(u32::MAX, 1).checked_add(&Resources::new(1, 1)),
+            None
+        );
+        let zero_fpga = Resources::new(1, 1).with_custom([("fpga".to_owned(), 0)].into());
+        assert_eq!(
+            zero_fpga.checked_add(&Resources::default()),
+            Some(Resources::new(1, 1))
+        );
+    }
+
+    #[test]
+    fn validate_names_the_field() {
+        assert!(gpus(1, 1, 1).validate("").is_ok());
+        assert_eq!(
+            Resources::new(0, 1)
+                .validate("drivers[0].")
+                .unwrap_err()
+                .field,
+            "drivers[0].cores"
+        );
+        let zero_gpu = gpus(1, 1, 0);
+        assert_eq!(zero_gpu.validate("").unwrap_err().field, "resources.gpu");
+    }
+
+    #[test]
+    fn displays_like_a_person_writes_it() {
+        assert_eq!(gpus(1, 512, 2).to_string(), "1 core, 512 MB, gpu=2");
+        assert_eq!(Resources::new(3, 1024).to_string(), "3 cores, 1024 MB");
+    }
+}
