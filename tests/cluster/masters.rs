@@ -91,23 +91,31 @@ fn bad_input_is_refused_with_one_line_and_changes_nothing() {
     let all = masters.list_from(1);
     let before = masters.status(&all);
 
+    // Bad input exits 2, a refusal 3 (README, "Exit codes").
     let zero = Masters::client(&all, &["submit", "--cores", "0", "--", "/bin/true"]);
     assert_eq!(stderr(&zero), "error: cores: must be at least 1");
+    assert_eq!(zero.status.code(), Some(2));
     let queue = Masters::client(&all, &["submit", "--queue", "nightly", "--", "/bin/true"]);
     assert_eq!(stderr(&queue), "error: unknown queue `nightly`");
+    assert_eq!(queue.status.code(), Some(2));
     let unknown = Masters::client(&all, &["kill", "driver-19700101000000-0042"]);
     assert_eq!(
         stderr(&unknown),
         "error: unknown or finished driver `driver-19700101000000-0042`"
     );
+    assert_eq!(unknown.status.code(), Some(3));
     let dir = tempfile::tempdir().unwrap();
     let bad_queues = dir.path().join("queues.json");
     std::fs::write(&bad_queues, r#"[{"name": "prod", "threshold": 1.5}]"#).unwrap();
     let set = Masters::client(&all, &["queues", "--set", bad_queues.to_str().unwrap()]);
     assert_eq!(
         stderr(&set),
-        "error: queues[0].threshold: must be in (0, 1], got 1.5"
+        format!(
+            "error: {}: queues[0].threshold: must be in (0, 1], got 1.5",
+            bad_queues.display()
+        )
     );
+    assert_eq!(set.status.code(), Some(2));
 
     let after = masters.status(&all);
     assert_eq!(
@@ -156,6 +164,7 @@ fn no_reachable_master_is_one_clear_error() {
         "{message}"
     );
     assert!(message.contains(&unused), "{message}");
+    assert_eq!(output.status.code(), Some(4));
 }
 
 #[test]

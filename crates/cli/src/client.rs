@@ -9,6 +9,8 @@ use muster_proto::v1::cluster_client::ClusterClient;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
+use crate::error::CliError;
+
 /// How long a command keeps trying before it reports the masters unreachable.
 const PATIENCE: Duration = Duration::from_secs(10);
 /// The longest one master may take to answer one call.
@@ -33,7 +35,7 @@ impl Masters {
     /// # Errors
     ///
     /// The list is empty.
-    pub fn parse(list: &str) -> Result<Self, String> {
+    pub fn parse(list: &str) -> Result<Self, CliError> {
         let addrs: Vec<String> = list
             .split(',')
             .map(str::trim)
@@ -41,9 +43,9 @@ impl Masters {
             .map(str::to_owned)
             .collect();
         if addrs.is_empty() {
-            return Err(
+            return Err(CliError::BadInput(
                 "no masters given: use --masters HOST:PORT,... or MUSTER_MASTERS".to_owned(),
-            );
+            ));
         }
         Ok(Self { addrs })
     }
@@ -53,14 +55,14 @@ impl Masters {
         &self.addrs
     }
 
-    async fn connect(addr: &str) -> Result<ClusterClient<Channel>, String> {
-        let endpoint =
-            Endpoint::from_shared(format!("http://{addr}")).map_err(|e| format!("{addr}: {e}"))?;
+    async fn connect(addr: &str) -> Result<ClusterClient<Channel>, Status> {
+        let unreachable = |e: tonic::transport::Error| Status::unavailable(format!("{addr}: {e}"));
+        let endpoint = Endpoint::from_shared(format!("http://{addr}")).map_err(unreachable)?;
         let channel = endpoint
             .connect_timeout(Duration::from_secs(2))
             .connect()
             .await
-            .map_err(|e| format!("{addr}: {e}"))?;
+            .map_err(unreachable)?;
         Ok(ClusterClient::new(channel))
     }
 
@@ -68,34 +70,34 @@ impl Masters {
     ///
     /// # Errors
     ///
-    /// The answer was an error (its message), or no master answered within the patience,
-    /// listing what was tried.
+    /// The answer was an error, or no master answered within the patience
+    /// ([`CliError::Unavailable`], listing what was tried).
     pub async fn call<T>(
         &self,
         rpc: impl AsyncFn(ClusterClient<Channel>) -> Result<tonic::Response<T>, Status>,
-    ) -> Result<T, String> {
+    ) -> Result<T, CliError> {
         let start = Instant::now();
         let mut tried = Vec::new();
         let mut finder = LeaderFinder::new(self.addrs.clone());
         loop {
             if start.elapsed() > PATIENCE {
-                return Err(format!("no master reachable (tried {})", tried.join("; ")));
+                return Err(CliError::Unavailable(format!(
+                    "no master reachable (tried {})",
+                    tried.join("; ")
+                )));
             }
             let addr = finder.next_master();
             // A frozen master accepts connections and never answers: bound each attempt. A
             // write that timed out may have been applied; its retry carries the same request
             // id and is applied once.
-            let attempt = async {
-                let client = Self::connect(&addr).await?;
-                Ok::<_, String>(rpc(client).await)
-            };
-            let answer = match tokio::time::timeout(ATTEMPT, attempt).await {
-                Ok(Ok(answer)) => answer,
-                Ok(Err(e)) => Err(Status::unavailable(e)),
-                Err(_) => Err(Status::deadline_exceeded(format!(
-                    "{addr}: no answer within {ATTEMPT:?}"
-                ))),
-            };
+            let attempt = async { rpc(Self::connect(&addr).await?).await };
+            let answer = tokio::time::timeout(ATTEMPT, attempt)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Status::deadline_exceeded(format!(
+                        "{addr}: no answer within {ATTEMPT:?}"
+                    )))
+                });
             match answer {
                 Ok(reply) => return Ok(reply.into_inner()),
                 Err(status)
@@ -111,7 +113,7 @@ impl Masters {
                     };
                     tokio::time::sleep(wait).await;
                 }
-                Err(status) => return Err(status.message().to_owned()),
+                Err(status) => return Err(status.into()),
             }
         }
     }

@@ -1,16 +1,24 @@
-//! The `muster` command: runs a master replica, talks to the masters, and runs the placement
-//! core offline (`muster plan`).
+//! The `muster` command: runs masters, workers and a whole local cluster, talks to the
+//! masters, and runs the placement core offline (`muster plan`).
+//!
+//! # Layout
+//!
+//! * `cmd`: one module per subcommand, with its arguments.
+//! * `client`: calls to whichever master answers, following the leader.
+//! * `render`: the tables client commands print.
+//! * `error`: the one error type and its exit codes.
 
-mod app;
 mod client;
-mod cluster;
-mod dev;
-mod plan;
+mod cmd;
+mod error;
+mod render;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+use cmd::{app, dev, kill, master, plan, queues, status, submit, worker};
 
 #[derive(Parser)]
 #[command(
@@ -33,28 +41,28 @@ enum Command {
     /// Start a whole local cluster (masters and workers) and stop it on Ctrl-C.
     Dev(dev::DevArgs),
     /// Run a master replica.
-    Master(cluster::MasterArgs),
+    Master(master::MasterArgs),
     /// Run a worker: it launches the drivers and executors the leader places on it.
-    Worker(cluster::WorkerArgs),
+    Worker(worker::WorkerArgs),
     /// Show the cluster: leader, members, workers, applications, drivers.
-    Status(cluster::ReadArgs),
+    Status(status::ReadArgs),
     /// Submit a driver; prints its id.
-    Submit(cluster::SubmitArgs),
+    Submit(submit::SubmitArgs),
     /// Run an application: its executors run CMD; Ctrl-C finishes it.
     #[command(subcommand)]
     App(AppCommand),
     /// Kill an application or a driver.
-    Kill(cluster::KillArgs),
+    Kill(kill::KillArgs),
     /// Show the queues, or replace them with `--set FILE`.
-    Queues(cluster::QueuesArgs),
+    Queues(queues::QueuesArgs),
     /// Show the master replicas and their roles.
-    Members(cluster::ReadArgs),
+    Members(status::ReadArgs),
     /// Show the workers.
-    Workers(cluster::ReadArgs),
+    Workers(status::ReadArgs),
     /// Show the applications and their executors.
-    Apps(cluster::ReadArgs),
+    Apps(status::ReadArgs),
     /// Show the drivers, running and recently ended.
-    Drivers(cluster::ReadArgs),
+    Drivers(status::ReadArgs),
 }
 
 #[derive(Subcommand)]
@@ -67,17 +75,17 @@ fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Plan { file } => plan::run(&file),
         Command::Dev(args) => dev::run(args),
-        Command::Master(args) => cluster::master(args),
-        Command::Worker(args) => cluster::worker(args),
-        Command::Status(args) => cluster::status(args),
-        Command::Submit(args) => cluster::submit(args),
+        Command::Master(args) => master::run(args),
+        Command::Worker(args) => worker::run(args),
+        Command::Status(args) => status::run(args),
+        Command::Submit(args) => submit::run(args),
         Command::App(AppCommand::Run(args)) => app::run(args),
-        Command::Kill(args) => cluster::kill(args),
-        Command::Queues(args) => cluster::queues(args),
-        Command::Members(args) => cluster::members(args),
-        Command::Workers(args) => cluster::workers(args),
-        Command::Apps(args) => cluster::apps(args),
-        Command::Drivers(args) => cluster::drivers(args),
+        Command::Kill(args) => kill::run(args),
+        Command::Queues(args) => queues::run(args),
+        Command::Members(args) => status::part(args, "members", render::members),
+        Command::Workers(args) => status::part(args, "workers", render::workers),
+        Command::Apps(args) => status::part(args, "apps", render::apps),
+        Command::Drivers(args) => status::part(args, "drivers", render::drivers),
     };
     match result {
         Ok(output) => {
@@ -86,9 +94,9 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::from(2)
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::from(error.exit_code())
         }
     }
 }

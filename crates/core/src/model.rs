@@ -268,21 +268,14 @@ pub struct HeldExecutor {
 }
 
 /// Why a snapshot was refused: the offending field's path and what is wrong with it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
 pub struct InputError {
     /// Path of the field, e.g. `apps[2].queue`.
     pub field: String,
     /// What is wrong, e.g. ``unknown queue `batch` ``.
     pub message: String,
 }
-
-impl fmt::Display for InputError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
-    }
-}
-
-impl std::error::Error for InputError {}
 
 fn refuse<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, InputError> {
     Err(InputError {

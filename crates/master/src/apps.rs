@@ -3,20 +3,20 @@
 
 use std::sync::Arc;
 
-use muster_core::ids::{AppId, ExecutorId, RequestId};
+use muster_core::ids::{AppId, ExecutorId};
 use muster_proto::v1::app_link_server::{AppLink, AppLinkServer};
 use muster_proto::v1::app_message::Body as Up;
 use muster_proto::v1::{AppEvent, AppMessage, RegisterApp};
-use muster_raft::{RaftNode, WriteError};
+use muster_raft::RaftNode;
 use muster_state::commands::SubmitApp;
 use muster_state::model::AppDescription;
-use muster_state::{Command, Op, Outcome};
+use muster_state::{ApplyError, Op, Outcome};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::client::{not_leader, refused};
+use crate::call::{CallError, client_command, committed};
 use crate::leader::{AppRequest, Event, LinkId};
-use crate::session::{ELECTION_PATIENCE, Session, Sessions, link_channel, now};
+use crate::session::{ELECTION_PATIENCE, Sessions, link_channel};
 
 /// Serves application streams on the leader.
 pub struct AppLinkService {
@@ -31,18 +31,17 @@ impl AppLinkService {
     }
 
     /// Submits a new application, or checks that the one to re-attach to is still active.
-    async fn register(&self, register: RegisterApp) -> Result<AppId, Status> {
+    async fn register(&self, register: RegisterApp) -> Result<AppId, CallError> {
         if !register.app_id.is_empty() {
             let id = AppId(register.app_id);
             let active = self
                 .node
                 .read(|state| state.apps().contains_key(&id))
-                .await
-                .map_err(|_| not_leader(&self.node))?;
+                .await?;
             return if active {
                 Ok(id)
             } else {
-                Err(Status::not_found(format!("application `{id}` has ended")))
+                Err(ApplyError::UnknownApp(id).into())
             };
         }
         let desc = AppDescription {
@@ -61,29 +60,14 @@ impl AppLinkService {
             args: register.args,
             env: register.env.into_iter().collect(),
         };
-        let request_id =
-            (!register.request_id.is_empty()).then_some(RequestId(register.request_id));
         let op = Op::SubmitApp(SubmitApp {
             desc,
             executor_limit: register.executor_limit,
         });
-        match self
-            .node
-            .write(Command {
-                at: now(),
-                request_id,
-                term: None,
-                op,
-            })
-            .await
-        {
-            Ok(Ok(response)) => match response.outcome {
-                Outcome::AppSubmitted { id } => Ok(id),
-                other => Err(Status::internal(format!("unexpected outcome {other:?}"))),
-            },
-            Ok(Err(error)) => Err(refused(&error)),
-            Err(WriteError::NotLeader(_)) => Err(not_leader(&self.node)),
-            Err(error) => Err(Status::unavailable(error.to_string())),
+        let command = client_command(&register.request_id, op);
+        match committed(self.node.write(command).await)?.outcome {
+            Outcome::AppSubmitted { id } => Ok(id),
+            other => Err(CallError::Internal(format!("unexpected outcome {other:?}"))),
         }
     }
 }
@@ -97,7 +81,7 @@ impl AppLink for AppLinkService {
         request: Request<Streaming<AppMessage>>,
     ) -> Result<Response<Self::RunStream>, Status> {
         let Some(session) = self.sessions.current_or_wait(ELECTION_PATIENCE).await else {
-            return Err(not_leader(&self.node));
+            return Err(CallError::not_leader(&self.node).into());
         };
         let mut inbound = request.into_inner();
         let Some(AppMessage {
@@ -121,48 +105,32 @@ impl AppLink for AppLinkService {
             .map_or(0, |a| a.executors.len());
         let (sender, receiver) = link_channel(held);
         let Some(link) = session.open_app_link(sender) else {
-            return Err(not_leader(&self.node));
+            return Err(CallError::not_leader(&self.node).into());
         };
         session.step(Event::AppAttached {
             link,
             app: app.clone(),
         });
-        tokio::spawn(follow_app(session, app, link, inbound));
+        tokio::spawn(session.follow(link, inbound, move |message: AppMessage| {
+            app_event(&app, link, message.body?)
+        }));
         Ok(Response::new(ReceiverStream::new(receiver)))
     }
 }
 
-/// Reads an application's stream until it ends or the session does; the leader decides what
-/// each request and the stream's end mean.
-async fn follow_app(
-    session: Arc<Session>,
-    app: AppId,
-    link: LinkId,
-    mut inbound: Streaming<AppMessage>,
-) {
-    let mut ended = session.ended();
-    while !*ended.borrow_and_update() {
-        let message = tokio::select! {
-            message = inbound.message() => message,
-            _ = ended.changed() => return,
-        };
-        let request = match message {
-            Ok(Some(AppMessage { body: Some(body) })) => match body {
-                Up::Heartbeat(_) => AppRequest::Heartbeat,
-                Up::Finish(_) => AppRequest::Finish,
-                Up::SetLimit(set) => AppRequest::SetLimit(set.executor_limit),
-                Up::Release(release) => {
-                    AppRequest::Release(release.executor_ids.into_iter().map(ExecutorId).collect())
-                }
-                Up::Register(_) => {
-                    tracing::warn!(%app, "an application registered twice on one stream");
-                    continue;
-                }
-            },
-            Ok(Some(_)) => continue,
-            Ok(None) | Err(_) => break,
-        };
-        session.step(Event::AppRequest { link, request });
-    }
-    session.step(Event::LinkClosed { link });
+/// The leader's event for one message on application `app`'s stream, if it means one.
+fn app_event(app: &AppId, link: LinkId, body: Up) -> Option<Event> {
+    let request = match body {
+        Up::Heartbeat(_) => AppRequest::Heartbeat,
+        Up::Finish(_) => AppRequest::Finish,
+        Up::SetLimit(set) => AppRequest::SetLimit(set.executor_limit),
+        Up::Release(release) => {
+            AppRequest::Release(release.executor_ids.into_iter().map(ExecutorId).collect())
+        }
+        Up::Register(_) => {
+            tracing::warn!(%app, "an application registered twice on one stream");
+            return None;
+        }
+    };
+    Some(Event::AppRequest { link, request })
 }

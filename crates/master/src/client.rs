@@ -6,10 +6,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use muster_core::ids::RequestId;
 use muster_core::model::QueueConfig;
 use muster_proto::convert::resources;
-use muster_proto::discovery::LEADER_HEADER;
 use muster_proto::v1::cluster_client::ClusterClient;
 use muster_proto::v1::cluster_server::{Cluster, ClusterServer};
 use muster_proto::v1::{
@@ -17,85 +15,27 @@ use muster_proto::v1::{
     SetQueuesReply, SetQueuesRequest, StatusReply, StatusRequest, SubmitDriverReply,
     SubmitDriverRequest, WorkerStatus,
 };
-use muster_raft::{RaftNode, WriteError};
+use muster_raft::{NodeId, RaftNode};
 use muster_state::commands::{KillApp, KillDriver, SetQueues, SubmitDriver};
 use muster_state::model::{DriverDescription, DriverState};
-use muster_state::{ApplyError, ClusterState, Command, Op, Outcome, Response};
+use muster_state::{ClusterState, Command, Op, Outcome, Response};
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Status};
 
+use crate::call::{CallError, client_command, committed};
 use crate::leader::{Event, ProcessKey};
-use crate::session::{Sessions, now};
+use crate::session::Sessions;
 
 /// How long a forwarded call may take at the leader.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(3);
 /// Metadata key marking a call a follower already forwarded.
 const FORWARDED_HEADER: &str = "x-muster-forwarded";
 
-/// Why a call was not answered here.
-enum Failure {
-    /// Another replica leads (or none is known).
-    NotLeader(WriteError),
-    /// A final answer for the client.
-    Status(Status),
-}
-
-impl From<Status> for Failure {
-    fn from(status: Status) -> Self {
-        Self::Status(status)
-    }
-}
-
-impl From<WriteError> for Failure {
-    fn from(error: WriteError) -> Self {
-        Self::NotLeader(error)
-    }
-}
-
 /// The client API of one replica.
 pub struct ClusterService {
     node: Arc<RaftNode>,
     sessions: Arc<Sessions>,
     leaders: Mutex<HashMap<String, Channel>>,
-}
-
-/// `UNAVAILABLE`, naming the leader's address when one is known.
-pub(crate) fn not_leader(node: &RaftNode) -> Status {
-    let leader = node.leadership().borrow().leader.clone();
-    let mut status = Status::unavailable(match &leader {
-        Some((id, _)) => format!("not the leader; master {id} leads"),
-        None => "no leader elected yet".to_owned(),
-    });
-    if let Some(value) = leader.and_then(|(_, addr)| addr.parse().ok()) {
-        status.metadata_mut().insert(LEADER_HEADER, value);
-    }
-    status
-}
-
-fn command(request_id: &str, op: Op) -> Command {
-    let request_id = (!request_id.is_empty()).then(|| RequestId(request_id.to_owned()));
-    Command {
-        at: now(),
-        request_id,
-        term: None,
-        op,
-    }
-}
-
-/// The client-facing status of a refused command.
-pub(crate) fn refused(error: &ApplyError) -> Status {
-    match error {
-        ApplyError::UnknownWorker(_)
-        | ApplyError::UnknownApp(_)
-        | ApplyError::UnknownDriver(_)
-        | ApplyError::UnknownExecutor(..) => Status::not_found(error.to_string()),
-        ApplyError::UnknownQueue(_) | ApplyError::Invalid { .. } => {
-            Status::invalid_argument(error.to_string())
-        }
-        ApplyError::Conflict(_) | ApplyError::StaleTerm { .. } => {
-            Status::failed_precondition(error.to_string())
-        }
-    }
 }
 
 impl ClusterService {
@@ -110,9 +50,8 @@ impl ClusterService {
 
     /// Commits `command` here, then has the leader's session carry out its effects and
     /// schedule.
-    async fn write(&self, command: Command) -> Result<Response, Failure> {
-        let applied = self.node.write(command).await?;
-        let response = applied.map_err(|e| Failure::Status(refused(&e)))?;
+    async fn write(&self, command: Command) -> Result<Response, CallError> {
+        let response = committed(self.node.write(command).await)?;
         if let Some(session) = self.sessions.current() {
             session.step(Event::ClientCommitted {
                 effects: response.effects.clone(),
@@ -121,16 +60,15 @@ impl ClusterService {
         Ok(response)
     }
 
-    /// A client for the leader named by `error`, if this call may still be forwarded.
+    /// A client for `leader`, if this call may still be forwarded.
     fn leader_client(
         &self,
-        error: WriteError,
+        leader: Option<(NodeId, String)>,
         forwarded: bool,
     ) -> Result<ClusterClient<Channel>, Status> {
-        let addr = match error {
-            WriteError::NotLeader(Some((_, addr))) if !forwarded => addr,
-            WriteError::NotLeader(_) => return Err(not_leader(&self.node)),
-            other => return Err(Status::unavailable(other.to_string())),
+        let addr = match leader {
+            Some((_, addr)) if !forwarded => addr,
+            _ => return Err(CallError::not_leader(&self.node).into()),
         };
         let mut leaders = self.leaders.lock().expect("leader channels lock");
         let channel = match leaders.get(&addr) {
@@ -155,7 +93,7 @@ impl ClusterService {
     async fn answer<Req: Clone, Rep>(
         &self,
         request: Request<Req>,
-        here: impl AsyncFnOnce(&Self, Req) -> Result<Rep, Failure>,
+        here: impl AsyncFnOnce(&Self, Req) -> Result<Rep, CallError>,
         forward: impl AsyncFnOnce(
             ClusterClient<Channel>,
             Request<Req>,
@@ -165,15 +103,15 @@ impl ClusterService {
         let body = request.into_inner();
         match here(self, body.clone()).await {
             Ok(reply) => Ok(tonic::Response::new(reply)),
-            Err(Failure::Status(status)) => Err(status),
-            Err(Failure::NotLeader(error)) => {
-                let client = self.leader_client(error, forwarded)?;
+            Err(CallError::NotLeader(leader)) => {
+                let client = self.leader_client(leader, forwarded)?;
                 let mut request = Request::new(body);
                 request
                     .metadata_mut()
                     .insert(FORWARDED_HEADER, "1".parse().expect("ASCII value"));
                 forward(client, request).await
             }
+            Err(error) => Err(error.into()),
         }
     }
 
@@ -312,14 +250,14 @@ impl Cluster for ClusterService {
                     supervise: body.supervise,
                 };
                 let response = this
-                    .write(command(
+                    .write(client_command(
                         &body.request_id,
                         Op::SubmitDriver(SubmitDriver { desc }),
                     ))
                     .await?;
                 match response.outcome {
                     Outcome::DriverSubmitted { id } => Ok(SubmitDriverReply { driver_id: id.0 }),
-                    other => Err(Status::internal(format!("unexpected outcome {other:?}")).into()),
+                    other => Err(CallError::Internal(format!("unexpected outcome {other:?}"))),
                 }
             },
             async |mut leader, request| leader.submit_driver(request).await,
@@ -342,7 +280,7 @@ impl Cluster for ClusterService {
                 } else {
                     Op::KillApp(KillApp { id: id.into() })
                 };
-                this.write(command(&body.request_id, op)).await?;
+                this.write(client_command(&body.request_id, op)).await?;
                 Ok(KillReply {})
             },
             async |mut leader, request| leader.kill(request).await,
@@ -358,7 +296,7 @@ impl Cluster for ClusterService {
             request,
             async |this, body| {
                 let queues = body.queues.iter().map(QueueConfig::from).collect();
-                this.write(command(
+                this.write(client_command(
                     &body.request_id,
                     Op::SetQueues(SetQueues { queues }),
                 ))

@@ -9,7 +9,9 @@
 //! on restart everything comes from disk.
 
 mod apps;
+mod call;
 mod client;
+pub mod config;
 mod http;
 pub mod leader;
 mod report;
@@ -17,11 +19,10 @@ mod session;
 mod workers;
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use muster_raft::{NodeId, RaftNode, RaftSettings};
+use muster_raft::{NodeError, NodeId, RaftNode, RaftSettings};
 use muster_state::StateConfig;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
@@ -53,29 +54,50 @@ pub struct MasterConfig {
     pub http: Option<String>,
 }
 
-/// Why a master could not run.
-#[derive(Debug)]
-pub struct MasterError(String);
-
-impl fmt::Display for MasterError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+/// Why a master could not run: the operator must fix something and start it again.
+#[derive(Debug, thiserror::Error)]
+pub enum MasterError {
+    /// `peers` does not list this master.
+    #[error("--peers does not list this master's id {0}")]
+    NotAPeer(NodeId),
+    /// `peers` gives this master another address than the one it listens on.
+    #[error("--peers gives master {id} the address {peer_addr}, but it listens on {listen}")]
+    AddressMismatch {
+        /// This master's id.
+        id: NodeId,
+        /// Its address in `peers`.
+        peer_addr: String,
+        /// Where it listens.
+        listen: String,
+    },
+    /// An address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The Raft node failed to open, bootstrap or stop.
+    #[error(transparent)]
+    Node(#[from] NodeError),
+    /// The gRPC server failed.
+    #[error("server failed: {0}")]
+    Server(#[from] tonic::transport::Error),
+    /// The gRPC server's task failed.
+    #[error("server task failed: {0}")]
+    ServerTask(#[from] tokio::task::JoinError),
 }
-
-impl std::error::Error for MasterError {}
 
 impl MasterConfig {
     fn validate(&self) -> Result<(), MasterError> {
         match self.peers.get(&self.id) {
-            None => Err(MasterError(format!(
-                "--peers does not list this master's id {}",
-                self.id
-            ))),
-            Some(addr) if addr != &self.listen => Err(MasterError(format!(
-                "--peers gives master {} the address {addr}, but it listens on {}",
-                self.id, self.listen
-            ))),
+            None => Err(MasterError::NotAPeer(self.id)),
+            Some(addr) if addr != &self.listen => Err(MasterError::AddressMismatch {
+                id: self.id,
+                peer_addr: addr.clone(),
+                listen: self.listen.clone(),
+            }),
             Some(_) => Ok(()),
         }
     }
@@ -92,30 +114,31 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), MasterError> {
     config.validate()?;
-    let listener = TcpListener::bind(&config.listen)
-        .await
-        .map_err(|e| MasterError(format!("cannot listen on {}: {e}", config.listen)))?;
+    let bind = async |addr: &str| {
+        TcpListener::bind(addr)
+            .await
+            .map_err(|source| MasterError::Bind {
+                addr: addr.to_owned(),
+                source,
+            })
+    };
+    let listener = bind(&config.listen).await?;
     let node = RaftNode::open(
         config.id,
         &config.data_dir,
         &config.raft,
         config.state.clone(),
     )
-    .await
-    .map_err(|e| MasterError(e.to_string()))?;
+    .await?;
     let node = Arc::new(node);
     let smallest = config.peers.keys().next().copied();
     if smallest == Some(config.id) {
-        node.bootstrap(&config.peers)
-            .await
-            .map_err(|e| MasterError(e.to_string()))?;
+        node.bootstrap(&config.peers).await?;
     }
     let sessions = session::Sessions::start(Arc::clone(&node), config.session.clone());
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(http) = &config.http {
-        let listener = TcpListener::bind(http)
-            .await
-            .map_err(|e| MasterError(format!("cannot serve HTTP on {http}: {e}")))?;
+        let listener = bind(http).await?;
         let stopped = async {
             let _ = http_stopped.await;
         };
@@ -166,13 +189,9 @@ pub async fn run(
         }
     };
     let _ = stop_http.send(());
-    node.shutdown()
-        .await
-        .map_err(|e| MasterError(e.to_string()))?;
+    node.shutdown().await?;
     tracing::info!(id = config.id, "master stopped");
-    served
-        .map_err(|e| MasterError(format!("server task failed: {e}")))?
-        .map_err(|e| MasterError(format!("server failed: {e}")))
+    Ok(served??)
 }
 
 /// How often a master pings an idle HTTP/2 connection.

@@ -29,7 +29,7 @@ use muster_proto::v1::{
 use muster_raft::{Applied, Leadership, RaftNode, WriteError};
 use muster_state::{ClusterState, Command};
 use tokio::sync::{mpsc, watch};
-use tonic::Status;
+use tonic::{Status, Streaming};
 
 use crate::leader::{
     Action, Close, Event, Leader, LinkId, ProcessKey, ProposalId, RecoveryState, SessionConfig,
@@ -339,6 +339,33 @@ impl Session {
 }
 
 impl Session {
+    /// Reads a worker's or an application's stream until it ends or the session does,
+    /// stepping the event each message means; once the stream ends, the leader hears that
+    /// the link closed.
+    pub(crate) async fn follow<M>(
+        self: Arc<Self>,
+        link: LinkId,
+        mut inbound: Streaming<M>,
+        mut event: impl FnMut(M) -> Option<Event>,
+    ) {
+        let mut ended = self.ended();
+        while !*ended.borrow_and_update() {
+            let message = tokio::select! {
+                message = inbound.message() => message,
+                _ = ended.changed() => return,
+            };
+            match message {
+                Ok(Some(message)) => {
+                    if let Some(event) = event(message) {
+                        self.step(event);
+                    }
+                }
+                Ok(None) | Err(_) => break,
+            }
+        }
+        self.step(Event::LinkClosed { link });
+    }
+
     /// The wire form of a message for a worker; launches take what to run from the state,
     /// and are dropped when the state no longer has it.
     fn worker_message(&self, state: &ClusterState, message: ToWorker) -> Option<Body> {

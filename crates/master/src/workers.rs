@@ -15,9 +15,9 @@ use muster_state::model::{DriverState, ExecutorState};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::client::not_leader;
+use crate::call::CallError;
 use crate::leader::{Event, LinkId, ProcessKey, Registration, Report, Update};
-use crate::session::{ELECTION_PATIENCE, Session, Sessions, link_channel};
+use crate::session::{ELECTION_PATIENCE, Sessions, link_channel};
 
 /// How long a new stream may take to send its registration.
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -44,7 +44,7 @@ impl WorkerLink for WorkerLinkService {
         request: Request<Streaming<WorkerMessage>>,
     ) -> Result<Response<Self::AttachStream>, Status> {
         let Some(session) = self.sessions.current_or_wait(ELECTION_PATIENCE).await else {
-            return Err(not_leader(&self.node));
+            return Err(CallError::not_leader(&self.node).into());
         };
         let mut inbound = request.into_inner();
         let first = tokio::time::timeout(REGISTER_TIMEOUT, inbound.message())
@@ -61,10 +61,14 @@ impl WorkerLink for WorkerLinkService {
         tracing::info!(%worker, "worker registering");
         let (sender, receiver) = link_channel(0);
         let Some(link) = session.open_worker_link(sender) else {
-            return Err(not_leader(&self.node));
+            return Err(CallError::not_leader(&self.node).into());
         };
         session.step(Event::WorkerAttached { link, registration });
-        tokio::spawn(follow_worker(session, worker, link, inbound));
+        tokio::spawn(async move {
+            let events = |message: WorkerMessage| worker_event(&worker, link, message.body?);
+            session.follow(link, inbound, events).await;
+            tracing::info!(%worker, "worker stream closed");
+        });
         Ok(Response::new(ReceiverStream::new(receiver)))
     }
 }
@@ -132,46 +136,22 @@ fn driver_report(update: DriverUpdate) -> Result<Report, Status> {
     })
 }
 
-/// Reads a worker's stream until it ends or the session does.
-async fn follow_worker(
-    session: Arc<Session>,
-    worker: WorkerId,
-    link: LinkId,
-    mut inbound: Streaming<WorkerMessage>,
-) {
-    let mut ended = session.ended();
-    while !*ended.borrow_and_update() {
-        let message = tokio::select! {
-            message = inbound.message() => message,
-            _ = ended.changed() => return,
-        };
-        let event = match message {
-            Ok(Some(WorkerMessage { body: Some(body) })) => match body {
-                Up::Heartbeat(_) => Event::WorkerHeartbeat { link },
-                Up::Executor(update) => match executor_report(update) {
-                    Ok(report) => Event::WorkerReport { link, report },
-                    Err(status) => {
-                        tracing::warn!(%worker, %status, "bad report");
-                        continue;
-                    }
-                },
-                Up::Driver(update) => match driver_report(update) {
-                    Ok(report) => Event::WorkerReport { link, report },
-                    Err(status) => {
-                        tracing::warn!(%worker, %status, "bad report");
-                        continue;
-                    }
-                },
-                Up::Register(_) => {
-                    tracing::warn!(%worker, "a worker registered twice on one stream");
-                    continue;
-                }
-            },
-            Ok(Some(_)) => continue,
-            Ok(None) | Err(_) => break,
-        };
-        session.step(event);
+/// The leader's event for one message on worker `worker`'s stream, if it means one.
+fn worker_event(worker: &WorkerId, link: LinkId, body: Up) -> Option<Event> {
+    let report = match body {
+        Up::Heartbeat(_) => return Some(Event::WorkerHeartbeat { link }),
+        Up::Executor(update) => executor_report(update),
+        Up::Driver(update) => driver_report(update),
+        Up::Register(_) => {
+            tracing::warn!(%worker, "a worker registered twice on one stream");
+            return None;
+        }
+    };
+    match report {
+        Ok(report) => Some(Event::WorkerReport { link, report }),
+        Err(status) => {
+            tracing::warn!(%worker, %status, "bad report");
+            None
+        }
     }
-    session.step(Event::LinkClosed { link });
-    tracing::info!(%worker, "worker stream closed");
 }

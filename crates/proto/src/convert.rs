@@ -5,8 +5,6 @@
 //! States travel as proto enums; [`v1::ExecutorState::name`] and its siblings give the short
 //! upper-case names (`RUNNING`) that tables and JSON show.
 
-use std::fmt;
-
 use muster_core::model::{QueueConfig, WorkerState};
 use muster_core::resources::Resources;
 use muster_state::model::{AppState, DriverState, ExecutorState};
@@ -64,19 +62,12 @@ impl From<&v1::Queue> for QueueConfig {
 
 /// A state field left unset, or holding a value this build does not know (prost's getters
 /// read both as `UNSPECIFIED`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("missing or unknown {of} state")]
 pub struct UnknownState {
     /// What the state is of: `executor`, `driver`, ...
     pub of: &'static str,
 }
-
-impl fmt::Display for UnknownState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "missing or unknown {} state", self.of)
-    }
-}
-
-impl std::error::Error for UnknownState {}
 
 /// Pairs a domain state enum with its proto enum: `From` towards the wire, `TryFrom` back,
 /// and the short display name.

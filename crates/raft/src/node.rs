@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use muster_core::ids::Term;
@@ -68,7 +68,7 @@ impl RaftSettings {
             ..Config::default()
         }
         .validate()
-        .map_err(|e| NodeError::Config(e.to_string()))
+        .map_err(|e| NodeError::Config(Box::new(e)))
     }
 }
 
@@ -83,51 +83,39 @@ pub struct Leadership {
     pub is_leader: bool,
 }
 
-/// Why a node could not start or change membership.
-#[derive(Debug)]
+/// Why a node could not start, stop or join its group: nothing to retry, the operator must
+/// look.
+#[derive(Debug, thiserror::Error)]
 pub enum NodeError {
     /// The settings are inconsistent.
-    Config(String),
+    #[error("invalid Raft settings: {0}")]
+    Config(Box<openraft::ConfigError>),
     /// The data directory could not be opened.
-    Storage(String),
+    #[error("cannot open the Raft data in {path}: {source}")]
+    Storage {
+        /// The data directory.
+        path: PathBuf,
+        /// What failed.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// Raft refused or failed.
-    Raft(String),
+    #[error("Raft failed: {0}")]
+    Raft(Box<dyn std::error::Error + Send + Sync>),
 }
 
-impl fmt::Display for NodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Config(e) => write!(f, "invalid Raft settings: {e}"),
-            Self::Storage(e) => write!(f, "cannot open the Raft data: {e}"),
-            Self::Raft(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for NodeError {}
-
-/// Why a write or a linearizable read did not happen here.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a write or a linearizable read did not happen here: ask the leader, or try again.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WriteError {
     /// This replica does not lead; the leader's id and address when known.
+    #[error("{}", match .0 {
+        Some((id, addr)) => format!("not the leader; master {id} at {addr} leads"),
+        None => "not the leader, and no leader is known".to_owned(),
+    })]
     NotLeader(Option<(NodeId, String)>),
     /// No quorum answered in time, or the node is shutting down.
+    #[error("Raft unavailable: {0}")]
     Unavailable(String),
 }
-
-impl fmt::Display for WriteError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::NotLeader(Some((id, addr))) => {
-                write!(f, "not the leader; master {id} at {addr} leads")
-            }
-            Self::NotLeader(None) => f.write_str("not the leader, and no leader is known"),
-            Self::Unavailable(e) => write!(f, "Raft unavailable: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for WriteError {}
 
 fn not_leader<E>(error: RaftError<NodeId, E>) -> WriteError
 where
@@ -170,14 +158,18 @@ impl RaftNode {
         state_config: StateConfig,
     ) -> Result<Self, NodeError> {
         let config = Arc::new(settings.config()?);
+        let storage = |source: Box<dyn std::error::Error + Send + Sync>| NodeError::Storage {
+            path: data_dir.to_owned(),
+            source,
+        };
         let db = sled::Config::new()
             .path(data_dir.join("raft"))
             .cache_capacity(settings.cache_bytes)
             .open()
-            .map_err(|e| NodeError::Storage(format!("{}: {e}", data_dir.display())))?;
-        let log = LogStore::open(&db).map_err(|e| NodeError::Storage(e.to_string()))?;
+            .map_err(|e| storage(e.into()))?;
+        let log = LogStore::open(&db).map_err(|e| storage(e.into()))?;
         let state_machine = StateMachineStore::open(&db, ClusterState::new(state_config))
-            .map_err(|e| NodeError::Storage(e.to_string()))?;
+            .map_err(|e| storage(e.into()))?;
         let state = state_machine.shared_state();
         let raft = Raft::new(
             id,
@@ -187,7 +179,7 @@ impl RaftNode {
             state_machine,
         )
         .await
-        .map_err(|e| NodeError::Raft(e.to_string()))?;
+        .map_err(|e| NodeError::Raft(e.into()))?;
         let leadership = watch_leadership(id, &raft);
         Ok(Self {
             id,
@@ -220,7 +212,7 @@ impl RaftNode {
             .raft
             .is_initialized()
             .await
-            .map_err(|e| NodeError::Raft(e.to_string()))?
+            .map_err(|e| NodeError::Raft(e.into()))?
         {
             return Ok(());
         }
@@ -230,7 +222,7 @@ impl RaftNode {
             .collect();
         match self.raft.initialize(nodes).await {
             Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
-            Err(e) => Err(NodeError::Raft(e.to_string())),
+            Err(e) => Err(NodeError::Raft(e.into())),
         }
     }
 
@@ -349,7 +341,7 @@ impl RaftNode {
         self.raft
             .shutdown()
             .await
-            .map_err(|e| NodeError::Raft(e.to_string()))
+            .map_err(|e| NodeError::Raft(e.into()))
     }
 }
 

@@ -1,8 +1,6 @@
 //! What applying a command returns: its outcome, the effects the leader must carry out once
 //! the command is committed, or a deterministic error that left the state unchanged.
 
-use std::fmt;
-
 use muster_core::InputError;
 use muster_core::ids::{AppId, DriverId, ExecutorId, QueueName, Term, WorkerId};
 use muster_core::model::WorkerState;
@@ -70,17 +68,22 @@ pub struct Rejected {
 
 /// Why the re-check refused a driver launch or an executor grant: the state moved on since
 /// the pass was decided.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 pub enum Rejection {
     /// The driver is no longer active.
+    #[error("unknown or finished driver")]
     UnknownDriver,
     /// The driver no longer waits for a worker.
+    #[error("the driver is already {0:?}")]
     DriverNotWaiting(DriverState),
     /// The application is no longer active.
+    #[error("unknown or finished application")]
     UnknownApp,
     /// The grant's cores, memory or resources are not the application's executor size.
+    #[error("the grant does not match the app's executor size")]
     NotTheExecutorSize,
     /// The application already holds its `cores_max`.
+    #[error("the app already holds {held} of its {max} cores")]
     CoresMax {
         /// Cores it holds.
         held: u64,
@@ -88,38 +91,20 @@ pub enum Rejection {
         max: u32,
     },
     /// The application holds as many executors as its limit allows.
+    #[error("the app is at its executor limit of {limit}")]
     ExecutorLimit {
         /// Its executor limit.
         limit: u32,
     },
     /// No such worker.
+    #[error("unknown worker")]
     UnknownWorker,
     /// The worker is not ALIVE.
+    #[error("the worker is {0:?}")]
     WorkerNotAlive(WorkerState),
     /// The worker lacks room.
+    #[error("the worker has {0}")]
     NoRoom(Shortfall),
-}
-
-impl fmt::Display for Rejection {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::UnknownDriver => f.write_str("unknown or finished driver"),
-            Self::DriverNotWaiting(state) => write!(f, "the driver is already {state:?}"),
-            Self::UnknownApp => f.write_str("unknown or finished application"),
-            Self::NotTheExecutorSize => {
-                f.write_str("the grant does not match the app's executor size")
-            }
-            Self::CoresMax { held, max } => {
-                write!(f, "the app already holds {held} of its {max} cores")
-            }
-            Self::ExecutorLimit { limit } => {
-                write!(f, "the app is at its executor limit of {limit}")
-            }
-            Self::UnknownWorker => f.write_str("unknown worker"),
-            Self::WorkerNotAlive(state) => write!(f, "the worker is {state:?}"),
-            Self::NoRoom(shortfall) => write!(f, "the worker has {shortfall}"),
-        }
-    }
 }
 
 /// Consequences of a command that reach outside the state machine. The leader acts on them
@@ -139,19 +124,25 @@ pub struct Effects {
 
 /// Why a command was refused. Always deterministic: every replica refuses the same command
 /// the same way, and the state is left unchanged.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
 pub enum ApplyError {
     /// No such worker.
+    #[error("unknown worker `{0}`")]
     UnknownWorker(WorkerId),
     /// No such active app.
+    #[error("unknown or finished application `{0}`")]
     UnknownApp(AppId),
     /// No such active driver.
+    #[error("unknown or finished driver `{0}`")]
     UnknownDriver(DriverId),
     /// No such live executor.
+    #[error("unknown or ended executor {1} of `{0}`")]
     UnknownExecutor(AppId, ExecutorId),
     /// No such queue.
+    #[error("unknown queue `{0}`")]
     UnknownQueue(QueueName),
     /// A field is malformed: zero resources, a fraction outside (0, 1], ...
+    #[error("{field}: {message}")]
     Invalid {
         /// The field's path.
         field: String,
@@ -159,9 +150,11 @@ pub enum ApplyError {
         message: String,
     },
     /// The command does not apply to the thing's current state.
+    #[error("{0}")]
     Conflict(String),
     /// A leader decided the command in term `decided`, but it reached the log in the later
     /// term `entry`.
+    #[error("decided by the leader of term {decided}, but written in term {entry}")]
     StaleTerm {
         /// The term of the session that decided it.
         decided: Term,
@@ -178,25 +171,3 @@ impl From<InputError> for ApplyError {
         }
     }
 }
-
-impl fmt::Display for ApplyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::UnknownWorker(id) => write!(f, "unknown worker `{id}`"),
-            Self::UnknownApp(id) => write!(f, "unknown or finished application `{id}`"),
-            Self::UnknownDriver(id) => write!(f, "unknown or finished driver `{id}`"),
-            Self::UnknownExecutor(app, id) => {
-                write!(f, "unknown or ended executor {id} of `{app}`")
-            }
-            Self::UnknownQueue(queue) => write!(f, "unknown queue `{queue}`"),
-            Self::Invalid { field, message } => write!(f, "{field}: {message}"),
-            Self::Conflict(message) => f.write_str(message),
-            Self::StaleTerm { decided, entry } => write!(
-                f,
-                "decided by the leader of term {decided}, but written in term {entry}"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for ApplyError {}

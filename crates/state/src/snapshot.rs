@@ -1,49 +1,35 @@
 //! Snapshot encoding of the whole state: one format-version byte, then the state in bincode 2.
 //! A replica refuses a snapshot from a newer format or a corrupt one rather than guess.
 
-use std::fmt;
-
 use crate::ClusterState;
 
 /// The format this build writes and reads.
 pub const SNAPSHOT_FORMAT: u8 = 3;
 
 /// Why a snapshot could not be read.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SnapshotError {
     /// No bytes at all.
+    #[error("snapshot is empty")]
     Empty,
     /// Written by a newer build.
+    #[error(
+        "snapshot format {found} is newer than this build's format {SNAPSHOT_FORMAT}: upgrade this replica"
+    )]
     NewerFormat {
         /// The snapshot's format.
         found: u8,
     },
     /// An older format this build no longer reads.
+    #[error("snapshot format {found} is no longer supported")]
     UnsupportedFormat {
         /// The snapshot's format.
         found: u8,
     },
     /// The bytes do not decode to a state.
+    #[error("snapshot is corrupt: {0}")]
     Corrupt(String),
 }
-
-impl fmt::Display for SnapshotError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Empty => f.write_str("snapshot is empty"),
-            Self::NewerFormat { found } => write!(
-                f,
-                "snapshot format {found} is newer than this build's format {SNAPSHOT_FORMAT}: upgrade this replica"
-            ),
-            Self::UnsupportedFormat { found } => {
-                write!(f, "snapshot format {found} is no longer supported")
-            }
-            Self::Corrupt(reason) => write!(f, "snapshot is corrupt: {reason}"),
-        }
-    }
-}
-
-impl std::error::Error for SnapshotError {}
 
 fn config() -> bincode::config::Configuration {
     bincode::config::standard()

@@ -156,30 +156,21 @@ pub struct ProcessEvent {
 }
 
 /// Why a launch was refused.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
     /// The workload already runs here.
+    #[error("{0} is already running")]
     AlreadyRunning(Workload),
     /// The workload's process is being killed and is not gone yet.
+    #[error("{0} is still being stopped")]
     Stopping(Workload),
     /// An id cannot name a directory (empty, `.`, `..` or containing `/`).
+    #[error("id `{0}` cannot name a directory")]
     UnsafeId(String),
     /// The process or its directory could not be created.
-    Io(std::io::Error),
+    #[error("cannot start the process: {0}")]
+    Io(#[from] std::io::Error),
 }
-
-impl fmt::Display for LaunchError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::AlreadyRunning(workload) => write!(f, "{workload} is already running"),
-            Self::Stopping(workload) => write!(f, "{workload} is still being stopped"),
-            Self::UnsafeId(id) => write!(f, "id `{id}` cannot name a directory"),
-            Self::Io(e) => write!(f, "cannot start the process: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for LaunchError {}
 
 /// A running workload: its current process id and the way to ask its monitor to kill it.
 struct Running {

@@ -21,8 +21,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 use tonic::transport::Endpoint;
 
+use super::{MastersArg, program, runtime, stop_signal};
 use crate::client::{Masters, request_id};
-use crate::cluster::MastersArg;
+use crate::error::CliError;
 
 /// How long the masters may stay unreachable before the command gives up.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -71,12 +72,9 @@ enum Detached {
 }
 
 /// Runs the application until it ends.
-pub fn run(args: AppRunArgs) -> Result<String, String> {
-    let masters = Masters::parse(&args.masters.masters)?;
-    let (program, program_args) = args
-        .command
-        .split_first()
-        .ok_or("no command given after `--`")?;
+pub fn run(args: AppRunArgs) -> Result<String, CliError> {
+    let masters = args.masters.parse()?;
+    let (program, program_args) = program(&args.command)?;
     let register = RegisterApp {
         request_id: request_id(),
         app_id: String::new(),
@@ -92,15 +90,11 @@ pub fn run(args: AppRunArgs) -> Result<String, String> {
         env: Default::default(),
         executor_limit: args.executor_limit,
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    runtime.block_on(follow(masters, register))
+    runtime()?.block_on(follow(masters, register))
 }
 
 /// Parses one standard-input command.
-fn parse_command(line: &str) -> Result<AppMessage, String> {
+fn parse_command(line: &str) -> Result<AppMessage, CliError> {
     let words: Vec<&str> = line.split_whitespace().collect();
     let body = match words.as_slice() {
         ["limit", "none"] => Message::SetLimit(SetExecutorLimit {
@@ -109,7 +103,7 @@ fn parse_command(line: &str) -> Result<AppMessage, String> {
         ["limit", n] => {
             let limit = n
                 .parse()
-                .map_err(|_| format!("`{n}` is not an executor count"))?;
+                .map_err(|_| CliError::BadInput(format!("`{n}` is not an executor count")))?;
             Message::SetLimit(SetExecutorLimit {
                 executor_limit: Some(limit),
             })
@@ -119,12 +113,16 @@ fn parse_command(line: &str) -> Result<AppMessage, String> {
                 .iter()
                 .map(|id| {
                     id.parse()
-                        .map_err(|_| format!("`{id}` is not an executor id"))
+                        .map_err(|_| CliError::BadInput(format!("`{id}` is not an executor id")))
                 })
                 .collect::<Result<_, _>>()?;
             Message::Release(ReleaseExecutors { executor_ids })
         }
-        _ => return Err("use `limit N`, `limit none` or `release ID ...`".to_owned()),
+        _ => {
+            return Err(CliError::BadInput(
+                "use `limit N`, `limit none` or `release ID ...`".to_owned(),
+            ));
+        }
     };
     Ok(AppMessage { body: Some(body) })
 }
@@ -151,8 +149,8 @@ fn read_commands() -> mpsc::UnboundedReceiver<AppMessage> {
     received
 }
 
-async fn follow(masters: Masters, mut register: RegisterApp) -> Result<String, String> {
-    let mut stop = std::pin::pin!(crate::cluster::stop_signal());
+async fn follow(masters: Masters, mut register: RegisterApp) -> Result<String, CliError> {
+    let mut stop = std::pin::pin!(stop_signal());
     let mut commands = read_commands();
     let mut finishing = false;
     let mut finder = LeaderFinder::new(masters.addrs().to_vec());
@@ -173,13 +171,17 @@ async fn follow(masters: Masters, mut register: RegisterApp) -> Result<String, S
             }
             Ok(Detached::LeaderAt(leader)) => {
                 if unreachable_since.elapsed() > PATIENCE {
-                    return Err(format!("no leader reachable for {PATIENCE:?}"));
+                    return Err(CliError::Unavailable(format!(
+                        "no leader reachable for {PATIENCE:?}"
+                    )));
                 }
                 tokio::time::sleep(finder.hinted(&leader)).await;
             }
             Ok(Detached::Retry(reason)) => {
                 if unreachable_since.elapsed() > PATIENCE {
-                    return Err(format!("no leader reachable for {PATIENCE:?}: {reason}"));
+                    return Err(CliError::Unavailable(format!(
+                        "no leader reachable for {PATIENCE:?}: {reason}"
+                    )));
                 }
                 tokio::time::sleep(finder.failed()).await;
             }
@@ -199,14 +201,14 @@ async fn follow(masters: Masters, mut register: RegisterApp) -> Result<String, S
 ///
 /// # Errors
 ///
-/// The masters refused the application (its message).
+/// The masters refused the application.
 async fn attach(
     addr: &str,
     register: &mut RegisterApp,
     stop: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
     finishing: &mut bool,
     commands: &mut mpsc::UnboundedReceiver<AppMessage>,
-) -> Result<Detached, String> {
+) -> Result<Detached, CliError> {
     let retry = |e: String| Ok(Detached::Retry(e));
     let endpoint = match Endpoint::from_shared(format!("http://{addr}")) {
         Ok(endpoint) => endpoint
@@ -253,7 +255,7 @@ async fn attach(
                 None => retry(status.message().to_owned()),
             };
         }
-        Err(status) => return Err(status.message().to_owned()),
+        Err(status) => return Err(status.into()),
     };
     let mut heartbeats = tokio::time::interval(LEADER_TIMEOUT / 4);
     let mut heard = Instant::now();

@@ -6,20 +6,22 @@ use std::path::Path;
 
 use muster_core::Snapshot;
 
+use crate::error::CliError;
+
 /// Reads the snapshot at `path` (`-` is standard input) and returns the plan as pretty JSON.
 ///
 /// # Errors
 ///
 /// One line naming the file or the offending field: unreadable input, malformed JSON, an
 /// unknown field or enum value, or a snapshot that fails validation.
-pub fn run(path: &Path) -> Result<String, String> {
+pub fn run(path: &Path) -> Result<String, CliError> {
     let text = read(path)?;
-    let snapshot = parse(&text)?;
-    let plan = muster_core::schedule(&snapshot).map_err(|error| error.to_string())?;
+    let snapshot = parse(&text).map_err(CliError::BadInput)?;
+    let plan = muster_core::schedule(&snapshot).map_err(|e| CliError::BadInput(e.to_string()))?;
     Ok(serde_json::to_string_pretty(&plan).expect("a plan always serializes"))
 }
 
-fn read(path: &Path) -> Result<String, String> {
+fn read(path: &Path) -> Result<String, CliError> {
     let mut text = String::new();
     let result = if path == Path::new("-") {
         std::io::stdin().read_to_string(&mut text).map(|_| ())
@@ -28,7 +30,8 @@ fn read(path: &Path) -> Result<String, String> {
             .and_then(|mut file| file.read_to_string(&mut text))
             .map(|_| ())
     };
-    result.map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+    result
+        .map_err(|error| CliError::BadInput(format!("cannot read {}: {error}", path.display())))?;
     Ok(text)
 }
 

@@ -11,7 +11,9 @@ use muster_proto::v1::StatusRequest;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+use super::runtime;
 use crate::client::Masters;
+use crate::error::CliError;
 
 /// `muster dev`.
 #[derive(Args)]
@@ -53,43 +55,43 @@ impl Drop for DevChild {
     }
 }
 
-fn free_port() -> Result<u16, String> {
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
-    Ok(listener.local_addr().map_err(|e| e.to_string())?.port())
+fn free_port() -> Result<u16, CliError> {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| CliError::Failed(format!("no free port: {e}")))?;
+    Ok(listener.local_addr()?.port())
 }
 
-fn spawn(name: &str, dir: &std::path::Path, args: &[String]) -> Result<DevChild, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find the muster binary: {e}"))?;
-    let log = std::fs::File::create(dir.join(format!("{name}.log"))).map_err(|e| e.to_string())?;
+fn spawn(name: &str, dir: &std::path::Path, args: &[String]) -> Result<DevChild, CliError> {
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::Failed(format!("cannot find the muster binary: {e}")))?;
+    let log = std::fs::File::create(dir.join(format!("{name}.log")))?;
     let child = Command::new(exe)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
-        .map_err(|e| format!("cannot start {name}: {e}"))?;
+        .map_err(|e| CliError::Failed(format!("cannot start {name}: {e}")))?;
     Ok(DevChild(name.to_owned(), child))
 }
 
 /// Starts the cluster, prints how to reach it, and runs until Ctrl-C or SIGTERM.
-pub fn run(args: DevArgs) -> Result<String, String> {
+pub fn run(args: DevArgs) -> Result<String, CliError> {
     if args.masters == 0 || args.masters.is_multiple_of(2) {
-        return Err(format!(
+        return Err(CliError::BadInput(format!(
             "--masters {}: use an odd number, such as 3",
             args.masters
-        ));
+        )));
     }
     let (dir, _temporary) = match args.data_dir {
         Some(dir) => (dir, None),
         None => {
-            let temporary = tempfile::Builder::new()
-                .prefix("muster-dev-")
-                .tempdir()
-                .map_err(|e| e.to_string())?;
+            let temporary = tempfile::Builder::new().prefix("muster-dev-").tempdir()?;
             (temporary.path().to_owned(), Some(temporary))
         }
     };
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| CliError::Failed(format!("{}: {e}", dir.display())))?;
     let addrs: Vec<String> = (0..args.masters)
         .map(|_| free_port().map(|p| format!("127.0.0.1:{p}")))
         .collect::<Result<_, _>>()?;
@@ -127,10 +129,7 @@ pub fn run(args: DevArgs) -> Result<String, String> {
             &args.map(str::to_owned),
         )?);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let runtime = runtime()?;
     let masters = Masters::parse(&masters_list)?;
     let status = runtime
         .block_on(masters.call(async |mut c| c.status(StatusRequest { local: false }).await))?;

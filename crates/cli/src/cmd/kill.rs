@@ -1,0 +1,32 @@
+//! `muster kill`: ends an application or a driver.
+
+use clap::Args;
+use muster_proto::v1::KillRequest;
+
+use super::{MastersArg, runtime};
+use crate::client::request_id;
+use crate::error::CliError;
+
+/// `muster kill`.
+#[derive(Args)]
+pub struct KillArgs {
+    #[command(flatten)]
+    masters: MastersArg,
+    /// An application or driver id.
+    id: String,
+}
+
+/// Kills it.
+///
+/// # Errors
+///
+/// No such active application or driver, or no master answered.
+pub fn run(args: KillArgs) -> Result<String, CliError> {
+    let masters = args.masters.parse()?;
+    let request = KillRequest {
+        request_id: request_id(),
+        id: args.id,
+    };
+    runtime()?.block_on(masters.call(async |mut c| c.kill(request.clone()).await))?;
+    Ok(String::new())
+}

@@ -1,0 +1,97 @@
+//! `muster master`: one master replica, until Ctrl-C or SIGTERM.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use clap::Args;
+use muster_master::MasterConfig;
+use muster_master::config::{MasterFile, read_json, read_queues};
+use muster_raft::RaftSettings;
+
+use super::{log_to_stderr, runtime, stop_signal};
+use crate::error::CliError;
+
+/// `muster master`.
+#[derive(Args)]
+pub struct MasterArgs {
+    /// This replica's id, one of the ids in --peers.
+    #[arg(long)]
+    id: u64,
+    /// Where to listen, HOST:PORT; one port serves clients, workers and the other masters.
+    #[arg(long)]
+    listen: String,
+    /// Every master of the group: ID=HOST:PORT,...
+    #[arg(long)]
+    peers: String,
+    /// Where this replica keeps its Raft log and snapshots.
+    #[arg(long)]
+    data_dir: PathBuf,
+    /// Seconds without a heartbeat before a worker is lost (default 15, or the config file's).
+    #[arg(long)]
+    worker_timeout: Option<f64>,
+    /// Seconds a new leader waits for known workers and applications to come back (default 15).
+    #[arg(long)]
+    recovery_timeout: Option<f64>,
+    /// Queues to apply when this master leads: a JSON list such as
+    /// `[{"name": "prod", "prior": true}, {"name": "default", "threshold": 0.8}]`.
+    #[arg(long)]
+    queues: Option<PathBuf>,
+    /// Master settings as a JSON object (README: "Master settings"); flags given too take
+    /// precedence.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Serve the cluster status over HTTP here: `/json`, and a page at `/`.
+    #[arg(long)]
+    http: Option<String>,
+    /// Reach these masters' replication at another address than the one in --peers (a
+    /// proxy, another network path): ID=HOST:PORT,... The membership keeps --peers.
+    #[arg(long, default_value = "")]
+    peer_routes: String,
+}
+
+/// `ID=HOST:PORT,...` as given to `flag`.
+fn parse_peers(flag: &str, list: &str) -> Result<BTreeMap<u64, String>, CliError> {
+    list.split(',')
+        .filter(|peer| !peer.trim().is_empty())
+        .map(|peer| {
+            let bad = |what: String| CliError::BadInput(format!("{flag}: {what}"));
+            let (id, addr) = peer
+                .split_once('=')
+                .ok_or_else(|| bad(format!("`{peer}` is not ID=HOST:PORT")))?;
+            let id = id
+                .trim()
+                .parse()
+                .map_err(|_| bad(format!("`{id}` is not a master id")))?;
+            Ok((id, addr.trim().to_owned()))
+        })
+        .collect()
+}
+
+/// Runs a master replica until Ctrl-C or SIGTERM.
+///
+/// # Errors
+///
+/// Bad flags or files; the master failed to start or stopped with an error.
+pub fn run(args: MasterArgs) -> Result<String, CliError> {
+    log_to_stderr();
+    let file: MasterFile = match &args.config {
+        Some(path) => read_json(path)?,
+        None => MasterFile::default(),
+    };
+    let queues = args.queues.as_deref().map(read_queues).transpose()?;
+    let config = MasterConfig {
+        id: args.id,
+        listen: args.listen,
+        peers: parse_peers("--peers", &args.peers)?,
+        data_dir: args.data_dir,
+        raft: RaftSettings {
+            peer_routes: parse_peers("--peer-routes", &args.peer_routes)?,
+            ..RaftSettings::default()
+        },
+        state: file.state(),
+        session: file.session(args.worker_timeout, args.recovery_timeout, queues)?,
+        http: args.http,
+    };
+    runtime()?.block_on(muster_master::run(config, stop_signal()))?;
+    Ok(String::new())
+}

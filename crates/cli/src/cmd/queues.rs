@@ -1,0 +1,48 @@
+//! `muster queues`: shows the queues, or replaces them with a queue file's.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use muster_master::config::read_queues;
+use muster_proto::v1::{Queue, SetQueuesRequest};
+
+use super::{MastersArg, runtime, status};
+use crate::client::request_id;
+use crate::error::CliError;
+use crate::render;
+
+/// `muster queues`.
+#[derive(Args)]
+pub struct QueuesArgs {
+    #[command(flatten)]
+    masters: MastersArg,
+    /// Replace the queues with those in this JSON file: `[{"name": "prod", "prior": true}, ...]`.
+    #[arg(long)]
+    set: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Shows or sets the queues.
+///
+/// # Errors
+///
+/// A malformed queue file (nothing is sent), a refusal, or no master answered.
+pub fn run(args: QueuesArgs) -> Result<String, CliError> {
+    let Some(path) = args.set else {
+        let status = status::fetch(&args.masters, false)?;
+        if args.json {
+            return Ok(muster_master::status_json(&status)["queues"].to_string());
+        }
+        return Ok(render::queues(&status).trim_end().to_owned());
+    };
+    let queues = read_queues(&path)?.iter().map(Queue::from).collect();
+    let masters = args.masters.parse()?;
+    let request = SetQueuesRequest {
+        request_id: request_id(),
+        queues,
+    };
+    runtime()?.block_on(masters.call(async |mut c| c.set_queues(request.clone()).await))?;
+    Ok(String::new())
+}

@@ -1,0 +1,81 @@
+//! `muster status` and its parts (`members`, `workers`, `apps`, `drivers`): the cluster as
+//! the leader sees it, as tables or as JSON.
+
+use std::fmt::Write as _;
+
+use clap::Args;
+use muster_proto::v1::{StatusReply, StatusRequest};
+
+use super::{MastersArg, runtime};
+use crate::error::CliError;
+use crate::render;
+
+/// Read commands.
+#[derive(Args)]
+pub struct ReadArgs {
+    #[command(flatten)]
+    masters: MastersArg,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Show the first reachable master's own copy of the state, without asking the leader
+    /// (it may lag behind).
+    #[arg(long)]
+    local: bool,
+}
+
+/// The status, from the leader or (`local`) the first master that answers.
+///
+/// # Errors
+///
+/// No master answered.
+pub fn fetch(masters: &MastersArg, local: bool) -> Result<StatusReply, CliError> {
+    let masters = masters.parse()?;
+    let request = StatusRequest { local };
+    runtime()?.block_on(masters.call(async |mut c| c.status(request).await))
+}
+
+/// `muster status`: every part, under a header naming the leader.
+///
+/// # Errors
+///
+/// No master answered.
+pub fn run(args: ReadArgs) -> Result<String, CliError> {
+    let status = fetch(&args.masters, args.local)?;
+    if args.json {
+        return Ok(muster_master::status_json(&status).to_string());
+    }
+    let mut out = format!(
+        "leader {}  term {}  {}",
+        status.leader,
+        status.term,
+        status.recovery_state().name()
+    );
+    let sections = [
+        ("MEMBERS", render::members(&status)),
+        ("WORKERS", render::workers(&status)),
+        ("APPLICATIONS", render::apps(&status)),
+        ("DRIVERS", render::drivers(&status)),
+    ];
+    for (title, table) in sections {
+        let _ = write!(out, "\n\n{title}\n{}", table.trim_end());
+    }
+    Ok(out)
+}
+
+/// One part of the status: as JSON under `key`, or as its table.
+///
+/// # Errors
+///
+/// No master answered.
+pub fn part(
+    args: ReadArgs,
+    key: &str,
+    table: fn(&StatusReply) -> String,
+) -> Result<String, CliError> {
+    let status = fetch(&args.masters, args.local)?;
+    if args.json {
+        return Ok(muster_master::status_json(&status)[key].to_string());
+    }
+    Ok(table(&status).trim_end().to_owned())
+}

@@ -1,0 +1,109 @@
+//! `muster worker`: the worker agent, until Ctrl-C or SIGTERM; its processes stop with it.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use muster_core::model::resource_amounts;
+use muster_core::resources::{ResourceAmounts, Resources};
+use muster_master::config::seconds;
+use muster_worker::agent::{AgentConfig, lock_work_dir, stable_id};
+
+use super::{MastersArg, log_to_stderr, runtime, stop_signal};
+use crate::error::CliError;
+
+/// `muster worker`.
+#[derive(Args)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    masters: MastersArg,
+    /// Cores this worker offers.
+    #[arg(long)]
+    cores: u32,
+    /// Memory this worker offers, in MB.
+    #[arg(long)]
+    memory: u64,
+    /// Custom resources it offers: NAME=AMOUNT,...
+    #[arg(long, default_value = "")]
+    resources: String,
+    /// Where drivers and executors get their directories (and the worker keeps its id).
+    #[arg(long)]
+    work_dir: PathBuf,
+    /// The worker's id; by default a stable id kept in the work dir.
+    #[arg(long)]
+    id: Option<String>,
+    /// The host name to report; by default this machine's.
+    #[arg(long)]
+    host: Option<String>,
+    /// Seconds without an answer from the leader before the worker looks for a new one
+    /// (keep it below the masters' recovery timeout).
+    #[arg(long, default_value_t = 2.0)]
+    leader_timeout: f64,
+    /// Kill everything this worker runs once it has been cut off from every master for the
+    /// masters' worker timeout: its work then never overlaps with its relaunch elsewhere, at
+    /// the price of losing it in a master outage.
+    #[arg(long)]
+    fence: bool,
+}
+
+/// `NAME=AMOUNT,...`.
+fn parse_resources(list: &str) -> Result<ResourceAmounts, CliError> {
+    list.split(',')
+        .filter(|r| !r.trim().is_empty())
+        .map(|resource| {
+            let bad = |what: String| CliError::BadInput(format!("--resources: {what}"));
+            let (name, amount) = resource
+                .split_once('=')
+                .ok_or_else(|| bad(format!("`{resource}` is not NAME=AMOUNT")))?;
+            let amount = amount
+                .trim()
+                .parse()
+                .map_err(|_| bad(format!("`{amount}` is not an amount")))?;
+            Ok((name.trim().to_owned(), amount))
+        })
+        .collect()
+}
+
+/// Runs a worker until Ctrl-C or SIGTERM.
+///
+/// # Errors
+///
+/// Bad flags, or the work dir is taken or unusable.
+pub fn run(args: WorkerArgs) -> Result<String, CliError> {
+    log_to_stderr();
+    if args.cores == 0 || args.memory == 0 {
+        return Err(CliError::BadInput(
+            "--cores and --memory must be at least 1".to_owned(),
+        ));
+    }
+    let custom = parse_resources(&args.resources)?;
+    resource_amounts("--resources", &custom).map_err(|e| CliError::BadInput(e.to_string()))?;
+    let capacity = Resources::new(args.cores, args.memory).with_custom(custom);
+    let host = match args.host {
+        Some(host) => host,
+        None => nix::unistd::gethostname()
+            .map_err(|e| CliError::Failed(format!("cannot read the host name: {e}")))?
+            .to_string_lossy()
+            .into_owned(),
+    };
+    let _lock = lock_work_dir(&args.work_dir)
+        .map_err(|e| CliError::BadInput(format!("--work-dir: {e}")))?;
+    let id = match args.id {
+        Some(id) => id.as_str().into(),
+        None => stable_id(&args.work_dir, &host)
+            .map_err(|e| CliError::Failed(format!("{}: {e}", args.work_dir.display())))?,
+    };
+    let leader_timeout = seconds("--leader-timeout", args.leader_timeout)?;
+    let config = AgentConfig {
+        masters: args.masters.parse()?.addrs().to_vec(),
+        id,
+        host,
+        capacity,
+        work_dir: args.work_dir,
+        heartbeat_interval: leader_timeout / 4,
+        leader_timeout,
+        kill_grace: std::time::Duration::from_secs(10),
+        fence: args.fence,
+    };
+    runtime()?.block_on(muster_worker::agent::run(config, stop_signal()));
+    Ok(String::new())
+}

@@ -1,0 +1,73 @@
+//! The command's one error type: what went wrong, and the exit code that tells a script
+//! what to do about it (README, "Exit codes").
+
+use muster_master::MasterError;
+use muster_master::config::ConfigError;
+use tonic::{Code, Status};
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The arguments, a file or the request are malformed: fix them. Exit 2.
+    #[error("{0}")]
+    BadInput(String),
+    /// The masters refused the request: it names something unknown or does not apply now.
+    /// Exit 3.
+    #[error("{0}")]
+    Refused(String),
+    /// No master or leader answered in time: try again later. Exit 4.
+    #[error("{0}")]
+    Unavailable(String),
+    /// Anything else: a master or worker that failed while running, an I/O error. Exit 1.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl CliError {
+    /// The process exit code.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Failed(_) => 1,
+            Self::BadInput(_) => 2,
+            Self::Refused(_) => 3,
+            Self::Unavailable(_) => 4,
+        }
+    }
+}
+
+impl From<Status> for CliError {
+    fn from(status: Status) -> Self {
+        let message = status.message().to_owned();
+        match status.code() {
+            Code::InvalidArgument | Code::OutOfRange => Self::BadInput(message),
+            Code::NotFound
+            | Code::AlreadyExists
+            | Code::FailedPrecondition
+            | Code::PermissionDenied
+            | Code::Unauthenticated
+            | Code::Aborted => Self::Refused(message),
+            Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => {
+                Self::Unavailable(message)
+            }
+            _ => Self::Failed(message),
+        }
+    }
+}
+
+impl From<ConfigError> for CliError {
+    fn from(error: ConfigError) -> Self {
+        Self::BadInput(error.to_string())
+    }
+}
+
+impl From<MasterError> for CliError {
+    fn from(error: MasterError) -> Self {
+        Self::Failed(error.to_string())
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(error: std::io::Error) -> Self {
+        Self::Failed(error.to_string())
+    }
+}

@@ -1,0 +1,117 @@
+//! The tables client commands print, one per part of the cluster status, each with a header
+//! row.
+
+use std::fmt::Write as _;
+
+use muster_proto::convert::resources;
+use muster_proto::v1::StatusReply;
+
+/// The members: id, address, role.
+pub fn members(status: &StatusReply) -> String {
+    let mut out = format!("{:<4} {:<22} ROLE\n", "ID", "ADDRESS");
+    for m in &status.members {
+        let _ = writeln!(out, "{:<4} {:<22} {}", m.id, m.addr, m.role().name());
+    }
+    out
+}
+
+/// The workers: id, host, state, cores and memory used of their capacity.
+pub fn workers(status: &StatusReply) -> String {
+    let mut out = format!(
+        "{:<34} {:<12} {:<14} {:<9} MEMORY (MB)\n",
+        "ID", "HOST", "STATE", "CORES"
+    );
+    for w in &status.workers {
+        let (capacity, used) = (resources(w.capacity.clone()), resources(w.used.clone()));
+        let _ = writeln!(
+            out,
+            "{:<34} {:<12} {:<14} {:<9} {}/{}",
+            w.id,
+            w.host,
+            w.state().name(),
+            format!("{}/{}", used.cores, capacity.cores),
+            used.memory_mb,
+            capacity.memory_mb
+        );
+    }
+    out
+}
+
+/// The applications, each followed by why it waits and its executors.
+pub fn apps(status: &StatusReply) -> String {
+    let mut out = format!(
+        "{:<28} {:<16} {:<10} {:<8} CORES\n",
+        "ID", "NAME", "QUEUE", "STATE"
+    );
+    for a in &status.apps {
+        let _ = writeln!(
+            out,
+            "{:<28} {:<16} {:<10} {:<8} {}",
+            a.id,
+            a.name,
+            a.queue,
+            a.state().name(),
+            a.cores_granted
+        );
+        if !a.waiting.is_empty() {
+            let _ = writeln!(out, "  waiting: {}", a.waiting);
+        }
+        for e in &a.executors {
+            let _ = writeln!(
+                out,
+                "  executor {:<4} {:<34} {:<10} cores {} pid {}",
+                e.id,
+                e.worker,
+                e.state().name(),
+                resources(e.resources.clone()).cores,
+                e.pid
+            );
+        }
+    }
+    out
+}
+
+/// The drivers, running and recently ended, each followed by why it waits.
+pub fn drivers(status: &StatusReply) -> String {
+    let mut out = format!(
+        "{:<28} {:<16} {:<10} {:<11} {:<34} PROCESS\n",
+        "ID", "NAME", "QUEUE", "STATE", "WORKER"
+    );
+    for d in &status.drivers {
+        let exit = d.exit_code.map(|c| format!("exit {c}")).unwrap_or_default();
+        let pid = if d.pid == 0 {
+            String::new()
+        } else {
+            format!("pid {}", d.pid)
+        };
+        let _ = writeln!(
+            out,
+            "{:<28} {:<16} {:<10} {:<11} {:<34} {pid}{exit}",
+            d.id,
+            d.name,
+            d.queue,
+            d.state().name(),
+            d.worker
+        );
+        if !d.waiting.is_empty() {
+            let _ = writeln!(out, "  waiting: {}", d.waiting);
+        }
+    }
+    out
+}
+
+/// The queues and their settings.
+pub fn queues(status: &StatusReply) -> String {
+    let mut out = format!(
+        "{:<16} {:<6} {:<10} MAX_CAPACITY\n",
+        "NAME", "PRIOR", "THRESHOLD"
+    );
+    for q in &status.queues {
+        let _ = writeln!(
+            out,
+            "{:<16} {:<6} {:<10} {}",
+            q.name, q.prior, q.threshold, q.max_capacity
+        );
+    }
+    out
+}

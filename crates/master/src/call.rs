@@ -1,0 +1,91 @@
+//! What every client-facing call shares: a client write as a log command, and why a call
+//! failed, modelled by what the caller must do and turned into a gRPC status in one place.
+
+use muster_core::ids::RequestId;
+use muster_proto::discovery::LEADER_HEADER;
+use muster_raft::{Applied, NodeId, RaftNode, WriteError};
+use muster_state::{ApplyError, Command, Op, Response};
+use tonic::Status;
+
+use crate::session::now;
+
+/// Why a call was not answered.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CallError {
+    /// Another replica leads, or none does yet: ask the leader (its id and address when known).
+    #[error("{}", match .0 {
+        Some((id, _)) => format!("not the leader; master {id} leads"),
+        None => "no leader elected yet".to_owned(),
+    })]
+    NotLeader(Option<(NodeId, String)>),
+    /// No quorum now: try again later.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The request is malformed or does not apply: retrying will not help.
+    #[error(transparent)]
+    Refused(#[from] ApplyError),
+    /// A bug: the state machine answered something this call cannot mean.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl From<WriteError> for CallError {
+    fn from(error: WriteError) -> Self {
+        match error {
+            WriteError::NotLeader(leader) => Self::NotLeader(leader),
+            WriteError::Unavailable(_) => Self::Unavailable(error.to_string()),
+        }
+    }
+}
+
+impl CallError {
+    /// This replica does not lead: who does, as `node` knows it.
+    pub(crate) fn not_leader(node: &RaftNode) -> Self {
+        Self::NotLeader(node.leadership().borrow().leader.clone())
+    }
+}
+
+impl From<CallError> for Status {
+    fn from(error: CallError) -> Self {
+        let message = error.to_string();
+        match error {
+            CallError::NotLeader(leader) => {
+                let mut status = Status::unavailable(message);
+                if let Some(value) = leader.and_then(|(_, addr)| addr.parse().ok()) {
+                    status.metadata_mut().insert(LEADER_HEADER, value);
+                }
+                status
+            }
+            CallError::Unavailable(_) => Status::unavailable(message),
+            CallError::Refused(
+                ApplyError::UnknownWorker(_)
+                | ApplyError::UnknownApp(_)
+                | ApplyError::UnknownDriver(_)
+                | ApplyError::UnknownExecutor(..),
+            ) => Status::not_found(message),
+            CallError::Refused(ApplyError::UnknownQueue(_) | ApplyError::Invalid { .. }) => {
+                Status::invalid_argument(message)
+            }
+            CallError::Refused(ApplyError::Conflict(_) | ApplyError::StaleTerm { .. }) => {
+                Status::failed_precondition(message)
+            }
+            CallError::Internal(_) => Status::internal(message),
+        }
+    }
+}
+
+/// A client's write as a log command, stamped now; an empty request id means none.
+pub(crate) fn client_command(request_id: &str, op: Op) -> Command {
+    let request_id = (!request_id.is_empty()).then(|| RequestId(request_id.to_owned()));
+    Command {
+        at: now(),
+        request_id,
+        term: None,
+        op,
+    }
+}
+
+/// The response of a committed write, or why there is none.
+pub(crate) fn committed(written: Result<Applied, WriteError>) -> Result<Response, CallError> {
+    Ok(written??)
+}

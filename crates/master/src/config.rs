@@ -1,0 +1,219 @@
+//! The master's settings file (`muster master --config FILE`) and queue files: read and
+//! checked one way wherever they are used, every error naming the file and the field.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use muster_core::model::{PassConfig, QueueConfig, validate_queues};
+use muster_state::StateConfig;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use crate::SessionConfig;
+
+/// What `muster master --config FILE` may set. Every field is optional. The scheduling and
+/// retry settings must be the same on every master.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MasterFile {
+    /// Seconds without a heartbeat before a worker is lost.
+    pub worker_timeout_s: Option<f64>,
+    /// Seconds a new leader waits for known workers and applications.
+    pub recovery_timeout_s: Option<f64>,
+    /// Seconds an application's client may be gone before its application is finished.
+    pub app_grace_s: Option<f64>,
+    /// Seconds within which workers heartbeat at the least (a leader that stood still for
+    /// three of these blames no worker for the silence).
+    pub heartbeat_interval_s: Option<f64>,
+    /// Scheduling settings, as in a `muster plan` snapshot's `config` (the seed is ignored).
+    pub scheduling: Option<PassConfig>,
+    /// Spark's `spark.deploy.maxExecutorRetries`; negative disables.
+    pub max_executor_retries: Option<i32>,
+    /// Ended applications kept for status (`spark.deploy.retainedApplications`, 200).
+    pub retained_apps: Option<usize>,
+    /// Ended drivers kept for status (`spark.deploy.retainedDrivers`, 200).
+    pub retained_drivers: Option<usize>,
+}
+
+/// Why a settings or queue file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A field is missing, misspelt or out of range.
+    #[error("{path}: {field}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The field's path.
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A duration is not a positive number of seconds.
+    #[error("{setting}: {value} is not a positive number of seconds")]
+    Seconds {
+        /// The setting.
+        setting: &'static str,
+        /// What was given.
+        value: f64,
+    },
+}
+
+/// Reads and parses the JSON file at `path`.
+///
+/// # Errors
+///
+/// The file cannot be read, or its JSON does not match `T` (naming the field).
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut json = serde_json::Deserializer::from_str(&text);
+    serde_path_to_error::deserialize(&mut json).map_err(|e| ConfigError::Invalid {
+        path: path.to_owned(),
+        field: e.path().to_string(),
+        message: e.inner().to_string(),
+    })
+}
+
+/// Reads a queue file: a JSON list such as
+/// `[{"name": "prod", "prior": true}, {"name": "default", "threshold": 0.8}]`.
+///
+/// # Errors
+///
+/// As [`read_json`], or a queue setting out of range (a duplicate name, a fraction outside
+/// (0, 1]).
+pub fn read_queues(path: &Path) -> Result<Vec<QueueConfig>, ConfigError> {
+    let queues: Vec<QueueConfig> = read_json(path)?;
+    validate_queues(&queues).map_err(|e| ConfigError::Invalid {
+        path: path.to_owned(),
+        field: e.field,
+        message: e.message,
+    })?;
+    Ok(queues)
+}
+
+/// `value` seconds as a duration, refusing zero, negative and non-finite values.
+///
+/// # Errors
+///
+/// [`ConfigError::Seconds`] naming `setting`.
+pub fn seconds(setting: &'static str, value: f64) -> Result<Duration, ConfigError> {
+    Duration::try_from_secs_f64(value)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or(ConfigError::Seconds { setting, value })
+}
+
+impl MasterFile {
+    /// The leader's session settings: a flag given overrides the file, which overrides the
+    /// defaults.
+    ///
+    /// # Errors
+    ///
+    /// A duration that is not a positive number of seconds.
+    pub fn session(
+        &self,
+        worker_timeout: Option<f64>,
+        recovery_timeout: Option<f64>,
+        queues: Option<Vec<QueueConfig>>,
+    ) -> Result<SessionConfig, ConfigError> {
+        let defaults = SessionConfig::default();
+        let duration = |setting, value: Option<f64>, default| {
+            value.map_or(Ok(default), |v| seconds(setting, v))
+        };
+        Ok(SessionConfig {
+            worker_timeout: duration(
+                "worker timeout",
+                worker_timeout.or(self.worker_timeout_s),
+                defaults.worker_timeout,
+            )?,
+            recovery_timeout: duration(
+                "recovery timeout",
+                recovery_timeout.or(self.recovery_timeout_s),
+                defaults.recovery_timeout,
+            )?,
+            app_grace: duration("app grace", self.app_grace_s, defaults.app_grace)?,
+            heartbeat_interval: duration(
+                "heartbeat interval",
+                self.heartbeat_interval_s,
+                defaults.heartbeat_interval,
+            )?,
+            pass: self.scheduling.clone().unwrap_or_default(),
+            queues,
+            ..defaults
+        })
+    }
+
+    /// The replicated state's settings.
+    pub fn state(&self) -> StateConfig {
+        let defaults = StateConfig::default();
+        StateConfig {
+            max_executor_retries: self
+                .max_executor_retries
+                .unwrap_or(defaults.max_executor_retries),
+            retained_apps: self.retained_apps.unwrap_or(defaults.retained_apps),
+            retained_drivers: self.retained_drivers.unwrap_or(defaults.retained_drivers),
+            ..defaults
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(text: &str) -> tempfile::NamedTempFile {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), text).unwrap();
+        file
+    }
+
+    #[test]
+    fn flags_override_the_file_which_overrides_the_defaults() {
+        let settings =
+            file(r#"{"worker_timeout_s": 30, "recovery_timeout_s": 20, "retained_apps": 5}"#);
+        let master: MasterFile = read_json(settings.path()).unwrap();
+        let session = master.session(Some(7.5), None, None).unwrap();
+        assert_eq!(session.worker_timeout, Duration::from_millis(7500));
+        assert_eq!(session.recovery_timeout, Duration::from_secs(20));
+        assert_eq!(session.app_grace, SessionConfig::default().app_grace);
+        assert_eq!(master.state().retained_apps, 5);
+        assert_eq!(
+            master
+                .session(Some(0.0), None, None)
+                .unwrap_err()
+                .to_string(),
+            "worker timeout: 0 is not a positive number of seconds"
+        );
+    }
+
+    #[test]
+    fn bad_files_name_the_file_and_the_field() {
+        let misspelt = file(r#"{"worker_timeout": 30}"#);
+        let error = read_json::<MasterFile>(misspelt.path())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("unknown field `worker_timeout`"), "{error}");
+        assert!(
+            error.starts_with(&misspelt.path().display().to_string()),
+            "{error}"
+        );
+
+        let queues =
+            file(r#"[{"name": "prod", "prior": true}, {"name": "batch", "threshold": 2}]"#);
+        let error = read_queues(queues.path()).unwrap_err().to_string();
+        assert!(
+            error.ends_with("queues[1].threshold: must be in (0, 1], got 2"),
+            "{error}"
+        );
+    }
+}
