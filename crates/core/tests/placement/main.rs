@@ -1,8 +1,9 @@
-//! Placement tests: Spark's vectors, the queue rules, validation, and property tests that hold
-//! the indexed placer equal to the literal port of Spark's loop.
+//! Placement tests: scripts with Spark's vectors and the queue rules (`scripts`), validation,
+//! driver placement across seeds, and property tests that hold the indexed placer equal to
+//! the literal port of Spark's loop.
 
 mod equivalence;
-mod queues;
+mod scripts;
+mod seeds;
 mod support;
 mod validation;
-mod vectors;

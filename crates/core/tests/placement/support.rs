@@ -4,7 +4,6 @@ use muster_core::ids::QueueName;
 use muster_core::model::{
     AppRequest, DriverRequest, QueueConfig, Snapshot, Worker, WorkerSelection, WorkerState,
 };
-use muster_core::plan::ExecutorGrant;
 use muster_core::{Plan, spark_reference};
 
 /// A worker with nothing running.
@@ -72,40 +71,4 @@ pub fn plan(snapshot: &Snapshot) -> Plan {
     let reference = spark_reference::schedule(snapshot).expect("valid snapshot");
     assert_eq!(fast, reference, "indexed placer and Spark's loop disagree");
     fast
-}
-
-/// The grants to `app` on each of `snapshot`'s workers, in snapshot order.
-fn grants_per_worker<'p>(
-    snapshot: &'p Snapshot,
-    plan: &'p Plan,
-    app: &'p str,
-) -> impl Iterator<Item = Vec<&'p ExecutorGrant>> {
-    snapshot.workers.iter().map(move |w| {
-        plan.executors
-            .iter()
-            .filter(|e| e.app.0 == app && e.worker == w.id)
-            .collect()
-    })
-}
-
-/// Executor cores granted to `app` on each of `snapshot`'s workers, in snapshot order.
-pub fn cores_per_worker(snapshot: &Snapshot, plan: &Plan, app: &str) -> Vec<u32> {
-    grants_per_worker(snapshot, plan, app)
-        .map(|grants| grants.iter().map(|e| e.resources.cores).sum())
-        .collect()
-}
-
-/// Executors granted to `app` on each of `snapshot`'s workers, in snapshot order.
-pub fn executors_per_worker(snapshot: &Snapshot, plan: &Plan, app: &str) -> Vec<usize> {
-    grants_per_worker(snapshot, plan, app)
-        .map(|grants| grants.len())
-        .collect()
-}
-
-/// The wait reason recorded for `id`, as the user sees it.
-pub fn reason(plan: &Plan, id: &str) -> Option<String> {
-    plan.waiting
-        .iter()
-        .find(|w| w.id == id)
-        .map(|w| w.reason.to_string())
 }

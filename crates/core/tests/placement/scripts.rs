@@ -1,0 +1,346 @@
+//! Placement scripts (`tests/placement/scripts`): a cluster snapshot built command by
+//! command, and scheduling passes over it. Every pass runs both the indexed placer and the
+//! literal port of Spark's loop and fails if their plans differ. Expectations come from the
+//! Spark reference and the queue design, not from runs.
+//!
+//! Commands:
+//!
+//! * `config [spread_out_apps=B] [spread_out_drivers=B] [worker_selection=POLICY]
+//!   [default_cores=N] [max_drivers=N] [seed=N]`;
+//! * `queue NAME [prior=B] [threshold=F] [max_capacity=F]`;
+//! * `worker ID cores=N mem=MB [used_cores=N] [used_mem=MB] [state=DEAD|DECOMMISSIONED]
+//!   [prior=B] [NAME=AMOUNT]...` (custom resources), replacing a worker of the same id;
+//!   `workers N cores=N mem=MB` adds `wK`, `wK+1`, ... after the K workers there are;
+//! * `driver ID [cores=1] [mem=1024] [queue=Q] [NAME=AMOUNT]...`;
+//! * `app ID [queue=Q] [cores_max=N] [executor_cores=N] [mem=1024] [limit=N]
+//!   [NAME=AMOUNT]...`, replacing an app of the same id; `held APP WORKER cores=N mem=MB`
+//!   gives it an executor it already holds (the worker's usage is set separately);
+//! * `running_drivers N`, `clear` (no drivers and no apps), `reset` (an empty cluster);
+//! * `schedule [spread_out=B]` prints `launch DRIVER on WORKER` per driver, `grant APP:
+//!   WORKER=COUNTxCORES ...` per app (workers in id order), and `wait ID: REASON`.
+
+use std::collections::BTreeMap;
+use std::error::Error;
+use std::fmt::Write as _;
+
+use muster_core::ids::QueueName;
+use muster_core::model::{
+    AppRequest, DriverRequest, HeldExecutor, QueueConfig, Snapshot, Worker, WorkerSelection,
+    WorkerState,
+};
+use muster_core::resources::ResourceAmounts;
+use muster_core::{Plan, spark_reference};
+
+use crate::support::worker;
+
+fn run_script(path: &std::path::Path) {
+    goldenscript::run(&mut Runner::default(), path).expect("goldenscript failed");
+}
+
+test_each_file::test_each_path! { in "crates/core/tests/placement/scripts" as placement => run_script }
+
+#[derive(goldenscript::Command)]
+enum Command {
+    Config {
+        #[arg(key)]
+        spread_out_apps: Option<bool>,
+        #[arg(key)]
+        spread_out_drivers: Option<bool>,
+        #[arg(key)]
+        worker_selection: Option<String>,
+        #[arg(key)]
+        default_cores: Option<u32>,
+        #[arg(key)]
+        max_drivers: Option<u32>,
+        #[arg(key)]
+        seed: Option<u64>,
+    },
+    Queue {
+        name: String,
+        #[arg(key)]
+        prior: Option<bool>,
+        #[arg(key)]
+        threshold: Option<f64>,
+        #[arg(key)]
+        max_capacity: Option<f64>,
+    },
+    Worker {
+        id: String,
+        #[arg(key)]
+        cores: u32,
+        #[arg(key)]
+        mem: u64,
+        #[arg(key)]
+        used_cores: Option<u32>,
+        #[arg(key)]
+        used_mem: Option<u64>,
+        #[arg(key)]
+        state: Option<String>,
+        #[arg(key)]
+        prior: Option<bool>,
+        #[arg(key, many, optional)]
+        custom: ResourceAmounts,
+    },
+    Workers {
+        count: usize,
+        #[arg(key)]
+        cores: u32,
+        #[arg(key)]
+        mem: u64,
+    },
+    Driver {
+        id: String,
+        #[arg(key)]
+        cores: Option<u32>,
+        #[arg(key)]
+        mem: Option<u64>,
+        #[arg(key)]
+        queue: Option<String>,
+        #[arg(key, many, optional)]
+        custom: ResourceAmounts,
+    },
+    App {
+        id: String,
+        #[arg(key)]
+        queue: Option<String>,
+        #[arg(key)]
+        cores_max: Option<u32>,
+        #[arg(key)]
+        executor_cores: Option<u32>,
+        #[arg(key)]
+        mem: Option<u64>,
+        #[arg(key)]
+        limit: Option<u32>,
+        #[arg(key, many, optional)]
+        custom: ResourceAmounts,
+    },
+    Held {
+        app: String,
+        worker: String,
+        #[arg(key)]
+        cores: u32,
+        #[arg(key)]
+        mem: u64,
+    },
+    RunningDrivers(u32),
+    Clear,
+    Reset,
+    Schedule {
+        #[arg(key)]
+        spread_out: Option<bool>,
+    },
+}
+
+/// The snapshot the script builds; workers are placed by id unless `config` says otherwise,
+/// as in Spark's placement suites.
+struct Runner {
+    snapshot: Snapshot,
+}
+
+impl Default for Runner {
+    fn default() -> Self {
+        let mut snapshot = Snapshot::default();
+        snapshot.config.worker_selection = WorkerSelection::WorkerId;
+        Self { snapshot }
+    }
+}
+
+impl goldenscript::Runner for Runner {
+    type Command = Command;
+
+    fn run(
+        &mut self,
+        command: &Command,
+        _context: &goldenscript::Context,
+    ) -> Result<String, Box<dyn Error>> {
+        let snapshot = &mut self.snapshot;
+        match command {
+            Command::Config {
+                spread_out_apps,
+                spread_out_drivers,
+                worker_selection,
+                default_cores,
+                max_drivers,
+                seed,
+            } => {
+                let config = &mut snapshot.config;
+                config.spread_out_apps = spread_out_apps.unwrap_or(config.spread_out_apps);
+                config.spread_out_drivers = spread_out_drivers.unwrap_or(config.spread_out_drivers);
+                if let Some(policy) = worker_selection {
+                    config.worker_selection = policy_named(policy)?;
+                }
+                config.default_cores = default_cores.or(config.default_cores);
+                config.max_drivers = max_drivers.or(config.max_drivers);
+                config.seed = seed.unwrap_or(config.seed);
+            }
+            Command::Queue {
+                name,
+                prior,
+                threshold,
+                max_capacity,
+            } => {
+                snapshot.queues.retain(|q| q.name.0 != *name);
+                snapshot.queues.push(QueueConfig {
+                    prior: prior.unwrap_or(false),
+                    threshold: threshold.unwrap_or(1.0),
+                    max_capacity: max_capacity.unwrap_or(1.0),
+                    ..QueueConfig::named(name)
+                });
+            }
+            Command::Worker {
+                id,
+                cores,
+                mem,
+                used_cores,
+                used_mem,
+                state,
+                prior,
+                custom,
+            } => {
+                let state = match state.as_deref() {
+                    None | Some("ALIVE") => WorkerState::Alive,
+                    Some("DEAD") => WorkerState::Dead,
+                    Some("DECOMMISSIONED") => WorkerState::Decommissioned,
+                    Some(other) => return Err(format!("unknown worker state {other}").into()),
+                };
+                snapshot.workers.retain(|w| w.id.0 != *id);
+                snapshot.workers.push(Worker {
+                    cores_used: used_cores.unwrap_or(0),
+                    memory_used_mb: used_mem.unwrap_or(0),
+                    resources: custom.clone(),
+                    state,
+                    hosts_prior: prior.unwrap_or(false),
+                    ..worker(id, *cores, *mem)
+                });
+            }
+            Command::Workers { count, cores, mem } => {
+                let first = snapshot.workers.len();
+                snapshot
+                    .workers
+                    .extend((first..first + count).map(|i| worker(&format!("w{i}"), *cores, *mem)));
+            }
+            Command::Driver {
+                id,
+                cores,
+                mem,
+                queue,
+                custom,
+            } => snapshot.drivers.push(DriverRequest {
+                id: id.as_str().into(),
+                cores: cores.unwrap_or(1),
+                memory_mb: mem.unwrap_or(1024),
+                resources: custom.clone(),
+                queue: queue
+                    .as_deref()
+                    .map_or_else(QueueName::default, QueueName::from),
+            }),
+            Command::App {
+                id,
+                queue,
+                cores_max,
+                executor_cores,
+                mem,
+                limit,
+                custom,
+            } => {
+                snapshot.apps.retain(|a| a.id.0 != *id);
+                let mut app = AppRequest::new(id);
+                app.queue = queue
+                    .as_deref()
+                    .map_or_else(QueueName::default, QueueName::from);
+                app.cores_max = *cores_max;
+                app.executor_cores = *executor_cores;
+                app.executor_memory_mb = mem.unwrap_or(app.executor_memory_mb);
+                app.executor_limit = *limit;
+                app.executor_resources = custom.clone();
+                snapshot.apps.push(app);
+            }
+            Command::Held {
+                app,
+                worker,
+                cores,
+                mem,
+            } => {
+                let app = snapshot
+                    .apps
+                    .iter_mut()
+                    .find(|a| a.id.0 == *app)
+                    .ok_or_else(|| format!("no app {app}"))?;
+                app.executors.push(HeldExecutor {
+                    worker: worker.as_str().into(),
+                    cores: *cores,
+                    memory_mb: *mem,
+                });
+            }
+            Command::RunningDrivers(count) => snapshot.running_drivers = *count,
+            Command::Clear => {
+                snapshot.apps.clear();
+                snapshot.drivers.clear();
+            }
+            Command::Reset => *self = Self::default(),
+            Command::Schedule { spread_out } => {
+                let mut pass = snapshot.clone();
+                pass.config.spread_out_apps = spread_out.unwrap_or(pass.config.spread_out_apps);
+                let plan = muster_core::schedule(&pass)?;
+                let reference = spark_reference::schedule(&pass)?;
+                if plan != reference {
+                    return Err(format!(
+                        "the indexed placer and Spark's loop disagree:\n{plan:?}\n{reference:?}"
+                    )
+                    .into());
+                }
+                return Ok(describe(&plan));
+            }
+        }
+        Ok(String::new())
+    }
+}
+
+fn policy_named(name: &str) -> Result<WorkerSelection, Box<dyn Error>> {
+    Ok(match name {
+        "CORES_FREE_ASC" => WorkerSelection::CoresFreeAsc,
+        "CORES_FREE_DESC" => WorkerSelection::CoresFreeDesc,
+        "MEMORY_FREE_ASC" => WorkerSelection::MemoryFreeAsc,
+        "MEMORY_FREE_DESC" => WorkerSelection::MemoryFreeDesc,
+        "WORKER_ID" => WorkerSelection::WorkerId,
+        other => return Err(format!("unknown policy {other}").into()),
+    })
+}
+
+/// Launches in order, then each app's grants by worker (`COUNTxCORES`, or every executor's
+/// cores when they differ), then what waits.
+fn describe(plan: &Plan) -> String {
+    let mut out = String::new();
+    for launch in &plan.drivers {
+        let _ = writeln!(out, "launch {} on {}", launch.driver, launch.worker);
+    }
+    let mut apps: Vec<&str> = Vec::new();
+    let mut grants: BTreeMap<(&str, &str), Vec<u32>> = BTreeMap::new();
+    for grant in &plan.executors {
+        let app = grant.app.0.as_str();
+        if !apps.contains(&app) {
+            apps.push(app);
+        }
+        grants
+            .entry((app, &grant.worker.0))
+            .or_default()
+            .push(grant.resources.cores);
+    }
+    for app in apps {
+        let on: Vec<String> = grants
+            .range((app, "")..)
+            .take_while(|((a, _), _)| *a == app)
+            .map(|((_, worker), cores)| match cores.as_slice() {
+                [first, rest @ ..] if rest.iter().all(|c| c == first) => {
+                    format!("{worker}={}x{first}", cores.len())
+                }
+                _ => format!("{worker}={cores:?}"),
+            })
+            .collect();
+        let _ = writeln!(out, "grant {app}: {}", on.join(" "));
+    }
+    for waiting in &plan.waiting {
+        let _ = writeln!(out, "wait {}: {}", waiting.id, waiting.reason);
+    }
+    out
+}
