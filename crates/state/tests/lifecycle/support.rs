@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use muster_core::ids::{AppId, DriverId, QueueName, RequestId, Timestamp, WorkerId};
+use muster_core::ids::{AppId, DriverId, QueueName, RequestId, Timestamp};
 use muster_core::model::PassConfig;
 use muster_core::resources::Resources;
 use muster_state::commands::{ApplyPlan, RegisterWorker, SubmitApp, SubmitDriver};
@@ -69,10 +69,6 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("{description} refused: {e}"))
     }
 
-    pub fn refuse(&mut self, op: Op) -> ApplyError {
-        self.apply(op).expect_err("should be refused")
-    }
-
     pub fn worker(&mut self, id: &str, cores: u32, memory_mb: u64) {
         self.ok(Op::RegisterWorker(RegisterWorker {
             id: id.into(),
@@ -124,15 +120,6 @@ impl Cluster {
         }
         response
     }
-
-    /// Executor cores of `app` per worker.
-    pub fn placement(&self, app: &AppId) -> BTreeMap<WorkerId, u32> {
-        let mut cores = BTreeMap::new();
-        for executor in self.state.apps()[app].executors.values() {
-            *cores.entry(executor.worker.clone()).or_insert(0) += executor.resources.cores;
-        }
-        cores
-    }
 }
 
 /// The state as its accessors show it (the request log aside).
@@ -177,13 +164,4 @@ pub fn driver_desc(cores: u32, memory_mb: u64, supervise: bool) -> DriverDescrip
         env: BTreeMap::new(),
         supervise,
     }
-}
-
-pub fn w(id: &str) -> WorkerId {
-    WorkerId::from(id)
-}
-
-/// A placement map from `(worker, cores)` pairs.
-pub fn cores(pairs: &[(&str, u32)]) -> BTreeMap<WorkerId, u32> {
-    pairs.iter().map(|&(id, cores)| (w(id), cores)).collect()
 }
