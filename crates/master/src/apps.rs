@@ -8,8 +8,6 @@ use muster_proto::v1::app_link_server::{AppLink, AppLinkServer};
 use muster_proto::v1::app_message::Body as Up;
 use muster_proto::v1::{AppEvent, AppMessage, RegisterApp};
 use muster_raft::RaftNode;
-use muster_state::commands::SubmitApp;
-use muster_state::model::AppDescription;
 use muster_state::{ApplyError, Op, Outcome};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -31,7 +29,7 @@ impl AppLinkService {
     }
 
     /// Submits a new application, or checks that the one to re-attach to is still active.
-    async fn register(&self, register: RegisterApp) -> Result<AppId, CallError> {
+    async fn register(&self, mut register: RegisterApp) -> Result<AppId, CallError> {
         if !register.app_id.is_empty() {
             let id = AppId(register.app_id);
             let active = self
@@ -44,27 +42,8 @@ impl AppLinkService {
                 Err(ApplyError::UnknownApp(id).into())
             };
         }
-        let desc = AppDescription {
-            name: register.name,
-            user: register.user,
-            queue: if register.queue.is_empty() {
-                Default::default()
-            } else {
-                register.queue.as_str().into()
-            },
-            cores_max: register.cores_max,
-            executor_cores: register.executor_cores,
-            executor_memory_mb: register.executor_memory_mb,
-            executor_resources: register.executor_resources.into_iter().collect(),
-            command: register.command,
-            args: register.args,
-            env: register.env.into_iter().collect(),
-        };
-        let op = Op::SubmitApp(SubmitApp {
-            desc,
-            executor_limit: register.executor_limit,
-        });
-        let command = client_command(&register.request_id, op);
+        let request_id = std::mem::take(&mut register.request_id);
+        let command = client_command(&request_id, Op::SubmitApp(register.into()));
         match committed(self.node.write(command).await)?.outcome {
             Outcome::AppSubmitted { id } => Ok(id),
             other => Err(CallError::Internal(format!("unexpected outcome {other:?}"))),

@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use muster_core::model::QueueConfig;
-use muster_proto::convert::resources;
 use muster_proto::v1::cluster_client::ClusterClient;
 use muster_proto::v1::cluster_server::{Cluster, ClusterServer};
 use muster_proto::v1::{
@@ -16,8 +15,8 @@ use muster_proto::v1::{
     SubmitDriverRequest, WorkerStatus,
 };
 use muster_raft::{NodeId, RaftNode};
-use muster_state::commands::{KillApp, KillDriver, SetQueues, SubmitDriver};
-use muster_state::model::{DriverDescription, DriverState};
+use muster_state::commands::{KillApp, KillDriver, SetQueues};
+use muster_state::model::DriverState;
 use muster_state::{ClusterState, Command, Op, Outcome, Response};
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Status};
@@ -151,17 +150,7 @@ impl ClusterService {
                 .map_or(v1::RecoveryState::Standby, |s| s.recovery_state().into())
                 .into(),
             members,
-            workers: state
-                .workers()
-                .values()
-                .map(|w| WorkerStatus {
-                    id: w.id.0.clone(),
-                    host: w.host.clone(),
-                    state: v1::WorkerState::from(w.state).into(),
-                    capacity: Some((&w.capacity).into()),
-                    used: Some((&w.used).into()),
-                })
-                .collect(),
+            workers: state.workers().values().map(WorkerStatus::from).collect(),
             apps: state
                 .apps()
                 .values()
@@ -235,25 +224,10 @@ impl Cluster for ClusterService {
     ) -> Result<tonic::Response<SubmitDriverReply>, Status> {
         self.answer(
             request,
-            async |this, body| {
-                let desc = DriverDescription {
-                    name: body.name,
-                    queue: if body.queue.is_empty() {
-                        Default::default()
-                    } else {
-                        body.queue.as_str().into()
-                    },
-                    resources: resources(body.resources),
-                    command: body.command,
-                    args: body.args,
-                    env: body.env.into_iter().collect(),
-                    supervise: body.supervise,
-                };
+            async |this, mut body| {
+                let request_id = std::mem::take(&mut body.request_id);
                 let response = this
-                    .write(client_command(
-                        &body.request_id,
-                        Op::SubmitDriver(SubmitDriver { desc }),
-                    ))
+                    .write(client_command(&request_id, Op::SubmitDriver(body.into())))
                     .await?;
                 match response.outcome {
                     Outcome::DriverSubmitted { id } => Ok(SubmitDriverReply { driver_id: id.0 }),

@@ -7,6 +7,19 @@
 //!
 //! On a fresh data directory the replica with the smallest id in `peers` bootstraps the group;
 //! on restart everything comes from disk.
+//!
+//! # Layout
+//!
+//! * [`leader`]: the leader as a pure state machine (recovery, reconciliation, liveness,
+//!   launches, scheduling), stepped with events and ticked with the time.
+//! * `session`: the thin async shell that runs one leader per term, proposes its commands
+//!   and carries out its actions on the streams.
+//! * `workers` and `apps`: the worker and application streams, each message turned into a
+//!   leader event.
+//! * `client`: the client API, forwarded by followers to the leader.
+//! * `call`: client writes as commands, and every call failure as one gRPC status.
+//! * [`config`]: the settings file and queue files.
+//! * `report` and `http`: the status as JSON and the HTTP status page.
 
 mod apps;
 mod call;

@@ -438,13 +438,7 @@ fn close_all(inner: &mut Inner) {
 fn app_event(message: ToApp) -> AppBody {
     match message {
         ToApp::Registered(app) => AppBody::Registered(AppRegistered { app_id: app.0 }),
-        ToApp::Executor(executor) => AppBody::Executor(ExecutorEvent {
-            executor_id: executor.id.0,
-            worker: executor.worker.0,
-            resources: Some((&executor.resources).into()),
-            state: v1::ExecutorState::from(executor.state).into(),
-            exit_code: executor.exit_code,
-        }),
+        ToApp::Executor(executor) => AppBody::Executor(ExecutorEvent::from(&executor)),
         ToApp::Ended(state) => AppBody::Ended(AppEnded {
             state: v1::AppState::from(state).into(),
         }),

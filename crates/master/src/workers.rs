@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use muster_core::ids::{ExecutorId, WorkerId};
-use muster_proto::convert::resources;
 use muster_proto::v1::worker_link_server::{WorkerLink, WorkerLinkServer};
 use muster_proto::v1::worker_message::Body as Up;
 use muster_proto::v1::{DriverUpdate, ExecutorUpdate, MasterMessage, Register, WorkerMessage};
@@ -75,13 +74,7 @@ impl WorkerLink for WorkerLinkService {
 
 /// Checks a registration and turns it into the leader's terms.
 fn registration(register: Register) -> Result<Registration, Status> {
-    let worker = RegisterWorker {
-        id: WorkerId(register.worker_id),
-        host: register.host,
-        address: register.address,
-        resources: resources(register.capacity),
-        fence_grace_ms: register.fence.then_some(register.kill_grace_ms),
-    };
+    let worker = RegisterWorker::from(&register);
     worker
         .validate()
         .map_err(|e| Status::invalid_argument(e.to_string()))?;

@@ -5,9 +5,13 @@
 //! States travel as proto enums; [`v1::ExecutorState::name`] and its siblings give the short
 //! upper-case names (`RUNNING`) that tables and JSON show.
 
+use muster_core::ids::QueueName;
 use muster_core::model::{QueueConfig, WorkerState};
 use muster_core::resources::Resources;
-use muster_state::model::{AppState, DriverState, ExecutorState};
+use muster_state::commands::{RegisterWorker, SubmitApp, SubmitDriver};
+use muster_state::model::{
+    AppDescription, AppState, DriverDescription, DriverState, Executor, ExecutorState, Worker,
+};
 
 use crate::v1;
 
@@ -36,6 +40,92 @@ impl From<v1::Resources> for Resources {
 /// validation then refuses where something is needed.
 pub fn resources(message: Option<v1::Resources>) -> Resources {
     message.map(Resources::from).unwrap_or_default()
+}
+
+/// The queue a request names; naming none is naming `default`.
+fn queue_named(name: &str) -> QueueName {
+    if name.is_empty() {
+        QueueName::default()
+    } else {
+        name.into()
+    }
+}
+
+impl From<v1::RegisterApp> for SubmitApp {
+    /// The application a registration describes (its request id and re-attach id are the
+    /// caller's to read first).
+    fn from(register: v1::RegisterApp) -> Self {
+        Self {
+            desc: AppDescription {
+                queue: queue_named(&register.queue),
+                name: register.name,
+                user: register.user,
+                cores_max: register.cores_max,
+                executor_cores: register.executor_cores,
+                executor_memory_mb: register.executor_memory_mb,
+                executor_resources: register.executor_resources.into_iter().collect(),
+                command: register.command,
+                args: register.args,
+                env: register.env.into_iter().collect(),
+            },
+            executor_limit: register.executor_limit,
+        }
+    }
+}
+
+impl From<v1::SubmitDriverRequest> for SubmitDriver {
+    /// The driver a submission describes (its request id is the caller's to read first).
+    fn from(request: v1::SubmitDriverRequest) -> Self {
+        Self {
+            desc: DriverDescription {
+                queue: queue_named(&request.queue),
+                name: request.name,
+                resources: resources(request.resources),
+                command: request.command,
+                args: request.args,
+                env: request.env.into_iter().collect(),
+                supervise: request.supervise,
+            },
+        }
+    }
+}
+
+impl From<&v1::Register> for RegisterWorker {
+    /// What a registering worker says about itself; what it runs and its reports are the
+    /// leader's to read.
+    fn from(register: &v1::Register) -> Self {
+        Self {
+            id: register.worker_id.as_str().into(),
+            host: register.host.clone(),
+            address: register.address.clone(),
+            resources: resources(register.capacity.clone()),
+            fence_grace_ms: register.fence.then_some(register.kill_grace_ms),
+        }
+    }
+}
+
+impl From<&Executor> for v1::ExecutorEvent {
+    fn from(executor: &Executor) -> Self {
+        Self {
+            executor_id: executor.id.0,
+            worker: executor.worker.0.clone(),
+            resources: Some((&executor.resources).into()),
+            state: v1::ExecutorState::from(executor.state).into(),
+            exit_code: executor.exit_code,
+        }
+    }
+}
+
+impl From<&Worker> for v1::WorkerStatus {
+    fn from(worker: &Worker) -> Self {
+        Self {
+            id: worker.id.0.clone(),
+            host: worker.host.clone(),
+            state: v1::WorkerState::from(worker.state).into(),
+            capacity: Some((&worker.capacity).into()),
+            used: Some((&worker.used).into()),
+        }
+    }
 }
 
 impl From<&QueueConfig> for v1::Queue {

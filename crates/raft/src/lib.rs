@@ -1,7 +1,7 @@
 //! The allocation log the master replicas agree on: openraft 0.9 with its log and snapshots
 //! in sled, and replication over gRPC.
 //!
-//! # Pieces
+//! # Layout
 //!
 //! * `types`: the type configuration. Entries are `muster_state::Command`s; applying one
 //!   gives the command's `Response` or its deterministic refusal.

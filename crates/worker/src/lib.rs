@@ -1,5 +1,13 @@
 //! Muster's worker agent: the [`agent`] keeps one stream to the leading master and the
 //! [`supervisor`] runs what it launches as real child processes.
+//!
+//! # Layout
+//!
+//! * [`agent`]: registration, heartbeats, numbered reports kept until acknowledged, the
+//!   leader's launches and kills (term-checked), leader discovery and fencing.
+//! * [`supervisor`]: starting, watching, restarting and killing processes in their own
+//!   process groups, and adopting a crashed predecessor's.
+//! * [`records`]: what runs, recorded in the work dir so a restarted agent can adopt it.
 
 pub mod agent;
 pub mod records;

@@ -21,7 +21,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 use tonic::transport::Endpoint;
 
-use super::{MastersArg, program, runtime, stop_signal};
+use super::{MastersArg, WorkArgs, program, runtime, stop_signal};
 use crate::client::{Masters, request_id};
 use crate::error::CliError;
 
@@ -36,12 +36,8 @@ const LEADER_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct AppRunArgs {
     #[command(flatten)]
     masters: MastersArg,
-    /// A name for people.
-    #[arg(long, default_value = "")]
-    name: String,
-    /// The queue to run in.
-    #[arg(long, default_value = "default")]
-    queue: String,
+    #[command(flatten)]
+    work: WorkArgs,
     /// Most cores the application may hold (Spark's cores.max).
     #[arg(long)]
     cores_max: Option<u32>,
@@ -78,9 +74,9 @@ pub fn run(args: AppRunArgs) -> Result<String, CliError> {
     let register = RegisterApp {
         request_id: request_id(),
         app_id: String::new(),
-        name: args.name,
+        name: args.work.name,
         user: std::env::var("USER").unwrap_or_default(),
-        queue: args.queue,
+        queue: args.work.queue,
         cores_max: args.cores_max,
         executor_cores: args.executor_cores,
         executor_memory_mb: args.executor_memory,

@@ -37,6 +37,17 @@ impl MastersArg {
     }
 }
 
+/// What names a driver or an application, and the queue it runs in.
+#[derive(Args)]
+pub struct WorkArgs {
+    /// A name for people.
+    #[arg(long, default_value = "")]
+    pub name: String,
+    /// The queue to run in.
+    #[arg(long, default_value = "default")]
+    pub queue: String,
+}
+
 /// A multi-threaded runtime for one command.
 ///
 /// # Errors

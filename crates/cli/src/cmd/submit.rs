@@ -4,7 +4,7 @@ use clap::Args;
 use muster_core::resources::Resources;
 use muster_proto::v1::SubmitDriverRequest;
 
-use super::{MastersArg, program, runtime};
+use super::{MastersArg, WorkArgs, program, runtime};
 use crate::client::request_id;
 use crate::error::CliError;
 
@@ -13,12 +13,8 @@ use crate::error::CliError;
 pub struct SubmitArgs {
     #[command(flatten)]
     masters: MastersArg,
-    /// A name for people.
-    #[arg(long, default_value = "")]
-    name: String,
-    /// The queue to run in.
-    #[arg(long, default_value = "default")]
-    queue: String,
+    #[command(flatten)]
+    work: WorkArgs,
     /// Cores for the driver.
     #[arg(long, default_value_t = 1)]
     cores: u32,
@@ -43,8 +39,8 @@ pub fn run(args: SubmitArgs) -> Result<String, CliError> {
     let (program, program_args) = program(&args.command)?;
     let request = SubmitDriverRequest {
         request_id: request_id(),
-        name: args.name,
-        queue: args.queue,
+        name: args.work.name,
+        queue: args.work.queue,
         resources: Some((&Resources::new(args.cores, args.memory)).into()),
         command: program.clone(),
         args: program_args.to_vec(),
