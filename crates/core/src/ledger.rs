@@ -156,9 +156,9 @@ impl<'a> Ledger<'a> {
     ///
     /// If the need exceeds the worker's free resources: placement must check before taking.
     pub(crate) fn take(&mut self, w: usize, need: &Resources, prior: bool) {
-        self.free[w] = self.free[w]
-            .checked_sub(need)
-            .unwrap_or_else(|| panic!("worker {} over-allocated", self.workers[w].id));
+        if let Err(shortfall) = self.free[w].subtract(need) {
+            panic!("worker {} over-allocated: {shortfall}", self.workers[w].id);
+        }
         self.hosts_prior[w] |= prior;
     }
 }

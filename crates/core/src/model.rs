@@ -277,9 +277,10 @@ pub struct InputError {
     pub message: String,
 }
 
-fn refuse<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, InputError> {
+/// Field names are written only when something is refused: validation runs on every pass.
+fn refuse<T>(field: impl fmt::Display, message: impl Into<String>) -> Result<T, InputError> {
     Err(InputError {
-        field: field.into(),
+        field: field.to_string(),
         message: message.into(),
     })
 }
@@ -290,7 +291,7 @@ fn refuse<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, 
 ///
 /// `field: must be at least 1`.
 pub fn positive<N: PartialEq + Default>(
-    field: impl Into<String>,
+    field: impl fmt::Display,
     value: N,
 ) -> Result<(), InputError> {
     if value == N::default() {
@@ -300,7 +301,7 @@ pub fn positive<N: PartialEq + Default>(
     }
 }
 
-fn fraction(field: String, value: f64) -> Result<(), InputError> {
+fn fraction(field: impl fmt::Display, value: f64) -> Result<(), InputError> {
     if value.is_finite() && value > 0.0 && value <= 1.0 {
         Ok(())
     } else {
@@ -313,12 +314,15 @@ fn fraction(field: String, value: f64) -> Result<(), InputError> {
 /// # Errors
 ///
 /// The first offending amount, as `field.name`.
-pub fn resource_amounts(field: &str, amounts: &ResourceAmounts) -> Result<(), InputError> {
+pub fn resource_amounts(
+    field: impl fmt::Display,
+    amounts: &ResourceAmounts,
+) -> Result<(), InputError> {
     for (name, &amount) in amounts {
         if name.is_empty() {
             return refuse(field, "resource names must not be empty");
         }
-        positive(format!("{field}.{name}"), amount)?;
+        positive(format_args!("{field}.{name}"), amount)?;
     }
     Ok(())
 }
@@ -359,7 +363,7 @@ impl Snapshot {
         let mut queues: BTreeSet<&QueueName> = self.queues.iter().map(|q| &q.name).collect();
         let default_queue = QueueName::default();
         queues.insert(&default_queue);
-        let known_queue = |field: String, queue: &QueueName| {
+        let known_queue = |field: fmt::Arguments<'_>, queue: &QueueName| {
             if queues.contains(queue) {
                 Ok(())
             } else {
@@ -379,8 +383,8 @@ impl Snapshot {
         })?;
         for (i, driver) in self.drivers.iter().enumerate() {
             let field = format!("drivers[{i}]");
-            driver.need().validate(&format!("{field}."))?;
-            known_queue(format!("{field}.queue"), &driver.queue)?;
+            driver.need().validate(format_args!("{field}."))?;
+            known_queue(format_args!("{field}.queue"), &driver.queue)?;
         }
 
         unique("app id", self.apps.iter().map(|a| &a.id), |i| {
@@ -388,31 +392,31 @@ impl Snapshot {
         })?;
         for (i, app) in self.apps.iter().enumerate() {
             let field = format!("apps[{i}]");
-            known_queue(format!("{field}.queue"), &app.queue)?;
+            known_queue(format_args!("{field}.queue"), &app.queue)?;
             if let Some(cores) = app.cores_max {
-                positive(format!("{field}.cores_max"), cores)?;
+                positive(format_args!("{field}.cores_max"), cores)?;
             }
             if let Some(cores) = app.executor_cores {
-                positive(format!("{field}.executor_cores"), cores)?;
+                positive(format_args!("{field}.executor_cores"), cores)?;
             }
             positive(
-                format!("{field}.executor_memory_mb"),
+                format_args!("{field}.executor_memory_mb"),
                 app.executor_memory_mb,
             )?;
             resource_amounts(
-                &format!("{field}.executor_resources"),
+                format_args!("{field}.executor_resources"),
                 &app.executor_resources,
             )?;
             for (j, executor) in app.executors.iter().enumerate() {
                 let field = format!("{field}.executors[{j}]");
                 if !workers.contains(&executor.worker) {
                     return refuse(
-                        format!("{field}.worker"),
+                        format_args!("{field}.worker"),
                         format!("unknown worker `{}`", executor.worker),
                     );
                 }
-                positive(format!("{field}.cores"), executor.cores)?;
-                positive(format!("{field}.memory_mb"), executor.memory_mb)?;
+                positive(format_args!("{field}.cores"), executor.cores)?;
+                positive(format_args!("{field}.memory_mb"), executor.memory_mb)?;
             }
         }
         Ok(())
@@ -429,8 +433,8 @@ pub fn validate_queues(queues: &[QueueConfig]) -> Result<(), InputError> {
         format!("queues[{i}].name")
     })?;
     for (i, queue) in queues.iter().enumerate() {
-        fraction(format!("queues[{i}].threshold"), queue.threshold)?;
-        fraction(format!("queues[{i}].max_capacity"), queue.max_capacity)?;
+        fraction(format_args!("queues[{i}].threshold"), queue.threshold)?;
+        fraction(format_args!("queues[{i}].max_capacity"), queue.max_capacity)?;
     }
     Ok(())
 }
@@ -448,10 +452,10 @@ impl Worker {
     }
 
     fn validate(&self, field: &str) -> Result<(), InputError> {
-        self.capacity().validate(&format!("{field}."))?;
+        self.capacity().validate(format_args!("{field}."))?;
         if self.cores_used > self.cores {
             return refuse(
-                format!("{field}.cores_used"),
+                format_args!("{field}.cores_used"),
                 format!(
                     "{} exceeds the worker's {} cores",
                     self.cores_used, self.cores
@@ -460,7 +464,7 @@ impl Worker {
         }
         if self.memory_used_mb > self.memory_mb {
             return refuse(
-                format!("{field}.memory_used_mb"),
+                format_args!("{field}.memory_used_mb"),
                 format!(
                     "{} exceeds the worker's {} MB",
                     self.memory_used_mb, self.memory_mb
@@ -471,7 +475,7 @@ impl Worker {
             let capacity = self.resources.get(name).copied().unwrap_or(0);
             if used > capacity {
                 return refuse(
-                    format!("{field}.resources_used.{name}"),
+                    format_args!("{field}.resources_used.{name}"),
                     format!("{used} exceeds the worker's {capacity}"),
                 );
             }

@@ -131,36 +131,39 @@ impl Resources {
             let sum = custom.entry(name.clone()).or_insert(0);
             *sum = sum.checked_add(amount)?;
         }
-        Some(
-            Self {
-                cores: self.cores.checked_add(other.cores)?,
-                memory_mb: self.memory_mb.checked_add(other.memory_mb)?,
-                custom,
-            }
-            .without_zeros(),
-        )
+        custom.retain(|_, amount| *amount > 0);
+        Some(Self {
+            cores: self.cores.checked_add(other.cores)?,
+            memory_mb: self.memory_mb.checked_add(other.memory_mb)?,
+            custom,
+        })
     }
 
     /// What is left after taking `other`, or `None` if `other` does not fit.
     pub fn checked_sub(&self, other: &Resources) -> Option<Resources> {
-        let mut custom = self.custom.clone();
-        for (name, &amount) in &other.custom {
-            let left = custom.get_mut(name)?;
-            *left = left.checked_sub(amount)?;
-        }
-        Some(
-            Self {
-                cores: self.cores.checked_sub(other.cores)?,
-                memory_mb: self.memory_mb.checked_sub(other.memory_mb)?,
-                custom,
-            }
-            .without_zeros(),
-        )
+        let mut left = self.clone();
+        left.subtract(other).ok()?;
+        Some(left)
     }
 
-    fn without_zeros(mut self) -> Self {
-        self.custom.retain(|_, amount| *amount > 0);
-        self
+    /// Takes `other` out of these, in place (the placer does so for every grant).
+    ///
+    /// # Errors
+    ///
+    /// `other` does not fit: the first resource short; nothing is taken then.
+    pub fn subtract(&mut self, other: &Resources) -> Result<(), Shortfall> {
+        self.fits(other)?;
+        self.cores -= other.cores;
+        self.memory_mb -= other.memory_mb;
+        for (name, &amount) in &other.custom {
+            if let Some(left) = self.custom.get_mut(name) {
+                *left -= amount;
+                if *left == 0 {
+                    self.custom.remove(name);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Checks an amount that must hold something: at least one core and one MB, custom
@@ -170,10 +173,10 @@ impl Resources {
     /// # Errors
     ///
     /// The first offending field.
-    pub fn validate(&self, prefix: &str) -> Result<(), InputError> {
-        positive(format!("{prefix}cores"), self.cores)?;
-        positive(format!("{prefix}memory_mb"), self.memory_mb)?;
-        resource_amounts(&format!("{prefix}resources"), &self.custom)
+    pub fn validate(&self, prefix: impl fmt::Display) -> Result<(), InputError> {
+        positive(format_args!("{prefix}cores"), self.cores)?;
+        positive(format_args!("{prefix}memory_mb"), self.memory_mb)?;
+        resource_amounts(format_args!("{prefix}resources"), &self.custom)
     }
 }
 
@@ -218,6 +221,13 @@ mod tests {
     fn add_and_sub_are_checked_and_drop_zero_amounts() {
         let capacity = gpus(4, 1024, 2);
         let left = capacity.checked_sub(&gpus(1, 24, 2)).unwrap();
+        let mut taken = capacity.clone();
+        taken.subtract(&gpus(1, 24, 2)).unwrap();
+        assert_eq!(taken, left);
+        assert_eq!(
+            taken.clone().subtract(&gpus(4, 1, 0)).unwrap_err().resource,
+            Resource::Cores
+        );
         assert_eq!(left, Resources::new(3, 1000));
         assert_eq!(left.checked_add(&gpus(1, 24, 2)), Some(capacity.clone()));
         assert_eq!(capacity.checked_sub(&gpus(5, 1, 1)), None);

@@ -331,9 +331,9 @@ pub(crate) fn take(worker: &mut Worker, resources: &Resources) {
 
 /// Returns a placement's resources to its worker.
 fn release(worker: &mut Worker, resources: &Resources) {
-    worker.used = worker
+    worker
         .used
-        .checked_sub(resources)
+        .subtract(resources)
         .expect("released resources were taken");
 }
 
