@@ -16,7 +16,7 @@ use crate::error::CliError;
 /// unknown field or enum value, or a snapshot that fails validation.
 pub fn run(path: &Path) -> Result<String, CliError> {
     let text = read(path)?;
-    let snapshot = parse(&text).map_err(CliError::BadInput)?;
+    let snapshot = parse(&text)?;
     let plan = muster_core::schedule(&snapshot).map_err(|e| CliError::BadInput(e.to_string()))?;
     Ok(serde_json::to_string_pretty(&plan).expect("a plan always serializes"))
 }
@@ -36,25 +36,28 @@ fn read(path: &Path) -> Result<String, CliError> {
 }
 
 /// Parses a snapshot, naming the field where the JSON went wrong.
-fn parse(text: &str) -> Result<Snapshot, String> {
+fn parse(text: &str) -> Result<Snapshot, CliError> {
+    let bad = CliError::BadInput;
     // serde would also read a struct from an array of its fields in order; a snapshot is an
     // object only.
     if text.trim_start().starts_with('[') {
-        return Err("invalid snapshot: expected a JSON object, found an array".to_owned());
+        return Err(bad(
+            "invalid snapshot: expected a JSON object, found an array".to_owned(),
+        ));
     }
     let mut json = serde_json::Deserializer::from_str(text);
     let snapshot: Snapshot = serde_path_to_error::deserialize(&mut json).map_err(|error| {
         let field = error.path().to_string();
         let inner = error.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
+        bad(if inner.is_syntax() || inner.is_eof() {
             format!("invalid JSON: {inner}")
         } else if field == "." {
             format!("invalid snapshot: {inner}")
         } else {
             format!("{field}: {inner}")
-        }
+        })
     })?;
     json.end()
-        .map_err(|error| format!("invalid JSON: {error}"))?;
+        .map_err(|error| bad(format!("invalid JSON: {error}")))?;
     Ok(snapshot)
 }
