@@ -165,6 +165,14 @@ fn no_reachable_master_is_one_clear_error() {
     );
     assert!(message.contains(&unused), "{message}");
     assert_eq!(output.status.code(), Some(4));
+
+    // An address that is not one is bad input, not an unreachable master.
+    let output = Masters::client("no such host:1", &["status"]);
+    assert_eq!(
+        stderr(&output),
+        "error: --masters: `no such host:1` is not HOST:PORT"
+    );
+    assert_eq!(output.status.code(), Some(2));
 }
 
 #[test]

@@ -34,7 +34,7 @@ impl Masters {
     ///
     /// # Errors
     ///
-    /// The list is empty.
+    /// The list is empty, or an address is not `HOST:PORT`.
     pub fn parse(list: &str) -> Result<Self, CliError> {
         let addrs: Vec<String> = list
             .split(',')
@@ -46,6 +46,14 @@ impl Masters {
             return Err(CliError::BadInput(
                 "no masters given: use --masters HOST:PORT,... or MUSTER_MASTERS".to_owned(),
             ));
+        }
+        if let Some(bad) = addrs
+            .iter()
+            .find(|addr| Endpoint::from_shared(format!("http://{addr}")).is_err())
+        {
+            return Err(CliError::BadInput(format!(
+                "--masters: `{bad}` is not HOST:PORT"
+            )));
         }
         Ok(Self { addrs })
     }

@@ -62,7 +62,12 @@ impl From<ConfigError> for CliError {
 
 impl From<MasterError> for CliError {
     fn from(error: MasterError) -> Self {
-        Self::Failed(error.to_string())
+        match error {
+            MasterError::NotAPeer(_) | MasterError::AddressMismatch { .. } => {
+                Self::BadInput(error.to_string())
+            }
+            _ => Self::Failed(error.to_string()),
+        }
     }
 }
 

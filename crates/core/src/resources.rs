@@ -23,7 +23,8 @@ pub struct Resources {
     pub cores: u32,
     /// Memory in MB.
     pub memory_mb: u64,
-    /// Custom resources by name.
+    /// Custom resources by name; absent in JSON means none.
+    #[serde(default)]
     pub custom: ResourceAmounts,
 }
 

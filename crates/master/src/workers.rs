@@ -100,9 +100,33 @@ fn registration(register: Register) -> Result<Registration, Status> {
     })
 }
 
+/// A worker reports a process that runs or ended by itself or on request; launching, lost and
+/// waiting are the leader's to decide, so a report of them is refused.
+fn reported<S: Copy + PartialEq + std::fmt::Debug>(
+    state: S,
+    reportable: &[S],
+) -> Result<S, Status> {
+    if reportable.contains(&state) {
+        Ok(state)
+    } else {
+        Err(Status::invalid_argument(format!(
+            "a worker does not report {state:?}"
+        )))
+    }
+}
+
 fn executor_report(update: ExecutorUpdate) -> Result<Report, Status> {
     let state = ExecutorState::try_from(update.state())
         .map_err(|e| Status::invalid_argument(e.to_string()))?;
+    let state = reported(
+        state,
+        &[
+            ExecutorState::Running,
+            ExecutorState::Exited,
+            ExecutorState::Failed,
+            ExecutorState::Killed,
+        ],
+    )?;
     Ok(Report {
         seq: update.seq,
         update: Update::Executor {
@@ -118,6 +142,18 @@ fn executor_report(update: ExecutorUpdate) -> Result<Report, Status> {
 fn driver_report(update: DriverUpdate) -> Result<Report, Status> {
     let state = DriverState::try_from(update.state())
         .map_err(|e| Status::invalid_argument(e.to_string()))?;
+    // RELAUNCHING: a fencing worker killed it; relaunched elsewhere if supervised.
+    let state = reported(
+        state,
+        &[
+            DriverState::Running,
+            DriverState::Finished,
+            DriverState::Failed,
+            DriverState::Killed,
+            DriverState::Error,
+            DriverState::Relaunching,
+        ],
+    )?;
     Ok(Report {
         seq: update.seq,
         update: Update::Driver {

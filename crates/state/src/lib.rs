@@ -28,6 +28,8 @@
 //!
 //! * [`commands`]: the ops, one type each.
 //! * [`model`]: workers, apps, executors, drivers and their states.
+//! * `response`: what applying returns: [`Response`], [`Effects`], [`ApplyError`] and the plan
+//!   re-check's [`Rejection`]s.
 //! * `state`: [`ClusterState`] and the bookkeeping ops share.
 //! * `invariants`: [`ClusterState::check_invariants`].
 //! * `snapshot`: versioned snapshot encoding.

@@ -4,7 +4,7 @@
 use crate::ClusterState;
 
 /// The format this build writes and reads.
-pub const SNAPSHOT_FORMAT: u8 = 3;
+pub const SNAPSHOT_FORMAT: u8 = 2;
 
 /// Why a snapshot could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -128,3 +128,23 @@ pub fn exit_code(directory: &Path) -> Option<i32> {
         .parse()
         .ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use muster_core::resources::Resources;
+
+    use super::Record;
+
+    #[test]
+    fn a_record_written_before_resources_were_one_value_still_reads() {
+        // An agent upgraded in place must adopt, not kill, what its predecessor started.
+        let old = r#"{"spec":{"workload":{"Executor":{"app":"app-20231031224509-0000","executor":3}},
+            "command":"/bin/sh","args":["-c","sleep 100"],"env":{},"cores":2,"memory_mb":512,
+            "supervise":false},"pid":4242,"start_time":987654}"#;
+        let record: Record = serde_json::from_str(old).unwrap();
+        assert_eq!(record.spec.resources, Resources::new(2, 512));
+        assert_eq!((record.pid, record.start_time), (4242, 987_654));
+        let again: Record = serde_json::from_slice(&serde_json::to_vec(&record).unwrap()).unwrap();
+        assert_eq!(again, record);
+    }
+}

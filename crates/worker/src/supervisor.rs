@@ -83,7 +83,9 @@ pub struct LaunchSpec {
     /// Extra environment, on top of the `MUSTER_*` variables.
     pub env: BTreeMap<String, String>,
     /// What it was granted; cores and memory are passed as `MUSTER_CORES` and
-    /// `MUSTER_MEMORY_MB`.
+    /// `MUSTER_MEMORY_MB`. Flat in a process record, as records written before resources
+    /// were one value are.
+    #[serde(flatten)]
     pub resources: Resources,
     /// Restart it when it exits with a non-zero code (drivers only).
     pub supervise: bool,

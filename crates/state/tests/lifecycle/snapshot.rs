@@ -1,5 +1,6 @@
 //! Snapshot encoding round trips and refuses what it cannot read.
 
+use muster_core::resources::Resources;
 use muster_state::{ClusterState, SNAPSHOT_FORMAT, SnapshotError};
 
 use crate::support::{Cluster, app_desc, driver_desc};
@@ -63,5 +64,47 @@ fn unreadable_snapshots_are_clear_errors() {
     assert_eq!(
         ClusterState::decode_snapshot(&[0]),
         Err(SnapshotError::UnsupportedFormat { found: 0 })
+    );
+}
+
+#[test]
+fn a_snapshot_written_before_resources_were_one_type_still_reads() {
+    // Written by the build before `Resources` replaced the flat cores, memory and resources
+    // fields: a worker with GPUs, an app holding a GPU executor, a running supervised driver
+    // and a killed app. The layout on disk did not change, so the format did not either.
+    let bytes = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/lifecycle/fixtures/format-2.snapshot"
+    ))
+    .unwrap();
+    assert_eq!(bytes[0], SNAPSHOT_FORMAT);
+    let state = ClusterState::decode_snapshot(&bytes).unwrap();
+    state.check_invariants().unwrap();
+    let gpus = |n| [("gpu".to_owned(), n)].into();
+    let w2 = &state.workers()[&"w2".into()];
+    assert_eq!(w2.capacity, Resources::new(8, 8192).with_custom(gpus(2)));
+    assert_eq!(w2.used, Resources::new(5, 1280).with_custom(gpus(1)));
+    assert_eq!(w2.fence_grace_ms, Some(10_000));
+    let gpu_executor = state
+        .apps()
+        .values()
+        .flat_map(|a| a.executors.values())
+        .find(|e| !e.resources.custom.is_empty())
+        .unwrap();
+    assert_eq!(
+        gpu_executor.resources,
+        Resources::new(2, 512).with_custom(gpus(1))
+    );
+    let driver = state.drivers().values().next().unwrap();
+    assert_eq!(driver.desc.resources, Resources::new(1, 256));
+    assert_eq!(state.completed_apps().len(), 1);
+    assert_eq!(
+        ClusterState::decode_snapshot(&state.encode_snapshot()).unwrap(),
+        state
+    );
+    assert_eq!(
+        state.encode_snapshot(),
+        bytes,
+        "the same bytes, written again"
     );
 }
