@@ -13,8 +13,39 @@ use serde_json::Value;
 
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
+/// `muster`, with the test clusters' secret: every master, worker and client a test starts
+/// runs with authentication on.
 pub fn muster() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_muster"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_muster"));
+    command.env("MUSTER_SECRET_FILE", secret_file());
+    command
+}
+
+/// The secret every test cluster shares, written once per test process, readable by its
+/// owner only.
+pub fn secret_file() -> &'static std::path::Path {
+    static SECRET: std::sync::OnceLock<tempfile::TempPath> = std::sync::OnceLock::new();
+    SECRET.get_or_init(|| {
+        use std::os::unix::fs::PermissionsExt as _;
+        let file = tempfile::Builder::new()
+            .prefix("muster-test-secret")
+            .tempfile()
+            .unwrap();
+        std::fs::write(
+            file.path(),
+            format!("test-{}-{:?}", std::process::id(), Instant::now()).repeat(2),
+        )
+        .unwrap();
+        std::fs::set_permissions(file.path(), std::fs::Permissions::from_mode(0o600)).unwrap();
+        file.into_temp_path()
+    })
+}
+
+/// The test clusters' credential for `role`, for calls a test makes itself.
+pub fn credential(role: muster_proto::auth::Role) -> muster_proto::auth::Credential {
+    muster_proto::auth::Secret::read(secret_file())
+        .expect("the test secret")
+        .credential(role)
 }
 
 /// A free loopback port (bound, read, released).

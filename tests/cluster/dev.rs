@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{DEADLINE, Masters, muster, stdout};
+use crate::support::{DEADLINE, muster, stdout};
 
 #[test]
 fn dev_starts_masters_and_workers_and_stops_them_all() {
@@ -19,22 +19,33 @@ fn dev_starts_masters_and_workers_and_stops_them_all() {
         .spawn()
         .expect("muster dev starts");
     let mut lines = BufReader::new(dev.stdout.take().unwrap()).lines();
-    let masters = loop {
+    let mut exported = |name: &str| loop {
         let line = lines
             .next()
-            .expect("muster dev prints where the masters are")
+            .expect("muster dev prints what a second terminal needs")
             .unwrap();
-        if let Some(list) = line.strip_prefix("export MUSTER_MASTERS=") {
-            break list.to_owned();
+        if let Some(value) = line.strip_prefix(&format!("export {name}=")) {
+            break value.to_owned();
         }
     };
+    let masters = exported("MUSTER_MASTERS");
+    let secret = exported("MUSTER_SECRET_FILE");
     assert_eq!(masters.split(',').count(), 3);
+    // The cluster runs with its own secret: the test clusters' is refused, its own accepted.
+    let status_with = |secret: &str| {
+        muster()
+            .args(["status", "--json"])
+            .env("MUSTER_MASTERS", &masters)
+            .env("MUSTER_SECRET_FILE", secret)
+            .output()
+            .unwrap()
+    };
+    let refused = status_with(crate::support::secret_file().to_str().unwrap());
+    assert_eq!(refused.status.code(), Some(3), "{refused:?}");
 
     let start = Instant::now();
     let status = loop {
-        let status: Value =
-            serde_json::from_str(&stdout(&Masters::client(&masters, &["status", "--json"])))
-                .unwrap();
+        let status: Value = serde_json::from_str(&stdout(&status_with(&secret))).unwrap();
         let workers = status["workers"].as_array().unwrap();
         if workers.len() == 2 && workers.iter().all(|w| w["state"] == "ALIVE") {
             break status;
@@ -68,7 +79,7 @@ fn dev_starts_masters_and_workers_and_stops_them_all() {
     );
     let start = Instant::now();
     loop {
-        let output = Masters::client(&masters, &["status", "--json"]);
+        let output = status_with(&secret);
         if output.status.success() {
             let status: Value = serde_json::from_slice(&output.stdout).unwrap();
             if status["leader"] != leader as u64 && status["recovery_state"] == "ALIVE" {

@@ -1,6 +1,7 @@
 //! End-to-end tests with real `muster` processes: masters, workers and the CLI.
 
 mod apps;
+mod auth;
 mod dev;
 mod malformed;
 mod masters;

@@ -1,6 +1,7 @@
 //! Malformed gRPC requests, sent straight to a master: each is refused with a clear status and
 //! changes nothing.
 
+use muster_proto::auth::Role;
 use muster_proto::v1::app_link_client::AppLinkClient;
 use muster_proto::v1::app_message::Body as AppBody;
 use muster_proto::v1::cluster_client::ClusterClient;
@@ -11,8 +12,9 @@ use muster_proto::v1::{
     WorkerMessage,
 };
 use tonic::Code;
+use tonic::transport::Endpoint;
 
-use crate::support::Masters;
+use crate::support::{Masters, credential};
 
 fn leader_addr(masters: &Masters) -> String {
     let leader = masters.leader(0);
@@ -33,7 +35,13 @@ fn malformed_requests_are_refused_and_change_nothing() {
     let before = masters.status(&masters.list_from(1));
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let mut cluster = ClusterClient::connect(addr.clone()).await.unwrap();
+        let channel = Endpoint::from_shared(addr)
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut cluster =
+            ClusterClient::with_interceptor(channel.clone(), credential(Role::Client));
         let driver = SubmitDriverRequest {
             command: "/bin/true".into(),
             resources: Some(Resources {
@@ -81,7 +89,8 @@ fn malformed_requests_are_refused_and_change_nothing() {
             Code::NotFound
         );
 
-        let mut workers = WorkerLinkClient::connect(addr.clone()).await.unwrap();
+        let mut workers =
+            WorkerLinkClient::with_interceptor(channel.clone(), credential(Role::Worker));
         let heartbeat_first = WorkerMessage {
             body: Some(WorkerBody::Heartbeat(Heartbeat {})),
         };
@@ -106,7 +115,7 @@ fn malformed_requests_are_refused_and_change_nothing() {
             (Code::InvalidArgument, "cores: must be at least 1".into())
         );
 
-        let mut apps = AppLinkClient::connect(addr).await.unwrap();
+        let mut apps = AppLinkClient::with_interceptor(channel, credential(Role::Client));
         let app = RegisterApp {
             executor_memory_mb: 0,
             command: "/bin/true".into(),

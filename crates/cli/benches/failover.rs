@@ -41,9 +41,15 @@ struct View {
 fn ask(runtime: &tokio::runtime::Runtime, addr: &str) -> Option<View> {
     runtime.block_on(async {
         let call = async {
-            let mut client = ClusterClient::connect(format!("http://{addr}"))
+            let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+                .ok()?
+                .connect()
                 .await
                 .ok()?;
+            let mut client = ClusterClient::with_interceptor(
+                channel,
+                support::credential(muster_proto::auth::Role::Client),
+            );
             // Local: this master's own view; a leader's own view includes its recovery state.
             let reply = client
                 .status(StatusRequest { local: true })

@@ -4,8 +4,10 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use muster_proto::auth::Credential;
 use muster_proto::discovery::{LeaderFinder, leader_hint};
 use muster_proto::v1::cluster_client::ClusterClient;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
@@ -19,7 +21,11 @@ const ATTEMPT: Duration = Duration::from_secs(5);
 /// The masters a command may talk to.
 pub struct Masters {
     addrs: Vec<String>,
+    credential: Credential,
 }
+
+/// A client of one master, adding the caller's credential to every call.
+pub type Client = ClusterClient<InterceptedService<Channel, Credential>>;
 
 /// A fresh id for one write, reused by its retries.
 pub fn request_id() -> String {
@@ -30,12 +36,12 @@ pub fn request_id() -> String {
 }
 
 impl Masters {
-    /// Parses `host:port,host:port,...`.
+    /// Parses `host:port,host:port,...`; every call will carry `credential`.
     ///
     /// # Errors
     ///
     /// The list is empty, or an address is not `HOST:PORT`.
-    pub fn parse(list: &str) -> Result<Self, CliError> {
+    pub fn parse(list: &str, credential: Credential) -> Result<Self, CliError> {
         let addrs: Vec<String> = list
             .split(',')
             .map(str::trim)
@@ -55,7 +61,7 @@ impl Masters {
                 "--masters: `{bad}` is not HOST:PORT"
             )));
         }
-        Ok(Self { addrs })
+        Ok(Self { addrs, credential })
     }
 
     /// The addresses, in the order given.
@@ -63,7 +69,12 @@ impl Masters {
         &self.addrs
     }
 
-    async fn connect(addr: &str) -> Result<ClusterClient<Channel>, Status> {
+    /// The credential calls carry.
+    pub fn credential(&self) -> &Credential {
+        &self.credential
+    }
+
+    async fn connect(&self, addr: &str) -> Result<Client, Status> {
         let unreachable = |e: tonic::transport::Error| Status::unavailable(format!("{addr}: {e}"));
         let endpoint = Endpoint::from_shared(format!("http://{addr}")).map_err(unreachable)?;
         let channel = endpoint
@@ -71,7 +82,10 @@ impl Masters {
             .connect()
             .await
             .map_err(unreachable)?;
-        Ok(ClusterClient::new(channel))
+        Ok(ClusterClient::with_interceptor(
+            channel,
+            self.credential.clone(),
+        ))
     }
 
     /// Calls `rpc` on the masters until one answers.
@@ -82,7 +96,7 @@ impl Masters {
     /// ([`CliError::Unavailable`], listing what was tried).
     pub async fn call<T>(
         &self,
-        rpc: impl AsyncFn(ClusterClient<Channel>) -> Result<tonic::Response<T>, Status>,
+        rpc: impl AsyncFn(Client) -> Result<tonic::Response<T>, Status>,
     ) -> Result<T, CliError> {
         let start = Instant::now();
         let mut tried = Vec::new();
@@ -98,7 +112,7 @@ impl Masters {
             // A frozen master accepts connections and never answers: bound each attempt. A
             // write that timed out may have been applied; its retry carries the same request
             // id and is applied once.
-            let attempt = async { rpc(Self::connect(&addr).await?).await };
+            let attempt = async { rpc(self.connect(&addr).await?).await };
             let answer = tokio::time::timeout(ATTEMPT, attempt)
                 .await
                 .unwrap_or_else(|_| {

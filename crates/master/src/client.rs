@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use muster_core::model::QueueConfig;
+use muster_proto::auth::AUTHORIZATION;
 use muster_proto::v1::cluster_client::ClusterClient;
 use muster_proto::v1::cluster_server::{Cluster, ClusterServer};
 use muster_proto::v1::{
@@ -99,15 +100,19 @@ impl ClusterService {
         ) -> Result<tonic::Response<Rep>, Status>,
     ) -> Result<tonic::Response<Rep>, Status> {
         let forwarded = request.metadata().contains_key(FORWARDED_HEADER);
+        // The leader checks the caller's own credential, not this replica's.
+        let authorization = request.metadata().get(AUTHORIZATION).cloned();
         let body = request.into_inner();
         match here(self, body.clone()).await {
             Ok(reply) => Ok(tonic::Response::new(reply)),
             Err(CallError::NotLeader(leader)) => {
                 let client = self.leader_client(leader, forwarded)?;
                 let mut request = Request::new(body);
-                request
-                    .metadata_mut()
-                    .insert(FORWARDED_HEADER, "1".parse().expect("ASCII value"));
+                let metadata = request.metadata_mut();
+                metadata.insert(FORWARDED_HEADER, "1".parse().expect("ASCII value"));
+                if let Some(authorization) = authorization {
+                    metadata.insert(AUTHORIZATION, authorization);
+                }
                 forward(client, request).await
             }
             Err(error) => Err(error.into()),

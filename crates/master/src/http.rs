@@ -8,23 +8,36 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{Html, Json};
 use axum::routing::get;
+use muster_proto::auth::Credential;
 use muster_proto::v1::StatusRequest;
 use muster_proto::v1::cluster_client::ClusterClient;
 use serde_json::Value;
+use tonic::Request;
 
 use crate::report::status_json;
 
+/// This master's own client API, and the credential to call it with.
+#[derive(Clone)]
+struct Grpc {
+    addr: String,
+    credential: Credential,
+}
+
 /// Serves the endpoint on `listener` until `shutdown` resolves; `grpc` is this master's own
-/// gRPC address.
+/// gRPC address, called with `credential`.
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     grpc: String,
+    credential: Credential,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = Router::new()
         .route("/json", get(json))
         .route("/", get(page))
-        .with_state(grpc);
+        .with_state(Grpc {
+            addr: grpc,
+            credential,
+        });
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
@@ -32,19 +45,21 @@ pub(crate) async fn serve(
 
 type Failure = (StatusCode, String);
 
-async fn status(grpc: &str) -> Result<Value, Failure> {
+async fn status(grpc: &Grpc) -> Result<Value, Failure> {
     let unavailable = |e: String| (StatusCode::SERVICE_UNAVAILABLE, e);
-    let mut client = ClusterClient::connect(format!("http://{grpc}"))
+    let mut client = ClusterClient::connect(format!("http://{}", grpc.addr))
         .await
         .map_err(|e| unavailable(e.to_string()))?;
+    let mut request = Request::new(StatusRequest { local: false });
+    grpc.credential.attach(request.metadata_mut());
     let reply = client
-        .status(StatusRequest { local: false })
+        .status(request)
         .await
         .map_err(|s| unavailable(s.message().to_owned()))?;
     Ok(status_json(&reply.into_inner()))
 }
 
-async fn json(State(grpc): State<String>) -> Result<Json<Value>, Failure> {
+async fn json(State(grpc): State<Grpc>) -> Result<Json<Value>, Failure> {
     status(&grpc).await.map(Json)
 }
 
@@ -79,7 +94,7 @@ fn table(title: &str, rows: &Value, columns: &[&str]) -> String {
     format!("<h2>{title}</h2><table><tr>{head}</tr>{body}</table>")
 }
 
-async fn page(State(grpc): State<String>) -> Result<Html<String>, Failure> {
+async fn page(State(grpc): State<Grpc>) -> Result<Html<String>, Failure> {
     let s = status(&grpc).await?;
     let header = format!(
         "<h1>Muster</h1><p>leader {} &middot; term {} &middot; {}</p>",

@@ -35,10 +35,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use muster_proto::auth::{Credential, Role, Secret, Verifier};
 use muster_raft::{NodeError, NodeId, RaftNode, RaftSettings};
 use muster_state::StateConfig;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
+use tonic::service::interceptor::InterceptedService;
 
 pub use apps::AppLinkService;
 pub use client::ClusterService;
@@ -65,6 +67,9 @@ pub struct MasterConfig {
     pub session: SessionConfig,
     /// Where to serve the HTTP status endpoint, `host:port`, if at all.
     pub http: Option<String>,
+    /// The cluster's secret: every call must carry the credential of a role the called
+    /// service serves. `None` checks nothing (loopback or `--insecure` only).
+    pub secret: Option<Secret>,
 }
 
 /// Why a master could not run: the operator must fix something and start it again.
@@ -136,13 +141,21 @@ pub async fn run(
             })
     };
     let listener = bind(&config.listen).await?;
-    let node = RaftNode::open(
-        config.id,
-        &config.data_dir,
-        &config.raft,
-        config.state.clone(),
-    )
-    .await?;
+    let verifier = config
+        .secret
+        .as_ref()
+        .map_or_else(Verifier::open, Secret::verifier);
+    let credential = |role| {
+        config
+            .secret
+            .as_ref()
+            .map_or_else(Credential::none, |secret| secret.credential(role))
+    };
+    let raft = RaftSettings {
+        peer_credential: credential(Role::Peer),
+        ..config.raft.clone()
+    };
+    let node = RaftNode::open(config.id, &config.data_dir, &raft, config.state.clone()).await?;
     let node = Arc::new(node);
     let smallest = config.peers.keys().next().copied();
     if smallest == Some(config.id) {
@@ -155,7 +168,12 @@ pub async fn run(
         let stopped = async {
             let _ = http_stopped.await;
         };
-        tokio::spawn(http::serve(listener, config.listen.clone(), stopped));
+        tokio::spawn(http::serve(
+            listener,
+            config.listen.clone(),
+            credential(Role::Client),
+            stopped,
+        ));
     }
     tracing::info!(id = config.id, listen = %config.listen, "master serving");
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -165,18 +183,21 @@ pub async fn run(
             // network) is noticed in seconds, and its streams end.
             .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
             .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
-            .add_service(node.replication_service())
-            .add_service(ClusterService::server(
-                Arc::clone(&node),
-                Arc::clone(&sessions),
+            .add_service(InterceptedService::new(
+                node.replication_service(),
+                verifier.guard("Replication", &[Role::Peer]),
             ))
-            .add_service(WorkerLinkService::server(
-                Arc::clone(&node),
-                Arc::clone(&sessions),
+            .add_service(InterceptedService::new(
+                ClusterService::server(Arc::clone(&node), Arc::clone(&sessions)),
+                verifier.guard("Cluster", &[Role::Client]),
             ))
-            .add_service(AppLinkService::server(
-                Arc::clone(&node),
-                Arc::clone(&sessions),
+            .add_service(InterceptedService::new(
+                WorkerLinkService::server(Arc::clone(&node), Arc::clone(&sessions)),
+                verifier.guard("WorkerLink", &[Role::Worker]),
+            ))
+            .add_service(InterceptedService::new(
+                AppLinkService::server(Arc::clone(&node), Arc::clone(&sessions)),
+                verifier.guard("AppLink", &[Role::Client]),
             ))
             .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
                 let _ = server_stopped.await;

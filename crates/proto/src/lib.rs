@@ -3,9 +3,11 @@
 //! # Layout
 //!
 //! * [`v1`]: the generated messages and services.
+//! * [`auth`]: the cluster secret, role credentials and the check in front of every service.
 //! * [`convert`]: every conversion between messages and Muster's own types.
 //! * [`discovery`]: the one way to find the leading master.
 
+pub mod auth;
 pub mod convert;
 pub mod discovery;
 

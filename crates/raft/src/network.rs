@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use muster_proto::auth::Credential;
 use muster_proto::v1::RaftBytes;
 use muster_proto::v1::replication_client::ReplicationClient;
 use openraft::error::{
@@ -35,15 +36,18 @@ pub struct Network {
     channels: Arc<Mutex<HashMap<String, Channel>>>,
     /// Addresses that replace peers' membership addresses.
     routes: Arc<BTreeMap<NodeId, String>>,
+    /// What every call carries.
+    credential: Credential,
 }
 
 impl Network {
     /// A network that reaches the peers in `routes` at the address given there, and every
-    /// other peer at its membership address.
-    pub fn new(routes: BTreeMap<NodeId, String>) -> Self {
+    /// other peer at its membership address, every call carrying `credential`.
+    pub fn new(routes: BTreeMap<NodeId, String>, credential: Credential) -> Self {
         Self {
             channels: Arc::default(),
             routes: Arc::new(routes),
+            credential,
         }
     }
 
@@ -75,6 +79,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             target,
             addr,
             client,
+            credential: self.credential.clone(),
         }
     }
 }
@@ -85,6 +90,7 @@ pub struct PeerClient {
     addr: String,
     /// The client, or why the peer's address could not make one.
     client: Result<ReplicationClient<Channel>, tonic::transport::Error>,
+    credential: Credential,
 }
 
 type RpcResult<T, E> = Result<T, RPCError<NodeId, Node, RaftError<NodeId, E>>>;
@@ -109,6 +115,7 @@ impl PeerClient {
         };
         let mut request = tonic::Request::new(RaftBytes { data: request });
         request.set_timeout(option.hard_ttl());
+        self.credential.attach(request.metadata_mut());
         let response = send(client, request)
             .await
             .map_err(|status| match status.code() {

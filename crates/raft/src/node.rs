@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use muster_core::ids::Term;
+use muster_proto::auth::Credential;
 use muster_proto::v1::replication_server::ReplicationServer;
 use muster_state::{ClusterState, Command, StateConfig};
 use openraft::error::{ForwardToLeader, InitializeError, RaftError};
@@ -36,6 +37,9 @@ pub struct RaftSettings {
     /// proxy, another network path); peers not listed are reached at their membership
     /// address.
     pub peer_routes: BTreeMap<NodeId, String>,
+    /// What this replica's Raft calls to its peers carry: the peer credential of the
+    /// cluster's secret, or none without one.
+    pub peer_credential: Credential,
 }
 
 impl Default for RaftSettings {
@@ -50,6 +54,7 @@ impl Default for RaftSettings {
             keep_after_snapshot: 1_000,
             cache_bytes: 64 * 1024 * 1024,
             peer_routes: BTreeMap::new(),
+            peer_credential: Credential::none(),
         }
     }
 }
@@ -174,7 +179,10 @@ impl RaftNode {
         let raft = Raft::new(
             id,
             config,
-            Network::new(settings.peer_routes.clone()),
+            Network::new(
+                settings.peer_routes.clone(),
+                settings.peer_credential.clone(),
+            ),
             log,
             state_machine,
         )

@@ -22,6 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use muster_core::ids::{ExecutorId, Term, WorkerId};
 use muster_core::resources::Resources;
+use muster_proto::auth::Credential;
 use muster_proto::convert::resources;
 use muster_proto::discovery::{LeaderFinder, leader_hint};
 use muster_proto::v1;
@@ -47,6 +48,8 @@ use crate::supervisor::{
 pub struct AgentConfig {
     /// Every master's `host:port`.
     pub masters: Vec<String>,
+    /// What its stream to the leader carries: the worker credential of the cluster's secret.
+    pub credential: Credential,
     /// This worker's id.
     pub id: WorkerId,
     /// Its host name.
@@ -270,11 +273,9 @@ impl Agent {
         // A frozen master accepts connections and never answers: bound the whole attempt.
         let attach = async {
             let channel = endpoint.connect().await.map_err(|e| e.to_string())?;
-            Ok::<_, String>(
-                WorkerLinkClient::new(channel)
-                    .attach(ReceiverStream::new(outbound))
-                    .await,
-            )
+            let mut request = tonic::Request::new(ReceiverStream::new(outbound));
+            self.config.credential.attach(request.metadata_mut());
+            Ok::<_, String>(WorkerLinkClient::new(channel).attach(request).await)
         };
         let mut inbound = match tokio::time::timeout(timeout, attach).await {
             Err(_) => return Broken::Retry("no answer to the registration".into()),

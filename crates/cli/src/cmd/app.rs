@@ -9,6 +9,7 @@
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use muster_proto::auth::Credential;
 use muster_proto::discovery::{LeaderFinder, leader_hint};
 use muster_proto::v1::app_event::Body as Event;
 use muster_proto::v1::app_link_client::AppLinkClient;
@@ -155,6 +156,7 @@ async fn follow(masters: Masters, mut register: RegisterApp) -> Result<String, C
         let addr = finder.next_master();
         let attached = attach(
             &addr,
+            masters.credential(),
             &mut register,
             &mut stop,
             &mut finishing,
@@ -200,6 +202,7 @@ async fn follow(masters: Masters, mut register: RegisterApp) -> Result<String, C
 /// The masters refused the application.
 async fn attach(
     addr: &str,
+    credential: &Credential,
     register: &mut RegisterApp,
     stop: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
     finishing: &mut bool,
@@ -232,11 +235,9 @@ async fn attach(
             .connect()
             .await
             .map_err(|e| format!("{addr}: {e}"))?;
-        Ok::<_, String>(
-            AppLinkClient::new(channel)
-                .run(ReceiverStream::new(outbound))
-                .await,
-        )
+        let mut request = tonic::Request::new(ReceiverStream::new(outbound));
+        credential.attach(request.metadata_mut());
+        Ok::<_, String>(AppLinkClient::new(channel).run(request).await)
     };
     let attached = match tokio::time::timeout(LEADER_TIMEOUT, attach).await {
         Err(_) => return retry(format!("{addr}: no answer to the registration")),

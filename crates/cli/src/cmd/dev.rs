@@ -2,7 +2,7 @@
 //! masters and workers on free loopback ports, their data and logs in one directory.
 
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -12,6 +12,8 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::runtime;
+use muster_proto::auth::{Role, Secret};
+
 use crate::client::Masters;
 use crate::error::CliError;
 
@@ -75,6 +77,27 @@ fn spawn(name: &str, dir: &std::path::Path, args: &[String]) -> Result<DevChild,
     Ok(DevChild(name.to_owned(), child))
 }
 
+/// The cluster's secret in `dir`, made on first use: 32 random bytes as hex, readable by
+/// this user only.
+fn dev_secret(dir: &Path) -> Result<PathBuf, CliError> {
+    use std::io::{Read as _, Write as _};
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let path = dir.join("secret");
+    if path.exists() {
+        return Ok(path);
+    }
+    let mut random = [0u8; 32];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut random)?;
+    let hex: String = random.iter().map(|byte| format!("{byte:02x}")).collect();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?
+        .write_all(hex.as_bytes())?;
+    Ok(path)
+}
+
 /// Starts the cluster, prints how to reach it, and runs until Ctrl-C or SIGTERM.
 pub fn run(args: DevArgs) -> Result<String, CliError> {
     if args.masters == 0 || args.masters.is_multiple_of(2) {
@@ -102,6 +125,9 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
         .collect::<Vec<_>>()
         .join(",");
     let masters_list = addrs.join(",");
+    let secret_file = dev_secret(&dir)?;
+    let secret = Secret::read(&secret_file).map_err(|e| CliError::Failed(e.to_string()))?;
+    let secret_path = secret_file.display().to_string();
 
     let mut children = Vec::new();
     let mut pages = Vec::new();
@@ -122,6 +148,8 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
             &data,
             "--http",
             &http,
+            "--secret-file",
+            &secret_path,
         ];
         children.push(spawn(
             &format!("master-{id}"),
@@ -130,7 +158,7 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
         )?);
     }
     let runtime = runtime()?;
-    let masters = Masters::parse(&masters_list)?;
+    let masters = Masters::parse(&masters_list, secret.credential(Role::Client))?;
     let status = runtime
         .block_on(masters.call(async |mut c| c.status(StatusRequest { local: false }).await))?;
     for i in 1..=args.workers {
@@ -147,6 +175,8 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
             &work,
             "--host",
             &format!("worker-{i}"),
+            "--secret-file",
+            &secret_path,
         ];
         children.push(spawn(
             &format!("worker-{i}"),
@@ -161,6 +191,7 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
     println!("data and logs: {}", dir.display());
     println!("status pages: {}", pages.join(" "));
     println!("export MUSTER_MASTERS={masters_list}");
+    println!("export MUSTER_SECRET_FILE={secret_path}");
     println!("Ctrl-C stops everything.");
 
     // A child that dies is reported, not fatal: killing a master to watch the failover is

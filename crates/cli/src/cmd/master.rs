@@ -8,7 +8,7 @@ use muster_master::MasterConfig;
 use muster_master::config::{MasterFile, read_json, read_queues};
 use muster_raft::RaftSettings;
 
-use super::{log_to_stderr, runtime, stop_signal};
+use super::{SecretArg, log_to_stderr, refuse_open, runtime, stop_signal, warn_if_insecure};
 use crate::error::CliError;
 
 /// `muster master`.
@@ -47,6 +47,12 @@ pub struct MasterArgs {
     /// proxy, another network path): ID=HOST:PORT,... The membership keeps --peers.
     #[arg(long, default_value = "")]
     peer_routes: String,
+    #[command(flatten)]
+    secret: SecretArg,
+    /// Run without a secret on addresses other machines reach: anyone there could run
+    /// commands on every worker. Warns every minute.
+    #[arg(long)]
+    insecure: bool,
 }
 
 /// `ID=HOST:PORT,...` as given to `flag`.
@@ -79,6 +85,11 @@ pub fn run(args: MasterArgs) -> Result<String, CliError> {
         None => MasterFile::default(),
     };
     let queues = args.queues.as_deref().map(read_queues).transpose()?;
+    let secret = args.secret.read()?;
+    let mut addrs = vec![args.listen.as_str()];
+    addrs.extend(args.http.as_deref());
+    refuse_open(secret.as_ref(), args.insecure, &addrs)?;
+    let insecure = args.insecure;
     let config = MasterConfig {
         id: args.id,
         listen: args.listen,
@@ -91,7 +102,11 @@ pub fn run(args: MasterArgs) -> Result<String, CliError> {
         state: file.state(),
         session: file.session(args.worker_timeout, args.recovery_timeout, queues)?,
         http: args.http,
+        secret,
     };
-    runtime()?.block_on(muster_master::run(config, stop_signal()))?;
+    runtime()?.block_on(async {
+        warn_if_insecure(insecure, config.secret.as_ref());
+        muster_master::run(config, stop_signal()).await
+    })?;
     Ok(String::new())
 }

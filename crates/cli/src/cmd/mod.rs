@@ -12,29 +12,118 @@ pub mod submit;
 pub mod worker;
 
 use std::io::IsTerminal;
+use std::net::IpAddr;
+use std::path::PathBuf;
 
 use clap::Args;
+
+use muster_proto::auth::{Credential, Role, Secret};
 
 use crate::client::Masters;
 use crate::error::CliError;
 
-/// Where the masters are, for every client command.
+/// Where the masters are and the cluster's secret, for every command that calls them.
 #[derive(Args)]
 pub struct MastersArg {
     /// The masters, `HOST:PORT,...`; any one that answers will do.
     #[arg(long, env = "MUSTER_MASTERS")]
     pub masters: String,
+    #[command(flatten)]
+    pub secret: SecretArg,
 }
 
 impl MastersArg {
-    /// The masters named.
+    /// The masters named, called with the client credential.
     ///
     /// # Errors
     ///
-    /// The list is empty.
+    /// The list is empty or malformed, or the secret file is refused.
     pub fn parse(&self) -> Result<Masters, CliError> {
-        Masters::parse(&self.masters)
+        Masters::parse(&self.masters, self.secret.credential(Role::Client)?)
     }
+}
+
+/// The cluster's secret.
+#[derive(Args)]
+pub struct SecretArg {
+    /// The cluster's secret: a file of at least 32 bytes readable by its owner only. Every
+    /// master, worker and client of a cluster uses the same one.
+    #[arg(long, env = "MUSTER_SECRET_FILE")]
+    pub secret_file: Option<PathBuf>,
+}
+
+impl SecretArg {
+    /// The secret, if one is given.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be read, is readable by others, or is too short.
+    pub fn read(&self) -> Result<Option<Secret>, CliError> {
+        self.secret_file
+            .as_deref()
+            .map(Secret::read)
+            .transpose()
+            .map_err(|e| CliError::BadInput(e.to_string()))
+    }
+
+    /// The credential of `role`, or none without a secret.
+    ///
+    /// # Errors
+    ///
+    /// As [`SecretArg::read`].
+    pub fn credential(&self, role: Role) -> Result<Credential, CliError> {
+        Ok(self
+            .read()?
+            .map_or_else(Credential::none, |secret| secret.credential(role)))
+    }
+}
+
+/// Whether `addr` (`HOST:PORT`) is on this machine only.
+fn is_loopback(addr: &str) -> bool {
+    let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Refuses to run a master or worker without a secret when anything it talks on is reachable
+/// from other machines, unless `insecure`: an open master lets anyone run commands on every
+/// worker.
+///
+/// # Errors
+///
+/// No secret, a non-loopback address among `addrs`, and no `--insecure`.
+pub fn refuse_open(
+    secret: Option<&Secret>,
+    insecure: bool,
+    addrs: &[&str],
+) -> Result<(), CliError> {
+    if secret.is_some() || insecure {
+        return Ok(());
+    }
+    match addrs.iter().find(|addr| !is_loopback(addr)) {
+        Some(open) => Err(CliError::BadInput(format!(
+            "no secret (--secret-file or MUSTER_SECRET_FILE), and {open} is reachable from \
+             other machines: anyone there could run commands on every worker. Give the \
+             cluster's secret, use loopback addresses only, or pass --insecure"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// With `insecure`, warns now and every minute that nothing is checked.
+pub fn warn_if_insecure(insecure: bool, secret: Option<&Secret>) {
+    if !insecure || secret.is_some() {
+        return;
+    }
+    tokio::spawn(async {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(60));
+        loop {
+            every.tick().await;
+            tracing::warn!(
+                "--insecure: no secret, so anyone who reaches this cluster may run commands on its workers"
+            );
+        }
+    });
 }
 
 /// What names a driver or an application, and the queue it runs in.

@@ -8,7 +8,9 @@ use muster_core::resources::{ResourceAmounts, Resources};
 use muster_master::config::seconds;
 use muster_worker::agent::{AgentConfig, lock_work_dir, stable_id};
 
-use super::{MastersArg, log_to_stderr, runtime, stop_signal};
+use muster_proto::auth::Role;
+
+use super::{MastersArg, log_to_stderr, refuse_open, runtime, stop_signal, warn_if_insecure};
 use crate::error::CliError;
 
 /// `muster worker`.
@@ -43,6 +45,9 @@ pub struct WorkerArgs {
     /// the price of losing it in a master outage.
     #[arg(long)]
     fence: bool,
+    /// Run without a secret against masters other machines reach. Warns every minute.
+    #[arg(long)]
+    insecure: bool,
 }
 
 /// `NAME=AMOUNT,...`.
@@ -93,8 +98,13 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
             .map_err(|e| CliError::Failed(format!("{}: {e}", args.work_dir.display())))?,
     };
     let leader_timeout = seconds("--leader-timeout", args.leader_timeout)?;
+    let masters = args.masters.parse()?.addrs().to_vec();
+    let secret = args.masters.secret.read()?;
+    let addrs: Vec<&str> = masters.iter().map(String::as_str).collect();
+    refuse_open(secret.as_ref(), args.insecure, &addrs)?;
     let config = AgentConfig {
-        masters: args.masters.parse()?.addrs().to_vec(),
+        credential: args.masters.secret.credential(Role::Worker)?,
+        masters,
         id,
         host,
         capacity,
@@ -104,6 +114,9 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
         kill_grace: std::time::Duration::from_secs(10),
         fence: args.fence,
     };
-    runtime()?.block_on(muster_worker::agent::run(config, stop_signal()));
+    runtime()?.block_on(async {
+        warn_if_insecure(args.insecure, secret.as_ref());
+        muster_worker::agent::run(config, stop_signal()).await;
+    });
     Ok(String::new())
 }

@@ -1,0 +1,357 @@
+//! Who may call what: the cluster secret, the role credentials derived from it, and the check
+//! a master runs on every call before it reads the request.
+//!
+//! One secret, a file of at least 32 bytes readable by its owner alone, is shared by the
+//! masters, the workers and the people who use the cluster. Each [`Role`] gets its own
+//! credential, HMAC-SHA256 of the secret with the role's label, so a credential proves one
+//! role and nothing else: a client's cannot register a worker or vote in an election. A call
+//! carries its credential in the `authorization` metadata ([`Credential`] is the interceptor
+//! that adds it); a master's [`Guard`] compares it in constant time with the credentials the
+//! called service accepts and refuses the call with `UNAUTHENTICATED` (none or a wrong one) or
+//! `PERMISSION_DENIED` (another role's).
+//!
+//! Without a secret ([`Credential::none`], [`Verifier::open`]) nothing is checked: only for a
+//! cluster that listens on loopback, or one started with `--insecure`.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
+use tonic::metadata::{AsciiMetadataValue, MetadataMap};
+use tonic::service::Interceptor;
+use tonic::{Request, Status};
+
+/// The metadata key a credential travels in.
+pub const AUTHORIZATION: &str = "authorization";
+
+/// The fewest bytes a secret may have.
+pub const MIN_SECRET_BYTES: usize = 32;
+
+/// What a credential lets its holder do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A master replica: Raft between masters.
+    Peer,
+    /// A worker agent: its stream to the leader.
+    Worker,
+    /// A person or program using the cluster: status, submissions, kills, queues, apps.
+    Client,
+}
+
+impl Role {
+    const ALL: [Role; 3] = [Role::Peer, Role::Worker, Role::Client];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Peer => "peer",
+            Self::Worker => "worker",
+            Self::Client => "client",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// Why a secret file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    /// The file cannot be read.
+    #[error("cannot read the secret file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Others than its owner may read it.
+    #[error(
+        "the secret file {path} may be read by others (mode {mode:o}): make it readable by its owner only (chmod 600)"
+    )]
+    Exposed {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// It holds too little.
+    #[error("the secret in {path} has {len} bytes; it needs at least {MIN_SECRET_BYTES}")]
+    TooShort {
+        /// The file.
+        path: PathBuf,
+        /// Its length, surrounding white space aside.
+        len: usize,
+    },
+}
+
+/// The cluster secret. Never printed.
+#[derive(Clone)]
+pub struct Secret(Vec<u8>);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+impl Secret {
+    /// Reads the secret at `path`: the file's content, surrounding white space aside.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be read, group or others may read it, or it holds fewer than
+    /// [`MIN_SECRET_BYTES`] bytes.
+    pub fn read(path: &Path) -> Result<Self, SecretError> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let read = |source| SecretError::Read {
+            path: path.to_owned(),
+            source,
+        };
+        let mode = std::fs::metadata(path).map_err(read)?.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(SecretError::Exposed {
+                path: path.to_owned(),
+                mode,
+            });
+        }
+        let bytes = std::fs::read(path).map_err(read)?;
+        let secret = bytes.trim_ascii();
+        if secret.len() < MIN_SECRET_BYTES {
+            return Err(SecretError::TooShort {
+                path: path.to_owned(),
+                len: secret.len(),
+            });
+        }
+        Ok(Self(secret.to_vec()))
+    }
+
+    /// The credential of `role`: `Bearer` and the hex of HMAC-SHA256(secret, role label).
+    pub fn credential(&self, role: Role) -> Credential {
+        Credential(Some(self.header(role)))
+    }
+
+    /// The check that accepts this secret's credentials.
+    pub fn verifier(&self) -> Verifier {
+        Verifier(Some(Role::ALL.map(|role| (role, self.header(role)))))
+    }
+
+    fn header(&self, role: Role) -> AsciiMetadataValue {
+        let mut mac =
+            Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes keys of any length");
+        mac.update(b"muster role ");
+        mac.update(role.label().as_bytes());
+        let digest = mac.finalize().into_bytes();
+        let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+        format!("Bearer {hex}").parse().expect("hex is ASCII")
+    }
+}
+
+/// What a caller adds to every call: its role's credential, or nothing without a secret.
+#[derive(Clone, Debug, Default)]
+pub struct Credential(Option<AsciiMetadataValue>);
+
+impl Credential {
+    /// No credential: for a cluster without a secret.
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    /// Adds the credential to `metadata`.
+    pub fn attach(&self, metadata: &mut MetadataMap) {
+        if let Some(header) = &self.0 {
+            metadata.insert(AUTHORIZATION, header.clone());
+        }
+    }
+}
+
+impl Interceptor for Credential {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        self.attach(request.metadata_mut());
+        Ok(request)
+    }
+}
+
+/// What a master accepts: each role's credential, or anything without a secret.
+#[derive(Clone, Debug)]
+pub struct Verifier(Option<[(Role, AsciiMetadataValue); 3]>);
+
+impl Verifier {
+    /// Accepts every call: for a cluster without a secret.
+    pub fn open() -> Self {
+        Self(None)
+    }
+
+    /// The role whose credential `metadata` carries, comparing in constant time.
+    ///
+    /// # Errors
+    ///
+    /// `UNAUTHENTICATED`: no credential, or one of no role.
+    pub fn role(&self, metadata: &MetadataMap) -> Result<Option<Role>, Status> {
+        let Some(credentials) = &self.0 else {
+            return Ok(None);
+        };
+        let Some(given) = metadata.get(AUTHORIZATION) else {
+            return Err(Status::unauthenticated(
+                "no credential: give the cluster's secret (--secret-file or MUSTER_SECRET_FILE)",
+            ));
+        };
+        // Every credential is compared, so the time taken does not tell which one was close.
+        let mut found = None;
+        for (role, expected) in credentials {
+            if bool::from(given.as_bytes().ct_eq(expected.as_bytes())) {
+                found = Some(*role);
+            }
+        }
+        found
+            .map(Some)
+            .ok_or_else(|| Status::unauthenticated("wrong credential: not this cluster's secret"))
+    }
+
+    /// The interceptor for a service that `allowed` roles may call.
+    pub fn guard(&self, service: &'static str, allowed: &'static [Role]) -> Guard {
+        Guard {
+            verifier: self.clone(),
+            service,
+            allowed,
+        }
+    }
+}
+
+/// The check in front of one service: refuses a call before its request is read.
+#[derive(Clone, Debug)]
+pub struct Guard {
+    verifier: Verifier,
+    service: &'static str,
+    allowed: &'static [Role],
+}
+
+impl Guard {
+    /// Whether a call with `metadata` may go on.
+    ///
+    /// # Errors
+    ///
+    /// `UNAUTHENTICATED` without a valid credential, `PERMISSION_DENIED` for a role this
+    /// service does not serve.
+    pub fn check(&self, metadata: &MetadataMap) -> Result<(), Status> {
+        match self.verifier.role(metadata)? {
+            Some(role) if !self.allowed.contains(&role) => Err(Status::permission_denied(format!(
+                "a {role} credential may not call {}",
+                self.service
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Interceptor for Guard {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        if let Err(status) = self.check(request.metadata()) {
+            tracing::warn!(
+                service = self.service,
+                remote = ?request.remote_addr(),
+                reason = status.message(),
+                "call refused"
+            );
+            return Err(status);
+        }
+        Ok(request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use tonic::Code;
+
+    use super::*;
+
+    fn secret_file(content: &str, mode: u32) -> tempfile::NamedTempFile {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), content).unwrap();
+        std::fs::set_permissions(file.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+        file
+    }
+
+    fn secret(content: &str) -> Secret {
+        Secret::read(secret_file(content, 0o600).path()).unwrap()
+    }
+
+    fn metadata(credential: &Credential) -> MetadataMap {
+        let mut metadata = MetadataMap::new();
+        credential.attach(&mut metadata);
+        metadata
+    }
+
+    const SECRET: &str = "0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn a_secret_file_must_be_private_and_long_enough() {
+        let exposed = secret_file(SECRET, 0o644);
+        let error = Secret::read(exposed.path()).unwrap_err();
+        assert!(
+            matches!(error, SecretError::Exposed { mode: 0o644, .. }),
+            "{error}"
+        );
+        assert!(error.to_string().contains("chmod 600"), "{error}");
+        let short = secret_file("too short\n", 0o600);
+        assert!(matches!(
+            Secret::read(short.path()).unwrap_err(),
+            SecretError::TooShort { len: 9, .. }
+        ));
+        let missing = Secret::read(Path::new("/nonexistent/secret")).unwrap_err();
+        assert!(matches!(missing, SecretError::Read { .. }));
+        // Surrounding white space, such as a final newline, is not part of the secret.
+        let with_newline = secret(&format!("{SECRET}\n"));
+        let verifier = secret(SECRET).verifier();
+        let given = metadata(&with_newline.credential(Role::Client));
+        assert_eq!(verifier.role(&given).unwrap(), Some(Role::Client));
+    }
+
+    #[test]
+    fn each_role_has_its_own_credential_and_only_its_services_accept_it() {
+        let secret = secret(SECRET);
+        let verifier = secret.verifier();
+        for role in Role::ALL {
+            let given = metadata(&secret.credential(role));
+            assert_eq!(verifier.role(&given).unwrap(), Some(role));
+        }
+        let workers = verifier.guard("WorkerLink", &[Role::Worker]);
+        assert!(
+            workers
+                .check(&metadata(&secret.credential(Role::Worker)))
+                .is_ok()
+        );
+        let denied = workers
+            .check(&metadata(&secret.credential(Role::Client)))
+            .unwrap_err();
+        assert_eq!(denied.code(), Code::PermissionDenied);
+        assert_eq!(
+            denied.message(),
+            "a client credential may not call WorkerLink"
+        );
+    }
+
+    #[test]
+    fn no_credential_or_another_clusters_is_unauthenticated() {
+        let verifier = secret(SECRET).verifier();
+        let other = secret("another cluster's secret, 32 bytes or more");
+        for given in [
+            MetadataMap::new(),
+            metadata(&other.credential(Role::Client)),
+        ] {
+            assert_eq!(
+                verifier.role(&given).unwrap_err().code(),
+                Code::Unauthenticated
+            );
+        }
+        // Without a secret everything is accepted, and nothing is attached.
+        assert_eq!(Verifier::open().role(&MetadataMap::new()).unwrap(), None);
+        assert!(metadata(&Credential::none()).is_empty());
+    }
+}

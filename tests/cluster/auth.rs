@@ -1,0 +1,203 @@
+//! Nobody without the cluster's secret, or with another role's credential, changes anything;
+//! and a master or worker without a secret refuses to start where other machines reach it.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::time::Instant;
+
+use muster_proto::auth::Role;
+use muster_proto::v1::cluster_client::ClusterClient;
+use muster_proto::v1::replication_client::ReplicationClient;
+use muster_proto::v1::worker_link_client::WorkerLinkClient;
+use muster_proto::v1::worker_message::Body as WorkerBody;
+use muster_proto::v1::{
+    KillRequest, RaftBytes, Register, Resources, StatusRequest, SubmitDriverRequest, WorkerMessage,
+};
+use tonic::Code;
+use tonic::transport::Endpoint;
+
+use crate::support::{DEADLINE, Masters, credential, free_port, muster, stderr, stdout};
+
+#[test]
+fn calls_without_the_secret_or_with_another_roles_credential_change_nothing() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let all = masters.list_from(1);
+    let before = masters.status(&all);
+
+    // No secret, and another cluster's: refused before anything is read (exit 3).
+    let without = muster()
+        .args(["submit", "--", "/bin/true"])
+        .env("MUSTER_MASTERS", &all)
+        .env_remove("MUSTER_SECRET_FILE")
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&without).starts_with("error: no credential"),
+        "{without:?}"
+    );
+    assert_eq!(without.status.code(), Some(3));
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other-secret");
+    std::fs::write(&other, "another cluster's secret, long enough to pass").unwrap();
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let wrong = muster()
+        .args(["kill", "driver-19700101000000-0000"])
+        .env("MUSTER_MASTERS", &all)
+        .env("MUSTER_SECRET_FILE", &other)
+        .output()
+        .unwrap();
+    assert_eq!(
+        stderr(&wrong),
+        "error: wrong credential: not this cluster's secret"
+    );
+    assert_eq!(wrong.status.code(), Some(3));
+    // A secret file others may read is refused before anything is sent (exit 2).
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let exposed = muster()
+        .args(["status"])
+        .env("MUSTER_MASTERS", &all)
+        .env("MUSTER_SECRET_FILE", &other)
+        .output()
+        .unwrap();
+    assert!(stderr(&exposed).contains("chmod 600"), "{exposed:?}");
+    assert_eq!(exposed.status.code(), Some(2));
+
+    // Each role's credential opens its own services only.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let leader = format!("http://{}", masters.addrs[masters.leader(0) as usize - 1]);
+    runtime.block_on(async {
+        let channel = Endpoint::from_shared(leader)
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let driver = SubmitDriverRequest {
+            command: "/bin/true".into(),
+            resources: Some(Resources {
+                cores: 1,
+                memory_mb: 1,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        for role in [Role::Worker, Role::Peer] {
+            let mut cluster = ClusterClient::with_interceptor(channel.clone(), credential(role));
+            let denied = cluster.submit_driver(driver.clone()).await.unwrap_err();
+            assert_eq!(denied.code(), Code::PermissionDenied, "{role}");
+            let denied = cluster
+                .kill(KillRequest {
+                    request_id: String::new(),
+                    id: "driver-19700101000000-0000".into(),
+                })
+                .await
+                .unwrap_err();
+            assert_eq!(denied.code(), Code::PermissionDenied, "{role}");
+        }
+        let register = WorkerMessage {
+            body: Some(WorkerBody::Register(Register {
+                worker_id: "intruder".into(),
+                capacity: Some(Resources {
+                    cores: 64,
+                    memory_mb: 65_536,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })),
+        };
+        let mut workers =
+            WorkerLinkClient::with_interceptor(channel.clone(), credential(Role::Client));
+        let denied = workers
+            .attach(tokio_stream::iter([register]))
+            .await
+            .unwrap_err();
+        assert_eq!(denied.code(), Code::PermissionDenied);
+        assert_eq!(
+            denied.message(),
+            "a client credential may not call WorkerLink"
+        );
+        let mut raft =
+            ReplicationClient::with_interceptor(channel.clone(), credential(Role::Client));
+        let denied = raft.vote(RaftBytes { data: vec![0] }).await.unwrap_err();
+        assert_eq!(denied.code(), Code::PermissionDenied);
+        // The client credential still reads the status.
+        let mut cluster = ClusterClient::with_interceptor(channel, credential(Role::Client));
+        cluster
+            .status(StatusRequest { local: false })
+            .await
+            .unwrap();
+    });
+
+    let after = masters.status(&all);
+    for part in ["workers", "apps", "drivers", "queues"] {
+        assert_eq!(before[part], after[part], "{part} changed");
+    }
+}
+
+#[test]
+fn without_a_secret_only_loopback_or_insecure_is_allowed() {
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let master = |extra: &[&str]| {
+        let mut command = muster();
+        command
+            .env_remove("MUSTER_SECRET_FILE")
+            .args(["master", "--id", "1", "--listen"])
+            .arg(format!("0.0.0.0:{port}"))
+            .arg("--peers")
+            .arg(format!("1=0.0.0.0:{port}"))
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(extra);
+        command
+    };
+    let refused = master(&[]).output().unwrap();
+    let message = stderr(&refused);
+    assert!(message.contains("0.0.0.0"), "{message}");
+    assert!(message.contains("--insecure"), "{message}");
+    assert_eq!(refused.status.code(), Some(2));
+
+    let mut open = master(&["--insecure"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        let output = muster()
+            .env_remove("MUSTER_SECRET_FILE")
+            .args(["status", "--json", "--masters"])
+            .arg(format!("127.0.0.1:{port}"))
+            .output()
+            .unwrap();
+        if output.status.success() {
+            break stdout(&output);
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the insecure master never served"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    open.kill().unwrap();
+    open.wait().unwrap();
+    assert!(status.contains("\"leader\":1"), "{status}");
+
+    // A worker without a secret against masters other machines reach refuses too.
+    let worker = muster()
+        .env_remove("MUSTER_SECRET_FILE")
+        .args([
+            "worker",
+            "--cores",
+            "1",
+            "--memory",
+            "64",
+            "--masters",
+            "10.0.0.1:7077",
+        ])
+        .arg("--work-dir")
+        .arg(dir.path().join("work"))
+        .output()
+        .unwrap();
+    assert!(stderr(&worker).contains("--insecure"), "{worker:?}");
+    assert_eq!(worker.status.code(), Some(2));
+}
