@@ -201,3 +201,73 @@ fn without_a_secret_only_loopback_or_insecure_is_allowed() {
     assert!(stderr(&worker).contains("--insecure"), "{worker:?}");
     assert_eq!(worker.status.code(), Some(2));
 }
+
+#[test]
+fn only_the_client_that_registered_an_app_can_re_attach_to_it() {
+    use muster_proto::v1::app_event::Body as Event;
+    use muster_proto::v1::app_link_client::AppLinkClient;
+    use muster_proto::v1::app_message::Body as Message;
+    use muster_proto::v1::{AppMessage, RegisterApp};
+
+    let masters = Masters::start();
+    let leader = format!("http://{}", masters.addrs[masters.leader(0) as usize - 1]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let channel = Endpoint::from_shared(leader)
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut apps = AppLinkClient::with_interceptor(channel, credential(Role::Client));
+        let register = |app_id: &str, app_token: &str| AppMessage {
+            body: Some(Message::Register(RegisterApp {
+                app_id: app_id.into(),
+                app_token: app_token.into(),
+                command: "/bin/true".into(),
+                executor_memory_mb: 64,
+                ..Default::default()
+            })),
+        };
+        let (owner, outbound) = tokio::sync::mpsc::channel(4);
+        owner.send(register("", "")).await.unwrap();
+        let mut events = apps
+            .run(tokio_stream::wrappers::ReceiverStream::new(outbound))
+            .await
+            .unwrap()
+            .into_inner();
+        let Some(Event::Registered(registered)) = events.message().await.unwrap().unwrap().body
+        else {
+            panic!("the registration is answered first");
+        };
+        assert_eq!(registered.app_token.len(), 64);
+
+        // Another client of the same cluster, without the token or with another app's.
+        for token in ["", "0".repeat(64).as_str()] {
+            let denied = apps
+                .run(tokio_stream::iter([register(&registered.app_id, token)]))
+                .await
+                .unwrap_err();
+            assert_eq!(denied.code(), Code::PermissionDenied, "token {token:?}");
+            assert!(
+                denied.message().contains("app token"),
+                "{}",
+                denied.message()
+            );
+        }
+        // With the token, the owner re-attaches (as after a failover).
+        let mut again = apps
+            .run(tokio_stream::iter([register(
+                &registered.app_id,
+                &registered.app_token,
+            )]))
+            .await
+            .unwrap()
+            .into_inner();
+        let Some(Event::Registered(reattached)) = again.message().await.unwrap().unwrap().body
+        else {
+            panic!("the re-attach is answered");
+        };
+        assert_eq!(reattached.app_id, registered.app_id);
+        drop(owner);
+    });
+}

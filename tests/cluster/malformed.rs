@@ -1,7 +1,7 @@
 //! Malformed gRPC requests, sent straight to a master: each is refused with a clear status and
 //! changes nothing.
 
-use muster_proto::auth::Role;
+use muster_proto::auth::{Role, Secret};
 use muster_proto::v1::app_link_client::AppLinkClient;
 use muster_proto::v1::app_message::Body as AppBody;
 use muster_proto::v1::cluster_client::ClusterClient;
@@ -14,7 +14,7 @@ use muster_proto::v1::{
 use tonic::Code;
 use tonic::transport::Endpoint;
 
-use crate::support::{Masters, credential};
+use crate::support::{Masters, credential, secret_file};
 
 fn leader_addr(masters: &Masters) -> String {
     let leader = masters.leader(0);
@@ -131,8 +131,14 @@ fn malformed_requests_are_refused_and_change_nothing() {
                 "executor_memory_mb: must be at least 1".into()
             )
         );
+        // An app that never existed, with the token its id would have: not found.
+        let unknown = "app-19700101000000-0042";
         let reattach = RegisterApp {
-            app_id: "app-19700101000000-0042".into(),
+            app_id: unknown.into(),
+            app_token: Secret::read(secret_file())
+                .unwrap()
+                .app_tokens()
+                .token(unknown),
             ..Default::default()
         };
         let register = AppMessage {

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use muster_core::ids::{AppId, ExecutorId};
+use muster_proto::auth::AppTokens;
 use muster_proto::v1::app_link_server::{AppLink, AppLinkServer};
 use muster_proto::v1::app_message::Body as Up;
 use muster_proto::v1::{AppEvent, AppMessage, RegisterApp};
@@ -20,17 +21,30 @@ use crate::session::{ELECTION_PATIENCE, Sessions, link_channel};
 pub struct AppLinkService {
     node: Arc<RaftNode>,
     sessions: Arc<Sessions>,
+    /// Re-attaching to an app needs its token.
+    app_tokens: AppTokens,
 }
 
 impl AppLinkService {
     /// The gRPC service.
-    pub fn server(node: Arc<RaftNode>, sessions: Arc<Sessions>) -> AppLinkServer<Self> {
-        AppLinkServer::new(Self { node, sessions })
+    pub fn server(
+        node: Arc<RaftNode>,
+        sessions: Arc<Sessions>,
+        app_tokens: AppTokens,
+    ) -> AppLinkServer<Self> {
+        AppLinkServer::new(Self {
+            node,
+            sessions,
+            app_tokens,
+        })
     }
 
     /// Submits a new application, or checks that the one to re-attach to is still active.
     async fn register(&self, mut register: RegisterApp) -> Result<AppId, CallError> {
         if !register.app_id.is_empty() {
+            self.app_tokens
+                .check(&register.app_id, &register.app_token)
+                .map_err(CallError::Denied)?;
             let id = AppId(register.app_id);
             let active = self
                 .node

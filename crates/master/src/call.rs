@@ -24,6 +24,9 @@ pub(crate) enum CallError {
     /// The request is malformed or does not apply: retrying will not help.
     #[error(transparent)]
     Refused(#[from] ApplyError),
+    /// The caller may not do this (already a status: the check said why).
+    #[error("{}", .0.message())]
+    Denied(Status),
     /// A bug: the state machine answered something this call cannot mean.
     #[error("{0}")]
     Internal(String),
@@ -69,6 +72,7 @@ impl From<CallError> for Status {
             CallError::Refused(ApplyError::Conflict(_) | ApplyError::StaleTerm { .. }) => {
                 Status::failed_precondition(message)
             }
+            CallError::Denied(status) => status,
             CallError::Internal(_) => Status::internal(message),
         }
     }

@@ -35,7 +35,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use muster_proto::auth::{Credential, Role, Secret, Verifier};
+use muster_proto::auth::{AppTokens, Credential, Role, Secret, Verifier};
 use muster_raft::{NodeError, NodeId, RaftNode, RaftSettings};
 use muster_state::StateConfig;
 use tokio::net::TcpListener;
@@ -161,7 +161,15 @@ pub async fn run(
     if smallest == Some(config.id) {
         node.bootstrap(&config.peers).await?;
     }
-    let sessions = session::Sessions::start(Arc::clone(&node), config.session.clone());
+    let app_tokens = config
+        .secret
+        .as_ref()
+        .map_or_else(AppTokens::open, Secret::app_tokens);
+    let sessions = session::Sessions::start(
+        Arc::clone(&node),
+        config.session.clone(),
+        app_tokens.clone(),
+    );
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(http) = &config.http {
         let listener = bind(http).await?;
@@ -196,7 +204,7 @@ pub async fn run(
                 verifier.guard("WorkerLink", &[Role::Worker]),
             ))
             .add_service(InterceptedService::new(
-                AppLinkService::server(Arc::clone(&node), Arc::clone(&sessions)),
+                AppLinkService::server(Arc::clone(&node), Arc::clone(&sessions), app_tokens),
                 verifier.guard("AppLink", &[Role::Client]),
             ))
             .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {

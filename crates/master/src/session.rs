@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use muster_core::ids::{Term, Timestamp};
+use muster_proto::auth::AppTokens;
 use muster_proto::v1;
 use muster_proto::v1::app_event::Body as AppBody;
 use muster_proto::v1::master_message::Body;
@@ -72,6 +73,8 @@ pub struct Session {
     term: Term,
     /// Told to workers, which fence by it.
     worker_timeout: Duration,
+    /// Handed to an application's client when it registers.
+    app_tokens: AppTokens,
     inner: Mutex<Inner>,
     proposals: mpsc::UnboundedSender<(ProposalId, Command)>,
     ended: watch::Sender<bool>,
@@ -87,12 +90,18 @@ struct Inner {
 
 impl Session {
     /// Starts the session of `term`: its writer, its ticks and the read that begins recovery.
-    fn start(node: Arc<RaftNode>, config: SessionConfig, term: Term) -> Arc<Self> {
+    fn start(
+        node: Arc<RaftNode>,
+        config: SessionConfig,
+        app_tokens: AppTokens,
+        term: Term,
+    ) -> Arc<Self> {
         let (proposals, to_write) = mpsc::unbounded_channel();
         let session = Arc::new(Self {
             node,
             term,
             worker_timeout: config.worker_timeout,
+            app_tokens,
             inner: Mutex::new(Inner {
                 leader: Leader::new(term, config, Instant::now()),
                 workers: HashMap::new(),
@@ -237,7 +246,7 @@ impl Session {
                 }
                 Action::ToApp { link, message } => {
                     let event = AppEvent {
-                        body: Some(app_event(message)),
+                        body: Some(self.app_event(message)),
                     };
                     send_or_close(&mut inner.apps, link, event);
                 }
@@ -407,6 +416,21 @@ impl Session {
             ToWorker::KillDriver(id) => Body::KillDriver(KillDriver { driver_id: id.0 }),
         })
     }
+
+    /// The wire form of an event for an application's client.
+    fn app_event(&self, message: ToApp) -> AppBody {
+        match message {
+            ToApp::Registered(app) => AppBody::Registered(AppRegistered {
+                app_token: self.app_tokens.token(&app.0),
+                app_id: app.0,
+            }),
+            ToApp::Executor(executor) => AppBody::Executor(ExecutorEvent::from(&executor)),
+            ToApp::Ended(state) => AppBody::Ended(AppEnded {
+                state: v1::AppState::from(state).into(),
+            }),
+            ToApp::HeartbeatAck => AppBody::HeartbeatAck(AppHeartbeatAck {}),
+        }
+    }
 }
 
 /// Queues `message` on `link`'s stream; a stream whose queue is full (or whose peer left) is
@@ -434,31 +458,21 @@ fn close_all(inner: &mut Inner) {
     }
 }
 
-/// The wire form of an event for an application's client.
-fn app_event(message: ToApp) -> AppBody {
-    match message {
-        ToApp::Registered(app) => AppBody::Registered(AppRegistered { app_id: app.0 }),
-        ToApp::Executor(executor) => AppBody::Executor(ExecutorEvent::from(&executor)),
-        ToApp::Ended(state) => AppBody::Ended(AppEnded {
-            state: v1::AppState::from(state).into(),
-        }),
-        ToApp::HeartbeatAck => AppBody::HeartbeatAck(AppHeartbeatAck {}),
-    }
-}
-
 /// Follows leadership and keeps one session running while this replica leads with a quorum.
 pub struct Sessions {
     node: Arc<RaftNode>,
     config: SessionConfig,
+    app_tokens: AppTokens,
     current: Mutex<Option<Arc<Session>>>,
 }
 
 impl Sessions {
     /// Starts following `node`'s leadership.
-    pub fn start(node: Arc<RaftNode>, config: SessionConfig) -> Arc<Self> {
+    pub fn start(node: Arc<RaftNode>, config: SessionConfig, app_tokens: AppTokens) -> Arc<Self> {
         let sessions = Arc::new(Self {
             node,
             config,
+            app_tokens,
             current: Mutex::new(None),
         });
         tokio::spawn(Arc::clone(&sessions).follow());
@@ -554,6 +568,7 @@ impl Sessions {
             *current = Some(Session::start(
                 Arc::clone(&self.node),
                 self.config.clone(),
+                self.app_tokens.clone(),
                 term,
             ));
         }

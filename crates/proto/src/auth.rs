@@ -10,8 +10,12 @@
 //! called service accepts and refuses the call with `UNAUTHENTICATED` (none or a wrong one) or
 //! `PERMISSION_DENIED` (another role's).
 //!
-//! Without a secret ([`Credential::none`], [`Verifier::open`]) nothing is checked: only for a
-//! cluster that listens on loopback, or one started with `--insecure`.
+//! An application belongs to whoever registered it: the registration answers with a token
+//! ([`AppTokens`]), HMAC of the secret with the app's id, and re-attaching to the app needs
+//! it. Every master derives the same token, so it survives failovers without being stored.
+//!
+//! Without a secret ([`Credential::none`], [`Verifier::open`], [`AppTokens::open`]) nothing is
+//! checked: only for a cluster that listens on loopback, or one started with `--insecure`.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -140,14 +144,59 @@ impl Secret {
         Verifier(Some(Role::ALL.map(|role| (role, self.header(role)))))
     }
 
+    /// The applications' tokens under this secret.
+    pub fn app_tokens(&self) -> AppTokens {
+        AppTokens(Some(self.clone()))
+    }
+
     fn header(&self, role: Role) -> AsciiMetadataValue {
+        format!("Bearer {}", self.derive("muster role ", role.label()))
+            .parse()
+            .expect("hex is ASCII")
+    }
+
+    /// HMAC-SHA256 of `label` and `name` under the secret, as hex.
+    fn derive(&self, label: &str, name: &str) -> String {
         let mut mac =
             Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes keys of any length");
-        mac.update(b"muster role ");
-        mac.update(role.label().as_bytes());
+        mac.update(label.as_bytes());
+        mac.update(name.as_bytes());
         let digest = mac.finalize().into_bytes();
-        let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
-        format!("Bearer {hex}").parse().expect("hex is ASCII")
+        digest.iter().map(|byte| format!("{byte:02x}")).collect()
+    }
+}
+
+/// The tokens that prove an application is the caller's.
+#[derive(Clone, Debug)]
+pub struct AppTokens(Option<Secret>);
+
+impl AppTokens {
+    /// No tokens: for a cluster without a secret.
+    pub fn open() -> Self {
+        Self(None)
+    }
+
+    /// The token of application `app`: empty without a secret.
+    pub fn token(&self, app: &str) -> String {
+        self.0
+            .as_ref()
+            .map(|secret| secret.derive("muster app ", app))
+            .unwrap_or_default()
+    }
+
+    /// Whether `token` is application `app`'s, compared in constant time.
+    ///
+    /// # Errors
+    ///
+    /// `PERMISSION_DENIED` for a missing or wrong token.
+    pub fn check(&self, app: &str, token: &str) -> Result<(), Status> {
+        if bool::from(self.token(app).as_bytes().ct_eq(token.as_bytes())) {
+            Ok(())
+        } else {
+            Err(Status::permission_denied(format!(
+                "application `{app}` belongs to the client that registered it: its app token is missing or wrong"
+            )))
+        }
     }
 }
 
@@ -351,7 +400,24 @@ mod tests {
             );
         }
         // Without a secret everything is accepted, and nothing is attached.
+        assert!(AppTokens::open().check("app-1", "").is_ok());
         assert_eq!(Verifier::open().role(&MetadataMap::new()).unwrap(), None);
         assert!(metadata(&Credential::none()).is_empty());
+    }
+
+    #[test]
+    fn an_app_token_opens_its_own_app_only() {
+        let tokens = secret(SECRET).app_tokens();
+        let token = tokens.token("app-20231031224509-0000");
+        assert_eq!(token.len(), 64);
+        assert!(tokens.check("app-20231031224509-0000", &token).is_ok());
+        let denied = tokens.check("app-20231031224509-0001", &token).unwrap_err();
+        assert_eq!(denied.code(), Code::PermissionDenied);
+        assert!(tokens.check("app-20231031224509-0000", "").is_err());
+        // Another master with the same secret derives the same token.
+        assert_eq!(
+            secret(SECRET).app_tokens().token("app-20231031224509-0000"),
+            token
+        );
     }
 }

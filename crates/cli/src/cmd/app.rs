@@ -86,6 +86,7 @@ pub fn run(args: AppRunArgs) -> Result<String, CliError> {
         args: program_args.to_vec(),
         env: Default::default(),
         executor_limit: args.executor_limit,
+        app_token: String::new(),
     };
     runtime()?.block_on(follow(masters, register))
 }
@@ -266,10 +267,12 @@ async fn attach(
             }
             event = events.message() => match event {
                 Ok(Some(event)) => match event.body.inspect(|_| heard = Instant::now()) {
-                    // The first registration names the app: re-attach under this id from now on.
+                    // The first registration names the app and proves it is ours: re-attach
+                    // under this id, with this token, from now on.
                     Some(Event::Registered(registered)) if register.app_id.is_empty() => {
                         println!("{}", registered.app_id);
                         register.app_id = registered.app_id;
+                        register.app_token = registered.app_token;
                     }
                     Some(Event::Executor(e)) => {
                         let exit = e.exit_code.map(|c| format!(" exit {c}")).unwrap_or_default();
