@@ -71,6 +71,58 @@ fn malformed_requests_are_refused_and_change_nothing() {
             .await,
             (Code::InvalidArgument, "command: must not be empty".into())
         );
+        // Hostile sizes are refused by field, before they cost anything.
+        let hostile = [
+            (
+                SubmitDriverRequest {
+                    name: "n".repeat(257),
+                    ..driver.clone()
+                },
+                "name: a name longer than 256 bytes",
+            ),
+            (
+                SubmitDriverRequest {
+                    args: vec!["a".repeat(40 * 1024), "b".repeat(30 * 1024)],
+                    ..driver.clone()
+                },
+                "command: a program longer than 65536 bytes",
+            ),
+            (
+                SubmitDriverRequest {
+                    resources: Some(Resources {
+                        cores: (1 << 20) + 1,
+                        memory_mb: 1,
+                        ..Default::default()
+                    }),
+                    ..driver.clone()
+                },
+                "cores: must be at most 1048576",
+            ),
+            (
+                SubmitDriverRequest {
+                    resources: Some(Resources {
+                        cores: 1,
+                        memory_mb: 1,
+                        custom: (0..65).map(|i| (format!("r{i}"), 1)).collect(),
+                    }),
+                    ..driver.clone()
+                },
+                "resources: at most 64 kinds of resource",
+            ),
+        ];
+        for (request, message) in hostile {
+            assert_eq!(
+                refused(cluster.submit_driver(request)).await,
+                (Code::InvalidArgument, message.into())
+            );
+        }
+        // A message over 4 MiB is not even read.
+        let (code, message) = refused(cluster.submit_driver(SubmitDriverRequest {
+            args: vec!["x".repeat(5 * 1024 * 1024)],
+            ..driver.clone()
+        }))
+        .await;
+        assert_eq!(code, Code::OutOfRange, "{message}");
         assert_eq!(
             refused(cluster.submit_driver(SubmitDriverRequest {
                 queue: "nightly".into(),

@@ -303,6 +303,24 @@ fn a_master_serves_the_status_over_http() {
         page.contains("<h1>Muster</h1>") && page.contains(&grpc),
         "{page}"
     );
+
+    // Whatever a user names things, the page shows it as text.
+    stdout(&Masters::client(
+        &grpc,
+        &[
+            "submit",
+            "--name",
+            "<script>alert('x')</script>",
+            "--",
+            "/bin/true",
+        ],
+    ));
+    let page = http_get(&http, "/").expect("the page");
+    assert!(!page.contains("<script>"), "{page}");
+    assert!(
+        page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"),
+        "{page}"
+    );
 }
 
 fn masters_status(grpc: &str) -> Value {

@@ -26,6 +26,7 @@
 //! * [`ids`]: every identifier (workers, apps, drivers, executors, queues, requests, terms)
 //!   and the leader's timestamps, for the whole workspace.
 //! * [`model`]: the input [`Snapshot`] and its validation.
+//! * [`limits`]: the largest names, programs and amounts accepted from anyone.
 //! * [`resources`]: cores, memory and custom resources as one value, and the fit check
 //!   every crate shares.
 //! * [`plan`]: the output [`Plan`].
@@ -43,6 +44,7 @@ mod drivers;
 mod executors;
 pub mod ids;
 mod ledger;
+pub mod limits;
 pub mod model;
 mod pass;
 pub mod plan;

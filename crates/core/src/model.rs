@@ -433,6 +433,7 @@ pub fn validate_queues(queues: &[QueueConfig]) -> Result<(), InputError> {
         format!("queues[{i}].name")
     })?;
     for (i, queue) in queues.iter().enumerate() {
+        crate::limits::name(format_args!("queues[{i}].name"), &queue.name.0)?;
         fraction(format_args!("queues[{i}].threshold"), queue.threshold)?;
         fraction(format_args!("queues[{i}].max_capacity"), queue.max_capacity)?;
     }

@@ -10,6 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::limits;
 use crate::model::{InputError, positive, resource_amounts};
 
 /// Custom resources (e.g. `gpu`) by name, as whole amounts.
@@ -168,8 +169,8 @@ impl Resources {
     }
 
     /// Checks an amount that must hold something: at least one core and one MB, custom
-    /// resources named and at least 1. Fields are named `{prefix}cores`, `{prefix}memory_mb`
-    /// and `{prefix}resources.NAME`.
+    /// resources named and at least 1, nothing beyond the [`limits`](crate::limits). Fields
+    /// are named `{prefix}cores`, `{prefix}memory_mb` and `{prefix}resources.NAME`.
     ///
     /// # Errors
     ///
@@ -177,7 +178,8 @@ impl Resources {
     pub fn validate(&self, prefix: impl fmt::Display) -> Result<(), InputError> {
         positive(format_args!("{prefix}cores"), self.cores)?;
         positive(format_args!("{prefix}memory_mb"), self.memory_mb)?;
-        resource_amounts(format_args!("{prefix}resources"), &self.custom)
+        resource_amounts(format_args!("{prefix}resources"), &self.custom)?;
+        limits::amounts(prefix, self.cores, self.memory_mb, &self.custom)
     }
 }
 

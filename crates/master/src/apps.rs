@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use muster_core::ids::{AppId, ExecutorId};
+use muster_core::limits::MAX_REQUEST_BYTES;
 use muster_proto::auth::AppTokens;
 use muster_proto::v1::app_link_server::{AppLink, AppLinkServer};
 use muster_proto::v1::app_message::Body as Up;
@@ -37,6 +38,7 @@ impl AppLinkService {
             sessions,
             app_tokens,
         })
+        .max_decoding_message_size(MAX_REQUEST_BYTES)
     }
 
     /// Submits a new application, or checks that the one to re-attach to is still active.

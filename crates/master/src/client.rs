@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use muster_core::limits::MAX_REQUEST_BYTES;
 use muster_core::model::QueueConfig;
 use muster_proto::auth::AUTHORIZATION;
 use muster_proto::v1::cluster_client::ClusterClient;
@@ -46,6 +47,7 @@ impl ClusterService {
             sessions,
             leaders: Mutex::default(),
         })
+        .max_decoding_message_size(MAX_REQUEST_BYTES)
     }
 
     /// Commits `command` here, then has the leader's session carry out its effects and

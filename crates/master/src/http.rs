@@ -63,10 +63,13 @@ async fn json(State(grpc): State<Grpc>) -> Result<Json<Value>, Failure> {
     status(&grpc).await.map(Json)
 }
 
+/// `text` made safe inside an HTML element or a quoted attribute.
 fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
 }
 
 /// One HTML table of `rows` (JSON objects) with `columns`.

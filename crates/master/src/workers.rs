@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use muster_core::ids::{ExecutorId, WorkerId};
+use muster_core::limits::MAX_REQUEST_BYTES;
 use muster_proto::v1::worker_link_server::{WorkerLink, WorkerLinkServer};
 use muster_proto::v1::worker_message::Body as Up;
 use muster_proto::v1::{DriverUpdate, ExecutorUpdate, MasterMessage, Register, WorkerMessage};
@@ -30,7 +31,7 @@ pub struct WorkerLinkService {
 impl WorkerLinkService {
     /// The gRPC service.
     pub fn server(node: Arc<RaftNode>, sessions: Arc<Sessions>) -> WorkerLinkServer<Self> {
-        WorkerLinkServer::new(Self { node, sessions })
+        WorkerLinkServer::new(Self { node, sessions }).max_decoding_message_size(MAX_REQUEST_BYTES)
     }
 }
 

@@ -78,7 +78,8 @@ impl goldenscript::Runner for Runner {
         let mut args = Args::new(command);
         let output = match command.name.as_str() {
             "worker" => {
-                let op = Op::RegisterWorker(register_op(&mut args)?);
+                let id = args.positional_or_empty();
+                let op = Op::RegisterWorker(register_op(id, &mut args)?);
                 self.apply_setup(op)?;
                 String::new()
             }
@@ -176,8 +177,8 @@ impl goldenscript::Runner for Runner {
             "pause" => self.tick(args.number("ms", TICK_MS)?)?,
             "register" => {
                 let link = args.link()?;
-                let mut worker = register_op(&mut args)?;
-                worker.id = WorkerId(args.key("worker")?.to_owned());
+                let id = args.key("worker")?;
+                let worker = register_op(id, &mut args)?;
                 let running = args
                     .list("running")
                     .into_iter()
@@ -494,8 +495,8 @@ fn describe(op: &Op) -> String {
     }
 }
 
-fn register_op(args: &mut Args) -> Result<RegisterWorker, Box<dyn Error>> {
-    let id = WorkerId(args.positional_or_empty().to_owned());
+fn register_op(id: &str, args: &mut Args) -> Result<RegisterWorker, Box<dyn Error>> {
+    let id = WorkerId(id.to_owned());
     Ok(RegisterWorker {
         host: id.0.clone(),
         address: id.0.clone(),

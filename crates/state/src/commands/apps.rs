@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use muster_core::ids::{AppId, ExecutorId, Timestamp};
+use muster_core::limits;
 use muster_core::model::{positive, resource_amounts};
 use serde::{Deserialize, Serialize};
 
@@ -35,7 +36,15 @@ impl Apply for SubmitApp {
         }
         positive("executor_memory_mb", desc.executor_memory_mb)?;
         resource_amounts("executor_resources", &desc.executor_resources)?;
-        program("command", &desc.command)?;
+        limits::amounts(
+            "executor_",
+            desc.executor_cores.unwrap_or(1),
+            desc.executor_memory_mb,
+            &desc.executor_resources,
+        )?;
+        limits::name("name", &desc.name)?;
+        limits::name("user", &desc.user)?;
+        program(&desc.command, &desc.args, &desc.env)?;
 
         let id = state.new_app_id(at);
         let submission = state.take_submission();

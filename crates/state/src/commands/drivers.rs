@@ -1,6 +1,7 @@
 //! Driver lifecycle: submit, kill, and the end a worker reports (Spark reference §1.12).
 
 use muster_core::ids::{DriverId, Timestamp};
+use muster_core::limits;
 use serde::{Deserialize, Serialize};
 
 use super::{Apply, program};
@@ -22,7 +23,8 @@ impl Apply for SubmitDriver {
             return Err(ApplyError::UnknownQueue(desc.queue.clone()));
         }
         desc.resources.validate("")?;
-        program("command", &desc.command)?;
+        limits::name("name", &desc.name)?;
+        program(&desc.command, &desc.args, &desc.env)?;
         let id = state.add_driver(desc.clone(), at);
         Ok(Response {
             outcome: Outcome::DriverSubmitted { id },

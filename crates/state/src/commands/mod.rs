@@ -10,19 +10,22 @@ mod plan;
 mod queues;
 mod workers;
 
-pub use apps::{AppFinished, KillApp, KillExecutors, SetExecutorLimit, SubmitApp};
+pub use apps::{
+    AppFinished, ExecutorStateChanged, KillApp, KillExecutors, SetExecutorLimit, SubmitApp,
+};
 pub use drivers::{DriverStateChanged, KillDriver, SubmitDriver};
 pub use plan::ApplyPlan;
 pub use queues::SetQueues;
 pub use workers::{DecommissionWorker, RegisterWorker, WorkerLost};
 
-use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
-pub use apps::ExecutorStateChanged;
+use muster_core::ids::{RequestId, Term, Timestamp};
+use muster_core::limits;
+use serde::{Deserialize, Serialize};
 
 use crate::ClusterState;
 use crate::response::{ApplyError, Response};
-use muster_core::ids::{RequestId, Term, Timestamp};
 
 /// One log entry: an op, when the leader proposed it, and the client request it answers.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -142,14 +145,18 @@ impl ClusterState {
     }
 }
 
-/// Checks a program to launch: a command is required.
-fn program(field: &str, command: &str) -> Result<(), ApplyError> {
+/// Checks a program to launch: a command is required, and the whole program within the
+/// limits.
+fn program(
+    command: &str,
+    args: &[String],
+    env: &BTreeMap<String, String>,
+) -> Result<(), ApplyError> {
     if command.trim().is_empty() {
-        Err(ApplyError::Invalid {
-            field: field.to_owned(),
+        return Err(ApplyError::Invalid {
+            field: "command".to_owned(),
             message: "must not be empty".to_owned(),
-        })
-    } else {
-        Ok(())
+        });
     }
+    Ok(limits::program(command, args, env)?)
 }

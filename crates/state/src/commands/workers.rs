@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 
 use muster_core::ids::{Timestamp, WorkerId};
+use muster_core::limits;
 use muster_core::model::WorkerState;
 use muster_core::resources::Resources;
 use serde::{Deserialize, Serialize};
@@ -43,16 +44,30 @@ impl RegisterWorker {
                 message: "must not be empty".into(),
             });
         }
+        limits::name("id", &self.id.0)?;
+        limits::name("host", &self.host)?;
+        limits::name("address", &self.address)?;
         Ok(self.resources.validate("")?)
     }
 }
 
 impl Apply for RegisterWorker {
     /// A known ALIVE or DECOMMISSIONED worker is a reconnect (`duplicate`) and keeps its
-    /// state; a DEAD one comes back ALIVE with the capacity it reports, nothing running.
+    /// state; a DEAD one comes back ALIVE with the capacity it reports, nothing running. An
+    /// ALIVE worker's id from another host or with another capacity is refused: it is another
+    /// worker, or this one changed, and must wait until the old one is counted lost.
     fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
         self.validate()?;
         let duplicate = match state.workers.get_mut(&self.id) {
+            Some(worker)
+                if worker.state == WorkerState::Alive
+                    && (worker.host != self.host || worker.capacity != self.resources) =>
+            {
+                return Err(ApplyError::Conflict(format!(
+                    "worker `{}` is ALIVE on host `{}` with {}; this one is on `{}` with {}",
+                    self.id, worker.host, worker.capacity, self.host, self.resources
+                )));
+            }
             Some(worker) => {
                 if worker.state == WorkerState::Dead {
                     worker.state = WorkerState::Alive;

@@ -1,0 +1,138 @@
+//! The largest values Muster accepts from anyone: names, programs and resource amounts. A
+//! request beyond them is refused with the field it names, before it can cost memory, log
+//! space or arithmetic overflow anywhere.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::model::InputError;
+
+/// The longest name (of an app, driver, queue, worker, host or user), in bytes.
+pub const MAX_NAME_BYTES: usize = 256;
+
+/// The largest program: command, arguments and environment together, in bytes.
+pub const MAX_PROGRAM_BYTES: usize = 64 * 1024;
+
+/// The most cores one worker may offer or one request ask for.
+pub const MAX_CORES: u32 = 1 << 20;
+
+/// The most memory one worker may offer or one request ask for, in MB: one PiB.
+pub const MAX_MEMORY_MB: u64 = 1 << 30;
+
+/// The most kinds of custom resource one worker or request may name.
+pub const MAX_CUSTOM_RESOURCES: usize = 64;
+
+/// The largest gRPC message a client or worker may send a master, in bytes.
+pub const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
+
+fn too_long(field: impl fmt::Display, what: &str, limit: usize) -> InputError {
+    InputError {
+        field: field.to_string(),
+        message: format!("{what} longer than {limit} bytes"),
+    }
+}
+
+/// Refuses a name longer than [`MAX_NAME_BYTES`].
+///
+/// # Errors
+///
+/// `field: longer than 256 bytes`.
+pub fn name(field: impl fmt::Display, value: &str) -> Result<(), InputError> {
+    if value.len() > MAX_NAME_BYTES {
+        return Err(too_long(field, "a name", MAX_NAME_BYTES));
+    }
+    Ok(())
+}
+
+/// Refuses a program whose command, arguments and environment together exceed
+/// [`MAX_PROGRAM_BYTES`].
+///
+/// # Errors
+///
+/// `command: a program longer than 65536 bytes`.
+pub fn program(
+    command: &str,
+    args: &[String],
+    env: &BTreeMap<String, String>,
+) -> Result<(), InputError> {
+    let bytes = command.len()
+        + args.iter().map(String::len).sum::<usize>()
+        + env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+    if bytes > MAX_PROGRAM_BYTES {
+        return Err(too_long("command", "a program", MAX_PROGRAM_BYTES));
+    }
+    Ok(())
+}
+
+/// Refuses amounts beyond [`MAX_CORES`], [`MAX_MEMORY_MB`] and [`MAX_CUSTOM_RESOURCES`], and
+/// custom resource names beyond [`MAX_NAME_BYTES`].
+///
+/// # Errors
+///
+/// The first amount too large, naming its field.
+pub fn amounts(
+    prefix: impl fmt::Display,
+    cores: u32,
+    memory_mb: u64,
+    custom: &BTreeMap<String, u32>,
+) -> Result<(), InputError> {
+    let over = |field: fmt::Arguments<'_>, limit: String| InputError {
+        field: field.to_string(),
+        message: format!("must be at most {limit}"),
+    };
+    if cores > MAX_CORES {
+        return Err(over(format_args!("{prefix}cores"), MAX_CORES.to_string()));
+    }
+    if memory_mb > MAX_MEMORY_MB {
+        return Err(over(
+            format_args!("{prefix}memory_mb"),
+            format!("{MAX_MEMORY_MB} (1 PiB)"),
+        ));
+    }
+    if custom.len() > MAX_CUSTOM_RESOURCES {
+        return Err(InputError {
+            field: format!("{prefix}resources"),
+            message: format!("at most {MAX_CUSTOM_RESOURCES} kinds of resource"),
+        });
+    }
+    for resource in custom.keys() {
+        name(format_args!("{prefix}resources"), resource)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_at_the_limit_pass_and_beyond_it_are_refused_by_field() {
+        assert!(name("name", &"n".repeat(MAX_NAME_BYTES)).is_ok());
+        let error = name("apps[0].name", &"n".repeat(MAX_NAME_BYTES + 1)).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "apps[0].name: a name longer than 256 bytes"
+        );
+
+        let env = BTreeMap::from([("K".to_owned(), "v".repeat(MAX_PROGRAM_BYTES - 2))]);
+        assert!(program("x", &[], &env).is_ok());
+        assert!(program("xy", &[], &env).is_err());
+
+        let no_custom = BTreeMap::new();
+        assert!(amounts("", MAX_CORES, MAX_MEMORY_MB, &no_custom).is_ok());
+        assert_eq!(
+            amounts("", MAX_CORES + 1, 1, &no_custom).unwrap_err().field,
+            "cores"
+        );
+        assert_eq!(
+            amounts("workers[0].", 1, MAX_MEMORY_MB + 1, &no_custom)
+                .unwrap_err()
+                .field,
+            "workers[0].memory_mb"
+        );
+        let many: BTreeMap<String, u32> = (0..=MAX_CUSTOM_RESOURCES)
+            .map(|i| (format!("r{i}"), 1))
+            .collect();
+        assert!(amounts("", 1, 1, &many).is_err());
+    }
+}
