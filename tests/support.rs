@@ -13,12 +13,40 @@ use serde_json::Value;
 
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
-/// `muster`, with the test clusters' secret: every master, worker and client a test starts
-/// runs with authentication on.
+/// `muster`, with the test clusters' secret and TLS files: every master, worker and client a
+/// test starts runs with authentication and TLS on.
 pub fn muster() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_muster"));
-    command.env("MUSTER_SECRET_FILE", secret_file());
+    let tls = tls_files();
     command
+        .env("MUSTER_SECRET_FILE", secret_file())
+        .env("MUSTER_TLS_CERT", tls.cert.as_deref().expect("generated"))
+        .env("MUSTER_TLS_KEY", tls.key.as_deref().expect("generated"))
+        .env("MUSTER_TLS_CA", tls.ca.as_deref().expect("generated"));
+    command
+}
+
+/// A throw-away CA and a certificate for 127.0.0.1 that every test master serves, made once
+/// per test process.
+pub fn tls_files() -> &'static muster_proto::transport::TlsFiles {
+    static TLS: std::sync::OnceLock<(tempfile::TempDir, muster_proto::transport::TlsFiles)> =
+        std::sync::OnceLock::new();
+    &TLS.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("muster-test-tls")
+            .tempdir()
+            .unwrap();
+        let files =
+            muster_proto::transport::TlsFiles::generate(dir.path(), &["127.0.0.1", "localhost"])
+                .unwrap();
+        (dir, files)
+    })
+    .1
+}
+
+/// How a test connects to its masters itself: TLS against the test CA.
+pub fn dialer() -> muster_proto::transport::Dialer {
+    tls_files().dialer().expect("the test CA")
 }
 
 /// The secret every test cluster shares, written once per test process, readable by its

@@ -13,9 +13,8 @@ use muster_proto::v1::{
     KillRequest, RaftBytes, Register, Resources, StatusRequest, SubmitDriverRequest, WorkerMessage,
 };
 use tonic::Code;
-use tonic::transport::Endpoint;
 
-use crate::support::{DEADLINE, Masters, credential, free_port, muster, stderr, stdout};
+use crate::support::{DEADLINE, Masters, credential, dialer, free_port, muster, stderr, stdout};
 
 #[test]
 fn calls_without_the_secret_or_with_another_roles_credential_change_nothing() {
@@ -64,13 +63,9 @@ fn calls_without_the_secret_or_with_another_roles_credential_change_nothing() {
 
     // Each role's credential opens its own services only.
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let leader = format!("http://{}", masters.addrs[masters.leader(0) as usize - 1]);
+    let leader = masters.addrs[masters.leader(0) as usize - 1].clone();
     runtime.block_on(async {
-        let channel = Endpoint::from_shared(leader)
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
+        let channel = dialer().endpoint(&leader).unwrap().connect().await.unwrap();
         let driver = SubmitDriverRequest {
             command: "/bin/true".into(),
             resources: Some(Resources {
@@ -210,14 +205,10 @@ fn only_the_client_that_registered_an_app_can_re_attach_to_it() {
     use muster_proto::v1::{AppMessage, RegisterApp};
 
     let masters = Masters::start();
-    let leader = format!("http://{}", masters.addrs[masters.leader(0) as usize - 1]);
+    let leader = masters.addrs[masters.leader(0) as usize - 1].clone();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let channel = Endpoint::from_shared(leader)
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
+        let channel = dialer().endpoint(&leader).unwrap().connect().await.unwrap();
         let mut apps = AppLinkClient::with_interceptor(channel, credential(Role::Client));
         let register = |app_id: &str, app_token: &str| AppMessage {
             body: Some(Message::Register(RegisterApp {

@@ -30,13 +30,16 @@ fn dev_starts_masters_and_workers_and_stops_them_all() {
     };
     let masters = exported("MUSTER_MASTERS");
     let secret = exported("MUSTER_SECRET_FILE");
+    let ca = exported("MUSTER_TLS_CA");
     assert_eq!(masters.split(',').count(), 3);
-    // The cluster runs with its own secret: the test clusters' is refused, its own accepted.
+    // The cluster runs with its own secret and CA: the test clusters' secret is refused, its
+    // own accepted.
     let status_with = |secret: &str| {
         muster()
             .args(["status", "--json"])
             .env("MUSTER_MASTERS", &masters)
             .env("MUSTER_SECRET_FILE", secret)
+            .env("MUSTER_TLS_CA", &ca)
             .output()
             .unwrap()
     };

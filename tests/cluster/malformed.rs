@@ -12,9 +12,8 @@ use muster_proto::v1::{
     WorkerMessage,
 };
 use tonic::Code;
-use tonic::transport::Endpoint;
 
-use crate::support::{Masters, credential, secret_file};
+use crate::support::{Masters, credential, dialer, secret_file};
 
 fn leader_addr(masters: &Masters) -> String {
     let leader = masters.leader(0);
@@ -31,15 +30,11 @@ async fn refused<T: std::fmt::Debug>(
 #[test]
 fn malformed_requests_are_refused_and_change_nothing() {
     let masters = Masters::start();
-    let addr = format!("http://{}", leader_addr(&masters));
+    let addr = leader_addr(&masters);
     let before = masters.status(&masters.list_from(1));
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let channel = Endpoint::from_shared(addr)
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
+        let channel = dialer().endpoint(&addr).unwrap().connect().await.unwrap();
         let mut cluster =
             ClusterClient::with_interceptor(channel.clone(), credential(Role::Client));
         let driver = SubmitDriverRequest {

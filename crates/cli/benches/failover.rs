@@ -41,7 +41,8 @@ struct View {
 fn ask(runtime: &tokio::runtime::Runtime, addr: &str) -> Option<View> {
     runtime.block_on(async {
         let call = async {
-            let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            let channel = support::dialer()
+                .endpoint(addr)
                 .ok()?
                 .connect()
                 .await

@@ -6,9 +6,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use muster_proto::auth::Credential;
 use muster_proto::discovery::{LeaderFinder, leader_hint};
+use muster_proto::transport::Dialer;
 use muster_proto::v1::cluster_client::ClusterClient;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Code, Status};
 
 use crate::error::CliError;
@@ -22,6 +23,7 @@ const ATTEMPT: Duration = Duration::from_secs(5);
 pub struct Masters {
     addrs: Vec<String>,
     credential: Credential,
+    dialer: Dialer,
 }
 
 /// A client of one master, adding the caller's credential to every call.
@@ -36,12 +38,13 @@ pub fn request_id() -> String {
 }
 
 impl Masters {
-    /// Parses `host:port,host:port,...`; every call will carry `credential`.
+    /// Parses `host:port,host:port,...`; every call will carry `credential` and connect
+    /// through `dialer`.
     ///
     /// # Errors
     ///
     /// The list is empty, or an address is not `HOST:PORT`.
-    pub fn parse(list: &str, credential: Credential) -> Result<Self, CliError> {
+    pub fn parse(list: &str, credential: Credential, dialer: Dialer) -> Result<Self, CliError> {
         let addrs: Vec<String> = list
             .split(',')
             .map(str::trim)
@@ -53,15 +56,16 @@ impl Masters {
                 "no masters given: use --masters HOST:PORT,... or MUSTER_MASTERS".to_owned(),
             ));
         }
-        if let Some(bad) = addrs
-            .iter()
-            .find(|addr| Endpoint::from_shared(format!("http://{addr}")).is_err())
-        {
+        if let Some(bad) = addrs.iter().find(|addr| dialer.endpoint(addr).is_err()) {
             return Err(CliError::BadInput(format!(
                 "--masters: `{bad}` is not HOST:PORT"
             )));
         }
-        Ok(Self { addrs, credential })
+        Ok(Self {
+            addrs,
+            credential,
+            dialer,
+        })
     }
 
     /// The addresses, in the order given.
@@ -74,9 +78,14 @@ impl Masters {
         &self.credential
     }
 
+    /// How calls connect.
+    pub fn dialer(&self) -> &Dialer {
+        &self.dialer
+    }
+
     async fn connect(&self, addr: &str) -> Result<Client, Status> {
         let unreachable = |e: tonic::transport::Error| Status::unavailable(format!("{addr}: {e}"));
-        let endpoint = Endpoint::from_shared(format!("http://{addr}")).map_err(unreachable)?;
+        let endpoint = self.dialer.endpoint(addr).map_err(unreachable)?;
         let channel = endpoint
             .connect_timeout(Duration::from_secs(2))
             .connect()

@@ -9,6 +9,7 @@ use std::time::Duration;
 use muster_core::limits::MAX_REQUEST_BYTES;
 use muster_core::model::QueueConfig;
 use muster_proto::auth::AUTHORIZATION;
+use muster_proto::transport::Dialer;
 use muster_proto::v1::cluster_client::ClusterClient;
 use muster_proto::v1::cluster_server::{Cluster, ClusterServer};
 use muster_proto::v1::{
@@ -20,7 +21,7 @@ use muster_raft::{NodeId, RaftNode};
 use muster_state::commands::{KillApp, KillDriver, SetQueues};
 use muster_state::model::DriverState;
 use muster_state::{ClusterState, Command, Op, Outcome, Response};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Request, Status};
 
 use crate::call::{CallError, client_command, committed};
@@ -37,15 +38,22 @@ pub struct ClusterService {
     node: Arc<RaftNode>,
     sessions: Arc<Sessions>,
     leaders: Mutex<HashMap<String, Channel>>,
+    /// How to reach the leader when forwarding.
+    dialer: Dialer,
 }
 
 impl ClusterService {
-    /// The gRPC service for `node`.
-    pub fn server(node: Arc<RaftNode>, sessions: Arc<Sessions>) -> ClusterServer<Self> {
+    /// The gRPC service for `node`, forwarding through `dialer`.
+    pub fn server(
+        node: Arc<RaftNode>,
+        sessions: Arc<Sessions>,
+        dialer: Dialer,
+    ) -> ClusterServer<Self> {
         ClusterServer::new(Self {
             node,
             sessions,
             leaders: Mutex::default(),
+            dialer,
         })
         .max_decoding_message_size(MAX_REQUEST_BYTES)
     }
@@ -76,7 +84,9 @@ impl ClusterService {
         let channel = match leaders.get(&addr) {
             Some(channel) => channel.clone(),
             None => {
-                let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+                let endpoint = self
+                    .dialer
+                    .endpoint(&addr)
                     .map_err(|e| Status::internal(format!("leader address {addr}: {e}")))?;
                 // A forwarded call to a leader that froze must not hold the client forever.
                 let channel = endpoint

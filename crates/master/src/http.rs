@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{Html, Json};
 use axum::routing::get;
 use muster_proto::auth::Credential;
+use muster_proto::transport::Dialer;
 use muster_proto::v1::StatusRequest;
 use muster_proto::v1::cluster_client::ClusterClient;
 use serde_json::Value;
@@ -16,19 +17,21 @@ use tonic::Request;
 
 use crate::report::status_json;
 
-/// This master's own client API, and the credential to call it with.
+/// This master's own client API, and how to call it.
 #[derive(Clone)]
 struct Grpc {
     addr: String,
     credential: Credential,
+    dialer: Dialer,
 }
 
 /// Serves the endpoint on `listener` until `shutdown` resolves; `grpc` is this master's own
-/// gRPC address, called with `credential`.
+/// gRPC address, called with `credential` through `dialer`.
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     grpc: String,
     credential: Credential,
+    dialer: Dialer,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = Router::new()
@@ -37,6 +40,7 @@ pub(crate) async fn serve(
         .with_state(Grpc {
             addr: grpc,
             credential,
+            dialer,
         });
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
@@ -47,9 +51,14 @@ type Failure = (StatusCode, String);
 
 async fn status(grpc: &Grpc) -> Result<Value, Failure> {
     let unavailable = |e: String| (StatusCode::SERVICE_UNAVAILABLE, e);
-    let mut client = ClusterClient::connect(format!("http://{}", grpc.addr))
+    let channel = grpc
+        .dialer
+        .endpoint(&grpc.addr)
+        .map_err(|e| unavailable(e.to_string()))?
+        .connect()
         .await
         .map_err(|e| unavailable(e.to_string()))?;
+    let mut client = ClusterClient::new(channel);
     let mut request = Request::new(StatusRequest { local: false });
     grpc.credential.attach(request.metadata_mut());
     let reply = client

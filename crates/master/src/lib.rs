@@ -36,6 +36,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use muster_proto::auth::{AppTokens, Credential, Role, Secret, Verifier};
+use muster_proto::transport::{TlsError, TlsFiles};
 use muster_raft::{NodeError, NodeId, RaftNode, RaftSettings};
 use muster_state::StateConfig;
 use tokio::net::TcpListener;
@@ -70,6 +71,9 @@ pub struct MasterConfig {
     /// The cluster's secret: every call must carry the credential of a role the called
     /// service serves. `None` checks nothing (loopback or `--insecure` only).
     pub secret: Option<Secret>,
+    /// TLS: with a certificate and key the master serves TLS only, and with the CA it
+    /// verifies the masters it calls.
+    pub tls: TlsFiles,
 }
 
 /// Why a master could not run: the operator must fix something and start it again.
@@ -96,6 +100,9 @@ pub enum MasterError {
         /// Why.
         source: std::io::Error,
     },
+    /// The TLS files are incomplete or unreadable.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
     /// The Raft node failed to open, bootstrap or stop.
     #[error(transparent)]
     Node(#[from] NodeError),
@@ -151,8 +158,11 @@ pub async fn run(
             .as_ref()
             .map_or_else(Credential::none, |secret| secret.credential(role))
     };
+    let served_tls = config.tls.server()?;
+    let dialer = config.tls.dialer()?;
     let raft = RaftSettings {
         peer_credential: credential(Role::Peer),
+        peer_dialer: dialer.clone(),
         ..config.raft.clone()
     };
     let node = RaftNode::open(config.id, &config.data_dir, &raft, config.state.clone()).await?;
@@ -180,13 +190,18 @@ pub async fn run(
             listener,
             config.listen.clone(),
             credential(Role::Client),
+            dialer.clone(),
             stopped,
         ));
     }
     tracing::info!(id = config.id, listen = %config.listen, "master serving");
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = served_tls {
+        builder = builder.tls_config(tls)?;
+    }
     let mut server = tokio::spawn(
-        tonic::transport::Server::builder()
+        builder
             // A peer that vanished without closing its connection (a crashed host, a cut
             // network) is noticed in seconds, and its streams end.
             .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
@@ -196,7 +211,7 @@ pub async fn run(
                 verifier.guard("Replication", &[Role::Peer]),
             ))
             .add_service(InterceptedService::new(
-                ClusterService::server(Arc::clone(&node), Arc::clone(&sessions)),
+                ClusterService::server(Arc::clone(&node), Arc::clone(&sessions), dialer),
                 verifier.guard("Cluster", &[Role::Client]),
             ))
             .add_service(InterceptedService::new(

@@ -6,10 +6,12 @@
 //! * [`auth`]: the cluster secret, role credentials and the check in front of every service.
 //! * [`convert`]: every conversion between messages and Muster's own types.
 //! * [`discovery`]: the one way to find the leading master.
+//! * [`transport`]: every connection, plain or TLS against the cluster's CA.
 
 pub mod auth;
 pub mod convert;
 pub mod discovery;
+pub mod transport;
 
 /// Package `muster.v1`.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]

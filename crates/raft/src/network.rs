@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use muster_proto::auth::Credential;
+use muster_proto::transport::Dialer;
 use muster_proto::v1::RaftBytes;
 use muster_proto::v1::replication_client::ReplicationClient;
 use openraft::error::{
@@ -19,7 +20,7 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use serde::de::DeserializeOwned;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use crate::codec::{decode, encode};
 use crate::types::{Node, NodeId, TypeConfig};
@@ -38,16 +39,18 @@ pub struct Network {
     routes: Arc<BTreeMap<NodeId, String>>,
     /// What every call carries.
     credential: Credential,
+    dialer: Dialer,
 }
 
 impl Network {
     /// A network that reaches the peers in `routes` at the address given there, and every
     /// other peer at its membership address, every call carrying `credential`.
-    pub fn new(routes: BTreeMap<NodeId, String>, credential: Credential) -> Self {
+    pub fn new(routes: BTreeMap<NodeId, String>, credential: Credential, dialer: Dialer) -> Self {
         Self {
             channels: Arc::default(),
             routes: Arc::new(routes),
             credential,
+            dialer,
         }
     }
 
@@ -56,7 +59,9 @@ impl Network {
         if let Some(channel) = channels.get(addr) {
             return Ok(channel.clone());
         }
-        let channel = Endpoint::from_shared(format!("http://{addr}"))?
+        let channel = self
+            .dialer
+            .endpoint(addr)?
             .connect_timeout(Duration::from_secs(1))
             .tcp_nodelay(true)
             .connect_lazy();

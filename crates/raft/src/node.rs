@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use muster_core::ids::Term;
 use muster_proto::auth::Credential;
+use muster_proto::transport::Dialer;
 use muster_proto::v1::replication_server::ReplicationServer;
 use muster_state::{ClusterState, Command, StateConfig};
 use openraft::error::{ForwardToLeader, InitializeError, RaftError};
@@ -40,6 +41,8 @@ pub struct RaftSettings {
     /// What this replica's Raft calls to its peers carry: the peer credential of the
     /// cluster's secret, or none without one.
     pub peer_credential: Credential,
+    /// How this replica connects to its peers: plain, or TLS against the cluster's CA.
+    pub peer_dialer: Dialer,
 }
 
 impl Default for RaftSettings {
@@ -55,6 +58,7 @@ impl Default for RaftSettings {
             cache_bytes: 64 * 1024 * 1024,
             peer_routes: BTreeMap::new(),
             peer_credential: Credential::none(),
+            peer_dialer: Dialer::plain(),
         }
     }
 }
@@ -182,6 +186,7 @@ impl RaftNode {
             Network::new(
                 settings.peer_routes.clone(),
                 settings.peer_credential.clone(),
+                settings.peer_dialer.clone(),
             ),
             log,
             state_machine,

@@ -25,6 +25,7 @@ use muster_core::resources::Resources;
 use muster_proto::auth::Credential;
 use muster_proto::convert::resources;
 use muster_proto::discovery::{LeaderFinder, leader_hint};
+use muster_proto::transport::Dialer;
 use muster_proto::v1;
 use muster_proto::v1::master_message::Body as Down;
 use muster_proto::v1::worker_link_client::WorkerLinkClient;
@@ -37,7 +38,6 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
-use tonic::transport::Endpoint;
 
 use crate::supervisor::{
     LaunchError, LaunchSpec, ProcessEvent, ProcessState, Supervisor, SupervisorConfig, Workload,
@@ -50,6 +50,8 @@ pub struct AgentConfig {
     pub masters: Vec<String>,
     /// What its stream to the leader carries: the worker credential of the cluster's secret.
     pub credential: Credential,
+    /// How it connects to the masters: plain, or TLS against the cluster's CA.
+    pub dialer: Dialer,
     /// This worker's id.
     pub id: WorkerId,
     /// Its host name.
@@ -259,7 +261,7 @@ impl Agent {
     /// One stream to `addr`: register, then relay until it breaks or the leader falls silent.
     async fn session(&mut self, addr: &str) -> Broken {
         let timeout = self.config.leader_timeout;
-        let endpoint = match Endpoint::from_shared(format!("http://{addr}")) {
+        let endpoint = match self.config.dialer.endpoint(addr) {
             Ok(endpoint) => endpoint
                 .connect_timeout(timeout)
                 .http2_keep_alive_interval(timeout / 2)

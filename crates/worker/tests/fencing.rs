@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use muster_core::resources::Resources;
 use muster_proto::auth::Credential;
+use muster_proto::transport::Dialer;
 use muster_proto::v1::master_message::Body as Down;
 use muster_proto::v1::worker_link_server::{WorkerLink, WorkerLinkServer};
 use muster_proto::v1::worker_message::Body as Up;
@@ -95,6 +96,7 @@ async fn commands_from_an_older_term_are_ignored() {
     let config = AgentConfig {
         masters: vec![addr],
         credential: Credential::none(),
+        dialer: Dialer::plain(),
         id: "w1".into(),
         host: "h1".into(),
         capacity: Resources::new(2, 1024),

@@ -9,7 +9,6 @@
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use muster_proto::auth::Credential;
 use muster_proto::discovery::{LeaderFinder, leader_hint};
 use muster_proto::v1::app_event::Body as Event;
 use muster_proto::v1::app_link_client::AppLinkClient;
@@ -20,7 +19,6 @@ use muster_proto::v1::{
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
-use tonic::transport::Endpoint;
 
 use super::{MastersArg, WorkArgs, program, runtime, stop_signal};
 use crate::client::{Masters, request_id};
@@ -157,7 +155,7 @@ async fn follow(masters: Masters, mut register: RegisterApp) -> Result<String, C
         let addr = finder.next_master();
         let attached = attach(
             &addr,
-            masters.credential(),
+            &masters,
             &mut register,
             &mut stop,
             &mut finishing,
@@ -203,14 +201,14 @@ async fn follow(masters: Masters, mut register: RegisterApp) -> Result<String, C
 /// The masters refused the application.
 async fn attach(
     addr: &str,
-    credential: &Credential,
+    masters: &Masters,
     register: &mut RegisterApp,
     stop: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
     finishing: &mut bool,
     commands: &mut mpsc::UnboundedReceiver<AppMessage>,
 ) -> Result<Detached, CliError> {
     let retry = |e: String| Ok(Detached::Retry(e));
-    let endpoint = match Endpoint::from_shared(format!("http://{addr}")) {
+    let endpoint = match masters.dialer().endpoint(addr) {
         Ok(endpoint) => endpoint
             .connect_timeout(LEADER_TIMEOUT)
             .http2_keep_alive_interval(LEADER_TIMEOUT / 2)
@@ -237,7 +235,7 @@ async fn attach(
             .await
             .map_err(|e| format!("{addr}: {e}"))?;
         let mut request = tonic::Request::new(ReceiverStream::new(outbound));
-        credential.attach(request.metadata_mut());
+        masters.credential().attach(request.metadata_mut());
         Ok::<_, String>(AppLinkClient::new(channel).run(request).await)
     };
     let attached = match tokio::time::timeout(LEADER_TIMEOUT, attach).await {

@@ -13,6 +13,7 @@ use nix::unistd::Pid;
 
 use super::runtime;
 use muster_proto::auth::{Role, Secret};
+use muster_proto::transport::TlsFiles;
 
 use crate::client::Masters;
 use crate::error::CliError;
@@ -128,6 +129,12 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
     let secret_file = dev_secret(&dir)?;
     let secret = Secret::read(&secret_file).map_err(|e| CliError::Failed(e.to_string()))?;
     let secret_path = secret_file.display().to_string();
+    let tls_dir = dir.join("tls");
+    std::fs::create_dir_all(&tls_dir)?;
+    let tls = TlsFiles::generate(&tls_dir, &["127.0.0.1", "localhost"])
+        .map_err(|e| CliError::Failed(e.to_string()))?;
+    let [cert, key, ca] = [&tls.cert, &tls.key, &tls.ca]
+        .map(|path| path.as_deref().expect("generated").display().to_string());
 
     let mut children = Vec::new();
     let mut pages = Vec::new();
@@ -150,6 +157,12 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
             &http,
             "--secret-file",
             &secret_path,
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--tls-ca",
+            &ca,
         ];
         children.push(spawn(
             &format!("master-{id}"),
@@ -158,7 +171,8 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
         )?);
     }
     let runtime = runtime()?;
-    let masters = Masters::parse(&masters_list, secret.credential(Role::Client))?;
+    let dialer = tls.dialer().map_err(|e| CliError::Failed(e.to_string()))?;
+    let masters = Masters::parse(&masters_list, secret.credential(Role::Client), dialer)?;
     let status = runtime
         .block_on(masters.call(async |mut c| c.status(StatusRequest { local: false }).await))?;
     for i in 1..=args.workers {
@@ -177,6 +191,8 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
             &format!("worker-{i}"),
             "--secret-file",
             &secret_path,
+            "--tls-ca",
+            &ca,
         ];
         children.push(spawn(
             &format!("worker-{i}"),
@@ -192,6 +208,7 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
     println!("status pages: {}", pages.join(" "));
     println!("export MUSTER_MASTERS={masters_list}");
     println!("export MUSTER_SECRET_FILE={secret_path}");
+    println!("export MUSTER_TLS_CA={ca}");
     println!("Ctrl-C stops everything.");
 
     // A child that dies is reported, not fatal: killing a master to watch the failover is

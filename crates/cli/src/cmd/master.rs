@@ -8,7 +8,9 @@ use muster_master::MasterConfig;
 use muster_master::config::{MasterFile, read_json, read_queues};
 use muster_raft::RaftSettings;
 
-use super::{SecretArg, log_to_stderr, refuse_open, runtime, stop_signal, warn_if_insecure};
+use muster_proto::transport::TlsFiles;
+
+use super::{CaArg, SecretArg, log_to_stderr, refuse_open, runtime, stop_signal, warn_if_insecure};
 use crate::error::CliError;
 
 /// `muster master`.
@@ -49,6 +51,15 @@ pub struct MasterArgs {
     peer_routes: String,
     #[command(flatten)]
     secret: SecretArg,
+    /// The PEM certificate this master serves TLS with (its names must cover the addresses
+    /// in --peers); needs --tls-key and --tls-ca.
+    #[arg(long, env = "MUSTER_TLS_CERT")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "MUSTER_TLS_KEY")]
+    tls_key: Option<PathBuf>,
+    #[command(flatten)]
+    ca: CaArg,
     /// Run without a secret on addresses other machines reach: anyone there could run
     /// commands on every worker. Warns every minute.
     #[arg(long)]
@@ -103,6 +114,11 @@ pub fn run(args: MasterArgs) -> Result<String, CliError> {
         session: file.session(args.worker_timeout, args.recovery_timeout, queues)?,
         http: args.http,
         secret,
+        tls: TlsFiles {
+            cert: args.tls_cert,
+            key: args.tls_key,
+            ca: args.ca.tls_ca,
+        },
     };
     runtime()?.block_on(async {
         warn_if_insecure(insecure, config.secret.as_ref());

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use muster_proto::auth::{Credential, Role, Secret};
+use muster_proto::transport::{Dialer, TlsFiles};
 
 use crate::client::Masters;
 use crate::error::CliError;
@@ -30,6 +31,8 @@ pub struct MastersArg {
     pub masters: String,
     #[command(flatten)]
     pub secret: SecretArg,
+    #[command(flatten)]
+    pub ca: CaArg,
 }
 
 impl MastersArg {
@@ -37,9 +40,38 @@ impl MastersArg {
     ///
     /// # Errors
     ///
-    /// The list is empty or malformed, or the secret file is refused.
+    /// The list is empty or malformed, or the secret or CA file is refused.
     pub fn parse(&self) -> Result<Masters, CliError> {
-        Masters::parse(&self.masters, self.secret.credential(Role::Client)?)
+        Masters::parse(
+            &self.masters,
+            self.secret.credential(Role::Client)?,
+            self.ca.dialer()?,
+        )
+    }
+}
+
+/// The CA that signed the masters' certificates.
+#[derive(Args)]
+pub struct CaArg {
+    /// The PEM CA certificate that signed the masters' TLS certificates: connect with TLS and
+    /// verify them. Without it, connections are plain.
+    #[arg(long, env = "MUSTER_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+}
+
+impl CaArg {
+    /// How to connect: TLS against the CA when one is given.
+    ///
+    /// # Errors
+    ///
+    /// The CA file cannot be read.
+    pub fn dialer(&self) -> Result<Dialer, CliError> {
+        TlsFiles {
+            ca: self.tls_ca.clone(),
+            ..TlsFiles::default()
+        }
+        .dialer()
+        .map_err(|e| CliError::BadInput(e.to_string()))
     }
 }
 

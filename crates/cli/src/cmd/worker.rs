@@ -104,6 +104,7 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
     refuse_open(secret.as_ref(), args.insecure, &addrs)?;
     let config = AgentConfig {
         credential: args.masters.secret.credential(Role::Worker)?,
+        dialer: args.masters.ca.dialer()?,
         masters,
         id,
         host,

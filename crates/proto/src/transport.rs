@@ -1,0 +1,159 @@
+//! How Muster's processes reach each other. Every connection a client, worker or master
+//! opens is made by a [`Dialer`]: plain HTTP/2, or TLS that verifies the server's certificate
+//! against the cluster's CA. A master with a certificate and key serves TLS only.
+
+use std::path::{Path, PathBuf};
+
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity, ServerTlsConfig};
+
+/// The TLS files a process is given: `--tls-cert` and `--tls-key` to serve, `--tls-ca` to
+/// verify the masters it calls.
+#[derive(Clone, Debug, Default)]
+pub struct TlsFiles {
+    /// The PEM certificate (chain) a master serves.
+    pub cert: Option<PathBuf>,
+    /// Its PEM private key.
+    pub key: Option<PathBuf>,
+    /// The PEM CA certificate that signed the masters' certificates.
+    pub ca: Option<PathBuf>,
+}
+
+/// Why TLS could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// Throw-away certificates could not be made.
+    #[error("cannot make certificates: {0}")]
+    Generate(String),
+    /// A file cannot be read or written.
+    #[error("cannot read or write {path}: {source}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Some files were given without the others they need.
+    #[error("{0}")]
+    Incomplete(&'static str),
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::File {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+impl TlsFiles {
+    /// Makes a throw-away CA and one certificate it signs for `names` (host names or IP
+    /// addresses), written as `ca.pem`, `cert.pem` and `key.pem` (readable by its owner only)
+    /// in `dir`: TLS for a local cluster or a test, never for production.
+    ///
+    /// # Errors
+    ///
+    /// The certificates cannot be made or the files written.
+    pub fn generate(dir: &Path, names: &[&str]) -> Result<Self, TlsError> {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+        let failed = |e: rcgen::Error| TlsError::Generate(e.to_string());
+        let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(failed)?;
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(DnType::CommonName, "muster throw-away CA");
+        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().map_err(failed)?)
+            .map_err(failed)?;
+        let key = KeyPair::generate().map_err(failed)?;
+        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        let cert = CertificateParams::new(names)
+            .map_err(failed)?
+            .signed_by(&key, &ca)
+            .map_err(failed)?;
+        let files = Self {
+            cert: Some(dir.join("cert.pem")),
+            key: Some(dir.join("key.pem")),
+            ca: Some(dir.join("ca.pem")),
+        };
+        let write = |path: &Path, content: String, mode: u32| {
+            use std::io::Write as _;
+            use std::os::unix::fs::OpenOptionsExt as _;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(mode)
+                .open(path)
+                .and_then(|mut file| file.write_all(content.as_bytes()))
+                .map_err(|source| TlsError::File {
+                    path: path.to_owned(),
+                    source,
+                })
+        };
+        write(files.ca.as_deref().expect("set above"), ca.pem(), 0o644)?;
+        write(files.cert.as_deref().expect("set above"), cert.pem(), 0o644)?;
+        write(
+            files.key.as_deref().expect("set above"),
+            key.serialize_pem(),
+            0o600,
+        )?;
+        Ok(files)
+    }
+
+    /// How this process dials: TLS against the CA when one is given, plain otherwise.
+    ///
+    /// # Errors
+    ///
+    /// The CA file cannot be read.
+    pub fn dialer(&self) -> Result<Dialer, TlsError> {
+        let Some(ca) = &self.ca else {
+            return Ok(Dialer::plain());
+        };
+        let config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(ca)?));
+        Ok(Dialer(Some(config)))
+    }
+
+    /// What a master serves with: TLS with its certificate and key when both are given.
+    ///
+    /// # Errors
+    ///
+    /// A file cannot be read, or a certificate comes without its key, or without the CA that
+    /// verifies the other masters.
+    pub fn server(&self) -> Result<Option<ServerTlsConfig>, TlsError> {
+        match (&self.cert, &self.key, &self.ca) {
+            (None, None, _) => Ok(None),
+            (Some(cert), Some(key), Some(_)) => Ok(Some(
+                ServerTlsConfig::new().identity(Identity::from_pem(read(cert)?, read(key)?)),
+            )),
+            (Some(_), Some(_), None) => Err(TlsError::Incomplete(
+                "--tls-cert needs --tls-ca too, to verify the other masters",
+            )),
+            _ => Err(TlsError::Incomplete("--tls-cert and --tls-key go together")),
+        }
+    }
+}
+
+/// How a process opens connections: plain, or TLS verified against the cluster's CA.
+#[derive(Clone, Debug, Default)]
+pub struct Dialer(Option<ClientTlsConfig>);
+
+impl Dialer {
+    /// Plain HTTP/2: for a cluster without TLS.
+    pub fn plain() -> Self {
+        Self(None)
+    }
+
+    /// Whether connections use TLS.
+    pub fn is_tls(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// The endpoint of the master at `addr` (`HOST:PORT`).
+    ///
+    /// # Errors
+    ///
+    /// `addr` is not `HOST:PORT`.
+    pub fn endpoint(&self, addr: &str) -> Result<Endpoint, tonic::transport::Error> {
+        match &self.0 {
+            None => Endpoint::from_shared(format!("http://{addr}")),
+            Some(tls) => Endpoint::from_shared(format!("https://{addr}"))?.tls_config(tls.clone()),
+        }
+    }
+}
