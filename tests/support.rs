@@ -190,6 +190,8 @@ pub struct Masters {
     pub running: Vec<Option<Process>>,
     pub dir: tempfile::TempDir,
     extra_args: Vec<String>,
+    /// Without secret and TLS: the baseline the security benchmark compares against.
+    plain: bool,
 }
 
 impl Masters {
@@ -199,6 +201,15 @@ impl Masters {
 
     /// Three masters, each started with `extra_args` as well.
     pub fn start_with(extra_args: &[&str]) -> Self {
+        Self::start_as(extra_args, false)
+    }
+
+    /// Three masters without secret and TLS.
+    pub fn start_plain() -> Self {
+        Self::start_as(&[], true)
+    }
+
+    fn start_as(extra_args: &[&str], plain: bool) -> Self {
         let (addrs, peers) = master_addresses(3);
         let extra_args = extra_args.iter().map(|a| a.to_string()).collect();
         let mut masters = Self {
@@ -207,6 +218,7 @@ impl Masters {
             running: Vec::new(),
             dir: test_dir(),
             extra_args,
+            plain,
         };
         for id in 1..=3 {
             let master = masters.spawn(id);
@@ -218,8 +230,19 @@ impl Masters {
     pub fn spawn(&self, id: usize) -> Process {
         let data_dir = self.dir.path().join(format!("master-{id}"));
         let log = std::fs::File::create(self.dir.path().join(format!("master-{id}.log"))).unwrap();
+        let mut command = muster();
+        if self.plain {
+            for key in [
+                "MUSTER_SECRET_FILE",
+                "MUSTER_TLS_CERT",
+                "MUSTER_TLS_KEY",
+                "MUSTER_TLS_CA",
+            ] {
+                command.env_remove(key);
+            }
+        }
         Process(
-            muster()
+            command
                 .args([
                     "master",
                     "--id",
