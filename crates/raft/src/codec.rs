@@ -12,9 +12,14 @@ pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     bincode::serde::encode_to_vec(value, config()).expect("encoding into a Vec cannot fail")
 }
 
+/// The most bytes a value may claim while it decodes: a corrupted or hostile length must be
+/// an error, not an attempt to allocate it.
+const DECODE_LIMIT: usize = 1 << 30;
+
 /// Decodes a whole `T` from `bytes`.
 pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, bincode::error::DecodeError> {
-    let (value, read) = bincode::serde::decode_from_slice(bytes, config())?;
+    let limited = config().with_limit::<DECODE_LIMIT>();
+    let (value, read) = bincode::serde::decode_from_slice(bytes, limited)?;
     if read != bytes.len() {
         return Err(bincode::error::DecodeError::OtherString(format!(
             "{} trailing bytes",
@@ -22,4 +27,24 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, bincode::er
         )));
     }
     Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::raft::{AppendEntriesRequest, VoteRequest};
+    use proptest::prelude::*;
+
+    use super::decode;
+    use crate::types::{Entry, TypeConfig};
+
+    proptest! {
+        /// Whatever arrives as a log entry or a Raft message decodes to a value or an error:
+        /// never a panic, never an allocation a length field asks for.
+        #[test]
+        fn hostile_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..1024)) {
+            let _ = decode::<Entry>(&bytes);
+            let _ = decode::<AppendEntriesRequest<TypeConfig>>(&bytes);
+            let _ = decode::<VoteRequest<u64>>(&bytes);
+        }
+    }
 }

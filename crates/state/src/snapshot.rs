@@ -31,6 +31,10 @@ pub enum SnapshotError {
     Corrupt(String),
 }
 
+/// The most bytes a snapshot may claim while it decodes: a corrupted length must be an
+/// error, not an attempt to allocate it.
+const DECODE_LIMIT: usize = 1 << 30;
+
 fn config() -> bincode::config::Configuration {
     bincode::config::standard()
 }
@@ -48,7 +52,9 @@ impl ClusterState {
     ///
     /// # Errors
     ///
-    /// Empty input, a format this build does not read, or bytes that do not decode exactly.
+    /// Empty input, a format this build does not read, bytes that do not decode exactly, or a
+    /// state that breaks an invariant (a corrupted snapshot must not become a replica's
+    /// state).
     pub fn decode_snapshot(bytes: &[u8]) -> Result<Self, SnapshotError> {
         let (&format, body) = bytes.split_first().ok_or(SnapshotError::Empty)?;
         match format {
@@ -56,7 +62,8 @@ impl ClusterState {
             found if found > SNAPSHOT_FORMAT => return Err(SnapshotError::NewerFormat { found }),
             found => return Err(SnapshotError::UnsupportedFormat { found }),
         }
-        let (state, read) = bincode::serde::decode_from_slice::<Self, _>(body, config())
+        let limited = config().with_limit::<DECODE_LIMIT>();
+        let (state, read) = bincode::serde::decode_from_slice::<Self, _>(body, limited)
             .map_err(|error| SnapshotError::Corrupt(error.to_string()))?;
         if read != body.len() {
             return Err(SnapshotError::Corrupt(format!(
@@ -64,6 +71,9 @@ impl ClusterState {
                 body.len() - read
             )));
         }
+        state
+            .check_invariants()
+            .map_err(|broken| SnapshotError::Corrupt(format!("inconsistent state: {broken}")))?;
         Ok(state)
     }
 }

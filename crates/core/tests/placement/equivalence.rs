@@ -350,3 +350,34 @@ proptest! {
         prop_assert_eq!(schedule(&snapshot).unwrap(), schedule(&snapshot.clone()).unwrap());
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Hostile amounts (anything a `u32` or `u64` holds) are refused by validation or
+    /// scheduled: never a panic, never an overflow.
+    #[test]
+    fn hostile_amounts_are_refused_or_scheduled(
+        mut snapshot in snapshot(),
+        cores in any::<u32>(),
+        memory_mb in any::<u64>(),
+        used in any::<u32>(),
+        executor_cores in any::<u32>(),
+        cores_max in any::<u32>(),
+    ) {
+        if let Some(worker) = snapshot.workers.first_mut() {
+            worker.cores = cores;
+            worker.memory_mb = memory_mb;
+            worker.cores_used = used;
+        }
+        if let Some(app) = snapshot.apps.first_mut() {
+            // Executors of at least a thousandth of the worker keep a pass's grants bounded.
+            app.executor_cores = Some(executor_cores.max(cores / 1000));
+            app.cores_max = Some(cores_max);
+            app.executor_memory_mb = memory_mb;
+        }
+        if let Ok(plan) = schedule(&snapshot) {
+            prop_assert!(plan.executors.iter().all(|e| e.resources.cores > 0));
+        }
+    }
+}

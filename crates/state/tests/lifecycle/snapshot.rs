@@ -108,3 +108,29 @@ fn a_snapshot_written_before_resources_were_one_type_still_reads() {
         "the same bytes, written again"
     );
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// Any bytes, and any corruption of a real snapshot, decode to an error or to a state
+    /// that keeps every invariant: never a panic, never an inconsistent replica.
+    #[test]
+    fn hostile_snapshot_bytes_never_panic_nor_decode_inconsistent(
+        noise in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512),
+        flips in proptest::collection::vec((proptest::prelude::any::<usize>(), proptest::prelude::any::<u8>()), 1..8),
+    ) {
+        let mut bytes = vec![SNAPSHOT_FORMAT];
+        bytes.extend(&noise);
+        if let Ok(state) = ClusterState::decode_snapshot(&bytes) {
+            proptest::prop_assert!(state.check_invariants().is_ok());
+        }
+        let mut corrupted = busy_cluster().state.encode_snapshot();
+        for (at, byte) in flips {
+            let at = 1 + at % (corrupted.len() - 1);
+            corrupted[at] ^= byte | 1;
+        }
+        if let Ok(state) = ClusterState::decode_snapshot(&corrupted) {
+            proptest::prop_assert!(state.check_invariants().is_ok());
+        }
+    }
+}
