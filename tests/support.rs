@@ -44,6 +44,20 @@ pub fn tls_files() -> &'static muster_proto::transport::TlsFiles {
     .1
 }
 
+/// A valid submission of a one-core, 1 MB driver running `/bin/true`, for calls a test makes
+/// itself.
+pub fn driver_request() -> muster_proto::v1::SubmitDriverRequest {
+    muster_proto::v1::SubmitDriverRequest {
+        command: "/bin/true".into(),
+        resources: Some(muster_proto::v1::Resources {
+            cores: 1,
+            memory_mb: 1,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 /// How a test connects to its masters itself: TLS against the test CA.
 pub fn dialer() -> muster_proto::transport::Dialer {
     tls_files().dialer().expect("the test CA")

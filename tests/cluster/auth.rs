@@ -9,12 +9,12 @@ use muster_proto::v1::cluster_client::ClusterClient;
 use muster_proto::v1::replication_client::ReplicationClient;
 use muster_proto::v1::worker_link_client::WorkerLinkClient;
 use muster_proto::v1::worker_message::Body as WorkerBody;
-use muster_proto::v1::{
-    KillRequest, RaftBytes, Register, Resources, StatusRequest, SubmitDriverRequest, WorkerMessage,
-};
+use muster_proto::v1::{KillRequest, RaftBytes, Register, Resources, StatusRequest, WorkerMessage};
 use tonic::Code;
 
-use crate::support::{DEADLINE, Masters, credential, dialer, free_port, muster, stderr, stdout};
+use crate::support::{
+    DEADLINE, Masters, credential, dialer, driver_request, free_port, muster, stderr, stdout,
+};
 
 #[test]
 fn calls_without_the_secret_or_with_another_roles_credential_change_nothing() {
@@ -66,15 +66,7 @@ fn calls_without_the_secret_or_with_another_roles_credential_change_nothing() {
     let leader = masters.addrs[masters.leader(0) as usize - 1].clone();
     runtime.block_on(async {
         let channel = dialer().endpoint(&leader).unwrap().connect().await.unwrap();
-        let driver = SubmitDriverRequest {
-            command: "/bin/true".into(),
-            resources: Some(Resources {
-                cores: 1,
-                memory_mb: 1,
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let driver = driver_request();
         for role in [Role::Worker, Role::Peer] {
             let mut cluster = ClusterClient::with_interceptor(channel.clone(), credential(role));
             let denied = cluster.submit_driver(driver.clone()).await.unwrap_err();

@@ -13,7 +13,7 @@ use muster_proto::v1::{
 };
 use tonic::Code;
 
-use crate::support::{Masters, credential, dialer, secret_file};
+use crate::support::{Masters, credential, dialer, driver_request, secret_file};
 
 fn leader_addr(masters: &Masters) -> String {
     let leader = masters.leader(0);
@@ -37,15 +37,7 @@ fn malformed_requests_are_refused_and_change_nothing() {
         let channel = dialer().endpoint(&addr).unwrap().connect().await.unwrap();
         let mut cluster =
             ClusterClient::with_interceptor(channel.clone(), credential(Role::Client));
-        let driver = SubmitDriverRequest {
-            command: "/bin/true".into(),
-            resources: Some(Resources {
-                cores: 1,
-                memory_mb: 1,
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let driver = driver_request();
         assert_eq!(
             refused(cluster.submit_driver(SubmitDriverRequest {
                 resources: Some(Resources {

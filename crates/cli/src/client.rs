@@ -30,11 +30,21 @@ pub struct Masters {
 pub type Client = ClusterClient<InterceptedService<Channel, Credential>>;
 
 /// A fresh id for one write, reused by its retries.
+/// It is random: a request id that another client could guess would let it read this
+/// write's result (an application's id, and so its token) by replaying it.
 pub fn request_id() -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("cli-{}-{nanos}", std::process::id())
+    use std::io::Read as _;
+    let mut random = [0u8; 16];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut random));
+    if read.is_err() {
+        // Unique still, if guessable: better than no deduplication of retries.
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        return format!("cli-{}-{nanos}", std::process::id());
+    }
+    let hex: String = random.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!("cli-{hex}")
 }
 
 impl Masters {

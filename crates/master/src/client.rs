@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use muster_core::limits::MAX_REQUEST_BYTES;
+use muster_core::limits::{self, MAX_REQUEST_BYTES};
 use muster_core::model::QueueConfig;
 use muster_proto::auth::AUTHORIZATION;
 use muster_proto::transport::Dialer;
@@ -20,7 +20,7 @@ use muster_proto::v1::{
 use muster_raft::{NodeId, RaftNode};
 use muster_state::commands::{KillApp, KillDriver, SetQueues};
 use muster_state::model::DriverState;
-use muster_state::{ClusterState, Command, Op, Outcome, Response};
+use muster_state::{ApplyError, ClusterState, Command, Op, Outcome, Response};
 use tonic::transport::Channel;
 use tonic::{Request, Status};
 
@@ -266,6 +266,7 @@ impl Cluster for ClusterService {
                 // Ids say what they name, so the op is chosen without reading the state and a
                 // retried kill is deduplicated like any other write.
                 let id = body.id.as_str();
+                limits::name("id", id).map_err(ApplyError::from)?;
                 let op = if id.starts_with("driver-") {
                     Op::KillDriver(KillDriver { id: id.into() })
                 } else {

@@ -722,6 +722,12 @@ impl Leader {
         registration: Registration,
     ) {
         let worker = registration.worker.id.clone();
+        // An impostor (or a changed worker) must not displace the worker the log has ALIVE:
+        // refused before anything of the live one is touched.
+        if let Some(conflict) = registration.worker.conflict(state) {
+            self.close(link, Close::Refused(conflict.to_string()));
+            return;
+        }
         if let Some(old) = self.workers.get(&worker).and_then(|s| s.link) {
             self.close(old, Close::Superseded);
         }
@@ -785,6 +791,35 @@ impl Leader {
                     self.confirm_running(ProcessKey::Driver(driver), pid);
                 } else {
                     self.send(link, ToWorker::KillDriver(driver));
+                }
+                if let Some(seq) = seq {
+                    self.send(link, ToWorker::Acknowledged(vec![seq]));
+                }
+                return;
+            }
+            // Only the worker the log places a process on speaks for it; anything else is
+            // settled without touching the log.
+            Update::Driver { ref driver, .. }
+                if state
+                    .drivers()
+                    .get(driver)
+                    .is_none_or(|d| d.worker.as_ref() != Some(worker)) =>
+            {
+                if let Some(seq) = seq {
+                    self.send(link, ToWorker::Acknowledged(vec![seq]));
+                }
+                return;
+            }
+            Update::Executor {
+                ref app, executor, ..
+            } if state
+                .apps()
+                .get(app)
+                .and_then(|a| a.executors.get(&executor))
+                .is_none_or(|e| &e.worker != worker) =>
+            {
+                if started {
+                    self.send(link, ToWorker::KillExecutor(app.clone(), executor));
                 }
                 if let Some(seq) = seq {
                     self.send(link, ToWorker::Acknowledged(vec![seq]));

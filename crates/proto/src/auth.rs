@@ -111,19 +111,23 @@ impl Secret {
     /// The file cannot be read, group or others may read it, or it holds fewer than
     /// [`MIN_SECRET_BYTES`] bytes.
     pub fn read(path: &Path) -> Result<Self, SecretError> {
+        use std::io::Read as _;
         use std::os::unix::fs::PermissionsExt as _;
         let read = |source| SecretError::Read {
             path: path.to_owned(),
             source,
         };
-        let mode = std::fs::metadata(path).map_err(read)?.permissions().mode() & 0o777;
+        // The permissions checked are those of the file read: one open, no race.
+        let mut file = std::fs::File::open(path).map_err(read)?;
+        let mode = file.metadata().map_err(read)?.permissions().mode() & 0o777;
         if mode & 0o077 != 0 {
             return Err(SecretError::Exposed {
                 path: path.to_owned(),
                 mode,
             });
         }
-        let bytes = std::fs::read(path).map_err(read)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(read)?;
         let secret = bytes.trim_ascii();
         if secret.len() < MIN_SECRET_BYTES {
             return Err(SecretError::TooShort {
@@ -201,8 +205,19 @@ impl AppTokens {
 }
 
 /// What a caller adds to every call: its role's credential, or nothing without a secret.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct Credential(Option<AsciiMetadataValue>);
+
+impl fmt::Debug for Credential {
+    /// Never the credential itself.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Credential(..)"
+        } else {
+            "Credential(none)"
+        })
+    }
+}
 
 impl Credential {
     /// No credential: for a cluster without a secret.
@@ -226,8 +241,19 @@ impl Interceptor for Credential {
 }
 
 /// What a master accepts: each role's credential, or anything without a secret.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Verifier(Option<[(Role, AsciiMetadataValue); 3]>);
+
+impl fmt::Debug for Verifier {
+    /// Never the credentials themselves.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Verifier(..)"
+        } else {
+            "Verifier(open)"
+        })
+    }
+}
 
 impl Verifier {
     /// Accepts every call: for a cluster without a secret.

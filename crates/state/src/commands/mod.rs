@@ -116,10 +116,12 @@ impl ClusterState {
     ///
     /// The op's refusal; the state is unchanged.
     pub fn apply(&mut self, command: &Command) -> Result<Response, ApplyError> {
-        if let Some(id) = &command.request_id
-            && let Some(result) = self.requests.get(id)
-        {
-            return result.clone();
+        if let Some(id) = &command.request_id {
+            // Remembered results are bounded: an id beyond the name limit is not stored.
+            limits::name("request_id", &id.0)?;
+            if let Some(result) = self.requests.get(id) {
+                return result.clone();
+            }
         }
         let result = match &command.op {
             Op::RegisterWorker(op) => op.apply(self, command.at),

@@ -51,6 +51,23 @@ impl RegisterWorker {
     }
 }
 
+impl RegisterWorker {
+    /// Why `state` refuses this registration as another worker's: the id is ALIVE on another
+    /// host or with another capacity (it is another worker, or this one changed, and must
+    /// wait until the old one is counted lost).
+    pub fn conflict(&self, state: &ClusterState) -> Option<ApplyError> {
+        let worker = state.workers.get(&self.id)?;
+        (worker.state == WorkerState::Alive
+            && (worker.host != self.host || worker.capacity != self.resources))
+            .then(|| {
+                ApplyError::Conflict(format!(
+                    "worker `{}` is ALIVE on host `{}` with {}; this one is on `{}` with {}",
+                    self.id, worker.host, worker.capacity, self.host, self.resources
+                ))
+            })
+    }
+}
+
 impl Apply for RegisterWorker {
     /// A known ALIVE or DECOMMISSIONED worker is a reconnect (`duplicate`) and keeps its
     /// state; a DEAD one comes back ALIVE with the capacity it reports, nothing running. An
@@ -58,16 +75,10 @@ impl Apply for RegisterWorker {
     /// worker, or this one changed, and must wait until the old one is counted lost.
     fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
         self.validate()?;
+        if let Some(conflict) = self.conflict(state) {
+            return Err(conflict);
+        }
         let duplicate = match state.workers.get_mut(&self.id) {
-            Some(worker)
-                if worker.state == WorkerState::Alive
-                    && (worker.host != self.host || worker.capacity != self.resources) =>
-            {
-                return Err(ApplyError::Conflict(format!(
-                    "worker `{}` is ALIVE on host `{}` with {}; this one is on `{}` with {}",
-                    self.id, worker.host, worker.capacity, self.host, self.resources
-                )));
-            }
             Some(worker) => {
                 if worker.state == WorkerState::Dead {
                     worker.state = WorkerState::Alive;
