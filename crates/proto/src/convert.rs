@@ -1,6 +1,7 @@
-//! Conversions between the gRPC messages and Muster's own types: resources, queues and every
-//! state, each written once, as `From` towards the wire and `TryFrom` back (a state the
-//! sender left unset or that this build does not know is an error, never a guess).
+//! Conversions between the gRPC messages and Muster's own types: resources, queues, every
+//! state, and the requests that become log commands (apps, drivers, worker registrations),
+//! each written once, as `From` towards the wire and `TryFrom` back (a state the sender left
+//! unset or that this build does not know is an error, never a guess).
 //!
 //! States travel as proto enums; [`v1::ExecutorState::name`] and its siblings give the short
 //! upper-case names (`RUNNING`) that tables and JSON show.

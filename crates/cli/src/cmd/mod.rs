@@ -1,5 +1,5 @@
-//! One module per subcommand, and what they share: the masters argument, the async runtime,
-//! the stop signal and logging.
+//! One module per subcommand, and what they share: the masters, secret and CA arguments, the
+//! refusal to run open without a secret, the async runtime, the stop signal and logging.
 
 pub mod app;
 pub mod dev;
@@ -16,7 +16,6 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use clap::Args;
-
 use muster_proto::auth::{Credential, Role, Secret};
 use muster_proto::transport::{Dialer, TlsFiles};
 
