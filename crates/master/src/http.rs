@@ -1,7 +1,10 @@
 //! The master's HTTP endpoint, for people and scripts without the CLI (Spark's master UI):
 //! `/json` is the cluster status exactly as `muster status --json` prints it, and `/` a plain
 //! page of the same. Both ask the master's own client API, so any master shows the leader's
-//! view.
+//! view. A master with a TLS certificate serves it over HTTPS only.
+
+use std::net::SocketAddr;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
@@ -13,6 +16,8 @@ use muster_proto::transport::Dialer;
 use muster_proto::v1::StatusRequest;
 use muster_proto::v1::cluster_client::ClusterClient;
 use serde_json::Value;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
 use tonic::Request;
 
 use crate::report::status_json;
@@ -25,10 +30,11 @@ struct Grpc {
     dialer: Dialer,
 }
 
-/// Serves the endpoint on `listener` until `shutdown` resolves; `grpc` is this master's own
-/// gRPC address, called with `credential` through `dialer`.
+/// Serves the endpoint on `listener` (over TLS with `https`) until `shutdown` resolves;
+/// `grpc` is this master's own gRPC address, called with `credential` through `dialer`.
 pub(crate) async fn serve(
-    listener: tokio::net::TcpListener,
+    listener: TcpListener,
+    https: Option<TlsAcceptor>,
     grpc: String,
     credential: Credential,
     dialer: Dialer,
@@ -42,9 +48,51 @@ pub(crate) async fn serve(
             credential,
             dialer,
         });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    match https {
+        Some(acceptor) => {
+            let listener = TlsListener { listener, acceptor };
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+        None => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+    }
+}
+
+/// How long a client may take over its TLS handshake before it is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Accepts connections and completes their TLS handshakes.
+struct TlsListener {
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, SocketAddr) {
+        loop {
+            let Ok((stream, addr)) = self.listener.accept().await else {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            };
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => return (tls, addr),
+                Ok(Err(error)) => tracing::debug!(%addr, %error, "TLS handshake failed"),
+                Err(_) => tracing::debug!(%addr, "TLS handshake timed out"),
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
 }
 
 type Failure = (StatusCode, String);

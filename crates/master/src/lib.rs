@@ -188,6 +188,7 @@ pub async fn run(
         };
         tokio::spawn(http::serve(
             listener,
+            config.tls.https()?,
             config.listen.clone(),
             credential(Role::Client),
             dialer.clone(),

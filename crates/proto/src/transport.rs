@@ -128,6 +128,35 @@ impl TlsFiles {
             _ => Err(TlsError::Incomplete("--tls-cert and --tls-key go together")),
         }
     }
+
+    /// The TLS acceptor for a master's HTTP status page: its certificate and key, when given.
+    ///
+    /// # Errors
+    ///
+    /// A file cannot be read or parsed.
+    pub fn https(&self) -> Result<Option<tokio_rustls::TlsAcceptor>, TlsError> {
+        use tokio_rustls::rustls::ServerConfig;
+        use tokio_rustls::rustls::pki_types::pem::PemObject as _;
+        use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let (Some(cert), Some(key)) = (&self.cert, &self.key) else {
+            return Ok(None);
+        };
+        let bad = |path: &Path, error: String| TlsError::File {
+            path: path.to_owned(),
+            source: std::io::Error::other(error),
+        };
+        let chain = CertificateDer::pem_file_iter(cert)
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| bad(cert, e.to_string()))?;
+        let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| bad(key, e.to_string()))?;
+        let config = ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(chain, key_der)
+            .map_err(|e| bad(cert, e.to_string()))?;
+        Ok(Some(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(
+            config,
+        ))))
+    }
 }
 
 /// How a process opens connections: plain, or TLS verified against the cluster's CA.

@@ -142,7 +142,7 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
         let id = (i + 1).to_string();
         let data = dir.join(format!("master-{id}")).display().to_string();
         let http = format!("127.0.0.1:{}", free_port()?);
-        pages.push(format!("http://{http}/"));
+        pages.push(format!("https://{http}/"));
         let args = [
             "master",
             "--id",
