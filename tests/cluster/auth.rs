@@ -148,26 +148,26 @@ fn without_a_secret_only_loopback_or_insecure_is_allowed() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    // It serves, without a secret, and leads.
     let start = Instant::now();
-    let status = loop {
+    loop {
         let output = muster()
             .env_remove("MUSTER_SECRET_FILE")
             .args(["status", "--json", "--masters"])
             .arg(format!("127.0.0.1:{port}"))
             .output()
             .unwrap();
-        if output.status.success() {
-            break stdout(&output);
+        if output.status.success() && stdout(&output).contains("\"leader\":1") {
+            break;
         }
         assert!(
             start.elapsed() < DEADLINE,
-            "the insecure master never served"
+            "the insecure master never served as leader"
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
-    };
+    }
     open.kill().unwrap();
     open.wait().unwrap();
-    assert!(status.contains("\"leader\":1"), "{status}");
 
     // A worker without a secret against masters other machines reach refuses too.
     let worker = muster()
@@ -252,5 +252,45 @@ fn only_the_client_that_registered_an_app_can_re_attach_to_it() {
         };
         assert_eq!(reattached.app_id, registered.app_id);
         drop(owner);
+    });
+}
+
+#[test]
+fn a_client_only_secret_submits_work_and_opens_nothing_else() {
+    use muster_proto::auth::Secret;
+
+    let dir = tempfile::tempdir().unwrap();
+    let clients = dir.path().join("client-secret");
+    std::fs::write(&clients, "the secret handed to people who submit work").unwrap();
+    std::fs::set_permissions(&clients, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let masters = Masters::start_with(&["--client-secret-file", clients.to_str().unwrap()]);
+    masters.leader(0);
+
+    let submitted = muster()
+        .args(["submit", "--", "/bin/true"])
+        .env("MUSTER_MASTERS", masters.list_from(1))
+        .env("MUSTER_SECRET_FILE", &clients)
+        .output()
+        .unwrap();
+    assert!(stdout(&submitted).starts_with("driver-"));
+
+    // The same secret gives no worker rights.
+    let worker = Secret::read(&clients).unwrap().credential(Role::Worker);
+    let leader = masters.addrs[masters.leader(0) as usize - 1].clone();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let channel = dialer().endpoint(&leader).unwrap().connect().await.unwrap();
+        let mut workers = WorkerLinkClient::with_interceptor(channel, worker);
+        let register = WorkerMessage {
+            body: Some(WorkerBody::Register(Register {
+                worker_id: "intruder".into(),
+                ..Default::default()
+            })),
+        };
+        let denied = workers
+            .attach(tokio_stream::iter([register]))
+            .await
+            .unwrap_err();
+        assert_eq!(denied.code(), Code::Unauthenticated);
     });
 }

@@ -63,9 +63,9 @@ impl From<ConfigError> for CliError {
 impl From<MasterError> for CliError {
     fn from(error: MasterError) -> Self {
         match error {
-            MasterError::NotAPeer(_) | MasterError::AddressMismatch { .. } => {
-                Self::BadInput(error.to_string())
-            }
+            MasterError::NotAPeer(_)
+            | MasterError::AddressMismatch { .. }
+            | MasterError::ClientSecretAlone => Self::BadInput(error.to_string()),
             _ => Self::Failed(error.to_string()),
         }
     }

@@ -71,6 +71,8 @@ pub struct MasterConfig {
     /// The cluster's secret: every call must carry the credential of a role the called
     /// service serves. `None` checks nothing (loopback or `--insecure` only).
     pub secret: Option<Secret>,
+    /// A second secret whose client credential is accepted too, and nothing else.
+    pub client_secret: Option<Secret>,
     /// TLS: with a certificate and key the master serves TLS only, and with the CA it
     /// verifies the masters it calls.
     pub tls: TlsFiles,
@@ -100,6 +102,9 @@ pub enum MasterError {
         /// Why.
         source: std::io::Error,
     },
+    /// A client-only secret without the cluster's secret.
+    #[error("--client-secret-file needs --secret-file too")]
+    ClientSecretAlone,
     /// The TLS files are incomplete or unreadable.
     #[error(transparent)]
     Tls(#[from] TlsError),
@@ -148,10 +153,12 @@ pub async fn run(
             })
     };
     let listener = bind(&config.listen).await?;
-    let verifier = config
-        .secret
-        .as_ref()
-        .map_or_else(Verifier::open, Secret::verifier);
+    let verifier = match (&config.secret, &config.client_secret) {
+        (Some(secret), Some(clients)) => secret.verifier_with_clients(clients),
+        (Some(secret), None) => secret.verifier(),
+        (None, Some(_)) => return Err(MasterError::ClientSecretAlone),
+        (None, None) => Verifier::open(),
+    };
     let credential = |role| {
         config
             .secret

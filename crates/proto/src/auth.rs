@@ -145,7 +145,22 @@ impl Secret {
 
     /// The check that accepts this secret's credentials.
     pub fn verifier(&self) -> Verifier {
-        Verifier(Some(Role::ALL.map(|role| (role, self.header(role)))))
+        Verifier(Some(
+            Role::ALL
+                .iter()
+                .map(|&role| (role, self.header(role)))
+                .collect(),
+        ))
+    }
+
+    /// This secret's check, also accepting the client credential of `clients`: a second
+    /// secret an operator hands out for submitting work, which grants nothing else.
+    pub fn verifier_with_clients(&self, clients: &Secret) -> Verifier {
+        let mut verifier = self.verifier();
+        if let Some(credentials) = &mut verifier.0 {
+            credentials.push((Role::Client, clients.header(Role::Client)));
+        }
+        verifier
     }
 
     /// The applications' tokens under this secret.
@@ -242,7 +257,7 @@ impl Interceptor for Credential {
 
 /// What a master accepts: each role's credential, or anything without a secret.
 #[derive(Clone)]
-pub struct Verifier(Option<[(Role, AsciiMetadataValue); 3]>);
+pub struct Verifier(Option<Vec<(Role, AsciiMetadataValue)>>);
 
 impl fmt::Debug for Verifier {
     /// Never the credentials themselves.
@@ -445,5 +460,21 @@ mod tests {
             secret(SECRET).app_tokens().token("app-20231031224509-0000"),
             token
         );
+    }
+
+    #[test]
+    fn a_client_only_secret_opens_client_services_only() {
+        let cluster = secret(SECRET);
+        let clients = secret("a second secret, for people who submit work");
+        let verifier = cluster.verifier_with_clients(&clients);
+        let given = metadata(&clients.credential(Role::Client));
+        assert_eq!(verifier.role(&given).unwrap(), Some(Role::Client));
+        for role in [Role::Worker, Role::Peer] {
+            let given = metadata(&clients.credential(role));
+            assert_eq!(
+                verifier.role(&given).unwrap_err().code(),
+                Code::Unauthenticated
+            );
+        }
     }
 }

@@ -8,6 +8,7 @@ use muster_master::MasterConfig;
 use muster_master::config::{MasterFile, read_json, read_queues};
 use muster_raft::RaftSettings;
 
+use muster_proto::auth::Secret;
 use muster_proto::transport::TlsFiles;
 
 use super::{CaArg, SecretArg, log_to_stderr, refuse_open, runtime, stop_signal, warn_if_insecure};
@@ -51,6 +52,11 @@ pub struct MasterArgs {
     peer_routes: String,
     #[command(flatten)]
     secret: SecretArg,
+    /// A second secret whose client credential this master accepts too: hand it to people
+    /// who submit work, without giving them worker or master rights. They use it as their
+    /// --secret-file.
+    #[arg(long, env = "MUSTER_CLIENT_SECRET_FILE")]
+    client_secret_file: Option<PathBuf>,
     /// The PEM certificate this master serves TLS with (its names must cover the addresses
     /// in --peers); needs --tls-key and --tls-ca.
     #[arg(long, env = "MUSTER_TLS_CERT")]
@@ -114,6 +120,12 @@ pub fn run(args: MasterArgs) -> Result<String, CliError> {
         session: file.session(args.worker_timeout, args.recovery_timeout, queues)?,
         http: args.http,
         secret,
+        client_secret: args
+            .client_secret_file
+            .as_deref()
+            .map(Secret::read)
+            .transpose()
+            .map_err(|e| CliError::BadInput(e.to_string()))?,
         tls: TlsFiles {
             cert: args.tls_cert,
             key: args.tls_key,
