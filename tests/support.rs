@@ -506,6 +506,9 @@ impl Proxy {
         std::thread::spawn(move || {
             for incoming in listener.incoming() {
                 let Ok(client) = incoming else { continue };
+                // Checked and recorded under the lock `block` takes: no connection slips
+                // through between the check and the cut.
+                let mut live = live.lock().unwrap();
                 if is_blocked.load(Ordering::SeqCst) {
                     continue;
                 }
@@ -514,7 +517,6 @@ impl Proxy {
                 };
                 let _ = client.set_nodelay(true);
                 let _ = server.set_nodelay(true);
-                let mut live = live.lock().unwrap();
                 live.push(client.try_clone().unwrap());
                 live.push(server.try_clone().unwrap());
                 pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
@@ -529,8 +531,9 @@ impl Proxy {
     }
 
     pub fn block(&self) {
+        let mut live = self.connections.lock().unwrap();
         self.blocked.store(true, Ordering::SeqCst);
-        for stream in self.connections.lock().unwrap().drain(..) {
+        for stream in live.drain(..) {
             let _ = stream.shutdown(Shutdown::Both);
         }
     }

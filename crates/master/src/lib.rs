@@ -5,6 +5,10 @@
 //! a client needs only one reachable master. Writes are stamped with the leader's clock and
 //! carry the client's request id, so a retry after a failover is applied once.
 //!
+//! Every service sits behind a guard that checks the caller's role credential before the
+//! request is read (`muster_proto::auth`: peers for replication, workers for their streams,
+//! clients for the rest), and with a certificate the port serves TLS only.
+//!
 //! On a fresh data directory the replica with the smallest id in `peers` bootstraps the group;
 //! on restart everything comes from disk.
 //!
