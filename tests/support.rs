@@ -66,21 +66,19 @@ pub fn dialer() -> muster_proto::transport::Dialer {
 /// The secret every test cluster shares, written once per test process, readable by its
 /// owner only.
 pub fn secret_file() -> &'static std::path::Path {
-    static SECRET: std::sync::OnceLock<tempfile::TempPath> = std::sync::OnceLock::new();
-    SECRET.get_or_init(|| {
-        use std::os::unix::fs::PermissionsExt as _;
-        let file = tempfile::Builder::new()
-            .prefix("muster-test-secret")
-            .tempfile()
-            .unwrap();
-        std::fs::write(
-            file.path(),
-            format!("test-{}-{:?}", std::process::id(), Instant::now()).repeat(2),
-        )
-        .unwrap();
-        std::fs::set_permissions(file.path(), std::fs::Permissions::from_mode(0o600)).unwrap();
-        file.into_temp_path()
-    })
+    static SECRET: std::sync::OnceLock<(tempfile::TempDir, std::path::PathBuf)> =
+        std::sync::OnceLock::new();
+    &SECRET
+        .get_or_init(|| {
+            let dir = tempfile::Builder::new()
+                .prefix("muster-test-secret")
+                .tempdir()
+                .unwrap();
+            let path = dir.path().join("secret");
+            muster_proto::auth::Secret::create(&path).unwrap();
+            (dir, path)
+        })
+        .1
 }
 
 /// The test clusters' credential for `role`, for calls a test makes itself.

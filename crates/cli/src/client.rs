@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use muster_proto::auth::Credential;
+use muster_proto::auth::{Credential, random_hex};
 use muster_proto::discovery::{LeaderFinder, leader_hint};
 use muster_proto::transport::Dialer;
 use muster_proto::v1::cluster_client::ClusterClient;
@@ -33,18 +33,16 @@ pub type Client = ClusterClient<InterceptedService<Channel, Credential>>;
 /// It is random: a request id that another client could guess would let it read this
 /// write's result (an application's id, and so its token) by replaying it.
 pub fn request_id() -> String {
-    use std::io::Read as _;
-    let mut random = [0u8; 16];
-    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut random));
-    if read.is_err() {
+    match random_hex(16) {
+        Ok(random) => format!("cli-{random}"),
         // Unique still, if guessable: better than no deduplication of retries.
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        return format!("cli-{}-{nanos}", std::process::id());
+        Err(_) => {
+            let nanos = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            format!("cli-{}-{nanos}", std::process::id())
+        }
     }
-    let hex: String = random.iter().map(|byte| format!("{byte:02x}")).collect();
-    format!("cli-{hex}")
 }
 
 impl Masters {

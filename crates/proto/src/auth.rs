@@ -65,8 +65,8 @@ impl fmt::Display for Role {
 /// Why a secret file was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
-    /// The file cannot be read.
-    #[error("cannot read the secret file {path}: {source}")]
+    /// The file cannot be read (or, when creating it, written).
+    #[error("cannot read or write the secret file {path}: {source}")]
     Read {
         /// The file.
         path: PathBuf,
@@ -138,6 +138,29 @@ impl Secret {
         Ok(Self(secret.to_vec()))
     }
 
+    /// Writes a new secret to `path`: 32 random bytes as hex, readable by its owner only.
+    /// An existing file is left alone and refused.
+    ///
+    /// # Errors
+    ///
+    /// The file exists or cannot be written, or no randomness is available.
+    pub fn create(path: &Path) -> Result<(), SecretError> {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let failed = |source| SecretError::Read {
+            path: path.to_owned(),
+            source,
+        };
+        let secret = random_hex(MIN_SECRET_BYTES).map_err(failed)?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .and_then(|mut file| file.write_all(secret.as_bytes()))
+            .map_err(failed)
+    }
+
     /// The credential of `role`: `Bearer` and the hex of HMAC-SHA256(secret, role label).
     pub fn credential(&self, role: Role) -> Credential {
         Credential(Some(self.header(role)))
@@ -180,8 +203,7 @@ impl Secret {
             Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes keys of any length");
         mac.update(label.as_bytes());
         mac.update(name.as_bytes());
-        let digest = mac.finalize().into_bytes();
-        digest.iter().map(|byte| format!("{byte:02x}")).collect()
+        hex(&mac.finalize().into_bytes())
     }
 }
 
@@ -217,6 +239,22 @@ impl AppTokens {
             )))
         }
     }
+}
+
+/// `bytes` random bytes from the kernel, as hex: for secrets and ids nobody may guess.
+///
+/// # Errors
+///
+/// `/dev/urandom` cannot be read.
+pub fn random_hex(bytes: usize) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut random = vec![0u8; bytes];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut random)?;
+    Ok(hex(&random))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// What a caller adds to every call: its role's credential, or nothing without a secret.

@@ -81,21 +81,10 @@ fn spawn(name: &str, dir: &std::path::Path, args: &[String]) -> Result<DevChild,
 /// The cluster's secret in `dir`, made on first use: 32 random bytes as hex, readable by
 /// this user only.
 fn dev_secret(dir: &Path) -> Result<PathBuf, CliError> {
-    use std::io::{Read as _, Write as _};
-    use std::os::unix::fs::OpenOptionsExt as _;
     let path = dir.join("secret");
-    if path.exists() {
-        return Ok(path);
+    if !path.exists() {
+        Secret::create(&path).map_err(|e| CliError::Failed(e.to_string()))?;
     }
-    let mut random = [0u8; 32];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut random)?;
-    let hex: String = random.iter().map(|byte| format!("{byte:02x}")).collect();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)?
-        .write_all(hex.as_bytes())?;
     Ok(path)
 }
 

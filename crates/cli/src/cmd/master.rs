@@ -8,10 +8,12 @@ use muster_master::MasterConfig;
 use muster_master::config::{MasterFile, read_json, read_queues};
 use muster_raft::RaftSettings;
 
-use muster_proto::auth::Secret;
 use muster_proto::transport::TlsFiles;
 
-use super::{CaArg, SecretArg, log_to_stderr, refuse_open, runtime, stop_signal, warn_if_insecure};
+use super::{
+    CaArg, SecretArg, log_to_stderr, read_secret, refuse_open, runtime, stop_signal,
+    warn_if_insecure,
+};
 use crate::error::CliError;
 
 /// `muster master`.
@@ -120,12 +122,7 @@ pub fn run(args: MasterArgs) -> Result<String, CliError> {
         session: file.session(args.worker_timeout, args.recovery_timeout, queues)?,
         http: args.http,
         secret,
-        client_secret: args
-            .client_secret_file
-            .as_deref()
-            .map(Secret::read)
-            .transpose()
-            .map_err(|e| CliError::BadInput(e.to_string()))?,
+        client_secret: read_secret(args.client_secret_file.as_deref())?,
         tls: TlsFiles {
             cert: args.tls_cert,
             key: args.tls_key,

@@ -90,11 +90,7 @@ impl SecretArg {
     ///
     /// The file cannot be read, is readable by others, or is too short.
     pub fn read(&self) -> Result<Option<Secret>, CliError> {
-        self.secret_file
-            .as_deref()
-            .map(Secret::read)
-            .transpose()
-            .map_err(|e| CliError::BadInput(e.to_string()))
+        read_secret(self.secret_file.as_deref())
     }
 
     /// The credential of `role`, or none without a secret.
@@ -107,6 +103,17 @@ impl SecretArg {
             .read()?
             .map_or_else(Credential::none, |secret| secret.credential(role)))
     }
+}
+
+/// The secret in the file at `path`, if one is given.
+///
+/// # Errors
+///
+/// The file cannot be read, is readable by others, or is too short.
+pub fn read_secret(path: Option<&std::path::Path>) -> Result<Option<Secret>, CliError> {
+    path.map(Secret::read)
+        .transpose()
+        .map_err(|e| CliError::BadInput(e.to_string()))
 }
 
 /// Whether `addr` (`HOST:PORT`) is on this machine only.
