@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use muster_core::ids::{AppId, ExecutorId};
+use muster_core::ids::AppId;
 use muster_core::limits::MAX_REQUEST_BYTES;
 use muster_proto::auth::AppTokens;
 use muster_proto::v1::app_link_server::{AppLink, AppLinkServer};
@@ -15,8 +15,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::call::{CallError, client_command, committed};
-use crate::leader::{AppRequest, Event, LinkId};
+use crate::leader::Event;
 use crate::session::{ELECTION_PATIENCE, Sessions, link_channel};
+use crate::wire::app_event;
 
 /// Serves application streams on the leader.
 pub struct AppLinkService {
@@ -111,21 +112,4 @@ impl AppLink for AppLinkService {
         }));
         Ok(Response::new(ReceiverStream::new(receiver)))
     }
-}
-
-/// The leader's event for one message on application `app`'s stream, if it means one.
-fn app_event(app: &AppId, link: LinkId, body: Up) -> Option<Event> {
-    let request = match body {
-        Up::Heartbeat(_) => AppRequest::Heartbeat,
-        Up::Finish(_) => AppRequest::Finish,
-        Up::SetLimit(set) => AppRequest::SetLimit(set.executor_limit),
-        Up::Release(release) => {
-            AppRequest::Release(release.executor_ids.into_iter().map(ExecutorId).collect())
-        }
-        Up::Register(_) => {
-            tracing::warn!(%app, "an application registered twice on one stream");
-            return None;
-        }
-    };
-    Some(Event::AppRequest { link, request })
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use muster_core::limits::{self, MAX_REQUEST_BYTES};
+use muster_core::limits::MAX_REQUEST_BYTES;
 use muster_core::model::QueueConfig;
 use muster_proto::auth::AUTHORIZATION;
 use muster_proto::transport::Dialer;
@@ -18,15 +18,16 @@ use muster_proto::v1::{
     SubmitDriverRequest, WorkerStatus,
 };
 use muster_raft::{NodeId, RaftNode};
-use muster_state::commands::{KillApp, KillDriver, SetQueues};
+use muster_state::commands::SetQueues;
 use muster_state::model::DriverState;
-use muster_state::{ApplyError, ClusterState, Command, Op, Outcome, Response};
+use muster_state::{ClusterState, Command, Op, Outcome, Response};
 use tonic::transport::Channel;
 use tonic::{Request, Status};
 
 use crate::call::{CallError, client_command, committed};
 use crate::leader::{Event, ProcessKey};
 use crate::session::Sessions;
+use crate::wire::kill_op;
 
 /// How long a forwarded call may take at the leader.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(3);
@@ -263,15 +264,7 @@ impl Cluster for ClusterService {
         self.answer(
             request,
             async |this, body| {
-                // Ids say what they name, so the op is chosen without reading the state and a
-                // retried kill is deduplicated like any other write.
-                let id = body.id.as_str();
-                limits::name("id", id).map_err(ApplyError::from)?;
-                let op = if id.starts_with("driver-") {
-                    Op::KillDriver(KillDriver { id: id.into() })
-                } else {
-                    Op::KillApp(KillApp { id: id.into() })
-                };
+                let op = kill_op(&body)?;
                 this.write(client_command(&body.request_id, op)).await?;
                 Ok(KillReply {})
             },

@@ -72,11 +72,16 @@ pub enum ConfigError {
 ///
 /// The file cannot be read, or its JSON does not match `T` (naming the field).
 pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    let mut json = serde_json::Deserializer::from_str(&text);
+    parse_json(&read_text(path)?, path)
+}
+
+/// Parses `text`, read from `path`, as JSON.
+///
+/// # Errors
+///
+/// The JSON does not match `T` (naming the field).
+pub fn parse_json<T: DeserializeOwned>(text: &str, path: &Path) -> Result<T, ConfigError> {
+    let mut json = serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(&mut json).map_err(|e| ConfigError::Invalid {
         path: path.to_owned(),
         field: e.path().to_string(),
@@ -92,13 +97,29 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
 /// As [`read_json`], or a queue setting out of range (a duplicate name, a fraction outside
 /// (0, 1]).
 pub fn read_queues(path: &Path) -> Result<Vec<QueueConfig>, ConfigError> {
-    let queues: Vec<QueueConfig> = read_json(path)?;
+    parse_queues(&read_text(path)?, path)
+}
+
+/// Parses `text`, read from `path`, as a queue file.
+///
+/// # Errors
+///
+/// As [`parse_json`], or a queue setting out of range.
+pub fn parse_queues(text: &str, path: &Path) -> Result<Vec<QueueConfig>, ConfigError> {
+    let queues: Vec<QueueConfig> = parse_json(text, path)?;
     validate_queues(&queues).map_err(|e| ConfigError::Invalid {
         path: path.to_owned(),
         field: e.field,
         message: e.message,
     })?;
     Ok(queues)
+}
+
+fn read_text(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// `value` seconds as a duration, refusing zero, negative and non-finite values.

@@ -19,7 +19,7 @@
 //! * `session`: the thin async shell that runs one leader per term, proposes its commands
 //!   and carries out its actions on the streams.
 //! * `workers` and `apps`: the worker and application streams, each message turned into a
-//!   leader event.
+//!   leader event by [`wire`], which also turns client requests into log ops.
 //! * `client`: the client API, forwarded by followers to the leader.
 //! * `call`: client writes as commands, and every call failure as one gRPC status.
 //! * [`config`]: the settings file and queue files.
@@ -33,6 +33,7 @@ mod http;
 pub mod leader;
 mod report;
 mod session;
+pub mod wire;
 mod workers;
 
 use std::collections::BTreeMap;

@@ -8,7 +8,7 @@ fn config() -> bincode::config::Configuration {
 }
 
 /// Encodes `value`.
-pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     bincode::serde::encode_to_vec(value, config()).expect("encoding into a Vec cannot fail")
 }
 
@@ -17,7 +17,7 @@ pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 const DECODE_LIMIT: usize = 1 << 30;
 
 /// Decodes a whole `T` from `bytes`.
-pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, bincode::error::DecodeError> {
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, bincode::error::DecodeError> {
     let limited = config().with_limit::<DECODE_LIMIT>();
     let (value, read) = bincode::serde::decode_from_slice(bytes, limited)?;
     if read != bytes.len() {

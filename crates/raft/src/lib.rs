@@ -12,7 +12,8 @@
 //!   purged. A restarted replica loads its latest snapshot and re-applies only the committed
 //!   entries after it; a replica too far behind receives the leader's snapshot.
 //! * `network` and `service`: openraft's three RPCs over gRPC (`proto/muster/v1/raft.proto`),
-//!   carrying openraft's own messages encoded with bincode.
+//!   carrying openraft's own messages encoded with bincode by [`codec`], which also encodes
+//!   what the log and the snapshots hold on disk.
 //! * [`RaftNode`]: what the master uses: open, bootstrap, membership, `write`, linearizable
 //!   `read`, and a watch of who leads.
 //! * [`local::LocalCluster`]: a group of replicas in one process on loopback, for tests and
@@ -28,7 +29,7 @@
 // our helpers would only move the allocation.
 #![allow(clippy::result_large_err)]
 
-mod codec;
+pub mod codec;
 pub mod local;
 mod log_store;
 mod network;
@@ -42,4 +43,4 @@ pub use network::{MAX_MESSAGE_BYTES, Network};
 pub use node::{Leadership, NodeError, RaftNode, RaftSettings, WriteError};
 pub use service::ReplicationService;
 pub use state_machine::{SharedState, StateMachineStore};
-pub use types::{Applied, Node, NodeId, Raft, TypeConfig};
+pub use types::{Applied, Entry, Node, NodeId, Raft, TypeConfig};

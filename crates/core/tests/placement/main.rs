@@ -3,6 +3,7 @@
 //! the literal port of Spark's loop.
 
 mod equivalence;
+mod plan_input;
 mod scripts;
 mod seeds;
 mod support;

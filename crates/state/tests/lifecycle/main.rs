@@ -7,4 +7,5 @@ mod dedup;
 mod properties;
 mod scripts;
 mod snapshot;
+mod snapshot_bytes;
 mod support;
