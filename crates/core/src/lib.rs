@@ -51,6 +51,7 @@ pub mod plan;
 mod queues;
 pub mod resources;
 mod rng;
+pub mod tasks;
 mod wait;
 
 pub use model::{InputError, Snapshot};

@@ -2,6 +2,7 @@
 //! snapshot always gives the same plan on every replica and every platform.
 
 /// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", 2014).
+#[derive(Debug)]
 pub(crate) struct SplitMix64(u64);
 
 impl SplitMix64 {

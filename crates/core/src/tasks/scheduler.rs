@@ -1,0 +1,416 @@
+//! Which task runs on which executor core: Spark's `TaskSchedulerImpl.resourceOffers`
+//! (reference §5.1) over the task sets of running stages, ordered by their pools, with the
+//! delay-scheduling timer rule of Spark 3.1+ (§5.3).
+
+use std::collections::BTreeMap;
+
+use crate::ids::{ExecutorId, Timestamp};
+use crate::rng::SplitMix64;
+use crate::tasks::executors::{ExecutorInfo, Executors};
+use crate::tasks::locality::{Locality, LocalityWaits};
+use crate::tasks::pools::{DEFAULT_POOL, PoolConfig, Schedulable, SchedulingMode};
+use crate::tasks::task_set::{TaskLocation, TaskSet};
+use crate::tasks::{JobId, StageId, TaskId};
+
+/// How tasks are scheduled within one application.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SchedulerConfig {
+    /// `spark.scheduler.mode`: FIFO puts every task set under one root; FAIR puts them in
+    /// pools.
+    pub mode: SchedulingMode,
+    /// FAIR pools; `default` and any pool a job names exist even when not listed.
+    pub pools: Vec<PoolConfig>,
+    /// `spark.locality.wait` and its overrides.
+    pub waits: LocalityWaits,
+    /// `spark.task.maxFailures`.
+    pub max_task_failures: u32,
+    /// Seeds the shuffle of offers, so a run can be replayed.
+    pub seed: u64,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self {
+            mode: SchedulingMode::Fifo,
+            pools: Vec::new(),
+            waits: LocalityWaits::default(),
+            max_task_failures: 4,
+            seed: 0,
+        }
+    }
+}
+
+/// A task to start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// The attempt's id, unique in the application.
+    pub task: TaskId,
+    /// Its stage.
+    pub stage: StageId,
+    /// Its index in the stage.
+    pub index: usize,
+    /// Its attempt number, from 0.
+    pub attempt: u32,
+    /// Where it runs.
+    pub executor: ExecutorId,
+    /// The executor's host.
+    pub host: String,
+    /// How local it is to its preferred data.
+    pub locality: Locality,
+}
+
+/// How a task attempt ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskEnd {
+    /// It succeeded.
+    Succeeded,
+    /// It failed by itself: the failure counts toward `max_task_failures`.
+    Failed,
+    /// Its executor was lost or killed, or the attempt was killed: it runs again, and the
+    /// failure does not count.
+    Lost,
+}
+
+/// What a task's end meant for its stage.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StageEvent {
+    /// Every task of the stage succeeded.
+    Done(StageId),
+    /// A task failed `max_task_failures` times; the stage gives up.
+    Aborted(StageId, String),
+}
+
+/// A running attempt.
+#[derive(Clone, Debug)]
+struct Running {
+    stage: StageId,
+    index: usize,
+    executor: ExecutorId,
+}
+
+/// A stage's task set in its pool.
+#[derive(Debug)]
+struct Entry {
+    set: TaskSet,
+    job: JobId,
+    pool: String,
+    /// Spark's `noRejectsSinceLastReset`.
+    no_rejects_since_reset: bool,
+}
+
+/// The task scheduler of one application.
+#[derive(Debug)]
+pub struct TaskScheduler {
+    config: SchedulerConfig,
+    executors: Executors,
+    /// An executor came since the last offers: every set recomputes its levels then.
+    executor_added: bool,
+    sets: BTreeMap<StageId, Entry>,
+    running: BTreeMap<TaskId, Running>,
+    next_task: u64,
+    rng: SplitMix64,
+}
+
+impl TaskScheduler {
+    /// A scheduler with no executors and no work.
+    pub fn new(config: SchedulerConfig) -> Self {
+        let rng = SplitMix64::new(config.seed);
+        Self {
+            config,
+            executors: Executors::default(),
+            executor_added: false,
+            sets: BTreeMap::new(),
+            running: BTreeMap::new(),
+            next_task: 0,
+            rng,
+        }
+    }
+
+    /// The live executors.
+    pub fn executors(&self) -> &Executors {
+        &self.executors
+    }
+
+    /// Tasks running now.
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Whether any stage still has a task to launch.
+    pub fn has_pending(&self) -> bool {
+        self.sets
+            .values()
+            .any(|e| !e.set.is_zombie() && (e.set.running() as usize) < e.set.len())
+    }
+
+    /// An executor joined with `cores` free.
+    pub fn add_executor(&mut self, id: ExecutorId, host: &str, rack: Option<&str>, cores: u32) {
+        let info = ExecutorInfo {
+            host: host.to_owned(),
+            rack: rack.map(str::to_owned),
+            cores,
+            free: cores,
+        };
+        self.executors.insert(id, info);
+        self.executor_added = true;
+    }
+
+    /// An executor is gone: its running tasks run again elsewhere, their failures not
+    /// counted, and every set's locality levels are recomputed.
+    pub fn remove_executor(&mut self, id: ExecutorId) -> Vec<TaskId> {
+        if self.executors.remove(id).is_none() {
+            return Vec::new();
+        }
+        let lost: Vec<TaskId> = self
+            .running
+            .iter()
+            .filter(|(_, r)| r.executor == id)
+            .map(|(&task, _)| task)
+            .collect();
+        for &task in &lost {
+            self.end(task, TaskEnd::Lost);
+        }
+        for entry in self.sets.values_mut() {
+            entry.set.recompute_locality(&self.executors);
+        }
+        lost
+    }
+
+    /// A stage of job `job` is ready: its task `i` prefers `locations[i]`.
+    pub fn submit(
+        &mut self,
+        now: Timestamp,
+        stage: StageId,
+        job: JobId,
+        pool: &str,
+        locations: Vec<Vec<TaskLocation>>,
+    ) {
+        let set = TaskSet::new(
+            locations,
+            self.config.waits,
+            self.config.max_task_failures,
+            now,
+            &self.executors,
+        );
+        let entry = Entry {
+            set,
+            job,
+            pool: pool.to_owned(),
+            no_rejects_since_reset: true,
+        };
+        self.sets.insert(stage, entry);
+    }
+
+    /// A stage stops launching tasks (its job ended); returns its attempts still running,
+    /// for the caller to kill.
+    pub fn cancel(&mut self, stage: StageId) -> Vec<TaskId> {
+        if let Some(entry) = self.sets.get_mut(&stage) {
+            entry.set.abort();
+        }
+        self.running
+            .iter()
+            .filter(|(_, r)| r.stage == stage)
+            .map(|(&task, _)| task)
+            .collect()
+    }
+
+    /// Spark's `resourceOffers`: every free core of every live executor (`only: None`, the
+    /// periodic revive) or of one executor (`only: Some`, after a status update), shuffled,
+    /// offered to the task sets in pool order, most local level first.
+    pub fn resource_offers(&mut self, now: Timestamp, only: Option<ExecutorId>) -> Vec<Launch> {
+        let all_free = only.is_none();
+        let mut offers: Vec<(ExecutorId, String, Option<String>, u32)> = self
+            .executors
+            .iter()
+            .filter(|&(id, info)| only.is_none_or(|only| only == id) && info.free > 0)
+            .map(|(id, info)| (id, info.host.clone(), info.rack.clone(), info.free))
+            .collect();
+        for i in (1..offers.len()).rev() {
+            let j = self.rng.below(i + 1);
+            offers.swap(i, j);
+        }
+        if std::mem::take(&mut self.executor_added) {
+            for entry in self.sets.values_mut() {
+                entry.set.recompute_locality(&self.executors);
+            }
+        }
+        let mut launches = Vec::new();
+        for stage in self.sorted_sets() {
+            let entry = self.sets.get_mut(&stage).expect("a sorted set exists");
+            let mut launched_any = false;
+            let mut no_rejects = true;
+            let mut min_launched: Option<Locality> = None;
+            for max_locality in entry.set.levels().to_vec() {
+                loop {
+                    let mut launched_here = false;
+                    for (executor, host, rack, free) in &mut offers {
+                        if *free == 0 {
+                            continue;
+                        }
+                        let (launched, rejected) = entry.set.resource_offer(
+                            now,
+                            *executor,
+                            host,
+                            rack.as_deref(),
+                            max_locality,
+                        );
+                        no_rejects &= !rejected;
+                        if let Some(task) = launched {
+                            *free -= 1;
+                            let id = TaskId(self.next_task);
+                            self.next_task += 1;
+                            self.running.insert(
+                                id,
+                                Running {
+                                    stage,
+                                    index: task.index,
+                                    executor: *executor,
+                                },
+                            );
+                            launches.push(Launch {
+                                task: id,
+                                stage,
+                                index: task.index,
+                                attempt: task.attempt,
+                                executor: *executor,
+                                host: host.clone(),
+                                locality: task.locality,
+                            });
+                            launched_here = true;
+                            min_launched =
+                                Some(min_launched.map_or(task.locality, |m| m.min(task.locality)));
+                        }
+                    }
+                    if !launched_here {
+                        break;
+                    }
+                    launched_any = true;
+                }
+            }
+            if no_rejects {
+                if launched_any && (all_free || entry.no_rejects_since_reset) {
+                    entry.set.reset_delay_timer(now, min_launched);
+                    entry.no_rejects_since_reset = true;
+                }
+            } else {
+                entry.no_rejects_since_reset = false;
+            }
+        }
+        for launch in &launches {
+            if let Some(info) = self.executors.get_mut(launch.executor) {
+                info.free -= 1;
+            }
+        }
+        launches
+    }
+
+    /// Task `task` ended; returns what that means for its stage, if anything.
+    pub fn end(&mut self, task: TaskId, end: TaskEnd) -> Option<StageEvent> {
+        let running = self.running.remove(&task)?;
+        if let Some(info) = self.executors.get_mut(running.executor) {
+            info.free += 1;
+        }
+        let entry = self.sets.get_mut(&running.stage)?;
+        let event = match end {
+            TaskEnd::Succeeded => {
+                let was_done = entry.set.is_done();
+                entry.set.succeeded(running.index);
+                (!was_done && entry.set.is_done()).then_some(StageEvent::Done(running.stage))
+            }
+            TaskEnd::Failed | TaskEnd::Lost => entry
+                .set
+                .failed(running.index, end == TaskEnd::Failed, &self.executors)
+                .map(|message| StageEvent::Aborted(running.stage, message)),
+        };
+        if entry.set.is_zombie() && entry.set.running() == 0 {
+            self.sets.remove(&running.stage);
+        }
+        event
+    }
+
+    /// The stages with a task set, in the order they get offers.
+    fn sorted_sets(&self) -> Vec<StageId> {
+        let set = |stage: &StageId, entry: &Entry| Schedulable {
+            name: "",
+            priority: entry.job.0,
+            stage: stage.0,
+            running: entry.set.running(),
+            weight: 1,
+            min_share: 0,
+        };
+        match self.config.mode {
+            SchedulingMode::Fifo => {
+                let mut stages: Vec<_> = self.sets.iter().collect();
+                stages.sort_by(|(s1, e1), (s2, e2)| {
+                    SchedulingMode::Fifo.compare(&set(s1, e1), &set(s2, e2))
+                });
+                stages.into_iter().map(|(&stage, _)| stage).collect()
+            }
+            SchedulingMode::Fair => self.fair_order(),
+        }
+    }
+
+    /// FAIR: pools ordered by the fair algorithm over their running tasks, each pool's
+    /// task sets by the pool's own mode (task sets named `TaskSet_STAGE.0`).
+    fn fair_order(&self) -> Vec<StageId> {
+        let mut pools: Vec<PoolConfig> = self.config.pools.clone();
+        let known = |name: &str, pools: &mut Vec<PoolConfig>| {
+            if !pools.iter().any(|p| p.name == name) {
+                pools.push(PoolConfig::named(name));
+            }
+        };
+        known(DEFAULT_POOL, &mut pools);
+        for entry in self.sets.values() {
+            known(&entry.pool, &mut pools);
+        }
+        let running = |pool: &str| -> u32 {
+            self.sets
+                .values()
+                .filter(|e| e.pool == pool)
+                .map(|e| e.set.running())
+                .sum()
+        };
+        let running_by_pool: Vec<u32> = pools.iter().map(|p| running(&p.name)).collect();
+        let mut order: Vec<usize> = (0..pools.len()).collect();
+        order.sort_by(|&i, &j| {
+            let schedulable = |k: usize| Schedulable {
+                name: &pools[k].name,
+                priority: 0,
+                stage: 0,
+                running: running_by_pool[k],
+                weight: pools[k].weight,
+                min_share: pools[k].min_share,
+            };
+            SchedulingMode::Fair.compare(&schedulable(i), &schedulable(j))
+        });
+        let mut stages = Vec::new();
+        for k in order {
+            let pool = &pools[k];
+            let names: BTreeMap<StageId, String> = self
+                .sets
+                .iter()
+                .filter(|(_, e)| e.pool == pool.name)
+                .map(|(&stage, _)| (stage, format!("TaskSet_{}.0", stage.0)))
+                .collect();
+            let mut members: Vec<(&StageId, &Entry)> = self
+                .sets
+                .iter()
+                .filter(|(_, e)| e.pool == pool.name)
+                .collect();
+            members.sort_by(|(s1, e1), (s2, e2)| {
+                let schedulable = |stage: &StageId, entry: &Entry| Schedulable {
+                    name: &names[stage],
+                    priority: entry.job.0,
+                    stage: stage.0,
+                    running: entry.set.running(),
+                    weight: 1,
+                    min_share: 0,
+                };
+                pool.mode
+                    .compare(&schedulable(s1, e1), &schedulable(s2, e2))
+            });
+            stages.extend(members.into_iter().map(|(&stage, _)| stage));
+        }
+        stages
+    }
+}

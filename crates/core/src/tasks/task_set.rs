@@ -1,0 +1,420 @@
+//! One stage's tasks as Spark's `TaskSetManager` keeps them (reference §5.2, §5.3, §5.5):
+//! pending lists per executor, host, rack, no preference and all, used as stacks; delay
+//! scheduling over the task set's valid locality levels; retries up to `max_task_failures`.
+
+use std::collections::BTreeMap;
+
+use crate::ids::{ExecutorId, Timestamp};
+use crate::tasks::executors::Executors;
+use crate::tasks::locality::{Locality, LocalityWaits};
+
+/// Where a task would like to run: a host, or one executor on it (Spark's
+/// `ExecutorCacheTaskLocation`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskLocation {
+    /// The host, as workers name themselves.
+    pub host: String,
+    /// The executor on it, if the data is in that process.
+    pub executor: Option<ExecutorId>,
+}
+
+/// A task handed out by [`TaskSet::resource_offer`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Dequeued {
+    /// The task's index in its set.
+    pub(crate) index: usize,
+    /// Which attempt of it this is, from 0.
+    pub(crate) attempt: u32,
+    /// The locality it launches at.
+    pub(crate) locality: Locality,
+}
+
+/// The pending lists. Tasks are pushed in reverse index order and taken from the end, so
+/// low indices go first and a failed task, pushed again, is retried first. Entries of
+/// tasks that started or succeeded meanwhile are dropped lazily when met.
+#[derive(Debug, Default)]
+struct Pending {
+    for_executor: BTreeMap<ExecutorId, Vec<usize>>,
+    for_host: BTreeMap<String, Vec<usize>>,
+    for_rack: BTreeMap<String, Vec<usize>>,
+    no_prefs: Vec<usize>,
+    all: Vec<usize>,
+}
+
+/// How one task of the set stands.
+#[derive(Clone, Debug, Default)]
+struct TaskState {
+    locations: Vec<TaskLocation>,
+    copies_running: u32,
+    successful: bool,
+    /// Failures that count toward `max_task_failures`.
+    failures: u32,
+    /// Attempts launched so far.
+    attempts: u32,
+}
+
+/// A stage's tasks, with the state delay scheduling needs.
+#[derive(Debug)]
+pub(crate) struct TaskSet {
+    tasks: Vec<TaskState>,
+    pending: Pending,
+    running: u32,
+    succeeded: usize,
+    /// No more tasks are handed out: every task succeeded, or the set was aborted.
+    zombie: bool,
+    max_task_failures: u32,
+    waits: LocalityWaits,
+    /// The valid locality levels, most local first; ANY is always last.
+    levels: Vec<Locality>,
+    current: usize,
+    last_reset: Timestamp,
+}
+
+impl TaskSet {
+    /// A task set whose task `i` prefers `locations[i]`, created at `now`.
+    pub(crate) fn new(
+        locations: Vec<Vec<TaskLocation>>,
+        waits: LocalityWaits,
+        max_task_failures: u32,
+        now: Timestamp,
+        executors: &Executors,
+    ) -> Self {
+        let tasks = locations
+            .into_iter()
+            .map(|locations| TaskState {
+                locations,
+                ..TaskState::default()
+            })
+            .collect::<Vec<_>>();
+        let mut set = Self {
+            tasks,
+            pending: Pending::default(),
+            running: 0,
+            succeeded: 0,
+            zombie: false,
+            max_task_failures,
+            waits,
+            levels: Vec::new(),
+            current: 0,
+            last_reset: now,
+        };
+        for index in (0..set.tasks.len()).rev() {
+            set.add_pending(index, executors);
+        }
+        set.levels = set.valid_levels(executors);
+        set
+    }
+
+    /// Tasks of the set running now.
+    pub(crate) fn running(&self) -> u32 {
+        self.running
+    }
+
+    /// How many tasks the set has.
+    pub(crate) fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// Whether every task succeeded.
+    pub(crate) fn is_done(&self) -> bool {
+        self.succeeded == self.tasks.len()
+    }
+
+    /// Whether the set hands out no more tasks.
+    pub(crate) fn is_zombie(&self) -> bool {
+        self.zombie
+    }
+
+    /// The valid locality levels, most local first.
+    pub(crate) fn levels(&self) -> &[Locality] {
+        &self.levels
+    }
+
+    /// Spark's `addPendingTask`: the task joins the list of every executor, host and rack
+    /// it prefers (or the no-preference list), and the list of all tasks.
+    fn add_pending(&mut self, index: usize, executors: &Executors) {
+        let pending = &mut self.pending;
+        let locations = &self.tasks[index].locations;
+        for location in locations {
+            if let Some(executor) = location.executor {
+                pending
+                    .for_executor
+                    .entry(executor)
+                    .or_default()
+                    .push(index);
+            }
+            pending
+                .for_host
+                .entry(location.host.clone())
+                .or_default()
+                .push(index);
+            if let Some(rack) = executors.rack_of(&location.host) {
+                pending
+                    .for_rack
+                    .entry(rack.to_owned())
+                    .or_default()
+                    .push(index);
+            }
+        }
+        if locations.is_empty() {
+            pending.no_prefs.push(index);
+        }
+        pending.all.push(index);
+    }
+
+    /// Spark's `computeValidLocalityLevels`.
+    fn valid_levels(&self, executors: &Executors) -> Vec<Locality> {
+        let pending = &self.pending;
+        let mut levels = Vec::new();
+        if pending.for_executor.keys().any(|e| executors.is_alive(*e)) {
+            levels.push(Locality::ProcessLocal);
+        }
+        if pending.for_host.keys().any(|h| executors.has_host(h)) {
+            levels.push(Locality::NodeLocal);
+        }
+        if !pending.no_prefs.is_empty() {
+            levels.push(Locality::NoPref);
+        }
+        if pending.for_rack.keys().any(|r| executors.has_rack(r)) {
+            levels.push(Locality::RackLocal);
+        }
+        levels.push(Locality::Any);
+        levels
+    }
+
+    /// Spark's `recomputeLocality`, when executors come or go: the current level is kept
+    /// where it still exists, and a set that gains a level more local than where it stood
+    /// moves to that level (SPARK-31837).
+    pub(crate) fn recompute_locality(&mut self, executors: &Executors) {
+        if self.zombie {
+            return;
+        }
+        let previous_index = self.current;
+        let previous_level = self.levels[self.current];
+        let levels = self.valid_levels(executors);
+        let previous_levels = std::mem::replace(&mut self.levels, levels);
+        self.current = self.index_of(previous_level);
+        if self.current > previous_index {
+            let gained = self
+                .levels
+                .iter()
+                .find(|level| !previous_levels.contains(level))
+                .copied()
+                .expect("a set with more levels gained one");
+            self.current = self.index_of(gained);
+        }
+    }
+
+    /// Spark's `getLocalityIndex`: the first valid level at least as wide as `level`.
+    fn index_of(&self, level: Locality) -> usize {
+        self.levels
+            .iter()
+            .position(|&valid| level <= valid)
+            .unwrap_or(self.levels.len() - 1)
+    }
+
+    /// Spark's `resetDelayScheduleTimer`: the wait starts again now, at the most local level
+    /// a task just launched at.
+    pub(crate) fn reset_delay_timer(&mut self, now: Timestamp, min_launched: Option<Locality>) {
+        self.last_reset = now;
+        if let Some(level) = min_launched {
+            self.current = self.index_of(level);
+        }
+    }
+
+    /// Spark's `getAllowedLocalityLevel`: levels with nothing left to run are skipped at
+    /// once (SPARK-4939); otherwise a level is left after its wait.
+    fn allowed_level(&mut self, now: Timestamp) -> Locality {
+        while self.current < self.levels.len() - 1 {
+            let level = self.levels[self.current];
+            let more = match level {
+                Locality::ProcessLocal => {
+                    more_to_run_in(&mut self.pending.for_executor, &self.tasks)
+                }
+                Locality::NodeLocal => more_to_run_in(&mut self.pending.for_host, &self.tasks),
+                Locality::NoPref => !self.pending.no_prefs.is_empty(),
+                Locality::RackLocal => more_to_run_in(&mut self.pending.for_rack, &self.tasks),
+                Locality::Any => unreachable!("ANY is the last level"),
+            };
+            let wait = self.waits.at(level);
+            if !more {
+                self.last_reset = now;
+                self.current += 1;
+            } else if now.0.saturating_sub(self.last_reset.0) >= wait {
+                self.last_reset = Timestamp(self.last_reset.0 + wait);
+                self.current += 1;
+            } else {
+                return level;
+            }
+        }
+        self.levels[self.current]
+    }
+
+    /// Spark's `resourceOffer` for one free core on `executor` at `host`, at most
+    /// `max_locality` away. Returns the task launched, if any, and whether the offer was
+    /// refused only because delay scheduling held the set back.
+    pub(crate) fn resource_offer(
+        &mut self,
+        now: Timestamp,
+        executor: ExecutorId,
+        host: &str,
+        rack: Option<&str>,
+        max_locality: Locality,
+    ) -> (Option<Dequeued>, bool) {
+        if self.zombie {
+            return (None, false);
+        }
+        let allowed = if max_locality == Locality::NoPref {
+            max_locality
+        } else {
+            self.allowed_level(now).min(max_locality)
+        };
+        let launched = self
+            .dequeue(executor, host, rack, allowed)
+            .map(|(index, locality)| {
+                let task = &mut self.tasks[index];
+                let attempt = task.attempts;
+                task.attempts += 1;
+                task.copies_running += 1;
+                self.running += 1;
+                Dequeued {
+                    index,
+                    attempt,
+                    locality,
+                }
+            });
+        let delay_reject =
+            launched.is_none() && max_locality == Locality::Any && !self.pending.all.is_empty();
+        (launched, delay_reject)
+    }
+
+    /// Spark's `dequeueTaskHelper` (speculation aside): executor, host, no-preference (which
+    /// reports PROCESS_LOCAL), rack, then all, each as far as `allowed` permits.
+    fn dequeue(
+        &mut self,
+        executor: ExecutorId,
+        host: &str,
+        rack: Option<&str>,
+        allowed: Locality,
+    ) -> Option<(usize, Locality)> {
+        let tasks = &self.tasks;
+        let pending = &mut self.pending;
+        if let Some(index) = pending
+            .for_executor
+            .get_mut(&executor)
+            .and_then(|l| take(l, tasks))
+        {
+            return Some((index, Locality::ProcessLocal));
+        }
+        if Locality::NodeLocal <= allowed
+            && let Some(index) = pending.for_host.get_mut(host).and_then(|l| take(l, tasks))
+        {
+            return Some((index, Locality::NodeLocal));
+        }
+        if Locality::NoPref <= allowed
+            && let Some(index) = take(&mut pending.no_prefs, tasks)
+        {
+            return Some((index, Locality::ProcessLocal));
+        }
+        if Locality::RackLocal <= allowed
+            && let Some(index) = rack
+                .and_then(|rack| pending.for_rack.get_mut(rack))
+                .and_then(|l| take(l, tasks))
+        {
+            return Some((index, Locality::RackLocal));
+        }
+        if Locality::Any <= allowed
+            && let Some(index) = take(&mut pending.all, tasks)
+        {
+            return Some((index, Locality::Any));
+        }
+        None
+    }
+
+    /// Task `index` succeeded: the set is done when all have.
+    pub(crate) fn succeeded(&mut self, index: usize) {
+        let task = &mut self.tasks[index];
+        task.copies_running -= 1;
+        self.running -= 1;
+        if !task.successful {
+            task.successful = true;
+            self.succeeded += 1;
+        }
+        if self.is_done() {
+            self.zombie = true;
+        }
+    }
+
+    /// Task `index` ended without success. When `counts` (the task itself failed, not its
+    /// executor nor a kill) its failures grow, and at `max_task_failures` the set aborts
+    /// with the message returned; otherwise it waits to run again, first in line.
+    pub(crate) fn failed(
+        &mut self,
+        index: usize,
+        counts: bool,
+        executors: &Executors,
+    ) -> Option<String> {
+        let task = &mut self.tasks[index];
+        task.copies_running -= 1;
+        self.running -= 1;
+        if task.successful {
+            return None;
+        }
+        if counts {
+            task.failures += 1;
+            if task.failures >= self.max_task_failures {
+                self.zombie = true;
+                return Some(format!("task {index} failed {} times", task.failures));
+            }
+        }
+        if !self.zombie {
+            self.add_pending(index, executors);
+        }
+        None
+    }
+
+    /// The set stops handing out tasks (its job ended).
+    pub(crate) fn abort(&mut self) {
+        self.zombie = true;
+    }
+}
+
+/// Spark's `moreTasksToRunIn`: whether any list still holds a task to launch; lists found
+/// empty are dropped.
+fn more_to_run_in<K: Ord + Clone>(
+    lists: &mut BTreeMap<K, Vec<usize>>,
+    tasks: &[TaskState],
+) -> bool {
+    let mut more = false;
+    lists.retain(|_, list| {
+        let needed = needs_scheduling(list, tasks);
+        more |= needed;
+        needed
+    });
+    more
+}
+
+/// Spark's `tasksNeedToBeScheduledFrom`: drops entries of tasks that run or succeeded from
+/// the top of `list` until one still waits.
+fn needs_scheduling(list: &mut Vec<usize>, tasks: &[TaskState]) -> bool {
+    while let Some(&index) = list.last() {
+        let task = &tasks[index];
+        if task.copies_running == 0 && !task.successful {
+            return true;
+        }
+        list.pop();
+    }
+    false
+}
+
+/// Spark's `dequeueTaskFromList`: the topmost task that neither runs nor succeeded; entries
+/// met on the way are dropped.
+fn take(list: &mut Vec<usize>, tasks: &[TaskState]) -> Option<usize> {
+    while let Some(index) = list.pop() {
+        let task = &tasks[index];
+        if task.copies_running == 0 && !task.successful {
+            return Some(index);
+        }
+    }
+    None
+}
