@@ -9,6 +9,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "muster/v1/cluster.proto",
         "muster/v1/worker.proto",
         "muster/v1/app.proto",
+        "muster/v1/driver.proto",
     ];
     let descriptors = protox::compile(files, [&root])?;
     tonic_prost_build::configure()

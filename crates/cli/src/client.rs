@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use muster_driver::app::MasterLink;
 use muster_proto::auth::{Credential, random_hex};
 use muster_proto::discovery::{LeaderFinder, leader_hint};
 use muster_proto::transport::Dialer;
@@ -81,14 +82,13 @@ impl Masters {
         &self.addrs
     }
 
-    /// The credential calls carry.
-    pub fn credential(&self) -> &Credential {
-        &self.credential
-    }
-
-    /// How calls connect.
-    pub fn dialer(&self) -> &Dialer {
-        &self.dialer
+    /// The same masters, for an application's link.
+    pub fn link(&self) -> MasterLink {
+        MasterLink {
+            addrs: self.addrs.clone(),
+            credential: self.credential.clone(),
+            dialer: self.dialer.clone(),
+        }
     }
 
     async fn connect(&self, addr: &str) -> Result<Client, Status> {

@@ -1,6 +1,7 @@
 //! The command's one error type: what went wrong, and the exit code that tells a script
 //! what to do about it (README, "Exit codes").
 
+use muster_driver::app::LinkError;
 use muster_master::MasterError;
 use muster_master::config::ConfigError;
 use tonic::{Code, Status};
@@ -67,6 +68,15 @@ impl From<MasterError> for CliError {
             | MasterError::AddressMismatch { .. }
             | MasterError::ClientSecretAlone => Self::BadInput(error.to_string()),
             _ => Self::Failed(error.to_string()),
+        }
+    }
+}
+
+impl From<LinkError> for CliError {
+    fn from(error: LinkError) -> Self {
+        match error {
+            LinkError::Refused(status) => status.into(),
+            LinkError::Unavailable(message) => Self::Unavailable(message),
         }
     }
 }

@@ -42,16 +42,20 @@ pub enum Role {
     Worker,
     /// A person or program using the cluster: status, submissions, kills, queues, apps.
     Client,
+    /// An application's executor: its stream to the application's driver, under the
+    /// driver's own secret.
+    Executor,
 }
 
 impl Role {
-    const ALL: [Role; 3] = [Role::Peer, Role::Worker, Role::Client];
+    const ALL: [Role; 4] = [Role::Peer, Role::Worker, Role::Client, Role::Executor];
 
     fn label(self) -> &'static str {
         match self {
             Self::Peer => "peer",
             Self::Worker => "worker",
             Self::Client => "client",
+            Self::Executor => "executor",
         }
     }
 }
@@ -136,6 +140,15 @@ impl Secret {
             });
         }
         Ok(Self(secret.to_vec()))
+    }
+
+    /// A new secret that lives in this process only (a driver's, for its executors).
+    ///
+    /// # Errors
+    ///
+    /// No randomness is available.
+    pub fn random() -> std::io::Result<Self> {
+        Ok(Self(random_hex(MIN_SECRET_BYTES)?.into_bytes()))
     }
 
     /// Writes a new secret to `path`: 32 random bytes as hex, readable by its owner only.
@@ -257,6 +270,11 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
+/// A credential given as text that no header can carry.
+#[derive(Debug, thiserror::Error)]
+#[error("a credential must be printable ASCII")]
+pub struct InvalidCredential;
+
 /// What a caller adds to every call: its role's credential, or nothing without a secret.
 #[derive(Clone, Default)]
 pub struct Credential(Option<AsciiMetadataValue>);
@@ -276,6 +294,24 @@ impl Credential {
     /// No credential: for a cluster without a secret.
     pub fn none() -> Self {
         Self(None)
+    }
+
+    /// A credential handed over as text (an executor's, in its environment).
+    ///
+    /// # Errors
+    ///
+    /// The text cannot travel in a header.
+    pub fn from_text(text: &str) -> Result<Self, InvalidCredential> {
+        text.parse()
+            .map(|header| Self(Some(header)))
+            .map_err(|_| InvalidCredential)
+    }
+
+    /// The credential as text, to hand over to a process that will call with it.
+    pub fn to_text(&self) -> Option<String> {
+        self.0
+            .as_ref()
+            .map(|header| header.to_str().expect("an ASCII header").to_owned())
     }
 
     /// Adds the credential to `metadata`.

@@ -1,0 +1,218 @@
+//! An application's link to the masters: register it (or re-attach after a failover), follow
+//! its executors, pass on dynamic-allocation requests, and finish it. Used by `muster app run`
+//! and by a driver alike.
+//!
+//! The link heartbeats and expects every heartbeat answered; a leader silent for
+//! [`LEADER_TIMEOUT`] is left for the next one found ([`muster_proto::discovery`]), and the
+//! application re-attaches with its id and token, keeping its executors.
+
+use std::time::{Duration, Instant};
+
+use muster_proto::auth::Credential;
+use muster_proto::discovery::{LeaderFinder, leader_hint};
+use muster_proto::transport::Dialer;
+use muster_proto::v1::app_event::Body as Event;
+use muster_proto::v1::app_link_client::AppLinkClient;
+use muster_proto::v1::app_message::Body as Message;
+use muster_proto::v1::{AppHeartbeat, AppMessage, ExecutorEvent, FinishApp, RegisterApp};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Code, Status};
+
+/// How long the masters may stay unreachable before the link gives up.
+const PATIENCE: Duration = Duration::from_secs(60);
+/// How long the leader may leave heartbeats unanswered before the link looks for a new one
+/// (below the masters' recovery timeout, so a frozen leader costs little).
+pub const LEADER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The masters an application talks to.
+#[derive(Clone, Debug)]
+pub struct MasterLink {
+    /// Their addresses.
+    pub addrs: Vec<String>,
+    /// The client credential.
+    pub credential: Credential,
+    /// How to connect.
+    pub dialer: Dialer,
+}
+
+/// What the link tells its owner.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AppUpdate {
+    /// The application is registered under this id.
+    Registered(String),
+    /// An executor as the log has it now.
+    Executor(ExecutorEvent),
+    /// The link to the leader broke; it is being found again.
+    Reconnecting(String),
+}
+
+/// Why the link ended without the application ending.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    /// The masters refused the application.
+    #[error("{}", .0.message())]
+    Refused(Status),
+    /// No leader answered for too long.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// Why one attachment ended.
+enum Detached {
+    /// The application ended in this state.
+    Ended(String),
+    /// Try this master next.
+    LeaderAt(String),
+    /// Try the next master.
+    Retry(String),
+    /// The stream to the leader broke: find the leader again.
+    Broken(String),
+}
+
+/// Runs the application's link until the application ends, and returns the state it ended
+/// in (`FINISHED`, `FAILED`, `KILLED`). `requests` carries what the owner asks the master
+/// (executor limits, releases, finishing); when it closes, the application is finished.
+///
+/// # Errors
+///
+/// The masters refused the application, or none could be reached for a minute.
+pub async fn run(
+    masters: MasterLink,
+    mut register: RegisterApp,
+    mut requests: mpsc::Receiver<Message>,
+    updates: mpsc::UnboundedSender<AppUpdate>,
+) -> Result<String, LinkError> {
+    let mut finishing = false;
+    let mut finder = LeaderFinder::new(masters.addrs.clone());
+    let mut unreachable_since = Instant::now();
+    let mut link = Attachment {
+        masters: &masters,
+        register: &mut register,
+        finishing: &mut finishing,
+        requests: &mut requests,
+        updates: &updates,
+    };
+    loop {
+        let addr = finder.next_master();
+        let waited = unreachable_since.elapsed();
+        match link.attach(&addr).await? {
+            Detached::Ended(state) => return Ok(state),
+            Detached::LeaderAt(_) if waited > PATIENCE => {
+                return Err(LinkError::Unavailable(format!(
+                    "no leader reachable for {PATIENCE:?}"
+                )));
+            }
+            Detached::Retry(reason) if waited > PATIENCE => {
+                return Err(LinkError::Unavailable(format!(
+                    "no leader reachable for {PATIENCE:?}: {reason}"
+                )));
+            }
+            Detached::LeaderAt(leader) => tokio::time::sleep(finder.hinted(&leader)).await,
+            Detached::Retry(_) => tokio::time::sleep(finder.failed()).await,
+            // The patience counts from when the last good stream broke.
+            Detached::Broken(reason) => {
+                let _ = updates.send(AppUpdate::Reconnecting(reason));
+                unreachable_since = Instant::now();
+                finder.found();
+                finder.silent(&addr);
+            }
+        }
+    }
+}
+
+/// What one attachment works with.
+struct Attachment<'a> {
+    masters: &'a MasterLink,
+    register: &'a mut RegisterApp,
+    finishing: &'a mut bool,
+    requests: &'a mut mpsc::Receiver<Message>,
+    updates: &'a mpsc::UnboundedSender<AppUpdate>,
+}
+
+impl Attachment<'_> {
+    /// One attachment to `addr`; `register.app_id` is set once the application is
+    /// registered.
+    async fn attach(&mut self, addr: &str) -> Result<Detached, LinkError> {
+        let retry = |e: String| Ok(Detached::Retry(e));
+        let endpoint = match self.masters.dialer.endpoint(addr) {
+            Ok(endpoint) => endpoint
+                .connect_timeout(LEADER_TIMEOUT)
+                .http2_keep_alive_interval(LEADER_TIMEOUT / 2)
+                .keep_alive_timeout(LEADER_TIMEOUT),
+            Err(e) => return retry(e.to_string()),
+        };
+        let (up, outbound) = mpsc::channel(16);
+        let send = |body| AppMessage { body: Some(body) };
+        let _ = up
+            .send(send(Message::Register(self.register.clone())))
+            .await;
+        if *self.finishing {
+            let _ = up.send(send(Message::Finish(FinishApp {}))).await;
+        }
+        // A frozen master accepts connections and never answers: bound the whole attempt.
+        let attach = async {
+            let channel = endpoint
+                .connect()
+                .await
+                .map_err(|e| format!("{addr}: {e}"))?;
+            let mut request = tonic::Request::new(ReceiverStream::new(outbound));
+            self.masters.credential.attach(request.metadata_mut());
+            Ok::<_, String>(AppLinkClient::new(channel).run(request).await)
+        };
+        let attached = match tokio::time::timeout(LEADER_TIMEOUT, attach).await {
+            Err(_) => return retry(format!("{addr}: no answer to the registration")),
+            Ok(Err(error)) => return retry(error),
+            Ok(Ok(attached)) => attached,
+        };
+        let mut events = match attached {
+            Ok(response) => response.into_inner(),
+            Err(status) if status.code() == Code::Unavailable => {
+                return match leader_hint(&status, addr) {
+                    Some(leader) => Ok(Detached::LeaderAt(leader.to_owned())),
+                    None => retry(status.message().to_owned()),
+                };
+            }
+            Err(status) => return Err(LinkError::Refused(status)),
+        };
+        let mut heartbeats = tokio::time::interval(LEADER_TIMEOUT / 4);
+        let mut heard = Instant::now();
+        loop {
+            tokio::select! {
+                _ = heartbeats.tick() => {
+                    if heard.elapsed() > LEADER_TIMEOUT {
+                        return Ok(Detached::Broken(format!("the leader was silent for {LEADER_TIMEOUT:?}")));
+                    }
+                    let _ = up.send(send(Message::Heartbeat(AppHeartbeat {}))).await;
+                }
+                event = events.message() => match event {
+                    Ok(Some(event)) => match event.body.inspect(|_| heard = Instant::now()) {
+                        // The first registration names the app and proves it is ours:
+                        // re-attach under this id, with this token, from now on.
+                        Some(Event::Registered(registered)) if self.register.app_id.is_empty() => {
+                            self.register.app_id = registered.app_id.clone();
+                            self.register.app_token = registered.app_token;
+                            let _ = self.updates.send(AppUpdate::Registered(registered.app_id));
+                        }
+                        Some(Event::Executor(executor)) => {
+                            let _ = self.updates.send(AppUpdate::Executor(executor));
+                        }
+                        Some(Event::Ended(ended)) => {
+                            return Ok(Detached::Ended(ended.state().name().to_owned()));
+                        }
+                        Some(Event::Registered(_) | Event::HeartbeatAck(_)) | None => {}
+                    },
+                    Ok(None) => return Ok(Detached::Broken("the master closed the stream".into())),
+                    Err(status) => return Ok(Detached::Broken(status.message().to_owned())),
+                },
+                request = self.requests.recv(), if !*self.finishing => {
+                    let body = request.unwrap_or(Message::Finish(FinishApp {}));
+                    *self.finishing |= matches!(body, Message::Finish(_));
+                    if up.send(send(body)).await.is_err() {
+                        return Ok(Detached::Broken("the stream to the master broke".into()));
+                    }
+                }
+            }
+        }
+    }
+}
