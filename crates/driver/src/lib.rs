@@ -7,3 +7,4 @@
 //!   follow executors, ask for more or fewer, finish), shared by `muster app run` and the
 //!   driver.
 pub mod app;
+pub mod spec;

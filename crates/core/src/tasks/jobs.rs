@@ -227,9 +227,21 @@ impl JobScheduler {
         self.tasks.add_executor(id, host, rack, cores);
     }
 
-    /// An executor is gone; returns its attempts that were running (they run again).
-    pub fn remove_executor(&mut self, id: ExecutorId) -> Vec<TaskId> {
-        self.tasks.remove_executor(id)
+    /// An executor is gone; returns its attempts that were running (they run again; see
+    /// [`TaskScheduler::remove_executor`] for `caused_by_app`). Stages that abort with it
+    /// fail their jobs.
+    pub fn remove_executor(
+        &mut self,
+        now: Timestamp,
+        id: ExecutorId,
+        caused_by_app: bool,
+    ) -> (Vec<TaskId>, Ended) {
+        let (lost, events) = self.tasks.remove_executor(id, caused_by_app);
+        let mut ended = Ended::default();
+        for event in events {
+            self.stage_event(now, event, &mut ended);
+        }
+        (lost, ended)
     }
 
     /// Offers free cores to the running stages ([`TaskScheduler::resource_offers`]).
@@ -240,11 +252,25 @@ impl JobScheduler {
     /// Task `task` ended at `now`.
     pub fn task_ended(&mut self, now: Timestamp, task: TaskId, end: TaskEnd) -> Ended {
         let mut ended = Ended::default();
-        match self.tasks.end(task, end) {
-            None => {}
-            Some(StageEvent::Done(stage)) => {
-                let (job_id, index) = self.stages[&stage];
-                let job = self.jobs.get_mut(&job_id).expect("a stage's job exists");
+        if let Some(event) = self.tasks.end(task, end) {
+            self.stage_event(now, event, &mut ended);
+        }
+        ended
+    }
+
+    /// Carries a stage's end to its job: the next stages start, or the job ends. A stage of
+    /// a job that already ended changes nothing.
+    fn stage_event(&mut self, now: Timestamp, event: StageEvent, ended: &mut Ended) {
+        let stage = match &event {
+            StageEvent::Done(stage) | StageEvent::Aborted(stage, _) => *stage,
+        };
+        let (job_id, index) = self.stages[&stage];
+        let job = self.jobs.get_mut(&job_id).expect("a stage's job exists");
+        if job.state != JobState::Running {
+            return;
+        }
+        match event {
+            StageEvent::Done(_) => {
                 job.stage_states[index] = StageState::Succeeded;
                 if job.stage_states.iter().all(|s| *s == StageState::Succeeded) {
                     job.state = JobState::Succeeded;
@@ -254,15 +280,13 @@ impl JobScheduler {
                     self.start_ready(now, job_id);
                 }
             }
-            Some(StageEvent::Aborted(stage, message)) => {
-                let (job_id, index) = self.stages[&stage];
-                let job = self.jobs.get_mut(&job_id).expect("a stage's job exists");
+            StageEvent::Aborted(_, message) => {
                 let name = &job.spec.stages[index].name;
                 job.state = JobState::Failed(format!("stage {name}: {message}"));
                 job.finished = Some(now);
                 ended.job = Some(job_id);
                 for (i, state) in job.stage_states.iter_mut().enumerate() {
-                    if matches!(state, StageState::Running) {
+                    if *state == StageState::Running {
                         ended.kill.extend(self.tasks.cancel(job.stage_ids[i]));
                     }
                     if *state != StageState::Succeeded {
@@ -271,7 +295,6 @@ impl JobScheduler {
                 }
             }
         }
-        ended
     }
 
     /// Starts the stages of job `id` whose `after` stages all succeeded.

@@ -155,11 +155,18 @@ impl TaskScheduler {
         self.executor_added = true;
     }
 
-    /// An executor is gone: its running tasks run again elsewhere, their failures not
-    /// counted, and every set's locality levels are recomputed.
-    pub fn remove_executor(&mut self, id: ExecutorId) -> Vec<TaskId> {
+    /// An executor is gone: its running tasks run again elsewhere, and every set's locality
+    /// levels are recomputed. Their failures count when the application caused the loss
+    /// (`caused_by_app`: the executor process failed), not when a worker was lost or the
+    /// executor killed.
+    /// Returns the attempts that ran there and what their ends meant for their stages.
+    pub fn remove_executor(
+        &mut self,
+        id: ExecutorId,
+        caused_by_app: bool,
+    ) -> (Vec<TaskId>, Vec<StageEvent>) {
         if self.executors.remove(id).is_none() {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         }
         let lost: Vec<TaskId> = self
             .running
@@ -167,13 +174,19 @@ impl TaskScheduler {
             .filter(|(_, r)| r.executor == id)
             .map(|(&task, _)| task)
             .collect();
-        for &task in &lost {
-            self.end(task, TaskEnd::Lost);
-        }
+        let end = if caused_by_app {
+            TaskEnd::Failed
+        } else {
+            TaskEnd::Lost
+        };
+        let events = lost
+            .iter()
+            .filter_map(|&task| self.end(task, end))
+            .collect();
         for entry in self.sets.values_mut() {
             entry.set.recompute_locality(&self.executors);
         }
-        lost
+        (lost, events)
     }
 
     /// A stage of job `job` is ready: its task `i` prefers `locations[i]`.
@@ -229,13 +242,15 @@ impl TaskScheduler {
             let j = self.rng.below(i + 1);
             offers.swap(i, j);
         }
+        let sorted = self.sorted_sets();
         if std::mem::take(&mut self.executor_added) {
-            for entry in self.sets.values_mut() {
+            for stage in &sorted {
+                let entry = self.sets.get_mut(stage).expect("a sorted set exists");
                 entry.set.recompute_locality(&self.executors);
             }
         }
         let mut launches = Vec::new();
-        for stage in self.sorted_sets() {
+        for stage in sorted {
             let entry = self.sets.get_mut(&stage).expect("a sorted set exists");
             let mut launched_any = false;
             let mut no_rejects = true;
@@ -328,7 +343,7 @@ impl TaskScheduler {
         event
     }
 
-    /// The stages with a task set, in the order they get offers.
+    /// The stages whose task sets are schedulable, in the order they get offers.
     fn sorted_sets(&self) -> Vec<StageId> {
         let set = |stage: &StageId, entry: &Entry| Schedulable {
             name: "",
@@ -340,7 +355,11 @@ impl TaskScheduler {
         };
         match self.config.mode {
             SchedulingMode::Fifo => {
-                let mut stages: Vec<_> = self.sets.iter().collect();
+                let mut stages: Vec<_> = self
+                    .sets
+                    .iter()
+                    .filter(|(_, e)| e.set.is_schedulable())
+                    .collect();
                 stages.sort_by(|(s1, e1), (s2, e2)| {
                     SchedulingMode::Fifo.compare(&set(s1, e1), &set(s2, e2))
                 });
@@ -351,9 +370,23 @@ impl TaskScheduler {
     }
 
     /// FAIR: pools ordered by the fair algorithm over their running tasks, each pool's
-    /// task sets by the pool's own mode (task sets named `TaskSet_STAGE.0`).
+    /// task sets by the pool's own mode (task sets named `TaskSet_STAGE.0`). Without
+    /// configured pools, `default` is FAIR (Spark's `buildPools` without an allocation
+    /// file); of pools configured twice, the last counts.
     fn fair_order(&self) -> Vec<StageId> {
-        let mut pools: Vec<PoolConfig> = self.config.pools.clone();
+        let configured = &self.config.pools;
+        let mut pools: Vec<PoolConfig> = configured
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| !configured[i + 1..].iter().any(|later| later.name == p.name))
+            .map(|(_, p)| p.clone())
+            .collect();
+        if pools.is_empty() {
+            pools.push(PoolConfig {
+                mode: SchedulingMode::Fair,
+                ..PoolConfig::named(DEFAULT_POOL)
+            });
+        }
         let known = |name: &str, pools: &mut Vec<PoolConfig>| {
             if !pools.iter().any(|p| p.name == name) {
                 pools.push(PoolConfig::named(name));

@@ -125,6 +125,12 @@ impl TaskSet {
         self.zombie
     }
 
+    /// Spark's `isSchedulable`: not a zombie, and something is pending (perhaps only an
+    /// entry of a task that runs).
+    pub(crate) fn is_schedulable(&self) -> bool {
+        !self.zombie && !self.pending.all.is_empty()
+    }
+
     /// The valid locality levels, most local first.
     pub(crate) fn levels(&self) -> &[Locality] {
         &self.levels
@@ -360,7 +366,7 @@ impl TaskSet {
         if task.successful {
             return None;
         }
-        if counts {
+        if counts && !self.zombie {
             task.failures += 1;
             if task.failures >= self.max_task_failures {
                 self.zombie = true;
@@ -379,18 +385,24 @@ impl TaskSet {
     }
 }
 
-/// Spark's `moreTasksToRunIn`: whether any list still holds a task to launch; lists found
-/// empty are dropped.
+/// Spark's `moreTasksToRunIn`: whether any list still holds a task to launch. Like Spark's
+/// `exists`, it stops at the first such list, dropping the lists found empty before it.
 fn more_to_run_in<K: Ord + Clone>(
     lists: &mut BTreeMap<K, Vec<usize>>,
     tasks: &[TaskState],
 ) -> bool {
+    let mut empty = Vec::new();
     let mut more = false;
-    lists.retain(|_, list| {
-        let needed = needs_scheduling(list, tasks);
-        more |= needed;
-        needed
-    });
+    for (key, list) in lists.iter_mut() {
+        if needs_scheduling(list, tasks) {
+            more = true;
+            break;
+        }
+        empty.push(key.clone());
+    }
+    for key in empty {
+        lists.remove(&key);
+    }
     more
 }
 

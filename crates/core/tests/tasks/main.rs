@@ -7,7 +7,8 @@
 //! * `config [mode=FIFO|FAIR] [wait=MS] [process_wait=MS] [node_wait=MS] [rack_wait=MS]
 //!   [max_failures=N] [seed=N]` and `pool NAME [mode=FIFO|FAIR] [weight=N] [min_share=N]`,
 //!   before anything else;
-//! * `executor ID host=H [rack=R] [cores=1]`, `lose ID` (prints the attempts it ran);
+//! * `executor ID host=H [rack=R] [cores=1]`, `lose ID [by_app=true]` (prints the attempts
+//!   it ran; with `by_app` the executor failed by itself and their failures count);
 //! * `job NAME [pool=P] [tasks=N] [prefer=H1|H2,H3,...]`: one stage `s` of N tasks, task i
 //!   preferring the i-th entry (cyclically; `|` separates the hosts of one entry, `-` is no
 //!   preference); or `job NAME stages=A:N,B:N:A+C,...` (name, tasks, the stages it waits
@@ -23,7 +24,7 @@ use std::error::Error;
 use std::fmt::Write as _;
 
 use muster_core::ids::{ExecutorId, Timestamp};
-use muster_core::tasks::jobs::{JobScheduler, JobSpec, JobState, StageSpec};
+use muster_core::tasks::jobs::{Ended, JobScheduler, JobSpec, JobState, StageSpec};
 use muster_core::tasks::locality::LocalityWaits;
 use muster_core::tasks::pools::{PoolConfig, SchedulingMode};
 use muster_core::tasks::scheduler::{Launch, SchedulerConfig, TaskEnd};
@@ -71,7 +72,11 @@ enum Command {
         #[arg(key)]
         cores: Option<u32>,
     },
-    Lose(u32),
+    Lose {
+        id: u32,
+        #[arg(key)]
+        by_app: Option<bool>,
+    },
     Job {
         name: String,
         #[arg(key)]
@@ -159,6 +164,10 @@ impl Runner {
         self.running.remove(at);
         let now = self.now;
         let ended = self.scheduler().task_ended(now, task, end);
+        Ok(self.print_ended(ended))
+    }
+
+    fn print_ended(&mut self, ended: Ended) -> String {
         let mut output = String::new();
         if let Some(job) = ended.job {
             let job = &self.scheduler().jobs()[&job];
@@ -167,7 +176,7 @@ impl Runner {
         for task in ended.kill {
             let _ = writeln!(output, "kill t{}", task.0);
         }
-        Ok(output)
+        output
     }
 }
 
@@ -278,12 +287,17 @@ impl goldenscript::Runner for Runner {
                 self.scheduler()
                     .add_executor(ExecutorId(*id), host, rack.as_deref(), cores);
             }
-            Command::Lose(id) => {
-                let lost = self.scheduler().remove_executor(ExecutorId(*id));
+            Command::Lose { id, by_app } => {
+                let now = self.now;
+                let caused_by_app = by_app.unwrap_or(false);
+                let (lost, ended) =
+                    self.scheduler()
+                        .remove_executor(now, ExecutorId(*id), caused_by_app);
                 self.running.retain(|l| !lost.contains(&l.task));
                 for task in lost {
                     writeln!(output, "lost t{}", task.0)?;
                 }
+                output += &self.print_ended(ended);
             }
             Command::Job {
                 name,

@@ -1,0 +1,482 @@
+//! The job file `muster job run` reads (TOML): the application's resources, how its driver
+//! schedules, its pools, and its jobs of stages of tasks. Every field is documented in the
+//! README; an unknown field or a bad value is refused with its path, e.g.
+//! `jobs[0].stages[1].run: sleep needs ms`.
+
+use std::path::Path;
+
+use muster_core::limits;
+use muster_core::tasks::jobs::{JobSpec, StageSpec};
+use muster_core::tasks::locality::LocalityWaits;
+use muster_core::tasks::pools::{PoolConfig, SchedulingMode};
+use muster_core::tasks::scheduler::SchedulerConfig;
+use serde::Deserialize;
+
+/// A job file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobFile {
+    /// The application's name.
+    pub name: String,
+    /// Its queue.
+    #[serde(default)]
+    pub queue: String,
+    /// What it asks the masters for.
+    #[serde(default)]
+    pub resources: ResourceSpec,
+    /// How its driver schedules tasks.
+    #[serde(default)]
+    pub scheduler: SchedulerSpec,
+    /// FAIR pools.
+    #[serde(default)]
+    pub pools: Vec<PoolConfig>,
+    /// The jobs, started in file order (or at their `at_ms`).
+    pub jobs: Vec<JobEntry>,
+}
+
+/// `[resources]`: today's `muster app run` knobs.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceSpec {
+    /// Spark's `cores.max`.
+    pub cores_max: Option<u32>,
+    /// Cores per executor.
+    pub executor_cores: Option<u32>,
+    /// Memory per executor, in MB.
+    #[serde(default = "default_memory")]
+    pub executor_memory_mb: u64,
+    /// Most executors held at once.
+    pub executor_limit: Option<u32>,
+}
+
+fn default_memory() -> u64 {
+    512
+}
+
+impl Default for ResourceSpec {
+    fn default() -> Self {
+        Self {
+            cores_max: None,
+            executor_cores: None,
+            executor_memory_mb: default_memory(),
+            executor_limit: None,
+        }
+    }
+}
+
+/// `[scheduler]`: Spark's `spark.scheduler.*`, `spark.locality.wait*` and
+/// `spark.task.maxFailures`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerSpec {
+    /// FIFO (default) or FAIR.
+    #[serde(default)]
+    pub mode: SchedulingMode,
+    /// `spark.locality.wait`, 3000 by default.
+    #[serde(default = "default_wait")]
+    pub locality_wait_ms: u64,
+    /// `spark.locality.wait.process`.
+    pub process_wait_ms: Option<u64>,
+    /// `spark.locality.wait.node`.
+    pub node_wait_ms: Option<u64>,
+    /// `spark.locality.wait.rack`.
+    pub rack_wait_ms: Option<u64>,
+    /// `spark.task.maxFailures`, 4 by default.
+    #[serde(default = "default_failures")]
+    pub max_task_failures: u32,
+    /// `spark.speculation`: only `false` for now.
+    #[serde(default)]
+    pub speculation: bool,
+    /// Seeds the shuffle of offers (default 0), so runs can be replayed.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn default_wait() -> u64 {
+    LocalityWaits::SPARK_DEFAULT_MS
+}
+
+fn default_failures() -> u32 {
+    4
+}
+
+impl Default for SchedulerSpec {
+    fn default() -> Self {
+        Self {
+            mode: SchedulingMode::Fifo,
+            locality_wait_ms: default_wait(),
+            process_wait_ms: None,
+            node_wait_ms: None,
+            rack_wait_ms: None,
+            max_task_failures: default_failures(),
+            speculation: false,
+            seed: 0,
+        }
+    }
+}
+
+/// `[[jobs]]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobEntry {
+    /// Its name.
+    pub name: String,
+    /// Its FAIR pool; `default` when unset.
+    #[serde(default)]
+    pub pool: String,
+    /// When to submit it, in milliseconds from the driver's start; unset: at once.
+    #[serde(default)]
+    pub at_ms: u64,
+    /// Its stages.
+    pub stages: Vec<StageEntry>,
+}
+
+/// `[[jobs.stages]]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageEntry {
+    /// Its name, unique in the job.
+    pub name: String,
+    /// How many tasks.
+    pub tasks: u32,
+    /// Stages of the job that must succeed first.
+    #[serde(default)]
+    pub after: Vec<String>,
+    /// What every task runs.
+    pub run: Run,
+    /// Task `i` prefers the hosts `prefer_hosts[i % len]`.
+    #[serde(default)]
+    pub prefer_hosts: Vec<Vec<String>>,
+}
+
+/// What a task runs: `{ builtin = "sleep", ms = 50 }`, `{ builtin = "pi", samples = N }`,
+/// `{ builtin = "noop" }`, or `{ command = ["/bin/sh", "-c", "... {task} {attempt}"] }`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Run {
+    /// A task run inside the executor.
+    pub builtin: Option<Builtin>,
+    /// `sleep`: how long.
+    pub ms: Option<u64>,
+    /// `pi`: how many samples.
+    pub samples: Option<u64>,
+    /// A program and its arguments, run as a child of the executor with `{task}`,
+    /// `{partition}` and `{attempt}` substituted.
+    pub command: Option<Vec<String>>,
+}
+
+/// The tasks an executor runs itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Builtin {
+    /// Sleeps `ms`.
+    Sleep,
+    /// Estimates pi from `samples` random points.
+    Pi,
+    /// Does nothing.
+    Noop,
+}
+
+/// A stage's work, checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Work {
+    /// Sleep this many milliseconds.
+    Sleep(u64),
+    /// Estimate pi from this many samples.
+    Pi(u64),
+    /// Nothing.
+    Noop,
+    /// Run this program with these arguments.
+    Command(Vec<String>),
+}
+
+/// A job file that cannot be used, naming the field.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    /// The file cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A field is malformed or out of range.
+    #[error("{path}: {field}: {message}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// The field's path.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl JobFile {
+    /// Reads and checks the job file at `path`.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be read, is not TOML, has an unknown field, or a value is out of
+    /// range ([`JobFile::parse`]).
+    pub fn read(path: &Path) -> Result<Self, SpecError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|(field, message)| SpecError::Invalid {
+            path: path.display().to_string(),
+            field,
+            message,
+        })
+    }
+
+    /// Parses and checks a job file's text; an error is the field's path and what is wrong.
+    ///
+    /// # Errors
+    ///
+    /// As [`JobFile::read`].
+    pub fn parse(text: &str) -> Result<Self, (String, String)> {
+        let deserializer = toml::de::Deserializer::parse(text)
+            .map_err(|e| (".".to_owned(), e.message().to_owned()))?;
+        let file: Self = serde_path_to_error::deserialize(deserializer).map_err(|e| {
+            let field = e.path().to_string();
+            (field, e.into_inner().message().to_owned())
+        })?;
+        file.validate()?;
+        Ok(file)
+    }
+
+    fn validate(&self) -> Result<(), (String, String)> {
+        let invalid = |field: String, message: String| (field, message);
+        limits::name("name", &self.name).map_err(|e| invalid("name".into(), e.to_string()))?;
+        if self.jobs.is_empty() {
+            return Err(invalid(
+                "jobs".into(),
+                "a job file needs at least one job".into(),
+            ));
+        }
+        if self.scheduler.max_task_failures == 0 {
+            return Err(invalid(
+                "scheduler.max_task_failures".into(),
+                "must be at least 1".into(),
+            ));
+        }
+        if self.scheduler.speculation {
+            return Err(invalid(
+                "scheduler.speculation".into(),
+                "speculative tasks are not supported yet".into(),
+            ));
+        }
+        for (i, pool) in self.pools.iter().enumerate() {
+            if pool.weight == 0 {
+                return Err(invalid(
+                    format!("pools[{i}].weight"),
+                    "must be at least 1".into(),
+                ));
+            }
+            if self.pools[..i].iter().any(|p| p.name == pool.name) {
+                return Err(invalid(
+                    format!("pools[{i}].name"),
+                    format!("`{}` names two pools", pool.name),
+                ));
+            }
+        }
+        for (j, job) in self.jobs.iter().enumerate() {
+            job.spec()
+                .validate()
+                .map_err(|e| invalid(format!("jobs[{j}].{}", e.field), e.message))?;
+            for (s, stage) in job.stages.iter().enumerate() {
+                stage
+                    .run
+                    .work()
+                    .map_err(|message| invalid(format!("jobs[{j}].stages[{s}].run"), message))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The driver's scheduler settings.
+    pub fn scheduler_config(&self) -> SchedulerConfig {
+        let spec = &self.scheduler;
+        let wait = spec.locality_wait_ms;
+        SchedulerConfig {
+            mode: spec.mode,
+            pools: self.pools.clone(),
+            waits: LocalityWaits {
+                process_ms: spec.process_wait_ms.unwrap_or(wait),
+                node_ms: spec.node_wait_ms.unwrap_or(wait),
+                rack_ms: spec.rack_wait_ms.unwrap_or(wait),
+            },
+            max_task_failures: spec.max_task_failures,
+            seed: spec.seed,
+        }
+    }
+}
+
+impl JobEntry {
+    /// The job as the scheduler takes it.
+    pub fn spec(&self) -> JobSpec {
+        JobSpec {
+            name: self.name.clone(),
+            pool: self.pool.clone(),
+            stages: self
+                .stages
+                .iter()
+                .map(|stage| StageSpec {
+                    name: stage.name.clone(),
+                    tasks: stage.tasks,
+                    after: stage.after.clone(),
+                    prefer_hosts: stage.prefer_hosts.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl Run {
+    /// The work, checked: exactly one of `builtin` and `command`, with what it needs.
+    ///
+    /// # Errors
+    ///
+    /// What is missing or extra, for people.
+    pub fn work(&self) -> Result<Work, String> {
+        let work = match (self.builtin, &self.command) {
+            (Some(_), Some(_)) => return Err("give `builtin` or `command`, not both".into()),
+            (None, None) => return Err("give `builtin` or `command`".into()),
+            (Some(Builtin::Sleep), None) => Work::Sleep(self.ms.ok_or("sleep needs ms")?),
+            (Some(Builtin::Pi), None) => Work::Pi(self.samples.ok_or("pi needs samples")?),
+            (Some(Builtin::Noop), None) => Work::Noop,
+            (None, Some(argv)) if argv.is_empty() => {
+                return Err("a command needs at least a program".into());
+            }
+            (None, Some(argv)) => {
+                limits::program(&argv[0], &argv[1..], &Default::default())
+                    .map_err(|e| e.to_string())?;
+                Work::Command(argv.clone())
+            }
+        };
+        let extra = match work {
+            Work::Sleep(_) => self.samples.is_some(),
+            Work::Pi(_) => self.ms.is_some(),
+            Work::Noop | Work::Command(_) => self.ms.is_some() || self.samples.is_some(),
+        };
+        if extra {
+            return Err("`ms` is for sleep and `samples` for pi only".into());
+        }
+        Ok(work)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::JobFile;
+
+    const EXAMPLE: &str = r#"
+name = "etl"
+queue = "default"
+[resources]
+cores_max = 8
+executor_cores = 1
+executor_memory_mb = 512
+[scheduler]
+mode = "FAIR"
+locality_wait_ms = 3000
+node_wait_ms = 1000
+max_task_failures = 4
+[[pools]]
+name = "interactive"
+mode = "FIFO"
+weight = 2
+min_share = 2
+[[jobs]]
+name = "count"
+pool = "interactive"
+  [[jobs.stages]]
+  name = "map"
+  tasks = 200
+  run = { builtin = "sleep", ms = 50 }
+  prefer_hosts = [["host1"], ["host2"]]
+  [[jobs.stages]]
+  name = "reduce"
+  tasks = 8
+  after = ["map"]
+  run = { command = ["/bin/sh", "-c", "echo {task} {attempt}"] }
+"#;
+
+    #[test]
+    fn the_readme_example_reads() {
+        let file = JobFile::parse(EXAMPLE).expect("the example is valid");
+        let config = file.scheduler_config();
+        assert_eq!(config.waits.node_ms, 1000);
+        assert_eq!(config.waits.process_ms, 3000);
+        assert_eq!(file.pools[0].weight, 2);
+        assert_eq!(file.jobs[0].stages[1].after, ["map"]);
+    }
+
+    #[test]
+    fn bad_files_name_the_field() {
+        let cases = [
+            (
+                "max_task_failures = 4",
+                "retries = 3",
+                "scheduler.retries",
+                "unknown field `retries`",
+            ),
+            (
+                "max_task_failures = 4",
+                "speculation = true",
+                "scheduler.speculation",
+                "not supported yet",
+            ),
+            (
+                "mode = \"FAIR\"",
+                "mode = \"ROUND\"",
+                "scheduler.mode",
+                "unknown variant `ROUND`",
+            ),
+            (
+                "max_task_failures = 4",
+                "max_task_failures = 0",
+                "scheduler.max_task_failures",
+                "at least 1",
+            ),
+            ("weight = 2", "weight = 0", "pools[0].weight", "at least 1"),
+            (
+                "tasks = 8",
+                "tasks = -1",
+                "jobs[0].stages[1].tasks",
+                "invalid value",
+            ),
+        ];
+        for (from, to, field, message) in cases {
+            let text = EXAMPLE.replace(from, to);
+            let (at, why) = JobFile::parse(&text).expect_err(to);
+            assert_eq!(at, field, "{to}: {why}");
+            assert!(why.contains(message), "{to}: {why}");
+        }
+        let runs = [
+            ("{ builtin = \"sleep\" }", "sleep needs ms"),
+            (
+                "{ builtin = \"pi\", samples = 5, ms = 1 }",
+                "`ms` is for sleep",
+            ),
+            ("{ command = [] }", "at least a program"),
+            ("{ builtin = \"noop\", command = [\"x\"] }", "not both"),
+            ("{ builtin = \"bake\" }", "unknown variant `bake`"),
+        ];
+        for (run, message) in runs {
+            let text = EXAMPLE.replace("{ builtin = \"sleep\", ms = 50 }", run);
+            let (at, why) = JobFile::parse(&text).expect_err(run);
+            assert!(at.starts_with("jobs[0].stages[0].run"), "{run}: {at}");
+            assert!(why.contains(message), "{run}: {why}");
+        }
+        let (at, why) = JobFile::parse(&EXAMPLE.replace("after = [\"map\"]", "after = [\"mop\"]"))
+            .expect_err("unknown stage");
+        assert_eq!(
+            (at.as_str(), why.as_str()),
+            ("jobs[0].stages[1].after", "no stage `mop` in this job")
+        );
+    }
+}
