@@ -3,6 +3,7 @@
 mod apps;
 mod auth;
 mod dev;
+mod jobs;
 mod malformed;
 mod masters;
 // Shared by every end-to-end test binary; each uses part of it.

@@ -18,7 +18,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use cmd::{app, dev, kill, master, plan, queues, status, submit, worker};
+use cmd::{app, dev, executor, job, kill, master, plan, queues, status, submit, worker};
 
 #[derive(Parser)]
 #[command(
@@ -51,6 +51,12 @@ enum Command {
     /// Run an application: its executors run CMD; Ctrl-C finishes it.
     #[command(subcommand)]
     App(AppCommand),
+    /// Run a job file's jobs: this process is the driver.
+    #[command(subcommand)]
+    Job(JobCommand),
+    /// An application's executor, as workers start it for `muster job run`.
+    #[command(hide = true)]
+    Executor,
     /// Kill an application or a driver.
     Kill(kill::KillArgs),
     /// Show the queues, or replace them with `--set FILE`.
@@ -71,6 +77,12 @@ enum AppCommand {
     Run(app::AppRunArgs),
 }
 
+#[derive(Subcommand)]
+enum JobCommand {
+    /// Run the jobs of a job file (TOML) as an application whose driver is this process.
+    Run(job::JobRunArgs),
+}
+
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Plan { file } => plan::run(&file),
@@ -80,6 +92,8 @@ fn main() -> ExitCode {
         Command::Status(args) => status::run(args),
         Command::Submit(args) => submit::run(args),
         Command::App(AppCommand::Run(args)) => app::run(args),
+        Command::Job(JobCommand::Run(args)) => job::run(args),
+        Command::Executor => executor::run(),
         Command::Kill(args) => kill::run(args),
         Command::Queues(args) => queues::run(args),
         Command::Members(args) => status::part(args, "members", render::members),

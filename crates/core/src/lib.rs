@@ -30,6 +30,9 @@
 //! * [`resources`]: cores, memory and custom resources as one value, and the fit check
 //!   every crate shares.
 //! * [`plan`]: the output [`Plan`].
+//! * [`rng`]: the seeded generator behind every random choice that must repeat.
+//! * [`tasks`]: scheduling inside one application (jobs, stages, tasks), as a Spark driver
+//!   does.
 //! * `ledger`: per-worker usage during the pass, and what a worker offers to a queue.
 //! * `executors`: executor placement behind one trait, with a literal port of Spark's loop
 //!   ([`spark_reference`]) and the indexed placer that [`schedule`] uses. Property tests hold
@@ -50,7 +53,7 @@ mod pass;
 pub mod plan;
 mod queues;
 pub mod resources;
-mod rng;
+pub mod rng;
 pub mod tasks;
 mod wait;
 

@@ -1,12 +1,15 @@
-//! The pass's only source of randomness (the drivers' starting worker): SplitMix64 seeded from the snapshot, so that the same
-//! snapshot always gives the same plan on every replica and every platform.
+//! Muster's only randomness where results must repeat: SplitMix64, seeded by the caller. A
+//! scheduling pass seeds it from the snapshot (the drivers' starting worker), so the same
+//! snapshot gives the same plan on every replica and platform; a driver seeds it from its
+//! job file (the shuffle of offers), and built-in tasks from their task id.
 
 /// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", 2014).
 #[derive(Debug)]
-pub(crate) struct SplitMix64(u64);
+pub struct SplitMix64(u64);
 
 impl SplitMix64 {
-    pub(crate) fn new(seed: u64) -> Self {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Self {
         Self(seed)
     }
 
@@ -18,8 +21,13 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
 
+    /// A number in `[0, 1)` with 53 random bits.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
     /// A number in `0..bound` (`bound > 0`), by multiply-shift (Lemire, 2019).
-    pub(crate) fn below(&mut self, bound: usize) -> usize {
+    pub fn below(&mut self, bound: usize) -> usize {
         ((u128::from(self.next_u64()) * bound as u128) >> 64) as usize
     }
 }

@@ -7,4 +7,6 @@
 //!   follow executors, ask for more or fewer, finish), shared by `muster app run` and the
 //!   driver.
 pub mod app;
+pub mod driver;
+pub mod executor;
 pub mod spec;

@@ -56,6 +56,8 @@ pub struct AgentConfig {
     pub id: WorkerId,
     /// Its host name.
     pub host: String,
+    /// Its rack label, for locality inside applications; empty for none.
+    pub rack: String,
     /// The cores, memory and custom resources it offers.
     pub capacity: Resources,
     /// Where processes get their directories.
@@ -116,6 +118,8 @@ pub fn lock_work_dir(work_dir: &std::path::Path) -> std::io::Result<std::fs::Fil
 pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) {
     let supervisor_config = SupervisorConfig {
         kill_grace: config.kill_grace,
+        host: config.host.clone(),
+        rack: config.rack.clone(),
         ..SupervisorConfig::new(config.work_dir.clone(), config.masters.join(","))
     };
     let (supervisor, events) = Supervisor::new(supervisor_config);

@@ -98,6 +98,10 @@ pub struct SupervisorConfig {
     pub work_dir: PathBuf,
     /// The masters' addresses, passed as `MUSTER_MASTERS`.
     pub masters: String,
+    /// The worker's host name, passed as `MUSTER_HOST`.
+    pub host: String,
+    /// The worker's rack label, passed as `MUSTER_RACK` (empty: none).
+    pub rack: String,
     /// Time between SIGTERM and SIGKILL.
     pub kill_grace: Duration,
     /// First wait before restarting a failed supervised driver.
@@ -107,11 +111,26 @@ pub struct SupervisorConfig {
 }
 
 impl SupervisorConfig {
+    /// What every process learns about its worker: `MUSTER_MASTERS`, `MUSTER_HOST` and,
+    /// with a label, `MUSTER_RACK`.
+    fn environment(&self) -> Vec<(&'static str, String)> {
+        let mut environment = vec![
+            ("MUSTER_MASTERS", self.masters.clone()),
+            ("MUSTER_HOST", self.host.clone()),
+        ];
+        if !self.rack.is_empty() {
+            environment.push(("MUSTER_RACK", self.rack.clone()));
+        }
+        environment
+    }
+
     /// Spark's timings: 10 s grace, back-off from 1 s, reset after a 5 s run.
     pub fn new(work_dir: PathBuf, masters: String) -> Self {
         Self {
             work_dir,
             masters,
+            host: String::new(),
+            rack: String::new(),
             kill_grace: Duration::from_secs(10),
             restart_backoff: Duration::from_secs(1),
             successful_run: Duration::from_secs(5),
@@ -246,7 +265,7 @@ impl Supervisor {
         let launcher = Launcher {
             spec,
             directory,
-            masters: self.config.masters.clone(),
+            environment: self.config.environment(),
             work_dir: self.work_dir_marker(),
         };
         let child = launcher.spawn().map_err(LaunchError::Io)?;
@@ -309,7 +328,7 @@ impl Supervisor {
             let launcher = Launcher {
                 spec: record.spec.clone(),
                 directory,
-                masters: self.config.masters.clone(),
+                environment: self.config.environment(),
                 work_dir: self.work_dir_marker(),
             };
             if still_runs(&record) {
@@ -476,7 +495,8 @@ fn executable(program: &str) -> std::io::Result<()> {
 struct Launcher {
     spec: LaunchSpec,
     directory: PathBuf,
-    masters: String,
+    /// The worker's `MUSTER_*` variables.
+    environment: Vec<(&'static str, String)>,
     /// The work dir, canonical, passed as `MUSTER_WORK_DIR`.
     work_dir: String,
 }
@@ -508,7 +528,7 @@ impl Launcher {
             .process_group(0)
             .env("MUSTER_CORES", spec.resources.cores.to_string())
             .env("MUSTER_MEMORY_MB", spec.resources.memory_mb.to_string())
-            .env("MUSTER_MASTERS", &self.masters)
+            .envs(self.environment.iter().map(|(name, value)| (name, value)))
             .env(WORK_DIR_VARIABLE, &self.work_dir)
             .envs(&spec.env);
         match &spec.workload {

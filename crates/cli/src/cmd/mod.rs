@@ -3,6 +3,8 @@
 
 pub mod app;
 pub mod dev;
+pub mod executor;
+pub mod job;
 pub mod kill;
 pub mod master;
 pub mod plan;

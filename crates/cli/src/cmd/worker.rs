@@ -33,9 +33,13 @@ pub struct WorkerArgs {
     /// The worker's id; by default a stable id kept in the work dir.
     #[arg(long)]
     id: Option<String>,
-    /// The host name to report; by default this machine's.
+    /// The host name to report; by default this machine's. Applications' tasks that prefer
+    /// a host name it.
     #[arg(long)]
     host: Option<String>,
+    /// The rack this worker is in, for RACK_LOCAL tasks.
+    #[arg(long, default_value = "")]
+    rack: String,
     /// Seconds without an answer from the leader before the worker looks for a new one
     /// (keep it below the masters' recovery timeout).
     #[arg(long, default_value_t = 2.0)]
@@ -108,6 +112,7 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
         masters,
         id,
         host,
+        rack: args.rack,
         capacity,
         work_dir: args.work_dir,
         heartbeat_interval: leader_timeout / 4,

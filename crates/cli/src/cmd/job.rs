@@ -1,0 +1,116 @@
+//! `muster job run FILE`: this process becomes the application's driver and runs the job
+//! file's jobs on its executors ([`muster_driver::driver`]), then prints a summary (or the
+//! `--json` report) and exits 0 when every job succeeded, 1 otherwise. Ctrl-C finishes the
+//! application and exits.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use clap::Args;
+use muster_driver::driver::{DriverConfig, DriverError, Report};
+use muster_driver::spec::JobFile;
+
+use super::{MastersArg, runtime, stop_signal};
+use crate::client::request_id;
+use crate::error::CliError;
+
+/// `muster job run`.
+#[derive(Args)]
+pub struct JobRunArgs {
+    #[command(flatten)]
+    masters: MastersArg,
+    /// The job file (TOML; fields in the README).
+    file: PathBuf,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// The address executors reach this driver at.
+    #[arg(long, env = "MUSTER_DRIVER_HOST", default_value = "127.0.0.1")]
+    driver_host: String,
+}
+
+/// Runs the job file to its end.
+///
+/// # Errors
+///
+/// A bad job file or flags (exit 2), a refused application (3), unreachable masters (4), or
+/// a job that failed (1).
+pub fn run(args: JobRunArgs) -> Result<String, CliError> {
+    let file = JobFile::read(&args.file).map_err(|e| CliError::BadInput(e.to_string()))?;
+    let masters = args.masters.parse()?;
+    let executor_program = std::env::current_exe()
+        .map_err(|e| CliError::Failed(format!("cannot find this program: {e}")))?
+        .display()
+        .to_string();
+    let config = DriverConfig {
+        file,
+        masters: masters.link(),
+        host: args.driver_host,
+        executor_program,
+        request_id: request_id(),
+    };
+    let report = runtime()?.block_on(muster_driver::driver::run(config, stop_signal()));
+    let report = match report {
+        Ok(report) => report,
+        Err(DriverError::Ended { state, report }) => {
+            return Err(CliError::Failed(format!(
+                "the application ended ({state}) before its jobs did\n{}",
+                summary(&report)
+            )));
+        }
+        Err(DriverError::Link(error)) => return Err(error.into()),
+        Err(error) => return Err(CliError::Failed(error.to_string())),
+    };
+    let output = if args.json {
+        serde_json::to_string_pretty(&report).expect("a report serializes")
+    } else {
+        summary(&report)
+    };
+    if report.jobs.iter().all(|job| job.state == "SUCCEEDED") {
+        Ok(output)
+    } else {
+        println!("{output}");
+        Err(CliError::Failed("a job failed".to_owned()))
+    }
+}
+
+/// One line per job: state, duration, tasks by locality, failed attempts.
+fn summary(report: &Report) -> String {
+    let mut out = format!("application {}\n", report.app);
+    let _ = writeln!(
+        out,
+        "{:<20} {:<10} {:>10} {:>6} {:>8}  LOCALITY",
+        "JOB", "STATE", "DURATION", "TASKS", "FAILED"
+    );
+    for job in &report.jobs {
+        let duration = job.finished_ms.map_or_else(
+            || "-".to_owned(),
+            |end| format!("{:.1}s", (end - job.submitted_ms) as f64 / 1000.0),
+        );
+        let tasks: u32 = job.stages.iter().map(|s| s.tasks).sum();
+        let failed: u32 = job.stages.iter().map(|s| s.failed_attempts).sum();
+        let mut localities = std::collections::BTreeMap::<&str, usize>::new();
+        for task in report
+            .tasks
+            .iter()
+            .filter(|t| t.job == job.name && t.state == "SUCCEEDED")
+        {
+            *localities.entry(task.locality.as_str()).or_default() += 1;
+        }
+        let localities: Vec<String> = localities.iter().map(|(l, n)| format!("{l}={n}")).collect();
+        let _ = writeln!(
+            out,
+            "{:<20} {:<10} {:>10} {:>6} {:>8}  {}",
+            job.name,
+            job.state,
+            duration,
+            tasks,
+            failed,
+            localities.join(" ")
+        );
+        if let Some(error) = &job.error {
+            let _ = writeln!(out, "  {error}");
+        }
+    }
+    out.trim_end().to_owned()
+}

@@ -1,0 +1,608 @@
+//! The driver: runs a job file's jobs on the application's executors. This process is the
+//! driver (`muster job run`, Spark's client mode); it registers the application with the
+//! masters, serves the executors' task streams, and carries out what the pure
+//! [`JobScheduler`] decides: every second it offers all free cores (Spark's revive), after
+//! each task end the free cores of that executor, and it submits jobs at their `at_ms`.
+//!
+//! Executors authenticate with a credential of the driver's own random secret, handed to
+//! them in their environment through the master. A master failover does not disturb the
+//! run: the application link re-attaches and the executors' streams go to this process.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use muster_core::ids::{ExecutorId, Timestamp};
+use muster_core::tasks::jobs::{JobScheduler, JobState};
+use muster_core::tasks::scheduler::{Launch, TaskEnd};
+use muster_core::tasks::{JobId, StageId, TaskId};
+use muster_proto::auth::{Role, Secret};
+use muster_proto::v1::driver_message::Body as Down;
+use muster_proto::v1::executor_message::Body as Up;
+use muster_proto::v1::task_link_server::{TaskLink, TaskLinkServer};
+use muster_proto::v1::task_work::Kind;
+use muster_proto::v1::{
+    Command, DriverMessage, ExecutorMessage, KillTask, Noop, RegisterApp, RunTask, TaskEnded,
+    TaskState, TaskWork,
+};
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::{TcpListenerStream, UnboundedReceiverStream};
+use tonic::service::interceptor::InterceptedService;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::app::{self, AppUpdate, LinkError, MasterLink};
+use crate::executor::{CREDENTIAL_VARIABLE, DRIVER_VARIABLE};
+use crate::spec::{JobFile, Work};
+
+/// How often every free core is offered (Spark's `spark.scheduler.revive.interval`).
+const REVIVE_INTERVAL: Duration = Duration::from_secs(1);
+/// How long a new executor stream may take to say which executor it is.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How to run a job file.
+#[derive(Clone, Debug)]
+pub struct DriverConfig {
+    /// The job file.
+    pub file: JobFile,
+    /// The masters.
+    pub masters: MasterLink,
+    /// The address executors reach this process at (its port is chosen at start).
+    pub host: String,
+    /// The program workers start for executors: this `muster` binary, run as
+    /// `PROGRAM executor`.
+    pub executor_program: String,
+    /// A random request id for the registration.
+    pub request_id: String,
+}
+
+/// Why a run could not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// The executors' port could not be opened.
+    #[error("cannot listen for executors on {host}: {source}")]
+    Listen {
+        /// Where.
+        host: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// No randomness for the executors' secret.
+    #[error("cannot make the executors' secret: {0}")]
+    Secret(std::io::Error),
+    /// The application's link to the masters failed.
+    #[error(transparent)]
+    Link(#[from] LinkError),
+    /// The run was interrupted (Ctrl-C).
+    #[error("interrupted")]
+    Interrupted,
+    /// The application ended before its jobs did.
+    #[error("the application ended ({state}) before its jobs did")]
+    Ended {
+        /// How it ended.
+        state: String,
+        /// What ran until then.
+        report: Box<Report>,
+    },
+}
+
+/// What a run did: the `--json` report.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Report {
+    /// The application's id.
+    pub app: String,
+    /// Every job, in submission order.
+    pub jobs: Vec<JobReport>,
+    /// Every task attempt, in launch order.
+    pub tasks: Vec<TaskReport>,
+}
+
+/// One job in the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobReport {
+    /// Its name.
+    pub name: String,
+    /// `SUCCEEDED`, `FAILED` or `RUNNING`.
+    pub state: String,
+    /// Why it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// When it was submitted, in ms from the driver's start.
+    pub submitted_ms: u64,
+    /// When it ended.
+    pub finished_ms: Option<u64>,
+    /// Its stages.
+    pub stages: Vec<StageReport>,
+}
+
+/// One stage in the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct StageReport {
+    /// Its name.
+    pub name: String,
+    /// How many tasks it has.
+    pub tasks: u32,
+    /// Attempts that failed (counted or not).
+    pub failed_attempts: u32,
+}
+
+/// One task attempt in the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct TaskReport {
+    /// Its job's name.
+    pub job: String,
+    /// Its stage's name.
+    pub stage: String,
+    /// Its index in the stage.
+    pub index: usize,
+    /// Its attempt number.
+    pub attempt: u32,
+    /// Where it ran.
+    pub executor: u32,
+    /// The executor's host.
+    pub host: String,
+    /// Spark's locality name.
+    pub locality: String,
+    /// `RUNNING`, `SUCCEEDED`, `FAILED`, `KILLED` or `LOST`.
+    pub state: String,
+    /// How long it ran, as its executor measured.
+    pub duration_ms: Option<u64>,
+}
+
+/// What the executors' streams tell the driver loop.
+enum Event {
+    /// An executor attached on `link`.
+    Joined {
+        link: u64,
+        hello: muster_proto::v1::ExecutorHello,
+        orders: mpsc::UnboundedSender<Result<DriverMessage, Status>>,
+    },
+    /// A task ended.
+    Ended { link: u64, end: TaskEnded },
+    /// The stream `link` closed.
+    Gone { link: u64 },
+}
+
+/// The executors' side of the driver: each stream is turned into events for the loop.
+struct TaskLinkService {
+    events: mpsc::UnboundedSender<Event>,
+    links: AtomicU64,
+}
+
+#[tonic::async_trait]
+impl TaskLink for TaskLinkService {
+    type AttachStream = UnboundedReceiverStream<Result<DriverMessage, Status>>;
+
+    async fn attach(
+        &self,
+        request: Request<Streaming<ExecutorMessage>>,
+    ) -> Result<Response<Self::AttachStream>, Status> {
+        let mut inbound = request.into_inner();
+        let first = tokio::time::timeout(HELLO_TIMEOUT, inbound.message())
+            .await
+            .map_err(|_| Status::deadline_exceeded("no hello in time"))??;
+        let Some(ExecutorMessage {
+            body: Some(Up::Hello(hello)),
+        }) = first
+        else {
+            return Err(Status::invalid_argument("an executor must say hello first"));
+        };
+        let link = self.links.fetch_add(1, Ordering::Relaxed);
+        let (orders, outbound) = mpsc::unbounded_channel();
+        let events = self.events.clone();
+        let _ = events.send(Event::Joined {
+            link,
+            hello,
+            orders,
+        });
+        tokio::spawn(async move {
+            while let Ok(Some(message)) = inbound.message().await {
+                if let Some(Up::Ended(end)) = message.body {
+                    let _ = events.send(Event::Ended { link, end });
+                }
+            }
+            let _ = events.send(Event::Gone { link });
+        });
+        Ok(Response::new(UnboundedReceiverStream::new(outbound)))
+    }
+}
+
+/// A live executor's stream.
+struct ExecutorLink {
+    link: u64,
+    orders: mpsc::UnboundedSender<Result<DriverMessage, Status>>,
+}
+
+/// The driver loop's state.
+struct Driver {
+    file: JobFile,
+    scheduler: JobScheduler,
+    start: Instant,
+    executors: HashMap<ExecutorId, ExecutorLink>,
+    /// Each submitted job's index in the file.
+    jobs: BTreeMap<JobId, usize>,
+    /// Jobs not yet submitted, by `at_ms` then file order.
+    upcoming: Vec<(u64, usize)>,
+    /// Every attempt launched, by task id, with its stage.
+    tasks: BTreeMap<TaskId, (StageId, TaskReport)>,
+    /// Failed attempts per stage.
+    failures: HashMap<StageId, u32>,
+}
+
+/// Runs `config.file` to its end: every job succeeded or failed. Returns the report. When
+/// `stop` resolves first, the application is finished and the run ends
+/// [`DriverError::Interrupted`].
+///
+/// # Errors
+///
+/// The executors' port cannot be opened, the masters refuse the application or cannot be
+/// reached, the application ends before its jobs (killed by someone), or `stop`.
+pub async fn run(
+    config: DriverConfig,
+    stop: impl Future<Output = ()>,
+) -> Result<Report, DriverError> {
+    let listener = TcpListener::bind((config.host.as_str(), 0))
+        .await
+        .map_err(|source| DriverError::Listen {
+            host: config.host.clone(),
+            source,
+        })?;
+    let port = listener
+        .local_addr()
+        .map(|a: SocketAddr| a.port())
+        .map_err(|source| DriverError::Listen {
+            host: config.host.clone(),
+            source,
+        })?;
+    let secret = Secret::random().map_err(DriverError::Secret)?;
+    let (events, mut event_stream) = mpsc::unbounded_channel();
+    let service = TaskLinkServer::new(TaskLinkService {
+        events,
+        links: AtomicU64::new(0),
+    });
+    let guard = secret.verifier().guard("task link", &[Role::Executor]);
+    let server = tonic::transport::Server::builder()
+        .add_service(InterceptedService::new(service, guard))
+        .serve_with_incoming(TcpListenerStream::new(listener));
+    let server = tokio::spawn(server);
+
+    let register = registration(&config, &secret, port);
+    let (requests, requested) = mpsc::channel(16);
+    let (updates, mut update_stream) = mpsc::unbounded_channel();
+    let link = tokio::spawn(app::run(
+        config.masters.clone(),
+        register,
+        requested,
+        updates,
+    ));
+    let mut driver = Driver::new(config.file);
+    let mut app_id = String::new();
+    let mut revive = tokio::time::interval(REVIVE_INTERVAL);
+    let mut link = std::pin::pin!(link);
+    let mut requests = Some(requests);
+    let mut stop = std::pin::pin!(stop);
+    let mut interrupted = false;
+    let outcome = loop {
+        let next_job = driver.next_submission();
+        tokio::select! {
+            _ = revive.tick() => {
+                let launches = driver.scheduler.resource_offers(driver.now(), None);
+                driver.launch(launches);
+            }
+            () = tokio::time::sleep_until(next_job.into()), if !driver.upcoming.is_empty() => {
+                driver.submit_due();
+            }
+            Some(event) = event_stream.recv() => driver.on_event(event),
+            Some(update) = update_stream.recv() => match update {
+                AppUpdate::Registered(id) => app_id = id,
+                AppUpdate::Executor(_) => {}
+                AppUpdate::Reconnecting(reason) => tracing::warn!(%reason, "lost the leader; reconnecting"),
+            },
+            ended = &mut link => {
+                let ended = ended.unwrap_or_else(|e| Err(LinkError::Unavailable(e.to_string())));
+                break ended;
+            }
+            () = &mut stop, if !interrupted => {
+                interrupted = true;
+                requests.take();
+            }
+        }
+        // Done: finishing the application ends the link, and with it the loop.
+        if driver.upcoming.is_empty() && driver.scheduler.is_idle() {
+            requests.take();
+        }
+    };
+    server.abort();
+    let mut report = driver.report();
+    report.app = app_id;
+    match outcome {
+        Ok(_) if interrupted => Err(DriverError::Interrupted),
+        Ok(_) if requests.is_none() => Ok(report),
+        Ok(state) => Err(DriverError::Ended {
+            state,
+            report: Box::new(report),
+        }),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// The application's registration: its executors run `PROGRAM executor` and find this
+/// driver through their environment.
+fn registration(config: &DriverConfig, secret: &Secret, port: u16) -> RegisterApp {
+    let resources = &config.file.resources;
+    let credential = secret
+        .credential(Role::Executor)
+        .to_text()
+        .expect("a secret's credential is set");
+    let env = [
+        (
+            DRIVER_VARIABLE.to_owned(),
+            format!("{}:{port}", config.host),
+        ),
+        (CREDENTIAL_VARIABLE.to_owned(), credential),
+    ];
+    RegisterApp {
+        request_id: config.request_id.clone(),
+        name: config.file.name.clone(),
+        user: std::env::var("USER").unwrap_or_default(),
+        queue: config.file.queue.clone(),
+        cores_max: resources.cores_max,
+        executor_cores: resources.executor_cores,
+        executor_memory_mb: resources.executor_memory_mb,
+        command: config.executor_program.clone(),
+        args: vec!["executor".to_owned()],
+        env: env.into_iter().collect(),
+        executor_limit: resources.executor_limit,
+        ..RegisterApp::default()
+    }
+}
+
+impl Driver {
+    fn new(file: JobFile) -> Self {
+        let mut upcoming: Vec<(u64, usize)> = file
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(i, job)| (job.at_ms, i))
+            .collect();
+        // Submitted from the end: the latest first in the list.
+        upcoming.sort_by(|a, b| b.cmp(a));
+        Self {
+            scheduler: JobScheduler::new(file.scheduler_config()),
+            file,
+            start: Instant::now(),
+            executors: HashMap::new(),
+            jobs: BTreeMap::new(),
+            upcoming,
+            tasks: BTreeMap::new(),
+            failures: HashMap::new(),
+        }
+    }
+
+    fn now(&self) -> Timestamp {
+        Timestamp(u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX))
+    }
+
+    /// When the next job is due.
+    fn next_submission(&self) -> Instant {
+        let at = self.upcoming.last().map_or(0, |&(at, _)| at);
+        self.start + Duration::from_millis(at)
+    }
+
+    /// Submits every job that is due.
+    fn submit_due(&mut self) {
+        let now = self.now();
+        while let Some(&(at, index)) = self.upcoming.last() {
+            if at > now.0 {
+                break;
+            }
+            self.upcoming.pop();
+            let spec = self.file.jobs[index].spec();
+            let id = self
+                .scheduler
+                .submit(now, spec)
+                .expect("job files are validated when read");
+            self.jobs.insert(id, index);
+        }
+        let launches = self.scheduler.resource_offers(now, None);
+        self.launch(launches);
+    }
+
+    fn on_event(&mut self, event: Event) {
+        let now = self.now();
+        match event {
+            Event::Joined {
+                link,
+                hello,
+                orders,
+            } => {
+                let id = ExecutorId(hello.executor_id);
+                // A newer stream of the same executor replaces the old one.
+                if self.executors.contains_key(&id) {
+                    self.lose_executor(id);
+                }
+                let rack = (!hello.rack.is_empty()).then_some(hello.rack.as_str());
+                let cores = hello.cores.max(1);
+                self.scheduler.add_executor(id, &hello.host, rack, cores);
+                self.executors.insert(id, ExecutorLink { link, orders });
+                tracing::info!(executor = id.0, host = %hello.host, cores, "executor joined");
+                let launches = self.scheduler.resource_offers(now, Some(id));
+                self.launch(launches);
+            }
+            Event::Ended { link, end } => {
+                let Some(executor) = self.executor_on(link) else {
+                    return;
+                };
+                let task = TaskId(end.task_id);
+                let how = match end.state() {
+                    TaskState::Succeeded => TaskEnd::Succeeded,
+                    TaskState::Failed => TaskEnd::Failed,
+                    TaskState::Killed | TaskState::Unspecified => TaskEnd::Lost,
+                };
+                if let Some((stage, report)) = self.tasks.get_mut(&task) {
+                    if report.state != "RUNNING" {
+                        return;
+                    }
+                    report.state = end
+                        .state()
+                        .as_str_name()
+                        .trim_start_matches("TASK_STATE_")
+                        .to_owned();
+                    report.duration_ms = Some(end.duration_ms);
+                    if how != TaskEnd::Succeeded {
+                        tracing::info!(task = task.0, message = %end.message, "task attempt ended without success");
+                        *self.failures.entry(*stage).or_default() += 1;
+                    }
+                }
+                let ended = self.scheduler.task_ended(now, task, how);
+                self.kill(&ended.kill);
+                let launches = self.scheduler.resource_offers(now, Some(executor));
+                self.launch(launches);
+            }
+            Event::Gone { link } => {
+                if let Some(executor) = self.executor_on(link) {
+                    tracing::info!(executor = executor.0, "executor gone");
+                    self.lose_executor(executor);
+                }
+            }
+        }
+    }
+
+    /// The executor whose current stream is `link`.
+    fn executor_on(&self, link: u64) -> Option<ExecutorId> {
+        self.executors
+            .iter()
+            .find(|(_, e)| e.link == link)
+            .map(|(&id, _)| id)
+    }
+
+    /// An executor's stream is gone: its running attempts run again elsewhere.
+    fn lose_executor(&mut self, id: ExecutorId) {
+        self.executors.remove(&id);
+        let now = self.now();
+        let (lost, ended) = self.scheduler.remove_executor(now, id, false);
+        for task in lost {
+            if let Some((stage, report)) = self.tasks.get_mut(&task) {
+                report.state = "LOST".to_owned();
+                *self.failures.entry(*stage).or_default() += 1;
+            }
+        }
+        self.kill(&ended.kill);
+    }
+
+    /// Sends each launch to its executor; one whose executor is gone is lost at once.
+    fn launch(&mut self, launches: Vec<Launch>) {
+        for launch in launches {
+            let (job_name, stage_name, work) = self.describe(launch.stage);
+            let order = DriverMessage {
+                body: Some(Down::Run(RunTask {
+                    task_id: launch.task.0,
+                    partition: u32::try_from(launch.index).unwrap_or(u32::MAX),
+                    attempt: launch.attempt,
+                    work: Some(task_work(&work)),
+                })),
+            };
+            self.tasks.insert(
+                launch.task,
+                (
+                    launch.stage,
+                    TaskReport {
+                        job: job_name,
+                        stage: stage_name,
+                        index: launch.index,
+                        attempt: launch.attempt,
+                        executor: launch.executor.0,
+                        host: launch.host.clone(),
+                        locality: launch.locality.name().to_owned(),
+                        state: "RUNNING".to_owned(),
+                        duration_ms: None,
+                    },
+                ),
+            );
+            let sent = self
+                .executors
+                .get(&launch.executor)
+                .is_some_and(|e| e.orders.send(Ok(order)).is_ok());
+            if !sent {
+                self.lose_executor(launch.executor);
+            }
+        }
+    }
+
+    /// Asks executors to kill these attempts.
+    fn kill(&self, tasks: &[TaskId]) {
+        for &task in tasks {
+            let Some((_, report)) = self.tasks.get(&task) else {
+                continue;
+            };
+            if let Some(executor) = self.executors.get(&ExecutorId(report.executor)) {
+                let body = Some(Down::Kill(KillTask { task_id: task.0 }));
+                let _ = executor.orders.send(Ok(DriverMessage { body }));
+            }
+        }
+    }
+
+    /// A stage's job name, stage name and work.
+    fn describe(&self, stage: StageId) -> (String, String, Work) {
+        for (id, job) in self.scheduler.jobs() {
+            if let Some(i) = job.stage_ids.iter().position(|&s| s == stage) {
+                let entry = &self.file.jobs[self.jobs[id]];
+                let work = entry.stages[i].run.work().expect("validated when read");
+                return (entry.name.clone(), entry.stages[i].name.clone(), work);
+            }
+        }
+        unreachable!("a launched stage belongs to a submitted job")
+    }
+
+    fn report(&self) -> Report {
+        let jobs = self
+            .scheduler
+            .jobs()
+            .values()
+            .map(|job| JobReport {
+                name: job.spec.name.clone(),
+                state: match job.state {
+                    JobState::Running => "RUNNING",
+                    JobState::Succeeded => "SUCCEEDED",
+                    JobState::Failed(_) => "FAILED",
+                }
+                .to_owned(),
+                error: match &job.state {
+                    JobState::Failed(message) => Some(message.clone()),
+                    _ => None,
+                },
+                submitted_ms: job.submitted.0,
+                finished_ms: job.finished.map(|t| t.0),
+                stages: job
+                    .spec
+                    .stages
+                    .iter()
+                    .zip(&job.stage_ids)
+                    .map(|(stage, id)| StageReport {
+                        name: stage.name.clone(),
+                        tasks: stage.tasks,
+                        failed_attempts: self.failures.get(id).copied().unwrap_or(0),
+                    })
+                    .collect(),
+            })
+            .collect();
+        Report {
+            app: String::new(),
+            jobs,
+            tasks: self.tasks.values().map(|(_, t)| t.clone()).collect(),
+        }
+    }
+}
+
+/// A stage's work as the executors' protocol carries it.
+fn task_work(work: &Work) -> TaskWork {
+    let kind = match work {
+        Work::Sleep(ms) => Kind::SleepMs(*ms),
+        Work::Pi(samples) => Kind::PiSamples(*samples),
+        Work::Noop => Kind::Noop(Noop {}),
+        Work::Command(argv) => Kind::Command(Command { argv: argv.clone() }),
+    };
+    TaskWork { kind: Some(kind) }
+}

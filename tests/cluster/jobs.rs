@@ -1,0 +1,244 @@
+//! `muster job run`: a driver runs jobs of stages on executors that workers start, through a
+//! leader failover and through the loss of a worker.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+
+use serde_json::Value;
+
+use crate::support::{
+    DEADLINE, Masters, Process, app, muster, running_executors, start_worker, wait_for,
+};
+
+/// Writes `spec` to a job file in the masters' directory.
+fn job_file(masters: &Masters, name: &str, spec: &str) -> std::path::PathBuf {
+    let path = masters.dir.path().join(format!("{name}.toml"));
+    std::fs::write(&path, spec).unwrap();
+    path
+}
+
+/// `muster job run FILE --json` as a child process.
+fn job_run(masters: &Masters, file: &std::path::Path) -> Process {
+    Process(
+        muster()
+            .args(["job", "run", "--json"])
+            .arg(file)
+            .env("MUSTER_MASTERS", masters.list_from(1))
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(masters.dir.path().join("job-run.log")).unwrap())
+            .spawn()
+            .expect("muster job run starts"),
+    )
+}
+
+/// Waits for the run to end within the deadline; its exit success and JSON report.
+fn report(mut run: Process) -> (bool, Value) {
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = run.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(start.elapsed() < DEADLINE * 2, "the job run did not end");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let mut out = String::new();
+    std::io::Read::read_to_string(run.0.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let json = out.find('{').map(|at| &out[at..]).unwrap_or("null");
+    (
+        status.success(),
+        serde_json::from_str(json).expect("a JSON report"),
+    )
+}
+
+/// Successful attempts per (job, stage, index).
+fn successes(report: &Value) -> BTreeMap<(String, String, u64), usize> {
+    let mut successes = BTreeMap::new();
+    for task in report["tasks"].as_array().unwrap() {
+        if task["state"] == "SUCCEEDED" {
+            let key = (
+                task["job"].as_str().unwrap().to_owned(),
+                task["stage"].as_str().unwrap().to_owned(),
+                task["index"].as_u64().unwrap(),
+            );
+            *successes.entry(key).or_default() += 1;
+        }
+    }
+    successes
+}
+
+/// Asserts every task of every stage succeeded exactly once.
+fn each_task_once(report: &Value) {
+    let successes = successes(report);
+    for job in report["jobs"].as_array().unwrap() {
+        assert_eq!(job["state"], "SUCCEEDED", "{job}");
+        for stage in job["stages"].as_array().unwrap() {
+            for index in 0..stage["tasks"].as_u64().unwrap() {
+                let key = (
+                    job["name"].as_str().unwrap().to_owned(),
+                    stage["name"].as_str().unwrap().to_owned(),
+                    index,
+                );
+                assert_eq!(successes.get(&key), Some(&1), "{key:?} succeeded once");
+            }
+        }
+    }
+}
+
+/// The application named `name`, once it runs `count` executors.
+fn running_app(masters: &Masters, name: &str, count: usize) -> (String, Value) {
+    let status = wait_for(masters, "the job's executors running", |s| {
+        s["apps"].as_array().unwrap().iter().any(|a| {
+            a["name"] == name && running_executors(s, a["id"].as_str().unwrap()).len() >= count
+        })
+    });
+    let id = status["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == name)
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (id, status)
+}
+
+#[test]
+fn a_job_runs_its_stages_in_order_with_node_local_tasks_and_finishes_its_application() {
+    let masters = Masters::start();
+    let _w1 = start_worker(&masters, "w1", 2);
+    let _w2 = start_worker(&masters, "w2", 2);
+    let file = job_file(
+        &masters,
+        "wordcount",
+        r#"
+name = "wordcount"
+[resources]
+executor_cores = 1
+executor_memory_mb = 64
+[[jobs]]
+name = "count"
+  [[jobs.stages]]
+  name = "map"
+  tasks = 12
+  run = { builtin = "sleep", ms = 50 }
+  prefer_hosts = [["w1"], ["w2"]]
+  [[jobs.stages]]
+  name = "reduce"
+  tasks = 2
+  after = ["map"]
+  run = { command = ["/bin/sh", "-c", "test {attempt} = 0"] }
+"#,
+    );
+    let (succeeded, report) = report(job_run(&masters, &file));
+    assert!(succeeded, "{report}");
+    each_task_once(&report);
+    let tasks = report["tasks"].as_array().unwrap();
+    let map: Vec<&Value> = tasks.iter().filter(|t| t["stage"] == "map").collect();
+    assert!(
+        map.iter().all(|t| t["locality"] == "NODE_LOCAL"),
+        "every map task ran on the host it prefers: {map:?}"
+    );
+    let (map_end, reduce_start) = (
+        report["jobs"][0]["finished_ms"].as_u64().unwrap(),
+        report["jobs"][0]["submitted_ms"].as_u64().unwrap(),
+    );
+    assert!(reduce_start <= map_end);
+    let id = report["app"].as_str().unwrap().to_owned();
+    wait_for(&masters, "the application finished", |s| {
+        app(s, &id).is_none()
+    });
+}
+
+#[test]
+fn a_job_survives_a_leader_failover() {
+    let mut masters = Masters::start();
+    let first = masters.leader(0);
+    let _w1 = start_worker(&masters, "w1", 2);
+    let file = job_file(
+        &masters,
+        "failover",
+        r#"
+name = "failover"
+[resources]
+executor_cores = 1
+executor_memory_mb = 64
+[[jobs]]
+name = "sleepy"
+  [[jobs.stages]]
+  name = "s"
+  tasks = 40
+  run = { builtin = "sleep", ms = 200 }
+"#,
+    );
+    let run = job_run(&masters, &file);
+    running_app(&masters, "failover", 2);
+    masters.running[first as usize - 1]
+        .take()
+        .expect("the leader runs")
+        .crash();
+    let (succeeded, report) = report(run);
+    assert!(succeeded, "{report}");
+    each_task_once(&report);
+    assert_ne!(masters.leader(first), first);
+}
+
+#[test]
+fn a_job_survives_the_loss_of_a_worker_and_its_executors() {
+    let masters = Masters::start();
+    let _w1 = start_worker(&masters, "w1", 2);
+    let w2 = start_worker(&masters, "w2", 2);
+    let file = job_file(
+        &masters,
+        "loss",
+        r#"
+name = "loss"
+[resources]
+executor_cores = 1
+executor_memory_mb = 64
+[[jobs]]
+name = "sleepy"
+  [[jobs.stages]]
+  name = "s"
+  tasks = 40
+  run = { builtin = "sleep", ms = 500 }
+"#,
+    );
+    let run = job_run(&masters, &file);
+    let (id, status) = running_app(&masters, "loss", 4);
+    // The machine of w2 goes: the worker and every executor it started.
+    let lost_worker = status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["host"] == "w2")
+        .unwrap()["id"]
+        .clone();
+    let pids: Vec<u64> = running_executors(&status, &id)
+        .iter()
+        .filter(|e| e["worker"] == lost_worker)
+        .map(|e| e["pid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 2);
+    w2.crash();
+    // Each process leads its own process group (the worker's wrapper and the executor).
+    for pid in pids {
+        let group = nix::unistd::Pid::from_raw(pid as i32);
+        nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).unwrap();
+    }
+    let (succeeded, report) = report(run);
+    assert!(succeeded, "{report}");
+    each_task_once(&report);
+    let lost = report["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["state"] == "LOST")
+        .count();
+    assert!(lost >= 1, "the lost executors' tasks ran again: {report}");
+    assert_eq!(
+        report["jobs"][0]["stages"][0]["failed_attempts"].as_u64(),
+        Some(lost as u64),
+        "lost attempts counted as failed attempts of the stage, not as task failures"
+    );
+}
