@@ -242,3 +242,63 @@ name = "sleepy"
         "lost attempts counted as failed attempts of the stage, not as task failures"
     );
 }
+
+#[test]
+fn dynamic_allocation_asks_for_executors_as_tasks_wait_and_gives_idle_ones_back() {
+    let masters = Masters::start();
+    let _w1 = start_worker(&masters, "w1", 4);
+    let file = job_file(
+        &masters,
+        "dynamic",
+        r#"
+name = "dynamic"
+[resources]
+executor_cores = 1
+executor_memory_mb = 64
+dynamic_allocation = { min = 0, max = 3, idle_timeout_s = 1, backlog_timeout_s = 0.2 }
+[[jobs]]
+name = "first"
+  [[jobs.stages]]
+  name = "s"
+  tasks = 24
+  run = { builtin = "sleep", ms = 200 }
+[[jobs]]
+name = "later"
+at_ms = 8000
+  [[jobs.stages]]
+  name = "s"
+  tasks = 1
+  run = { builtin = "noop" }
+"#,
+    );
+    let run = job_run(&masters, &file);
+    let (id, _) = running_app(&masters, "dynamic", 3);
+    let status = wait_for(&masters, "idle executors given back", |s| {
+        app(s, &id).is_some_and(|a| {
+            a["executors"].as_array().unwrap().is_empty() && a["cores_granted"] == 0
+        })
+    });
+    assert!(app(&status, &id).is_some(), "the application still runs");
+    let (succeeded, report) = report(run);
+    assert!(succeeded, "{report}");
+    each_task_once(&report);
+    let executors = |job: &str| -> Vec<u64> {
+        report["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["job"] == job)
+            .map(|t| t["executor"].as_u64().unwrap())
+            .collect()
+    };
+    let first = executors("first");
+    assert_eq!(
+        first.iter().max(),
+        Some(&2),
+        "three executors, no more: {first:?}"
+    );
+    assert!(
+        executors("later").iter().all(|e| *e > 2),
+        "the later job ran on a newly asked-for executor"
+    );
+}

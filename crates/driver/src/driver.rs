@@ -14,17 +14,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use muster_core::ids::{ExecutorId, Timestamp};
+use muster_core::tasks::allocation::{Allocation, AllocationChange};
 use muster_core::tasks::jobs::{JobScheduler, JobState};
 use muster_core::tasks::scheduler::{Launch, TaskEnd};
 use muster_core::tasks::{JobId, StageId, TaskId};
 use muster_proto::auth::{Role, Secret};
+use muster_proto::v1::app_message::Body as AppRequest;
 use muster_proto::v1::driver_message::Body as Down;
 use muster_proto::v1::executor_message::Body as Up;
 use muster_proto::v1::task_link_server::{TaskLink, TaskLinkServer};
 use muster_proto::v1::task_work::Kind;
 use muster_proto::v1::{
-    Command, DriverMessage, ExecutorMessage, KillTask, Noop, RegisterApp, RunTask, TaskEnded,
-    TaskState, TaskWork,
+    Command, DriverMessage, ExecutorMessage, KillTask, Noop, RegisterApp, ReleaseExecutors,
+    RunTask, SetExecutorLimit, TaskEnded, TaskState, TaskWork,
 };
 use serde::Serialize;
 use tokio::net::TcpListener;
@@ -39,6 +41,8 @@ use crate::spec::{JobFile, Work};
 
 /// How often every free core is offered (Spark's `spark.scheduler.revive.interval`).
 const REVIVE_INTERVAL: Duration = Duration::from_secs(1);
+/// How often dynamic allocation looks at the backlog (Spark's 100 ms).
+const ALLOCATION_INTERVAL: Duration = Duration::from_millis(100);
 /// How long a new executor stream may take to say which executor it is.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -277,6 +281,8 @@ pub async fn run(
         requested,
         updates,
     ));
+    let mut allocation = config.file.resources.allocation().map(Allocation::new);
+    let mut allocation_tick = tokio::time::interval(ALLOCATION_INTERVAL);
     let mut driver = Driver::new(config.file);
     let mut app_id = String::new();
     let mut revive = tokio::time::interval(REVIVE_INTERVAL);
@@ -293,6 +299,28 @@ pub async fn run(
             }
             () = tokio::time::sleep_until(next_job.into()), if !driver.upcoming.is_empty() => {
                 driver.submit_due();
+            }
+            _ = allocation_tick.tick(), if allocation.is_some() => {
+                let allocation = allocation.as_mut().expect("dynamic allocation is on");
+                let tasks = driver.scheduler.tasks();
+                let (pending, running) = (tasks.pending(), tasks.running());
+                let changes = allocation.tick(
+                    driver.now(),
+                    u32::try_from(pending).unwrap_or(u32::MAX),
+                    u32::try_from(running).unwrap_or(u32::MAX),
+                    &tasks.executors_busy(),
+                );
+                for change in changes {
+                    let request = match change {
+                        AllocationChange::Target(n) => AppRequest::SetLimit(SetExecutorLimit { executor_limit: Some(n) }),
+                        AllocationChange::Release(ids) => AppRequest::Release(ReleaseExecutors {
+                            executor_ids: ids.into_iter().map(|id| id.0).collect(),
+                        }),
+                    };
+                    if let Some(requests) = &requests {
+                        let _ = requests.try_send(request);
+                    }
+                }
             }
             Some(event) = event_stream.recv() => driver.on_event(event),
             Some(update) = update_stream.recv() => match update {
@@ -354,7 +382,10 @@ fn registration(config: &DriverConfig, secret: &Secret, port: u16) -> RegisterAp
         command: config.executor_program.clone(),
         args: vec!["executor".to_owned()],
         env: env.into_iter().collect(),
-        executor_limit: resources.executor_limit,
+        executor_limit: resources
+            .allocation()
+            .map(|config| Allocation::new(config).target())
+            .or(resources.executor_limit),
         ..RegisterApp::default()
     }
 }

@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use muster_core::limits;
+use muster_core::tasks::allocation::AllocationConfig;
 use muster_core::tasks::jobs::{JobSpec, StageSpec};
 use muster_core::tasks::locality::LocalityWaits;
 use muster_core::tasks::pools::{PoolConfig, SchedulingMode};
@@ -47,6 +48,38 @@ pub struct ResourceSpec {
     pub executor_memory_mb: u64,
     /// Most executors held at once.
     pub executor_limit: Option<u32>,
+    /// Ask for executors as tasks wait and give idle ones back.
+    pub dynamic_allocation: Option<DynamicAllocation>,
+}
+
+/// `[resources] dynamic_allocation = { min, max, initial, idle_timeout_s, backlog_timeout_s,
+/// sustained_backlog_timeout_s }`: Spark's `spark.dynamicAllocation.*`, with its defaults.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DynamicAllocation {
+    /// Fewest executors (default 0).
+    #[serde(default)]
+    pub min: u32,
+    /// Most executors.
+    pub max: u32,
+    /// Executors asked for at start (default `min`).
+    pub initial: Option<u32>,
+    /// Seconds an executor may run nothing before it is given back (default 60).
+    #[serde(default = "default_idle_timeout")]
+    pub idle_timeout_s: f64,
+    /// Seconds tasks may wait before more executors are asked for (default 1).
+    #[serde(default = "default_backlog_timeout")]
+    pub backlog_timeout_s: f64,
+    /// Seconds between further asks while tasks still wait (default `backlog_timeout_s`).
+    pub sustained_backlog_timeout_s: Option<f64>,
+}
+
+fn default_idle_timeout() -> f64 {
+    60.0
+}
+
+fn default_backlog_timeout() -> f64 {
+    1.0
 }
 
 fn default_memory() -> u64 {
@@ -60,6 +93,7 @@ impl Default for ResourceSpec {
             executor_cores: None,
             executor_memory_mb: default_memory(),
             executor_limit: None,
+            dynamic_allocation: None,
         }
     }
 }
@@ -263,6 +297,40 @@ impl JobFile {
                 "must be at least 1".into(),
             ));
         }
+        if let Some(dynamic) = &self.resources.dynamic_allocation {
+            let field = |name: &str| format!("resources.dynamic_allocation.{name}");
+            if dynamic.max == 0 || dynamic.min > dynamic.max {
+                return Err(invalid(
+                    field("max"),
+                    "must be at least 1 and at least min".into(),
+                ));
+            }
+            if dynamic.initial.is_some_and(|i| i > dynamic.max) {
+                return Err(invalid(field("initial"), "must be at most max".into()));
+            }
+            if self.resources.executor_limit.is_some() {
+                return Err(invalid(
+                    "resources.executor_limit".into(),
+                    "dynamic allocation sets the limit itself".into(),
+                ));
+            }
+            let seconds = [
+                ("idle_timeout_s", Some(dynamic.idle_timeout_s)),
+                ("backlog_timeout_s", Some(dynamic.backlog_timeout_s)),
+                (
+                    "sustained_backlog_timeout_s",
+                    dynamic.sustained_backlog_timeout_s,
+                ),
+            ];
+            for (name, value) in seconds {
+                if value.is_some_and(|v| !(v.is_finite() && v > 0.0 && v < 1e9)) {
+                    return Err(invalid(
+                        field(name),
+                        "must be a positive number of seconds".into(),
+                    ));
+                }
+            }
+        }
         if self.scheduler.speculation {
             return Err(invalid(
                 "scheduler.speculation".into(),
@@ -312,6 +380,25 @@ impl JobFile {
             max_task_failures: spec.max_task_failures,
             seed: spec.seed,
         }
+    }
+}
+
+impl ResourceSpec {
+    /// The dynamic-allocation manager's settings, if it is on.
+    pub fn allocation(&self) -> Option<AllocationConfig> {
+        let dynamic = self.dynamic_allocation?;
+        let ms = |seconds: f64| (seconds * 1000.0) as u64;
+        Some(AllocationConfig {
+            min: dynamic.min,
+            max: dynamic.max,
+            initial: dynamic.initial.unwrap_or(dynamic.min),
+            tasks_per_executor: self.executor_cores.unwrap_or(1),
+            backlog_timeout_ms: ms(dynamic.backlog_timeout_s),
+            sustained_backlog_timeout_ms: ms(dynamic
+                .sustained_backlog_timeout_s
+                .unwrap_or(dynamic.backlog_timeout_s)),
+            idle_timeout_ms: ms(dynamic.idle_timeout_s),
+        })
     }
 }
 
@@ -380,6 +467,7 @@ queue = "default"
 cores_max = 8
 executor_cores = 1
 executor_memory_mb = 512
+dynamic_allocation = { min = 0, max = 16, idle_timeout_s = 60, backlog_timeout_s = 1 }
 [scheduler]
 mode = "FAIR"
 locality_wait_ms = 3000
@@ -413,6 +501,11 @@ pool = "interactive"
         assert_eq!(config.waits.process_ms, 3000);
         assert_eq!(file.pools[0].weight, 2);
         assert_eq!(file.jobs[0].stages[1].after, ["map"]);
+        let allocation = file
+            .resources
+            .allocation()
+            .expect("dynamic allocation is on");
+        assert_eq!((allocation.max, allocation.backlog_timeout_ms), (16, 1000));
     }
 
     #[test]

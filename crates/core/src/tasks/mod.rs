@@ -16,12 +16,14 @@
 //! * [`pools`]: the FIFO and FAIR orders.
 //! * [`locality`]: locality levels and their waits.
 //! * [`executors`]: the driver's live executors.
+//! * [`allocation`]: dynamic allocation: the executor target and idle executors to give back.
 //!
 //! # Left out
 //!
 //! Speculation, exclusion on failure, barrier stages and shuffle-output loss: a stage's
 //! tasks are independent, and a finished task's result is never lost with its executor.
 
+pub mod allocation;
 pub mod executors;
 pub mod jobs;
 pub mod locality;

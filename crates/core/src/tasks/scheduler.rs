@@ -136,11 +136,17 @@ impl TaskScheduler {
         self.running.len()
     }
 
-    /// Whether any stage still has a task to launch.
-    pub fn has_pending(&self) -> bool {
-        self.sets
-            .values()
-            .any(|e| !e.set.is_zombie() && (e.set.running() as usize) < e.set.len())
+    /// Each live executor, and whether it runs a task.
+    pub fn executors_busy(&self) -> Vec<(ExecutorId, bool)> {
+        self.executors
+            .iter()
+            .map(|(id, info)| (id, info.free < info.cores))
+            .collect()
+    }
+
+    /// Tasks of running stages waiting for a core.
+    pub fn pending(&self) -> usize {
+        self.sets.values().map(|e| e.set.pending()).sum()
     }
 
     /// An executor joined with `cores` free.

@@ -110,9 +110,15 @@ impl TaskSet {
         self.running
     }
 
-    /// How many tasks the set has.
-    pub(crate) fn len(&self) -> usize {
-        self.tasks.len()
+    /// Tasks neither running nor succeeded, while the set still launches.
+    pub(crate) fn pending(&self) -> usize {
+        if self.zombie {
+            return 0;
+        }
+        self.tasks
+            .iter()
+            .filter(|t| t.copies_running == 0 && !t.successful)
+            .count()
     }
 
     /// Whether every task succeeded.

@@ -18,12 +18,17 @@
 //!   launch prints `tTASK JOB/STAGE.INDEX#ATTEMPT on EXECUTOR (HOST) LOCALITY`;
 //! * `end TASK... succeeded|failed|lost`, printing stages and jobs that ended and attempts to
 //!   kill; `finish` ends every running attempt successfully, in task id order;
-//! * `jobs`: every job's state and stages.
+//! * `jobs`: every job's state and stages;
+//! * `allocation [min=N] [max=N] [initial=N] [per=N] [backlog=MS] [sustained=MS] [idle=MS]`
+//!   starts a dynamic-allocation manager (Spark's defaults otherwise), and `demand
+//!   [pending=N] [running=N] [executors=ID:busy|idle,...]` ticks it at the current time,
+//!   printing what it asks for.
 
 use std::error::Error;
 use std::fmt::Write as _;
 
 use muster_core::ids::{ExecutorId, Timestamp};
+use muster_core::tasks::allocation::{Allocation, AllocationChange, AllocationConfig};
 use muster_core::tasks::jobs::{Ended, JobScheduler, JobSpec, JobState, StageSpec};
 use muster_core::tasks::locality::LocalityWaits;
 use muster_core::tasks::pools::{PoolConfig, SchedulingMode};
@@ -97,6 +102,30 @@ enum Command {
     },
     Finish,
     Jobs,
+    Allocation {
+        #[arg(key)]
+        min: Option<u32>,
+        #[arg(key)]
+        max: Option<u32>,
+        #[arg(key)]
+        initial: Option<u32>,
+        #[arg(key)]
+        per: Option<u32>,
+        #[arg(key)]
+        backlog: Option<u64>,
+        #[arg(key)]
+        sustained: Option<u64>,
+        #[arg(key)]
+        idle: Option<u64>,
+    },
+    Demand {
+        #[arg(key)]
+        pending: Option<u32>,
+        #[arg(key)]
+        running: Option<u32>,
+        #[arg(key)]
+        executors: Option<String>,
+    },
 }
 
 #[derive(Default)]
@@ -106,6 +135,7 @@ struct Runner {
     now: Timestamp,
     /// Running attempts, to print and to finish.
     running: Vec<Launch>,
+    allocation: Option<Allocation>,
 }
 
 impl Runner {
@@ -357,6 +387,58 @@ impl goldenscript::Runner for Runner {
                 tasks.sort();
                 for task in tasks {
                     output += &self.end(task, TaskEnd::Succeeded)?;
+                }
+            }
+            Command::Allocation {
+                min,
+                max,
+                initial,
+                per,
+                backlog,
+                sustained,
+                idle,
+            } => {
+                let backlog = backlog.unwrap_or(1000);
+                self.allocation = Some(Allocation::new(AllocationConfig {
+                    min: min.unwrap_or(0),
+                    max: max.unwrap_or(u32::MAX),
+                    initial: initial.unwrap_or(0),
+                    tasks_per_executor: per.unwrap_or(1),
+                    backlog_timeout_ms: backlog,
+                    sustained_backlog_timeout_ms: sustained.unwrap_or(backlog),
+                    idle_timeout_ms: idle.unwrap_or(60_000),
+                }));
+            }
+            Command::Demand {
+                pending,
+                running,
+                executors,
+            } => {
+                let executors = executors
+                    .as_deref()
+                    .unwrap_or_default()
+                    .split(',')
+                    .filter(|e| !e.is_empty())
+                    .map(|e| {
+                        let (id, state) = e.split_once(':').ok_or("ID:busy|idle")?;
+                        Ok((ExecutorId(id.parse()?), state == "busy"))
+                    })
+                    .collect::<Result<Vec<_>, Box<dyn Error>>>()?;
+                let allocation = self.allocation.as_mut().ok_or("no allocation")?;
+                let changes = allocation.tick(
+                    self.now,
+                    pending.unwrap_or(0),
+                    running.unwrap_or(0),
+                    &executors,
+                );
+                for change in changes {
+                    match change {
+                        AllocationChange::Target(n) => writeln!(output, "target {n}")?,
+                        AllocationChange::Release(ids) => {
+                            let ids: Vec<String> = ids.iter().map(|e| e.0.to_string()).collect();
+                            writeln!(output, "release {}", ids.join(" "))?;
+                        }
+                    }
                 }
             }
             Command::Jobs => {
