@@ -302,3 +302,58 @@ at_ms = 8000
         "the later job ran on a newly asked-for executor"
     );
 }
+
+#[test]
+fn a_submitted_job_file_runs_in_cluster_mode_and_a_supervised_driver_runs_it_again() {
+    let masters = Masters::start();
+    let _w1 = start_worker(&masters, "w1", 4);
+    let mark = masters.dir.path().join("failed-once");
+    let file = job_file(
+        &masters,
+        "cluster",
+        &format!(
+            r#"
+name = "cluster"
+[resources]
+executor_cores = 1
+executor_memory_mb = 64
+[scheduler]
+max_task_failures = 1
+[[jobs]]
+name = "once"
+  [[jobs.stages]]
+  name = "s"
+  tasks = 1
+  run = {{ command = ["/bin/sh", "-c", "test -e {mark} || {{ touch {mark}; exit 1; }}"] }}
+"#,
+            mark = mark.display()
+        ),
+    );
+    let output = Masters::client(
+        &masters.list_from(1),
+        &[
+            "submit",
+            "--supervise",
+            "--memory",
+            "64",
+            "--job",
+            file.to_str().unwrap(),
+        ],
+    );
+    let id = crate::support::stdout(&output);
+    // The first run fails its job (exit 1); the supervised driver runs the file again
+    // from the start, and that run succeeds.
+    let status = wait_for(&masters, "the driver finished", |s| {
+        crate::support::driver_state(s, &id) == "FINISHED"
+    });
+    assert_eq!(
+        crate::support::driver(&status, &id).unwrap()["exit_code"],
+        0
+    );
+    assert!(mark.exists());
+    let apps: Vec<&Value> = status["apps"].as_array().unwrap().iter().collect();
+    assert!(
+        apps.is_empty(),
+        "both runs finished their applications: {apps:?}"
+    );
+}

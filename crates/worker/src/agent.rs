@@ -58,6 +58,9 @@ pub struct AgentConfig {
     pub host: String,
     /// Its rack label, for locality inside applications; empty for none.
     pub rack: String,
+    /// What drivers it starts get to call the masters as clients (see
+    /// [`SupervisorConfig::driver_environment`]).
+    pub driver_environment: Vec<(&'static str, String)>,
     /// The cores, memory and custom resources it offers.
     pub capacity: Resources,
     /// Where processes get their directories.
@@ -120,6 +123,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) {
         kill_grace: config.kill_grace,
         host: config.host.clone(),
         rack: config.rack.clone(),
+        driver_environment: config.driver_environment.clone(),
         ..SupervisorConfig::new(config.work_dir.clone(), config.masters.join(","))
     };
     let (supervisor, events) = Supervisor::new(supervisor_config);

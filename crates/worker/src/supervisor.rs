@@ -102,6 +102,9 @@ pub struct SupervisorConfig {
     pub host: String,
     /// The worker's rack label, passed as `MUSTER_RACK` (empty: none).
     pub rack: String,
+    /// What drivers get on top, so that they can call the masters as clients: the client
+    /// credential (`MUSTER_CREDENTIAL`) and the CA (`MUSTER_TLS_CA`).
+    pub driver_environment: Vec<(&'static str, String)>,
     /// Time between SIGTERM and SIGKILL.
     pub kill_grace: Duration,
     /// First wait before restarting a failed supervised driver.
@@ -111,15 +114,18 @@ pub struct SupervisorConfig {
 }
 
 impl SupervisorConfig {
-    /// What every process learns about its worker: `MUSTER_MASTERS`, `MUSTER_HOST` and,
-    /// with a label, `MUSTER_RACK`.
-    fn environment(&self) -> Vec<(&'static str, String)> {
+    /// What a process of `workload` learns about its worker: `MUSTER_MASTERS`,
+    /// `MUSTER_HOST`, with a label `MUSTER_RACK`, and for a driver how to call the masters.
+    fn environment(&self, workload: &Workload) -> Vec<(&'static str, String)> {
         let mut environment = vec![
             ("MUSTER_MASTERS", self.masters.clone()),
             ("MUSTER_HOST", self.host.clone()),
         ];
         if !self.rack.is_empty() {
             environment.push(("MUSTER_RACK", self.rack.clone()));
+        }
+        if matches!(workload, Workload::Driver { .. }) {
+            environment.extend(self.driver_environment.iter().cloned());
         }
         environment
     }
@@ -131,6 +137,7 @@ impl SupervisorConfig {
             masters,
             host: String::new(),
             rack: String::new(),
+            driver_environment: Vec::new(),
             kill_grace: Duration::from_secs(10),
             restart_backoff: Duration::from_secs(1),
             successful_run: Duration::from_secs(5),
@@ -263,9 +270,9 @@ impl Supervisor {
         executable(&spec.command).map_err(LaunchError::Io)?;
         fs::create_dir_all(&directory).map_err(LaunchError::Io)?;
         let launcher = Launcher {
+            environment: self.config.environment(&spec.workload),
             spec,
             directory,
-            environment: self.config.environment(),
             work_dir: self.work_dir_marker(),
         };
         let child = launcher.spawn().map_err(LaunchError::Io)?;
@@ -326,9 +333,9 @@ impl Supervisor {
                 continue;
             };
             let launcher = Launcher {
+                environment: self.config.environment(&record.spec.workload),
                 spec: record.spec.clone(),
                 directory,
-                environment: self.config.environment(),
                 work_dir: self.work_dir_marker(),
             };
             if still_runs(&record) {

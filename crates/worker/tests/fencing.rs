@@ -100,6 +100,7 @@ async fn commands_from_an_older_term_are_ignored() {
         id: "w1".into(),
         host: "h1".into(),
         rack: String::new(),
+        driver_environment: Vec::new(),
         capacity: Resources::new(2, 1024),
         work_dir: dir.path().to_owned(),
         heartbeat_interval: Duration::from_millis(100),

@@ -14,13 +14,17 @@ use super::{MastersArg, runtime, stop_signal};
 use crate::client::request_id;
 use crate::error::CliError;
 
+/// The environment variable carrying a job file's text to a driver in cluster mode.
+pub const JOB_SPEC_VARIABLE: &str = "MUSTER_JOB_SPEC";
+
 /// `muster job run`.
 #[derive(Args)]
 pub struct JobRunArgs {
     #[command(flatten)]
     masters: MastersArg,
-    /// The job file (TOML; fields in the README).
-    file: PathBuf,
+    /// The job file (TOML; fields in the README). Without it, the job file's text in
+    /// `MUSTER_JOB_SPEC`, as `muster submit --job` hands it to the driver.
+    file: Option<PathBuf>,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -36,7 +40,19 @@ pub struct JobRunArgs {
 /// A bad job file or flags (exit 2), a refused application (3), unreachable masters (4), or
 /// a job that failed (1).
 pub fn run(args: JobRunArgs) -> Result<String, CliError> {
-    let file = JobFile::read(&args.file).map_err(|e| CliError::BadInput(e.to_string()))?;
+    let file = match &args.file {
+        Some(path) => JobFile::read(path).map_err(|e| CliError::BadInput(e.to_string()))?,
+        None => {
+            let text = std::env::var(JOB_SPEC_VARIABLE).map_err(|_| {
+                CliError::BadInput(format!(
+                    "give a job file, or its text in {JOB_SPEC_VARIABLE}"
+                ))
+            })?;
+            JobFile::parse(&text).map_err(|(field, message)| {
+                CliError::BadInput(format!("{JOB_SPEC_VARIABLE}: {field}: {message}"))
+            })?
+        }
+    };
     let masters = args.masters.parse()?;
     let executor_program = std::env::current_exe()
         .map_err(|e| CliError::Failed(format!("cannot find this program: {e}")))?

@@ -95,17 +95,27 @@ impl SecretArg {
         read_secret(self.secret_file.as_deref())
     }
 
-    /// The credential of `role`, or none without a secret.
+    /// The credential of `role`, or none without a secret. Without a secret file, a client
+    /// credential handed over in `MUSTER_CREDENTIAL` (a worker gives its drivers one) serves
+    /// the client role.
     ///
     /// # Errors
     ///
-    /// As [`SecretArg::read`].
+    /// As [`SecretArg::read`], or a handed-over credential that is not one.
     pub fn credential(&self, role: Role) -> Result<Credential, CliError> {
-        Ok(self
-            .read()?
-            .map_or_else(Credential::none, |secret| secret.credential(role)))
+        if let Some(secret) = self.read()? {
+            return Ok(secret.credential(role));
+        }
+        match std::env::var(CREDENTIAL_VARIABLE) {
+            Ok(text) if role == Role::Client => Credential::from_text(&text)
+                .map_err(|e| CliError::BadInput(format!("{CREDENTIAL_VARIABLE}: {e}"))),
+            _ => Ok(Credential::none()),
+        }
     }
 }
+
+/// The environment variable in which a worker hands its drivers a client credential.
+pub const CREDENTIAL_VARIABLE: &str = "MUSTER_CREDENTIAL";
 
 /// The secret in the file at `path`, if one is given.
 ///

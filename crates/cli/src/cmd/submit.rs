@@ -1,9 +1,16 @@
-//! `muster submit`: a driver in cluster deploy mode; prints its id.
+//! `muster submit`: a driver in cluster deploy mode; prints its id. With `--job FILE` the
+//! driver is `muster job run` on that job file, carried in the driver's environment, so
+//! the worker that runs it needs no copy of the file.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use clap::Args;
 use muster_core::resources::Resources;
+use muster_driver::spec::JobFile;
 use muster_proto::v1::SubmitDriverRequest;
 
+use super::job::JOB_SPEC_VARIABLE;
 use super::{MastersArg, WorkArgs, program, runtime};
 use crate::client::request_id;
 use crate::error::CliError;
@@ -24,8 +31,12 @@ pub struct SubmitArgs {
     /// Restart the driver when it fails, and relaunch it elsewhere when its worker is lost.
     #[arg(long)]
     supervise: bool,
+    /// Run this job file's jobs: the driver is `muster job run` (its executors reach it at
+    /// `MUSTER_DRIVER_HOST` on its worker, `127.0.0.1` by default).
+    #[arg(long, conflicts_with = "command")]
+    job: Option<PathBuf>,
     /// The program and its arguments, after `--`.
-    #[arg(last = true, required = true)]
+    #[arg(last = true, required_unless_present = "job")]
     command: Vec<String>,
 }
 
@@ -36,15 +47,45 @@ pub struct SubmitArgs {
 /// The masters refused it, or none answered.
 pub fn run(args: SubmitArgs) -> Result<String, CliError> {
     let masters = args.masters.parse()?;
-    let (program, program_args) = program(&args.command)?;
+    let (command, program_args, env, name) = match &args.job {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| CliError::BadInput(format!("cannot read {}: {e}", path.display())))?;
+            let file = JobFile::parse(&text).map_err(|(field, message)| {
+                CliError::BadInput(format!("{}: {field}: {message}", path.display()))
+            })?;
+            let program = std::env::current_exe()
+                .map_err(|e| CliError::Failed(format!("cannot find this program: {e}")))?;
+            let mut env = BTreeMap::from([(JOB_SPEC_VARIABLE.to_owned(), text)]);
+            if let Ok(host) = std::env::var("MUSTER_DRIVER_HOST") {
+                env.insert("MUSTER_DRIVER_HOST".to_owned(), host);
+            }
+            let name = if args.work.name.is_empty() {
+                file.name
+            } else {
+                args.work.name
+            };
+            let job_args = vec!["job".to_owned(), "run".to_owned()];
+            (program.display().to_string(), job_args, env, name)
+        }
+        None => {
+            let (program, program_args) = program(&args.command)?;
+            (
+                program.clone(),
+                program_args.to_vec(),
+                BTreeMap::new(),
+                args.work.name,
+            )
+        }
+    };
     let request = SubmitDriverRequest {
         request_id: request_id(),
-        name: args.work.name,
+        name,
         queue: args.work.queue,
         resources: Some((&Resources::new(args.cores, args.memory)).into()),
-        command: program.clone(),
-        args: program_args.to_vec(),
-        env: Default::default(),
+        command,
+        args: program_args,
+        env: env.into_iter().collect(),
         supervise: args.supervise,
     };
     let reply =

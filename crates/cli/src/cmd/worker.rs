@@ -10,7 +10,10 @@ use muster_worker::agent::{AgentConfig, lock_work_dir, stable_id};
 
 use muster_proto::auth::Role;
 
-use super::{MastersArg, log_to_stderr, refuse_open, runtime, stop_signal, warn_if_insecure};
+use super::{
+    CREDENTIAL_VARIABLE, MastersArg, log_to_stderr, refuse_open, runtime, stop_signal,
+    warn_if_insecure,
+};
 use crate::error::CliError;
 
 /// `muster worker`.
@@ -106,6 +109,16 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
     let secret = args.masters.secret.read()?;
     let addrs: Vec<&str> = masters.iter().map(String::as_str).collect();
     refuse_open(secret.as_ref(), args.insecure, &addrs)?;
+    // Drivers call the masters as clients: a client credential, never the secret itself.
+    let mut driver_environment = Vec::new();
+    if let Some(credential) = args.masters.secret.credential(Role::Client)?.to_text() {
+        driver_environment.push((CREDENTIAL_VARIABLE, credential));
+    }
+    if let Some(ca) = &args.masters.ca.tls_ca {
+        let ca =
+            std::path::absolute(ca).map_err(|e| CliError::BadInput(format!("--tls-ca: {e}")))?;
+        driver_environment.push(("MUSTER_TLS_CA", ca.display().to_string()));
+    }
     let config = AgentConfig {
         credential: args.masters.secret.credential(Role::Worker)?,
         dialer: args.masters.ca.dialer()?,
@@ -113,6 +126,7 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
         id,
         host,
         rack: args.rack,
+        driver_environment,
         capacity,
         work_dir: args.work_dir,
         heartbeat_interval: leader_timeout / 4,
