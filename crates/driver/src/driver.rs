@@ -30,7 +30,7 @@ use muster_proto::v1::{
 };
 use serde::Serialize;
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::{TcpListenerStream, UnboundedReceiverStream};
 use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status, Streaming};
@@ -60,6 +60,25 @@ pub struct DriverConfig {
     pub executor_program: String,
     /// A random request id for the registration.
     pub request_id: String,
+    /// Where the run's progress is published, for a display.
+    pub progress: watch::Sender<Progress>,
+}
+
+/// How far a run is, for a progress display.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Jobs in the file.
+    pub jobs: usize,
+    /// Jobs ended.
+    pub jobs_ended: usize,
+    /// Tasks of submitted jobs.
+    pub tasks: usize,
+    /// Tasks succeeded.
+    pub tasks_done: usize,
+    /// Attempts running.
+    pub running: usize,
+    /// Executors connected.
+    pub executors: usize,
 }
 
 /// Why a run could not finish.
@@ -233,6 +252,8 @@ struct Driver {
     tasks: BTreeMap<TaskId, (StageId, TaskReport)>,
     /// Failed attempts per stage.
     failures: HashMap<StageId, u32>,
+    /// Attempts that succeeded.
+    succeeded: usize,
 }
 
 /// Runs `config.file` to its end: every job succeeded or failed. Returns the report. When
@@ -337,6 +358,10 @@ pub async fn run(
                 requests.take();
             }
         }
+        config.progress.send_if_modified(|progress| {
+            let now = driver.progress();
+            std::mem::replace(progress, now) != now
+        });
         // Done: finishing the application ends the link, and with it the loop.
         if driver.upcoming.is_empty() && driver.scheduler.is_idle() {
             requests.take();
@@ -409,6 +434,7 @@ impl Driver {
             upcoming,
             tasks: BTreeMap::new(),
             failures: HashMap::new(),
+            succeeded: 0,
         }
     }
 
@@ -482,7 +508,9 @@ impl Driver {
                         .trim_start_matches("TASK_STATE_")
                         .to_owned();
                     report.duration_ms = Some(end.duration_ms);
-                    if how != TaskEnd::Succeeded {
+                    if how == TaskEnd::Succeeded {
+                        self.succeeded += 1;
+                    } else {
                         tracing::info!(task = task.0, message = %end.message, "task attempt ended without success");
                         *self.failures.entry(*stage).or_default() += 1;
                     }
@@ -585,6 +613,25 @@ impl Driver {
             }
         }
         unreachable!("a launched stage belongs to a submitted job")
+    }
+
+    fn progress(&self) -> Progress {
+        let jobs = self.scheduler.jobs();
+        Progress {
+            jobs: self.file.jobs.len(),
+            jobs_ended: jobs
+                .values()
+                .filter(|j| j.state != JobState::Running)
+                .count(),
+            tasks: jobs
+                .values()
+                .flat_map(|j| &j.spec.stages)
+                .map(|s| s.tasks as usize)
+                .sum(),
+            tasks_done: self.succeeded,
+            running: self.scheduler.tasks().running(),
+            executors: self.executors.len(),
+        }
     }
 
     fn report(&self) -> Report {

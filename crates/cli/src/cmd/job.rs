@@ -7,8 +7,12 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use clap::Args;
-use muster_driver::driver::{DriverConfig, DriverError, Report};
+use std::io::IsTerminal;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use muster_driver::driver::{DriverConfig, DriverError, Progress, Report};
 use muster_driver::spec::JobFile;
+use tokio::sync::watch;
 
 use super::{MastersArg, runtime, stop_signal};
 use crate::client::request_id;
@@ -58,14 +62,25 @@ pub fn run(args: JobRunArgs) -> Result<String, CliError> {
         .map_err(|e| CliError::Failed(format!("cannot find this program: {e}")))?
         .display()
         .to_string();
+    let (progress, watched) = watch::channel(Progress::default());
     let config = DriverConfig {
         file,
         masters: masters.link(),
         host: args.driver_host,
         executor_program,
         request_id: request_id(),
+        progress,
     };
-    let report = runtime()?.block_on(muster_driver::driver::run(config, stop_signal()));
+    let report = runtime()?.block_on(async {
+        let display = std::io::stderr()
+            .is_terminal()
+            .then(|| tokio::spawn(show(watched)));
+        let report = muster_driver::driver::run(config, stop_signal()).await;
+        if let Some(display) = display {
+            let _ = display.await;
+        }
+        report
+    });
     let report = match report {
         Ok(report) => report,
         Err(DriverError::Ended { state, report }) => {
@@ -88,6 +103,27 @@ pub fn run(args: JobRunArgs) -> Result<String, CliError> {
         println!("{output}");
         Err(CliError::Failed("a job failed".to_owned()))
     }
+}
+
+/// A progress bar on standard error while the run lasts: tasks done of the submitted jobs'.
+async fn show(mut progress: watch::Receiver<Progress>) {
+    let bar = ProgressBar::new(0).with_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} tasks  {msg}",
+        )
+        .expect("a valid template"),
+    );
+    while progress.changed().await.is_ok() {
+        let now = *progress.borrow_and_update();
+        bar.set_length(now.tasks as u64);
+        bar.set_position(now.tasks_done as u64);
+        bar.set_message(format!(
+            "jobs {}/{}, {} running on {} executors",
+            now.jobs_ended, now.jobs, now.running, now.executors
+        ));
+    }
+    // The run is over: its sender is gone.
+    bar.finish_and_clear();
 }
 
 /// One line per job: state, duration, tasks by locality, failed attempts.
