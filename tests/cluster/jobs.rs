@@ -357,3 +357,52 @@ name = "once"
         "both runs finished their applications: {apps:?}"
     );
 }
+
+#[test]
+fn speculation_runs_a_copy_of_a_straggler_elsewhere_and_kills_the_loser() {
+    let masters = Masters::start();
+    let _w1 = start_worker(&masters, "w1", 2);
+    let _w2 = start_worker(&masters, "w2", 2);
+    // Task 0's first attempt hangs; every other attempt ends at once.
+    let file = job_file(
+        &masters,
+        "straggler",
+        r#"
+name = "straggler"
+[resources]
+executor_cores = 1
+executor_memory_mb = 64
+[scheduler]
+speculation = true
+[[jobs]]
+name = "j"
+  [[jobs.stages]]
+  name = "s"
+  tasks = 10
+  run = { command = ["/bin/sh", "-c", "if [ {partition}{attempt} = 00 ]; then exec sleep 60; fi"] }
+"#,
+    );
+    let start = std::time::Instant::now();
+    let (succeeded, report) = report(job_run(&masters, &file));
+    assert!(succeeded, "{report}");
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(30),
+        "the straggler did not hold the job"
+    );
+    each_task_once(&report);
+    let attempts: Vec<&Value> = report["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["index"] == 0)
+        .collect();
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    assert_eq!(attempts[0]["state"], "KILLED");
+    assert_eq!(attempts[1]["state"], "SUCCEEDED");
+    assert_eq!(attempts[1]["speculative"], true);
+    assert_ne!(
+        attempts[0]["host"], attempts[1]["host"],
+        "the copy ran elsewhere"
+    );
+    assert_eq!(report["jobs"][0]["stages"][0]["failed_attempts"], 0);
+}

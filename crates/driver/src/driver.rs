@@ -41,8 +41,9 @@ use crate::spec::{JobFile, Work};
 
 /// How often every free core is offered (Spark's `spark.scheduler.revive.interval`).
 const REVIVE_INTERVAL: Duration = Duration::from_secs(1);
-/// How often dynamic allocation looks at the backlog (Spark's 100 ms).
-const ALLOCATION_INTERVAL: Duration = Duration::from_millis(100);
+/// How often dynamic allocation looks at the backlog and speculation for slow tasks
+/// (Spark's 100 ms for both).
+const CHECK_INTERVAL: Duration = Duration::from_millis(100);
 /// How long a new executor stream may take to say which executor it is.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -168,6 +169,8 @@ pub struct TaskReport {
     pub host: String,
     /// Spark's locality name.
     pub locality: String,
+    /// A copy of a slow task (speculation).
+    pub speculative: bool,
     /// `RUNNING`, `SUCCEEDED`, `FAILED`, `KILLED` or `LOST`.
     pub state: String,
     /// How long it ran, as its executor measured.
@@ -303,7 +306,8 @@ pub async fn run(
         updates,
     ));
     let mut allocation = config.file.resources.allocation().map(Allocation::new);
-    let mut allocation_tick = tokio::time::interval(ALLOCATION_INTERVAL);
+    let mut check = tokio::time::interval(CHECK_INTERVAL);
+    let speculation = config.file.scheduler.speculation;
     let mut driver = Driver::new(config.file);
     let mut app_id = String::new();
     let mut revive = tokio::time::interval(REVIVE_INTERVAL);
@@ -321,25 +325,30 @@ pub async fn run(
             () = tokio::time::sleep_until(next_job.into()), if !driver.upcoming.is_empty() => {
                 driver.submit_due();
             }
-            _ = allocation_tick.tick(), if allocation.is_some() => {
-                let allocation = allocation.as_mut().expect("dynamic allocation is on");
-                let tasks = driver.scheduler.tasks();
-                let (pending, running) = (tasks.pending(), tasks.running());
-                let changes = allocation.tick(
-                    driver.now(),
-                    u32::try_from(pending).unwrap_or(u32::MAX),
-                    u32::try_from(running).unwrap_or(u32::MAX),
-                    &tasks.executors_busy(),
-                );
-                for change in changes {
-                    let request = match change {
-                        AllocationChange::Target(n) => AppRequest::SetLimit(SetExecutorLimit { executor_limit: Some(n) }),
-                        AllocationChange::Release(ids) => AppRequest::Release(ReleaseExecutors {
-                            executor_ids: ids.into_iter().map(|id| id.0).collect(),
-                        }),
-                    };
-                    if let Some(requests) = &requests {
-                        let _ = requests.try_send(request);
+            _ = check.tick(), if speculation || allocation.is_some() => {
+                if driver.scheduler.check_speculatable(driver.now()) {
+                    let launches = driver.scheduler.resource_offers(driver.now(), None);
+                    driver.launch(launches);
+                }
+                if let Some(allocation) = allocation.as_mut() {
+                    let tasks = driver.scheduler.tasks();
+                    let (pending, running) = (tasks.pending(), tasks.running());
+                    let changes = allocation.tick(
+                        driver.now(),
+                        u32::try_from(pending).unwrap_or(u32::MAX),
+                        u32::try_from(running).unwrap_or(u32::MAX),
+                        &tasks.executors_busy(),
+                    );
+                    for change in changes {
+                        let request = match change {
+                            AllocationChange::Target(n) => AppRequest::SetLimit(SetExecutorLimit { executor_limit: Some(n) }),
+                            AllocationChange::Release(ids) => AppRequest::Release(ReleaseExecutors {
+                                executor_ids: ids.into_iter().map(|id| id.0).collect(),
+                            }),
+                        };
+                        if let Some(requests) = &requests {
+                            let _ = requests.try_send(request);
+                        }
                     }
                 }
             }
@@ -510,7 +519,7 @@ impl Driver {
                     report.duration_ms = Some(end.duration_ms);
                     if how == TaskEnd::Succeeded {
                         self.succeeded += 1;
-                    } else {
+                    } else if end.state() != TaskState::Killed {
                         tracing::info!(task = task.0, message = %end.message, "task attempt ended without success");
                         *self.failures.entry(*stage).or_default() += 1;
                     }
@@ -575,6 +584,7 @@ impl Driver {
                         executor: launch.executor.0,
                         host: launch.host.clone(),
                         locality: launch.locality.name().to_owned(),
+                        speculative: launch.speculative,
                         state: "RUNNING".to_owned(),
                         duration_ms: None,
                     },

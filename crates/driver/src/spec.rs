@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use muster_core::limits;
+use muster_core::tasks::Speculation;
 use muster_core::tasks::allocation::AllocationConfig;
 use muster_core::tasks::jobs::{JobSpec, StageSpec};
 use muster_core::tasks::locality::LocalityWaits;
@@ -118,9 +119,20 @@ pub struct SchedulerSpec {
     /// `spark.task.maxFailures`, 4 by default.
     #[serde(default = "default_failures")]
     pub max_task_failures: u32,
-    /// `spark.speculation`: only `false` for now.
+    /// `spark.speculation`: run a copy of a task that is much slower than the others.
     #[serde(default)]
     pub speculation: bool,
+    /// `spark.speculation.quantile` (default 0.75): the share of a stage's tasks that must
+    /// have succeeded before any copy.
+    #[serde(default = "default_quantile")]
+    pub speculation_quantile: f64,
+    /// `spark.speculation.multiplier` (default 1.5): how many times the median duration is
+    /// slow.
+    #[serde(default = "default_multiplier")]
+    pub speculation_multiplier: f64,
+    /// `spark.speculation.minTaskRuntime` (default 100): never slow before this.
+    #[serde(default = "default_min_runtime")]
+    pub speculation_min_runtime_ms: u64,
     /// Seeds the shuffle of offers (default 0), so runs can be replayed.
     #[serde(default)]
     pub seed: u64,
@@ -134,6 +146,18 @@ fn default_failures() -> u32 {
     4
 }
 
+fn default_quantile() -> f64 {
+    0.75
+}
+
+fn default_multiplier() -> f64 {
+    1.5
+}
+
+fn default_min_runtime() -> u64 {
+    100
+}
+
 impl Default for SchedulerSpec {
     fn default() -> Self {
         Self {
@@ -144,6 +168,9 @@ impl Default for SchedulerSpec {
             rack_wait_ms: None,
             max_task_failures: default_failures(),
             speculation: false,
+            speculation_quantile: default_quantile(),
+            speculation_multiplier: default_multiplier(),
+            speculation_min_runtime_ms: default_min_runtime(),
             seed: 0,
         }
     }
@@ -331,10 +358,18 @@ impl JobFile {
                 }
             }
         }
-        if self.scheduler.speculation {
+        let quantile = self.scheduler.speculation_quantile;
+        if !(quantile > 0.0 && quantile <= 1.0) {
             return Err(invalid(
-                "scheduler.speculation".into(),
-                "speculative tasks are not supported yet".into(),
+                "scheduler.speculation_quantile".into(),
+                format!("must be in (0, 1], got {quantile}"),
+            ));
+        }
+        let multiplier = self.scheduler.speculation_multiplier;
+        if !(multiplier.is_finite() && multiplier >= 1.0) {
+            return Err(invalid(
+                "scheduler.speculation_multiplier".into(),
+                format!("must be at least 1, got {multiplier}"),
             ));
         }
         for (i, pool) in self.pools.iter().enumerate() {
@@ -379,6 +414,11 @@ impl JobFile {
             },
             max_task_failures: spec.max_task_failures,
             seed: spec.seed,
+            speculation: spec.speculation.then_some(Speculation {
+                quantile: spec.speculation_quantile,
+                multiplier: spec.speculation_multiplier,
+                min_runtime_ms: spec.speculation_min_runtime_ms,
+            }),
         }
     }
 }
@@ -519,9 +559,9 @@ pool = "interactive"
             ),
             (
                 "max_task_failures = 4",
-                "speculation = true",
-                "scheduler.speculation",
-                "not supported yet",
+                "speculation_quantile = 1.5",
+                "scheduler.speculation_quantile",
+                "(0, 1]",
             ),
             (
                 "mode = \"FAIR\"",

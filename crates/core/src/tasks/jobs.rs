@@ -147,7 +147,8 @@ pub struct Job {
 pub struct Ended {
     /// The job that ended with it, if any.
     pub job: Option<JobId>,
-    /// Attempts still running of a stage that no longer needs them: kill them.
+    /// Attempts still running that are no longer needed (their stage ended, or another copy
+    /// of their task succeeded): kill them.
     pub kill: Vec<TaskId>,
 }
 
@@ -236,12 +237,17 @@ impl JobScheduler {
         id: ExecutorId,
         caused_by_app: bool,
     ) -> (Vec<TaskId>, Ended) {
-        let (lost, events) = self.tasks.remove_executor(id, caused_by_app);
+        let (lost, events) = self.tasks.remove_executor(now, id, caused_by_app);
         let mut ended = Ended::default();
         for event in events {
             self.stage_event(now, event, &mut ended);
         }
         (lost, ended)
+    }
+
+    /// Marks slow tasks for copies ([`TaskScheduler::check_speculatable`]).
+    pub fn check_speculatable(&mut self, now: Timestamp) -> bool {
+        self.tasks.check_speculatable(now)
     }
 
     /// Offers free cores to the running stages ([`TaskScheduler::resource_offers`]).
@@ -251,8 +257,12 @@ impl JobScheduler {
 
     /// Task `task` ended at `now`.
     pub fn task_ended(&mut self, now: Timestamp, task: TaskId, end: TaskEnd) -> Ended {
-        let mut ended = Ended::default();
-        if let Some(event) = self.tasks.end(task, end) {
+        let (event, copies) = self.tasks.end(now, task, end);
+        let mut ended = Ended {
+            job: None,
+            kill: copies,
+        };
+        if let Some(event) = event {
             self.stage_event(now, event, &mut ended);
         }
         ended

@@ -20,8 +20,8 @@
 //!
 //! # Left out
 //!
-//! Speculation, exclusion on failure, barrier stages and shuffle-output loss: a stage's
-//! tasks are independent, and a finished task's result is never lost with its executor.
+//! Exclusion on failure, barrier stages and shuffle-output loss: a stage's tasks are
+//! independent, and a finished task's result is never lost with its executor.
 
 pub mod allocation;
 pub mod executors;
@@ -35,7 +35,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-pub use task_set::TaskLocation;
+pub use task_set::{Speculation, TaskLocation};
 
 /// A job's id in its application, in submission order; FIFO runs lower ids first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ use crate::rng::SplitMix64;
 use crate::tasks::executors::{ExecutorInfo, Executors};
 use crate::tasks::locality::{Locality, LocalityWaits};
 use crate::tasks::pools::{DEFAULT_POOL, PoolConfig, Schedulable, SchedulingMode};
-use crate::tasks::task_set::{TaskLocation, TaskSet};
+use crate::tasks::task_set::{Speculation, TaskLocation, TaskSet};
 use crate::tasks::{JobId, StageId, TaskId};
 
 /// How tasks are scheduled within one application.
@@ -26,6 +26,8 @@ pub struct SchedulerConfig {
     pub max_task_failures: u32,
     /// Seeds the shuffle of offers, so a run can be replayed.
     pub seed: u64,
+    /// `spark.speculation`: copies of slow tasks, when set.
+    pub speculation: Option<Speculation>,
 }
 
 impl Default for SchedulerConfig {
@@ -36,6 +38,7 @@ impl Default for SchedulerConfig {
             waits: LocalityWaits::default(),
             max_task_failures: 4,
             seed: 0,
+            speculation: None,
         }
     }
 }
@@ -57,6 +60,8 @@ pub struct Launch {
     pub host: String,
     /// How local it is to its preferred data.
     pub locality: Locality,
+    /// A copy of a task that runs slowly elsewhere.
+    pub speculative: bool,
 }
 
 /// How a task attempt ended.
@@ -86,6 +91,7 @@ struct Running {
     stage: StageId,
     index: usize,
     executor: ExecutorId,
+    started: Timestamp,
 }
 
 /// A stage's task set in its pool.
@@ -168,6 +174,7 @@ impl TaskScheduler {
     /// Returns the attempts that ran there and what their ends meant for their stages.
     pub fn remove_executor(
         &mut self,
+        now: Timestamp,
         id: ExecutorId,
         caused_by_app: bool,
     ) -> (Vec<TaskId>, Vec<StageEvent>) {
@@ -187,7 +194,7 @@ impl TaskScheduler {
         };
         let events = lost
             .iter()
-            .filter_map(|&task| self.end(task, end))
+            .filter_map(|&task| self.end(now, task, end).0)
             .collect();
         for entry in self.sets.values_mut() {
             entry.set.recompute_locality(&self.executors);
@@ -286,6 +293,7 @@ impl TaskScheduler {
                                     stage,
                                     index: task.index,
                                     executor: *executor,
+                                    started: now,
                                 },
                             );
                             launches.push(Launch {
@@ -296,6 +304,7 @@ impl TaskScheduler {
                                 executor: *executor,
                                 host: host.clone(),
                                 locality: task.locality,
+                                speculative: task.speculative,
                             });
                             launched_here = true;
                             min_launched =
@@ -325,17 +334,35 @@ impl TaskScheduler {
         launches
     }
 
-    /// Task `task` ended; returns what that means for its stage, if anything.
-    pub fn end(&mut self, task: TaskId, end: TaskEnd) -> Option<StageEvent> {
-        let running = self.running.remove(&task)?;
+    /// Task `task` ended at `now`; returns what that means for its stage, if anything, and
+    /// the other running copies of a task that just succeeded, to kill.
+    pub fn end(
+        &mut self,
+        now: Timestamp,
+        task: TaskId,
+        end: TaskEnd,
+    ) -> (Option<StageEvent>, Vec<TaskId>) {
+        let Some(running) = self.running.remove(&task) else {
+            return (None, Vec::new());
+        };
         if let Some(info) = self.executors.get_mut(running.executor) {
             info.free += 1;
         }
-        let entry = self.sets.get_mut(&running.stage)?;
+        let Some(entry) = self.sets.get_mut(&running.stage) else {
+            return (None, Vec::new());
+        };
+        let mut copies = Vec::new();
         let event = match end {
             TaskEnd::Succeeded => {
                 let was_done = entry.set.is_done();
-                entry.set.succeeded(running.index);
+                let duration = now.0.saturating_sub(running.started.0);
+                entry.set.succeeded(running.index, duration);
+                copies = self
+                    .running
+                    .iter()
+                    .filter(|(_, r)| r.stage == running.stage && r.index == running.index)
+                    .map(|(&id, _)| id)
+                    .collect();
                 (!was_done && entry.set.is_done()).then_some(StageEvent::Done(running.stage))
             }
             TaskEnd::Failed | TaskEnd::Lost => entry
@@ -346,7 +373,27 @@ impl TaskScheduler {
         if entry.set.is_zombie() && entry.set.running() == 0 {
             self.sets.remove(&running.stage);
         }
-        event
+        (event, copies)
+    }
+
+    /// Spark's `checkSpeculatableTasks` over every running stage, when speculation is on;
+    /// returns whether any task was marked for a copy (then offers are due).
+    pub fn check_speculatable(&mut self, now: Timestamp) -> bool {
+        let Some(speculation) = self.config.speculation else {
+            return false;
+        };
+        let mut marked = false;
+        for (stage, entry) in &mut self.sets {
+            let running = self
+                .running
+                .values()
+                .filter(|r| r.stage == *stage)
+                .map(|r| (r.index, r.started));
+            marked |= entry
+                .set
+                .check_speculatable(now, &speculation, running, &self.executors);
+        }
+        marked
     }
 
     /// The stages whose task sets are schedulable, in the order they get offers.

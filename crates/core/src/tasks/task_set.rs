@@ -1,8 +1,9 @@
 //! One stage's tasks as Spark's `TaskSetManager` keeps them (reference §5.2, §5.3, §5.5):
 //! pending lists per executor, host, rack, no preference and all, used as stacks; delay
-//! scheduling over the task set's valid locality levels; retries up to `max_task_failures`.
+//! scheduling over the task set's valid locality levels; retries up to `max_task_failures`;
+//! and speculation (§5.4): a copy of a task running far longer than the median.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::ids::{ExecutorId, Timestamp};
 use crate::tasks::executors::Executors;
@@ -27,6 +28,8 @@ pub(crate) struct Dequeued {
     pub(crate) attempt: u32,
     /// The locality it launches at.
     pub(crate) locality: Locality,
+    /// A second copy of a task that runs slowly.
+    pub(crate) speculative: bool,
 }
 
 /// The pending lists. Tasks are pushed in reverse index order and taken from the end, so
@@ -51,6 +54,8 @@ struct TaskState {
     failures: u32,
     /// Attempts launched so far.
     attempts: u32,
+    /// Hosts its attempts ran on: a speculative copy goes elsewhere.
+    hosts: BTreeSet<String>,
 }
 
 /// A stage's tasks, with the state delay scheduling needs.
@@ -58,6 +63,12 @@ struct TaskState {
 pub(crate) struct TaskSet {
     tasks: Vec<TaskState>,
     pending: Pending,
+    /// Spark's `pendingSpeculatableTasks`: copies of slow tasks waiting for a core.
+    pending_speculative: Pending,
+    /// Spark's `speculatableTasks`: tasks marked for a copy.
+    speculatable: BTreeSet<usize>,
+    /// How long each task took to succeed, in ms.
+    durations: Vec<u64>,
     running: u32,
     succeeded: usize,
     /// No more tasks are handed out: every task succeeded, or the set was aborted.
@@ -89,6 +100,9 @@ impl TaskSet {
         let mut set = Self {
             tasks,
             pending: Pending::default(),
+            pending_speculative: Pending::default(),
+            speculatable: BTreeSet::new(),
+            durations: Vec::new(),
             running: 0,
             succeeded: 0,
             zombie: false,
@@ -132,9 +146,10 @@ impl TaskSet {
     }
 
     /// Spark's `isSchedulable`: not a zombie, and something is pending (perhaps only an
-    /// entry of a task that runs).
+    /// entry of a task that runs), or a copy of a slow task.
     pub(crate) fn is_schedulable(&self) -> bool {
-        !self.zombie && !self.pending.all.is_empty()
+        let pending = !self.pending.all.is_empty() || !self.pending_speculative.all.is_empty();
+        !self.zombie && pending
     }
 
     /// The valid locality levels, most local first.
@@ -145,33 +160,8 @@ impl TaskSet {
     /// Spark's `addPendingTask`: the task joins the list of every executor, host and rack
     /// it prefers (or the no-preference list), and the list of all tasks.
     fn add_pending(&mut self, index: usize, executors: &Executors) {
-        let pending = &mut self.pending;
         let locations = &self.tasks[index].locations;
-        for location in locations {
-            if let Some(executor) = location.executor {
-                pending
-                    .for_executor
-                    .entry(executor)
-                    .or_default()
-                    .push(index);
-            }
-            pending
-                .for_host
-                .entry(location.host.clone())
-                .or_default()
-                .push(index);
-            if let Some(rack) = executors.rack_of(&location.host) {
-                pending
-                    .for_rack
-                    .entry(rack.to_owned())
-                    .or_default()
-                    .push(index);
-            }
-        }
-        if locations.is_empty() {
-            pending.no_prefs.push(index);
-        }
-        pending.all.push(index);
+        self.pending.add(index, locations, executors);
     }
 
     /// Spark's `computeValidLocalityLevels`.
@@ -281,76 +271,128 @@ impl TaskSet {
         } else {
             self.allowed_level(now).min(max_locality)
         };
-        let launched = self
-            .dequeue(executor, host, rack, allowed)
-            .map(|(index, locality)| {
+        // Regular tasks first, then copies of slow ones.
+        let launched = [false, true]
+            .into_iter()
+            .find_map(|speculative| {
+                self.dequeue(executor, host, rack, allowed, speculative)
+                    .map(|(index, locality)| (index, locality, speculative))
+            })
+            .map(|(index, locality, speculative)| {
                 let task = &mut self.tasks[index];
                 let attempt = task.attempts;
                 task.attempts += 1;
                 task.copies_running += 1;
+                task.hosts.insert(host.to_owned());
                 self.running += 1;
                 Dequeued {
                     index,
                     attempt,
                     locality,
+                    speculative,
                 }
             });
-        let delay_reject =
-            launched.is_none() && max_locality == Locality::Any && !self.pending.all.is_empty();
+        let pending = !self.pending.all.is_empty() || !self.pending_speculative.all.is_empty();
+        let delay_reject = launched.is_none() && max_locality == Locality::Any && pending;
         (launched, delay_reject)
     }
 
-    /// Spark's `dequeueTaskHelper` (speculation aside): executor, host, no-preference (which
-    /// reports PROCESS_LOCAL), rack, then all, each as far as `allowed` permits.
+    /// Spark's `dequeueTaskHelper`: executor, host, no-preference (which reports
+    /// PROCESS_LOCAL), rack, then all, each as far as `allowed` permits; from the regular
+    /// lists, or from the speculative ones on a host the task has not run on.
     fn dequeue(
         &mut self,
         executor: ExecutorId,
         host: &str,
         rack: Option<&str>,
         allowed: Locality,
+        speculative: bool,
     ) -> Option<(usize, Locality)> {
         let tasks = &self.tasks;
-        let pending = &mut self.pending;
-        if let Some(index) = pending
-            .for_executor
-            .get_mut(&executor)
-            .and_then(|l| take(l, tasks))
-        {
+        let pending = if speculative {
+            &mut self.pending_speculative
+        } else {
+            &mut self.pending
+        };
+        if pending.all.is_empty() {
+            return None;
+        }
+        let mut take = |list: &mut Vec<usize>| take(list, tasks, speculative.then_some(host));
+        if let Some(index) = pending.for_executor.get_mut(&executor).and_then(&mut take) {
             return Some((index, Locality::ProcessLocal));
         }
         if Locality::NodeLocal <= allowed
-            && let Some(index) = pending.for_host.get_mut(host).and_then(|l| take(l, tasks))
+            && let Some(index) = pending.for_host.get_mut(host).and_then(&mut take)
         {
             return Some((index, Locality::NodeLocal));
         }
         if Locality::NoPref <= allowed
-            && let Some(index) = take(&mut pending.no_prefs, tasks)
+            && let Some(index) = take(&mut pending.no_prefs)
         {
             return Some((index, Locality::ProcessLocal));
         }
         if Locality::RackLocal <= allowed
             && let Some(index) = rack
                 .and_then(|rack| pending.for_rack.get_mut(rack))
-                .and_then(|l| take(l, tasks))
+                .and_then(&mut take)
         {
             return Some((index, Locality::RackLocal));
         }
         if Locality::Any <= allowed
-            && let Some(index) = take(&mut pending.all, tasks)
+            && let Some(index) = take(&mut pending.all)
         {
             return Some((index, Locality::Any));
         }
         None
     }
 
-    /// Task `index` succeeded: the set is done when all have.
-    pub(crate) fn succeeded(&mut self, index: usize) {
+    /// Spark's `checkSpeculatableTasks`: once `quantile` of the tasks succeeded, a task whose
+    /// only running copy has run longer than `multiplier` times their median duration (and
+    /// at least `min_runtime_ms`) is marked for a copy. `running` gives each running
+    /// attempt's task index and start. Returns whether any task was marked.
+    pub(crate) fn check_speculatable(
+        &mut self,
+        now: Timestamp,
+        speculation: &Speculation,
+        running: impl Iterator<Item = (usize, Timestamp)>,
+        executors: &Executors,
+    ) -> bool {
+        if self.zombie || self.tasks.len() == 1 {
+            return false;
+        }
+        let needed = ((speculation.quantile * self.tasks.len() as f64).floor() as usize).max(1);
+        if self.durations.len() < needed {
+            return false;
+        }
+        let threshold = (speculation.multiplier * median(&mut self.durations))
+            .max(speculation.min_runtime_ms as f64);
+        let mut marked = false;
+        for (index, started) in running {
+            let task = &self.tasks[index];
+            let slow = now.0.saturating_sub(started.0) as f64 > threshold;
+            if slow
+                && !task.successful
+                && task.copies_running == 1
+                && self.speculatable.insert(index)
+            {
+                let locations = &self.tasks[index].locations;
+                self.pending_speculative.add(index, locations, executors);
+                marked = true;
+            }
+        }
+        marked
+    }
+
+    /// An attempt of task `index` succeeded after `duration_ms`: the set is done when all
+    /// tasks have. Other running copies of it are the caller's to kill.
+    pub(crate) fn succeeded(&mut self, index: usize, duration_ms: u64) {
         let task = &mut self.tasks[index];
         task.copies_running -= 1;
         self.running -= 1;
         if !task.successful {
             task.successful = true;
             self.succeeded += 1;
+            self.durations.push(duration_ms);
         }
         if self.is_done() {
             self.zombie = true;
@@ -391,6 +433,31 @@ impl TaskSet {
     }
 }
 
+impl Pending {
+    /// Pushes task `index`, preferring `locations`, on its lists.
+    fn add(&mut self, index: usize, locations: &[TaskLocation], executors: &Executors) {
+        for location in locations {
+            if let Some(executor) = location.executor {
+                self.for_executor.entry(executor).or_default().push(index);
+            }
+            self.for_host
+                .entry(location.host.clone())
+                .or_default()
+                .push(index);
+            if let Some(rack) = executors.rack_of(&location.host) {
+                self.for_rack
+                    .entry(rack.to_owned())
+                    .or_default()
+                    .push(index);
+            }
+        }
+        if locations.is_empty() {
+            self.no_prefs.push(index);
+        }
+        self.all.push(index);
+    }
+}
+
 /// Spark's `moreTasksToRunIn`: whether any list still holds a task to launch. Like Spark's
 /// `exists`, it stops at the first such list, dropping the lists found empty before it.
 fn more_to_run_in<K: Ord + Clone>(
@@ -425,14 +492,46 @@ fn needs_scheduling(list: &mut Vec<usize>, tasks: &[TaskState]) -> bool {
     false
 }
 
-/// Spark's `dequeueTaskFromList`: the topmost task that neither runs nor succeeded; entries
-/// met on the way are dropped.
-fn take(list: &mut Vec<usize>, tasks: &[TaskState]) -> Option<usize> {
-    while let Some(index) = list.pop() {
+/// Spark's `dequeueTaskFromList`: the topmost task that neither runs nor succeeded, or for a
+/// speculative copy (`copy_on: Some(host)`) the topmost that runs once and never ran on
+/// `host`; entries met on the way are dropped.
+fn take(list: &mut Vec<usize>, tasks: &[TaskState], copy_on: Option<&str>) -> Option<usize> {
+    let mut at = list.len();
+    while at > 0 {
+        at -= 1;
+        let index = list[at];
         let task = &tasks[index];
-        if task.copies_running == 0 && !task.successful {
+        if copy_on.is_some_and(|host| task.hosts.contains(host)) {
+            continue;
+        }
+        list.remove(at);
+        let wanted = task.copies_running == 0 || (copy_on.is_some() && task.copies_running == 1);
+        if wanted && !task.successful {
             return Some(index);
         }
     }
     None
+}
+
+/// The median of `values` (not empty), as Spark's `MedianHeap` gives it: the mean of the
+/// two middle values of an even count.
+fn median(values: &mut [u64]) -> f64 {
+    values.sort_unstable();
+    let middle = values.len() / 2;
+    if values.len().is_multiple_of(2) {
+        (values[middle - 1] + values[middle]) as f64 / 2.0
+    } else {
+        values[middle] as f64
+    }
+}
+
+/// `spark.speculation.*`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Speculation {
+    /// `quantile`: the share of tasks that must have succeeded first.
+    pub quantile: f64,
+    /// `multiplier`: how many times the median duration counts as slow.
+    pub multiplier: f64,
+    /// `minTaskRuntime`, in ms: never slow before this.
+    pub min_runtime_ms: u64,
 }

@@ -5,7 +5,8 @@
 //! Commands:
 //!
 //! * `config [mode=FIFO|FAIR] [wait=MS] [process_wait=MS] [node_wait=MS] [rack_wait=MS]
-//!   [max_failures=N] [seed=N]` and `pool NAME [mode=FIFO|FAIR] [weight=N] [min_share=N]`,
+//!   [max_failures=N] [seed=N] [speculation=true [quantile=F] [multiplier=F]
+//!   [min_runtime=MS]]` and `pool NAME [mode=FIFO|FAIR] [weight=N] [min_share=N]`,
 //!   before anything else;
 //! * `executor ID host=H [rack=R] [cores=1]`, `lose ID [by_app=true]` (prints the attempts
 //!   it ran; with `by_app` the executor failed by itself and their failures count);
@@ -18,7 +19,8 @@
 //!   launch prints `tTASK JOB/STAGE.INDEX#ATTEMPT on EXECUTOR (HOST) LOCALITY`;
 //! * `end TASK... succeeded|failed|lost`, printing stages and jobs that ended and attempts to
 //!   kill; `finish` ends every running attempt successfully, in task id order;
-//! * `jobs`: every job's state and stages;
+//! * `jobs`: every job's state and stages; `speculate` marks slow tasks for copies (prints
+//!   `marked` when it did);
 //! * `allocation [min=N] [max=N] [initial=N] [per=N] [backlog=MS] [sustained=MS] [idle=MS]`
 //!   starts a dynamic-allocation manager (Spark's defaults otherwise), and `demand
 //!   [pending=N] [running=N] [executors=ID:busy|idle,...]` ticks it at the current time,
@@ -33,7 +35,7 @@ use muster_core::tasks::jobs::{Ended, JobScheduler, JobSpec, JobState, StageSpec
 use muster_core::tasks::locality::LocalityWaits;
 use muster_core::tasks::pools::{PoolConfig, SchedulingMode};
 use muster_core::tasks::scheduler::{Launch, SchedulerConfig, TaskEnd};
-use muster_core::tasks::{StageId, TaskId};
+use muster_core::tasks::{Speculation, StageId, TaskId};
 
 fn run_script(path: &std::path::Path) {
     goldenscript::run(&mut Runner::default(), path).expect("goldenscript failed");
@@ -58,6 +60,14 @@ enum Command {
         max_failures: Option<u32>,
         #[arg(key)]
         seed: Option<u64>,
+        #[arg(key)]
+        speculation: Option<bool>,
+        #[arg(key)]
+        quantile: Option<f64>,
+        #[arg(key)]
+        multiplier: Option<f64>,
+        #[arg(key)]
+        min_runtime: Option<u64>,
     },
     Pool {
         name: String,
@@ -102,6 +112,7 @@ enum Command {
     },
     Finish,
     Jobs,
+    Speculate,
     Allocation {
         #[arg(key)]
         min: Option<u32>,
@@ -158,13 +169,18 @@ impl Runner {
             let (job, _) = self.stage_name(launch.stage);
             let _ = writeln!(
                 output,
-                "t{} {job}.{}#{} on e{} ({}) {}",
+                "t{} {job}.{}#{} on e{} ({}) {}{}",
                 launch.task.0,
                 launch.index,
                 launch.attempt,
                 launch.executor.0,
                 launch.host,
-                launch.locality
+                launch.locality,
+                if launch.speculative {
+                    " speculative"
+                } else {
+                    ""
+                }
             );
             self.running.push(launch);
         }
@@ -278,6 +294,10 @@ impl goldenscript::Runner for Runner {
                 rack_wait,
                 max_failures,
                 seed,
+                speculation,
+                quantile,
+                multiplier,
+                min_runtime,
             } => {
                 let config = self.configure()?;
                 if let Some(name) = scheduling {
@@ -292,6 +312,13 @@ impl goldenscript::Runner for Runner {
                 waits.rack_ms = rack_wait.unwrap_or(waits.rack_ms);
                 config.max_task_failures = max_failures.unwrap_or(config.max_task_failures);
                 config.seed = seed.unwrap_or(config.seed);
+                if speculation.unwrap_or(false) {
+                    config.speculation = Some(Speculation {
+                        quantile: quantile.unwrap_or(0.75),
+                        multiplier: multiplier.unwrap_or(1.5),
+                        min_runtime_ms: min_runtime.unwrap_or(100),
+                    });
+                }
             }
             Command::Pool {
                 name,
@@ -439,6 +466,12 @@ impl goldenscript::Runner for Runner {
                             writeln!(output, "release {}", ids.join(" "))?;
                         }
                     }
+                }
+            }
+            Command::Speculate => {
+                let now = self.now;
+                if self.scheduler().check_speculatable(now) {
+                    writeln!(output, "marked")?;
                 }
             }
             Command::Jobs => {
