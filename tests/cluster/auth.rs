@@ -121,7 +121,7 @@ fn calls_without_the_secret_or_with_another_roles_credential_change_nothing() {
 }
 
 #[test]
-fn without_a_secret_only_loopback_or_insecure_is_allowed() {
+fn without_a_secret_or_tls_only_loopback_or_insecure_is_allowed() {
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     let master = |extra: &[&str]| {
@@ -187,6 +187,23 @@ fn without_a_secret_only_loopback_or_insecure_is_allowed() {
         .unwrap();
     assert!(stderr(&worker).contains("--insecure"), "{worker:?}");
     assert_eq!(worker.status.code(), Some(2));
+
+    // With the secret but without TLS, the credentials would cross the network in the clear.
+    let cleartext = muster()
+        .env_remove("MUSTER_TLS_CERT")
+        .env_remove("MUSTER_TLS_KEY")
+        .env_remove("MUSTER_TLS_CA")
+        .args(["master", "--id", "1", "--listen"])
+        .arg(format!("0.0.0.0:{port}"))
+        .arg("--peers")
+        .arg(format!("1=0.0.0.0:{port}"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let message = stderr(&cleartext);
+    assert!(message.contains("no TLS"), "{message}");
+    assert_eq!(cleartext.status.code(), Some(2));
 }
 
 #[test]

@@ -107,7 +107,8 @@ pub fn run(args: MasterArgs) -> Result<String, CliError> {
     let secret = args.secret.read()?;
     let mut addrs = vec![args.listen.as_str()];
     addrs.extend(args.http.as_deref());
-    refuse_open(secret.as_ref(), args.insecure, &addrs)?;
+    let tls = args.tls_cert.is_some();
+    refuse_open(secret.as_ref(), tls, args.insecure, &addrs)?;
     let insecure = args.insecure;
     let config = MasterConfig {
         id: args.id,

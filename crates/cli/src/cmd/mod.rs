@@ -135,29 +135,40 @@ fn is_loopback(addr: &str) -> bool {
     host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// Refuses to run a master or worker without a secret when anything it talks on is reachable
-/// from other machines, unless `insecure`: an open master lets anyone run commands on every
-/// worker.
+/// Refuses to run a master or worker open to other machines by accident, unless `insecure`:
+/// without a secret anyone there could run commands on every worker, and without TLS the
+/// credentials cross the network in the clear for anyone on the path to replay.
 ///
 /// # Errors
 ///
-/// No secret, a non-loopback address among `addrs`, and no `--insecure`.
+/// A non-loopback address among `addrs`, no `--insecure`, and no secret or no TLS.
 pub fn refuse_open(
     secret: Option<&Secret>,
+    tls: bool,
     insecure: bool,
     addrs: &[&str],
 ) -> Result<(), CliError> {
-    if secret.is_some() || insecure {
+    let Some(open) = addrs.iter().find(|addr| !is_loopback(addr)) else {
+        return Ok(());
+    };
+    if insecure {
         return Ok(());
     }
-    match addrs.iter().find(|addr| !is_loopback(addr)) {
-        Some(open) => Err(CliError::BadInput(format!(
+    if secret.is_none() {
+        return Err(CliError::BadInput(format!(
             "no secret (--secret-file or MUSTER_SECRET_FILE), and {open} is reachable from \
              other machines: anyone there could run commands on every worker. Give the \
              cluster's secret, use loopback addresses only, or pass --insecure"
-        ))),
-        None => Ok(()),
+        )));
     }
+    if !tls {
+        return Err(CliError::BadInput(format!(
+            "no TLS (--tls-cert, --tls-key and --tls-ca; or MUSTER_TLS_*), and {open} is \
+             reachable from other machines: the cluster's credentials would cross the network \
+             in the clear. Give the TLS files, use loopback addresses only, or pass --insecure"
+        )));
+    }
+    Ok(())
 }
 
 /// With `insecure`, warns now and every minute that nothing is checked.

@@ -108,7 +108,8 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
     let masters = args.masters.parse()?.addrs().to_vec();
     let secret = args.masters.secret.read()?;
     let addrs: Vec<&str> = masters.iter().map(String::as_str).collect();
-    refuse_open(secret.as_ref(), args.insecure, &addrs)?;
+    let tls = args.masters.ca.tls_ca.is_some();
+    refuse_open(secret.as_ref(), tls, args.insecure, &addrs)?;
     // Drivers call the masters as clients: a client credential, never the secret itself.
     let mut driver_environment = Vec::new();
     if let Some(credential) = args.masters.secret.credential(Role::Client)?.to_text() {
