@@ -14,7 +14,9 @@ use muster_proto::transport::Dialer;
 use muster_proto::v1::app_event::Body as Event;
 use muster_proto::v1::app_link_client::AppLinkClient;
 use muster_proto::v1::app_message::Body as Message;
-use muster_proto::v1::{AppHeartbeat, AppMessage, ExecutorEvent, FinishApp, RegisterApp};
+use muster_proto::v1::{
+    AppHeartbeat, AppMessage, ExecutorEvent, FinishApp, RegisterApp, SetExecutorLimit,
+};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Status};
@@ -83,13 +85,14 @@ pub async fn run(
     mut requests: mpsc::Receiver<Message>,
     updates: mpsc::UnboundedSender<AppUpdate>,
 ) -> Result<String, LinkError> {
-    let mut finishing = false;
     let mut finder = LeaderFinder::new(masters.addrs.clone());
     let mut unreachable_since = Instant::now();
     let mut link = Attachment {
         masters: &masters,
         register: &mut register,
-        finishing: &mut finishing,
+        finishing: false,
+        limit: None,
+        unsent: None,
         requests: &mut requests,
         updates: &updates,
     };
@@ -121,11 +124,17 @@ pub async fn run(
     }
 }
 
-/// What one attachment works with.
+/// What attachments work with, and what carries over from one to the next.
 struct Attachment<'a> {
     masters: &'a MasterLink,
     register: &'a mut RegisterApp,
-    finishing: &'a mut bool,
+    /// Finishing was asked for: every attachment asks again until the application ends.
+    finishing: bool,
+    /// The last executor limit asked for, asked again on every attachment (the stream it
+    /// went on may have broken before the leader read it).
+    limit: Option<SetExecutorLimit>,
+    /// A request taken from the owner that a broken stream did not carry.
+    unsent: Option<Message>,
     requests: &'a mut mpsc::Receiver<Message>,
     updates: &'a mpsc::UnboundedSender<AppUpdate>,
 }
@@ -147,8 +156,13 @@ impl Attachment<'_> {
         let _ = up
             .send(send(Message::Register(self.register.clone())))
             .await;
-        if *self.finishing {
-            let _ = up.send(send(Message::Finish(FinishApp {}))).await;
+        let carried = [
+            self.limit.map(Message::SetLimit),
+            self.unsent.take(),
+            self.finishing.then_some(Message::Finish(FinishApp {})),
+        ];
+        for body in carried.into_iter().flatten() {
+            let _ = up.send(send(body)).await;
         }
         // A frozen master accepts connections and never answers: bound the whole attempt.
         let attach = async {
@@ -205,10 +219,18 @@ impl Attachment<'_> {
                     Ok(None) => return Ok(Detached::Broken("the master closed the stream".into())),
                     Err(status) => return Ok(Detached::Broken(status.message().to_owned())),
                 },
-                request = self.requests.recv(), if !*self.finishing => {
+                request = self.requests.recv(), if !self.finishing => {
                     let body = request.unwrap_or(Message::Finish(FinishApp {}));
-                    *self.finishing |= matches!(body, Message::Finish(_));
-                    if up.send(send(body)).await.is_err() {
+                    match &body {
+                        Message::Finish(_) => self.finishing = true,
+                        Message::SetLimit(limit) => self.limit = Some(*limit),
+                        _ => {}
+                    }
+                    if let Err(unsent) = up.send(send(body)).await {
+                        // Finishing and the limit are asked again anyway.
+                        if let Some(Message::Release(release)) = unsent.0.body {
+                            self.unsent = Some(Message::Release(release));
+                        }
                         return Ok(Detached::Broken("the stream to the master broke".into()));
                     }
                 }

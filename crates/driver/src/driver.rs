@@ -8,7 +8,7 @@
 //! them in their environment through the master. A master failover does not disturb the
 //! run: the application link re-attaches and the executors' streams go to this process.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -25,8 +25,8 @@ use muster_proto::v1::executor_message::Body as Up;
 use muster_proto::v1::task_link_server::{TaskLink, TaskLinkServer};
 use muster_proto::v1::task_work::Kind;
 use muster_proto::v1::{
-    Command, DriverMessage, ExecutorMessage, KillTask, Noop, RegisterApp, ReleaseExecutors,
-    RunTask, SetExecutorLimit, TaskEnded, TaskState, TaskWork,
+    Command, DriverMessage, ExecutorEvent, ExecutorMessage, ExecutorState, KillTask, Noop,
+    RegisterApp, ReleaseExecutors, RunTask, SetExecutorLimit, TaskEnded, TaskState, TaskWork,
 };
 use serde::Serialize;
 use tokio::net::TcpListener;
@@ -44,6 +44,11 @@ const REVIVE_INTERVAL: Duration = Duration::from_secs(1);
 /// How often dynamic allocation looks at the backlog and speculation for slow tasks
 /// (Spark's 100 ms for both).
 const CHECK_INTERVAL: Duration = Duration::from_millis(100);
+/// How often the task link checks that an executor's connection is alive; three missed
+/// answers close it.
+const KEEPALIVE: Duration = Duration::from_secs(2);
+/// How long an interrupted run waits for the masters to finish its application.
+const FINISH_PATIENCE: Duration = Duration::from_secs(10);
 /// How long a new executor stream may take to say which executor it is.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -255,8 +260,12 @@ struct Driver {
     tasks: BTreeMap<TaskId, (StageId, TaskReport)>,
     /// Failed attempts per stage.
     failures: HashMap<StageId, u32>,
-    /// Attempts that succeeded.
-    succeeded: usize,
+    /// Tasks that succeeded (a second successful copy counts once).
+    succeeded: HashSet<(StageId, usize)>,
+    /// Each executor's cores as the masters granted them, from their events.
+    granted: HashMap<ExecutorId, u32>,
+    /// An executor target dynamic allocation could not send yet.
+    unsent_target: Option<u32>,
 }
 
 /// Runs `config.file` to its end: every job succeeded or failed. Returns the report. When
@@ -291,7 +300,10 @@ pub async fn run(
         links: AtomicU64::new(0),
     });
     let guard = secret.verifier().guard("task link", &[Role::Executor]);
+    // Keepalives find an executor whose machine vanished without closing its stream.
     let server = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(KEEPALIVE))
+        .http2_keepalive_timeout(Some(KEEPALIVE * 3))
         .add_service(InterceptedService::new(service, guard))
         .serve_with_incoming(TcpListenerStream::new(listener));
     let server = tokio::spawn(server);
@@ -314,7 +326,10 @@ pub async fn run(
     let mut link = std::pin::pin!(link);
     let mut requests = Some(requests);
     let mut stop = std::pin::pin!(stop);
-    let mut interrupted = false;
+    // Set when every job ended (`done`) or on `stop` (`give_up_at`): the application is
+    // being finished.
+    let mut done = false;
+    let mut give_up_at: Option<tokio::time::Instant> = None;
     let outcome = loop {
         let next_job = driver.next_submission();
         tokio::select! {
@@ -330,49 +345,36 @@ pub async fn run(
                     let launches = driver.scheduler.resource_offers(driver.now(), None);
                     driver.launch(launches);
                 }
-                if let Some(allocation) = allocation.as_mut() {
-                    let tasks = driver.scheduler.tasks();
-                    let (pending, running) = (tasks.pending(), tasks.running());
-                    let changes = allocation.tick(
-                        driver.now(),
-                        u32::try_from(pending).unwrap_or(u32::MAX),
-                        u32::try_from(running).unwrap_or(u32::MAX),
-                        &tasks.executors_busy(),
-                    );
-                    for change in changes {
-                        let request = match change {
-                            AllocationChange::Target(n) => AppRequest::SetLimit(SetExecutorLimit { executor_limit: Some(n) }),
-                            AllocationChange::Release(ids) => AppRequest::Release(ReleaseExecutors {
-                                executor_ids: ids.into_iter().map(|id| id.0).collect(),
-                            }),
-                        };
-                        if let Some(requests) = &requests {
-                            let _ = requests.try_send(request);
-                        }
-                    }
+                if let (Some(allocation), Some(requests)) = (allocation.as_mut(), &requests) {
+                    driver.allocate(allocation, requests);
                 }
             }
             Some(event) = event_stream.recv() => driver.on_event(event),
             Some(update) = update_stream.recv() => match update {
                 AppUpdate::Registered(id) => app_id = id,
-                AppUpdate::Executor(_) => {}
+                AppUpdate::Executor(executor) => driver.on_executor_event(&executor),
                 AppUpdate::Reconnecting(reason) => tracing::warn!(%reason, "lost the leader; reconnecting"),
             },
             ended = &mut link => {
                 let ended = ended.unwrap_or_else(|e| Err(LinkError::Unavailable(e.to_string())));
                 break ended;
             }
-            () = &mut stop, if !interrupted => {
-                interrupted = true;
+            () = &mut stop, if give_up_at.is_none() && !done => {
+                give_up_at = Some(tokio::time::Instant::now() + FINISH_PATIENCE);
                 requests.take();
+            }
+            () = tokio::time::sleep_until(give_up_at.unwrap_or_else(tokio::time::Instant::now)), if give_up_at.is_some() => {
+                break Ok("unfinished: the masters did not answer".to_owned());
             }
         }
         config.progress.send_if_modified(|progress| {
             let now = driver.progress();
             std::mem::replace(progress, now) != now
         });
-        // Done: finishing the application ends the link, and with it the loop.
-        if driver.upcoming.is_empty() && driver.scheduler.is_idle() {
+        // Every job ended and every attempt has answered (killed copies included):
+        // finishing the application ends the link, and with it the loop.
+        if driver.is_done() && !done {
+            done = true;
             requests.take();
         }
     };
@@ -380,8 +382,8 @@ pub async fn run(
     let mut report = driver.report();
     report.app = app_id;
     match outcome {
-        Ok(_) if interrupted => Err(DriverError::Interrupted),
-        Ok(_) if requests.is_none() => Ok(report),
+        Ok(_) if done => Ok(report),
+        Ok(_) if give_up_at.is_some() => Err(DriverError::Interrupted),
         Ok(state) => Err(DriverError::Ended {
             state,
             report: Box::new(report),
@@ -443,7 +445,9 @@ impl Driver {
             upcoming,
             tasks: BTreeMap::new(),
             failures: HashMap::new(),
-            succeeded: 0,
+            succeeded: HashSet::new(),
+            granted: HashMap::new(),
+            unsent_target: None,
         }
     }
 
@@ -487,10 +491,12 @@ impl Driver {
                 let id = ExecutorId(hello.executor_id);
                 // A newer stream of the same executor replaces the old one.
                 if self.executors.contains_key(&id) {
-                    self.lose_executor(id);
+                    self.lose_executor(id, false);
                 }
                 let rack = (!hello.rack.is_empty()).then_some(hello.rack.as_str());
-                let cores = hello.cores.max(1);
+                // No more cores than the masters granted it, once their event is here.
+                let granted = self.granted.get(&id).copied().unwrap_or(u32::MAX);
+                let cores = hello.cores.clamp(1, granted.max(1));
                 self.scheduler.add_executor(id, &hello.host, rack, cores);
                 self.executors.insert(id, ExecutorLink { link, orders });
                 tracing::info!(executor = id.0, host = %hello.host, cores, "executor joined");
@@ -502,27 +508,35 @@ impl Driver {
                     return;
                 };
                 let task = TaskId(end.task_id);
-                let how = match end.state() {
-                    TaskState::Succeeded => TaskEnd::Succeeded,
-                    TaskState::Failed => TaskEnd::Failed,
-                    TaskState::Killed | TaskState::Unspecified => TaskEnd::Lost,
+                // Only the executor an attempt runs on reports its end.
+                let Some((stage, report)) = self
+                    .tasks
+                    .get_mut(&task)
+                    .filter(|(_, r)| r.executor == executor.0 && r.state == "RUNNING")
+                else {
+                    return;
                 };
-                if let Some((stage, report)) = self.tasks.get_mut(&task) {
-                    if report.state != "RUNNING" {
-                        return;
+                let state = end.state();
+                let how = match state {
+                    TaskState::Succeeded => TaskEnd::Succeeded,
+                    TaskState::Killed => TaskEnd::Lost,
+                    TaskState::Failed | TaskState::Unspecified => TaskEnd::Failed,
+                };
+                report.state = match state {
+                    TaskState::Unspecified => "FAILED",
+                    other => other.as_str_name().trim_start_matches("TASK_STATE_"),
+                }
+                .to_owned();
+                report.duration_ms = Some(end.duration_ms);
+                match how {
+                    TaskEnd::Succeeded => {
+                        self.succeeded.insert((*stage, report.index));
                     }
-                    report.state = end
-                        .state()
-                        .as_str_name()
-                        .trim_start_matches("TASK_STATE_")
-                        .to_owned();
-                    report.duration_ms = Some(end.duration_ms);
-                    if how == TaskEnd::Succeeded {
-                        self.succeeded += 1;
-                    } else if end.state() != TaskState::Killed {
-                        tracing::info!(task = task.0, message = %end.message, "task attempt ended without success");
+                    TaskEnd::Failed => {
+                        tracing::info!(task = task.0, message = %end.message, "task attempt failed");
                         *self.failures.entry(*stage).or_default() += 1;
                     }
+                    TaskEnd::Lost => {}
                 }
                 let ended = self.scheduler.task_ended(now, task, how);
                 self.kill(&ended.kill);
@@ -532,7 +546,7 @@ impl Driver {
             Event::Gone { link } => {
                 if let Some(executor) = self.executor_on(link) {
                     tracing::info!(executor = executor.0, "executor gone");
-                    self.lose_executor(executor);
+                    self.lose_executor(executor, false);
                 }
             }
         }
@@ -546,11 +560,42 @@ impl Driver {
             .map(|(&id, _)| id)
     }
 
-    /// An executor's stream is gone: its running attempts run again elsewhere.
-    fn lose_executor(&mut self, id: ExecutorId) {
+    /// What the masters say about an executor: its grant, or its end. An executor that
+    /// ended is lost even if its stream has not closed yet (its machine may be gone); its
+    /// tasks' failures count when it failed or exited by itself.
+    fn on_executor_event(&mut self, event: &ExecutorEvent) {
+        let id = ExecutorId(event.executor_id);
+        let state = event.state();
+        match state {
+            ExecutorState::Launching | ExecutorState::Running => {
+                let cores = event.resources.as_ref().map_or(1, |r| r.cores);
+                self.granted.insert(id, cores);
+            }
+            ExecutorState::Unspecified => {}
+            ExecutorState::Killed
+            | ExecutorState::Failed
+            | ExecutorState::Lost
+            | ExecutorState::Exited => {
+                self.granted.remove(&id);
+                if self.executors.contains_key(&id) {
+                    tracing::info!(
+                        executor = id.0,
+                        state = state.as_str_name(),
+                        "executor ended"
+                    );
+                    let by_app = matches!(state, ExecutorState::Failed | ExecutorState::Exited);
+                    self.lose_executor(id, by_app);
+                }
+            }
+        }
+    }
+
+    /// An executor is gone: its running attempts run again elsewhere (counted as failures
+    /// when `caused_by_app`).
+    fn lose_executor(&mut self, id: ExecutorId, caused_by_app: bool) {
         self.executors.remove(&id);
         let now = self.now();
-        let (lost, ended) = self.scheduler.remove_executor(now, id, false);
+        let (lost, ended) = self.scheduler.remove_executor(now, id, caused_by_app);
         for task in lost {
             if let Some((stage, report)) = self.tasks.get_mut(&task) {
                 report.state = "LOST".to_owned();
@@ -560,42 +605,85 @@ impl Driver {
         self.kill(&ended.kill);
     }
 
-    /// Sends each launch to its executor; one whose executor is gone is lost at once.
+    /// Sends each launch to its executor; an executor whose stream is gone is lost at once,
+    /// with every attempt just launched on it.
     fn launch(&mut self, launches: Vec<Launch>) {
+        let mut orders = Vec::with_capacity(launches.len());
         for launch in launches {
             let (job_name, stage_name, work) = self.describe(launch.stage);
-            let order = DriverMessage {
-                body: Some(Down::Run(RunTask {
-                    task_id: launch.task.0,
-                    partition: u32::try_from(launch.index).unwrap_or(u32::MAX),
-                    attempt: launch.attempt,
-                    work: Some(task_work(&work)),
-                })),
-            };
-            self.tasks.insert(
-                launch.task,
-                (
-                    launch.stage,
-                    TaskReport {
-                        job: job_name,
-                        stage: stage_name,
-                        index: launch.index,
+            orders.push((
+                launch.executor,
+                DriverMessage {
+                    body: Some(Down::Run(RunTask {
+                        task_id: launch.task.0,
+                        partition: u32::try_from(launch.index).unwrap_or(u32::MAX),
                         attempt: launch.attempt,
-                        executor: launch.executor.0,
-                        host: launch.host.clone(),
-                        locality: launch.locality.name().to_owned(),
-                        speculative: launch.speculative,
-                        state: "RUNNING".to_owned(),
-                        duration_ms: None,
-                    },
-                ),
-            );
+                        work: Some(task_work(&work)),
+                    })),
+                },
+            ));
+            let report = TaskReport {
+                job: job_name,
+                stage: stage_name,
+                index: launch.index,
+                attempt: launch.attempt,
+                executor: launch.executor.0,
+                host: launch.host,
+                locality: launch.locality.name().to_owned(),
+                speculative: launch.speculative,
+                state: "RUNNING".to_owned(),
+                duration_ms: None,
+            };
+            self.tasks.insert(launch.task, (launch.stage, report));
+        }
+        for (executor, order) in orders {
             let sent = self
                 .executors
-                .get(&launch.executor)
+                .get(&executor)
                 .is_some_and(|e| e.orders.send(Ok(order)).is_ok());
             if !sent {
-                self.lose_executor(launch.executor);
+                self.lose_executor(executor, false);
+            }
+        }
+    }
+
+    /// Whether the run is over: every job submitted and ended, and every attempt answered.
+    fn is_done(&self) -> bool {
+        self.upcoming.is_empty()
+            && self.scheduler.is_idle()
+            && self.scheduler.tasks().running() == 0
+    }
+
+    /// One step of dynamic allocation; its requests go to the masters through `requests`.
+    fn allocate(&mut self, allocation: &mut Allocation, requests: &mpsc::Sender<AppRequest>) {
+        let tasks = self.scheduler.tasks();
+        let changes = allocation.tick(
+            self.now(),
+            u32::try_from(tasks.pending()).unwrap_or(u32::MAX),
+            u32::try_from(tasks.running()).unwrap_or(u32::MAX),
+            &tasks.executors_busy(),
+        );
+        let mut target = self.unsent_target.take();
+        for change in changes {
+            match change {
+                AllocationChange::Target(n) => target = Some(n),
+                AllocationChange::Release(ids) => {
+                    for &id in &ids {
+                        self.scheduler.drain_executor(id);
+                    }
+                    let executor_ids = ids.into_iter().map(|id| id.0).collect();
+                    let release = AppRequest::Release(ReleaseExecutors { executor_ids });
+                    let _ = requests.try_send(release);
+                }
+            }
+        }
+        // A target that cannot be sent now is sent at a later step: it must not be lost.
+        if let Some(n) = target {
+            let limit = AppRequest::SetLimit(SetExecutorLimit {
+                executor_limit: Some(n),
+            });
+            if requests.try_send(limit).is_err() {
+                self.unsent_target = Some(n);
             }
         }
     }
@@ -638,7 +726,7 @@ impl Driver {
                 .flat_map(|j| &j.spec.stages)
                 .map(|s| s.tasks as usize)
                 .sum(),
-            tasks_done: self.succeeded,
+            tasks_done: self.succeeded.len(),
             running: self.scheduler.tasks().running(),
             executors: self.executors.len(),
         }

@@ -7,6 +7,8 @@
 //! processes, killed when the driver kills the task or the executor goes.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use muster_core::rng::SplitMix64;
@@ -25,6 +27,8 @@ use tokio_stream::wrappers::ReceiverStream;
 pub const DRIVER_VARIABLE: &str = "MUSTER_DRIVER";
 /// The environment variable holding the credential the driver gave its executors.
 pub const CREDENTIAL_VARIABLE: &str = "MUSTER_DRIVER_CREDENTIAL";
+/// How often the executor checks that its driver's connection is alive.
+const KEEPALIVE: Duration = Duration::from_secs(2);
 /// How long an executor keeps trying to reach its driver when it starts.
 const CONNECT_PATIENCE: Duration = Duration::from_secs(10);
 
@@ -68,9 +72,12 @@ pub async fn run(config: ExecutorConfig) -> Result<(), ExecutorError> {
         driver: config.driver.clone(),
         message,
     };
+    // Keepalives find a driver whose machine vanished without closing the stream.
     let endpoint = Dialer::plain()
         .endpoint(&config.driver)
-        .map_err(|e| unreachable(e.to_string()))?;
+        .map_err(|e| unreachable(e.to_string()))?
+        .http2_keep_alive_interval(KEEPALIVE)
+        .keep_alive_timeout(KEEPALIVE * 3);
     let start = Instant::now();
     let channel = loop {
         match endpoint.connect().await {
@@ -156,9 +163,14 @@ async fn run_task(task: RunTask) -> TaskEnded {
         Some(Kind::SleepMs(ms)) => tokio::time::sleep(Duration::from_millis(ms)).await,
         Some(Kind::PiSamples(samples)) => {
             let seed = task.task_id;
-            let estimate = tokio::task::spawn_blocking(move || estimate_pi(samples, seed))
-                .await
-                .unwrap_or(f64::NAN);
+            // A killed task stops its computation too.
+            let cancel = Cancel::default();
+            let cancelled = cancel.0.clone();
+            let estimate =
+                tokio::task::spawn_blocking(move || estimate_pi(samples, seed, &cancelled))
+                    .await
+                    .unwrap_or(f64::NAN);
+            drop(cancel);
             end.result = format!("{estimate:.6}");
         }
         Some(Kind::Noop(_)) => {}
@@ -194,39 +206,76 @@ async fn run_task(task: RunTask) -> TaskEnded {
     end
 }
 
-/// Runs `argv` as a child of this process, killed if the task is aborted; its exit code, or
+/// Runs `argv` as a child of this process in a process group of its own, which is killed
+/// when the task ends or is aborted: nothing a task started outlives it. Its exit code, or
 /// -1 when a signal ended it.
 async fn run_command(argv: &[String]) -> Result<i32, String> {
     let (program, args) = argv.split_first().ok_or("an empty command")?;
-    let status = tokio::process::Command::new(program)
+    let mut child = tokio::process::Command::new(program)
         .args(args)
+        .process_group(0)
         .kill_on_drop(true)
-        .status()
-        .await
+        .spawn()
         .map_err(|e| format!("cannot run {program}: {e}"))?;
+    let _group = child.id().map(ProcessGroup);
+    let status = child
+        .wait()
+        .await
+        .map_err(|e| format!("cannot wait for {program}: {e}"))?;
     Ok(status.code().unwrap_or(-1))
+}
+
+/// A task's process group, killed when dropped. Its id stays reserved while any member
+/// lives, so the signal reaches no one else.
+struct ProcessGroup(u32);
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        let group = nix::unistd::Pid::from_raw(self.0 as i32);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+/// Tells a computation on a blocking thread to stop when dropped.
+#[derive(Default)]
+struct Cancel(Arc<AtomicBool>);
+
+impl Drop for Cancel {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Monte Carlo: the share of `samples` points of the unit square inside the quarter
 /// circle, times four. Points come from SplitMix64 seeded with `seed`.
-fn estimate_pi(samples: u64, seed: u64) -> f64 {
+/// Stops early, with NaN, once `cancelled` is set.
+fn estimate_pi(samples: u64, seed: u64, cancelled: &AtomicBool) -> f64 {
     let mut rng = SplitMix64::new(seed);
-    let inside = (0..samples)
-        .filter(|_| {
-            let (x, y) = (rng.unit(), rng.unit());
-            x * x + y * y <= 1.0
-        })
-        .count();
+    let mut inside = 0u64;
+    for sample in 0..samples {
+        if sample % 65_536 == 0 && cancelled.load(Ordering::Relaxed) {
+            return f64::NAN;
+        }
+        let (x, y) = (rng.unit(), rng.unit());
+        inside += u64::from(x * x + y * y <= 1.0);
+    }
     4.0 * inside as f64 / samples.max(1) as f64
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::AtomicBool;
+
     use super::estimate_pi;
 
     #[test]
     fn pi_is_estimated_within_a_percent() {
-        let estimate = estimate_pi(1_000_000, 7);
+        let estimate = estimate_pi(1_000_000, 7, &AtomicBool::new(false));
         assert!((estimate - std::f64::consts::PI).abs() < 0.03, "{estimate}");
+    }
+
+    #[test]
+    fn a_cancelled_estimate_stops() {
+        assert!(estimate_pi(u64::MAX, 7, &AtomicBool::new(true)).is_nan());
     }
 }

@@ -9,6 +9,7 @@
 
 use std::fs;
 use std::io;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -56,7 +57,12 @@ impl Records {
             pid,
             start_time,
         };
-        fs::create_dir_all(&self.dir)?;
+        // Records hold each process's environment, secrets included: the worker's user only.
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)?;
+        fs::set_permissions(&self.dir, fs::Permissions::from_mode(0o700))?;
         let temporary = self.dir.join(format!("{pid}.tmp"));
         fs::write(&temporary, serde_json::to_vec(&record)?)?;
         fs::rename(temporary, self.path(pid))

@@ -141,7 +141,9 @@ async fn follow(masters: Masters, register: RegisterApp) -> Result<String, CliEr
             Some(update) = printed.recv() => print_update(update, &mut app_id),
             () = &mut stop, if !stopped => {
                 stopped = true;
-                let _ = requests.send(Message::Finish(FinishApp {})).await;
+                // Sent from a task of its own: the link must keep running to take it.
+                let requests = requests.clone();
+                tokio::spawn(async move { requests.send(Message::Finish(FinishApp {})).await });
             }
         }
     }

@@ -16,6 +16,8 @@ pub struct ExecutorInfo {
     pub cores: u32,
     /// Cores no task uses.
     pub free: u32,
+    /// Being given back: offered no more tasks.
+    pub draining: bool,
 }
 
 /// The live executors.

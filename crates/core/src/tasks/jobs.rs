@@ -228,6 +228,11 @@ impl JobScheduler {
         self.tasks.add_executor(id, host, rack, cores);
     }
 
+    /// An executor is being given back: it gets no more tasks.
+    pub fn drain_executor(&mut self, id: ExecutorId) {
+        self.tasks.drain(id);
+    }
+
     /// An executor is gone; returns its attempts that were running (they run again; see
     /// [`TaskScheduler::remove_executor`] for `caused_by_app`). Stages that abort with it
     /// fail their jobs.

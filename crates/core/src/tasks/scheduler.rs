@@ -162,9 +162,17 @@ impl TaskScheduler {
             rack: rack.map(str::to_owned),
             cores,
             free: cores,
+            draining: false,
         };
         self.executors.insert(id, info);
         self.executor_added = true;
+    }
+
+    /// An executor is being given back: it gets no more tasks.
+    pub fn drain(&mut self, id: ExecutorId) {
+        if let Some(info) = self.executors.get_mut(id) {
+            info.draining = true;
+        }
     }
 
     /// An executor is gone: its running tasks run again elsewhere, and every set's locality
@@ -248,7 +256,9 @@ impl TaskScheduler {
         let mut offers: Vec<(ExecutorId, String, Option<String>, u32)> = self
             .executors
             .iter()
-            .filter(|&(id, info)| only.is_none_or(|only| only == id) && info.free > 0)
+            .filter(|&(id, info)| {
+                only.is_none_or(|only| only == id) && info.free > 0 && !info.draining
+            })
             .map(|(id, info)| (id, info.host.clone(), info.rack.clone(), info.free))
             .collect();
         for i in (1..offers.len()).rev() {
