@@ -4,8 +4,9 @@
 //! [`JobScheduler`] decides: every second it offers all free cores (Spark's revive), after
 //! each task end the free cores of that executor, and it submits jobs at their `at_ms`.
 //!
-//! Executors authenticate with a credential of the driver's own random secret, handed to
-//! them in their environment through the master. A master failover does not disturb the
+//! Executors authenticate with a credential of the driver's own random secret, and the
+//! driver with a TLS certificate made for the run, whose CA the executors trust alone; both
+//! reach the executors in their environment, through the master. A master failover does not disturb the
 //! run: the application link re-attaches and the executors' streams go to this process.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -19,6 +20,7 @@ use muster_core::tasks::jobs::{JobScheduler, JobState};
 use muster_core::tasks::scheduler::{Launch, TaskEnd};
 use muster_core::tasks::{JobId, StageId, TaskId};
 use muster_proto::auth::{Role, Secret};
+use muster_proto::transport::{ThrowawayTls, TlsError};
 use muster_proto::v1::app_message::Body as AppRequest;
 use muster_proto::v1::driver_message::Body as Down;
 use muster_proto::v1::executor_message::Body as Up;
@@ -36,7 +38,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::app::{self, AppUpdate, LinkError, MasterLink};
-use crate::executor::{CREDENTIAL_VARIABLE, DRIVER_VARIABLE};
+use crate::executor::{CA_VARIABLE, CREDENTIAL_VARIABLE, DRIVER_VARIABLE};
 use crate::spec::{JobFile, Work};
 
 /// How often every free core is offered (Spark's `spark.scheduler.revive.interval`).
@@ -101,6 +103,9 @@ pub enum DriverError {
     /// No randomness for the executors' secret.
     #[error("cannot make the executors' secret: {0}")]
     Secret(std::io::Error),
+    /// The task link's certificate could not be made.
+    #[error("cannot set up TLS for executors: {0}")]
+    Tls(TlsError),
     /// The application's link to the masters failed.
     #[error(transparent)]
     Link(#[from] LinkError),
@@ -294,6 +299,9 @@ pub async fn run(
             source,
         })?;
     let secret = Secret::random().map_err(DriverError::Secret)?;
+    // The task link is TLS with a certificate made for this run; executors get the CA that
+    // signed it, so they know it is their driver they reach.
+    let tls = ThrowawayTls::new(&[config.host.as_str()]).map_err(DriverError::Tls)?;
     let (events, mut event_stream) = mpsc::unbounded_channel();
     let service = TaskLinkServer::new(TaskLinkService {
         events,
@@ -302,13 +310,15 @@ pub async fn run(
     let guard = secret.verifier().guard("task link", &[Role::Executor]);
     // Keepalives find an executor whose machine vanished without closing its stream.
     let server = tonic::transport::Server::builder()
+        .tls_config(tls.server())
+        .map_err(|e| DriverError::Tls(TlsError::Generate(e.to_string())))?
         .http2_keepalive_interval(Some(KEEPALIVE))
         .http2_keepalive_timeout(Some(KEEPALIVE * 3))
         .add_service(InterceptedService::new(service, guard))
         .serve_with_incoming(TcpListenerStream::new(listener));
     let server = tokio::spawn(server);
 
-    let register = registration(&config, &secret, port);
+    let register = registration(&config, &secret, &tls.ca, port);
     let (requests, requested) = mpsc::channel(16);
     let (updates, mut update_stream) = mpsc::unbounded_channel();
     let link = tokio::spawn(app::run(
@@ -394,7 +404,7 @@ pub async fn run(
 
 /// The application's registration: its executors run `PROGRAM executor` and find this
 /// driver through their environment.
-fn registration(config: &DriverConfig, secret: &Secret, port: u16) -> RegisterApp {
+fn registration(config: &DriverConfig, secret: &Secret, ca: &str, port: u16) -> RegisterApp {
     let resources = &config.file.resources;
     let credential = secret
         .credential(Role::Executor)
@@ -406,6 +416,7 @@ fn registration(config: &DriverConfig, secret: &Secret, port: u16) -> RegisterAp
             format!("{}:{port}", config.host),
         ),
         (CREDENTIAL_VARIABLE.to_owned(), credential),
+        (CA_VARIABLE.to_owned(), ca.to_owned()),
     ];
     RegisterApp {
         request_id: config.request_id.clone(),

@@ -1,6 +1,7 @@
 //! `muster executor`: the process a worker starts for an application's executor. It opens a
-//! stream to the application's driver, says which executor it is, and runs the tasks the
-//! driver sends, each answered with how it ended. When the stream ends, so does the
+//! stream to the application's driver (TLS, trusting only the CA its driver handed it), says
+//! which executor it is, and runs the tasks the driver sends, each answered with how it
+//! ended. When the stream ends, so does the
 //! executor: its driver is gone, or done with it.
 //!
 //! Built-in tasks (`sleep`, `pi`, `noop`) run inside the process; command tasks run as child
@@ -27,6 +28,8 @@ use tokio_stream::wrappers::ReceiverStream;
 pub const DRIVER_VARIABLE: &str = "MUSTER_DRIVER";
 /// The environment variable holding the credential the driver gave its executors.
 pub const CREDENTIAL_VARIABLE: &str = "MUSTER_DRIVER_CREDENTIAL";
+/// The environment variable holding the PEM CA of the driver's certificate.
+pub const CA_VARIABLE: &str = "MUSTER_DRIVER_CA";
 /// How often the executor checks that its driver's connection is alive.
 const KEEPALIVE: Duration = Duration::from_secs(2);
 /// How long an executor keeps trying to reach its driver when it starts.
@@ -39,6 +42,8 @@ pub struct ExecutorConfig {
     pub driver: String,
     /// What the driver accepts.
     pub credential: Credential,
+    /// The CA of the driver's certificate, PEM: the only one trusted.
+    pub driver_ca: String,
     /// The executor's id in its application.
     pub executor_id: u32,
     /// The worker's host name.
@@ -73,7 +78,7 @@ pub async fn run(config: ExecutorConfig) -> Result<(), ExecutorError> {
         message,
     };
     // Keepalives find a driver whose machine vanished without closing the stream.
-    let endpoint = Dialer::plain()
+    let endpoint = Dialer::trusting(&config.driver_ca)
         .endpoint(&config.driver)
         .map_err(|e| unreachable(e.to_string()))?
         .http2_keep_alive_interval(KEEPALIVE)

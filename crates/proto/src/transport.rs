@@ -53,26 +53,13 @@ impl TlsFiles {
     ///
     /// The certificates cannot be made or the files written.
     pub fn generate(dir: &Path, names: &[&str]) -> Result<Self, TlsError> {
-        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
-        let failed = |e: rcgen::Error| TlsError::Generate(e.to_string());
-        let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(failed)?;
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.distinguished_name
-            .push(DnType::CommonName, "muster throw-away CA");
-        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().map_err(failed)?)
-            .map_err(failed)?;
-        let key = KeyPair::generate().map_err(failed)?;
-        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
-        let cert = CertificateParams::new(names)
-            .map_err(failed)?
-            .signed_by(&key, &ca)
-            .map_err(failed)?;
+        let pems = ThrowawayTls::new(names)?;
         let files = Self {
             cert: Some(dir.join("cert.pem")),
             key: Some(dir.join("key.pem")),
             ca: Some(dir.join("ca.pem")),
         };
-        let write = |path: &Path, content: String, mode: u32| {
+        let write = |path: &Path, content: &str, mode: u32| {
             use std::io::Write as _;
             use std::os::unix::fs::OpenOptionsExt as _;
             std::fs::OpenOptions::new()
@@ -87,13 +74,9 @@ impl TlsFiles {
                     source,
                 })
         };
-        write(files.ca.as_deref().expect("set above"), ca.pem(), 0o644)?;
-        write(files.cert.as_deref().expect("set above"), cert.pem(), 0o644)?;
-        write(
-            files.key.as_deref().expect("set above"),
-            key.serialize_pem(),
-            0o600,
-        )?;
+        write(files.ca.as_deref().expect("set above"), &pems.ca, 0o644)?;
+        write(files.cert.as_deref().expect("set above"), &pems.cert, 0o644)?;
+        write(files.key.as_deref().expect("set above"), &pems.key, 0o600)?;
         Ok(files)
     }
 
@@ -159,6 +142,52 @@ impl TlsFiles {
     }
 }
 
+/// A throw-away CA and one certificate it signs, in memory, as PEM: for `muster dev` and
+/// tests (written out by [`TlsFiles::generate`]), and for a driver's task link, whose
+/// executors are handed the CA to know it is their driver they reach.
+pub struct ThrowawayTls {
+    /// The CA certificate.
+    pub ca: String,
+    /// The certificate.
+    pub cert: String,
+    /// Its private key.
+    pub key: String,
+}
+
+impl ThrowawayTls {
+    /// A new CA and a certificate for `names` (host names or IP addresses).
+    ///
+    /// # Errors
+    ///
+    /// The certificates cannot be made.
+    pub fn new(names: &[&str]) -> Result<Self, TlsError> {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+        let failed = |e: rcgen::Error| TlsError::Generate(e.to_string());
+        let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(failed)?;
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(DnType::CommonName, "muster throw-away CA");
+        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().map_err(failed)?)
+            .map_err(failed)?;
+        let key = KeyPair::generate().map_err(failed)?;
+        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        let cert = CertificateParams::new(names)
+            .map_err(failed)?
+            .signed_by(&key, &ca)
+            .map_err(failed)?;
+        Ok(Self {
+            ca: ca.pem(),
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+        })
+    }
+
+    /// The server side: serve with the certificate.
+    pub fn server(&self) -> ServerTlsConfig {
+        ServerTlsConfig::new().identity(Identity::from_pem(&self.cert, &self.key))
+    }
+}
+
 /// How a process opens connections: plain, or TLS verified against the cluster's CA.
 #[derive(Clone, Debug, Default)]
 pub struct Dialer(Option<ClientTlsConfig>);
@@ -167,6 +196,13 @@ impl Dialer {
     /// Plain HTTP/2: for a cluster without TLS.
     pub fn plain() -> Self {
         Self(None)
+    }
+
+    /// TLS that trusts only the CA in `pem`.
+    pub fn trusting(pem: &str) -> Self {
+        Self(Some(
+            ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)),
+        ))
     }
 
     /// Whether connections use TLS.

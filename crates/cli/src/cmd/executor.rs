@@ -1,9 +1,10 @@
 //! `muster executor`: what workers start for a driver's application; not for people. It
 //! reads who it is from its environment (`MUSTER_DRIVER`, `MUSTER_DRIVER_CREDENTIAL`,
+//! `MUSTER_DRIVER_CA`,
 //! `MUSTER_EXECUTOR_ID`, `MUSTER_CORES`, `MUSTER_HOST`, `MUSTER_RACK`) and runs tasks until
 //! its driver lets go ([`muster_driver::executor`]).
 
-use muster_driver::executor::{CREDENTIAL_VARIABLE, DRIVER_VARIABLE, ExecutorConfig};
+use muster_driver::executor::{CA_VARIABLE, CREDENTIAL_VARIABLE, DRIVER_VARIABLE, ExecutorConfig};
 use muster_proto::auth::Credential;
 
 use super::{log_to_stderr, runtime};
@@ -30,6 +31,7 @@ pub fn run() -> Result<String, CliError> {
     let config = ExecutorConfig {
         driver: variable(DRIVER_VARIABLE)?,
         credential,
+        driver_ca: variable(CA_VARIABLE)?,
         executor_id: number("MUSTER_EXECUTOR_ID")?,
         host: variable("MUSTER_HOST")?,
         rack: std::env::var("MUSTER_RACK").unwrap_or_default(),
