@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use muster_core::ids::WorkerId;
-use muster_core::model::WorkerState;
+use muster_core::model::{WorkerState, validate_queues};
 use muster_core::resources::Resources;
 
 use crate::ClusterState;
@@ -34,6 +34,10 @@ impl ClusterState {
     ///
     /// The first violation found, naming the invariant and the thing that breaks it.
     pub fn check_invariants(&self) -> Result<(), String> {
+        // Queue settings are checked when set; a snapshot must hold them checked too.
+        if let Err(error) = validate_queues(&self.queues) {
+            return violated(format!("bad queue settings: {error}"));
+        }
         let mut usage: BTreeMap<_, Resources> = BTreeMap::new();
         let mut placed_executors: BTreeMap<_, BTreeSet<_>> = BTreeMap::new();
         let mut placed_drivers: BTreeMap<_, BTreeSet<_>> = BTreeMap::new();

@@ -110,6 +110,20 @@ fn a_snapshot_written_before_resources_were_one_type_still_reads() {
     );
 }
 
+/// Found by the `snapshot` fuzz target: a snapshot whose queue has a NaN threshold decoded
+/// into a state no command could have made.
+#[test]
+fn a_snapshot_with_impossible_queue_settings_is_refused() {
+    let bytes = [
+        0x02, 0x00, 0x00, 0x01, 0xb7, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x1b, 0x00, 0x05, 0xff,
+        0xff, 0xfd, 0xff, 0xff, 0xff, 0xd6, 0x01, 0x2f, 0x00, 0x04, 0x01, 0x00, 0x00, 0x01, 0x00,
+        0x00, 0x00, 0x00, 0x00,
+    ];
+    let error = ClusterState::decode_snapshot(&bytes).unwrap_err();
+    assert!(error.to_string().contains("bad queue settings"), "{error}");
+    decode_hostile(&bytes);
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
 
