@@ -464,6 +464,17 @@ pub fn app_run(masters: &Masters, args: &[&str]) -> (Process, String, BufReader<
     (Process(child), id.trim().to_owned(), out)
 }
 
+/// The id of the worker on `host`, as status shows it.
+pub fn worker_on(status: &Value, host: &str) -> Value {
+    status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["host"] == host)
+        .unwrap()["id"]
+        .clone()
+}
+
 /// Application `id` as status shows it.
 pub fn app<'s>(status: &'s Value, id: &str) -> Option<&'s Value> {
     status["apps"]

@@ -263,13 +263,7 @@ fn a_lost_workers_executors_are_lost_and_replaced_elsewhere() {
                 .iter()
                 .all(|e| old.iter().all(|(old_id, _)| e["id"] != *old_id))
     });
-    let w2 = after["workers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["host"] == "w2")
-        .unwrap()["id"]
-        .clone();
+    let w2 = crate::support::worker_on(&after, "w2");
     assert!(
         running_executors(&after, &id)
             .iter()

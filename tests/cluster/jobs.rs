@@ -10,10 +10,13 @@ use crate::support::{
     DEADLINE, Masters, Process, app, muster, running_executors, start_worker, wait_for,
 };
 
-/// Writes `spec` to a job file in the masters' directory.
-fn job_file(masters: &Masters, name: &str, spec: &str) -> std::path::PathBuf {
+/// Writes a job file for application `name` to the masters' directory: one-core, 64 MB
+/// executors, then `rest` (more `[resources]` lines, other tables, the jobs).
+fn job_file(masters: &Masters, name: &str, rest: &str) -> std::path::PathBuf {
     let path = masters.dir.path().join(format!("{name}.toml"));
-    std::fs::write(&path, spec).unwrap();
+    let head =
+        format!("name = \"{name}\"\n[resources]\nexecutor_cores = 1\nexecutor_memory_mb = 64\n");
+    std::fs::write(&path, head + rest).unwrap();
     path
 }
 
@@ -112,10 +115,6 @@ fn a_job_runs_its_stages_in_order_with_node_local_tasks_and_finishes_its_applica
         &masters,
         "wordcount",
         r#"
-name = "wordcount"
-[resources]
-executor_cores = 1
-executor_memory_mb = 64
 [[jobs]]
 name = "count"
   [[jobs.stages]]
@@ -159,10 +158,6 @@ fn a_job_survives_a_leader_failover() {
         &masters,
         "failover",
         r#"
-name = "failover"
-[resources]
-executor_cores = 1
-executor_memory_mb = 64
 [[jobs]]
 name = "sleepy"
   [[jobs.stages]]
@@ -192,10 +187,6 @@ fn a_job_survives_the_loss_of_a_worker_and_its_executors() {
         &masters,
         "loss",
         r#"
-name = "loss"
-[resources]
-executor_cores = 1
-executor_memory_mb = 64
 [[jobs]]
 name = "sleepy"
   [[jobs.stages]]
@@ -207,13 +198,7 @@ name = "sleepy"
     let run = job_run(&masters, &file);
     let (id, status) = running_app(&masters, "loss", 4);
     // The machine of w2 goes: the worker and every executor it started.
-    let lost_worker = status["workers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["host"] == "w2")
-        .unwrap()["id"]
-        .clone();
+    let lost_worker = crate::support::worker_on(&status, "w2");
     let pids: Vec<u64> = running_executors(&status, &id)
         .iter()
         .filter(|e| e["worker"] == lost_worker)
@@ -251,10 +236,6 @@ fn dynamic_allocation_asks_for_executors_as_tasks_wait_and_gives_idle_ones_back(
         &masters,
         "dynamic",
         r#"
-name = "dynamic"
-[resources]
-executor_cores = 1
-executor_memory_mb = 64
 dynamic_allocation = { min = 0, max = 3, idle_timeout_s = 1, backlog_timeout_s = 0.2 }
 [[jobs]]
 name = "first"
@@ -313,10 +294,6 @@ fn a_submitted_job_file_runs_in_cluster_mode_and_a_supervised_driver_runs_it_aga
         "cluster",
         &format!(
             r#"
-name = "cluster"
-[resources]
-executor_cores = 1
-executor_memory_mb = 64
 [scheduler]
 max_task_failures = 1
 [[jobs]]
@@ -368,10 +345,6 @@ fn speculation_runs_a_copy_of_a_straggler_elsewhere_and_kills_the_loser() {
         &masters,
         "straggler",
         r#"
-name = "straggler"
-[resources]
-executor_cores = 1
-executor_memory_mb = 64
 [scheduler]
 speculation = true
 [[jobs]]
