@@ -124,10 +124,13 @@ fn calls_without_the_secret_or_with_another_roles_credential_change_nothing() {
 fn without_a_secret_or_tls_only_loopback_or_insecure_is_allowed() {
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
-    let master = |extra: &[&str]| {
+    // A master on every interface, without these settings from the environment.
+    let master_without = |removed: &[&str], extra: &[&str]| {
         let mut command = muster();
+        for key in removed {
+            command.env_remove(key);
+        }
         command
-            .env_remove("MUSTER_SECRET_FILE")
             .args(["master", "--id", "1", "--listen"])
             .arg(format!("0.0.0.0:{port}"))
             .arg("--peers")
@@ -137,6 +140,7 @@ fn without_a_secret_or_tls_only_loopback_or_insecure_is_allowed() {
             .args(extra);
         command
     };
+    let master = |extra: &[&str]| master_without(&["MUSTER_SECRET_FILE"], extra);
     let refused = master(&[]).output().unwrap();
     let message = stderr(&refused);
     assert!(message.contains("0.0.0.0"), "{message}");
@@ -189,18 +193,8 @@ fn without_a_secret_or_tls_only_loopback_or_insecure_is_allowed() {
     assert_eq!(worker.status.code(), Some(2));
 
     // With the secret but without TLS, the credentials would cross the network in the clear.
-    let cleartext = muster()
-        .env_remove("MUSTER_TLS_CERT")
-        .env_remove("MUSTER_TLS_KEY")
-        .env_remove("MUSTER_TLS_CA")
-        .args(["master", "--id", "1", "--listen"])
-        .arg(format!("0.0.0.0:{port}"))
-        .arg("--peers")
-        .arg(format!("1=0.0.0.0:{port}"))
-        .arg("--data-dir")
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let tls = ["MUSTER_TLS_CERT", "MUSTER_TLS_KEY", "MUSTER_TLS_CA"];
+    let cleartext = master_without(&tls, &[]).output().unwrap();
     let message = stderr(&cleartext);
     assert!(message.contains("no TLS"), "{message}");
     assert_eq!(cleartext.status.code(), Some(2));
