@@ -30,6 +30,7 @@
 //! * [`resources`]: cores, memory and custom resources as one value, and the fit check
 //!   every crate shares.
 //! * [`plan`]: the output [`Plan`].
+//! * [`preempt`]: which ordinary executors to stop for prior work that waited for room.
 //! * [`rng`]: the seeded generator behind every random choice that must repeat.
 //! * [`tasks`]: scheduling inside one application (jobs, stages, tasks), as a Spark driver
 //!   does.
@@ -40,8 +41,9 @@
 //!
 //! # Left out on purpose
 //!
-//! Preemption, multiple resource profiles per app, and anything time-based (timeouts,
-//! heartbeats) belong to the callers; a pass sees one moment.
+//! Multiple resource profiles per app, and anything time-based (timeouts, heartbeats, how
+//! long work has waited before it may preempt) belong to the callers; a pass sees one
+//! moment.
 
 mod drivers;
 mod executors;
@@ -51,6 +53,7 @@ pub mod limits;
 pub mod model;
 mod pass;
 pub mod plan;
+pub mod preempt;
 mod queues;
 pub mod resources;
 pub mod rng;

@@ -10,7 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{AppId, DriverId, QueueName, WorkerId};
+use crate::ids::{AppId, DriverId, ExecutorId, QueueName, WorkerId};
 use crate::resources::{ResourceAmounts, Resources};
 
 /// Everything one scheduling pass looks at.
@@ -35,6 +35,9 @@ pub struct Snapshot {
     /// Active applications, in submission order.
     #[serde(default)]
     pub apps: Vec<AppRequest>,
+    /// For `muster plan` only: show which executors prior queues would preempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<crate::preempt::PreemptionSettings>,
 }
 
 /// Master-wide settings (Spark's `spark.deploy.*`).
@@ -259,6 +262,10 @@ impl AppRequest {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HeldExecutor {
+    /// Its id in the app, when known (preemption names its victims by it; without it, the
+    /// executor's position in the list).
+    #[serde(default)]
+    pub id: Option<ExecutorId>,
     /// The worker it runs on.
     pub worker: WorkerId,
     /// Its cores.

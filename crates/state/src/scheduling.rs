@@ -66,6 +66,7 @@ impl ClusterState {
                     .executors
                     .values()
                     .map(|e| core::HeldExecutor {
+                        id: Some(e.id),
                         worker: e.worker.clone(),
                         cores: e.resources.cores,
                         memory_mb: e.resources.memory_mb,
@@ -85,6 +86,7 @@ impl ClusterState {
                 .count() as u32,
             drivers,
             apps,
+            preemption: None,
         }
     }
 }

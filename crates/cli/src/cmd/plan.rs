@@ -1,10 +1,13 @@
 //! `muster plan`: one scheduling pass over a snapshot file, offline. The same input always
 //! prints the same plan, so it doubles as a way to ask "where would this go, and why not?".
+//! A snapshot with `preemption` also shows which executors prior queues would stop.
 
 use std::io::Read;
 use std::path::Path;
 
-use muster_core::Snapshot;
+use muster_core::preempt::Preemption;
+use muster_core::{Plan, Snapshot};
+use serde::Serialize;
 
 use crate::error::CliError;
 
@@ -17,8 +20,31 @@ use crate::error::CliError;
 pub fn run(path: &Path) -> Result<String, CliError> {
     let text = read(path)?;
     let snapshot = parse(&text)?;
-    let plan = muster_core::schedule(&snapshot).map_err(|e| CliError::BadInput(e.to_string()))?;
-    Ok(serde_json::to_string_pretty(&plan).expect("a plan always serializes"))
+    let bad = |e: muster_core::InputError| CliError::BadInput(e.to_string());
+    let plan = muster_core::schedule(&snapshot).map_err(bad)?;
+    // With `preemption` set: what the waiting work of those prior queues would stop.
+    let preempt = match &snapshot.preemption {
+        Some(settings) => Some(
+            muster_core::preempt::dry_run(&snapshot, settings)
+                .map_err(bad)?
+                .unwrap_or_default(),
+        ),
+        None => None,
+    };
+    let output = Output {
+        plan: &plan,
+        preempt,
+    };
+    Ok(serde_json::to_string_pretty(&output).expect("a plan always serializes"))
+}
+
+/// The plan, and with `preemption` in the snapshot, what it would preempt.
+#[derive(Serialize)]
+struct Output<'a> {
+    #[serde(flatten)]
+    plan: &'a Plan,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    preempt: Option<Preemption>,
 }
 
 fn read(path: &Path) -> Result<String, CliError> {

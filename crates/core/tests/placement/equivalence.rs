@@ -150,6 +150,7 @@ fn app() -> impl Strategy<Value = AppRequest> {
                     executors: held
                         .into_iter()
                         .map(|(index, cores)| HeldExecutor {
+                            id: None,
                             worker: index.index(usize::MAX).to_string().as_str().into(),
                             cores,
                             memory_mb: 64,
@@ -214,6 +215,7 @@ fn snapshot() -> impl Strategy<Value = Snapshot> {
                     running_drivers,
                     drivers,
                     apps,
+                    preemption: None,
                 }
             },
         )
@@ -379,5 +381,37 @@ proptest! {
         if let Ok(plan) = schedule(&snapshot) {
             prop_assert!(plan.executors.iter().all(|e| e.resources.cores > 0));
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Whatever the cluster, preemption stops only ordinary executors on ALIVE workers,
+    /// within the round's share of the ALIVE cores; what it reserves is what the pass
+    /// without the victims gives the prior work; and it decides the same way twice.
+    #[test]
+    fn preemption_stops_only_ordinary_executors_within_its_share(
+        snapshot in snapshot(),
+        fraction in 0.05f64..=1.0,
+    ) {
+        let prior: Vec<_> = snapshot.queues.iter().filter(|q| q.prior).map(|q| q.name.clone()).collect();
+        prop_assume!(!prior.is_empty());
+        let settings = muster_core::preempt::PreemptionSettings { queues: prior.clone(), max_fraction: fraction };
+        let first = muster_core::preempt::dry_run(&snapshot, &settings).unwrap();
+        prop_assert_eq!(&first, &muster_core::preempt::dry_run(&snapshot, &settings).unwrap());
+        let Some(preemption) = first else { return Ok(()) };
+        let alive: u64 = snapshot.workers.iter()
+            .filter(|w| w.state == WorkerState::Alive)
+            .map(|w| u64::from(w.cores))
+            .sum();
+        let taken: u64 = preemption.victims.iter().map(|v| u64::from(v.cores)).sum();
+        prop_assert!(taken <= (fraction * alive as f64).floor() as u64);
+        for victim in &preemption.victims {
+            let app = snapshot.apps.iter().find(|a| a.id == victim.app).unwrap();
+            prop_assert!(!prior.contains(&app.queue), "a prior executor was chosen");
+            prop_assert!(snapshot.workers.iter().any(|w| w.id == victim.worker && w.state == WorkerState::Alive));
+        }
+        prop_assert!(!preemption.reservations.is_empty(), "victims that serve nothing");
     }
 }

@@ -1,6 +1,7 @@
 //! `muster plan` input as bytes, shared by the property test below and the fuzz target
 //! `plan_json` (`fuzz/`): whatever parses is either refused with a message by both placers
-//! or planned by both the same way, and nothing panics.
+//! or planned by both the same way (and its preemption decided the same way twice), and
+//! nothing panics.
 
 use muster_core::{Snapshot, spark_reference};
 
@@ -25,6 +26,16 @@ pub fn plan_json(bytes: &[u8]) {
         spark_reference::schedule(&snapshot),
         "the placers differ"
     );
+    if let (Ok(_), Some(settings)) = (&plan, &snapshot.preemption) {
+        let preemption = muster_core::preempt::dry_run(&snapshot, settings);
+        match &preemption {
+            Ok(_) => assert_eq!(
+                preemption,
+                muster_core::preempt::dry_run(&snapshot, settings)
+            ),
+            Err(error) => assert!(!error.to_string().is_empty()),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,9 @@
 //!   [NAME=AMOUNT]...`, replacing an app of the same id; `held APP WORKER cores=N mem=MB`
 //!   gives it an executor it already holds (the worker's usage is set separately);
 //! * `running_drivers N`, `clear` (no drivers and no apps), `reset` (an empty cluster);
+//! * `preempt queue=Q [fraction=F]` prints which executors the waiting work of prior queue
+//!   `Q` would have stopped (`stop APP/EXECUTOR on WORKER`), held executors numbered in the
+//!   order given, and the room reserved for it;
 //! * `schedule [spread_out=B]` prints `launch DRIVER on WORKER` per driver, `grant APP:
 //!   WORKER=COUNTxCORES ...` per app (workers in id order), and `wait ID: REASON`.
 
@@ -28,6 +31,7 @@ use muster_core::model::{
     AppRequest, DriverRequest, HeldExecutor, QueueConfig, Snapshot, Worker, WorkerSelection,
     WorkerState,
 };
+use muster_core::preempt::PreemptionSettings;
 use muster_core::resources::ResourceAmounts;
 use muster_core::{Plan, spark_reference};
 
@@ -128,6 +132,12 @@ enum Command {
     Schedule {
         #[arg(key)]
         spread_out: Option<bool>,
+    },
+    Preempt {
+        #[arg(key)]
+        queue: String,
+        #[arg(key)]
+        fraction: Option<f64>,
     },
 }
 
@@ -267,6 +277,7 @@ impl goldenscript::Runner for Runner {
                     .find(|a| a.id.0 == *app)
                     .ok_or_else(|| format!("no app {app}"))?;
                 app.executors.push(HeldExecutor {
+                    id: None,
                     worker: worker.as_str().into(),
                     cores: *cores,
                     memory_mb: *mem,
@@ -290,6 +301,31 @@ impl goldenscript::Runner for Runner {
                     .into());
                 }
                 return Ok(describe(&plan));
+            }
+            Command::Preempt { queue, fraction } => {
+                let settings = PreemptionSettings {
+                    queues: vec![queue.as_str().into()],
+                    max_fraction: fraction.unwrap_or(0.1),
+                };
+                let Some(preemption) = muster_core::preempt::dry_run(snapshot, &settings)? else {
+                    return Ok("nothing to preempt\n".to_owned());
+                };
+                let mut out = String::new();
+                for victim in &preemption.victims {
+                    let _ = writeln!(
+                        out,
+                        "stop {}/{} on {} ({} cores)",
+                        victim.app, victim.executor, victim.worker, victim.cores
+                    );
+                }
+                for reserved in &preemption.reservations {
+                    let _ = writeln!(
+                        out,
+                        "reserve {} for {}: {}",
+                        reserved.worker, reserved.id, reserved.resources
+                    );
+                }
+                return Ok(out);
             }
         }
         Ok(String::new())

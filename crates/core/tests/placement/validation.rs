@@ -105,6 +105,7 @@ fn unknown_names_are_refused() {
 
     let mut s = base();
     s.apps[0].executors.push(HeldExecutor {
+        id: None,
         worker: "w9".into(),
         cores: 1,
         memory_mb: 1,
