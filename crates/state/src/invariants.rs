@@ -93,6 +93,9 @@ impl ClusterState {
             }
         }
 
+        for reservation in &self.reservations {
+            add(&mut usage, &reservation.worker, &reservation.resources)?;
+        }
         for worker in usage.keys().chain(placed_drivers.keys()) {
             if !self.workers.contains_key(*worker) {
                 return violated(format!("work placed on unknown worker {worker}"));

@@ -204,6 +204,21 @@ pub struct DriverDescription {
     pub supervise: bool,
 }
 
+/// Room kept on a worker for prior work that preempted executors there, until the
+/// executors' processes are surely gone (their kill grace has passed): nobody else may take
+/// it meanwhile, and a new leader keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reservation {
+    /// The prior application or driver it is for.
+    pub owner: String,
+    /// The worker.
+    pub worker: WorkerId,
+    /// How much.
+    pub resources: Resources,
+    /// When it ends: the first command applied at or after this time releases it.
+    pub until: Timestamp,
+}
+
 /// A driver.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Driver {

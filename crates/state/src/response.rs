@@ -53,6 +53,11 @@ pub enum Outcome {
         /// Ids that named no live executor of the app.
         unknown: Vec<ExecutorId>,
     },
+    /// Executors were stopped for prior work.
+    Preempted {
+        /// How many.
+        victims: usize,
+    },
 }
 
 /// A part of a plan that the re-check refused.

@@ -3,8 +3,9 @@
 
 use crate::ClusterState;
 
-/// The format this build writes and reads.
-pub const SNAPSHOT_FORMAT: u8 = 2;
+/// The format this build writes and reads. Format 3 added the reservations at the end of the
+/// state; a format 2 snapshot reads as one without any.
+pub const SNAPSHOT_FORMAT: u8 = 3;
 
 /// Why a snapshot could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -57,11 +58,18 @@ impl ClusterState {
     /// state).
     pub fn decode_snapshot(bytes: &[u8]) -> Result<Self, SnapshotError> {
         let (&format, body) = bytes.split_first().ok_or(SnapshotError::Empty)?;
-        match format {
-            SNAPSHOT_FORMAT => {}
+        let upgraded;
+        let body = match format {
+            SNAPSHOT_FORMAT => body,
+            // Format 2 is format 3 without the trailing list of reservations: an empty
+            // list is one zero byte.
+            2 => {
+                upgraded = [body, &[0]].concat();
+                &upgraded[..]
+            }
             found if found > SNAPSHOT_FORMAT => return Err(SnapshotError::NewerFormat { found }),
             found => return Err(SnapshotError::UnsupportedFormat { found }),
-        }
+        };
         let limited = config().with_limit::<DECODE_LIMIT>();
         let (state, read) = bincode::serde::decode_from_slice::<Self, _>(body, limited)
             .map_err(|error| SnapshotError::Corrupt(error.to_string()))?;

@@ -8,7 +8,9 @@ use muster_core::model::{QueueConfig, WorkerState};
 use muster_core::resources::Resources;
 use serde::{Deserialize, Serialize};
 
-use crate::model::{App, AppState, Driver, DriverDescription, DriverState, ExecutorState, Worker};
+use crate::model::{
+    App, AppState, Driver, DriverDescription, DriverState, ExecutorState, Reservation, Worker,
+};
 use crate::response::{ApplyError, Effects, Rejection, Response};
 
 /// Settings every replica must share, fixed when the cluster is created.
@@ -68,6 +70,9 @@ pub struct ClusterState {
     pub(crate) completed_drivers: VecDeque<Driver>,
     /// Results of the last client requests, for deduplication.
     pub(crate) requests: RequestLog,
+    /// Room kept for prior work that preempted, counted in its workers' `used`. Last, so
+    /// that a snapshot of format 2 reads as one with no reservations.
+    pub(crate) reservations: Vec<Reservation>,
 }
 
 /// The results of recent client requests, oldest first.
@@ -109,6 +114,29 @@ impl ClusterState {
     /// The shared settings.
     pub fn config(&self) -> &StateConfig {
         &self.config
+    }
+
+    /// Room kept for prior work that preempted.
+    pub fn reservations(&self) -> &[Reservation] {
+        &self.reservations
+    }
+
+    /// Releases the reservations that end by `at`.
+    pub(crate) fn expire_reservations(&mut self, at: Timestamp) {
+        let (ended, kept) = std::mem::take(&mut self.reservations)
+            .into_iter()
+            .partition(|r| r.until <= at);
+        self.reservations = kept;
+        self.release_reservations(ended);
+    }
+
+    /// Returns reserved room to its workers.
+    fn release_reservations(&mut self, ended: Vec<Reservation>) {
+        for reservation in ended {
+            if let Some(worker) = self.workers.get_mut(&reservation.worker) {
+                release(worker, &reservation.resources);
+            }
+        }
     }
 
     /// Every known worker, by id.
@@ -293,6 +321,11 @@ impl ClusterState {
         at: Timestamp,
         effects: &mut Effects,
     ) {
+        let (lost, kept) = std::mem::take(&mut self.reservations)
+            .into_iter()
+            .partition(|r| &r.worker == id);
+        self.reservations = kept;
+        self.release_reservations(lost);
         let worker = &self.workers[id];
         let executors: Vec<(AppId, ExecutorId)> = worker.executors.iter().cloned().collect();
         let drivers: Vec<DriverId> = worker.drivers.iter().cloned().collect();

@@ -7,6 +7,7 @@
 mod apps;
 mod drivers;
 mod plan;
+mod preempt;
 mod queues;
 mod workers;
 
@@ -15,6 +16,7 @@ pub use apps::{
 };
 pub use drivers::{DriverStateChanged, KillDriver, SubmitDriver};
 pub use plan::ApplyPlan;
+pub use preempt::Preempt;
 pub use queues::SetQueues;
 pub use workers::{DecommissionWorker, RegisterWorker, WorkerLost};
 
@@ -73,6 +75,8 @@ pub enum Op {
     AppFinished(AppFinished),
     /// The queue configuration changes.
     SetQueues(SetQueues),
+    /// Executors of ordinary queues stop for prior work, whose room is kept for it.
+    Preempt(Preempt),
 }
 
 /// How an op changes the state.
@@ -138,7 +142,11 @@ impl ClusterState {
             Op::DriverStateChanged(op) => op.apply(self, command.at),
             Op::AppFinished(op) => op.apply(self, command.at),
             Op::SetQueues(op) => op.apply(self, command.at),
+            Op::Preempt(op) => op.apply(self, command.at),
         };
+        if result.is_ok() {
+            self.expire_reservations(command.at);
+        }
         if let Some(id) = &command.request_id {
             self.requests
                 .insert(id.clone(), result.clone(), self.config.retained_requests);

@@ -7,15 +7,15 @@
 
 use std::collections::BTreeMap;
 
-use muster_core::ids::ExecutorId;
+use muster_core::ids::{ExecutorId, QueueName, Timestamp};
 use muster_core::model::{PassConfig, QueueConfig, WorkerSelection};
 use muster_core::resources::Resources;
 use muster_state::commands::{
     AppFinished, ApplyPlan, DecommissionWorker, DriverStateChanged, ExecutorStateChanged, KillApp,
-    KillDriver, KillExecutors, RegisterWorker, SetExecutorLimit, SetQueues, SubmitApp,
+    KillDriver, KillExecutors, Preempt, RegisterWorker, SetExecutorLimit, SetQueues, SubmitApp,
     SubmitDriver, WorkerLost,
 };
-use muster_state::model::{AppState, DriverState, ExecutorState};
+use muster_state::model::{AppState, DriverState, ExecutorState, Reservation};
 use muster_state::{ClusterState, Op};
 use proptest::prelude::*;
 
@@ -51,6 +51,10 @@ enum Action {
     },
     KillApp {
         app: u8,
+    },
+    /// The preemption `muster_core::preempt` chooses for every waiting prior app and driver.
+    Preempt {
+        grace_ms: u64,
     },
     KillDriver {
         driver: u8,
@@ -97,6 +101,7 @@ fn action() -> impl Strategy<Value = Action> {
             .prop_map(|(queue, cores_max, executor_cores, memory_mb, limit)| Action::SubmitApp { queue, cores_max, executor_cores, memory_mb, limit }),
         2 => (0..3u8, small(3), any::<bool>()).prop_map(|(queue, cores, supervise)| Action::SubmitDriver { queue, cores, supervise }),
         1 => any::<u8>().prop_map(|app| Action::KillApp { app }),
+        4 => (0..4000u64).prop_map(|grace_ms| Action::Preempt { grace_ms }),
         1 => any::<u8>().prop_map(|driver| Action::KillDriver { driver }),
         1 => (any::<u8>(), prop::option::of(0..4u32)).prop_map(|(app, limit)| Action::SetLimit { app, limit }),
         1 => (any::<u8>(), prop::collection::vec(0..6u32, 0..3)).prop_map(|(app, executors)| Action::KillExecutors { app, executors }),
@@ -104,7 +109,7 @@ fn action() -> impl Strategy<Value = Action> {
         6 => (any::<u8>(), any::<u8>(), prop_oneof![3 => Just(1u8), 4 => 0..6u8], prop::option::of(-1..2i32)).prop_map(|(app, executor, state, exit_code)| Action::ExecutorReport { app, executor, state, exit_code }),
         2 => (any::<u8>(), 0..7u8, prop::option::of(0..2i32)).prop_map(|(driver, state, exit_code)| Action::DriverReport { driver, state, exit_code }),
         1 => (any::<u8>(), 0..5u8).prop_map(|(app, state)| Action::Finish { app, state }),
-        1 => (any::<bool>(), 1..=10u8).prop_map(|(prior, threshold)| Action::SetQueues { prior, threshold }),
+        2 => (prop::bool::weighted(0.8), 1..=10u8).prop_map(|(prior, threshold)| Action::SetQueues { prior, threshold }),
     ]
 }
 
@@ -205,6 +210,44 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
         Action::KillApp { app } => Op::KillApp(KillApp {
             id: pick(&apps, app)?,
         }),
+        Action::Preempt { grace_ms } => {
+            let snapshot = state.scheduling_snapshot(PassConfig::default());
+            let prior =
+                |queue: &QueueName| snapshot.queues.iter().any(|q| &q.name == queue && q.prior);
+            let eligible = snapshot
+                .apps
+                .iter()
+                .filter(|a| prior(&a.queue))
+                .map(|a| a.id.0.clone())
+                .chain(
+                    snapshot
+                        .drivers
+                        .iter()
+                        .filter(|d| prior(&d.queue))
+                        .map(|d| d.id.0.clone()),
+                )
+                .collect();
+            let chosen = muster_core::preempt::choose(&snapshot, &eligible, 1.0)
+                .expect("the state gives a valid snapshot")?;
+            Op::Preempt(Preempt {
+                victims: chosen
+                    .victims
+                    .into_iter()
+                    .map(|v| (v.app, v.executor))
+                    .collect(),
+                reservations: chosen
+                    .reservations
+                    .into_iter()
+                    .map(|r| Reservation {
+                        owner: r.id,
+                        worker: r.worker,
+                        resources: r.resources,
+                        until: Timestamp(0),
+                    })
+                    .collect(),
+                grace_ms,
+            })
+        }
         Action::KillDriver { driver } => Op::KillDriver(KillDriver {
             id: pick(&drivers, driver)?,
         }),
@@ -282,11 +325,17 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
     })
 }
 
-/// Runs `actions` through the checking harness; returns the cluster.
+/// Runs `actions` through the checking harness; returns the cluster. A preemption chosen
+/// from the state it applies to is always accepted.
 fn run(cluster: &mut Cluster, actions: &[Action]) {
     for action in actions {
         if let Some(op) = resolve(&cluster.state, action) {
-            let _ = cluster.apply(op);
+            let preempt = matches!(op, Op::Preempt(_));
+            let result = cluster.apply(op);
+            assert!(
+                !preempt || result.is_ok(),
+                "a chosen preemption was refused: {result:?}"
+            );
         }
     }
 }

@@ -16,7 +16,9 @@
 //!   [grant=APP@WORKER@CORES]... [mem=512]`: a plan as given;
 //! * `kill ID`, `release APP ID...`, `limit APP N|none`, `finish APP STATE`;
 //! * `report a0/1 STATE [code=N]`, `report d0 STATE [code=N]`: a worker's report;
-//! * `queues [NAME=THRESHOLD]...`: replaces the queues;
+//! * `queues [NAME=THRESHOLD]...`: replaces the queues (`NAME=prior` for a prior queue);
+//! * `preempt APP/EXECUTOR... [reserve=OWNER@WORKER@CORES]... [mem=512] [grace=MS]`: stops
+//!   the executors and keeps room for the owners (every command advances the clock 1 s);
 //! * `state`: workers, active and completed apps and drivers.
 
 use std::error::Error;
@@ -29,10 +31,10 @@ use muster_core::plan::{DriverLaunch, ExecutorGrant};
 use muster_core::resources::{ResourceAmounts, Resources};
 use muster_state::commands::{
     AppFinished, ApplyPlan, DecommissionWorker, DriverStateChanged, ExecutorStateChanged, KillApp,
-    KillDriver, KillExecutors, RegisterWorker, SetExecutorLimit, SetQueues, SubmitApp,
+    KillDriver, KillExecutors, Preempt, RegisterWorker, SetExecutorLimit, SetQueues, SubmitApp,
     SubmitDriver, WorkerLost,
 };
-use muster_state::model::{AppState, DriverState, ExecutorState};
+use muster_state::model::{AppState, DriverState, ExecutorState, Reservation};
 use muster_state::{Op, Outcome, Response, StateConfig};
 
 use crate::support::{Cluster, app_desc, driver_desc};
@@ -125,6 +127,7 @@ impl goldenscript::Runner for Runner {
                 })
             }
             "plan" => self.plan(&mut args)?,
+            "preempt" => self.preempt(&mut args)?,
             "kill" => match positional(&mut args)? {
                 id if id.starts_with('d') => Op::KillDriver(KillDriver {
                     id: self.driver(id)?,
@@ -169,6 +172,12 @@ impl goldenscript::Runner for Runner {
             "queues" => Op::SetQueues(SetQueues {
                 queues: std::iter::from_fn(|| args.next_key())
                     .map(|(name, threshold)| {
+                        if threshold == "prior" {
+                            return Ok(QueueConfig {
+                                prior: true,
+                                ..QueueConfig::named(name)
+                            });
+                        }
                         Ok(QueueConfig {
                             threshold: threshold.parse()?,
                             ..QueueConfig::named(name)
@@ -243,6 +252,51 @@ impl Runner {
         Ok(Op::ApplyPlan(plan))
     }
 
+    /// `preempt APP/EXECUTOR... [reserve=OWNER@WORKER@CORES]... [mem=512] [grace=MS]`.
+    fn preempt(&self, args: &mut goldenscript::ArgumentConsumer<'_>) -> Result<Op, Box<dyn Error>> {
+        let mut victims = Vec::new();
+        let mut reserved = Vec::new();
+        let (mut memory_mb, mut grace_ms) = (512, 0);
+        for arg in args.by_ref() {
+            match &arg {
+                Argument::Positional(victim) => {
+                    let (app, executor) = victim.split_once('/').ok_or("APP/EXECUTOR")?;
+                    victims.push((self.app(app)?, ExecutorId(executor.parse()?)));
+                }
+                Argument::KeyValue(key, value) => {
+                    let parts: Vec<&str> = value.split('@').collect();
+                    match (key.as_str(), parts.as_slice()) {
+                        ("reserve", [owner, worker, cores]) => {
+                            let owner = match owner.strip_prefix('d') {
+                                Some(_) => self.driver(owner)?.0,
+                                None => self.app(owner)?.0,
+                            };
+                            reserved.push((owner, (*worker).into(), cores.parse()?));
+                        }
+                        ("mem", [mem]) => memory_mb = mem.parse()?,
+                        ("grace", [ms]) => grace_ms = ms.parse()?,
+                        _ => return Err(format!("unexpected argument {arg}").into()),
+                    }
+                }
+                _ => return Err(format!("unexpected argument {arg}").into()),
+            }
+        }
+        let reservations = reserved
+            .into_iter()
+            .map(|(owner, worker, cores)| Reservation {
+                owner,
+                worker,
+                resources: Resources::new(cores, memory_mb),
+                until: Default::default(),
+            })
+            .collect();
+        Ok(Op::Preempt(Preempt {
+            victims,
+            reservations,
+            grace_ms,
+        }))
+    }
+
     /// What a command produced, then its effects.
     fn describe(&self, response: &Response) -> String {
         let mut out = String::new();
@@ -295,6 +349,9 @@ impl Runner {
                         rejection.worker, rejection.reason
                     );
                 }
+            }
+            Outcome::Preempted { victims } => {
+                let _ = writeln!(out, "preempted {victims}");
             }
             Outcome::ExecutorsKilled { unknown } => {
                 if !unknown.is_empty() {
@@ -369,6 +426,19 @@ impl Runner {
                 a.cores_granted,
                 a.retry_count,
                 executors.join(" ")
+            );
+        }
+        for r in state.reservations() {
+            let owner = if r.owner.starts_with("driver-") {
+                short_driver(&DriverId(r.owner.clone()))
+            } else {
+                short_app(&AppId(r.owner.clone()))
+            };
+            let left = r.until.0.saturating_sub(self.0.clock);
+            let _ = writeln!(
+                out,
+                "reserved {} on {} for {owner}, {left} ms left",
+                r.resources, r.worker
             );
         }
         for d in state.drivers().values() {

@@ -1,7 +1,11 @@
 //! Snapshot encoding round trips and refuses what it cannot read.
 
+use muster_core::ids::Timestamp;
+use muster_core::model::QueueConfig;
 use muster_core::resources::Resources;
-use muster_state::{ClusterState, SNAPSHOT_FORMAT, SnapshotError};
+use muster_state::commands::{Preempt, SetQueues};
+use muster_state::model::Reservation;
+use muster_state::{ClusterState, Op, SNAPSHOT_FORMAT, SnapshotError};
 
 use crate::snapshot_bytes::decode_hostile;
 use crate::support::{Cluster, app_desc, driver_desc};
@@ -10,9 +14,32 @@ fn busy_cluster() -> Cluster {
     let mut c = Cluster::new();
     c.worker("w1", 8, 8192);
     c.worker("w2", 4, 4096);
-    c.submit_app(app_desc(Some(6), Some(2), 1024));
+    let etl = c.submit_app(app_desc(Some(6), Some(2), 1024));
     c.submit_driver(driver_desc(1, 512, true));
     c.schedule();
+    // Prior work that preempted one executor, with its room kept.
+    c.ok(Op::SetQueues(SetQueues {
+        queues: vec![QueueConfig {
+            prior: true,
+            ..QueueConfig::named("prod")
+        }],
+    }));
+    let mut urgent = app_desc(Some(2), Some(2), 1024);
+    urgent.queue = "prod".into();
+    let urgent = c.submit_app(urgent);
+    let (&youngest, victim) = c.state.apps()[&etl].executors.last_key_value().unwrap();
+    let worker = victim.worker.clone();
+    c.ok(Op::Preempt(Preempt {
+        victims: vec![(etl, youngest)],
+        reservations: vec![Reservation {
+            owner: urgent.0,
+            worker,
+            resources: Resources::new(2, 1024),
+            until: Timestamp(0),
+        }],
+        grace_ms: 60_000,
+    }));
+    assert_eq!(c.state.reservations().len(), 1);
     c
 }
 
@@ -69,16 +96,17 @@ fn unreadable_snapshots_are_clear_errors() {
 }
 
 #[test]
-fn a_snapshot_written_before_resources_were_one_type_still_reads() {
+fn a_format_2_snapshot_still_reads() {
     // Written by the build before `Resources` replaced the flat cores, memory and resources
-    // fields: a worker with GPUs, an app holding a GPU executor, a running supervised driver
-    // and a killed app. The layout on disk did not change, so the format did not either.
+    // fields (format 2, before reservations): a worker with GPUs, an app holding a GPU
+    // executor, a running supervised driver and a killed app. It reads as a state with no
+    // reservations, and is written again as format 3 with an empty list of them.
     let bytes = std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/lifecycle/fixtures/format-2.snapshot"
     ))
     .unwrap();
-    assert_eq!(bytes[0], SNAPSHOT_FORMAT);
+    assert_eq!(bytes[0], 2);
     let state = ClusterState::decode_snapshot(&bytes).unwrap();
     state.check_invariants().unwrap();
     let gpus = |n| [("gpu".to_owned(), n)].into();
@@ -103,10 +131,14 @@ fn a_snapshot_written_before_resources_were_one_type_still_reads() {
         ClusterState::decode_snapshot(&state.encode_snapshot()).unwrap(),
         state
     );
+    assert!(state.reservations().is_empty());
+    let mut upgraded = vec![SNAPSHOT_FORMAT];
+    upgraded.extend_from_slice(&bytes[1..]);
+    upgraded.push(0);
     assert_eq!(
         state.encode_snapshot(),
-        bytes,
-        "the same bytes, written again"
+        upgraded,
+        "the same bytes as format 3, with no reservations"
     );
 }
 
