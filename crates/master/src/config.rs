@@ -4,12 +4,14 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use muster_core::ids::QueueName;
 use muster_core::model::{PassConfig, QueueConfig, validate_queues};
 use muster_state::StateConfig;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::SessionConfig;
+use crate::leader::PreemptionPolicy;
 
 /// What `muster master --config FILE` may set. Every field is optional. The scheduling and
 /// retry settings must be the same on every master.
@@ -33,6 +35,37 @@ pub struct MasterFile {
     pub retained_apps: Option<usize>,
     /// Ended drivers kept for status (`spark.deploy.retainedDrivers`, 200).
     pub retained_drivers: Option<usize>,
+    /// Prior queues whose waiting work may stop ordinary executors; off when unset.
+    pub preemption: Option<PreemptionFile>,
+}
+
+/// `"preemption": {"queues": ["prod"], "delay_s": 5, "grace_s": 10, "max_fraction": 0.1}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreemptionFile {
+    /// The prior queues whose work preempts.
+    pub queues: Vec<QueueName>,
+    /// Seconds work waits for room before it preempts (5).
+    #[serde(default = "preemption_delay")]
+    pub delay_s: f64,
+    /// Seconds the freed room is kept for it (10: the workers' kill grace).
+    #[serde(default = "preemption_grace")]
+    pub grace_s: f64,
+    /// The most of the ALIVE cores one round may stop (0.1).
+    #[serde(default = "preemption_fraction")]
+    pub max_fraction: f64,
+}
+
+fn preemption_delay() -> f64 {
+    5.0
+}
+
+fn preemption_grace() -> f64 {
+    10.0
+}
+
+fn preemption_fraction() -> f64 {
+    0.1
 }
 
 /// Why a settings or queue file was refused.
@@ -59,6 +92,14 @@ pub enum ConfigError {
     /// A duration is not a positive number of seconds.
     #[error("{setting}: {value} is not a positive number of seconds")]
     Seconds {
+        /// The setting.
+        setting: &'static str,
+        /// What was given.
+        value: f64,
+    },
+    /// A share that is not in (0, 1].
+    #[error("{setting}: {value} is not in (0, 1]")]
+    Fraction {
         /// The setting.
         setting: &'static str,
         /// What was given.
@@ -134,6 +175,23 @@ pub fn seconds(setting: &'static str, value: f64) -> Result<Duration, ConfigErro
         .ok_or(ConfigError::Seconds { setting, value })
 }
 
+impl PreemptionFile {
+    fn policy(&self) -> Result<PreemptionPolicy, ConfigError> {
+        if !(self.max_fraction > 0.0 && self.max_fraction <= 1.0) {
+            return Err(ConfigError::Fraction {
+                setting: "preemption max_fraction",
+                value: self.max_fraction,
+            });
+        }
+        Ok(PreemptionPolicy {
+            queues: self.queues.iter().cloned().collect(),
+            delay: seconds("preemption delay", self.delay_s)?,
+            grace: seconds("preemption grace", self.grace_s)?,
+            max_fraction: self.max_fraction,
+        })
+    }
+}
+
 impl MasterFile {
     /// The leader's session settings: a flag given overrides the file, which overrides the
     /// defaults.
@@ -170,6 +228,11 @@ impl MasterFile {
             )?,
             pass: self.scheduling.clone().unwrap_or_default(),
             queues,
+            preemption: self
+                .preemption
+                .as_ref()
+                .map(PreemptionFile::policy)
+                .transpose()?,
             ..defaults
         })
     }

@@ -34,6 +34,16 @@
 //! ([`FENCE_MARGIN`]), so its work never runs twice. A leader that itself stood still (a
 //! pause longer than a few ticks) gives every worker a fresh timeout instead of blaming them.
 //!
+//! # Preemption
+//!
+//! With a [`PreemptionPolicy`], each pass notes since when the work of its prior queues has
+//! waited for room. When a pass has nothing to place and some of that work has waited past
+//! the delay (and has no room kept for it already), the leader proposes the
+//! [`muster_core::preempt`] choice as one `Preempt` command: the victims end KILLED (their
+//! workers are told to kill them) and the room they free is kept for the prior work for the
+//! grace, after which a pass serves it first. One preemption is in flight at a time; a
+//! refused one (the state moved on) is chosen again by a later pass.
+//!
 //! # Proposals
 //!
 //! Proposals commit in the order they are proposed (the session submits them in order), so a
@@ -46,14 +56,21 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use muster_core::ids::{AppId, DriverId, ExecutorId, RequestId, Term, WorkerId};
-use muster_core::model::{PassConfig, QueueConfig, WorkerState};
-use muster_state::commands::{
-    AppFinished, ApplyPlan, DriverStateChanged, ExecutorStateChanged, KillExecutors,
-    RegisterWorker, SetExecutorLimit, SetQueues, WorkerLost,
+use muster_core::ids::{
+    AppId, DriverId, ExecutorId, QueueName, RequestId, Term, Timestamp, WorkerId,
 };
-use muster_state::model::{AppState, DriverState, Executor, ExecutorState};
+use muster_core::model::{PassConfig, QueueConfig, Snapshot, WorkerState};
+use muster_core::plan::{Plan, WaitReason};
+use muster_state::commands::{
+    AppFinished, ApplyPlan, DriverStateChanged, ExecutorStateChanged, ExpireReservations,
+    KillExecutors, Preempt, RegisterWorker, SetExecutorLimit, SetQueues, WorkerLost,
+};
+use muster_state::model::{AppState, DriverState, Executor, ExecutorState, Reservation};
 use muster_state::{ApplyError, ClusterState, Effects, Op, Outcome, Response};
+
+/// How long room kept under an earlier leader is kept by a leader without a preemption
+/// policy: the workers' default kill grace.
+const DEFAULT_KEEP: Duration = Duration::from_secs(10);
 
 /// How many times a launch is sent before it is given up as lost.
 pub const LAUNCH_ATTEMPTS: u32 = 3;
@@ -85,6 +102,22 @@ pub struct SessionConfig {
     /// Queues from this master's configuration, applied through the log once per distinct
     /// content when its leader completes recovery; `muster queues --set` changes them later.
     pub queues: Option<Vec<QueueConfig>>,
+    /// When prior work may stop ordinary executors to fit, if ever.
+    pub preemption: Option<PreemptionPolicy>,
+}
+
+/// When prior work may preempt ordinary executors ([`muster_core::preempt`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PreemptionPolicy {
+    /// Prior queues whose waiting work preempts.
+    pub queues: BTreeSet<QueueName>,
+    /// How long work must have waited for room before it preempts.
+    pub delay: Duration,
+    /// How long the room it frees is kept for it: at least the workers' kill grace, so the
+    /// victims' processes are gone before anything else is placed there.
+    pub grace: Duration,
+    /// The most of the ALIVE cores one round may stop.
+    pub max_fraction: f64,
 }
 
 impl Default for SessionConfig {
@@ -98,6 +131,7 @@ impl Default for SessionConfig {
             schedule_tick: Duration::from_secs(1),
             pass: PassConfig::default(),
             queues: None,
+            preemption: None,
         }
     }
 }
@@ -416,6 +450,10 @@ enum Purpose {
     Completing,
     /// A scheduling pass.
     Plan,
+    /// Executors stopped for prior work.
+    Preempt,
+    /// Kept room released after its grace.
+    Expire,
     /// An application finished for a client that did not come back.
     Vanished { app: AppId },
     /// Anything else: carry out its effects.
@@ -448,6 +486,16 @@ pub struct Leader {
     launches: BTreeMap<ProcessKey, Launch>,
     /// Why each app or driver waits, as of the last scheduling pass.
     waiting: BTreeMap<String, String>,
+    /// Since when each app or driver of a preempting queue has waited for room, without a
+    /// break, as the passes saw it.
+    room_waits: BTreeMap<String, Instant>,
+    /// A preemption is proposed and not committed yet.
+    preempt_in_flight: bool,
+    /// When the room kept in the log may be released: a grace after the preemption that
+    /// kept it committed (or after this leader first saw it).
+    kept_until: Option<Instant>,
+    /// Its release is proposed and not committed yet.
+    expire_in_flight: bool,
     proposals: BTreeMap<ProposalId, Purpose>,
     next_proposal: u64,
     pass_wanted: bool,
@@ -478,6 +526,10 @@ impl Leader {
             pids: BTreeMap::new(),
             launches: BTreeMap::new(),
             waiting: BTreeMap::new(),
+            room_waits: BTreeMap::new(),
+            preempt_in_flight: false,
+            kept_until: None,
+            expire_in_flight: false,
             proposals: BTreeMap::new(),
             next_proposal: 0,
             pass_wanted: false,
@@ -531,6 +583,9 @@ impl Leader {
             Event::NotCommitted { proposal } => match self.proposals.remove(&proposal) {
                 // Planned again on a later tick.
                 Some(Purpose::Plan) => self.pass_in_flight = false,
+                // Decided again on a later pass, if still needed.
+                Some(Purpose::Preempt) => self.preempt_in_flight = false,
+                Some(Purpose::Expire) => self.expire_in_flight = false,
                 // Decided again on a later tick.
                 Some(Purpose::Lost { worker, .. }) => {
                     self.losing.remove(&worker);
@@ -1046,6 +1101,23 @@ impl Leader {
                     }
                 }
             }
+            Purpose::Expire => {
+                self.expire_in_flight = false;
+                self.kept_until = None;
+                self.pass_wanted = true;
+            }
+            Purpose::Preempt => {
+                self.preempt_in_flight = false;
+                match &result {
+                    Ok(response) => {
+                        self.carry_out(&response.effects, None);
+                        self.kept_until = Some(now + self.keep_for());
+                    }
+                    // The state moved on since the choice; the next pass chooses again.
+                    Err(refused) => tracing::info!(%refused, "preemption refused"),
+                }
+                self.pass_wanted = true;
+            }
             Purpose::Vanished { .. } | Purpose::Other => {
                 if let Some(response) = response {
                     self.carry_out(&response.effects, None);
@@ -1309,7 +1381,11 @@ impl Leader {
 
     /// Runs a scheduling pass when one is wanted or due, and none is in flight.
     fn maybe_schedule(&mut self, now: Instant, state: &ClusterState) {
-        if self.recovery != RecoveryState::Alive || self.pass_in_flight {
+        if self.recovery != RecoveryState::Alive {
+            return;
+        }
+        self.maybe_expire(now, state);
+        if self.pass_in_flight {
             return;
         }
         let due = self
@@ -1320,11 +1396,12 @@ impl Leader {
         }
         self.pass_wanted = false;
         self.last_pass = Some(now);
-        self.schedule(state);
+        self.schedule(now, state);
     }
 
-    /// One pass: plan from the state and propose the plan.
-    fn schedule(&mut self, state: &ClusterState) {
+    /// One pass: plan from the state and propose the plan; with nothing to place, maybe a
+    /// preemption.
+    fn schedule(&mut self, now: Instant, state: &ClusterState) {
         assert_eq!(
             self.recovery,
             RecoveryState::Alive,
@@ -1337,7 +1414,8 @@ impl Leader {
             seed: self.term.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ self.passes,
             ..self.config.pass.clone()
         };
-        let plan = match muster_core::schedule(&state.scheduling_snapshot(pass)) {
+        let snapshot = state.scheduling_snapshot(pass);
+        let plan = match muster_core::schedule(&snapshot) {
             Ok(plan) => plan,
             Err(error) => panic!("the state gave an invalid scheduling snapshot: {error}"),
         };
@@ -1346,7 +1424,10 @@ impl Leader {
             .iter()
             .map(|w| (w.id.clone(), w.reason.to_string()))
             .collect();
+        self.note_room_waits(now, &snapshot, &plan);
         if plan.drivers.is_empty() && plan.executors.is_empty() {
+            // Nothing else can move: the only way prior work that waits gets room.
+            self.maybe_preempt(now, state, &snapshot);
             return;
         }
         self.pass_in_flight = true;
@@ -1355,6 +1436,123 @@ impl Leader {
             executors: plan.executors,
         });
         self.propose(op, Purpose::Plan);
+    }
+
+    /// How long preempted room is kept: the policy's grace, or without a policy (room kept
+    /// under an earlier leader's) the workers' default kill grace.
+    fn keep_for(&self) -> Duration {
+        self.config
+            .preemption
+            .as_ref()
+            .map_or(DEFAULT_KEEP, |policy| policy.grace)
+    }
+
+    /// Releases the room kept in the log once its grace has passed by this leader's clock;
+    /// a leader that finds room kept gives it a whole grace first.
+    fn maybe_expire(&mut self, now: Instant, state: &ClusterState) {
+        if state.reservations().is_empty() {
+            self.kept_until = None;
+            return;
+        }
+        let keep = self.keep_for();
+        let until = *self.kept_until.get_or_insert(now + keep);
+        if now >= until && !self.expire_in_flight {
+            self.expire_in_flight = true;
+            self.propose(
+                Op::ExpireReservations(ExpireReservations {}),
+                Purpose::Expire,
+            );
+        }
+    }
+
+    /// Notes since when the work of preempting queues has waited for room.
+    fn note_room_waits(&mut self, now: Instant, snapshot: &Snapshot, plan: &Plan) {
+        let Some(policy) = &self.config.preemption else {
+            return;
+        };
+        let queue_of = |id: &str| {
+            let app = snapshot
+                .apps
+                .iter()
+                .find(|a| a.id.0 == id)
+                .map(|a| &a.queue);
+            app.or_else(|| {
+                snapshot
+                    .drivers
+                    .iter()
+                    .find(|d| d.id.0 == id)
+                    .map(|d| &d.queue)
+            })
+        };
+        let for_room: BTreeSet<&String> = plan
+            .waiting
+            .iter()
+            .filter(|w| {
+                matches!(
+                    w.reason,
+                    WaitReason::NoRoom { .. } | WaitReason::HeldByThreshold { .. }
+                )
+            })
+            .filter(|w| queue_of(&w.id).is_some_and(|q| policy.queues.contains(q)))
+            .map(|w| &w.id)
+            .collect();
+        self.room_waits.retain(|id, _| for_room.contains(id));
+        for id in for_room {
+            self.room_waits.entry(id.clone()).or_insert(now);
+        }
+    }
+
+    /// Proposes the preemption `muster_core::preempt` chooses for the work that has waited
+    /// for room past the delay and has no room kept for it yet: one at a time.
+    fn maybe_preempt(&mut self, now: Instant, state: &ClusterState, snapshot: &Snapshot) {
+        let Some(policy) = &self.config.preemption else {
+            return;
+        };
+        if self.preempt_in_flight {
+            return;
+        }
+        let kept: BTreeSet<&str> = state
+            .reservations()
+            .iter()
+            .map(|r| r.owner.as_str())
+            .collect();
+        let eligible: BTreeSet<String> = self
+            .room_waits
+            .iter()
+            .filter(|(id, since)| {
+                now.saturating_duration_since(**since) >= policy.delay
+                    && !kept.contains(id.as_str())
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        if eligible.is_empty() {
+            return;
+        }
+        let chosen = match muster_core::preempt::choose(snapshot, &eligible, policy.max_fraction) {
+            Ok(Some(chosen)) => chosen,
+            Ok(None) => return,
+            Err(error) => panic!("the state gave an invalid scheduling snapshot: {error}"),
+        };
+        let op = Op::Preempt(Preempt {
+            victims: chosen
+                .victims
+                .into_iter()
+                .map(|v| (v.app, v.executor))
+                .collect(),
+            reservations: chosen
+                .reservations
+                .into_iter()
+                .map(|r| Reservation {
+                    owner: r.id,
+                    worker: r.worker,
+                    resources: r.resources,
+                    until: Timestamp(0),
+                })
+                .collect(),
+            grace_ms: u64::try_from(policy.grace.as_millis()).unwrap_or(u64::MAX),
+        });
+        self.preempt_in_flight = true;
+        self.propose(op, Purpose::Preempt);
     }
 
     fn propose(&mut self, op: Op, purpose: Purpose) {

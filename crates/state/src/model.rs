@@ -215,7 +215,7 @@ pub struct Reservation {
     pub worker: WorkerId,
     /// How much.
     pub resources: Resources,
-    /// When it ends: the first command applied at or after this time releases it.
+    /// When it ends: an `ExpireReservations` applied at or after this time releases it.
     pub until: Timestamp,
 }
 

@@ -70,8 +70,9 @@ pub struct ClusterState {
     pub(crate) completed_drivers: VecDeque<Driver>,
     /// Results of the last client requests, for deduplication.
     pub(crate) requests: RequestLog,
-    /// Room kept for prior work that preempted, counted in its workers' `used`. Last, so
-    /// that a snapshot of format 2 reads as one with no reservations.
+    /// Room kept for prior work that preempted, counted in its workers' `used` until an
+    /// `ExpireReservations` after its grace releases it. Last, so that a snapshot of format
+    /// 2 reads as one with no reservations.
     pub(crate) reservations: Vec<Reservation>,
 }
 

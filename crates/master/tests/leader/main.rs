@@ -13,7 +13,9 @@
 //!   [mem=4096]`, `driver [supervise=true] [cores=1]`, `app [cores_max=N] [executor_cores=N]
 //!   [mem=256]`, `place` (one scheduling pass committed), `running PROCESS` (a worker's report
 //!   of a start committed: an executor becomes RUNNING), `lose ID`;
-//! * `elect term=N`, `read` (the linearizable read succeeds), `tick [ms=N]` (time passes,
+//! * `queue NAME`: a prior queue, as set in an earlier term; `app ... queue=Q`;
+//! * `elect term=N [preempt=QUEUE [delay=MS] [grace=MS] [fraction=F]]` (with a
+//!   preemption policy for that queue), `read` (the linearizable read succeeds), `tick [ms=N]` (time passes,
 //!   ticked every 100 ms as the session does; `alive=LINK` heartbeats on that link before
 //!   every tick, quietly), `pause ms=N` (the leader stood still: one tick
 //!   after the gap);
@@ -34,15 +36,15 @@ use std::time::{Duration, Instant};
 
 use goldenscript::{Argument, Command, Context};
 use muster_core::ids::{AppId, DriverId, ExecutorId, Term, Timestamp, WorkerId};
-use muster_core::model::PassConfig;
+use muster_core::model::{PassConfig, QueueConfig};
 use muster_core::resources::Resources;
 use muster_master::leader::{
-    Action, AppRequest, Event, Leader, LinkId, ProcessKey, ProposalId, Registration, Report,
-    SessionConfig, ToApp, ToWorker, Update,
+    Action, AppRequest, Event, Leader, LinkId, PreemptionPolicy, ProcessKey, ProposalId,
+    Registration, Report, SessionConfig, ToApp, ToWorker, Update,
 };
 use muster_state::commands::{
-    ApplyPlan, ExecutorStateChanged, KillApp, KillDriver, RegisterWorker, SubmitApp, SubmitDriver,
-    WorkerLost,
+    ApplyPlan, ExecutorStateChanged, KillApp, KillDriver, RegisterWorker, SetQueues, SubmitApp,
+    SubmitDriver, WorkerLost,
 };
 use muster_state::model::{AppDescription, DriverDescription, DriverState, ExecutorState};
 use muster_state::{ClusterState, Op, StateConfig};
@@ -96,11 +98,24 @@ impl goldenscript::Runner for Runner {
                 let response = self.apply_setup(Op::SubmitDriver(SubmitDriver { desc }))?;
                 format!("{:?}\n", response.outcome)
             }
+            "queue" => {
+                // A prior queue, applied as committed in an earlier term.
+                let queue = QueueConfig {
+                    prior: true,
+                    ..QueueConfig::named(args.positional()?)
+                };
+                self.apply_setup(Op::SetQueues(SetQueues {
+                    queues: vec![queue],
+                }))?;
+                String::new()
+            }
             "app" => {
                 let desc = AppDescription {
                     name: String::new(),
                     user: String::new(),
-                    queue: Default::default(),
+                    queue: args
+                        .optional::<String>("queue")?
+                        .map_or_else(Default::default, |q| q.as_str().into()),
                     cores_max: args.optional("cores_max")?,
                     executor_cores: args.optional("executor_cores")?,
                     executor_memory_mb: args.number("mem", 256)?,
@@ -146,7 +161,18 @@ impl goldenscript::Runner for Runner {
             }
             "elect" => {
                 self.term = Term(args.number("term", self.term.0 + 1)?);
-                let config = SessionConfig::default();
+                let preemption = args.optional::<String>("preempt")?.map(|queue| {
+                    Ok::<_, Box<dyn Error>>(PreemptionPolicy {
+                        queues: [queue.as_str().into()].into(),
+                        delay: Duration::from_millis(args.number("delay", 5000)?),
+                        grace: Duration::from_millis(args.number("grace", 10_000)?),
+                        max_fraction: args.number("fraction", 1.0)?,
+                    })
+                });
+                let config = SessionConfig {
+                    preemption: preemption.transpose()?,
+                    ..SessionConfig::default()
+                };
                 self.leader = Some(Leader::new(self.term, config, self.now));
                 self.log.clear();
                 String::new()
@@ -247,8 +273,17 @@ impl goldenscript::Runner for Runner {
                 let mut output = String::new();
                 for _ in 0..n {
                     let (proposal, op) = self.log.pop_front().ok_or("nothing to commit")?;
+                    // Commands are stamped at the epoch, which keeps ids short in scripts;
+                    // kept room, whose grace is measured in command time, gets the time
+                    // that passed.
+                    let at = match op {
+                        Op::Preempt(_) | Op::ExpireReservations(_) => {
+                            Timestamp((self.now - self.start).as_millis() as u64)
+                        }
+                        _ => Timestamp(0),
+                    };
                     let command = muster_state::Command {
-                        at: Timestamp(0),
+                        at,
                         request_id: None,
                         term: Some(self.term),
                         op,
@@ -422,6 +457,13 @@ impl Runner {
                 driver.id, driver.state, driver.exit_code
             );
         }
+        for kept in self.state.reservations() {
+            let _ = writeln!(
+                output,
+                "kept {} cores on {} for {}",
+                kept.resources.cores, kept.worker, kept.owner
+            );
+        }
         output
     }
 }
@@ -491,6 +533,22 @@ fn describe(op: &Op) -> String {
             )
         }
         Op::AppFinished(op) => format!("AppFinished {} {:?}", op.id, op.state),
+        Op::ExpireReservations(_) => "ExpireReservations".to_owned(),
+        Op::Preempt(op) => {
+            let victims = op.victims.iter().map(|(app, e)| format!("{app}/{e}"));
+            let kept = op.reservations.iter().map(|r| {
+                format!(
+                    "{} cores on {} for {}",
+                    r.resources.cores, r.worker, r.owner
+                )
+            });
+            format!(
+                "Preempt [{}] keep [{}] for {} ms",
+                victims.collect::<Vec<_>>().join(", "),
+                kept.collect::<Vec<_>>().join(", "),
+                op.grace_ms
+            )
+        }
         other => format!("{other:?}"),
     }
 }

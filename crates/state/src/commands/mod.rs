@@ -16,7 +16,7 @@ pub use apps::{
 };
 pub use drivers::{DriverStateChanged, KillDriver, SubmitDriver};
 pub use plan::ApplyPlan;
-pub use preempt::Preempt;
+pub use preempt::{ExpireReservations, Preempt};
 pub use queues::SetQueues;
 pub use workers::{DecommissionWorker, RegisterWorker, WorkerLost};
 
@@ -77,6 +77,8 @@ pub enum Op {
     SetQueues(SetQueues),
     /// Executors of ordinary queues stop for prior work, whose room is kept for it.
     Preempt(Preempt),
+    /// Kept room whose grace has passed is released.
+    ExpireReservations(ExpireReservations),
 }
 
 /// How an op changes the state.
@@ -143,10 +145,8 @@ impl ClusterState {
             Op::AppFinished(op) => op.apply(self, command.at),
             Op::SetQueues(op) => op.apply(self, command.at),
             Op::Preempt(op) => op.apply(self, command.at),
+            Op::ExpireReservations(op) => op.apply(self, command.at),
         };
-        if result.is_ok() {
-            self.expire_reservations(command.at);
-        }
         if let Some(id) = &command.request_id {
             self.requests
                 .insert(id.clone(), result.clone(), self.config.retained_requests);

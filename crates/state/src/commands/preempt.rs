@@ -1,6 +1,7 @@
 //! Preemption (`muster_core::preempt` decides it): executors of ordinary queues stop so that
 //! prior work fits, and the room they free is kept for that work until their processes are
-//! surely gone, all in one command, so nobody takes the room and a new leader keeps it.
+//! surely gone, all in one command, so nobody takes the room and a new leader keeps it. The
+//! leader releases kept room whose grace has passed with [`ExpireReservations`].
 
 use muster_core::ids::{AppId, ExecutorId, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -20,6 +21,17 @@ pub struct Preempt {
     /// How long the victims' processes may take to end (their worker's kill grace, and a
     /// margin): the reservations last that long.
     pub grace_ms: u64,
+}
+
+/// Releases the kept room whose grace has passed by the command's time.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExpireReservations {}
+
+impl Apply for ExpireReservations {
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        state.expire_reservations(at);
+        Ok(Response::default())
+    }
 }
 
 impl Apply for Preempt {

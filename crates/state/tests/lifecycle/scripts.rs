@@ -19,6 +19,7 @@
 //! * `queues [NAME=THRESHOLD]...`: replaces the queues (`NAME=prior` for a prior queue);
 //! * `preempt APP/EXECUTOR... [reserve=OWNER@WORKER@CORES]... [mem=512] [grace=MS]`: stops
 //!   the executors and keeps room for the owners (every command advances the clock 1 s);
+//!   `expire` releases the room whose grace has passed;
 //! * `state`: workers, active and completed apps and drivers.
 
 use std::error::Error;
@@ -30,9 +31,9 @@ use muster_core::model::{PassConfig, QueueConfig, WorkerSelection};
 use muster_core::plan::{DriverLaunch, ExecutorGrant};
 use muster_core::resources::{ResourceAmounts, Resources};
 use muster_state::commands::{
-    AppFinished, ApplyPlan, DecommissionWorker, DriverStateChanged, ExecutorStateChanged, KillApp,
-    KillDriver, KillExecutors, Preempt, RegisterWorker, SetExecutorLimit, SetQueues, SubmitApp,
-    SubmitDriver, WorkerLost,
+    AppFinished, ApplyPlan, DecommissionWorker, DriverStateChanged, ExecutorStateChanged,
+    ExpireReservations, KillApp, KillDriver, KillExecutors, Preempt, RegisterWorker,
+    SetExecutorLimit, SetQueues, SubmitApp, SubmitDriver, WorkerLost,
 };
 use muster_state::model::{AppState, DriverState, ExecutorState, Reservation};
 use muster_state::{Op, Outcome, Response, StateConfig};
@@ -128,6 +129,7 @@ impl goldenscript::Runner for Runner {
             }
             "plan" => self.plan(&mut args)?,
             "preempt" => self.preempt(&mut args)?,
+            "expire" => Op::ExpireReservations(ExpireReservations {}),
             "kill" => match positional(&mut args)? {
                 id if id.starts_with('d') => Op::KillDriver(KillDriver {
                     id: self.driver(id)?,
