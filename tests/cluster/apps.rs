@@ -345,3 +345,55 @@ fn an_attached_application_sets_its_limit_and_releases_executors() {
     writeln!(stdin, "limit none").unwrap();
     wait_for(&masters, "two new executors", |s| ids(s) == [2, 3, 4, 5]);
 }
+
+#[test]
+fn a_prior_application_preempts_an_ordinary_one_and_its_room_is_kept_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("master.json");
+    std::fs::write(
+        &config,
+        r#"{"preemption": {"queues": ["prod"], "delay_s": 1, "grace_s": 2, "max_fraction": 0.5}}"#,
+    )
+    .unwrap();
+    let masters = Masters::start_with(&["--config", config.to_str().unwrap()]);
+    masters.leader(0);
+    let queues = masters.dir.path().join("queues.json");
+    std::fs::write(&queues, r#"[{"name": "prod", "prior": true}]"#).unwrap();
+    crate::support::stdout(&Masters::client(
+        &masters.list_from(1),
+        &["queues", "--set", queues.to_str().unwrap()],
+    ));
+    let _worker = start_worker(&masters, "w1", 4);
+    let small = [
+        "--executor-cores",
+        "1",
+        "--executor-memory",
+        "256",
+        "--",
+        "/bin/sleep",
+        "1000",
+    ];
+    let (_filler, filler_id, _filler_out) = app_run(&masters, &small);
+    let before = wait_for(&masters, "the worker full", |s| {
+        running_executors(s, &filler_id).len() == 4
+    });
+    let youngest = running_executors(&before, &filler_id)
+        .iter()
+        .map(|e| e["id"].as_u64().unwrap())
+        .max()
+        .unwrap();
+
+    // The prior app waits for room, then takes the youngest ordinary executor's core.
+    let prior = [&["--queue", "prod", "--cores-max", "1"][..], &small[..]].concat();
+    let (_prior, prior_id, _prior_out) = app_run(&masters, &prior);
+    let after = wait_for(&masters, "the prior app running", |s| {
+        running_executors(s, &prior_id).len() == 1
+    });
+    let left: Vec<u64> = running_executors(&after, &filler_id)
+        .iter()
+        .map(|e| e["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(left.len(), 3, "one ordinary executor stopped: {after}");
+    assert!(!left.contains(&youngest), "the youngest one: {after}");
+    assert_eq!(after["workers"][0]["cores_used"], 4);
+}
