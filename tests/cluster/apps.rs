@@ -386,6 +386,15 @@ fn a_prior_application_preempts_an_ordinary_one_and_its_room_is_kept_for_it() {
     // The prior app waits for room, then takes the youngest ordinary executor's core.
     let prior = [&["--queue", "prod", "--cores-max", "1"][..], &small[..]].concat();
     let (_prior, prior_id, _prior_out) = app_run(&masters, &prior);
+    // For the grace (2 s) the freed core is kept, and status says for whom.
+    let kept = wait_for(&masters, "the room kept", |s| {
+        s["kept"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k["owner"] == prior_id)
+    });
+    assert_eq!(kept["kept"][0]["cores"], 1, "{kept}");
     let after = wait_for(&masters, "the prior app running", |s| {
         running_executors(s, &prior_id).len() == 1
     });

@@ -213,6 +213,11 @@ impl ClusterService {
                 })
                 .collect(),
             queues: state.queues().iter().map(v1::Queue::from).collect(),
+            kept: state
+                .reservations()
+                .iter()
+                .map(v1::KeptRoom::from)
+                .collect(),
         }
     }
 }

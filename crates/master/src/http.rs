@@ -201,6 +201,11 @@ async fn page(State(grpc): State<Grpc>) -> Result<Html<String>, Failure> {
             &s["queues"],
             &["name", "prior", "threshold", "max_capacity"],
         ),
+        table(
+            "Room kept for prior work (preemption)",
+            &s["kept"],
+            &["owner", "worker", "cores", "memory_mb", "until_ms"],
+        ),
     ];
     Ok(Html(format!(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>Muster</title>\

@@ -53,5 +53,12 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
         "queues": status.queues.iter().map(|q| json!({
             "name": q.name, "prior": q.prior, "threshold": q.threshold, "max_capacity": q.max_capacity,
         })).collect::<Vec<_>>(),
+        "kept": status.kept.iter().map(|k| {
+            let resources = k.resources.clone().unwrap_or_default();
+            json!({
+                "owner": k.owner, "worker": k.worker, "cores": resources.cores,
+                "memory_mb": resources.memory_mb, "until_ms": k.until_ms,
+            })
+        }).collect::<Vec<_>>(),
     })
 }

@@ -11,7 +11,8 @@ use muster_core::model::{QueueConfig, WorkerState};
 use muster_core::resources::Resources;
 use muster_state::commands::{RegisterWorker, SubmitApp, SubmitDriver};
 use muster_state::model::{
-    AppDescription, AppState, DriverDescription, DriverState, Executor, ExecutorState, Worker,
+    AppDescription, AppState, DriverDescription, DriverState, Executor, ExecutorState, Reservation,
+    Worker,
 };
 
 use crate::v1;
@@ -125,6 +126,17 @@ impl From<&Worker> for v1::WorkerStatus {
             state: v1::WorkerState::from(worker.state).into(),
             capacity: Some((&worker.capacity).into()),
             used: Some((&worker.used).into()),
+        }
+    }
+}
+
+impl From<&Reservation> for v1::KeptRoom {
+    fn from(kept: &Reservation) -> Self {
+        Self {
+            owner: kept.owner.clone(),
+            worker: kept.worker.0.clone(),
+            resources: Some((&kept.resources).into()),
+            until_ms: kept.until.0,
         }
     }
 }
