@@ -7,7 +7,8 @@
 //! * victims are executors of ordinary (not prior) queues only, never drivers;
 //! * from the application holding the most cores at that moment first (ties by id), its
 //!   youngest executor (the highest id) first;
-//! * no more than `max_fraction` of the ALIVE cores per round;
+//! * no more than `max_fraction` of the ALIVE cores per round (an executor larger than what
+//!   is left of that is passed over for smaller ones);
 //! * only as many as the eligible work needs: each candidate is removed from a copy of the
 //!   snapshot and the real scheduling pass runs on it, so every placement rule (spreadOut,
 //!   memory, custom resources, queue capacity, the threshold on prior-hosting workers) is
@@ -119,11 +120,14 @@ pub fn choose(
     let mut victims = Vec::new();
     let mut spent = 0u64;
     let mut best = (served(&base, eligible), 0);
-    while let Some(victim) = next_candidate(&current) {
-        spent += u64::from(victim.cores);
-        if spent > budget {
-            break;
+    // Candidates larger than what is left of the budget are passed over for smaller ones.
+    let mut passed_over = BTreeSet::new();
+    while let Some(victim) = next_candidate(&current, &passed_over) {
+        if spent + u64::from(victim.cores) > budget {
+            passed_over.insert((victim.app, victim.executor));
+            continue;
         }
+        spent += u64::from(victim.cores);
         remove(&mut current, &victim);
         victims.push(victim);
         let plan = crate::schedule(&current)?;
@@ -250,8 +254,11 @@ fn with_executor_ids(snapshot: &Snapshot) -> Snapshot {
 }
 
 /// The next victim: the youngest executor of the ordinary application holding the most
-/// cores, on an ALIVE worker.
-fn next_candidate(snapshot: &Snapshot) -> Option<Victim> {
+/// cores, on an ALIVE worker, that was not passed over.
+fn next_candidate(
+    snapshot: &Snapshot,
+    passed_over: &BTreeSet<(AppId, ExecutorId)>,
+) -> Option<Victim> {
     let prior: BTreeSet<&QueueName> = snapshot
         .queues
         .iter()
@@ -274,6 +281,10 @@ fn next_candidate(snapshot: &Snapshot) -> Option<Victim> {
                 .executors
                 .iter()
                 .filter(|e| alive.contains(&e.worker))
+                .filter(|e| {
+                    !e.id
+                        .is_some_and(|id| passed_over.contains(&(app.id.clone(), id)))
+                })
                 .max_by_key(|e| e.id)?;
             Some((held, app, youngest))
         })

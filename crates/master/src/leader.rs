@@ -40,9 +40,12 @@
 //! waited for room. When a pass has nothing to place and some of that work has waited past
 //! the delay (and has no room kept for it already), the leader proposes the
 //! [`muster_core::preempt`] choice as one `Preempt` command: the victims end KILLED (their
-//! workers are told to kill them) and the room they free is kept for the prior work for the
-//! grace, after which a pass serves it first. One preemption is in flight at a time; a
-//! refused one (the state moved on) is chosen again by a later pass.
+//! workers are told to kill them) and the room they free is kept for the prior work. Once
+//! the grace has passed by this leader's clock (a new leader gives room it finds kept a
+//! whole grace), a `GrantReservations` command gives the room to that work, and that work
+//! waits a whole delay again before it may preempt again. One preemption and one grant are
+//! in flight at a time; a refused preemption (the state moved on) is chosen again by a later
+//! pass.
 //!
 //! # Proposals
 //!
@@ -62,7 +65,7 @@ use muster_core::ids::{
 use muster_core::model::{PassConfig, QueueConfig, Snapshot, WorkerState};
 use muster_core::plan::{Plan, WaitReason};
 use muster_state::commands::{
-    AppFinished, ApplyPlan, DriverStateChanged, ExecutorStateChanged, ExpireReservations,
+    AppFinished, ApplyPlan, DriverStateChanged, ExecutorStateChanged, GrantReservations,
     KillExecutors, Preempt, RegisterWorker, SetExecutorLimit, SetQueues, WorkerLost,
 };
 use muster_state::model::{AppState, DriverState, Executor, ExecutorState, Reservation};
@@ -450,10 +453,10 @@ enum Purpose {
     Completing,
     /// A scheduling pass.
     Plan,
-    /// Executors stopped for prior work.
-    Preempt,
-    /// Kept room released after its grace.
-    Expire,
+    /// Executors stopped for prior work, and room kept for `owners`.
+    Preempt { owners: Vec<String> },
+    /// Kept room granted to its owners after its grace.
+    Grant,
     /// An application finished for a client that did not come back.
     Vanished { app: AppId },
     /// Anything else: carry out its effects.
@@ -491,11 +494,12 @@ pub struct Leader {
     room_waits: BTreeMap<String, Instant>,
     /// A preemption is proposed and not committed yet.
     preempt_in_flight: bool,
-    /// When the room kept in the log may be released: a grace after the preemption that
-    /// kept it committed (or after this leader first saw it).
-    kept_until: Option<Instant>,
-    /// Its release is proposed and not committed yet.
-    expire_in_flight: bool,
+    /// When the room kept in the log for each owner goes to it: a grace after the
+    /// preemption that kept it committed (or after this leader first saw it), by this
+    /// leader's clock.
+    kept: BTreeMap<String, Instant>,
+    /// A grant of kept room is proposed and not committed yet.
+    grant_in_flight: bool,
     proposals: BTreeMap<ProposalId, Purpose>,
     next_proposal: u64,
     pass_wanted: bool,
@@ -528,8 +532,8 @@ impl Leader {
             waiting: BTreeMap::new(),
             room_waits: BTreeMap::new(),
             preempt_in_flight: false,
-            kept_until: None,
-            expire_in_flight: false,
+            kept: BTreeMap::new(),
+            grant_in_flight: false,
             proposals: BTreeMap::new(),
             next_proposal: 0,
             pass_wanted: false,
@@ -584,8 +588,8 @@ impl Leader {
                 // Planned again on a later tick.
                 Some(Purpose::Plan) => self.pass_in_flight = false,
                 // Decided again on a later pass, if still needed.
-                Some(Purpose::Preempt) => self.preempt_in_flight = false,
-                Some(Purpose::Expire) => self.expire_in_flight = false,
+                Some(Purpose::Preempt { .. }) => self.preempt_in_flight = false,
+                Some(Purpose::Grant) => self.grant_in_flight = false,
                 // Decided again on a later tick.
                 Some(Purpose::Lost { worker, .. }) => {
                     self.losing.remove(&worker);
@@ -1081,8 +1085,13 @@ impl Leader {
                 }
                 self.completed_one();
             }
-            Purpose::Plan => {
-                self.pass_in_flight = false;
+            Purpose::Plan | Purpose::Grant => {
+                if matches!(purpose, Purpose::Plan) {
+                    self.pass_in_flight = false;
+                } else {
+                    self.grant_in_flight = false;
+                    self.pass_wanted = true;
+                }
                 if let Some(Response {
                     outcome:
                         Outcome::PlanApplied {
@@ -1101,17 +1110,15 @@ impl Leader {
                     }
                 }
             }
-            Purpose::Expire => {
-                self.expire_in_flight = false;
-                self.kept_until = None;
-                self.pass_wanted = true;
-            }
-            Purpose::Preempt => {
+            Purpose::Preempt { owners } => {
                 self.preempt_in_flight = false;
                 match &result {
                     Ok(response) => {
                         self.carry_out(&response.effects, None);
-                        self.kept_until = Some(now + self.keep_for());
+                        let until = now + self.keep_for();
+                        for owner in owners {
+                            self.kept.insert(owner, until);
+                        }
                     }
                     // The state moved on since the choice; the next pass chooses again.
                     Err(refused) => tracing::info!(%refused, "preemption refused"),
@@ -1384,7 +1391,7 @@ impl Leader {
         if self.recovery != RecoveryState::Alive {
             return;
         }
-        self.maybe_expire(now, state);
+        self.maybe_grant(now, state);
         if self.pass_in_flight {
             return;
         }
@@ -1447,22 +1454,38 @@ impl Leader {
             .map_or(DEFAULT_KEEP, |policy| policy.grace)
     }
 
-    /// Releases the room kept in the log once its grace has passed by this leader's clock;
-    /// a leader that finds room kept gives it a whole grace first.
-    fn maybe_expire(&mut self, now: Instant, state: &ClusterState) {
-        if state.reservations().is_empty() {
-            self.kept_until = None;
+    /// Grants the room kept in the log to its owners once their grace has passed by this
+    /// leader's clock; a leader that finds room kept gives it a whole grace first. An owner
+    /// granted its room waits a whole delay again before it may preempt again.
+    fn maybe_grant(&mut self, now: Instant, state: &ClusterState) {
+        let owners: BTreeSet<&str> = state
+            .reservations()
+            .iter()
+            .map(|r| r.owner.as_str())
+            .collect();
+        self.kept.retain(|owner, _| owners.contains(owner.as_str()));
+        let keep = self.keep_for();
+        for owner in owners {
+            self.kept.entry(owner.to_owned()).or_insert(now + keep);
+        }
+        if self.grant_in_flight {
             return;
         }
-        let keep = self.keep_for();
-        let until = *self.kept_until.get_or_insert(now + keep);
-        if now >= until && !self.expire_in_flight {
-            self.expire_in_flight = true;
-            self.propose(
-                Op::ExpireReservations(ExpireReservations {}),
-                Purpose::Expire,
-            );
+        let due: Vec<String> = self
+            .kept
+            .iter()
+            .filter(|(_, until)| now >= **until)
+            .map(|(owner, _)| owner.clone())
+            .collect();
+        if due.is_empty() {
+            return;
         }
+        for owner in &due {
+            self.room_waits.remove(owner);
+        }
+        self.grant_in_flight = true;
+        let op = Op::GrantReservations(GrantReservations { owners: due });
+        self.propose(op, Purpose::Grant);
     }
 
     /// Notes since when the work of preempting queues has waited for room.
@@ -1493,7 +1516,13 @@ impl Leader {
                     WaitReason::NoRoom { .. } | WaitReason::HeldByThreshold { .. }
                 )
             })
-            .filter(|w| queue_of(&w.id).is_some_and(|q| policy.queues.contains(q)))
+            // A preempting queue that is not prior (any more) preempts nothing.
+            .filter(|w| {
+                queue_of(&w.id).is_some_and(|q| {
+                    policy.queues.contains(q)
+                        && snapshot.queues.iter().any(|c| &c.name == q && c.prior)
+                })
+            })
             .map(|w| &w.id)
             .collect();
         self.room_waits.retain(|id, _| for_room.contains(id));
@@ -1533,26 +1562,28 @@ impl Leader {
             Ok(None) => return,
             Err(error) => panic!("the state gave an invalid scheduling snapshot: {error}"),
         };
+        let reservations: Vec<Reservation> = chosen
+            .reservations
+            .into_iter()
+            .map(|r| Reservation {
+                owner: r.id,
+                worker: r.worker,
+                resources: r.resources,
+                until: Timestamp(0),
+            })
+            .collect();
+        let owners = reservations.iter().map(|r| r.owner.clone()).collect();
         let op = Op::Preempt(Preempt {
             victims: chosen
                 .victims
                 .into_iter()
                 .map(|v| (v.app, v.executor))
                 .collect(),
-            reservations: chosen
-                .reservations
-                .into_iter()
-                .map(|r| Reservation {
-                    owner: r.id,
-                    worker: r.worker,
-                    resources: r.resources,
-                    until: Timestamp(0),
-                })
-                .collect(),
+            reservations,
             grace_ms: u64::try_from(policy.grace.as_millis()).unwrap_or(u64::MAX),
         });
         self.preempt_in_flight = true;
-        self.propose(op, Purpose::Preempt);
+        self.propose(op, Purpose::Preempt { owners });
     }
 
     fn propose(&mut self, op: Op, purpose: Purpose) {

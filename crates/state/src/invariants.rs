@@ -94,6 +94,16 @@ impl ClusterState {
         }
 
         for reservation in &self.reservations {
+            let alive = self
+                .workers
+                .get(&reservation.worker)
+                .is_some_and(|w| w.state == WorkerState::Alive);
+            if !alive {
+                return violated(format!(
+                    "room kept for {} on {}, which is not ALIVE",
+                    reservation.owner, reservation.worker
+                ));
+            }
             add(&mut usage, &reservation.worker, &reservation.resources)?;
         }
         for worker in usage.keys().chain(placed_drivers.keys()) {

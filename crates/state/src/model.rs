@@ -215,7 +215,8 @@ pub struct Reservation {
     pub worker: WorkerId,
     /// How much.
     pub resources: Resources,
-    /// When it ends: an `ExpireReservations` applied at or after this time releases it.
+    /// When its grace ends by the clock of the leader that kept it, for people: the leader
+    /// grants it by its own clock.
     pub until: Timestamp,
 }
 

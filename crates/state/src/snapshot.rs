@@ -3,9 +3,13 @@
 
 use crate::ClusterState;
 
-/// The format this build writes and reads. Format 3 added the reservations at the end of the
-/// state; a format 2 snapshot reads as one without any.
+/// The newest format this build writes and reads. Format 3 added the kept room
+/// (reservations) at the end of the state; a state without any is still written as format
+/// 2, which replicas of the previous build read, and format 2 reads as a state without any.
 pub const SNAPSHOT_FORMAT: u8 = 3;
+
+/// The format of a state without kept room.
+const FORMAT_WITHOUT_RESERVATIONS: u8 = 2;
 
 /// Why a snapshot could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -46,6 +50,11 @@ impl ClusterState {
         let mut bytes = vec![SNAPSHOT_FORMAT];
         bincode::serde::encode_into_std_write(self, &mut bytes, config())
             .expect("writing to a Vec cannot fail");
+        if self.reservations.is_empty() {
+            // Format 2: the same, without the empty list's one zero byte at the end.
+            bytes[0] = FORMAT_WITHOUT_RESERVATIONS;
+            bytes.pop();
+        }
         bytes
     }
 
@@ -63,7 +72,7 @@ impl ClusterState {
             SNAPSHOT_FORMAT => body,
             // Format 2 is format 3 without the trailing list of reservations: an empty
             // list is one zero byte.
-            2 => {
+            FORMAT_WITHOUT_RESERVATIONS => {
                 upgraded = [body, &[0]].concat();
                 &upgraded[..]
             }

@@ -70,9 +70,9 @@ pub struct ClusterState {
     pub(crate) completed_drivers: VecDeque<Driver>,
     /// Results of the last client requests, for deduplication.
     pub(crate) requests: RequestLog,
-    /// Room kept for prior work that preempted, counted in its workers' `used` until an
-    /// `ExpireReservations` after its grace releases it. Last, so that a snapshot of format
-    /// 2 reads as one with no reservations.
+    /// Room kept for prior work that preempted, counted in its workers' `used` until a
+    /// `GrantReservations` after its grace gives it to its owner. Last, so that a snapshot of
+    /// format 2 reads as one with no reservations.
     pub(crate) reservations: Vec<Reservation>,
 }
 
@@ -122,17 +122,8 @@ impl ClusterState {
         &self.reservations
     }
 
-    /// Releases the reservations that end by `at`.
-    pub(crate) fn expire_reservations(&mut self, at: Timestamp) {
-        let (ended, kept) = std::mem::take(&mut self.reservations)
-            .into_iter()
-            .partition(|r| r.until <= at);
-        self.reservations = kept;
-        self.release_reservations(ended);
-    }
-
     /// Returns reserved room to its workers.
-    fn release_reservations(&mut self, ended: Vec<Reservation>) {
+    pub(crate) fn release_reservations(&mut self, ended: Vec<Reservation>) {
         for reservation in ended {
             if let Some(worker) = self.workers.get_mut(&reservation.worker) {
                 release(worker, &reservation.resources);

@@ -273,17 +273,8 @@ impl goldenscript::Runner for Runner {
                 let mut output = String::new();
                 for _ in 0..n {
                     let (proposal, op) = self.log.pop_front().ok_or("nothing to commit")?;
-                    // Commands are stamped at the epoch, which keeps ids short in scripts;
-                    // kept room, whose grace is measured in command time, gets the time
-                    // that passed.
-                    let at = match op {
-                        Op::Preempt(_) | Op::ExpireReservations(_) => {
-                            Timestamp((self.now - self.start).as_millis() as u64)
-                        }
-                        _ => Timestamp(0),
-                    };
                     let command = muster_state::Command {
-                        at,
+                        at: Timestamp(0),
                         request_id: None,
                         term: Some(self.term),
                         op,
@@ -533,7 +524,7 @@ fn describe(op: &Op) -> String {
             )
         }
         Op::AppFinished(op) => format!("AppFinished {} {:?}", op.id, op.state),
-        Op::ExpireReservations(_) => "ExpireReservations".to_owned(),
+        Op::GrantReservations(op) => format!("GrantReservations [{}]", op.owners.join(", ")),
         Op::Preempt(op) => {
             let victims = op.victims.iter().map(|(app, e)| format!("{app}/{e}"));
             let kept = op.reservations.iter().map(|r| {

@@ -16,7 +16,7 @@ pub use apps::{
 };
 pub use drivers::{DriverStateChanged, KillDriver, SubmitDriver};
 pub use plan::ApplyPlan;
-pub use preempt::{ExpireReservations, Preempt};
+pub use preempt::{GrantReservations, Preempt};
 pub use queues::SetQueues;
 pub use workers::{DecommissionWorker, RegisterWorker, WorkerLost};
 
@@ -77,8 +77,8 @@ pub enum Op {
     SetQueues(SetQueues),
     /// Executors of ordinary queues stop for prior work, whose room is kept for it.
     Preempt(Preempt),
-    /// Kept room whose grace has passed is released.
-    ExpireReservations(ExpireReservations),
+    /// Kept room whose grace has passed goes to the work it was kept for.
+    GrantReservations(GrantReservations),
 }
 
 /// How an op changes the state.
@@ -145,7 +145,7 @@ impl ClusterState {
             Op::AppFinished(op) => op.apply(self, command.at),
             Op::SetQueues(op) => op.apply(self, command.at),
             Op::Preempt(op) => op.apply(self, command.at),
-            Op::ExpireReservations(op) => op.apply(self, command.at),
+            Op::GrantReservations(op) => op.apply(self, command.at),
         };
         if let Some(id) = &command.request_id {
             self.requests

@@ -1,12 +1,13 @@
 //! Preemption (`muster_core::preempt` decides it): executors of ordinary queues stop so that
 //! prior work fits, and the room they free is kept for that work until their processes are
-//! surely gone, all in one command, so nobody takes the room and a new leader keeps it. The
-//! leader releases kept room whose grace has passed with [`ExpireReservations`].
+//! surely gone, all in one command, so nobody takes the room and a new leader keeps it. Once
+//! the grace has passed, [`GrantReservations`] gives the room to its owner.
 
-use muster_core::ids::{AppId, ExecutorId, Timestamp};
+use muster_core::ids::{AppId, DriverId, ExecutorId, Timestamp};
+use muster_core::plan::{DriverLaunch, ExecutorGrant};
 use serde::{Deserialize, Serialize};
 
-use super::Apply;
+use super::{Apply, ApplyPlan};
 use crate::ClusterState;
 use crate::model::{DriverState, ExecutorState, Reservation};
 use crate::response::{ApplyError, Effects, Outcome, Response};
@@ -23,14 +24,47 @@ pub struct Preempt {
     pub grace_ms: u64,
 }
 
-/// Releases the kept room whose grace has passed by the command's time.
+/// The room kept for `owners` goes to them, now that the victims' processes are gone:
+/// released and, in the same command, granted to each owner still waiting as the
+/// preemption planned it (a launch or grant that no longer fits is rejected, and its room
+/// stays free). The leader names the owners by its own clock: command times of different
+/// leaders are never compared.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExpireReservations {}
+pub struct GrantReservations {
+    /// Whose kept room to grant.
+    pub owners: Vec<String>,
+}
 
-impl Apply for ExpireReservations {
+impl Apply for GrantReservations {
     fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
-        state.expire_reservations(at);
-        Ok(Response::default())
+        let (granted, kept) = std::mem::take(&mut state.reservations)
+            .into_iter()
+            .partition(|r| self.owners.contains(&r.owner));
+        state.reservations = kept;
+        let granted: Vec<Reservation> = granted;
+        state.release_reservations(granted.clone());
+        let mut plan = ApplyPlan::default();
+        for room in granted {
+            let driver = DriverId(room.owner.clone());
+            let app = AppId(room.owner.clone());
+            if state
+                .drivers
+                .get(&driver)
+                .is_some_and(|d| d.state == DriverState::Submitted)
+            {
+                plan.drivers.push(DriverLaunch {
+                    driver,
+                    worker: room.worker,
+                });
+            } else if state.apps.contains_key(&app) {
+                plan.executors.push(ExecutorGrant {
+                    app,
+                    worker: room.worker,
+                    resources: room.resources,
+                });
+            }
+        }
+        plan.apply(state, at)
     }
 }
 
@@ -61,15 +95,21 @@ impl Apply for Preempt {
             }
         }
         for reservation in &self.reservations {
-            let waiting = state.apps.contains_key(&reservation.owner.as_str().into())
-                || state
-                    .drivers
-                    .get(&reservation.owner.as_str().into())
-                    .is_some_and(|d| d.state == DriverState::Submitted);
-            if !waiting {
+            let owner = reservation.owner.as_str();
+            let app = state.apps.get(&owner.into()).map(|a| &a.desc.queue);
+            let driver = state
+                .drivers
+                .get(&owner.into())
+                .filter(|d| d.state == DriverState::Submitted)
+                .map(|d| &d.desc.queue);
+            let Some(queue) = app.or(driver) else {
                 return Err(ApplyError::Conflict(format!(
-                    "`{}` does not wait: nothing to reserve room for",
-                    reservation.owner
+                    "`{owner}` does not wait: nothing to reserve room for"
+                )));
+            };
+            if !state.queues.iter().any(|q| &q.name == queue && q.prior) {
+                return Err(ApplyError::Conflict(format!(
+                    "`{owner}` is not prior work: only prior work preempts"
                 )));
             }
             reservation

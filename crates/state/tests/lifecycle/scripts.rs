@@ -19,7 +19,7 @@
 //! * `queues [NAME=THRESHOLD]...`: replaces the queues (`NAME=prior` for a prior queue);
 //! * `preempt APP/EXECUTOR... [reserve=OWNER@WORKER@CORES]... [mem=512] [grace=MS]`: stops
 //!   the executors and keeps room for the owners (every command advances the clock 1 s);
-//!   `expire` releases the room whose grace has passed;
+//!   `grant OWNER...` gives them the room kept for them;
 //! * `state`: workers, active and completed apps and drivers.
 
 use std::error::Error;
@@ -32,7 +32,7 @@ use muster_core::plan::{DriverLaunch, ExecutorGrant};
 use muster_core::resources::{ResourceAmounts, Resources};
 use muster_state::commands::{
     AppFinished, ApplyPlan, DecommissionWorker, DriverStateChanged, ExecutorStateChanged,
-    ExpireReservations, KillApp, KillDriver, KillExecutors, Preempt, RegisterWorker,
+    GrantReservations, KillApp, KillDriver, KillExecutors, Preempt, RegisterWorker,
     SetExecutorLimit, SetQueues, SubmitApp, SubmitDriver, WorkerLost,
 };
 use muster_state::model::{AppState, DriverState, ExecutorState, Reservation};
@@ -129,7 +129,16 @@ impl goldenscript::Runner for Runner {
             }
             "plan" => self.plan(&mut args)?,
             "preempt" => self.preempt(&mut args)?,
-            "expire" => Op::ExpireReservations(ExpireReservations {}),
+            "grant" => Op::GrantReservations(GrantReservations {
+                owners: std::iter::from_fn(|| args.next_pos())
+                    .map(|owner| {
+                        Ok(match owner.strip_prefix('d') {
+                            Some(_) => self.driver(owner)?.0,
+                            None => self.app(owner)?.0,
+                        })
+                    })
+                    .collect::<Result<_, Box<dyn Error>>>()?,
+            }),
             "kill" => match positional(&mut args)? {
                 id if id.starts_with('d') => Op::KillDriver(KillDriver {
                     id: self.driver(id)?,
