@@ -3,6 +3,7 @@
 mod apps;
 mod auth;
 mod dev;
+mod experiment;
 mod jobs;
 mod malformed;
 mod masters;

@@ -18,7 +18,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use cmd::{app, dev, executor, job, kill, master, plan, queues, status, submit, worker};
+use cmd::{
+    app, dev, executor, experiment, job, kill, master, plan, queues, status, submit, worker,
+};
 
 #[derive(Parser)]
 #[command(
@@ -57,6 +59,9 @@ enum Command {
     /// An application's executor, as workers start it for `muster job run`.
     #[command(hide = true)]
     Executor,
+    /// Reproduce an experiment on a local cluster of its own.
+    #[command(subcommand)]
+    Experiment(ExperimentCommand),
     /// Kill an application or a driver.
     Kill(kill::KillArgs),
     /// Show the queues, or replace them with `--set FILE`.
@@ -78,6 +83,12 @@ enum AppCommand {
 }
 
 #[derive(Subcommand)]
+enum ExperimentCommand {
+    /// The YARN high-priority paper's experiment: prior jobs under full ordinary load.
+    Priority(experiment::PriorityArgs),
+}
+
+#[derive(Subcommand)]
 enum JobCommand {
     /// Run the jobs of a job file (TOML) as an application whose driver is this process.
     Run(job::JobRunArgs),
@@ -94,6 +105,7 @@ fn main() -> ExitCode {
         Command::App(AppCommand::Run(args)) => app::run(args),
         Command::Job(JobCommand::Run(args)) => job::run(args),
         Command::Executor => executor::run(),
+        Command::Experiment(ExperimentCommand::Priority(args)) => experiment::run(args),
         Command::Kill(args) => kill::run(args),
         Command::Queues(args) => queues::run(args),
         Command::Members(args) => status::part(args, "members", render::members),

@@ -88,116 +88,183 @@ fn dev_secret(dir: &Path) -> Result<PathBuf, CliError> {
     Ok(path)
 }
 
+/// What a local cluster is made of.
+pub struct Shape {
+    /// How many masters (odd).
+    pub masters: usize,
+    /// How many workers, `worker-1`, `worker-2`, ...
+    pub workers: usize,
+    /// Cores per worker.
+    pub cores: u32,
+    /// Memory per worker, in MB.
+    pub memory: u64,
+    /// Where data and logs go; a new temporary directory when unset.
+    pub data_dir: Option<PathBuf>,
+    /// More arguments for every master (`--config FILE`, ...).
+    pub master_args: Vec<String>,
+}
+
+/// A cluster of child processes on loopback ports, with the secret and TLS on: what `muster
+/// dev` runs, and what experiments measure. Dropping it stops every process.
+pub struct LocalCluster {
+    /// Data and logs.
+    pub dir: PathBuf,
+    /// The masters, called as a client.
+    pub masters: Masters,
+    /// `HOST:PORT,...`.
+    pub masters_list: String,
+    /// The secret file.
+    pub secret_path: String,
+    /// The CA file.
+    pub ca: String,
+    /// The masters' status pages.
+    pub pages: Vec<String>,
+    /// The first leader.
+    pub leader: u64,
+    children: Vec<DevChild>,
+    _temporary: Option<tempfile::TempDir>,
+}
+
+impl LocalCluster {
+    /// Starts the masters, waits for a leader, then starts the workers.
+    ///
+    /// # Errors
+    ///
+    /// A bad shape, or a process that cannot start.
+    pub fn start(shape: Shape, runtime: &tokio::runtime::Runtime) -> Result<Self, CliError> {
+        let args = shape;
+        if args.masters == 0 || args.masters.is_multiple_of(2) {
+            return Err(CliError::BadInput(format!(
+                "--masters {}: use an odd number, such as 3",
+                args.masters
+            )));
+        }
+        let (dir, temporary) = match args.data_dir {
+            Some(dir) => (dir, None),
+            None => {
+                let temporary = tempfile::Builder::new().prefix("muster-dev-").tempdir()?;
+                (temporary.path().to_owned(), Some(temporary))
+            }
+        };
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| CliError::Failed(format!("{}: {e}", dir.display())))?;
+        let addrs: Vec<String> = (0..args.masters)
+            .map(|_| free_port().map(|p| format!("127.0.0.1:{p}")))
+            .collect::<Result<_, _>>()?;
+        let peers = addrs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| format!("{}={a}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let masters_list = addrs.join(",");
+        let secret_file = dev_secret(&dir)?;
+        let secret = Secret::read(&secret_file).map_err(|e| CliError::Failed(e.to_string()))?;
+        let secret_path = secret_file.display().to_string();
+        let tls_dir = dir.join("tls");
+        std::fs::create_dir_all(&tls_dir)?;
+        let tls = TlsFiles::generate(&tls_dir, &["127.0.0.1", "localhost"])
+            .map_err(|e| CliError::Failed(e.to_string()))?;
+        let [cert, key, ca] = [&tls.cert, &tls.key, &tls.ca]
+            .map(|path| path.as_deref().expect("generated").display().to_string());
+
+        let mut children = Vec::new();
+        let mut pages = Vec::new();
+        for (i, addr) in addrs.iter().enumerate() {
+            let id = (i + 1).to_string();
+            let data = dir.join(format!("master-{id}")).display().to_string();
+            let http = format!("127.0.0.1:{}", free_port()?);
+            pages.push(format!("https://{http}/"));
+            let master_args = [
+                "master",
+                "--id",
+                &id,
+                "--listen",
+                addr,
+                "--peers",
+                &peers,
+                "--data-dir",
+                &data,
+                "--http",
+                &http,
+                "--secret-file",
+                &secret_path,
+                "--tls-cert",
+                &cert,
+                "--tls-key",
+                &key,
+                "--tls-ca",
+                &ca,
+            ];
+            let mut master_args: Vec<String> = master_args.map(str::to_owned).to_vec();
+            master_args.extend(args.master_args.iter().cloned());
+            children.push(spawn(&format!("master-{id}"), &dir, &master_args)?);
+        }
+        let dialer = tls.dialer().map_err(|e| CliError::Failed(e.to_string()))?;
+        let masters = Masters::parse(&masters_list, secret.credential(Role::Client), dialer)?;
+        let status = runtime
+            .block_on(masters.call(async |mut c| c.status(StatusRequest { local: false }).await))?;
+        for i in 1..=args.workers {
+            let work = dir.join(format!("worker-{i}")).display().to_string();
+            let worker_args = [
+                "worker",
+                "--masters",
+                &masters_list,
+                "--cores",
+                &args.cores.to_string(),
+                "--memory",
+                &args.memory.to_string(),
+                "--work-dir",
+                &work,
+                "--host",
+                &format!("worker-{i}"),
+                "--secret-file",
+                &secret_path,
+                "--tls-ca",
+                &ca,
+            ];
+            children.push(spawn(
+                &format!("worker-{i}"),
+                &dir,
+                &worker_args.map(str::to_owned),
+            )?);
+        }
+        Ok(Self {
+            dir,
+            masters,
+            masters_list,
+            secret_path,
+            ca,
+            pages,
+            leader: status.leader,
+            children,
+            _temporary: temporary,
+        })
+    }
+}
+
 /// Starts the cluster, prints how to reach it, and runs until Ctrl-C or SIGTERM.
 pub fn run(args: DevArgs) -> Result<String, CliError> {
-    if args.masters == 0 || args.masters.is_multiple_of(2) {
-        return Err(CliError::BadInput(format!(
-            "--masters {}: use an odd number, such as 3",
-            args.masters
-        )));
-    }
-    let (dir, _temporary) = match args.data_dir {
-        Some(dir) => (dir, None),
-        None => {
-            let temporary = tempfile::Builder::new().prefix("muster-dev-").tempdir()?;
-            (temporary.path().to_owned(), Some(temporary))
-        }
-    };
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| CliError::Failed(format!("{}: {e}", dir.display())))?;
-    let addrs: Vec<String> = (0..args.masters)
-        .map(|_| free_port().map(|p| format!("127.0.0.1:{p}")))
-        .collect::<Result<_, _>>()?;
-    let peers = addrs
-        .iter()
-        .enumerate()
-        .map(|(i, a)| format!("{}={a}", i + 1))
-        .collect::<Vec<_>>()
-        .join(",");
-    let masters_list = addrs.join(",");
-    let secret_file = dev_secret(&dir)?;
-    let secret = Secret::read(&secret_file).map_err(|e| CliError::Failed(e.to_string()))?;
-    let secret_path = secret_file.display().to_string();
-    let tls_dir = dir.join("tls");
-    std::fs::create_dir_all(&tls_dir)?;
-    let tls = TlsFiles::generate(&tls_dir, &["127.0.0.1", "localhost"])
-        .map_err(|e| CliError::Failed(e.to_string()))?;
-    let [cert, key, ca] = [&tls.cert, &tls.key, &tls.ca]
-        .map(|path| path.as_deref().expect("generated").display().to_string());
-
-    let mut children = Vec::new();
-    let mut pages = Vec::new();
-    for (i, addr) in addrs.iter().enumerate() {
-        let id = (i + 1).to_string();
-        let data = dir.join(format!("master-{id}")).display().to_string();
-        let http = format!("127.0.0.1:{}", free_port()?);
-        pages.push(format!("https://{http}/"));
-        let args = [
-            "master",
-            "--id",
-            &id,
-            "--listen",
-            addr,
-            "--peers",
-            &peers,
-            "--data-dir",
-            &data,
-            "--http",
-            &http,
-            "--secret-file",
-            &secret_path,
-            "--tls-cert",
-            &cert,
-            "--tls-key",
-            &key,
-            "--tls-ca",
-            &ca,
-        ];
-        children.push(spawn(
-            &format!("master-{id}"),
-            &dir,
-            &args.map(str::to_owned),
-        )?);
-    }
     let runtime = runtime()?;
-    let dialer = tls.dialer().map_err(|e| CliError::Failed(e.to_string()))?;
-    let masters = Masters::parse(&masters_list, secret.credential(Role::Client), dialer)?;
-    let status = runtime
-        .block_on(masters.call(async |mut c| c.status(StatusRequest { local: false }).await))?;
-    for i in 1..=args.workers {
-        let work = dir.join(format!("worker-{i}")).display().to_string();
-        let worker_args = [
-            "worker",
-            "--masters",
-            &masters_list,
-            "--cores",
-            &args.cores.to_string(),
-            "--memory",
-            &args.memory.to_string(),
-            "--work-dir",
-            &work,
-            "--host",
-            &format!("worker-{i}"),
-            "--secret-file",
-            &secret_path,
-            "--tls-ca",
-            &ca,
-        ];
-        children.push(spawn(
-            &format!("worker-{i}"),
-            &dir,
-            &worker_args.map(str::to_owned),
-        )?);
-    }
+    let shape = Shape {
+        masters: args.masters,
+        workers: args.workers,
+        cores: args.cores,
+        memory: args.memory,
+        data_dir: args.data_dir,
+        master_args: Vec::new(),
+    };
+    let mut cluster = LocalCluster::start(shape, &runtime)?;
+    let (dir, leader) = (cluster.dir.clone(), cluster.leader);
     println!(
-        "muster dev: {} masters (leader {}), {} workers",
-        args.masters, status.leader, args.workers
+        "muster dev: {} masters (leader {leader}), {} workers",
+        args.masters, args.workers
     );
     println!("data and logs: {}", dir.display());
-    println!("status pages: {}", pages.join(" "));
-    println!("export MUSTER_MASTERS={masters_list}");
-    println!("export MUSTER_SECRET_FILE={secret_path}");
-    println!("export MUSTER_TLS_CA={ca}");
+    println!("status pages: {}", cluster.pages.join(" "));
+    println!("export MUSTER_MASTERS={}", cluster.masters_list);
+    println!("export MUSTER_SECRET_FILE={}", cluster.secret_path);
+    println!("export MUSTER_TLS_CA={}", cluster.ca);
     println!("Ctrl-C stops everything.");
 
     // A child that dies is reported, not fatal: killing a master to watch the failover is
@@ -206,13 +273,13 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
         let mut terminate =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
         let mut check = tokio::time::interval(Duration::from_millis(500));
-        let mut reported = vec![false; children.len()];
+        let mut reported = vec![false; cluster.children.len()];
         loop {
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => return,
                 _ = terminate.recv() => return,
                 _ = check.tick() => {
-                    for (child, reported) in children.iter_mut().zip(&mut reported) {
+                    for (child, reported) in cluster.children.iter_mut().zip(&mut reported) {
                         if let Ok(Some(status)) = child.1.try_wait()
                             && !*reported
                         {
@@ -225,6 +292,6 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
         }
     });
     let started = Instant::now();
-    drop(children);
+    drop(cluster);
     Ok(format!("stopped in {:?}", started.elapsed()))
 }

@@ -4,6 +4,7 @@
 pub mod app;
 pub mod dev;
 pub mod executor;
+pub mod experiment;
 pub mod job;
 pub mod kill;
 pub mod master;
