@@ -13,6 +13,17 @@ use crate::support::{
     wait_for,
 };
 
+/// An application of one-core, 256 MB executors that sleep.
+const SMALL: &[&str] = &[
+    "--executor-cores",
+    "1",
+    "--executor-memory",
+    "256",
+    "--",
+    "/bin/sleep",
+    "1000",
+];
+
 fn interrupt(process: &Process) {
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(process.0.id() as i32),
@@ -187,23 +198,13 @@ fn a_prior_application_goes_first_and_the_threshold_holds_on_its_worker() {
     });
 
     // Normal work fills the worker.
-    let small = [
-        "--executor-cores",
-        "1",
-        "--executor-memory",
-        "256",
-        "--",
-        "/bin/sleep",
-        "1000",
-    ];
-    let (filler, filler_id, _filler_out) = app_run(&masters, &small);
+    let (filler, filler_id, _filler_out) = app_run(&masters, SMALL);
     wait_for(&masters, "the worker full", |s| {
         running_executors(s, &filler_id).len() == 4
     });
 
     // A normal app, then a prior one, both wait.
-    let two =
-        |queue: &'static str| [&["--queue", queue, "--cores-max", "2"][..], &small[..]].concat();
+    let two = |queue: &'static str| [&["--queue", queue, "--cores-max", "2"][..], SMALL].concat();
     let (_normal, normal_id, _normal_out) = app_run(&masters, &two("default"));
     let (_prior, prior_id, _prior_out) = app_run(&masters, &two("prod"));
     wait_for(&masters, "both waiting", |s| {
@@ -364,16 +365,7 @@ fn a_prior_application_preempts_an_ordinary_one_and_its_room_is_kept_for_it() {
         &["queues", "--set", queues.to_str().unwrap()],
     ));
     let _worker = start_worker(&masters, "w1", 4);
-    let small = [
-        "--executor-cores",
-        "1",
-        "--executor-memory",
-        "256",
-        "--",
-        "/bin/sleep",
-        "1000",
-    ];
-    let (_filler, filler_id, _filler_out) = app_run(&masters, &small);
+    let (_filler, filler_id, _filler_out) = app_run(&masters, SMALL);
     let before = wait_for(&masters, "the worker full", |s| {
         running_executors(s, &filler_id).len() == 4
     });
@@ -384,7 +376,7 @@ fn a_prior_application_preempts_an_ordinary_one_and_its_room_is_kept_for_it() {
         .unwrap();
 
     // The prior app waits for room, then takes the youngest ordinary executor's core.
-    let prior = [&["--queue", "prod", "--cores-max", "1"][..], &small[..]].concat();
+    let prior = [&["--queue", "prod", "--cores-max", "1"][..], SMALL].concat();
     let (_prior, prior_id, _prior_out) = app_run(&masters, &prior);
     // For the grace (2 s) the freed core is kept, and status says for whom.
     let kept = wait_for(&masters, "the room kept", |s| {

@@ -59,16 +59,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use muster_core::ids::{
-    AppId, DriverId, ExecutorId, QueueName, RequestId, Term, Timestamp, WorkerId,
-};
+use muster_core::ids::{AppId, DriverId, ExecutorId, QueueName, RequestId, Term, WorkerId};
 use muster_core::model::{PassConfig, QueueConfig, Snapshot, WorkerState};
 use muster_core::plan::{Plan, WaitReason};
 use muster_state::commands::{
     AppFinished, ApplyPlan, DriverStateChanged, ExecutorStateChanged, GrantReservations,
     KillExecutors, Preempt, RegisterWorker, SetExecutorLimit, SetQueues, WorkerLost,
 };
-use muster_state::model::{AppState, DriverState, Executor, ExecutorState, Reservation};
+use muster_state::model::{AppState, DriverState, Executor, ExecutorState};
 use muster_state::{ApplyError, ClusterState, Effects, Op, Outcome, Response};
 
 /// How long room kept under an earlier leader is kept by a leader without a preemption
@@ -1562,26 +1560,14 @@ impl Leader {
             Ok(None) => return,
             Err(error) => panic!("the state gave an invalid scheduling snapshot: {error}"),
         };
-        let reservations: Vec<Reservation> = chosen
+        let grace_ms = u64::try_from(policy.grace.as_millis()).unwrap_or(u64::MAX);
+        let preempt = Preempt::chosen(chosen, grace_ms);
+        let owners = preempt
             .reservations
-            .into_iter()
-            .map(|r| Reservation {
-                owner: r.id,
-                worker: r.worker,
-                resources: r.resources,
-                until: Timestamp(0),
-            })
+            .iter()
+            .map(|r| r.owner.clone())
             .collect();
-        let owners = reservations.iter().map(|r| r.owner.clone()).collect();
-        let op = Op::Preempt(Preempt {
-            victims: chosen
-                .victims
-                .into_iter()
-                .map(|v| (v.app, v.executor))
-                .collect(),
-            reservations,
-            grace_ms: u64::try_from(policy.grace.as_millis()).unwrap_or(u64::MAX),
-        });
+        let op = Op::Preempt(preempt);
         self.preempt_in_flight = true;
         self.propose(op, Purpose::Preempt { owners });
     }

@@ -5,6 +5,7 @@
 
 use muster_core::ids::{AppId, DriverId, ExecutorId, Timestamp};
 use muster_core::plan::{DriverLaunch, ExecutorGrant};
+use muster_core::preempt::Preemption;
 use serde::{Deserialize, Serialize};
 
 use super::{Apply, ApplyPlan};
@@ -22,6 +23,30 @@ pub struct Preempt {
     /// How long the victims' processes may take to end (their worker's kill grace, and a
     /// margin): the reservations last that long.
     pub grace_ms: u64,
+}
+
+impl Preempt {
+    /// The command for what `muster_core::preempt` chose, keeping the room for `grace_ms`.
+    pub fn chosen(chosen: Preemption, grace_ms: u64) -> Self {
+        Self {
+            victims: chosen
+                .victims
+                .into_iter()
+                .map(|v| (v.app, v.executor))
+                .collect(),
+            reservations: chosen
+                .reservations
+                .into_iter()
+                .map(|r| Reservation {
+                    owner: r.id,
+                    worker: r.worker,
+                    resources: r.resources,
+                    until: Timestamp(0),
+                })
+                .collect(),
+            grace_ms,
+        }
+    }
 }
 
 /// The room kept for `owners` goes to them, now that the victims' processes are gone:

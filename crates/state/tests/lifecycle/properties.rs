@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use muster_core::ids::{ExecutorId, QueueName, Timestamp};
+use muster_core::ids::{ExecutorId, QueueName};
 use muster_core::model::{PassConfig, QueueConfig, WorkerSelection};
 use muster_core::resources::Resources;
 use muster_state::commands::{
@@ -15,7 +15,7 @@ use muster_state::commands::{
     KillDriver, KillExecutors, Preempt, RegisterWorker, SetExecutorLimit, SetQueues, SubmitApp,
     SubmitDriver, WorkerLost,
 };
-use muster_state::model::{AppState, DriverState, ExecutorState, Reservation};
+use muster_state::model::{AppState, DriverState, ExecutorState};
 use muster_state::{ClusterState, Op};
 use proptest::prelude::*;
 
@@ -229,24 +229,7 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
                 .collect();
             let chosen = muster_core::preempt::choose(&snapshot, &eligible, 1.0)
                 .expect("the state gives a valid snapshot")?;
-            Op::Preempt(Preempt {
-                victims: chosen
-                    .victims
-                    .into_iter()
-                    .map(|v| (v.app, v.executor))
-                    .collect(),
-                reservations: chosen
-                    .reservations
-                    .into_iter()
-                    .map(|r| Reservation {
-                        owner: r.id,
-                        worker: r.worker,
-                        resources: r.resources,
-                        until: Timestamp(0),
-                    })
-                    .collect(),
-                grace_ms,
-            })
+            Op::Preempt(Preempt::chosen(chosen, grace_ms))
         }
         Action::KillDriver { driver } => Op::KillDriver(KillDriver {
             id: pick(&drivers, driver)?,
