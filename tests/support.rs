@@ -111,6 +111,18 @@ pub fn master_addresses(count: usize) -> (Vec<String>, String) {
     (addrs, peers)
 }
 
+/// An application of one-core, 256 MB executors that sleep, as `muster app run` arguments
+/// (add `--cores-max N` in front to bound it).
+pub const SLEEPERS: &[&str] = &[
+    "--executor-cores",
+    "1",
+    "--executor-memory",
+    "256",
+    "--",
+    "/bin/sleep",
+    "1000",
+];
+
 /// An application of two one-core executors that sleep, as `muster app run` arguments.
 pub const TWO_SLEEPERS: &[&str] = &[
     "--cores-max",

@@ -9,20 +9,9 @@ use std::process::Stdio;
 use serde_json::{Value, json};
 
 use crate::support::{
-    Masters, Process, TWO_SLEEPERS, alive, app, app_run, muster, running_executors, start_worker,
-    wait_for,
+    Masters, Process, SLEEPERS, TWO_SLEEPERS, alive, app, app_run, muster, running_executors,
+    start_worker, wait_for,
 };
-
-/// An application of one-core, 256 MB executors that sleep.
-const SMALL: &[&str] = &[
-    "--executor-cores",
-    "1",
-    "--executor-memory",
-    "256",
-    "--",
-    "/bin/sleep",
-    "1000",
-];
 
 fn interrupt(process: &Process) {
     nix::sys::signal::kill(
@@ -76,20 +65,7 @@ fn executors_land_where_muster_plan_says_and_ctrl_c_finishes_the_app() {
     let plan: Value = serde_json::from_slice(&plan.wait_with_output().unwrap().stdout).unwrap();
     let planned = per_worker(plan["executors"].as_array().unwrap());
 
-    let (run, id, mut out) = app_run(
-        &masters,
-        &[
-            "--cores-max",
-            "5",
-            "--executor-cores",
-            "1",
-            "--executor-memory",
-            "256",
-            "--",
-            "/bin/sleep",
-            "1000",
-        ],
-    );
+    let (run, id, mut out) = app_run(&masters, &[&["--cores-max", "5"][..], SLEEPERS].concat());
     assert!(id.starts_with("app-"), "{id}");
     let status = wait_for(&masters, "five executors running", |s| {
         running_executors(s, &id).len() == 5
@@ -198,13 +174,14 @@ fn a_prior_application_goes_first_and_the_threshold_holds_on_its_worker() {
     });
 
     // Normal work fills the worker.
-    let (filler, filler_id, _filler_out) = app_run(&masters, SMALL);
+    let (filler, filler_id, _filler_out) = app_run(&masters, SLEEPERS);
     wait_for(&masters, "the worker full", |s| {
         running_executors(s, &filler_id).len() == 4
     });
 
     // A normal app, then a prior one, both wait.
-    let two = |queue: &'static str| [&["--queue", queue, "--cores-max", "2"][..], SMALL].concat();
+    let two =
+        |queue: &'static str| [&["--queue", queue, "--cores-max", "2"][..], SLEEPERS].concat();
     let (_normal, normal_id, _normal_out) = app_run(&masters, &two("default"));
     let (_prior, prior_id, _prior_out) = app_run(&masters, &two("prod"));
     wait_for(&masters, "both waiting", |s| {
@@ -365,7 +342,7 @@ fn a_prior_application_preempts_an_ordinary_one_and_its_room_is_kept_for_it() {
         &["queues", "--set", queues.to_str().unwrap()],
     ));
     let _worker = start_worker(&masters, "w1", 4);
-    let (_filler, filler_id, _filler_out) = app_run(&masters, SMALL);
+    let (_filler, filler_id, _filler_out) = app_run(&masters, SLEEPERS);
     let before = wait_for(&masters, "the worker full", |s| {
         running_executors(s, &filler_id).len() == 4
     });
@@ -376,7 +353,7 @@ fn a_prior_application_preempts_an_ordinary_one_and_its_room_is_kept_for_it() {
         .unwrap();
 
     // The prior app waits for room, then takes the youngest ordinary executor's core.
-    let prior = [&["--queue", "prod", "--cores-max", "1"][..], SMALL].concat();
+    let prior = [&["--queue", "prod", "--cores-max", "1"][..], SLEEPERS].concat();
     let (_prior, prior_id, _prior_out) = app_run(&masters, &prior);
     // For the grace (2 s) the freed core is kept, and status says for whom.
     let kept = wait_for(&masters, "the room kept", |s| {

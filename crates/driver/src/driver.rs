@@ -259,6 +259,9 @@ struct Driver {
     executors: HashMap<ExecutorId, ExecutorLink>,
     /// Each submitted job's index in the file.
     jobs: BTreeMap<JobId, usize>,
+    /// What each stage's tasks run, as sent to executors: by job then stage, in file order,
+    /// made once from the checked file.
+    works: Vec<Vec<TaskWork>>,
     /// Jobs not yet submitted, by `at_ms` then file order.
     upcoming: Vec<(u64, usize)>,
     /// Every attempt launched, by task id, with its stage.
@@ -449,6 +452,16 @@ impl Driver {
         upcoming.sort_by(|a, b| b.cmp(a));
         Self {
             scheduler: JobScheduler::new(file.scheduler_config()),
+            works: file
+                .jobs
+                .iter()
+                .map(|job| {
+                    job.stages
+                        .iter()
+                        .map(|stage| task_work(&stage.run.work().expect("validated when read")))
+                        .collect()
+                })
+                .collect(),
             file,
             start: Instant::now(),
             executors: HashMap::new(),
@@ -629,7 +642,7 @@ impl Driver {
                         task_id: launch.task.0,
                         partition: u32::try_from(launch.index).unwrap_or(u32::MAX),
                         attempt: launch.attempt,
-                        work: Some(task_work(&work)),
+                        work: Some(work),
                     })),
                 },
             ));
@@ -713,11 +726,12 @@ impl Driver {
     }
 
     /// A stage's job name, stage name and work.
-    fn describe(&self, stage: StageId) -> (String, String, Work) {
+    fn describe(&self, stage: StageId) -> (String, String, TaskWork) {
         for (id, job) in self.scheduler.jobs() {
             if let Some(i) = job.stage_ids.iter().position(|&s| s == stage) {
-                let entry = &self.file.jobs[self.jobs[id]];
-                let work = entry.stages[i].run.work().expect("validated when read");
+                let index = self.jobs[id];
+                let entry = &self.file.jobs[index];
+                let work = self.works[index][i].clone();
                 return (entry.name.clone(), entry.stages[i].name.clone(), work);
             }
         }

@@ -123,7 +123,7 @@ impl ClusterState {
     }
 
     /// Returns reserved room to its workers.
-    pub(crate) fn release_reservations(&mut self, ended: Vec<Reservation>) {
+    pub(crate) fn release_reservations(&mut self, ended: &[Reservation]) {
         for reservation in ended {
             if let Some(worker) = self.workers.get_mut(&reservation.worker) {
                 release(worker, &reservation.resources);
@@ -317,7 +317,7 @@ impl ClusterState {
             .into_iter()
             .partition(|r| &r.worker == id);
         self.reservations = kept;
-        self.release_reservations(lost);
+        self.release_reservations(&lost);
         let worker = &self.workers[id];
         let executors: Vec<(AppId, ExecutorId)> = worker.executors.iter().cloned().collect();
         let drivers: Vec<DriverId> = worker.drivers.iter().cloned().collect();

@@ -67,7 +67,7 @@ impl Apply for GrantReservations {
             .partition(|r| self.owners.contains(&r.owner));
         state.reservations = kept;
         let granted: Vec<Reservation> = granted;
-        state.release_reservations(granted.clone());
+        state.release_reservations(&granted);
         let mut plan = ApplyPlan::default();
         for room in granted {
             let driver = DriverId(room.owner.clone());
