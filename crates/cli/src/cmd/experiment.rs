@@ -218,6 +218,23 @@ impl Experiment<'_> {
         Ok(())
     }
 
+    /// Whether a pi application not in `holding` holds executors now; it joins `holding`.
+    fn new_pi_holds(
+        &self,
+        holding: &mut std::collections::BTreeSet<String>,
+    ) -> Result<bool, CliError> {
+        let status = self.status()?;
+        let new = status["apps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|a| a["name"] == "pi" && a["cores_granted"].as_u64().unwrap_or(0) > 0)
+            .filter_map(|a| a["id"].as_str())
+            .find(|id| !holding.contains(*id))
+            .map(str::to_owned);
+        Ok(new.is_some_and(|id| holding.insert(id)))
+    }
+
     /// `muster job run FILE` as a child, reaching this cluster.
     fn job(&self, name: &str, spec: &str) -> Result<Child, CliError> {
         let path = self.cluster.dir.join(format!("{name}.toml"));
@@ -277,12 +294,16 @@ impl Experiment<'_> {
              [[jobs]]\nname = \"pi\"\n[[jobs.stages]]\nname = \"sample\"\ntasks = 8\nrun = {{ builtin = \"pi\", samples = {} }}\n",
             self.scale.pi_samples
         );
+        // Submitted in order, as in the paper: each pi job once the one before holds
+        // executors, so that jobs 2 and 3 reach the cluster's resources in that order.
+        let mut holding = std::collections::BTreeSet::new();
         for number in [2, 3, 5] {
-            jobs.push((
-                number,
-                Instant::now(),
-                self.job(&format!("pi-{number}"), &pi)?,
-            ));
+            let mut child = self.job(&format!("pi-{number}"), &pi)?;
+            let began = Instant::now();
+            while !self.new_pi_holds(&mut holding)? && child.try_wait()?.is_none() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            jobs.push((number, began, child));
         }
         let start = Instant::now();
         let mut turnarounds = Vec::new();
