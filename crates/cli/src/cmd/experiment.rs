@@ -80,7 +80,7 @@ pub fn run(args: PriorityArgs) -> Result<String, CliError> {
     let preemption = if args.no_preempt {
         "{}"
     } else {
-        r#"{"preemption": {"queues": ["prod"], "delay_s": 1, "grace_s": 1, "max_fraction": 0.5}}"#
+        r#"{"preemption": {"queues": ["prod"], "delay_s": 1, "grace_s": 1, "max_fraction": 0.25}}"#
     };
     std::fs::write(&config, preemption)?;
     let queues = dir.path().join("queues.json");
@@ -218,21 +218,18 @@ impl Experiment<'_> {
         Ok(())
     }
 
-    /// Whether a pi application not in `holding` holds executors now; it joins `holding`.
-    fn new_pi_holds(
-        &self,
-        holding: &mut std::collections::BTreeSet<String>,
-    ) -> Result<bool, CliError> {
+    /// Whether a pi application not in `seen` is registered now; it joins `seen`.
+    fn new_pi(&self, seen: &mut std::collections::BTreeSet<String>) -> Result<bool, CliError> {
         let status = self.status()?;
         let new = status["apps"]
             .as_array()
             .into_iter()
             .flatten()
-            .filter(|a| a["name"] == "pi" && a["cores_granted"].as_u64().unwrap_or(0) > 0)
+            .filter(|a| a["name"] == "pi")
             .filter_map(|a| a["id"].as_str())
-            .find(|id| !holding.contains(*id))
+            .find(|id| !seen.contains(*id))
             .map(str::to_owned);
-        Ok(new.is_some_and(|id| holding.insert(id)))
+        Ok(new.is_some_and(|id| seen.insert(id)))
     }
 
     /// `muster job run FILE` as a child, reaching this cluster.
@@ -294,13 +291,13 @@ impl Experiment<'_> {
              [[jobs]]\nname = \"pi\"\n[[jobs.stages]]\nname = \"sample\"\ntasks = 8\nrun = {{ builtin = \"pi\", samples = {} }}\n",
             self.scale.pi_samples
         );
-        // Submitted in order, as in the paper: each pi job once the one before holds
-        // executors, so that jobs 2 and 3 reach the cluster's resources in that order.
-        let mut holding = std::collections::BTreeSet::new();
+        // Submitted in order, as in the paper: each pi job once the one before is
+        // registered, so the masters see jobs 2 and 3 in that order.
+        let mut registered = std::collections::BTreeSet::new();
         for number in [2, 3, 5] {
             let mut child = self.job(&format!("pi-{number}"), &pi)?;
             let began = Instant::now();
-            while !self.new_pi_holds(&mut holding)? && child.try_wait()?.is_none() {
+            while !self.new_pi(&mut registered)? && child.try_wait()?.is_none() {
                 std::thread::sleep(Duration::from_millis(20));
             }
             jobs.push((number, began, child));
