@@ -342,7 +342,7 @@ fn a_prior_application_preempts_an_ordinary_one_and_its_room_is_kept_for_it() {
         &["queues", "--set", queues.to_str().unwrap()],
     ));
     let _worker = start_worker(&masters, "w1", 4);
-    let (_filler, filler_id, _filler_out) = app_run(&masters, SLEEPERS);
+    let (filler, filler_id, filler_out) = app_run(&masters, SLEEPERS);
     let before = wait_for(&masters, "the worker full", |s| {
         running_executors(s, &filler_id).len() == 4
     });
@@ -374,4 +374,17 @@ fn a_prior_application_preempts_an_ordinary_one_and_its_room_is_kept_for_it() {
     assert_eq!(left.len(), 3, "one ordinary executor stopped: {after}");
     assert!(!left.contains(&youngest), "the youngest one: {after}");
     assert_eq!(after["workers"][0]["cores_used"], 4);
+
+    // The ordinary app was told why, with the grace, before its executor's end.
+    interrupt(&filler);
+    let told: Vec<String> = filler_out.lines().map(Result::unwrap).collect();
+    let notice = format!("executor {youngest} preempted for prior work: killed within 2.0 s");
+    let notice_at = told.iter().position(|line| *line == notice);
+    let end_at = told.iter().position(|line| {
+        line.starts_with(&format!("executor {youngest} on ")) && line.ends_with("KILLED")
+    });
+    assert!(
+        notice_at.is_some() && notice_at < end_at,
+        "the notice, then the end: {told:#?}"
+    );
 }

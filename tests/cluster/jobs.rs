@@ -7,7 +7,8 @@ use std::process::Stdio;
 use serde_json::Value;
 
 use crate::support::{
-    DEADLINE, Masters, Process, app, muster, running_executors, start_worker, wait_for,
+    DEADLINE, Masters, Process, SLEEPERS, app, app_run, muster, running_executors, start_worker,
+    wait_for,
 };
 
 /// Writes a job file for application `name` to the masters' directory: one-core, 64 MB
@@ -378,4 +379,61 @@ name = "j"
         "the copy ran elsewhere"
     );
     assert_eq!(report["jobs"][0]["stages"][0]["failed_attempts"], 0);
+}
+
+#[test]
+fn a_job_whose_executor_is_preempted_runs_its_tasks_again_without_counting_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("master.json");
+    std::fs::write(
+        &config,
+        r#"{"preemption": {"queues": ["prod"], "delay_s": 1, "grace_s": 2, "max_fraction": 0.5}}"#,
+    )
+    .unwrap();
+    let masters = Masters::start_with(&["--config", config.to_str().unwrap()]);
+    let queues = masters.dir.path().join("queues.json");
+    std::fs::write(&queues, r#"[{"name": "prod", "prior": true}]"#).unwrap();
+    crate::support::stdout(&Masters::client(
+        &masters.list_from(1),
+        &["queues", "--set", queues.to_str().unwrap()],
+    ));
+    let _w1 = start_worker(&masters, "w1", 4);
+    // One failure would fail the job: a preempted attempt must not count as one.
+    let file = job_file(
+        &masters,
+        "ordinary",
+        r#"
+[scheduler]
+max_task_failures = 1
+[[jobs]]
+name = "long"
+  [[jobs.stages]]
+  name = "s"
+  tasks = 40
+  run = { builtin = "sleep", ms = 1000 }
+"#,
+    );
+    let run = job_run(&masters, &file);
+    running_app(&masters, "ordinary", 4);
+    let prior = [&["--queue", "prod", "--cores-max", "1"][..], SLEEPERS].concat();
+    let (_prior, prior_id, _) = app_run(&masters, &prior);
+    wait_for(&masters, "the prior app running", |s| {
+        running_executors(s, &prior_id).len() == 1
+    });
+
+    let (succeeded, report) = report(run);
+    assert!(succeeded, "{report}");
+    each_task_once(&report);
+    let preempted = report["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["state"] == "PREEMPTED")
+        .count();
+    assert!(preempted >= 1, "the preempted attempt ran again: {report}");
+    assert_eq!(
+        report["jobs"][0]["stages"][0]["failed_attempts"].as_u64(),
+        Some(0),
+        "{report}"
+    );
 }

@@ -45,6 +45,13 @@ pub enum AppUpdate {
     Registered(String),
     /// An executor as the log has it now.
     Executor(ExecutorEvent),
+    /// An executor is stopped for prior work; its end follows as an [`AppUpdate::Executor`].
+    Preempted {
+        /// The executor.
+        executor_id: u32,
+        /// Its process gets SIGTERM now and SIGKILL after this.
+        grace: Duration,
+    },
     /// The link to the leader broke; it is being found again.
     Reconnecting(String),
 }
@@ -210,6 +217,12 @@ impl Attachment<'_> {
                         }
                         Some(Event::Executor(executor)) => {
                             let _ = self.updates.send(AppUpdate::Executor(executor));
+                        }
+                        Some(Event::Preempted(preempted)) => {
+                            let _ = self.updates.send(AppUpdate::Preempted {
+                                executor_id: preempted.executor_id,
+                                grace: Duration::from_millis(preempted.grace_ms),
+                            });
                         }
                         Some(Event::Ended(ended)) => {
                             return Ok(Detached::Ended(ended.state().name().to_owned()));

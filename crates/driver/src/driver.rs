@@ -252,6 +252,17 @@ struct ExecutorLink {
 }
 
 /// The driver loop's state.
+/// Why an executor is gone, for the attempts that ran on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Loss {
+    /// Its process failed or exited by itself: the application caused it.
+    ByApp,
+    /// Its worker, process or stream is gone through no fault of the application.
+    Lost,
+    /// The masters stopped it for prior work: its attempts are not failures at all.
+    Preempted,
+}
+
 struct Driver {
     file: JobFile,
     scheduler: JobScheduler,
@@ -366,6 +377,10 @@ pub async fn run(
             Some(update) = update_stream.recv() => match update {
                 AppUpdate::Registered(id) => app_id = id,
                 AppUpdate::Executor(executor) => driver.on_executor_event(&executor),
+                AppUpdate::Preempted { executor_id, grace } => {
+                    tracing::info!(executor = executor_id, ?grace, "executor preempted");
+                    driver.lose_executor(ExecutorId(executor_id), Loss::Preempted);
+                }
                 AppUpdate::Reconnecting(reason) => tracing::warn!(%reason, "lost the leader; reconnecting"),
             },
             ended = &mut link => {
@@ -515,7 +530,7 @@ impl Driver {
                 let id = ExecutorId(hello.executor_id);
                 // A newer stream of the same executor replaces the old one.
                 if self.executors.contains_key(&id) {
-                    self.lose_executor(id, false);
+                    self.lose_executor(id, Loss::Lost);
                 }
                 let rack = (!hello.rack.is_empty()).then_some(hello.rack.as_str());
                 // No more cores than the masters granted it, once their event is here.
@@ -570,7 +585,7 @@ impl Driver {
             Event::Gone { link } => {
                 if let Some(executor) = self.executor_on(link) {
                     tracing::info!(executor = executor.0, "executor gone");
-                    self.lose_executor(executor, false);
+                    self.lose_executor(executor, Loss::Lost);
                 }
             }
         }
@@ -607,23 +622,30 @@ impl Driver {
                         state = state.as_str_name(),
                         "executor ended"
                     );
-                    let by_app = matches!(state, ExecutorState::Failed | ExecutorState::Exited);
-                    self.lose_executor(id, by_app);
+                    let loss = match state {
+                        ExecutorState::Failed | ExecutorState::Exited => Loss::ByApp,
+                        _ => Loss::Lost,
+                    };
+                    self.lose_executor(id, loss);
                 }
             }
         }
     }
 
-    /// An executor is gone: its running attempts run again elsewhere (counted as failures
-    /// when `caused_by_app`).
-    fn lose_executor(&mut self, id: ExecutorId, caused_by_app: bool) {
+    /// An executor is gone: its running attempts run again elsewhere (counted against
+    /// their tasks' retries only when the application caused the loss).
+    fn lose_executor(&mut self, id: ExecutorId, loss: Loss) {
         self.executors.remove(&id);
         let now = self.now();
-        let (lost, ended) = self.scheduler.remove_executor(now, id, caused_by_app);
+        let (lost, ended) = self.scheduler.remove_executor(now, id, loss == Loss::ByApp);
         for task in lost {
             if let Some((stage, report)) = self.tasks.get_mut(&task) {
-                report.state = "LOST".to_owned();
-                *self.failures.entry(*stage).or_default() += 1;
+                if loss == Loss::Preempted {
+                    report.state = "PREEMPTED".to_owned();
+                } else {
+                    report.state = "LOST".to_owned();
+                    *self.failures.entry(*stage).or_default() += 1;
+                }
             }
         }
         self.kill(&ended.kill);
@@ -666,7 +688,7 @@ impl Driver {
                 .get(&executor)
                 .is_some_and(|e| e.orders.send(Ok(order)).is_ok());
             if !sent {
-                self.lose_executor(executor, false);
+                self.lose_executor(executor, Loss::Lost);
             }
         }
     }

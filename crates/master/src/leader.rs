@@ -322,8 +322,9 @@ pub enum ToWorker {
     LaunchExecutor(AppId, ExecutorId),
     /// Start this driver (its placement is in the log).
     LaunchDriver(DriverId),
-    /// Stop this executor.
-    KillExecutor(AppId, ExecutorId),
+    /// Stop this executor: SIGTERM, and SIGKILL after this grace if it is shorter than the
+    /// worker's own kill grace.
+    KillExecutor(AppId, ExecutorId, Option<Duration>),
     /// Stop this driver.
     KillDriver(DriverId),
 }
@@ -335,6 +336,9 @@ pub enum ToApp {
     Registered(AppId),
     /// An executor as the log has it now.
     Executor(Executor),
+    /// This executor is stopped for prior work, its process killed within this grace; its
+    /// end follows as an [`ToApp::Executor`].
+    Preempted(ExecutorId, Duration),
     /// The application ended in this state.
     Ended(AppState),
     /// The answer to a heartbeat.
@@ -606,7 +610,7 @@ impl Leader {
                 Some(Purpose::Other) | None => {}
             },
             Event::ClientCommitted { effects } => {
-                self.carry_out(&effects, None);
+                self.carry_out(&effects, None, None);
                 self.pass_wanted = true;
             }
         }
@@ -876,7 +880,7 @@ impl Leader {
                 .is_none_or(|e| &e.worker != worker) =>
             {
                 if started {
-                    self.send(link, ToWorker::KillExecutor(app.clone(), executor));
+                    self.send(link, ToWorker::KillExecutor(app.clone(), executor, None));
                 }
                 if let Some(seq) = seq {
                     self.send(link, ToWorker::Acknowledged(vec![seq]));
@@ -1025,7 +1029,7 @@ impl Leader {
                 started,
             } => {
                 if let Some(response) = response {
-                    self.carry_out(&response.effects, Some(&process));
+                    self.carry_out(&response.effects, Some(&process), None);
                     if let ProcessKey::Executor(app, executor) = &process
                         && let Some(executor) = state
                             .apps()
@@ -1062,7 +1066,7 @@ impl Leader {
             Purpose::Lost { worker, link } => {
                 self.losing.remove(&worker);
                 if let Some(response) = response {
-                    self.carry_out(&response.effects, None);
+                    self.carry_out(&response.effects, None, None);
                 }
                 let current = self.workers.get(&worker).and_then(|s| s.link);
                 if current == link {
@@ -1079,7 +1083,7 @@ impl Leader {
             }
             Purpose::Completing => {
                 if let Some(response) = response {
-                    self.carry_out(&response.effects, None);
+                    self.carry_out(&response.effects, None, None);
                 }
                 self.completed_one();
             }
@@ -1112,8 +1116,13 @@ impl Leader {
                 self.preempt_in_flight = false;
                 match &result {
                     Ok(response) => {
-                        self.carry_out(&response.effects, None);
-                        let until = now + self.keep_for();
+                        // Their drivers hear why before the processes are stopped.
+                        let grace = self.keep_for();
+                        for (app, executor) in &response.effects.ended_executors {
+                            self.tell_app(app, ToApp::Preempted(executor.id, grace));
+                        }
+                        self.carry_out(&response.effects, None, Some(grace));
+                        let until = now + grace;
                         for owner in owners {
                             self.kept.insert(owner, until);
                         }
@@ -1125,7 +1134,7 @@ impl Leader {
             }
             Purpose::Vanished { .. } | Purpose::Other => {
                 if let Some(response) = response {
-                    self.carry_out(&response.effects, None);
+                    self.carry_out(&response.effects, None, None);
                     self.pass_wanted = true;
                 }
             }
@@ -1241,15 +1250,21 @@ impl Leader {
     }
 
     /// Carries out what a committed command asks of workers and applications. `reported` is
-    /// the process whose own report caused it: its worker needs no kill for it.
-    fn carry_out(&mut self, effects: &Effects, reported: Option<&ProcessKey>) {
+    /// the process whose own report caused it: its worker needs no kill for it. Executors
+    /// stopped get SIGKILL after `kill_grace` (or their worker's own kill grace).
+    fn carry_out(
+        &mut self,
+        effects: &Effects,
+        reported: Option<&ProcessKey>,
+        kill_grace: Option<Duration>,
+    ) {
         for (app, executor) in &effects.ended_executors {
             let process = ProcessKey::Executor(app.clone(), executor.id);
             self.pids.remove(&process);
             self.launches.remove(&process);
             self.tell_app(app, ToApp::Executor(executor.clone()));
             if reported != Some(&process) {
-                let kill = ToWorker::KillExecutor(app.clone(), executor.id);
+                let kill = ToWorker::KillExecutor(app.clone(), executor.id, kill_grace);
                 self.tell_worker(&executor.worker, kill);
             }
         }
@@ -1627,7 +1642,7 @@ fn assigned(state: &ClusterState, process: &ProcessKey, worker: &WorkerId) -> bo
 /// The kill for a process the log does not know.
 fn kill(process: &ProcessKey) -> ToWorker {
     match process {
-        ProcessKey::Executor(app, executor) => ToWorker::KillExecutor(app.clone(), *executor),
+        ProcessKey::Executor(app, executor) => ToWorker::KillExecutor(app.clone(), *executor, None),
         ProcessKey::Driver(driver) => ToWorker::KillDriver(driver.clone()),
     }
 }

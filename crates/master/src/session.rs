@@ -24,8 +24,9 @@ use muster_proto::v1;
 use muster_proto::v1::app_event::Body as AppBody;
 use muster_proto::v1::master_message::Body;
 use muster_proto::v1::{
-    Acknowledged, AppEnded, AppEvent, AppHeartbeatAck, AppRegistered, ExecutorEvent, HeartbeatAck,
-    KillDriver, KillExecutor, LaunchDriver, LaunchExecutor, MasterMessage, Registered,
+    Acknowledged, AppEnded, AppEvent, AppHeartbeatAck, AppRegistered, ExecutorEvent,
+    ExecutorPreempted, HeartbeatAck, KillDriver, KillExecutor, LaunchDriver, LaunchExecutor,
+    MasterMessage, Registered,
 };
 use muster_raft::{Applied, Leadership, RaftNode, WriteError};
 use muster_state::{ClusterState, Command};
@@ -409,9 +410,10 @@ impl Session {
                     supervise: desc.supervise,
                 })
             }
-            ToWorker::KillExecutor(app, id) => Body::KillExecutor(KillExecutor {
+            ToWorker::KillExecutor(app, id, grace) => Body::KillExecutor(KillExecutor {
                 app_id: app.0,
                 executor_id: id.0,
+                grace_ms: grace.map(|g| u64::try_from(g.as_millis()).unwrap_or(u64::MAX)),
             }),
             ToWorker::KillDriver(id) => Body::KillDriver(KillDriver { driver_id: id.0 }),
         })
@@ -425,6 +427,10 @@ impl Session {
                 app_id: app.0,
             }),
             ToApp::Executor(executor) => AppBody::Executor(ExecutorEvent::from(&executor)),
+            ToApp::Preempted(executor, grace) => AppBody::Preempted(ExecutorPreempted {
+                executor_id: executor.0,
+                grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+            }),
             ToApp::Ended(state) => AppBody::Ended(AppEnded {
                 state: v1::AppState::from(state).into(),
             }),

@@ -367,7 +367,7 @@ impl Agent {
         }
         let mut killed = 0;
         for (workload, _) in self.supervisor.running() {
-            if self.supervisor.kill(&workload) {
+            if self.supervisor.kill(&workload, None) {
                 self.fenced.insert(workload);
                 killed += 1;
             }
@@ -478,15 +478,18 @@ impl Agent {
                 self.start(spec, up).await;
             }
             Down::KillExecutor(kill) => {
-                self.supervisor.kill(&Workload::Executor {
+                let workload = Workload::Executor {
                     app: kill.app_id.as_str().into(),
                     executor: ExecutorId(kill.executor_id),
-                });
+                };
+                self.supervisor
+                    .kill(&workload, kill.grace_ms.map(Duration::from_millis));
             }
             Down::KillDriver(kill) => {
-                self.supervisor.kill(&Workload::Driver {
+                let workload = Workload::Driver {
                     driver: kill.driver_id.as_str().into(),
-                });
+                };
+                self.supervisor.kill(&workload, None);
             }
         }
     }

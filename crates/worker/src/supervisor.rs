@@ -204,7 +204,7 @@ pub enum LaunchError {
 struct Running {
     pid: Arc<Mutex<u32>>,
     /// Taken once a kill is asked: the process is stopping.
-    kill: Option<oneshot::Sender<()>>,
+    kill: Option<oneshot::Sender<Duration>>,
     done: oneshot::Receiver<()>,
 }
 
@@ -429,16 +429,17 @@ impl Supervisor {
         }
     }
 
-    /// Asks `workload`'s process to stop: SIGTERM to its group, SIGKILL after the grace
-    /// period. Returns whether it was running and not already stopping; a
-    /// [`ProcessState::Killed`] event follows once it is gone, and [`Supervisor::running`]
-    /// lists it until then.
-    pub fn kill(&self, workload: &Workload) -> bool {
+    /// Asks `workload`'s process to stop: SIGTERM to its group, SIGKILL after `grace` or
+    /// the configured kill grace, whichever is shorter. Returns whether it was running and
+    /// not already stopping; a [`ProcessState::Killed`] event follows once it is gone, and
+    /// [`Supervisor::running`] lists it until then.
+    pub fn kill(&self, workload: &Workload, grace: Option<Duration>) -> bool {
+        let grace = grace.map_or(self.config.kill_grace, |g| g.min(self.config.kill_grace));
         let mut running = self.running.lock().expect("running lock");
         // The workload stays listed until its process is gone: a registration meanwhile still
         // reports it, and no second copy can be launched beside it.
         let kill = running.get_mut(workload).and_then(|r| r.kill.take());
-        kill.map(|kill| kill.send(())).is_some()
+        kill.map(|kill| kill.send(grace)).is_some()
     }
 
     /// The process id of `workload`, while it runs.
@@ -464,7 +465,7 @@ impl Supervisor {
         let mut stopping = Vec::new();
         for running in all.into_values() {
             if let Some(kill) = running.kill {
-                let _ = kill.send(());
+                let _ = kill.send(self.config.kill_grace);
             }
             stopping.push(running.done);
         }
@@ -560,7 +561,7 @@ struct Monitor {
     events: mpsc::UnboundedSender<ProcessEvent>,
     running: Arc<Mutex<BTreeMap<Workload, Running>>>,
     pid: Arc<Mutex<u32>>,
-    kill_requested: oneshot::Receiver<()>,
+    kill_requested: oneshot::Receiver<Duration>,
     /// Dropped when the monitor is done: [`Supervisor::shutdown`] waits for that.
     _finished: oneshot::Sender<()>,
 }
@@ -588,8 +589,8 @@ impl Monitor {
             let started = Instant::now();
             let status = tokio::select! {
                 status = child.wait() => status,
-                _ = &mut self.kill_requested => {
-                    self.stop(&mut child, pid).await;
+                grace = &mut self.kill_requested => {
+                    self.stop(&mut child, pid, grace.unwrap_or(self.config.kill_grace)).await;
                     return self.finish(ProcessState::Killed);
                 }
             };
@@ -659,8 +660,8 @@ impl Monitor {
                         break;
                     }
                 }
-                _ = &mut self.kill_requested => {
-                    self.stop_adopted(&record).await;
+                grace = &mut self.kill_requested => {
+                    self.stop_adopted(&record, grace.unwrap_or(self.config.kill_grace)).await;
                     return self.finish(ProcessState::Killed);
                 }
             }
@@ -680,28 +681,25 @@ impl Monitor {
         }
     }
 
-    /// SIGTERM to an adopted process group, SIGKILL after the grace period.
-    async fn stop_adopted(&self, record: &Record) {
+    /// SIGTERM to an adopted process group, SIGKILL after `grace`.
+    async fn stop_adopted(&self, record: &Record, grace: Duration) {
         let _ = fs::write(self.launcher.directory.join("killed"), b"");
         let group = Pid::from_raw(record.pid as i32);
         let _ = killpg(group, Signal::SIGTERM);
-        let deadline = Instant::now() + self.config.kill_grace;
+        let deadline = Instant::now() + grace;
         while still_runs(record) && Instant::now() < deadline {
             tokio::time::sleep(ADOPTED_POLL / 4).await;
         }
         let _ = killpg(group, Signal::SIGKILL);
     }
 
-    /// SIGTERM to the process group, SIGKILL after the grace period, then reap the child.
-    /// A `killed` marker tells a later agent that this end was asked for.
-    async fn stop(&self, child: &mut Child, pid: u32) {
+    /// SIGTERM to the process group, SIGKILL after `grace`, then reap the child. A `killed`
+    /// marker tells a later agent that this end was asked for.
+    async fn stop(&self, child: &mut Child, pid: u32, grace: Duration) {
         let _ = fs::write(self.launcher.directory.join("killed"), b"");
         let group = Pid::from_raw(pid as i32);
         let _ = killpg(group, Signal::SIGTERM);
-        if tokio::time::timeout(self.config.kill_grace, child.wait())
-            .await
-            .is_err()
-        {
+        if tokio::time::timeout(grace, child.wait()).await.is_err() {
             let _ = killpg(group, Signal::SIGKILL);
             let _ = child.wait().await;
         } else {

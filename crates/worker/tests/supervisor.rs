@@ -162,7 +162,7 @@ async fn a_kill_reaches_the_whole_process_group() {
     assert!(alive(child));
     assert_eq!(supervisor.running(), [(workload.clone(), pid)]);
 
-    assert!(supervisor.kill(&workload));
+    assert!(supervisor.kill(&workload, None));
     assert_eq!(
         next(&mut events).await,
         ProcessEvent {
@@ -179,7 +179,7 @@ async fn a_kill_reaches_the_whole_process_group() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert!(!supervisor.kill(&workload), "nothing left to kill");
+    assert!(!supervisor.kill(&workload, None), "nothing left to kill");
 }
 
 #[tokio::test]
@@ -197,12 +197,36 @@ async fn a_process_that_ignores_sigterm_is_killed_after_the_grace_period() {
     next(&mut events).await;
     wait_for_file(&dir.path().join("stubborn/ready")).await;
     let start = Instant::now();
-    supervisor.kill(&workload);
+    supervisor.kill(&workload, None);
     assert_eq!(next(&mut events).await.state, ProcessState::Killed);
     assert!(
         start.elapsed() >= Duration::from_millis(300),
         "SIGKILL waits for the grace period"
     );
+    assert!(!alive(pid));
+}
+
+#[tokio::test]
+async fn a_kill_with_a_shorter_grace_sends_sigkill_after_that_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = SupervisorConfig {
+        kill_grace: DEADLINE * 10,
+        ..SupervisorConfig::new(dir.path().to_owned(), "m1:7077".into())
+    };
+    let (supervisor, mut events) = Supervisor::new(config);
+    let workload = executor("app-1", 0);
+    let pid = supervisor
+        .launch(shell(
+            workload.clone(),
+            "trap '' TERM; echo ready > ready; while true; do sleep 0.05; done",
+            false,
+        ))
+        .unwrap();
+    next(&mut events).await;
+    wait_for_file(&dir.path().join("app-1/0/ready")).await;
+    // The worker's own grace outlasts the deadline: only the shorter one ends it in time.
+    assert!(supervisor.kill(&workload, Some(Duration::from_millis(100))));
+    assert_eq!(next(&mut events).await.state, ProcessState::Killed);
     assert!(!alive(pid));
 }
 
@@ -233,7 +257,7 @@ async fn a_failing_supervised_driver_restarts_with_doubling_back_off() {
             Duration::from_millis(200)
         ]
     );
-    supervisor.kill(&workload);
+    supervisor.kill(&workload, None);
     loop {
         if next(&mut events).await.state == ProcessState::Killed {
             break;
@@ -406,7 +430,7 @@ fn a_restarted_supervisor_adopts_what_runs_reports_what_ended_and_kills_strays()
             }
         );
         // An adopted process can be killed.
-        assert!(supervisor.kill(&executor("app-1", 0)));
+        assert!(supervisor.kill(&executor("app-1", 0), None));
         assert_eq!(next(&mut events).await.state, ProcessState::Killed);
         assert!(!alive(pids[0]));
         assert!(supervisor.running().is_empty());

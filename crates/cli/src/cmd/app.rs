@@ -168,6 +168,10 @@ fn print_update(update: AppUpdate, app_id: &mut String) {
                 e.state().name()
             );
         }
+        AppUpdate::Preempted { executor_id, grace } => println!(
+            "executor {executor_id} preempted for prior work: killed within {:.1} s",
+            grace.as_secs_f64()
+        ),
         AppUpdate::Reconnecting(reason) => eprintln!("lost the leader ({reason}); reconnecting"),
     }
 }

@@ -463,7 +463,10 @@ fn worker_message(message: &ToWorker) -> String {
     match message {
         ToWorker::LaunchExecutor(app, id) => format!("launch {app}/{id}"),
         ToWorker::LaunchDriver(driver) => format!("launch {driver}"),
-        ToWorker::KillExecutor(app, id) => format!("kill {app}/{id}"),
+        ToWorker::KillExecutor(app, id, None) => format!("kill {app}/{id}"),
+        ToWorker::KillExecutor(app, id, Some(grace)) => {
+            format!("kill {app}/{id} grace={}s", grace.as_secs_f64())
+        }
         ToWorker::KillDriver(driver) => format!("kill {driver}"),
         ToWorker::Acknowledged(seqs) => format!("ack {seqs:?}"),
         other => format!("{other:?}"),
@@ -482,6 +485,7 @@ fn app_message(message: &ToApp) -> String {
                 .unwrap_or_default()
         ),
         ToApp::Registered(app) => format!("registered {app}"),
+        ToApp::Preempted(id, grace) => format!("preempted {id} grace={}s", grace.as_secs_f64()),
         ToApp::Ended(state) => format!("ended {state:?}"),
         ToApp::HeartbeatAck => "HeartbeatAck".into(),
     }
