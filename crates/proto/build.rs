@@ -1,4 +1,5 @@
-//! Compiles `proto/muster/v1` with protox, so building needs no system `protoc`.
+//! Compiles `proto/muster/v1` (and the slice of etcd's API the benchmark comparison drives)
+//! with protox, so building needs no system `protoc`.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
@@ -10,6 +11,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "muster/v1/worker.proto",
         "muster/v1/app.proto",
         "muster/v1/driver.proto",
+        "etcd/kv.proto",
     ];
     let descriptors = protox::compile(files, [&root])?;
     tonic_prost_build::configure()

@@ -85,6 +85,78 @@ fn masters_elect_a_leader_survive_its_loss_and_keep_what_was_accepted() {
 }
 
 #[test]
+fn a_leader_killed_amid_concurrent_submissions_keeps_each_accepted_one_once() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    let mut masters = Masters::start();
+    let first = masters.leader(0);
+    let list = masters.list_from(1);
+    let stop = Arc::new(AtomicBool::new(false));
+    let accepted_count = Arc::new(AtomicUsize::new(0));
+    // Concurrent submitters: their writes share log entries (group commit), so the kill
+    // lands among batches. A submission cut off by the kill is retried with its request id.
+    let submitters: Vec<_> = (0..6)
+        .map(|t| {
+            let (list, stop, count) =
+                (list.clone(), Arc::clone(&stop), Arc::clone(&accepted_count));
+            std::thread::spawn(move || {
+                let mut accepted = Vec::new();
+                for i in 0.. {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let name = format!("t{t}-{i}");
+                    let output =
+                        Masters::client(&list, &["submit", "--name", &name, "--", "/bin/true"]);
+                    if output.status.success() {
+                        let id = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+                        accepted.push((name, id));
+                        count.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                accepted
+            })
+        })
+        .collect();
+    let wait_for_count = |at_least: usize| {
+        let start = Instant::now();
+        while accepted_count.load(Ordering::SeqCst) < at_least {
+            assert!(start.elapsed() < DEADLINE, "submissions stalled");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_for_count(30);
+    masters.running[first as usize - 1]
+        .take()
+        .expect("the leader runs")
+        .crash();
+    let killed_at = accepted_count.load(Ordering::SeqCst);
+    let second = masters.leader(first);
+    wait_for_count(killed_at + 30);
+    stop.store(true, Ordering::SeqCst);
+    let accepted: Vec<(String, String)> = submitters
+        .into_iter()
+        .flat_map(|s| s.join().unwrap())
+        .collect();
+
+    let status = masters.status(&masters.list_from(second as usize));
+    let drivers = status["drivers"].as_array().unwrap();
+    for (name, id) in &accepted {
+        let named: Vec<&Value> = drivers
+            .iter()
+            .filter(|d| d["name"] == name.as_str())
+            .collect();
+        assert_eq!(named.len(), 1, "{name} applied once: {named:?}");
+        assert_eq!(
+            named[0]["id"],
+            id.as_str(),
+            "{name} under the id it was accepted with"
+        );
+    }
+}
+
+#[test]
 fn bad_input_is_refused_with_one_line_and_changes_nothing() {
     let masters = Masters::start();
     masters.leader(0);

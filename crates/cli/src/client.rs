@@ -91,7 +91,12 @@ impl Masters {
         }
     }
 
-    async fn connect(&self, addr: &str) -> Result<Client, Status> {
+    /// A client of the master at `addr`, with the credential and connection of all calls.
+    ///
+    /// # Errors
+    ///
+    /// It cannot be reached.
+    pub async fn connect(&self, addr: &str) -> Result<Client, Status> {
         let unreachable = |e: tonic::transport::Error| Status::unavailable(format!("{addr}: {e}"));
         let endpoint = self.dialer.endpoint(addr).map_err(unreachable)?;
         let channel = endpoint

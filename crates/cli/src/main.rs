@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use cmd::{
-    app, dev, executor, experiment, job, kill, master, plan, queues, status, submit, worker,
+    app, bench, dev, executor, experiment, job, kill, master, plan, queues, status, submit, worker,
 };
 
 #[derive(Parser)]
@@ -74,6 +74,9 @@ enum Command {
     Apps(status::ReadArgs),
     /// Show the drivers, running and recently ended.
     Drivers(status::ReadArgs),
+    /// Put load on a running cluster and measure it.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
 }
 
 #[derive(Subcommand)]
@@ -112,6 +115,7 @@ fn main() -> ExitCode {
         Command::Workers(args) => status::part(args, "workers", render::workers),
         Command::Apps(args) => status::part(args, "apps", render::apps),
         Command::Drivers(args) => status::part(args, "drivers", render::drivers),
+        Command::Bench(command) => bench::run(command),
     };
     match result {
         Ok(output) => {

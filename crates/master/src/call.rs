@@ -66,9 +66,9 @@ impl From<CallError> for Status {
                 | ApplyError::UnknownDriver(_)
                 | ApplyError::UnknownExecutor(..),
             ) => Status::not_found(message),
-            CallError::Refused(ApplyError::UnknownQueue(_) | ApplyError::Invalid { .. }) => {
-                Status::invalid_argument(message)
-            }
+            CallError::Refused(
+                ApplyError::UnknownQueue(_) | ApplyError::Invalid { .. } | ApplyError::Batch,
+            ) => Status::invalid_argument(message),
             CallError::Refused(ApplyError::Conflict(_) | ApplyError::StaleTerm { .. }) => {
                 Status::failed_precondition(message)
             }

@@ -3,6 +3,7 @@
 //! # Layout
 //!
 //! * [`v1`]: the generated messages and services.
+//! * [`etcd`]: a client of etcd's put, for `muster bench etcd`.
 //! * [`auth`]: the cluster secret, role credentials and the check in front of every service.
 //! * [`convert`]: every conversion between messages and Muster's own types.
 //! * [`discovery`]: the one way to find the leading master.
@@ -12,6 +13,12 @@ pub mod auth;
 pub mod convert;
 pub mod discovery;
 pub mod transport;
+
+/// The put of etcd's v3 KV API (package `etcdserverpb`), to measure etcd beside Muster.
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod etcd {
+    tonic::include_proto!("etcdserverpb");
+}
 
 /// Package `muster.v1`.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use muster_core::ids::Timestamp;
+use muster_core::limits::{MAX_CORES, MAX_MEMORY_MB};
 use muster_core::plan::ExecutorGrant;
 use muster_core::resources::Resources;
 use muster_raft::RaftSettings;
@@ -83,7 +84,7 @@ async fn run(grants: usize, writers: usize, entries: usize) -> Run {
             id: format!("w{w:03}").as_str().into(),
             host: "bench".into(),
             address: "bench:1".into(),
-            resources: Resources::new(u32::MAX, u64::MAX / 2),
+            resources: Resources::new(MAX_CORES, MAX_MEMORY_MB),
             fence_grace_ms: None,
         });
         cluster
@@ -177,8 +178,8 @@ fn main() {
             "{:>7} {:>8} {:>8} {:>12} {:>10} {:>12} {:>9} {:>9} {:>9}",
             "grants",
             "writers",
-            "entries",
-            "entries/s",
+            "writes",
+            "writes/s",
             "vs fsync",
             "grants/s",
             "p50 ms",

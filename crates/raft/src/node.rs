@@ -1,5 +1,15 @@
 //! A master replica's Raft node: open it on a data directory, bootstrap or join a group, write
 //! commands, read the state, and watch who leads.
+//!
+//! # Group commit
+//!
+//! openraft 0.9 appends each client write on its own and waits for its fsync before the
+//! next, so one entry per request caps a leader at one request per fsync. Every write and
+//! proposal therefore goes through one batching task: it keeps at most [`IN_FLIGHT`] entries
+//! uncommitted, and while they commit, commands queue up; the next entry carries all of them
+//! (up to [`MAX_BATCH`]) as one [`Op::Batch`], which every replica applies command by command
+//! as if each had an entry of its own. A command alone is written as itself. Commands reach
+//! the log in the order they were proposed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -10,10 +20,10 @@ use muster_core::ids::Term;
 use muster_proto::auth::Credential;
 use muster_proto::transport::Dialer;
 use muster_proto::v1::replication_server::ReplicationServer;
-use muster_state::{ClusterState, Command, StateConfig};
+use muster_state::{ClusterState, Command, Op, Outcome, StateConfig};
 use openraft::error::{ForwardToLeader, InitializeError, RaftError};
 use openraft::{ChangeMembers, Config, RaftMetrics, ServerState, SnapshotPolicy, TryAsRef};
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 
 use crate::log_store::LogStore;
 use crate::network::Network;
@@ -140,10 +150,25 @@ where
     }
 }
 
+/// The most entries of batched commands uncommitted at once: one committing while the next
+/// is appended keeps the disk and the network busy; more would only make smaller batches.
+pub const IN_FLIGHT: usize = 2;
+
+/// The most commands in one entry: a batch must fit an AppendEntries message.
+pub const MAX_BATCH: usize = 256;
+
+/// A command waiting for an entry, and who waits for its result.
+struct Proposal {
+    command: Command,
+    result: oneshot::Sender<Result<Applied, WriteError>>,
+}
+
 /// One master replica's Raft node.
 pub struct RaftNode {
     id: NodeId,
     raft: Raft,
+    /// Into the group-commit task.
+    proposals: mpsc::UnboundedSender<Proposal>,
     /// Held so the database outlives every tree the stores use.
     _db: sled::Db,
     state: SharedState,
@@ -194,9 +219,12 @@ impl RaftNode {
         .await
         .map_err(|e| NodeError::Raft(e.into()))?;
         let leadership = watch_leadership(id, &raft);
+        let (proposals, queued) = mpsc::unbounded_channel();
+        tokio::spawn(commit_in_batches(raft.clone(), queued));
         Ok(Self {
             id,
             raft,
+            proposals,
             _db: db,
             state,
             leadership,
@@ -274,11 +302,7 @@ impl RaftNode {
     /// A write that fails after a leader change may still have been committed: retry it with
     /// the same request id.
     pub async fn write(&self, command: Command) -> Result<Applied, WriteError> {
-        self.raft
-            .client_write(command)
-            .await
-            .map(|response| response.data)
-            .map_err(not_leader)
+        self.propose(command).await?.await
     }
 
     /// Submits `command` to the log and returns at once with a future of its result, so that
@@ -293,17 +317,14 @@ impl RaftNode {
         command: Command,
     ) -> Result<impl Future<Output = Result<Applied, WriteError>> + Send + 'static, WriteError>
     {
-        let receiver = self
-            .raft
-            .client_write_ff(command)
-            .await
-            .map_err(|fatal| WriteError::Unavailable(fatal.to_string()))?;
+        let (result, receiver) = oneshot::channel();
+        self.proposals
+            .send(Proposal { command, result })
+            .map_err(|_| WriteError::Unavailable("Raft stopped".into()))?;
         Ok(async move {
-            match receiver.await {
-                Ok(Ok(response)) => Ok(response.data),
-                Ok(Err(error)) => Err(not_leader(RaftError::APIError(error))),
-                Err(_) => Err(WriteError::Unavailable("Raft stopped".into())),
-            }
+            receiver
+                .await
+                .unwrap_or_else(|_| Err(WriteError::Unavailable("Raft stopped".into())))
         })
     }
 
@@ -355,6 +376,77 @@ impl RaftNode {
             .shutdown()
             .await
             .map_err(|e| NodeError::Raft(e.into()))
+    }
+}
+
+/// The group-commit task (see the module doc): writes what `queued` brings in entries of as
+/// many commands as queued up while at most [`IN_FLIGHT`] entries were committing.
+async fn commit_in_batches(raft: Raft, mut queued: mpsc::UnboundedReceiver<Proposal>) {
+    let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
+    while let Some(first) = queued.recv().await {
+        let Ok(slot) = Arc::clone(&in_flight).acquire_owned().await else {
+            return;
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match queued.try_recv() {
+                Ok(proposal) => batch.push(proposal),
+                Err(_) => break,
+            }
+        }
+        let (mut commands, waiters): (Vec<Command>, Vec<_>) =
+            batch.into_iter().map(|p| (p.command, p.result)).unzip();
+        let entry = if commands.len() == 1 {
+            commands.pop().expect("one command")
+        } else {
+            Command {
+                at: commands.last().expect("commands").at,
+                request_id: None,
+                term: None,
+                op: Op::Batch(commands),
+            }
+        };
+        match raft.client_write_ff(entry).await {
+            Ok(committed) => {
+                tokio::spawn(async move {
+                    let result = match committed.await {
+                        Ok(Ok(response)) => Ok(response.data),
+                        Ok(Err(error)) => Err(not_leader(RaftError::APIError(error))),
+                        Err(_) => Err(WriteError::Unavailable("Raft stopped".into())),
+                    };
+                    drop(slot);
+                    answer(waiters, result);
+                });
+            }
+            Err(fatal) => answer(waiters, Err(WriteError::Unavailable(fatal.to_string()))),
+        }
+    }
+}
+
+/// Gives each waiter its command's result: the entry's own, or its part of a batch's.
+fn answer(
+    waiters: Vec<oneshot::Sender<Result<Applied, WriteError>>>,
+    result: Result<Applied, WriteError>,
+) {
+    if let [_] = waiters[..] {
+        let waiter = waiters.into_iter().next().expect("one waiter");
+        let _ = waiter.send(result);
+        return;
+    }
+    match result {
+        Ok(Ok(response)) => {
+            let Outcome::Batch(results) = response.outcome else {
+                unreachable!("a batch entry applies to a batch outcome")
+            };
+            for (waiter, result) in waiters.into_iter().zip(results) {
+                let _ = waiter.send(Ok(result));
+            }
+        }
+        other => {
+            for waiter in waiters {
+                let _ = waiter.send(other.clone());
+            }
+        }
     }
 }
 

@@ -58,6 +58,8 @@ pub enum Outcome {
         /// How many.
         victims: usize,
     },
+    /// A batch's commands' results, in order.
+    Batch(Vec<Result<Response, ApplyError>>),
 }
 
 /// A part of a plan that the re-check refused.
@@ -166,6 +168,9 @@ pub enum ApplyError {
         /// The term of the log entry that carries it.
         entry: Term,
     },
+    /// A batch applies only as a log entry's command, and holds no batch.
+    #[error("a batch of commands applies only as a whole log entry")]
+    Batch,
 }
 
 impl From<InputError> for ApplyError {

@@ -98,7 +98,8 @@ async fn a_replica_far_behind_receives_a_snapshot() {
     let leader = cluster.leader(DEADLINE).await;
     let lagging = cluster.ids().into_iter().find(|&id| id != leader).unwrap();
     cluster.stop(lagging).await;
-    cluster.write_many(0..1_000, 16, submit_app).await;
+    // One writer: each write is an entry of its own (concurrent ones would share entries).
+    cluster.write_many(0..1_000, 1, submit_app).await;
     // The leader has purged the log the lagging replica would need.
     let purged = cluster.wait_for_purge(leader, 500, DEADLINE).await;
 

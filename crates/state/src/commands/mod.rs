@@ -27,7 +27,7 @@ use muster_core::limits;
 use serde::{Deserialize, Serialize};
 
 use crate::ClusterState;
-use crate::response::{ApplyError, Response};
+use crate::response::{ApplyError, Effects, Outcome, Response};
 
 /// One log entry: an op, when the leader proposed it, and the client request it answers.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -79,6 +79,10 @@ pub enum Op {
     Preempt(Preempt),
     /// Kept room whose grace has passed goes to the work it was kept for.
     GrantReservations(GrantReservations),
+    /// Commands committed together in one entry (group commit): each applies in order as if
+    /// it had an entry of its own, and the outcome lists their results. Only a log entry
+    /// carries a batch, and a batch holds no batch.
+    Batch(Vec<Command>),
 }
 
 /// How an op changes the state.
@@ -104,6 +108,19 @@ impl ClusterState {
         entry_term: Term,
         command: &Command,
     ) -> Result<Response, ApplyError> {
+        if let Op::Batch(commands) = &command.op {
+            let results = commands
+                .iter()
+                .map(|command| match command.op {
+                    Op::Batch(_) => Err(ApplyError::Batch),
+                    _ => self.apply_in_term(entry_term, command),
+                })
+                .collect();
+            return Ok(Response {
+                outcome: Outcome::Batch(results),
+                effects: Effects::default(),
+            });
+        }
         match command.term {
             Some(decided) if decided < entry_term => Err(ApplyError::StaleTerm {
                 decided,
@@ -146,6 +163,7 @@ impl ClusterState {
             Op::SetQueues(op) => op.apply(self, command.at),
             Op::Preempt(op) => op.apply(self, command.at),
             Op::GrantReservations(op) => op.apply(self, command.at),
+            Op::Batch(_) => Err(ApplyError::Batch),
         };
         if let Some(id) = &command.request_id {
             self.requests

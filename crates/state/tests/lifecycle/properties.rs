@@ -4,10 +4,13 @@
 //! refused command changes nothing.
 //! DURABILITY: applying a prefix, snapshotting, restoring and applying the rest gives exactly
 //! the state of applying everything.
+//! GROUP COMMIT: commands applied as one batch entry give the results and the state of
+//! applying them one entry each.
 
 use std::collections::BTreeMap;
 
 use muster_core::ids::{ExecutorId, QueueName};
+use muster_core::ids::{Term, Timestamp};
 use muster_core::model::{PassConfig, QueueConfig, WorkerSelection};
 use muster_core::resources::Resources;
 use muster_state::commands::{
@@ -16,7 +19,7 @@ use muster_state::commands::{
     SubmitDriver, WorkerLost,
 };
 use muster_state::model::{AppState, DriverState, ExecutorState};
-use muster_state::{ClusterState, Op};
+use muster_state::{ClusterState, Command, Op, Outcome};
 use proptest::prelude::*;
 
 use crate::support::{Cluster, app_desc, driver_desc};
@@ -351,5 +354,46 @@ proptest! {
         let mut second = Cluster { state: restored, clock: first.clock };
         run(&mut second, &actions[split..]);
         prop_assert_eq!(second.state, straight.state);
+    }
+
+    #[test]
+    fn a_batch_applies_like_its_commands_one_by_one(actions in prop::collection::vec(action(), 1..80), split in any::<prop::sample::Index>()) {
+        let split = split.index(actions.len() + 1);
+        let mut single = Cluster::new();
+        run(&mut single, &actions[..split]);
+        let mut batched = single.state.clone();
+        // The rest, each resolved against the state the ones before it made.
+        let mut commands = Vec::new();
+        let mut results = Vec::new();
+        for (at, action) in actions[split..].iter().enumerate() {
+            let Some(op) = resolve(&single.state, action) else { continue };
+            let command = Command {
+                at: Timestamp(at as u64 * 1000),
+                request_id: None,
+                term: Some(Term(1)),
+                op,
+            };
+            results.push(single.state.apply_in_term(Term(1), &command));
+            commands.push(command);
+        }
+        let batch = Command { at: Timestamp(0), request_id: None, term: None, op: Op::Batch(commands) };
+        let response = batched.apply_in_term(Term(1), &batch).unwrap();
+        prop_assert_eq!(response.outcome, Outcome::Batch(results));
+        prop_assert_eq!(&batched, &single.state);
+        // A batch inside a batch, and a leader's command from an older term, are refused.
+        let inner = Command { at: Timestamp(0), request_id: None, term: None, op: Op::Batch(Vec::new()) };
+        let stale = Command {
+            at: Timestamp(0),
+            request_id: None,
+            term: Some(Term(1)),
+            op: Op::KillApp(KillApp { id: "app-1".into() }),
+        };
+        let outer = Command { at: Timestamp(0), request_id: None, term: None, op: Op::Batch(vec![inner, stale]) };
+        let response = batched.apply_in_term(Term(2), &outer).unwrap();
+        let Outcome::Batch(refusals) = response.outcome else { panic!("a batch outcome") };
+        prop_assert_eq!(&refusals[0], &Err(muster_state::ApplyError::Batch));
+        let stale_refused = matches!(refusals[1], Err(muster_state::ApplyError::StaleTerm { .. }));
+        prop_assert!(stale_refused, "{:?}", refusals[1]);
+        prop_assert_eq!(&batched, &single.state);
     }
 }

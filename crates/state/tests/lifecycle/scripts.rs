@@ -364,6 +364,16 @@ impl Runner {
             Outcome::Preempted { victims } => {
                 let _ = writeln!(out, "preempted {victims}");
             }
+            Outcome::Batch(results) => {
+                for result in results {
+                    match result {
+                        Ok(response) => out.push_str(&self.describe(response)),
+                        Err(error) => {
+                            let _ = writeln!(out, "refused: {error}");
+                        }
+                    }
+                }
+            }
             Outcome::ExecutorsKilled { unknown } => {
                 if !unknown.is_empty() {
                     let ids: Vec<String> = unknown.iter().map(ToString::to_string).collect();
