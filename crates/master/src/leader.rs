@@ -2,10 +2,12 @@
 //! I/O.
 //!
 //! A [`Leader`] moves only when [`Leader::step`] hands it an [`Event`] (a worker registered,
-//! a report, a heartbeat, an application attached, a proposal committed, ...) or when
-//! [`Leader::tick`] tells it the time. Both read the replicated [`ClusterState`] as this
-//! replica has applied it, and both return [`Action`]s: propose an op to the log, send a
-//! message to a worker or an application, close a link. The session in `session.rs` owns the
+//! a report, a heartbeat, an application attached, a proposal committed, ...), when
+//! [`Leader::tick`] tells it the time, or when [`Leader::pass`] asks for the scheduling pass
+//! that events made wanted (separate from the events, so that a burst of them is followed by
+//! one pass, not one each). All read the replicated [`ClusterState`] as this replica has
+//! applied it, and all return [`Action`]s: propose an op to the log, send a message to a
+//! worker or an application, close a link. The session in `session.rs` owns the
 //! streams and the Raft handle, feeds events in and carries actions out; everything it would
 //! otherwise decide by the order in which `.await`s finish is decided here, in one place, and
 //! tested by scripts (`crates/master/tests/leader/scripts`).
@@ -615,6 +617,17 @@ impl Leader {
             }
         }
         self.maybe_advance_recovery(state);
+        std::mem::take(&mut self.actions)
+    }
+
+    /// Whether events since the last pass want another: [`Leader::pass`] runs it.
+    pub fn wants_pass(&self) -> bool {
+        self.pass_wanted && self.recovery == RecoveryState::Alive
+    }
+
+    /// Runs the scheduling pass that is wanted (or due), unless one is in flight, and grants
+    /// kept room whose grace has passed.
+    pub fn pass(&mut self, now: Instant, state: &ClusterState) -> Vec<Action> {
         self.maybe_schedule(now, state);
         std::mem::take(&mut self.actions)
     }

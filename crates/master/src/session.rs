@@ -7,7 +7,9 @@
 //! the lock is released (messages go into bounded stream channels; proposals go to a writer
 //! task that submits them to Raft in order and feeds their results back in the same order).
 //! A stream whose channel is full is closed rather than losing a message: its peer
-//! reconnects and reconciles.
+//! reconnects and reconciles. The scheduling pass that events make wanted runs on a task of
+//! its own once it gets the lock, so that a burst of events (a batch of committed client
+//! writes, a storm of registrations) is followed by one pass rather than one per event.
 //!
 //! The session ends when this replica stops leading, when a new term starts, or when it has
 //! not heard from a quorum for an election timeout (check-quorum): its streams close, so
@@ -30,7 +32,7 @@ use muster_proto::v1::{
 };
 use muster_raft::{Applied, Leadership, RaftNode, WriteError};
 use muster_state::{ClusterState, Command};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tonic::{Status, Streaming};
 
 use crate::leader::{
@@ -78,6 +80,8 @@ pub struct Session {
     app_tokens: AppTokens,
     inner: Mutex<Inner>,
     proposals: mpsc::UnboundedSender<(ProposalId, Command)>,
+    /// Wakes the pass task: a pass is wanted.
+    pass_wanted: Notify,
     ended: watch::Sender<bool>,
 }
 
@@ -110,10 +114,12 @@ impl Session {
                 next_link: 0,
             }),
             proposals,
+            pass_wanted: Notify::new(),
             ended: watch::channel(false).0,
         });
         tokio::spawn(Arc::clone(&session).write_proposals(to_write));
         tokio::spawn(Arc::clone(&session).tick_until_ended());
+        tokio::spawn(Arc::clone(&session).pass_when_wanted());
         tokio::spawn(Arc::clone(&session).read_state());
         session
     }
@@ -207,6 +213,21 @@ impl Session {
             inner.apps.remove(link);
         }
         let actions = inner.leader.step(Instant::now(), &state, event);
+        self.carry_out(&mut inner, &state, actions);
+        if inner.leader.wants_pass() {
+            self.pass_wanted.notify_one();
+        }
+    }
+
+    /// Runs the scheduling pass the leader wants.
+    fn pass(&self) {
+        let state = self.node.local_state();
+        let state = state.read().expect("state lock");
+        let mut inner = self.lock();
+        if self.is_over() {
+            return;
+        }
+        let actions = inner.leader.pass(Instant::now(), &state);
         self.carry_out(&mut inner, &state, actions);
     }
 
@@ -330,6 +351,17 @@ impl Session {
             }
             tokio::select! {
                 () = tokio::time::sleep(TICK) => {}
+                _ = ended.changed() => return,
+            }
+        }
+    }
+
+    /// One pass per wake-up: the events stepped meanwhile all wait for the same one.
+    async fn pass_when_wanted(self: Arc<Self>) {
+        let mut ended = self.ended();
+        loop {
+            tokio::select! {
+                () = self.pass_wanted.notified() => self.pass(),
                 _ = ended.changed() => return,
             }
         }

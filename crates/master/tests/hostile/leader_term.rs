@@ -172,6 +172,8 @@ impl Term1 {
     fn step(&mut self, event: Event) {
         let actions = self.leader.step(self.now, &self.state, event);
         self.carry_out(actions);
+        let actions = self.leader.pass(self.now, &self.state);
+        self.carry_out(actions);
     }
 
     fn carry_out(&mut self, actions: Vec<Action>) {

@@ -370,7 +370,8 @@ impl Runner {
     fn step(&mut self, event: Event) -> Output {
         let now = self.now;
         let leader = self.leader.as_mut().ok_or("no leader elected")?;
-        let actions = leader.step(now, &self.state, event);
+        let mut actions = leader.step(now, &self.state, event);
+        actions.extend(leader.pass(now, &self.state));
         Ok(self.print(actions))
     }
 
