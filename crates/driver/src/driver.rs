@@ -33,7 +33,7 @@ use muster_proto::v1::{
 use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::{TcpListenerStream, UnboundedReceiverStream};
+use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -329,7 +329,7 @@ pub async fn run(
         .http2_keepalive_interval(Some(KEEPALIVE))
         .http2_keepalive_timeout(Some(KEEPALIVE * 3))
         .add_service(InterceptedService::new(service, guard))
-        .serve_with_incoming(TcpListenerStream::new(listener));
+        .serve_with_incoming(muster_proto::transport::incoming(listener));
     let server = tokio::spawn(server);
 
     let register = registration(&config, &secret, &tls.ca, port);

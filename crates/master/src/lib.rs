@@ -45,7 +45,6 @@ use muster_proto::transport::{TlsError, TlsFiles};
 use muster_raft::{NodeError, NodeId, RaftNode, RaftSettings};
 use muster_state::StateConfig;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::service::interceptor::InterceptedService;
 
 pub use apps::AppLinkService;
@@ -235,7 +234,7 @@ pub async fn run(
                 AppLinkService::server(Arc::clone(&node), Arc::clone(&sessions), app_tokens),
                 verifier.guard("AppLink", &[Role::Client]),
             ))
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+            .serve_with_incoming_shutdown(muster_proto::transport::incoming(listener), async {
                 let _ = server_stopped.await;
             }),
     );

@@ -1,10 +1,18 @@
 //! How Muster's processes reach each other. Every connection a client, worker or master
 //! opens is made by a [`Dialer`]: plain HTTP/2, or TLS that verifies the server's certificate
-//! against the cluster's CA. A master with a certificate and key serves TLS only.
+//! against the cluster's CA. A master with a certificate and key serves TLS only. Every
+//! server accepts through [`incoming`].
 
 use std::path::{Path, PathBuf};
 
+use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity, ServerTlsConfig};
+
+/// The connections a gRPC server accepts on `listener`, with Nagle's algorithm off: a small
+/// answer must not wait for the peer's delayed acknowledgement (40 ms on Linux).
+pub fn incoming(listener: tokio::net::TcpListener) -> TcpIncoming {
+    TcpIncoming::from(listener).with_nodelay(Some(true))
+}
 
 /// The TLS files a process is given: `--tls-cert` and `--tls-key` to serve, `--tls-ca` to
 /// verify the masters it calls.

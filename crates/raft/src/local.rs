@@ -11,7 +11,6 @@ use muster_state::{Command, StateConfig};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::node::{RaftNode, RaftSettings, WriteError};
 use crate::types::{Applied, NodeId};
@@ -82,7 +81,7 @@ impl LocalCluster {
         let server = tokio::spawn(
             tonic::transport::Server::builder()
                 .add_service(service)
-                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+                .serve_with_incoming_shutdown(muster_proto::transport::incoming(listener), async {
                     let _ = stopped.await;
                 }),
         );

@@ -14,7 +14,7 @@ use muster_proto::v1::{
 };
 use muster_worker::agent::{AgentConfig, run};
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 /// A master that sends a fixed script once the worker registers, and forwards what the worker
@@ -89,7 +89,7 @@ async fn commands_from_an_older_term_are_ignored() {
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(WorkerLinkServer::new(ScriptedMaster { script, reports }))
-            .serve_with_incoming(TcpListenerStream::new(listener)),
+            .serve_with_incoming(muster_proto::transport::incoming(listener)),
     );
 
     let dir = tempfile::tempdir().unwrap();
