@@ -2,6 +2,7 @@
 
 mod apps;
 mod auth;
+mod bench;
 mod dev;
 mod experiment;
 mod jobs;

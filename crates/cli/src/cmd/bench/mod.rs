@@ -6,7 +6,10 @@
 //! is accepted, so the cluster stays empty: every submission and every kill is one committed
 //! write. `etcd` puts 256-byte values into an etcd cluster the same way (connections spread
 //! over its members, as etcd's own benchmark does), through the same gRPC stack, for the
-//! comparison that `deploy/bench/etcd` runs.
+//! comparison that `deploy/bench/etcd` runs. `workers` simulates worker agents
+//! ([`workers`]).
+
+mod workers;
 
 use std::time::{Duration, Instant};
 
@@ -29,6 +32,8 @@ pub enum BenchCommand {
     Submit(SubmitBenchArgs),
     /// Puts of 256-byte values into etcd, measured the same way, for comparison.
     Etcd(EtcdBenchArgs),
+    /// Simulated workers: registration, heartbeats, the leader's CPU and memory, failover.
+    Workers(workers::WorkersBenchArgs),
 }
 
 /// How much load, and how to print what it measured.
@@ -70,23 +75,35 @@ pub struct EtcdBenchArgs {
 ///
 /// Bad arguments, nothing to connect to, or a write that failed.
 pub fn run(command: BenchCommand) -> Result<String, CliError> {
-    let (system, load) = match &command {
-        BenchCommand::Submit(args) => ("muster", &args.load),
-        BenchCommand::Etcd(args) => ("etcd", &args.load),
-    };
+    match command {
+        BenchCommand::Submit(args) => {
+            check(&args.load)?;
+            let measured = runtime()?.block_on(async {
+                let writers = muster_writers(&args).await?;
+                drive(writers, args.load.requests / args.load.clients).await
+            })?;
+            Ok(measured.render("muster", args.load.json))
+        }
+        BenchCommand::Etcd(args) => {
+            check(&args.load)?;
+            let measured = runtime()?.block_on(async {
+                let writers = etcd_writers(&args).await?;
+                drive(writers, args.load.requests / args.load.clients).await
+            })?;
+            Ok(measured.render("etcd", args.load.json))
+        }
+        BenchCommand::Workers(args) => workers::run(args),
+    }
+}
+
+/// Refuses a load that cannot be shared among its clients.
+fn check(load: &Load) -> Result<(), CliError> {
     if load.clients == 0 || load.requests < load.clients {
         return Err(CliError::BadInput(
             "--clients must be at least 1 and at most --requests".to_owned(),
         ));
     }
-    let measured = runtime()?.block_on(async {
-        let writers = match &command {
-            BenchCommand::Submit(args) => muster_writers(args).await?,
-            BenchCommand::Etcd(args) => etcd_writers(args).await?,
-        };
-        drive(writers, load.requests / load.clients).await
-    })?;
-    Ok(measured.render(system, load.json))
+    Ok(())
 }
 
 /// One client's connection and what it does next.

@@ -1,0 +1,429 @@
+//! `muster bench workers`: thousands of simulated worker agents in this one process, each a
+//! real stream to the leader as a worker's: it registers, heartbeats every second and
+//! answers launches and kills with process reports (no process runs). Measured: how long
+//! all take to register, then over a steady window the answer time of heartbeats and, when
+//! the leader runs on this machine, its CPU and memory (from `/proc`); with
+//! `--kill-leader`, the time from a SIGKILL of the leader until every worker is registered
+//! with the new one and the log has them all ALIVE.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use muster_proto::auth::{Credential, Role};
+use muster_proto::discovery::leader_hint;
+use muster_proto::transport::Dialer;
+use muster_proto::v1::master_message::Body as Down;
+use muster_proto::v1::worker_link_client::WorkerLinkClient;
+use muster_proto::v1::worker_message::Body as Up;
+use muster_proto::v1::{
+    ExecutorState, ExecutorUpdate, Heartbeat, Register, Resources, StatusRequest, WorkerMessage,
+    WorkerState,
+};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+
+use super::super::{MastersArg, runtime};
+use crate::client::Masters;
+use crate::error::CliError;
+
+/// Streams per connection: below HTTP/2 servers' usual limit of concurrent streams.
+const STREAMS_PER_CONNECTION: usize = 100;
+/// How often each simulated worker heartbeats.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+/// How long a phase may take before the benchmark gives up.
+const PATIENCE: Duration = Duration::from_secs(120);
+
+/// `muster bench workers`.
+#[derive(Args)]
+pub struct WorkersBenchArgs {
+    #[command(flatten)]
+    masters: MastersArg,
+    /// Simulated workers.
+    #[arg(long, default_value_t = 10_000)]
+    count: usize,
+    /// How long to measure steady heartbeats, in seconds.
+    #[arg(long, default_value_t = 20)]
+    seconds: u64,
+    /// Then SIGKILL the leader (it must run on this machine) and measure until every worker
+    /// is registered with the new leader and ALIVE in its log.
+    #[arg(long)]
+    kill_leader: bool,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What the simulated workers share: connections, and what they measured.
+struct Fleet {
+    credential: Credential,
+    dialer: Dialer,
+    /// Connections by master address, made on first use.
+    connections: tokio::sync::Mutex<HashMap<String, Vec<Channel>>>,
+    /// Workers registered with the current leader now.
+    registered: AtomicUsize,
+    /// Heartbeat answer times, while `measuring`.
+    answers: Mutex<Vec<Duration>>,
+    measuring: AtomicBool,
+}
+
+/// Runs the benchmark and renders its results.
+///
+/// # Errors
+///
+/// Bad arguments, no leader, or a phase that did not finish within two minutes.
+pub fn run(args: WorkersBenchArgs) -> Result<String, CliError> {
+    if args.count == 0 {
+        return Err(CliError::BadInput("--count must be at least 1".to_owned()));
+    }
+    runtime()?.block_on(measure(args))
+}
+
+async fn measure(args: WorkersBenchArgs) -> Result<String, CliError> {
+    let masters = args.masters.parse()?;
+    let leader = leader(&masters).await?;
+    let fleet = Arc::new(Fleet {
+        credential: args.masters.secret.credential(Role::Worker)?,
+        dialer: args.masters.ca.dialer()?,
+        connections: tokio::sync::Mutex::new(HashMap::new()),
+        registered: AtomicUsize::new(0),
+        answers: Mutex::new(Vec::new()),
+        measuring: AtomicBool::new(false),
+    });
+    let addrs = masters.addrs().to_vec();
+    let start = Instant::now();
+    for id in 0..args.count {
+        tokio::spawn(simulate(
+            id,
+            Arc::clone(&fleet),
+            leader.clone(),
+            addrs.clone(),
+        ));
+    }
+    wait_until("every worker registered", || {
+        fleet.registered.load(Ordering::SeqCst) == args.count
+    })
+    .await?;
+    let registration = start.elapsed();
+
+    let leader_pid = leader_pid(&leader);
+    let cpu_before = leader_pid.and_then(cpu_time);
+    fleet.measuring.store(true, Ordering::SeqCst);
+    let window = Instant::now();
+    tokio::time::sleep(Duration::from_secs(args.seconds)).await;
+    fleet.measuring.store(false, Ordering::SeqCst);
+    let elapsed = window.elapsed();
+    let cpu = cpu_before
+        .zip(leader_pid.and_then(cpu_time))
+        .map(|(before, after)| (after - before).as_secs_f64() / elapsed.as_secs_f64());
+    let rss_mb = leader_pid.and_then(rss_mb);
+    let mut answers = std::mem::take(&mut *fleet.answers.lock().expect("answers lock"));
+    answers.sort();
+
+    let failover = if args.kill_leader {
+        let pid = leader_pid.ok_or_else(|| {
+            CliError::BadInput(format!(
+                "--kill-leader: the leader at {leader} does not run on this machine"
+            ))
+        })?;
+        Some(failover(&masters, &fleet, pid, args.count).await?)
+    } else {
+        None
+    };
+
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let percentile = |p: f64| {
+        answers
+            .get(((answers.len().max(1) - 1) as f64 * p).round() as usize)
+            .map_or(f64::NAN, |d| ms(*d))
+    };
+    let heartbeats_per_s = answers.len() as f64 / elapsed.as_secs_f64();
+    if args.json {
+        return Ok(json!({
+            "workers": args.count,
+            "registration_s": registration.as_secs_f64(),
+            "heartbeats_per_s": heartbeats_per_s,
+            "heartbeat_p50_ms": percentile(0.5),
+            "heartbeat_p99_ms": percentile(0.99),
+            "leader_cores": cpu,
+            "leader_rss_mb": rss_mb,
+            "failover_s": failover.map(|d| d.as_secs_f64()),
+        })
+        .to_string());
+    }
+    let or_dash = |value: Option<f64>, unit: &str| {
+        value.map_or_else(|| "-".to_owned(), |v| format!("{v:.2}{unit}"))
+    };
+    Ok(format!(
+        "workers                 {}\n\
+         all registered in       {:.2} s\n\
+         heartbeats answered     {heartbeats_per_s:.0} /s\n\
+         heartbeat answer p50    {:.2} ms\n\
+         heartbeat answer p99    {:.2} ms\n\
+         leader CPU              {}\n\
+         leader memory (RSS)     {}\n\
+         all ALIVE after a kill  {}",
+        args.count,
+        registration.as_secs_f64(),
+        percentile(0.5),
+        percentile(0.99),
+        or_dash(cpu, " cores"),
+        or_dash(rss_mb, " MB"),
+        or_dash(failover.map(|d| d.as_secs_f64()), " s"),
+    ))
+}
+
+/// The leader's address, as its status names it.
+async fn leader(masters: &Masters) -> Result<String, CliError> {
+    let status = masters
+        .call(async |mut c| c.status(StatusRequest { local: false }).await)
+        .await?;
+    status
+        .members
+        .iter()
+        .find(|m| m.id == status.leader)
+        .map(|m| m.addr.clone())
+        .ok_or_else(|| CliError::Unavailable("no leader is known".to_owned()))
+}
+
+/// SIGKILLs the leader and waits until every simulated worker has registered again and the
+/// new leader's log has `count` workers ALIVE.
+async fn failover(
+    masters: &Masters,
+    fleet: &Fleet,
+    pid: u32,
+    count: usize,
+) -> Result<Duration, CliError> {
+    let killed = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .map_err(|e| CliError::Failed(format!("cannot kill the leader: {e}")))?;
+    // The old leader's streams break at once; wait for them to be counted.
+    wait_until("the old leader's streams closed", || {
+        fleet.registered.load(Ordering::SeqCst) < count
+    })
+    .await?;
+    wait_until("every worker registered again", || {
+        fleet.registered.load(Ordering::SeqCst) == count
+    })
+    .await?;
+    loop {
+        let alive = masters
+            .call(async |mut c| c.status(StatusRequest { local: false }).await)
+            .await
+            .map(|s| {
+                s.workers
+                    .iter()
+                    .filter(|w| w.state() == WorkerState::Alive)
+                    .count()
+            })
+            .unwrap_or(0);
+        if alive >= count {
+            return Ok(killed.elapsed());
+        }
+        if killed.elapsed() > PATIENCE {
+            return Err(CliError::Failed(format!(
+                "only {alive} of {count} workers ALIVE after {PATIENCE:?}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits for `done`, checking every 10 ms, for at most [`PATIENCE`].
+async fn wait_until(what: &str, done: impl Fn() -> bool) -> Result<(), CliError> {
+    let start = Instant::now();
+    while !done() {
+        if start.elapsed() > PATIENCE {
+            return Err(CliError::Failed(format!("not {what} within {PATIENCE:?}")));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(())
+}
+
+/// One simulated worker, for as long as the benchmark runs: attached to the leader, and
+/// attached again (following the leader's address the masters name) whenever its stream
+/// breaks.
+async fn simulate(id: usize, fleet: Arc<Fleet>, mut addr: String, masters: Vec<String>) {
+    let mut next = 0;
+    loop {
+        match attach(id, &fleet, &addr).await {
+            Ended::LeaderAt(leader) => addr = leader,
+            Ended::Broken => {
+                tokio::time::sleep(Duration::from_millis(50 + (id % 100) as u64)).await;
+                next = (next + 1) % masters.len();
+                addr.clone_from(&masters[next]);
+            }
+        }
+    }
+}
+
+/// Why a simulated worker's stream ended.
+enum Ended {
+    /// A follower named the leader.
+    LeaderAt(String),
+    /// Anything else: try the next master.
+    Broken,
+}
+
+/// One stream: register, then heartbeat and answer until it breaks.
+async fn attach(id: usize, fleet: &Fleet, addr: &str) -> Ended {
+    let Some(channel) = fleet.channel(addr, id).await else {
+        return Ended::Broken;
+    };
+    let (up, outbound) = mpsc::channel(16);
+    let register = WorkerMessage {
+        body: Some(Up::Register(Register {
+            worker_id: format!("sim-{id:05}"),
+            host: format!("sim-{id:05}"),
+            address: format!("sim-{id:05}"),
+            capacity: Some(Resources {
+                cores: 16,
+                memory_mb: 65_536,
+                ..Resources::default()
+            }),
+            ..Register::default()
+        })),
+    };
+    if up.send(register).await.is_err() {
+        return Ended::Broken;
+    }
+    let mut request = tonic::Request::new(ReceiverStream::new(outbound));
+    fleet.credential.attach(request.metadata_mut());
+    let mut inbound = match WorkerLinkClient::new(channel).attach(request).await {
+        Ok(response) => response.into_inner(),
+        Err(status) => {
+            return match leader_hint(&status, addr) {
+                Some(leader) => Ended::LeaderAt(leader.to_owned()),
+                None => Ended::Broken,
+            };
+        }
+    };
+    // Spread the heartbeats over the second.
+    let phase = Duration::from_millis((id % 1000) as u64);
+    let mut heartbeats = tokio::time::interval_at(tokio::time::Instant::now() + phase, HEARTBEAT);
+    let mut registered = false;
+    let mut sent: Option<Instant> = None;
+    let mut seq = 0;
+    let ended = loop {
+        tokio::select! {
+            _ = heartbeats.tick(), if registered => {
+                sent.get_or_insert_with(Instant::now);
+                let heartbeat = WorkerMessage { body: Some(Up::Heartbeat(Heartbeat {})) };
+                if up.send(heartbeat).await.is_err() {
+                    break Ended::Broken;
+                }
+            }
+            message = inbound.message() => {
+                let Ok(Some(message)) = message else { break Ended::Broken };
+                let report = match message.body {
+                    Some(Down::Registered(_)) if !registered => {
+                        registered = true;
+                        fleet.registered.fetch_add(1, Ordering::SeqCst);
+                        None
+                    }
+                    Some(Down::HeartbeatAck(_)) => {
+                        if let Some(at) = sent.take()
+                            && fleet.measuring.load(Ordering::Relaxed)
+                        {
+                            fleet.answers.lock().expect("answers lock").push(at.elapsed());
+                        }
+                        None
+                    }
+                    Some(Down::LaunchExecutor(launch)) => {
+                        Some((launch.app_id, launch.executor_id, ExecutorState::Running))
+                    }
+                    Some(Down::KillExecutor(kill)) => {
+                        Some((kill.app_id, kill.executor_id, ExecutorState::Killed))
+                    }
+                    _ => None,
+                };
+                if let Some((app_id, executor_id, state)) = report {
+                    seq += 1;
+                    let update = ExecutorUpdate {
+                        app_id,
+                        executor_id,
+                        state: state.into(),
+                        pid: 1,
+                        seq,
+                        ..ExecutorUpdate::default()
+                    };
+                    if up.send(WorkerMessage { body: Some(Up::Executor(update)) }).await.is_err() {
+                        break Ended::Broken;
+                    }
+                }
+            }
+        }
+    };
+    if registered {
+        fleet.registered.fetch_sub(1, Ordering::SeqCst);
+    }
+    ended
+}
+
+impl Fleet {
+    /// The connection to `addr` that worker `id` shares with a hundred others.
+    async fn channel(&self, addr: &str, id: usize) -> Option<Channel> {
+        let mut connections = self.connections.lock().await;
+        let pool = connections.entry(addr.to_owned()).or_default();
+        let slot = id / STREAMS_PER_CONNECTION;
+        while pool.len() <= slot {
+            let endpoint = self.dialer.endpoint(addr).ok()?;
+            let channel = endpoint
+                .connect_timeout(Duration::from_secs(2))
+                .connect()
+                .await
+                .ok()?;
+            pool.push(channel);
+        }
+        Some(pool[slot].clone())
+    }
+}
+
+/// The process on this machine that serves the master at `addr` (`--listen ADDR`).
+fn leader_pid(addr: &str) -> Option<u32> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            let serves = args.iter().any(|a| *a == b"master")
+                && args
+                    .windows(2)
+                    .any(|w| w[0] == b"--listen" && w[1] == addr.as_bytes());
+            serves.then_some(pid)
+        })
+}
+
+/// The CPU time `pid` has used (user and system).
+fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) start at its closing paren.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    let per_second = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok()??;
+    Some(Duration::from_secs_f64(ticks as f64 / per_second as f64))
+}
+
+/// The resident memory of `pid`, in MB.
+fn rss_mb(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
+}

@@ -1,0 +1,65 @@
+//! `muster bench` against three real masters: each benchmark runs end to end and reports
+//! what it did.
+
+use serde_json::Value;
+
+use crate::support::{Masters, stdout};
+
+fn bench(masters: &Masters, args: &[&str]) -> Value {
+    let output = stdout(&Masters::client(
+        &masters.list_from(1),
+        &[&["bench"][..], args, &["--json"]].concat(),
+    ));
+    serde_json::from_str(&output).unwrap_or_else(|e| panic!("{e}: {output}"))
+}
+
+#[test]
+fn submit_writes_as_many_times_as_asked_and_leaves_nothing_behind() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let report = bench(&masters, &["submit", "--clients", "4", "--requests", "40"]);
+    assert_eq!(report["writes"], 40, "{report}");
+    assert_eq!(report["clients"], 4, "{report}");
+    assert!(report["writes_per_s"].as_f64().unwrap() > 0.0, "{report}");
+    assert!(
+        report["p50_ms"].as_f64() <= report["p99_ms"].as_f64(),
+        "{report}"
+    );
+    // Every submitted driver was killed right after.
+    let status = masters.status(&masters.list_from(1));
+    assert!(crate::support::driver_ids(&status).is_empty(), "{status}");
+}
+
+#[test]
+fn simulated_workers_register_heartbeat_and_come_back_after_the_leader_is_killed() {
+    let masters = Masters::start();
+    let leader = masters.leader(0);
+    let report = bench(
+        &masters,
+        &[
+            "workers",
+            "--count",
+            "200",
+            "--seconds",
+            "2",
+            "--kill-leader",
+        ],
+    );
+    assert_eq!(report["workers"], 200, "{report}");
+    assert!(
+        report["heartbeats_per_s"].as_f64().unwrap() > 50.0,
+        "{report}"
+    );
+    assert!(report["leader_cores"].as_f64().is_some(), "{report}");
+    assert!(report["failover_s"].as_f64().is_some(), "{report}");
+    // The bench killed the leader; another leads, with every simulated worker ALIVE.
+    let next = masters.leader(leader);
+    let status = masters.status(&masters.list_from(next as usize));
+    let alive = status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["state"] == "ALIVE")
+        .count();
+    assert_eq!(alive, 200, "{status}");
+}
