@@ -2,7 +2,9 @@
 //! real stream to the leader as a worker's: it registers, heartbeats every second and
 //! answers launches and kills with process reports (no process runs). Measured: how long
 //! all take to register, then over a steady window the answer time of heartbeats and, when
-//! the leader runs on this machine, its CPU and memory (from `/proc`); with
+//! the leader runs on this machine, its CPU and memory (from `/proc`); with `--drivers N`,
+//! how fast N one-core drivers submitted at once are placed (placements committed per
+//! second, from the first submission until the log has them all RUNNING); with
 //! `--kill-leader`, the time from a SIGKILL of the leader until every worker is registered
 //! with the new one and the log has them all ALIVE.
 
@@ -19,8 +21,8 @@ use muster_proto::v1::master_message::Body as Down;
 use muster_proto::v1::worker_link_client::WorkerLinkClient;
 use muster_proto::v1::worker_message::Body as Up;
 use muster_proto::v1::{
-    ExecutorState, ExecutorUpdate, Heartbeat, Register, Resources, StatusRequest, WorkerMessage,
-    WorkerState,
+    DriverState, DriverUpdate, ExecutorState, ExecutorUpdate, Heartbeat, Register, Resources,
+    StatusRequest, SubmitDriverRequest, WorkerMessage, WorkerState,
 };
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -28,7 +30,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
 use super::super::{MastersArg, runtime};
-use crate::client::Masters;
+use crate::client::{Masters, request_id};
 use crate::error::CliError;
 
 /// Streams per connection: below HTTP/2 servers' usual limit of concurrent streams.
@@ -49,6 +51,10 @@ pub struct WorkersBenchArgs {
     /// How long to measure steady heartbeats, in seconds.
     #[arg(long, default_value_t = 20)]
     seconds: u64,
+    /// Then submit this many one-core drivers at once (from 64 clients) and measure until
+    /// the log has them all placed.
+    #[arg(long, default_value_t = 0)]
+    drivers: usize,
     /// Then SIGKILL the leader (it must run on this machine) and measure until every worker
     /// is registered with the new leader and ALIVE in its log.
     #[arg(long)]
@@ -124,6 +130,14 @@ async fn measure(args: WorkersBenchArgs) -> Result<String, CliError> {
     let mut answers = std::mem::take(&mut *fleet.answers.lock().expect("answers lock"));
     answers.sort();
 
+    let placement = if args.drivers > 0 {
+        Some(place_drivers(&masters, &leader, args.drivers).await?)
+    } else {
+        None
+    };
+    let placements_per_s = placement.map(|(_, placed)| args.drivers as f64 / placed.as_secs_f64());
+    let submitted_s = placement.map(|(submitted, _)| submitted.as_secs_f64());
+
     let failover = if args.kill_leader {
         let pid = leader_pid.ok_or_else(|| {
             CliError::BadInput(format!(
@@ -151,6 +165,9 @@ async fn measure(args: WorkersBenchArgs) -> Result<String, CliError> {
             "heartbeat_p99_ms": percentile(0.99),
             "leader_cores": cpu,
             "leader_rss_mb": rss_mb,
+            "drivers": args.drivers,
+            "placements_per_s": placements_per_s,
+            "submitted_s": submitted_s,
             "failover_s": failover.map(|d| d.as_secs_f64()),
         })
         .to_string());
@@ -166,6 +183,7 @@ async fn measure(args: WorkersBenchArgs) -> Result<String, CliError> {
          heartbeat answer p99    {:.2} ms\n\
          leader CPU              {}\n\
          leader memory (RSS)     {}\n\
+         drivers placed          {} ({}; all submitted in {})\n\
          all ALIVE after a kill  {}",
         args.count,
         registration.as_secs_f64(),
@@ -173,6 +191,9 @@ async fn measure(args: WorkersBenchArgs) -> Result<String, CliError> {
         percentile(0.99),
         or_dash(cpu, " cores"),
         or_dash(rss_mb, " MB"),
+        args.drivers,
+        or_dash(placements_per_s, " /s"),
+        or_dash(submitted_s, " s"),
         or_dash(failover.map(|d| d.as_secs_f64()), " s"),
     ))
 }
@@ -188,6 +209,69 @@ async fn leader(masters: &Masters) -> Result<String, CliError> {
         .find(|m| m.id == status.leader)
         .map(|m| m.addr.clone())
         .ok_or_else(|| CliError::Unavailable("no leader is known".to_owned()))
+}
+
+/// Submits `count` one-core drivers from 64 clients at once; the time from the first
+/// submission until all were accepted, and until the leader's log has them all RUNNING.
+async fn place_drivers(
+    masters: &Masters,
+    leader: &str,
+    count: usize,
+) -> Result<(Duration, Duration), CliError> {
+    const CLIENTS: usize = 64;
+    let mut clients = Vec::with_capacity(CLIENTS);
+    for _ in 0..CLIENTS {
+        clients.push(masters.connect(leader).await?);
+    }
+    let start = Instant::now();
+    let submitters: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(c, mut client)| {
+            tokio::spawn(async move {
+                for _ in (c..count).step_by(CLIENTS) {
+                    let request = SubmitDriverRequest {
+                        request_id: request_id(),
+                        name: "bench".to_owned(),
+                        command: "/bin/true".to_owned(),
+                        resources: Some(Resources {
+                            cores: 1,
+                            memory_mb: 1,
+                            ..Resources::default()
+                        }),
+                        ..SubmitDriverRequest::default()
+                    };
+                    client.submit_driver(request).await?;
+                }
+                Ok::<_, tonic::Status>(())
+            })
+        })
+        .collect();
+    for submitter in submitters {
+        submitter
+            .await
+            .map_err(|e| CliError::Failed(format!("a client failed: {e}")))??;
+    }
+    let submitted = start.elapsed();
+    loop {
+        let status = masters
+            .call(async |mut c| c.status(StatusRequest { local: false }).await)
+            .await?;
+        let running = status
+            .drivers
+            .iter()
+            .filter(|d| d.state() == DriverState::Running)
+            .count();
+        if running >= count {
+            return Ok((submitted, start.elapsed()));
+        }
+        if start.elapsed() > PATIENCE {
+            return Err(CliError::Failed(format!(
+                "only {running} of {count} drivers placed after {PATIENCE:?}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// SIGKILLs the leader and waits until every simulated worker has registered again and the
@@ -337,25 +421,38 @@ async fn attach(id: usize, fleet: &Fleet, addr: &str) -> Ended {
                         }
                         None
                     }
-                    Some(Down::LaunchExecutor(launch)) => {
-                        Some((launch.app_id, launch.executor_id, ExecutorState::Running))
-                    }
-                    Some(Down::KillExecutor(kill)) => {
-                        Some((kill.app_id, kill.executor_id, ExecutorState::Killed))
-                    }
+                    Some(Down::LaunchExecutor(launch)) => Some(Up::Executor(ExecutorUpdate {
+                        app_id: launch.app_id,
+                        executor_id: launch.executor_id,
+                        state: ExecutorState::Running.into(),
+                        ..ExecutorUpdate::default()
+                    })),
+                    Some(Down::KillExecutor(kill)) => Some(Up::Executor(ExecutorUpdate {
+                        app_id: kill.app_id,
+                        executor_id: kill.executor_id,
+                        state: ExecutorState::Killed.into(),
+                        ..ExecutorUpdate::default()
+                    })),
+                    Some(Down::LaunchDriver(launch)) => Some(Up::Driver(DriverUpdate {
+                        driver_id: launch.driver_id,
+                        state: DriverState::Running.into(),
+                        ..DriverUpdate::default()
+                    })),
+                    Some(Down::KillDriver(kill)) => Some(Up::Driver(DriverUpdate {
+                        driver_id: kill.driver_id,
+                        state: DriverState::Killed.into(),
+                        ..DriverUpdate::default()
+                    })),
                     _ => None,
                 };
-                if let Some((app_id, executor_id, state)) = report {
+                if let Some(mut report) = report {
                     seq += 1;
-                    let update = ExecutorUpdate {
-                        app_id,
-                        executor_id,
-                        state: state.into(),
-                        pid: 1,
-                        seq,
-                        ..ExecutorUpdate::default()
-                    };
-                    if up.send(WorkerMessage { body: Some(Up::Executor(update)) }).await.is_err() {
+                    match &mut report {
+                        Up::Executor(update) => (update.pid, update.seq) = (1, seq),
+                        Up::Driver(update) => (update.pid, update.seq) = (1, seq),
+                        Up::Register(_) | Up::Heartbeat(_) => {}
+                    }
+                    if up.send(WorkerMessage { body: Some(report) }).await.is_err() {
                         break Ended::Broken;
                     }
                 }
