@@ -28,6 +28,12 @@ macro_rules! name_type {
                 Self(id.to_owned())
             }
         }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
     };
 }
 

@@ -5,13 +5,14 @@
 //! so the smallest valid snapshot is `{}`. Unknown fields are refused, so a misspelt option is
 //! an error rather than a silently ignored setting.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::fmt;
+use std::hash::Hash;
 
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{AppId, DriverId, ExecutorId, QueueName, WorkerId};
-use crate::resources::{ResourceAmounts, Resources};
+use crate::resources::{ResourceAmounts, Resources, validate_amounts};
 
 /// Everything one scheduling pass looks at.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -334,14 +335,14 @@ pub fn resource_amounts(
     Ok(())
 }
 
-fn unique<'a, T: Ord + fmt::Display + 'a>(
+fn unique<'a, T: Eq + Hash + AsRef<str> + fmt::Display + 'a>(
     what: &str,
     ids: impl Iterator<Item = &'a T>,
     field: impl Fn(usize) -> String,
-) -> Result<BTreeSet<&'a T>, InputError> {
-    let mut seen = BTreeSet::new();
+) -> Result<HashSet<&'a T>, InputError> {
+    let mut seen = HashSet::new();
     for (i, id) in ids.enumerate() {
-        if id.to_string().is_empty() {
+        if id.as_ref().is_empty() {
             return refuse(field(i), format!("{what} must not be empty"));
         }
         if !seen.insert(id) {
@@ -382,48 +383,48 @@ impl Snapshot {
             format!("workers[{i}].id")
         })?;
         for (i, worker) in self.workers.iter().enumerate() {
-            worker.validate(&format!("workers[{i}]"))?;
+            worker.validate(i)?;
         }
 
         unique("driver id", self.drivers.iter().map(|d| &d.id), |i| {
             format!("drivers[{i}].id")
         })?;
         for (i, driver) in self.drivers.iter().enumerate() {
-            let field = format!("drivers[{i}]");
-            driver.need().validate(format_args!("{field}."))?;
-            known_queue(format_args!("{field}.queue"), &driver.queue)?;
+            driver.need().validate(format_args!("drivers[{i}]."))?;
+            known_queue(format_args!("drivers[{i}].queue"), &driver.queue)?;
         }
 
         unique("app id", self.apps.iter().map(|a| &a.id), |i| {
             format!("apps[{i}].id")
         })?;
         for (i, app) in self.apps.iter().enumerate() {
-            let field = format!("apps[{i}]");
-            known_queue(format_args!("{field}.queue"), &app.queue)?;
+            known_queue(format_args!("apps[{i}].queue"), &app.queue)?;
             if let Some(cores) = app.cores_max {
-                positive(format_args!("{field}.cores_max"), cores)?;
+                positive(format_args!("apps[{i}].cores_max"), cores)?;
             }
             if let Some(cores) = app.executor_cores {
-                positive(format_args!("{field}.executor_cores"), cores)?;
+                positive(format_args!("apps[{i}].executor_cores"), cores)?;
             }
             positive(
-                format_args!("{field}.executor_memory_mb"),
+                format_args!("apps[{i}].executor_memory_mb"),
                 app.executor_memory_mb,
             )?;
             resource_amounts(
-                format_args!("{field}.executor_resources"),
+                format_args!("apps[{i}].executor_resources"),
                 &app.executor_resources,
             )?;
             for (j, executor) in app.executors.iter().enumerate() {
-                let field = format!("{field}.executors[{j}]");
                 if !workers.contains(&executor.worker) {
                     return refuse(
-                        format_args!("{field}.worker"),
+                        format_args!("apps[{i}].executors[{j}].worker"),
                         format!("unknown worker `{}`", executor.worker),
                     );
                 }
-                positive(format_args!("{field}.cores"), executor.cores)?;
-                positive(format_args!("{field}.memory_mb"), executor.memory_mb)?;
+                positive(format_args!("apps[{i}].executors[{j}].cores"), executor.cores)?;
+                positive(
+                    format_args!("apps[{i}].executors[{j}].memory_mb"),
+                    executor.memory_mb,
+                )?;
             }
         }
         Ok(())
@@ -459,8 +460,15 @@ impl Worker {
             .with_custom(self.resources_used.clone())
     }
 
-    fn validate(&self, field: &str) -> Result<(), InputError> {
-        self.capacity().validate(format_args!("{field}."))?;
+    /// Checks worker `i` of a snapshot.
+    fn validate(&self, i: usize) -> Result<(), InputError> {
+        let field = format_args!("workers[{i}]");
+        validate_amounts(
+            format_args!("{field}."),
+            self.cores,
+            self.memory_mb,
+            &self.resources,
+        )?;
         if self.cores_used > self.cores {
             return refuse(
                 format_args!("{field}.cores_used"),

@@ -176,11 +176,22 @@ impl Resources {
     ///
     /// The first offending field.
     pub fn validate(&self, prefix: impl fmt::Display) -> Result<(), InputError> {
-        positive(format_args!("{prefix}cores"), self.cores)?;
-        positive(format_args!("{prefix}memory_mb"), self.memory_mb)?;
-        resource_amounts(format_args!("{prefix}resources"), &self.custom)?;
-        limits::amounts(prefix, self.cores, self.memory_mb, &self.custom)
+        validate_amounts(prefix, self.cores, self.memory_mb, &self.custom)
     }
+}
+
+/// [`Resources::validate`] on amounts not gathered in a [`Resources`] (a worker's capacity),
+/// so that checking them needs no copy.
+pub(crate) fn validate_amounts(
+    prefix: impl fmt::Display,
+    cores: u32,
+    memory_mb: u64,
+    custom: &ResourceAmounts,
+) -> Result<(), InputError> {
+    positive(format_args!("{prefix}cores"), cores)?;
+    positive(format_args!("{prefix}memory_mb"), memory_mb)?;
+    resource_amounts(format_args!("{prefix}resources"), custom)?;
+    limits::amounts(prefix, cores, memory_mb, custom)
 }
 
 impl fmt::Display for Resources {
