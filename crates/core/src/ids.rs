@@ -7,15 +7,19 @@
 //! `app-yyyyMMddHHmmss-NNNN`), never from a replica's own clock.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+/// An id type over its text: `String`, or for the ids that every executor grant and every
+/// scheduling snapshot repeats (workers', applications'), a shared `Arc<str>`, so that a copy
+/// costs a reference count rather than an allocation. Both serialize as a plain string.
 macro_rules! name_type {
-    ($(#[$doc:meta])* $name:ident) => {
+    ($(#[$doc:meta])* $name:ident($text:ty)) => {
         $(#[$doc])*
         #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
         #[serde(transparent)]
-        pub struct $name(pub String);
+        pub struct $name(pub $text);
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -25,7 +29,13 @@ macro_rules! name_type {
 
         impl From<&str> for $name {
             fn from(id: &str) -> Self {
-                Self(id.to_owned())
+                Self(id.into())
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(id: String) -> Self {
+                Self(id.into())
             }
         }
 
@@ -39,24 +49,24 @@ macro_rules! name_type {
 
 name_type!(
     /// A worker's id, chosen by the worker. Ordering is string ordering, as in Spark.
-    WorkerId
+    WorkerId(Arc<str>)
 );
 name_type!(
     /// An application's id, `app-yyyyMMddHHmmss-NNNN`.
-    AppId
+    AppId(Arc<str>)
 );
 name_type!(
     /// A driver's id, `driver-yyyyMMddHHmmss-NNNN`.
-    DriverId
+    DriverId(String)
 );
 name_type!(
     /// A queue's name.
-    QueueName
+    QueueName(String)
 );
 name_type!(
     /// A client-chosen id that makes a write idempotent: applying a command whose request id
     /// was already applied returns the first result and changes nothing.
-    RequestId
+    RequestId(String)
 );
 
 /// The queue that always exists, and that apps and drivers use when they name none.

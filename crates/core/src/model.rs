@@ -420,7 +420,10 @@ impl Snapshot {
                         format!("unknown worker `{}`", executor.worker),
                     );
                 }
-                positive(format_args!("apps[{i}].executors[{j}].cores"), executor.cores)?;
+                positive(
+                    format_args!("apps[{i}].executors[{j}].cores"),
+                    executor.cores,
+                )?;
                 positive(
                     format_args!("apps[{i}].executors[{j}].memory_mb"),
                     executor.memory_mb,

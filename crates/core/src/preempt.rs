@@ -190,7 +190,7 @@ pub fn dry_run(
                 .apps
                 .iter()
                 .filter(|a| preempting(&a.queue))
-                .map(|a| a.id.0.clone()),
+                .map(|a| a.id.to_string()),
         )
         .collect();
     choose(snapshot, &eligible, settings.max_fraction)
@@ -213,7 +213,7 @@ fn served(plan: &Plan, eligible: &BTreeSet<String>) -> usize {
         + plan
             .executors
             .iter()
-            .filter(|g| eligible.contains(&g.app.0))
+            .filter(|g| eligible.contains(g.app.as_ref()))
             .count()
 }
 
@@ -228,8 +228,8 @@ fn reservations(plan: &Plan, snapshot: &Snapshot, eligible: &BTreeSet<String>) -
     let executors = plan
         .executors
         .iter()
-        .filter(|g| eligible.contains(&g.app.0))
-        .map(|g| (g.app.0.clone(), g.worker.clone(), g.resources.clone()));
+        .filter(|g| eligible.contains(g.app.as_ref()))
+        .map(|g| (g.app.to_string(), g.worker.clone(), g.resources.clone()));
     drivers
         .chain(executors)
         .map(|(id, worker, resources)| Reservation {

@@ -48,7 +48,7 @@ impl AppLinkService {
             self.app_tokens
                 .check(&register.app_id, &register.app_token)
                 .map_err(CallError::Denied)?;
-            let id = AppId(register.app_id);
+            let id = AppId::from(register.app_id);
             let active = self
                 .node
                 .read(|state| state.apps().contains_key(&id))

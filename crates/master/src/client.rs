@@ -173,7 +173,7 @@ impl ClusterService {
                 .apps()
                 .values()
                 .map(|a| AppStatus {
-                    id: a.id.0.clone(),
+                    id: a.id.to_string(),
                     name: a.desc.name.clone(),
                     queue: a.desc.queue.0.clone(),
                     state: v1::AppState::from(a.state).into(),
@@ -184,7 +184,7 @@ impl ClusterService {
                         .values()
                         .map(|e| ExecutorStatus {
                             id: e.id.0,
-                            worker: e.worker.0.clone(),
+                            worker: e.worker.to_string(),
                             resources: Some((&e.resources).into()),
                             state: v1::ExecutorState::from(e.state).into(),
                             pid: pid(ProcessKey::Executor(a.id.clone(), e.id)),
@@ -202,7 +202,11 @@ impl ClusterService {
                     name: d.desc.name.clone(),
                     queue: d.desc.queue.0.clone(),
                     state: v1::DriverState::from(d.state).into(),
-                    worker: d.worker.as_ref().map(|w| w.0.clone()).unwrap_or_default(),
+                    worker: d
+                        .worker
+                        .as_ref()
+                        .map(ToString::to_string)
+                        .unwrap_or_default(),
                     pid: pid(ProcessKey::Driver(d.id.clone())),
                     exit_code: d.exit_code,
                     waiting: if d.state == DriverState::Submitted {

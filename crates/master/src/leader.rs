@@ -1523,7 +1523,7 @@ impl Leader {
             let app = snapshot
                 .apps
                 .iter()
-                .find(|a| a.id.0 == id)
+                .find(|a| &*a.id.0 == id)
                 .map(|a| &a.queue);
             app.or_else(|| {
                 snapshot

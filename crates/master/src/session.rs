@@ -423,7 +423,7 @@ impl Session {
                 let app = state.apps().get(&app)?;
                 let executor = app.executors.get(&id)?;
                 Body::LaunchExecutor(LaunchExecutor {
-                    app_id: app.id.0.clone(),
+                    app_id: app.id.to_string(),
                     executor_id: id.0,
                     resources: Some((&executor.resources).into()),
                     command: app.desc.command.clone(),
@@ -443,7 +443,7 @@ impl Session {
                 })
             }
             ToWorker::KillExecutor(app, id, grace) => Body::KillExecutor(KillExecutor {
-                app_id: app.0,
+                app_id: app.to_string(),
                 executor_id: id.0,
                 grace_ms: grace.map(|g| u64::try_from(g.as_millis()).unwrap_or(u64::MAX)),
             }),
@@ -456,7 +456,7 @@ impl Session {
         match message {
             ToApp::Registered(app) => AppBody::Registered(AppRegistered {
                 app_token: self.app_tokens.token(&app.0),
-                app_id: app.0,
+                app_id: app.to_string(),
             }),
             ToApp::Executor(executor) => AppBody::Executor(ExecutorEvent::from(&executor)),
             ToApp::Preempted(executor, grace) => AppBody::Preempted(ExecutorPreempted {

@@ -110,7 +110,7 @@ impl From<&Executor> for v1::ExecutorEvent {
     fn from(executor: &Executor) -> Self {
         Self {
             executor_id: executor.id.0,
-            worker: executor.worker.0.clone(),
+            worker: executor.worker.to_string(),
             resources: Some((&executor.resources).into()),
             state: v1::ExecutorState::from(executor.state).into(),
             exit_code: executor.exit_code,
@@ -121,7 +121,7 @@ impl From<&Executor> for v1::ExecutorEvent {
 impl From<&Worker> for v1::WorkerStatus {
     fn from(worker: &Worker) -> Self {
         Self {
-            id: worker.id.0.clone(),
+            id: worker.id.to_string(),
             host: worker.host.clone(),
             state: v1::WorkerState::from(worker.state).into(),
             capacity: Some((&worker.capacity).into()),
@@ -134,7 +134,7 @@ impl From<&Reservation> for v1::KeptRoom {
     fn from(kept: &Reservation) -> Self {
         Self {
             owner: kept.owner.clone(),
-            worker: kept.worker.0.clone(),
+            worker: kept.worker.to_string(),
             resources: Some((&kept.resources).into()),
             until_ms: kept.until.0,
         }

@@ -186,7 +186,7 @@ impl ClusterState {
     pub(crate) fn new_app_id(&mut self, at: Timestamp) -> AppId {
         let id = format!("app-{}-{:04}", at.compact_utc(), self.next_app_number);
         self.next_app_number += 1;
-        AppId(id)
+        AppId::from(id)
     }
 
     /// `driver-yyyyMMddHHmmss-NNNN` from the command's time and the replicated counter.

@@ -87,7 +87,7 @@ pub struct AgentConfig {
 pub fn stable_id(work_dir: &std::path::Path, host: &str) -> std::io::Result<WorkerId> {
     let path = work_dir.join("worker-id");
     if let Ok(id) = std::fs::read_to_string(&path) {
-        return Ok(WorkerId(id.trim().to_owned()));
+        return Ok(WorkerId::from(id.trim()));
     }
     std::fs::create_dir_all(work_dir)?;
     let nanos = SystemTime::now()
@@ -95,7 +95,7 @@ pub fn stable_id(work_dir: &std::path::Path, host: &str) -> std::io::Result<Work
         .map_or(0, |d| d.as_nanos());
     let id = format!("worker-{host}-{:x}", nanos ^ u128::from(std::process::id()));
     std::fs::write(&path, &id)?;
-    Ok(WorkerId(id))
+    Ok(WorkerId::from(id))
 }
 
 /// Takes `work_dir` for this agent alone: a second agent on the same work dir would adopt,
@@ -229,7 +229,7 @@ impl Agent {
             match workload {
                 Workload::Executor { app, executor } => {
                     executors.push(RunningExecutor {
-                        app_id: app.0,
+                        app_id: app.to_string(),
                         executor_id: executor.0,
                         pid,
                     });
@@ -251,7 +251,7 @@ impl Agent {
         }
         WorkerMessage {
             body: Some(Up::Register(Register {
-                worker_id: self.config.id.0.clone(),
+                worker_id: self.config.id.to_string(),
                 host: self.config.host.clone(),
                 address: self.config.host.clone(),
                 capacity: Some((&self.config.capacity).into()),
@@ -563,7 +563,7 @@ fn report(event: &ProcessEvent) -> Option<Up> {
                 }
             };
             Up::Executor(ExecutorUpdate {
-                app_id: app.0.clone(),
+                app_id: app.to_string(),
                 executor_id: executor.0,
                 state: state.into(),
                 exit_code,

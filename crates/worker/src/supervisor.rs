@@ -542,7 +542,7 @@ impl Launcher {
         match &spec.workload {
             Workload::Executor { app, executor } => {
                 command
-                    .env("MUSTER_APP_ID", &app.0)
+                    .env("MUSTER_APP_ID", &*app.0)
                     .env("MUSTER_EXECUTOR_ID", executor.to_string());
             }
             Workload::Driver { driver } => {

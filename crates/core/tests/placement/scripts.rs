@@ -213,7 +213,7 @@ impl goldenscript::Runner for Runner {
                     Some("DECOMMISSIONED") => WorkerState::Decommissioned,
                     Some(other) => return Err(format!("unknown worker state {other}").into()),
                 };
-                snapshot.workers.retain(|w| w.id.0 != *id);
+                snapshot.workers.retain(|w| *w.id.0 != **id);
                 snapshot.workers.push(Worker {
                     cores_used: used_cores.unwrap_or(0),
                     memory_used_mb: used_mem.unwrap_or(0),
@@ -253,7 +253,7 @@ impl goldenscript::Runner for Runner {
                 limit,
                 custom,
             } => {
-                snapshot.apps.retain(|a| a.id.0 != *id);
+                snapshot.apps.retain(|a| *a.id.0 != **id);
                 let mut app = AppRequest::new(id);
                 app.queue = queue
                     .as_deref()
@@ -274,7 +274,7 @@ impl goldenscript::Runner for Runner {
                 let app = snapshot
                     .apps
                     .iter_mut()
-                    .find(|a| a.id.0 == *app)
+                    .find(|a| *a.id.0 == **app)
                     .ok_or_else(|| format!("no app {app}"))?;
                 app.executors.push(HeldExecutor {
                     id: None,
@@ -353,7 +353,7 @@ fn describe(plan: &Plan) -> String {
     let mut apps: Vec<&str> = Vec::new();
     let mut grants: BTreeMap<(&str, &str), Vec<u32>> = BTreeMap::new();
     for grant in &plan.executors {
-        let app = grant.app.0.as_str();
+        let app = grant.app.as_ref();
         if !apps.contains(&app) {
             apps.push(app);
         }

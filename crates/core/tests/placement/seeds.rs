@@ -13,7 +13,7 @@ fn spread_out_drivers_go_one_per_worker() {
         snapshot.config.seed = seed;
         snapshot.drivers = (0..3).map(|i| driver(&format!("d{i}"), 1, 1)).collect();
         let plan = plan(&snapshot);
-        let hosts: BTreeSet<&str> = plan.drivers.iter().map(|d| d.worker.0.as_str()).collect();
+        let hosts: BTreeSet<&str> = plan.drivers.iter().map(|d| d.worker.as_ref()).collect();
         assert_eq!(hosts.len(), 3, "seed {seed}: {plan:?}");
         assert!(plan.waiting.is_empty());
     }

@@ -154,7 +154,7 @@ impl goldenscript::Runner for Runner {
                 String::new()
             }
             "lose" => {
-                let id = WorkerId(args.positional()?.to_owned());
+                let id = WorkerId::from(args.positional()?);
                 let reason = "lost in an earlier term".into();
                 self.apply_setup(Op::WorkerLost(WorkerLost { id, reason }))?;
                 String::new()
@@ -248,7 +248,7 @@ impl goldenscript::Runner for Runner {
             }
             "attach" => {
                 let link = args.link()?;
-                let app = AppId(expand(args.key("app")?));
+                let app = AppId::from(expand(args.key("app")?));
                 self.step(Event::AppAttached { link, app })?
             }
             "app_request" => {
@@ -304,7 +304,9 @@ impl goldenscript::Runner for Runner {
                         if id.starts_with(DRIVER) {
                             Op::KillDriver(KillDriver { id: DriverId(id) })
                         } else {
-                            Op::KillApp(KillApp { id: AppId(id) })
+                            Op::KillApp(KillApp {
+                                id: AppId::from(id),
+                            })
                         }
                     }
                     other => return Err(format!("unknown client op {other}").into()),
@@ -435,7 +437,7 @@ impl Runner {
             let _ = writeln!(output, "app {} {:?} (ended)", app.id, app.state);
         }
         for driver in self.state.drivers().values() {
-            let worker = driver.worker.as_ref().map_or("-", |w| w.0.as_str());
+            let worker = driver.worker.as_ref().map_or("-", |w| w.as_ref());
             let _ = writeln!(
                 output,
                 "driver {} {:?} on {worker}",
@@ -550,10 +552,10 @@ fn describe(op: &Op) -> String {
 }
 
 fn register_op(id: &str, args: &mut Args) -> Result<RegisterWorker, Box<dyn Error>> {
-    let id = WorkerId(id.to_owned());
+    let id = WorkerId::from(id);
     Ok(RegisterWorker {
-        host: id.0.clone(),
-        address: id.0.clone(),
+        host: id.to_string(),
+        address: id.to_string(),
         id,
         resources: Resources::new(args.number("cores", 4)?, args.number("mem", 4096)?),
         fence_grace_ms: args.optional("fence_grace_ms")?,
@@ -589,7 +591,7 @@ fn shorten(text: &str) -> String {
 fn parse_process(text: &str) -> Result<ProcessKey, Box<dyn Error>> {
     Ok(match text.split_once('/') {
         Some((app, executor)) => {
-            ProcessKey::Executor(AppId(expand(app)), ExecutorId(executor.parse()?))
+            ProcessKey::Executor(AppId::from(expand(app)), ExecutorId(executor.parse()?))
         }
         None => ProcessKey::Driver(DriverId(expand(text))),
     })

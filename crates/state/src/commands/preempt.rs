@@ -71,7 +71,7 @@ impl Apply for GrantReservations {
         let mut plan = ApplyPlan::default();
         for room in granted {
             let driver = DriverId(room.owner.clone());
-            let app = AppId(room.owner.clone());
+            let app = AppId::from(room.owner.as_str());
             if state
                 .drivers
                 .get(&driver)

@@ -221,13 +221,13 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
                 .apps
                 .iter()
                 .filter(|a| prior(&a.queue))
-                .map(|a| a.id.0.clone())
+                .map(|a| a.id.to_string())
                 .chain(
                     snapshot
                         .drivers
                         .iter()
                         .filter(|d| prior(&d.queue))
-                        .map(|d| d.id.0.clone()),
+                        .map(|d| d.id.to_string()),
                 )
                 .collect();
             let chosen = muster_core::preempt::choose(&snapshot, &eligible, 1.0)

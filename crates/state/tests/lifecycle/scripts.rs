@@ -134,7 +134,7 @@ impl goldenscript::Runner for Runner {
                     .map(|owner| {
                         Ok(match owner.strip_prefix('d') {
                             Some(_) => self.driver(owner)?.0,
-                            None => self.app(owner)?.0,
+                            None => self.app(owner)?.to_string(),
                         })
                     })
                     .collect::<Result<_, Box<dyn Error>>>()?,
@@ -280,7 +280,7 @@ impl Runner {
                         ("reserve", [owner, worker, cores]) => {
                             let owner = match owner.strip_prefix('d') {
                                 Some(_) => self.driver(owner)?.0,
-                                None => self.app(owner)?.0,
+                                None => self.app(owner)?.to_string(),
                             };
                             reserved.push((owner, (*worker).into(), cores.parse()?));
                         }
@@ -352,7 +352,7 @@ impl Runner {
                     let id = if rejection.id.starts_with("driver-") {
                         short_driver(&DriverId(rejection.id.clone()))
                     } else {
-                        short_app(&AppId(rejection.id.clone()))
+                        short_app(&AppId::from(rejection.id.as_str()))
                     };
                     let _ = writeln!(
                         out,
@@ -453,7 +453,7 @@ impl Runner {
             let owner = if r.owner.starts_with("driver-") {
                 short_driver(&DriverId(r.owner.clone()))
             } else {
-                short_app(&AppId(r.owner.clone()))
+                short_app(&AppId::from(r.owner.as_str()))
             };
             let left = r.until.0.saturating_sub(self.0.clock);
             let _ = writeln!(

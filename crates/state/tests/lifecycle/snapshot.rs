@@ -32,7 +32,7 @@ fn busy_cluster() -> Cluster {
     c.ok(Op::Preempt(Preempt {
         victims: vec![(etl, youngest)],
         reservations: vec![Reservation {
-            owner: urgent.0,
+            owner: urgent.to_string(),
             worker,
             resources: Resources::new(2, 1024),
             until: Timestamp(0),
