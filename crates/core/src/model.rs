@@ -340,7 +340,7 @@ fn unique<'a, T: Eq + Hash + AsRef<str> + fmt::Display + 'a>(
     ids: impl Iterator<Item = &'a T>,
     field: impl Fn(usize) -> String,
 ) -> Result<HashSet<&'a T>, InputError> {
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::with_capacity(ids.size_hint().0);
     for (i, id) in ids.enumerate() {
         if id.as_ref().is_empty() {
             return refuse(field(i), format!("{what} must not be empty"));

@@ -100,22 +100,37 @@ impl IndexedPlacer {
         }
     }
 
+    /// Worker `w`'s keys as it stands now.
+    fn filing(&self, ledger: &Ledger<'_>, w: usize) -> Filed {
+        if ledger.hosts_prior(w) {
+            Filed::Prior(
+                (0..self.prior.len())
+                    .map(|view| {
+                        selection_key(self.policy, ledger.offer(w, self.view_admission(view)))
+                    })
+                    .collect(),
+            )
+        } else {
+            Filed::Plain(selection_key(self.policy, ledger.offer(w, Admission::Prior)))
+        }
+    }
+
     /// Files worker `w` under its current keys.
     fn file(&mut self, ledger: &Ledger<'_>, w: usize) {
         let rank = ledger.rank(w);
-        self.filed[w] = if ledger.hosts_prior(w) {
-            let keys: Vec<u64> = (0..self.prior.len())
-                .map(|view| selection_key(self.policy, ledger.offer(w, self.view_admission(view))))
-                .collect();
-            for (set, &key) in self.prior.iter_mut().zip(&keys) {
-                set.insert((key, rank, w));
+        let filed = self.filing(ledger, w);
+        match &filed {
+            Filed::Nowhere => {}
+            Filed::Plain(key) => {
+                self.plain.insert((*key, rank, w));
             }
-            Filed::Prior(keys)
-        } else {
-            let key = selection_key(self.policy, ledger.offer(w, Admission::Prior));
-            self.plain.insert((key, rank, w));
-            Filed::Plain(key)
-        };
+            Filed::Prior(keys) => {
+                for (set, &key) in self.prior.iter_mut().zip(keys) {
+                    set.insert((key, rank, w));
+                }
+            }
+        }
+        self.filed[w] = filed;
     }
 
     /// Removes worker `w` from wherever it is filed.
@@ -251,9 +266,25 @@ impl ExecutorPlacer for IndexedPlacer {
             plain: BTreeSet::new(),
             filed: vec![Filed::Nowhere; ledger.len()],
         };
+        // Every worker at once: sets built from all their entries, not one insert each.
+        let mut plain = Vec::new();
+        let mut prior = vec![Vec::new(); placer.prior.len()];
         for &w in ledger.alive_by_id() {
-            placer.file(ledger, w);
+            let rank = ledger.rank(w);
+            let filed = placer.filing(ledger, w);
+            match &filed {
+                Filed::Nowhere => {}
+                Filed::Plain(key) => plain.push((*key, rank, w)),
+                Filed::Prior(keys) => {
+                    for (entries, &key) in prior.iter_mut().zip(keys) {
+                        entries.push((key, rank, w));
+                    }
+                }
+            }
+            placer.filed[w] = filed;
         }
+        placer.plain = plain.into_iter().collect();
+        placer.prior = prior.into_iter().map(BTreeSet::from_iter).collect();
         placer
     }
 
