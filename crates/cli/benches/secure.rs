@@ -1,7 +1,7 @@
 //! Benchmark `secure`: what authentication and TLS cost on the commit path. Three real
 //! masters, once plain (no secret, no TLS) and once with the secret and TLS, take driver
 //! submissions through the client API from 1 and from 64 concurrent clients (each its own
-//! connection); every submission is one committed log entry. Rounds alternate the two modes
+//! connection); every submission is one committed write. Rounds alternate the two modes
 //! so both see the same noise; the summary is the median of each and their ratio.
 //!
 //! Run with `cargo bench -p muster-cli --bench secure` (`MUSTER_BENCH_ROUNDS`, default 3;

@@ -15,7 +15,8 @@
 //!   carrying openraft's own messages encoded with bincode by [`codec`], which also encodes
 //!   what the log and the snapshots hold on disk.
 //! * [`RaftNode`]: what the master uses: open, bootstrap, membership, `write`, linearizable
-//!   `read`, and a watch of who leads.
+//!   `read`, and a watch of who leads. Its writes share entries (group commit): commands
+//!   that arrive while an entry commits go into the next one as a `Batch`.
 //! * [`local::LocalCluster`]: a group of replicas in one process on loopback, for tests and
 //!   benchmarks.
 //!

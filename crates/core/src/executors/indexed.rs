@@ -111,7 +111,10 @@ impl IndexedPlacer {
                     .collect(),
             )
         } else {
-            Filed::Plain(selection_key(self.policy, ledger.offer(w, Admission::Prior)))
+            Filed::Plain(selection_key(
+                self.policy,
+                ledger.offer(w, Admission::Prior),
+            ))
         }
     }
 
