@@ -392,6 +392,25 @@ fn a_master_serves_the_status_over_https() {
         "{page}"
     );
 
+    // Prometheus metrics: this replica's Raft, its leader, the cluster as it applied it.
+    let metrics = http_get(&http, "/metrics").expect("the metrics");
+    for line in [
+        "muster_raft_is_leader 1",
+        "muster_raft_leader 1",
+        "muster_raft_apply_lag 0",
+        r#"muster_recovery_state{state="alive"} 1"#,
+        r#"muster_workers{state="alive"} 0"#,
+        "# TYPE muster_pass_seconds histogram",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in {metrics}");
+    }
+    let term: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("muster_raft_term "))
+        .and_then(|v| v.parse().ok())
+        .expect("a term");
+    assert!(term >= 1, "{metrics}");
+
     // Whatever a user names things, the page shows it as text.
     stdout(&Masters::client(
         &grpc,
@@ -409,6 +428,23 @@ fn a_master_serves_the_status_over_https() {
         page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"),
         "{page}"
     );
+
+    // The driver waits for a worker, and the metrics say so once the leader has passed.
+    let start = Instant::now();
+    loop {
+        let metrics = http_get(&http, "/metrics").expect("the metrics");
+        if metrics
+            .lines()
+            .any(|l| l == r#"muster_drivers{state="submitted"} 1"#)
+            && metrics
+                .lines()
+                .any(|l| l == r#"muster_waiting{reason="no_alive_worker"} 1"#)
+        {
+            break;
+        }
+        assert!(start.elapsed() < DEADLINE, "no waiting driver in {metrics}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 fn masters_status(grpc: &str) -> Value {

@@ -48,6 +48,32 @@ fn a_driver_runs_on_a_worker_and_ends_with_its_exit_code() {
 }
 
 #[test]
+fn submit_wait_follows_the_driver_and_exits_with_its_code() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let _worker = start_worker(&masters, "w1", 4);
+    let wait = |script: &str| {
+        Masters::client(
+            &masters.list_from(1),
+            &["submit", "--wait", "--", "/bin/sh", "-c", script],
+        )
+    };
+    let failing = wait("sleep 0.5; exit 3");
+    assert_eq!(failing.status.code(), Some(3), "{failing:?}");
+    let id = String::from_utf8(failing.stdout).unwrap();
+    let progress = String::from_utf8(failing.stderr).unwrap();
+    assert!(id.trim().starts_with("driver-"), "{id}");
+    assert!(
+        progress.contains(&format!("{} RUNNING on ", id.trim())),
+        "the progress names its worker: {progress}"
+    );
+    assert!(progress.contains("failed with exit code 3"), "{progress}");
+
+    let finishing = wait("exit 0");
+    assert_eq!(finishing.status.code(), Some(0), "{finishing:?}");
+}
+
+#[test]
 fn a_failing_supervised_driver_is_restarted_on_its_worker() {
     let masters = Masters::start();
     masters.leader(0);

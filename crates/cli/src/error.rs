@@ -22,6 +22,14 @@ pub enum CliError {
     /// Anything else: a master or worker that failed while running, an I/O error. Exit 1.
     #[error("{0}")]
     Failed(String),
+    /// A driver followed to its end did not finish well: exit with its code.
+    #[error("{message}")]
+    DriverEnded {
+        /// What ended it.
+        message: String,
+        /// The exit code to pass on (never 0).
+        code: u8,
+    },
 }
 
 impl CliError {
@@ -32,6 +40,7 @@ impl CliError {
             Self::BadInput(_) => 2,
             Self::Refused(_) => 3,
             Self::Unavailable(_) => 4,
+            Self::DriverEnded { code, .. } => *code,
         }
     }
 }

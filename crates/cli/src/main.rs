@@ -16,7 +16,7 @@ mod render;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use cmd::{
     app, bench, dev, executor, experiment, job, kill, master, plan, queues, status, submit, worker,
@@ -77,6 +77,12 @@ enum Command {
     /// Put load on a running cluster and measure it.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Print a completion script for a shell, e.g. `muster completions bash >
+    /// /etc/bash_completion.d/muster`.
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Subcommand)]
@@ -116,6 +122,10 @@ fn main() -> ExitCode {
         Command::Apps(args) => status::part(args, "apps", render::apps),
         Command::Drivers(args) => status::part(args, "drivers", render::drivers),
         Command::Bench(command) => bench::run(command),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "muster", &mut std::io::stdout());
+            Ok(String::new())
+        }
     };
     match result {
         Ok(output) => {

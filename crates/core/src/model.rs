@@ -12,7 +12,7 @@ use std::hash::Hash;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{AppId, DriverId, ExecutorId, QueueName, WorkerId};
-use crate::resources::{ResourceAmounts, Resources, validate_amounts};
+use crate::resources::{ResourceAmounts, Resources, nonzero_amounts, validate_amounts};
 
 /// Everything one scheduling pass looks at.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -157,11 +157,11 @@ pub struct Worker {
     /// Memory used by everything running on the worker.
     #[serde(default)]
     pub memory_used_mb: u64,
-    /// Custom resource capacity, each at least 1.
-    #[serde(default)]
+    /// Custom resource capacity; an amount of 0 means none.
+    #[serde(default, deserialize_with = "nonzero_amounts")]
     pub resources: ResourceAmounts,
     /// Custom resources in use; every name must appear in `resources`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nonzero_amounts")]
     pub resources_used: ResourceAmounts,
     /// Liveness; only ALIVE workers receive work.
     #[serde(default)]
@@ -184,7 +184,7 @@ pub struct DriverRequest {
     #[serde(default = "default_memory_mb")]
     pub memory_mb: u64,
     /// Custom resources the driver needs.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nonzero_amounts")]
     pub resources: ResourceAmounts,
     /// The queue the driver was submitted to.
     #[serde(default)]
@@ -227,7 +227,7 @@ pub struct AppRequest {
     #[serde(default = "default_memory_mb")]
     pub executor_memory_mb: u64,
     /// Custom resources per executor.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nonzero_amounts")]
     pub executor_resources: ResourceAmounts,
     /// Cap on the app's executor count, held ones included (dynamic allocation's target).
     #[serde(default)]

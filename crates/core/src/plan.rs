@@ -127,6 +127,21 @@ pub enum WaitReason {
     },
 }
 
+impl WaitReason {
+    /// The reason's kind, as a metric label: `no_room`, `held_by_threshold`, ...
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::MaxDrivers { .. } => "max_drivers",
+            Self::NoAliveWorker => "no_alive_worker",
+            Self::LargerThanAnyWorker { .. } => "larger_than_any_worker",
+            Self::ExecutorLimit { .. } => "executor_limit",
+            Self::QueueAtCapacity { .. } => "queue_at_capacity",
+            Self::HeldByThreshold { .. } => "held_by_threshold",
+            Self::NoRoom { .. } => "no_room",
+        }
+    }
+}
+
 impl fmt::Display for WaitReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -8,13 +8,22 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::limits;
 use crate::model::{InputError, positive, resource_amounts};
 
 /// Custom resources (e.g. `gpu`) by name, as whole amounts.
 pub type ResourceAmounts = BTreeMap<String, u32>;
+
+/// Reads custom amounts leaving zero ones out: `"gpu": 0` says there is none.
+pub(crate) fn nonzero_amounts<'de, D: Deserializer<'de>>(
+    input: D,
+) -> Result<ResourceAmounts, D::Error> {
+    let mut amounts = ResourceAmounts::deserialize(input)?;
+    amounts.retain(|_, amount| *amount > 0);
+    Ok(amounts)
+}
 
 /// An amount of every resource: a worker's capacity or usage, or what one driver or executor
 /// needs.

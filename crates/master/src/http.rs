@@ -1,9 +1,11 @@
 //! The master's HTTP endpoint, for people and scripts without the CLI (Spark's master UI):
 //! `/json` is the cluster status exactly as `muster status --json` prints it, and `/` a plain
 //! page of the same. Both ask the master's own client API, so any master shows the leader's
-//! view. A master with a TLS certificate serves it over HTTPS only.
+//! view. `/metrics` is this replica's own Prometheus metrics ([`crate::metrics`]). A master
+//! with a TLS certificate serves it over HTTPS only.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -20,7 +22,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tonic::Request;
 
+use crate::metrics::Metrics;
 use crate::report::status_json;
+use crate::session::Sessions;
+use muster_raft::RaftNode;
 
 /// This master's own client API, and how to call it.
 #[derive(Clone)]
@@ -28,6 +33,14 @@ struct Grpc {
     addr: String,
     credential: Credential,
     dialer: Dialer,
+}
+
+/// What `/metrics` reads: this replica's node, its leader sessions and its metrics.
+#[derive(Clone)]
+pub(crate) struct Replica {
+    pub(crate) node: Arc<RaftNode>,
+    pub(crate) sessions: Arc<Sessions>,
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 /// Serves the endpoint on `listener` (over TLS with `https`) until `shutdown` resolves;
@@ -38,6 +51,7 @@ pub(crate) async fn serve(
     grpc: String,
     credential: Credential,
     dialer: Dialer,
+    replica: Replica,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = Router::new()
@@ -47,7 +61,8 @@ pub(crate) async fn serve(
             addr: grpc,
             credential,
             dialer,
-        });
+        })
+        .route("/metrics", get(metrics).with_state(replica));
     match https {
         Some(acceptor) => {
             let listener = TlsListener { listener, acceptor };
@@ -114,6 +129,18 @@ async fn status(grpc: &Grpc) -> Result<Value, Failure> {
         .await
         .map_err(|s| unavailable(s.message().to_owned()))?;
     Ok(status_json(&reply.into_inner()))
+}
+
+/// The Prometheus text exposition of this replica's metrics.
+async fn metrics(State(replica): State<Replica>) -> impl axum::response::IntoResponse {
+    let text = replica.metrics.render(&replica.node, &replica.sessions);
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
 }
 
 async fn json(State(grpc): State<Grpc>) -> Result<Json<Value>, Failure> {

@@ -493,6 +493,8 @@ pub struct Leader {
     launches: BTreeMap<ProcessKey, Launch>,
     /// Why each app or driver waits, as of the last scheduling pass.
     waiting: BTreeMap<String, String>,
+    /// How many wait, by [`muster_core::plan::WaitReason::code`], as of the last pass.
+    waiting_reasons: BTreeMap<&'static str, usize>,
     /// Since when each app or driver of a preempting queue has waited for room, without a
     /// break, as the passes saw it.
     room_waits: BTreeMap<String, Instant>,
@@ -534,6 +536,7 @@ impl Leader {
             pids: BTreeMap::new(),
             launches: BTreeMap::new(),
             waiting: BTreeMap::new(),
+            waiting_reasons: BTreeMap::new(),
             room_waits: BTreeMap::new(),
             preempt_in_flight: false,
             kept: BTreeMap::new(),
@@ -562,6 +565,16 @@ impl Leader {
     /// Why app or driver `id` waits, as of the last scheduling pass.
     pub fn waiting(&self, id: &str) -> Option<&str> {
         self.waiting.get(id).map(String::as_str)
+    }
+
+    /// How many scheduling passes this leader has run.
+    pub fn passes(&self) -> u64 {
+        self.passes
+    }
+
+    /// How many apps and drivers wait, by reason, as of the last scheduling pass.
+    pub fn waiting_by_reason(&self) -> &BTreeMap<&'static str, usize> {
+        &self.waiting_reasons
     }
 
     /// Reacts to `event` at `now`, reading `state` as this replica has applied it.
@@ -1457,6 +1470,13 @@ impl Leader {
             .iter()
             .map(|w| (w.id.clone(), w.reason.to_string()))
             .collect();
+        self.waiting_reasons.clear();
+        for waiting in &plan.waiting {
+            *self
+                .waiting_reasons
+                .entry(waiting.reason.code())
+                .or_default() += 1;
+        }
         self.note_room_waits(now, &snapshot, &plan);
         if plan.drivers.is_empty() && plan.executors.is_empty() {
             // Nothing else can move: the only way prior work that waits gets room.

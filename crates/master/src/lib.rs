@@ -24,6 +24,7 @@
 //! * `call`: client writes as commands, and every call failure as one gRPC status.
 //! * [`config`]: the settings file and queue files.
 //! * `report` and `http`: the status as JSON and the HTTP status page.
+//! * [`metrics`]: the Prometheus metrics `http` serves at `/metrics`.
 
 mod apps;
 mod call;
@@ -31,6 +32,7 @@ mod client;
 pub mod config;
 mod http;
 pub mod leader;
+pub mod metrics;
 mod report;
 mod session;
 pub mod wire;
@@ -46,6 +48,8 @@ use muster_raft::{NodeError, NodeId, RaftNode, RaftSettings};
 use muster_state::StateConfig;
 use tokio::net::TcpListener;
 use tonic::service::interceptor::InterceptedService;
+
+use crate::metrics::Metrics;
 
 pub use apps::AppLinkService;
 pub use client::ClusterService;
@@ -186,10 +190,12 @@ pub async fn run(
         .secret
         .as_ref()
         .map_or_else(AppTokens::open, Secret::app_tokens);
+    let metrics = Arc::new(Metrics::new());
     let sessions = session::Sessions::start(
         Arc::clone(&node),
         config.session.clone(),
         app_tokens.clone(),
+        Arc::clone(&metrics),
     );
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(http) = &config.http {
@@ -203,6 +209,11 @@ pub async fn run(
             config.listen.clone(),
             credential(Role::Client),
             dialer.clone(),
+            http::Replica {
+                node: Arc::clone(&node),
+                sessions: Arc::clone(&sessions),
+                metrics,
+            },
             stopped,
         ));
     }

@@ -39,6 +39,7 @@ use crate::leader::{
     Action, Close, Event, Leader, LinkId, ProcessKey, ProposalId, RecoveryState, SessionConfig,
     ToApp, ToWorker,
 };
+use crate::metrics::Metrics;
 
 /// How often the leader is ticked, and how often quorum is checked.
 const TICK: Duration = Duration::from_millis(100);
@@ -83,11 +84,16 @@ pub struct Session {
     /// Wakes the pass task: a pass is wanted.
     pass_wanted: Notify,
     ended: watch::Sender<bool>,
+    metrics: Arc<Metrics>,
+    /// When the term began, for the recovery's duration.
+    started: Instant,
 }
 
 /// What the session's lock guards: the leader and the streams its actions go to.
 struct Inner {
     leader: Leader,
+    /// Whether the recovery's duration is in the metrics yet.
+    recovery_timed: bool,
     workers: HashMap<LinkId, WorkerSender>,
     apps: HashMap<LinkId, AppSender>,
     next_link: u64,
@@ -99,6 +105,7 @@ impl Session {
         node: Arc<RaftNode>,
         config: SessionConfig,
         app_tokens: AppTokens,
+        metrics: Arc<Metrics>,
         term: Term,
     ) -> Arc<Self> {
         let (proposals, to_write) = mpsc::unbounded_channel();
@@ -109,6 +116,7 @@ impl Session {
             app_tokens,
             inner: Mutex::new(Inner {
                 leader: Leader::new(term, config, Instant::now()),
+                recovery_timed: false,
                 workers: HashMap::new(),
                 apps: HashMap::new(),
                 next_link: 0,
@@ -116,6 +124,8 @@ impl Session {
             proposals,
             pass_wanted: Notify::new(),
             ended: watch::channel(false).0,
+            metrics,
+            started: Instant::now(),
         });
         tokio::spawn(Arc::clone(&session).write_proposals(to_write));
         tokio::spawn(Arc::clone(&session).tick_until_ended());
@@ -137,6 +147,16 @@ impl Session {
     /// Why app or driver `id` waits, as of the last scheduling pass.
     pub fn waiting(&self, id: &str) -> Option<String> {
         self.lock().leader.waiting(id).map(str::to_owned)
+    }
+
+    /// How many apps and drivers wait, by reason, as of the last scheduling pass.
+    pub fn waiting_by_reason(&self) -> Vec<(&'static str, usize)> {
+        let inner = self.lock();
+        let waiting = inner.leader.waiting_by_reason();
+        waiting
+            .iter()
+            .map(|(&reason, &count)| (reason, count))
+            .collect()
     }
 
     /// The session's lock. A panic while it was held (a bug in the leader) leaves the leader
@@ -208,9 +228,13 @@ impl Session {
         if self.is_over() {
             return;
         }
-        if let Event::LinkClosed { link } = &event {
-            inner.workers.remove(link);
-            inner.apps.remove(link);
+        match &event {
+            Event::LinkClosed { link } => {
+                inner.workers.remove(link);
+                inner.apps.remove(link);
+            }
+            Event::WorkerHeartbeat { .. } => self.metrics.heartbeat(),
+            _ => {}
         }
         let actions = inner.leader.step(Instant::now(), &state, event);
         self.carry_out(&mut inner, &state, actions);
@@ -227,7 +251,11 @@ impl Session {
         if self.is_over() {
             return;
         }
-        let actions = inner.leader.pass(Instant::now(), &state);
+        let (passes, start) = (inner.leader.passes(), Instant::now());
+        let actions = inner.leader.pass(start, &state);
+        if inner.leader.passes() > passes {
+            self.metrics.pass(start.elapsed());
+        }
         self.carry_out(&mut inner, &state, actions);
     }
 
@@ -240,6 +268,10 @@ impl Session {
     }
 
     fn carry_out(&self, inner: &mut Inner, state: &ClusterState, actions: Vec<Action>) {
+        if !inner.recovery_timed && inner.leader.recovery_state() == RecoveryState::Alive {
+            inner.recovery_timed = true;
+            self.metrics.recovered(self.started.elapsed());
+        }
         for action in actions {
             match action {
                 Action::Propose {
@@ -257,6 +289,11 @@ impl Session {
                     let _ = self.proposals.send((proposal, command));
                 }
                 Action::ToWorker { link, message } => {
+                    match &message {
+                        ToWorker::LaunchExecutor(..) => self.metrics.launched("executor"),
+                        ToWorker::LaunchDriver(_) => self.metrics.launched("driver"),
+                        _ => {}
+                    }
                     let Some(body) = self.worker_message(state, message) else {
                         continue;
                     };
@@ -501,16 +538,23 @@ pub struct Sessions {
     node: Arc<RaftNode>,
     config: SessionConfig,
     app_tokens: AppTokens,
+    metrics: Arc<Metrics>,
     current: Mutex<Option<Arc<Session>>>,
 }
 
 impl Sessions {
-    /// Starts following `node`'s leadership.
-    pub fn start(node: Arc<RaftNode>, config: SessionConfig, app_tokens: AppTokens) -> Arc<Self> {
+    /// Starts following `node`'s leadership; its sessions count into `metrics`.
+    pub fn start(
+        node: Arc<RaftNode>,
+        config: SessionConfig,
+        app_tokens: AppTokens,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Self> {
         let sessions = Arc::new(Self {
             node,
             config,
             app_tokens,
+            metrics,
             current: Mutex::new(None),
         });
         tokio::spawn(Arc::clone(&sessions).follow());
@@ -607,6 +651,7 @@ impl Sessions {
                 Arc::clone(&self.node),
                 self.config.clone(),
                 self.app_tokens.clone(),
+                Arc::clone(&self.metrics),
                 term,
             ));
         }

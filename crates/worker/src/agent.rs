@@ -93,7 +93,9 @@ pub fn stable_id(work_dir: &std::path::Path, host: &str) -> std::io::Result<Work
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let id = format!("worker-{host}-{:x}", nanos ^ u128::from(std::process::id()));
+    // A host already named `worker-...` (as `muster dev` names them) is not prefixed twice.
+    let name = host.strip_prefix("worker-").unwrap_or(host);
+    let id = format!("worker-{name}-{:x}", nanos ^ u128::from(std::process::id()));
     std::fs::write(&path, &id)?;
     Ok(WorkerId::from(id))
 }

@@ -41,8 +41,12 @@ pub struct MasterArgs {
     /// `[{"name": "prod", "prior": true}, {"name": "default", "threshold": 0.8}]`.
     #[arg(long)]
     queues: Option<PathBuf>,
-    /// Master settings as a JSON object (README: "Master settings"); flags given too take
-    /// precedence.
+    /// Master settings: a JSON object with any of `worker_timeout_s`, `recovery_timeout_s`,
+    /// `app_grace_s`, `heartbeat_interval_s`, `max_executor_retries`, `retained_apps`,
+    /// `retained_drivers`, `scheduling` (spread_out_apps, spread_out_drivers,
+    /// worker_selection, default_cores, max_drivers) and `preemption` (queues, delay_s,
+    /// grace_s, max_fraction); the README's "Master settings" says what each means. Flags
+    /// given too take precedence.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Serve the cluster status over HTTP here: `/json`, and a page at `/`.

@@ -4,15 +4,16 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
 use muster_core::resources::Resources;
 use muster_driver::spec::JobFile;
-use muster_proto::v1::SubmitDriverRequest;
+use muster_proto::v1::{DriverState, StatusRequest, SubmitDriverRequest};
 
 use super::job::JOB_SPEC_VARIABLE;
 use super::{MastersArg, WorkArgs, program, runtime};
-use crate::client::request_id;
+use crate::client::{Masters, request_id};
 use crate::error::CliError;
 
 /// `muster submit`.
@@ -31,6 +32,10 @@ pub struct SubmitArgs {
     /// Restart the driver when it fails, and relaunch it elsewhere when its worker is lost.
     #[arg(long)]
     supervise: bool,
+    /// Follow the driver to its end, printing its state on standard error as it changes, and
+    /// exit with its exit code.
+    #[arg(long)]
+    wait: bool,
     /// Run this job file's jobs: the driver is `muster job run` (its executors reach it at
     /// `MUSTER_DRIVER_HOST` on its worker, `127.0.0.1` by default).
     #[arg(long, conflicts_with = "command")]
@@ -88,7 +93,66 @@ pub fn run(args: SubmitArgs) -> Result<String, CliError> {
         env: env.into_iter().collect(),
         supervise: args.supervise,
     };
+    let runtime = runtime()?;
     let reply =
-        runtime()?.block_on(masters.call(async |mut c| c.submit_driver(request.clone()).await))?;
-    Ok(reply.driver_id)
+        runtime.block_on(masters.call(async |mut c| c.submit_driver(request.clone()).await))?;
+    if !args.wait {
+        return Ok(reply.driver_id);
+    }
+    println!("{}", reply.driver_id);
+    runtime.block_on(follow(&masters, &reply.driver_id))?;
+    Ok(String::new())
+}
+
+/// Prints driver `id`'s state whenever it changes until it ends; an end other than FINISHED
+/// is an error carrying the code to exit with.
+async fn follow(masters: &Masters, id: &str) -> Result<(), CliError> {
+    let mut shown = String::new();
+    loop {
+        let status = masters
+            .call(async |mut c| c.status(StatusRequest { local: false }).await)
+            .await?;
+        let driver = status
+            .drivers
+            .iter()
+            .find(|d| d.id == id)
+            .ok_or_else(|| CliError::Failed(format!("driver {id} is no longer known")))?;
+        let state = driver.state();
+        let line = match state {
+            DriverState::Running => format!("{id} RUNNING on {}", driver.worker),
+            other => format!(
+                "{id} {}",
+                other.as_str_name().trim_start_matches("DRIVER_STATE_")
+            ),
+        };
+        if line != shown {
+            eprintln!("{line}");
+            shown = line;
+        }
+        let ended = |code: Option<i32>, message: String| CliError::DriverEnded {
+            message,
+            code: code
+                .and_then(|c| u8::try_from(c).ok())
+                .filter(|&c| c != 0)
+                .unwrap_or(1),
+        };
+        match state {
+            DriverState::Finished => return Ok(()),
+            DriverState::Failed => {
+                let code = driver
+                    .exit_code
+                    .map_or_else(|| "unknown".to_owned(), |c| c.to_string());
+                return Err(ended(
+                    driver.exit_code,
+                    format!("driver {id} failed with exit code {code}"),
+                ));
+            }
+            DriverState::Killed => return Err(ended(Some(143), format!("driver {id} was killed"))),
+            DriverState::Error | DriverState::Relaunching => {
+                return Err(ended(None, format!("{shown}: see `muster drivers`")));
+            }
+            DriverState::Submitted | DriverState::Running | DriverState::Unspecified => {}
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }

@@ -1,0 +1,358 @@
+//! Prometheus metrics, served at `/metrics` on the master's `--http` endpoint in the text
+//! exposition format (`prometheus-client`).
+//!
+//! Gauges are read when Prometheus scrapes: what this replica's Raft node reports, the
+//! cluster as this replica has applied it (workers by state, queue usage and limits), and
+//! while it leads, its recovery state and why work waits. Counters and the pass-latency
+//! histogram count as things happen in this replica's leader sessions; a follower's stay
+//! where its last term as leader left them.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use muster_core::ids::QueueName;
+use muster_core::model::WorkerState;
+use muster_raft::RaftNode;
+use muster_state::ClusterState;
+use muster_state::model::DriverState;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::leader::RecoveryState;
+use crate::session::Sessions;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabel {
+    queue: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: String,
+}
+
+type ByState = Family<StateLabel, Gauge>;
+type ByQueue = Family<QueueLabel, Gauge>;
+type FractionByQueue = Family<QueueLabel, Gauge<f64, AtomicU64>>;
+
+/// Every metric this master exports.
+pub struct Metrics {
+    registry: Registry,
+    /// Serializes scrapes: each resets and refills the scrape-time families.
+    scrape: Mutex<()>,
+    term: Gauge,
+    leader: Gauge,
+    is_leader: Gauge,
+    last_log_index: Gauge,
+    applied_index: Gauge,
+    apply_lag: Gauge,
+    recovery: ByState,
+    last_recovery_seconds: Gauge<f64, AtomicU64>,
+    workers: ByState,
+    apps: Gauge,
+    drivers: ByState,
+    waiting: Family<ReasonLabel, Gauge>,
+    queue_cores_used: ByQueue,
+    queue_memory_used_mb: ByQueue,
+    queue_prior: ByQueue,
+    queue_threshold: FractionByQueue,
+    queue_max_capacity: FractionByQueue,
+    pass_seconds: Histogram,
+    launches: Family<KindLabel, Counter>,
+    heartbeats: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// The metrics, registered and at zero.
+    pub fn new() -> Self {
+        let mut metrics = Self {
+            registry: Registry::with_prefix("muster"),
+            scrape: Mutex::new(()),
+            term: Gauge::default(),
+            leader: Gauge::default(),
+            is_leader: Gauge::default(),
+            last_log_index: Gauge::default(),
+            applied_index: Gauge::default(),
+            apply_lag: Gauge::default(),
+            recovery: ByState::default(),
+            last_recovery_seconds: Gauge::default(),
+            workers: ByState::default(),
+            apps: Gauge::default(),
+            drivers: ByState::default(),
+            waiting: Family::default(),
+            queue_cores_used: ByQueue::default(),
+            queue_memory_used_mb: ByQueue::default(),
+            queue_prior: ByQueue::default(),
+            queue_threshold: FractionByQueue::default(),
+            queue_max_capacity: FractionByQueue::default(),
+            pass_seconds: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
+            launches: Family::default(),
+            heartbeats: Counter::default(),
+        };
+        metrics.register();
+        metrics
+    }
+
+    fn register(&mut self) {
+        let r = &mut self.registry;
+        r.register("raft_term", "Raft term of this replica", self.term.clone());
+        r.register(
+            "raft_leader",
+            "Leader this replica knows, 0 if none",
+            self.leader.clone(),
+        );
+        r.register(
+            "raft_is_leader",
+            "1 if this replica leads",
+            self.is_leader.clone(),
+        );
+        r.register(
+            "raft_last_log_index",
+            "Index of this replica's last log entry",
+            self.last_log_index.clone(),
+        );
+        r.register(
+            "raft_applied_index",
+            "Index of the last entry this replica applied",
+            self.applied_index.clone(),
+        );
+        r.register(
+            "raft_apply_lag",
+            "Log entries not applied yet",
+            self.apply_lag.clone(),
+        );
+        r.register(
+            "recovery_state",
+            "1 for the recovery state of this replica's leader (Spark's RecoveryState)",
+            self.recovery.clone(),
+        );
+        r.register(
+            "last_recovery_seconds",
+            "How long this replica's last recovery as leader took",
+            self.last_recovery_seconds.clone(),
+        );
+        r.register("workers", "Workers by state", self.workers.clone());
+        r.register("apps", "Active applications", self.apps.clone());
+        r.register("drivers", "Active drivers by state", self.drivers.clone());
+        r.register(
+            "waiting",
+            "Applications and drivers waiting, by reason, as of the leader's last pass",
+            self.waiting.clone(),
+        );
+        r.register(
+            "queue_cores_used",
+            "Cores of each queue's live executors and running drivers",
+            self.queue_cores_used.clone(),
+        );
+        r.register(
+            "queue_memory_used_mb",
+            "Memory of each queue's live executors and running drivers",
+            self.queue_memory_used_mb.clone(),
+        );
+        r.register(
+            "queue_prior",
+            "1 for a prior queue",
+            self.queue_prior.clone(),
+        );
+        r.register(
+            "queue_threshold",
+            "Share of a worker running prior work that a normal queue may use",
+            self.queue_threshold.clone(),
+        );
+        r.register(
+            "queue_max_capacity",
+            "Share of the ALIVE cores a normal queue may hold",
+            self.queue_max_capacity.clone(),
+        );
+        r.register(
+            "pass_seconds",
+            "Time of one scheduling pass",
+            self.pass_seconds.clone(),
+        );
+        r.register(
+            "launches",
+            "Drivers and executors this replica's leader launched, by kind",
+            self.launches.clone(),
+        );
+        r.register(
+            "heartbeats",
+            "Worker heartbeats this replica's leader answered",
+            self.heartbeats.clone(),
+        );
+    }
+
+    /// One scheduling pass took `elapsed`.
+    pub(crate) fn pass(&self, elapsed: Duration) {
+        self.pass_seconds.observe(elapsed.as_secs_f64());
+    }
+
+    /// A launch was sent to a worker: `kind` is `driver` or `executor`.
+    pub(crate) fn launched(&self, kind: &str) {
+        self.launches
+            .get_or_create(&KindLabel {
+                kind: kind.to_owned(),
+            })
+            .inc();
+    }
+
+    /// A worker heartbeat was answered.
+    pub(crate) fn heartbeat(&self) {
+        self.heartbeats.inc();
+    }
+
+    /// The leader of this replica became ALIVE `elapsed` after its term began.
+    pub(crate) fn recovered(&self, elapsed: Duration) {
+        self.last_recovery_seconds.set(elapsed.as_secs_f64());
+    }
+
+    /// The text exposition of every metric, with the scrape-time gauges read from `node` and
+    /// `sessions` now.
+    pub fn render(&self, node: &RaftNode, sessions: &Sessions) -> String {
+        let _scrape = self.scrape.lock().expect("scrape lock");
+        self.read_raft(node);
+        {
+            let state = node.local_state();
+            let state = state.read().expect("state lock");
+            self.read_state(&state);
+        }
+        self.recovery.clear();
+        self.waiting.clear();
+        if let Some(session) = sessions.current() {
+            let recovery = match session.recovery_state() {
+                RecoveryState::Recovering => "recovering",
+                RecoveryState::CompletingRecovery => "completing_recovery",
+                RecoveryState::Alive => "alive",
+            };
+            self.recovery.get_or_create(&state_label(recovery)).set(1);
+            for (reason, count) in session.waiting_by_reason() {
+                let reason = ReasonLabel {
+                    reason: reason.to_owned(),
+                };
+                self.waiting.get_or_create(&reason).set(gauge(count as u64));
+            }
+        }
+        let mut text = String::new();
+        encode(&mut text, &self.registry).expect("writing to a String cannot fail");
+        text
+    }
+
+    fn read_raft(&self, node: &RaftNode) {
+        let metrics = node.metrics().borrow().clone();
+        let last = metrics.last_log_index.unwrap_or(0);
+        let applied = metrics.last_applied.map_or(0, |id| id.index);
+        self.term.set(gauge(metrics.current_term));
+        self.leader.set(gauge(metrics.current_leader.unwrap_or(0)));
+        self.is_leader
+            .set(i64::from(metrics.current_leader == Some(node.id())));
+        self.last_log_index.set(gauge(last));
+        self.applied_index.set(gauge(applied));
+        self.apply_lag.set(gauge(last.saturating_sub(applied)));
+    }
+
+    fn read_state(&self, state: &ClusterState) {
+        self.workers.clear();
+        for (worker_state, name) in [
+            (WorkerState::Alive, "alive"),
+            (WorkerState::Dead, "dead"),
+            (WorkerState::Decommissioned, "decommissioned"),
+        ] {
+            let count = state
+                .workers()
+                .values()
+                .filter(|w| w.state == worker_state)
+                .count();
+            self.workers
+                .get_or_create(&state_label(name))
+                .set(gauge(count as u64));
+        }
+        self.apps.set(gauge(state.apps().len() as u64));
+        self.drivers.clear();
+        for name in ["submitted", "running"] {
+            self.drivers.get_or_create(&state_label(name)).set(0);
+        }
+        // What each queue holds: live executors and running drivers.
+        let mut used: BTreeMap<&QueueName, (u64, u64)> = BTreeMap::new();
+        for driver in state.drivers().values() {
+            let name = match driver.state {
+                DriverState::Submitted => "submitted",
+                DriverState::Running => "running",
+                _ => continue,
+            };
+            self.drivers.get_or_create(&state_label(name)).inc();
+            if driver.state == DriverState::Running {
+                let queue = used.entry(&driver.desc.queue).or_default();
+                queue.0 += u64::from(driver.desc.resources.cores);
+                queue.1 += driver.desc.resources.memory_mb;
+            }
+        }
+        for app in state.apps().values() {
+            let queue = used.entry(&app.desc.queue).or_default();
+            for executor in app.executors.values() {
+                queue.0 += u64::from(executor.resources.cores);
+                queue.1 += executor.resources.memory_mb;
+            }
+        }
+        for family in [
+            &self.queue_cores_used,
+            &self.queue_memory_used_mb,
+            &self.queue_prior,
+        ] {
+            family.clear();
+        }
+        self.queue_threshold.clear();
+        self.queue_max_capacity.clear();
+        for queue in state.queues() {
+            let name = QueueLabel {
+                queue: queue.name.0.clone(),
+            };
+            let (cores, memory_mb) = used.get(&queue.name).copied().unwrap_or_default();
+            self.queue_cores_used.get_or_create(&name).set(gauge(cores));
+            self.queue_memory_used_mb
+                .get_or_create(&name)
+                .set(gauge(memory_mb));
+            self.queue_prior
+                .get_or_create(&name)
+                .set(i64::from(queue.prior));
+            self.queue_threshold
+                .get_or_create(&name)
+                .set(queue.threshold);
+            self.queue_max_capacity
+                .get_or_create(&name)
+                .set(queue.max_capacity);
+        }
+    }
+}
+
+fn state_label(state: &str) -> StateLabel {
+    StateLabel {
+        state: state.to_owned(),
+    }
+}
+
+/// A count as a gauge value, saturating.
+fn gauge(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
