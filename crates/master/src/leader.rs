@@ -65,8 +65,9 @@ use muster_core::ids::{AppId, DriverId, ExecutorId, QueueName, RequestId, Term, 
 use muster_core::model::{PassConfig, QueueConfig, Snapshot, WorkerState};
 use muster_core::plan::{Plan, WaitReason};
 use muster_state::commands::{
-    AppFinished, ApplyPlan, DriverStateChanged, ExecutorStateChanged, GrantReservations,
-    KillExecutors, Preempt, RegisterWorker, SetExecutorLimit, SetQueues, WorkerLost,
+    AppFinished, ApplyPlan, DecommissionWorker, DriverStateChanged, ExecutorStateChanged,
+    GrantReservations, KillExecutors, Preempt, RegisterWorker, SetExecutorLimit, SetQueues,
+    WorkerLost,
 };
 use muster_state::model::{AppState, DriverState, Executor, ExecutorState};
 use muster_state::{ApplyError, ClusterState, Effects, Op, Outcome, Response};
@@ -463,6 +464,8 @@ enum Purpose {
     Grant,
     /// An application finished for a client that did not come back.
     Vanished { app: AppId },
+    /// A drained worker decommissioned.
+    Drained { worker: WorkerId },
     /// Anything else: carry out its effects.
     Other,
 }
@@ -489,6 +492,11 @@ pub struct Leader {
     alive_at: Option<Instant>,
     /// Applications being finished for a vanished client.
     finishing: BTreeSet<AppId>,
+    /// Draining workers' kill deadlines by this leader's clock (`None`: no deadline), from
+    /// when this leader first saw each drain.
+    drain_deadlines: BTreeMap<WorkerId, Option<Instant>>,
+    /// Draining workers whose decommissioning is proposed and not committed yet.
+    decommissioning: BTreeSet<WorkerId>,
     pids: BTreeMap<ProcessKey, u32>,
     launches: BTreeMap<ProcessKey, Launch>,
     /// Why each app or driver waits, as of the last scheduling pass.
@@ -533,6 +541,8 @@ impl Leader {
             losing: BTreeSet::new(),
             alive_at: None,
             finishing: BTreeSet::new(),
+            drain_deadlines: BTreeMap::new(),
+            decommissioning: BTreeSet::new(),
             pids: BTreeMap::new(),
             launches: BTreeMap::new(),
             waiting: BTreeMap::new(),
@@ -614,6 +624,9 @@ impl Leader {
                 Some(Purpose::Vanished { app }) => {
                     self.finishing.remove(&app);
                 }
+                Some(Purpose::Drained { worker }) => {
+                    self.decommissioning.remove(&worker);
+                }
                 Some(Purpose::Completing) => self.completed_one(),
                 // The worker must say it again: it registers again with every report that
                 // is not acknowledged.
@@ -673,6 +686,7 @@ impl Leader {
             self.check_liveness(now, state);
             self.finish_vanished_apps(now, state);
             self.retry_launches(now, state);
+            self.finish_drains(now, state);
         }
         self.maybe_advance_recovery(state);
         self.maybe_schedule(now, state);
@@ -1158,6 +1172,13 @@ impl Leader {
                 }
                 self.pass_wanted = true;
             }
+            Purpose::Drained { worker } => {
+                self.decommissioning.remove(&worker);
+                if let Some(response) = response {
+                    self.carry_out(&response.effects, None, None);
+                    self.pass_wanted = true;
+                }
+            }
             Purpose::Vanished { .. } | Purpose::Other => {
                 if let Some(response) = response {
                     self.carry_out(&response.effects, None, None);
@@ -1489,6 +1510,33 @@ impl Leader {
             executors: plan.executors,
         });
         self.propose(op, Purpose::Plan);
+    }
+
+    /// Decommissions each draining worker once nothing runs on it, or once its kill-after
+    /// has passed by this leader's clock (counted from when this leader first saw the
+    /// drain); decommissioning kills what still runs.
+    fn finish_drains(&mut self, now: Instant, state: &ClusterState) {
+        let draining = state.draining();
+        self.drain_deadlines.retain(|w, _| draining.contains_key(w));
+        for (id, drain) in draining {
+            if self.decommissioning.contains(id) {
+                continue;
+            }
+            let deadline = *self.drain_deadlines.entry(id.clone()).or_insert_with(|| {
+                drain
+                    .kill_after_ms
+                    .map(|ms| now + Duration::from_millis(ms))
+            });
+            let empty = state
+                .workers()
+                .get(id)
+                .is_none_or(|w| w.executors.is_empty() && w.drivers.is_empty());
+            if empty || deadline.is_some_and(|at| now >= at) {
+                self.decommissioning.insert(id.clone());
+                let op = Op::DecommissionWorker(DecommissionWorker { id: id.clone() });
+                self.propose(op, Purpose::Drained { worker: id.clone() });
+            }
+        }
     }
 
     /// How long preempted room is kept: the policy's grace, or without a policy (room kept

@@ -93,6 +93,15 @@ impl ClusterState {
             }
         }
 
+        for worker in self.draining.keys() {
+            let alive = self
+                .workers
+                .get(worker)
+                .is_some_and(|w| w.state == WorkerState::Alive);
+            if !alive {
+                return violated(format!("{worker} is draining but not ALIVE"));
+            }
+        }
         for reservation in &self.reservations {
             let alive = self
                 .workers

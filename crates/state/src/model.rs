@@ -220,6 +220,18 @@ pub struct Reservation {
     pub until: Timestamp,
 }
 
+/// A worker being drained (Spark's decommission): it gets no new work, what runs on it
+/// finishes, and then it leaves (DECOMMISSIONED); after `kill_after_ms`, whatever still runs
+/// is killed and it leaves too.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Drain {
+    /// When the drain was asked for, by the leader's clock, for people.
+    pub since: Timestamp,
+    /// How long what runs may take before it is killed; `None`: as long as it takes. The
+    /// leader counts it by its own clock, from when it first saw the drain.
+    pub kill_after_ms: Option<u64>,
+}
+
 /// A driver.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Driver {

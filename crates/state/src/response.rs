@@ -112,6 +112,9 @@ pub enum Rejection {
     /// The worker lacks room.
     #[error("the worker has {0}")]
     NoRoom(Shortfall),
+    /// The worker is being drained: it takes no new work.
+    #[error("the worker is being drained")]
+    Draining,
 }
 
 /// Consequences of a command that reach outside the state machine. The leader acts on them

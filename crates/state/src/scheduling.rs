@@ -1,6 +1,6 @@
 //! The bridge to `muster-core`: the snapshot a scheduling pass sees of this state.
 
-use muster_core::model::{self as core, PassConfig};
+use muster_core::model::{self as core, PassConfig, WorkerState};
 
 use crate::ClusterState;
 use crate::model::DriverState;
@@ -24,7 +24,13 @@ impl ClusterState {
                 memory_used_mb: w.used.memory_mb,
                 resources: w.capacity.custom.clone(),
                 resources_used: w.used.custom.clone(),
-                state: w.state,
+                // A draining worker is offered nothing, as a decommissioned one; what it
+                // holds still counts.
+                state: if self.draining.contains_key(&w.id) {
+                    WorkerState::Decommissioned
+                } else {
+                    w.state
+                },
                 hosts_prior: w
                     .executors
                     .iter()

@@ -4,11 +4,15 @@
 use crate::ClusterState;
 
 /// The newest format this build writes and reads. Format 3 added the kept room
-/// (reservations) at the end of the state; a state without any is still written as format
-/// 2, which replicas of the previous build read, and format 2 reads as a state without any.
-pub const SNAPSHOT_FORMAT: u8 = 3;
+/// (reservations) at the end of the state, and format 4 the draining workers after it. A
+/// state without them is still written in the older format, which replicas of the previous
+/// builds read, and an older format reads as a state without them.
+pub const SNAPSHOT_FORMAT: u8 = 4;
 
-/// The format of a state without kept room.
+/// The format of a state without draining workers.
+const FORMAT_WITHOUT_DRAINS: u8 = 3;
+
+/// The format of a state without draining workers or kept room.
 const FORMAT_WITHOUT_RESERVATIONS: u8 = 2;
 
 /// Why a snapshot could not be read.
@@ -50,10 +54,14 @@ impl ClusterState {
         let mut bytes = vec![SNAPSHOT_FORMAT];
         bincode::serde::encode_into_std_write(self, &mut bytes, config())
             .expect("writing to a Vec cannot fail");
-        if self.reservations.is_empty() {
-            // Format 2: the same, without the empty list's one zero byte at the end.
-            bytes[0] = FORMAT_WITHOUT_RESERVATIONS;
+        // An empty list or map is one zero byte at the end: older formats leave it out.
+        if self.draining.is_empty() {
+            bytes[0] = FORMAT_WITHOUT_DRAINS;
             bytes.pop();
+            if self.reservations.is_empty() {
+                bytes[0] = FORMAT_WITHOUT_RESERVATIONS;
+                bytes.pop();
+            }
         }
         bytes
     }
@@ -70,10 +78,13 @@ impl ClusterState {
         let upgraded;
         let body = match format {
             SNAPSHOT_FORMAT => body,
-            // Format 2 is format 3 without the trailing list of reservations: an empty
-            // list is one zero byte.
-            FORMAT_WITHOUT_RESERVATIONS => {
+            // Older formats lack the trailing fields: each empty one is one zero byte.
+            FORMAT_WITHOUT_DRAINS => {
                 upgraded = [body, &[0]].concat();
+                &upgraded[..]
+            }
+            FORMAT_WITHOUT_RESERVATIONS => {
+                upgraded = [body, &[0, 0]].concat();
                 &upgraded[..]
             }
             found if found > SNAPSHOT_FORMAT => return Err(SnapshotError::NewerFormat { found }),

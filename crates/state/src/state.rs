@@ -9,7 +9,8 @@ use muster_core::resources::Resources;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    App, AppState, Driver, DriverDescription, DriverState, ExecutorState, Reservation, Worker,
+    App, AppState, Drain, Driver, DriverDescription, DriverState, ExecutorState, Reservation,
+    Worker,
 };
 use crate::response::{ApplyError, Effects, Rejection, Response};
 
@@ -71,9 +72,12 @@ pub struct ClusterState {
     /// Results of the last client requests, for deduplication.
     pub(crate) requests: RequestLog,
     /// Room kept for prior work that preempted, counted in its workers' `used` until a
-    /// `GrantReservations` after its grace gives it to its owner. Last, so that a snapshot of
-    /// format 2 reads as one with no reservations.
+    /// `GrantReservations` after its grace gives it to its owner. After the fields of format
+    /// 2, so that a snapshot of format 2 reads as one with no reservations.
     pub(crate) reservations: Vec<Reservation>,
+    /// ALIVE workers being drained. Last, so that a snapshot of format 3 reads as one with no
+    /// drains.
+    pub(crate) draining: BTreeMap<WorkerId, Drain>,
 }
 
 /// The results of recent client requests, oldest first.
@@ -120,6 +124,11 @@ impl ClusterState {
     /// Room kept for prior work that preempted.
     pub fn reservations(&self) -> &[Reservation] {
         &self.reservations
+    }
+
+    /// ALIVE workers being drained.
+    pub fn draining(&self) -> &BTreeMap<WorkerId, Drain> {
+        &self.draining
     }
 
     /// Returns reserved room to its workers.
@@ -341,6 +350,9 @@ impl ClusterState {
         let worker = self.workers.get(id).ok_or(Rejection::UnknownWorker)?;
         if worker.state != WorkerState::Alive {
             return Err(Rejection::WorkerNotAlive(worker.state));
+        }
+        if self.draining.contains_key(id) {
+            return Err(Rejection::Draining);
         }
         worker.free().fits(need).map_err(Rejection::NoRoom)
     }

@@ -43,8 +43,8 @@ use muster_master::leader::{
     Registration, Report, SessionConfig, ToApp, ToWorker, Update,
 };
 use muster_state::commands::{
-    ApplyPlan, ExecutorStateChanged, KillApp, KillDriver, RegisterWorker, SetQueues, SubmitApp,
-    SubmitDriver, WorkerLost,
+    ApplyPlan, DrainWorker, ExecutorStateChanged, KillApp, KillDriver, RegisterWorker, SetQueues,
+    SubmitApp, SubmitDriver, WorkerLost,
 };
 use muster_state::model::{AppDescription, DriverDescription, DriverState, ExecutorState};
 use muster_state::{ClusterState, Op, StateConfig};
@@ -309,6 +309,10 @@ impl goldenscript::Runner for Runner {
                             })
                         }
                     }
+                    "drain" => Op::DrainWorker(DrainWorker {
+                        id: WorkerId::from(args.positional()?),
+                        kill_after_ms: args.optional("kill_after_ms")?,
+                    }),
                     other => return Err(format!("unknown client op {other}").into()),
                 };
                 let response = self.apply_setup(op)?;
@@ -417,9 +421,14 @@ impl Runner {
         let elapsed = self.now - self.start;
         let _ = writeln!(output, "t={}ms", elapsed.as_millis());
         for worker in self.state.workers().values() {
+            let draining = if self.state.draining().contains_key(&worker.id) {
+                " draining"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 output,
-                "worker {} {:?} cores {}/{}",
+                "worker {} {:?}{draining} cores {}/{}",
                 worker.id, worker.state, worker.used.cores, worker.capacity.cores
             );
         }
@@ -499,6 +508,7 @@ fn describe(op: &Op) -> String {
     match op {
         Op::RegisterWorker(op) => format!("RegisterWorker {}", op.id),
         Op::WorkerLost(op) => format!("WorkerLost {} ({})", op.id, op.reason),
+        Op::DecommissionWorker(op) => format!("DecommissionWorker {}", op.id),
         Op::ExecutorStateChanged(op) => format!(
             "Executor {}/{} {:?}{}",
             op.app,

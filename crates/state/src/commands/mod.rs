@@ -18,7 +18,7 @@ pub use drivers::{DriverStateChanged, KillDriver, SubmitDriver};
 pub use plan::ApplyPlan;
 pub use preempt::{GrantReservations, Preempt};
 pub use queues::SetQueues;
-pub use workers::{DecommissionWorker, RegisterWorker, WorkerLost};
+pub use workers::{DecommissionWorker, DrainWorker, RegisterWorker, WorkerLost};
 
 use std::collections::BTreeMap;
 
@@ -83,6 +83,8 @@ pub enum Op {
     /// it had an entry of its own, and the outcome lists their results. Only a log entry
     /// carries a batch, and a batch holds no batch.
     Batch(Vec<Command>),
+    /// A worker is drained: no new work, and it leaves once what runs on it has ended.
+    DrainWorker(DrainWorker),
 }
 
 /// How an op changes the state.
@@ -164,6 +166,7 @@ impl ClusterState {
             Op::Preempt(op) => op.apply(self, command.at),
             Op::GrantReservations(op) => op.apply(self, command.at),
             Op::Batch(_) => Err(ApplyError::Batch),
+            Op::DrainWorker(op) => op.apply(self, command.at),
         };
         if let Some(id) = &command.request_id {
             self.requests

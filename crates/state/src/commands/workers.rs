@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Apply;
 use crate::ClusterState;
-use crate::model::{DriverState, ExecutorState, Worker};
+use crate::model::{Drain, DriverState, ExecutorState, Worker};
 use crate::response::{ApplyError, Effects, Outcome, Response};
 
 /// A worker registers, or re-registers after losing its master.
@@ -138,6 +138,7 @@ impl Apply for WorkerLost {
             )));
         }
         worker.state = WorkerState::Dead;
+        state.draining.remove(&self.id);
         let mut effects = Effects::default();
         state.evacuate_worker(
             &self.id,
@@ -177,6 +178,7 @@ impl Apply for DecommissionWorker {
             }
             WorkerState::Alive => worker.state = WorkerState::Decommissioned,
         }
+        state.draining.remove(&self.id);
         let mut effects = Effects::default();
         state.evacuate_worker(
             &self.id,
@@ -189,5 +191,37 @@ impl Apply for DecommissionWorker {
             outcome: Outcome::Done,
             effects,
         })
+    }
+}
+
+/// A worker is drained (Spark's decommission, gently): it takes no new work from now on, and
+/// the leader decommissions it once nothing runs on it, or after `kill_after_ms` whatever
+/// still runs. Draining a draining worker again changes only its `kill_after_ms`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrainWorker {
+    /// The worker.
+    pub id: WorkerId,
+    /// How long what runs on it may take before it is killed; `None`: as long as it takes.
+    pub kill_after_ms: Option<u64>,
+}
+
+impl Apply for DrainWorker {
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        let worker = state.worker_mut(&self.id)?;
+        if worker.state != WorkerState::Alive {
+            return Err(ApplyError::Conflict(format!(
+                "worker `{}` is {:?}: only an ALIVE worker can be drained",
+                self.id, worker.state
+            )));
+        }
+        let since = state.draining.get(&self.id).map_or(at, |drain| drain.since);
+        state.draining.insert(
+            self.id.clone(),
+            Drain {
+                since,
+                kill_after_ms: self.kill_after_ms,
+            },
+        );
+        Ok(Response::default())
     }
 }

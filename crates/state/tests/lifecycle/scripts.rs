@@ -31,9 +31,9 @@ use muster_core::model::{PassConfig, QueueConfig, WorkerSelection};
 use muster_core::plan::{DriverLaunch, ExecutorGrant};
 use muster_core::resources::{ResourceAmounts, Resources};
 use muster_state::commands::{
-    AppFinished, ApplyPlan, DecommissionWorker, DriverStateChanged, ExecutorStateChanged,
-    GrantReservations, KillApp, KillDriver, KillExecutors, Preempt, RegisterWorker,
-    SetExecutorLimit, SetQueues, SubmitApp, SubmitDriver, WorkerLost,
+    AppFinished, ApplyPlan, DecommissionWorker, DrainWorker, DriverStateChanged,
+    ExecutorStateChanged, GrantReservations, KillApp, KillDriver, KillExecutors, Preempt,
+    RegisterWorker, SetExecutorLimit, SetQueues, SubmitApp, SubmitDriver, WorkerLost,
 };
 use muster_state::model::{AppState, DriverState, ExecutorState, Reservation};
 use muster_state::{Op, Outcome, Response, StateConfig};
@@ -85,6 +85,10 @@ impl goldenscript::Runner for Runner {
             }),
             "decommission" => Op::DecommissionWorker(DecommissionWorker {
                 id: positional(&mut args)?.into(),
+            }),
+            "drain" => Op::DrainWorker(DrainWorker {
+                id: positional(&mut args)?.into(),
+                kill_after_ms: number(&mut args, "kill_after_ms")?,
             }),
             "app" => {
                 let mut desc = app_desc(
@@ -422,9 +426,14 @@ impl Runner {
         let state = &self.0.state;
         let mut out = String::new();
         for w in state.workers().values() {
+            let drain = state
+                .draining()
+                .get(&w.id)
+                .map(|d| format!(", draining (kill after {:?} ms)", d.kill_after_ms))
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "worker {} {:?}: {} of {} cores, {} of {} MB used",
+                "worker {} {:?}: {} of {} cores, {} of {} MB used{drain}",
                 w.id,
                 w.state,
                 w.used.cores,

@@ -3,7 +3,7 @@
 use muster_core::ids::Timestamp;
 use muster_core::model::QueueConfig;
 use muster_core::resources::Resources;
-use muster_state::commands::{Preempt, SetQueues};
+use muster_state::commands::{DecommissionWorker, DrainWorker, Preempt, SetQueues};
 use muster_state::model::Reservation;
 use muster_state::{ClusterState, Op, SNAPSHOT_FORMAT, SnapshotError};
 
@@ -40,6 +40,13 @@ fn busy_cluster() -> Cluster {
         grace_ms: 60_000,
     }));
     assert_eq!(c.state.reservations().len(), 1);
+    // The other worker is being drained.
+    let kept_on = c.state.reservations()[0].worker.clone();
+    let other = if kept_on.as_ref() == "w1" { "w2" } else { "w1" };
+    c.ok(Op::DrainWorker(DrainWorker {
+        id: other.into(),
+        kill_after_ms: Some(30_000),
+    }));
     c
 }
 
@@ -55,6 +62,18 @@ fn a_snapshot_restores_the_same_state() {
         bytes,
         "encoding is deterministic"
     );
+}
+
+#[test]
+fn a_state_without_drains_is_written_in_format_3_and_reads_back() {
+    let mut c = busy_cluster();
+    let drained = c.state.draining().keys().next().unwrap().clone();
+    c.ok(Op::DecommissionWorker(DecommissionWorker { id: drained }));
+    assert!(c.state.draining().is_empty());
+    assert!(!c.state.reservations().is_empty());
+    let bytes = c.state.encode_snapshot();
+    assert_eq!(bytes[0], 3, "replicas of the previous build read it");
+    assert_eq!(ClusterState::decode_snapshot(&bytes).unwrap(), c.state);
 }
 
 #[test]
