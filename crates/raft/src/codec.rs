@@ -12,6 +12,14 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     bincode::serde::encode_to_vec(value, config()).expect("encoding into a Vec cannot fail")
 }
 
+/// How many bytes [`encode`] makes of `value`, without making them.
+pub fn encoded_len<T: Serialize>(value: &T) -> usize {
+    let mut size = bincode::enc::write::SizeWriter::default();
+    bincode::serde::encode_into_writer(value, &mut size, config())
+        .expect("counting bytes cannot fail");
+    size.bytes_written
+}
+
 /// The most bytes a value may claim while it decodes: a corrupted or hostile length must be
 /// an error, not an attempt to allocate it.
 const DECODE_LIMIT: usize = 1 << 30;

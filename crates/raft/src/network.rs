@@ -29,7 +29,7 @@ use crate::types::{Node, NodeId, TypeConfig};
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
 /// The most entry bytes one AppendEntries carries, unless a single entry is larger.
-const APPEND_BUDGET: usize = 4 * 1024 * 1024;
+pub(crate) const APPEND_BUDGET: usize = 4 * 1024 * 1024;
 
 /// Builds peer clients, sharing one channel per address.
 #[derive(Clone, Default)]

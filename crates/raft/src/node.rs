@@ -25,8 +25,9 @@ use openraft::error::{ForwardToLeader, InitializeError, RaftError};
 use openraft::{ChangeMembers, Config, RaftMetrics, ServerState, SnapshotPolicy, TryAsRef};
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 
+use crate::codec::encoded_len;
 use crate::log_store::LogStore;
-use crate::network::Network;
+use crate::network::{APPEND_BUDGET, Network};
 use crate::service::ReplicationService;
 use crate::state_machine::{SharedState, StateMachineStore};
 use crate::types::{Applied, Node, NodeId, Raft};
@@ -155,7 +156,8 @@ where
 /// clients): each made smaller batches and fewer writes per second.
 pub const IN_FLIGHT: usize = 1;
 
-/// The most commands in one entry: a batch must fit an AppendEntries message.
+/// The most commands in one entry (and at most [`APPEND_BUDGET`] bytes of them): a batch
+/// must fit an AppendEntries message within its deadline.
 pub const MAX_BATCH: usize = 256;
 
 /// A command waiting for an entry, and who waits for its result.
@@ -384,19 +386,37 @@ impl RaftNode {
 }
 
 /// The group-commit task (see the module doc): writes what `queued` brings in entries of as
-/// many commands as queued up while at most [`IN_FLIGHT`] entry was committing.
+/// many commands as queued up while at most [`IN_FLIGHT`] entry was committing, within
+/// [`MAX_BATCH`] commands and the bytes one AppendEntries carries (a larger command goes
+/// alone).
 async fn commit_in_batches(raft: Raft, mut queued: mpsc::UnboundedReceiver<Proposal>) {
     let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
-    while let Some(first) = queued.recv().await {
+    // A command that did not fit the last batch: it opens the next one.
+    let mut carried: Option<Proposal> = None;
+    loop {
+        let first = match carried.take() {
+            Some(proposal) => proposal,
+            None => match queued.recv().await {
+                Some(proposal) => proposal,
+                None => return,
+            },
+        };
         let Ok(slot) = Arc::clone(&in_flight).acquire_owned().await else {
             return;
         };
+        let mut bytes = encoded_len(&first.command);
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
-            match queued.try_recv() {
-                Ok(proposal) => batch.push(proposal),
-                Err(_) => break,
+            let Ok(proposal) = queued.try_recv() else {
+                break;
+            };
+            let size = encoded_len(&proposal.command);
+            if bytes + size > APPEND_BUDGET {
+                carried = Some(proposal);
+                break;
             }
+            bytes += size;
+            batch.push(proposal);
         }
         let (mut commands, waiters): (Vec<Command>, Vec<_>) =
             batch.into_iter().map(|p| (p.command, p.result)).unzip();
@@ -410,19 +430,53 @@ async fn commit_in_batches(raft: Raft, mut queued: mpsc::UnboundedReceiver<Propo
                 op: Op::Batch(commands),
             }
         };
+        // As the leader: in this term. An entry this leader appended may never be answered
+        // if it loses the lead (a snapshot can cover it on its return), so a change of term
+        // or of leader frees the slot and answers its waiters too.
+        let mut metrics = raft.metrics();
+        let led_in = {
+            let m = metrics.borrow_and_update();
+            (m.state == ServerState::Leader).then_some(m.current_term)
+        };
         match raft.client_write_ff(entry).await {
             Ok(committed) => {
                 tokio::spawn(async move {
-                    let result = match committed.await {
-                        Ok(Ok(response)) => Ok(response.data),
-                        Ok(Err(error)) => Err(not_leader(RaftError::APIError(error))),
-                        Err(_) => Err(WriteError::Unavailable("Raft stopped".into())),
+                    let result = tokio::select! {
+                        biased;
+                        reply = committed => match reply {
+                            Ok(Ok(response)) => Ok(response.data),
+                            Ok(Err(error)) => Err(not_leader(RaftError::APIError(error))),
+                            Err(_) => Err(WriteError::Unavailable("Raft stopped".into())),
+                        },
+                        () = lead_lost(&mut metrics, led_in) => Err(WriteError::Unavailable(
+                            "the leader changed before the write was answered; it may have \
+                             been committed: retry it with the same request id"
+                                .into(),
+                        )),
                     };
                     drop(slot);
                     answer(waiters, result);
                 });
             }
             Err(fatal) => answer(waiters, Err(WriteError::Unavailable(fatal.to_string()))),
+        }
+    }
+}
+
+/// Resolves once this replica no longer leads in `term`; never when it did not lead.
+async fn lead_lost(metrics: &mut watch::Receiver<RaftMetrics<NodeId, Node>>, term: Option<u64>) {
+    let Some(term) = term else {
+        return std::future::pending().await;
+    };
+    loop {
+        {
+            let m = metrics.borrow_and_update();
+            if m.state != ServerState::Leader || m.current_term != term {
+                return;
+            }
+        }
+        if metrics.changed().await.is_err() {
+            return;
         }
     }
 }

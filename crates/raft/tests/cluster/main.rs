@@ -37,6 +37,33 @@ async fn three_replicas_commit_ten_thousand_commands_and_agree() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_large_concurrent_writes_commit_in_entries_that_replicate() {
+    let _serial = support::serial().await;
+    let cluster = TestCluster::start(3, RaftSettings::default()).await;
+    cluster.leader(DEADLINE).await;
+    // 256 writers of 60 KB commands at once: their batches would reach 15 MB without the
+    // byte budget of a batch; with it they stay within what one AppendEntries carries.
+    let outcomes = cluster.write_many(0..512, 256, large_app).await;
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| matches!(o, Outcome::AppSubmitted { .. })),
+        "every write applied"
+    );
+    cluster.assert_replicas_agree(DEADLINE).await;
+    cluster.shutdown().await;
+}
+
+/// [`submit_app`] with 60 KB of arguments, within the program limit.
+fn large_app(n: u64) -> muster_state::Command {
+    let mut command = submit_app(n);
+    if let muster_state::Op::SubmitApp(submit) = &mut command.op {
+        submit.desc.args = vec!["x".repeat(60 * 1024)];
+    }
+    command
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_leader_takes_over_and_a_restarted_replica_catches_up() {
     let _serial = support::serial().await;
     let mut cluster = TestCluster::start(3, RaftSettings::default()).await;
