@@ -74,6 +74,48 @@ fn submit_wait_follows_the_driver_and_exits_with_its_code() {
 }
 
 #[test]
+fn a_drained_worker_takes_no_new_work_and_leaves_once_its_work_ends() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let _worker = start_worker(&masters, "w1", 2);
+    let first = submit(&masters, &["--", "/bin/sh", "-c", "sleep 2"]);
+    let status = wait_for(&masters, "the first driver running", |s| {
+        driver(s, &first).is_some_and(|d| d["state"] == "RUNNING")
+    });
+    let w1 = crate::support::worker_on(&status, "w1");
+    let w1 = w1.as_str().unwrap();
+    crate::support::stdout(&Masters::client(
+        &masters.list_from(1),
+        &["workers", "drain", w1],
+    ));
+
+    // The drained worker keeps its driver and takes no new one: the second waits.
+    let second = submit(&masters, &["--", "/bin/true"]);
+    let status = wait_for(&masters, "w1 draining, the second driver waiting", |s| {
+        s["workers"][0]["draining"] == true
+            && driver(s, &second).is_some_and(|d| d["waiting"].is_string())
+    });
+    assert_eq!(driver(&status, &first).unwrap()["state"], "RUNNING");
+    let table = crate::support::stdout(&Masters::client(&masters.list_from(1), &["workers"]));
+    assert!(table.contains("DRAINING"), "{table}");
+
+    // Once the first driver ends, the worker leaves; the second never ran there.
+    let status = wait_for(&masters, "w1 decommissioned", |s| {
+        s["workers"][0]["state"] == "DECOMMISSIONED"
+    });
+    assert_eq!(driver(&status, &first).unwrap()["state"], "FINISHED");
+    assert_eq!(driver(&status, &second).unwrap()["state"], "SUBMITTED");
+
+    // Only an ALIVE worker can be drained.
+    let refused = Masters::client(&masters.list_from(1), &["workers", "drain", w1]);
+    assert_eq!(refused.status.code(), Some(3), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("only an ALIVE worker can be drained"),
+        "{refused:?}"
+    );
+}
+
+#[test]
 fn a_failing_supervised_driver_is_restarted_on_its_worker() {
     let masters = Masters::start();
     masters.leader(0);

@@ -20,6 +20,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 use cmd::{
     app, bench, dev, executor, experiment, job, kill, master, plan, queues, status, submit, worker,
+    workers,
 };
 
 #[derive(Parser)]
@@ -68,8 +69,8 @@ enum Command {
     Queues(queues::QueuesArgs),
     /// Show the master replicas and their roles.
     Members(status::ReadArgs),
-    /// Show the workers.
-    Workers(status::ReadArgs),
+    /// Show the workers, or drain one (`muster workers drain ID`).
+    Workers(workers::WorkersArgs),
     /// Show the applications and their executors.
     Apps(status::ReadArgs),
     /// Show the drivers, running and recently ended.
@@ -118,7 +119,7 @@ fn main() -> ExitCode {
         Command::Kill(args) => kill::run(args),
         Command::Queues(args) => queues::run(args),
         Command::Members(args) => status::part(args, "members", render::members),
-        Command::Workers(args) => status::part(args, "workers", render::workers),
+        Command::Workers(args) => workers::run(args),
         Command::Apps(args) => status::part(args, "apps", render::apps),
         Command::Drivers(args) => status::part(args, "drivers", render::drivers),
         Command::Bench(command) => bench::run(command),

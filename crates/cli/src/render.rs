@@ -28,7 +28,11 @@ pub fn workers(status: &StatusReply) -> String {
             "{:<34} {:<12} {:<14} {:<9} {}/{}",
             w.id,
             w.host,
-            w.state().name(),
+            if w.draining {
+                "DRAINING"
+            } else {
+                w.state().name()
+            },
             format!("{}/{}", used.cores, capacity.cores),
             used.memory_mb,
             capacity.memory_mb

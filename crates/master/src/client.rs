@@ -13,9 +13,9 @@ use muster_proto::transport::Dialer;
 use muster_proto::v1::cluster_client::ClusterClient;
 use muster_proto::v1::cluster_server::{Cluster, ClusterServer};
 use muster_proto::v1::{
-    self, AppStatus, DriverStatus, ExecutorStatus, KillReply, KillRequest, Member, MemberRole,
-    SetQueuesReply, SetQueuesRequest, StatusReply, StatusRequest, SubmitDriverReply,
-    SubmitDriverRequest, WorkerStatus,
+    self, AppStatus, DrainWorkerReply, DrainWorkerRequest, DriverStatus, ExecutorStatus, KillReply,
+    KillRequest, Member, MemberRole, SetQueuesReply, SetQueuesRequest, StatusReply, StatusRequest,
+    SubmitDriverReply, SubmitDriverRequest, WorkerStatus,
 };
 use muster_raft::{NodeId, RaftNode};
 use muster_state::commands::SetQueues;
@@ -27,7 +27,7 @@ use tonic::{Request, Status};
 use crate::call::{CallError, client_command, committed};
 use crate::leader::{Event, ProcessKey};
 use crate::session::Sessions;
-use crate::wire::kill_op;
+use crate::wire::{drain_op, kill_op};
 
 /// How long a forwarded call may take at the leader.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(3);
@@ -168,7 +168,14 @@ impl ClusterService {
                 .map_or(v1::RecoveryState::Standby, |s| s.recovery_state().into())
                 .into(),
             members,
-            workers: state.workers().values().map(WorkerStatus::from).collect(),
+            workers: state
+                .workers()
+                .values()
+                .map(|w| WorkerStatus {
+                    draining: state.draining().contains_key(&w.id),
+                    ..WorkerStatus::from(w)
+                })
+                .collect(),
             apps: state
                 .apps()
                 .values()
@@ -278,6 +285,22 @@ impl Cluster for ClusterService {
                 Ok(KillReply {})
             },
             async |mut leader, request| leader.kill(request).await,
+        )
+        .await
+    }
+
+    async fn drain_worker(
+        &self,
+        request: Request<DrainWorkerRequest>,
+    ) -> Result<tonic::Response<DrainWorkerReply>, Status> {
+        self.answer(
+            request,
+            async |this, body| {
+                let op = drain_op(&body)?;
+                this.write(client_command(&body.request_id, op)).await?;
+                Ok(DrainWorkerReply {})
+            },
+            async |mut leader, request| leader.drain_worker(request).await,
         )
         .await
     }

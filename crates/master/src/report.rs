@@ -24,7 +24,7 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
         "workers": status.workers.iter().map(|w| {
             let (capacity, used) = (w.capacity.clone().unwrap_or_default(), w.used.clone().unwrap_or_default());
             json!({
-                "id": w.id, "host": w.host, "state": w.state().name(),
+                "id": w.id, "host": w.host, "state": w.state().name(), "draining": w.draining,
                 "cores": capacity.cores, "cores_used": used.cores,
                 "memory_mb": capacity.memory_mb, "memory_used_mb": used.memory_mb,
             })

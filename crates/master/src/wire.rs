@@ -6,8 +6,8 @@ use muster_core::ids::{AppId, ExecutorId, WorkerId};
 use muster_core::limits;
 use muster_proto::v1::app_message::Body as AppUp;
 use muster_proto::v1::worker_message::Body as WorkerUp;
-use muster_proto::v1::{DriverUpdate, ExecutorUpdate, KillRequest, Register};
-use muster_state::commands::{KillApp, KillDriver, RegisterWorker};
+use muster_proto::v1::{DrainWorkerRequest, DriverUpdate, ExecutorUpdate, KillRequest, Register};
+use muster_state::commands::{DrainWorker, KillApp, KillDriver, RegisterWorker};
 use muster_state::model::{DriverState, ExecutorState};
 use muster_state::{ApplyError, Op};
 use tonic::Status;
@@ -28,6 +28,19 @@ pub fn kill_op(request: &KillRequest) -> Result<Op, ApplyError> {
     } else {
         Op::KillApp(KillApp { id: id.into() })
     })
+}
+
+/// A client's drain request as a log op.
+///
+/// # Errors
+///
+/// The worker id is beyond the name limit.
+pub fn drain_op(request: &DrainWorkerRequest) -> Result<Op, ApplyError> {
+    limits::name("worker_id", &request.worker_id)?;
+    Ok(Op::DrainWorker(DrainWorker {
+        id: request.worker_id.as_str().into(),
+        kill_after_ms: request.kill_after_ms,
+    }))
 }
 
 /// Checks a registration and turns it into the leader's terms.

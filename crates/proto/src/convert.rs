@@ -126,6 +126,8 @@ impl From<&Worker> for v1::WorkerStatus {
             state: v1::WorkerState::from(worker.state).into(),
             capacity: Some((&worker.capacity).into()),
             used: Some((&worker.used).into()),
+            // Draining is the state's, not the worker's: the status sets it.
+            draining: false,
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod queues;
 pub mod status;
 pub mod submit;
 pub mod worker;
+pub mod workers;
 
 use std::io::IsTerminal;
 use std::net::IpAddr;
