@@ -492,9 +492,8 @@ pub struct Leader {
     alive_at: Option<Instant>,
     /// Applications being finished for a vanished client.
     finishing: BTreeSet<AppId>,
-    /// Draining workers' kill deadlines by this leader's clock (`None`: no deadline), from
-    /// when this leader first saw each drain.
-    drain_deadlines: BTreeMap<WorkerId, Option<Instant>>,
+    /// When this leader first saw each drain: its kill-after counts from then.
+    drains_seen: BTreeMap<WorkerId, Instant>,
     /// Draining workers whose decommissioning is proposed and not committed yet.
     decommissioning: BTreeSet<WorkerId>,
     pids: BTreeMap<ProcessKey, u32>,
@@ -541,7 +540,7 @@ impl Leader {
             losing: BTreeSet::new(),
             alive_at: None,
             finishing: BTreeSet::new(),
-            drain_deadlines: BTreeMap::new(),
+            drains_seen: BTreeMap::new(),
             decommissioning: BTreeSet::new(),
             pids: BTreeMap::new(),
             launches: BTreeMap::new(),
@@ -1513,25 +1512,25 @@ impl Leader {
     }
 
     /// Decommissions each draining worker once nothing runs on it, or once its kill-after
-    /// has passed by this leader's clock (counted from when this leader first saw the
-    /// drain); decommissioning kills what still runs.
+    /// (as the log has it now) has passed by this leader's clock, counted from when this
+    /// leader first saw the drain; decommissioning kills what still runs. A worker being
+    /// lost is left to its loss.
     fn finish_drains(&mut self, now: Instant, state: &ClusterState) {
         let draining = state.draining();
-        self.drain_deadlines.retain(|w, _| draining.contains_key(w));
+        self.drains_seen.retain(|w, _| draining.contains_key(w));
         for (id, drain) in draining {
-            if self.decommissioning.contains(id) {
+            if self.decommissioning.contains(id) || self.losing.contains(id) {
                 continue;
             }
-            let deadline = *self.drain_deadlines.entry(id.clone()).or_insert_with(|| {
-                drain
-                    .kill_after_ms
-                    .map(|ms| now + Duration::from_millis(ms))
-            });
+            let seen = *self.drains_seen.entry(id.clone()).or_insert(now);
+            let due = drain
+                .kill_after_ms
+                .is_some_and(|ms| now >= seen + Duration::from_millis(ms));
             let empty = state
                 .workers()
                 .get(id)
                 .is_none_or(|w| w.executors.is_empty() && w.drivers.is_empty());
-            if empty || deadline.is_some_and(|at| now >= at) {
+            if empty || due {
                 self.decommissioning.insert(id.clone());
                 let op = Op::DecommissionWorker(DecommissionWorker { id: id.clone() });
                 self.propose(op, Purpose::Drained { worker: id.clone() });

@@ -126,19 +126,25 @@ pub struct WorkerLost {
 }
 
 impl Apply for WorkerLost {
-    /// Spark's `removeWorker`: the worker becomes DEAD, its executors LOST (their cores
-    /// return to their apps' demand), its supervised drivers are resubmitted under new ids
-    /// and the others end in ERROR.
+    /// Spark's `removeWorker`: the worker becomes DEAD (DECOMMISSIONED if it was being
+    /// drained), its executors LOST (their cores return to their apps' demand), its
+    /// supervised drivers are resubmitted under new ids and the others end in ERROR. Only an
+    /// ALIVE worker can be lost.
     fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
         let worker = state.worker_mut(&self.id)?;
-        if worker.state == WorkerState::Dead {
+        if worker.state != WorkerState::Alive {
             return Err(ApplyError::Conflict(format!(
-                "worker `{}` is already DEAD",
-                self.id
+                "worker `{}` is already {}",
+                self.id,
+                format!("{:?}", worker.state).to_uppercase()
             )));
         }
         worker.state = WorkerState::Dead;
-        state.draining.remove(&self.id);
+        // A draining worker that is lost has left as its drain meant it to: it does not
+        // come back for new work when it registers again.
+        if state.draining.remove(&self.id).is_some() {
+            state.worker_mut(&self.id)?.state = WorkerState::Decommissioned;
+        }
         let mut effects = Effects::default();
         state.evacuate_worker(
             &self.id,
