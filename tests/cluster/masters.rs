@@ -450,3 +450,52 @@ fn a_master_serves_the_status_over_https() {
 fn masters_status(grpc: &str) -> Value {
     serde_json::from_str(&stdout(&Masters::client(grpc, &["status", "--json"]))).unwrap()
 }
+
+#[test]
+fn a_master_logs_json_lines_when_asked() {
+    use std::io::{BufRead, BufReader};
+
+    let dir = tempfile::tempdir().unwrap();
+    let grpc = format!("127.0.0.1:{}", free_port());
+    let mut child = crate::support::muster()
+        .args([
+            "master",
+            "--id",
+            "1",
+            "--listen",
+            &grpc,
+            "--log-format",
+            "json",
+        ])
+        .args(["--peers", &format!("1={grpc}")])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let _master = crate::support::Process(child);
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Every line is a JSON object; the master says it serves.
+    let start = Instant::now();
+    loop {
+        let left = DEADLINE.saturating_sub(start.elapsed());
+        let line = received
+            .recv_timeout(left)
+            .expect("the master says it serves within the deadline");
+        let entry: Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: not JSON: {line}"));
+        assert!(entry["level"].is_string(), "{line}");
+        if entry["fields"]["message"] == "master serving" {
+            assert_eq!(entry["fields"]["listen"], grpc.as_str(), "{line}");
+            return;
+        }
+    }
+}

@@ -7,7 +7,7 @@
 use muster_driver::executor::{CA_VARIABLE, CREDENTIAL_VARIABLE, DRIVER_VARIABLE, ExecutorConfig};
 use muster_proto::auth::Credential;
 
-use super::{log_to_stderr, runtime};
+use super::{LogFormat, log_to_stderr, runtime};
 use crate::error::CliError;
 
 /// Runs the executor.
@@ -16,7 +16,7 @@ use crate::error::CliError;
 ///
 /// Its environment is incomplete, or its driver cannot be reached.
 pub fn run() -> Result<String, CliError> {
-    log_to_stderr();
+    log_to_stderr(LogFormat::Text);
     let variable = |name: &str| {
         std::env::var(name)
             .map_err(|_| CliError::BadInput(format!("{name} is not set: workers start executors")))

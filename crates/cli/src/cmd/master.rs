@@ -11,7 +11,7 @@ use muster_raft::RaftSettings;
 use muster_proto::transport::TlsFiles;
 
 use super::{
-    CaArg, SecretArg, log_to_stderr, read_secret, refuse_open, runtime, stop_signal,
+    CaArg, LogArgs, SecretArg, log_to_stderr, read_secret, refuse_open, runtime, stop_signal,
     warn_if_insecure,
 };
 use crate::error::CliError;
@@ -19,6 +19,8 @@ use crate::error::CliError;
 /// `muster master`.
 #[derive(Args)]
 pub struct MasterArgs {
+    #[command(flatten)]
+    log: LogArgs,
     /// This replica's id, one of the ids in --peers.
     #[arg(long)]
     id: u64,
@@ -102,7 +104,7 @@ fn parse_peers(flag: &str, list: &str) -> Result<BTreeMap<u64, String>, CliError
 ///
 /// Bad flags or files; the master failed to start or stopped with an error.
 pub fn run(args: MasterArgs) -> Result<String, CliError> {
-    log_to_stderr();
+    log_to_stderr(args.log.log_format);
     let file: MasterFile = match &args.config {
         Some(path) => read_json(path)?,
         None => MasterFile::default(),

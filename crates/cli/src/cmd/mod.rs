@@ -223,16 +223,36 @@ pub async fn stop_signal() {
     }
 }
 
-/// Logs to standard error, `info` by default (`RUST_LOG` overrides).
-pub fn log_to_stderr() {
-    tracing_subscriber::fmt()
+/// How a long-running process writes its log.
+#[derive(Clone, Copy, Debug, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Lines for people.
+    #[default]
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+/// `--log-format` of masters and workers.
+#[derive(Args)]
+pub struct LogArgs {
+    /// Write the log (on standard error) as text or as one JSON object per line.
+    #[arg(long, env = "MUSTER_LOG_FORMAT", value_enum, default_value_t)]
+    pub log_format: LogFormat,
+}
+
+/// Logs to standard error in `format`, `info` by default (`RUST_LOG` overrides).
+pub fn log_to_stderr(format: LogFormat) {
+    let log = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "info,openraft=warn".into()),
         )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => log.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => log.json().init(),
+    }
 }
 
 /// The program and its arguments given after `--`.

@@ -11,7 +11,7 @@ use muster_worker::agent::{AgentConfig, lock_work_dir, stable_id};
 use muster_proto::auth::Role;
 
 use super::{
-    CREDENTIAL_VARIABLE, MastersArg, log_to_stderr, refuse_open, runtime, stop_signal,
+    CREDENTIAL_VARIABLE, LogArgs, MastersArg, log_to_stderr, refuse_open, runtime, stop_signal,
     warn_if_insecure,
 };
 use crate::error::CliError;
@@ -19,6 +19,8 @@ use crate::error::CliError;
 /// `muster worker`.
 #[derive(Args)]
 pub struct WorkerArgs {
+    #[command(flatten)]
+    log: LogArgs,
     #[command(flatten)]
     masters: MastersArg,
     /// Cores this worker offers.
@@ -81,7 +83,7 @@ fn parse_resources(list: &str) -> Result<ResourceAmounts, CliError> {
 ///
 /// Bad flags, or the work dir is taken or unusable.
 pub fn run(args: WorkerArgs) -> Result<String, CliError> {
-    log_to_stderr();
+    log_to_stderr(args.log.log_format);
     if args.cores == 0 || args.memory == 0 {
         return Err(CliError::BadInput(
             "--cores and --memory must be at least 1".to_owned(),
