@@ -386,6 +386,17 @@ fn a_master_serves_the_status_over_https() {
         masters_status(&grpc),
         "the same JSON as muster status --json"
     );
+    // `--masters` may come before the command too.
+    let before = crate::support::muster()
+        .args(["--masters", &grpc, "status", "--json"])
+        .env_remove("MUSTER_MASTERS")
+        .output()
+        .unwrap();
+    assert_eq!(
+        serde_json::from_slice::<Value>(&before.stdout).unwrap(),
+        status,
+        "{before:?}"
+    );
     let page = http_get(&http, "/").expect("the page");
     assert!(
         page.contains("<h1>Muster</h1>") && page.contains(&grpc),

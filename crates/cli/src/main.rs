@@ -13,6 +13,7 @@ mod cmd;
 mod error;
 mod render;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -105,7 +106,7 @@ enum JobCommand {
 }
 
 fn main() -> ExitCode {
-    let result = match Cli::parse().command {
+    let result = match Cli::parse_from(masters_after_command(std::env::args_os())).command {
         Command::Plan { file } => plan::run(&file),
         Command::Dev(args) => dev::run(args),
         Command::Master(args) => master::run(args),
@@ -139,5 +140,67 @@ fn main() -> ExitCode {
             eprintln!("error: {error}");
             ExitCode::from(error.exit_code())
         }
+    }
+}
+
+/// The arguments with a `--masters` given before the subcommand (`muster --masters LIST
+/// status`) moved after it, where every command that calls the masters takes it: before a
+/// `--` that starts a program's own arguments, or at the end.
+fn masters_after_command(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut args: Vec<OsString> = args.into_iter().collect();
+    let mut moved = Vec::new();
+    let mut i = 1;
+    while i < args.len() {
+        let arg = args[i].to_string_lossy();
+        if arg == "--masters" && i + 1 < args.len() {
+            moved.extend(args.drain(i..i + 2));
+        } else if arg.starts_with("--masters=") {
+            moved.push(args.remove(i));
+        } else if arg.starts_with('-') {
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    if !moved.is_empty() {
+        let at = args.iter().position(|a| a == "--").unwrap_or(args.len());
+        args.splice(at..at, moved);
+    }
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::masters_after_command;
+
+    fn moved(args: &str) -> String {
+        let args = args.split(' ').map(Into::into);
+        let out: Vec<String> = masters_after_command(args)
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        out.join(" ")
+    }
+
+    #[test]
+    fn masters_before_the_command_moves_after_it() {
+        assert_eq!(
+            moved("muster --masters a:1 status --json"),
+            "muster status --json --masters a:1"
+        );
+        assert_eq!(
+            moved("muster --masters=a:1 workers drain w1"),
+            "muster workers drain w1 --masters=a:1"
+        );
+        assert_eq!(
+            moved("muster --masters a:1 submit --cores 2 -- /bin/echo --masters x"),
+            "muster submit --cores 2 --masters a:1 -- /bin/echo --masters x"
+        );
+        // After the command, or absent, nothing moves.
+        assert_eq!(
+            moved("muster status --masters a:1"),
+            "muster status --masters a:1"
+        );
+        assert_eq!(moved("muster --help"), "muster --help");
     }
 }
