@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{DEADLINE, Masters, driver_ids, driver_state, free_port, stderr, stdout};
+use crate::support::{
+    DEADLINE, Masters, driver_ids, driver_state, free_port, stderr, stdout, wait_for,
+};
 
 #[test]
 fn masters_elect_a_leader_survive_its_loss_and_keep_what_was_accepted() {
@@ -509,4 +511,79 @@ fn a_master_logs_json_lines_when_asked() {
             return;
         }
     }
+}
+
+#[test]
+fn a_saved_snapshot_restores_the_same_state_into_a_new_cluster() {
+    let saved = tempfile::tempdir().unwrap();
+    let file = saved.path().join("muster.snapshot");
+    let file = file.to_str().unwrap();
+    let project = |status: &Value| {
+        let drivers: Vec<(Value, Value, Value)> = status["drivers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| (d["id"].clone(), d["name"].clone(), d["state"].clone()))
+            .collect();
+        (drivers, status["queues"].clone())
+    };
+    let before = {
+        let masters = Masters::start();
+        masters.leader(0);
+        let queues = masters.dir.path().join("queues.json");
+        std::fs::write(&queues, r#"[{"name": "prod", "prior": true}]"#).unwrap();
+        stdout(&Masters::client(
+            &masters.list_from(1),
+            &["queues", "--set", queues.to_str().unwrap()],
+        ));
+        stdout(&Masters::client(
+            &masters.list_from(1),
+            &["submit", "--name", "kept", "--", "/bin/true"],
+        ));
+        let status = masters.status(&masters.list_from(1));
+        let saved = stdout(&Masters::client(
+            &masters.list_from(2),
+            &["snapshot", "save", file],
+        ));
+        assert!(saved.contains("bytes written"), "{saved}");
+        status
+        // Every master and its data dir go with `masters`.
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(file).unwrap().permissions().mode();
+    assert_eq!(
+        mode & 0o077,
+        0,
+        "the snapshot is readable by its owner only"
+    );
+
+    // A new cluster, every master given the file: the first to lead restores it.
+    let masters = Masters::start_with(&["--restore", file]);
+    let after = wait_for(&masters, "the state restored", |s| {
+        s["drivers"].as_array().is_some_and(|d| !d.is_empty())
+    });
+    assert_eq!(project(&after), project(&before));
+
+    // Bytes that are no snapshot never start a master.
+    let garbage = saved.path().join("garbage");
+    std::fs::write(&garbage, b"not a snapshot").unwrap();
+    let refused = crate::support::muster()
+        .args([
+            "master",
+            "--id",
+            "1",
+            "--listen",
+            "127.0.0.1:1",
+            "--peers",
+            "1=127.0.0.1:1",
+        ])
+        .args(["--data-dir", saved.path().join("unused").to_str().unwrap()])
+        .args(["--restore", garbage.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--restore"),
+        "{refused:?}"
+    );
 }

@@ -20,8 +20,8 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 
 use cmd::{
-    app, bench, dev, executor, experiment, job, kill, master, plan, queues, status, submit, worker,
-    workers,
+    app, bench, dev, executor, experiment, job, kill, master, plan, queues, snapshot, status,
+    submit, worker, workers,
 };
 
 #[derive(Parser)]
@@ -79,6 +79,9 @@ enum Command {
     /// Put load on a running cluster and measure it.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Save the cluster's state for disaster recovery (`muster master --restore`).
+    #[command(subcommand)]
+    Snapshot(snapshot::SnapshotCommand),
     /// Print a completion script for a shell, e.g. `muster completions bash >
     /// /etc/bash_completion.d/muster`.
     Completions {
@@ -124,6 +127,7 @@ fn main() -> ExitCode {
         Command::Apps(args) => status::part(args, "apps", render::apps),
         Command::Drivers(args) => status::part(args, "drivers", render::drivers),
         Command::Bench(command) => bench::run(command),
+        Command::Snapshot(command) => snapshot::run(command),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "muster", &mut std::io::stdout());
             Ok(String::new())

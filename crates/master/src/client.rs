@@ -14,10 +14,11 @@ use muster_proto::v1::cluster_client::ClusterClient;
 use muster_proto::v1::cluster_server::{Cluster, ClusterServer};
 use muster_proto::v1::{
     self, AppStatus, DrainWorkerReply, DrainWorkerRequest, DriverStatus, ExecutorStatus, KillReply,
-    KillRequest, Member, MemberRole, SetQueuesReply, SetQueuesRequest, StatusReply, StatusRequest,
-    SubmitDriverReply, SubmitDriverRequest, WorkerStatus,
+    KillRequest, Member, MemberRole, SaveSnapshotReply, SaveSnapshotRequest, SetQueuesReply,
+    SetQueuesRequest, StatusReply, StatusRequest, SubmitDriverReply, SubmitDriverRequest,
+    WorkerStatus,
 };
-use muster_raft::{NodeId, RaftNode};
+use muster_raft::{MAX_MESSAGE_BYTES, NodeId, RaftNode};
 use muster_state::commands::SetQueues;
 use muster_state::model::DriverState;
 use muster_state::{ClusterState, Command, Op, Outcome, Response};
@@ -301,6 +302,26 @@ impl Cluster for ClusterService {
                 Ok(DrainWorkerReply {})
             },
             async |mut leader, request| leader.drain_worker(request).await,
+        )
+        .await
+    }
+
+    async fn save_snapshot(
+        &self,
+        request: Request<SaveSnapshotRequest>,
+    ) -> Result<tonic::Response<SaveSnapshotReply>, Status> {
+        self.answer(
+            request,
+            async |this, _| {
+                let snapshot = this.node.read(ClusterState::encode_snapshot).await?;
+                Ok(SaveSnapshotReply { snapshot })
+            },
+            async |leader, request| {
+                leader
+                    .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                    .save_snapshot(request)
+                    .await
+            },
         )
         .await
     }

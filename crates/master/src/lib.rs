@@ -42,10 +42,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use muster_core::ids::RequestId;
 use muster_proto::auth::{AppTokens, Credential, Role, Secret, Verifier};
 use muster_proto::transport::{TlsError, TlsFiles};
 use muster_raft::{NodeError, NodeId, RaftNode, RaftSettings};
-use muster_state::StateConfig;
+use muster_state::commands::Restore;
+use muster_state::{Command, Op, StateConfig};
 use tokio::net::TcpListener;
 use tonic::service::interceptor::InterceptedService;
 
@@ -84,6 +86,9 @@ pub struct MasterConfig {
     /// TLS: with a certificate and key the master serves TLS only, and with the CA it
     /// verifies the masters it calls.
     pub tls: TlsFiles,
+    /// A saved snapshot (`muster snapshot save`) to give this new cluster once this master
+    /// leads.
+    pub restore: Option<Vec<u8>>,
 }
 
 /// Why a master could not run: the operator must fix something and start it again.
@@ -197,6 +202,9 @@ pub async fn run(
         app_tokens.clone(),
         Arc::clone(&metrics),
     );
+    if let Some(snapshot) = config.restore.clone() {
+        tokio::spawn(restore(Arc::clone(&node), snapshot));
+    }
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(http) = &config.http {
         let listener = bind(http).await?;
@@ -281,3 +289,47 @@ const KEEPALIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5)
 
 /// How long a stopping master waits for open calls to finish.
 const SERVER_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Gives a new cluster the state of a saved snapshot: once this master leads, it writes one
+/// `Restore` command. Its request id comes from the bytes, so that of masters all given the
+/// same file, the first to lead restores it and the others' writes return the same result;
+/// a cluster that already holds work refuses it.
+async fn restore(node: Arc<RaftNode>, snapshot: Vec<u8>) {
+    // FNV-1a: the same on every master, whatever its build.
+    let fingerprint = snapshot
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, &byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        });
+    let request_id = RequestId(format!("restore-{fingerprint:016x}"));
+    let mut leadership = node.leadership();
+    loop {
+        while !leadership.borrow_and_update().is_leader {
+            if leadership.changed().await.is_err() {
+                return;
+            }
+        }
+        let command = Command {
+            at: session::now(),
+            request_id: Some(request_id.clone()),
+            term: None,
+            op: Op::Restore(Restore {
+                snapshot: snapshot.clone(),
+            }),
+        };
+        match node.write(command).await {
+            Ok(Ok(_)) => {
+                tracing::info!("the saved snapshot is restored");
+                return;
+            }
+            Ok(Err(refused)) => {
+                tracing::error!(%refused, "the saved snapshot was not restored");
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "restoring the saved snapshot: trying again");
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        }
+    }
+}

@@ -51,6 +51,11 @@ pub struct MasterArgs {
     /// given too take precedence.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Give this new cluster the state of a snapshot `muster snapshot save` wrote, once this
+    /// master leads (give it to every master of the new cluster: the first to lead restores
+    /// it). A cluster that already holds work refuses it.
+    #[arg(long, value_name = "FILE")]
+    restore: Option<PathBuf>,
     /// Serve the cluster status over HTTP here: `/json`, and a page at `/`.
     #[arg(long)]
     http: Option<String>,
@@ -135,10 +140,21 @@ pub fn run(args: MasterArgs) -> Result<String, CliError> {
             key: args.tls_key,
             ca: args.ca.tls_ca,
         },
+        restore: args.restore.as_deref().map(read_snapshot).transpose()?,
     };
     runtime()?.block_on(async {
         warn_if_insecure(insecure, config.secret.as_ref());
         muster_master::run(config, stop_signal()).await
     })?;
     Ok(String::new())
+}
+
+/// A saved snapshot's bytes, checked to decode before any cluster is given them.
+fn read_snapshot(path: &std::path::Path) -> Result<Vec<u8>, CliError> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        CliError::BadInput(format!("--restore: cannot read {}: {e}", path.display()))
+    })?;
+    muster_state::ClusterState::decode_snapshot(&bytes)
+        .map_err(|e| CliError::BadInput(format!("--restore: {}: {e}", path.display())))?;
+    Ok(bytes)
 }

@@ -11,6 +11,7 @@ pub mod kill;
 pub mod master;
 pub mod plan;
 pub mod queues;
+pub mod snapshot;
 pub mod status;
 pub mod submit;
 pub mod worker;

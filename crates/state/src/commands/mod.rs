@@ -9,6 +9,7 @@ mod drivers;
 mod plan;
 mod preempt;
 mod queues;
+mod restore;
 mod workers;
 
 pub use apps::{
@@ -18,6 +19,7 @@ pub use drivers::{DriverStateChanged, KillDriver, SubmitDriver};
 pub use plan::ApplyPlan;
 pub use preempt::{GrantReservations, Preempt};
 pub use queues::SetQueues;
+pub use restore::Restore;
 pub use workers::{DecommissionWorker, DrainWorker, RegisterWorker, WorkerLost};
 
 use std::collections::BTreeMap;
@@ -85,6 +87,8 @@ pub enum Op {
     Batch(Vec<Command>),
     /// A worker is drained: no new work, and it leaves once what runs on it has ended.
     DrainWorker(DrainWorker),
+    /// A new cluster takes a saved snapshot's state.
+    Restore(Restore),
 }
 
 /// How an op changes the state.
@@ -167,6 +171,7 @@ impl ClusterState {
             Op::GrantReservations(op) => op.apply(self, command.at),
             Op::Batch(_) => Err(ApplyError::Batch),
             Op::DrainWorker(op) => op.apply(self, command.at),
+            Op::Restore(op) => op.apply(self, command.at),
         };
         if let Some(id) = &command.request_id {
             self.requests

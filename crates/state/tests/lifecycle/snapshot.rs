@@ -3,7 +3,7 @@
 use muster_core::ids::Timestamp;
 use muster_core::model::QueueConfig;
 use muster_core::resources::Resources;
-use muster_state::commands::{DecommissionWorker, DrainWorker, Preempt, SetQueues};
+use muster_state::commands::{DecommissionWorker, DrainWorker, Preempt, Restore, SetQueues};
 use muster_state::model::Reservation;
 use muster_state::{ClusterState, Op, SNAPSHOT_FORMAT, SnapshotError};
 
@@ -193,4 +193,32 @@ proptest::proptest! {
         }
         decode_hostile(&corrupted);
     }
+}
+
+#[test]
+fn a_new_cluster_restores_a_saved_snapshot_and_only_a_new_one() {
+    let saved = busy_cluster();
+    let restore = || {
+        Op::Restore(Restore {
+            snapshot: saved.state.encode_snapshot(),
+        })
+    };
+    let mut fresh = Cluster::new();
+    fresh.ok(restore());
+    assert_eq!(fresh.state, saved.state);
+
+    // A cluster that has run something keeps it.
+    let refused = fresh.command(restore(), None).unwrap_err();
+    assert!(
+        refused.to_string().contains("only into a new cluster"),
+        "{refused}"
+    );
+    // Bytes that are no snapshot change nothing either.
+    let mut other = Cluster::new();
+    let garbage = Op::Restore(Restore {
+        snapshot: vec![SNAPSHOT_FORMAT, 1, 2, 3],
+    });
+    let refused = other.command(garbage, None).unwrap_err();
+    assert!(refused.to_string().contains("snapshot"), "{refused}");
+    assert!(other.state.workers().is_empty());
 }
