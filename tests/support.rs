@@ -210,7 +210,7 @@ fn test_dir() -> tempfile::TempDir {
 
 pub struct Masters {
     pub addrs: Vec<String>,
-    peers: String,
+    pub peers: String,
     pub running: Vec<Option<Process>>,
     pub dir: tempfile::TempDir,
     extra_args: Vec<String>,

@@ -587,3 +587,74 @@ fn a_saved_snapshot_restores_the_same_state_into_a_new_cluster() {
         "{refused:?}"
     );
 }
+
+#[test]
+fn a_master_joins_the_group_and_leaves_it_again() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let kept = stdout(&Masters::client(
+        &masters.list_from(1),
+        &["submit", "--name", "kept", "--", "/bin/true"],
+    ));
+    let addr = format!("127.0.0.1:{}", free_port());
+    let _fourth = crate::support::Process(
+        crate::support::muster()
+            .args(["master", "--id", "4", "--listen", &addr])
+            .args(["--peers", &format!("{},4={addr}", masters.peers)])
+            .arg("--data-dir")
+            .arg(masters.dir.path().join("master-4"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(masters.dir.path().join("master-4.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    stdout(&Masters::client(
+        &masters.list_from(1),
+        &["members", "add", &format!("4={addr}")],
+    ));
+    let roles = |status: &Value| -> Vec<(u64, String)> {
+        status["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["id"].as_u64().unwrap(),
+                    m["role"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let status = masters.status(&masters.list_from(1));
+    let joined = roles(&status);
+    assert_eq!(joined.len(), 4, "{status}");
+    assert!(joined.contains(&(4, "follower".to_owned())), "{status}");
+
+    // The new member holds the state: its own copy has the driver.
+    let start = Instant::now();
+    loop {
+        let local = Masters::client(&addr, &["status", "--local", "--json"]);
+        if local.status.success()
+            && serde_json::from_slice::<Value>(&local.stdout)
+                .is_ok_and(|s| driver_ids(&s).contains(&kept.as_str()))
+        {
+            break;
+        }
+        assert!(start.elapsed() < DEADLINE, "the new member never caught up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    stdout(&Masters::client(
+        &masters.list_from(1),
+        &["members", "remove", "4"],
+    ));
+    let status = masters.status(&masters.list_from(1));
+    assert_eq!(roles(&status).len(), 3, "{status}");
+
+    // Bad input is refused and changes nothing.
+    let malformed = Masters::client(&masters.list_from(1), &["members", "add", "four"]);
+    assert_eq!(malformed.status.code(), Some(2), "{malformed:?}");
+    let unknown = Masters::client(&masters.list_from(1), &["members", "remove", "9"]);
+    assert_eq!(unknown.status.code(), Some(3), "{unknown:?}");
+    assert_eq!(roles(&masters.status(&masters.list_from(1))).len(), 3);
+}

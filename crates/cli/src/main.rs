@@ -20,8 +20,8 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 
 use cmd::{
-    app, bench, dev, executor, experiment, job, kill, master, plan, queues, snapshot, status,
-    submit, worker, workers,
+    app, bench, dev, executor, experiment, job, kill, master, members, plan, queues, snapshot,
+    status, submit, worker, workers,
 };
 
 #[derive(Parser)]
@@ -68,8 +68,8 @@ enum Command {
     Kill(kill::KillArgs),
     /// Show the queues, or replace them with `--set FILE`.
     Queues(queues::QueuesArgs),
-    /// Show the master replicas and their roles.
-    Members(status::ReadArgs),
+    /// Show the master replicas and their roles, or add or remove one.
+    Members(members::MembersArgs),
     /// Show the workers, or drain one (`muster workers drain ID`).
     Workers(workers::WorkersArgs),
     /// Show the applications and their executors.
@@ -122,7 +122,7 @@ fn main() -> ExitCode {
         Command::Experiment(ExperimentCommand::Priority(args)) => experiment::run(args),
         Command::Kill(args) => kill::run(args),
         Command::Queues(args) => queues::run(args),
-        Command::Members(args) => status::part(args, "members", render::members),
+        Command::Members(args) => members::run(args),
         Command::Workers(args) => workers::run(args),
         Command::Apps(args) => status::part(args, "apps", render::apps),
         Command::Drivers(args) => status::part(args, "drivers", render::drivers),

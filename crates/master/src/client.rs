@@ -2,7 +2,7 @@
 //! forwards the call once, to the leader it knows, and a call that still lands on a follower
 //! fails with `UNAVAILABLE` and the leader's address in the [`LEADER_HEADER`] metadata.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,18 +10,19 @@ use muster_core::limits::MAX_REQUEST_BYTES;
 use muster_core::model::QueueConfig;
 use muster_proto::auth::AUTHORIZATION;
 use muster_proto::transport::Dialer;
+use muster_proto::v1::change_members_request::Change;
 use muster_proto::v1::cluster_client::ClusterClient;
 use muster_proto::v1::cluster_server::{Cluster, ClusterServer};
 use muster_proto::v1::{
-    self, AppStatus, DrainWorkerReply, DrainWorkerRequest, DriverStatus, ExecutorStatus, KillReply,
-    KillRequest, Member, MemberRole, SaveSnapshotReply, SaveSnapshotRequest, SetQueuesReply,
-    SetQueuesRequest, StatusReply, StatusRequest, SubmitDriverReply, SubmitDriverRequest,
-    WorkerStatus,
+    self, AppStatus, ChangeMembersReply, ChangeMembersRequest, DrainWorkerReply,
+    DrainWorkerRequest, DriverStatus, ExecutorStatus, KillReply, KillRequest, Member, MemberRole,
+    SaveSnapshotReply, SaveSnapshotRequest, SetQueuesReply, SetQueuesRequest, StatusReply,
+    StatusRequest, SubmitDriverReply, SubmitDriverRequest, WorkerStatus,
 };
 use muster_raft::{MAX_MESSAGE_BYTES, NodeId, RaftNode};
 use muster_state::commands::SetQueues;
 use muster_state::model::DriverState;
-use muster_state::{ClusterState, Command, Op, Outcome, Response};
+use muster_state::{ApplyError, ClusterState, Command, Op, Outcome, Response};
 use tonic::transport::Channel;
 use tonic::{Request, Status};
 
@@ -302,6 +303,61 @@ impl Cluster for ClusterService {
                 Ok(DrainWorkerReply {})
             },
             async |mut leader, request| leader.drain_worker(request).await,
+        )
+        .await
+    }
+
+    async fn change_members(
+        &self,
+        request: Request<ChangeMembersRequest>,
+    ) -> Result<tonic::Response<ChangeMembersReply>, Status> {
+        self.answer(
+            request,
+            async |this, body| {
+                let voters: BTreeSet<NodeId> = this
+                    .node
+                    .metrics()
+                    .borrow()
+                    .membership_config
+                    .membership()
+                    .voter_ids()
+                    .collect();
+                let voters = match body.change {
+                    Some(Change::Add(member)) => {
+                        if member.id == 0 || member.addr.is_empty() {
+                            return Err(ApplyError::Invalid {
+                                field: "add".to_owned(),
+                                message: "a new member needs an id of at least 1 and an address"
+                                    .to_owned(),
+                            }
+                            .into());
+                        }
+                        this.node.add_learner(member.id, &member.addr).await?;
+                        voters.into_iter().chain([member.id]).collect()
+                    }
+                    Some(Change::Remove(id)) => {
+                        if !voters.contains(&id) {
+                            let message = format!("no voting member {id}");
+                            return Err(ApplyError::Conflict(message).into());
+                        }
+                        if voters.len() == 1 {
+                            let message = "the last member cannot leave".to_owned();
+                            return Err(ApplyError::Conflict(message).into());
+                        }
+                        voters.into_iter().filter(|&v| v != id).collect()
+                    }
+                    None => {
+                        return Err(ApplyError::Invalid {
+                            field: "change".to_owned(),
+                            message: "no change given".to_owned(),
+                        }
+                        .into());
+                    }
+                };
+                this.node.change_membership(voters).await?;
+                Ok(ChangeMembersReply {})
+            },
+            async |mut leader, request| leader.change_members(request).await,
         )
         .await
     }

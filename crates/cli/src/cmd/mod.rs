@@ -9,6 +9,7 @@ pub mod experiment;
 pub mod job;
 pub mod kill;
 pub mod master;
+pub mod members;
 pub mod plan;
 pub mod queues;
 pub mod snapshot;
