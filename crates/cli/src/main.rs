@@ -20,8 +20,8 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 
 use cmd::{
-    app, bench, dev, executor, experiment, job, kill, master, members, plan, queues, snapshot,
-    status, submit, worker, workers,
+    app, bench, dev, executor, experiment, job, kill, master, members, plan, queues, secrets,
+    snapshot, status, submit, worker, workers,
 };
 
 #[derive(Parser)]
@@ -79,6 +79,8 @@ enum Command {
     /// Put load on a running cluster and measure it.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Write a new cluster's secret and TLS files.
+    Secrets(secrets::SecretsArgs),
     /// Save the cluster's state for disaster recovery (`muster master --restore`).
     #[command(subcommand)]
     Snapshot(snapshot::SnapshotCommand),
@@ -128,6 +130,7 @@ fn main() -> ExitCode {
         Command::Drivers(args) => status::part(args, "drivers", render::drivers),
         Command::Bench(command) => bench::run(command),
         Command::Snapshot(command) => snapshot::run(command),
+        Command::Secrets(args) => secrets::run(args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "muster", &mut std::io::stdout());
             Ok(String::new())

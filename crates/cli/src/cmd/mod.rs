@@ -12,6 +12,7 @@ pub mod master;
 pub mod members;
 pub mod plan;
 pub mod queues;
+pub mod secrets;
 pub mod snapshot;
 pub mod status;
 pub mod submit;

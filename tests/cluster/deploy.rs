@@ -1,0 +1,206 @@
+//! The deploy files must not rot: the systemd units' and the compose file's command lines
+//! start a real cluster here, with exactly their arguments (addresses and paths substituted
+//! for this machine), and it must come up ALIVE with its workers.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::support::{DEADLINE, Masters, Process, free_port, secret_file, tls_files};
+
+fn deploy_file(path: &str) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
+    std::fs::read_to_string(root.join(path)).unwrap()
+}
+
+/// Starts `muster` with `args` (the program name left out), logging to `log`.
+fn start(args: &[String], log: &Path) -> Process {
+    Process(
+        Command::new(env!("CARGO_BIN_EXE_muster"))
+            .args(args)
+            .env_clear()
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// The test machine's stand-ins for the deploy files' secret and TLS paths.
+fn credential_paths(prefix: &str) -> Vec<(String, String)> {
+    let tls = tls_files();
+    let path = |p: &Option<std::path::PathBuf>| p.as_ref().unwrap().display().to_string();
+    vec![
+        (
+            format!("{prefix}secret"),
+            secret_file().display().to_string(),
+        ),
+        (format!("{prefix}tls/cert.pem"), path(&tls.cert)),
+        (format!("{prefix}tls/key.pem"), path(&tls.key)),
+        (format!("{prefix}tls/ca.pem"), path(&tls.ca)),
+    ]
+}
+
+/// Replaces every `from` in each argument by its `to`.
+fn substitute(args: &[String], table: &[(String, String)]) -> Vec<String> {
+    args.iter()
+        .map(|arg| {
+            table
+                .iter()
+                .fold(arg.clone(), |arg, (from, to)| arg.replace(from, to))
+        })
+        .collect()
+}
+
+/// Waits until the masters at `list` have a leader ALIVE with `workers` ALIVE workers.
+fn wait_alive(list: &str, workers: usize) -> Value {
+    let start = std::time::Instant::now();
+    loop {
+        let output = Masters::client(list, &["status", "--json"]);
+        if output.status.success() {
+            let status: Value = serde_json::from_slice(&output.stdout).unwrap();
+            let alive = status["workers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|w| w["state"] == "ALIVE")
+                .count();
+            if status["recovery_state"] == "ALIVE" && alive == workers {
+                return status;
+            }
+        }
+        assert!(start.elapsed() < DEADLINE, "the cluster never came up");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_systemd_units_start_a_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let exec_start = |unit: &str| -> Vec<String> {
+        let text = deploy_file(unit);
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix("ExecStart="))
+            .expect("an ExecStart line");
+        let mut words = line.split_whitespace().map(str::to_owned);
+        assert_eq!(words.next().as_deref(), Some("/usr/local/bin/muster"));
+        words.collect()
+    };
+    let env_names = |file: &str| -> Vec<String> {
+        deploy_file(file)
+            .lines()
+            .filter(|l| !l.starts_with('#') && l.contains('='))
+            .map(|l| l.split('=').next().unwrap().to_owned())
+            .collect()
+    };
+    let master = exec_start("systemd/muster-master.service");
+    let worker = exec_start("systemd/muster-worker.service");
+
+    let addrs: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let peers = (1..=3)
+        .map(|id| format!("{id}={}", addrs[id - 1]))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut running = Vec::new();
+    for id in 1..=3 {
+        let env = BTreeMap::from([
+            ("MUSTER_ID", id.to_string()),
+            ("MUSTER_LISTEN", addrs[id - 1].clone()),
+            ("MUSTER_PEERS", peers.clone()),
+            ("MUSTER_HTTP", format!("127.0.0.1:{}", free_port())),
+        ]);
+        let mut example = env_names("systemd/master.env.example");
+        example.sort();
+        assert_eq!(
+            example,
+            env.keys().map(|k| k.to_string()).collect::<Vec<_>>(),
+            "the example sets what the unit uses"
+        );
+        let mut table: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (format!("${{{k}}}"), v.clone()))
+            .collect();
+        let data = dir.path().join(format!("master-{id}"));
+        table.push(("/var/lib/muster/master".into(), data.display().to_string()));
+        table.extend(credential_paths("/etc/muster/"));
+        let args = substitute(&master, &table);
+        running.push(start(&args, &dir.path().join(format!("master-{id}.log"))));
+    }
+    let list = addrs.join(",");
+    let mut table = vec![
+        ("${MUSTER_MASTERS}".to_owned(), list.clone()),
+        ("${MUSTER_CORES}".to_owned(), "2".to_owned()),
+        ("${MUSTER_MEMORY}".to_owned(), "2048".to_owned()),
+        (
+            "/var/lib/muster/worker".to_owned(),
+            dir.path().join("worker").display().to_string(),
+        ),
+    ];
+    assert_eq!(
+        env_names("systemd/worker.env.example"),
+        ["MUSTER_MASTERS", "MUSTER_CORES", "MUSTER_MEMORY"],
+    );
+    table.extend(credential_paths("/etc/muster/"));
+    running.push(start(
+        &substitute(&worker, &table),
+        &dir.path().join("worker.log"),
+    ));
+
+    let status = wait_alive(&list, 1);
+    assert_eq!(status["members"].as_array().unwrap().len(), 3, "{status}");
+    assert_eq!(status["workers"][0]["cores"], 2, "{status}");
+}
+
+#[test]
+fn the_compose_file_starts_a_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let compose = deploy_file("docker/docker-compose.yml");
+    // Each service's `command:` is a flow sequence of quoted strings: JSON.
+    let mut commands = BTreeMap::new();
+    let mut service = None;
+    for line in compose.lines() {
+        if let Some(name) = line.strip_prefix("  ").and_then(|l| l.strip_suffix(':'))
+            && !name.starts_with(' ')
+        {
+            service = Some(name.to_owned());
+        }
+        if let Some(command) = line.trim().strip_prefix("command: ") {
+            let args: Vec<String> = serde_json::from_str(command).unwrap();
+            commands.insert(service.clone().expect("a service"), args);
+        }
+    }
+    assert_eq!(
+        commands.keys().collect::<Vec<_>>(),
+        ["master-1", "master-2", "master-3", "worker-1", "worker-2"]
+    );
+    let mut table: Vec<(String, String)> = (1..=3)
+        .map(|id| {
+            (
+                format!("master-{id}:7077"),
+                format!("127.0.0.1:{}", free_port()),
+            )
+        })
+        .collect();
+    table.extend(credential_paths("/etc/muster/"));
+    let list = (1..=3)
+        .map(|i| table[i - 1].1.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut running = Vec::new();
+    for (name, args) in &commands {
+        let mut local = table.clone();
+        local.push(("0.0.0.0:8080".into(), format!("127.0.0.1:{}", free_port())));
+        let data = dir.path().join(name);
+        local.push(("/var/lib/muster/master".into(), data.display().to_string()));
+        local.push(("/var/lib/muster/worker".into(), data.display().to_string()));
+        let args = substitute(args, &local);
+        running.push(start(&args, &dir.path().join(format!("{name}.log"))));
+    }
+    let status = wait_alive(&list, 2);
+    assert_eq!(status["members"].as_array().unwrap().len(), 3, "{status}");
+}
