@@ -438,8 +438,24 @@ fn a_master_serves_the_status_over_https() {
     let page = http_get(&http, "/").expect("the page");
     assert!(!page.contains("<script>"), "{page}");
     assert!(
-        page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"),
+        page.contains("&lt;script&gt;alert('x')&lt;/script&gt;"),
         "{page}"
+    );
+    // The summary, a refresh, and a page for the driver, linked from the overview.
+    assert!(page.contains("drivers 0 running, 0 ended"), "{page}");
+    assert!(page.contains(r#"http-equiv="refresh""#), "{page}");
+    let id = driver_ids(&masters_status(&grpc))[0].to_owned();
+    assert!(page.contains(&format!(r#"href="driver/{id}""#)), "{page}");
+    let driver_page = http_get(&http, &format!("/driver/{id}")).expect("the driver's page");
+    assert!(
+        driver_page.contains(&format!("Driver {id}")),
+        "{driver_page}"
+    );
+    assert!(driver_page.contains("SUBMITTED"), "{driver_page}");
+    assert!(!driver_page.contains("<script>"), "{driver_page}");
+    assert!(
+        http_get(&http, "/app/app-none").is_none(),
+        "no such application: not found"
     );
 
     // The driver waits for a worker, and the metrics say so once the leader has passed.

@@ -1,6 +1,6 @@
 //! The master's HTTP endpoint, for people and scripts without the CLI (Spark's master UI):
-//! `/json` is the cluster status exactly as `muster status --json` prints it, and `/` a plain
-//! page of the same. Both ask the master's own client API, so any master shows the leader's
+//! `/json` is the cluster status exactly as `muster status --json` prints it, and `/` with
+//! `/app/ID` and `/driver/ID` the pages of the same ([`crate::ui`]). Both ask the master's own client API, so any master shows the leader's
 //! view. `/metrics` is this replica's own Prometheus metrics ([`crate::metrics`]). A master
 //! with a TLS certificate serves it over HTTPS only.
 
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, Json};
 use axum::routing::get;
@@ -25,6 +25,7 @@ use tonic::Request;
 use crate::metrics::Metrics;
 use crate::report::status_json;
 use crate::session::Sessions;
+use crate::ui;
 use muster_raft::RaftNode;
 
 /// This master's own client API, and how to call it.
@@ -57,6 +58,8 @@ pub(crate) async fn serve(
     let app = Router::new()
         .route("/json", get(json))
         .route("/", get(page))
+        .route("/app/{id}", get(app_page))
+        .route("/driver/{id}", get(driver_page))
         .with_state(Grpc {
             addr: grpc,
             credential,
@@ -147,97 +150,27 @@ async fn json(State(grpc): State<Grpc>) -> Result<Json<Value>, Failure> {
     status(&grpc).await.map(Json)
 }
 
-/// `text` made safe inside an HTML element or a quoted attribute.
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&#39;")
-}
-
-/// One HTML table of `rows` (JSON objects) with `columns`.
-fn table(title: &str, rows: &Value, columns: &[&str]) -> String {
-    let head: String = columns
-        .iter()
-        .map(|c| format!("<th>{}</th>", escape(c)))
-        .collect();
-    let body: String = rows
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|row| {
-            let cells: String = columns
-                .iter()
-                .map(|c| match &row[*c] {
-                    Value::Null => "<td></td>".to_owned(),
-                    Value::String(s) => format!("<td>{}</td>", escape(s)),
-                    other => format!("<td>{}</td>", escape(&other.to_string())),
-                })
-                .collect();
-            format!("<tr>{cells}</tr>")
-        })
-        .collect();
-    format!("<h2>{title}</h2><table><tr>{head}</tr>{body}</table>")
-}
-
 async fn page(State(grpc): State<Grpc>) -> Result<Html<String>, Failure> {
-    let s = status(&grpc).await?;
-    let header = format!(
-        "<h1>Muster</h1><p>leader {} &middot; term {} &middot; {}</p>",
-        s["leader"],
-        s["term"],
-        escape(s["recovery_state"].as_str().unwrap_or_default())
-    );
-    let tables = [
-        table("Masters", &s["members"], &["id", "addr", "role"]),
-        table(
-            "Workers",
-            &s["workers"],
-            &[
-                "id",
-                "host",
-                "state",
-                "cores",
-                "cores_used",
-                "memory_mb",
-                "memory_used_mb",
-            ],
-        ),
-        table(
-            "Applications",
-            &s["apps"],
-            &["id", "name", "queue", "state", "cores_granted", "waiting"],
-        ),
-        table(
-            "Drivers",
-            &s["drivers"],
-            &[
-                "id",
-                "name",
-                "queue",
-                "state",
-                "worker",
-                "pid",
-                "exit_code",
-                "waiting",
-            ],
-        ),
-        table(
-            "Queues",
-            &s["queues"],
-            &["name", "prior", "threshold", "max_capacity"],
-        ),
-        table(
-            "Room kept for prior work (preemption)",
-            &s["kept"],
-            &["owner", "worker", "cores", "memory_mb", "until_ms"],
-        ),
-    ];
-    Ok(Html(format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Muster</title>\
-         <style>body{{font-family:sans-serif}}td,th{{padding:2px 8px;text-align:left}}</style></head>\
-         <body>{header}{}</body></html>",
-        tables.concat()
-    )))
+    let status = status(&grpc).await?;
+    Ok(Html(ui::overview(&status).into_string()))
+}
+
+async fn app_page(
+    State(grpc): State<Grpc>,
+    Path(id): Path<String>,
+) -> Result<Html<String>, Failure> {
+    let status = status(&grpc).await?;
+    ui::app(&status, &id)
+        .map(|page| Html(page.into_string()))
+        .ok_or((StatusCode::NOT_FOUND, format!("no active application {id}")))
+}
+
+async fn driver_page(
+    State(grpc): State<Grpc>,
+    Path(id): Path<String>,
+) -> Result<Html<String>, Failure> {
+    let status = status(&grpc).await?;
+    ui::driver(&status, &id)
+        .map(|page| Html(page.into_string()))
+        .ok_or((StatusCode::NOT_FOUND, format!("no driver {id}")))
 }

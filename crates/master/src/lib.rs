@@ -23,7 +23,7 @@
 //! * `client`: the client API, forwarded by followers to the leader.
 //! * `call`: client writes as commands, and every call failure as one gRPC status.
 //! * [`config`]: the settings file and queue files.
-//! * `report` and `http`: the status as JSON and the HTTP status page.
+//! * `report`, `ui` and `http`: the status as JSON, its pages, and the HTTP endpoint.
 //! * [`metrics`]: the Prometheus metrics `http` serves at `/metrics`.
 
 mod apps;
@@ -35,6 +35,7 @@ pub mod leader;
 pub mod metrics;
 mod report;
 mod session;
+mod ui;
 pub mod wire;
 mod workers;
 
