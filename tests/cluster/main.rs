@@ -13,4 +13,5 @@ mod masters;
 #[allow(dead_code)]
 #[path = "../support.rs"]
 mod support;
+mod ui;
 mod workers;
