@@ -582,3 +582,25 @@ fn pipe(mut from: TcpStream, mut to: TcpStream) {
         let _ = to.shutdown(Shutdown::Both);
     });
 }
+
+/// Three masters whose prior queue `prod` preempts ordinary executors after waiting 1 s,
+/// keeps the room it frees 2 s and stops at most half the cores per round; with the
+/// directory holding their settings, which must outlive them.
+pub fn preempting_masters() -> (Masters, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("master.json");
+    std::fs::write(
+        &config,
+        r#"{"preemption": {"queues": ["prod"], "delay_s": 1, "grace_s": 2, "max_fraction": 0.5}}"#,
+    )
+    .unwrap();
+    let masters = Masters::start_with(&["--config", config.to_str().unwrap()]);
+    masters.leader(0);
+    let queues = dir.path().join("queues.json");
+    std::fs::write(&queues, r#"[{"name": "prod", "prior": true}]"#).unwrap();
+    stdout(&Masters::client(
+        &masters.list_from(1),
+        &["queues", "--set", queues.to_str().unwrap()],
+    ));
+    (masters, dir)
+}

@@ -326,21 +326,7 @@ fn an_attached_application_sets_its_limit_and_releases_executors() {
 
 #[test]
 fn a_prior_application_preempts_an_ordinary_one_and_its_room_is_kept_for_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("master.json");
-    std::fs::write(
-        &config,
-        r#"{"preemption": {"queues": ["prod"], "delay_s": 1, "grace_s": 2, "max_fraction": 0.5}}"#,
-    )
-    .unwrap();
-    let masters = Masters::start_with(&["--config", config.to_str().unwrap()]);
-    masters.leader(0);
-    let queues = masters.dir.path().join("queues.json");
-    std::fs::write(&queues, r#"[{"name": "prod", "prior": true}]"#).unwrap();
-    crate::support::stdout(&Masters::client(
-        &masters.list_from(1),
-        &["queues", "--set", queues.to_str().unwrap()],
-    ));
+    let (masters, _settings) = crate::support::preempting_masters();
     let _worker = start_worker(&masters, "w1", 4);
     let (filler, filler_id, filler_out) = app_run(&masters, SLEEPERS);
     let before = wait_for(&masters, "the worker full", |s| {

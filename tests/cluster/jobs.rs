@@ -383,20 +383,7 @@ name = "j"
 
 #[test]
 fn a_job_whose_executor_is_preempted_runs_its_tasks_again_without_counting_failures() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("master.json");
-    std::fs::write(
-        &config,
-        r#"{"preemption": {"queues": ["prod"], "delay_s": 1, "grace_s": 2, "max_fraction": 0.5}}"#,
-    )
-    .unwrap();
-    let masters = Masters::start_with(&["--config", config.to_str().unwrap()]);
-    let queues = masters.dir.path().join("queues.json");
-    std::fs::write(&queues, r#"[{"name": "prod", "prior": true}]"#).unwrap();
-    crate::support::stdout(&Masters::client(
-        &masters.list_from(1),
-        &["queues", "--set", queues.to_str().unwrap()],
-    ));
+    let (masters, _settings) = crate::support::preempting_masters();
     let _w1 = start_worker(&masters, "w1", 4);
     // One failure would fail the job: a preempted attempt must not count as one.
     let file = job_file(

@@ -123,18 +123,7 @@ impl Writer {
         match self {
             Self::Muster { client, submitted } => match submitted.take() {
                 None => {
-                    let request = SubmitDriverRequest {
-                        request_id: request_id(),
-                        name: "bench".to_owned(),
-                        command: "/bin/true".to_owned(),
-                        resources: Some(Resources {
-                            cores: 1,
-                            memory_mb: 1,
-                            ..Resources::default()
-                        }),
-                        ..SubmitDriverRequest::default()
-                    };
-                    let reply = client.submit_driver(request).await?;
+                    let reply = client.submit_driver(bench_driver()).await?;
                     *submitted = Some(reply.into_inner().driver_id);
                 }
                 Some(id) => {
@@ -155,6 +144,21 @@ impl Writer {
             }
         }
         Ok(())
+    }
+}
+
+/// The driver every benchmark submits: one core, 1 MB, `/bin/true`, a fresh request id.
+fn bench_driver() -> SubmitDriverRequest {
+    SubmitDriverRequest {
+        request_id: request_id(),
+        name: "bench".to_owned(),
+        command: "/bin/true".to_owned(),
+        resources: Some(Resources {
+            cores: 1,
+            memory_mb: 1,
+            ..Resources::default()
+        }),
+        ..SubmitDriverRequest::default()
     }
 }
 

@@ -22,7 +22,7 @@ use muster_proto::v1::worker_link_client::WorkerLinkClient;
 use muster_proto::v1::worker_message::Body as Up;
 use muster_proto::v1::{
     DriverState, DriverUpdate, ExecutorState, ExecutorUpdate, Heartbeat, Register, Resources,
-    StatusRequest, SubmitDriverRequest, WorkerMessage, WorkerState,
+    StatusRequest, WorkerMessage, WorkerState,
 };
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -30,7 +30,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
 use super::super::{MastersArg, runtime};
-use crate::client::{Masters, request_id};
+use crate::client::Masters;
 use crate::error::CliError;
 
 /// Streams per connection: below HTTP/2 servers' usual limit of concurrent streams.
@@ -230,18 +230,7 @@ async fn place_drivers(
         .map(|(c, mut client)| {
             tokio::spawn(async move {
                 for _ in (c..count).step_by(CLIENTS) {
-                    let request = SubmitDriverRequest {
-                        request_id: request_id(),
-                        name: "bench".to_owned(),
-                        command: "/bin/true".to_owned(),
-                        resources: Some(Resources {
-                            cores: 1,
-                            memory_mb: 1,
-                            ..Resources::default()
-                        }),
-                        ..SubmitDriverRequest::default()
-                    };
-                    client.submit_driver(request).await?;
+                    client.submit_driver(super::bench_driver()).await?;
                 }
                 Ok::<_, tonic::Status>(())
             })
