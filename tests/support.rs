@@ -407,9 +407,14 @@ pub fn start_worker_via(
 
 /// Polls `status` until `done` holds for it, within [`DEADLINE`].
 pub fn wait_for(masters: &Masters, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    wait_for_at(&masters.list_from(1), what, done)
+}
+
+/// [`wait_for`] on the masters at `list` (a comma-separated list).
+pub fn wait_for_at(list: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
     let start = Instant::now();
     loop {
-        let output = Masters::client(&masters.list_from(1), &["status", "--json"]);
+        let output = Masters::client(list, &["status", "--json"]);
         if output.status.success() {
             let status: Value = serde_json::from_slice(&output.stdout).unwrap();
             if done(&status) {
@@ -422,6 +427,16 @@ pub fn wait_for(masters: &Masters, what: &str, done: impl Fn(&Value) -> bool) ->
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// How many workers a status has ALIVE.
+pub fn alive_workers(status: &Value) -> usize {
+    status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["state"] == "ALIVE")
+        .count()
 }
 
 /// Submits a driver with `args` and returns its id.

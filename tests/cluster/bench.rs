@@ -55,11 +55,5 @@ fn simulated_workers_register_heartbeat_and_come_back_after_the_leader_is_killed
     // The bench killed the leader; another leads, with every simulated worker ALIVE.
     let next = masters.leader(leader);
     let status = masters.status(&masters.list_from(next as usize));
-    let alive = status["workers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|w| w["state"] == "ALIVE")
-        .count();
-    assert_eq!(alive, 200, "{status}");
+    assert_eq!(crate::support::alive_workers(&status), 200, "{status}");
 }

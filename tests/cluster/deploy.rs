@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-use crate::support::{DEADLINE, Masters, Process, free_port, secret_file, tls_files};
+use crate::support::{Process, alive_workers, free_port, secret_file, tls_files, wait_for_at};
 
 fn deploy_file(path: &str) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
@@ -56,24 +56,9 @@ fn substitute(args: &[String], table: &[(String, String)]) -> Vec<String> {
 
 /// Waits until the masters at `list` have a leader ALIVE with `workers` ALIVE workers.
 fn wait_alive(list: &str, workers: usize) -> Value {
-    let start = std::time::Instant::now();
-    loop {
-        let output = Masters::client(list, &["status", "--json"]);
-        if output.status.success() {
-            let status: Value = serde_json::from_slice(&output.stdout).unwrap();
-            let alive = status["workers"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|w| w["state"] == "ALIVE")
-                .count();
-            if status["recovery_state"] == "ALIVE" && alive == workers {
-                return status;
-            }
-        }
-        assert!(start.elapsed() < DEADLINE, "the cluster never came up");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    wait_for_at(list, "the cluster ALIVE with its workers", |status| {
+        status["recovery_state"] == "ALIVE" && alive_workers(status) == workers
+    })
 }
 
 #[test]
