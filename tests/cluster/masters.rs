@@ -480,13 +480,51 @@ fn masters_status(grpc: &str) -> Value {
     serde_json::from_str(&stdout(&Masters::client(grpc, &["status", "--json"]))).unwrap()
 }
 
-#[test]
-fn a_master_logs_json_lines_when_asked() {
+/// Starts `command` and returns its standard error's lines as they come.
+fn stderr_lines(
+    mut command: std::process::Command,
+) -> (crate::support::Process, std::sync::mpsc::Receiver<String>) {
     use std::io::{BufRead, BufReader};
 
+    let mut child = command
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (crate::support::Process(child), received)
+}
+
+/// The first JSON log line from `lines` with this message; every line must be JSON.
+fn json_line(lines: &std::sync::mpsc::Receiver<String>, message: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let left = DEADLINE.saturating_sub(start.elapsed());
+        let line = lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no `{message}` logged within the deadline"));
+        let entry: Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: not JSON: {line}"));
+        assert!(entry["level"].is_string(), "{line}");
+        if entry["fields"]["message"] == message {
+            return entry;
+        }
+    }
+}
+
+#[test]
+fn masters_and_workers_log_json_lines_when_asked() {
     let dir = tempfile::tempdir().unwrap();
     let grpc = format!("127.0.0.1:{}", free_port());
-    let mut child = crate::support::muster()
+    let mut master = crate::support::muster();
+    master
         .args([
             "master",
             "--id",
@@ -498,35 +536,22 @@ fn a_master_logs_json_lines_when_asked() {
         ])
         .args(["--peers", &format!("1={grpc}")])
         .arg("--data-dir")
-        .arg(dir.path())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    let _master = crate::support::Process(child);
-    let (lines, received) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in stderr.lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    // Every line is a JSON object; the master says it serves.
-    let start = Instant::now();
-    loop {
-        let left = DEADLINE.saturating_sub(start.elapsed());
-        let line = received
-            .recv_timeout(left)
-            .expect("the master says it serves within the deadline");
-        let entry: Value =
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: not JSON: {line}"));
-        assert!(entry["level"].is_string(), "{line}");
-        if entry["fields"]["message"] == "master serving" {
-            assert_eq!(entry["fields"]["listen"], grpc.as_str(), "{line}");
-            return;
-        }
-    }
+        .arg(dir.path().join("master"));
+    let (_master, master_lines) = stderr_lines(master);
+    let serving = json_line(&master_lines, "master serving");
+    assert_eq!(serving["fields"]["listen"], grpc.as_str(), "{serving}");
+
+    // A worker's lines carry its id in their span.
+    let mut worker = crate::support::muster();
+    worker
+        .args(["worker", "--masters", &grpc, "--log-format", "json"])
+        .args(["--cores", "1", "--memory", "512"])
+        .arg("--work-dir")
+        .arg(dir.path().join("worker"));
+    let (_worker, worker_lines) = stderr_lines(worker);
+    let attached = json_line(&worker_lines, "attached to the leader");
+    let id = attached["span"]["worker"].as_str().unwrap_or_default();
+    assert!(id.starts_with("worker-"), "{attached}");
 }
 
 #[test]

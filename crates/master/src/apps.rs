@@ -13,6 +13,7 @@ use muster_raft::RaftNode;
 use muster_state::{ApplyError, Op, Outcome};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
+use tracing::Instrument;
 
 use crate::call::{CallError, client_command, committed};
 use crate::leader::Event;
@@ -107,9 +108,14 @@ impl AppLink for AppLinkService {
             link,
             app: app.clone(),
         });
-        tokio::spawn(session.follow(link, inbound, move |message: AppMessage| {
-            app_event(&app, link, message.body?)
-        }));
+        let span = tracing::info_span!("app", app = %app);
+        tokio::spawn(
+            session
+                .follow(link, inbound, move |message: AppMessage| {
+                    app_event(&app, link, message.body?)
+                })
+                .instrument(span),
+        );
         Ok(Response::new(ReceiverStream::new(receiver)))
     }
 }

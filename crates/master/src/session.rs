@@ -34,6 +34,7 @@ use muster_raft::{Applied, Leadership, RaftNode, WriteError};
 use muster_state::{ClusterState, Command};
 use tokio::sync::{Notify, mpsc, watch};
 use tonic::{Status, Streaming};
+use tracing::Instrument;
 
 use crate::leader::{
     Action, Close, Event, Leader, LinkId, ProcessKey, ProposalId, RecoveryState, SessionConfig,
@@ -127,10 +128,24 @@ impl Session {
             metrics,
             started: Instant::now(),
         });
-        tokio::spawn(Arc::clone(&session).write_proposals(to_write));
-        tokio::spawn(Arc::clone(&session).tick_until_ended());
-        tokio::spawn(Arc::clone(&session).pass_when_wanted());
-        tokio::spawn(Arc::clone(&session).read_state());
+        // Everything the session's own tasks log carries its term.
+        let span = tracing::info_span!("leader", term = %term);
+        tokio::spawn(
+            Arc::clone(&session)
+                .write_proposals(to_write)
+                .instrument(span.clone()),
+        );
+        tokio::spawn(
+            Arc::clone(&session)
+                .tick_until_ended()
+                .instrument(span.clone()),
+        );
+        tokio::spawn(
+            Arc::clone(&session)
+                .pass_when_wanted()
+                .instrument(span.clone()),
+        );
+        tokio::spawn(Arc::clone(&session).read_state().instrument(span));
         session
     }
 

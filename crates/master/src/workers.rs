@@ -11,6 +11,7 @@ use muster_proto::v1::{MasterMessage, WorkerMessage};
 use muster_raft::RaftNode;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
+use tracing::Instrument;
 
 use crate::call::CallError;
 use crate::leader::Event;
@@ -62,11 +63,15 @@ impl WorkerLink for WorkerLinkService {
             return Err(CallError::not_leader(&self.node).into());
         };
         session.step(Event::WorkerAttached { link, registration });
-        tokio::spawn(async move {
-            let events = |message: WorkerMessage| worker_event(&worker, link, message.body?);
-            session.follow(link, inbound, events).await;
-            tracing::info!(%worker, "worker stream closed");
-        });
+        let span = tracing::info_span!("worker", worker = %worker);
+        tokio::spawn(
+            async move {
+                let events = |message: WorkerMessage| worker_event(&worker, link, message.body?);
+                session.follow(link, inbound, events).await;
+                tracing::info!("worker stream closed");
+            }
+            .instrument(span),
+        );
         Ok(Response::new(ReceiverStream::new(receiver)))
     }
 }

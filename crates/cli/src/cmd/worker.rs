@@ -7,6 +7,7 @@ use muster_core::model::resource_amounts;
 use muster_core::resources::{ResourceAmounts, Resources};
 use muster_master::config::seconds;
 use muster_worker::agent::{AgentConfig, lock_work_dir, stable_id};
+use tracing::Instrument;
 
 use muster_proto::auth::Role;
 
@@ -137,9 +138,14 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
         kill_grace: std::time::Duration::from_secs(10),
         fence: args.fence,
     };
-    runtime()?.block_on(async {
-        warn_if_insecure(args.insecure, secret.as_ref());
-        muster_worker::agent::run(config, stop_signal()).await;
-    });
+    // Everything the worker logs carries its id.
+    let span = tracing::info_span!("worker", worker = %config.id);
+    runtime()?.block_on(
+        async {
+            warn_if_insecure(args.insecure, secret.as_ref());
+            muster_worker::agent::run(config, stop_signal()).await;
+        }
+        .instrument(span),
+    );
     Ok(String::new())
 }
