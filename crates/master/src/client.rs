@@ -2,7 +2,7 @@
 //! forwards the call once, to the leader it knows, and a call that still lands on a follower
 //! fails with `UNAVAILABLE` and the leader's address in the [`LEADER_HEADER`] metadata.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -314,15 +314,9 @@ impl Cluster for ClusterService {
         self.answer(
             request,
             async |this, body| {
-                let voters: BTreeSet<NodeId> = this
-                    .node
-                    .metrics()
-                    .borrow()
-                    .membership_config
-                    .membership()
-                    .voter_ids()
-                    .collect();
-                let voters = match body.change {
+                // Only the leader's view of the membership counts: a follower's may lag.
+                this.node.read(|_| ()).await?;
+                match body.change {
                     Some(Change::Add(member)) => {
                         if member.id == 0 || member.addr.is_empty() {
                             return Err(ApplyError::Invalid {
@@ -333,18 +327,20 @@ impl Cluster for ClusterService {
                             .into());
                         }
                         this.node.add_learner(member.id, &member.addr).await?;
-                        voters.into_iter().chain([member.id]).collect()
+                        this.node.add_voter(member.id).await?;
                     }
                     Some(Change::Remove(id)) => {
-                        if !voters.contains(&id) {
-                            let message = format!("no voting member {id}");
+                        let membership = this.node.metrics().borrow().membership_config.clone();
+                        let membership = membership.membership();
+                        if membership.get_node(&id).is_none() {
+                            let message = format!("no member {id}");
                             return Err(ApplyError::Conflict(message).into());
                         }
-                        if voters.len() == 1 {
-                            let message = "the last member cannot leave".to_owned();
+                        if membership.voter_ids().eq([id]) {
+                            let message = "the last voting member cannot leave".to_owned();
                             return Err(ApplyError::Conflict(message).into());
                         }
-                        voters.into_iter().filter(|&v| v != id).collect()
+                        this.node.remove_member(id).await?;
                     }
                     None => {
                         return Err(ApplyError::Invalid {
@@ -353,8 +349,7 @@ impl Cluster for ClusterService {
                         }
                         .into());
                     }
-                };
-                this.node.change_membership(voters).await?;
+                }
                 Ok(ChangeMembersReply {})
             },
             async |mut leader, request| leader.change_members(request).await,

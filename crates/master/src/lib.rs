@@ -204,7 +204,7 @@ pub async fn run(
         Arc::clone(&metrics),
     );
     if let Some(snapshot) = config.restore.clone() {
-        tokio::spawn(restore(Arc::clone(&node), snapshot));
+        tokio::spawn(restore(Arc::clone(&node), Arc::clone(&sessions), snapshot));
     }
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(http) = &config.http {
@@ -294,8 +294,9 @@ const SERVER_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 /// Gives a new cluster the state of a saved snapshot: once this master leads, it writes one
 /// `Restore` command. Its request id comes from the bytes, so that of masters all given the
 /// same file, the first to lead restores it and the others' writes return the same result;
-/// a cluster that already holds work refuses it.
-async fn restore(node: Arc<RaftNode>, snapshot: Vec<u8>) {
+/// a cluster that already holds work refuses it. Once restored, the leader's session starts
+/// again, so that it recovers from the restored state (awaits its workers and applications).
+async fn restore(node: Arc<RaftNode>, sessions: Arc<session::Sessions>, snapshot: Vec<u8>) {
     // FNV-1a: the same on every master, whatever its build.
     let fingerprint = snapshot
         .iter()
@@ -320,7 +321,8 @@ async fn restore(node: Arc<RaftNode>, snapshot: Vec<u8>) {
         };
         match node.write(command).await {
             Ok(Ok(_)) => {
-                tracing::info!("the saved snapshot is restored");
+                tracing::info!("the saved snapshot is restored: recovering from it");
+                sessions.stop();
                 return;
             }
             Ok(Err(refused)) => {

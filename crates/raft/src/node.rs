@@ -300,6 +300,46 @@ impl RaftNode {
             .map_err(not_leader)
     }
 
+    /// Makes `id`, a learner already, a voter, leaving the other voters as they are.
+    ///
+    /// # Errors
+    ///
+    /// This replica does not lead, a change is already in progress, or Raft is unavailable.
+    pub async fn add_voter(&self, id: NodeId) -> Result<(), WriteError> {
+        self.raft
+            .change_membership(ChangeMembers::AddVoterIds([id].into()), false)
+            .await
+            .map(|_| ())
+            .map_err(not_leader)
+    }
+
+    /// Takes member `id` (a voter or a learner) out of the group, leaving the others as they
+    /// are: it no longer votes nor is replicated to.
+    ///
+    /// # Errors
+    ///
+    /// This replica does not lead, a change is already in progress, or Raft is unavailable.
+    pub async fn remove_member(&self, id: NodeId) -> Result<(), WriteError> {
+        let votes = self
+            .raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .any(|v| v == id);
+        let change = if votes {
+            ChangeMembers::RemoveVoters([id].into())
+        } else {
+            ChangeMembers::RemoveNodes([id].into())
+        };
+        self.raft
+            .change_membership(change, false)
+            .await
+            .map(|_| ())
+            .map_err(not_leader)
+    }
+
     /// Commits `command` and returns what applying it gave.
     ///
     /// # Errors

@@ -22,11 +22,12 @@ impl std::fmt::Debug for Restore {
 }
 
 impl Apply for Restore {
-    /// Only a cluster that has run nothing yet (no worker, application or driver ever) is
-    /// restored; its queues and the rest of the state become the snapshot's, its settings
-    /// stay its own.
+    /// Only a cluster that has run nothing yet (no application or driver was ever submitted)
+    /// is restored; what it has (workers that registered, queues) and the rest of the state
+    /// become the snapshot's, and its settings stay its own.
     fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
-        let fresh = state.workers.is_empty()
+        let fresh = state.next_app_number == 0
+            && state.next_driver_number == 0
             && state.apps.is_empty()
             && state.drivers.is_empty()
             && state.completed_apps.is_empty()
