@@ -30,7 +30,7 @@ enum MembersAction {
         /// The new replica: `ID=HOST:PORT`.
         member: String,
     },
-    /// Remove a voting replica from the group.
+    /// Remove a replica from the group: a voter, or a learner an unfinished `add` left.
     Remove {
         #[command(flatten)]
         masters: MastersArg,
