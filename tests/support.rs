@@ -111,6 +111,30 @@ pub fn master_addresses(count: usize) -> (Vec<String>, String) {
     (addrs, peers)
 }
 
+/// `muster master` as replica `id` listening on `listen`, in the group `peers` (`ID=ADDR,...`),
+/// with its data in `data_dir`; more arguments may follow.
+pub fn master_command(id: u64, listen: &str, peers: &str, data_dir: &std::path::Path) -> Command {
+    let mut command = muster();
+    command
+        .args([
+            "master",
+            "--id",
+            &id.to_string(),
+            "--listen",
+            listen,
+            "--peers",
+            peers,
+        ])
+        .arg("--data-dir")
+        .arg(data_dir);
+    command
+}
+
+/// [`master_command`] for a group of one.
+pub fn lone_master_command(listen: &str, data_dir: &std::path::Path) -> Command {
+    master_command(1, listen, &format!("1={listen}"), data_dir)
+}
+
 /// An application of one-core, 256 MB executors that sleep, as `muster app run` arguments
 /// (add `--cores-max N` in front to bound it).
 pub const SLEEPERS: &[&str] = &[
@@ -254,7 +278,7 @@ impl Masters {
     pub fn spawn(&self, id: usize) -> Process {
         let data_dir = self.dir.path().join(format!("master-{id}"));
         let log = std::fs::File::create(self.dir.path().join(format!("master-{id}.log"))).unwrap();
-        let mut command = muster();
+        let mut command = master_command(id as u64, &self.addrs[id - 1], &self.peers, &data_dir);
         if self.plain {
             for key in [
                 "MUSTER_SECRET_FILE",
@@ -267,17 +291,6 @@ impl Masters {
         }
         Process(
             command
-                .args([
-                    "master",
-                    "--id",
-                    &id.to_string(),
-                    "--listen",
-                    &self.addrs[id - 1],
-                    "--peers",
-                    &self.peers,
-                ])
-                .arg("--data-dir")
-                .arg(&data_dir)
                 .args(&self.extra_args)
                 .stdout(Stdio::null())
                 .stderr(log)

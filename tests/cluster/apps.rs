@@ -285,18 +285,7 @@ fn an_attached_application_sets_its_limit_and_releases_executors() {
     let masters = Masters::start();
     masters.leader(0);
     let _worker = start_worker(&masters, "w1", 4);
-    let (mut run, id, _out) = app_run(
-        &masters,
-        &[
-            "--executor-cores",
-            "1",
-            "--executor-memory",
-            "256",
-            "--",
-            "/bin/sleep",
-            "1000",
-        ],
-    );
+    let (mut run, id, _out) = app_run(&masters, SLEEPERS);
     let ids = |s: &Value| -> Vec<u64> {
         running_executors(s, &id)
             .iter()

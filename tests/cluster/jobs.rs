@@ -35,6 +35,16 @@ fn job_run(masters: &Masters, file: &std::path::Path) -> Process {
     )
 }
 
+/// How many attempts of the report ended in `state`.
+fn attempts_in(report: &Value, state: &str) -> usize {
+    report["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["state"] == state)
+        .count()
+}
+
 /// Waits for the run to end within the deadline; its exit success and JSON report.
 fn report(mut run: Process) -> (bool, Value) {
     let start = std::time::Instant::now();
@@ -215,12 +225,7 @@ name = "sleepy"
     let (succeeded, report) = report(run);
     assert!(succeeded, "{report}");
     each_task_once(&report);
-    let lost = report["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["state"] == "LOST")
-        .count();
+    let lost = attempts_in(&report, "LOST");
     assert!(lost >= 1, "the lost executors' tasks ran again: {report}");
     assert_eq!(
         report["jobs"][0]["stages"][0]["failed_attempts"].as_u64(),
@@ -411,12 +416,7 @@ name = "long"
     let (succeeded, report) = report(run);
     assert!(succeeded, "{report}");
     each_task_once(&report);
-    let preempted = report["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["state"] == "PREEMPTED")
-        .count();
+    let preempted = attempts_in(&report, "PREEMPTED");
     assert!(preempted >= 1, "the preempted attempt ran again: {report}");
     assert_eq!(
         report["jobs"][0]["stages"][0]["failed_attempts"].as_u64(),

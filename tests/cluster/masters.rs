@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support::{
-    DEADLINE, Masters, driver_ids, driver_state, free_port, stderr, stdout, wait_for,
+    DEADLINE, Masters, driver_ids, driver_state, free_port, lone_master_command, master_command,
+    stderr, stdout, wait_for,
 };
 
 #[test]
@@ -290,18 +291,7 @@ fn masters_apply_their_configured_queues_and_refuse_a_bad_config() {
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, r#"{"worker_timeout": 5}"#).unwrap();
     let port = free_port();
-    let output = crate::support::muster()
-        .args([
-            "master",
-            "--id",
-            "1",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--peers",
-            &format!("1=127.0.0.1:{port}"),
-        ])
-        .arg("--data-dir")
-        .arg(dir.path().join("bad-master"))
+    let output = lone_master_command(&format!("127.0.0.1:{port}"), &dir.path().join("bad-master"))
         .arg("--config")
         .arg(&bad)
         .output()
@@ -353,20 +343,8 @@ fn a_master_serves_the_status_over_https() {
         format!("127.0.0.1:{}", free_port()),
     );
     let _master = crate::support::Process(
-        crate::support::muster()
-            .args([
-                "master",
-                "--id",
-                "1",
-                "--listen",
-                &grpc,
-                "--peers",
-                &format!("1={grpc}"),
-                "--http",
-                &http,
-            ])
-            .arg("--data-dir")
-            .arg(dir.path())
+        lone_master_command(&grpc, dir.path())
+            .args(["--http", &http])
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap(),
@@ -523,20 +501,8 @@ fn json_line(lines: &std::sync::mpsc::Receiver<String>, message: &str) -> Value 
 fn masters_and_workers_log_json_lines_when_asked() {
     let dir = tempfile::tempdir().unwrap();
     let grpc = format!("127.0.0.1:{}", free_port());
-    let mut master = crate::support::muster();
-    master
-        .args([
-            "master",
-            "--id",
-            "1",
-            "--listen",
-            &grpc,
-            "--log-format",
-            "json",
-        ])
-        .args(["--peers", &format!("1={grpc}")])
-        .arg("--data-dir")
-        .arg(dir.path().join("master"));
+    let mut master = lone_master_command(&grpc, &dir.path().join("master"));
+    master.args(["--log-format", "json"]);
     let (_master, master_lines) = stderr_lines(master);
     let serving = json_line(&master_lines, "master serving");
     assert_eq!(serving["fields"]["listen"], grpc.as_str(), "{serving}");
@@ -608,17 +574,7 @@ fn a_saved_snapshot_restores_the_same_state_into_a_new_cluster() {
     // Bytes that are no snapshot never start a master.
     let garbage = saved.path().join("garbage");
     std::fs::write(&garbage, b"not a snapshot").unwrap();
-    let refused = crate::support::muster()
-        .args([
-            "master",
-            "--id",
-            "1",
-            "--listen",
-            "127.0.0.1:1",
-            "--peers",
-            "1=127.0.0.1:1",
-        ])
-        .args(["--data-dir", saved.path().join("unused").to_str().unwrap()])
+    let refused = lone_master_command("127.0.0.1:1", &saved.path().join("unused"))
         .args(["--restore", garbage.to_str().unwrap()])
         .output()
         .unwrap();
@@ -639,15 +595,16 @@ fn a_master_joins_the_group_and_leaves_it_again() {
     ));
     let addr = format!("127.0.0.1:{}", free_port());
     let _fourth = crate::support::Process(
-        crate::support::muster()
-            .args(["master", "--id", "4", "--listen", &addr])
-            .args(["--peers", &format!("{},4={addr}", masters.peers)])
-            .arg("--data-dir")
-            .arg(masters.dir.path().join("master-4"))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(masters.dir.path().join("master-4.log")).unwrap())
-            .spawn()
-            .unwrap(),
+        master_command(
+            4,
+            &addr,
+            &format!("{},4={addr}", masters.peers),
+            &masters.dir.path().join("master-4"),
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(masters.dir.path().join("master-4.log")).unwrap())
+        .spawn()
+        .unwrap(),
     );
     stdout(&Masters::client(
         &masters.list_from(1),

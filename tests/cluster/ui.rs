@@ -7,7 +7,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{DEADLINE, Masters, Process, free_port, muster, stdout};
+use crate::support::{DEADLINE, Masters, Process, free_port, lone_master_command, muster, stdout};
 
 fn browser() -> Option<&'static str> {
     ["chromium", "chromium-browser", "google-chrome"]
@@ -50,11 +50,8 @@ fn the_status_page_renders_in_a_browser() {
         format!("127.0.0.1:{}", free_port()),
     );
     let _master = Process(
-        muster()
-            .args(["master", "--id", "1", "--listen", &grpc, "--http", &http])
-            .args(["--peers", &format!("1={grpc}")])
-            .arg("--data-dir")
-            .arg(dir.path())
+        lone_master_command(&grpc, dir.path())
+            .args(["--http", &http])
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),

@@ -35,6 +35,9 @@ fn driver(id: &str) -> Workload {
     Workload::Driver { driver: id.into() }
 }
 
+/// A script that ignores SIGTERM, once it has written `ready` in its directory.
+const IGNORES_SIGTERM: &str = "trap '' TERM; echo ready > ready; while true; do sleep 0.05; done";
+
 fn shell(workload: Workload, script: &str, supervise: bool) -> LaunchSpec {
     LaunchSpec {
         workload,
@@ -188,11 +191,7 @@ async fn a_process_that_ignores_sigterm_is_killed_after_the_grace_period() {
     let (supervisor, mut events) = supervisor(dir.path());
     let workload = driver("stubborn");
     let pid = supervisor
-        .launch(shell(
-            workload.clone(),
-            "trap '' TERM; echo ready > ready; while true; do sleep 0.05; done",
-            false,
-        ))
+        .launch(shell(workload.clone(), IGNORES_SIGTERM, false))
         .unwrap();
     next(&mut events).await;
     wait_for_file(&dir.path().join("stubborn/ready")).await;
@@ -216,11 +215,7 @@ async fn a_kill_with_a_shorter_grace_sends_sigkill_after_that_grace() {
     let (supervisor, mut events) = Supervisor::new(config);
     let workload = executor("app-1", 0);
     let pid = supervisor
-        .launch(shell(
-            workload.clone(),
-            "trap '' TERM; echo ready > ready; while true; do sleep 0.05; done",
-            false,
-        ))
+        .launch(shell(workload.clone(), IGNORES_SIGTERM, false))
         .unwrap();
     next(&mut events).await;
     wait_for_file(&dir.path().join("app-1/0/ready")).await;
