@@ -363,3 +363,51 @@ fn a_prior_application_preempts_an_ordinary_one_and_its_room_is_kept_for_it() {
         "the notice, then the end: {told:#?}"
     );
 }
+
+#[test]
+fn room_kept_for_prior_work_survives_a_leader_failover_and_nothing_is_preempted_twice() {
+    let (mut masters, _settings) = crate::support::preempting_masters();
+    let _worker = start_worker(&masters, "w1", 4);
+    let (_filler, filler_id, _filler_out) = app_run(&masters, SLEEPERS);
+    let before = wait_for(&masters, "the worker full", |s| {
+        running_executors(s, &filler_id).len() == 4
+    });
+    let mut held: Vec<u64> = running_executors(&before, &filler_id)
+        .iter()
+        .map(|e| e["id"].as_u64().unwrap())
+        .collect();
+    held.sort_unstable();
+    let prior = [&["--queue", "prod", "--cores-max", "1"][..], SLEEPERS].concat();
+    let (_prior, prior_id, _prior_out) = app_run(&masters, &prior);
+    wait_for(&masters, "the room kept", |s| {
+        s["kept"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k["owner"] == prior_id)
+    });
+
+    // The leader dies between the preemption and the grant of the room it kept.
+    let leader = masters.leader(0);
+    masters.running[leader as usize - 1]
+        .take()
+        .expect("the leader runs")
+        .crash();
+    masters.leader(leader);
+
+    // The new leader keeps the room and gives it to the prior app; the ordinary app lost
+    // its youngest executor only.
+    let after = wait_for(&masters, "the prior app running", |s| {
+        running_executors(s, &prior_id).len() == 1 && s["kept"].as_array().unwrap().is_empty()
+    });
+    let left: Vec<u64> = running_executors(&after, &filler_id)
+        .iter()
+        .map(|e| e["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        left,
+        held[..3],
+        "only the youngest executor was stopped: {after}"
+    );
+    assert_eq!(after["workers"][0]["cores_used"], 4, "{after}");
+}
