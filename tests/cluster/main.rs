@@ -7,6 +7,7 @@ mod deploy;
 mod dev;
 mod experiment;
 mod jobs;
+mod logs;
 mod malformed;
 mod masters;
 // Shared by every end-to-end test binary; each uses part of it.

@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 
 use cmd::{
-    app, bench, dev, executor, experiment, job, kill, master, members, plan, queues, secrets,
+    app, bench, dev, executor, experiment, job, kill, logs, master, members, plan, queues, secrets,
     snapshot, status, submit, worker, workers,
 };
 
@@ -66,6 +66,8 @@ enum Command {
     Experiment(ExperimentCommand),
     /// Kill an application or a driver.
     Kill(kill::KillArgs),
+    /// Print what a driver or an executor wrote (`--stderr`, `--follow`).
+    Logs(logs::LogsArgs),
     /// Show the queues, or replace them with `--set FILE`.
     Queues(queues::QueuesArgs),
     /// Show the master replicas and their roles, or add or remove one.
@@ -123,6 +125,7 @@ fn main() -> ExitCode {
         Command::Executor => executor::run(),
         Command::Experiment(ExperimentCommand::Priority(args)) => experiment::run(args),
         Command::Kill(args) => kill::run(args),
+        Command::Logs(args) => logs::run(args),
         Command::Queues(args) => queues::run(args),
         Command::Members(args) => members::run(args),
         Command::Workers(args) => workers::run(args),

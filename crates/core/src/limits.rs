@@ -25,6 +25,12 @@ pub const MAX_CUSTOM_RESOURCES: usize = 64;
 /// The largest gRPC message a client or worker may send a master, in bytes.
 pub const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 
+/// The most bytes of a process's output one read returns.
+pub const MAX_LOG_CHUNK_BYTES: u32 = 1024 * 1024;
+
+/// What one read of a process's output returns when the caller names no size.
+pub const DEFAULT_LOG_CHUNK_BYTES: u32 = 64 * 1024;
+
 fn too_long(field: impl fmt::Display, what: &str, limit: usize) -> InputError {
     InputError {
         field: field.to_string(),

@@ -16,8 +16,9 @@ use muster_proto::v1::cluster_server::{Cluster, ClusterServer};
 use muster_proto::v1::{
     self, AppStatus, ChangeMembersReply, ChangeMembersRequest, DrainWorkerReply,
     DrainWorkerRequest, DriverStatus, ExecutorStatus, KillReply, KillRequest, Member, MemberRole,
-    SaveSnapshotReply, SaveSnapshotRequest, SetQueuesReply, SetQueuesRequest, StatusReply,
-    StatusRequest, SubmitDriverReply, SubmitDriverRequest, WorkerStatus,
+    ReadLogReply, ReadLogRequest, SaveSnapshotReply, SaveSnapshotRequest, SetQueuesReply,
+    SetQueuesRequest, StatusReply, StatusRequest, SubmitDriverReply, SubmitDriverRequest,
+    WorkerStatus,
 };
 use muster_raft::{MAX_MESSAGE_BYTES, NodeId, RaftNode};
 use muster_state::commands::SetQueues;
@@ -29,7 +30,7 @@ use tonic::{Request, Status};
 use crate::call::{CallError, client_command, committed};
 use crate::leader::{Event, ProcessKey};
 use crate::session::Sessions;
-use crate::wire::{drain_op, kill_op};
+use crate::wire::{LogRead, drain_op, kill_op, log_read};
 
 /// How long a forwarded call may take at the leader.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(3);
@@ -371,6 +372,39 @@ impl Cluster for ClusterService {
                 leader
                     .max_decoding_message_size(MAX_MESSAGE_BYTES)
                     .save_snapshot(request)
+                    .await
+            },
+        )
+        .await
+    }
+
+    async fn read_log(
+        &self,
+        request: Request<ReadLogRequest>,
+    ) -> Result<tonic::Response<ReadLogReply>, Status> {
+        self.answer(
+            request,
+            async |this, body| {
+                let Some(session) = this.sessions.current() else {
+                    return Err(CallError::not_leader(&this.node));
+                };
+                let LogRead { worker, read } = {
+                    let state = this.node.local_state();
+                    let state = state.read().expect("state lock");
+                    log_read(&state, &body)?
+                };
+                let chunk = session.read_log(&worker, read).await?;
+                Ok(ReadLogReply {
+                    data: chunk.data,
+                    size: chunk.size,
+                    running: chunk.running,
+                    worker_id: worker.to_string(),
+                })
+            },
+            async |leader, request| {
+                leader
+                    .max_decoding_message_size(MAX_REQUEST_BYTES)
+                    .read_log(request)
                     .await
             },
         )

@@ -571,6 +571,11 @@ impl Leader {
         self.pids.get(key).copied()
     }
 
+    /// The stream worker `worker` is on now, if it has one.
+    pub fn worker_link(&self, worker: &WorkerId) -> Option<LinkId> {
+        self.workers.get(worker)?.link
+    }
+
     /// Why app or driver `id` waits, as of the last scheduling pass.
     pub fn waiting(&self, id: &str) -> Option<&str> {
         self.waiting.get(id).map(String::as_str)

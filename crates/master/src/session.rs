@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use muster_core::ids::{Term, Timestamp};
+use muster_core::ids::{Term, Timestamp, WorkerId};
 use muster_proto::auth::AppTokens;
 use muster_proto::v1;
 use muster_proto::v1::app_event::Body as AppBody;
@@ -28,14 +28,15 @@ use muster_proto::v1::master_message::Body;
 use muster_proto::v1::{
     Acknowledged, AppEnded, AppEvent, AppHeartbeatAck, AppRegistered, ExecutorEvent,
     ExecutorPreempted, HeartbeatAck, KillDriver, KillExecutor, LaunchDriver, LaunchExecutor,
-    MasterMessage, Registered,
+    LogChunk, MasterMessage, ReadLog, Registered,
 };
 use muster_raft::{Applied, Leadership, RaftNode, WriteError};
-use muster_state::{ClusterState, Command};
-use tokio::sync::{Notify, mpsc, watch};
+use muster_state::{ApplyError, ClusterState, Command};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tonic::{Status, Streaming};
 use tracing::Instrument;
 
+use crate::call::CallError;
 use crate::leader::{
     Action, Close, Event, Leader, LinkId, ProcessKey, ProposalId, RecoveryState, SessionConfig,
     ToApp, ToWorker,
@@ -49,6 +50,8 @@ const TICK: Duration = Duration::from_millis(100);
 pub(crate) const ELECTION_PATIENCE: Duration = Duration::from_secs(1);
 /// How many messages a stream may have queued before it is closed.
 const LINK_CAPACITY: usize = 1024;
+/// How long a worker may take to answer a read of a process's output.
+const LOG_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A proposal's result, once Raft has it.
 type Pending = std::pin::Pin<Box<dyn Future<Output = Result<Applied, WriteError>> + Send>>;
@@ -98,6 +101,10 @@ struct Inner {
     workers: HashMap<LinkId, WorkerSender>,
     apps: HashMap<LinkId, AppSender>,
     next_link: u64,
+    /// Reads of process output sent to workers and not answered yet, by request number, with
+    /// the stream the answer must come on.
+    log_reads: HashMap<u64, (LinkId, oneshot::Sender<LogChunk>)>,
+    next_log_read: u64,
 }
 
 impl Session {
@@ -121,6 +128,8 @@ impl Session {
                 workers: HashMap::new(),
                 apps: HashMap::new(),
                 next_link: 0,
+                log_reads: HashMap::new(),
+                next_log_read: 0,
             }),
             proposals,
             pass_wanted: Notify::new(),
@@ -247,6 +256,8 @@ impl Session {
             Event::LinkClosed { link } => {
                 inner.workers.remove(link);
                 inner.apps.remove(link);
+                // Their readers hear that no answer will come.
+                inner.log_reads.retain(|_, (on, _)| on != link);
             }
             Event::WorkerHeartbeat { .. } => self.metrics.heartbeat(),
             _ => {}
@@ -255,6 +266,61 @@ impl Session {
         self.carry_out(&mut inner, &state, actions);
         if inner.leader.wants_pass() {
             self.pass_wanted.notify_one();
+        }
+    }
+
+    /// Asks worker `worker`, over its stream, for part of a process's output, and waits for
+    /// the answer. Relayed past the leader's state machine: nothing is decided here.
+    pub(crate) async fn read_log(
+        &self,
+        worker: &WorkerId,
+        mut read: ReadLog,
+    ) -> Result<LogChunk, CallError> {
+        let (answer, answered) = oneshot::channel();
+        let request = {
+            let mut inner = self.lock();
+            let link = (!self.is_over())
+                .then(|| inner.leader.worker_link(worker))
+                .flatten()
+                // It may be reconnecting after a failover: worth retrying.
+                .ok_or_else(|| {
+                    CallError::Unavailable(format!(
+                        "worker `{worker}` is not connected to the leader"
+                    ))
+                })?;
+            let request = inner.next_log_read;
+            inner.next_log_read += 1;
+            read.request = request;
+            inner.log_reads.insert(request, (link, answer));
+            let message = MasterMessage {
+                term: self.term.0,
+                body: Some(Body::ReadLog(read)),
+            };
+            send_or_close(&mut inner.workers, link, message);
+            request
+        };
+        let unanswered = || CallError::Unavailable(format!("worker `{worker}` did not answer"));
+        match tokio::time::timeout(LOG_READ_TIMEOUT, answered).await {
+            Ok(Ok(chunk)) if chunk.error.is_empty() => Ok(chunk),
+            Ok(Ok(chunk)) => Err(ApplyError::Conflict(chunk.error).into()),
+            Ok(Err(_)) => Err(unanswered()),
+            Err(_) => {
+                self.lock().log_reads.remove(&request);
+                Err(unanswered())
+            }
+        }
+    }
+
+    /// Hands a worker's answer on `link` to the read that asked for it.
+    pub(crate) fn answer_log_read(&self, link: LinkId, chunk: LogChunk) {
+        let mut inner = self.lock();
+        if inner
+            .log_reads
+            .get(&chunk.request)
+            .is_some_and(|(on, _)| *on == link)
+            && let Some((_, answer)) = inner.log_reads.remove(&chunk.request)
+        {
+            let _ = answer.send(chunk);
         }
     }
 

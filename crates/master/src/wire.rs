@@ -2,14 +2,18 @@
 //! [`Event`]s and the log's [`Op`]s: the one translation from the wire, without I/O, so the
 //! services only carry messages and tests and fuzzing feed the same checks the master runs.
 
-use muster_core::ids::{AppId, ExecutorId, WorkerId};
+use muster_core::ids::{AppId, DriverId, ExecutorId, WorkerId};
 use muster_core::limits;
+use muster_core::model::WorkerState;
 use muster_proto::v1::app_message::Body as AppUp;
 use muster_proto::v1::worker_message::Body as WorkerUp;
-use muster_proto::v1::{DrainWorkerRequest, DriverUpdate, ExecutorUpdate, KillRequest, Register};
+use muster_proto::v1::{
+    DrainWorkerRequest, DriverUpdate, ExecutorUpdate, KillRequest, ReadLog, ReadLogRequest,
+    Register,
+};
 use muster_state::commands::{DrainWorker, KillApp, KillDriver, RegisterWorker};
 use muster_state::model::{DriverState, ExecutorState};
-use muster_state::{ApplyError, Op};
+use muster_state::{ApplyError, ClusterState, Op};
 use tonic::Status;
 
 use crate::leader::{AppRequest, Event, LinkId, ProcessKey, Registration, Report, Update};
@@ -41,6 +45,91 @@ pub fn drain_op(request: &DrainWorkerRequest) -> Result<Op, ApplyError> {
         id: request.worker_id.as_str().into(),
         kill_after_ms: request.kill_after_ms,
     }))
+}
+
+/// A client's read of a process's output, as the leader asks the worker that ran it.
+#[derive(Debug, PartialEq)]
+pub struct LogRead {
+    /// The worker that runs or ran the process.
+    pub worker: WorkerId,
+    /// What to ask it (its request number still unset).
+    pub read: ReadLog,
+}
+
+/// Where `request`'s process runs or ran, by `state`, or by the worker the request names when
+/// the state no longer has the process (an ended executor, a driver past retention).
+///
+/// # Errors
+///
+/// The id or worker is malformed or too long, the size is beyond the chunk limit, the driver
+/// has not been placed yet, or the process is unknown and no worker is named.
+pub fn log_read(state: &ClusterState, request: &ReadLogRequest) -> Result<LogRead, ApplyError> {
+    limits::name("id", &request.id)?;
+    limits::name("worker_id", &request.worker_id)?;
+    if request.max_bytes > limits::MAX_LOG_CHUNK_BYTES {
+        return Err(ApplyError::Invalid {
+            field: "max_bytes".to_owned(),
+            message: format!("at most {} bytes", limits::MAX_LOG_CHUNK_BYTES),
+        });
+    }
+    let named = (!request.worker_id.is_empty()).then(|| WorkerId::from(request.worker_id.as_str()));
+    let mut read = ReadLog {
+        stream: request.stream,
+        offset: request.offset,
+        max_bytes: match request.max_bytes {
+            0 => limits::DEFAULT_LOG_CHUNK_BYTES,
+            max => max,
+        },
+        ..ReadLog::default()
+    };
+    let worker = if request.id.starts_with("driver-") {
+        let id = DriverId::from(request.id.as_str());
+        read.driver_id = request.id.clone();
+        let known = state
+            .drivers()
+            .get(&id)
+            .or_else(|| state.completed_drivers().iter().find(|d| d.id == id));
+        match (known, named) {
+            (_, Some(named)) => named,
+            (Some(driver), None) => driver.worker.clone().ok_or_else(|| {
+                ApplyError::Conflict(format!("driver `{id}` has not run on a worker yet"))
+            })?,
+            (None, None) => return Err(ApplyError::UnknownDriver(id)),
+        }
+    } else {
+        let (app, executor) = request
+            .id
+            .rsplit_once('/')
+            .and_then(|(app, executor)| Some((AppId::from(app), executor.parse().ok()?)))
+            .ok_or_else(|| ApplyError::Invalid {
+                field: "id".to_owned(),
+                message: "a driver id, or an executor as APP_ID/EXECUTOR_ID".to_owned(),
+            })?;
+        read.app_id = app.to_string();
+        read.executor_id = executor;
+        let live = state
+            .apps()
+            .get(&app)
+            .and_then(|a| a.executors.get(&ExecutorId(executor)));
+        match (live, named) {
+            (_, Some(named)) => named,
+            (Some(live), None) => live.worker.clone(),
+            (None, None) => {
+                return Err(ApplyError::Conflict(format!(
+                    "executor {executor} of `{app}` is not live, and the masters keep only live \
+                     executors: name the worker that ran it"
+                )));
+            }
+        }
+    };
+    match state.workers().get(&worker) {
+        None => Err(ApplyError::UnknownWorker(worker)),
+        Some(known) if known.state != WorkerState::Alive => Err(ApplyError::Conflict(format!(
+            "worker `{worker}` is {:?}: what it wrote is out of reach until it registers again",
+            known.state
+        ))),
+        Some(_) => Ok(LogRead { worker, read }),
+    }
 }
 
 /// Checks a registration and turns it into the leader's terms.
@@ -146,6 +235,8 @@ pub fn worker_event(worker: &WorkerId, link: LinkId, body: WorkerUp) -> Option<E
             tracing::warn!(%worker, "a worker registered twice on one stream");
             return None;
         }
+        // Answers the session routes to the client that asked, past the leader.
+        WorkerUp::LogChunk(_) => return None,
     };
     match report {
         Ok(report) => Some(Event::WorkerReport { link, report }),
@@ -171,4 +262,114 @@ pub fn app_event(app: &AppId, link: LinkId, body: AppUp) -> Option<Event> {
         }
     };
     Some(Event::AppRequest { link, request })
+}
+
+#[cfg(test)]
+mod tests {
+    use muster_core::ids::Timestamp;
+    use muster_core::resources::Resources;
+    use muster_proto::v1::{LogStream, SubmitDriverRequest};
+    use muster_state::{Command, Outcome, StateConfig};
+
+    use super::*;
+
+    fn apply(state: &mut ClusterState, op: Op) -> Outcome {
+        let command = Command {
+            at: Timestamp(1),
+            request_id: None,
+            term: None,
+            op,
+        };
+        state.apply(&command).expect("applies").outcome
+    }
+
+    /// A state with worker `w1` and a driver submitted but not placed; the driver's id.
+    fn state() -> (ClusterState, String) {
+        let mut state = ClusterState::new(StateConfig::default());
+        apply(
+            &mut state,
+            Op::RegisterWorker(RegisterWorker {
+                id: "w1".into(),
+                host: "h1".to_owned(),
+                address: "h1".to_owned(),
+                resources: Resources::new(4, 4096),
+                fence_grace_ms: None,
+            }),
+        );
+        let submit = SubmitDriverRequest {
+            command: "/bin/true".to_owned(),
+            resources: Some(muster_proto::v1::Resources {
+                cores: 1,
+                memory_mb: 1,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let Outcome::DriverSubmitted { id } = apply(&mut state, Op::SubmitDriver(submit.into()))
+        else {
+            panic!("a driver is submitted");
+        };
+        (state, id.0)
+    }
+
+    fn request(id: &str, worker: &str) -> ReadLogRequest {
+        ReadLogRequest {
+            id: id.to_owned(),
+            stream: LogStream::Stderr.into(),
+            offset: 7,
+            worker_id: worker.to_owned(),
+            ..ReadLogRequest::default()
+        }
+    }
+
+    #[test]
+    fn a_named_worker_serves_what_the_state_no_longer_has() {
+        let (state, _) = state();
+        let read = log_read(&state, &request("app-1/3", "w1")).unwrap();
+        assert_eq!(read.worker, WorkerId::from("w1"));
+        assert_eq!(
+            (read.read.app_id.as_str(), read.read.executor_id),
+            ("app-1", 3)
+        );
+        assert_eq!(read.read.stream(), LogStream::Stderr);
+        assert_eq!(read.read.offset, 7);
+        assert_eq!(read.read.max_bytes, limits::DEFAULT_LOG_CHUNK_BYTES);
+        let read = log_read(&state, &request("driver-1-0001", "w1")).unwrap();
+        assert_eq!(read.read.driver_id, "driver-1-0001");
+    }
+
+    #[test]
+    fn a_read_nothing_can_serve_is_refused_with_the_reason() {
+        let (state, driver) = state();
+        let refused = |id: &str, worker: &str| log_read(&state, &request(id, worker)).unwrap_err();
+        assert!(matches!(
+            refused(&driver, ""),
+            ApplyError::Conflict(m) if m.contains("has not run on a worker yet")
+        ));
+        assert!(matches!(
+            refused("driver-1-0009", ""),
+            ApplyError::UnknownDriver(_)
+        ));
+        assert!(matches!(
+            refused("app-1/3", ""),
+            ApplyError::Conflict(m) if m.contains("name the worker that ran it")
+        ));
+        assert!(matches!(refused("app-1", ""), ApplyError::Invalid { field, .. } if field == "id"));
+        assert!(matches!(
+            refused("app-1/x", "w1"),
+            ApplyError::Invalid { .. }
+        ));
+        assert!(matches!(
+            refused(&driver, "w9"),
+            ApplyError::UnknownWorker(_)
+        ));
+        let too_much = ReadLogRequest {
+            max_bytes: limits::MAX_LOG_CHUNK_BYTES + 1,
+            ..request(&driver, "w1")
+        };
+        assert!(matches!(
+            log_read(&state, &too_much),
+            Err(ApplyError::Invalid { field, .. }) if field == "max_bytes"
+        ));
+    }
 }

@@ -66,7 +66,14 @@ impl WorkerLink for WorkerLinkService {
         let span = tracing::info_span!("worker", worker = %worker);
         tokio::spawn(
             async move {
-                let events = |message: WorkerMessage| worker_event(&worker, link, message.body?);
+                let relay = Arc::clone(&session);
+                let events = |message: WorkerMessage| match message.body? {
+                    Up::LogChunk(chunk) => {
+                        relay.answer_log_read(link, chunk);
+                        None
+                    }
+                    body => worker_event(&worker, link, body),
+                };
                 session.follow(link, inbound, events).await;
                 tracing::info!("worker stream closed");
             }

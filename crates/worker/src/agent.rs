@@ -31,14 +31,15 @@ use muster_proto::v1::master_message::Body as Down;
 use muster_proto::v1::worker_link_client::WorkerLinkClient;
 use muster_proto::v1::worker_message::Body as Up;
 use muster_proto::v1::{
-    DriverUpdate, ExecutorUpdate, Heartbeat, MasterMessage, Register, RunningDriver,
-    RunningExecutor, WorkerMessage,
+    DriverUpdate, ExecutorUpdate, Heartbeat, LogChunk, MasterMessage, ReadLog, Register,
+    RunningDriver, RunningExecutor, WorkerMessage,
 };
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 
+use crate::output::{Stream, read_chunk};
 use crate::supervisor::{
     LaunchError, LaunchSpec, ProcessEvent, ProcessState, Supervisor, SupervisorConfig, Workload,
 };
@@ -248,7 +249,7 @@ impl Agent {
             match report {
                 Up::Executor(update) => executor_updates.push(update.clone()),
                 Up::Driver(update) => driver_updates.push(update.clone()),
-                Up::Register(_) | Up::Heartbeat(_) => {}
+                Up::Register(_) | Up::Heartbeat(_) | Up::LogChunk(_) => {}
             }
         }
         WorkerMessage {
@@ -397,7 +398,7 @@ impl Agent {
         match &mut report {
             Up::Executor(update) => update.seq = seq,
             Up::Driver(update) => update.seq = seq,
-            Up::Register(_) | Up::Heartbeat(_) => {}
+            Up::Register(_) | Up::Heartbeat(_) | Up::LogChunk(_) => {}
         }
         self.unacknowledged.insert(seq, report.clone());
         Some(report)
@@ -493,7 +494,55 @@ impl Agent {
                 };
                 self.supervisor.kill(&workload, None);
             }
+            Down::ReadLog(read) => self.read_log(read, up),
         }
+    }
+
+    /// Answers a read of a process's output on a task of its own, so that a slow disk holds
+    /// up no heartbeat. Whether the process runs is taken before the file is read: a reader
+    /// told it no longer runs has everything it wrote.
+    fn read_log(&self, read: ReadLog, up: &mpsc::Sender<WorkerMessage>) {
+        let workload = if read.driver_id.is_empty() {
+            Workload::Executor {
+                app: read.app_id.as_str().into(),
+                executor: ExecutorId(read.executor_id),
+            }
+        } else {
+            Workload::Driver {
+                driver: read.driver_id.as_str().into(),
+            }
+        };
+        let stream = match read.stream() {
+            v1::LogStream::Stdout => Stream::Stdout,
+            v1::LogStream::Stderr => Stream::Stderr,
+        };
+        let read_request = read.request;
+        let running = self.supervisor.pid(&workload).is_some();
+        let path = self.supervisor.output_file(&workload, stream);
+        let up = up.clone();
+        tokio::spawn(async move {
+            let read = match path {
+                Ok(path) => read_chunk(&path, read.offset, read.max_bytes)
+                    .await
+                    .map_err(|e| format!("{} of {workload}: {e}", stream.file_name())),
+                Err(error) => Err(error.to_string()),
+            };
+            let mut chunk = LogChunk {
+                request: read_request,
+                running,
+                ..LogChunk::default()
+            };
+            match read {
+                Ok((data, size)) => (chunk.data, chunk.size) = (data, size),
+                Err(error) => chunk.error = error,
+            }
+            // A broken stream drops the answer; the leader's caller times out and retries.
+            let _ = up
+                .send(WorkerMessage {
+                    body: Some(Up::LogChunk(chunk)),
+                })
+                .await;
+        });
     }
 
     /// Starts `spec`; a launch of something already running reports it RUNNING again.

@@ -34,6 +34,7 @@ use serde::{Deserialize, Serialize};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::output::Stream;
 use crate::records::{Record, Records, exit_code, process_group, still_runs};
 
 /// Runs the program and writes its exit code next to it, for a later agent to read. The
@@ -248,6 +249,15 @@ impl Supervisor {
                 .join(executor.to_string()),
             Workload::Driver { driver } => self.config.work_dir.join(safe_component(&driver.0)?),
         })
+    }
+
+    /// Where `workload`'s process writes `stream`, whether it runs now, ran before or never.
+    ///
+    /// # Errors
+    ///
+    /// An id cannot name a directory.
+    pub fn output_file(&self, workload: &Workload, stream: Stream) -> Result<PathBuf, LaunchError> {
+        Ok(self.directory(workload)?.join(stream.file_name()))
     }
 
     /// Starts `spec`'s process and returns its process id; a [`ProcessState::Running`] event
@@ -515,11 +525,11 @@ impl Launcher {
         let stdout = File::options()
             .create(true)
             .append(true)
-            .open(self.directory.join("stdout"))?;
+            .open(self.directory.join(Stream::Stdout.file_name()))?;
         let stderr = File::options()
             .create(true)
             .append(true)
-            .open(self.directory.join("stderr"))?;
+            .open(self.directory.join(Stream::Stderr.file_name()))?;
         let _ = fs::remove_file(self.directory.join("exit"));
         let _ = fs::remove_file(self.directory.join("killed"));
         let mut command = Command::new("/bin/sh");

@@ -8,6 +8,7 @@ pub mod executor;
 pub mod experiment;
 pub mod job;
 pub mod kill;
+pub mod logs;
 pub mod master;
 pub mod members;
 pub mod plan;

@@ -439,7 +439,7 @@ async fn attach(id: usize, fleet: &Fleet, addr: &str) -> Ended {
                     match &mut report {
                         Up::Executor(update) => (update.pid, update.seq) = (1, seq),
                         Up::Driver(update) => (update.pid, update.seq) = (1, seq),
-                        Up::Register(_) | Up::Heartbeat(_) => {}
+                        Up::Register(_) | Up::Heartbeat(_) | Up::LogChunk(_) => {}
                     }
                     if up.send(WorkerMessage { body: Some(report) }).await.is_err() {
                         break Ended::Broken;

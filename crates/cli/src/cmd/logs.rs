@@ -1,0 +1,76 @@
+//! `muster logs`: what a driver or an executor wrote to its stdout or stderr, read from the
+//! worker that ran it through the leader; `--follow` keeps reading, as `tail -f` does, until
+//! the process has ended and everything it wrote is out.
+
+use std::io::Write;
+use std::time::Duration;
+
+use clap::Args;
+use muster_proto::v1::{LogStream, ReadLogRequest};
+
+use super::{MastersArg, runtime};
+use crate::error::CliError;
+
+/// How long `--follow` waits before reading again when nothing new was written.
+const FOLLOW_PERIOD: Duration = Duration::from_millis(500);
+
+/// `muster logs`.
+#[derive(Args)]
+pub struct LogsArgs {
+    #[command(flatten)]
+    masters: MastersArg,
+    /// A driver id, or an executor as `APP_ID/EXECUTOR_ID`.
+    id: String,
+    /// Its standard error instead of its standard output.
+    #[arg(long)]
+    stderr: bool,
+    /// Keep printing what it writes until it ends.
+    #[arg(long, short)]
+    follow: bool,
+    /// The worker that ran it: needed for an executor that ended, which the masters no
+    /// longer keep.
+    #[arg(long, value_name = "WORKER_ID")]
+    worker: Option<String>,
+}
+
+/// Prints the output, chunk by chunk, as it is read.
+///
+/// # Errors
+///
+/// No such process, a worker out of reach, or no master answered.
+pub fn run(args: LogsArgs) -> Result<String, CliError> {
+    let masters = args.masters.parse()?;
+    let stream = if args.stderr {
+        LogStream::Stderr
+    } else {
+        LogStream::Stdout
+    };
+    let mut request = ReadLogRequest {
+        id: args.id,
+        stream: stream.into(),
+        worker_id: args.worker.unwrap_or_default(),
+        ..ReadLogRequest::default()
+    };
+    let mut out = std::io::stdout().lock();
+    runtime()?.block_on(async {
+        loop {
+            let chunk = masters
+                .call(async |mut c| c.read_log(request.clone()).await)
+                .await?;
+            let read = chunk.data.len() as u64;
+            out.write_all(&chunk.data)
+                .and_then(|()| out.flush())
+                .map_err(|e| CliError::Failed(format!("writing the output: {e}")))?;
+            request.offset += read;
+            // Whatever the file held past this chunk is read at once.
+            if request.offset < chunk.size {
+                continue;
+            }
+            // A process that no longer ran before the read has nothing more to write.
+            if !args.follow || !chunk.running {
+                return Ok(String::new());
+            }
+            tokio::time::sleep(FOLLOW_PERIOD).await;
+        }
+    })
+}

@@ -1,0 +1,143 @@
+//! `muster logs`: what drivers and executors wrote, read from their workers through the
+//! leader, asked of a follower, followed to the process's end, and refused with a reason.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::support::{
+    Masters, app_run, driver, muster, running_executors, start_worker, stderr, submit, wait_for,
+};
+
+/// `muster logs ARGS...` through a follower first (it forwards to the leader).
+fn logs(masters: &Masters, args: &[&str]) -> std::process::Output {
+    Masters::client(&masters.list_from(2), &[&["logs"][..], args].concat())
+}
+
+#[test]
+fn logs_follow_a_driver_to_its_end_and_read_what_it_wrote_in_full() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let _worker = start_worker(&masters, "w1", 4);
+    let script = "for i in 1 2 3 4; do echo line-$i; sleep 0.4; done; echo oops >&2";
+    let id = submit(&masters, &["--", "/bin/sh", "-c", script]);
+    wait_for(&masters, "the driver running", |s| {
+        driver(s, &id).is_some_and(|d| d["state"] == "RUNNING")
+    });
+
+    // Followed while it runs: every line arrives, and the command ends with the driver.
+    let follow = muster()
+        .args(["logs", "--follow", &id])
+        .env("MUSTER_MASTERS", masters.list_from(2))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut follow = follow;
+    while follow.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "--follow did not end with the driver"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let followed = follow.wait_with_output().unwrap();
+    assert!(
+        followed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&followed.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(followed.stdout).unwrap(),
+        "line-1\nline-2\nline-3\nline-4\n"
+    );
+    let status = wait_for(&masters, "the driver finished", |s| {
+        driver(s, &id).is_some_and(|d| d["state"] == "FINISHED")
+    });
+    assert_eq!(driver(&status, &id).unwrap()["exit_code"], 0);
+
+    let errors = logs(&masters, &["--stderr", &id]);
+    assert!(
+        errors.status.success(),
+        "{}",
+        String::from_utf8_lossy(&errors.stderr)
+    );
+    assert_eq!(errors.stdout, b"oops\n");
+
+    // Output larger than one read comes whole, byte for byte.
+    let big = submit(
+        &masters,
+        &[
+            "--",
+            "/bin/sh",
+            "-c",
+            "head -c 300000 /dev/zero | tr '\\0' x",
+        ],
+    );
+    wait_for(&masters, "the big driver finished", |s| {
+        driver(s, &big).is_some_and(|d| d["state"] == "FINISHED")
+    });
+    let read = logs(&masters, &[&big]);
+    assert!(
+        read.status.success(),
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    assert_eq!(read.stdout.len(), 300_000);
+    assert!(read.stdout.iter().all(|&b| b == b'x'));
+}
+
+#[test]
+fn logs_read_an_executor_and_refuse_what_nothing_can_serve() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let _worker = start_worker(&masters, "w1", 2);
+    let (_run, app, _out) = app_run(
+        &masters,
+        &[
+            "--cores-max",
+            "1",
+            "--executor-cores",
+            "1",
+            "--executor-memory",
+            "256",
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo executor-up; exec sleep 1000",
+        ],
+    );
+    let status = wait_for(&masters, "the executor running", |s| {
+        running_executors(s, &app).len() == 1
+    });
+    let executor = format!("{app}/{}", running_executors(&status, &app)[0]["id"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let read = logs(&masters, &[&executor]);
+        assert!(
+            read.status.success(),
+            "{}",
+            String::from_utf8_lossy(&read.stderr)
+        );
+        if read.stdout == b"executor-up\n" {
+            break;
+        }
+        assert!(read.stdout.is_empty(), "{:?}", read.stdout);
+        assert!(Instant::now() < deadline, "the executor's line never came");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Malformed ids are bad input (exit 2); unknown ones are refused (exit 3); neither waits.
+    let malformed = logs(&masters, &["not-an-id"]);
+    assert_eq!(malformed.status.code(), Some(2), "{malformed:?}");
+    assert!(stderr(&malformed).contains("APP_ID/EXECUTOR_ID"));
+    let unknown = logs(&masters, &["driver-20260101000000-9999"]);
+    assert_eq!(unknown.status.code(), Some(3), "{unknown:?}");
+    assert!(stderr(&unknown).contains("unknown or finished driver"));
+    let ended = logs(&masters, &[&format!("{app}/99")]);
+    assert_eq!(ended.status.code(), Some(3), "{ended:?}");
+    assert!(stderr(&ended).contains("name the worker that ran it"));
+    let nowhere = logs(&masters, &["--worker", "w9", &format!("{app}/99")]);
+    assert_eq!(nowhere.status.code(), Some(3), "{nowhere:?}");
+    assert!(stderr(&nowhere).contains("unknown worker"));
+}
