@@ -213,10 +213,8 @@ pub(crate) fn app(status: &Value, id: &str) -> Option<Markup> {
             }
             @if !app["waiting"].is_null() { p { "Waiting: " (text(&app["waiting"])) } }
             h2 { "Executors" }
-            p { "Each executor's output is in " code { "WORK_DIR/" (id) "/EXECUTOR/stdout" } " and "
-                code { "stderr" } " on its worker." }
             table {
-                tr { th { "id" } th { "worker" } th { "state" } th { "cores" } th { "memory (MB)" } th { "pid" } }
+                tr { th { "id" } th { "worker" } th { "state" } th { "cores" } th { "memory (MB)" } th { "pid" } th { "output" } }
                 @for e in list(&app["executors"]) {
                     tr {
                         td { (text(&e["id"])) }
@@ -225,6 +223,7 @@ pub(crate) fn app(status: &Value, id: &str) -> Option<Markup> {
                         td { (text(&e["cores"])) }
                         td { (text(&e["memory_mb"])) }
                         td { (text(&e["pid"])) }
+                        td { code { "muster logs " (id) "/" (text(&e["id"])) } }
                     }
                 }
             }
@@ -245,8 +244,8 @@ pub(crate) fn driver(status: &Value, id: &str) -> Option<Markup> {
                     tr { th { (field) } td { (text(&driver[field])) } }
                 }
             }
-            p { "Its output is in " code { "WORK_DIR/" (id) "/stdout" } " and " code { "stderr" }
-                " on its worker." }
+            p { "Its output: " code { "muster logs " (id) } " (" code { "--stderr" } ", "
+                code { "--follow" } ")." }
         },
     ))
 }
@@ -302,6 +301,7 @@ mod tests {
         assert!(page.contains("<td>41</td>"), "{page}");
         assert_eq!(page.matches("<td>w1</td>").count(), 2, "{page}");
         assert!(page.contains("LAUNCHING"), "{page}");
+        assert!(page.contains("<code>muster logs app-1/1</code>"), "{page}");
         let page = driver(&status(), "driver-1").unwrap().into_string();
         assert!(page.contains("<th>exit_code</th><td>0</td>"), "{page}");
         assert!(app(&status(), "app-9").is_none());
