@@ -452,6 +452,33 @@ fn a_master_serves_the_status_over_https() {
         assert!(start.elapsed() < DEADLINE, "no waiting driver in {metrics}");
         std::thread::sleep(Duration::from_millis(100));
     }
+
+    // Every call counts by method and code, a refused credential's too.
+    let other = tempfile::tempdir().unwrap();
+    crate::support::stdout(
+        &crate::support::muster()
+            .args([
+                "secrets",
+                other.path().to_str().unwrap(),
+                "--host",
+                "localhost",
+            ])
+            .output()
+            .unwrap(),
+    );
+    let intruder = crate::support::muster()
+        .args(["status", "--masters", &grpc])
+        .env("MUSTER_SECRET_FILE", other.path().join("secret"))
+        .output()
+        .unwrap();
+    assert_eq!(intruder.status.code(), Some(3), "{intruder:?}");
+    let metrics = http_get(&http, "/metrics").expect("the metrics");
+    for line in [
+        r#"muster_grpc_calls_total{method="Cluster/SubmitDriver",code="Ok"} 1"#,
+        r#"muster_grpc_calls_total{method="Cluster/Status",code="Unauthenticated"} 1"#,
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in {metrics}");
+    }
 }
 
 fn masters_status(grpc: &str) -> Value {

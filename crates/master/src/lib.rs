@@ -24,7 +24,8 @@
 //! * `call`: client writes as commands, and every call failure as one gRPC status.
 //! * [`config`]: the settings file and queue files.
 //! * `report`, `ui` and `http`: the status as JSON, its pages, and the HTTP endpoint.
-//! * [`metrics`]: the Prometheus metrics `http` serves at `/metrics`.
+//! * [`metrics`]: the Prometheus metrics `http` serves at `/metrics`; `rpc` counts every
+//!   gRPC call into them.
 
 mod apps;
 mod call;
@@ -34,6 +35,7 @@ mod http;
 pub mod leader;
 pub mod metrics;
 mod report;
+mod rpc;
 mod session;
 mod ui;
 pub mod wire;
@@ -221,7 +223,7 @@ pub async fn run(
             http::Replica {
                 node: Arc::clone(&node),
                 sessions: Arc::clone(&sessions),
-                metrics,
+                metrics: Arc::clone(&metrics),
             },
             stopped,
         ));
@@ -232,6 +234,7 @@ pub async fn run(
     if let Some(tls) = served_tls {
         builder = builder.tls_config(tls)?;
     }
+    let builder = builder.layer(rpc::CountCalls::new(metrics));
     let mut server = tokio::spawn(
         builder
             // A peer that vanished without closing its connection (a crashed host, a cut

@@ -48,6 +48,12 @@ struct KindLabel {
     kind: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    method: String,
+    code: String,
+}
+
 type ByState = Family<StateLabel, Gauge>;
 type ByQueue = Family<QueueLabel, Gauge>;
 type FractionByQueue = Family<QueueLabel, Gauge<f64, AtomicU64>>;
@@ -77,6 +83,7 @@ pub struct Metrics {
     pass_seconds: Histogram,
     launches: Family<KindLabel, Counter>,
     heartbeats: Counter,
+    calls: Family<CallLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -111,6 +118,7 @@ impl Metrics {
             pass_seconds: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
             launches: Family::default(),
             heartbeats: Counter::default(),
+            calls: Family::default(),
         };
         metrics.register();
         metrics
@@ -202,6 +210,21 @@ impl Metrics {
             "Worker heartbeats this replica's leader answered",
             self.heartbeats.clone(),
         );
+        r.register(
+            "grpc_calls",
+            "gRPC calls this master served, by method and status code, counted as they end",
+            self.calls.clone(),
+        );
+    }
+
+    /// A gRPC call to `method` (`Service/Method`) ended with `code`.
+    pub(crate) fn call(&self, method: &str, code: tonic::Code) {
+        self.calls
+            .get_or_create(&CallLabels {
+                method: method.to_owned(),
+                code: format!("{code:?}"),
+            })
+            .inc();
     }
 
     /// One scheduling pass took `elapsed`.

@@ -1,0 +1,171 @@
+//! Counting every gRPC call a master serves by method and status code: a tower layer around
+//! all its services, so that calls its guards refuse (an unknown credential) count too.
+//!
+//! A call's code is its `grpc-status`: in the response headers when the call failed before
+//! any message (tonic's trailers-only answer), else in the trailers at the end of the body. A
+//! body dropped before its trailers (the caller went away, the stream was cut) counts as
+//! `CANCELLED`. Streams count when they end.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http_body::{Body, Frame, SizeHint};
+use tonic::Code;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::metrics::Metrics;
+
+/// Adds the count of each call to a master's metrics.
+#[derive(Clone)]
+pub struct CountCalls {
+    metrics: Arc<Metrics>,
+}
+
+impl CountCalls {
+    /// Counts into `metrics`.
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        Self { metrics }
+    }
+}
+
+impl<S> Layer<S> for CountCalls {
+    type Service = Counted<S>;
+
+    fn layer(&self, inner: S) -> Counted<S> {
+        Counted {
+            inner,
+            metrics: Arc::clone(&self.metrics),
+        }
+    }
+}
+
+/// A service whose calls are counted.
+#[derive(Clone)]
+pub struct Counted<S> {
+    inner: S,
+    metrics: Arc<Metrics>,
+}
+
+type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
+
+impl<S, Req, ResBody> Service<http::Request<Req>> for Counted<S>
+where
+    S: Service<http::Request<Req>, Response = http::Response<ResBody>>,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<CountedBody<ResBody>>;
+    type Error = S::Error;
+    type Future = BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<Req>) -> Self::Future {
+        let call = Call {
+            method: method(request.uri().path()),
+            metrics: Some(Arc::clone(&self.metrics)),
+        };
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let (parts, body) = response.await?.into_parts();
+            let mut call = call;
+            if let Some(code) = grpc_status(&parts.headers) {
+                call.end(code);
+            }
+            Ok(http::Response::from_parts(
+                parts,
+                CountedBody { body, call },
+            ))
+        })
+    }
+}
+
+/// `Service/Method` of a gRPC path (`/muster.v1.Cluster/Status` → `Cluster/Status`).
+fn method(path: &str) -> String {
+    let path = path.trim_start_matches('/');
+    match path.split_once('/') {
+        Some((service, method)) => {
+            let service = service.rsplit('.').next().unwrap_or(service);
+            format!("{service}/{method}")
+        }
+        None => "unknown".to_owned(),
+    }
+}
+
+fn grpc_status(headers: &http::HeaderMap) -> Option<Code> {
+    let value = headers
+        .get("grpc-status")?
+        .to_str()
+        .ok()?
+        .parse::<i32>()
+        .ok()?;
+    Some(Code::from_i32(value))
+}
+
+/// One call not counted yet.
+struct Call {
+    method: String,
+    /// Taken once counted.
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl Call {
+    fn end(&mut self, code: Code) {
+        if let Some(metrics) = self.metrics.take() {
+            metrics.call(&self.method, code);
+        }
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        self.end(Code::Cancelled);
+    }
+}
+
+/// A response body that counts its call when its trailers pass.
+pub struct CountedBody<B> {
+    body: B,
+    call: Call,
+}
+
+impl<B: Body + Unpin> Body for CountedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled
+            && let Some(code) = frame.trailers_ref().and_then(grpc_status)
+        {
+            self.call.end(code);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::method;
+
+    #[test]
+    fn a_method_is_named_by_its_service_and_name() {
+        assert_eq!(method("/muster.v1.Cluster/Status"), "Cluster/Status");
+        assert_eq!(method("/muster.v1.WorkerLink/Attach"), "WorkerLink/Attach");
+        assert_eq!(method("/nonsense"), "unknown");
+    }
+}
