@@ -4,13 +4,16 @@
 
 use std::time::Instant;
 
-use crate::support::{Masters, alive, driver, driver_pid, start_worker, submit, wait_for};
+use crate::support::{
+    Masters, alive, driver, driver_pid, free_port, start_worker, start_worker_via, submit, wait_for,
+};
 
 #[test]
 fn a_driver_runs_on_a_worker_and_ends_with_its_exit_code() {
     let masters = Masters::start();
     masters.leader(0);
-    let _worker = start_worker(&masters, "w1", 4);
+    let http = format!("127.0.0.1:{}", free_port());
+    let _worker = start_worker_via(&masters, "w1", 4, &masters.list_from(1), &["--http", &http]);
     let failing = submit(&masters, &["--", "/bin/sh", "-c", "exit 3"]);
     let finishing = submit(&masters, &["--", "/bin/sh", "-c", "echo done"]);
     let status = wait_for(&masters, "both drivers ended", |s| {
@@ -35,6 +38,17 @@ fn a_driver_runs_on_a_worker_and_ends_with_its_exit_code() {
         status["workers"][0]["cores_used"], 0,
         "ended drivers free their cores"
     );
+    // The worker's metrics count both launches and how each ended.
+    let metrics = metrics_of(&http);
+    for line in [
+        r#"muster_worker_launches_total{kind="driver"} 2"#,
+        r#"muster_worker_process_ends_total{kind="driver",code="3"} 1"#,
+        r#"muster_worker_process_ends_total{kind="driver",code="0"} 1"#,
+        r#"muster_worker_processes{kind="driver"} 0"#,
+        "muster_worker_leader_connected 1",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in {metrics}");
+    }
 
     // A demand no worker could ever hold is accepted, and status says why it waits.
     let huge = submit(&masters, &["--cores", "64", "--", "/bin/true"]);
@@ -45,6 +59,23 @@ fn a_driver_runs_on_a_worker_and_ends_with_its_exit_code() {
         driver(&status, &huge).unwrap()["waiting"],
         "a driver needs 64 cores, 1024 MB: more than any ALIVE worker has in total"
     );
+}
+
+/// A worker's `/metrics` over plain HTTP.
+fn metrics_of(http: &str) -> String {
+    use std::io::{Read, Write};
+
+    let mut stream = std::net::TcpStream::connect(http).expect("the worker serves its metrics");
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {http}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_owned()
 }
 
 #[test]

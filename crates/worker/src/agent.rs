@@ -18,6 +18,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use muster_core::ids::{ExecutorId, Term, WorkerId};
@@ -39,6 +40,7 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 
+use crate::metrics::Metrics;
 use crate::output::{Stream, read_chunk};
 use crate::supervisor::{
     LaunchError, LaunchSpec, ProcessEvent, ProcessState, Supervisor, SupervisorConfig, Workload,
@@ -120,8 +122,9 @@ pub fn lock_work_dir(work_dir: &std::path::Path) -> std::io::Result<std::fs::Fil
     }
 }
 
-/// Runs the worker until `shutdown` resolves, then stops its processes.
-pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) {
+/// Runs the worker, counting into `metrics`, until `shutdown` resolves, then stops its
+/// processes.
+pub async fn run(config: AgentConfig, metrics: Arc<Metrics>, shutdown: impl Future<Output = ()>) {
     let supervisor_config = SupervisorConfig {
         kill_grace: config.kill_grace,
         host: config.host.clone(),
@@ -141,6 +144,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) {
     };
     let mut agent = Agent {
         config,
+        metrics,
         supervisor,
         events,
         unacknowledged: BTreeMap::new(),
@@ -160,6 +164,7 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) {
 
 struct Agent {
     config: AgentConfig,
+    metrics: Arc<Metrics>,
     supervisor: Supervisor,
     events: mpsc::UnboundedReceiver<ProcessEvent>,
     /// Reports no leader has acknowledged yet, by sequence number.
@@ -198,7 +203,9 @@ impl Agent {
         loop {
             self.maybe_fence();
             let addr = finder.next_master();
-            match self.session(&addr).await {
+            let broken = self.session(&addr).await;
+            self.metrics.connected(false);
+            match broken {
                 Broken::LeaderAt(leader) => tokio::time::sleep(finder.hinted(&leader)).await,
                 Broken::Silent(reason) => {
                     tracing::info!(master = %addr, %reason, "the leader fell silent");
@@ -302,6 +309,7 @@ impl Agent {
             }
         };
         tracing::info!(master = %addr, "attached to the leader");
+        self.metrics.connected(true);
         let mut heartbeats = tokio::time::interval(self.config.heartbeat_interval);
         let mut heard = Instant::now();
         loop {
@@ -386,6 +394,16 @@ impl Agent {
 
     /// Numbers the report a process event makes, if any, and keeps it until acknowledged.
     fn record(&mut self, event: &ProcessEvent) -> Option<Up> {
+        let end = match &event.state {
+            ProcessState::Exited { code } => Some(code.to_string()),
+            ProcessState::Killed => Some("killed".to_owned()),
+            ProcessState::Failed { .. } => Some("failed".to_owned()),
+            ProcessState::Running { .. } | ProcessState::Restarting { .. } => None,
+        };
+        if let Some(code) = end {
+            self.metrics.ended(&event.workload, code);
+        }
+        self.metrics.running(&self.supervisor.running());
         let mut report = report(event)?;
         if event.state == ProcessState::Killed && self.fenced.remove(&event.workload) {
             // Not asked for by any leader: a supervised driver must run again elsewhere.
@@ -401,6 +419,7 @@ impl Agent {
             Up::Register(_) | Up::Heartbeat(_) | Up::LogChunk(_) => {}
         }
         self.unacknowledged.insert(seq, report.clone());
+        self.metrics.unacknowledged(self.unacknowledged.len());
         Some(report)
     }
 
@@ -451,6 +470,7 @@ impl Agent {
                         _ => {}
                     }
                 }
+                self.metrics.unacknowledged(self.unacknowledged.len());
             }
             Down::LaunchExecutor(launch) => {
                 let workload = Workload::Executor {
@@ -549,7 +569,10 @@ impl Agent {
     async fn start(&mut self, spec: LaunchSpec, up: &mpsc::Sender<WorkerMessage>) {
         let workload = spec.workload.clone();
         let state = match self.supervisor.launch(spec) {
-            Ok(_) => return,
+            Ok(_) => {
+                self.metrics.launched(&workload);
+                return;
+            }
             // Its end is reported once it is gone; the leader decides again then.
             Err(LaunchError::Stopping(_)) => {
                 tracing::info!(%workload, "launch ignored: still stopping");

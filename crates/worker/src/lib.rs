@@ -7,10 +7,12 @@
 //!   leader's launches and kills (term-checked), leader discovery and fencing.
 //! * [`supervisor`]: starting, watching, restarting and killing processes in their own
 //!   process groups, and adopting a crashed predecessor's.
+//! * [`metrics`]: the worker's Prometheus metrics and the `/metrics` endpoint.
 //! * [`output`]: reading what a process wrote, a part at a time, for `muster logs`.
 //! * [`records`]: what runs, recorded in the work dir so a restarted agent can adopt it.
 
 pub mod agent;
+pub mod metrics;
 pub mod output;
 pub mod records;
 pub mod supervisor;

@@ -1,6 +1,7 @@
 //! The agent against a stand-in master: it registers with what it runs, obeys the leader's
 //! launches, and ignores commands stamped with a term older than the newest it has seen.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use muster_core::resources::Resources;
@@ -13,6 +14,7 @@ use muster_proto::v1::{
     DriverState, KillDriver, LaunchDriver, MasterMessage, Registered, WorkerMessage,
 };
 use muster_worker::agent::{AgentConfig, run};
+use muster_worker::metrics::Metrics;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -109,7 +111,8 @@ async fn commands_from_an_older_term_are_ignored() {
         fence: false,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let agent = tokio::spawn(run(config, async {
+    let metrics = Arc::new(Metrics::new());
+    let agent = tokio::spawn(run(config, Arc::clone(&metrics), async {
         let _ = stopped.await;
     }));
 
@@ -138,6 +141,13 @@ async fn commands_from_an_older_term_are_ignored() {
     );
     assert!(dir.path().join("driver-current").is_dir());
     assert!(!dir.path().join("driver-stale").exists());
+    let metrics = metrics.render();
+    for line in [
+        r#"muster_worker_launches_total{kind="driver"} 1"#,
+        r#"muster_worker_processes{kind="driver"} 1"#,
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in {metrics}");
+    }
 
     // Stopping the worker stops what it runs.
     stop.send(()).unwrap();

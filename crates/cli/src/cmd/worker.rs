@@ -1,12 +1,14 @@
 //! `muster worker`: the worker agent, until Ctrl-C or SIGTERM; its processes stop with it.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::Args;
 use muster_core::model::resource_amounts;
 use muster_core::resources::{ResourceAmounts, Resources};
 use muster_master::config::seconds;
 use muster_worker::agent::{AgentConfig, lock_work_dir, stable_id};
+use muster_worker::metrics::{Metrics, serve};
 use tracing::Instrument;
 
 use muster_proto::auth::Role;
@@ -58,6 +60,10 @@ pub struct WorkerArgs {
     /// Run without a secret against masters other machines reach. Warns every minute.
     #[arg(long)]
     insecure: bool,
+    /// Serve this worker's Prometheus metrics at `/metrics` on HOST:PORT (plain HTTP: bind
+    /// it where only your Prometheus reaches).
+    #[arg(long, value_name = "HOST:PORT")]
+    http: Option<String>,
 }
 
 /// `NAME=AMOUNT,...`.
@@ -140,12 +146,25 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
     };
     // Everything the worker logs carries its id.
     let span = tracing::info_span!("worker", worker = %config.id);
+    let metrics = Arc::new(Metrics::new());
     runtime()?.block_on(
         async {
             warn_if_insecure(args.insecure, secret.as_ref());
-            muster_worker::agent::run(config, stop_signal()).await;
+            if let Some(http) = &args.http {
+                let listener = tokio::net::TcpListener::bind(http)
+                    .await
+                    .map_err(|e| CliError::BadInput(format!("--http {http}: {e}")))?;
+                let metrics = Arc::clone(&metrics);
+                tokio::spawn(async move {
+                    if let Err(error) = serve(listener, metrics, std::future::pending()).await {
+                        tracing::error!(%error, "the metrics endpoint failed");
+                    }
+                });
+            }
+            muster_worker::agent::run(config, metrics, stop_signal()).await;
+            Ok::<_, CliError>(())
         }
         .instrument(span),
-    );
+    )?;
     Ok(String::new())
 }

@@ -1,0 +1,167 @@
+//! A worker's Prometheus metrics, served at `/metrics` on `muster worker --http` in the text
+//! exposition format (`prometheus-client`): what it launched, how its processes ended, what
+//! runs now, and its link to the leader.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+
+use crate::supervisor::Workload;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EndLabels {
+    kind: &'static str,
+    /// The exit code, or `killed` or `failed` (it could not be started).
+    code: String,
+}
+
+/// Every metric a worker exports.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    processes: Family<KindLabel, Gauge>,
+    launches: Family<KindLabel, Counter>,
+    ends: Family<EndLabels, Counter>,
+    connected: Gauge,
+    unacknowledged: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// `driver` or `executor`.
+fn kind(workload: &Workload) -> &'static str {
+    match workload {
+        Workload::Driver { .. } => "driver",
+        Workload::Executor { .. } => "executor",
+    }
+}
+
+impl Metrics {
+    /// The metrics, registered and at zero.
+    pub fn new() -> Self {
+        let mut metrics = Self {
+            registry: Registry::with_prefix("muster_worker"),
+            processes: Family::default(),
+            launches: Family::default(),
+            ends: Family::default(),
+            connected: Gauge::default(),
+            unacknowledged: Gauge::default(),
+        };
+        let r = &mut metrics.registry;
+        r.register(
+            "processes",
+            "Drivers and executors running (or stopping) now, by kind",
+            metrics.processes.clone(),
+        );
+        r.register(
+            "launches",
+            "Processes started on the leader's request, by kind (a supervised driver's restarts not counted)",
+            metrics.launches.clone(),
+        );
+        r.register(
+            "process_ends",
+            "Processes that ended, by kind and exit code (`killed`, or `failed` to start)",
+            metrics.ends.clone(),
+        );
+        r.register(
+            "leader_connected",
+            "1 while attached to a leader",
+            metrics.connected.clone(),
+        );
+        r.register(
+            "unacknowledged_reports",
+            "Process changes reported and not yet acknowledged by a leader",
+            metrics.unacknowledged.clone(),
+        );
+        metrics
+    }
+
+    /// The processes running now.
+    pub(crate) fn running(&self, running: &[(Workload, u32)]) {
+        for kind in ["driver", "executor"] {
+            let count = running
+                .iter()
+                .filter(|(w, _)| self::kind(w) == kind)
+                .count();
+            self.processes
+                .get_or_create(&KindLabel { kind })
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// `workload` was started.
+    pub(crate) fn launched(&self, workload: &Workload) {
+        let kind = kind(workload);
+        self.launches.get_or_create(&KindLabel { kind }).inc();
+    }
+
+    /// `workload`'s process ended: `code` is its exit code, `killed` or `failed`.
+    pub(crate) fn ended(&self, workload: &Workload, code: String) {
+        let kind = kind(workload);
+        self.ends.get_or_create(&EndLabels { kind, code }).inc();
+    }
+
+    /// Whether a leader stream is open.
+    pub(crate) fn connected(&self, connected: bool) {
+        self.connected.set(i64::from(connected));
+    }
+
+    /// How many reports wait for a leader's acknowledgement.
+    pub(crate) fn unacknowledged(&self, count: usize) {
+        self.unacknowledged
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// The text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        encode(&mut text, &self.registry).expect("writing to a String");
+        text
+    }
+}
+
+/// Serves `/metrics` on `listener` (plain HTTP) until `shutdown` resolves.
+///
+/// # Errors
+///
+/// The listener fails.
+pub async fn serve(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = Router::new()
+        .route("/metrics", get(render))
+        .with_state(metrics);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+async fn render(State(metrics): State<Arc<Metrics>>) -> impl axum::response::IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        metrics.render(),
+    )
+}
