@@ -93,6 +93,11 @@ fn executors_land_where_muster_plan_says_and_ctrl_c_finishes_the_app() {
         "every executor was reported killed: {rest}"
     );
     let status = wait_for(&masters, "the app gone", |s| app(s, &id).is_none());
+    assert_eq!(
+        status["completed_apps"],
+        serde_json::json!([{"id": id, "name": "", "queue": "default", "state": "FINISHED"}]),
+        "it is listed as completed"
+    );
     assert!(
         status["workers"]
             .as_array()

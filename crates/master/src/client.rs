@@ -179,6 +179,17 @@ impl ClusterService {
                     ..WorkerStatus::from(w)
                 })
                 .collect(),
+            completed_apps: state
+                .completed_apps()
+                .iter()
+                .map(|a| AppStatus {
+                    id: a.id.to_string(),
+                    name: a.desc.name.clone(),
+                    queue: a.desc.queue.0.clone(),
+                    state: v1::AppState::from(a.state).into(),
+                    ..AppStatus::default()
+                })
+                .collect(),
             apps: state
                 .apps()
                 .values()

@@ -42,6 +42,9 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
                 })
             }).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
+        "completed_apps": status.completed_apps.iter().map(|a| json!({
+            "id": a.id, "name": a.name, "queue": a.queue, "state": a.state().name(),
+        })).collect::<Vec<_>>(),
         "drivers": status.drivers.iter().map(|d| json!({
             "id": d.id, "name": d.name, "queue": d.queue,
             "state": d.state().name(),

@@ -57,6 +57,7 @@ pub(crate) fn overview(status: &Value) -> Markup {
     let (cores, cores_used) = (sum("cores"), sum("cores_used"));
     let (memory, memory_used) = (sum("memory_mb"), sum("memory_used_mb"));
     let apps = list(&status["apps"]);
+    let completed_apps = list(&status["completed_apps"]);
     let drivers = list(&status["drivers"]);
     let running_drivers = drivers.iter().filter(|d| d["state"] == "RUNNING").count();
     let ended_drivers = drivers
@@ -74,7 +75,7 @@ pub(crate) fn overview(status: &Value) -> Markup {
                 span { "workers " (alive.len()) " ALIVE of " (workers.len()) }
                 span { "cores " (cores_used) " / " (cores) }
                 span { "memory " (memory_used) " / " (memory) " MB" }
-                span { "applications " (apps.len()) }
+                span { "applications " (apps.len()) " running, " (completed_apps.len()) " completed" }
                 span { "drivers " (running_drivers) " running, " (ended_drivers) " ended" }
             }
             (queues(status, cores))
@@ -103,6 +104,20 @@ pub(crate) fn overview(status: &Value) -> Markup {
                         td { (text(&a["cores_granted"])) }
                         td { (list(&a["executors"]).len()) }
                         td { (text(&a["waiting"])) }
+                    }
+                }
+            }
+            @if !completed_apps.is_empty() {
+                h2 { "Completed applications" }
+                table {
+                    tr { th { "id" } th { "name" } th { "queue" } th { "state" } }
+                    @for a in completed_apps.iter().rev() {
+                        tr {
+                            td { (text(&a["id"])) }
+                            td { (text(&a["name"])) }
+                            td { (text(&a["queue"])) }
+                            td { (text(&a["state"])) }
+                        }
                     }
                 }
             }
@@ -271,6 +286,7 @@ mod tests {
                 {"id": 0, "worker": "w1", "cores": 2, "memory_mb": 512, "state": "RUNNING", "pid": 41},
                 {"id": 1, "worker": "w1", "cores": 2, "memory_mb": 512, "state": "LAUNCHING", "pid": null},
             ]}],
+            "completed_apps": [{"id": "app-0", "name": "old", "queue": "default", "state": "FINISHED"}],
             "drivers": [{"id": "driver-1", "name": "d", "queue": "default", "state": "FINISHED",
                          "worker": "w1", "pid": 40, "exit_code": 0, "waiting": null}],
             "queues": [{"name": "batch", "prior": false, "threshold": 0.8, "max_capacity": 0.5}],
@@ -285,6 +301,8 @@ mod tests {
             "workers 2 ALIVE of 2",
             "cores 6 / 16",
             "drivers 0 running, 1 ended",
+            "applications 1 running, 1 completed",
+            "<td>app-0</td><td>old</td><td>default</td><td>FINISHED</td>",
             "DRAINING",
             "<td>4 / 16</td>",
             "width:25.0%",
