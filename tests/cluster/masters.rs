@@ -545,6 +545,25 @@ fn masters_and_workers_log_json_lines_when_asked() {
     let attached = json_line(&worker_lines, "attached to the leader");
     let id = attached["span"]["worker"].as_str().unwrap_or_default();
     assert!(id.starts_with("worker-"), "{attached}");
+
+    // A client call's lines carry its method; a driver's process lines carry its id.
+    let driver = stdout(&Masters::client(
+        &grpc,
+        &["submit", "--memory", "256", "--", "/bin/true"],
+    ));
+    let submitted = json_line(&master_lines, "driver submitted");
+    assert_eq!(
+        submitted["span"]["method"], "Cluster/SubmitDriver",
+        "{submitted}"
+    );
+    assert_eq!(
+        submitted["fields"]["driver"],
+        driver.as_str(),
+        "{submitted}"
+    );
+    let running = json_line(&worker_lines, "running");
+    assert_eq!(running["span"]["driver"], driver.as_str(), "{running}");
+    assert_eq!(running["spans"][0]["worker"], id, "{running}");
 }
 
 #[test]

@@ -278,7 +278,10 @@ impl Cluster for ClusterService {
                     .write(client_command(&request_id, Op::SubmitDriver(body.into())))
                     .await?;
                 match response.outcome {
-                    Outcome::DriverSubmitted { id } => Ok(SubmitDriverReply { driver_id: id.0 }),
+                    Outcome::DriverSubmitted { id } => {
+                        tracing::info!(driver = %id, "driver submitted");
+                        Ok(SubmitDriverReply { driver_id: id.0 })
+                    }
                     other => Err(CallError::Internal(format!("unexpected outcome {other:?}"))),
                 }
             },
@@ -296,6 +299,7 @@ impl Cluster for ClusterService {
             async |this, body| {
                 let op = kill_op(&body)?;
                 this.write(client_command(&body.request_id, op)).await?;
+                tracing::info!(id = %body.id, "killed on request");
                 Ok(KillReply {})
             },
             async |mut leader, request| leader.kill(request).await,

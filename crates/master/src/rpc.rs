@@ -1,5 +1,7 @@
 //! Counting every gRPC call a master serves by method and status code: a tower layer around
-//! all its services, so that calls its guards refuse (an unknown credential) count too.
+//! all its services, so that calls its guards refuse (an unknown credential) count too. The
+//! layer also gives each call's handling a `call` span naming its method, which its log
+//! lines carry.
 //!
 //! A call's code is its `grpc-status`: in the response headers when the call failed before
 //! any message (tonic's trailers-only answer), else in the trailers at the end of the body. A
@@ -14,6 +16,7 @@ use http_body::{Body, Frame, SizeHint};
 use tonic::Code;
 use tower_layer::Layer;
 use tower_service::Service;
+use tracing::Instrument;
 
 use crate::metrics::Metrics;
 
@@ -68,7 +71,8 @@ where
             method: method(request.uri().path()),
             metrics: Some(Arc::clone(&self.metrics)),
         };
-        let response = self.inner.call(request);
+        let span = tracing::info_span!("call", method = %call.method);
+        let response = span.in_scope(|| self.inner.call(request)).instrument(span);
         Box::pin(async move {
             let (parts, body) = response.await?.into_parts();
             let mut call = call;

@@ -33,6 +33,7 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument;
 
 use crate::output::Stream;
 use crate::records::{Record, Records, exit_code, process_group, still_runs};
@@ -289,7 +290,8 @@ impl Supervisor {
         let pid = child.id().expect("a just-spawned child has an id");
         self.record(&launcher.spec, pid);
         let monitor = self.monitor(&mut running, launcher, pid);
-        tokio::spawn(async move { monitor.run(child).await });
+        let span = spec_span(&monitor.launcher.spec.workload);
+        tokio::spawn(async move { monitor.run(child).await }.instrument(span));
         Ok(pid)
     }
 
@@ -353,7 +355,8 @@ impl Supervisor {
                 adopted.push(record.pid);
                 let mut running = self.running.lock().expect("running lock");
                 let monitor = self.monitor(&mut running, launcher, record.pid);
-                tokio::spawn(async move { monitor.run_adopted(record).await });
+                let span = spec_span(&record.spec.workload);
+                tokio::spawn(async move { monitor.run_adopted(record).await }.instrument(span));
             } else {
                 ended.push((record, launcher.directory));
             }
@@ -576,8 +579,25 @@ struct Monitor {
     _finished: oneshot::Sender<()>,
 }
 
+/// The span a process's monitor logs in: its driver, or its app and executor.
+fn spec_span(workload: &Workload) -> tracing::Span {
+    match workload {
+        Workload::Driver { driver } => tracing::info_span!("driver", driver = %driver),
+        Workload::Executor { app, executor } => {
+            tracing::info_span!("executor", app = %app, executor = %executor)
+        }
+    }
+}
+
 impl Monitor {
     fn report(&self, state: ProcessState) {
+        match &state {
+            ProcessState::Running { pid } => tracing::info!(pid, "running"),
+            ProcessState::Restarting { attempt, after } => {
+                tracing::info!(attempt, ?after, "restarting");
+            }
+            ended => tracing::info!(state = ?ended, "ended"),
+        }
         // The receiver may be gone while the worker stops; nothing is left to tell then.
         let _ = self.events.send(ProcessEvent {
             workload: self.launcher.spec.workload.clone(),
