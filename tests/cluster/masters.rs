@@ -702,3 +702,46 @@ fn a_master_joins_the_group_and_leaves_it_again() {
     assert_eq!(unknown.status.code(), Some(3), "{unknown:?}");
     assert_eq!(roles(&masters.status(&masters.list_from(1))).len(), 3);
 }
+
+#[test]
+fn the_lead_moves_to_the_master_named_and_what_runs_keeps_running() {
+    let masters = Masters::start();
+    let leader = masters.leader(0);
+    let _worker = crate::support::start_worker(&masters, "w1", 2);
+    let long = crate::support::submit(&masters, &["--", "/bin/sleep", "600"]);
+    let pid = crate::support::driver_pid(&masters, &long);
+    let target = (1..=3u64).find(|&id| id != leader).unwrap();
+
+    let moved = Masters::client(
+        &masters.list_from(1),
+        &["members", "transfer-leader", &target.to_string()],
+    );
+    assert!(moved.status.success(), "{moved:?}");
+    assert_eq!(masters.leader(leader), target);
+    let status = masters.status(&masters.list_from(1));
+    assert_eq!(status["leader"], target);
+    let roles: Vec<(u64, &str)> = status["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["id"].as_u64().unwrap(), m["role"].as_str().unwrap()))
+        .filter(|(_, role)| *role == "leader")
+        .collect();
+    assert_eq!(roles, [(target, "leader")]);
+
+    // The new leader recovers with the driver where it was, and takes new work.
+    let status = wait_for(&masters, "the new leader ALIVE with the driver", |s| {
+        s["recovery_state"] == "ALIVE"
+            && crate::support::driver(s, &long).is_some_and(|d| d["pid"] == pid)
+    });
+    assert_eq!(crate::support::alive_workers(&status), 1);
+    let next = crate::support::submit(&masters, &["--", "/bin/true"]);
+    wait_for(&masters, "the next driver finished", |s| {
+        driver_state(s, &next) == "FINISHED"
+    });
+
+    // Only a voting member can take the lead.
+    let refused = Masters::client(&masters.list_from(1), &["members", "transfer-leader", "9"]);
+    assert_eq!(refused.status.code(), Some(3), "{refused:?}");
+    assert!(stderr(&refused).contains("not a voting member"));
+}

@@ -358,6 +358,15 @@ impl Cluster for ClusterService {
                         }
                         this.node.remove_member(id).await?;
                     }
+                    Some(Change::TransferLeader(id)) => {
+                        let membership = this.node.metrics().borrow().membership_config.clone();
+                        if !membership.membership().voter_ids().any(|v| v == id) {
+                            let message = format!("master {id} is not a voting member");
+                            return Err(ApplyError::Conflict(message).into());
+                        }
+                        this.node.transfer_leadership(id).await?;
+                        tracing::info!(to = id, "the lead was handed over");
+                    }
                     None => {
                         return Err(ApplyError::Invalid {
                             field: "change".to_owned(),

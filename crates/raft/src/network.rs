@@ -20,6 +20,7 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use tonic::transport::Channel;
 
 use crate::codec::{decode, encode};
@@ -30,6 +31,15 @@ pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
 /// The most entry bytes one AppendEntries carries, unless a single entry is larger.
 pub(crate) const APPEND_BUDGET: usize = 4 * 1024 * 1024;
+
+/// A leader's request that a follower campaign now (the last step of a transfer).
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct TimeoutNow {
+    /// The leader that asks.
+    pub(crate) leader: NodeId,
+    /// Its term.
+    pub(crate) term: u64,
+}
 
 /// Builds peer clients, sharing one channel per address.
 #[derive(Clone, Default)]
@@ -67,6 +77,29 @@ impl Network {
             .connect_lazy();
         channels.insert(addr.to_owned(), channel.clone());
         Ok(channel)
+    }
+}
+
+impl Network {
+    /// Asks `target` (a member at `addr`) to campaign now; whether it does.
+    pub(crate) async fn timeout_now(
+        &self,
+        target: NodeId,
+        addr: &str,
+        request: &TimeoutNow,
+    ) -> Result<bool, String> {
+        let addr = self.routes.get(&target).map_or(addr, String::as_str);
+        let channel = self.channel(addr).map_err(|e| e.to_string())?;
+        let mut call = tonic::Request::new(RaftBytes {
+            data: encode(request),
+        });
+        call.set_timeout(Duration::from_secs(1));
+        self.credential.attach(call.metadata_mut());
+        let response = ReplicationClient::new(channel)
+            .timeout_now(call)
+            .await
+            .map_err(|status| status.message().to_owned())?;
+        decode(&response.into_inner().data).map_err(|e| e.to_string())
     }
 }
 

@@ -10,11 +10,24 @@
 //! (up to [`MAX_BATCH`]) as one [`Op::Batch`], which every replica applies command by command
 //! as if each had an entry of its own. A command alone is written as itself. Commands reach
 //! the log in the order they were proposed.
+//!
+//! # Leadership transfer
+//!
+//! openraft 0.9 cannot hand the lead to a chosen replica, so [`RaftNode::transfer_leadership`]
+//! does what the Raft thesis (§3.10) and etcd do, within openraft's leader lease: the leader
+//! holds new writes and refuses linearizable reads (each would make it heartbeat), waits
+//! until the target has every entry, stops heartbeating, and once the followers' leases have
+//! run out (an election timeout) asks the target to campaign at once (`TimeoutNow`). The
+//! target, up to date and the first to campaign, wins; the old leader then follows and its
+//! held writes fail over to the new leader like any write during an election. If the target
+//! does not take over, heartbeats resume and whoever leads keeps leading.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use muster_core::ids::Term;
 use muster_proto::auth::Credential;
@@ -27,7 +40,7 @@ use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 
 use crate::codec::encoded_len;
 use crate::log_store::LogStore;
-use crate::network::{APPEND_BUDGET, Network};
+use crate::network::{APPEND_BUDGET, Network, TimeoutNow};
 use crate::service::ReplicationService;
 use crate::state_machine::{SharedState, StateMachineStore};
 use crate::types::{Applied, Node, NodeId, Raft};
@@ -160,6 +173,32 @@ pub const IN_FLIGHT: usize = 1;
 /// must fit an AppendEntries message within its deadline.
 pub const MAX_BATCH: usize = 256;
 
+/// How long a transfer waits for its target to catch up, and then to lead.
+const HANDOVER_PATIENCE: Duration = Duration::from_secs(2);
+
+/// How long past the followers' leases a transfer asks its target to campaign.
+const LEASE_MARGIN: Duration = Duration::from_millis(50);
+
+/// A transfer under way on the leader: reads are refused until it ends, and heartbeats
+/// resume when it does, however it ends.
+struct Handover<'n> {
+    node: &'n RaftNode,
+}
+
+impl<'n> Handover<'n> {
+    fn start(node: &'n RaftNode) -> Self {
+        node.transferring.store(true, Ordering::SeqCst);
+        Self { node }
+    }
+}
+
+impl Drop for Handover<'_> {
+    fn drop(&mut self) {
+        self.node.raft.runtime_config().heartbeat(true);
+        self.node.transferring.store(false, Ordering::SeqCst);
+    }
+}
+
 /// A command waiting for an entry, and who waits for its result.
 struct Proposal {
     command: Command,
@@ -170,8 +209,14 @@ struct Proposal {
 pub struct RaftNode {
     id: NodeId,
     raft: Raft,
+    network: Network,
     /// Into the group-commit task.
     proposals: mpsc::UnboundedSender<Proposal>,
+    /// The group-commit task's room for entries in flight; a transfer takes all of it to
+    /// hold new writes.
+    in_flight: Arc<Semaphore>,
+    /// Set while this replica hands the lead over: reads are refused.
+    transferring: AtomicBool,
     /// Held so the database outlives every tree the stores use.
     _db: sled::Db,
     state: SharedState,
@@ -211,26 +256,29 @@ impl RaftNode {
         let state_machine = StateMachineStore::open(&db, ClusterState::new(state_config))
             .map_err(|e| storage(e.into()))?;
         let state = state_machine.shared_state();
-        let raft = Raft::new(
-            id,
-            config,
-            Network::new(
-                settings.peer_routes.clone(),
-                settings.peer_credential.clone(),
-                settings.peer_dialer.clone(),
-            ),
-            log,
-            state_machine,
-        )
-        .await
-        .map_err(|e| NodeError::Raft(e.into()))?;
+        let network = Network::new(
+            settings.peer_routes.clone(),
+            settings.peer_credential.clone(),
+            settings.peer_dialer.clone(),
+        );
+        let raft = Raft::new(id, config, network.clone(), log, state_machine)
+            .await
+            .map_err(|e| NodeError::Raft(e.into()))?;
         let leadership = watch_leadership(id, &raft);
         let (proposals, queued) = mpsc::unbounded_channel();
-        tokio::spawn(commit_in_batches(raft.clone(), queued));
+        let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
+        tokio::spawn(commit_in_batches(
+            raft.clone(),
+            Arc::clone(&in_flight),
+            queued,
+        ));
         Ok(Self {
             id,
             raft,
+            network,
             proposals,
+            in_flight,
+            transferring: AtomicBool::new(false),
             _db: db,
             state,
             leadership,
@@ -388,8 +436,100 @@ impl RaftNode {
     ///
     /// As [`RaftNode::write`].
     pub async fn read<T>(&self, read: impl FnOnce(&ClusterState) -> T) -> Result<T, WriteError> {
+        if self.transferring.load(Ordering::SeqCst) {
+            return Err(WriteError::Unavailable(
+                "the lead is moving to another master: retry".into(),
+            ));
+        }
         self.raft.ensure_linearizable().await.map_err(not_leader)?;
         Ok(read(&self.state.read().expect("state lock")))
+    }
+
+    /// Hands the lead to voter `target` (see the module doc); returns once `target` leads.
+    /// Writes made meanwhile wait, then go to the new leader like any write during an
+    /// election; reads are refused until it is over. Handing it to this replica does nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`WriteError::NotLeader`] when this replica does not lead (or another replica took
+    /// over instead), [`WriteError::Unavailable`] when `target` is not a voter, did not catch
+    /// up or did not take over in time (the lead then stays or returns where it was).
+    pub async fn transfer_leadership(&self, target: NodeId) -> Result<(), WriteError> {
+        let (term, addr) = {
+            let metrics = self.raft.metrics();
+            let metrics = metrics.borrow();
+            if metrics.state != ServerState::Leader {
+                return Err(WriteError::NotLeader(
+                    self.leadership.borrow().leader.clone(),
+                ));
+            }
+            if target == self.id {
+                return Ok(());
+            }
+            let membership = metrics.membership_config.membership();
+            let addr = membership
+                .get_node(&target)
+                .filter(|_| membership.voter_ids().any(|v| v == target))
+                .map(|node| node.addr.clone())
+                .ok_or_else(|| WriteError::Unavailable(format!("{target} is not a voter")))?;
+            (metrics.current_term, addr)
+        };
+        let _held = Arc::clone(&self.in_flight)
+            .acquire_many_owned(u32::try_from(IN_FLIGHT).expect("a small number"))
+            .await
+            .map_err(|_| WriteError::Unavailable("Raft stopped".into()))?;
+        let _transfer = Handover::start(self);
+        let mut metrics = self.raft.metrics();
+        let caught_up = metrics.wait_for(|m| {
+            m.replication
+                .as_ref()
+                .and_then(|r| r.get(&target).copied().flatten())
+                .map(|log| log.index)
+                == m.last_log_index
+        });
+        if !matches!(
+            tokio::time::timeout(HANDOVER_PATIENCE, caught_up).await,
+            Ok(Ok(_))
+        ) {
+            return Err(WriteError::Unavailable(format!(
+                "master {target} did not catch up with the log in time"
+            )));
+        }
+        self.raft.runtime_config().heartbeat(false);
+        // Every follower's lease on this leader must run out, or none votes for the target.
+        tokio::time::sleep(Duration::from_millis(self.election_timeout_max_ms) + LEASE_MARGIN)
+            .await;
+        let asked = TimeoutNow {
+            leader: self.id,
+            term,
+        };
+        match self.network.timeout_now(target, &addr, &asked).await {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(WriteError::Unavailable(format!(
+                    "master {target} no longer follows this leader"
+                )));
+            }
+            Err(error) => {
+                return Err(WriteError::Unavailable(format!("master {target}: {error}")));
+            }
+        }
+        let mut leadership = self.leadership.clone();
+        let settled = tokio::time::timeout(
+            HANDOVER_PATIENCE,
+            leadership.wait_for(|l| l.term.0 > term && l.leader.is_some()),
+        )
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .map(|settled| settled.leader.clone());
+        match settled {
+            Some(Some((id, _))) if id == target => Ok(()),
+            Some(leader) => Err(WriteError::NotLeader(leader)),
+            None => Err(WriteError::Unavailable(format!(
+                "master {target} did not take over in time"
+            ))),
+        }
     }
 
     /// The state as this replica has applied it so far, which may lag the leader's.
@@ -429,8 +569,11 @@ impl RaftNode {
 /// many commands as queued up while at most [`IN_FLIGHT`] entry was committing, within
 /// [`MAX_BATCH`] commands and the bytes one AppendEntries carries (a larger command goes
 /// alone).
-async fn commit_in_batches(raft: Raft, mut queued: mpsc::UnboundedReceiver<Proposal>) {
-    let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
+async fn commit_in_batches(
+    raft: Raft,
+    in_flight: Arc<Semaphore>,
+    mut queued: mpsc::UnboundedReceiver<Proposal>,
+) {
     // A command that did not fit the last batch: it opens the next one.
     let mut carried: Option<Proposal> = None;
     loop {

@@ -2,11 +2,12 @@
 
 use muster_proto::v1::RaftBytes;
 use muster_proto::v1::replication_server::{Replication, ReplicationServer};
+use openraft::ServerState;
 use serde::de::DeserializeOwned;
 use tonic::{Request, Response, Status};
 
 use crate::codec::{decode, encode};
-use crate::network::MAX_MESSAGE_BYTES;
+use crate::network::{MAX_MESSAGE_BYTES, TimeoutNow};
 use crate::types::Raft;
 
 /// Serves openraft's RPCs for one replica.
@@ -49,5 +50,27 @@ impl Replication for ReplicationService {
         rpc: Request<RaftBytes>,
     ) -> Result<Response<RaftBytes>, Status> {
         reply(&self.raft.install_snapshot(request(rpc)?).await)
+    }
+
+    /// Campaigns at once when asked by the leader this replica follows, in its term: a stale
+    /// or stray request changes nothing.
+    async fn timeout_now(&self, rpc: Request<RaftBytes>) -> Result<Response<RaftBytes>, Status> {
+        let TimeoutNow { leader, term } = request(rpc)?;
+        let campaigns = {
+            let metrics = self.raft.metrics();
+            let metrics = metrics.borrow();
+            metrics.state == ServerState::Follower
+                && metrics.current_leader == Some(leader)
+                && metrics.current_term == term
+        };
+        if campaigns {
+            tracing::info!(%leader, term, "the leader hands over: campaigning");
+            self.raft
+                .trigger()
+                .elect()
+                .await
+                .map_err(|e| Status::internal(e.to_string()))?;
+        }
+        reply(&campaigns)
     }
 }

@@ -1,5 +1,6 @@
-//! `muster members`: the master replicas and their roles, and `muster members add ID=ADDR`
-//! / `remove ID` to change the group (one replica at a time).
+//! `muster members`: the master replicas and their roles, `muster members add ID=ADDR` /
+//! `remove ID` to change the group (one replica at a time), and `transfer-leader ID` to move
+//! the lead (before maintenance on the leader's machine).
 
 use clap::{Args, Subcommand};
 use muster_proto::v1::change_members_request::Change;
@@ -37,6 +38,14 @@ enum MembersAction {
         /// Its id.
         id: u64,
     },
+    /// Hand the lead to a voting replica: writes wait for about an election timeout while it
+    /// moves, and nothing is lost.
+    TransferLeader {
+        #[command(flatten)]
+        masters: MastersArg,
+        /// Its id.
+        id: u64,
+    },
 }
 
 /// Shows the members, or changes them.
@@ -63,6 +72,9 @@ pub fn run(args: MembersArgs) -> Result<String, CliError> {
             (masters, Change::Add(member))
         }
         Some(MembersAction::Remove { masters, id }) => (masters, Change::Remove(id)),
+        Some(MembersAction::TransferLeader { masters, id }) => {
+            (masters, Change::TransferLeader(id))
+        }
     };
     let masters = masters.parse()?;
     let request = ChangeMembersRequest {

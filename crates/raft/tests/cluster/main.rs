@@ -224,3 +224,56 @@ async fn a_follower_behind_by_large_entries_catches_up() {
     cluster.assert_replicas_agree(Duration::from_secs(60)).await;
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lead_moves_to_the_replica_chosen_while_writes_go_on_and_none_is_lost() {
+    let _serial = support::serial().await;
+    let cluster = TestCluster::start(3, RaftSettings::default()).await;
+    let leader = cluster.leader(DEADLINE).await;
+    let target = cluster
+        .ids()
+        .into_iter()
+        .find(|&id| id != leader)
+        .expect("a follower");
+    // Writers keep writing while the lead moves.
+    let writes = cluster.write_many(0..2_000, 16, submit_app);
+    let transfer = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        cluster.node(leader).transfer_leadership(target).await
+    };
+    let (outcomes, transferred) = tokio::join!(writes, transfer);
+    transferred.expect("the lead moves to the target");
+    assert_eq!(cluster.leader(DEADLINE).await, target);
+    let ids: BTreeSet<_> = outcomes
+        .iter()
+        .map(|o| match o {
+            Outcome::AppSubmitted { id } => id.clone(),
+            other => panic!("unexpected outcome {other:?}"),
+        })
+        .collect();
+    assert_eq!(ids.len(), 2_000, "every write applied once");
+    cluster.assert_replicas_agree(DEADLINE).await;
+    assert_eq!(
+        cluster
+            .node(target)
+            .local_state()
+            .read()
+            .unwrap()
+            .apps()
+            .len(),
+        2_000
+    );
+
+    // Handing it to itself changes nothing; a follower cannot hand it over.
+    cluster
+        .node(target)
+        .transfer_leadership(target)
+        .await
+        .expect("a no-op");
+    let refused = cluster.node(leader).transfer_leadership(target).await;
+    assert!(
+        matches!(refused, Err(WriteError::NotLeader(Some((id, _)))) if id == target),
+        "{refused:?}"
+    );
+    cluster.shutdown().await;
+}
