@@ -13,32 +13,18 @@ fn logs(masters: &Masters, args: &[&str]) -> std::process::Output {
     Masters::client(&masters.list_from(2), &[&["logs"][..], args].concat())
 }
 
-#[test]
-fn logs_follow_a_driver_to_its_end_and_read_what_it_wrote_in_full() {
-    let masters = Masters::start();
-    masters.leader(0);
-    let _worker = start_worker(&masters, "w1", 4);
-    let script = "for i in 1 2 3 4; do echo line-$i; sleep 0.4; done; echo oops >&2";
-    let id = submit(&masters, &["--", "/bin/sh", "-c", script]);
-    wait_for(&masters, "the driver running", |s| {
-        driver(s, &id).is_some_and(|d| d["state"] == "RUNNING")
-    });
-
-    // Followed while it runs: every line arrives, and the command ends with the driver.
-    let follow = muster()
-        .args(["logs", "--follow", &id])
+/// `muster logs --follow ID` through a follower, to its end: what it printed.
+fn follow(masters: &Masters, id: &str) -> String {
+    let mut follow = muster()
+        .args(["logs", "--follow", id])
         .env("MUSTER_MASTERS", masters.list_from(2))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
-    let mut follow = follow;
     while follow.try_wait().unwrap().is_none() {
-        assert!(
-            Instant::now() < deadline,
-            "--follow did not end with the driver"
-        );
+        assert!(Instant::now() < deadline, "--follow did not end with {id}");
         std::thread::sleep(Duration::from_millis(50));
     }
     let followed = follow.wait_with_output().unwrap();
@@ -47,10 +33,20 @@ fn logs_follow_a_driver_to_its_end_and_read_what_it_wrote_in_full() {
         "{}",
         String::from_utf8_lossy(&followed.stderr)
     );
-    assert_eq!(
-        String::from_utf8(followed.stdout).unwrap(),
-        "line-1\nline-2\nline-3\nline-4\n"
-    );
+    String::from_utf8(followed.stdout).unwrap()
+}
+
+#[test]
+fn logs_follow_a_driver_to_its_end_and_read_what_it_wrote_in_full() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let _worker = start_worker(&masters, "w1", 4);
+    let script = "for i in 1 2 3 4; do echo line-$i; sleep 0.4; done; echo oops >&2";
+    let id = submit(&masters, &["--", "/bin/sh", "-c", script]);
+
+    // Followed from its submission on: every line arrives, and the command ends with the
+    // driver.
+    assert_eq!(follow(&masters, &id), "line-1\nline-2\nline-3\nline-4\n");
     let status = wait_for(&masters, "the driver finished", |s| {
         driver(s, &id).is_some_and(|d| d["state"] == "FINISHED")
     });
@@ -88,7 +84,7 @@ fn logs_follow_a_driver_to_its_end_and_read_what_it_wrote_in_full() {
 }
 
 #[test]
-fn logs_read_an_executor_and_refuse_what_nothing_can_serve() {
+fn logs_follow_an_executor_past_its_end_and_refuse_what_nothing_can_serve() {
     let masters = Masters::start();
     masters.leader(0);
     let _worker = start_worker(&masters, "w1", 2);
@@ -104,28 +100,23 @@ fn logs_read_an_executor_and_refuse_what_nothing_can_serve() {
             "--",
             "/bin/sh",
             "-c",
-            "echo executor-up; exec sleep 1000",
+            "echo executor-up; sleep 1; echo executor-done",
         ],
     );
     let status = wait_for(&masters, "the executor running", |s| {
         running_executors(s, &app).len() == 1
     });
-    let executor = format!("{app}/{}", running_executors(&status, &app)[0]["id"]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let read = logs(&masters, &[&executor]);
-        assert!(
-            read.status.success(),
-            "{}",
-            String::from_utf8_lossy(&read.stderr)
-        );
-        if read.stdout == b"executor-up\n" {
-            break;
-        }
-        assert!(read.stdout.is_empty(), "{:?}", read.stdout);
-        assert!(Instant::now() < deadline, "the executor's line never came");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let first = running_executors(&status, &app)[0]["id"].clone();
+    let executor = format!("{app}/{first}");
+    // Followed past its end, when the masters no longer keep it: every line arrives.
+    assert_eq!(follow(&masters, &executor), "executor-up\nexecutor-done\n");
+    let status = wait_for(&masters, "the executor gone", |s| {
+        running_executors(s, &app).iter().all(|e| e["id"] != first)
+    });
+    let worker = crate::support::worker_on(&status, "w1");
+    let ended = logs(&masters, &["--worker", worker.as_str().unwrap(), &executor]);
+    assert!(ended.status.success(), "{ended:?}");
+    assert_eq!(ended.stdout, b"executor-up\nexecutor-done\n");
 
     // Malformed ids are bad input (exit 2); unknown ones are refused (exit 3); neither waits.
     let malformed = logs(&masters, &["not-an-id"]);

@@ -412,17 +412,36 @@ impl Cluster for ClusterService {
                 let Some(session) = this.sessions.current() else {
                     return Err(CallError::not_leader(&this.node));
                 };
-                let LogRead { worker, read } = {
+                let LogRead { worker, live, read } = {
                     let state = this.node.local_state();
                     let state = state.read().expect("state lock");
                     log_read(&state, &body)?
                 };
+                // A driver not placed yet has written nothing, and will.
+                let Some(worker) = worker else {
+                    return Ok(ReadLogReply {
+                        running: true,
+                        ..ReadLogReply::default()
+                    });
+                };
                 let chunk = session.read_log(&worker, read).await?;
+                let worker_id = worker.to_string();
+                if !chunk.error.is_empty() {
+                    // A live process whose worker has not started it yet.
+                    if live {
+                        return Ok(ReadLogReply {
+                            running: true,
+                            worker_id,
+                            ..ReadLogReply::default()
+                        });
+                    }
+                    return Err(ApplyError::Conflict(chunk.error).into());
+                }
                 Ok(ReadLogReply {
                     data: chunk.data,
                     size: chunk.size,
-                    running: chunk.running,
-                    worker_id: worker.to_string(),
+                    running: chunk.running || live,
+                    worker_id,
                 })
             },
             async |leader, request| {

@@ -87,16 +87,31 @@ where
     }
 }
 
-/// `Service/Method` of a gRPC path (`/muster.v1.Cluster/Status` → `Cluster/Status`).
+/// Every method a master serves, as `/package.Service/Method` paths name them.
+const METHODS: &[&str] = &[
+    "/muster.v1.Cluster/Status",
+    "/muster.v1.Cluster/SubmitDriver",
+    "/muster.v1.Cluster/Kill",
+    "/muster.v1.Cluster/SetQueues",
+    "/muster.v1.Cluster/DrainWorker",
+    "/muster.v1.Cluster/SaveSnapshot",
+    "/muster.v1.Cluster/ChangeMembers",
+    "/muster.v1.Cluster/ReadLog",
+    "/muster.v1.WorkerLink/Attach",
+    "/muster.v1.AppLink/Run",
+    "/muster.v1.Replication/AppendEntries",
+    "/muster.v1.Replication/Vote",
+    "/muster.v1.Replication/InstallSnapshot",
+    "/muster.v1.Replication/TimeoutNow",
+];
+
+/// `Service/Method` of a gRPC path (`/muster.v1.Cluster/Status` → `Cluster/Status`); any
+/// path this master does not serve is `unknown`, so that callers cannot mint labels.
 fn method(path: &str) -> String {
-    let path = path.trim_start_matches('/');
-    match path.split_once('/') {
-        Some((service, method)) => {
-            let service = service.rsplit('.').next().unwrap_or(service);
-            format!("{service}/{method}")
-        }
-        None => "unknown".to_owned(),
+    if !METHODS.contains(&path) {
+        return "unknown".to_owned();
     }
+    path.trim_start_matches("/muster.v1.").to_owned()
 }
 
 fn grpc_status(headers: &http::HeaderMap) -> Option<Code> {
@@ -164,12 +179,37 @@ impl<B: Body + Unpin> Body for CountedBody<B> {
 
 #[cfg(test)]
 mod tests {
-    use super::method;
+    use super::{METHODS, method};
 
     #[test]
     fn a_method_is_named_by_its_service_and_name() {
         assert_eq!(method("/muster.v1.Cluster/Status"), "Cluster/Status");
         assert_eq!(method("/muster.v1.WorkerLink/Attach"), "WorkerLink/Attach");
         assert_eq!(method("/nonsense"), "unknown");
+        assert_eq!(method("/muster.v1.Cluster/Made-Up"), "unknown");
+    }
+
+    #[test]
+    fn every_method_a_master_serves_is_known() {
+        let protos = [
+            include_str!("../../../proto/muster/v1/cluster.proto"),
+            include_str!("../../../proto/muster/v1/worker.proto"),
+            include_str!("../../../proto/muster/v1/app.proto"),
+            include_str!("../../../proto/muster/v1/raft.proto"),
+        ];
+        let mut served = Vec::new();
+        for proto in protos {
+            let mut service = "";
+            for line in proto.lines().map(str::trim) {
+                if let Some(rest) = line.strip_prefix("service ") {
+                    service = rest.trim_end_matches(" {");
+                } else if let Some(rest) = line.strip_prefix("rpc ") {
+                    let name = rest.split('(').next().unwrap();
+                    served.push(format!("/muster.v1.{service}/{name}"));
+                }
+            }
+        }
+        let known: Vec<String> = METHODS.iter().map(|m| (*m).to_owned()).collect();
+        assert_eq!(served, known);
     }
 }

@@ -31,7 +31,7 @@ use muster_proto::v1::{
     LogChunk, MasterMessage, ReadLog, Registered,
 };
 use muster_raft::{Applied, Leadership, RaftNode, WriteError};
-use muster_state::{ApplyError, ClusterState, Command};
+use muster_state::{ClusterState, Command};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tonic::{Status, Streaming};
 use tracing::Instrument;
@@ -50,8 +50,11 @@ const TICK: Duration = Duration::from_millis(100);
 pub(crate) const ELECTION_PATIENCE: Duration = Duration::from_secs(1);
 /// How many messages a stream may have queued before it is closed.
 const LINK_CAPACITY: usize = 1024;
-/// How long a worker may take to answer a read of a process's output.
-const LOG_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a worker may take to answer a read of a process's output: below the time a
+/// follower gives a call it forwards.
+const LOG_READ_TIMEOUT: Duration = Duration::from_secs(2);
+/// How many reads of process output the leader has under way at once.
+const LOG_READS: usize = 8;
 
 /// A proposal's result, once Raft has it.
 type Pending = std::pin::Pin<Box<dyn Future<Output = Result<Applied, WriteError>> + Send>>;
@@ -89,6 +92,8 @@ pub struct Session {
     pass_wanted: Notify,
     ended: watch::Sender<bool>,
     metrics: Arc<Metrics>,
+    /// Room for reads of process output (see [`Session::read_log`]).
+    log_slots: tokio::sync::Semaphore,
     /// When the term began, for the recovery's duration.
     started: Instant,
 }
@@ -135,6 +140,7 @@ impl Session {
             pass_wanted: Notify::new(),
             ended: watch::channel(false).0,
             metrics,
+            log_slots: tokio::sync::Semaphore::new(LOG_READS),
             started: Instant::now(),
         });
         // Everything the session's own tasks log carries its term.
@@ -270,12 +276,19 @@ impl Session {
     }
 
     /// Asks worker `worker`, over its stream, for part of a process's output, and waits for
-    /// the answer. Relayed past the leader's state machine: nothing is decided here.
+    /// the answer (which may say why the worker could not read it). Relayed past the
+    /// leader's state machine: nothing is decided here. At most [`LOG_READS`] are under way
+    /// at once, so that reads cannot crowd out a worker's reports on its stream.
     pub(crate) async fn read_log(
         &self,
         worker: &WorkerId,
         mut read: ReadLog,
     ) -> Result<LogChunk, CallError> {
+        let unanswered = || CallError::Unavailable(format!("worker `{worker}` did not answer"));
+        let _slot = tokio::time::timeout(LOG_READ_TIMEOUT, self.log_slots.acquire())
+            .await
+            .map_err(|_| CallError::Unavailable("too many reads of output under way".into()))?
+            .map_err(|_| unanswered())?;
         let (answer, answered) = oneshot::channel();
         let request = {
             let mut inner = self.lock();
@@ -299,15 +312,15 @@ impl Session {
             send_or_close(&mut inner.workers, link, message);
             request
         };
-        let unanswered = || CallError::Unavailable(format!("worker `{worker}` did not answer"));
+        // However this call ends (answered, timed out, or dropped by a caller that left),
+        // its entry goes.
+        let _pending = PendingRead {
+            session: self,
+            request,
+        };
         match tokio::time::timeout(LOG_READ_TIMEOUT, answered).await {
-            Ok(Ok(chunk)) if chunk.error.is_empty() => Ok(chunk),
-            Ok(Ok(chunk)) => Err(ApplyError::Conflict(chunk.error).into()),
-            Ok(Err(_)) => Err(unanswered()),
-            Err(_) => {
-                self.lock().log_reads.remove(&request);
-                Err(unanswered())
-            }
+            Ok(Ok(chunk)) => Ok(chunk),
+            Ok(Err(_)) | Err(_) => Err(unanswered()),
         }
     }
 
@@ -589,6 +602,18 @@ impl Session {
     }
 }
 
+/// A read of output sent to a worker: its entry is removed when the reader stops waiting.
+struct PendingRead<'s> {
+    session: &'s Session,
+    request: u64,
+}
+
+impl Drop for PendingRead<'_> {
+    fn drop(&mut self) {
+        self.session.lock().log_reads.remove(&self.request);
+    }
+}
+
 /// Queues `message` on `link`'s stream; a stream whose queue is full (or whose peer left) is
 /// closed rather than losing a message: its peer reconnects and reconciles.
 fn send_or_close<T>(
@@ -606,6 +631,8 @@ fn send_or_close<T>(
 
 /// Closes every stream of a session that ended, telling each peer to look for the leader.
 fn close_all(inner: &mut Inner) {
+    // Their readers hear at once that no answer will come.
+    inner.log_reads.clear();
     for (_, sender) in inner.workers.drain() {
         let _ = sender.try_send(Err(Status::unavailable("this master no longer leads")));
     }

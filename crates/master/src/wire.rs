@@ -8,8 +8,8 @@ use muster_core::model::WorkerState;
 use muster_proto::v1::app_message::Body as AppUp;
 use muster_proto::v1::worker_message::Body as WorkerUp;
 use muster_proto::v1::{
-    DrainWorkerRequest, DriverUpdate, ExecutorUpdate, KillRequest, ReadLog, ReadLogRequest,
-    Register,
+    DrainWorkerRequest, DriverUpdate, ExecutorUpdate, KillRequest, LogStream, ReadLog,
+    ReadLogRequest, Register,
 };
 use muster_state::commands::{DrainWorker, KillApp, KillDriver, RegisterWorker};
 use muster_state::model::{DriverState, ExecutorState};
@@ -50,10 +50,25 @@ pub fn drain_op(request: &DrainWorkerRequest) -> Result<Op, ApplyError> {
 /// A client's read of a process's output, as the leader asks the worker that ran it.
 #[derive(Debug, PartialEq)]
 pub struct LogRead {
-    /// The worker that runs or ran the process.
-    pub worker: WorkerId,
-    /// What to ask it (its request number still unset).
+    /// The worker that runs or ran the process; none for a driver not placed yet.
+    pub worker: Option<WorkerId>,
+    /// Whether the state has the process live (a driver that has not ended, a live
+    /// executor): what it wrote may still grow, or its file may not exist yet.
+    pub live: bool,
+    /// What to ask the worker (its request number still unset).
     pub read: ReadLog,
+}
+
+/// A process id that can name a directory on a worker, as the worker checks it.
+fn path_safe(field: &str, id: &str) -> Result<(), ApplyError> {
+    limits::name(field, id)?;
+    if id.is_empty() || id == "." || id == ".." || id.contains(['/', '\0']) {
+        return Err(ApplyError::Invalid {
+            field: field.to_owned(),
+            message: format!("`{id}` cannot name a process"),
+        });
+    }
+    Ok(())
 }
 
 /// Where `request`'s process runs or ran, by `state`, or by the worker the request names when
@@ -61,10 +76,9 @@ pub struct LogRead {
 ///
 /// # Errors
 ///
-/// The id or worker is malformed or too long, the size is beyond the chunk limit, the driver
-/// has not been placed yet, or the process is unknown and no worker is named.
+/// The id, stream or size is malformed, the process is unknown and no worker is named, or
+/// its worker is unknown or DEAD.
 pub fn log_read(state: &ClusterState, request: &ReadLogRequest) -> Result<LogRead, ApplyError> {
-    limits::name("id", &request.id)?;
     limits::name("worker_id", &request.worker_id)?;
     if request.max_bytes > limits::MAX_LOG_CHUNK_BYTES {
         return Err(ApplyError::Invalid {
@@ -72,9 +86,13 @@ pub fn log_read(state: &ClusterState, request: &ReadLogRequest) -> Result<LogRea
             message: format!("at most {} bytes", limits::MAX_LOG_CHUNK_BYTES),
         });
     }
+    let stream = LogStream::try_from(request.stream).map_err(|_| ApplyError::Invalid {
+        field: "stream".to_owned(),
+        message: format!("no output stream {}", request.stream),
+    })?;
     let named = (!request.worker_id.is_empty()).then(|| WorkerId::from(request.worker_id.as_str()));
     let mut read = ReadLog {
-        stream: request.stream,
+        stream: stream.into(),
         offset: request.offset,
         max_bytes: match request.max_bytes {
             0 => limits::DEFAULT_LOG_CHUNK_BYTES,
@@ -82,29 +100,25 @@ pub fn log_read(state: &ClusterState, request: &ReadLogRequest) -> Result<LogRea
         },
         ..ReadLog::default()
     };
-    let worker = if request.id.starts_with("driver-") {
+    let (worker, live) = if request.id.starts_with("driver-") {
+        path_safe("id", &request.id)?;
         let id = DriverId::from(request.id.as_str());
         read.driver_id = request.id.clone();
-        let known = state
-            .drivers()
-            .get(&id)
-            .or_else(|| state.completed_drivers().iter().find(|d| d.id == id));
+        let active = state.drivers().get(&id);
+        let known = active.or_else(|| state.completed_drivers().iter().find(|d| d.id == id));
         match (known, named) {
-            (_, Some(named)) => named,
-            (Some(driver), None) => driver.worker.clone().ok_or_else(|| {
-                ApplyError::Conflict(format!("driver `{id}` has not run on a worker yet"))
-            })?,
+            (_, Some(named)) => (Some(named), active.is_some()),
+            (Some(driver), None) => (driver.worker.clone(), active.is_some()),
             (None, None) => return Err(ApplyError::UnknownDriver(id)),
         }
     } else {
-        let (app, executor) = request
-            .id
-            .rsplit_once('/')
-            .and_then(|(app, executor)| Some((AppId::from(app), executor.parse().ok()?)))
-            .ok_or_else(|| ApplyError::Invalid {
-                field: "id".to_owned(),
-                message: "a driver id, or an executor as APP_ID/EXECUTOR_ID".to_owned(),
-            })?;
+        let invalid = || ApplyError::Invalid {
+            field: "id".to_owned(),
+            message: "a driver id, or an executor as APP_ID/EXECUTOR_ID".to_owned(),
+        };
+        let (app, executor) = request.id.rsplit_once('/').ok_or_else(invalid)?;
+        path_safe("id", app)?;
+        let (app, executor) = (AppId::from(app), executor.parse().map_err(|_| invalid())?);
         read.app_id = app.to_string();
         read.executor_id = executor;
         let live = state
@@ -112,8 +126,8 @@ pub fn log_read(state: &ClusterState, request: &ReadLogRequest) -> Result<LogRea
             .get(&app)
             .and_then(|a| a.executors.get(&ExecutorId(executor)));
         match (live, named) {
-            (_, Some(named)) => named,
-            (Some(live), None) => live.worker.clone(),
+            (_, Some(named)) => (Some(named), live.is_some()),
+            (Some(live), None) => (Some(live.worker.clone()), true),
             (None, None) => {
                 return Err(ApplyError::Conflict(format!(
                     "executor {executor} of `{app}` is not live, and the masters keep only live \
@@ -122,14 +136,19 @@ pub fn log_read(state: &ClusterState, request: &ReadLogRequest) -> Result<LogRea
             }
         }
     };
-    match state.workers().get(&worker) {
-        None => Err(ApplyError::UnknownWorker(worker)),
-        Some(known) if known.state != WorkerState::Alive => Err(ApplyError::Conflict(format!(
-            "worker `{worker}` is {:?}: what it wrote is out of reach until it registers again",
-            known.state
-        ))),
-        Some(_) => Ok(LogRead { worker, read }),
+    if let Some(worker) = &worker {
+        match state.workers().get(worker) {
+            None => return Err(ApplyError::UnknownWorker(worker.clone())),
+            Some(known) if known.state == WorkerState::Dead => {
+                return Err(ApplyError::Conflict(format!(
+                    "worker `{worker}` is DEAD: what it wrote is out of reach until it registers \
+                     again"
+                )));
+            }
+            Some(_) => {}
+        }
     }
+    Ok(LogRead { worker, live, read })
 }
 
 /// Checks a registration and turns it into the leader's terms.
@@ -326,7 +345,8 @@ mod tests {
     fn a_named_worker_serves_what_the_state_no_longer_has() {
         let (state, _) = state();
         let read = log_read(&state, &request("app-1/3", "w1")).unwrap();
-        assert_eq!(read.worker, WorkerId::from("w1"));
+        assert_eq!(read.worker, Some(WorkerId::from("w1")));
+        assert!(!read.live, "no such executor in the state");
         assert_eq!(
             (read.read.app_id.as_str(), read.read.executor_id),
             ("app-1", 3)
@@ -339,13 +359,16 @@ mod tests {
     }
 
     #[test]
+    fn a_driver_not_placed_yet_is_live_on_no_worker() {
+        let (state, driver) = state();
+        let read = log_read(&state, &request(&driver, "")).unwrap();
+        assert_eq!((read.worker, read.live), (None, true));
+    }
+
+    #[test]
     fn a_read_nothing_can_serve_is_refused_with_the_reason() {
         let (state, driver) = state();
         let refused = |id: &str, worker: &str| log_read(&state, &request(id, worker)).unwrap_err();
-        assert!(matches!(
-            refused(&driver, ""),
-            ApplyError::Conflict(m) if m.contains("has not run on a worker yet")
-        ));
         assert!(matches!(
             refused("driver-1-0009", ""),
             ApplyError::UnknownDriver(_)

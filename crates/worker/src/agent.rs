@@ -230,6 +230,7 @@ impl Agent {
     /// never in neither.
     fn registration(&mut self) -> WorkerMessage {
         let running = self.supervisor.running();
+        self.metrics.running(&running);
         while let Ok(event) = self.events.try_recv() {
             self.record(&event);
         }
@@ -316,6 +317,7 @@ impl Agent {
             tokio::select! {
                 _ = heartbeats.tick() => {
                     self.maybe_fence();
+                    self.metrics.running(&self.supervisor.running());
                     if heard.elapsed() > timeout {
                         return Broken::Silent(format!("no answer for {timeout:?}"));
                     }
@@ -542,9 +544,16 @@ impl Agent {
         let up = up.clone();
         tokio::spawn(async move {
             let read = match path {
-                Ok(path) => read_chunk(&path, read.offset, read.max_bytes)
-                    .await
-                    .map_err(|e| format!("{} of {workload}: {e}", stream.file_name())),
+                Ok(path) => match read_chunk(&path, read.offset, read.max_bytes).await {
+                    // Its directory exists, or it runs: it has written nothing yet.
+                    Err(error)
+                        if error.kind() == std::io::ErrorKind::NotFound
+                            && (running || path.parent().is_some_and(std::path::Path::exists)) =>
+                    {
+                        Ok((Vec::new(), 0))
+                    }
+                    read => read.map_err(|e| format!("{} of {workload}: {e}", stream.file_name())),
+                },
                 Err(error) => Err(error.to_string()),
             };
             let mut chunk = LogChunk {
@@ -556,12 +565,11 @@ impl Agent {
                 Ok((data, size)) => (chunk.data, chunk.size) = (data, size),
                 Err(error) => chunk.error = error,
             }
-            // A broken stream drops the answer; the leader's caller times out and retries.
-            let _ = up
-                .send(WorkerMessage {
-                    body: Some(Up::LogChunk(chunk)),
-                })
-                .await;
+            // Never waits for room among the reports: a full or broken stream drops the
+            // answer, and the leader's caller times out and retries.
+            let _ = up.try_send(WorkerMessage {
+                body: Some(Up::LogChunk(chunk)),
+            });
         });
     }
 

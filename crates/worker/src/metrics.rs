@@ -68,7 +68,7 @@ impl Metrics {
         let r = &mut metrics.registry;
         r.register(
             "processes",
-            "Drivers and executors running (or stopping) now, by kind",
+            "Drivers and executors running (or stopping), by kind, as of the last heartbeat or process change",
             metrics.processes.clone(),
         );
         r.register(
@@ -78,7 +78,7 @@ impl Metrics {
         );
         r.register(
             "process_ends",
-            "Processes that ended, by kind and exit code (`killed`, or `failed` to start)",
+            "Processes that ended, by kind and exit code (`killed`, or `failed` to start); a supervised driver's runs that are restarted are not counted",
             metrics.ends.clone(),
         );
         r.register(

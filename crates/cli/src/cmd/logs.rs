@@ -6,6 +6,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use clap::Args;
+use muster_core::limits::MAX_LOG_CHUNK_BYTES;
 use muster_proto::v1::{LogStream, ReadLogRequest};
 
 use super::{MastersArg, runtime};
@@ -49,6 +50,7 @@ pub fn run(args: LogsArgs) -> Result<String, CliError> {
         id: args.id,
         stream: stream.into(),
         worker_id: args.worker.unwrap_or_default(),
+        max_bytes: MAX_LOG_CHUNK_BYTES,
         ..ReadLogRequest::default()
     };
     let mut out = std::io::stdout().lock();
@@ -57,11 +59,22 @@ pub fn run(args: LogsArgs) -> Result<String, CliError> {
             let chunk = masters
                 .call(async |mut c| c.read_log(request.clone()).await)
                 .await?;
-            let read = chunk.data.len() as u64;
-            out.write_all(&chunk.data)
-                .and_then(|()| out.flush())
-                .map_err(|e| CliError::Failed(format!("writing the output: {e}")))?;
-            request.offset += read;
+            // Once placed, asked of the same worker even after the masters forget the
+            // process (an executor that ended).
+            if request.worker_id.is_empty() {
+                request.worker_id = chunk.worker_id;
+            }
+            match out.write_all(&chunk.data).and_then(|()| out.flush()) {
+                Ok(()) => {}
+                // The reader left (`muster logs ID | head`): nothing more is wanted.
+                Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => {
+                    return Ok(String::new());
+                }
+                Err(error) => {
+                    return Err(CliError::Failed(format!("writing the output: {error}")));
+                }
+            }
+            request.offset += chunk.data.len() as u64;
             // Whatever the file held past this chunk is read at once.
             if request.offset < chunk.size {
                 continue;

@@ -153,7 +153,7 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
             if let Some(http) = &args.http {
                 let listener = tokio::net::TcpListener::bind(http)
                     .await
-                    .map_err(|e| CliError::BadInput(format!("--http {http}: {e}")))?;
+                    .map_err(|e| CliError::Failed(format!("--http {http}: {e}")))?;
                 let metrics = Arc::clone(&metrics);
                 tokio::spawn(async move {
                     if let Err(error) = serve(listener, metrics, std::future::pending()).await {
