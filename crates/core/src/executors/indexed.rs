@@ -6,7 +6,9 @@
 //! ALIVE workers sit in ordered sets keyed by `(selection key, id rank)`, so each app walks
 //! them in policy order from the first worker with enough of the sorted dimension, and stops
 //! as soon as more workers could not change its assignment. A worker's key changes only when
-//! the pass places something on it, and [`ExecutorPlacer::worker_changed`] then re-files it.
+//! the pass places something on it, and [`ExecutorPlacer::worker_changed`] then moves it in
+//! each set where its key changed. An entry packs key, rank and worker into one `u128`, so
+//! that the sets, re-filed after every grant, compare single integers.
 //!
 //! A worker's offer differs between queues only when it hosts prior work and the queue is a
 //! normal one with a threshold below 1. So there is one *view* per such threshold plus the
@@ -42,8 +44,20 @@ use crate::model::WorkerSelection;
 use crate::queues::{Admission, Queues};
 use crate::resources::Resources;
 
-/// `(selection key, id rank, worker index)`: sorts in policy order (ascending).
-type Entry = (u64, u32, usize);
+/// `(selection key, id rank, worker index)` packed into one integer, so that sets compare
+/// one number: sorts in policy order (ascending).
+type Entry = u128;
+
+/// The entry of worker `w` (of id rank `rank`) filed under `key`.
+fn entry(key: u64, rank: u32, w: usize) -> Entry {
+    let w = u32::try_from(w).expect("fewer than 2^32 workers");
+    (u128::from(key) << 64) | (u128::from(rank) << 32) | u128::from(w)
+}
+
+/// The worker an entry files.
+fn worker_of(entry: Entry) -> usize {
+    (entry & u128::from(u32::MAX)) as usize
+}
 
 /// Workers sorted per view, maintained as the pass places work.
 pub(crate) struct IndexedPlacer {
@@ -54,19 +68,22 @@ pub(crate) struct IndexedPlacer {
     plain: BTreeSet<Entry>,
     /// Per view, ALIVE workers hosting prior work, keyed by their offer in that view.
     prior: Vec<BTreeSet<Entry>>,
-    /// Per worker, where it is filed now and under which keys.
+    /// Per worker, where it is filed now.
     filed: Vec<Filed>,
+    /// Per worker and view (`w * views + view`), the key it is filed under; a plain worker
+    /// uses view 0's slot.
+    keys: Vec<u64>,
 }
 
 /// Where a worker is filed.
-#[derive(Clone)]
+#[derive(Clone, Copy, PartialEq)]
 enum Filed {
     /// Not ALIVE: never offered.
     Nowhere,
-    /// In `plain`, under this key.
-    Plain(u64),
-    /// In every `prior` set, under its key in each view.
-    Prior(Vec<u64>),
+    /// In `plain`.
+    Plain,
+    /// In every `prior` set.
+    Prior,
 }
 
 /// A usable worker and the units it can take.
@@ -100,36 +117,42 @@ impl IndexedPlacer {
         }
     }
 
-    /// Worker `w`'s keys as it stands now.
-    fn filing(&self, ledger: &Ledger<'_>, w: usize) -> Filed {
+    fn views(&self) -> usize {
+        self.prior.len()
+    }
+
+    /// Worker `w`'s key in `view` as it stands now (view 0 for a plain worker).
+    fn key(&self, ledger: &Ledger<'_>, w: usize, view: usize) -> u64 {
+        selection_key(self.policy, ledger.offer(w, self.view_admission(view)))
+    }
+
+    /// Where worker `w` belongs as it stands now, its keys written down.
+    fn filing(&mut self, ledger: &Ledger<'_>, w: usize) -> Filed {
+        let views = self.views();
         if ledger.hosts_prior(w) {
-            Filed::Prior(
-                (0..self.prior.len())
-                    .map(|view| {
-                        selection_key(self.policy, ledger.offer(w, self.view_admission(view)))
-                    })
-                    .collect(),
-            )
+            for view in 0..views {
+                self.keys[w * views + view] = self.key(ledger, w, view);
+            }
+            Filed::Prior
         } else {
-            Filed::Plain(selection_key(
-                self.policy,
-                ledger.offer(w, Admission::Prior),
-            ))
+            self.keys[w * views] = self.key(ledger, w, 0);
+            Filed::Plain
         }
     }
 
     /// Files worker `w` under its current keys.
     fn file(&mut self, ledger: &Ledger<'_>, w: usize) {
-        let rank = ledger.rank(w);
+        let (rank, views) = (ledger.rank(w), self.views());
         let filed = self.filing(ledger, w);
-        match &filed {
+        let keys = &self.keys[w * views..(w + 1) * views];
+        match filed {
             Filed::Nowhere => {}
-            Filed::Plain(key) => {
-                self.plain.insert((*key, rank, w));
+            Filed::Plain => {
+                self.plain.insert(entry(keys[0], rank, w));
             }
-            Filed::Prior(keys) => {
+            Filed::Prior => {
                 for (set, &key) in self.prior.iter_mut().zip(keys) {
-                    set.insert((key, rank, w));
+                    set.insert(entry(key, rank, w));
                 }
             }
         }
@@ -138,16 +161,35 @@ impl IndexedPlacer {
 
     /// Removes worker `w` from wherever it is filed.
     fn unfile(&mut self, ledger: &Ledger<'_>, w: usize) {
-        let rank = ledger.rank(w);
+        let (rank, views) = (ledger.rank(w), self.views());
+        let keys = &self.keys[w * views..(w + 1) * views];
         match std::mem::replace(&mut self.filed[w], Filed::Nowhere) {
             Filed::Nowhere => {}
-            Filed::Plain(key) => {
-                self.plain.remove(&(key, rank, w));
+            Filed::Plain => {
+                self.plain.remove(&entry(keys[0], rank, w));
             }
-            Filed::Prior(keys) => {
-                for (set, key) in self.prior.iter_mut().zip(keys) {
-                    set.remove(&(key, rank, w));
+            Filed::Prior => {
+                for (set, &key) in self.prior.iter_mut().zip(keys) {
+                    set.remove(&entry(key, rank, w));
                 }
+            }
+        }
+    }
+
+    /// Moves worker `w`, still filed where it belongs, within each set whose key changed.
+    fn refile(&mut self, ledger: &Ledger<'_>, w: usize, sets: usize) {
+        let (rank, views) = (ledger.rank(w), self.views());
+        for view in 0..sets {
+            let new = self.key(ledger, w, view);
+            let old = std::mem::replace(&mut self.keys[w * views + view], new);
+            if old != new {
+                let set = if self.filed[w] == Filed::Plain {
+                    &mut self.plain
+                } else {
+                    &mut self.prior[view]
+                };
+                set.remove(&entry(old, rank, w));
+                set.insert(entry(new, rank, w));
             }
         }
     }
@@ -169,7 +211,7 @@ impl IndexedPlacer {
         need: &'s Resources,
         admission: Admission,
     ) -> impl Iterator<Item = (usize, Offer)> + 's {
-        let from = (self.min_key(need), 0, 0);
+        let from = entry(self.min_key(need), 0, 0);
         let plain = self.plain.range(from..);
         let prior = self.prior[self.view_of(admission)].range(from..);
         let walk: Box<dyn Iterator<Item = &Entry> + 's> = if descending(self.policy) {
@@ -177,8 +219,11 @@ impl IndexedPlacer {
         } else {
             Box::new(Merge::new(plain, prior, Ordering::Less))
         };
-        walk.map(move |&(_, _, w)| (w, ledger.offer(w, admission)))
-            .filter(move |&(w, offer)| ledger.admits(w, offer, need))
+        walk.map(move |&entry| {
+            let w = worker_of(entry);
+            (w, ledger.offer(w, admission))
+        })
+        .filter(move |&(w, offer)| ledger.admits(w, offer, need))
     }
 
     /// Usable workers in policy order, as many as decide the assignment.
@@ -262,25 +307,28 @@ fn units_cap(ledger: &Ledger<'_>, w: usize, offer: Offer, request: &ExecutorRequ
 impl ExecutorPlacer for IndexedPlacer {
     fn new(ledger: &Ledger<'_>, queues: &Queues, policy: WorkerSelection) -> Self {
         let thresholds = queues.limiting_thresholds();
+        let views = thresholds.len() + 1;
         let mut placer = Self {
             policy,
-            prior: vec![BTreeSet::new(); thresholds.len() + 1],
+            prior: vec![BTreeSet::new(); views],
             thresholds,
             plain: BTreeSet::new(),
             filed: vec![Filed::Nowhere; ledger.len()],
+            keys: vec![0; ledger.len() * views],
         };
         // Every worker at once: sets built from all their entries, not one insert each.
         let mut plain = Vec::new();
-        let mut prior = vec![Vec::new(); placer.prior.len()];
+        let mut prior = vec![Vec::new(); views];
         for &w in ledger.alive_by_id() {
             let rank = ledger.rank(w);
             let filed = placer.filing(ledger, w);
-            match &filed {
+            let keys = &placer.keys[w * views..(w + 1) * views];
+            match filed {
                 Filed::Nowhere => {}
-                Filed::Plain(key) => plain.push((*key, rank, w)),
-                Filed::Prior(keys) => {
+                Filed::Plain => plain.push(entry(keys[0], rank, w)),
+                Filed::Prior => {
                     for (entries, &key) in prior.iter_mut().zip(keys) {
-                        entries.push((key, rank, w));
+                        entries.push(entry(key, rank, w));
                     }
                 }
             }
@@ -338,8 +386,16 @@ impl ExecutorPlacer for IndexedPlacer {
     }
 
     fn worker_changed(&mut self, ledger: &Ledger<'_>, w: usize) {
-        self.unfile(ledger, w);
-        self.file(ledger, w);
+        match (self.filed[w], ledger.hosts_prior(w)) {
+            (Filed::Nowhere, _) => {}
+            (Filed::Plain, false) => self.refile(ledger, w, 1),
+            (Filed::Prior, true) => self.refile(ledger, w, self.views()),
+            // It took its first prior work: from the plain set into every view's.
+            (Filed::Plain | Filed::Prior, _) => {
+                self.unfile(ledger, w);
+                self.file(ledger, w);
+            }
+        }
     }
 }
 
