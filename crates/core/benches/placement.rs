@@ -211,7 +211,7 @@ fn summary() {
         for size in SIZES {
             let snapshot = build(size);
             let plan = muster_core::schedule(&snapshot).expect("valid snapshot");
-            let [indexed, spark] = medians(&snapshot, 7);
+            let [indexed, spark] = medians(&snapshot, 15);
             println!(
                 "{workload:<8} {size:>8} {:>11.3} ms {:>11.3} ms {:>7.1}x  {}",
                 indexed * 1e3,

@@ -87,7 +87,8 @@ impl<'s> AppPass<'s> {
 
         let (mut granted_cores, mut granted_executors) = (0u64, 0u64);
         if request.cores_left >= u64::from(cpe) {
-            for (w, cores) in placer.assign(ledger, &request) {
+            let assigned = placer.assign(ledger, &request);
+            for &(w, cores) in &assigned {
                 // allocateWorkerResourceToExecutors: `cores / cpe` executors, or one with all.
                 let (count, cores_each) = app
                     .executor_cores
@@ -104,10 +105,11 @@ impl<'s> AppPass<'s> {
                         resources: executor.clone(),
                     });
                 }
-                placer.worker_changed(ledger, w);
                 granted_cores += u64::from(cores);
                 granted_executors += u64::from(count);
             }
+            let changed: Vec<usize> = assigned.iter().map(|&(w, _)| w).collect();
+            placer.workers_changed(ledger, &changed);
         }
         *self.queue_used.entry(&app.queue).or_insert(0) += granted_cores;
 

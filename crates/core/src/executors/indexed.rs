@@ -194,6 +194,43 @@ impl IndexedPlacer {
         }
     }
 
+    /// Moves worker `w`, whose usage changed, to where its keys now file it.
+    fn worker_changed(&mut self, ledger: &Ledger<'_>, w: usize) {
+        match (self.filed[w], ledger.hosts_prior(w)) {
+            (Filed::Nowhere, _) => {}
+            (Filed::Plain, false) => self.refile(ledger, w, 1),
+            (Filed::Prior, true) => self.refile(ledger, w, self.views()),
+            // It took its first prior work: from the plain set into every view's.
+            (Filed::Plain | Filed::Prior, _) => {
+                self.unfile(ledger, w);
+                self.file(ledger, w);
+            }
+        }
+    }
+
+    /// Builds every set afresh from where each ALIVE worker is filed and its keys: all
+    /// entries at once, sorted, not one insert each.
+    fn build_sets(&mut self, ledger: &Ledger<'_>) {
+        let views = self.views();
+        let mut plain = Vec::new();
+        let mut prior = vec![Vec::new(); views];
+        for &w in ledger.alive_by_id() {
+            let rank = ledger.rank(w);
+            let keys = &self.keys[w * views..(w + 1) * views];
+            match self.filed[w] {
+                Filed::Nowhere => {}
+                Filed::Plain => plain.push(entry(keys[0], rank, w)),
+                Filed::Prior => {
+                    for (entries, &key) in prior.iter_mut().zip(keys) {
+                        entries.push(entry(key, rank, w));
+                    }
+                }
+            }
+        }
+        self.plain = sorted_set(plain);
+        self.prior = prior.into_iter().map(sorted_set).collect();
+    }
+
     /// The lowest key a worker that admits `need` can have in the sorted dimension.
     fn min_key(&self, need: &Resources) -> u64 {
         match self.policy {
@@ -245,6 +282,16 @@ impl IndexedPlacer {
         }
         found
     }
+}
+
+/// How small a share of the workers an app's grants may change before the sets are built
+/// afresh instead: one in this many.
+const REBUILD_SHARE: usize = 8;
+
+/// A set of entries, built in one go from them sorted.
+fn sorted_set(mut entries: Vec<Entry>) -> BTreeSet<Entry> {
+    entries.sort_unstable();
+    entries.into_iter().collect()
 }
 
 /// When the candidates seen so far decide the assignment (see the module docs).
@@ -316,26 +363,10 @@ impl ExecutorPlacer for IndexedPlacer {
             filed: vec![Filed::Nowhere; ledger.len()],
             keys: vec![0; ledger.len() * views],
         };
-        // Every worker at once: sets built from all their entries, not one insert each.
-        let mut plain = Vec::new();
-        let mut prior = vec![Vec::new(); views];
         for &w in ledger.alive_by_id() {
-            let rank = ledger.rank(w);
-            let filed = placer.filing(ledger, w);
-            let keys = &placer.keys[w * views..(w + 1) * views];
-            match filed {
-                Filed::Nowhere => {}
-                Filed::Plain => plain.push(entry(keys[0], rank, w)),
-                Filed::Prior => {
-                    for (entries, &key) in prior.iter_mut().zip(keys) {
-                        entries.push(entry(key, rank, w));
-                    }
-                }
-            }
-            placer.filed[w] = filed;
+            placer.filed[w] = placer.filing(ledger, w);
         }
-        placer.plain = plain.into_iter().collect();
-        placer.prior = prior.into_iter().map(BTreeSet::from_iter).collect();
+        placer.build_sets(ledger);
         placer
     }
 
@@ -385,17 +416,21 @@ impl ExecutorPlacer for IndexedPlacer {
         self.usable(ledger, need, admission).next().is_some()
     }
 
-    fn worker_changed(&mut self, ledger: &Ledger<'_>, w: usize) {
-        match (self.filed[w], ledger.hosts_prior(w)) {
-            (Filed::Nowhere, _) => {}
-            (Filed::Plain, false) => self.refile(ledger, w, 1),
-            (Filed::Prior, true) => self.refile(ledger, w, self.views()),
-            // It took its first prior work: from the plain set into every view's.
-            (Filed::Plain | Filed::Prior, _) => {
-                self.unfile(ledger, w);
-                self.file(ledger, w);
+    fn workers_changed(&mut self, ledger: &Ledger<'_>, changed: &[usize]) {
+        // Past an eighth of the workers, building every set afresh from sorted entries costs
+        // less than moving each worker (a remove and an insert per set).
+        if changed.len() * REBUILD_SHARE < ledger.alive_by_id().len() {
+            for &w in changed {
+                self.worker_changed(ledger, w);
+            }
+            return;
+        }
+        for &w in changed {
+            if self.filed[w] != Filed::Nowhere {
+                self.filed[w] = self.filing(ledger, w);
             }
         }
+        self.build_sets(ledger);
     }
 }
 

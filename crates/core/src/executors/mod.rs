@@ -43,8 +43,9 @@ pub(crate) trait ExecutorPlacer {
     /// Whether any ALIVE worker admits one `need` as offered to `admission` now.
     fn has_room(&self, ledger: &Ledger<'_>, need: &Resources, admission: Admission) -> bool;
 
-    /// Tells the placer that worker `w`'s usage changed in `ledger`.
-    fn worker_changed(&mut self, ledger: &Ledger<'_>, w: usize);
+    /// Tells the placer that the usage of workers `changed` changed in `ledger` (an app's
+    /// grants, told at once).
+    fn workers_changed(&mut self, ledger: &Ledger<'_>, changed: &[usize]);
 }
 
 /// The free amount a policy sorts workers by.

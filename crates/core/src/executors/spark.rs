@@ -48,7 +48,7 @@ impl ExecutorPlacer for SparkLoop {
         ledger.any_fits(need, admission)
     }
 
-    fn worker_changed(&mut self, _ledger: &Ledger<'_>, _w: usize) {}
+    fn workers_changed(&mut self, _ledger: &Ledger<'_>, _changed: &[usize]) {}
 }
 
 /// `scheduleExecutorsOnWorkers`: cores assigned to each usable worker.
