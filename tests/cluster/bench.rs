@@ -57,3 +57,37 @@ fn simulated_workers_register_heartbeat_and_come_back_after_the_leader_is_killed
     let status = masters.status(&masters.list_from(next as usize));
     assert_eq!(crate::support::alive_workers(&status), 200, "{status}");
 }
+
+#[test]
+fn drivers_submitted_at_once_are_all_placed_on_simulated_workers() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let report = bench(
+        &masters,
+        &[
+            "workers",
+            "--count",
+            "20",
+            "--seconds",
+            "1",
+            "--drivers",
+            "60",
+            "--clients",
+            "8",
+        ],
+    );
+    assert_eq!(report["drivers"], 60, "{report}");
+    assert!(
+        report["placements_per_s"].as_f64().unwrap() > 0.0,
+        "{report}"
+    );
+    // Every driver was placed once: the log has each RUNNING on a simulated worker.
+    let status = masters.status(&masters.list_from(1));
+    let running = status["drivers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["state"] == "RUNNING" && d["worker"].is_string())
+        .count();
+    assert_eq!(running, 60, "{status}");
+}

@@ -4,11 +4,12 @@
 //! all take to register, then over a steady window the answer time of heartbeats and, when
 //! the leader runs on this machine, its CPU and memory (from `/proc`); with `--drivers N`,
 //! how fast N one-core drivers submitted at once are placed (placements committed per
-//! second, from the first submission until the log has them all RUNNING); with
+//! second, from the first submission until every driver's launch, which the leader sends
+//! once the plan placing it is committed, has reached its worker); with
 //! `--kill-leader`, the time from a SIGKILL of the leader until every worker is registered
 //! with the new one and the log has them all ALIVE.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -51,10 +52,13 @@ pub struct WorkersBenchArgs {
     /// How long to measure steady heartbeats, in seconds.
     #[arg(long, default_value_t = 20)]
     seconds: u64,
-    /// Then submit this many one-core drivers at once (from 64 clients) and measure until
-    /// the log has them all placed.
+    /// Then submit this many one-core drivers at once and measure until every one is placed:
+    /// the plan that places it is committed and its launch has reached its worker.
     #[arg(long, default_value_t = 0)]
     drivers: usize,
+    /// Concurrent clients submitting the drivers, each with its own connection.
+    #[arg(long, default_value_t = 256)]
+    clients: usize,
     /// Then SIGKILL the leader (it must run on this machine) and measure until every worker
     /// is registered with the new leader and ALIVE in its log.
     #[arg(long)]
@@ -74,6 +78,8 @@ struct Fleet {
     registered: AtomicUsize,
     /// Heartbeat answer times, while `measuring`.
     answers: Mutex<Vec<Duration>>,
+    /// Drivers whose launch reached a simulated worker.
+    launched: Mutex<HashSet<String>>,
     measuring: AtomicBool,
 }
 
@@ -98,6 +104,7 @@ async fn measure(args: WorkersBenchArgs) -> Result<String, CliError> {
         connections: tokio::sync::Mutex::new(HashMap::new()),
         registered: AtomicUsize::new(0),
         answers: Mutex::new(Vec::new()),
+        launched: Mutex::new(HashSet::new()),
         measuring: AtomicBool::new(false),
     });
     let addrs = masters.addrs().to_vec();
@@ -131,7 +138,7 @@ async fn measure(args: WorkersBenchArgs) -> Result<String, CliError> {
     answers.sort();
 
     let placement = if args.drivers > 0 {
-        Some(place_drivers(&masters, &leader, args.drivers).await?)
+        Some(place_drivers(&masters, &fleet, &leader, args.drivers, args.clients).await?)
     } else {
         None
     };
@@ -211,25 +218,28 @@ async fn leader(masters: &Masters) -> Result<String, CliError> {
         .ok_or_else(|| CliError::Unavailable("no leader is known".to_owned()))
 }
 
-/// Submits `count` one-core drivers from 64 clients at once; the time from the first
-/// submission until all were accepted, and until the leader's log has them all RUNNING.
+/// Submits `count` one-core drivers from `clients` clients at once; the time from the
+/// first submission until all were accepted, and until every one was placed (its launch,
+/// sent once the plan placing it is committed, reached its simulated worker).
 async fn place_drivers(
     masters: &Masters,
+    fleet: &Fleet,
     leader: &str,
     count: usize,
+    clients: usize,
 ) -> Result<(Duration, Duration), CliError> {
-    const CLIENTS: usize = 64;
-    let mut clients = Vec::with_capacity(CLIENTS);
-    for _ in 0..CLIENTS {
-        clients.push(masters.connect(leader).await?);
+    let clients = clients.clamp(1, count);
+    let mut connected = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        connected.push(masters.connect(leader).await?);
     }
     let start = Instant::now();
-    let submitters: Vec<_> = clients
+    let submitters: Vec<_> = connected
         .into_iter()
         .enumerate()
         .map(|(c, mut client)| {
             tokio::spawn(async move {
-                for _ in (c..count).step_by(CLIENTS) {
+                for _ in (c..count).step_by(clients) {
                     client.submit_driver(super::bench_driver()).await?;
                 }
                 Ok::<_, tonic::Status>(())
@@ -242,25 +252,11 @@ async fn place_drivers(
             .map_err(|e| CliError::Failed(format!("a client failed: {e}")))??;
     }
     let submitted = start.elapsed();
-    loop {
-        let status = masters
-            .call(async |mut c| c.status(StatusRequest { local: false }).await)
-            .await?;
-        let running = status
-            .drivers
-            .iter()
-            .filter(|d| d.state() == DriverState::Running)
-            .count();
-        if running >= count {
-            return Ok((submitted, start.elapsed()));
-        }
-        if start.elapsed() > PATIENCE {
-            return Err(CliError::Failed(format!(
-                "only {running} of {count} drivers placed after {PATIENCE:?}"
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until("every driver placed", || {
+        fleet.launched.lock().expect("launched lock").len() >= count
+    })
+    .await?;
+    Ok((submitted, start.elapsed()))
 }
 
 /// SIGKILLs the leader and waits until every simulated worker has registered again and the
@@ -422,11 +418,18 @@ async fn attach(id: usize, fleet: &Fleet, addr: &str) -> Ended {
                         state: ExecutorState::Killed.into(),
                         ..ExecutorUpdate::default()
                     })),
-                    Some(Down::LaunchDriver(launch)) => Some(Up::Driver(DriverUpdate {
-                        driver_id: launch.driver_id,
-                        state: DriverState::Running.into(),
-                        ..DriverUpdate::default()
-                    })),
+                    Some(Down::LaunchDriver(launch)) => {
+                        fleet
+                            .launched
+                            .lock()
+                            .expect("launched lock")
+                            .insert(launch.driver_id.clone());
+                        Some(Up::Driver(DriverUpdate {
+                            driver_id: launch.driver_id,
+                            state: DriverState::Running.into(),
+                            ..DriverUpdate::default()
+                        }))
+                    }
                     Some(Down::KillDriver(kill)) => Some(Up::Driver(DriverUpdate {
                         driver_id: kill.driver_id,
                         state: DriverState::Killed.into(),
