@@ -50,8 +50,32 @@ struct KindLabel {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
-    method: String,
-    code: String,
+    method: &'static str,
+    code: &'static str,
+}
+
+/// A status code's name, as gRPC spells it in Rust (`Ok`, `Unavailable`, ...).
+fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code;
+    match code {
+        Code::Ok => "Ok",
+        Code::Cancelled => "Cancelled",
+        Code::Unknown => "Unknown",
+        Code::InvalidArgument => "InvalidArgument",
+        Code::DeadlineExceeded => "DeadlineExceeded",
+        Code::NotFound => "NotFound",
+        Code::AlreadyExists => "AlreadyExists",
+        Code::PermissionDenied => "PermissionDenied",
+        Code::ResourceExhausted => "ResourceExhausted",
+        Code::FailedPrecondition => "FailedPrecondition",
+        Code::Aborted => "Aborted",
+        Code::OutOfRange => "OutOfRange",
+        Code::Unimplemented => "Unimplemented",
+        Code::Internal => "Internal",
+        Code::Unavailable => "Unavailable",
+        Code::DataLoss => "DataLoss",
+        Code::Unauthenticated => "Unauthenticated",
+    }
 }
 
 type ByState = Family<StateLabel, Gauge>;
@@ -218,11 +242,11 @@ impl Metrics {
     }
 
     /// A gRPC call to `method` (`Service/Method`) ended with `code`.
-    pub(crate) fn call(&self, method: &str, code: tonic::Code) {
+    pub(crate) fn call(&self, method: &'static str, code: tonic::Code) {
         self.calls
             .get_or_create(&CallLabels {
-                method: method.to_owned(),
-                code: format!("{code:?}"),
+                method,
+                code: code_name(code),
             })
             .inc();
     }

@@ -107,11 +107,11 @@ const METHODS: &[&str] = &[
 
 /// `Service/Method` of a gRPC path (`/muster.v1.Cluster/Status` → `Cluster/Status`); any
 /// path this master does not serve is `unknown`, so that callers cannot mint labels.
-fn method(path: &str) -> String {
-    if !METHODS.contains(&path) {
-        return "unknown".to_owned();
-    }
-    path.trim_start_matches("/muster.v1.").to_owned()
+fn method(path: &str) -> &'static str {
+    METHODS
+        .iter()
+        .find(|&&known| known == path)
+        .map_or("unknown", |known| known.trim_start_matches("/muster.v1."))
 }
 
 fn grpc_status(headers: &http::HeaderMap) -> Option<Code> {
@@ -126,7 +126,7 @@ fn grpc_status(headers: &http::HeaderMap) -> Option<Code> {
 
 /// One call not counted yet.
 struct Call {
-    method: String,
+    method: &'static str,
     /// Taken once counted.
     metrics: Option<Arc<Metrics>>,
 }
@@ -134,7 +134,7 @@ struct Call {
 impl Call {
     fn end(&mut self, code: Code) {
         if let Some(metrics) = self.metrics.take() {
-            metrics.call(&self.method, code);
+            metrics.call(self.method, code);
         }
     }
 }
