@@ -1,7 +1,7 @@
 //! Counting every gRPC call a master serves by method and status code: a tower layer around
 //! all its services, so that calls its guards refuse (an unknown credential) count too. The
-//! layer also gives each call's handling a `call` span naming its method, which its log
-//! lines carry.
+//! layer also gives the handling of each client call a `call` span naming its method, which
+//! its log lines carry.
 //!
 //! A call's code is its `grpc-status`: in the response headers when the call failed before
 //! any message (tonic's trailers-only answer), else in the trailers at the end of the body. A
@@ -71,7 +71,12 @@ where
             method: method(request.uri().path()),
             metrics: Some(Arc::clone(&self.metrics)),
         };
-        let span = tracing::info_span!("call", method = %call.method);
+        // Client calls get a span; replication, the bulk of the calls, logs through openraft.
+        let span = if call.method.starts_with("Cluster/") {
+            tracing::info_span!("call", method = call.method)
+        } else {
+            tracing::Span::none()
+        };
         let response = span.in_scope(|| self.inner.call(request)).instrument(span);
         Box::pin(async move {
             let (parts, body) = response.await?.into_parts();
