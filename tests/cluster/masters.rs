@@ -712,12 +712,45 @@ fn the_lead_moves_to_the_master_named_and_what_runs_keeps_running() {
     let pid = crate::support::driver_pid(&masters, &long);
     let target = (1..=3u64).find(|&id| id != leader).unwrap();
 
-    let moved = Masters::client(
-        &masters.list_from(1),
-        &["members", "transfer-leader", &target.to_string()],
-    );
+    // Clients keep submitting while the lead moves: each submission is accepted once.
+    let list = masters.list_from(1);
+    let submitters: Vec<_> = (0..3)
+        .map(|_| {
+            let list = list.clone();
+            std::thread::spawn(move || {
+                (0..12)
+                    .map(|_| {
+                        stdout(&Masters::client(
+                            &list,
+                            &["submit", "--memory", "1", "--", "/bin/true"],
+                        ))
+                    })
+                    .collect::<Vec<String>>()
+            })
+        })
+        .collect();
+    let moved = Masters::client(&list, &["members", "transfer-leader", &target.to_string()]);
     assert!(moved.status.success(), "{moved:?}");
     assert_eq!(masters.leader(leader), target);
+    let submitted: Vec<String> = submitters
+        .into_iter()
+        .flat_map(|s| s.join().unwrap())
+        .collect();
+    let unique: std::collections::BTreeSet<&String> = submitted.iter().collect();
+    assert_eq!(unique.len(), 36, "{submitted:?}");
+    let status = masters.status(&masters.list_from(1));
+    let known: Vec<&str> = status["drivers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["id"].as_str())
+        .collect();
+    for id in &submitted {
+        assert!(
+            known.contains(&id.as_str()),
+            "{id} was accepted and is kept"
+        );
+    }
     let status = masters.status(&masters.list_from(1));
     assert_eq!(status["leader"], target);
     let roles: Vec<(u64, &str)> = status["members"]
