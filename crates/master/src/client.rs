@@ -22,7 +22,7 @@ use muster_proto::v1::{
 };
 use muster_raft::{MAX_MESSAGE_BYTES, NodeId, RaftNode};
 use muster_state::commands::SetQueues;
-use muster_state::model::DriverState;
+use muster_state::model::{App, DriverState};
 use muster_state::{ApplyError, ClusterState, Command, Op, Outcome, Response};
 use tonic::transport::Channel;
 use tonic::{Request, Status};
@@ -136,6 +136,13 @@ impl ClusterService {
     }
 
     fn status_reply(&self, state: &ClusterState) -> StatusReply {
+        let app_status = |a: &App| AppStatus {
+            id: a.id.to_string(),
+            name: a.desc.name.clone(),
+            queue: a.desc.queue.0.clone(),
+            state: v1::AppState::from(a.state).into(),
+            ..AppStatus::default()
+        };
         let leadership = self.node.leadership().borrow().clone();
         let metrics = self.node.metrics().borrow().clone();
         let membership = metrics.membership_config.membership();
@@ -179,25 +186,11 @@ impl ClusterService {
                     ..WorkerStatus::from(w)
                 })
                 .collect(),
-            completed_apps: state
-                .completed_apps()
-                .iter()
-                .map(|a| AppStatus {
-                    id: a.id.to_string(),
-                    name: a.desc.name.clone(),
-                    queue: a.desc.queue.0.clone(),
-                    state: v1::AppState::from(a.state).into(),
-                    ..AppStatus::default()
-                })
-                .collect(),
+            completed_apps: state.completed_apps().iter().map(app_status).collect(),
             apps: state
                 .apps()
                 .values()
                 .map(|a| AppStatus {
-                    id: a.id.to_string(),
-                    name: a.desc.name.clone(),
-                    queue: a.desc.queue.0.clone(),
-                    state: v1::AppState::from(a.state).into(),
                     cores_granted: a.cores_granted,
                     waiting: waiting(&a.id.0),
                     executors: a
@@ -211,6 +204,7 @@ impl ClusterService {
                             pid: pid(ProcessKey::Executor(a.id.clone(), e.id)),
                         })
                         .collect(),
+                    ..app_status(a)
                 })
                 .collect(),
             // Active drivers, then the retained completed ones, newest last.

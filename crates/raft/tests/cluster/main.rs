@@ -12,19 +12,24 @@ use support::{TestCluster, submit_app};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
+/// The ids of the apps that `submit_app` writes submitted.
+fn submitted_ids(outcomes: &[Outcome]) -> BTreeSet<muster_core::ids::AppId> {
+    outcomes
+        .iter()
+        .map(|o| match o {
+            Outcome::AppSubmitted { id } => id.clone(),
+            other => panic!("unexpected outcome {other:?}"),
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_commit_ten_thousand_commands_and_agree() {
     let _serial = support::serial().await;
     let cluster = TestCluster::start(3, RaftSettings::default()).await;
     let leader = cluster.leader(DEADLINE).await;
     let outcomes = cluster.write_many(0..10_000, 32, submit_app).await;
-    let ids: BTreeSet<_> = outcomes
-        .iter()
-        .map(|o| match o {
-            Outcome::AppSubmitted { id } => id.clone(),
-            other => panic!("unexpected outcome {other:?}"),
-        })
-        .collect();
+    let ids = submitted_ids(&outcomes);
     assert_eq!(
         ids.len(),
         10_000,
@@ -244,13 +249,7 @@ async fn the_lead_moves_to_the_replica_chosen_while_writes_go_on_and_none_is_los
     let (outcomes, transferred) = tokio::join!(writes, transfer);
     transferred.expect("the lead moves to the target");
     assert_eq!(cluster.leader(DEADLINE).await, target);
-    let ids: BTreeSet<_> = outcomes
-        .iter()
-        .map(|o| match o {
-            Outcome::AppSubmitted { id } => id.clone(),
-            other => panic!("unexpected outcome {other:?}"),
-        })
-        .collect();
+    let ids = submitted_ids(&outcomes);
     assert_eq!(ids.len(), 2_000, "every write applied once");
     cluster.assert_replicas_agree(DEADLINE).await;
     assert_eq!(
