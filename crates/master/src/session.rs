@@ -458,7 +458,7 @@ impl Session {
                 },
                 _ = ended.changed() => return,
             };
-            let result: Pending = match self.node.propose(command).await {
+            let result: Pending = match self.node.propose(command, self.ended()) {
                 Ok(result) => Box::pin(result),
                 Err(error) => Box::pin(std::future::ready(Err(error))),
             };

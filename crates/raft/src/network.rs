@@ -81,23 +81,25 @@ impl Network {
 }
 
 impl Network {
-    /// Asks `target` (a member at `addr`) to campaign now; whether it does.
+    /// Asks `target` (a member at `addr`) to campaign now, within `deadline`; whether it does.
     pub(crate) async fn timeout_now(
         &self,
         target: NodeId,
         addr: &str,
         request: &TimeoutNow,
+        deadline: Duration,
     ) -> Result<bool, String> {
         let addr = self.routes.get(&target).map_or(addr, String::as_str);
         let channel = self.channel(addr).map_err(|e| e.to_string())?;
         let mut call = tonic::Request::new(RaftBytes {
             data: encode(request),
         });
-        call.set_timeout(Duration::from_secs(1));
+        call.set_timeout(deadline);
         self.credential.attach(call.metadata_mut());
-        let response = ReplicationClient::new(channel)
-            .timeout_now(call)
+        let mut client = ReplicationClient::new(channel);
+        let response = tokio::time::timeout(deadline, client.timeout_now(call))
             .await
+            .map_err(|_| format!("no answer within {deadline:?}"))?
             .map_err(|status| status.message().to_owned())?;
         decode(&response.into_inner().data).map_err(|e| e.to_string())
     }

@@ -14,13 +14,22 @@
 //! # Leadership transfer
 //!
 //! openraft 0.9 cannot hand the lead to a chosen replica, so [`RaftNode::transfer_leadership`]
-//! does what the Raft thesis (§3.10) and etcd do, within openraft's leader lease: the leader
-//! holds new writes and refuses linearizable reads (each would make it heartbeat), waits
+//! does what the Raft thesis (§3.10) and etcd do, within openraft's leader lease. The leader
+//! waits until the target nearly has the log, holds new writes, refuses linearizable reads
+//! (each would make it heartbeat) and reports no quorum (so its leader session ends), waits
 //! until the target has every entry, stops heartbeating, and once the followers' leases have
-//! run out (an election timeout) asks the target to campaign at once (`TimeoutNow`). The
-//! target, up to date and the first to campaign, wins; the old leader then follows and its
-//! held writes fail over to the new leader like any write during an election. If the target
-//! does not take over, heartbeats resume and whoever leads keeps leading.
+//! run out (an election timeout after the last heartbeat) asks the target to campaign at once
+//! (`TimeoutNow`). The target, up to date and the first to campaign, wins; the old leader then
+//! follows, and its held writes fail over to the new leader like any write during an
+//! election. The target campaigns only for the leader it follows, in its term, and once no
+//! AppendEntries has come for an election timeout: a late or stray request moves nothing. If
+//! anything fails, heartbeats resume at once, before the followers' own election timeouts run
+//! out, and the old leader starts a new session. Membership changes and transfers run one at
+//! a time, and a transfer is refused while the membership changes.
+//!
+//! A command a leader session proposes is withdrawn, unwritten, once that session ends: a
+//! session of the same term that follows (after a failed transfer or a short loss of quorum)
+//! must not see its predecessor's decisions committed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -173,11 +182,19 @@ pub const IN_FLIGHT: usize = 1;
 /// must fit an AppendEntries message within its deadline.
 pub const MAX_BATCH: usize = 256;
 
-/// How long a transfer waits for its target to catch up, and then to lead.
-const HANDOVER_PATIENCE: Duration = Duration::from_secs(2);
+/// How long each step of a transfer may take: the target nearly catching up, the writes
+/// under way finishing, the target catching up, and the target taking over. With the lease
+/// wait, a transfer ends within the 3 s a follower gives a call it forwards.
+const HANDOVER_STEP: Duration = Duration::from_millis(500);
+
+/// How many entries the target may lag before writes are held.
+const NEARLY: u64 = 2;
 
 /// How long past the followers' leases a transfer asks its target to campaign.
 const LEASE_MARGIN: Duration = Duration::from_millis(50);
+
+/// How long the target may take to answer that it campaigns.
+const CAMPAIGN_CALL: Duration = Duration::from_millis(150);
 
 /// A transfer under way on the leader: reads are refused until it ends, and heartbeats
 /// resume when it does, however it ends.
@@ -195,6 +212,10 @@ impl<'n> Handover<'n> {
 impl Drop for Handover<'_> {
     fn drop(&mut self) {
         self.node.raft.runtime_config().heartbeat(true);
+        // Heard at once: a handover that failed must renew the followers' leases before
+        // their election timeouts run out.
+        let raft = self.node.raft.clone();
+        tokio::spawn(async move { raft.trigger().heartbeat().await });
         self.node.transferring.store(false, Ordering::SeqCst);
     }
 }
@@ -203,6 +224,15 @@ impl Drop for Handover<'_> {
 struct Proposal {
     command: Command,
     result: oneshot::Sender<Result<Applied, WriteError>>,
+    /// Turns true when whoever proposed it no longer wants it written (a leader session
+    /// that ended); `None` for a client's write.
+    withdrawn: Option<watch::Receiver<bool>>,
+}
+
+impl Proposal {
+    fn withdrawn(&self) -> bool {
+        self.withdrawn.as_ref().is_some_and(|w| *w.borrow())
+    }
 }
 
 /// One master replica's Raft node.
@@ -215,12 +245,17 @@ pub struct RaftNode {
     /// The group-commit task's room for entries in flight; a transfer takes all of it to
     /// hold new writes.
     in_flight: Arc<Semaphore>,
-    /// Set while this replica hands the lead over: reads are refused.
+    /// Set while this replica hands the lead over: reads are refused, and it counts as
+    /// without a quorum (its leader session ends).
     transferring: AtomicBool,
+    /// Membership changes and transfers, one at a time.
+    changes: tokio::sync::Mutex<()>,
+    heartbeat_ms: u64,
     /// Held so the database outlives every tree the stores use.
     _db: sled::Db,
     state: SharedState,
     leadership: watch::Receiver<Leadership>,
+    election_timeout_min_ms: u64,
     election_timeout_max_ms: u64,
 }
 
@@ -279,9 +314,12 @@ impl RaftNode {
             proposals,
             in_flight,
             transferring: AtomicBool::new(false),
+            changes: tokio::sync::Mutex::new(()),
+            heartbeat_ms: settings.heartbeat_ms,
             _db: db,
             state,
             leadership,
+            election_timeout_min_ms: settings.election_timeout_ms.0,
             election_timeout_max_ms: settings.election_timeout_ms.1,
         })
     }
@@ -293,7 +331,10 @@ impl RaftNode {
 
     /// The gRPC service peers replicate through; serve it on this replica's address.
     pub fn replication_service(&self) -> ReplicationServer<ReplicationService> {
-        ReplicationService::server(self.raft.clone())
+        ReplicationService::server(
+            self.raft.clone(),
+            Duration::from_millis(self.election_timeout_min_ms),
+        )
     }
 
     /// Makes `members` (ids and addresses) the first voters of a new group. Does nothing when
@@ -327,6 +368,7 @@ impl RaftNode {
     ///
     /// This replica does not lead, or Raft is unavailable.
     pub async fn add_learner(&self, id: NodeId, addr: &str) -> Result<(), WriteError> {
+        let _one_change = self.changes.lock().await;
         self.raft
             .add_learner(id, Node::new(addr.to_owned()), true)
             .await
@@ -341,6 +383,7 @@ impl RaftNode {
     ///
     /// This replica does not lead, a change is already in progress, or Raft is unavailable.
     pub async fn change_membership(&self, voters: BTreeSet<NodeId>) -> Result<(), WriteError> {
+        let _one_change = self.changes.lock().await;
         self.raft
             .change_membership(ChangeMembers::ReplaceAllVoters(voters), false)
             .await
@@ -354,6 +397,7 @@ impl RaftNode {
     ///
     /// This replica does not lead, a change is already in progress, or Raft is unavailable.
     pub async fn add_voter(&self, id: NodeId) -> Result<(), WriteError> {
+        let _one_change = self.changes.lock().await;
         self.raft
             .change_membership(ChangeMembers::AddVoterIds([id].into()), false)
             .await
@@ -368,6 +412,7 @@ impl RaftNode {
     ///
     /// This replica does not lead, a change is already in progress, or Raft is unavailable.
     pub async fn remove_member(&self, id: NodeId) -> Result<(), WriteError> {
+        let _one_change = self.changes.lock().await;
         let votes = self
             .raft
             .metrics()
@@ -396,24 +441,41 @@ impl RaftNode {
     /// A write that fails after a leader change may still have been committed: retry it with
     /// the same request id.
     pub async fn write(&self, command: Command) -> Result<Applied, WriteError> {
-        self.propose(command).await?.await
+        self.submit(command, None)?.await
     }
 
     /// Submits `command` to the log and returns at once with a future of its result, so that
-    /// commands proposed one after another reach the log in that order.
+    /// commands proposed one after another reach the log in that order. Once `withdrawn`
+    /// turns true (the proposing leader session ended), a command not written yet never is:
+    /// a session of the same term that follows must not see its predecessor's decisions
+    /// committed.
     ///
     /// # Errors
     ///
     /// Raft has stopped. The future resolves to [`WriteError::NotLeader`] when the entry was
-    /// not committed by this leader.
-    pub async fn propose(
+    /// not committed by this leader, and to [`WriteError::Unavailable`] when it was withdrawn.
+    pub fn propose(
         &self,
         command: Command,
+        withdrawn: watch::Receiver<bool>,
+    ) -> Result<impl Future<Output = Result<Applied, WriteError>> + Send + 'static, WriteError>
+    {
+        self.submit(command, Some(withdrawn))
+    }
+
+    fn submit(
+        &self,
+        command: Command,
+        withdrawn: Option<watch::Receiver<bool>>,
     ) -> Result<impl Future<Output = Result<Applied, WriteError>> + Send + 'static, WriteError>
     {
         let (result, receiver) = oneshot::channel();
         self.proposals
-            .send(Proposal { command, result })
+            .send(Proposal {
+                command,
+                result,
+                withdrawn,
+            })
             .map_err(|_| WriteError::Unavailable("Raft stopped".into()))?;
         Ok(async move {
             receiver
@@ -423,8 +485,12 @@ impl RaftNode {
     }
 
     /// Whether a quorum of replicas acknowledged this leader within the longest election
-    /// timeout (check-quorum). `true` when not leading or not yet known.
+    /// timeout (check-quorum). `true` when not leading or not yet known; `false` while this
+    /// replica hands the lead over.
     pub fn has_quorum(&self) -> bool {
+        if self.transferring.load(Ordering::SeqCst) {
+            return false;
+        }
         let silence = self.raft.metrics().borrow().millis_since_quorum_ack;
         silence.is_none_or(|millis| millis <= self.election_timeout_max_ms)
     }
@@ -455,40 +521,44 @@ impl RaftNode {
     /// over instead), [`WriteError::Unavailable`] when `target` is not a voter, did not catch
     /// up or did not take over in time (the lead then stays or returns where it was).
     pub async fn transfer_leadership(&self, target: NodeId) -> Result<(), WriteError> {
-        let (term, addr) = {
-            let metrics = self.raft.metrics();
-            let metrics = metrics.borrow();
-            if metrics.state != ServerState::Leader {
-                return Err(WriteError::NotLeader(
-                    self.leadership.borrow().leader.clone(),
-                ));
-            }
-            if target == self.id {
-                return Ok(());
-            }
-            let membership = metrics.membership_config.membership();
-            let addr = membership
-                .get_node(&target)
-                .filter(|_| membership.voter_ids().any(|v| v == target))
-                .map(|node| node.addr.clone())
-                .ok_or_else(|| WriteError::Unavailable(format!("{target} is not a voter")))?;
-            (metrics.current_term, addr)
+        let _one_change = self.changes.lock().await;
+        let Some((term, addr)) = self.handover_to(target)? else {
+            return Ok(());
         };
-        let _held = Arc::clone(&self.in_flight)
-            .acquire_many_owned(u32::try_from(IN_FLIGHT).expect("a small number"))
-            .await
-            .map_err(|_| WriteError::Unavailable("Raft stopped".into()))?;
-        let _transfer = Handover::start(self);
-        let mut metrics = self.raft.metrics();
-        let caught_up = metrics.wait_for(|m| {
-            m.replication
+        // Most of the log reaches the target before writes are held, so that they are held
+        // only for the last entries.
+        let lag = |m: &RaftMetrics<NodeId, Node>| {
+            let matched = m
+                .replication
                 .as_ref()
                 .and_then(|r| r.get(&target).copied().flatten())
-                .map(|log| log.index)
-                == m.last_log_index
-        });
+                .map_or(0, |log| log.index + 1);
+            m.last_log_index
+                .map_or(0, |last| last + 1)
+                .saturating_sub(matched)
+        };
+        let mut metrics = self.raft.metrics();
+        let _ = tokio::time::timeout(HANDOVER_STEP, metrics.wait_for(|m| lag(m) <= NEARLY)).await;
+        let held = tokio::time::timeout(
+            HANDOVER_STEP,
+            Arc::clone(&self.in_flight)
+                .acquire_many_owned(u32::try_from(IN_FLIGHT).expect("a small number")),
+        );
+        let Ok(Ok(_held)) = held.await else {
+            return Err(WriteError::Unavailable(
+                "the writes under way did not finish in time".into(),
+            ));
+        };
+        // Still the leader of the same term and group, now that nothing is written.
+        if self.handover_to(target)?.map(|(t, _)| t) != Some(term) {
+            return Err(WriteError::NotLeader(
+                self.leadership.borrow().leader.clone(),
+            ));
+        }
+        let _transfer = Handover::start(self);
+        let caught_up = metrics.wait_for(|m| lag(m) == 0);
         if !matches!(
-            tokio::time::timeout(HANDOVER_PATIENCE, caught_up).await,
+            tokio::time::timeout(HANDOVER_STEP, caught_up).await,
             Ok(Ok(_))
         ) {
             return Err(WriteError::Unavailable(format!(
@@ -496,18 +566,29 @@ impl RaftNode {
             )));
         }
         self.raft.runtime_config().heartbeat(false);
-        // Every follower's lease on this leader must run out, or none votes for the target.
-        tokio::time::sleep(Duration::from_millis(self.election_timeout_max_ms) + LEASE_MARGIN)
-            .await;
+        // Every follower's lease on this leader must run out, or none votes for the target:
+        // an election timeout after the last heartbeat, which may still be on its way.
+        let quiet = Duration::from_millis(self.election_timeout_max_ms + self.heartbeat_ms);
+        tokio::time::sleep(quiet + LEASE_MARGIN).await;
+        if lag(&self.raft.metrics().borrow()) != 0 {
+            return Err(WriteError::Unavailable(format!(
+                "the log grew while the lead was moving to master {target}"
+            )));
+        }
         let asked = TimeoutNow {
             leader: self.id,
             term,
         };
-        match self.network.timeout_now(target, &addr, &asked).await {
+        // Answered at once or not at all: past the followers' own election timeouts, one
+        // of them would campaign, and any could win.
+        let campaigns = self
+            .network
+            .timeout_now(target, &addr, &asked, CAMPAIGN_CALL);
+        match campaigns.await {
             Ok(true) => {}
             Ok(false) => {
                 return Err(WriteError::Unavailable(format!(
-                    "master {target} no longer follows this leader"
+                    "master {target} did not campaign: it no longer follows this leader quietly"
                 )));
             }
             Err(error) => {
@@ -516,7 +597,7 @@ impl RaftNode {
         }
         let mut leadership = self.leadership.clone();
         let settled = tokio::time::timeout(
-            HANDOVER_PATIENCE,
+            HANDOVER_STEP,
             leadership.wait_for(|l| l.term.0 > term && l.leader.is_some()),
         )
         .await
@@ -530,6 +611,40 @@ impl RaftNode {
                 "master {target} did not take over in time"
             ))),
         }
+    }
+
+    /// The term and the target's address for a handover to `target`, or `None` when this
+    /// replica is the target.
+    ///
+    /// # Errors
+    ///
+    /// This replica does not lead, `target` is not a voter, or the membership is changing.
+    fn handover_to(&self, target: NodeId) -> Result<Option<(u64, String)>, WriteError> {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow();
+        if metrics.state != ServerState::Leader {
+            return Err(WriteError::NotLeader(
+                self.leadership.borrow().leader.clone(),
+            ));
+        }
+        if target == self.id {
+            return Ok(None);
+        }
+        let stored = &metrics.membership_config;
+        let changing = stored.membership().get_joint_config().len() > 1
+            || stored.log_id().map(|l| l.index) > metrics.last_applied.map(|l| l.index);
+        if changing {
+            return Err(WriteError::Unavailable(
+                "the membership is changing: try again once it is done".into(),
+            ));
+        }
+        let membership = stored.membership();
+        let addr = membership
+            .get_node(&target)
+            .filter(|_| membership.voter_ids().any(|v| v == target))
+            .map(|node| node.addr.clone())
+            .ok_or_else(|| WriteError::Unavailable(format!("{target} is not a voter")))?;
+        Ok(Some((metrics.current_term, addr)))
     }
 
     /// The state as this replica has applied it so far, which may lag the leader's.
@@ -587,12 +702,22 @@ async fn commit_in_batches(
         let Ok(slot) = Arc::clone(&in_flight).acquire_owned().await else {
             return;
         };
+        // Checked once the slot is ours: a transfer holds it while the session that proposed
+        // ends.
+        if first.withdrawn() {
+            withdraw(first);
+            continue;
+        }
         let mut bytes = encoded_len(&first.command);
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             let Ok(proposal) = queued.try_recv() else {
                 break;
             };
+            if proposal.withdrawn() {
+                withdraw(proposal);
+                continue;
+            }
             let size = encoded_len(&proposal.command);
             if bytes + size > APPEND_BUDGET {
                 carried = Some(proposal);
@@ -644,6 +769,13 @@ async fn commit_in_batches(
             Err(fatal) => answer(waiters, Err(WriteError::Unavailable(fatal.to_string()))),
         }
     }
+}
+
+/// Answers a withdrawn proposal without writing it.
+fn withdraw(proposal: Proposal) {
+    let _ = proposal.result.send(Err(WriteError::Unavailable(
+        "withdrawn: the leader session that proposed it ended".into(),
+    )));
 }
 
 /// Resolves once this replica no longer leads in `term`; never when it did not lead.

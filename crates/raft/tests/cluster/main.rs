@@ -276,3 +276,63 @@ async fn the_lead_moves_to_the_replica_chosen_while_writes_go_on_and_none_is_los
     );
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handover_to_a_replica_that_is_down_fails_and_the_lead_stays() {
+    let _serial = support::serial().await;
+    let mut cluster = TestCluster::start(3, RaftSettings::default()).await;
+    let leader = cluster.leader(DEADLINE).await;
+    let target = cluster
+        .ids()
+        .into_iter()
+        .find(|&id| id != leader)
+        .expect("a follower");
+    cluster.stop(target).await;
+    let term = cluster.node(leader).leadership().borrow().term;
+
+    let refused = cluster.node(leader).transfer_leadership(target).await;
+    assert!(
+        matches!(refused, Err(WriteError::Unavailable(_))),
+        "{refused:?}"
+    );
+    // Heartbeats resumed before the other follower's election timeout: no election, not
+    // within two seconds (over twice the longest election timeout with the lease) either.
+    assert_eq!(cluster.leader(DEADLINE).await, leader);
+    let mut leadership = cluster.node(leader).leadership();
+    let new_term = leadership.wait_for(|l| l.term != term);
+    assert!(
+        tokio::time::timeout(Duration::from_secs(2), new_term)
+            .await
+            .is_err(),
+        "an election followed the failed handover"
+    );
+    assert!(cluster.node(leader).has_quorum());
+    assert!(matches!(
+        cluster.write(submit_app(1)).await,
+        Outcome::AppSubmitted { .. }
+    ));
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_withdrawn_proposal_is_never_written() {
+    let _serial = support::serial().await;
+    let cluster = TestCluster::start(3, RaftSettings::default()).await;
+    let leader = cluster.leader(DEADLINE).await;
+    let node = cluster.node(leader);
+    let (withdraw, withdrawn) = tokio::sync::watch::channel(false);
+    withdraw.send_replace(true);
+    let answer = node.propose(submit_app(7), withdrawn).unwrap().await;
+    assert!(
+        matches!(&answer, Err(WriteError::Unavailable(m)) if m.contains("withdrawn")),
+        "{answer:?}"
+    );
+    // A write after it commits, and the withdrawn one is not in the state.
+    assert!(matches!(
+        cluster.write(submit_app(8)).await,
+        Outcome::AppSubmitted { .. }
+    ));
+    let apps = node.read(|state| state.apps().len()).await.unwrap();
+    assert_eq!(apps, 1);
+    cluster.shutdown().await;
+}
