@@ -15,10 +15,10 @@
 //!
 //! openraft 0.9 cannot hand the lead to a chosen replica, so [`RaftNode::transfer_leadership`]
 //! does what the Raft thesis (§3.10) and etcd do, within openraft's leader lease. The leader
-//! waits until the target nearly has the log, holds new writes, refuses linearizable reads
-//! (each would make it heartbeat) and reports no quorum (so its leader session ends), waits
-//! until the target has every entry, stops heartbeating, and once the followers' leases have
-//! run out (an election timeout after the last heartbeat) asks the target to campaign at once
+//! waits until the target nearly has the log, holds new writes, waits until the target has
+//! every entry, then refuses linearizable reads (each would make it heartbeat), reports no
+//! quorum (so its leader session ends), stops heartbeating, and once the followers' leases
+//! have run out (an election timeout after the last heartbeat) asks the target to campaign at once
 //! (`TimeoutNow`). The target, up to date and the first to campaign, wins; the old leader then
 //! follows, and its held writes fail over to the new leader like any write during an
 //! election. The target campaigns only for the leader it follows, in its term, and once no
@@ -555,7 +555,6 @@ impl RaftNode {
                 self.leadership.borrow().leader.clone(),
             ));
         }
-        let _transfer = Handover::start(self);
         let caught_up = metrics.wait_for(|m| lag(m) == 0);
         if !matches!(
             tokio::time::timeout(HANDOVER_STEP, caught_up).await,
@@ -565,6 +564,7 @@ impl RaftNode {
                 "master {target} did not catch up with the log in time"
             )));
         }
+        let _transfer = Handover::start(self);
         self.raft.runtime_config().heartbeat(false);
         // Every follower's lease on this leader must run out, or none votes for the target:
         // an election timeout after the last heartbeat, which may still be on its way.
