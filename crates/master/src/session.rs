@@ -285,7 +285,7 @@ impl Session {
         mut read: ReadLog,
     ) -> Result<LogChunk, CallError> {
         let unanswered = || CallError::Unavailable(format!("worker `{worker}` did not answer"));
-        let _slot = tokio::time::timeout(LOG_READ_TIMEOUT, self.log_slots.acquire())
+        let _slot = tokio::time::timeout(LOG_READ_TIMEOUT / 4, self.log_slots.acquire())
             .await
             .map_err(|_| CallError::Unavailable("too many reads of output under way".into()))?
             .map_err(|_| unanswered())?;
