@@ -70,7 +70,7 @@ enum Command {
     Logs(logs::LogsArgs),
     /// Show the queues, or replace them with `--set FILE`.
     Queues(queues::QueuesArgs),
-    /// Show the master replicas and their roles, or add or remove one.
+    /// Show the master replicas and their roles, add or remove one, or move the lead.
     Members(members::MembersArgs),
     /// Show the workers, or drain one (`muster workers drain ID`).
     Workers(workers::WorkersArgs),
