@@ -1,6 +1,7 @@
 //! `muster logs`: what drivers and executors wrote, read from their workers through the
 //! leader, asked of a follower, followed to the process's end, and refused with a reason.
 
+use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -59,6 +60,45 @@ fn logs_follow_a_driver_to_its_end_and_read_what_it_wrote_in_full() {
         String::from_utf8_lossy(&errors.stderr)
     );
     assert_eq!(errors.stdout, b"oops\n");
+
+    // A reader that leaves ends a follow that waits for more.
+    let chatty = submit(
+        &masters,
+        &["--", "/bin/sh", "-c", "echo first; exec sleep 600"],
+    );
+    let mut following = muster()
+        .args(["logs", "--follow", &chatty])
+        .env("MUSTER_MASTERS", masters.list_from(2))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(following.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(first, "first\n");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while following.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "--follow outlived its reader");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // A driver that waits has written nothing yet, and says so; once killed unplaced, a
+    // follow of it ends at once.
+    let waiting = submit(&masters, &["--cores", "64", "--", "/bin/true"]);
+    let read = logs(&masters, &[&waiting]);
+    assert!(read.status.success(), "{read:?}");
+    assert!(read.stdout.is_empty());
+    assert!(
+        String::from_utf8_lossy(&read.stderr).contains("not started on a worker yet"),
+        "{read:?}"
+    );
+    crate::support::stdout(&Masters::client(&masters.list_from(1), &["kill", &waiting]));
+    wait_for(&masters, "the waiting driver killed", |s| {
+        driver(s, &waiting).is_some_and(|d| d["state"] == "KILLED")
+    });
+    assert_eq!(follow(&masters, &waiting), "");
 
     // Output larger than one read comes whole, byte for byte.
     let big = submit(
@@ -124,7 +164,7 @@ fn logs_follow_an_executor_past_its_end_and_refuse_what_nothing_can_serve() {
     assert!(stderr(&malformed).contains("APP_ID/EXECUTOR_ID"));
     let unknown = logs(&masters, &["driver-20260101000000-9999"]);
     assert_eq!(unknown.status.code(), Some(3), "{unknown:?}");
-    assert!(stderr(&unknown).contains("unknown or finished driver"));
+    assert!(stderr(&unknown).contains("is known"));
     let ended = logs(&masters, &[&format!("{app}/99")]);
     assert_eq!(ended.status.code(), Some(3), "{ended:?}");
     assert!(stderr(&ended).contains("name the worker that ran it"));

@@ -238,7 +238,8 @@ fn no_reachable_master_is_one_clear_error() {
         message.starts_with("error: no master reachable (tried "),
         "{message}"
     );
-    assert!(message.contains(&unused), "{message}");
+    // One reason per master tried, its address said once.
+    assert_eq!(message.matches(&unused).count(), 1, "{message}");
     assert_eq!(output.status.code(), Some(4));
 
     // An address that is not one is bad input, not an unreachable master.
@@ -705,7 +706,7 @@ fn a_master_joins_the_group_and_leaves_it_again() {
 
 #[test]
 fn the_lead_moves_to_the_master_named_and_what_runs_keeps_running() {
-    let masters = Masters::start();
+    let mut masters = Masters::start();
     let leader = masters.leader(0);
     let _worker = crate::support::start_worker(&masters, "w1", 2);
     let long = crate::support::submit(&masters, &["--", "/bin/sleep", "600"]);
@@ -777,4 +778,19 @@ fn the_lead_moves_to_the_master_named_and_what_runs_keeps_running() {
     let refused = Masters::client(&masters.list_from(1), &["members", "transfer-leader", "9"]);
     assert_eq!(refused.status.code(), Some(3), "{refused:?}");
     assert!(stderr(&refused).contains("not a voting member"));
+
+    // A member that is down cannot: the transfer is refused with the reason (exit 3, not
+    // the unreachable masters' 4 after retrying), and the lead stays.
+    let down = (1..=3u64).find(|&id| id != target).unwrap();
+    masters.running[down as usize - 1].take().unwrap().crash();
+    let refused = Masters::client(
+        &masters.list_from(target as usize),
+        &["members", "transfer-leader", &down.to_string()],
+    );
+    assert_eq!(refused.status.code(), Some(3), "{refused:?}");
+    assert!(
+        stderr(&refused).contains(&format!("master {down}")),
+        "{refused:?}"
+    );
+    assert_eq!(masters.leader(0), target);
 }

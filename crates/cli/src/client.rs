@@ -121,13 +121,18 @@ impl Masters {
         rpc: impl AsyncFn(Client) -> Result<tonic::Response<T>, Status>,
     ) -> Result<T, CliError> {
         let start = Instant::now();
-        let mut tried = Vec::new();
+        // The last reason each master gave.
+        let mut tried: Vec<(String, String)> = Vec::new();
         let mut finder = LeaderFinder::new(self.addrs.clone());
         loop {
             if start.elapsed() > PATIENCE {
+                let reasons: Vec<String> = tried
+                    .iter()
+                    .map(|(addr, reason)| format!("{addr}: {reason}"))
+                    .collect();
                 return Err(CliError::Unavailable(format!(
                     "no master reachable (tried {})",
-                    tried.join("; ")
+                    reasons.join("; ")
                 )));
             }
             let addr = finder.next_master();
@@ -150,7 +155,15 @@ impl Masters {
                         Code::Unavailable | Code::Cancelled | Code::DeadlineExceeded
                     ) =>
                 {
-                    tried.push(format!("{addr}: {}", status.message()));
+                    let reason = status.message();
+                    let reason = reason
+                        .strip_prefix(&format!("{addr}: "))
+                        .unwrap_or(reason)
+                        .to_owned();
+                    match tried.iter_mut().find(|(tried, _)| *tried == addr) {
+                        Some((_, last)) => *last = reason,
+                        None => tried.push((addr.clone(), reason)),
+                    }
                     let wait = match leader_hint(&status, &addr) {
                         Some(leader) => finder.hinted(leader),
                         None => finder.failed(),

@@ -20,7 +20,7 @@ use muster_proto::v1::{
     SetQueuesRequest, StatusReply, StatusRequest, SubmitDriverReply, SubmitDriverRequest,
     WorkerStatus,
 };
-use muster_raft::{MAX_MESSAGE_BYTES, NodeId, RaftNode};
+use muster_raft::{MAX_MESSAGE_BYTES, NodeId, RaftNode, WriteError};
 use muster_state::commands::SetQueues;
 use muster_state::model::{App, DriverState};
 use muster_state::{ApplyError, ClusterState, Command, Op, Outcome, Response};
@@ -358,8 +358,15 @@ impl Cluster for ClusterService {
                             let message = format!("master {id} is not a voting member");
                             return Err(ApplyError::Conflict(message).into());
                         }
-                        this.node.transfer_leadership(id).await?;
-                        tracing::info!(to = id, "the lead was handed over");
+                        // A transfer that could not be made is not worth retrying at once:
+                        // the lead stays, and the reason is the operator's to read.
+                        match this.node.transfer_leadership(id).await {
+                            Ok(()) => tracing::info!(to = id, "the lead was handed over"),
+                            Err(WriteError::Unavailable(reason)) => {
+                                return Err(ApplyError::Conflict(reason).into());
+                            }
+                            Err(error) => return Err(error.into()),
+                        }
                     }
                     None => {
                         return Err(ApplyError::Invalid {
@@ -411,10 +418,10 @@ impl Cluster for ClusterService {
                     let state = state.read().expect("state lock");
                     log_read(&state, &body)?
                 };
-                // A driver not placed yet has written nothing, and will.
+                // A driver never placed has written nothing (and will, while it waits).
                 let Some(worker) = worker else {
                     return Ok(ReadLogReply {
-                        running: true,
+                        running: live,
                         ..ReadLogReply::default()
                     });
                 };

@@ -144,6 +144,12 @@ impl Metrics {
             heartbeats: Counter::default(),
             calls: Family::default(),
         };
+        // At zero from the start, not absent until the first launch.
+        for kind in ["driver", "executor"] {
+            let _ = metrics.launches.get_or_create(&KindLabel {
+                kind: kind.to_owned(),
+            });
+        }
         metrics.register();
         metrics
     }

@@ -109,7 +109,12 @@ pub fn log_read(state: &ClusterState, request: &ReadLogRequest) -> Result<LogRea
         match (known, named) {
             (_, Some(named)) => (Some(named), active.is_some()),
             (Some(driver), None) => (driver.worker.clone(), active.is_some()),
-            (None, None) => return Err(ApplyError::UnknownDriver(id)),
+            (None, None) => {
+                return Err(ApplyError::Conflict(format!(
+                    "no driver `{id}` is known: it never existed, or ended before the drivers the \
+                     masters keep; for one that ran, name the worker that ran it"
+                )));
+            }
         }
     } else {
         let invalid = || ApplyError::Invalid {
@@ -371,7 +376,7 @@ mod tests {
         let refused = |id: &str, worker: &str| log_read(&state, &request(id, worker)).unwrap_err();
         assert!(matches!(
             refused("driver-1-0009", ""),
-            ApplyError::UnknownDriver(_)
+            ApplyError::Conflict(m) if m.contains("no driver `driver-1-0009` is known")
         ));
         assert!(matches!(
             refused("app-1/3", ""),

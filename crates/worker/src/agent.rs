@@ -552,6 +552,9 @@ impl Agent {
                     {
                         Ok((Vec::new(), 0))
                     }
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                        Err(format!("this worker has no output of {workload}"))
+                    }
                     read => read.map_err(|e| format!("{} of {workload}: {e}", stream.file_name())),
                 },
                 Err(error) => Err(error.to_string()),

@@ -91,6 +91,11 @@ impl Metrics {
             "Process changes reported and not yet acknowledged by a leader",
             metrics.unacknowledged.clone(),
         );
+        // At zero from the start, not absent until the first launch.
+        for kind in ["driver", "executor"] {
+            let _ = metrics.launches.get_or_create(&KindLabel { kind });
+            let _ = metrics.processes.get_or_create(&KindLabel { kind });
+        }
         metrics
     }
 

@@ -3,11 +3,13 @@
 //! the process has ended and everything it wrote is out.
 
 use std::io::Write;
+use std::os::fd::AsFd;
 use std::time::Duration;
 
 use clap::Args;
 use muster_core::limits::MAX_LOG_CHUNK_BYTES;
 use muster_proto::v1::{LogStream, ReadLogRequest};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::{MastersArg, runtime};
 use crate::error::CliError;
@@ -79,11 +81,30 @@ pub fn run(args: LogsArgs) -> Result<String, CliError> {
             if request.offset < chunk.size {
                 continue;
             }
+            if !args.follow && request.worker_id.is_empty() && chunk.running {
+                eprintln!(
+                    "{}: not started on a worker yet; nothing written",
+                    request.id
+                );
+            }
             // A process that no longer ran before the read has nothing more to write.
             if !args.follow || !chunk.running {
+                return Ok(String::new());
+            }
+            // While nothing comes, a reader that left (`| head`) is noticed here.
+            if reader_left(&out) {
                 return Ok(String::new());
             }
             tokio::time::sleep(FOLLOW_PERIOD).await;
         }
     })
+}
+
+/// Whether the read end of `out` is closed (a pipe whose reader exited), without writing.
+fn reader_left(out: &impl AsFd) -> bool {
+    let mut fds = [PollFd::new(out.as_fd(), PollFlags::empty())];
+    poll(&mut fds, PollTimeout::ZERO).is_ok()
+        && fds[0]
+            .revents()
+            .is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP))
 }

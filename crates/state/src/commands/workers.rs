@@ -216,8 +216,9 @@ impl Apply for DrainWorker {
         let worker = state.worker_mut(&self.id)?;
         if worker.state != WorkerState::Alive {
             return Err(ApplyError::Conflict(format!(
-                "worker `{}` is {:?}: only an ALIVE worker can be drained",
-                self.id, worker.state
+                "worker `{}` is {}: only an ALIVE worker can be drained",
+                self.id,
+                format!("{:?}", worker.state).to_uppercase()
             )));
         }
         let since = state.draining.get(&self.id).map_or(at, |drain| drain.since);
