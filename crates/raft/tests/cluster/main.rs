@@ -336,3 +336,44 @@ async fn a_withdrawn_proposal_is_never_written() {
     assert_eq!(apps, 1);
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn among_five_replicas_the_lead_moves_to_the_one_chosen() {
+    let _serial = support::serial().await;
+    let cluster = TestCluster::start(5, RaftSettings::default()).await;
+    let mut leader = cluster.leader(DEADLINE).await;
+    // Twice, so that the lead moves from a leader that took over by a transfer too; with
+    // five voters the target needs the votes of two followers whose leases ran out.
+    for round in 0..2 {
+        let target = cluster
+            .ids()
+            .into_iter()
+            .find(|&id| id != leader)
+            .expect("a follower");
+        let first = round * 1_000;
+        let writes = cluster.write_many(first..first + 300, 8, submit_app);
+        let transfer = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            cluster.node(leader).transfer_leadership(target).await
+        };
+        let (outcomes, transferred) = tokio::join!(writes, transfer);
+        transferred.expect("the lead moves to the target");
+        assert_eq!(cluster.leader(DEADLINE).await, target);
+        assert_eq!(
+            submitted_ids(&outcomes).len(),
+            300,
+            "every write applied once"
+        );
+        leader = target;
+    }
+    cluster.assert_replicas_agree(DEADLINE).await;
+    let apps = cluster
+        .node(leader)
+        .local_state()
+        .read()
+        .unwrap()
+        .apps()
+        .len();
+    assert_eq!(apps, 600);
+    cluster.shutdown().await;
+}
