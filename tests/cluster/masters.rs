@@ -793,4 +793,20 @@ fn the_lead_moves_to_the_master_named_and_what_runs_keeps_running() {
         "{refused:?}"
     );
     assert_eq!(masters.leader(0), target);
+    // The leader shows the crashed member as silent, and only it.
+    let status = wait_for(&masters, "the crashed member silent", |s| {
+        s["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["id"] == down && m["silent"] == true)
+    });
+    let silent: Vec<u64> = status["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["silent"] == true)
+        .map(|m| m["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(silent, [down]);
 }

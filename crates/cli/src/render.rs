@@ -10,7 +10,18 @@ use muster_proto::v1::StatusReply;
 pub fn members(status: &StatusReply) -> String {
     let mut out = format!("{:<4} {:<22} ROLE\n", "ID", "ADDRESS");
     for m in &status.members {
-        let _ = writeln!(out, "{:<4} {:<22} {}", m.id, m.addr, m.role().name());
+        let silent = if m.silent {
+            " (silent: not heard from)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "{:<4} {:<22} {}{silent}",
+            m.id,
+            m.addr,
+            m.role().name()
+        );
     }
     out
 }

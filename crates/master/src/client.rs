@@ -147,11 +147,13 @@ impl ClusterService {
         let metrics = self.node.metrics().borrow().clone();
         let membership = metrics.membership_config.membership();
         let voters: Vec<u64> = membership.voter_ids().collect();
+        let silent = self.node.silent_members();
         let members = membership
             .nodes()
             .map(|(&id, node)| Member {
                 id,
                 addr: node.addr.clone(),
+                silent: silent.contains(&id),
                 role: if Some(id) == leadership.leader.as_ref().map(|(l, _)| *l) {
                     MemberRole::Leader
                 } else if voters.contains(&id) {

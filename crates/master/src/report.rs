@@ -19,7 +19,7 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
         "term": status.term,
         "recovery_state": status.recovery_state().name(),
         "members": status.members.iter().map(|m| json!({
-            "id": m.id, "addr": m.addr, "role": m.role().name(),
+            "id": m.id, "addr": m.addr, "role": m.role().name(), "silent": m.silent,
         })).collect::<Vec<_>>(),
         "workers": status.workers.iter().map(|w| {
             let (capacity, used) = (w.capacity.clone().unwrap_or_default(), w.used.clone().unwrap_or_default());

@@ -127,7 +127,11 @@ pub(crate) fn overview(status: &Value) -> Markup {
             table {
                 tr { th { "id" } th { "address" } th { "role" } }
                 @for m in list(&status["members"]) {
-                    tr { td { (text(&m["id"])) } td { (text(&m["addr"])) } td { (text(&m["role"])) } }
+                    tr {
+                        td { (text(&m["id"])) }
+                        td { (text(&m["addr"])) }
+                        td { (text(&m["role"])) @if m["silent"] == true { " (silent: not heard from)" } }
+                    }
                 }
             }
             @if !list(&status["kept"]).is_empty() {
@@ -274,7 +278,8 @@ mod tests {
     fn status() -> serde_json::Value {
         json!({
             "leader": 2, "term": 7, "recovery_state": "ALIVE",
-            "members": [{"id": 2, "addr": "m2:7077", "role": "leader"}],
+            "members": [{"id": 2, "addr": "m2:7077", "role": "leader", "silent": false},
+                        {"id": 3, "addr": "m3:7077", "role": "follower", "silent": true}],
             "workers": [
                 {"id": "w1", "host": "h1", "state": "ALIVE", "draining": false,
                  "cores": 8, "cores_used": 6, "memory_mb": 8192, "memory_used_mb": 2048},
@@ -302,6 +307,7 @@ mod tests {
             "cores 6 / 16",
             "drivers 0 running, 1 ended",
             "applications 1 running, 1 completed",
+            "<td>follower (silent: not heard from)</td>",
             "<td>app-0</td><td>old</td><td>default</td><td>FINISHED</td>",
             "DRAINING",
             "<td>4 / 16</td>",

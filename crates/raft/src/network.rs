@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use muster_proto::auth::Credential;
 use muster_proto::transport::Dialer;
@@ -41,10 +41,15 @@ pub(crate) struct TimeoutNow {
     pub(crate) term: u64,
 }
 
+/// When each peer last answered a call of this replica's.
+pub(crate) type Contacts = Arc<Mutex<HashMap<NodeId, Instant>>>;
+
 /// Builds peer clients, sharing one channel per address.
 #[derive(Clone, Default)]
 pub struct Network {
     channels: Arc<Mutex<HashMap<String, Channel>>>,
+    /// When each peer last answered.
+    contacts: Contacts,
     /// Addresses that replace peers' membership addresses.
     routes: Arc<BTreeMap<NodeId, String>>,
     /// What every call carries.
@@ -58,6 +63,7 @@ impl Network {
     pub fn new(routes: BTreeMap<NodeId, String>, credential: Credential, dialer: Dialer) -> Self {
         Self {
             channels: Arc::default(),
+            contacts: Arc::default(),
             routes: Arc::new(routes),
             credential,
             dialer,
@@ -81,6 +87,11 @@ impl Network {
 }
 
 impl Network {
+    /// When each peer last answered a call of this replica's.
+    pub(crate) fn contacts(&self) -> Contacts {
+        Arc::clone(&self.contacts)
+    }
+
     /// Asks `target` (a member at `addr`) to campaign now, within `deadline`; whether it does.
     pub(crate) async fn timeout_now(
         &self,
@@ -120,6 +131,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             addr,
             client,
             credential: self.credential.clone(),
+            contacts: Arc::clone(&self.contacts),
         }
     }
 }
@@ -131,6 +143,7 @@ pub struct PeerClient {
     /// The client, or why the peer's address could not make one.
     client: Result<ReplicationClient<Channel>, tonic::transport::Error>,
     credential: Credential,
+    contacts: Contacts,
 }
 
 type RpcResult<T, E> = Result<T, RPCError<NodeId, Node, RaftError<NodeId, E>>>;
@@ -163,6 +176,10 @@ impl PeerClient {
                 tonic::Code::Unavailable => RPCError::Unreachable(Unreachable::new(&status)),
                 _ => RPCError::Network(NetworkError::new(&status)),
             })?;
+        self.contacts
+            .lock()
+            .expect("contacts lock")
+            .insert(self.target, Instant::now());
         let result: Result<T, RaftError<NodeId, E>> = decode(&response.into_inner().data)
             .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         result.map_err(|e| {

@@ -647,6 +647,26 @@ impl RaftNode {
         Ok(Some((metrics.current_term, addr)))
     }
 
+    /// The members this replica, as leader, has not heard from for the longest election
+    /// timeout (down, frozen or cut off); none when it does not lead.
+    pub fn silent_members(&self) -> BTreeSet<NodeId> {
+        let metrics = self.raft.metrics().borrow().clone();
+        if metrics.state != ServerState::Leader {
+            return BTreeSet::new();
+        }
+        let patience = Duration::from_millis(self.election_timeout_max_ms);
+        let contacts = self.network.contacts();
+        let contacts = contacts.lock().expect("contacts lock");
+        metrics
+            .membership_config
+            .membership()
+            .nodes()
+            .map(|(&id, _)| id)
+            .filter(|&id| id != self.id)
+            .filter(|id| contacts.get(id).is_none_or(|at| at.elapsed() > patience))
+            .collect()
+    }
+
     /// The state as this replica has applied it so far, which may lag the leader's.
     pub fn local_state(&self) -> SharedState {
         Arc::clone(&self.state)
