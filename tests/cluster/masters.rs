@@ -392,6 +392,8 @@ fn a_master_serves_the_status_over_https() {
         "muster_raft_apply_lag 0",
         r#"muster_recovery_state{state="alive"} 1"#,
         r#"muster_workers{state="alive"} 0"#,
+        r#"muster_queue_prior{queue="default"} 0"#,
+        r#"muster_launches_total{kind="driver"} 0"#,
         "# TYPE muster_pass_seconds histogram",
     ] {
         assert!(metrics.lines().any(|l| l == line), "{line} in {metrics}");

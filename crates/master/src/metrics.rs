@@ -12,8 +12,8 @@ use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use muster_core::ids::QueueName;
-use muster_core::model::WorkerState;
+use muster_core::ids::{DEFAULT_QUEUE, QueueName};
+use muster_core::model::{QueueConfig, WorkerState};
 use muster_raft::RaftNode;
 use muster_state::ClusterState;
 use muster_state::model::DriverState;
@@ -377,7 +377,10 @@ impl Metrics {
         }
         self.queue_threshold.clear();
         self.queue_max_capacity.clear();
-        for queue in state.queues() {
+        // `default` exists even when no queue configuration names it.
+        let implicit = (!state.queues().iter().any(|q| q.name == QueueName::default()))
+            .then(|| QueueConfig::named(DEFAULT_QUEUE));
+        for queue in state.queues().iter().chain(&implicit) {
             let name = QueueLabel {
                 queue: queue.name.0.clone(),
             };
