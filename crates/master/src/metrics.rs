@@ -378,8 +378,11 @@ impl Metrics {
         self.queue_threshold.clear();
         self.queue_max_capacity.clear();
         // `default` exists even when no queue configuration names it.
-        let implicit = (!state.queues().iter().any(|q| q.name == QueueName::default()))
-            .then(|| QueueConfig::named(DEFAULT_QUEUE));
+        let named = state
+            .queues()
+            .iter()
+            .any(|q| q.name == QueueName::default());
+        let implicit = (!named).then(|| QueueConfig::named(DEFAULT_QUEUE));
         for queue in state.queues().iter().chain(&implicit) {
             let name = QueueLabel {
                 queue: queue.name.0.clone(),
