@@ -96,7 +96,7 @@ async fn a_follower_names_the_leader() {
     let _serial = support::serial().await;
     let cluster = TestCluster::start(3, RaftSettings::default()).await;
     let leader = cluster.leader(DEADLINE).await;
-    let follower = cluster.ids().into_iter().find(|&id| id != leader).unwrap();
+    let follower = cluster.follower_of(leader);
     let error = cluster
         .node(follower)
         .write(submit_app(0))
@@ -128,7 +128,7 @@ async fn a_replica_far_behind_receives_a_snapshot() {
     };
     let mut cluster = TestCluster::start(3, settings).await;
     let leader = cluster.leader(DEADLINE).await;
-    let lagging = cluster.ids().into_iter().find(|&id| id != leader).unwrap();
+    let lagging = cluster.follower_of(leader);
     cluster.stop(lagging).await;
     // One writer: each write is an entry of its own (concurrent ones would share entries).
     cluster.write_many(0..1_000, 1, submit_app).await;
@@ -212,7 +212,7 @@ async fn a_follower_behind_by_large_entries_catches_up() {
     let _serial = support::serial().await;
     let mut cluster = TestCluster::start(3, RaftSettings::default()).await;
     let leader = cluster.leader(DEADLINE).await;
-    let lagging = cluster.ids().into_iter().find(|&id| id != leader).unwrap();
+    let lagging = cluster.follower_of(leader);
     cluster.stop(lagging).await;
     // Twenty entries of 4 MB: together more than one message may carry. Each names an
     // unknown queue, so the state stays small while the log grows.
@@ -235,11 +235,7 @@ async fn the_lead_moves_to_the_replica_chosen_while_writes_go_on_and_none_is_los
     let _serial = support::serial().await;
     let cluster = TestCluster::start(3, RaftSettings::default()).await;
     let leader = cluster.leader(DEADLINE).await;
-    let target = cluster
-        .ids()
-        .into_iter()
-        .find(|&id| id != leader)
-        .expect("a follower");
+    let target = cluster.follower_of(leader);
     // Writers keep writing while the lead moves.
     let writes = cluster.write_many(0..2_000, 16, submit_app);
     let transfer = async {
@@ -282,11 +278,7 @@ async fn a_handover_to_a_replica_that_is_down_fails_and_the_lead_stays() {
     let _serial = support::serial().await;
     let mut cluster = TestCluster::start(3, RaftSettings::default()).await;
     let leader = cluster.leader(DEADLINE).await;
-    let target = cluster
-        .ids()
-        .into_iter()
-        .find(|&id| id != leader)
-        .expect("a follower");
+    let target = cluster.follower_of(leader);
     cluster.stop(target).await;
     let term = cluster.node(leader).leadership().borrow().term;
 
@@ -345,11 +337,7 @@ async fn among_five_replicas_the_lead_moves_to_the_one_chosen() {
     // Twice, so that the lead moves from a leader that took over by a transfer too; with
     // five voters the target needs the votes of two followers whose leases ran out.
     for round in 0..2 {
-        let target = cluster
-            .ids()
-            .into_iter()
-            .find(|&id| id != leader)
-            .expect("a follower");
+        let target = cluster.follower_of(leader);
         let first = round * 1_000;
         let writes = cluster.write_many(first..first + 300, 8, submit_app);
         let transfer = async {

@@ -110,6 +110,14 @@ impl TestCluster {
         self.cluster.leader(deadline).await.expect("a leader")
     }
 
+    /// A running replica other than `leader`.
+    pub fn follower_of(&self, leader: NodeId) -> NodeId {
+        self.ids()
+            .into_iter()
+            .find(|&id| id != leader)
+            .expect("a follower")
+    }
+
     pub async fn stop(&mut self, id: NodeId) {
         self.cluster.stop(id).await.expect("replica stops");
     }
