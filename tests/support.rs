@@ -624,11 +624,21 @@ pub fn preempting_masters() -> (Masters, tempfile::TempDir) {
     .unwrap();
     let masters = Masters::start_with(&["--config", config.to_str().unwrap()]);
     masters.leader(0);
-    let queues = dir.path().join("queues.json");
-    std::fs::write(&queues, r#"[{"name": "prod", "prior": true}]"#).unwrap();
-    stdout(&Masters::client(
+    set_queues(
         &masters.list_from(1),
-        &["queues", "--set", queues.to_str().unwrap()],
-    ));
+        dir.path(),
+        r#"[{"name": "prod", "prior": true}]"#,
+    );
     (masters, dir)
+}
+
+/// Replaces the queues through the masters at `via` with `queues` (a JSON list), written to
+/// a file in `dir` for `muster queues --set`; the command must succeed.
+pub fn set_queues(via: &str, dir: &std::path::Path, queues: &str) {
+    let file = dir.join("queues.json");
+    std::fs::write(&file, queues).unwrap();
+    stdout(&Masters::client(
+        via,
+        &["queues", "--set", file.to_str().unwrap()],
+    ));
 }

@@ -163,16 +163,11 @@ fn an_application_keeps_its_executors_across_a_leader_failover() {
 fn a_prior_application_goes_first_and_the_threshold_holds_on_its_worker() {
     let masters = Masters::start();
     masters.leader(0);
-    let queues = masters.dir.path().join("queues.json");
-    std::fs::write(
-        &queues,
-        r#"[{"name": "prod", "prior": true}, {"name": "default", "threshold": 0.5}]"#,
-    )
-    .unwrap();
-    crate::support::stdout(&Masters::client(
+    crate::support::set_queues(
         &masters.list_from(1),
-        &["queues", "--set", queues.to_str().unwrap()],
-    ));
+        masters.dir.path(),
+        r#"[{"name": "prod", "prior": true}, {"name": "default", "threshold": 0.5}]"#,
+    );
     let _worker = start_worker(&masters, "w1", 4);
     wait_for(&masters, "the worker", |s| {
         s["workers"].as_array().unwrap().len() == 1

@@ -204,16 +204,11 @@ fn queues_are_set_through_any_master() {
     let masters = Masters::start();
     masters.leader(0);
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("queues.json");
-    std::fs::write(
-        &file,
-        r#"[{"name": "prod", "prior": true}, {"name": "default", "threshold": 0.8}]"#,
-    )
-    .unwrap();
-    stdout(&Masters::client(
+    crate::support::set_queues(
         &masters.list_from(2),
-        &["queues", "--set", file.to_str().unwrap()],
-    ));
+        dir.path(),
+        r#"[{"name": "prod", "prior": true}, {"name": "default", "threshold": 0.8}]"#,
+    );
     let queues: Value = serde_json::from_str(&stdout(&Masters::client(
         &masters.list_from(3),
         &["queues", "--json"],
@@ -586,12 +581,11 @@ fn a_saved_snapshot_restores_the_same_state_into_a_new_cluster() {
     let before = {
         let masters = Masters::start();
         masters.leader(0);
-        let queues = masters.dir.path().join("queues.json");
-        std::fs::write(&queues, r#"[{"name": "prod", "prior": true}]"#).unwrap();
-        stdout(&Masters::client(
+        crate::support::set_queues(
             &masters.list_from(1),
-            &["queues", "--set", queues.to_str().unwrap()],
-        ));
+            masters.dir.path(),
+            r#"[{"name": "prod", "prior": true}]"#,
+        );
         stdout(&Masters::client(
             &masters.list_from(1),
             &["submit", "--name", "kept", "--", "/bin/true"],

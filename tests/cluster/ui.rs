@@ -78,17 +78,12 @@ fn the_status_page_renders_in_a_browser() {
             .spawn()
             .unwrap(),
     );
-    let queues = dir.path().join("queues.json");
-    std::fs::write(
-        &queues,
+    crate::support::set_queues(
+        &grpc,
+        dir.path(),
         r#"[{"name": "prod", "prior": true},
             {"name": "default", "threshold": 0.8, "max_capacity": 0.75}]"#,
-    )
-    .unwrap();
-    stdout(&Masters::client(
-        &grpc,
-        &["queues", "--set", queues.to_str().unwrap()],
-    ));
+    );
     let driver = stdout(&Masters::client(
         &grpc,
         &[
