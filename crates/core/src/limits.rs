@@ -31,6 +31,12 @@ pub const MAX_LOG_CHUNK_BYTES: u32 = 1024 * 1024;
 /// What one read of a process's output returns when the caller names no size.
 pub const DEFAULT_LOG_CHUNK_BYTES: u32 = 64 * 1024;
 
+/// Whether `id` can name one directory on a worker (its processes' directories are named by
+/// their ids): not empty, `.` or `..`, and without `/` or NUL.
+pub fn names_a_directory(id: &str) -> bool {
+    !(id.is_empty() || id == "." || id == ".." || id.contains(['/', '\0']))
+}
+
 fn too_long(field: impl fmt::Display, what: &str, limit: usize) -> InputError {
     InputError {
         field: field.to_string(),

@@ -62,7 +62,7 @@ pub struct LogRead {
 /// A process id that can name a directory on a worker, as the worker checks it.
 fn path_safe(field: &str, id: &str) -> Result<(), ApplyError> {
     limits::name(field, id)?;
-    if id.is_empty() || id == "." || id == ".." || id.contains(['/', '\0']) {
+    if !limits::names_a_directory(id) {
         return Err(ApplyError::Invalid {
             field: field.to_owned(),
             message: format!("`{id}` cannot name a process"),

@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use muster_core::ids::{AppId, DriverId, ExecutorId};
+use muster_core::limits::names_a_directory;
 use muster_core::resources::Resources;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
@@ -219,10 +220,10 @@ pub struct Supervisor {
 }
 
 fn safe_component(id: &str) -> Result<&str, LaunchError> {
-    if id.is_empty() || id == "." || id == ".." || id.contains('/') || id.contains('\0') {
-        Err(LaunchError::UnsafeId(id.to_owned()))
-    } else {
+    if names_a_directory(id) {
         Ok(id)
+    } else {
+        Err(LaunchError::UnsafeId(id.to_owned()))
     }
 }
 
