@@ -42,7 +42,7 @@ pub(crate) struct TimeoutNow {
 }
 
 /// When each peer last answered a call of this replica's.
-pub(crate) type Contacts = Arc<Mutex<HashMap<NodeId, Instant>>>;
+type Contacts = Arc<Mutex<HashMap<NodeId, Instant>>>;
 
 /// Builds peer clients, sharing one channel per address.
 #[derive(Clone, Default)]
@@ -87,9 +87,12 @@ impl Network {
 }
 
 impl Network {
-    /// When each peer last answered a call of this replica's.
-    pub(crate) fn contacts(&self) -> Contacts {
-        Arc::clone(&self.contacts)
+    /// Whether `peer` answered a call of this replica's within `patience`.
+    pub(crate) fn heard_within(&self, peer: NodeId, patience: Duration) -> bool {
+        let contacts = self.contacts.lock().expect("contacts lock");
+        contacts
+            .get(&peer)
+            .is_some_and(|at| at.elapsed() <= patience)
     }
 
     /// Asks `target` (a member at `addr`) to campaign now, within `deadline`; whether it does.

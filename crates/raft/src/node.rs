@@ -655,15 +655,12 @@ impl RaftNode {
             return BTreeSet::new();
         }
         let patience = Duration::from_millis(self.election_timeout_max_ms);
-        let contacts = self.network.contacts();
-        let contacts = contacts.lock().expect("contacts lock");
         metrics
             .membership_config
             .membership()
             .nodes()
             .map(|(&id, _)| id)
-            .filter(|&id| id != self.id)
-            .filter(|id| contacts.get(id).is_none_or(|at| at.elapsed() > patience))
+            .filter(|&id| id != self.id && !self.network.heard_within(id, patience))
             .collect()
     }
 
