@@ -650,7 +650,8 @@ impl RaftNode {
     /// The members this replica, as leader, has not heard from for the longest election
     /// timeout (down, frozen or cut off); none when it does not lead.
     pub fn silent_members(&self) -> BTreeSet<NodeId> {
-        let metrics = self.raft.metrics().borrow().clone();
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow();
         if metrics.state != ServerState::Leader {
             return BTreeSet::new();
         }

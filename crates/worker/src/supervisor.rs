@@ -291,7 +291,7 @@ impl Supervisor {
         let pid = child.id().expect("a just-spawned child has an id");
         self.record(&launcher.spec, pid);
         let monitor = self.monitor(&mut running, launcher, pid);
-        let span = spec_span(&monitor.launcher.spec.workload);
+        let span = process_span(&monitor.launcher.spec.workload);
         tokio::spawn(async move { monitor.run(child).await }.instrument(span));
         Ok(pid)
     }
@@ -356,7 +356,7 @@ impl Supervisor {
                 adopted.push(record.pid);
                 let mut running = self.running.lock().expect("running lock");
                 let monitor = self.monitor(&mut running, launcher, record.pid);
-                let span = spec_span(&record.spec.workload);
+                let span = process_span(&record.spec.workload);
                 tokio::spawn(async move { monitor.run_adopted(record).await }.instrument(span));
             } else {
                 ended.push((record, launcher.directory));
@@ -581,7 +581,7 @@ struct Monitor {
 }
 
 /// The span a process's monitor logs in: its driver, or its app and executor.
-fn spec_span(workload: &Workload) -> tracing::Span {
+fn process_span(workload: &Workload) -> tracing::Span {
     match workload {
         Workload::Driver { driver } => tracing::info_span!("driver", driver = %driver),
         Workload::Executor { app, executor } => {
