@@ -6,9 +6,10 @@
 //! ALIVE workers sit in ordered sets keyed by `(selection key, id rank)`, so each app walks
 //! them in policy order from the first worker with enough of the sorted dimension, and stops
 //! as soon as more workers could not change its assignment. A worker's key changes only when
-//! the pass places something on it, and [`ExecutorPlacer::worker_changed`] then moves it in
-//! each set where its key changed. An entry packs key, rank and worker into one `u128`, so
-//! that the sets, re-filed after every grant, compare single integers.
+//! the pass places something on it; [`ExecutorPlacer::workers_changed`], told an app's grants,
+//! then moves each worker in the sets where its key changed, or builds the sets afresh when
+//! the grants touched an eighth of the workers or more. An entry packs key, rank and worker
+//! into one `u128`, so that the sets compare single integers.
 //!
 //! A worker's offer differs between queues only when it hosts prior work and the queue is a
 //! normal one with a threshold below 1. So there is one *view* per such threshold plus the
