@@ -622,10 +622,7 @@ fn a_saved_snapshot_restores_the_same_state_into_a_new_cluster() {
         .output()
         .unwrap();
     assert_eq!(refused.status.code(), Some(2), "{refused:?}");
-    assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("--restore"),
-        "{refused:?}"
-    );
+    assert!(stderr(&refused).contains("--restore"), "{refused:?}");
 }
 
 #[test]

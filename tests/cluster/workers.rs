@@ -141,7 +141,7 @@ fn a_drained_worker_takes_no_new_work_and_leaves_once_its_work_ends() {
     let refused = Masters::client(&masters.list_from(1), &["workers", "drain", w1]);
     assert_eq!(refused.status.code(), Some(3), "{refused:?}");
     assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("only an ALIVE worker can be drained"),
+        crate::support::stderr(&refused).contains("only an ALIVE worker can be drained"),
         "{refused:?}"
     );
 }
