@@ -26,6 +26,19 @@ pub fn muster() -> Command {
     command
 }
 
+/// `command` without the test clusters' secret and TLS files, for a cluster started plain.
+pub fn without_security(command: &mut Command) -> &mut Command {
+    for key in [
+        "MUSTER_SECRET_FILE",
+        "MUSTER_TLS_CERT",
+        "MUSTER_TLS_KEY",
+        "MUSTER_TLS_CA",
+    ] {
+        command.env_remove(key);
+    }
+    command
+}
+
 /// A throw-away CA and a certificate for 127.0.0.1 that every test master serves, made once
 /// per test process.
 pub fn tls_files() -> &'static muster_proto::transport::TlsFiles {
@@ -280,14 +293,7 @@ impl Masters {
         let log = std::fs::File::create(self.dir.path().join(format!("master-{id}.log"))).unwrap();
         let mut command = master_command(id as u64, &self.addrs[id - 1], &self.peers, &data_dir);
         if self.plain {
-            for key in [
-                "MUSTER_SECRET_FILE",
-                "MUSTER_TLS_CERT",
-                "MUSTER_TLS_KEY",
-                "MUSTER_TLS_CA",
-            ] {
-                command.env_remove(key);
-            }
+            without_security(&mut command);
         }
         Process(
             command

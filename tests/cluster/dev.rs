@@ -1,6 +1,7 @@
-//! `muster dev` starts a whole local cluster and stops all of it on SIGTERM.
+//! `muster dev` starts a whole local cluster, starts a member that exited again on request,
+//! and stops all of it on SIGTERM.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -14,10 +15,12 @@ fn dev_starts_masters_and_workers_and_stops_them_all() {
     let mut dev = muster()
         .args(["dev", "--masters", "3", "--workers", "2", "--data-dir"])
         .arg(dir.path())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("muster dev starts");
+    let mut typed = dev.stdin.take().unwrap();
     let mut lines = BufReader::new(dev.stdout.take().unwrap()).lines();
     let mut exported = |name: &str| loop {
         let line = lines
@@ -94,13 +97,40 @@ fn dev_starts_masters_and_workers_and_stops_them_all() {
     }
     assert!(dev.try_wait().unwrap().is_none(), "dev keeps running");
 
+    // `restart NAME` on its standard input brings the killed master back, which answers
+    // again from its own copy of the state.
+    writeln!(typed, "restart {leader}").unwrap();
+    let restarted = lines.next().expect("dev answers").unwrap();
+    assert!(
+        restarted.starts_with(&format!("master-{leader} started again (pid ")),
+        "{restarted}"
+    );
+    let start = Instant::now();
+    loop {
+        let output = muster()
+            .args(["status", "--local", "--json"])
+            .env("MUSTER_MASTERS", &leader_addr)
+            .env("MUSTER_SECRET_FILE", &secret)
+            .env("MUSTER_TLS_CA", &ca)
+            .output()
+            .unwrap();
+        if output.status.success() {
+            break;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the restarted master does not answer"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(dev.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
     assert!(dev.wait().unwrap().success());
-    for addr in masters.split(',').filter(|a| *a != leader_addr) {
+    for addr in masters.split(',') {
         assert!(
             std::net::TcpStream::connect(addr).is_err(),
             "master at {addr} still listens"

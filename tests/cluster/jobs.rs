@@ -408,7 +408,7 @@ name = "long"
     let run = job_run(&masters, &file);
     running_app(&masters, "ordinary", 4);
     let prior = [&["--queue", "prod", "--cores-max", "1"][..], SLEEPERS].concat();
-    let (_prior, prior_id, _) = app_run(&masters, &prior);
+    let (_prior, prior_id, _prior_out) = app_run(&masters, &prior);
     wait_for(&masters, "the prior app running", |s| {
         running_executors(s, &prior_id).len() == 1
     });

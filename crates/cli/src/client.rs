@@ -1,17 +1,18 @@
 //! Talking to the masters: any reachable master answers (followers forward to the leader);
-//! when one is down the next is tried, and a leader hint is followed
-//! ([`muster_proto::discovery`]). Elections are waited out for a while before giving up.
+//! when one is down or a call is lost on the way the next is tried, and a leader hint is
+//! followed ([`muster_proto::discovery`]). Elections and broken links are waited out for a
+//! while before giving up.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use muster_driver::app::MasterLink;
 use muster_proto::auth::{Credential, random_hex};
-use muster_proto::discovery::{LeaderFinder, leader_hint};
+use muster_proto::discovery::{LeaderFinder, leader_hint, worth_retrying};
 use muster_proto::transport::Dialer;
 use muster_proto::v1::cluster_client::ClusterClient;
+use tonic::Status;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
-use tonic::{Code, Status};
 
 use crate::error::CliError;
 
@@ -149,12 +150,10 @@ impl Masters {
                 });
             match answer {
                 Ok(reply) => return Ok(reply.into_inner()),
-                Err(status)
-                    if matches!(
-                        status.code(),
-                        Code::Unavailable | Code::Cancelled | Code::DeadlineExceeded
-                    ) =>
-                {
+                Err(status) if let Some(hint) = self.dialer.mismatch(&status, &addr) => {
+                    return Err(CliError::BadInput(hint));
+                }
+                Err(status) if worth_retrying(&status) => {
                     let reason = status.message();
                     let reason = reason
                         .strip_prefix(&format!("{addr}: "))

@@ -6,11 +6,13 @@
 //! * `cmd`: one module per subcommand, with its arguments.
 //! * `client`: calls to whichever master answers, following the leader.
 //! * `render`: the tables client commands print.
+//! * `output`: printing, and ending quietly once the reader has gone.
 //! * `error`: the one error type and its exit codes.
 
 mod client;
 mod cmd;
 mod error;
+mod output;
 mod render;
 
 use std::ffi::OsString;
@@ -113,7 +115,8 @@ enum JobCommand {
 }
 
 fn main() -> ExitCode {
-    let result = match Cli::parse_from(masters_after_command(std::env::args_os())).command {
+    let result = match Cli::parse_from(connection_flags_after_command(std::env::args_os())).command
+    {
         Command::Plan { file } => plan::run(&file),
         Command::Dev(args) => dev::run(args),
         Command::Master(args) => master::run(args),
@@ -135,14 +138,15 @@ fn main() -> ExitCode {
         Command::Snapshot(command) => snapshot::run(command),
         Command::Secrets(args) => secrets::run(args),
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "muster", &mut std::io::stdout());
-            Ok(String::new())
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "muster", &mut script);
+            Ok(String::from_utf8_lossy(&script).trim_end().to_owned())
         }
     };
     match result {
         Ok(output) => {
             if !output.is_empty() {
-                println!("{output}");
+                output::line(output);
             }
             ExitCode::SUCCESS
         }
@@ -153,23 +157,30 @@ fn main() -> ExitCode {
     }
 }
 
-/// The arguments with a `--masters` given before the subcommand (`muster --masters LIST
-/// status`) moved after it, where every command that calls the masters takes it: before a
-/// `--` that starts a program's own arguments, or at the end.
-fn masters_after_command(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+/// Flags that say how to reach the cluster, which every command calling the masters takes.
+const CONNECTION_FLAGS: [&str; 3] = ["--masters", "--secret-file", "--tls-ca"];
+
+/// The arguments with connection flags given before the subcommand (`muster --masters LIST
+/// --secret-file FILE status`) moved after it, where every command that calls the masters
+/// takes them: before a `--` that starts a program's own arguments, or at the end.
+fn connection_flags_after_command(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
     let mut args: Vec<OsString> = args.into_iter().collect();
     let mut moved = Vec::new();
     let mut i = 1;
     while i < args.len() {
         let arg = args[i].to_string_lossy();
-        if arg == "--masters" && i + 1 < args.len() {
-            moved.extend(args.drain(i..i + 2));
-        } else if arg.starts_with("--masters=") {
-            moved.push(args.remove(i));
-        } else if arg.starts_with('-') {
+        let flag = arg.split_once('=').map_or(&*arg, |(flag, _)| flag);
+        if !CONNECTION_FLAGS.contains(&flag) {
+            if !arg.starts_with('-') {
+                break;
+            }
             i += 1;
+        } else if arg.contains('=') {
+            moved.push(args.remove(i));
+        } else if i + 1 < args.len() {
+            moved.extend(args.drain(i..i + 2));
         } else {
-            break;
+            i += 1;
         }
     }
     if !moved.is_empty() {
@@ -181,11 +192,11 @@ fn masters_after_command(args: impl IntoIterator<Item = OsString>) -> Vec<OsStri
 
 #[cfg(test)]
 mod tests {
-    use super::masters_after_command;
+    use super::connection_flags_after_command;
 
     fn moved(args: &str) -> String {
         let args = args.split(' ').map(Into::into);
-        let out: Vec<String> = masters_after_command(args)
+        let out: Vec<String> = connection_flags_after_command(args)
             .into_iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
@@ -193,7 +204,7 @@ mod tests {
     }
 
     #[test]
-    fn masters_before_the_command_moves_after_it() {
+    fn connection_flags_before_the_command_move_after_it() {
         assert_eq!(
             moved("muster --masters a:1 status --json"),
             "muster status --json --masters a:1"
@@ -206,11 +217,16 @@ mod tests {
             moved("muster --masters a:1 submit --cores 2 -- /bin/echo --masters x"),
             "muster submit --cores 2 --masters a:1 -- /bin/echo --masters x"
         );
+        assert_eq!(
+            moved("muster --secret-file s --tls-ca=c.pem --masters a:1 apps"),
+            "muster apps --secret-file s --tls-ca=c.pem --masters a:1"
+        );
         // After the command, or absent, nothing moves.
         assert_eq!(
             moved("muster status --masters a:1"),
             "muster status --masters a:1"
         );
         assert_eq!(moved("muster --help"), "muster --help");
+        assert_eq!(moved("muster --masters"), "muster --masters");
     }
 }

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use muster_proto::auth::Credential;
-use muster_proto::discovery::{LeaderFinder, leader_hint};
+use muster_proto::discovery::{LeaderFinder, leader_hint, worth_retrying};
 use muster_proto::transport::Dialer;
 use muster_proto::v1::app_event::Body as Event;
 use muster_proto::v1::app_link_client::AppLinkClient;
@@ -19,7 +19,7 @@ use muster_proto::v1::{
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Code, Status};
+use tonic::Status;
 
 /// How long the masters may stay unreachable before the link gives up.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -188,10 +188,15 @@ impl Attachment<'_> {
         };
         let mut events = match attached {
             Ok(response) => response.into_inner(),
-            Err(status) if status.code() == Code::Unavailable => {
+            Err(status) if let Some(hint) = self.masters.dialer.mismatch(&status, addr) => {
+                return Err(LinkError::Refused(Status::invalid_argument(hint)));
+            }
+            // Lost on the way (a transport error), or not the leader: never a reason to give
+            // up the application while the masters may still answer.
+            Err(status) if worth_retrying(&status) => {
                 return match leader_hint(&status, addr) {
                     Some(leader) => Ok(Detached::LeaderAt(leader.to_owned())),
-                    None => retry(status.message().to_owned()),
+                    None => retry(format!("{addr}: {}", status.message())),
                 };
             }
             Err(status) => return Err(LinkError::Refused(status)),

@@ -140,8 +140,7 @@ pub struct JobReport {
     pub name: String,
     /// `SUCCEEDED`, `FAILED` or `RUNNING`.
     pub state: String,
-    /// Why it failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Why it failed; `null` when it did not.
     pub error: Option<String>,
     /// When it was submitted, in ms from the driver's start.
     pub submitted_ms: u64,

@@ -18,6 +18,20 @@ pub const MAX_BACKOFF: Duration = Duration::from_millis(500);
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 
+/// Whether a failed call is worth making again, of this master or the next. It is when no
+/// master's answer came back (a connection refused, reset or closed, a stream broken, no
+/// answer in time: an error made on this side, which carries its cause), or when a master
+/// answered that it cannot take the call now (`UNAVAILABLE`: a follower, an election, a
+/// leader stepping down; `CANCELLED`, `DEADLINE_EXCEEDED`). Every other status is the
+/// masters' answer (bad input, unknown ids, refused credentials) and is passed on.
+pub fn worth_retrying(status: &tonic::Status) -> bool {
+    std::error::Error::source(status).is_some()
+        || matches!(
+            status.code(),
+            tonic::Code::Unavailable | tonic::Code::Cancelled | tonic::Code::DeadlineExceeded
+        )
+}
+
 /// The leader's address a refusal names, if it names one other than `asked`.
 pub fn leader_hint<'s>(status: &'s tonic::Status, asked: &str) -> Option<&'s str> {
     status
@@ -141,6 +155,32 @@ mod tests {
 
     fn finder() -> LeaderFinder {
         LeaderFinder::new(vec!["m1".into(), "m2".into(), "m3".into()])
+    }
+
+    #[test]
+    fn a_lost_call_is_retried_and_an_answer_is_passed_on() {
+        // What tonic makes of a broken connection: `Unknown`, with the transport error as
+        // its cause.
+        let broken = tonic::Status::from_error(Box::new(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "transport error",
+        )));
+        assert_eq!(broken.code(), tonic::Code::Unknown);
+        assert!(worth_retrying(&broken));
+        assert!(worth_retrying(&tonic::Status::unavailable(
+            "not the leader"
+        )));
+        // The same codes from a master, read off the wire, carry no cause.
+        assert!(!worth_retrying(&tonic::Status::unknown("transport error")));
+        assert!(!worth_retrying(&tonic::Status::invalid_argument(
+            "cores: must be at least 1"
+        )));
+        assert!(!worth_retrying(&tonic::Status::not_found(
+            "unknown application"
+        )));
+        assert!(!worth_retrying(&tonic::Status::unauthenticated(
+            "no credential"
+        )));
     }
 
     #[test]

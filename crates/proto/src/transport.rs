@@ -218,6 +218,21 @@ impl Dialer {
         self.0.is_some()
     }
 
+    /// What to tell the user when a call of this dialer's to `addr` failed with `status`
+    /// because the two ends speak differently: a plain dialer whose HTTP/2 was answered with
+    /// something else (TLS, most likely). `None` for any other failure.
+    pub fn mismatch(&self, status: &tonic::Status, addr: &str) -> Option<String> {
+        let garbled = status.code() == tonic::Code::Internal
+            && std::error::Error::source(status).is_some()
+            && status.message().starts_with("h2 protocol error");
+        (garbled && !self.is_tls()).then(|| {
+            format!(
+                "{addr} did not answer in plain HTTP/2: it speaks TLS, most likely. Give the CA \
+                 that signed the masters' certificates with --tls-ca FILE or MUSTER_TLS_CA"
+            )
+        })
+    }
+
     /// The endpoint of the master at `addr` (`HOST:PORT`).
     ///
     /// # Errors

@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use super::{MastersArg, WorkArgs, program, runtime, stop_signal};
 use crate::client::{Masters, request_id};
 use crate::error::CliError;
+use crate::output;
 
 /// `muster app run`.
 #[derive(Args)]
@@ -119,7 +120,7 @@ fn read_commands(commands: mpsc::Sender<Message>) {
 }
 
 /// Follows the application, printing its id and executor events, until it ends; the stop
-/// signal finishes it.
+/// signal, or a reader of standard output that has gone, finishes it.
 async fn follow(masters: Masters, register: RegisterApp) -> Result<String, CliError> {
     let (requests, received) = mpsc::channel(16);
     read_commands(requests.clone());
@@ -128,9 +129,9 @@ async fn follow(masters: Masters, register: RegisterApp) -> Result<String, CliEr
     let mut link = std::pin::pin!(link);
     let mut stop = std::pin::pin!(stop_signal());
     let mut app_id = String::new();
-    let mut stopped = false;
+    let mut finishing = false;
     loop {
-        tokio::select! {
+        let finish = tokio::select! {
             ended = &mut link => {
                 while let Ok(update) = printed.try_recv() {
                     print_update(update, &mut app_id);
@@ -138,22 +139,24 @@ async fn follow(masters: Masters, register: RegisterApp) -> Result<String, CliEr
                 let state = ended?;
                 return Ok(format!("application {app_id} {state}"));
             }
-            Some(update) = printed.recv() => print_update(update, &mut app_id),
-            () = &mut stop, if !stopped => {
-                stopped = true;
-                // Sent from a task of its own: the link must keep running to take it.
-                let requests = requests.clone();
-                tokio::spawn(async move { requests.send(Message::Finish(FinishApp {})).await });
-            }
+            Some(update) = printed.recv() => !print_update(update, &mut app_id),
+            () = &mut stop, if !finishing => true,
+        };
+        if finish && !finishing {
+            finishing = true;
+            // Sent from a task of its own: the link must keep running to take it.
+            let requests = requests.clone();
+            tokio::spawn(async move { requests.send(Message::Finish(FinishApp {})).await });
         }
     }
 }
 
-fn print_update(update: AppUpdate, app_id: &mut String) {
+/// Prints one update; `false` once nobody reads standard output.
+fn print_update(update: AppUpdate, app_id: &mut String) -> bool {
     match update {
         AppUpdate::Registered(id) => {
-            println!("{id}");
             *app_id = id;
+            output::line(app_id)
         }
         AppUpdate::Executor(e) => {
             let exit = e
@@ -161,17 +164,20 @@ fn print_update(update: AppUpdate, app_id: &mut String) {
                 .map(|c| format!(" exit {c}"))
                 .unwrap_or_default();
             let resources = muster_proto::convert::resources(e.resources.clone());
-            println!(
+            output::line(format_args!(
                 "executor {} on {}: {resources}, {}{exit}",
                 e.executor_id,
                 e.worker,
                 e.state().name()
-            );
+            ))
         }
-        AppUpdate::Preempted { executor_id, grace } => println!(
+        AppUpdate::Preempted { executor_id, grace } => output::line(format_args!(
             "executor {executor_id} preempted for prior work: killed within {:.1} s",
             grace.as_secs_f64()
-        ),
-        AppUpdate::Reconnecting(reason) => eprintln!("lost the leader ({reason}); reconnecting"),
+        )),
+        AppUpdate::Reconnecting(reason) => {
+            eprintln!("lost the leader ({reason}); reconnecting");
+            true
+        }
     }
 }

@@ -17,6 +17,7 @@ use muster_proto::transport::TlsFiles;
 
 use crate::client::Masters;
 use crate::error::CliError;
+use crate::output;
 
 /// `muster dev`.
 #[derive(Args)]
@@ -39,22 +40,32 @@ pub struct DevArgs {
 }
 
 /// A child of `muster dev`, stopped with SIGTERM when dropped.
-struct DevChild(String, Child);
+struct DevChild {
+    /// `master-1`, `worker-2`, ...
+    name: String,
+    /// Its command line, to start it again.
+    args: Vec<String>,
+    process: Child,
+}
 
 impl Drop for DevChild {
-    /// SIGTERM, then SIGKILL if it has not exited within a few seconds.
+    /// SIGTERM, then SIGKILL if it has not exited within a few seconds; nothing if it has
+    /// exited already (its pid may belong to another process by now).
     fn drop(&mut self) {
-        let _ = kill(Pid::from_raw(self.1.id() as i32), Signal::SIGTERM);
+        if let Ok(Some(_)) = self.process.try_wait() {
+            return;
+        }
+        let _ = kill(Pid::from_raw(self.process.id() as i32), Signal::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.1.try_wait() {
+            if let Ok(Some(_)) = self.process.try_wait() {
                 return;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        eprintln!("{} did not stop on SIGTERM; killing it", self.0);
-        let _ = self.1.kill();
-        let _ = self.1.wait();
+        eprintln!("{} did not stop on SIGTERM; killing it", self.name);
+        let _ = self.process.kill();
+        let _ = self.process.wait();
     }
 }
 
@@ -64,18 +75,30 @@ fn free_port() -> Result<u16, CliError> {
     Ok(listener.local_addr()?.port())
 }
 
-fn spawn(name: &str, dir: &std::path::Path, args: &[String]) -> Result<DevChild, CliError> {
+/// Starts `muster ARGS` as `name`, its standard error appended to `DIR/NAME.log`.
+fn spawn(name: &str, dir: &Path, args: Vec<String>) -> Result<DevChild, CliError> {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::Failed(format!("cannot find the muster binary: {e}")))?;
-    let log = std::fs::File::create(dir.join(format!("{name}.log")))?;
-    let child = Command::new(exe)
-        .args(args)
+    let log = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(log_path(dir, name))?;
+    let process = Command::new(exe)
+        .args(&args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
         .map_err(|e| CliError::Failed(format!("cannot start {name}: {e}")))?;
-    Ok(DevChild(name.to_owned(), child))
+    Ok(DevChild {
+        name: name.to_owned(),
+        args,
+        process,
+    })
+}
+
+fn log_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.log"))
 }
 
 /// The cluster's secret in `dir`, made on first use: 32 random bytes as hex, readable by
@@ -198,7 +221,7 @@ impl LocalCluster {
             ];
             let mut master_args: Vec<String> = master_args.map(str::to_owned).to_vec();
             master_args.extend(args.master_args.iter().cloned());
-            children.push(spawn(&format!("master-{id}"), &dir, &master_args)?);
+            children.push(spawn(&format!("master-{id}"), &dir, master_args)?);
         }
         let dialer = tls.dialer().map_err(|e| CliError::Failed(e.to_string()))?;
         let masters = Masters::parse(&masters_list, secret.credential(Role::Client), dialer)?;
@@ -226,7 +249,7 @@ impl LocalCluster {
             children.push(spawn(
                 &format!("worker-{i}"),
                 &dir,
-                &worker_args.map(str::to_owned),
+                worker_args.map(str::to_owned).to_vec(),
             )?);
         }
         Ok(Self {
@@ -243,7 +266,43 @@ impl LocalCluster {
     }
 }
 
-/// Starts the cluster, prints how to reach it, and runs until Ctrl-C or SIGTERM.
+impl LocalCluster {
+    /// Starts the member `name` (`master-1`, or `1` for short; `worker-2`) again with its
+    /// command line, once it has exited.
+    ///
+    /// # Errors
+    ///
+    /// No such member, it still runs, or it cannot start.
+    pub fn restart(&mut self, name: &str) -> Result<String, CliError> {
+        let name = match name.parse::<usize>() {
+            Ok(id) => format!("master-{id}"),
+            Err(_) => name.to_owned(),
+        };
+        let Some(child) = self.children.iter_mut().find(|c| c.name == name) else {
+            let names: Vec<&str> = self.children.iter().map(|c| c.name.as_str()).collect();
+            return Err(CliError::BadInput(format!(
+                "no member {name}: the members are {}",
+                names.join(", ")
+            )));
+        };
+        if child.process.try_wait()?.is_none() {
+            return Err(CliError::Refused(format!("{name} is running")));
+        }
+        *child = spawn(&name, &self.dir, child.args.clone())?;
+        Ok(format!("{name} started again (pid {})", child.process.id()))
+    }
+
+    /// Keeps the data and logs after the cluster stops, when they are in a temporary
+    /// directory (which is otherwise removed).
+    pub fn keep_dir(&mut self) {
+        if let Some(temporary) = self._temporary.take() {
+            let _ = temporary.keep();
+        }
+    }
+}
+
+/// Starts the cluster, prints how to reach it, and runs until Ctrl-C or SIGTERM, starting a
+/// member again when `restart NAME` is typed on standard input.
 pub fn run(args: DevArgs) -> Result<String, CliError> {
     let runtime = runtime()?;
     let shape = Shape {
@@ -256,35 +315,72 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
     };
     let mut cluster = LocalCluster::start(shape, &runtime)?;
     let (dir, leader) = (cluster.dir.clone(), cluster.leader);
-    println!(
+    output::line(format_args!(
         "muster dev: {} masters (leader {leader}), {} workers",
         args.masters, args.workers
-    );
-    println!("data and logs: {}", dir.display());
-    println!("status pages: {}", cluster.pages.join(" "));
-    println!("export MUSTER_MASTERS={}", cluster.masters_list);
-    println!("export MUSTER_SECRET_FILE={}", cluster.secret_path);
-    println!("export MUSTER_TLS_CA={}", cluster.ca);
-    println!("Ctrl-C stops everything.");
+    ));
+    output::line(format_args!("data and logs: {}", dir.display()));
+    output::line(format_args!("status pages: {}", cluster.pages.join(" ")));
+    output::line(format_args!(
+        "export MUSTER_MASTERS={}",
+        cluster.masters_list
+    ));
+    output::line(format_args!(
+        "export MUSTER_SECRET_FILE={}",
+        cluster.secret_path
+    ));
+    output::line(format_args!("export MUSTER_TLS_CA={}", cluster.ca));
+    output::line("Ctrl-C stops everything; `restart NAME` starts a stopped member again.");
 
+    let (typed, mut commands) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            let Ok(line) = line else { return };
+            if typed.send(line).is_err() {
+                return;
+            }
+        }
+    });
     // A child that dies is reported, not fatal: killing a master to watch the failover is
     // the point of a local cluster.
-    runtime.block_on(async {
+    let died = runtime.block_on(async {
         let mut terminate =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
         let mut check = tokio::time::interval(Duration::from_millis(500));
-        let mut reported = vec![false; cluster.children.len()];
+        let mut reported: Vec<String> = Vec::new();
+        let mut died = false;
         loop {
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => return,
-                _ = terminate.recv() => return,
+                _ = tokio::signal::ctrl_c() => return died,
+                _ = terminate.recv() => return died,
+                Some(line) = commands.recv() => {
+                    let line = line.trim();
+                    let answer = match line.split_whitespace().collect::<Vec<_>>()[..] {
+                        [] => continue,
+                        ["restart", name] => cluster.restart(name),
+                        _ => Err(CliError::BadInput(format!("`{line}`: type `restart NAME`, such as `restart master-1`"))),
+                    };
+                    match answer {
+                        Ok(done) => {
+                            reported.retain(|name| !done.starts_with(&format!("{name} ")));
+                            output::line(done);
+                        }
+                        Err(error) => eprintln!("error: {error}"),
+                    }
+                }
                 _ = check.tick() => {
-                    for (child, reported) in cluster.children.iter_mut().zip(&mut reported) {
-                        if let Ok(Some(status)) = child.1.try_wait()
-                            && !*reported
+                    for child in &mut cluster.children {
+                        if let Ok(Some(status)) = child.process.try_wait()
+                            && !reported.contains(&child.name)
                         {
-                            *reported = true;
-                            println!("{} exited ({status}); see {}", child.0, dir.join(format!("{}.log", child.0)).display());
+                            died = true;
+                            reported.push(child.name.clone());
+                            output::line(format_args!(
+                                "{} exited ({status}); see {}; `restart {}` starts it again",
+                                child.name,
+                                log_path(&dir, &child.name).display(),
+                                child.name
+                            ));
                         }
                     }
                 }
@@ -292,6 +388,17 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
         }
     });
     let started = Instant::now();
+    if died {
+        cluster.keep_dir();
+    }
     drop(cluster);
-    Ok(format!("stopped in {:?}", started.elapsed()))
+    let kept = if died {
+        format!(
+            "; a member had exited, so its data and logs stay in {}",
+            dir.display()
+        )
+    } else {
+        String::new()
+    };
+    Ok(format!("stopped in {:?}{kept}", started.elapsed()))
 }

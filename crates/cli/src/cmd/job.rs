@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use super::{MastersArg, runtime, stop_signal};
 use crate::client::request_id;
 use crate::error::CliError;
+use crate::output;
 
 /// The environment variable carrying a job file's text to a driver in cluster mode.
 pub const JOB_SPEC_VARIABLE: &str = "MUSTER_JOB_SPEC";
@@ -100,7 +101,7 @@ pub fn run(args: JobRunArgs) -> Result<String, CliError> {
     if report.jobs.iter().all(|job| job.state == "SUCCEEDED") {
         Ok(output)
     } else {
-        println!("{output}");
+        output::line(output);
         Err(CliError::Failed("a job failed".to_owned()))
     }
 }

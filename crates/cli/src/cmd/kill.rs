@@ -16,7 +16,7 @@ pub struct KillArgs {
     id: String,
 }
 
-/// Kills it.
+/// Kills it, and says so.
 ///
 /// # Errors
 ///
@@ -28,5 +28,5 @@ pub fn run(args: KillArgs) -> Result<String, CliError> {
         id: args.id,
     };
     runtime()?.block_on(masters.call(async |mut c| c.kill(request.clone()).await))?;
-    Ok(String::new())
+    Ok(format!("{} killed", request.id))
 }

@@ -24,7 +24,7 @@ pub struct QueuesArgs {
     json: bool,
 }
 
-/// Shows or sets the queues.
+/// Shows the queues, or sets them and names them.
 ///
 /// # Errors
 ///
@@ -37,12 +37,19 @@ pub fn run(args: QueuesArgs) -> Result<String, CliError> {
         }
         return Ok(render::queues(&status).trim_end().to_owned());
     };
-    let queues = read_queues(&path)?.iter().map(Queue::from).collect();
+    let queues = read_queues(&path)?;
+    let names: Vec<String> = queues
+        .iter()
+        .map(|q| {
+            let prior = if q.prior { " (prior)" } else { "" };
+            format!("{}{prior}", q.name)
+        })
+        .collect();
     let masters = args.masters.parse()?;
     let request = SetQueuesRequest {
         request_id: request_id(),
-        queues,
+        queues: queues.iter().map(Queue::from).collect(),
     };
     runtime()?.block_on(masters.call(async |mut c| c.set_queues(request.clone()).await))?;
-    Ok(String::new())
+    Ok(format!("queues set: {}", names.join(", ")))
 }

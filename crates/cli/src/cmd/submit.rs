@@ -15,6 +15,7 @@ use super::job::JOB_SPEC_VARIABLE;
 use super::{MastersArg, WorkArgs, program, runtime};
 use crate::client::{Masters, request_id};
 use crate::error::CliError;
+use crate::output;
 
 /// `muster submit`.
 #[derive(Args)]
@@ -99,7 +100,7 @@ pub fn run(args: SubmitArgs) -> Result<String, CliError> {
     if !args.wait {
         return Ok(reply.driver_id);
     }
-    println!("{}", reply.driver_id);
+    output::line(&reply.driver_id);
     runtime.block_on(follow(&masters, &reply.driver_id))?;
     Ok(String::new())
 }
@@ -120,6 +121,10 @@ async fn follow(masters: &Masters, id: &str) -> Result<(), CliError> {
         let state = driver.state();
         let line = match state {
             DriverState::Running => format!("{id} RUNNING on {}", driver.worker),
+            // Why it waits: no room, a queue at capacity, a threshold, ...
+            DriverState::Submitted if !driver.waiting.is_empty() => {
+                format!("{id} SUBMITTED, waiting: {}", driver.waiting)
+            }
             other => format!(
                 "{id} {}",
                 other.as_str_name().trim_start_matches("DRIVER_STATE_")

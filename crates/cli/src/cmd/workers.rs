@@ -36,7 +36,7 @@ enum WorkersAction {
     },
 }
 
-/// Shows the workers, or drains one.
+/// Shows the workers, or drains one and says so.
 ///
 /// # Errors
 ///
@@ -66,5 +66,12 @@ pub fn run(args: WorkersArgs) -> Result<String, CliError> {
         kill_after_ms,
     };
     runtime()?.block_on(masters.call(async |mut c| c.drain_worker(request.clone()).await))?;
-    Ok(String::new())
+    let then = match kill_after {
+        Some(s) => format!("; what still runs after {s} s is killed"),
+        None => String::new(),
+    };
+    Ok(format!(
+        "{} draining: no new work, DECOMMISSIONED once nothing runs on it{then}",
+        request.worker_id
+    ))
 }
