@@ -6,14 +6,21 @@
 //! While attached it reads dynamic-allocation commands on standard input, one per line:
 //! `limit N` (cap the executor count; lowering it kills nothing), `limit none`, and
 //! `release ID ...` (give executors back; set a limit first or they are replaced).
+//!
+//! With `--json` it is the link a program drives an application through (the Spark plug-in
+//! does): every event is one JSON object per line, and the end of standard input finishes the
+//! application, so that an owner that dies takes its application with it.
+
+use std::collections::BTreeMap;
 
 use clap::Args;
 use muster_driver::app::AppUpdate;
 use muster_proto::v1::app_message::Body as Message;
 use muster_proto::v1::{FinishApp, RegisterApp, ReleaseExecutors, SetExecutorLimit};
+use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::{MastersArg, WorkArgs, program, runtime, stop_signal};
+use super::{MastersArg, WorkArgs, parse_resources, program, runtime, stop_signal};
 use crate::client::{Masters, request_id};
 use crate::error::CliError;
 use crate::output;
@@ -34,9 +41,19 @@ pub struct AppRunArgs {
     /// Memory per executor, in MB.
     #[arg(long, default_value_t = 1024)]
     executor_memory: u64,
+    /// Custom resources per executor: NAME=AMOUNT,...
+    #[arg(long, default_value = "")]
+    executor_resources: String,
     /// Most executors the application may hold.
     #[arg(long)]
     executor_limit: Option<u32>,
+    /// A variable of the executors' environment: NAME=VALUE, or NAME for this command's own
+    /// value of it. May be given more than once.
+    #[arg(long = "env", value_name = "NAME[=VALUE]")]
+    env: Vec<String>,
+    /// Print events as JSON lines, and finish the application when standard input ends.
+    #[arg(long)]
+    json: bool,
     /// The executor program and its arguments, after `--`.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -55,14 +72,49 @@ pub fn run(args: AppRunArgs) -> Result<String, CliError> {
         cores_max: args.cores_max,
         executor_cores: args.executor_cores,
         executor_memory_mb: args.executor_memory,
-        executor_resources: Default::default(),
+        executor_resources: parse_resources("--executor-resources", &args.executor_resources)?
+            .into_iter()
+            .collect(),
         command: program.clone(),
         args: program_args.to_vec(),
-        env: Default::default(),
+        env: environment(&args.env)?.into_iter().collect(),
         executor_limit: args.executor_limit,
         app_token: String::new(),
     };
-    runtime()?.block_on(follow(masters, register))
+    let format = if args.json {
+        Format::Json
+    } else {
+        Format::Text
+    };
+    runtime()?.block_on(follow(masters, register, format))
+}
+
+/// The executors' environment from `--env` entries.
+///
+/// # Errors
+///
+/// An empty name, or a NAME without a value here.
+fn environment(entries: &[String]) -> Result<BTreeMap<String, String>, CliError> {
+    entries
+        .iter()
+        .map(|entry| {
+            let (name, value) = match entry.split_once('=') {
+                Some((name, value)) => (name, value.to_owned()),
+                None => {
+                    let value = std::env::var(entry).map_err(|_| {
+                        CliError::BadInput(format!(
+                            "--env {entry}: no value given, and none in this environment"
+                        ))
+                    })?;
+                    (entry.as_str(), value)
+                }
+            };
+            if name.is_empty() {
+                return Err(CliError::BadInput(format!("--env {entry}: no name")));
+            }
+            Ok((name.to_owned(), value))
+        })
+        .collect()
 }
 
 /// Parses one standard-input command.
@@ -99,11 +151,12 @@ fn parse_command(line: &str) -> Result<Message, CliError> {
     Ok(body)
 }
 
-/// Reads commands from standard input on a thread of its own, for as long as it is open.
-fn read_commands(commands: mpsc::Sender<Message>) {
+/// Reads commands from standard input on a thread of its own, for as long as it is open;
+/// with `finish_at_end`, its end finishes the application.
+fn read_commands(commands: mpsc::Sender<Message>, finish_at_end: bool) {
     std::thread::spawn(move || {
         for line in std::io::stdin().lines() {
-            let Ok(line) = line else { return };
+            let Ok(line) = line else { break };
             if line.trim().is_empty() {
                 continue;
             }
@@ -116,14 +169,30 @@ fn read_commands(commands: mpsc::Sender<Message>) {
                 Err(error) => eprintln!("error: {error}"),
             }
         }
+        if finish_at_end {
+            let _ = commands.blocking_send(Message::Finish(FinishApp {}));
+        }
     });
+}
+
+/// How updates are printed.
+#[derive(Clone, Copy)]
+enum Format {
+    /// Lines for people.
+    Text,
+    /// One JSON object per line, for a program.
+    Json,
 }
 
 /// Follows the application, printing its id and executor events, until it ends; the stop
 /// signal, or a reader of standard output that has gone, finishes it.
-async fn follow(masters: Masters, register: RegisterApp) -> Result<String, CliError> {
+async fn follow(
+    masters: Masters,
+    register: RegisterApp,
+    format: Format,
+) -> Result<String, CliError> {
     let (requests, received) = mpsc::channel(16);
-    read_commands(requests.clone());
+    read_commands(requests.clone(), matches!(format, Format::Json));
     let (updates, mut printed) = mpsc::unbounded_channel();
     let link = muster_driver::app::run(masters.link(), register, received, updates);
     let mut link = std::pin::pin!(link);
@@ -134,12 +203,15 @@ async fn follow(masters: Masters, register: RegisterApp) -> Result<String, CliEr
         let finish = tokio::select! {
             ended = &mut link => {
                 while let Ok(update) = printed.try_recv() {
-                    print_update(update, &mut app_id);
+                    print_update(update, &mut app_id, format);
                 }
                 let state = ended?;
-                return Ok(format!("application {app_id} {state}"));
+                return Ok(match format {
+                    Format::Text => format!("application {app_id} {state}"),
+                    Format::Json => json!({"event": "ended", "app_id": app_id, "state": state}).to_string(),
+                });
             }
-            Some(update) = printed.recv() => !print_update(update, &mut app_id),
+            Some(update) = printed.recv() => !print_update(update, &mut app_id, format),
             () = &mut stop, if !finishing => true,
         };
         if finish && !finishing {
@@ -152,12 +224,19 @@ async fn follow(masters: Masters, register: RegisterApp) -> Result<String, CliEr
 }
 
 /// Prints one update; `false` once nobody reads standard output.
-fn print_update(update: AppUpdate, app_id: &mut String) -> bool {
+fn print_update(update: AppUpdate, app_id: &mut String, format: Format) -> bool {
+    if let AppUpdate::Registered(id) = &update {
+        app_id.clone_from(id);
+    }
+    match format {
+        Format::Text => print_text(update),
+        Format::Json => output::line(update_json(update)),
+    }
+}
+
+fn print_text(update: AppUpdate) -> bool {
     match update {
-        AppUpdate::Registered(id) => {
-            *app_id = id;
-            output::line(app_id)
-        }
+        AppUpdate::Registered(id) => output::line(id),
         AppUpdate::Executor(e) => {
             let exit = e
                 .exit_code
@@ -179,5 +258,31 @@ fn print_update(update: AppUpdate, app_id: &mut String) -> bool {
             eprintln!("lost the leader ({reason}); reconnecting");
             true
         }
+    }
+}
+
+/// An update as the JSON line `--json` prints.
+fn update_json(update: AppUpdate) -> serde_json::Value {
+    match update {
+        AppUpdate::Registered(id) => json!({"event": "registered", "app_id": id}),
+        AppUpdate::Executor(e) => {
+            let resources = muster_proto::convert::resources(e.resources.clone());
+            json!({
+                "event": "executor",
+                "executor_id": e.executor_id,
+                "worker": e.worker,
+                "state": e.state().name(),
+                "exit_code": e.exit_code,
+                "cores": resources.cores,
+                "memory_mb": resources.memory_mb,
+                "resources": resources.custom,
+            })
+        }
+        AppUpdate::Preempted { executor_id, grace } => json!({
+            "event": "preempted",
+            "executor_id": executor_id,
+            "grace_ms": u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+        }),
+        AppUpdate::Reconnecting(reason) => json!({"event": "reconnecting", "reason": reason}),
     }
 }

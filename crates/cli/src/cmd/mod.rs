@@ -25,6 +25,8 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use clap::Args;
+use muster_core::model::resource_amounts;
+use muster_core::resources::ResourceAmounts;
 use muster_proto::auth::{Credential, Role, Secret};
 use muster_proto::transport::{Dialer, TlsFiles};
 
@@ -257,6 +259,31 @@ pub fn log_to_stderr(format: LogFormat) {
         LogFormat::Text => log.with_ansi(std::io::stderr().is_terminal()).init(),
         LogFormat::Json => log.json().init(),
     }
+}
+
+/// Custom resources given to `flag` as `NAME=AMOUNT,...` (an empty list is none).
+///
+/// # Errors
+///
+/// An entry that is not `NAME=AMOUNT`, an empty name or an amount of zero.
+pub fn parse_resources(flag: &str, list: &str) -> Result<ResourceAmounts, CliError> {
+    let bad = |what: String| CliError::BadInput(format!("{flag}: {what}"));
+    let amounts = list
+        .split(',')
+        .filter(|r| !r.trim().is_empty())
+        .map(|resource| {
+            let (name, amount) = resource
+                .split_once('=')
+                .ok_or_else(|| bad(format!("`{resource}` is not NAME=AMOUNT")))?;
+            let amount = amount
+                .trim()
+                .parse()
+                .map_err(|_| bad(format!("`{amount}` is not an amount")))?;
+            Ok((name.trim().to_owned(), amount))
+        })
+        .collect::<Result<ResourceAmounts, CliError>>()?;
+    resource_amounts(flag, &amounts).map_err(|e| CliError::BadInput(e.to_string()))?;
+    Ok(amounts)
 }
 
 /// The program and its arguments given after `--`.

@@ -4,8 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
-use muster_core::model::resource_amounts;
-use muster_core::resources::{ResourceAmounts, Resources};
+use muster_core::resources::Resources;
 use muster_master::config::seconds;
 use muster_worker::agent::{AgentConfig, lock_work_dir, stable_id};
 use muster_worker::metrics::{Metrics, serve};
@@ -14,8 +13,8 @@ use tracing::Instrument;
 use muster_proto::auth::Role;
 
 use super::{
-    CREDENTIAL_VARIABLE, LogArgs, MastersArg, log_to_stderr, refuse_open, runtime, stop_signal,
-    warn_if_insecure,
+    CREDENTIAL_VARIABLE, LogArgs, MastersArg, log_to_stderr, parse_resources, refuse_open, runtime,
+    stop_signal, warn_if_insecure,
 };
 use crate::error::CliError;
 
@@ -66,24 +65,6 @@ pub struct WorkerArgs {
     http: Option<String>,
 }
 
-/// `NAME=AMOUNT,...`.
-fn parse_resources(list: &str) -> Result<ResourceAmounts, CliError> {
-    list.split(',')
-        .filter(|r| !r.trim().is_empty())
-        .map(|resource| {
-            let bad = |what: String| CliError::BadInput(format!("--resources: {what}"));
-            let (name, amount) = resource
-                .split_once('=')
-                .ok_or_else(|| bad(format!("`{resource}` is not NAME=AMOUNT")))?;
-            let amount = amount
-                .trim()
-                .parse()
-                .map_err(|_| bad(format!("`{amount}` is not an amount")))?;
-            Ok((name.trim().to_owned(), amount))
-        })
-        .collect()
-}
-
 /// Runs a worker until Ctrl-C or SIGTERM.
 ///
 /// # Errors
@@ -96,8 +77,7 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
             "--cores and --memory must be at least 1".to_owned(),
         ));
     }
-    let custom = parse_resources(&args.resources)?;
-    resource_amounts("--resources", &custom).map_err(|e| CliError::BadInput(e.to_string()))?;
+    let custom = parse_resources("--resources", &args.resources)?;
     let capacity = Resources::new(args.cores, args.memory).with_custom(custom);
     let host = match args.host {
         Some(host) => host,

@@ -1,0 +1,192 @@
+package io.muster.spark;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkContext;
+import org.apache.spark.SparkException;
+import org.apache.spark.launcher.JavaModuleOptions;
+import org.apache.spark.rpc.RpcEndpointAddress;
+import org.apache.spark.scheduler.cluster.CoarseGrainedSchedulerBackend;
+import scala.Tuple2;
+
+/**
+ * What a Spark application asks Muster for, from its settings: the command line of the
+ * {@code muster app run --json} link that registers it (queue, cores, executor size, executor
+ * limit, custom resources, credentials) and the command Muster's workers run as each executor
+ * (Spark's own CoarseGrainedExecutorBackend, connecting back to this driver).
+ */
+final class AppRequest {
+    /** Spark's rule for the memory an executor needs beyond its heap: 10%, at least 384 MB. */
+    static final double OVERHEAD_FACTOR = 0.10;
+    static final long MIN_OVERHEAD_MB = 384;
+
+    private AppRequest() {}
+
+    /** The link's command line: {@code muster app run --json ... -- EXECUTOR COMMAND}. */
+    static List<String> command(SparkContext sc, String masters) throws SparkException {
+        SparkConf conf = sc.conf();
+        List<String> args = new ArrayList<>();
+        args.add(conf.get("spark.muster.bin", System.getenv().getOrDefault("MUSTER_BIN", "muster")));
+        args.addAll(List.of("app", "run", "--json", "--masters", masters, "--name", sc.appName()));
+        args.addAll(List.of("--queue", conf.get("spark.muster.queue", "default")));
+        if (conf.contains("spark.muster.secretFile")) {
+            args.addAll(List.of("--secret-file", conf.get("spark.muster.secretFile")));
+        }
+        if (conf.contains("spark.muster.tlsCa")) {
+            args.addAll(List.of("--tls-ca", conf.get("spark.muster.tlsCa")));
+        }
+        if (conf.contains("spark.cores.max")) {
+            args.addAll(List.of("--cores-max", Integer.toString(positive(conf, "spark.cores.max"))));
+        }
+        if (conf.contains("spark.executor.cores")) {
+            args.addAll(List.of("--executor-cores", Integer.toString(positive(conf, "spark.executor.cores"))));
+        }
+        long heapMb = sc.executorMemory();
+        args.addAll(List.of("--executor-memory", Long.toString(heapMb + overheadMb(conf, heapMb))));
+        Integer limit = executorLimit(conf);
+        if (limit != null) {
+            args.addAll(List.of("--executor-limit", limit.toString()));
+        }
+        String resources = executorResources(conf);
+        if (!resources.isEmpty()) {
+            args.addAll(List.of("--executor-resources", resources));
+        }
+        for (Map.Entry<String, String> variable : executorEnvironment(sc).entrySet()) {
+            args.addAll(List.of("--env", variable.getKey() + "=" + variable.getValue()));
+        }
+        if (sc.env().securityManager().isAuthenticationEnabled()) {
+            // Its value travels in the link's environment, not on a command line others see.
+            args.addAll(List.of("--env", AUTH_SECRET_VARIABLE));
+        }
+        args.add("--");
+        args.addAll(executorCommand(sc, heapMb));
+        return args;
+    }
+
+    /** Memory beyond the heap: {@code spark.executor.memoryOverhead}, or Spark's rule. */
+    static long overheadMb(SparkConf conf, long heapMb) {
+        long overhead = conf.contains("spark.executor.memoryOverhead")
+                ? conf.getSizeAsMb("spark.executor.memoryOverhead")
+                : Math.max(MIN_OVERHEAD_MB, (long) (heapMb * factor(conf)));
+        if (conf.contains("spark.executor.pyspark.memory")) {
+            overhead += conf.getSizeAsMb("spark.executor.pyspark.memory");
+        }
+        return overhead;
+    }
+
+    private static double factor(SparkConf conf) {
+        return Double.parseDouble(conf.get("spark.executor.memoryOverheadFactor", Double.toString(OVERHEAD_FACTOR)));
+    }
+
+    /**
+     * The most executors the application may hold at first: none with dynamic allocation
+     * (Spark's allocation manager asks for its initial number once it starts, as on Spark's
+     * standalone cluster), {@code spark.executor.instances} when set, else no limit.
+     */
+    static Integer executorLimit(SparkConf conf) throws SparkException {
+        if (conf.getBoolean("spark.dynamicAllocation.enabled", false)) {
+            return 0;
+        }
+        if (conf.contains("spark.executor.instances")) {
+            return positive(conf, "spark.executor.instances");
+        }
+        return null;
+    }
+
+    /** {@code spark.executor.resource.NAME.amount} settings as {@code NAME=AMOUNT,...}. */
+    static String executorResources(SparkConf conf) throws SparkException {
+        Map<String, Integer> amounts = new TreeMap<>();
+        String prefix = "spark.executor.resource.";
+        for (Tuple2<String, String> setting : conf.getAll()) {
+            String key = setting._1();
+            if (key.startsWith(prefix) && key.endsWith(".amount")) {
+                String name = key.substring(prefix.length(), key.length() - ".amount".length());
+                amounts.put(name, positive(conf, key));
+            }
+        }
+        List<String> entries = new ArrayList<>();
+        amounts.forEach((name, amount) -> entries.add(name + "=" + amount));
+        return String.join(",", entries);
+    }
+
+    /** The executors' environment: {@code spark.executorEnv.*}. */
+    static Map<String, String> executorEnvironment(SparkContext sc) {
+        return new TreeMap<>(scala.jdk.javaapi.CollectionConverters.asJava(sc.executorEnvs()));
+    }
+
+    /**
+     * Where executors find the application's secret when {@code spark.authenticate} is on, as
+     * Spark's standalone worker hands it over.
+     */
+    static final String AUTH_SECRET_VARIABLE = "_SPARK_AUTH_SECRET";
+
+    /** The link's own environment: the authentication secret, when there is one. */
+    static Map<String, String> linkEnvironment(SparkContext sc) {
+        Map<String, String> environment = new TreeMap<>();
+        if (sc.env().securityManager().isAuthenticationEnabled()) {
+            environment.put(AUTH_SECRET_VARIABLE, sc.env().securityManager().getSecretKey());
+        }
+        return environment;
+    }
+
+    /**
+     * The executor's command: a shell that finds Java ({@code JAVA_HOME}, else {@code java} on
+     * the path) and Spark ({@code SPARK_HOME} on the worker, else this driver's) and runs
+     * Spark's executor with the id, cores and app id Muster gives it in its environment.
+     */
+    static List<String> executorCommand(SparkContext sc, long heapMb) {
+        SparkConf conf = sc.conf();
+        String driverUrl = new RpcEndpointAddress(
+                conf.get("spark.driver.host"),
+                Integer.parseInt(conf.get("spark.driver.port")),
+                CoarseGrainedSchedulerBackend.ENDPOINT_NAME()).toString();
+        List<String> java = new ArrayList<>();
+        java.add("-Xmx" + heapMb + "m");
+        java.addAll(List.of(JavaModuleOptions.defaultModuleOptionArray()));
+        // What an executor needs before it can fetch the rest from its driver.
+        for (Tuple2<String, String> setting : conf.getAll()) {
+            if (SparkConf.isExecutorStartupConf(setting._1())) {
+                java.add("-D" + setting._1() + "=" + setting._2());
+            }
+        }
+        StringBuilder script = new StringBuilder();
+        String driverSparkHome = System.getenv("SPARK_HOME");
+        if (driverSparkHome != null) {
+            script.append(": \"${SPARK_HOME:=").append(driverSparkHome.replace("\"", "\\\"")).append("}\"; ");
+        }
+        script.append("exec \"${JAVA_HOME:+$JAVA_HOME/bin/}java\" -cp \"$SPARK_HOME/jars/*\"");
+        for (String option : java) {
+            script.append(' ').append(quote(option));
+        }
+        if (conf.contains("spark.executor.extraJavaOptions")) {
+            script.append(' ').append(conf.get("spark.executor.extraJavaOptions"));
+        }
+        script.append(" org.apache.spark.executor.CoarseGrainedExecutorBackend")
+                .append(" --driver-url ").append(quote(driverUrl))
+                .append(" --executor-id \"$MUSTER_EXECUTOR_ID\" --cores \"$MUSTER_CORES\"")
+                .append(" --app-id \"$MUSTER_APP_ID\" --resourceProfileId 0");
+        return List.of("/bin/sh", "-c", script.toString(), "spark-executor");
+    }
+
+    /** {@code text} as one word for {@code /bin/sh}. */
+    static String quote(String text) {
+        return "'" + text.replace("'", "'\\''") + "'";
+    }
+
+    private static int positive(SparkConf conf, String key) throws SparkException {
+        String text = conf.get(key);
+        try {
+            int value = Integer.parseInt(text.trim());
+            if (value > 0) {
+                return value;
+            }
+        } catch (NumberFormatException e) {
+            // Refused below.
+        }
+        throw new SparkException(key + ": `" + text + "` is not a positive whole number");
+    }
+}

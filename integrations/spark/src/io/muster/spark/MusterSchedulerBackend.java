@@ -1,0 +1,196 @@
+package io.muster.spark;
+
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import org.apache.spark.SparkContext;
+import org.apache.spark.SparkException;
+import org.apache.spark.resource.ResourceProfile;
+import org.apache.spark.scheduler.ExecutorDecommission;
+import org.apache.spark.scheduler.ExecutorDecommissionInfo;
+import org.apache.spark.scheduler.ExecutorExited;
+import org.apache.spark.scheduler.ExecutorKilled$;
+import org.apache.spark.scheduler.ExecutorLossReason;
+import org.apache.spark.scheduler.ExecutorProcessLost;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerExecutorAdded;
+import org.apache.spark.scheduler.TaskSchedulerImpl;
+import org.apache.spark.scheduler.cluster.CoarseGrainedSchedulerBackend;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import scala.Option;
+import scala.concurrent.Future;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * Spark's scheduler backend on Muster. Spark's CoarseGrainedSchedulerBackend does the work with
+ * executors once they have connected (offers, tasks, kills); this class gets them: it registers
+ * the application through a {@link MusterLink}, which Muster's workers then start executors for,
+ * passes Spark's executor requests and releases on, and turns Muster's news of an executor's end
+ * into Spark's loss reasons: an exit with its code, a lost worker (its host's shuffle output is
+ * lost with it), a kill the application asked for, a preemption (a decommission, whose lost
+ * tasks do not count as failures).
+ */
+public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
+        implements MusterLink.Events {
+    private static final Logger LOG = LoggerFactory.getLogger(MusterSchedulerBackend.class);
+    /** Share of the cores asked for that must have registered before jobs start (as standalone). */
+    private static final double MIN_REGISTERED_RATIO = 0.8;
+
+    private final TaskSchedulerImpl scheduler;
+    private final SparkContext sc;
+    private final String masters;
+    private final AtomicBoolean stopping = new AtomicBoolean(false);
+    /** Executor id to the host it registered from, for a loss that takes the host's output. */
+    private final Map<String, String> hosts = new ConcurrentHashMap<>();
+    /** Executors Spark gave back: their end is the kill it asked for. */
+    private final Set<String> released = ConcurrentHashMap.newKeySet();
+    /** Executors Muster stops for prior work. */
+    private final Set<String> preempted = ConcurrentHashMap.newKeySet();
+    private volatile MusterLink link;
+
+    MusterSchedulerBackend(TaskSchedulerImpl scheduler, SparkContext sc, String masters) {
+        super(scheduler, sc.env().rpcEnv());
+        this.scheduler = scheduler;
+        this.sc = sc;
+        this.masters = masters;
+    }
+
+    @Override
+    public void start() {
+        super.start();
+        sc.addSparkListener(new SparkListener() {
+            @Override
+            public void onExecutorAdded(SparkListenerExecutorAdded added) {
+                hosts.put(added.executorId(), added.executorInfo().executorHost());
+            }
+        });
+        try {
+            List<String> command = AppRequest.command(sc, masters);
+            link = MusterLink.start(command, AppRequest.linkEnvironment(sc), this);
+        } catch (SparkException e) {
+            throw new IllegalStateException(e.getMessage(), e);
+        }
+        LOG.info("registered with Muster at {} as {}", masters, link.appId());
+    }
+
+    @Override
+    public String applicationId() {
+        MusterLink registered = link;
+        return registered == null ? super.applicationId() : registered.appId();
+    }
+
+    @Override
+    public double minRegisteredRatio() {
+        return sc.conf().contains("spark.scheduler.minRegisteredResourcesRatio")
+                ? super.minRegisteredRatio()
+                : MIN_REGISTERED_RATIO;
+    }
+
+    @Override
+    public boolean sufficientResourcesRegistered() {
+        int expected = sc.conf().getInt("spark.cores.max", 0);
+        return totalCoreCount().get() >= expected * minRegisteredRatio();
+    }
+
+    @Override
+    public void stop() {
+        stopping.set(true);
+        try {
+            super.stop();
+        } finally {
+            MusterLink registered = link;
+            if (registered != null) {
+                registered.finish();
+            }
+        }
+    }
+
+    @Override
+    public Future<Object> doRequestTotalExecutors(
+            scala.collection.immutable.Map<ResourceProfile, Object> totals) {
+        int total = 0;
+        for (Map.Entry<ResourceProfile, Object> entry : CollectionConverters.asJava(totals).entrySet()) {
+            if (entry.getKey().id() == ResourceProfile.DEFAULT_RESOURCE_PROFILE_ID()) {
+                total = (Integer) entry.getValue();
+            } else if ((Integer) entry.getValue() > 0) {
+                LOG.warn("Muster runs the default resource profile only; profile {} is not served",
+                        entry.getKey().id());
+            }
+        }
+        link.limit(total);
+        return Future.successful(Boolean.TRUE);
+    }
+
+    @Override
+    public Future<Object> doKillExecutors(scala.collection.immutable.Seq<String> ids) {
+        List<String> given = CollectionConverters.asJava(ids);
+        released.addAll(given);
+        link.release(given);
+        return Future.successful(Boolean.TRUE);
+    }
+
+    @Override
+    public void executor(int number, String worker, String state, Integer exitCode) {
+        if (stopping.get()) {
+            // Spark has stopped its executors and its endpoint: their ends are expected.
+            return;
+        }
+        String id = Integer.toString(number);
+        ExecutorLossReason reason = lossReason(id, worker, state, exitCode);
+        if (reason != null) {
+            hosts.remove(id);
+            removeExecutor(id, reason);
+        }
+    }
+
+    /** Why executor {@code id} is gone, or null while it lives. */
+    private ExecutorLossReason lossReason(String id, String worker, String state, Integer exitCode) {
+        String where = "Muster executor " + id + " on worker " + worker;
+        Option<String> host = Option.apply(hosts.get(id));
+        return switch (state) {
+            case "LAUNCHING", "RUNNING" -> null;
+            case "LOST" -> new ExecutorProcessLost(where + " was lost with its worker", host, false);
+            case "KILLED" -> {
+                if (preempted.remove(id)) {
+                    yield new ExecutorDecommission(Option.empty(), where + " was preempted for prior work");
+                }
+                if (released.remove(id)) {
+                    yield ExecutorKilled$.MODULE$;
+                }
+                yield new ExecutorProcessLost(where + " was killed", Option.empty(), false);
+            }
+            default -> exitCode == null
+                    ? new ExecutorProcessLost(where + " could not start (" + state + ")", Option.empty(), true)
+                    : new ExecutorExited(exitCode, true, where + " exited with code " + exitCode);
+        };
+    }
+
+    @Override
+    public void preempted(int number, long graceMs) {
+        String id = Integer.toString(number);
+        preempted.add(id);
+        LOG.info("Muster preempts executor {} for prior work within {} ms", id, graceMs);
+        decommissionExecutor(id, new ExecutorDecommissionInfo(
+                "preempted by Muster for prior work", Option.empty()), false, false);
+    }
+
+    @Override
+    public void ended(String state, String reason) {
+        if (stopping.get()) {
+            return;
+        }
+        String why = state == null
+                ? "the link to the Muster masters ended: " + reason
+                : "Muster ended the application: " + state;
+        LOG.error("Application has been killed. Reason: {}", why);
+        try {
+            scheduler.error(why);
+        } finally {
+            sc.stopInNewThread();
+        }
+    }
+}
