@@ -17,13 +17,19 @@ pub const DEADLINE: Duration = Duration::from_secs(30);
 /// test starts runs with authentication and TLS on.
 pub fn muster() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_muster"));
+    with_test_cluster_files(&mut command);
+    command
+}
+
+/// `command` with the test clusters' secret and TLS files in its environment
+/// (`MUSTER_SECRET_FILE`, `MUSTER_TLS_*`), as every `muster` process a test starts has them.
+pub fn with_test_cluster_files(command: &mut Command) -> &mut Command {
     let tls = tls_files();
     command
         .env("MUSTER_SECRET_FILE", secret_file())
         .env("MUSTER_TLS_CERT", tls.cert.as_deref().expect("generated"))
         .env("MUSTER_TLS_KEY", tls.key.as_deref().expect("generated"))
-        .env("MUSTER_TLS_CA", tls.ca.as_deref().expect("generated"));
-    command
+        .env("MUSTER_TLS_CA", tls.ca.as_deref().expect("generated"))
 }
 
 /// `command` without the test clusters' secret and TLS files, for a cluster started plain.

@@ -7,7 +7,6 @@ import java.util.TreeMap;
 
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
-import org.apache.spark.SparkException;
 import org.apache.spark.launcher.JavaModuleOptions;
 import org.apache.spark.rpc.RpcEndpointAddress;
 import org.apache.spark.scheduler.cluster.CoarseGrainedSchedulerBackend;
@@ -26,8 +25,12 @@ final class AppRequest {
 
     private AppRequest() {}
 
-    /** The link's command line: {@code muster app run --json ... -- EXECUTOR COMMAND}. */
-    static List<String> command(SparkContext sc, String masters) throws SparkException {
+    /**
+     * The link's command line: {@code muster app run --json ... -- EXECUTOR COMMAND}.
+     *
+     * @throws IllegalArgumentException a setting Muster cannot take
+     */
+    static List<String> command(SparkContext sc, String masters) {
         SparkConf conf = sc.conf();
         List<String> args = new ArrayList<>();
         args.add(conf.get("spark.muster.bin", System.getenv().getOrDefault("MUSTER_BIN", "muster")));
@@ -87,7 +90,7 @@ final class AppRequest {
      * (Spark's allocation manager asks for its initial number once it starts, as on Spark's
      * standalone cluster), {@code spark.executor.instances} when set, else no limit.
      */
-    static Integer executorLimit(SparkConf conf) throws SparkException {
+    static Integer executorLimit(SparkConf conf) {
         if (conf.getBoolean("spark.dynamicAllocation.enabled", false)) {
             return 0;
         }
@@ -98,7 +101,7 @@ final class AppRequest {
     }
 
     /** {@code spark.executor.resource.NAME.amount} settings as {@code NAME=AMOUNT,...}. */
-    static String executorResources(SparkConf conf) throws SparkException {
+    static String executorResources(SparkConf conf) {
         Map<String, Integer> amounts = new TreeMap<>();
         String prefix = "spark.executor.resource.";
         for (Tuple2<String, String> setting : conf.getAll()) {
@@ -177,7 +180,7 @@ final class AppRequest {
         return "'" + text.replace("'", "'\\''") + "'";
     }
 
-    private static int positive(SparkConf conf, String key) throws SparkException {
+    private static int positive(SparkConf conf, String key) {
         String text = conf.get(key);
         try {
             int value = Integer.parseInt(text.trim());
@@ -187,6 +190,6 @@ final class AppRequest {
         } catch (NumberFormatException e) {
             // Refused below.
         }
-        throw new SparkException(key + ": `" + text + "` is not a positive whole number");
+        throw new IllegalArgumentException(key + ": `" + text + "` is not a positive whole number");
     }
 }

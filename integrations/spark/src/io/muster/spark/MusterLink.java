@@ -17,7 +17,6 @@ import java.util.concurrent.TimeUnit;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import org.apache.spark.SparkException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -60,18 +59,17 @@ final class MusterLink {
     /**
      * Starts the link with {@code command} and waits until the application is registered.
      *
-     * @throws SparkException the link cannot start, or it ended before the registration (an
-     *     unknown queue, a refused credential, no masters): the message is the link's own
+     * @throws IllegalStateException the link cannot start, or it ended before the registration
+     *     (an unknown queue, a refused credential, no masters): the message is the link's own
      */
-    static MusterLink start(List<String> command, Map<String, String> environment, Events events)
-            throws SparkException {
+    static MusterLink start(List<String> command, Map<String, String> environment, Events events) {
         ProcessBuilder builder = new ProcessBuilder(command);
         builder.environment().putAll(environment);
         Process process;
         try {
             process = builder.start();
         } catch (IOException e) {
-            throw new SparkException("cannot run the muster command `" + command.get(0) + "` ("
+            throw new IllegalStateException("cannot run the muster command `" + command.get(0) + "` ("
                     + e.getMessage() + "): put it on the PATH, or name it with spark.muster.bin or MUSTER_BIN");
         }
         MusterLink link = new MusterLink(process);
@@ -84,11 +82,11 @@ final class MusterLink {
         try {
             link.registered.get();
         } catch (ExecutionException e) {
-            throw new SparkException("Muster did not register the application: " + e.getCause().getMessage());
+            throw new IllegalStateException("Muster did not register the application: " + e.getCause().getMessage());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             process.destroy();
-            throw new SparkException("interrupted while registering with Muster");
+            throw new IllegalStateException("interrupted while registering with Muster");
         }
         return link;
     }
@@ -162,8 +160,10 @@ final class MusterLink {
             LOG.warn("reading the Muster link: {}", e.getMessage());
         }
         String reason = endReason(errorReader);
-        registered.completeExceptionally(new SparkException(reason));
-        events.ended(state, reason);
+        // Before the registration, the end is the start's failure; after it, the application's.
+        if (!registered.completeExceptionally(new IllegalStateException(reason))) {
+            events.ended(state, reason);
+        }
     }
 
     /** Why the link ended, in its own words (its last line of standard error). */

@@ -7,7 +7,6 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.spark.SparkContext;
-import org.apache.spark.SparkException;
 import org.apache.spark.resource.ResourceProfile;
 import org.apache.spark.scheduler.ExecutorDecommission;
 import org.apache.spark.scheduler.ExecutorDecommissionInfo;
@@ -68,12 +67,7 @@ public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
                 hosts.put(added.executorId(), added.executorInfo().executorHost());
             }
         });
-        try {
-            List<String> command = AppRequest.command(sc, masters);
-            link = MusterLink.start(command, AppRequest.linkEnvironment(sc), this);
-        } catch (SparkException e) {
-            throw new IllegalStateException(e.getMessage(), e);
-        }
+        link = MusterLink.start(AppRequest.command(sc, masters), AppRequest.linkEnvironment(sc), this);
         LOG.info("registered with Muster at {} as {}", masters, link.appId());
     }
 
@@ -171,6 +165,9 @@ public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
 
     @Override
     public void preempted(int number, long graceMs) {
+        if (stopping.get()) {
+            return;
+        }
         String id = Integer.toString(number);
         preempted.add(id);
         LOG.info("Muster preempts executor {} for prior work within {} ms", id, graceMs);

@@ -1,0 +1,303 @@
+//! Spark applications through faults: the leading master killed, a worker lost with its
+//! executors, executors preempted for prior work. `spark.task.maxFailures=1` makes any task
+//! failure Spark counts fail the job.
+
+use std::io::{BufRead, BufReader, Lines};
+use std::process::{ChildStdout, Output, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{DEADLINE, Process, wait_for};
+use crate::{Spark, app, app_id_of, cluster, spark, status, succeeded};
+
+/// `sleepy.py` as a running spark-submit, once its first task has run.
+struct SleepyRun {
+    process: Process,
+    lines: Lines<BufReader<ChildStdout>>,
+    /// Its standard error, read as it comes (Spark logs a lot there).
+    log: JoinHandle<String>,
+    tasks: u32,
+}
+
+impl SleepyRun {
+    /// `sleepy.py TASKS SECONDS IDLE` with `settings` before it.
+    fn start(spark: &Spark, masters: &str, settings: &[&str], tasks: u32, idle_s: u32) -> Self {
+        let mut args: Vec<String> = [
+            "--conf",
+            "spark.task.maxFailures=1",
+            "--executor-memory",
+            "512m",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        args.extend(settings.iter().map(|s| s.to_string()));
+        args.extend([
+            app("sleepy.py"),
+            tasks.to_string(),
+            "1".to_owned(),
+            idle_s.to_string(),
+        ]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut child = spark
+            .submit(masters, &args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let log = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let started = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|line| line == "started");
+        let process = Process(child);
+        assert!(started, "the application did not start its job");
+        Self {
+            process,
+            lines,
+            log,
+            tasks,
+        }
+    }
+
+    /// Waits for spark-submit to end and returns its output; the job's sum must be right.
+    fn finish(mut self) -> Output {
+        let printed: Vec<String> = self.lines.by_ref().map_while(Result::ok).collect();
+        let output = Output {
+            status: self.process.0.wait().unwrap(),
+            stdout: printed.join("\n").into_bytes(),
+            stderr: self.log.join().unwrap().into_bytes(),
+        };
+        let printed = succeeded(&output);
+        let sum = (0..u64::from(self.tasks)).sum::<u64>();
+        assert!(printed.contains(&format!("sum {sum}")), "{printed}");
+        output
+    }
+}
+
+/// The process ids of the RUNNING executors of the only active application.
+fn executor_pids(masters: &str) -> Vec<u64> {
+    let status = status(masters);
+    let apps = status["apps"].as_array().cloned().unwrap_or_default();
+    let mut pids: Vec<u64> = apps
+        .iter()
+        .flat_map(|a| a["executors"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["state"] == "RUNNING")
+        .filter_map(|e| e["pid"].as_u64())
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// Spark's log lines of task failures that count towards `spark.task.maxFailures`.
+fn failed_tasks(output: &Output) -> Vec<String> {
+    log_lines(output, "Lost task")
+}
+
+/// Spark's log lines of tasks run again because their executor was lost through no fault
+/// of theirs, which do not count as failures.
+fn rerun_tasks(output: &Output) -> Vec<String> {
+    log_lines(output, "Not counting this failure")
+}
+
+fn log_lines(output: &Output, containing: &str) -> Vec<String> {
+    String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .filter(|line| line.contains(containing))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_job_survives_the_leader_killed_with_its_executors_and_no_task_failed() {
+    let Some((spark, _one_at_a_time)) = spark() else {
+        return;
+    };
+    let (mut masters, _workers) = cluster(2);
+    let list = masters.list_from(1);
+    let run = SleepyRun::start(
+        spark,
+        &list,
+        &["--total-executor-cores", "4", "--executor-cores", "1"],
+        24,
+        0,
+    );
+    let before = executor_pids(&list);
+    assert_eq!(before.len(), 4, "{}", status(&list));
+
+    let leader = masters.leader(0);
+    masters.running[leader as usize - 1].take().unwrap().crash();
+    let killed = Instant::now();
+    let new_leader = masters.leader(leader);
+    wait_for(&masters, "a new leader ALIVE", |s| {
+        s["recovery_state"] == "ALIVE"
+    });
+    eprintln!(
+        "master {new_leader} ALIVE {:?} after the kill",
+        killed.elapsed()
+    );
+    assert_eq!(executor_pids(&list), before, "the same executor processes");
+
+    let output = run.finish();
+    assert_eq!(failed_tasks(&output), Vec::<String>::new());
+    assert_eq!(rerun_tasks(&output), Vec::<String>::new());
+}
+
+#[test]
+fn a_lost_worker_has_its_tasks_run_again_elsewhere_and_the_result_is_right() {
+    let Some((spark, _one_at_a_time)) = spark() else {
+        return;
+    };
+    let (masters, mut workers) = cluster(2);
+    let list = masters.list_from(1);
+    // One two-core executor per worker; a lost executor's tasks do not count as failed.
+    let run = SleepyRun::start(spark, &list, &["--executor-cores", "2"], 16, 0);
+    let status = status(&list);
+    let executor = status["apps"][0]["executors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["state"] == "RUNNING")
+        .cloned()
+        .expect("a running executor");
+    let host = status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|w| w["id"] == executor["worker"])
+        .unwrap();
+    // Once it runs tasks of the long job (stage 1), its machine goes: the worker's agent, and
+    // the executor's process group with it.
+    let log = masters
+        .dir
+        .path()
+        .join(status["workers"][host]["host"].as_str().unwrap())
+        .join(status["apps"][0]["id"].as_str().unwrap())
+        .join(executor["id"].to_string())
+        .join("stderr");
+    let start = Instant::now();
+    while !std::fs::read_to_string(&log).is_ok_and(|log| log.contains("in stage 1.0")) {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "no task of the long job on {}",
+            log.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    workers.remove(host).crash();
+    let group = nix::unistd::Pid::from_raw(executor["pid"].as_u64().unwrap() as i32);
+    nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).unwrap();
+    let output = run.finish();
+    assert!(
+        !rerun_tasks(&output).is_empty(),
+        "the killed executor's tasks ran again"
+    );
+    assert_eq!(failed_tasks(&output), Vec::<String>::new());
+}
+
+#[test]
+fn a_prior_spark_application_takes_executors_from_an_ordinary_one_and_both_finish() {
+    let Some((spark, _one_at_a_time)) = spark() else {
+        return;
+    };
+    let (masters, _settings) = crate::support::preempting_masters();
+    let _workers: Vec<Process> = (1..=2)
+        .map(|i| crate::support::start_worker(&masters, &format!("worker-{i}"), 2))
+        .collect();
+    wait_for(&masters, "the workers", |s| {
+        crate::support::alive_workers(s) == 2
+    });
+    let list = masters.list_from(1);
+    // The ordinary application fills the cluster with one-core executors.
+    let ordinary = SleepyRun::start(spark, &list, &["--executor-cores", "1"], 40, 0);
+    wait_for(
+        &masters,
+        "the ordinary application holding every core",
+        |s| running(s) == 4,
+    );
+    let prior = spark.run(
+        &list,
+        &[
+            "--conf",
+            "spark.muster.queue=prod",
+            "--conf",
+            "spark.task.maxFailures=1",
+            "--total-executor-cores",
+            "1",
+            "--executor-cores",
+            "1",
+            "--executor-memory",
+            "512m",
+            &app("pi.py"),
+            "4",
+        ],
+    );
+    succeeded(&prior);
+    assert_eq!(
+        crate::executors_that_registered(&masters, &app_id_of(&prior)).len(),
+        1
+    );
+    // The ordinary one lost an executor to preemption; none of its tasks counted as failed
+    // (one would have failed its job).
+    let output = ordinary.finish();
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert!(log.contains("Muster preempts executor"), "{log}");
+    assert_eq!(failed_tasks(&output), Vec::<String>::new());
+}
+
+/// RUNNING executors in a status.
+fn running(status: &Value) -> usize {
+    status["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|a| a["executors"].as_array().unwrap())
+        .filter(|e| e["state"] == "RUNNING")
+        .count()
+}
+
+#[test]
+fn dynamic_allocation_grows_with_a_backlog_and_gives_idle_executors_back() {
+    let Some((spark, _one_at_a_time)) = spark() else {
+        return;
+    };
+    let (masters, _workers) = cluster(2);
+    let list = masters.list_from(1);
+    let settings = [
+        "--executor-cores",
+        "1",
+        "--conf",
+        "spark.dynamicAllocation.enabled=true",
+        "--conf",
+        "spark.dynamicAllocation.shuffleTracking.enabled=true",
+        "--conf",
+        "spark.dynamicAllocation.schedulerBacklogTimeout=1s",
+        "--conf",
+        "spark.dynamicAllocation.executorIdleTimeout=2s",
+        "--conf",
+        "spark.dynamicAllocation.maxExecutors=3",
+    ];
+    // 30 s idle after the job, for the executors to be given back while the driver runs.
+    let run = SleepyRun::start(spark, &list, &settings, 24, 30);
+    let grown = wait_for(&masters, "executors added for the backlog", |s| {
+        running(s) == 3
+    });
+    let app_id = grown["apps"][0]["id"].clone();
+    wait_for(&masters, "idle executors given back", |s| {
+        s["apps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["id"] == app_id)
+            && running(s) == 0
+    });
+    let output = run.finish();
+    assert_eq!(failed_tasks(&output), Vec::<String>::new());
+    // Never more than maxExecutors, and none added once the backlog was gone.
+    let app_id = app_id.as_str().unwrap();
+    assert_eq!(crate::executors_that_registered(&masters, app_id).len(), 3);
+}

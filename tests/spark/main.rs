@@ -1,0 +1,191 @@
+//! Real Apache Spark on Muster: `spark-submit --master spark-muster://...` with the plug-in
+//! of `integrations/spark`, PySpark applications whose executors are Spark's own, started by
+//! real Muster workers.
+//!
+//! They need Java 17 and the pinned pyspark (`.ci/run` installs both): the pyspark of the
+//! virtual environment at `MUSTER_SPARK_VENV`, by default `~/.cache/muster/pyspark-4.3.0`.
+//! Without them the tests say so and pass, unless `MUSTER_REQUIRE_SPARK` is set (as in CI),
+//! when they fail. Spark applications are run one at a time: each starts several JVMs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use serde_json::Value;
+
+use crate::support::{Masters, Process, start_worker, wait_for, with_test_cluster_files};
+
+// Shared by every end-to-end test binary; each uses part of it.
+#[allow(dead_code)]
+#[path = "../support.rs"]
+mod support;
+
+mod faults;
+mod jobs;
+mod refusals;
+
+/// Java and the Spark the tests run, and the plug-in built against it.
+struct Spark {
+    /// `SPARK_HOME`: the pyspark package's directory, which holds the whole Spark.
+    home: PathBuf,
+    /// The virtual environment's Python, which imports that pyspark.
+    python: PathBuf,
+    /// `muster-spark.jar`.
+    jar: PathBuf,
+}
+
+/// The Spark to test with, and a lock that runs Spark applications one at a time; `None`
+/// (after saying so) when this machine has no Java or no pinned pyspark.
+fn spark() -> Option<(&'static Spark, MutexGuard<'static, ()>)> {
+    static SPARK: OnceLock<Result<Spark, String>> = OnceLock::new();
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    match SPARK.get_or_init(find_spark) {
+        Ok(spark) => Some((
+            spark,
+            ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()),
+        )),
+        Err(missing) if std::env::var_os("MUSTER_REQUIRE_SPARK").is_some() => {
+            panic!("MUSTER_REQUIRE_SPARK is set, but {missing}")
+        }
+        Err(missing) => {
+            eprintln!("skipped: {missing} (.ci/run installs Java 17 and pyspark)");
+            None
+        }
+    }
+}
+
+fn find_spark() -> Result<Spark, String> {
+    let venv = std::env::var_os("MUSTER_SPARK_VENV").map_or_else(
+        || {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/muster/pyspark-4.3.0")
+        },
+        PathBuf::from,
+    );
+    let python = venv.join("bin/python");
+    let home = Command::new(&python)
+        .args([
+            "-c",
+            "import os, pyspark; print(os.path.dirname(pyspark.__file__))",
+        ])
+        .output()
+        .ok()
+        .filter(|output| output.status.success())
+        .map(|output| PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()))
+        .ok_or_else(|| format!("no pyspark in {}", venv.display()))?;
+    let java = Command::new("java").arg("-version").output();
+    if !java.is_ok_and(|output| output.status.success()) {
+        return Err("no java on the PATH".to_owned());
+    }
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("spark");
+    let build = Command::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../integrations/spark/build"
+    ))
+    .arg(&out)
+    .env("SPARK_HOME", &home)
+    .output()
+    .map_err(|e| format!("cannot run integrations/spark/build: {e}"))?;
+    assert!(
+        build.status.success(),
+        "integrations/spark/build failed: {}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+    let jar = PathBuf::from(String::from_utf8_lossy(&build.stdout).trim());
+    Ok(Spark { home, python, jar })
+}
+
+/// One of the test applications in `tests/spark/apps`.
+fn app(name: &str) -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/spark/apps/").to_owned() + name
+}
+
+impl Spark {
+    /// `spark-submit` in client mode against `masters` (a comma-separated list), with the
+    /// plug-in, the test clusters' secret and CA (through `muster`'s environment), and
+    /// `args` (options, then the application and its arguments).
+    fn submit(&self, masters: &str, args: &[&str]) -> Command {
+        let mut command = Command::new(self.home.join("bin/spark-submit"));
+        with_test_cluster_files(&mut command)
+            .env("SPARK_HOME", &self.home)
+            .env("PYSPARK_PYTHON", &self.python)
+            .args(["--master", &format!("spark-muster://{masters}")])
+            .arg("--jars")
+            .arg(&self.jar)
+            .args([
+                "--conf",
+                &format!("spark.muster.bin={}", env!("CARGO_BIN_EXE_muster")),
+            ])
+            .args(["--conf", "spark.ui.enabled=false"])
+            .args(args);
+        command
+    }
+
+    /// Runs `spark-submit` to its end.
+    fn run(&self, masters: &str, args: &[&str]) -> Output {
+        self.submit(masters, args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("spark-submit runs")
+    }
+}
+
+/// Three masters and `workers` two-core workers, with every worker ALIVE.
+fn cluster(workers: usize) -> (Masters, Vec<Process>) {
+    let masters = Masters::start();
+    let started = (1..=workers)
+        .map(|i| start_worker(&masters, &format!("worker-{i}"), 2))
+        .collect();
+    wait_for(&masters, "the workers", |s| {
+        support::alive_workers(s) == workers && s["recovery_state"] == "ALIVE"
+    });
+    (masters, started)
+}
+
+/// What a finished `spark-submit` printed on standard output; it must have succeeded.
+fn succeeded(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "spark-submit failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The executors an application ran on the workers of `masters`: the directories its
+/// executors had in the workers' work dirs, for those that reached their driver.
+fn executors_that_registered(masters: &Masters, app_id: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for worker in std::fs::read_dir(masters.dir.path()).unwrap().flatten() {
+        let Ok(executors) = std::fs::read_dir(worker.path().join(app_id)) else {
+            continue;
+        };
+        for executor in executors.flatten() {
+            let log = std::fs::read_to_string(executor.path().join("stderr")).unwrap_or_default();
+            if log.contains("Successfully registered with driver") {
+                found.push(executor.path());
+            }
+        }
+    }
+    found
+}
+
+/// The Muster application id a Spark run's log names.
+fn app_id_of(output: &Output) -> String {
+    let log = String::from_utf8_lossy(&output.stderr);
+    let at = log
+        .find("registered with Muster at ")
+        .unwrap_or_else(|| panic!("no registration in the log: {log}"));
+    log[at..]
+        .split_whitespace()
+        .find(|word| word.starts_with("app-"))
+        .expect("an app id")
+        .to_owned()
+}
+
+/// The status JSON of the masters at `list`.
+fn status(list: &str) -> Value {
+    let output = Masters::client(list, &["status", "--json"]);
+    serde_json::from_slice(&output.stdout).unwrap_or(Value::Null)
+}
