@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::support::{DEADLINE, Masters};
 use crate::{app, app_id_of, cluster, executors_that_registered, spark, succeeded};
 
 #[test]
@@ -99,4 +100,52 @@ fn pyspark_word_count_agrees_with_a_count_made_here() {
         executors_that_registered(&masters, &app_id_of(&output)).len(),
         4
     );
+}
+
+#[test]
+fn in_cluster_mode_a_supervised_spark_driver_runs_on_a_worker_and_starts_again_when_killed() {
+    let Some((spark, _one_at_a_time)) = spark() else {
+        return;
+    };
+    let (masters, _workers) = cluster(2);
+    let list = masters.list_from(1);
+    // The masters place spark-submit itself; its executors register with it where it runs.
+    let submit = spark.submit(
+        &list,
+        &["--executor-cores", "1", "--executor-memory", "512m"],
+    );
+    let mut command: Vec<String> = vec![submit.get_program().to_string_lossy().into_owned()];
+    command.extend(submit.get_args().map(|a| a.to_string_lossy().into_owned()));
+    command.extend([app("sleepy.py"), "12".to_owned(), "1".to_owned()]);
+    let environment = [
+        format!("SPARK_HOME={}", spark.home.display()),
+        format!("PYSPARK_PYTHON={}", spark.python.display()),
+    ];
+    let mut args = vec!["--supervise", "--memory", "1536", "--env", &environment[0]];
+    args.extend(["--env", &environment[1], "--"]);
+    args.extend(command.iter().map(String::as_str));
+    let driver = crate::support::submit(&masters, &args);
+
+    // Killed once while it runs its job (its process group: spark-submit, its JVM, Python),
+    // it is started again and runs to the end.
+    let first = crate::support::driver_pid(&masters, &driver);
+    crate::support::wait_for(&masters, "the driver's application", |s| {
+        !s["apps"].as_array().unwrap().is_empty()
+    });
+    let group = nix::unistd::Pid::from_raw(first as i32);
+    nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).unwrap();
+    // A second start of a whole Spark application: longer than a status wait.
+    let start = std::time::Instant::now();
+    let status = loop {
+        let status = crate::status(&list);
+        if crate::support::driver_state(&status, &driver) == "FINISHED" {
+            break status;
+        }
+        assert!(start.elapsed() < 3 * DEADLINE, "not finished: {status}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let ended = crate::support::driver(&status, &driver).unwrap();
+    assert_eq!(ended["exit_code"], 0, "{ended}");
+    let printed = crate::support::stdout(&Masters::client(&list, &["logs", &driver]));
+    assert!(printed.contains("sum 66"), "{printed}");
 }

@@ -11,8 +11,6 @@
 //! does): every event is one JSON object per line, and the end of standard input finishes the
 //! application, so that an owner that dies takes its application with it.
 
-use std::collections::BTreeMap;
-
 use clap::Args;
 use muster_driver::app::AppUpdate;
 use muster_proto::v1::app_message::Body as Message;
@@ -20,7 +18,9 @@ use muster_proto::v1::{FinishApp, RegisterApp, ReleaseExecutors, SetExecutorLimi
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::{MastersArg, WorkArgs, parse_resources, program, runtime, stop_signal};
+use super::{
+    MastersArg, WorkArgs, parse_environment, parse_resources, program, runtime, stop_signal,
+};
 use crate::client::{Masters, request_id};
 use crate::error::CliError;
 use crate::output;
@@ -77,7 +77,7 @@ pub fn run(args: AppRunArgs) -> Result<String, CliError> {
             .collect(),
         command: program.clone(),
         args: program_args.to_vec(),
-        env: environment(&args.env)?.into_iter().collect(),
+        env: parse_environment(&args.env)?.into_iter().collect(),
         executor_limit: args.executor_limit,
         app_token: String::new(),
     };
@@ -87,34 +87,6 @@ pub fn run(args: AppRunArgs) -> Result<String, CliError> {
         Format::Text
     };
     runtime()?.block_on(follow(masters, register, format))
-}
-
-/// The executors' environment from `--env` entries.
-///
-/// # Errors
-///
-/// An empty name, or a NAME without a value here.
-fn environment(entries: &[String]) -> Result<BTreeMap<String, String>, CliError> {
-    entries
-        .iter()
-        .map(|entry| {
-            let (name, value) = match entry.split_once('=') {
-                Some((name, value)) => (name, value.to_owned()),
-                None => {
-                    let value = std::env::var(entry).map_err(|_| {
-                        CliError::BadInput(format!(
-                            "--env {entry}: no value given, and none in this environment"
-                        ))
-                    })?;
-                    (entry.as_str(), value)
-                }
-            };
-            if name.is_empty() {
-                return Err(CliError::BadInput(format!("--env {entry}: no name")));
-            }
-            Ok((name.to_owned(), value))
-        })
-        .collect()
 }
 
 /// Parses one standard-input command.

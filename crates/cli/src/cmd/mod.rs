@@ -20,6 +20,7 @@ pub mod submit;
 pub mod worker;
 pub mod workers;
 
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -284,6 +285,35 @@ pub fn parse_resources(flag: &str, list: &str) -> Result<ResourceAmounts, CliErr
         .collect::<Result<ResourceAmounts, CliError>>()?;
     resource_amounts(flag, &amounts).map_err(|e| CliError::BadInput(e.to_string()))?;
     Ok(amounts)
+}
+
+/// A process's environment from `--env` entries: `NAME=VALUE`, or `NAME` for this command's
+/// own value of it.
+///
+/// # Errors
+///
+/// An empty name, or a NAME without a value here.
+pub fn parse_environment(entries: &[String]) -> Result<BTreeMap<String, String>, CliError> {
+    entries
+        .iter()
+        .map(|entry| {
+            let (name, value) = match entry.split_once('=') {
+                Some((name, value)) => (name, value.to_owned()),
+                None => {
+                    let value = std::env::var(entry).map_err(|_| {
+                        CliError::BadInput(format!(
+                            "--env {entry}: no value given, and none in this environment"
+                        ))
+                    })?;
+                    (entry.as_str(), value)
+                }
+            };
+            if name.is_empty() {
+                return Err(CliError::BadInput(format!("--env {entry}: no name")));
+            }
+            Ok((name.to_owned(), value))
+        })
+        .collect()
 }
 
 /// The program and its arguments given after `--`.

@@ -12,7 +12,7 @@ use muster_driver::spec::JobFile;
 use muster_proto::v1::{DriverState, StatusRequest, SubmitDriverRequest};
 
 use super::job::JOB_SPEC_VARIABLE;
-use super::{MastersArg, WorkArgs, program, runtime};
+use super::{MastersArg, WorkArgs, parse_environment, program, runtime};
 use crate::client::{Masters, request_id};
 use crate::error::CliError;
 use crate::output;
@@ -41,6 +41,10 @@ pub struct SubmitArgs {
     /// `MUSTER_DRIVER_HOST` on its worker, `127.0.0.1` by default).
     #[arg(long, conflicts_with = "command")]
     job: Option<PathBuf>,
+    /// A variable of the driver's environment: NAME=VALUE, or NAME for this command's own
+    /// value of it. May be given more than once.
+    #[arg(long = "env", value_name = "NAME[=VALUE]")]
+    env: Vec<String>,
     /// The program and its arguments, after `--`.
     #[arg(last = true, required_unless_present = "job")]
     command: Vec<String>,
@@ -84,6 +88,8 @@ pub fn run(args: SubmitArgs) -> Result<String, CliError> {
             )
         }
     };
+    let mut env = env;
+    env.extend(parse_environment(&args.env)?);
     let request = SubmitDriverRequest {
         request_id: request_id(),
         name,
