@@ -64,16 +64,22 @@ impl SleepyRun {
         }
     }
 
-    /// Waits for spark-submit to end and returns its output; the job's sum must be right.
-    fn finish(mut self) -> Output {
+    /// Waits for spark-submit to end and returns its output.
+    fn wait(mut self) -> Output {
         let printed: Vec<String> = self.lines.by_ref().map_while(Result::ok).collect();
-        let output = Output {
+        Output {
             status: self.process.0.wait().unwrap(),
             stdout: printed.join("\n").into_bytes(),
             stderr: self.log.join().unwrap().into_bytes(),
-        };
+        }
+    }
+
+    /// Waits for spark-submit to end and returns its output; the job's sum must be right.
+    fn finish(self) -> Output {
+        let tasks = self.tasks;
+        let output = self.wait();
         let printed = succeeded(&output);
-        let sum = (0..u64::from(self.tasks)).sum::<u64>();
+        let sum = (0..u64::from(tasks)).sum::<u64>();
         assert!(printed.contains(&format!("sum {sum}")), "{printed}");
         output
     }
@@ -300,4 +306,61 @@ fn dynamic_allocation_grows_with_a_backlog_and_gives_idle_executors_back() {
     // Never more than maxExecutors, and none added once the backlog was gone.
     let app_id = app_id.as_str().unwrap();
     assert_eq!(crate::executors_that_registered(&masters, app_id).len(), 3);
+}
+
+/// The process ids whose command line holds every one of `words`.
+fn processes_running(words: &[&str]) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let args: Vec<String> = cmdline
+                .split(|&b| b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            words
+                .iter()
+                .all(|word| args.iter().any(|a| a == word))
+                .then_some(pid)
+        })
+        .collect()
+}
+
+#[test]
+fn a_driver_that_dies_ends_its_application_and_a_link_that_dies_stops_its_driver() {
+    let Some((spark, _one_at_a_time)) = spark() else {
+        return;
+    };
+    let (masters, _workers) = cluster(2);
+    let list = masters.list_from(1);
+
+    // The driver's JVM is killed: its link's input closes and the application finishes, its
+    // executors with it.
+    let run = SleepyRun::start(spark, &list, &["--executor-cores", "1"], 60, 0);
+    let app_id = status(&list)["apps"][0]["id"].as_str().unwrap().to_owned();
+    crate::support::signal(run.process.pid(), nix::sys::signal::Signal::SIGKILL);
+    let ended = wait_for(&masters, "the application finished", |s| {
+        s["completed_apps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["id"] == app_id.as_str() && a["state"] == "FINISHED")
+    });
+    assert_eq!(running(&ended), 0, "{ended}");
+    drop(run);
+
+    // The link is killed: Spark stops the application, naming why.
+    let run = SleepyRun::start(spark, &list, &["--executor-cores", "1"], 60, 0);
+    let links = processes_running(&["app", "run", "--json"]);
+    assert_eq!(links.len(), 1, "one link: {links:?}");
+    crate::support::signal(links[0] as u32, nix::sys::signal::Signal::SIGKILL);
+    let Output { status, stderr, .. } = run.wait();
+    assert!(!status.success());
+    let log = String::from_utf8_lossy(&stderr);
+    assert!(
+        log.contains("the link to the Muster masters ended"),
+        "{log}"
+    );
 }

@@ -106,7 +106,8 @@ pub struct SupervisorConfig {
     /// The worker's rack label, passed as `MUSTER_RACK` (empty: none).
     pub rack: String,
     /// What drivers get on top, so that they can call the masters as clients: the client
-    /// credential (`MUSTER_CREDENTIAL`) and the CA (`MUSTER_TLS_CA`).
+    /// credential (`MUSTER_CREDENTIAL`), the CA (`MUSTER_TLS_CA`) and the `muster` binary
+    /// (`MUSTER_BIN`).
     pub driver_environment: Vec<(&'static str, String)>,
     /// Time between SIGTERM and SIGKILL.
     pub kill_grace: Duration,

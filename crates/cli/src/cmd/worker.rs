@@ -109,6 +109,10 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
             std::path::absolute(ca).map_err(|e| CliError::BadInput(format!("--tls-ca: {e}")))?;
         driver_environment.push(("MUSTER_TLS_CA", ca.display().to_string()));
     }
+    // This very `muster`, for drivers that call the masters through it (the Spark plug-in).
+    if let Ok(program) = std::env::current_exe() {
+        driver_environment.push(("MUSTER_BIN", program.display().to_string()));
+    }
     let config = AgentConfig {
         credential: args.masters.secret.credential(Role::Worker)?,
         dialer: args.masters.ca.dialer()?,
