@@ -153,3 +153,70 @@ fn process_listening_on(addr: &str) -> Option<i32> {
             (args.iter().any(|a| *a == b"master") && listens).then_some(pid)
         })
 }
+
+#[test]
+fn dev_keeps_its_temporary_data_and_logs_when_a_member_exited() {
+    let mut dev = muster()
+        .args(["dev", "--masters", "1", "--workers", "1"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("muster dev starts");
+    let _typed = dev.stdin.take().unwrap();
+    let mut lines = BufReader::new(dev.stdout.take().unwrap()).lines();
+    let dir = lines
+        .by_ref()
+        .map(|line| line.unwrap())
+        .find_map(|line| line.strip_prefix("data and logs: ").map(str::to_owned))
+        .expect("dev names its directory");
+    // The worker exits (it is stopped, as an operator might).
+    let start = Instant::now();
+    let worker = loop {
+        if let Some(pid) = process_with_args(&["--work-dir", &format!("{dir}/worker-1")]) {
+            break pid;
+        }
+        assert!(start.elapsed() < DEADLINE, "no worker process");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(worker),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    lines
+        .by_ref()
+        .map(|line| line.unwrap())
+        .find(|line| line.starts_with("worker-1 exited"))
+        .expect("dev reports the exit");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(dev.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let last = lines.map(|line| line.unwrap()).last().unwrap_or_default();
+    assert!(dev.wait().unwrap().success());
+    assert!(
+        last.ends_with(&format!("its data and logs stay in {dir}")),
+        "{last}"
+    );
+    let log = std::path::Path::new(&dir).join("worker-1.log");
+    assert!(log.exists(), "{} kept", log.display());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The process whose command line holds `args` in this order, one after another.
+fn process_with_args(args: &[&str]) -> Option<i32> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(Result::ok)
+        .find_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let given: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            given
+                .windows(args.len())
+                .any(|w| w.iter().zip(args).all(|(a, b)| *a == b.as_bytes()))
+                .then_some(pid)
+        })
+}
