@@ -411,3 +411,97 @@ fn room_kept_for_prior_work_survives_a_leader_failover_and_nothing_is_preempted_
     );
     assert_eq!(after["workers"][0]["cores_used"], 4, "{after}");
 }
+
+#[test]
+fn app_run_json_is_a_link_a_program_drives_and_its_input_ending_finishes_the_app() {
+    let masters = Masters::start();
+    let _worker = start_worker(&masters, "w1", 2);
+    wait_for(&masters, "the worker", |s| {
+        s["workers"][0]["state"] == "ALIVE"
+    });
+    let mut child = muster()
+        .args([
+            "app",
+            "run",
+            "--json",
+            "--name=-linked",
+            "--executor-cores",
+            "1",
+        ])
+        .args([
+            "--executor-memory",
+            "64",
+            "--env",
+            "GREETING=hi",
+            "--env",
+            "FROM_HERE",
+        ])
+        .args([
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo \"$GREETING $FROM_HERE\"; exec sleep 600",
+        ])
+        .env("MUSTER_MASTERS", masters.list_from(1))
+        .env("FROM_HERE", "there")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut commands = child.stdin.take().unwrap();
+    let mut events = std::io::BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(&line.unwrap()).unwrap());
+    let link = Process(child);
+    let registered = events.next().unwrap();
+    assert_eq!(registered["event"], "registered", "{registered}");
+    let id = registered["app_id"].as_str().unwrap().to_owned();
+    let running = |events: &mut dyn Iterator<Item = Value>, state: &str, count: usize| {
+        let mut seen = Vec::new();
+        for event in events {
+            assert_ne!(event["event"], "ended", "{event}");
+            if event["event"] == "executor" && event["state"] == state {
+                seen.push(event);
+                if seen.len() == count {
+                    return seen;
+                }
+            }
+        }
+        panic!("the link ended before {count} executors were {state}")
+    };
+    let started = running(&mut events, "RUNNING", 2);
+    assert_eq!(started[0]["cores"], 1, "{}", started[0]);
+    assert_eq!(started[0]["memory_mb"], 64, "{}", started[0]);
+
+    // Ctrl-C is the driving program's, not the link's: the application goes on.
+    interrupt(&link);
+    writeln!(commands, "limit 1").unwrap();
+    writeln!(commands, "release {}", started[0]["executor_id"]).unwrap();
+    let released = running(&mut events, "KILLED", 1);
+    assert_eq!(released[0]["executor_id"], started[0]["executor_id"]);
+    let status = masters.status(&masters.list_from(1));
+    assert_eq!(
+        running_executors(&status, &id).len(),
+        1,
+        "the application goes on: {status}"
+    );
+    let other = format!("{id}/{}", started[1]["executor_id"]);
+    let printed =
+        crate::support::stdout(&Masters::client(&masters.list_from(1), &["logs", &other]));
+    assert_eq!(printed, "hi there");
+
+    // The end of its input finishes the application.
+    drop(commands);
+    let ended = events.find(|e| e["event"] == "ended").expect("an end");
+    assert_eq!(
+        ended,
+        json!({"event": "ended", "app_id": id, "state": "FINISHED"})
+    );
+    let mut child = link;
+    assert!(child.0.wait().unwrap().success());
+    let status = wait_for(&masters, "no executor left", |s| {
+        running_executors(s, &id).is_empty()
+    });
+    assert!(app(&status, &id).is_none(), "{status}");
+}

@@ -287,8 +287,8 @@ fn dynamic_allocation_grows_with_a_backlog_and_gives_idle_executors_back() {
         "--conf",
         "spark.dynamicAllocation.maxExecutors=3",
     ];
-    // 30 s idle after the job, for the executors to be given back while the driver runs.
-    let run = SleepyRun::start(spark, &list, &settings, 24, 30);
+    // 12 s idle after the job, for the executors to be given back while the driver runs.
+    let run = SleepyRun::start(spark, &list, &settings, 24, 12);
     let grown = wait_for(&masters, "executors added for the backlog", |s| {
         running(s) == 3
     });

@@ -1,6 +1,7 @@
 //! Spark applications run on Muster's executors and compute what they should.
 
 use std::collections::BTreeMap;
+use std::process::Command;
 
 use crate::support::{DEADLINE, Masters};
 use crate::{app, app_id_of, cluster, executors_that_registered, spark, succeeded};
@@ -96,6 +97,71 @@ fn pyspark_word_count_agrees_with_a_count_made_here() {
         .collect();
     assert_eq!(counted, expected);
     // Without cores.max, every core of both workers: four one-core executors.
+    assert_eq!(
+        executors_that_registered(&masters, &app_id_of(&output)).len(),
+        4
+    );
+}
+
+#[test]
+fn a_java_application_runs_on_muster_executors() {
+    let Some((spark, _one_at_a_time)) = spark() else {
+        return;
+    };
+    let (masters, _workers) = cluster(2);
+    // Built here, with javac and jar against the Spark under test.
+    let dir = tempfile::tempdir().unwrap();
+    let classes = dir.path().join("classes");
+    let javac = Command::new("javac")
+        .arg("-cp")
+        .arg(spark.home.join("jars/*"))
+        .arg("-d")
+        .arg(&classes)
+        .arg(app("SquareSums.java"))
+        .output()
+        .unwrap();
+    assert!(
+        javac.status.success(),
+        "{}",
+        String::from_utf8_lossy(&javac.stderr)
+    );
+    let jar = dir.path().join("square-sums.jar");
+    let packed = Command::new("jar")
+        .arg("--create")
+        .arg("--file")
+        .arg(&jar)
+        .arg("-C")
+        .arg(&classes)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(packed.success());
+    let output = spark.run(
+        &masters.list_from(1),
+        &[
+            "--class",
+            "SquareSums",
+            "--executor-cores",
+            "1",
+            "--executor-memory",
+            "512m",
+            jar.to_str().unwrap(),
+            "10000",
+        ],
+    );
+    let printed = succeeded(&output);
+    let mut expected: BTreeMap<u64, u64> = BTreeMap::new();
+    for i in 1..=10_000u64 {
+        *expected.entry(i % 10).or_default() += i * i;
+    }
+    let summed: BTreeMap<u64, u64> = printed
+        .lines()
+        .filter_map(|line| {
+            let (remainder, sum) = line.split_once(' ')?;
+            Some((remainder.parse().ok()?, sum.parse().ok()?))
+        })
+        .collect();
+    assert_eq!(summed, expected);
     assert_eq!(
         executors_that_registered(&masters, &app_id_of(&output)).len(),
         4

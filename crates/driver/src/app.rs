@@ -6,6 +6,7 @@
 //! [`LEADER_TIMEOUT`] is left for the next one found ([`muster_proto::discovery`]), and the
 //! application re-attaches with its id and token, keeping its executors.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use muster_proto::auth::Credential;
@@ -15,7 +16,8 @@ use muster_proto::v1::app_event::Body as Event;
 use muster_proto::v1::app_link_client::AppLinkClient;
 use muster_proto::v1::app_message::Body as Message;
 use muster_proto::v1::{
-    AppHeartbeat, AppMessage, ExecutorEvent, FinishApp, RegisterApp, SetExecutorLimit,
+    AppHeartbeat, AppMessage, ExecutorEvent, ExecutorState, FinishApp, RegisterApp,
+    ReleaseExecutors, SetExecutorLimit,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -99,7 +101,7 @@ pub async fn run(
         register: &mut register,
         finishing: false,
         limit: None,
-        unsent: None,
+        released: BTreeSet::new(),
         requests: &mut requests,
         updates: &updates,
     };
@@ -140,8 +142,9 @@ struct Attachment<'a> {
     /// The last executor limit asked for, asked again on every attachment (the stream it
     /// went on may have broken before the leader read it).
     limit: Option<SetExecutorLimit>,
-    /// A request taken from the owner that a broken stream did not carry.
-    unsent: Option<Message>,
+    /// Executors given back and not yet seen ending, asked again on every attachment (a
+    /// broken stream may have lost the request).
+    released: BTreeSet<u32>,
     requests: &'a mut mpsc::Receiver<Message>,
     updates: &'a mpsc::UnboundedSender<AppUpdate>,
 }
@@ -163,9 +166,14 @@ impl Attachment<'_> {
         let _ = up
             .send(send(Message::Register(self.register.clone())))
             .await;
+        let released = (!self.released.is_empty()).then(|| {
+            Message::Release(ReleaseExecutors {
+                executor_ids: self.released.iter().copied().collect(),
+            })
+        });
         let carried = [
             self.limit.map(Message::SetLimit),
-            self.unsent.take(),
+            released,
             self.finishing.then_some(Message::Finish(FinishApp {})),
         ];
         for body in carried.into_iter().flatten() {
@@ -221,6 +229,9 @@ impl Attachment<'_> {
                             let _ = self.updates.send(AppUpdate::Registered(registered.app_id));
                         }
                         Some(Event::Executor(executor)) => {
+                            if !matches!(executor.state(), ExecutorState::Launching | ExecutorState::Running) {
+                                self.released.remove(&executor.executor_id);
+                            }
                             let _ = self.updates.send(AppUpdate::Executor(executor));
                         }
                         Some(Event::Preempted(preempted)) => {
@@ -242,13 +253,11 @@ impl Attachment<'_> {
                     match &body {
                         Message::Finish(_) => self.finishing = true,
                         Message::SetLimit(limit) => self.limit = Some(*limit),
+                        Message::Release(release) => self.released.extend(&release.executor_ids),
                         _ => {}
                     }
-                    if let Err(unsent) = up.send(send(body)).await {
-                        // Finishing and the limit are asked again anyway.
-                        if let Some(Message::Release(release)) = unsent.0.body {
-                            self.unsent = Some(Message::Release(release));
-                        }
+                    // Whatever it carried is asked again on the next attachment.
+                    if up.send(send(body)).await.is_err() {
                         return Ok(Detached::Broken("the stream to the master broke".into()));
                     }
                 }

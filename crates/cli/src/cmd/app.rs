@@ -8,8 +8,9 @@
 //! `release ID ...` (give executors back; set a limit first or they are replaced).
 //!
 //! With `--json` it is the link a program drives an application through (the Spark plug-in
-//! does): every event is one JSON object per line, and the end of standard input finishes the
-//! application, so that an owner that dies takes its application with it.
+//! does): every event is one JSON object per line, and the end of standard input (or SIGTERM,
+//! but not Ctrl-C, which is the program's) finishes the application, so that an owner that
+//! dies takes its application with it.
 
 use clap::Args;
 use muster_driver::app::AppUpdate;
@@ -20,6 +21,7 @@ use tokio::sync::mpsc;
 
 use super::{
     MastersArg, WorkArgs, parse_environment, parse_resources, program, runtime, stop_signal,
+    terminate_signal,
 };
 use crate::client::{Masters, request_id};
 use crate::error::CliError;
@@ -168,7 +170,21 @@ async fn follow(
     let (updates, mut printed) = mpsc::unbounded_channel();
     let link = muster_driver::app::run(masters.link(), register, received, updates);
     let mut link = std::pin::pin!(link);
-    let mut stop = std::pin::pin!(stop_signal());
+    // A program's link ends with its input or on SIGTERM; Ctrl-C is meant for the program
+    // (it cancels a job in spark-shell), so it is caught and left alone.
+    let _interrupts = match format {
+        Format::Text => None,
+        Format::Json => Some(
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+                .map_err(|e| CliError::Failed(format!("cannot handle SIGINT: {e}")))?,
+        ),
+    };
+    let mut stop = std::pin::pin!(async move {
+        match format {
+            Format::Text => stop_signal().await,
+            Format::Json => terminate_signal().await,
+        }
+    });
     let mut app_id = String::new();
     let mut finishing = false;
     loop {

@@ -222,12 +222,17 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
 
 /// Resolves on Ctrl-C or SIGTERM.
 pub async fn stop_signal() {
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("SIGTERM handler");
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
+        () = terminate_signal() => {}
     }
+}
+
+/// Resolves on SIGTERM.
+pub async fn terminate_signal() {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    terminate.recv().await;
 }
 
 /// How a long-running process writes its log.

@@ -10,7 +10,9 @@ import org.apache.spark.SparkContext;
 import org.apache.spark.launcher.JavaModuleOptions;
 import org.apache.spark.rpc.RpcEndpointAddress;
 import org.apache.spark.scheduler.cluster.CoarseGrainedSchedulerBackend;
+import org.apache.spark.util.Utils;
 import scala.Tuple2;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * What a Spark application asks Muster for, from its settings: the command line of the
@@ -34,13 +36,14 @@ final class AppRequest {
         SparkConf conf = sc.conf();
         List<String> args = new ArrayList<>();
         args.add(conf.get("spark.muster.bin", System.getenv().getOrDefault("MUSTER_BIN", "muster")));
-        args.addAll(List.of("app", "run", "--json", "--masters", masters, "--name", sc.appName()));
-        args.addAll(List.of("--queue", conf.get("spark.muster.queue", "default")));
+        // Values as `--flag=value`: a name that starts with `-` stays a value.
+        args.addAll(List.of("app", "run", "--json", "--masters=" + masters, "--name=" + sc.appName()));
+        args.add("--queue=" + conf.get("spark.muster.queue", "default"));
         if (conf.contains("spark.muster.secretFile")) {
-            args.addAll(List.of("--secret-file", conf.get("spark.muster.secretFile")));
+            args.add("--secret-file=" + conf.get("spark.muster.secretFile"));
         }
         if (conf.contains("spark.muster.tlsCa")) {
-            args.addAll(List.of("--tls-ca", conf.get("spark.muster.tlsCa")));
+            args.add("--tls-ca=" + conf.get("spark.muster.tlsCa"));
         }
         if (conf.contains("spark.cores.max")) {
             args.addAll(List.of("--cores-max", Integer.toString(positive(conf, "spark.cores.max"))));
@@ -58,25 +61,31 @@ final class AppRequest {
         if (!resources.isEmpty()) {
             args.addAll(List.of("--executor-resources", resources));
         }
-        for (Map.Entry<String, String> variable : executorEnvironment(sc).entrySet()) {
-            args.addAll(List.of("--env", variable.getKey() + "=" + variable.getValue()));
-        }
-        if (sc.env().securityManager().isAuthenticationEnabled()) {
-            // Its value travels in the link's environment, not on a command line others see.
-            args.addAll(List.of("--env", AUTH_SECRET_VARIABLE));
+        // The values travel in the link's environment, not on a command line others see.
+        for (String name : linkEnvironment(sc).keySet()) {
+            args.add("--env=" + name);
         }
         args.add("--");
         args.addAll(executorCommand(sc, heapMb));
         return args;
     }
 
-    /** Memory beyond the heap: {@code spark.executor.memoryOverhead}, or Spark's rule. */
+    /**
+     * Memory beyond the heap, by Spark's rule: {@code spark.executor.memoryOverhead}, or a share
+     * of the heap ({@code spark.executor.memoryOverheadFactor}) but at least
+     * {@code spark.executor.minMemoryOverhead}; plus PySpark's and off-heap memory when set.
+     */
     static long overheadMb(SparkConf conf, long heapMb) {
         long overhead = conf.contains("spark.executor.memoryOverhead")
                 ? conf.getSizeAsMb("spark.executor.memoryOverhead")
-                : Math.max(MIN_OVERHEAD_MB, (long) (heapMb * factor(conf)));
+                : Math.max(
+                        conf.getSizeAsMb("spark.executor.minMemoryOverhead", MIN_OVERHEAD_MB + "m"),
+                        (long) (heapMb * factor(conf)));
         if (conf.contains("spark.executor.pyspark.memory")) {
             overhead += conf.getSizeAsMb("spark.executor.pyspark.memory");
+        }
+        if (conf.getBoolean("spark.memory.offHeap.enabled", false)) {
+            overhead += conf.getSizeAsMb("spark.memory.offHeap.size", "0");
         }
         return overhead;
     }
@@ -116,20 +125,18 @@ final class AppRequest {
         return String.join(",", entries);
     }
 
-    /** The executors' environment: {@code spark.executorEnv.*}. */
-    static Map<String, String> executorEnvironment(SparkContext sc) {
-        return new TreeMap<>(scala.jdk.javaapi.CollectionConverters.asJava(sc.executorEnvs()));
-    }
-
     /**
      * Where executors find the application's secret when {@code spark.authenticate} is on, as
      * Spark's standalone worker hands it over.
      */
     static final String AUTH_SECRET_VARIABLE = "_SPARK_AUTH_SECRET";
 
-    /** The link's own environment: the authentication secret, when there is one. */
+    /**
+     * The link's own environment, which it passes on to the executors: {@code
+     * spark.executorEnv.*}, and the authentication secret when there is one.
+     */
     static Map<String, String> linkEnvironment(SparkContext sc) {
-        Map<String, String> environment = new TreeMap<>();
+        Map<String, String> environment = new TreeMap<>(CollectionConverters.asJava(sc.executorEnvs()));
         if (sc.env().securityManager().isAuthenticationEnabled()) {
             environment.put(AUTH_SECRET_VARIABLE, sc.env().securityManager().getSecretKey());
         }
@@ -156,17 +163,31 @@ final class AppRequest {
                 java.add("-D" + setting._1() + "=" + setting._2());
             }
         }
+        // Spark's own executor options, with standalone's placeholders for the ids.
+        for (String key : List.of("spark.executor.defaultJavaOptions", "spark.executor.extraJavaOptions")) {
+            if (conf.contains(key)) {
+                for (String option : CollectionConverters.asJava(Utils.splitCommandString(conf.get(key)))) {
+                    java.add(option.replace("{{APP_ID}}", "\u0000APP").replace("{{EXECUTOR_ID}}", "\u0000EXECUTOR"));
+                }
+            }
+        }
         StringBuilder script = new StringBuilder();
         String driverSparkHome = System.getenv("SPARK_HOME");
         if (driverSparkHome != null) {
-            script.append(": \"${SPARK_HOME:=").append(driverSparkHome.replace("\"", "\\\"")).append("}\"; ");
+            script.append("[ -n \"$SPARK_HOME\" ] || SPARK_HOME=").append(quote(driverSparkHome)).append("; ");
         }
-        script.append("exec \"${JAVA_HOME:+$JAVA_HOME/bin/}java\" -cp \"$SPARK_HOME/jars/*\"");
+        script.append("export SPARK_HOME; exec \"${JAVA_HOME:+$JAVA_HOME/bin/}java\" -cp ");
+        String classPath = conf.contains("spark.executor.extraClassPath")
+                ? quote(conf.get("spark.executor.extraClassPath")) + ":"
+                : "";
+        script.append(classPath).append("\"$SPARK_HOME/jars/*\"");
+        if (conf.contains("spark.executor.extraLibraryPath")) {
+            java.add("-Djava.library.path=" + conf.get("spark.executor.extraLibraryPath"));
+        }
         for (String option : java) {
-            script.append(' ').append(quote(option));
-        }
-        if (conf.contains("spark.executor.extraJavaOptions")) {
-            script.append(' ').append(conf.get("spark.executor.extraJavaOptions"));
+            script.append(' ').append(quote(option)
+                    .replace("\u0000APP", "'\"$MUSTER_APP_ID\"'")
+                    .replace("\u0000EXECUTOR", "'\"$MUSTER_EXECUTOR_ID\"'"));
         }
         script.append(" org.apache.spark.executor.CoarseGrainedExecutorBackend")
                 .append(" --driver-url ").append(quote(driverUrl))

@@ -15,6 +15,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 
+import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.slf4j.Logger;
@@ -82,10 +83,11 @@ final class MusterLink {
         try {
             link.registered.get();
         } catch (ExecutionException e) {
+            process.destroyForcibly();
             throw new IllegalStateException("Muster did not register the application: " + e.getCause().getMessage());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            process.destroy();
+            process.destroyForcibly();
             throw new IllegalStateException("interrupted while registering with Muster");
         }
         return link;
@@ -96,16 +98,14 @@ final class MusterLink {
         return registered.getNow(null);
     }
 
-    /** Caps the executors at {@code total}: Spark's total request. */
-    void limit(int total) {
-        send("limit " + total);
+    /** Caps the executors at {@code total}: Spark's total request. Whether it was passed on. */
+    boolean limit(int total) {
+        return send("limit " + total);
     }
 
-    /** Gives these executors back. */
-    void release(Collection<String> ids) {
-        if (!ids.isEmpty()) {
-            send("release " + String.join(" ", ids));
-        }
+    /** Gives these executors back. Whether it was passed on. */
+    boolean release(Collection<String> ids) {
+        return ids.isEmpty() || send("release " + String.join(" ", ids));
     }
 
     /** Finishes the application and waits (a while) for the link to end. */
@@ -117,21 +117,23 @@ final class MusterLink {
         }
         try {
             if (!process.waitFor(30, TimeUnit.SECONDS)) {
-                LOG.warn("the Muster link did not end within 30 s of finishing; stopping it");
-                process.destroy();
+                LOG.warn("the Muster link did not end within 30 s of finishing; killing it");
+                process.destroyForcibly();
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            process.destroy();
+            process.destroyForcibly();
         }
     }
 
-    private synchronized void send(String line) {
+    private synchronized boolean send(String line) {
         try {
             commands.write(line + "\n");
             commands.flush();
+            return true;
         } catch (IOException e) {
             LOG.warn("cannot tell the Muster link `{}`: {}", line, e.getMessage());
+            return false;
         }
     }
 
@@ -140,20 +142,11 @@ final class MusterLink {
         try (BufferedReader lines = new BufferedReader(
                 new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
             for (String line = lines.readLine(); line != null; line = lines.readLine()) {
-                JsonNode event = JSON.readTree(line);
-                switch (event.path("event").asText()) {
-                    case "registered" -> registered.complete(event.path("app_id").asText());
-                    case "executor" -> events.executor(
-                            event.path("executor_id").asInt(),
-                            event.path("worker").asText(),
-                            event.path("state").asText(),
-                            event.path("exit_code").isInt() ? event.path("exit_code").asInt() : null);
-                    case "preempted" -> events.preempted(
-                            event.path("executor_id").asInt(), event.path("grace_ms").asLong());
-                    case "reconnecting" -> LOG.warn("Muster: lost the leader ({}); reconnecting",
-                            event.path("reason").asText());
-                    case "ended" -> state = event.path("state").asText();
-                    default -> LOG.debug("Muster link: {}", line);
+                try {
+                    state = dispatch(JSON.readTree(line), events, state);
+                } catch (RuntimeException | JsonProcessingException e) {
+                    // One event Spark could not take must not stop the link being read.
+                    LOG.warn("Muster link: cannot handle `{}`", line, e);
                 }
             }
         } catch (IOException e) {
@@ -164,6 +157,27 @@ final class MusterLink {
         if (!registered.completeExceptionally(new IllegalStateException(reason))) {
             events.ended(state, reason);
         }
+    }
+
+    /** Hands one event to Spark; returns the application's end state once it has one. */
+    private String dispatch(JsonNode event, Events events, String state) {
+        switch (event.path("event").asText()) {
+            case "registered" -> registered.complete(event.path("app_id").asText());
+            case "executor" -> events.executor(
+                    event.path("executor_id").asInt(),
+                    event.path("worker").asText(),
+                    event.path("state").asText(),
+                    event.path("exit_code").isInt() ? event.path("exit_code").asInt() : null);
+            case "preempted" -> events.preempted(
+                    event.path("executor_id").asInt(), event.path("grace_ms").asLong());
+            case "reconnecting" -> LOG.warn("Muster: lost the leader ({}); reconnecting",
+                    event.path("reason").asText());
+            case "ended" -> {
+                return event.path("state").asText();
+            }
+            default -> LOG.debug("Muster link: {}", event);
+        }
+        return state;
     }
 
     /** Why the link ended, in its own words (its last line of standard error). */

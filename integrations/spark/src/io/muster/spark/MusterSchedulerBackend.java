@@ -7,11 +7,11 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.spark.SparkContext;
+import org.apache.spark.executor.ExecutorExitCode$;
 import org.apache.spark.resource.ResourceProfile;
 import org.apache.spark.scheduler.ExecutorDecommission;
 import org.apache.spark.scheduler.ExecutorDecommissionInfo;
 import org.apache.spark.scheduler.ExecutorExited;
-import org.apache.spark.scheduler.ExecutorKilled$;
 import org.apache.spark.scheduler.ExecutorLossReason;
 import org.apache.spark.scheduler.ExecutorProcessLost;
 import org.apache.spark.scheduler.SparkListener;
@@ -30,14 +30,12 @@ import scala.jdk.javaapi.CollectionConverters;
  * the application through a {@link MusterLink}, which Muster's workers then start executors for,
  * passes Spark's executor requests and releases on, and turns Muster's news of an executor's end
  * into Spark's loss reasons: an exit with its code, a lost worker (its host's shuffle output is
- * lost with it), a kill the application asked for, a preemption (a decommission, whose lost
- * tasks do not count as failures).
+ * lost with it), a preemption (a decommission, whose lost tasks do not count as failures). A
+ * release Spark asked for is left to Spark, which removes the executor when it disconnects.
  */
 public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
         implements MusterLink.Events {
     private static final Logger LOG = LoggerFactory.getLogger(MusterSchedulerBackend.class);
-    /** Share of the cores asked for that must have registered before jobs start (as standalone). */
-    private static final double MIN_REGISTERED_RATIO = 0.8;
 
     private final TaskSchedulerImpl scheduler;
     private final SparkContext sc;
@@ -78,19 +76,6 @@ public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
     }
 
     @Override
-    public double minRegisteredRatio() {
-        return sc.conf().contains("spark.scheduler.minRegisteredResourcesRatio")
-                ? super.minRegisteredRatio()
-                : MIN_REGISTERED_RATIO;
-    }
-
-    @Override
-    public boolean sufficientResourcesRegistered() {
-        int expected = sc.conf().getInt("spark.cores.max", 0);
-        return totalCoreCount().get() >= expected * minRegisteredRatio();
-    }
-
-    @Override
     public void stop() {
         stopping.set(true);
         try {
@@ -113,18 +98,19 @@ public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
             } else if ((Integer) entry.getValue() > 0) {
                 LOG.warn("Muster runs the default resource profile only; profile {} is not served",
                         entry.getKey().id());
+                return Future.successful(Boolean.FALSE);
             }
         }
-        link.limit(total);
-        return Future.successful(Boolean.TRUE);
+        MusterLink registered = link;
+        return Future.successful(registered != null && registered.limit(total));
     }
 
     @Override
     public Future<Object> doKillExecutors(scala.collection.immutable.Seq<String> ids) {
         List<String> given = CollectionConverters.asJava(ids);
         released.addAll(given);
-        link.release(given);
-        return Future.successful(Boolean.TRUE);
+        MusterLink registered = link;
+        return Future.successful(registered != null && registered.release(given));
     }
 
     @Override
@@ -135,13 +121,15 @@ public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
         }
         String id = Integer.toString(number);
         ExecutorLossReason reason = lossReason(id, worker, state, exitCode);
-        if (reason != null) {
+        if (!state.equals("LAUNCHING") && !state.equals("RUNNING")) {
             hosts.remove(id);
+        }
+        if (reason != null) {
             removeExecutor(id, reason);
         }
     }
 
-    /** Why executor {@code id} is gone, or null while it lives. */
+    /** Why executor {@code id} is gone, or null while it lives or when Spark removes it itself. */
     private ExecutorLossReason lossReason(String id, String worker, String state, Integer exitCode) {
         String where = "Muster executor " + id + " on worker " + worker;
         Option<String> host = Option.apply(hosts.get(id));
@@ -152,14 +140,22 @@ public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
                 if (preempted.remove(id)) {
                     yield new ExecutorDecommission(Option.empty(), where + " was preempted for prior work");
                 }
+                // Spark asked for this end and removes the executor itself, deciding whether its
+                // lost tasks count (they do when it replaces an executor that stopped answering).
                 if (released.remove(id)) {
-                    yield ExecutorKilled$.MODULE$;
+                    yield null;
                 }
                 yield new ExecutorProcessLost(where + " was killed", Option.empty(), false);
             }
-            default -> exitCode == null
-                    ? new ExecutorProcessLost(where + " could not start (" + state + ")", Option.empty(), true)
-                    : new ExecutorExited(exitCode, true, where + " exited with code " + exitCode);
+            default -> {
+                if (exitCode == null) {
+                    yield new ExecutorProcessLost(where + " could not start (" + state + ")", Option.empty(), true);
+                }
+                // As standalone: exits that tell of the executor's machine, not of the tasks.
+                boolean causedByApp = exitCode != ExecutorExitCode$.MODULE$.HEARTBEAT_FAILURE()
+                        && exitCode != ExecutorExitCode$.MODULE$.DISK_STORE_FAILED_TO_CREATE_DIR();
+                yield new ExecutorExited(exitCode, causedByApp, where + " exited with code " + exitCode);
+            }
         };
     }
 

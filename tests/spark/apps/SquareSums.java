@@ -1,0 +1,28 @@
+import java.util.ArrayList;
+import java.util.List;
+
+import org.apache.spark.api.java.JavaPairRDD;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.sql.SparkSession;
+import scala.Tuple2;
+
+/** Sums the squares of 1..N by their remainder modulo 10, through a shuffle, and prints `R SUM` lines. */
+public final class SquareSums {
+    public static void main(String[] args) {
+        int n = Integer.parseInt(args[0]);
+        SparkSession spark = SparkSession.builder().appName("square-sums").getOrCreate();
+        JavaSparkContext sc = new JavaSparkContext(spark.sparkContext());
+        List<Long> numbers = new ArrayList<>();
+        for (long i = 1; i <= n; i++) {
+            numbers.add(i);
+        }
+        JavaPairRDD<Long, Long> sums = sc.parallelize(numbers, 8)
+                .mapToPair(i -> new Tuple2<>(i % 10, i * i))
+                .reduceByKey(Long::sum, 4)
+                .sortByKey();
+        for (Tuple2<Long, Long> sum : sums.collect()) {
+            System.out.println(sum._1() + " " + sum._2());
+        }
+        spark.stop();
+    }
+}
