@@ -44,6 +44,11 @@ struct ReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PeerLabel {
+    peer: u64,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
     kind: String,
 }
@@ -93,6 +98,7 @@ pub struct Metrics {
     last_log_index: Gauge,
     applied_index: Gauge,
     apply_lag: Gauge,
+    peer_failed_attempts: Family<PeerLabel, Gauge>,
     recovery: ByState,
     last_recovery_seconds: Gauge<f64, AtomicU64>,
     workers: ByState,
@@ -128,6 +134,7 @@ impl Metrics {
             last_log_index: Gauge::default(),
             applied_index: Gauge::default(),
             apply_lag: Gauge::default(),
+            peer_failed_attempts: Family::default(),
             recovery: ByState::default(),
             last_recovery_seconds: Gauge::default(),
             workers: ByState::default(),
@@ -181,6 +188,11 @@ impl Metrics {
             "raft_apply_lag",
             "Log entries not applied yet",
             self.apply_lag.clone(),
+        );
+        r.register(
+            "raft_peer_failed_attempts",
+            "Calls to each peer that failed since this replica started",
+            self.peer_failed_attempts.clone(),
         );
         r.register(
             "recovery_state",
@@ -323,6 +335,11 @@ impl Metrics {
         self.last_log_index.set(gauge(last));
         self.applied_index.set(gauge(applied));
         self.apply_lag.set(gauge(last.saturating_sub(applied)));
+        for (peer, failed) in node.peer_failed_attempts() {
+            self.peer_failed_attempts
+                .get_or_create(&PeerLabel { peer })
+                .set(gauge(failed));
+        }
     }
 
     fn read_state(&self, state: &ClusterState) {

@@ -2,6 +2,12 @@
 //!
 //! openraft asks for a client often (per replication stream, election round and linearizable
 //! read), so channels are built lazily once per peer address and shared.
+//!
+//! Every failed call, whatever its kind (refused, reset, closed, timed out, refused by the
+//! peer), makes openraft back off before it tries that peer again, so a cut link costs about
+//! ten attempts a second instead of a busy loop. The network keeps each peer's link: when it
+//! last answered, and since when and how often it has failed, so that a peer going away and
+//! coming back is one log line each, and the metrics can count the failed attempts.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -41,15 +47,26 @@ pub(crate) struct TimeoutNow {
     pub(crate) term: u64,
 }
 
-/// When each peer last answered a call of this replica's.
-type Contacts = Arc<Mutex<HashMap<NodeId, Instant>>>;
+/// What this replica knows of its link to one peer.
+#[derive(Clone, Copy, Debug, Default)]
+struct Link {
+    /// When the peer last answered a call.
+    answered: Option<Instant>,
+    /// Since when calls have failed without an answer between, and how many.
+    failing: Option<(Instant, u64)>,
+    /// Calls that failed since this replica started.
+    failed_attempts: u64,
+}
+
+/// Each peer's link.
+type Links = Arc<Mutex<HashMap<NodeId, Link>>>;
 
 /// Builds peer clients, sharing one channel per address.
 #[derive(Clone, Default)]
 pub struct Network {
     channels: Arc<Mutex<HashMap<String, Channel>>>,
-    /// When each peer last answered.
-    contacts: Contacts,
+    /// Each peer's link.
+    links: Links,
     /// Addresses that replace peers' membership addresses.
     routes: Arc<BTreeMap<NodeId, String>>,
     /// What every call carries.
@@ -63,7 +80,7 @@ impl Network {
     pub fn new(routes: BTreeMap<NodeId, String>, credential: Credential, dialer: Dialer) -> Self {
         Self {
             channels: Arc::default(),
-            contacts: Arc::default(),
+            links: Arc::default(),
             routes: Arc::new(routes),
             credential,
             dialer,
@@ -89,10 +106,20 @@ impl Network {
 impl Network {
     /// Whether `peer` answered a call of this replica's within `patience`.
     pub(crate) fn heard_within(&self, peer: NodeId, patience: Duration) -> bool {
-        let contacts = self.contacts.lock().expect("contacts lock");
-        contacts
+        let links = self.links.lock().expect("links lock");
+        links
             .get(&peer)
+            .and_then(|link| link.answered)
             .is_some_and(|at| at.elapsed() <= patience)
+    }
+
+    /// Calls to each peer that failed since this replica started.
+    pub(crate) fn failed_attempts(&self) -> BTreeMap<NodeId, u64> {
+        let links = self.links.lock().expect("links lock");
+        links
+            .iter()
+            .map(|(&peer, link)| (peer, link.failed_attempts))
+            .collect()
     }
 
     /// Asks `target` (a member at `addr`) to campaign now, within `deadline`; whether it does.
@@ -134,7 +161,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             addr,
             client,
             credential: self.credential.clone(),
-            contacts: Arc::clone(&self.contacts),
+            links: Arc::clone(&self.links),
         }
     }
 }
@@ -146,7 +173,7 @@ pub struct PeerClient {
     /// The client, or why the peer's address could not make one.
     client: Result<ReplicationClient<Channel>, tonic::transport::Error>,
     credential: Credential,
-    contacts: Contacts,
+    links: Links,
 }
 
 type RpcResult<T, E> = Result<T, RPCError<NodeId, Node, RaftError<NodeId, E>>>;
@@ -167,22 +194,20 @@ impl PeerClient {
     {
         let client = match &self.client {
             Ok(client) => client.clone(),
-            Err(e) => return Err(RPCError::Unreachable(Unreachable::new(e))),
+            Err(e) => {
+                self.failed(&e.to_string());
+                return Err(RPCError::Unreachable(Unreachable::new(e)));
+            }
         };
         let mut request = tonic::Request::new(RaftBytes { data: request });
         request.set_timeout(option.hard_ttl());
         self.credential.attach(request.metadata_mut());
-        let response = send(client, request)
-            .await
-            .map_err(|status| match status.code() {
-                // Nothing answered: openraft backs off before trying this peer again.
-                tonic::Code::Unavailable => RPCError::Unreachable(Unreachable::new(&status)),
-                _ => RPCError::Network(NetworkError::new(&status)),
-            })?;
-        self.contacts
-            .lock()
-            .expect("contacts lock")
-            .insert(self.target, Instant::now());
+        // Whatever the failure, openraft backs off before it tries this peer again.
+        let response = send(client, request).await.map_err(|status| {
+            self.failed(status.message());
+            RPCError::Unreachable(Unreachable::new(&status))
+        })?;
+        self.answered();
         let result: Result<T, RaftError<NodeId, E>> = decode(&response.into_inner().data)
             .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         result.map_err(|e| {
@@ -195,14 +220,59 @@ impl PeerClient {
     }
 }
 
-/// How long replication to an unreachable peer pauses before trying again. openraft's 500 ms
-/// default lets a restarted peer's election timer run out before the leader reaches it, and
-/// its campaign then deposes a healthy leader.
+impl PeerClient {
+    /// Notes a call that failed: the first of a run is logged, with its reason.
+    fn failed(&self, reason: &str) {
+        let mut links = self.links.lock().expect("links lock");
+        let link = links.entry(self.target).or_default();
+        link.failed_attempts += 1;
+        match &mut link.failing {
+            Some((_, attempts)) => *attempts += 1,
+            None => {
+                link.failing = Some((Instant::now(), 1));
+                tracing::warn!(peer = self.target, addr = %self.addr, reason, "peer unreachable");
+            }
+        }
+    }
+
+    /// Notes an answer; one that ends a run of failures is logged, with the run.
+    fn answered(&self) {
+        let mut links = self.links.lock().expect("links lock");
+        let link = links.entry(self.target).or_default();
+        link.answered = Some(Instant::now());
+        if let Some((since, failed_attempts)) = link.failing.take() {
+            tracing::info!(
+                peer = self.target,
+                addr = %self.addr,
+                failed_attempts,
+                after = ?since.elapsed(),
+                "peer reachable again"
+            );
+        }
+    }
+}
+
+/// How long replication to an unreachable peer pauses before trying again, give or take
+/// [`BACKOFF_JITTER`]: short, because openraft's 500 ms default lets a restarted peer's
+/// election timer run out before the leader reaches it, and its campaign then deposes a
+/// healthy leader; a healed link is used again within a heartbeat or two.
 const UNREACHABLE_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The spread of the back-off, so that the replicas' retries do not fall into step.
+const BACKOFF_JITTER: Duration = Duration::from_millis(20);
+
+/// One back-off: [`UNREACHABLE_BACKOFF`], moved by up to [`BACKOFF_JITTER`] either way.
+fn jittered_backoff() -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()));
+    let spread = BACKOFF_JITTER.as_millis() as u64;
+    UNREACHABLE_BACKOFF - BACKOFF_JITTER + Duration::from_millis(nanos % (2 * spread + 1))
+}
 
 impl RaftNetwork<TypeConfig> for PeerClient {
     fn backoff(&self) -> Backoff {
-        Backoff::new(std::iter::repeat(UNREACHABLE_BACKOFF))
+        Backoff::new(std::iter::repeat_with(jittered_backoff))
     }
 
     /// Sends the entries, or as many of them as fit in [`APPEND_BUDGET`] bytes (at least
@@ -266,5 +336,77 @@ impl RaftNetwork<TypeConfig> for PeerClient {
             |mut c, r| async move { c.vote(r).await },
         )
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use muster_proto::v1::replication_server::{Replication, ReplicationServer};
+    use openraft::Vote;
+    use tonic::{Request, Response, Status};
+
+    use super::*;
+
+    /// A peer that refuses every call, as one with another cluster's credential does.
+    struct Refusing;
+
+    #[tonic::async_trait]
+    impl Replication for Refusing {
+        async fn append_entries(
+            &self,
+            _: Request<RaftBytes>,
+        ) -> Result<Response<RaftBytes>, Status> {
+            Err(Status::unauthenticated("wrong credential"))
+        }
+        async fn vote(&self, _: Request<RaftBytes>) -> Result<Response<RaftBytes>, Status> {
+            Err(Status::unauthenticated("wrong credential"))
+        }
+        async fn install_snapshot(
+            &self,
+            _: Request<RaftBytes>,
+        ) -> Result<Response<RaftBytes>, Status> {
+            Err(Status::unauthenticated("wrong credential"))
+        }
+        async fn timeout_now(&self, _: Request<RaftBytes>) -> Result<Response<RaftBytes>, Status> {
+            Err(Status::unauthenticated("wrong credential"))
+        }
+    }
+
+    #[tokio::test]
+    async fn every_failed_call_backs_off_and_is_counted() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let refusing = listener.local_addr().unwrap().to_string();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(ReplicationServer::new(Refusing))
+                .serve_with_incoming(muster_proto::transport::incoming(listener)),
+        );
+        // Peer 2 refuses; peer 3's address has nothing listening.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let nobody = closed.local_addr().unwrap().to_string();
+        drop(closed);
+        let mut network = Network::new(BTreeMap::new(), Credential::none(), Dialer::plain());
+        let option = RPCOption::new(Duration::from_secs(2));
+        for (peer, addr) in [(2, &refusing), (3, &nobody)] {
+            let mut client = network.new_client(peer, &Node::new(addr.clone())).await;
+            for _ in 0..3 {
+                let vote = VoteRequest::new(Vote::new(1, 1), None);
+                let error = client.vote(vote, option.clone()).await.unwrap_err();
+                assert!(
+                    matches!(error, RPCError::Unreachable(_)),
+                    "{addr}: openraft backs off only after Unreachable: {error}"
+                );
+            }
+        }
+        assert_eq!(network.failed_attempts(), BTreeMap::from([(2, 3), (3, 3)]));
+        assert!(!network.heard_within(2, Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn the_back_off_is_jittered_around_a_tenth_of_a_second() {
+        let waits: Vec<Duration> = (0..100).map(|_| jittered_backoff()).collect();
+        assert!(waits.iter().all(|w| {
+            *w >= UNREACHABLE_BACKOFF - BACKOFF_JITTER && *w <= UNREACHABLE_BACKOFF + BACKOFF_JITTER
+        }));
     }
 }

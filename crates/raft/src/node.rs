@@ -665,6 +665,12 @@ impl RaftNode {
             .collect()
     }
 
+    /// Calls to each peer that failed since this replica started (refused, reset, timed out,
+    /// or refused by the peer).
+    pub fn peer_failed_attempts(&self) -> BTreeMap<NodeId, u64> {
+        self.network.failed_attempts()
+    }
+
     /// The state as this replica has applied it so far, which may lag the leader's.
     pub fn local_state(&self) -> SharedState {
         Arc::clone(&self.state)
