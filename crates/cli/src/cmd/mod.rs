@@ -258,9 +258,13 @@ pub fn log_to_stderr(format: LogFormat) {
     let log = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                // openraft logs every failed replication attempt; the network logs a peer
-                // going away and coming back instead (muster_raft::network).
-                .unwrap_or_else(|_| "info,openraft=warn,openraft::replication=off".into()),
+                // openraft logs every failed replication attempt, twice; the network logs a
+                // peer going away and coming back instead (muster_raft::network).
+                .unwrap_or_else(|_| {
+                    "info,openraft=warn,openraft::replication=off,\
+                     openraft::engine::handler::replication_handler=off"
+                        .into()
+                }),
         )
         .with_writer(std::io::stderr);
     match format {
