@@ -205,6 +205,25 @@ impl Process {
     }
 }
 
+/// The processes whose command line holds `args`, one after another.
+pub fn processes_with_args(args: &[&str]) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let given: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            given
+                .windows(args.len())
+                .any(|w| w.iter().zip(args).all(|(a, b)| *a == b.as_bytes()))
+                .then_some(pid)
+        })
+        .collect()
+}
+
 /// Sends `signal` to process `pid`.
 pub fn signal(pid: u32, signal: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal)

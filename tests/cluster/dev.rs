@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{DEADLINE, muster, stdout};
+use crate::support::{DEADLINE, muster, processes_with_args, stdout};
 
 #[test]
 fn dev_starts_masters_and_workers_and_stops_them_all() {
@@ -68,7 +68,9 @@ fn dev_starts_masters_and_workers_and_stops_them_all() {
     // Killing the leader is what a local cluster is for: dev reports it and carries on.
     let leader = status["leader"].as_u64().unwrap() as usize;
     let leader_addr = masters.split(',').nth(leader - 1).unwrap().to_owned();
-    let pid = process_listening_on(&leader_addr).expect("the leader's process");
+    let pid = *processes_with_args(&["--listen", &leader_addr])
+        .first()
+        .expect("the leader's process");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid),
         nix::sys::signal::Signal::SIGKILL,
@@ -138,22 +140,6 @@ fn dev_starts_masters_and_workers_and_stops_them_all() {
     }
 }
 
-/// The `muster master` process listening on `addr`, found by its command line.
-fn process_listening_on(addr: &str) -> Option<i32> {
-    std::fs::read_dir("/proc")
-        .ok()?
-        .filter_map(Result::ok)
-        .find_map(|entry| {
-            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-            let listens = args
-                .windows(2)
-                .any(|w| w[0] == b"--listen" && w[1] == addr.as_bytes());
-            (args.iter().any(|a| *a == b"master") && listens).then_some(pid)
-        })
-}
-
 #[test]
 fn dev_keeps_its_temporary_data_and_logs_when_a_member_exited() {
     let mut dev = muster()
@@ -173,7 +159,8 @@ fn dev_keeps_its_temporary_data_and_logs_when_a_member_exited() {
     // The worker exits (it is stopped, as an operator might).
     let start = Instant::now();
     let worker = loop {
-        if let Some(pid) = process_with_args(&["--work-dir", &format!("{dir}/worker-1")]) {
+        if let Some(&pid) = processes_with_args(&["--work-dir", &format!("{dir}/worker-1")]).first()
+        {
             break pid;
         }
         assert!(start.elapsed() < DEADLINE, "no worker process");
@@ -203,20 +190,4 @@ fn dev_keeps_its_temporary_data_and_logs_when_a_member_exited() {
     let log = std::path::Path::new(&dir).join("worker-1.log");
     assert!(log.exists(), "{} kept", log.display());
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-/// The process whose command line holds `args` in this order, one after another.
-fn process_with_args(args: &[&str]) -> Option<i32> {
-    std::fs::read_dir("/proc")
-        .ok()?
-        .filter_map(Result::ok)
-        .find_map(|entry| {
-            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            let given: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-            given
-                .windows(args.len())
-                .any(|w| w.iter().zip(args).all(|(a, b)| *a == b.as_bytes()))
-                .then_some(pid)
-        })
 }

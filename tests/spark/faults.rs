@@ -308,26 +308,6 @@ fn dynamic_allocation_grows_with_a_backlog_and_gives_idle_executors_back() {
     assert_eq!(crate::executors_that_registered(&masters, app_id).len(), 3);
 }
 
-/// The process ids whose command line holds every one of `words`.
-fn processes_running(words: &[&str]) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|entry| {
-            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            let args: Vec<String> = cmdline
-                .split(|&b| b == 0)
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect();
-            words
-                .iter()
-                .all(|word| args.iter().any(|a| a == word))
-                .then_some(pid)
-        })
-        .collect()
-}
-
 #[test]
 fn a_driver_that_dies_ends_its_application_and_a_link_that_dies_stops_its_driver() {
     let Some((spark, _one_at_a_time)) = spark() else {
@@ -353,7 +333,7 @@ fn a_driver_that_dies_ends_its_application_and_a_link_that_dies_stops_its_driver
 
     // The link is killed: Spark stops the application, naming why.
     let run = SleepyRun::start(spark, &list, &["--executor-cores", "1"], 60, 0);
-    let links = processes_running(&["app", "run", "--json"]);
+    let links = crate::support::processes_with_args(&["app", "run", "--json"]);
     assert_eq!(links.len(), 1, "one link: {links:?}");
     crate::support::signal(links[0] as u32, nix::sys::signal::Signal::SIGKILL);
     let Output { status, stderr, .. } = run.wait();

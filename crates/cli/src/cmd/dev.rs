@@ -145,7 +145,8 @@ pub struct LocalCluster {
     /// The first leader.
     pub leader: u64,
     children: Vec<DevChild>,
-    _temporary: Option<tempfile::TempDir>,
+    /// The data dir, when it is a temporary one (removed when the cluster is dropped).
+    temporary: Option<tempfile::TempDir>,
 }
 
 impl LocalCluster {
@@ -261,7 +262,7 @@ impl LocalCluster {
             pages,
             leader: status.leader,
             children,
-            _temporary: temporary,
+            temporary,
         })
     }
 }
@@ -295,7 +296,7 @@ impl LocalCluster {
     /// Keeps the data and logs after the cluster stops, when they are in a temporary
     /// directory (which is otherwise removed).
     pub fn keep_dir(&mut self) {
-        if let Some(temporary) = self._temporary.take() {
+        if let Some(temporary) = self.temporary.take() {
             let _ = temporary.keep();
         }
     }

@@ -163,7 +163,8 @@ final class AppRequest {
                 java.add("-D" + setting._1() + "=" + setting._2());
             }
         }
-        // Spark's own executor options, with standalone's placeholders for the ids.
+        // Spark's own executor options, with standalone's placeholders for the ids: marked
+        // here, and once the option is quoted, replaced by the shell variables that hold them.
         for (String key : List.of("spark.executor.defaultJavaOptions", "spark.executor.extraJavaOptions")) {
             if (conf.contains(key)) {
                 for (String option : CollectionConverters.asJava(Utils.splitCommandString(conf.get(key)))) {
