@@ -1,5 +1,5 @@
 //! Real Apache Spark on Muster: `spark-submit --master spark-muster://...` with the plug-in
-//! of `integrations/spark`, PySpark applications whose executors are Spark's own, started by
+//! of `integrations/spark`: PySpark and Java applications whose executors are Spark's own, started by
 //! real Muster workers.
 //!
 //! They need Java 17 and the pinned pyspark (`.ci/run` installs both): the pyspark of the
