@@ -1,6 +1,6 @@
 //! Real Apache Spark on Muster: `spark-submit --master spark-muster://...` with the plug-in
-//! of `integrations/spark`: PySpark and Java applications whose executors are Spark's own, started by
-//! real Muster workers.
+//! of `integrations/spark`: PySpark and Java applications whose executors are Spark's own,
+//! started by real Muster workers.
 //!
 //! They need Java 17 and the pinned pyspark (`.ci/run` installs both): the pyspark of the
 //! virtual environment at `MUSTER_SPARK_VENV`, by default `~/.cache/muster/pyspark-4.3.0`.
