@@ -46,6 +46,8 @@ struct DevChild {
     /// Its command line, to start it again.
     args: Vec<String>,
     process: Child,
+    /// Whether its exit has been reported.
+    reported: bool,
 }
 
 impl Drop for DevChild {
@@ -94,6 +96,7 @@ fn spawn(name: &str, dir: &Path, args: Vec<String>) -> Result<DevChild, CliError
         name: name.to_owned(),
         args,
         process,
+        reported: false,
     })
 }
 
@@ -348,7 +351,6 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
         let mut terminate =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
         let mut check = tokio::time::interval(Duration::from_millis(500));
-        let mut reported: Vec<String> = Vec::new();
         let mut died = false;
         loop {
             tokio::select! {
@@ -363,7 +365,6 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
                     };
                     match answer {
                         Ok(done) => {
-                            reported.retain(|name| !done.starts_with(&format!("{name} ")));
                             output::line(done);
                         }
                         Err(error) => eprintln!("error: {error}"),
@@ -371,11 +372,11 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
                 }
                 _ = check.tick() => {
                     for child in &mut cluster.children {
-                        if let Ok(Some(status)) = child.process.try_wait()
-                            && !reported.contains(&child.name)
+                        if !child.reported
+                            && let Ok(Some(status)) = child.process.try_wait()
                         {
                             died = true;
-                            reported.push(child.name.clone());
+                            child.reported = true;
                             output::line(format_args!(
                                 "{} exited ({status}); see {}; `restart {}` starts it again",
                                 child.name,
