@@ -32,6 +32,16 @@ pub fn worth_retrying(status: &tonic::Status) -> bool {
         )
 }
 
+/// A wait of whole milliseconds from none up to `most`, taken from the clock's nanoseconds:
+/// enough to spread apart callers that failed together, without a random generator.
+pub fn jitter(most: Duration) -> Duration {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()));
+    let most = u64::try_from(most.as_millis()).unwrap_or(u64::MAX);
+    Duration::from_millis(nanos % most.saturating_add(1))
+}
+
 /// The leader's address a refusal names, if it names one other than `asked`.
 pub fn leader_hint<'s>(status: &'s tonic::Status, asked: &str) -> Option<&'s str> {
     status
@@ -132,11 +142,7 @@ impl LeaderFinder {
     /// The next wait of the back-off, which doubles each time.
     fn back_off(&mut self) -> Duration {
         // Jitter spreads callers that lost the leader together apart.
-        let jitter = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos())
-            % 100;
-        let wait = self.backoff + Duration::from_millis(u64::from(jitter));
+        let wait = self.backoff + jitter(Duration::from_millis(99));
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
         wait
     }

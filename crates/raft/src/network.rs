@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use muster_proto::auth::Credential;
+use muster_proto::discovery::jitter;
 use muster_proto::transport::Dialer;
 use muster_proto::v1::RaftBytes;
 use muster_proto::v1::replication_client::ReplicationClient;
@@ -263,11 +264,7 @@ const BACKOFF_JITTER: Duration = Duration::from_millis(20);
 
 /// One back-off: [`UNREACHABLE_BACKOFF`], moved by up to [`BACKOFF_JITTER`] either way.
 fn jittered_backoff() -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::from(d.subsec_nanos()));
-    let spread = BACKOFF_JITTER.as_millis() as u64;
-    UNREACHABLE_BACKOFF - BACKOFF_JITTER + Duration::from_millis(nanos % (2 * spread + 1))
+    UNREACHABLE_BACKOFF - BACKOFF_JITTER + jitter(2 * BACKOFF_JITTER)
 }
 
 impl RaftNetwork<TypeConfig> for PeerClient {
