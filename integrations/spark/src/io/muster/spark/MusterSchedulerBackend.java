@@ -119,30 +119,33 @@ public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
             // Spark has stopped its executors and its endpoint: their ends are expected.
             return;
         }
+        if (state.equals("LAUNCHING") || state.equals("RUNNING")) {
+            return;
+        }
         String id = Integer.toString(number);
         ExecutorLossReason reason = lossReason(id, worker, state, exitCode);
-        if (!state.equals("LAUNCHING") && !state.equals("RUNNING")) {
-            hosts.remove(id);
-        }
+        // It has ended: nothing is kept about it.
+        hosts.remove(id);
+        preempted.remove(id);
+        released.remove(id);
         if (reason != null) {
             removeExecutor(id, reason);
         }
     }
 
-    /** Why executor {@code id} is gone, or null while it lives or when Spark removes it itself. */
+    /** Why executor {@code id}, which has ended, is gone; null when Spark removes it itself. */
     private ExecutorLossReason lossReason(String id, String worker, String state, Integer exitCode) {
         String where = "Muster executor " + id + " on worker " + worker;
-        Option<String> host = Option.apply(hosts.get(id));
         return switch (state) {
-            case "LAUNCHING", "RUNNING" -> null;
-            case "LOST" -> new ExecutorProcessLost(where + " was lost with its worker", host, false);
+            case "LOST" -> new ExecutorProcessLost(
+                    where + " was lost with its worker", Option.apply(hosts.get(id)), false);
             case "KILLED" -> {
-                if (preempted.remove(id)) {
+                if (preempted.contains(id)) {
                     yield new ExecutorDecommission(Option.empty(), where + " was preempted for prior work");
                 }
                 // Spark asked for this end and removes the executor itself, deciding whether its
                 // lost tasks count (they do when it replaces an executor that stopped answering).
-                if (released.remove(id)) {
+                if (released.contains(id)) {
                     yield null;
                 }
                 yield new ExecutorProcessLost(where + " was killed", Option.empty(), false);
