@@ -3,6 +3,7 @@
 //! failure Spark counts fail the job.
 
 use std::io::{BufRead, BufReader, Lines};
+use std::path::Path;
 use std::process::{ChildStdout, Output, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -22,8 +23,16 @@ struct SleepyRun {
 }
 
 impl SleepyRun {
-    /// `sleepy.py TASKS SECONDS IDLE` with `settings` before it.
-    fn start(spark: &Spark, masters: &str, settings: &[&str], tasks: u32, idle_s: u32) -> Self {
+    /// `sleepy.py TASKS 1 IDLE [HOLD]` with `settings` before it: its tasks sleep 1 s, and then
+    /// wait for as long as the file `hold` exists.
+    fn start(
+        spark: &Spark,
+        masters: &str,
+        settings: &[&str],
+        tasks: u32,
+        idle_s: u32,
+        hold: Option<&Path>,
+    ) -> Self {
         let mut args: Vec<String> = [
             "--conf",
             "spark.task.maxFailures=1",
@@ -39,6 +48,7 @@ impl SleepyRun {
             "1".to_owned(),
             idle_s.to_string(),
         ]);
+        args.extend(hold.map(|path| path.to_str().unwrap().to_owned()));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let mut child = spark
             .submit(masters, &args)
@@ -131,6 +141,7 @@ fn a_job_survives_the_leader_killed_with_its_executors_and_no_task_failed() {
         &["--total-executor-cores", "4", "--executor-cores", "1"],
         24,
         0,
+        None,
     );
     let before = executor_pids(&list);
     assert_eq!(before.len(), 4, "{}", status(&list));
@@ -169,7 +180,7 @@ fn a_lost_worker_has_its_tasks_run_again_elsewhere_and_the_result_is_right() {
         "--conf",
         "spark.task.maxFailures=4",
     ];
-    let run = SleepyRun::start(spark, &list, &settings, 16, 0);
+    let run = SleepyRun::start(spark, &list, &settings, 16, 0, None);
     let status = status(&list);
     let executor = status["apps"][0]["executors"]
         .as_array()
@@ -232,8 +243,11 @@ fn a_prior_spark_application_takes_executors_from_an_ordinary_one_and_both_finis
         crate::support::alive_workers(s) == 2
     });
     let list = masters.list_from(1);
-    // The ordinary application fills the cluster with one-core executors.
-    let ordinary = SleepyRun::start(spark, &list, &["--executor-cores", "1"], 40, 0);
+    // The ordinary application fills the cluster with one-core executors, whose tasks run
+    // until the prior one has finished.
+    let hold = masters.dir.path().join("hold");
+    std::fs::write(&hold, "").unwrap();
+    let ordinary = SleepyRun::start(spark, &list, &["--executor-cores", "1"], 8, 0, Some(&hold));
     wait_for(
         &masters,
         "the ordinary application holding every core",
@@ -263,6 +277,7 @@ fn a_prior_spark_application_takes_executors_from_an_ordinary_one_and_both_finis
     );
     // The ordinary one lost an executor to preemption; none of its tasks counted as failed
     // (one would have failed its job).
+    std::fs::remove_file(&hold).unwrap();
     let output = ordinary.finish();
     let log = String::from_utf8_lossy(&output.stderr);
     assert!(log.contains("Muster preempts executor"), "{log}");
@@ -302,7 +317,7 @@ fn dynamic_allocation_grows_with_a_backlog_and_gives_idle_executors_back() {
         "spark.dynamicAllocation.maxExecutors=3",
     ];
     // 12 s idle after the job, for the executors to be given back while the driver runs.
-    let run = SleepyRun::start(spark, &list, &settings, 24, 12);
+    let run = SleepyRun::start(spark, &list, &settings, 24, 12, None);
     let grown = wait_for(&masters, "executors added for the backlog", |s| {
         running(s) == 3
     });
@@ -332,7 +347,7 @@ fn a_driver_that_dies_ends_its_application_and_a_link_that_dies_stops_its_driver
 
     // The driver's JVM is killed: its link's input closes and the application finishes, its
     // executors with it.
-    let run = SleepyRun::start(spark, &list, &["--executor-cores", "1"], 60, 0);
+    let run = SleepyRun::start(spark, &list, &["--executor-cores", "1"], 60, 0, None);
     let app_id = status(&list)["apps"][0]["id"].as_str().unwrap().to_owned();
     crate::support::signal(run.process.pid(), nix::sys::signal::Signal::SIGKILL);
     let ended = wait_for(&masters, "the application finished", |s| {
@@ -346,7 +361,7 @@ fn a_driver_that_dies_ends_its_application_and_a_link_that_dies_stops_its_driver
     drop(run);
 
     // The link is killed: Spark stops the application, naming why.
-    let run = SleepyRun::start(spark, &list, &["--executor-cores", "1"], 60, 0);
+    let run = SleepyRun::start(spark, &list, &["--executor-cores", "1"], 60, 0, None);
     let links = crate::support::processes_with_args(&["app", "run", "--json"]);
     assert_eq!(links.len(), 1, "one link: {links:?}");
     crate::support::signal(links[0] as u32, nix::sys::signal::Signal::SIGKILL);
