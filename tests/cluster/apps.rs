@@ -419,6 +419,25 @@ fn app_run_json_is_a_link_a_program_drives_and_its_input_ending_finishes_the_app
     wait_for(&masters, "the worker", |s| {
         s["workers"][0]["state"] == "ALIVE"
     });
+    // An address that is not a web address is refused, and nothing is registered.
+    let refused = muster()
+        .args([
+            "app",
+            "run",
+            "--ui-address",
+            "javascript:alert(1)",
+            "--",
+            "true",
+        ])
+        .env("MUSTER_MASTERS", masters.list_from(1))
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("ui_address:"), "{said}");
+    let status = masters.status(&masters.list_from(1));
+    assert_eq!(status["apps"], json!([]), "{status}");
+
     let mut child = muster()
         .args([
             "app",
@@ -427,6 +446,7 @@ fn app_run_json_is_a_link_a_program_drives_and_its_input_ending_finishes_the_app
             "--name=-linked",
             "--executor-cores",
             "1",
+            "--ui-address=http://127.0.0.1:4040",
         ])
         .args([
             "--executor-memory",
@@ -485,6 +505,12 @@ fn app_run_json_is_a_link_a_program_drives_and_its_input_ending_finishes_the_app
         running_executors(&status, &id).len(),
         1,
         "the application goes on: {status}"
+    );
+    assert_eq!(status["apps"][0]["ui_address"], "http://127.0.0.1:4040");
+    let listed = crate::support::stdout(&Masters::client(&masters.list_from(1), &["apps"]));
+    assert!(
+        listed.contains("\n  ui: http://127.0.0.1:4040\n"),
+        "{listed}"
     );
     let other = format!("{id}/{}", started[1]["executor_id"]);
     let printed =

@@ -2,7 +2,7 @@
 //! executors, executors preempted for prior work. `spark.task.maxFailures=1` makes any task
 //! failure Spark counts fail the job.
 
-use std::io::{BufRead, BufReader, Lines};
+use std::io::{BufRead, BufReader, Lines, Read, Write};
 use std::path::Path;
 use std::process::{ChildStdout, Output, Stdio};
 use std::thread::JoinHandle;
@@ -109,6 +109,20 @@ fn executor_pids(masters: &str) -> Vec<u64> {
     pids
 }
 
+/// `GET path` from the plain HTTP server at `address` (`http://host:port`): the response.
+fn http_get(address: &str, path: &str) -> String {
+    let host = address.strip_prefix("http://").expect("an http:// address");
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
 /// Spark's log lines of task failures that count towards `spark.task.maxFailures`.
 fn failed_tasks(output: &Output) -> Vec<String> {
     log_lines(output, "Lost task")
@@ -135,16 +149,29 @@ fn a_job_survives_the_leader_killed_with_its_executors_and_no_task_failed() {
     };
     let (mut masters, _workers) = cluster(2);
     let list = masters.list_from(1);
-    let run = SleepyRun::start(
-        spark,
-        &list,
-        &["--total-executor-cores", "4", "--executor-cores", "1"],
-        24,
-        0,
-        None,
-    );
+    let settings = [
+        "--total-executor-cores",
+        "4",
+        "--executor-cores",
+        "1",
+        "--conf",
+        "spark.ui.enabled=true",
+        "--conf",
+        "spark.ui.port=0",
+    ];
+    let run = SleepyRun::start(spark, &list, &settings, 24, 0, None);
     let before = executor_pids(&list);
     assert_eq!(before.len(), 4, "{}", status(&list));
+    // The application's Spark UI, as Muster shows it.
+    let ui = status(&list)["apps"][0]["ui_address"]
+        .as_str()
+        .expect("the Spark UI's address")
+        .to_owned();
+    let page = http_get(&ui, "/jobs/");
+    assert!(
+        page.starts_with("HTTP/1.1 200") && page.contains("sleepy"),
+        "{page}"
+    );
 
     let leader = masters.leader(0);
     masters.running[leader as usize - 1].take().unwrap().crash();
@@ -158,6 +185,10 @@ fn a_job_survives_the_leader_killed_with_its_executors_and_no_task_failed() {
         killed.elapsed()
     );
     assert_eq!(executor_pids(&list), before, "the same executor processes");
+    // The new leader learns the UI's address from the re-attached link.
+    wait_for(&masters, "the Spark UI's address again", |s| {
+        s["apps"][0]["ui_address"] == ui.as_str()
+    });
 
     let output = run.finish();
     assert_eq!(failed_tasks(&output), Vec::<String>::new());

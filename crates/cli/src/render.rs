@@ -68,6 +68,9 @@ pub fn apps(status: &StatusReply) -> String {
             a.state().name(),
             a.cores_granted
         );
+        if !a.ui_address.is_empty() {
+            let _ = writeln!(out, "  ui: {}", a.ui_address);
+        }
         if !a.waiting.is_empty() {
             let _ = writeln!(out, "  waiting: {}", a.waiting);
         }

@@ -22,6 +22,9 @@ pub const MAX_MEMORY_MB: u64 = 1 << 30;
 /// The most kinds of custom resource one worker or request may name.
 pub const MAX_CUSTOM_RESOURCES: usize = 64;
 
+/// The longest web address (an application's UI), in bytes.
+pub const MAX_WEB_ADDRESS_BYTES: usize = 2048;
+
 /// The largest gRPC message a client or worker may send a master, in bytes.
 pub const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 
@@ -72,6 +75,34 @@ pub fn program(
         + env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
     if bytes > MAX_PROGRAM_BYTES {
         return Err(too_long("command", "a program", MAX_PROGRAM_BYTES));
+    }
+    Ok(())
+}
+
+/// Refuses a web address that is not `http://` or `https://` followed by printable
+/// characters without spaces, or is longer than [`MAX_WEB_ADDRESS_BYTES`]; empty means none
+/// and passes.
+///
+/// # Errors
+///
+/// `field: ...` saying which rule it breaks.
+pub fn web_address(field: impl fmt::Display, value: &str) -> Result<(), InputError> {
+    if value.is_empty() {
+        return Ok(());
+    }
+    if value.len() > MAX_WEB_ADDRESS_BYTES {
+        return Err(too_long(field, "a web address", MAX_WEB_ADDRESS_BYTES));
+    }
+    let rest = value
+        .strip_prefix("http://")
+        .or_else(|| value.strip_prefix("https://"));
+    if !rest.is_some_and(|rest| !rest.is_empty() && rest.chars().all(|c| c.is_ascii_graphic())) {
+        return Err(InputError {
+            field: field.to_string(),
+            message: format!(
+                "{value:?} is not an http:// or https:// address of printable characters"
+            ),
+        });
     }
     Ok(())
 }
@@ -146,5 +177,32 @@ mod tests {
             .map(|i| (format!("r{i}"), 1))
             .collect();
         assert!(amounts("", 1, 1, &many).is_err());
+    }
+
+    #[test]
+    fn a_web_address_is_http_or_https_and_printable() {
+        for good in [
+            "",
+            "http://10.0.0.5:4040",
+            "https://spark.example.com/proxy/app-1/",
+        ] {
+            assert!(web_address("ui_address", good).is_ok(), "{good}");
+        }
+        for bad in [
+            "10.0.0.5:4040",
+            "javascript:alert(1)",
+            "http://",
+            "http://a b",
+            "http://a\nb",
+            "ftp://host",
+        ] {
+            let error = web_address("ui_address", bad).unwrap_err();
+            assert_eq!(error.field, "ui_address", "{bad}");
+        }
+        let long = format!("http://{}", "a".repeat(MAX_WEB_ADDRESS_BYTES));
+        assert_eq!(
+            web_address("ui_address", &long).unwrap_err().to_string(),
+            "ui_address: a web address longer than 2048 bytes"
+        );
     }
 }

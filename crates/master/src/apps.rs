@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use muster_core::ids::AppId;
-use muster_core::limits::MAX_REQUEST_BYTES;
+use muster_core::limits::{self, MAX_REQUEST_BYTES};
 use muster_proto::auth::AppTokens;
 use muster_proto::v1::app_link_server::{AppLink, AppLinkServer};
 use muster_proto::v1::app_message::Body as Up;
@@ -45,6 +45,7 @@ impl AppLinkService {
 
     /// Submits a new application, or checks that the one to re-attach to is still active.
     async fn register(&self, mut register: RegisterApp) -> Result<AppId, CallError> {
+        limits::web_address("ui_address", &register.ui_address).map_err(ApplyError::from)?;
         if !register.app_id.is_empty() {
             self.app_tokens
                 .check(&register.app_id, &register.app_token)
@@ -89,6 +90,7 @@ impl AppLink for AppLinkService {
                 "an application must register first",
             ));
         };
+        let ui_address = register.ui_address.clone();
         let app = self.register(register).await?;
         tracing::info!(%app, "application attached");
         // Room for every executor it holds: they are sent before the stream is read.
@@ -107,6 +109,7 @@ impl AppLink for AppLinkService {
         session.step(Event::AppAttached {
             link,
             app: app.clone(),
+            ui_address,
         });
         let span = tracing::info_span!("app", app = %app);
         tokio::spawn(

@@ -195,6 +195,10 @@ impl ClusterService {
                 .map(|a| AppStatus {
                     cores_granted: a.cores_granted,
                     waiting: waiting(&a.id.0),
+                    ui_address: session
+                        .as_ref()
+                        .map(|s| s.ui_address(&a.id))
+                        .unwrap_or_default(),
                     executors: a
                         .executors
                         .values()

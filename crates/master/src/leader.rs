@@ -280,6 +280,8 @@ pub enum Event {
         link: LinkId,
         /// The application.
         app: AppId,
+        /// Its web UI, as the client gave it; empty if none.
+        ui_address: String,
     },
     /// An application's client asked something on `link`.
     AppRequest {
@@ -421,6 +423,8 @@ struct AppSession {
     link: Option<LinkId>,
     /// Since when it has had no stream.
     detached_at: Option<Instant>,
+    /// Its web UI, as its client last gave it; empty if none.
+    ui_address: String,
 }
 
 /// A launch sent and not yet confirmed by a RUNNING report.
@@ -581,6 +585,11 @@ impl Leader {
         self.waiting.get(id).map(String::as_str)
     }
 
+    /// The web UI app `app`'s client gave when it attached to this leader; empty if none.
+    pub fn ui_address(&self, app: &AppId) -> &str {
+        self.apps.get(app).map_or("", |s| s.ui_address.as_str())
+    }
+
     /// How many scheduling passes this leader has run.
     pub fn passes(&self) -> u64 {
         self.passes
@@ -609,7 +618,11 @@ impl Leader {
                     self.report(state, link, &worker, Some(report.seq), report.update);
                 }
             }
-            Event::AppAttached { link, app } => self.app_attached(link, app, state),
+            Event::AppAttached {
+                link,
+                app,
+                ui_address,
+            } => self.app_attached(link, app, ui_address, state),
             Event::AppRequest { link, request } => self.app_request(link, request),
             Event::LinkClosed { link } => self.link_closed(now, link),
             Event::Committed { proposal, result } => {
@@ -976,7 +989,7 @@ impl Leader {
         }
     }
 
-    fn app_attached(&mut self, link: LinkId, app: AppId, state: &ClusterState) {
+    fn app_attached(&mut self, link: LinkId, app: AppId, ui_address: String, state: &ClusterState) {
         if let Some(old) = self.apps.get(&app).and_then(|s| s.link) {
             self.close(old, Close::Superseded);
         }
@@ -986,6 +999,7 @@ impl Leader {
             AppSession {
                 link: Some(link),
                 detached_at: None,
+                ui_address,
             },
         );
         self.awaited_apps.remove(&app);

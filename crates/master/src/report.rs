@@ -33,6 +33,7 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
             "id": a.id, "name": a.name, "queue": a.queue,
             "state": a.state().name(), "cores_granted": a.cores_granted,
             "waiting": null_if(a.waiting.is_empty(), json!(a.waiting)),
+            "ui_address": null_if(a.ui_address.is_empty(), json!(a.ui_address)),
             "executors": a.executors.iter().map(|e| {
                 let resources = e.resources.clone().unwrap_or_default();
                 json!({

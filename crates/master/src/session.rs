@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use muster_core::ids::{Term, Timestamp, WorkerId};
+use muster_core::ids::{AppId, Term, Timestamp, WorkerId};
 use muster_proto::auth::AppTokens;
 use muster_proto::v1;
 use muster_proto::v1::app_event::Body as AppBody;
@@ -177,6 +177,11 @@ impl Session {
     /// Why app or driver `id` waits, as of the last scheduling pass.
     pub fn waiting(&self, id: &str) -> Option<String> {
         self.lock().leader.waiting(id).map(str::to_owned)
+    }
+
+    /// The web UI app `app` gave when it attached; empty if none.
+    pub fn ui_address(&self, app: &AppId) -> String {
+        self.lock().leader.ui_address(app).to_owned()
     }
 
     /// How many apps and drivers wait, by reason, as of the last scheduling pass.

@@ -98,7 +98,7 @@ pub(crate) fn overview(status: &Value) -> Markup {
                 @for a in apps {
                     tr {
                         td { a href={ "app/" (text(&a["id"])) } { (text(&a["id"])) } }
-                        td { (text(&a["name"])) }
+                        td { (name_linked_to_ui(a)) }
                         td { (text(&a["queue"])) }
                         td { (text(&a["state"])) }
                         td { (text(&a["cores_granted"])) }
@@ -216,6 +216,14 @@ fn drivers_table(drivers: &[Value]) -> Markup {
     }
 }
 
+/// An application's name, linked to its own UI when it gave one (as Spark's master page does).
+fn name_linked_to_ui(app: &Value) -> Markup {
+    match app["ui_address"].as_str() {
+        Some(ui) => html! { a href=(ui) { (text(&app["name"])) } },
+        None => html! { (text(&app["name"])) },
+    }
+}
+
 /// The page of application `id`, if the status has it.
 pub(crate) fn app(status: &Value, id: &str) -> Option<Markup> {
     let app = list(&status["apps"]).iter().find(|a| a["id"] == id)?;
@@ -229,6 +237,9 @@ pub(crate) fn app(status: &Value, id: &str) -> Option<Markup> {
                 span { "queue " (text(&app["queue"])) }
                 span { (text(&app["state"])) }
                 span { "cores " (text(&app["cores_granted"])) }
+            }
+            @if let Some(ui) = app["ui_address"].as_str() {
+                p { "Its own UI: " a href=(ui) { (ui) } }
             }
             @if !app["waiting"].is_null() { p { "Waiting: " (text(&app["waiting"])) } }
             h2 { "Executors" }
@@ -287,7 +298,8 @@ mod tests {
                  "cores": 8, "cores_used": 0, "memory_mb": 8192, "memory_used_mb": 0},
             ],
             "apps": [{"id": "app-1", "name": "etl", "queue": "batch", "state": "RUNNING",
-                      "cores_granted": 4, "waiting": null, "executors": [
+                      "cores_granted": 4, "waiting": null,
+                      "ui_address": "http://h0:4040", "executors": [
                 {"id": 0, "worker": "w1", "cores": 2, "memory_mb": 512, "state": "RUNNING", "pid": 41},
                 {"id": 1, "worker": "w1", "cores": 2, "memory_mb": 512, "state": "LAUNCHING", "pid": null},
             ]}],
@@ -314,6 +326,7 @@ mod tests {
             "width:25.0%",
             "left:50.0%",
             r#"href="app/app-1""#,
+            r#"<td><a href="http://h0:4040">etl</a></td>"#,
         ] {
             assert!(page.contains(part), "{part} in {page}");
         }
@@ -326,6 +339,10 @@ mod tests {
         assert_eq!(page.matches("<td>w1</td>").count(), 2, "{page}");
         assert!(page.contains("LAUNCHING"), "{page}");
         assert!(page.contains("<code>muster logs app-1/1</code>"), "{page}");
+        assert!(
+            page.contains(r#"Its own UI: <a href="http://h0:4040">http://h0:4040</a>"#),
+            "{page}"
+        );
         let page = driver(&status(), "driver-1").unwrap().into_string();
         assert!(page.contains("<th>exit_code</th><td>0</td>"), "{page}");
         assert!(app(&status(), "app-9").is_none());

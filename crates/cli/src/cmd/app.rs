@@ -53,6 +53,10 @@ pub struct AppRunArgs {
     /// value of it. May be given more than once.
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
     env: Vec<String>,
+    /// The application's own web UI (http:// or https://), shown with it by `muster apps`
+    /// and the status page.
+    #[arg(long, value_name = "URL", default_value = "")]
+    ui_address: String,
     /// Print events as JSON lines, and finish the application when standard input ends.
     #[arg(long)]
     json: bool,
@@ -82,6 +86,7 @@ pub fn run(args: AppRunArgs) -> Result<String, CliError> {
         env: parse_environment(&args.env)?.into_iter().collect(),
         executor_limit: args.executor_limit,
         app_token: String::new(),
+        ui_address: args.ui_address,
     };
     let format = if args.json {
         Format::Json

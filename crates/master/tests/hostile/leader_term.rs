@@ -120,7 +120,11 @@ impl Term1 {
                 let submitted = self.client_write(Op::SubmitApp(SubmitApp::from(register)));
                 if let Some(Outcome::AppSubmitted { id }) = submitted {
                     self.apps.insert(link, id.clone());
-                    self.step(Event::AppAttached { link, app: id });
+                    self.step(Event::AppAttached {
+                        link,
+                        app: id,
+                        ui_address: String::new(),
+                    });
                 }
             }
             (None, _) => {}

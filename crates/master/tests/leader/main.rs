@@ -249,7 +249,11 @@ impl goldenscript::Runner for Runner {
             "attach" => {
                 let link = args.link()?;
                 let app = AppId::from(expand(args.key("app")?));
-                self.step(Event::AppAttached { link, app })?
+                self.step(Event::AppAttached {
+                    link,
+                    app,
+                    ui_address: String::new(),
+                })?
             }
             "app_request" => {
                 let link = args.link()?;

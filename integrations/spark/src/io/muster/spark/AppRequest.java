@@ -11,6 +11,7 @@ import org.apache.spark.launcher.JavaModuleOptions;
 import org.apache.spark.rpc.RpcEndpointAddress;
 import org.apache.spark.scheduler.cluster.CoarseGrainedSchedulerBackend;
 import org.apache.spark.util.Utils;
+import scala.Option;
 import scala.Tuple2;
 import scala.jdk.javaapi.CollectionConverters;
 
@@ -39,6 +40,11 @@ final class AppRequest {
         // Values as `--flag=value`: a name that starts with `-` stays a value.
         args.addAll(List.of("app", "run", "--json", "--masters=" + masters, "--name=" + sc.appName()));
         args.add("--queue=" + conf.get("spark.muster.queue", "default"));
+        // The driver's UI, bound before the scheduler starts: Muster shows it with the app.
+        Option<String> ui = sc.uiWebUrl();
+        if (ui.isDefined()) {
+            args.add("--ui-address=" + ui.get());
+        }
         if (conf.contains("spark.muster.secretFile")) {
             args.add("--secret-file=" + conf.get("spark.muster.secretFile"));
         }
