@@ -100,6 +100,10 @@ fn app(name: &str) -> String {
     concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/spark/apps/").to_owned() + name
 }
 
+/// JVM settings that start the tests' short-lived drivers and executors with less CPU: the
+/// client compiler only, and the serial collector.
+const FAST_START: &str = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC";
+
 impl Spark {
     /// `spark-submit` in client mode against `masters` (a comma-separated list), with the
     /// plug-in, the test clusters' secret and CA (through `muster`'s environment), and
@@ -117,6 +121,10 @@ impl Spark {
                 &format!("spark.muster.bin={}", env!("CARGO_BIN_EXE_muster")),
             ])
             .args(["--conf", "spark.ui.enabled=false"])
+            .args(["--driver-java-options", FAST_START])
+            .arg(format!(
+                "--conf=spark.executor.extraJavaOptions={FAST_START}"
+            ))
             .args(args);
         command
     }
