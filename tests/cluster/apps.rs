@@ -365,6 +365,41 @@ fn a_prior_application_preempts_an_ordinary_one_and_its_room_is_kept_for_it() {
 }
 
 #[test]
+fn a_prior_application_that_needs_a_gpu_preempts_the_executor_holding_it() {
+    let (masters, _settings) = crate::support::preempting_masters();
+    // Cores to spare, and one GPU.
+    let _worker = crate::support::start_worker_via(
+        &masters,
+        "w1",
+        4,
+        &masters.list_from(1),
+        &["--resources", "gpu=1"],
+    );
+    let gpu = ["--executor-resources", "gpu=1"];
+    let (_filler, filler_id, _filler_out) = app_run(&masters, &[&gpu[..], SLEEPERS].concat());
+    let before = wait_for(&masters, "the GPU held", |s| {
+        running_executors(s, &filler_id).len() == 1
+    });
+    assert_eq!(before["workers"][0]["resources_used"]["gpu"], 1, "{before}");
+
+    let prior = [&["--queue", "prod", "--cores-max", "1"][..], &gpu, SLEEPERS].concat();
+    let (_prior, prior_id, _prior_out) = app_run(&masters, &prior);
+    let after = wait_for(&masters, "the prior app running on the GPU", |s| {
+        running_executors(s, &prior_id).len() == 1
+    });
+    let executor = &running_executors(&after, &prior_id)[0];
+    assert_eq!(executor["resources"], json!({"gpu": 1}), "{after}");
+    assert_eq!(running_executors(&after, &filler_id).len(), 0, "{after}");
+    let filler = app(&after, &filler_id).unwrap();
+    assert!(
+        filler["waiting"]
+            .as_str()
+            .is_some_and(|w| w.contains("gpu")),
+        "{after}"
+    );
+}
+
+#[test]
 fn room_kept_for_prior_work_survives_a_leader_failover_and_nothing_is_preempted_twice() {
     let (mut masters, _settings) = crate::support::preempting_masters();
     let _worker = start_worker(&masters, "w1", 4);

@@ -255,24 +255,64 @@ impl AppRequest {
 
     /// Cores the app holds in its existing executors.
     pub fn held_cores(&self) -> u64 {
-        self.executors.iter().map(|e| u64::from(e.cores)).sum()
+        self.executors
+            .iter()
+            .map(|e| u64::from(e.resources.cores))
+            .sum()
     }
 }
 
 /// An executor an app already holds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(from = "HeldExecutorFields", into = "HeldExecutorFields")]
 pub struct HeldExecutor {
     /// Its id in the app, when known (preemption names its victims by it; without it, the
     /// executor's position in the list).
-    #[serde(default)]
     pub id: Option<ExecutorId>,
     /// The worker it runs on.
     pub worker: WorkerId,
-    /// Its cores.
-    pub cores: u32,
-    /// Its memory in MB.
-    pub memory_mb: u64,
+    /// What it holds there: cores, memory and custom resources.
+    pub resources: Resources,
+}
+
+/// A [`HeldExecutor`] as a snapshot file writes it: its amounts as a driver request's are,
+/// `cores`, `memory_mb` and `resources` (custom, absent when none).
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HeldExecutorFields {
+    #[serde(default)]
+    id: Option<ExecutorId>,
+    worker: WorkerId,
+    cores: u32,
+    memory_mb: u64,
+    #[serde(
+        default,
+        deserialize_with = "nonzero_amounts",
+        skip_serializing_if = "ResourceAmounts::is_empty"
+    )]
+    resources: ResourceAmounts,
+}
+
+impl From<HeldExecutorFields> for HeldExecutor {
+    fn from(fields: HeldExecutorFields) -> Self {
+        Self {
+            id: fields.id,
+            worker: fields.worker,
+            resources: Resources::new(fields.cores, fields.memory_mb).with_custom(fields.resources),
+        }
+    }
+}
+
+impl From<HeldExecutor> for HeldExecutorFields {
+    fn from(executor: HeldExecutor) -> Self {
+        Self {
+            id: executor.id,
+            worker: executor.worker,
+            cores: executor.resources.cores,
+            memory_mb: executor.resources.memory_mb,
+            resources: executor.resources.custom,
+        }
+    }
 }
 
 /// Why a snapshot was refused: the offending field's path and what is wrong with it.
@@ -420,14 +460,9 @@ impl Snapshot {
                         format!("unknown worker `{}`", executor.worker),
                     );
                 }
-                positive(
-                    format_args!("apps[{i}].executors[{j}].cores"),
-                    executor.cores,
-                )?;
-                positive(
-                    format_args!("apps[{i}].executors[{j}].memory_mb"),
-                    executor.memory_mb,
-                )?;
+                executor
+                    .resources
+                    .validate(format_args!("apps[{i}].executors[{j}]."))?;
             }
         }
         Ok(())

@@ -51,10 +51,8 @@ pub struct Victim {
     pub executor: ExecutorId,
     /// Its worker.
     pub worker: WorkerId,
-    /// Its cores.
-    pub cores: u32,
-    /// Its memory in MB.
-    pub memory_mb: u64,
+    /// What stopping it frees there: cores, memory and custom resources.
+    pub resources: Resources,
 }
 
 /// Room kept for eligible work once the victims are gone: a driver launch or an executor
@@ -123,11 +121,11 @@ pub fn choose(
     // Candidates larger than what is left of the budget are passed over for smaller ones.
     let mut passed_over = BTreeSet::new();
     while let Some(victim) = next_candidate(&current, &passed_over) {
-        if spent + u64::from(victim.cores) > budget {
+        if spent + u64::from(victim.resources.cores) > budget {
             passed_over.insert((victim.app, victim.executor));
             continue;
         }
-        spent += u64::from(victim.cores);
+        spent += u64::from(victim.resources.cores);
         remove(&mut current, &victim);
         victims.push(victim);
         let plan = crate::schedule(&current)?;
@@ -276,7 +274,7 @@ fn next_candidate(
         .iter()
         .filter(|a| !prior.contains(&a.queue))
         .filter_map(|app| {
-            let held: u64 = app.executors.iter().map(|e| u64::from(e.cores)).sum();
+            let held = app.held_cores();
             let youngest = app
                 .executors
                 .iter()
@@ -294,8 +292,7 @@ fn next_candidate(
             app: app.id.clone(),
             executor: executor.id.expect("named first"),
             worker: executor.worker.clone(),
-            cores: executor.cores,
-            memory_mb: executor.memory_mb,
+            resources: executor.resources.clone(),
         })
 }
 
@@ -305,8 +302,10 @@ fn remove(snapshot: &mut Snapshot, victim: &Victim) {
         app.executors.retain(|e| e.id != Some(victim.executor));
     }
     if let Some(worker) = snapshot.workers.iter_mut().find(|w| w.id == victim.worker) {
-        worker.cores_used = worker.cores_used.saturating_sub(victim.cores);
-        worker.memory_used_mb = worker.memory_used_mb.saturating_sub(victim.memory_mb);
+        let used = worker.used().saturating_sub(&victim.resources);
+        worker.cores_used = used.cores;
+        worker.memory_used_mb = used.memory_mb;
+        worker.resources_used = used.custom;
     }
 }
 

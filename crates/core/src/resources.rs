@@ -157,6 +157,23 @@ impl Resources {
         Some(left)
     }
 
+    /// What is left after taking `other`, each amount no lower than zero (room freed on a
+    /// worker whose usage did not count all of it).
+    pub fn saturating_sub(&self, other: &Resources) -> Resources {
+        let mut custom = self.custom.clone();
+        for (name, &amount) in &other.custom {
+            if let Some(left) = custom.get_mut(name) {
+                *left = left.saturating_sub(amount);
+            }
+        }
+        custom.retain(|_, amount| *amount > 0);
+        Self {
+            cores: self.cores.saturating_sub(other.cores),
+            memory_mb: self.memory_mb.saturating_sub(other.memory_mb),
+            custom,
+        }
+    }
+
     /// Takes `other` out of these, in place (the placer does so for every grant).
     ///
     /// # Errors

@@ -1,11 +1,15 @@
 //! The cluster status as JSON, the one shape `muster status --json` prints and the master's
 //! HTTP endpoint serves.
 
-use muster_proto::v1::StatusReply;
+use std::collections::BTreeMap;
+
+use muster_proto::v1::{Resources, StatusReply};
 use serde_json::json;
 
 /// The status reply as JSON: `null` for what is not set (a driver's worker before it is
 /// placed, a process id not reported yet, a reason for something that does not wait).
+/// Custom resources (`gpu`, ...) are a `resources` map by name, `{}` when none, as in
+/// `muster plan`'s snapshots.
 pub fn status_json(status: &StatusReply) -> serde_json::Value {
     let null_if = |empty: bool, value: serde_json::Value| {
         if empty {
@@ -27,6 +31,7 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
                 "id": w.id, "host": w.host, "state": w.state().name(), "draining": w.draining,
                 "cores": capacity.cores, "cores_used": used.cores,
                 "memory_mb": capacity.memory_mb, "memory_used_mb": used.memory_mb,
+                "resources": custom(&capacity), "resources_used": custom(&used),
             })
         }).collect::<Vec<_>>(),
         "apps": status.apps.iter().map(|a| json!({
@@ -38,6 +43,7 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
                 let resources = e.resources.clone().unwrap_or_default();
                 json!({
                     "id": e.id, "worker": e.worker, "cores": resources.cores, "memory_mb": resources.memory_mb,
+                    "resources": custom(&resources),
                     "state": e.state().name(),
                     "pid": null_if(e.pid == 0, json!(e.pid)),
                 })
@@ -61,8 +67,18 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
             let resources = k.resources.clone().unwrap_or_default();
             json!({
                 "owner": k.owner, "worker": k.worker, "cores": resources.cores,
-                "memory_mb": resources.memory_mb, "until_ms": k.until_ms,
+                "memory_mb": resources.memory_mb, "resources": custom(&resources),
+                "until_ms": k.until_ms,
             })
         }).collect::<Vec<_>>(),
     })
+}
+
+/// The custom amounts of `resources`, by name.
+fn custom(resources: &Resources) -> BTreeMap<&str, u32> {
+    resources
+        .custom
+        .iter()
+        .map(|(name, amount)| (name.as_str(), *amount))
+        .collect()
 }

@@ -74,8 +74,7 @@ impl ClusterState {
                     .map(|e| core::HeldExecutor {
                         id: Some(e.id),
                         worker: e.worker.clone(),
-                        cores: e.resources.cores,
-                        memory_mb: e.resources.memory_mb,
+                        resources: e.resources.clone(),
                     })
                     .collect(),
             })

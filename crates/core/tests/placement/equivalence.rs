@@ -11,6 +11,7 @@ use muster_core::model::{
     AppRequest, DriverRequest, HeldExecutor, PassConfig, QueueConfig, Snapshot, Worker,
     WorkerSelection, WorkerState,
 };
+use muster_core::resources::Resources;
 use muster_core::{Plan, schedule, spark_reference};
 use proptest::prelude::*;
 
@@ -152,8 +153,7 @@ fn app() -> impl Strategy<Value = AppRequest> {
                         .map(|(index, cores)| HeldExecutor {
                             id: None,
                             worker: index.index(usize::MAX).to_string().as_str().into(),
-                            cores,
-                            memory_mb: 64,
+                            resources: Resources::new(cores, 64),
                         })
                         .collect(),
                 }
@@ -420,7 +420,11 @@ proptest! {
             .filter(|w| w.state == WorkerState::Alive)
             .map(|w| u64::from(w.cores))
             .sum();
-        let taken: u64 = preemption.victims.iter().map(|v| u64::from(v.cores)).sum();
+        let taken: u64 = preemption
+            .victims
+            .iter()
+            .map(|v| u64::from(v.resources.cores))
+            .sum();
         prop_assert!(taken <= (fraction * alive as f64).floor() as u64);
         for victim in &preemption.victims {
             let app = snapshot.apps.iter().find(|a| a.id == victim.app).unwrap();

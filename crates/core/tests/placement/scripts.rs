@@ -32,7 +32,7 @@ use muster_core::model::{
     WorkerState,
 };
 use muster_core::preempt::PreemptionSettings;
-use muster_core::resources::ResourceAmounts;
+use muster_core::resources::{ResourceAmounts, Resources};
 use muster_core::{Plan, spark_reference};
 
 use crate::support::worker;
@@ -118,6 +118,8 @@ enum Command {
         #[arg(key, many, optional)]
         custom: ResourceAmounts,
     },
+    /// An executor `app` holds on `worker`; the custom resources it names (`gpu=1`) are
+    /// added to the worker's usage, which has no key of its own for them.
     Held {
         app: String,
         worker: String,
@@ -125,6 +127,8 @@ enum Command {
         cores: u32,
         #[arg(key)]
         mem: u64,
+        #[arg(key, many, optional)]
+        custom: ResourceAmounts,
     },
     RunningDrivers(u32),
     Clear,
@@ -270,7 +274,16 @@ impl goldenscript::Runner for Runner {
                 worker,
                 cores,
                 mem,
+                custom,
             } => {
+                let host = snapshot
+                    .workers
+                    .iter_mut()
+                    .find(|w| *w.id.0 == **worker)
+                    .ok_or_else(|| format!("no worker {worker}"))?;
+                for (name, amount) in custom {
+                    *host.resources_used.entry(name.clone()).or_default() += amount;
+                }
                 let app = snapshot
                     .apps
                     .iter_mut()
@@ -279,8 +292,7 @@ impl goldenscript::Runner for Runner {
                 app.executors.push(HeldExecutor {
                     id: None,
                     worker: worker.as_str().into(),
-                    cores: *cores,
-                    memory_mb: *mem,
+                    resources: Resources::new(*cores, *mem).with_custom(custom.clone()),
                 });
             }
             Command::RunningDrivers(count) => snapshot.running_drivers = *count,
@@ -314,8 +326,8 @@ impl goldenscript::Runner for Runner {
                 for victim in &preemption.victims {
                     let _ = writeln!(
                         out,
-                        "stop {}/{} on {} ({} cores)",
-                        victim.app, victim.executor, victim.worker, victim.cores
+                        "stop {}/{} on {} ({})",
+                        victim.app, victim.executor, victim.worker, victim.resources
                     );
                 }
                 for reserved in &preemption.reservations {

@@ -1,6 +1,7 @@
 //! Malformed snapshots are refused with the offending field, and nothing is scheduled.
 
 use muster_core::model::HeldExecutor;
+use muster_core::resources::Resources;
 use muster_core::{Snapshot, schedule};
 
 use crate::support::{app, cluster, driver, queue, workers};
@@ -107,8 +108,7 @@ fn unknown_names_are_refused() {
     s.apps[0].executors.push(HeldExecutor {
         id: None,
         worker: "w9".into(),
-        cores: 1,
-        memory_mb: 1,
+        resources: Resources::new(1, 1),
     });
     assert_eq!(
         refused(&s),
