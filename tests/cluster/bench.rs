@@ -31,6 +31,29 @@ fn submit_writes_as_many_times_as_asked_and_leaves_nothing_behind() {
 }
 
 #[test]
+fn submit_runs_on_a_cluster_with_workers_whose_drivers_end_before_their_kill() {
+    let masters = Masters::start();
+    let _worker = crate::support::start_worker(&masters, "w1", 4);
+    crate::support::wait_for(&masters, "the worker", |s| {
+        crate::support::alive_workers(s) == 1
+    });
+    // 64 clients make a kill wait long enough, often, for its driver to have run `/bin/true`.
+    let report = bench(
+        &masters,
+        &["submit", "--clients", "64", "--requests", "2048"],
+    );
+    assert_eq!(report["writes"], 2048, "{report}");
+    // Drivers launched on the worker ran `/bin/true` or were killed: none is left active.
+    crate::support::wait_for(&masters, "every driver ended", |s| {
+        s["drivers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| !matches!(d["state"].as_str(), Some("SUBMITTED" | "RUNNING")))
+    });
+}
+
+#[test]
 fn simulated_workers_register_heartbeat_and_come_back_after_the_leader_is_killed() {
     let masters = Masters::start();
     let leader = masters.leader(0);

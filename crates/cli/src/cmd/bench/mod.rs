@@ -131,7 +131,14 @@ impl Writer {
                         request_id: request_id(),
                         id,
                     };
-                    client.kill(request).await?;
+                    match client.kill(request).await {
+                        // On a cluster with workers the driver may have run and ended
+                        // already: the kill was still committed, and refused when applied.
+                        Err(status) if status.code() == tonic::Code::NotFound => {}
+                        answer => {
+                            answer?;
+                        }
+                    }
                 }
             },
             Self::Etcd { client, key } => {
