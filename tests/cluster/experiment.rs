@@ -1,5 +1,6 @@
 //! `muster experiment priority --quick`: the priority experiment runs, prior jobs under full
-//! load finish before the ordinary control, and in the paper's functional order.
+//! load finish before the ordinary control, and in the paper's functional order; its Spark
+//! variant refuses to start without a Spark.
 
 use crate::support::muster;
 
@@ -26,4 +27,22 @@ fn the_priority_experiment_runs_and_prior_work_goes_first() {
         serde_json::json!([2, 3, 1]),
         "jobs 2 and 3 (prod) finish before job 1 (default), as in the paper: {report}"
     );
+}
+
+#[test]
+fn the_spark_experiment_without_spark_home_says_what_it_needs() {
+    let output = muster()
+        .args([
+            "experiment",
+            "priority",
+            "--quick",
+            "--spark",
+            "muster-spark.jar",
+        ])
+        .env_remove("SPARK_HOME")
+        .output()
+        .expect("muster experiment runs");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("--spark needs SPARK_HOME set"), "{said}");
 }

@@ -51,24 +51,29 @@ struct DevChild {
 }
 
 impl Drop for DevChild {
-    /// SIGTERM, then SIGKILL if it has not exited within a few seconds; nothing if it has
-    /// exited already (its pid may belong to another process by now).
     fn drop(&mut self) {
-        if let Ok(Some(_)) = self.process.try_wait() {
+        stop(&mut self.process, &self.name);
+    }
+}
+
+/// Stops `process` (called `name` in what is printed): SIGTERM, then SIGKILL if it has not
+/// exited within a few seconds; nothing if it has exited already (its pid may belong to
+/// another process by now).
+pub(crate) fn stop(process: &mut Child, name: &str) {
+    if let Ok(Some(_)) = process.try_wait() {
+        return;
+    }
+    let _ = kill(Pid::from_raw(process.id() as i32), Signal::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = process.try_wait() {
             return;
         }
-        let _ = kill(Pid::from_raw(self.process.id() as i32), Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.process.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        eprintln!("{} did not stop on SIGTERM; killing it", self.name);
-        let _ = self.process.kill();
-        let _ = self.process.wait();
+        std::thread::sleep(Duration::from_millis(50));
     }
+    eprintln!("{name} did not stop on SIGTERM; killing it");
+    let _ = process.kill();
+    let _ = process.wait();
 }
 
 fn free_port() -> Result<u16, CliError> {

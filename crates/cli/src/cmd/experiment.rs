@@ -9,6 +9,11 @@
 //! prints each scenario's turnaround (from submission to the job's end), the order in which
 //! jobs 1 (the long one in `default`), 2 and 3 (two of the `prod` jobs) finish under load, and
 //! with `--plot FILE` draws the cores each queue holds over time (SVG).
+//!
+//! With `--spark JAR`, every job is a real Spark application instead of a job file of
+//! built-in tasks: `spark-submit --master spark-muster://...` with the plug-in `JAR`, the
+//! `SPARK_HOME` and `PYSPARK_PYTHON` of the environment, and `priority_apps.py` (the same
+//! shapes: long jobs of sleeping tasks, pi jobs of CPU-bound ones, at Python's speed).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,8 +31,8 @@ use crate::error::CliError;
 /// `muster experiment priority`.
 #[derive(Args)]
 pub struct PriorityArgs {
-    /// A scaled-down run (about a minute): one repetition of short jobs, to check that it
-    /// runs rather than to measure.
+    /// A scaled-down run (about a minute; with `--spark` about twelve): one repetition of
+    /// short jobs, to check that it runs rather than to measure.
     #[arg(long)]
     quick: bool,
     /// Print the results as JSON: `{"idle_s", "prior_s", "ordinary_s", "order"}`.
@@ -39,6 +44,98 @@ pub struct PriorityArgs {
     /// Run without preemption (prior jobs then wait for ordinary executors to end).
     #[arg(long)]
     no_preempt: bool,
+    /// Run Spark applications, with this build of the plug-in (`integrations/spark/build`
+    /// prints it), the environment's `SPARK_HOME` and `PYSPARK_PYTHON`.
+    #[arg(long, value_name = "JAR")]
+    spark: Option<PathBuf>,
+}
+
+/// What the jobs run on.
+enum Runner {
+    /// `muster job run` of built-in tasks.
+    Jobs,
+    /// `spark-submit` of `priority_apps.py`.
+    Spark {
+        spark_home: PathBuf,
+        python: String,
+        jar: PathBuf,
+        /// `priority_apps.py`, written out.
+        app: PathBuf,
+    },
+}
+
+/// JVM settings for the Spark applications' drivers and executors: the client compiler
+/// only, and the serial collector.
+const FAST_START: &str = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC";
+
+/// The experiment's Spark applications.
+const SPARK_APPS: &str = include_str!("priority_apps.py");
+
+impl Runner {
+    fn new(jar: Option<PathBuf>, dir: &Path) -> Result<Self, CliError> {
+        let Some(jar) = jar else {
+            return Ok(Self::Jobs);
+        };
+        let from_environment = |name: &str| {
+            std::env::var(name).map_err(|_| {
+                CliError::BadInput(format!(
+                    "--spark needs {name} set (the README's \"Spark on Muster\" shows how)"
+                ))
+            })
+        };
+        let spark_home = PathBuf::from(from_environment("SPARK_HOME")?);
+        if !spark_home.join("bin/spark-submit").is_file() {
+            return Err(CliError::BadInput(format!(
+                "SPARK_HOME {} has no bin/spark-submit",
+                spark_home.display()
+            )));
+        }
+        if !jar.is_file() {
+            return Err(CliError::BadInput(format!(
+                "--spark {}: no such file",
+                jar.display()
+            )));
+        }
+        let app = dir.join("priority_apps.py");
+        std::fs::write(&app, SPARK_APPS)?;
+        Ok(Self::Spark {
+            spark_home,
+            python: from_environment("PYSPARK_PYTHON")?,
+            jar: std::path::absolute(jar)?,
+            app,
+        })
+    }
+}
+
+/// A job's process, stopped if it still runs when dropped: an experiment that fails leaves
+/// no job behind.
+struct JobProcess {
+    name: String,
+    process: Child,
+}
+
+impl Drop for JobProcess {
+    fn drop(&mut self) {
+        super::dev::stop(&mut self.process, &self.name);
+    }
+}
+
+/// One job of the experiment: its name and queue, the cores it may hold, and its tasks.
+struct Job<'a> {
+    name: &'a str,
+    queue: &'a str,
+    cores_max: u32,
+    tasks: u32,
+    work: Work,
+}
+
+/// What each task of a job does.
+#[derive(Clone, Copy)]
+enum Work {
+    /// Sleeps this many milliseconds.
+    SleepMs(u64),
+    /// Estimates pi from this many samples.
+    Pi(u64),
 }
 
 /// How big the experiment is.
@@ -50,6 +147,25 @@ struct Scale {
     pi_samples: u64,
 }
 
+impl Scale {
+    /// With Spark, the long jobs last minutes, to outlast the start of the pi applications
+    /// (JVMs and Python on every executor), and Python's pi takes about 500 times as long a
+    /// sample as the built-in task.
+    fn new(quick: bool, spark: bool) -> Self {
+        let (repetitions, long_rounds, pi_samples) = match (quick, spark) {
+            (true, false) => (1, 40, 20_000_000),
+            (false, false) => (3, 160, 2_400_000_000),
+            (true, true) => (1, 360, 400_000),
+            (false, true) => (3, 360, 4_000_000),
+        };
+        Self {
+            repetitions,
+            long_rounds,
+            pi_samples,
+        }
+    }
+}
+
 /// One scenario's turnarounds, in seconds.
 type Runs = Vec<f64>;
 
@@ -59,23 +175,12 @@ type Runs = Vec<f64>;
 ///
 /// The cluster or a job could not run.
 pub fn run(args: PriorityArgs) -> Result<String, CliError> {
-    let scale = if args.quick {
-        Scale {
-            repetitions: 1,
-            long_rounds: 40,
-            pi_samples: 20_000_000,
-        }
-    } else {
-        Scale {
-            repetitions: 3,
-            long_rounds: 160,
-            pi_samples: 2_400_000_000,
-        }
-    };
+    let scale = Scale::new(args.quick, args.spark.is_some());
     let runtime = runtime()?;
     let dir = tempfile::Builder::new()
         .prefix("muster-experiment-")
         .tempdir()?;
+    let runner = Runner::new(args.spark, dir.path())?;
     let config = dir.path().join("master.json");
     let preemption = if args.no_preempt {
         "{}"
@@ -106,6 +211,7 @@ pub fn run(args: PriorityArgs) -> Result<String, CliError> {
         cluster: &cluster,
         runtime: &runtime,
         scale: &scale,
+        runner: &runner,
     };
     experiment.wait_for(|s| {
         s["workers"].as_array().is_some_and(|w| w.len() == 4)
@@ -146,11 +252,16 @@ pub fn run(args: PriorityArgs) -> Result<String, CliError> {
             "order": order,
             "runs": runs,
             "preempt": !args.no_preempt,
+            "spark": matches!(runner, Runner::Spark { .. }),
         });
         return Ok(serde_json::to_string_pretty(&report).expect("JSON prints"));
     }
     let mut out = format!(
-        "three pi jobs, turnaround from submission ({} repetitions, preemption {}):\n",
+        "three pi {}, turnaround from submission ({} repetitions, preemption {}):\n",
+        match runner {
+            Runner::Jobs => "jobs",
+            Runner::Spark { .. } => "Spark applications",
+        },
         scale.repetitions,
         if args.no_preempt { "off" } else { "on" }
     );
@@ -192,6 +303,7 @@ struct Experiment<'a> {
     cluster: &'a LocalCluster,
     runtime: &'a tokio::runtime::Runtime,
     scale: &'a Scale,
+    runner: &'a Runner,
 }
 
 impl Experiment<'_> {
@@ -232,23 +344,73 @@ impl Experiment<'_> {
         Ok(new.is_some_and(|id| seen.insert(id)))
     }
 
-    /// `muster job run FILE` as a child, reaching this cluster.
-    fn job(&self, name: &str, spec: &str) -> Result<Child, CliError> {
-        let path = self.cluster.dir.join(format!("{name}.toml"));
-        std::fs::write(&path, spec)?;
-        let exe = std::env::current_exe()?;
-        Command::new(exe)
-            .args(["job", "run"])
-            .arg(&path)
-            .env("MUSTER_MASTERS", &self.cluster.masters_list)
-            .env("MUSTER_SECRET_FILE", &self.cluster.secret_path)
-            .env("MUSTER_TLS_CA", &self.cluster.ca)
+    /// `job` as a child reaching this cluster: `muster job run` of a job file, or
+    /// `spark-submit`; its output goes to `NAME-NUMBER.log` in the cluster's directory.
+    fn start(&self, number: u32, job: &Job<'_>) -> Result<JobProcess, CliError> {
+        let cluster = self.cluster;
+        let log = cluster.dir.join(format!("{}-{number}.log", job.name));
+        let mut command = match self.runner {
+            Runner::Jobs => {
+                let run = match job.work {
+                    Work::SleepMs(ms) => format!("{{ builtin = \"sleep\", ms = {ms} }}"),
+                    Work::Pi(samples) => format!("{{ builtin = \"pi\", samples = {samples} }}"),
+                };
+                let spec = format!(
+                    "name = \"{}\"\nqueue = \"{}\"\n[resources]\ncores_max = {}\nexecutor_cores = 1\nexecutor_memory_mb = 256\n\
+                     [[jobs]]\nname = \"{}\"\n[[jobs.stages]]\nname = \"tasks\"\ntasks = {}\nrun = {run}\n",
+                    job.name, job.queue, job.cores_max, job.name, job.tasks
+                );
+                let path = cluster.dir.join(format!("{}-{number}.toml", job.name));
+                std::fs::write(&path, spec)?;
+                let mut command = Command::new(std::env::current_exe()?);
+                command.args(["job", "run"]).arg(&path);
+                command
+            }
+            Runner::Spark {
+                spark_home,
+                python,
+                jar,
+                app,
+            } => {
+                let (mode, amount) = match job.work {
+                    Work::SleepMs(ms) => ("sleep", ms),
+                    Work::Pi(samples) => ("pi", samples),
+                };
+                let mut command = Command::new(spark_home.join("bin/spark-submit"));
+                command
+                    .env("SPARK_HOME", spark_home)
+                    .env("PYSPARK_PYTHON", python)
+                    .env("MUSTER_BIN", std::env::current_exe()?)
+                    .arg(format!("--master=spark-muster://{}", cluster.masters_list))
+                    .arg("--jars")
+                    .arg(jar)
+                    .arg(format!("--name={}", job.name))
+                    .arg(format!("--conf=spark.muster.queue={}", job.queue))
+                    .arg("--conf=spark.ui.enabled=false")
+                    // JVMs that start with less CPU: this machine runs every one of them.
+                    .arg(format!("--driver-java-options={FAST_START}"))
+                    .arg(format!(
+                        "--conf=spark.executor.extraJavaOptions={FAST_START}"
+                    ))
+                    .arg(format!("--total-executor-cores={}", job.cores_max))
+                    .args(["--executor-cores=1", "--executor-memory=512m"])
+                    .arg(app)
+                    .args([mode, &job.tasks.to_string(), &amount.to_string()]);
+                command
+            }
+        };
+        command
+            .env("MUSTER_MASTERS", &cluster.masters_list)
+            .env("MUSTER_SECRET_FILE", &cluster.secret_path)
+            .env("MUSTER_TLS_CA", &cluster.ca)
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(
-                self.cluster.dir.join(format!("{name}.log")),
-            )?)
+            .stderr(std::fs::File::create(log)?)
             .spawn()
-            .map_err(|e| CliError::Failed(format!("cannot start {name}: {e}")))
+            .map(|process| JobProcess {
+                name: format!("{}-{number}", job.name),
+                process,
+            })
+            .map_err(|e| CliError::Failed(format!("cannot start {}: {e}", job.name)))
     }
 
     /// Three pi jobs in `queue`, under the load of two long jobs or not. Returns their
@@ -262,19 +424,19 @@ impl Experiment<'_> {
         samples: &mut Vec<(f64, BTreeMap<String, u64>)>,
     ) -> Result<(Runs, Runs, Vec<u32>), CliError> {
         let rounds = self.scale.long_rounds;
-        let mut jobs: Vec<(u32, Instant, Child)> = Vec::new();
+        let mut jobs: Vec<(u32, Instant, JobProcess)> = Vec::new();
         if loaded {
-            for (number, long_queue) in [(1, "default"), (4, "food")] {
-                let spec = format!(
-                    "name = \"long-{long_queue}\"\nqueue = \"{long_queue}\"\n[resources]\ncores_max = 4\nexecutor_cores = 1\nexecutor_memory_mb = 256\n\
-                     [[jobs]]\nname = \"wordcount\"\n[[jobs.stages]]\nname = \"map\"\ntasks = {}\nrun = {{ builtin = \"sleep\", ms = 500 }}\n",
-                    4 * rounds
-                );
-                jobs.push((
-                    number,
-                    Instant::now(),
-                    self.job(&format!("long-{long_queue}"), &spec)?,
-                ));
+            for (number, (name, long_queue)) in
+                [(1, ("long-default", "default")), (4, ("long-food", "food"))]
+            {
+                let long = Job {
+                    name,
+                    queue: long_queue,
+                    cores_max: 4,
+                    tasks: 4 * rounds,
+                    work: Work::SleepMs(500),
+                };
+                jobs.push((number, Instant::now(), self.start(number, &long)?));
             }
             // Full load: both long jobs hold all 8 cores.
             self.wait_for(|s| {
@@ -286,18 +448,20 @@ impl Experiment<'_> {
                 })
             })?;
         }
-        let pi = format!(
-            "name = \"pi\"\nqueue = \"{queue}\"\n[resources]\ncores_max = 2\nexecutor_cores = 1\nexecutor_memory_mb = 256\n\
-             [[jobs]]\nname = \"pi\"\n[[jobs.stages]]\nname = \"sample\"\ntasks = 8\nrun = {{ builtin = \"pi\", samples = {} }}\n",
-            self.scale.pi_samples
-        );
+        let pi = Job {
+            name: "pi",
+            queue,
+            cores_max: 2,
+            tasks: 8,
+            work: Work::Pi(self.scale.pi_samples),
+        };
         // Submitted in order, as in the paper: each pi job once the one before is
         // registered, so the masters see jobs 2 and 3 in that order.
         let mut registered = std::collections::BTreeSet::new();
         for number in [2, 3, 5] {
-            let mut child = self.job(&format!("pi-{number}"), &pi)?;
+            let mut child = self.start(number, &pi)?;
             let began = Instant::now();
-            while !self.new_pi(&mut registered)? && child.try_wait()?.is_none() {
+            while !self.new_pi(&mut registered)? && child.process.try_wait()?.is_none() {
                 std::thread::sleep(Duration::from_millis(20));
             }
             jobs.push((number, began, child));
@@ -318,7 +482,7 @@ impl Experiment<'_> {
             }
             let mut i = 0;
             while i < jobs.len() {
-                if let Some(exit) = jobs[i].2.try_wait()? {
+                if let Some(exit) = jobs[i].2.process.try_wait()? {
                     let (number, began, _) = jobs.remove(i);
                     if !exit.success() {
                         return Err(CliError::Failed(format!("job {number} failed ({exit})")));
