@@ -8,6 +8,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -68,6 +69,25 @@ name_type!(
     /// was already applied returns the first result and changes nothing.
     RequestId(String)
 );
+
+impl RequestId {
+    /// A request id derived from `content`: the same bytes give the same id on every master,
+    /// whatever its build (FNV-1a, unlike the standard library's hasher), so a write that
+    /// several leaders may carry is applied once.
+    pub fn of_content(prefix: &str, content: &[u8]) -> Self {
+        let digest = content
+            .iter()
+            .fold(0xcbf2_9ce4_8422_2325_u64, |hash, &byte| {
+                (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+            });
+        Self(format!("{prefix}-{digest:016x}"))
+    }
+}
+
+/// `duration` in whole milliseconds; `u64::MAX` beyond that (some 584 million years).
+pub fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
 
 /// The queue that always exists, and that apps and drivers use when they name none.
 pub const DEFAULT_QUEUE: &str = "default";
@@ -144,7 +164,9 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
 
 #[cfg(test)]
 mod tests {
-    use super::Timestamp;
+    use std::time::Duration;
+
+    use super::{RequestId, Timestamp, millis};
 
     #[test]
     fn compact_utc_matches_known_dates() {
@@ -154,5 +176,16 @@ mod tests {
         // A leap day.
         assert_eq!(Timestamp(1_709_210_096_789).compact_utc(), "20240229123456");
         assert_eq!(Timestamp(4_102_444_799_000).compact_utc(), "20991231235959");
+    }
+
+    #[test]
+    fn a_content_request_id_is_the_same_for_the_same_bytes_only() {
+        let id = RequestId::of_content("restore", b"state");
+        assert_eq!(id, RequestId::of_content("restore", b"state"));
+        assert_ne!(id, RequestId::of_content("restore", b"state!"));
+        // FNV-1a of "a", as published.
+        assert_eq!(RequestId::of_content("x", b"a").0, "x-af63dc4c8601ec8c");
+        assert_eq!(millis(Duration::from_micros(2_999)), 2);
+        assert_eq!(millis(Duration::MAX), u64::MAX);
     }
 }

@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use muster_core::ids::{ExecutorId, Timestamp};
+use muster_core::ids::{ExecutorId, Timestamp, millis};
 use muster_core::tasks::allocation::{Allocation, AllocationChange};
 use muster_core::tasks::jobs::{JobScheduler, JobState};
 use muster_core::tasks::scheduler::{Launch, TaskEnd};
@@ -490,7 +490,7 @@ impl Driver {
     }
 
     fn now(&self) -> Timestamp {
-        Timestamp(u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX))
+        Timestamp(millis(self.start.elapsed()))
     }
 
     /// When the next job is due.

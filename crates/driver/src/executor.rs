@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use muster_core::ids::millis;
 use muster_core::rng::SplitMix64;
 use muster_proto::auth::Credential;
 use muster_proto::transport::Dialer;
@@ -207,7 +208,7 @@ async fn run_task(task: RunTask) -> TaskEnded {
             end.message = "the task names no work this executor knows".into();
         }
     }
-    end.duration_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+    end.duration_ms = millis(start.elapsed());
     end
 }
 

@@ -61,7 +61,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use muster_core::ids::{AppId, DriverId, ExecutorId, QueueName, RequestId, Term, WorkerId};
+use muster_core::ids::{AppId, DriverId, ExecutorId, QueueName, RequestId, Term, WorkerId, millis};
 use muster_core::model::{PassConfig, QueueConfig, Snapshot, WorkerState};
 use muster_core::plan::{Plan, WaitReason};
 use muster_state::commands::{
@@ -1674,7 +1674,7 @@ impl Leader {
             Ok(None) => return,
             Err(error) => panic!("the state gave an invalid scheduling snapshot: {error}"),
         };
-        let grace_ms = u64::try_from(policy.grace.as_millis()).unwrap_or(u64::MAX);
+        let grace_ms = millis(policy.grace);
         let preempt = Preempt::chosen(chosen, grace_ms);
         let owners = preempt
             .reservations
@@ -1749,11 +1749,5 @@ fn kill(process: &ProcessKey) -> ToWorker {
 /// A request id derived from the configured queues' content, so that the same configuration
 /// is applied once however many leaders carry it.
 fn configured_queues_request(queues: &[QueueConfig]) -> RequestId {
-    // FNV-1a: stable across builds, unlike the standard library's hasher.
-    let digest = format!("{queues:?}")
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-        });
-    RequestId(format!("configured-queues-{digest:016x}"))
+    RequestId::of_content("configured-queues", format!("{queues:?}").as_bytes())
 }

@@ -300,13 +300,7 @@ const SERVER_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 /// a cluster that already holds work refuses it. Once restored, the leader's session starts
 /// again, so that it recovers from the restored state (awaits its workers and applications).
 async fn restore(node: Arc<RaftNode>, sessions: Arc<session::Sessions>, snapshot: Vec<u8>) {
-    // FNV-1a: the same on every master, whatever its build.
-    let fingerprint = snapshot
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, &byte| {
-            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-        });
-    let request_id = RequestId(format!("restore-{fingerprint:016x}"));
+    let request_id = RequestId::of_content("restore", &snapshot);
     let mut leadership = node.leadership();
     loop {
         while !leadership.borrow_and_update().is_leader {

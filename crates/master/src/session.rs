@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use muster_core::ids::{AppId, Term, Timestamp, WorkerId};
+use muster_core::ids::{AppId, Term, Timestamp, WorkerId, millis};
 use muster_proto::auth::AppTokens;
 use muster_proto::v1;
 use muster_proto::v1::app_event::Body as AppBody;
@@ -75,7 +75,7 @@ pub fn now() -> Timestamp {
     let since_epoch = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or(Duration::ZERO);
-    Timestamp(u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX))
+    Timestamp(millis(since_epoch))
 }
 
 /// One term of leadership.
@@ -581,7 +581,7 @@ impl Session {
             ToWorker::KillExecutor(app, id, grace) => Body::KillExecutor(KillExecutor {
                 app_id: app.to_string(),
                 executor_id: id.0,
-                grace_ms: grace.map(|g| u64::try_from(g.as_millis()).unwrap_or(u64::MAX)),
+                grace_ms: grace.map(millis),
             }),
             ToWorker::KillDriver(id) => Body::KillDriver(KillDriver { driver_id: id.0 }),
         })
@@ -597,7 +597,7 @@ impl Session {
             ToApp::Executor(executor) => AppBody::Executor(ExecutorEvent::from(&executor)),
             ToApp::Preempted(executor, grace) => AppBody::Preempted(ExecutorPreempted {
                 executor_id: executor.0,
-                grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+                grace_ms: millis(grace),
             }),
             ToApp::Ended(state) => AppBody::Ended(AppEnded {
                 state: v1::AppState::from(state).into(),

@@ -9,6 +9,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use muster_core::ids::millis;
+
 /// Metadata key in which a follower names the leader's address.
 pub const LEADER_HEADER: &str = "x-muster-leader";
 
@@ -38,7 +40,7 @@ pub fn jitter(most: Duration) -> Duration {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::from(d.subsec_nanos()));
-    let most = u64::try_from(most.as_millis()).unwrap_or(u64::MAX);
+    let most = millis(most);
     Duration::from_millis(nanos % most.saturating_add(1))
 }
 

@@ -13,6 +13,7 @@
 //! dies takes its application with it.
 
 use clap::Args;
+use muster_core::ids::millis;
 use muster_driver::app::AppUpdate;
 use muster_proto::v1::app_message::Body as Message;
 use muster_proto::v1::{FinishApp, RegisterApp, ReleaseExecutors, SetExecutorLimit};
@@ -274,7 +275,7 @@ fn update_json(update: AppUpdate) -> serde_json::Value {
         AppUpdate::Preempted { executor_id, grace } => json!({
             "event": "preempted",
             "executor_id": executor_id,
-            "grace_ms": u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+            "grace_ms": millis(grace),
         }),
         AppUpdate::Reconnecting(reason) => json!({"event": "reconnecting", "reason": reason}),
     }
