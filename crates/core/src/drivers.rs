@@ -1,6 +1,6 @@
-//! Driver placement, the first half of Spark's `Master.schedule()` (reference §1.6), with the
-//! queue rules on top: prior drivers go first, and a normal driver on a worker that runs prior
-//! work must stay within its queue's threshold.
+//! Driver placement, the first half of Spark's `Master.schedule()`
+//! (`deploy/master/Master.scala`), with the queue rules on top: prior drivers go first, and a
+//! normal driver on a worker that runs prior work must stay within its queue's threshold.
 
 use crate::ledger::Ledger;
 use crate::model::Snapshot;

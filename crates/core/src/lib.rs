@@ -4,7 +4,8 @@
 //!
 //! # What a pass decides
 //!
-//! It reproduces Spark 4's `Master.schedule()` (see the Spark reference, §1.6-1.7):
+//! It reproduces Spark 4's `Master.schedule()` (apache/spark,
+//! `core/src/main/scala/org/apache/spark/deploy/master/Master.scala`):
 //!
 //! 1. **Drivers first**: round-robin over the ALIVE workers in id order from a starting worker
 //!    drawn with the snapshot's seed (`spread_out_drivers`), or the first worker by id that
@@ -34,6 +35,11 @@
 //! * [`rng`]: the seeded generator behind every random choice that must repeat.
 //! * [`tasks`]: scheduling inside one application (jobs, stages, tasks), as a Spark driver
 //!   does.
+//! * `pass`: one pass, drivers then executors app by app, over a `ledger`.
+//! * `drivers`: driver placement.
+//! * `queues`: which queues are prior, and how a queue's request is admitted on workers that
+//!   run prior work.
+//! * `wait`: why something found no worker, the most actionable cause first.
 //! * `ledger`: per-worker usage during the pass, and what a worker offers to a queue.
 //! * `executors`: executor placement behind one trait, with a literal port of Spark's loop
 //!   ([`spark_reference`]) and the indexed placer that [`schedule`] uses. Property tests hold

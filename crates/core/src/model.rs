@@ -90,7 +90,7 @@ pub enum WorkerSelection {
 }
 
 /// A queue: YARN CapacityScheduler's capacity plus the priority design's `isPrior` and
-/// `psThreshold` (`reference/yarn-priority.md`).
+/// `psThreshold` (the YARN high-priority scheduler's `LeafQueue`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QueueConfig {

@@ -1,5 +1,6 @@
 //! One scheduling pass: drivers first, then executors for each app, over a [`Ledger`] that
-//! tracks what the pass has placed so far (Spark's `Master.schedule()`, reference §1.6-1.7).
+//! tracks what the pass has placed so far (Spark's `Master.schedule()`, in
+//! `deploy/master/Master.scala`).
 
 use std::collections::BTreeMap;
 

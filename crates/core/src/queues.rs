@@ -1,5 +1,6 @@
 //! Queue lookup for a pass: which queues are prior, and how a request of a queue is admitted
-//! on workers that run prior work (`reference/yarn-priority.md`).
+//! on workers that run prior work (the threshold rule of the YARN high-priority scheduler,
+//! whose `LeafQueue.isPrior` and `psthreshold` it follows).
 
 use std::collections::BTreeMap;
 

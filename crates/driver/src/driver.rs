@@ -180,7 +180,8 @@ pub struct TaskReport {
     pub locality: String,
     /// A copy of a slow task (speculation).
     pub speculative: bool,
-    /// `RUNNING`, `SUCCEEDED`, `FAILED`, `KILLED` or `LOST`.
+    /// `RUNNING`, `SUCCEEDED`, `FAILED`, `KILLED`, `LOST`, or `PREEMPTED` (lost with an
+    /// executor stopped for prior work; not counted as a failure).
     pub state: String,
     /// How long it ran, as its executor measured.
     pub duration_ms: Option<u64>,

@@ -19,10 +19,10 @@
 //! free resources and reports what no longer fits. Every response carries the [`Effects`] the
 //! leader must carry out once the command is committed (kills, executor events).
 //!
-//! The lifecycle rules are Spark's (see the Spark reference, §1.9-1.12): a lost worker's
-//! executors become LOST and their cores return to their apps' demand; its supervised drivers
-//! are resubmitted under new ids; executor failures count toward `max_executor_retries`;
-//! RUNNING resets the count.
+//! The lifecycle rules are Spark's (`removeWorker`, `removeApplication` and `removeDriver` in
+//! its `deploy/master/Master.scala`): a lost worker's executors become LOST and their cores
+//! return to their apps' demand; its supervised drivers are resubmitted under new ids; executor
+//! failures count toward `max_executor_retries`; RUNNING resets the count.
 //!
 //! # Layout
 //!

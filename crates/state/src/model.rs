@@ -1,5 +1,6 @@
 //! The entities the state machine keeps: workers, applications with their executors, and
-//! drivers, with the states Spark gives them (Spark reference §1.1).
+//! drivers, with the states Spark gives them (Spark's `deploy/master/ApplicationState.scala`,
+//! `DriverState.scala` and `deploy/ExecutorState.scala`).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -43,9 +43,14 @@ impl Default for StateConfig {
 /// engine, plus the executor allocations Spark never persisted.
 ///
 /// Invariants ([`ClusterState::check_invariants`]):
-/// * a worker's used cores, memory and resources equal the sum over its live executors and
-///   drivers, and never exceed its capacity;
-/// * no live executor or driver is on a worker that is not ALIVE;
+/// * queue settings are valid;
+/// * active apps are WAITING or RUNNING, active drivers SUBMITTED (on no worker) or RUNNING
+///   (on one), and an app's live executors are LAUNCHING or RUNNING under ids below its next;
+/// * a worker's used cores, memory and resources equal the sum over its live executors,
+///   running drivers and the room kept on it, and never exceed its capacity;
+/// * a worker's executor and driver sets agree with the apps and drivers placed on it;
+/// * no live executor, driver, kept room or drain is on a worker that is not ALIVE, and no
+///   work is on an unknown worker;
 /// * an app's granted cores equal the sum over its live executors;
 /// * ids are never reused.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

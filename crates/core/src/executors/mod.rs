@@ -1,5 +1,5 @@
 //! Executor placement for one app: Spark's `startExecutorsOnWorkers()` and
-//! `scheduleExecutorsOnWorkers()` (reference §1.7), behind one trait with two implementations:
+//! `scheduleExecutorsOnWorkers()` (`deploy/master/Master.scala`), behind one trait with two implementations:
 //!
 //! * [`spark::SparkLoop`], a literal port of Spark's loop, kept as the reference that tests and
 //!   benchmarks compare against. It costs O(cores granted x workers) per app.

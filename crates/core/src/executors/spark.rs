@@ -1,5 +1,5 @@
 //! A literal port of Spark 4's `startExecutorsOnWorkers()` / `scheduleExecutorsOnWorkers()`
-//! (`deploy/master/Master.scala`, reference §1.7), kept as the reference the fast placer is
+//! (`deploy/master/Master.scala`), kept as the reference the fast placer is
 //! proven against. Do not optimise it: its value is that it reads like the Scala.
 //!
 //! The only addition is the queue view: a worker's free cores and memory are what it offers

@@ -1,5 +1,5 @@
 //! Locality levels and how long a task set waits at each before it settles for a wider one
-//! (Spark's `TaskLocality` and `getLocalityWait`, reference §5.2).
+//! (Spark's `TaskLocality` and `getLocalityWait` in `scheduler/TaskSetManager.scala`).
 
 use std::fmt;
 

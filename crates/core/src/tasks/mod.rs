@@ -1,7 +1,8 @@
-//! Scheduling inside one application, as a Spark driver does it: jobs are DAGs of stages,
-//! a stage's tasks form a task set, and free executor cores are offered to task sets in the
-//! order of their pools (FIFO, or FAIR with weights and minimum shares), each taking tasks
-//! as local to their preferred hosts as delay scheduling allows (Spark reference §5).
+//! Scheduling inside one application, as a Spark driver does it: jobs are DAGs of stages, a
+//! stage's tasks form a task set, and free executor cores are offered to task sets in the order
+//! of their pools (FIFO, or FAIR with weights and minimum shares), each taking tasks as local
+//! to their preferred hosts as delay scheduling allows (Spark's
+//! `scheduler/TaskSchedulerImpl.scala` and `TaskSetManager.scala`).
 //!
 //! Pure like the rest of this crate: time is passed in, the shuffle of offers is seeded, and
 //! the driver runtime only carries out the [`scheduler::Launch`]es and reports the ends.

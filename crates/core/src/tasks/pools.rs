@@ -1,5 +1,5 @@
 //! The order in which task sets get offers: Spark's pools with the FIFO and FAIR scheduling
-//! algorithms (reference §5.6, `SchedulingAlgorithm.scala`).
+//! algorithms (`scheduler/SchedulingAlgorithm.scala`).
 
 use std::cmp::Ordering;
 

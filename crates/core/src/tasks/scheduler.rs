@@ -1,6 +1,6 @@
 //! Which task runs on which executor core: Spark's `TaskSchedulerImpl.resourceOffers`
-//! (reference §5.1) over the task sets of running stages, ordered by their pools, with the
-//! delay-scheduling timer rule of Spark 3.1+ (§5.3).
+//! (`scheduler/TaskSchedulerImpl.scala`) over the task sets of running stages, ordered by their pools, with the
+//! delay-scheduling timer rule of Spark 3.1+ (SPARK-18886).
 
 use std::collections::BTreeMap;
 

@@ -1,7 +1,8 @@
-//! One stage's tasks as Spark's `TaskSetManager` keeps them (reference §5.2, §5.3, §5.5):
+//! One stage's tasks as Spark's `TaskSetManager` keeps them (`scheduler/TaskSetManager.scala`):
 //! pending lists per executor, host, rack, no preference and all, used as stacks; delay
 //! scheduling over the task set's valid locality levels; retries up to `max_task_failures`;
-//! and speculation (§5.4): a copy of a task running far longer than the median.
+//! and speculation (`checkSpeculatableTasks`): a copy of a task running far longer than the
+//! median.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,6 +1,7 @@
 //! Task scheduling scripts (`tests/tasks/scripts`): one application's driver with executors,
-//! jobs, offers and task ends, time passed explicitly. Expectations come from the Spark
-//! reference (§5) and Spark's TaskSchedulerImplSuite and TaskSetManagerSuite, not from runs.
+//! jobs, offers and task ends, time passed explicitly. Expectations come from Spark's
+//! `TaskSchedulerImpl`, `TaskSetManager` and their suites (TaskSchedulerImplSuite,
+//! TaskSetManagerSuite), not from runs.
 //!
 //! Commands:
 //!

@@ -1,5 +1,6 @@
 //! Application lifecycle: submit, kill, finish, executor limits and executor state changes
-//! (Spark reference §1.7 "Executor limit", §1.10, §1.11).
+//! (Spark's `deploy/master/Master.scala`: `executorLimit`, `finishApplication`,
+//! `removeApplication`).
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,5 @@
-//! Driver lifecycle: submit, kill, and the end a worker reports (Spark reference §1.12).
+//! Driver lifecycle: submit, kill, and the end a worker reports (`removeDriver` in Spark's
+//! `deploy/master/Master.scala`).
 
 use muster_core::ids::{DriverId, Timestamp};
 use muster_core::limits;

@@ -1,4 +1,5 @@
-//! Worker membership: registration, loss and decommissioning (Spark reference §1.9, §1.13).
+//! Worker membership: registration, loss and decommissioning (`removeWorker` and
+//! `decommissionWorkers` in Spark's `deploy/master/Master.scala`).
 
 use std::collections::BTreeSet;
 
