@@ -1,8 +1,9 @@
 //! The status page in a real browser (headless Chromium), where one is installed: the DOM
 //! it builds holds the summary and the tables, and a screenshot is taken (written to
 //! `MUSTER_UI_SCREENSHOT` when set: the README's picture comes from there). Without
-//! Chromium the test says so and checks nothing more: the pages are also tested at the HTTP
-//! level (`masters.rs`) and their rendering by unit tests.
+//! Chromium the test says so and checks nothing more (the pages are also tested at the HTTP
+//! level in `masters.rs`, and their rendering by unit tests), unless `MUSTER_REQUIRE_CHROMIUM`
+//! is set, as `.ci/run` sets it: then it fails.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -41,6 +42,10 @@ fn headless(browser: &str, url: &str, args: &[&str]) -> std::process::Output {
 #[test]
 fn the_status_page_renders_in_a_browser() {
     let Some(browser) = browser() else {
+        assert!(
+            std::env::var_os("MUSTER_REQUIRE_CHROMIUM").is_none(),
+            "MUSTER_REQUIRE_CHROMIUM is set, but no Chromium is installed"
+        );
         eprintln!("no Chromium installed: the browser test of the status page is skipped");
         return;
     };
