@@ -159,7 +159,10 @@ fn a_job_survives_the_leader_killed_with_its_executors_and_no_task_failed() {
         "--conf",
         "spark.ui.port=0",
     ];
-    let run = SleepyRun::start(spark, &list, &settings, 24, 0, None);
+    // Its tasks run until the failover has been checked.
+    let hold = masters.dir.path().join("hold");
+    std::fs::write(&hold, "").unwrap();
+    let run = SleepyRun::start(spark, &list, &settings, 24, 0, Some(&hold));
     let before = executor_pids(&list);
     assert_eq!(before.len(), 4, "{}", status(&list));
     // The application's Spark UI, as Muster shows it.
@@ -189,6 +192,7 @@ fn a_job_survives_the_leader_killed_with_its_executors_and_no_task_failed() {
     wait_for(&masters, "the Spark UI's address again", |s| {
         s["apps"][0]["ui_address"] == ui.as_str()
     });
+    std::fs::remove_file(&hold).unwrap();
 
     let output = run.finish();
     assert_eq!(failed_tasks(&output), Vec::<String>::new());
