@@ -107,6 +107,21 @@ pub fn credential(role: muster_proto::auth::Role) -> muster_proto::auth::Credent
         .credential(role)
 }
 
+/// `GET path` from the plain HTTP/1.1 server at `addr` (`host:port`): the whole response,
+/// status line and headers included.
+pub fn plain_http_get(addr: &str, path: &str) -> String {
+    let mut stream =
+        TcpStream::connect(addr).unwrap_or_else(|e| panic!("nothing serves HTTP at {addr}: {e}"));
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
 /// A free loopback port (bound, read, released).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

@@ -300,7 +300,6 @@ fn masters_apply_their_configured_queues_and_refuse_a_bad_config() {
     assert_eq!(message.lines().count(), 1, "{message}");
 }
 
-/// `GET path` over plain HTTP/1.1; the response body.
 /// GET over HTTPS, verifying the master against the test CA (test masters serve TLS).
 fn http_get(addr: &str, path: &str) -> Option<String> {
     use std::io::{Read, Write};

@@ -63,16 +63,7 @@ fn a_driver_runs_on_a_worker_and_ends_with_its_exit_code() {
 
 /// A worker's `/metrics` over plain HTTP.
 fn metrics_of(http: &str) -> String {
-    use std::io::{Read, Write};
-
-    let mut stream = std::net::TcpStream::connect(http).expect("the worker serves its metrics");
-    write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nHost: {http}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
+    let response = crate::support::plain_http_get(http, "/metrics");
     let (head, body) = response.split_once("\r\n\r\n").unwrap();
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     body.to_owned()

@@ -2,7 +2,7 @@
 //! executors, executors preempted for prior work. `spark.task.maxFailures=1` makes any task
 //! failure Spark counts fail the job.
 
-use std::io::{BufRead, BufReader, Lines, Read, Write};
+use std::io::{BufRead, BufReader, Lines};
 use std::path::Path;
 use std::process::{ChildStdout, Output, Stdio};
 use std::thread::JoinHandle;
@@ -109,20 +109,6 @@ fn executor_pids(masters: &str) -> Vec<u64> {
     pids
 }
 
-/// `GET path` from the plain HTTP server at `address` (`http://host:port`): the response.
-fn http_get(address: &str, path: &str) -> String {
-    let host = address.strip_prefix("http://").expect("an http:// address");
-    let mut stream = std::net::TcpStream::connect(host).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    response
-}
-
 /// Spark's log lines of task failures that count towards `spark.task.maxFailures`.
 fn failed_tasks(output: &Output) -> Vec<String> {
     log_lines(output, "Lost task")
@@ -170,7 +156,10 @@ fn a_job_survives_the_leader_killed_with_its_executors_and_no_task_failed() {
         .as_str()
         .expect("the Spark UI's address")
         .to_owned();
-    let page = http_get(&ui, "/jobs/");
+    let page = crate::support::plain_http_get(
+        ui.strip_prefix("http://").expect("an http:// address"),
+        "/jobs/",
+    );
     assert!(
         page.starts_with("HTTP/1.1 200") && page.contains("sleepy"),
         "{page}"
