@@ -387,6 +387,37 @@ name = "j"
 }
 
 #[test]
+fn a_task_that_kills_its_executor_counts_as_failed_and_fails_its_job_at_the_limit() {
+    let masters = Masters::start();
+    let _w1 = start_worker(&masters, "w1", 2);
+    // Its executor's stream closes before the masters hear from the worker that the
+    // process died: the driver waits for their word, and the failure is the task's.
+    let file = job_file(
+        &masters,
+        "crashing",
+        r#"
+[scheduler]
+max_task_failures = 2
+[[jobs]]
+name = "crash"
+  [[jobs.stages]]
+  name = "s"
+  tasks = 1
+  run = { command = ["/bin/sh", "-c", "kill -9 $PPID; sleep 5"] }
+"#,
+    );
+    let (succeeded, report) = report(job_run(&masters, &file));
+    assert!(!succeeded, "{report}");
+    assert_eq!(report["jobs"][0]["state"], "FAILED", "{report}");
+    assert_eq!(attempts_in(&report, "FAILED"), 2, "{report}");
+    assert_eq!(
+        report["jobs"][0]["stages"][0]["failed_attempts"].as_u64(),
+        Some(2),
+        "{report}"
+    );
+}
+
+#[test]
 fn a_job_whose_executor_is_preempted_runs_its_tasks_again_without_counting_failures() {
     let (masters, _settings) = crate::support::preempting_masters();
     let _w1 = start_worker(&masters, "w1", 4);

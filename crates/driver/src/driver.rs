@@ -53,6 +53,11 @@ const KEEPALIVE: Duration = Duration::from_secs(2);
 const FINISH_PATIENCE: Duration = Duration::from_secs(10);
 /// How long a new executor stream may take to say which executor it is.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long an executor whose stream closed waits for the masters' word on why it ended
+/// before its attempts are taken as lost (Spark on YARN asks for the same loss reason).
+/// The masters tell of a preemption before the process is stopped and of an exit as soon as
+/// its worker reports it; the word never comes when the worker's machine vanished.
+const LOSS_REASON_PATIENCE: Duration = Duration::from_secs(2);
 
 /// How to run a job file.
 #[derive(Clone, Debug)]
@@ -180,8 +185,10 @@ pub struct TaskReport {
     pub locality: String,
     /// A copy of a slow task (speculation).
     pub speculative: bool,
-    /// `RUNNING`, `SUCCEEDED`, `FAILED`, `KILLED`, `LOST`, or `PREEMPTED` (lost with an
-    /// executor stopped for prior work; not counted as a failure).
+    /// `RUNNING`, `SUCCEEDED`, `FAILED` (its executor's process too, when it failed or
+    /// exited by itself), `KILLED`, `LOST` (with an executor lost through no fault of the
+    /// application), or `PREEMPTED` (lost with an executor stopped for prior work; not
+    /// counted as a failure).
     pub state: String,
     /// How long it ran, as its executor measured.
     pub duration_ms: Option<u64>,
@@ -251,7 +258,6 @@ struct ExecutorLink {
     orders: mpsc::UnboundedSender<Result<DriverMessage, Status>>,
 }
 
-/// The driver loop's state.
 /// Why an executor is gone, for the attempts that ran on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Loss {
@@ -263,11 +269,16 @@ enum Loss {
     Preempted,
 }
 
+/// The driver loop's state.
 struct Driver {
     file: JobFile,
     scheduler: JobScheduler,
     start: Instant,
     executors: HashMap<ExecutorId, ExecutorLink>,
+    /// Executors whose stream closed, given no more tasks, waiting until then for the
+    /// masters' word on why (a failure of theirs counts against their attempts, a
+    /// preemption does not) before they are taken as lost.
+    disconnected: HashMap<ExecutorId, Instant>,
     /// Each submitted job's index in the file.
     jobs: BTreeMap<JobId, usize>,
     /// What each stage's tasks run, as sent to executors: by job then stage, in file order,
@@ -356,6 +367,7 @@ pub async fn run(
     let mut give_up_at: Option<tokio::time::Instant> = None;
     let outcome = loop {
         let next_job = driver.next_submission();
+        let loss_due = driver.loss_due();
         tokio::select! {
             _ = revive.tick() => {
                 let launches = driver.scheduler.resource_offers(driver.now(), None);
@@ -372,6 +384,9 @@ pub async fn run(
                 if let (Some(allocation), Some(requests)) = (allocation.as_mut(), &requests) {
                     driver.allocate(allocation, requests);
                 }
+            }
+            () = tokio::time::sleep_until(loss_due.unwrap_or(next_job).into()), if loss_due.is_some() => {
+                driver.lose_unexplained();
             }
             Some(event) = event_stream.recv() => driver.on_event(event),
             Some(update) = update_stream.recv() => match update {
@@ -480,6 +495,7 @@ impl Driver {
             file,
             start: Instant::now(),
             executors: HashMap::new(),
+            disconnected: HashMap::new(),
             jobs: BTreeMap::new(),
             upcoming,
             tasks: BTreeMap::new(),
@@ -529,7 +545,7 @@ impl Driver {
             } => {
                 let id = ExecutorId(hello.executor_id);
                 // A newer stream of the same executor replaces the old one.
-                if self.executors.contains_key(&id) {
+                if self.knows(id) {
                     self.lose_executor(id, Loss::Lost);
                 }
                 let rack = (!hello.rack.is_empty()).then_some(hello.rack.as_str());
@@ -584,10 +600,41 @@ impl Driver {
             }
             Event::Gone { link } => {
                 if let Some(executor) = self.executor_on(link) {
-                    tracing::info!(executor = executor.0, "executor gone");
-                    self.lose_executor(executor, Loss::Lost);
+                    tracing::info!(executor = executor.0, "executor stream closed");
+                    self.executors.remove(&executor);
+                    self.scheduler.drain_executor(executor);
+                    self.disconnected
+                        .insert(executor, Instant::now() + LOSS_REASON_PATIENCE);
                 }
             }
+        }
+    }
+
+    /// Whether `id` is an executor the driver holds, live or waiting for word of its end.
+    fn knows(&self, id: ExecutorId) -> bool {
+        self.executors.contains_key(&id) || self.disconnected.contains_key(&id)
+    }
+
+    /// When the first executor whose stream closed has waited long enough for word of why.
+    fn loss_due(&self) -> Option<Instant> {
+        self.disconnected.values().min().copied()
+    }
+
+    /// Executors whose stream closed and of which the masters said nothing in time: lost.
+    fn lose_unexplained(&mut self) {
+        let now = Instant::now();
+        let due: Vec<ExecutorId> = self
+            .disconnected
+            .iter()
+            .filter(|&(_, &at)| at <= now)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in due {
+            tracing::info!(
+                executor = id.0,
+                "executor gone without word from the masters"
+            );
+            self.lose_executor(id, Loss::Lost);
         }
     }
 
@@ -616,7 +663,7 @@ impl Driver {
             | ExecutorState::Lost
             | ExecutorState::Exited => {
                 self.granted.remove(&id);
-                if self.executors.contains_key(&id) {
+                if self.knows(id) {
                     tracing::info!(
                         executor = id.0,
                         state = state.as_str_name(),
@@ -636,14 +683,18 @@ impl Driver {
     /// their tasks' retries only when the application caused the loss).
     fn lose_executor(&mut self, id: ExecutorId, loss: Loss) {
         self.executors.remove(&id);
+        self.disconnected.remove(&id);
         let now = self.now();
         let (lost, ended) = self.scheduler.remove_executor(now, id, loss == Loss::ByApp);
         for task in lost {
             if let Some((stage, report)) = self.tasks.get_mut(&task) {
-                if loss == Loss::Preempted {
-                    report.state = "PREEMPTED".to_owned();
-                } else {
-                    report.state = "LOST".to_owned();
+                report.state = match loss {
+                    Loss::ByApp => "FAILED",
+                    Loss::Lost => "LOST",
+                    Loss::Preempted => "PREEMPTED",
+                }
+                .to_owned();
+                if loss != Loss::Preempted {
                     *self.failures.entry(*stage).or_default() += 1;
                 }
             }
