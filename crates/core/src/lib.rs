@@ -24,6 +24,7 @@
 //!
 //! # Layout
 //!
+//! * [`access`]: user names and who may submit to and administer each queue.
 //! * [`ids`]: every identifier (workers, apps, drivers, executors, queues, requests, terms)
 //!   and the leader's timestamps, for the whole workspace.
 //! * [`model`]: the input [`Snapshot`] and its validation.
@@ -51,6 +52,7 @@
 //! long work has waited before it may preempt) belong to the callers; a pass sees one
 //! moment.
 
+pub mod access;
 mod drivers;
 mod executors;
 pub mod ids;

@@ -253,3 +253,16 @@ pub struct Driver {
     /// Its exit code, once it exited.
     pub exit_code: Option<i32>,
 }
+
+/// A named user (`muster users add`): their credential is derived from the cluster secret,
+/// their name and `generation`, so it needs no stored secret and a revocation, which moves
+/// `generation` on, voids every credential issued before.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct User {
+    /// May do anything the cluster's own client credential may.
+    pub admin: bool,
+    /// The generation of the credential that is valid now.
+    pub generation: u64,
+    /// Revoked: no credential of theirs is valid until they are added again.
+    pub revoked: bool,
+}

@@ -174,6 +174,9 @@ pub enum ApplyError {
     /// A batch applies only as a log entry's command, and holds no batch.
     #[error("a batch of commands applies only as a whole log entry")]
     Batch,
+    /// The user who asked may not do this, or their credential was revoked.
+    #[error("{0}")]
+    Denied(String),
 }
 
 impl From<InputError> for ApplyError {

@@ -4,16 +4,17 @@
 use crate::ClusterState;
 
 /// The newest format this build writes and reads. Format 3 added the kept room
-/// (reservations) at the end of the state, and format 4 the draining workers after it. A
-/// state without them is still written in the older format, which replicas of the previous
+/// (reservations) at the end of the state, format 4 the draining workers after it, and
+/// format 5 the named users, the queues' access lists and the drivers' users. A state without
+/// a format's fields is still written in the older format, which replicas of the previous
 /// builds read, and an older format reads as a state without them.
-pub const SNAPSHOT_FORMAT: u8 = 4;
+pub const SNAPSHOT_FORMAT: u8 = 5;
 
-/// The format of a state without draining workers.
-const FORMAT_WITHOUT_DRAINS: u8 = 3;
+/// The oldest format this build reads.
+const OLDEST_FORMAT: u8 = 2;
 
-/// The format of a state without draining workers or kept room.
-const FORMAT_WITHOUT_RESERVATIONS: u8 = 2;
+/// How many fields each format adds at the end of the state, from format 3 on.
+const FIELDS_ADDED: [usize; 3] = [1, 1, 3];
 
 /// Why a snapshot could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -55,13 +56,17 @@ impl ClusterState {
         bincode::serde::encode_into_std_write(self, &mut bytes, config())
             .expect("writing to a Vec cannot fail");
         // An empty list or map is one zero byte at the end: older formats leave it out.
-        if self.draining.is_empty() {
-            bytes[0] = FORMAT_WITHOUT_DRAINS;
-            bytes.pop();
-            if self.reservations.is_empty() {
-                bytes[0] = FORMAT_WITHOUT_RESERVATIONS;
-                bytes.pop();
+        let added_empty = [
+            self.reservations.is_empty(),
+            self.draining.is_empty(),
+            self.users.is_empty() && self.access.is_empty() && self.driver_users.is_empty(),
+        ];
+        for (empty, fields) in added_empty.into_iter().zip(FIELDS_ADDED).rev() {
+            if !empty {
+                break;
             }
+            bytes[0] -= 1;
+            bytes.truncate(bytes.len() - fields);
         }
         bytes
     }
@@ -75,21 +80,18 @@ impl ClusterState {
     /// state).
     pub fn decode_snapshot(bytes: &[u8]) -> Result<Self, SnapshotError> {
         let (&format, body) = bytes.split_first().ok_or(SnapshotError::Empty)?;
-        let upgraded;
-        let body = match format {
-            SNAPSHOT_FORMAT => body,
-            // Older formats lack the trailing fields: each empty one is one zero byte.
-            FORMAT_WITHOUT_DRAINS => {
-                upgraded = [body, &[0]].concat();
-                &upgraded[..]
-            }
-            FORMAT_WITHOUT_RESERVATIONS => {
-                upgraded = [body, &[0, 0]].concat();
-                &upgraded[..]
-            }
-            found if found > SNAPSHOT_FORMAT => return Err(SnapshotError::NewerFormat { found }),
-            found => return Err(SnapshotError::UnsupportedFormat { found }),
-        };
+        if format > SNAPSHOT_FORMAT {
+            return Err(SnapshotError::NewerFormat { found: format });
+        }
+        if format < OLDEST_FORMAT {
+            return Err(SnapshotError::UnsupportedFormat { found: format });
+        }
+        // Older formats lack the trailing fields: each empty one is one zero byte.
+        let missing: usize = FIELDS_ADDED[usize::from(format - OLDEST_FORMAT)..]
+            .iter()
+            .sum();
+        let body = [body, &vec![0; missing]].concat();
+        let body = &body[..];
         let limited = config().with_limit::<DECODE_LIMIT>();
         let (state, read) = bincode::serde::decode_from_slice::<Self, _>(body, limited)
             .map_err(|error| SnapshotError::Corrupt(error.to_string()))?;

@@ -3,13 +3,14 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use muster_core::ids::{AppId, DriverId, ExecutorId, RequestId, Timestamp, WorkerId};
+use muster_core::access::QueueAccess;
+use muster_core::ids::{AppId, DriverId, ExecutorId, QueueName, RequestId, Timestamp, WorkerId};
 use muster_core::model::{QueueConfig, WorkerState};
 use muster_core::resources::Resources;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    App, AppState, Drain, Driver, DriverDescription, DriverState, ExecutorState, Reservation,
+    App, AppState, Drain, Driver, DriverDescription, DriverState, ExecutorState, Reservation, User,
     Worker,
 };
 use crate::response::{ApplyError, Effects, Rejection, Response};
@@ -80,9 +81,17 @@ pub struct ClusterState {
     /// `GrantReservations` after its grace gives it to its owner. After the fields of format
     /// 2, so that a snapshot of format 2 reads as one with no reservations.
     pub(crate) reservations: Vec<Reservation>,
-    /// ALIVE workers being drained. Last, so that a snapshot of format 3 reads as one with no
-    /// drains.
+    /// ALIVE workers being drained. After the fields of format 3, so that a snapshot of
+    /// format 3 reads as one with no drains.
     pub(crate) draining: BTreeMap<WorkerId, Drain>,
+    /// Named users, by name. This and the next two fields came with format 5: a snapshot of
+    /// format 4 reads as one without named users.
+    pub(crate) users: BTreeMap<String, User>,
+    /// The access lists of the queues that have them; the others have the defaults.
+    pub(crate) access: BTreeMap<QueueName, QueueAccess>,
+    /// The named user who submitted each active or retained driver (the cluster's own
+    /// credential is nobody's); a relaunched driver keeps its user.
+    pub(crate) driver_users: BTreeMap<DriverId, String>,
 }
 
 /// The results of recent client requests, oldest first.
@@ -175,6 +184,21 @@ impl ClusterState {
         &self.completed_drivers
     }
 
+    /// Named users, by name.
+    pub fn users(&self) -> &BTreeMap<String, User> {
+        &self.users
+    }
+
+    /// Who may use queue `name`.
+    pub fn access(&self, name: &QueueName) -> QueueAccess {
+        self.access.get(name).cloned().unwrap_or_default()
+    }
+
+    /// The named user who submitted driver `id`, if one did.
+    pub fn driver_user(&self, id: &DriverId) -> Option<&str> {
+        self.driver_users.get(id).map(String::as_str)
+    }
+
     pub(crate) fn worker_mut(&mut self, id: &WorkerId) -> Result<&mut Worker, ApplyError> {
         self.workers
             .get_mut(id)
@@ -211,6 +235,21 @@ impl ClusterState {
     }
 
     /// Adds a SUBMITTED driver under a new id.
+    /// Submits `desc` again under a new id for driver `old`, which ended RELAUNCHING; the
+    /// new driver keeps `old`'s user.
+    pub(crate) fn relaunch_driver(
+        &mut self,
+        old: &DriverId,
+        desc: DriverDescription,
+        at: Timestamp,
+    ) -> DriverId {
+        let id = self.add_driver(desc, at);
+        if let Some(user) = self.driver_users.get(old).cloned() {
+            self.driver_users.insert(id.clone(), user);
+        }
+        id
+    }
+
     pub(crate) fn add_driver(&mut self, desc: DriverDescription, at: Timestamp) -> DriverId {
         let id = self.new_driver_id(at);
         let submission = self.take_submission();
@@ -309,11 +348,14 @@ impl ClusterState {
         driver.state = state;
         driver.exit_code = exit_code;
         driver.ended_at = Some(at);
-        retain_last(
+        let forgotten = retain_last(
             &mut self.completed_drivers,
             driver,
             self.config.retained_drivers,
         );
+        for driver in forgotten {
+            self.driver_users.remove(&driver.id);
+        }
     }
 
     /// Ends everything on worker `id` because it stops running work (lost or decommissioned):
@@ -342,7 +384,7 @@ impl ClusterState {
             if self.drivers[&driver].desc.supervise {
                 let desc = self.drivers[&driver].desc.clone();
                 self.end_driver(&driver, DriverState::Relaunching, None, at, effects);
-                let relaunched = self.add_driver(desc, at);
+                let relaunched = self.relaunch_driver(&driver, desc, at);
                 effects.relaunched_drivers.push((driver, relaunched));
             } else {
                 self.end_driver(&driver, unsupervised_state, None, at, effects);
@@ -381,10 +423,14 @@ fn release(worker: &mut Worker, resources: &Resources) {
 
 /// Appends `item`, first dropping the oldest tenth when `keep` are already there (Spark's
 /// `trimCompletedApps` rule).
-fn retain_last<T>(items: &mut VecDeque<T>, item: T, keep: usize) {
+/// Appends `item`, first forgetting the oldest tenth when `keep` are already there; returns
+/// what was forgotten.
+fn retain_last<T>(items: &mut VecDeque<T>, item: T, keep: usize) -> Vec<T> {
+    let mut forgotten = Vec::new();
     if items.len() >= keep {
         let drop = (keep / 10).max(1).min(items.len());
-        items.drain(..drop);
+        forgotten.extend(items.drain(..drop));
     }
     items.push_back(item);
+    forgotten
 }

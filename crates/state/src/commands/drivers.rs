@@ -106,7 +106,7 @@ impl Apply for DriverStateChanged {
                     at,
                     &mut effects,
                 );
-                let relaunched = state.add_driver(desc, at);
+                let relaunched = state.relaunch_driver(&self.driver, desc, at);
                 effects
                     .relaunched_drivers
                     .push((self.driver.clone(), relaunched));

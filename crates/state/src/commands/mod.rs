@@ -10,6 +10,7 @@ mod plan;
 mod preempt;
 mod queues;
 mod restore;
+mod users;
 mod workers;
 
 pub use apps::{
@@ -18,8 +19,9 @@ pub use apps::{
 pub use drivers::{DriverStateChanged, KillDriver, SubmitDriver};
 pub use plan::ApplyPlan;
 pub use preempt::{GrantReservations, Preempt};
-pub use queues::SetQueues;
+pub use queues::{ReplaceQueues, SetQueues};
 pub use restore::Restore;
+pub use users::{AddUser, By, RevokeUser};
 pub use workers::{DecommissionWorker, DrainWorker, RegisterWorker, WorkerLost};
 
 use std::collections::BTreeMap;
@@ -75,7 +77,7 @@ pub enum Op {
     DriverStateChanged(DriverStateChanged),
     /// An application ended (its driver unregistered or vanished).
     AppFinished(AppFinished),
-    /// The queue configuration changes.
+    /// The queue configuration changes, as builds before queue access lists wrote it.
     SetQueues(SetQueues),
     /// Executors of ordinary queues stop for prior work, whose room is kept for it.
     Preempt(Preempt),
@@ -89,6 +91,14 @@ pub enum Op {
     DrainWorker(DrainWorker),
     /// A new cluster takes a saved snapshot's state.
     Restore(Restore),
+    /// A user is added, or added again after a revocation.
+    AddUser(AddUser),
+    /// A user's credential is revoked.
+    RevokeUser(RevokeUser),
+    /// A named user's request, applied if they may make it.
+    By(By),
+    /// The queue configuration and the queues' access lists change.
+    ReplaceQueues(ReplaceQueues),
 }
 
 /// How an op changes the state.
@@ -152,32 +162,41 @@ impl ClusterState {
                 return result.clone();
             }
         }
-        let result = match &command.op {
-            Op::RegisterWorker(op) => op.apply(self, command.at),
-            Op::WorkerLost(op) => op.apply(self, command.at),
-            Op::DecommissionWorker(op) => op.apply(self, command.at),
-            Op::SubmitApp(op) => op.apply(self, command.at),
-            Op::SubmitDriver(op) => op.apply(self, command.at),
-            Op::KillApp(op) => op.apply(self, command.at),
-            Op::KillDriver(op) => op.apply(self, command.at),
-            Op::SetExecutorLimit(op) => op.apply(self, command.at),
-            Op::KillExecutors(op) => op.apply(self, command.at),
-            Op::ApplyPlan(op) => op.apply(self, command.at),
-            Op::ExecutorStateChanged(op) => op.apply(self, command.at),
-            Op::DriverStateChanged(op) => op.apply(self, command.at),
-            Op::AppFinished(op) => op.apply(self, command.at),
-            Op::SetQueues(op) => op.apply(self, command.at),
-            Op::Preempt(op) => op.apply(self, command.at),
-            Op::GrantReservations(op) => op.apply(self, command.at),
-            Op::Batch(_) => Err(ApplyError::Batch),
-            Op::DrainWorker(op) => op.apply(self, command.at),
-            Op::Restore(op) => op.apply(self, command.at),
-        };
+        let result = self.apply_op(&command.op, command.at);
         if let Some(id) = &command.request_id {
             self.requests
                 .insert(id.clone(), result.clone(), self.config.retained_requests);
         }
         result
+    }
+
+    /// Applies `op` at time `at`.
+    pub(crate) fn apply_op(&mut self, op: &Op, at: Timestamp) -> Result<Response, ApplyError> {
+        match op {
+            Op::RegisterWorker(op) => op.apply(self, at),
+            Op::WorkerLost(op) => op.apply(self, at),
+            Op::DecommissionWorker(op) => op.apply(self, at),
+            Op::SubmitApp(op) => op.apply(self, at),
+            Op::SubmitDriver(op) => op.apply(self, at),
+            Op::KillApp(op) => op.apply(self, at),
+            Op::KillDriver(op) => op.apply(self, at),
+            Op::SetExecutorLimit(op) => op.apply(self, at),
+            Op::KillExecutors(op) => op.apply(self, at),
+            Op::ApplyPlan(op) => op.apply(self, at),
+            Op::ExecutorStateChanged(op) => op.apply(self, at),
+            Op::DriverStateChanged(op) => op.apply(self, at),
+            Op::AppFinished(op) => op.apply(self, at),
+            Op::SetQueues(op) => op.apply(self, at),
+            Op::Preempt(op) => op.apply(self, at),
+            Op::GrantReservations(op) => op.apply(self, at),
+            Op::Batch(_) => Err(ApplyError::Batch),
+            Op::DrainWorker(op) => op.apply(self, at),
+            Op::Restore(op) => op.apply(self, at),
+            Op::AddUser(op) => op.apply(self, at),
+            Op::RevokeUser(op) => op.apply(self, at),
+            Op::By(op) => op.apply(self, at),
+            Op::ReplaceQueues(op) => op.apply(self, at),
+        }
     }
 }
 

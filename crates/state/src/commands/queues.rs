@@ -1,27 +1,36 @@
 //! Queue configuration changes.
 
+use std::collections::BTreeSet;
+
+use muster_core::access::{QueueAccess, QueueSpec};
+use muster_core::ids::{DEFAULT_QUEUE, QueueName, Timestamp};
 use muster_core::model::{QueueConfig, validate_queues};
 use serde::{Deserialize, Serialize};
 
 use super::Apply;
 use crate::ClusterState;
 use crate::response::{ApplyError, Response};
-use muster_core::ids::Timestamp;
 
-/// Replaces the queue configuration.
+/// Replaces the queue configuration and the queues' access lists.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SetQueues {
+pub struct ReplaceQueues {
     /// The new queues; `default` exists even when not listed.
-    pub queues: Vec<QueueConfig>,
+    pub queues: Vec<QueueSpec>,
 }
 
-impl Apply for SetQueues {
-    /// Refused when malformed, or when it drops a queue that active apps or drivers use.
+impl Apply for ReplaceQueues {
+    /// Refused when malformed, when an access list names an unknown user, or when it drops
+    /// a queue that active apps or drivers use.
     fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
-        validate_queues(&self.queues)?;
-        let kept = |name: &muster_core::ids::QueueName| {
-            name.0 == muster_core::ids::DEFAULT_QUEUE || self.queues.iter().any(|q| &q.name == name)
-        };
+        let (configs, access): (Vec<QueueConfig>, Vec<QueueAccess>) =
+            self.queues.iter().map(QueueSpec::split).unzip();
+        validate_queues(&configs)?;
+        let users: BTreeSet<&str> = state.users.keys().map(String::as_str).collect();
+        for (i, access) in access.iter().enumerate() {
+            access.validate(&format!("queues[{i}]"), &users)?;
+        }
+        let kept =
+            |name: &QueueName| name.0 == DEFAULT_QUEUE || configs.iter().any(|q| &q.name == name);
         let in_use = state
             .apps
             .values()
@@ -33,7 +42,32 @@ impl Apply for SetQueues {
                 "queue `{queue}` still has active applications or drivers"
             )));
         }
-        state.queues = self.queues.clone();
+        state.access = configs
+            .iter()
+            .zip(access)
+            .filter(|(_, access)| *access != QueueAccess::default())
+            .map(|(config, access)| (config.name.clone(), access))
+            .collect();
+        state.queues = configs;
         Ok(Response::default())
+    }
+}
+
+/// Replaces the queue configuration, as builds before access lists wrote it: every queue
+/// gets the default access.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SetQueues {
+    /// The new queues; `default` exists even when not listed.
+    pub queues: Vec<QueueConfig>,
+}
+
+impl Apply for SetQueues {
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        let queues = self
+            .queues
+            .iter()
+            .map(|config| QueueSpec::from((config.clone(), QueueAccess::default())))
+            .collect();
+        ReplaceQueues { queues }.apply(state, at)
     }
 }

@@ -9,3 +9,4 @@ mod scripts;
 mod snapshot;
 mod snapshot_bytes;
 mod support;
+mod users;

@@ -3,7 +3,9 @@
 use muster_core::ids::Timestamp;
 use muster_core::model::QueueConfig;
 use muster_core::resources::Resources;
-use muster_state::commands::{DecommissionWorker, DrainWorker, Preempt, Restore, SetQueues};
+use muster_state::commands::{
+    AddUser, By, DecommissionWorker, DrainWorker, Preempt, Restore, SetQueues, SubmitDriver,
+};
 use muster_state::model::Reservation;
 use muster_state::{ClusterState, Op, SNAPSHOT_FORMAT, SnapshotError};
 
@@ -50,9 +52,31 @@ fn busy_cluster() -> Cluster {
     c
 }
 
+/// [`busy_cluster`] with a named user who submitted a driver.
+fn busy_cluster_with_a_user() -> Cluster {
+    let mut c = busy_cluster();
+    c.ok(Op::AddUser(AddUser {
+        name: "alice".into(),
+        admin: false,
+    }));
+    c.ok(by_alice(Op::SubmitDriver(SubmitDriver {
+        desc: driver_desc(1, 256, false),
+    })));
+    c
+}
+
+fn by_alice(op: Op) -> Op {
+    Op::By(By {
+        user: "alice".into(),
+        generation: 1,
+        op: Box::new(op),
+    })
+}
+
 #[test]
 fn a_snapshot_restores_the_same_state() {
-    let c = busy_cluster();
+    let c = busy_cluster_with_a_user();
+    assert_eq!(c.state.users().len(), 1);
     let bytes = c.state.encode_snapshot();
     assert_eq!(bytes[0], SNAPSHOT_FORMAT);
     let restored = ClusterState::decode_snapshot(&bytes).unwrap();
@@ -62,6 +86,20 @@ fn a_snapshot_restores_the_same_state() {
         bytes,
         "encoding is deterministic"
     );
+}
+
+#[test]
+fn a_state_without_users_is_written_in_format_4_and_reads_back() {
+    let mut c = Cluster::new();
+    c.worker("w1", 8, 8192);
+    c.submit_app(app_desc(Some(6), Some(2), 1024));
+    c.ok(Op::DrainWorker(DrainWorker {
+        id: "w1".into(),
+        kill_after_ms: None,
+    }));
+    let bytes = c.state.encode_snapshot();
+    assert_eq!(bytes[0], 4, "replicas of the previous build read it");
+    assert_eq!(ClusterState::decode_snapshot(&bytes).unwrap(), c.state);
 }
 
 #[test]

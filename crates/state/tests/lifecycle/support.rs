@@ -125,7 +125,8 @@ impl Cluster {
 /// The state as its accessors show it (the request log aside).
 fn visible(state: &ClusterState) -> String {
     format!(
-        "{:?}{:?}{:?}{:?}{:?}{:?}",
+        "{:?}{:?}{:?}{:?}{:?}{:?}{:?}",
+        state.users(),
         state.workers(),
         state.apps(),
         state.drivers(),

@@ -1,0 +1,225 @@
+//! Who may use a queue: user names, and each queue's access lists after YARN's
+//! `acl_submit_applications` and `acl_administer_queue`.
+//!
+//! A queue's lists name users, or [`EVERYONE`]. Unset, an ordinary queue takes everyone's
+//! work and a prior queue nobody's but the admins' (admins may do anything, and are not
+//! decided here): on a shared cluster, prior work is what an administrator allows, not what
+//! anyone asks for. Administering a queue is killing others' work in it.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::QueueName;
+use crate::model::{InputError, QueueConfig};
+
+/// In an access list, every user.
+pub const EVERYONE: &str = "*";
+
+/// The longest user name.
+pub const MAX_USER_BYTES: usize = 64;
+
+/// Checks a user name: 1 to 64 ASCII letters, digits, `.`, `_` or `-` (it travels in
+/// credentials and names files).
+///
+/// # Errors
+///
+/// `field: ...` saying what is wrong.
+pub fn user_name(field: &str, name: &str) -> Result<(), InputError> {
+    let valid = !name.is_empty()
+        && name.len() <= MAX_USER_BYTES
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if valid {
+        Ok(())
+    } else {
+        Err(InputError {
+            field: field.to_owned(),
+            message: format!(
+                "`{name}` is not a user name: 1 to {MAX_USER_BYTES} letters, digits, `.`, `_` or `-`"
+            ),
+        })
+    }
+}
+
+/// Who may submit to a queue and who may administer it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueAccess {
+    /// Who may submit; `None`: everyone to an ordinary queue, only admins to a prior one.
+    pub submit: Option<Vec<String>>,
+    /// Who may kill others' work in the queue.
+    pub administer: Vec<String>,
+}
+
+impl QueueAccess {
+    /// Whether `user` may submit to the queue, `prior` or not.
+    pub fn may_submit(&self, prior: bool, user: &str) -> bool {
+        match &self.submit {
+            Some(users) => names(users, user),
+            None => !prior,
+        }
+    }
+
+    /// Whether `user` may kill others' work in the queue.
+    pub fn may_administer(&self, user: &str) -> bool {
+        names(&self.administer, user)
+    }
+
+    /// Checks the lists of the queue at `field`: each entry [`EVERYONE`] or one of `users`.
+    ///
+    /// # Errors
+    ///
+    /// `field.submit[i]: unknown user ...`, or a malformed name.
+    pub fn validate(&self, field: &str, users: &BTreeSet<&str>) -> Result<(), InputError> {
+        let lists = [("submit", self.submit.as_deref().unwrap_or_default())];
+        let lists = lists
+            .into_iter()
+            .chain([("administer", &self.administer[..])]);
+        for (list, entries) in lists {
+            for (i, entry) in entries.iter().enumerate() {
+                let at = format!("{field}.{list}[{i}]");
+                if entry == EVERYONE {
+                    continue;
+                }
+                user_name(&at, entry)?;
+                if !users.contains(entry.as_str()) {
+                    return Err(InputError {
+                        field: at,
+                        message: format!("unknown user `{entry}`: add it first (muster users add)"),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn names(list: &[String], user: &str) -> bool {
+    list.iter().any(|entry| entry == EVERYONE || entry == user)
+}
+
+/// One queue as an operator writes it in a queue file: its settings and its access lists.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueSpec {
+    /// The queue's name, unique.
+    pub name: QueueName,
+    /// See [`QueueConfig::prior`].
+    #[serde(default)]
+    pub prior: bool,
+    /// See [`QueueConfig::threshold`].
+    #[serde(default = "one")]
+    pub threshold: f64,
+    /// See [`QueueConfig::max_capacity`].
+    #[serde(default = "one")]
+    pub max_capacity: f64,
+    /// See [`QueueAccess::submit`].
+    #[serde(default)]
+    pub submit: Option<Vec<String>>,
+    /// See [`QueueAccess::administer`].
+    #[serde(default)]
+    pub administer: Vec<String>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+impl QueueSpec {
+    /// A queue with default settings and access.
+    pub fn named(name: &str) -> Self {
+        Self::from((QueueConfig::named(name), QueueAccess::default()))
+    }
+
+    /// Its settings and its access lists.
+    pub fn split(&self) -> (QueueConfig, QueueAccess) {
+        let config = QueueConfig {
+            name: self.name.clone(),
+            prior: self.prior,
+            threshold: self.threshold,
+            max_capacity: self.max_capacity,
+        };
+        let access = QueueAccess {
+            submit: self.submit.clone(),
+            administer: self.administer.clone(),
+        };
+        (config, access)
+    }
+}
+
+impl From<(QueueConfig, QueueAccess)> for QueueSpec {
+    fn from((config, access): (QueueConfig, QueueAccess)) -> Self {
+        Self {
+            name: config.name,
+            prior: config.prior,
+            threshold: config.threshold,
+            max_capacity: config.max_capacity,
+            submit: access.submit,
+            administer: access.administer,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unset_lists_open_ordinary_queues_and_close_prior_ones() {
+        let unset = QueueAccess::default();
+        assert!(unset.may_submit(false, "alice"));
+        assert!(!unset.may_submit(true, "alice"));
+        assert!(!unset.may_administer("alice"));
+        let granted = QueueAccess {
+            submit: Some(vec!["alice".into()]),
+            administer: vec![EVERYONE.into()],
+        };
+        assert!(granted.may_submit(true, "alice"));
+        assert!(!granted.may_submit(true, "bob"));
+        assert!(granted.may_administer("bob"));
+        let closed = QueueAccess {
+            submit: Some(Vec::new()),
+            administer: Vec::new(),
+        };
+        assert!(
+            !closed.may_submit(false, "alice"),
+            "an empty list is nobody"
+        );
+    }
+
+    #[test]
+    fn lists_name_known_users_or_everyone() {
+        let users = BTreeSet::from(["alice"]);
+        let access = QueueAccess {
+            submit: Some(vec!["alice".into(), EVERYONE.into()]),
+            administer: vec!["carol".into()],
+        };
+        let error = access.validate("queues[1]", &users).unwrap_err();
+        assert_eq!(error.field, "queues[1].administer[0]");
+        assert!(error.message.contains("unknown user `carol`"), "{error}");
+        let malformed = QueueAccess {
+            submit: Some(vec!["a b".into()]),
+            administer: Vec::new(),
+        };
+        let error = malformed.validate("queues[0]", &users).unwrap_err();
+        assert_eq!(error.field, "queues[0].submit[0]");
+        assert!(user_name("name", &"x".repeat(MAX_USER_BYTES)).is_ok());
+        assert!(user_name("name", &"x".repeat(MAX_USER_BYTES + 1)).is_err());
+        assert!(user_name("name", EVERYONE).is_err());
+        assert!(user_name("name", "").is_err());
+    }
+
+    #[test]
+    fn a_queue_file_entry_splits_into_settings_and_access() {
+        let spec: QueueSpec =
+            serde_json::from_str(r#"{"name": "prod", "prior": true, "submit": ["alice"]}"#)
+                .unwrap();
+        let (config, access) = spec.split();
+        assert!(config.prior);
+        assert_eq!(access.submit, Some(vec!["alice".to_owned()]));
+        assert_eq!(QueueSpec::from((config, access)), spec);
+        let misspelt = serde_json::from_str::<QueueSpec>(r#"{"name": "q", "submitt": []}"#);
+        assert!(misspelt.is_err());
+    }
+}
