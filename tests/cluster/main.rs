@@ -16,4 +16,5 @@ mod masters;
 #[path = "../support.rs"]
 mod support;
 mod ui;
+mod users;
 mod workers;

@@ -23,7 +23,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 use cmd::{
     app, bench, dev, executor, experiment, job, kill, logs, master, members, plan, queues, secrets,
-    snapshot, status, submit, worker, workers,
+    snapshot, status, submit, users, worker, workers,
 };
 
 #[derive(Parser)]
@@ -76,6 +76,8 @@ enum Command {
     Members(members::MembersArgs),
     /// Show the workers, or drain one (`muster workers drain ID`).
     Workers(workers::WorkersArgs),
+    /// Show the named users, or add (`--out FILE` gets their credential) or revoke one.
+    Users(users::UsersArgs),
     /// Show the applications and their executors.
     Apps(status::ReadArgs),
     /// Show the drivers, running and recently ended.
@@ -132,6 +134,7 @@ fn main() -> ExitCode {
         Command::Queues(args) => queues::run(args),
         Command::Members(args) => members::run(args),
         Command::Workers(args) => workers::run(args),
+        Command::Users(args) => users::run(args),
         Command::Apps(args) => status::part(args, "apps", render::apps),
         Command::Drivers(args) => status::part(args, "drivers", render::drivers),
         Command::Bench(command) => bench::run(command),

@@ -52,6 +52,17 @@ pub fn workers(status: &StatusReply) -> String {
     out
 }
 
+/// The named users.
+pub fn users(status: &StatusReply) -> String {
+    let mut out = format!("{:<24} {:<6} {:<8} GENERATION\n", "NAME", "ROLE", "STATE");
+    for u in &status.users {
+        let role = if u.admin { "admin" } else { "user" };
+        let state = if u.revoked { "REVOKED" } else { "ACTIVE" };
+        let _ = writeln!(out, "{:<24} {role:<6} {state:<8} {}", u.name, u.generation);
+    }
+    out
+}
+
 /// The applications, each followed by why it waits and its executors.
 pub fn apps(status: &StatusReply) -> String {
     let mut out = format!(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use muster_core::ids::AppId;
 use muster_core::limits::{self, MAX_REQUEST_BYTES};
-use muster_proto::auth::AppTokens;
+use muster_proto::auth::{AppTokens, NamedUser};
 use muster_proto::v1::app_link_server::{AppLink, AppLinkServer};
 use muster_proto::v1::app_message::Body as Up;
 use muster_proto::v1::{AppEvent, AppMessage, RegisterApp};
@@ -15,7 +15,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
-use crate::call::{CallError, client_command, committed};
+use crate::call::{CallError, admit, client_command, committed};
 use crate::leader::Event;
 use crate::session::{ELECTION_PATIENCE, Sessions, link_channel};
 use crate::wire::app_event;
@@ -44,17 +44,22 @@ impl AppLinkService {
     }
 
     /// Submits a new application, or checks that the one to re-attach to is still active.
-    async fn register(&self, mut register: RegisterApp) -> Result<AppId, CallError> {
+    async fn register(
+        &self,
+        user: Option<&NamedUser>,
+        mut register: RegisterApp,
+    ) -> Result<AppId, CallError> {
         limits::web_address("ui_address", &register.ui_address).map_err(ApplyError::from)?;
         if !register.app_id.is_empty() {
             self.app_tokens
                 .check(&register.app_id, &register.app_token)
                 .map_err(CallError::Denied)?;
             let id = AppId::from(register.app_id);
+            // A revoked user's application does not attach again.
             let active = self
                 .node
-                .read(|state| state.apps().contains_key(&id))
-                .await?;
+                .read(|state| admit(state, user, false).map(|()| state.apps().contains_key(&id)))
+                .await??;
             return if active {
                 Ok(id)
             } else {
@@ -62,7 +67,7 @@ impl AppLinkService {
             };
         }
         let request_id = std::mem::take(&mut register.request_id);
-        let command = client_command(&request_id, Op::SubmitApp(register.into()));
+        let command = client_command(&request_id, user, Op::SubmitApp(register.into()));
         match committed(self.node.write(command).await)?.outcome {
             Outcome::AppSubmitted { id } => Ok(id),
             other => Err(CallError::Internal(format!("unexpected outcome {other:?}"))),
@@ -81,6 +86,7 @@ impl AppLink for AppLinkService {
         let Some(session) = self.sessions.current_or_wait(ELECTION_PATIENCE).await else {
             return Err(CallError::not_leader(&self.node).into());
         };
+        let user = request.extensions().get::<NamedUser>().cloned();
         let mut inbound = request.into_inner();
         let Some(AppMessage {
             body: Some(Up::Register(register)),
@@ -91,7 +97,7 @@ impl AppLink for AppLinkService {
             ));
         };
         let ui_address = register.ui_address.clone();
-        let app = self.register(register).await?;
+        let app = self.register(user.as_ref(), register).await?;
         tracing::info!(%app, "application attached");
         // Room for every executor it holds: they are sent before the stream is read.
         let held = self

@@ -2,9 +2,11 @@
 //! failed, modelled by what the caller must do and turned into a gRPC status in one place.
 
 use muster_core::ids::RequestId;
+use muster_proto::auth::NamedUser;
 use muster_proto::discovery::LEADER_HEADER;
 use muster_raft::{Applied, NodeId, RaftNode, WriteError};
-use muster_state::{ApplyError, Command, Op, Response};
+use muster_state::commands::By;
+use muster_state::{ApplyError, ClusterState, Command, Op, Response};
 use tonic::Status;
 
 use crate::session::now;
@@ -72,20 +74,63 @@ impl From<CallError> for Status {
             CallError::Refused(ApplyError::Conflict(_) | ApplyError::StaleTerm { .. }) => {
                 Status::failed_precondition(message)
             }
+            CallError::Refused(ApplyError::Denied(_)) => Status::permission_denied(message),
             CallError::Denied(status) => status,
             CallError::Internal(_) => Status::internal(message),
         }
     }
 }
 
-/// A client's write as a log command, stamped now; an empty request id means none.
-pub(crate) fn client_command(request_id: &str, op: Op) -> Command {
+/// A client's write as a log command, stamped now; an empty request id means none. A named
+/// user's write travels in [`By`], for the state machine to check that they may make it.
+pub(crate) fn client_command(request_id: &str, user: Option<&NamedUser>, op: Op) -> Command {
     let request_id = (!request_id.is_empty()).then(|| RequestId(request_id.to_owned()));
+    let op = match user {
+        Some(user) => {
+            tracing::info!(user = %user.name, "a named user's write");
+            Op::By(By {
+                user: user.name.clone(),
+                generation: user.generation,
+                op: Box::new(op),
+            })
+        }
+        None => op,
+    };
     Command {
         at: now(),
         request_id,
         term: None,
         op,
+    }
+}
+
+/// Whether `user` may make a call that writes nothing, by `state`: their credential is still
+/// valid, and they are an admin if `admin` is needed. The cluster's own credential may.
+///
+/// # Errors
+///
+/// [`ApplyError::Denied`] saying why not.
+pub(crate) fn admit(
+    state: &ClusterState,
+    user: Option<&NamedUser>,
+    admin: bool,
+) -> Result<(), CallError> {
+    let Some(user) = user else {
+        return Ok(());
+    };
+    let denied = |message: String| Err(CallError::Refused(ApplyError::Denied(message)));
+    match state.users().get(&user.name) {
+        Some(known) if !known.revoked && known.generation == user.generation => {
+            if admin && !known.admin {
+                denied(format!("user `{}` is not an admin", user.name))
+            } else {
+                Ok(())
+            }
+        }
+        _ => denied(format!(
+            "the credential of user `{}` was revoked",
+            user.name
+        )),
     }
 }
 

@@ -6,28 +6,28 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use muster_core::access::QueueSpec;
 use muster_core::limits::MAX_REQUEST_BYTES;
-use muster_core::model::QueueConfig;
-use muster_proto::auth::AUTHORIZATION;
+use muster_proto::auth::{AUTHORIZATION, NamedUser, Secret};
 use muster_proto::transport::Dialer;
 use muster_proto::v1::change_members_request::Change;
 use muster_proto::v1::cluster_client::ClusterClient;
 use muster_proto::v1::cluster_server::{Cluster, ClusterServer};
 use muster_proto::v1::{
-    self, AppStatus, ChangeMembersReply, ChangeMembersRequest, DrainWorkerReply,
-    DrainWorkerRequest, DriverStatus, ExecutorStatus, KillReply, KillRequest, Member, MemberRole,
-    ReadLogReply, ReadLogRequest, SaveSnapshotReply, SaveSnapshotRequest, SetQueuesReply,
-    SetQueuesRequest, StatusReply, StatusRequest, SubmitDriverReply, SubmitDriverRequest,
-    WorkerStatus,
+    self, AddUserReply, AddUserRequest, AppStatus, ChangeMembersReply, ChangeMembersRequest,
+    DrainWorkerReply, DrainWorkerRequest, DriverStatus, ExecutorStatus, KillReply, KillRequest,
+    Member, MemberRole, ReadLogReply, ReadLogRequest, RevokeUserReply, RevokeUserRequest,
+    SaveSnapshotReply, SaveSnapshotRequest, SetQueuesReply, SetQueuesRequest, StatusReply,
+    StatusRequest, SubmitDriverReply, SubmitDriverRequest, WorkerStatus,
 };
 use muster_raft::{MAX_MESSAGE_BYTES, NodeId, RaftNode, WriteError};
-use muster_state::commands::SetQueues;
+use muster_state::commands::{AddUser, ReplaceQueues, RevokeUser};
 use muster_state::model::{App, DriverState};
 use muster_state::{ApplyError, ClusterState, Command, Op, Outcome, Response};
 use tonic::transport::Channel;
 use tonic::{Request, Status};
 
-use crate::call::{CallError, client_command, committed};
+use crate::call::{CallError, admit, client_command, committed};
 use crate::leader::{Event, ProcessKey};
 use crate::session::Sessions;
 use crate::wire::{LogRead, drain_op, kill_op, log_read};
@@ -44,20 +44,25 @@ pub struct ClusterService {
     leaders: Mutex<HashMap<String, Channel>>,
     /// How to reach the leader when forwarding.
     dialer: Dialer,
+    /// What named users' credentials are derived from; none for a cluster without a secret.
+    secret: Option<Secret>,
 }
 
 impl ClusterService {
-    /// The gRPC service for `node`, forwarding through `dialer`.
+    /// The gRPC service for `node`, forwarding through `dialer`, issuing named users'
+    /// credentials from `secret`.
     pub fn server(
         node: Arc<RaftNode>,
         sessions: Arc<Sessions>,
         dialer: Dialer,
+        secret: Option<Secret>,
     ) -> ClusterServer<Self> {
         ClusterServer::new(Self {
             node,
             sessions,
             leaders: Mutex::default(),
             dialer,
+            secret,
         })
         .max_decoding_message_size(MAX_REQUEST_BYTES)
     }
@@ -109,17 +114,18 @@ impl ClusterService {
     async fn answer<Req: Clone, Rep>(
         &self,
         request: Request<Req>,
-        here: impl AsyncFnOnce(&Self, Req) -> Result<Rep, CallError>,
+        here: impl AsyncFnOnce(&Self, Option<&NamedUser>, Req) -> Result<Rep, CallError>,
         forward: impl AsyncFnOnce(
             ClusterClient<Channel>,
             Request<Req>,
         ) -> Result<tonic::Response<Rep>, Status>,
     ) -> Result<tonic::Response<Rep>, Status> {
         let forwarded = request.metadata().contains_key(FORWARDED_HEADER);
+        let user = request.extensions().get::<NamedUser>().cloned();
         // The leader checks the caller's own credential, not this replica's.
         let authorization = request.metadata().get(AUTHORIZATION).cloned();
         let body = request.into_inner();
-        match here(self, body.clone()).await {
+        match here(self, user.as_ref(), body.clone()).await {
             Ok(reply) => Ok(tonic::Response::new(reply)),
             Err(CallError::NotLeader(leader)) => {
                 let client = self.leader_client(leader, forwarded)?;
@@ -141,6 +147,7 @@ impl ClusterService {
             name: a.desc.name.clone(),
             queue: a.desc.queue.0.clone(),
             state: v1::AppState::from(a.state).into(),
+            user: a.desc.user.clone(),
             ..AppStatus::default()
         };
         let leadership = self.node.leadership().borrow().clone();
@@ -235,9 +242,20 @@ impl ClusterService {
                     } else {
                         String::new()
                     },
+                    user: state.driver_user(&d.id).unwrap_or_default().to_owned(),
                 })
                 .collect(),
-            queues: state.queues().iter().map(v1::Queue::from).collect(),
+            queues: state.queue_specs().iter().map(v1::Queue::from).collect(),
+            users: state
+                .users()
+                .iter()
+                .map(|(name, user)| v1::User {
+                    name: name.clone(),
+                    admin: user.admin,
+                    revoked: user.revoked,
+                    generation: user.generation,
+                })
+                .collect(),
             kept: state
                 .reservations()
                 .iter()
@@ -254,13 +272,21 @@ impl Cluster for ClusterService {
         request: Request<StatusRequest>,
     ) -> Result<tonic::Response<StatusReply>, Status> {
         if request.get_ref().local {
+            let user = request.extensions().get::<NamedUser>();
             let state = self.node.local_state();
             let state = state.read().expect("state lock");
+            admit(&state, user, false)?;
             return Ok(tonic::Response::new(self.status_reply(&state)));
         }
         self.answer(
             request,
-            async |this, _| Ok(this.node.read(|state| this.status_reply(state)).await?),
+            async |this, user, _| {
+                let reply = this.node.read(|state| {
+                    admit(state, user, false)?;
+                    Ok::<_, CallError>(this.status_reply(state))
+                });
+                reply.await?
+            },
             async |mut leader, request| leader.status(request).await,
         )
         .await
@@ -272,11 +298,10 @@ impl Cluster for ClusterService {
     ) -> Result<tonic::Response<SubmitDriverReply>, Status> {
         self.answer(
             request,
-            async |this, mut body| {
+            async |this, user, mut body| {
                 let request_id = std::mem::take(&mut body.request_id);
-                let response = this
-                    .write(client_command(&request_id, Op::SubmitDriver(body.into())))
-                    .await?;
+                let op = Op::SubmitDriver(body.into());
+                let response = this.write(client_command(&request_id, user, op)).await?;
                 match response.outcome {
                     Outcome::DriverSubmitted { id } => {
                         tracing::info!(driver = %id, "driver submitted");
@@ -296,9 +321,10 @@ impl Cluster for ClusterService {
     ) -> Result<tonic::Response<KillReply>, Status> {
         self.answer(
             request,
-            async |this, body| {
+            async |this, user, body| {
                 let op = kill_op(&body)?;
-                this.write(client_command(&body.request_id, op)).await?;
+                this.write(client_command(&body.request_id, user, op))
+                    .await?;
                 tracing::info!(id = %body.id, "killed on request");
                 Ok(KillReply {})
             },
@@ -313,9 +339,10 @@ impl Cluster for ClusterService {
     ) -> Result<tonic::Response<DrainWorkerReply>, Status> {
         self.answer(
             request,
-            async |this, body| {
+            async |this, user, body| {
                 let op = drain_op(&body)?;
-                this.write(client_command(&body.request_id, op)).await?;
+                this.write(client_command(&body.request_id, user, op))
+                    .await?;
                 Ok(DrainWorkerReply {})
             },
             async |mut leader, request| leader.drain_worker(request).await,
@@ -329,9 +356,9 @@ impl Cluster for ClusterService {
     ) -> Result<tonic::Response<ChangeMembersReply>, Status> {
         self.answer(
             request,
-            async |this, body| {
+            async |this, user, body| {
                 // Only the leader's view of the membership counts: a follower's may lag.
-                this.node.read(|_| ()).await?;
+                this.node.read(|state| admit(state, user, true)).await??;
                 match body.change {
                     Some(Change::Add(member)) => {
                         if member.id == 0 || member.addr.is_empty() {
@@ -395,8 +422,12 @@ impl Cluster for ClusterService {
     ) -> Result<tonic::Response<SaveSnapshotReply>, Status> {
         self.answer(
             request,
-            async |this, _| {
-                let snapshot = this.node.read(ClusterState::encode_snapshot).await?;
+            async |this, user, _| {
+                let snapshot = this.node.read(|state| {
+                    admit(state, user, true)?;
+                    Ok::<_, CallError>(state.encode_snapshot())
+                });
+                let snapshot = snapshot.await??;
                 Ok(SaveSnapshotReply { snapshot })
             },
             async |leader, request| {
@@ -415,13 +446,14 @@ impl Cluster for ClusterService {
     ) -> Result<tonic::Response<ReadLogReply>, Status> {
         self.answer(
             request,
-            async |this, body| {
+            async |this, user, body| {
                 let Some(session) = this.sessions.current() else {
                     return Err(CallError::not_leader(&this.node));
                 };
                 let LogRead { worker, live, read } = {
                     let state = this.node.local_state();
                     let state = state.read().expect("state lock");
+                    admit(&state, user, false)?;
                     log_read(&state, &body)?
                 };
                 // A driver never placed has written nothing (and will, while it waits).
@@ -467,16 +499,67 @@ impl Cluster for ClusterService {
     ) -> Result<tonic::Response<SetQueuesReply>, Status> {
         self.answer(
             request,
-            async |this, body| {
-                let queues = body.queues.iter().map(QueueConfig::from).collect();
-                this.write(client_command(
-                    &body.request_id,
-                    Op::SetQueues(SetQueues { queues }),
-                ))
-                .await?;
+            async |this, user, body| {
+                let queues = body.queues.iter().map(QueueSpec::from).collect();
+                let op = Op::ReplaceQueues(ReplaceQueues { queues });
+                this.write(client_command(&body.request_id, user, op))
+                    .await?;
                 Ok(SetQueuesReply {})
             },
             async |mut leader, request| leader.set_queues(request).await,
+        )
+        .await
+    }
+
+    async fn add_user(
+        &self,
+        request: Request<AddUserRequest>,
+    ) -> Result<tonic::Response<AddUserReply>, Status> {
+        self.answer(
+            request,
+            async |this, user, body| {
+                let Some(secret) = &this.secret else {
+                    let message = "this cluster has no secret: named users need one".to_owned();
+                    return Err(ApplyError::Conflict(message).into());
+                };
+                let op = Op::AddUser(AddUser {
+                    name: body.name.clone(),
+                    admin: body.admin,
+                });
+                this.write(client_command(&body.request_id, user, op))
+                    .await?;
+                // The generation the log gave them; a retry answers the same credential.
+                let generation = this
+                    .node
+                    .read(|state| state.users().get(&body.name).map(|u| u.generation))
+                    .await?
+                    .ok_or_else(|| CallError::Internal("an added user is missing".to_owned()))?;
+                tracing::info!(user = %body.name, admin = body.admin, "user added");
+                Ok(AddUserReply {
+                    credential: secret.user_credential(&body.name, generation),
+                })
+            },
+            async |mut leader, request| leader.add_user(request).await,
+        )
+        .await
+    }
+
+    async fn revoke_user(
+        &self,
+        request: Request<RevokeUserRequest>,
+    ) -> Result<tonic::Response<RevokeUserReply>, Status> {
+        self.answer(
+            request,
+            async |this, user, body| {
+                let op = Op::RevokeUser(RevokeUser {
+                    name: body.name.clone(),
+                });
+                this.write(client_command(&body.request_id, user, op))
+                    .await?;
+                tracing::info!(user = %body.name, "user revoked");
+                Ok(RevokeUserReply {})
+            },
+            async |mut leader, request| leader.revoke_user(request).await,
         )
         .await
     }

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use muster_core::access::QueueSpec;
 use muster_core::ids::QueueName;
 use muster_core::model::{PassConfig, QueueConfig, validate_queues};
 use muster_state::StateConfig;
@@ -137,7 +138,7 @@ pub fn parse_json<T: DeserializeOwned>(text: &str, path: &Path) -> Result<T, Con
 ///
 /// As [`read_json`], or a queue setting out of range (a duplicate name, a fraction outside
 /// (0, 1]).
-pub fn read_queues(path: &Path) -> Result<Vec<QueueConfig>, ConfigError> {
+pub fn read_queues(path: &Path) -> Result<Vec<QueueSpec>, ConfigError> {
     parse_queues(&read_text(path)?, path)
 }
 
@@ -146,9 +147,10 @@ pub fn read_queues(path: &Path) -> Result<Vec<QueueConfig>, ConfigError> {
 /// # Errors
 ///
 /// As [`parse_json`], or a queue setting out of range.
-pub fn parse_queues(text: &str, path: &Path) -> Result<Vec<QueueConfig>, ConfigError> {
-    let queues: Vec<QueueConfig> = parse_json(text, path)?;
-    validate_queues(&queues).map_err(|e| ConfigError::Invalid {
+pub fn parse_queues(text: &str, path: &Path) -> Result<Vec<QueueSpec>, ConfigError> {
+    let queues: Vec<QueueSpec> = parse_json(text, path)?;
+    let configs: Vec<QueueConfig> = queues.iter().map(|q| q.split().0).collect();
+    validate_queues(&configs).map_err(|e| ConfigError::Invalid {
         path: path.to_owned(),
         field: e.field,
         message: e.message,
@@ -203,7 +205,7 @@ impl MasterFile {
         &self,
         worker_timeout: Option<f64>,
         recovery_timeout: Option<f64>,
-        queues: Option<Vec<QueueConfig>>,
+        queues: Option<Vec<QueueSpec>>,
     ) -> Result<SessionConfig, ConfigError> {
         let defaults = SessionConfig::default();
         let duration = |setting, value: Option<f64>, default| {

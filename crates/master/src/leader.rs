@@ -61,12 +61,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use muster_core::access::QueueSpec;
 use muster_core::ids::{AppId, DriverId, ExecutorId, QueueName, RequestId, Term, WorkerId, millis};
-use muster_core::model::{PassConfig, QueueConfig, Snapshot, WorkerState};
+use muster_core::model::{PassConfig, Snapshot, WorkerState};
 use muster_core::plan::{Plan, WaitReason};
 use muster_state::commands::{
     AppFinished, ApplyPlan, DecommissionWorker, DriverStateChanged, ExecutorStateChanged,
-    GrantReservations, KillExecutors, Preempt, RegisterWorker, SetExecutorLimit, SetQueues,
+    GrantReservations, KillExecutors, Preempt, RegisterWorker, ReplaceQueues, SetExecutorLimit,
     WorkerLost,
 };
 use muster_state::model::{AppState, DriverState, Executor, ExecutorState};
@@ -105,7 +106,7 @@ pub struct SessionConfig {
     pub pass: PassConfig,
     /// Queues from this master's configuration, applied through the log once per distinct
     /// content when its leader completes recovery; `muster queues --set` changes them later.
-    pub queues: Option<Vec<QueueConfig>>,
+    pub queues: Option<Vec<QueueSpec>>,
     /// When prior work may stop ordinary executors to fit, if ever.
     pub preemption: Option<PreemptionPolicy>,
 }
@@ -775,7 +776,7 @@ impl Leader {
         if let Some(queues) = self.config.queues.clone() {
             let request_id = configured_queues_request(&queues);
             self.propose_with(
-                Op::SetQueues(SetQueues { queues }),
+                Op::ReplaceQueues(ReplaceQueues { queues }),
                 Some(request_id),
                 Purpose::Completing,
             );
@@ -1748,6 +1749,6 @@ fn kill(process: &ProcessKey) -> ToWorker {
 
 /// A request id derived from the configured queues' content, so that the same configuration
 /// is applied once however many leaders carry it.
-fn configured_queues_request(queues: &[QueueConfig]) -> RequestId {
+fn configured_queues_request(queues: &[QueueSpec]) -> RequestId {
     RequestId::of_content("configured-queues", format!("{queues:?}").as_bytes())
 }

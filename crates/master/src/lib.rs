@@ -246,7 +246,12 @@ pub async fn run(
                 verifier.guard("Replication", &[Role::Peer]),
             ))
             .add_service(InterceptedService::new(
-                ClusterService::server(Arc::clone(&node), Arc::clone(&sessions), dialer),
+                ClusterService::server(
+                    Arc::clone(&node),
+                    Arc::clone(&sessions),
+                    dialer,
+                    config.secret.clone(),
+                ),
                 verifier.guard("Cluster", &[Role::Client]),
             ))
             .add_service(InterceptedService::new(

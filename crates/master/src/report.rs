@@ -35,7 +35,7 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
             })
         }).collect::<Vec<_>>(),
         "apps": status.apps.iter().map(|a| json!({
-            "id": a.id, "name": a.name, "queue": a.queue,
+            "id": a.id, "name": a.name, "queue": a.queue, "user": a.user,
             "state": a.state().name(), "cores_granted": a.cores_granted,
             "waiting": null_if(a.waiting.is_empty(), json!(a.waiting)),
             "ui_address": null_if(a.ui_address.is_empty(), json!(a.ui_address)),
@@ -50,10 +50,12 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
             }).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
         "completed_apps": status.completed_apps.iter().map(|a| json!({
-            "id": a.id, "name": a.name, "queue": a.queue, "state": a.state().name(),
+            "id": a.id, "name": a.name, "queue": a.queue, "user": a.user,
+            "state": a.state().name(),
         })).collect::<Vec<_>>(),
         "drivers": status.drivers.iter().map(|d| json!({
             "id": d.id, "name": d.name, "queue": d.queue,
+            "user": null_if(d.user.is_empty(), json!(d.user)),
             "state": d.state().name(),
             "worker": null_if(d.worker.is_empty(), json!(d.worker)),
             "pid": null_if(d.pid == 0, json!(d.pid)),
@@ -62,6 +64,10 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
         })).collect::<Vec<_>>(),
         "queues": status.queues.iter().map(|q| json!({
             "name": q.name, "prior": q.prior, "threshold": q.threshold, "max_capacity": q.max_capacity,
+            "submit": q.submit.as_ref().map(|list| &list.users), "administer": q.administer,
+        })).collect::<Vec<_>>(),
+        "users": status.users.iter().map(|u| json!({
+            "name": u.name, "admin": u.admin, "revoked": u.revoked, "generation": u.generation,
         })).collect::<Vec<_>>(),
         "kept": status.kept.iter().map(|k| {
             let resources = k.resources.clone().unwrap_or_default();

@@ -10,6 +10,12 @@
 //! called service accepts and refuses the call with `UNAUTHENTICATED` (none or a wrong one) or
 //! `PERMISSION_DENIED` (another role's).
 //!
+//! A named user's credential (`muster users add`) is HMAC of the secret with their name and
+//! the generation of their credential: every master checks it without a stored secret, and
+//! a [`NamedUser`] rides with the call for the state machine to check that the generation is
+//! still the valid one. It serves the client role; a file holding one ([`SecretFile`]) is
+//! what that user gives where others give the secret.
+//!
 //! An application belongs to whoever registered it: the registration answers with a token
 //! ([`AppTokens`]), HMAC of the secret with the app's id, and re-attaching to the app needs
 //! it. Every master derives the same token, so it survives failovers without being stored.
@@ -87,6 +93,20 @@ pub enum SecretError {
         /// Its permission bits.
         mode: u32,
     },
+    /// It holds a named user's credential where the cluster's secret is needed.
+    #[error(
+        "{path} holds a user's credential: masters and workers need the cluster's secret itself"
+    )]
+    UserCredential {
+        /// The file.
+        path: PathBuf,
+    },
+    /// It holds a user's credential that is not printable ASCII.
+    #[error("{path} holds a malformed user credential: it must be printable ASCII")]
+    MalformedCredential {
+        /// The file.
+        path: PathBuf,
+    },
     /// It holds too little.
     #[error("the secret in {path} has {len} bytes; it needs at least {MIN_SECRET_BYTES}")]
     TooShort {
@@ -107,39 +127,93 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// The prefix of a named user's credential, in a file and in the header after `Bearer `.
+const USER_PREFIX: &str = "user:";
+
+/// What a secret file holds: the cluster's secret, or a named user's credential.
+#[derive(Debug)]
+pub enum SecretFile {
+    /// The cluster's secret.
+    Cluster(Secret),
+    /// A named user's client credential.
+    User(Credential),
+}
+
+impl SecretFile {
+    /// Reads the file at `path`: the content, surrounding white space aside, is a user's
+    /// credential when it starts with `user:`, else the cluster's secret.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be read, group or others may read it, a secret holds fewer than
+    /// [`MIN_SECRET_BYTES`] bytes, or a credential is not printable ASCII.
+    pub fn read(path: &Path) -> Result<Self, SecretError> {
+        let bytes = read_private(path)?;
+        if let Some(token) = bytes.strip_prefix(USER_PREFIX.as_bytes()) {
+            let text = format!("Bearer {USER_PREFIX}{}", String::from_utf8_lossy(token));
+            return Credential::from_text(&text).map(Self::User).map_err(|_| {
+                SecretError::MalformedCredential {
+                    path: path.to_owned(),
+                }
+            });
+        }
+        if bytes.len() < MIN_SECRET_BYTES {
+            return Err(SecretError::TooShort {
+                path: path.to_owned(),
+                len: bytes.len(),
+            });
+        }
+        Ok(Self::Cluster(Secret(bytes)))
+    }
+}
+
+/// The content of the file at `path`, surrounding white space aside, if only its owner may
+/// read it.
+fn read_private(path: &Path) -> Result<Vec<u8>, SecretError> {
+    use std::io::Read as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    let read = |source| SecretError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    // The permissions checked are those of the file read: one open, no race.
+    let mut file = std::fs::File::open(path).map_err(read)?;
+    let mode = file.metadata().map_err(read)?.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(SecretError::Exposed {
+            path: path.to_owned(),
+            mode,
+        });
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(read)?;
+    Ok(bytes.trim_ascii().to_vec())
+}
+
 impl Secret {
     /// Reads the secret at `path`: the file's content, surrounding white space aside.
     ///
     /// # Errors
     ///
-    /// The file cannot be read, group or others may read it, or it holds fewer than
-    /// [`MIN_SECRET_BYTES`] bytes.
+    /// The file cannot be read, group or others may read it, it holds a user's credential,
+    /// or it holds fewer than [`MIN_SECRET_BYTES`] bytes.
     pub fn read(path: &Path) -> Result<Self, SecretError> {
-        use std::io::Read as _;
-        use std::os::unix::fs::PermissionsExt as _;
-        let read = |source| SecretError::Read {
-            path: path.to_owned(),
-            source,
-        };
-        // The permissions checked are those of the file read: one open, no race.
-        let mut file = std::fs::File::open(path).map_err(read)?;
-        let mode = file.metadata().map_err(read)?.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            return Err(SecretError::Exposed {
+        match SecretFile::read(path)? {
+            SecretFile::Cluster(secret) => Ok(secret),
+            SecretFile::User(_) => Err(SecretError::UserCredential {
                 path: path.to_owned(),
-                mode,
-            });
+            }),
         }
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).map_err(read)?;
-        let secret = bytes.trim_ascii();
-        if secret.len() < MIN_SECRET_BYTES {
-            return Err(SecretError::TooShort {
-                path: path.to_owned(),
-                len: secret.len(),
-            });
-        }
-        Ok(Self(secret.to_vec()))
+    }
+
+    /// The file content that is `user`'s credential at `generation`: `user:NAME:GENERATION:`
+    /// and the hex of HMAC-SHA256(secret, the same).
+    pub fn user_credential(&self, user: &str, generation: u64) -> String {
+        let named = format!("{user}:{generation}");
+        format!(
+            "{USER_PREFIX}{named}:{}",
+            self.derive("muster user ", &named)
+        )
     }
 
     /// A new secret that lives in this process only (a driver's, for its executors).
@@ -181,20 +255,23 @@ impl Secret {
 
     /// The check that accepts this secret's credentials.
     pub fn verifier(&self) -> Verifier {
-        Verifier(Some(
-            Role::ALL
+        Verifier(Some(Accepted {
+            roles: Role::ALL
                 .iter()
                 .map(|&role| (role, self.header(role)))
                 .collect(),
-        ))
+            secret: self.clone(),
+        }))
     }
 
     /// This secret's check, also accepting the client credential of `clients`: a second
     /// secret an operator hands out for submitting work, which grants nothing else.
     pub fn verifier_with_clients(&self, clients: &Secret) -> Verifier {
         let mut verifier = self.verifier();
-        if let Some(credentials) = &mut verifier.0 {
-            credentials.push((Role::Client, clients.header(Role::Client)));
+        if let Some(accepted) = &mut verifier.0 {
+            accepted
+                .roles
+                .push((Role::Client, clients.header(Role::Client)));
         }
         verifier
     }
@@ -329,9 +406,27 @@ impl Interceptor for Credential {
     }
 }
 
-/// What a master accepts: each role's credential, or anything without a secret.
+/// What a master accepts: each role's credential and the named users' credentials, or
+/// anything without a secret.
 #[derive(Clone)]
-pub struct Verifier(Option<Vec<(Role, AsciiMetadataValue)>>);
+pub struct Verifier(Option<Accepted>);
+
+#[derive(Clone)]
+struct Accepted {
+    roles: Vec<(Role, AsciiMetadataValue)>,
+    /// What the named users' credentials are derived from.
+    secret: Secret,
+}
+
+/// A named user's credential, as a call carried it: valid for the name, and for the
+/// generation if the state machine says it is still the current one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamedUser {
+    /// Their name.
+    pub name: String,
+    /// The generation of their credential.
+    pub generation: u64,
+}
 
 impl fmt::Debug for Verifier {
     /// Never the credentials themselves.
@@ -350,13 +445,17 @@ impl Verifier {
         Self(None)
     }
 
-    /// The role whose credential `metadata` carries, comparing in constant time.
+    /// The role whose credential `metadata` carries, comparing in constant time, and the
+    /// user for a named user's credential (which serves the client role).
     ///
     /// # Errors
     ///
-    /// `UNAUTHENTICATED`: no credential, or one of no role.
-    pub fn role(&self, metadata: &MetadataMap) -> Result<Option<Role>, Status> {
-        let Some(credentials) = &self.0 else {
+    /// `UNAUTHENTICATED`: no credential, or one of no role and no user.
+    pub fn role(
+        &self,
+        metadata: &MetadataMap,
+    ) -> Result<Option<(Role, Option<NamedUser>)>, Status> {
+        let Some(accepted) = &self.0 else {
             return Ok(None);
         };
         let Some(given) = metadata.get(AUTHORIZATION) else {
@@ -364,16 +463,22 @@ impl Verifier {
                 "no credential: give the cluster's secret (--secret-file or MUSTER_SECRET_FILE)",
             ));
         };
+        let wrong = || Status::unauthenticated("wrong credential: not this cluster's secret");
+        if let Some(token) = given.as_bytes().strip_prefix(b"Bearer user:") {
+            let user = std::str::from_utf8(token)
+                .ok()
+                .and_then(|token| named_user(&accepted.secret, token))
+                .ok_or_else(wrong)?;
+            return Ok(Some((Role::Client, Some(user))));
+        }
         // Every credential is compared, so the time taken does not tell which one was close.
         let mut found = None;
-        for (role, expected) in credentials {
+        for (role, expected) in &accepted.roles {
             if bool::from(given.as_bytes().ct_eq(expected.as_bytes())) {
                 found = Some(*role);
             }
         }
-        found
-            .map(Some)
-            .ok_or_else(|| Status::unauthenticated("wrong credential: not this cluster's secret"))
+        found.map(|role| Some((role, None))).ok_or_else(wrong)
     }
 
     /// The interceptor for a service that `allowed` roles may call.
@@ -386,6 +491,19 @@ impl Verifier {
     }
 }
 
+/// The user a credential token `NAME:GENERATION:MAC` names, if `secret` made the MAC.
+fn named_user(secret: &Secret, token: &str) -> Option<NamedUser> {
+    let (named, _) = token.rsplit_once(':')?;
+    let (name, generation) = named.split_once(':')?;
+    let generation = generation.parse().ok()?;
+    let expected = secret.user_credential(name, generation);
+    let given = format!("{USER_PREFIX}{token}");
+    bool::from(given.as_bytes().ct_eq(expected.as_bytes())).then(|| NamedUser {
+        name: name.to_owned(),
+        generation,
+    })
+}
+
 /// The check in front of one service: refuses a call before its request is read.
 #[derive(Clone, Debug)]
 pub struct Guard {
@@ -395,35 +513,44 @@ pub struct Guard {
 }
 
 impl Guard {
-    /// Whether a call with `metadata` may go on.
+    /// Whether a call with `metadata` may go on; the named user who makes it, if one does.
     ///
     /// # Errors
     ///
     /// `UNAUTHENTICATED` without a valid credential, `PERMISSION_DENIED` for a role this
     /// service does not serve.
-    pub fn check(&self, metadata: &MetadataMap) -> Result<(), Status> {
+    pub fn check(&self, metadata: &MetadataMap) -> Result<Option<NamedUser>, Status> {
         match self.verifier.role(metadata)? {
-            Some(role) if !self.allowed.contains(&role) => Err(Status::permission_denied(format!(
-                "a {role} credential may not call {}",
-                self.service
-            ))),
-            _ => Ok(()),
+            Some((role, _)) if !self.allowed.contains(&role) => Err(Status::permission_denied(
+                format!("a {role} credential may not call {}", self.service),
+            )),
+            Some((_, user)) => Ok(user),
+            None => Ok(None),
         }
     }
 }
 
 impl Interceptor for Guard {
-    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
-        if let Err(status) = self.check(request.metadata()) {
-            tracing::warn!(
-                service = self.service,
-                remote = ?request.remote_addr(),
-                reason = status.message(),
-                "call refused"
-            );
-            return Err(status);
+    /// Refuses what [`Guard::check`] refuses; a named user's call carries their
+    /// [`NamedUser`] in its extensions.
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        match self.check(request.metadata()) {
+            Ok(user) => {
+                if let Some(user) = user {
+                    request.extensions_mut().insert(user);
+                }
+                Ok(request)
+            }
+            Err(status) => {
+                tracing::warn!(
+                    service = self.service,
+                    remote = ?request.remote_addr(),
+                    reason = status.message(),
+                    "call refused"
+                );
+                Err(status)
+            }
         }
-        Ok(request)
     }
 }
 
@@ -474,7 +601,7 @@ mod tests {
         let with_newline = secret(&format!("{SECRET}\n"));
         let verifier = secret(SECRET).verifier();
         let given = metadata(&with_newline.credential(Role::Client));
-        assert_eq!(verifier.role(&given).unwrap(), Some(Role::Client));
+        assert_eq!(verifier.role(&given).unwrap(), Some((Role::Client, None)));
     }
 
     #[test]
@@ -483,7 +610,7 @@ mod tests {
         let verifier = secret.verifier();
         for role in Role::ALL {
             let given = metadata(&secret.credential(role));
-            assert_eq!(verifier.role(&given).unwrap(), Some(role));
+            assert_eq!(verifier.role(&given).unwrap(), Some((role, None)));
         }
         let workers = verifier.guard("WorkerLink", &[Role::Worker]);
         assert!(
@@ -542,7 +669,7 @@ mod tests {
         let clients = secret("a second secret, for people who submit work");
         let verifier = cluster.verifier_with_clients(&clients);
         let given = metadata(&clients.credential(Role::Client));
-        assert_eq!(verifier.role(&given).unwrap(), Some(Role::Client));
+        assert_eq!(verifier.role(&given).unwrap(), Some((Role::Client, None)));
         for role in [Role::Worker, Role::Peer] {
             let given = metadata(&clients.credential(role));
             assert_eq!(
@@ -550,5 +677,51 @@ mod tests {
                 Code::Unauthenticated
             );
         }
+    }
+
+    #[test]
+    fn a_named_users_credential_file_serves_clients_and_names_them() {
+        let cluster = secret(SECRET);
+        let file = secret_file(&format!("{}\n", cluster.user_credential("alice", 3)), 0o600);
+        let SecretFile::User(credential) = SecretFile::read(file.path()).unwrap() else {
+            panic!("a user's credential");
+        };
+        let verifier = cluster.verifier();
+        let alice = NamedUser {
+            name: "alice".to_owned(),
+            generation: 3,
+        };
+        let given = metadata(&credential);
+        assert_eq!(
+            verifier.role(&given).unwrap(),
+            Some((Role::Client, Some(alice.clone())))
+        );
+        let clients = verifier.guard("Cluster", &[Role::Client]);
+        assert_eq!(clients.check(&given).unwrap(), Some(alice));
+        let workers = verifier.guard("WorkerLink", &[Role::Worker]);
+        assert_eq!(
+            workers.check(&given).unwrap_err().code(),
+            Code::PermissionDenied
+        );
+        // Another name, another generation or another cluster's secret: refused.
+        let forged = [
+            cluster.user_credential("alice", 3).replace("alice", "bob"),
+            cluster.user_credential("alice", 3).replace(":3:", ":4:"),
+            secret("another cluster's secret, long enough").user_credential("alice", 3),
+        ];
+        for forged in forged {
+            let given = metadata(&Credential::from_text(&format!("Bearer {forged}")).unwrap());
+            assert_eq!(
+                verifier.role(&given).unwrap_err().code(),
+                Code::Unauthenticated,
+                "{forged}"
+            );
+        }
+        // Where the cluster's secret is needed, a user's credential is a clear error.
+        let error = Secret::read(file.path()).unwrap_err();
+        assert!(
+            error.to_string().contains("holds a user's credential"),
+            "{error}"
+        );
     }
 }

@@ -6,8 +6,9 @@
 //! States travel as proto enums; [`v1::ExecutorState::name`] and its siblings give the short
 //! upper-case names (`RUNNING`) that tables and JSON show.
 
+use muster_core::access::QueueSpec;
 use muster_core::ids::QueueName;
-use muster_core::model::{QueueConfig, WorkerState};
+use muster_core::model::WorkerState;
 use muster_core::resources::Resources;
 use muster_state::commands::{RegisterWorker, SubmitApp, SubmitDriver};
 use muster_state::model::{
@@ -143,24 +144,30 @@ impl From<&Reservation> for v1::KeptRoom {
     }
 }
 
-impl From<&QueueConfig> for v1::Queue {
-    fn from(queue: &QueueConfig) -> Self {
+impl From<&QueueSpec> for v1::Queue {
+    fn from(queue: &QueueSpec) -> Self {
         Self {
             name: queue.name.0.clone(),
             prior: queue.prior,
             threshold: queue.threshold,
             max_capacity: queue.max_capacity,
+            submit: queue.submit.as_ref().map(|users| v1::AccessList {
+                users: users.clone(),
+            }),
+            administer: queue.administer.clone(),
         }
     }
 }
 
-impl From<&v1::Queue> for QueueConfig {
+impl From<&v1::Queue> for QueueSpec {
     fn from(queue: &v1::Queue) -> Self {
         Self {
             name: queue.name.as_str().into(),
             prior: queue.prior,
             threshold: queue.threshold,
             max_capacity: queue.max_capacity,
+            submit: queue.submit.as_ref().map(|list| list.users.clone()),
+            administer: queue.administer.clone(),
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use muster_core::access::QueueAccess;
+use muster_core::access::{QueueAccess, QueueSpec};
 use muster_core::ids::{AppId, DriverId, ExecutorId, QueueName, RequestId, Timestamp, WorkerId};
 use muster_core::model::{QueueConfig, WorkerState};
 use muster_core::resources::Resources;
@@ -187,6 +187,14 @@ impl ClusterState {
     /// Named users, by name.
     pub fn users(&self) -> &BTreeMap<String, User> {
         &self.users
+    }
+
+    /// The queue configuration as set, with each queue's access lists.
+    pub fn queue_specs(&self) -> Vec<QueueSpec> {
+        self.queues
+            .iter()
+            .map(|config| QueueSpec::from((config.clone(), self.access(&config.name))))
+            .collect()
     }
 
     /// Who may use queue `name`.

@@ -17,6 +17,7 @@ pub mod secrets;
 pub mod snapshot;
 pub mod status;
 pub mod submit;
+pub mod users;
 pub mod worker;
 pub mod workers;
 
@@ -28,7 +29,7 @@ use std::path::PathBuf;
 use clap::Args;
 use muster_core::model::resource_amounts;
 use muster_core::resources::ResourceAmounts;
-use muster_proto::auth::{Credential, Role, Secret};
+use muster_proto::auth::{Credential, Role, Secret, SecretFile};
 use muster_proto::transport::{Dialer, TlsFiles};
 
 use crate::client::Masters;
@@ -90,7 +91,8 @@ impl CaArg {
 #[derive(Args)]
 pub struct SecretArg {
     /// The cluster's secret: a file of at least 32 bytes readable by its owner only. Every
-    /// master, worker and client of a cluster uses the same one.
+    /// master, worker and client of a cluster uses the same one; a named user's client gives
+    /// their credential file (`muster users add`) instead.
     #[arg(long, env = "MUSTER_SECRET_FILE")]
     pub secret_file: Option<PathBuf>,
 }
@@ -113,8 +115,16 @@ impl SecretArg {
     ///
     /// As [`SecretArg::read`], or a handed-over credential that is not one.
     pub fn credential(&self, role: Role) -> Result<Credential, CliError> {
-        if let Some(secret) = self.read()? {
-            return Ok(secret.credential(role));
+        if let Some(path) = &self.secret_file {
+            let file = SecretFile::read(path).map_err(|e| CliError::BadInput(e.to_string()))?;
+            return match file {
+                SecretFile::Cluster(secret) => Ok(secret.credential(role)),
+                SecretFile::User(credential) if role == Role::Client => Ok(credential),
+                SecretFile::User(_) => Err(CliError::BadInput(format!(
+                    "{} holds a user's credential, which serves clients only",
+                    path.display()
+                ))),
+            };
         }
         match std::env::var(CREDENTIAL_VARIABLE) {
             Ok(text) if role == Role::Client => Credential::from_text(&text)

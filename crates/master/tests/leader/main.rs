@@ -35,16 +35,17 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use goldenscript::{Argument, Command, Context};
+use muster_core::access::QueueSpec;
 use muster_core::ids::{AppId, DriverId, ExecutorId, Term, Timestamp, WorkerId};
-use muster_core::model::{PassConfig, QueueConfig};
+use muster_core::model::PassConfig;
 use muster_core::resources::Resources;
 use muster_master::leader::{
     Action, AppRequest, Event, Leader, LinkId, PreemptionPolicy, ProcessKey, ProposalId,
     Registration, Report, SessionConfig, ToApp, ToWorker, Update,
 };
 use muster_state::commands::{
-    ApplyPlan, DrainWorker, ExecutorStateChanged, KillApp, KillDriver, RegisterWorker, SetQueues,
-    SubmitApp, SubmitDriver, WorkerLost,
+    ApplyPlan, DrainWorker, ExecutorStateChanged, KillApp, KillDriver, RegisterWorker,
+    ReplaceQueues, SubmitApp, SubmitDriver, WorkerLost,
 };
 use muster_state::model::{AppDescription, DriverDescription, DriverState, ExecutorState};
 use muster_state::{ClusterState, Op, StateConfig};
@@ -100,11 +101,11 @@ impl goldenscript::Runner for Runner {
             }
             "queue" => {
                 // A prior queue, applied as committed in an earlier term.
-                let queue = QueueConfig {
+                let queue = QueueSpec {
                     prior: true,
-                    ..QueueConfig::named(args.positional()?)
+                    ..QueueSpec::named(args.positional()?)
                 };
-                self.apply_setup(Op::SetQueues(SetQueues {
+                self.apply_setup(Op::ReplaceQueues(ReplaceQueues {
                     queues: vec![queue],
                 }))?;
                 String::new()

@@ -1,0 +1,163 @@
+//! Named users and what they may do: adding and revoking them, and [`By`], the command a
+//! named user's request travels in, which applies its op only when the user's credential is
+//! still valid and the queues' access lists allow it (YARN's queue ACLs).
+//!
+//! A command without [`By`] comes from the holder of the cluster's own client credential, or
+//! from the leader: it may do anything, as every command could before there were users.
+
+use muster_core::access::user_name;
+use muster_core::ids::{QueueName, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use super::{Apply, Op};
+use crate::ClusterState;
+use crate::model::User;
+use crate::response::{ApplyError, Outcome, Response};
+
+/// A user is added, or one revoked is added again (with a new credential).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddUser {
+    /// Their name.
+    pub name: String,
+    /// Whether they may do anything the cluster's own client credential may.
+    pub admin: bool,
+}
+
+impl Apply for AddUser {
+    /// Refused for a malformed name or a user who is there and not revoked.
+    fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
+        user_name("name", &self.name)?;
+        let user = state.users.entry(self.name.clone()).or_insert(User {
+            admin: self.admin,
+            generation: 0,
+            revoked: true,
+        });
+        if !user.revoked {
+            return Err(ApplyError::Conflict(format!(
+                "user `{}` exists: revoke it first to issue a new credential",
+                self.name
+            )));
+        }
+        user.admin = self.admin;
+        user.generation += 1;
+        user.revoked = false;
+        Ok(Response::default())
+    }
+}
+
+/// A user's credential is revoked: every master refuses it from this command on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RevokeUser {
+    /// Their name.
+    pub name: String,
+}
+
+impl Apply for RevokeUser {
+    fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
+        let user = state
+            .users
+            .get_mut(&self.name)
+            .filter(|user| !user.revoked)
+            .ok_or_else(|| ApplyError::Invalid {
+                field: "name".to_owned(),
+                message: format!("no user `{}` to revoke", self.name),
+            })?;
+        user.revoked = true;
+        Ok(Response::default())
+    }
+}
+
+/// A named user's request: `op`, made with the credential of `user` at `generation`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct By {
+    /// Who asks.
+    pub user: String,
+    /// The generation of the credential they asked with.
+    pub generation: u64,
+    /// What they ask for: no batch, no other [`By`].
+    pub op: Box<Op>,
+}
+
+impl Apply for By {
+    /// Refused with [`ApplyError::Denied`] when the credential is no longer valid or the user
+    /// may not do this; else `op` applies, recorded as theirs.
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        let user = state
+            .users
+            .get(&self.user)
+            .filter(|user| !user.revoked && user.generation == self.generation)
+            .ok_or_else(|| {
+                ApplyError::Denied(format!(
+                    "the credential of user `{}` was revoked",
+                    self.user
+                ))
+            })?;
+        if !user.admin {
+            authorize(state, &self.user, &self.op)?;
+        }
+        match &*self.op {
+            Op::Batch(_) | Op::By(_) => Err(ApplyError::Batch),
+            Op::SubmitApp(submit) => {
+                let mut submit = submit.clone();
+                submit.desc.user.clone_from(&self.user);
+                submit.apply(state, at)
+            }
+            Op::SubmitDriver(submit) => {
+                let response = submit.apply(state, at)?;
+                if let Outcome::DriverSubmitted { id } = &response.outcome {
+                    state.driver_users.insert(id.clone(), self.user.clone());
+                }
+                Ok(response)
+            }
+            op => state.apply_op(op, at),
+        }
+    }
+}
+
+/// Whether `user`, not an admin, may have `op` applied.
+fn authorize(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyError> {
+    let submit = |queue: &QueueName| {
+        let prior = state.queues.iter().any(|q| &q.name == queue && q.prior);
+        // An unknown queue is the op's own refusal.
+        if !state.queue_exists(queue) || state.access(queue).may_submit(prior, user) {
+            Ok(())
+        } else {
+            Err(ApplyError::Denied(format!(
+                "user `{user}` may not submit to queue `{queue}`: it is not on the queue's submit list"
+            )))
+        }
+    };
+    let kill = |what: &str, owner: Option<&str>, queue: &QueueName| {
+        if owner == Some(user) || state.access(queue).may_administer(user) {
+            Ok(())
+        } else {
+            Err(ApplyError::Denied(format!(
+                "user `{user}` may not kill {what} of {}: that needs administer on queue `{queue}`",
+                owner.map_or_else(|| "the cluster's admin".to_owned(), |o| format!("`{o}`"))
+            )))
+        }
+    };
+    match op {
+        Op::SubmitApp(submit_app) => submit(&submit_app.desc.queue),
+        Op::SubmitDriver(submit_driver) => submit(&submit_driver.desc.queue),
+        Op::KillApp(kill_app) => match state.apps.get(&kill_app.id) {
+            Some(app) => kill(
+                &format!("`{}`", app.id),
+                Some(&app.desc.user),
+                &app.desc.queue,
+            ),
+            None => Ok(()),
+        },
+        Op::KillDriver(kill_driver) => match state.drivers.get(&kill_driver.id) {
+            Some(driver) => kill(
+                &format!("`{}`", driver.id),
+                state.driver_user(&driver.id),
+                &driver.desc.queue,
+            ),
+            None => Ok(()),
+        },
+        _ => Err(ApplyError::Denied(format!(
+            "user `{user}` is not an admin: only admins change the cluster itself"
+        ))),
+    }
+}

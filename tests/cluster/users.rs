@@ -1,0 +1,138 @@
+//! Named users and queue access lists between real processes: who may submit to the prior
+//! queue, who may kill whose work, and that a revoked credential is refused on every master,
+//! also after the leader is killed. Refusals change nothing.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::support::{Masters, muster, set_queues, stderr, stdout};
+
+/// `muster ARGS` against `masters` with the credential in `file`.
+fn as_user(masters: &str, file: &Path, args: &[&str]) -> Output {
+    muster()
+        .args(args)
+        .env("MUSTER_MASTERS", masters)
+        .env("MUSTER_SECRET_FILE", file)
+        .output()
+        .expect("muster runs")
+}
+
+fn add_user(masters: &Masters, dir: &Path, name: &str) -> PathBuf {
+    let file = dir.join(format!("{name}.credential"));
+    let output = Masters::client(
+        &masters.list_from(1),
+        &["users", "add", name, "--out", file.to_str().unwrap()],
+    );
+    assert_eq!(
+        stdout(&output),
+        format!(
+            "{name} added (user): their credential is in {}",
+            file.display()
+        )
+    );
+    file
+}
+
+fn submit(masters: &str, file: &Path, queue: &str) -> Output {
+    as_user(
+        masters,
+        file,
+        &["submit", "--queue", queue, "--", "/bin/sleep", "60"],
+    )
+}
+
+fn drivers(status: &Value) -> Vec<(String, Value)> {
+    status["drivers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["id"].as_str().unwrap().to_owned(), d["user"].clone()))
+        .collect()
+}
+
+#[test]
+fn users_submit_where_queues_let_them_kill_their_own_and_lose_everything_when_revoked() {
+    let mut masters = Masters::start();
+    let leader = masters.leader(0);
+    let all = masters.list_from(1);
+    let dir = tempfile::tempdir().unwrap();
+    let alice = add_user(&masters, dir.path(), "alice");
+    let bob = add_user(&masters, dir.path(), "bob");
+    set_queues(&all, dir.path(), r#"[{"name": "prod", "prior": true}]"#);
+
+    // A prior queue takes nobody's work until an admin lists them.
+    let refused = submit(&all, &alice, "prod");
+    assert_eq!(refused.status.code(), Some(3), "{refused:?}");
+    assert!(
+        stderr(&refused).contains("user `alice` may not submit to queue `prod`"),
+        "{refused:?}"
+    );
+    assert!(
+        drivers(&masters.status(&all)).is_empty(),
+        "nothing submitted"
+    );
+    let ordinary = submit(&all, &alice, "default");
+    let id = stdout(&ordinary);
+    assert!(ordinary.status.success(), "{ordinary:?}");
+    assert_eq!(
+        drivers(&masters.status(&all)),
+        vec![(id.clone(), Value::from("alice"))]
+    );
+
+    // Bob may not kill her driver; she may.
+    let killed = as_user(&all, &bob, &["kill", &id]);
+    assert_eq!(killed.status.code(), Some(3), "{killed:?}");
+    assert!(
+        stderr(&killed).contains("needs administer on queue `default`"),
+        "{killed:?}"
+    );
+    assert_eq!(masters.status(&all)["drivers"][0]["state"], "SUBMITTED");
+    let killed = as_user(&all, &alice, &["kill", &id]);
+    assert_eq!(stdout(&killed), format!("{id} killed"));
+
+    // Listed for prod, she submits there; users are no admins.
+    set_queues(
+        &all,
+        dir.path(),
+        r#"[{"name": "prod", "prior": true, "submit": ["alice"]}]"#,
+    );
+    assert!(submit(&all, &alice, "prod").status.success());
+    let not_admin = as_user(&all, &alice, &["users", "revoke", "bob"]);
+    assert_eq!(not_admin.status.code(), Some(3), "{not_admin:?}");
+    assert!(stderr(&not_admin).contains("not an admin"), "{not_admin:?}");
+    let listed = stdout(&Masters::client(&all, &["users"]));
+    assert!(
+        listed.contains("bob") && listed.contains("ACTIVE"),
+        "{listed}"
+    );
+
+    // Revoked, she is refused by every master, for reads too, and after a leader kill.
+    let revoked = stdout(&Masters::client(&all, &["users", "revoke", "alice"]));
+    assert_eq!(
+        revoked,
+        "alice revoked: every master refuses their credential"
+    );
+    let before = drivers(&masters.status(&all));
+    for first in 1..=3 {
+        let refused = submit(&masters.list_from(first), &alice, "default");
+        assert_eq!(refused.status.code(), Some(3), "{refused:?}");
+        assert!(stderr(&refused).contains("was revoked"), "{refused:?}");
+    }
+    masters.running[leader as usize - 1]
+        .take()
+        .expect("the leader runs")
+        .crash();
+    masters.leader(leader);
+    let others = masters.list_from(leader as usize % 3 + 1);
+    let status = as_user(&others, &alice, &["status"]);
+    assert_eq!(status.status.code(), Some(3), "{status:?}");
+    assert!(stderr(&status).contains("was revoked"), "{status:?}");
+    assert_eq!(
+        drivers(&masters.status(&others)),
+        before,
+        "refusals changed nothing"
+    );
+    assert!(as_user(&others, &bob, &["status"]).status.success());
+}
