@@ -95,7 +95,9 @@ fn executors_land_where_muster_plan_says_and_ctrl_c_finishes_the_app() {
     let status = wait_for(&masters, "the app gone", |s| app(s, &id).is_none());
     assert_eq!(
         status["completed_apps"],
-        serde_json::json!([{"id": id, "name": "", "queue": "default", "state": "FINISHED"}]),
+        serde_json::json!([
+            {"id": id, "name": "", "queue": "default", "user": null, "state": "FINISHED"}
+        ]),
         "it is listed as completed"
     );
     assert!(

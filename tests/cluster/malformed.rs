@@ -176,8 +176,8 @@ fn malformed_requests_are_refused_and_change_nothing() {
             app_id: unknown.into(),
             app_token: Secret::read(secret_file())
                 .unwrap()
-                .app_tokens()
-                .token(unknown),
+                .tokens()
+                .app_token(unknown),
             ..Default::default()
         };
         let register = AppMessage {

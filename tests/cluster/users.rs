@@ -7,7 +7,9 @@ use std::process::Output;
 
 use serde_json::Value;
 
-use crate::support::{Masters, muster, set_queues, stderr, stdout};
+use crate::support::{
+    Masters, driver_state, muster, set_queues, start_worker, stderr, stdout, wait_for,
+};
 
 /// `muster ARGS` against `masters` with the credential in `file`.
 fn as_user(masters: &str, file: &Path, args: &[&str]) -> Output {
@@ -135,4 +137,27 @@ fn users_submit_where_queues_let_them_kill_their_own_and_lose_everything_when_re
         "refusals changed nothing"
     );
     assert!(as_user(&others, &bob, &["status"]).status.success());
+}
+
+#[test]
+fn a_users_driver_calls_the_masters_as_that_user_not_with_its_workers_rights() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let all = masters.list_from(1);
+    let _worker = start_worker(&masters, "w1", 2);
+    let dir = tempfile::tempdir().unwrap();
+    let alice = add_user(&masters, dir.path(), "alice");
+    add_user(&masters, dir.path(), "bob");
+    // Her driver tries what only an admin may, and what she may.
+    let attempt = r#""$MUSTER_BIN" users revoke bob; test $? = 3 && "$MUSTER_BIN" status"#;
+    let submitted = as_user(&all, &alice, &["submit", "--", "/bin/sh", "-c", attempt]);
+    let id = stdout(&submitted);
+    let status = wait_for(&masters, "the driver ended", |s| {
+        driver_state(s, &id) != "SUBMITTED" && driver_state(s, &id) != "RUNNING"
+    });
+    let logs = Masters::client(&all, &["logs", &id]);
+    assert_eq!(driver_state(&status, &id), "FINISHED", "{logs:?}");
+    let bob = &status["users"].as_array().unwrap()[1];
+    assert_eq!(bob["name"], "bob");
+    assert_eq!(bob["revoked"], false, "her driver had no admin rights");
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use muster_core::ids::AppId;
 use muster_core::limits::{self, MAX_REQUEST_BYTES};
-use muster_proto::auth::{AppTokens, NamedUser};
+use muster_proto::auth::{NamedUser, Tokens};
 use muster_proto::v1::app_link_server::{AppLink, AppLinkServer};
 use muster_proto::v1::app_message::Body as Up;
 use muster_proto::v1::{AppEvent, AppMessage, RegisterApp};
@@ -25,7 +25,7 @@ pub struct AppLinkService {
     node: Arc<RaftNode>,
     sessions: Arc<Sessions>,
     /// Re-attaching to an app needs its token.
-    app_tokens: AppTokens,
+    tokens: Tokens,
 }
 
 impl AppLinkService {
@@ -33,12 +33,12 @@ impl AppLinkService {
     pub fn server(
         node: Arc<RaftNode>,
         sessions: Arc<Sessions>,
-        app_tokens: AppTokens,
+        tokens: Tokens,
     ) -> AppLinkServer<Self> {
         AppLinkServer::new(Self {
             node,
             sessions,
-            app_tokens,
+            tokens,
         })
         .max_decoding_message_size(MAX_REQUEST_BYTES)
     }
@@ -51,8 +51,8 @@ impl AppLinkService {
     ) -> Result<AppId, CallError> {
         limits::web_address("ui_address", &register.ui_address).map_err(ApplyError::from)?;
         if !register.app_id.is_empty() {
-            self.app_tokens
-                .check(&register.app_id, &register.app_token)
+            self.tokens
+                .check_app(&register.app_id, &register.app_token)
                 .map_err(CallError::Denied)?;
             let id = AppId::from(register.app_id);
             // A revoked user's application does not attach again.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use muster_core::access::QueueSpec;
 use muster_core::limits::MAX_REQUEST_BYTES;
-use muster_proto::auth::{AUTHORIZATION, NamedUser, Secret};
+use muster_proto::auth::{AUTHORIZATION, NamedUser, Tokens};
 use muster_proto::transport::Dialer;
 use muster_proto::v1::change_members_request::Change;
 use muster_proto::v1::cluster_client::ClusterClient;
@@ -44,25 +44,25 @@ pub struct ClusterService {
     leaders: Mutex<HashMap<String, Channel>>,
     /// How to reach the leader when forwarding.
     dialer: Dialer,
-    /// What named users' credentials are derived from; none for a cluster without a secret.
-    secret: Option<Secret>,
+    /// What issues named users' credentials.
+    tokens: Tokens,
 }
 
 impl ClusterService {
     /// The gRPC service for `node`, forwarding through `dialer`, issuing named users'
-    /// credentials from `secret`.
+    /// credentials with `tokens`.
     pub fn server(
         node: Arc<RaftNode>,
         sessions: Arc<Sessions>,
         dialer: Dialer,
-        secret: Option<Secret>,
+        tokens: Tokens,
     ) -> ClusterServer<Self> {
         ClusterServer::new(Self {
             node,
             sessions,
             leaders: Mutex::default(),
             dialer,
-            secret,
+            tokens,
         })
         .max_decoding_message_size(MAX_REQUEST_BYTES)
     }
@@ -518,10 +518,13 @@ impl Cluster for ClusterService {
         self.answer(
             request,
             async |this, user, body| {
-                let Some(secret) = &this.secret else {
+                let no_secret = || {
                     let message = "this cluster has no secret: named users need one".to_owned();
-                    return Err(ApplyError::Conflict(message).into());
+                    CallError::Refused(ApplyError::Conflict(message))
                 };
+                this.tokens
+                    .user_credential(&body.name, 1)
+                    .ok_or_else(no_secret)?;
                 let op = Op::AddUser(AddUser {
                     name: body.name.clone(),
                     admin: body.admin,
@@ -535,8 +538,9 @@ impl Cluster for ClusterService {
                     .await?
                     .ok_or_else(|| CallError::Internal("an added user is missing".to_owned()))?;
                 tracing::info!(user = %body.name, admin = body.admin, "user added");
+                let credential = this.tokens.user_credential(&body.name, generation);
                 Ok(AddUserReply {
-                    credential: secret.user_credential(&body.name, generation),
+                    credential: credential.ok_or_else(no_secret)?,
                 })
             },
             async |mut leader, request| leader.add_user(request).await,

@@ -46,7 +46,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use muster_core::ids::RequestId;
-use muster_proto::auth::{AppTokens, Credential, Role, Secret, Verifier};
+use muster_proto::auth::{Credential, Role, Secret, Tokens, Verifier};
 use muster_proto::transport::{TlsError, TlsFiles};
 use muster_raft::{NodeError, NodeId, RaftNode, RaftSettings};
 use muster_state::commands::Restore;
@@ -194,15 +194,15 @@ pub async fn run(
     if smallest == Some(config.id) {
         node.bootstrap(&config.peers).await?;
     }
-    let app_tokens = config
+    let tokens = config
         .secret
         .as_ref()
-        .map_or_else(AppTokens::open, Secret::app_tokens);
+        .map_or_else(Tokens::open, Secret::tokens);
     let metrics = Arc::new(Metrics::new());
     let sessions = session::Sessions::start(
         Arc::clone(&node),
         config.session.clone(),
-        app_tokens.clone(),
+        tokens.clone(),
         Arc::clone(&metrics),
     );
     if let Some(snapshot) = config.restore.clone() {
@@ -250,7 +250,7 @@ pub async fn run(
                     Arc::clone(&node),
                     Arc::clone(&sessions),
                     dialer,
-                    config.secret.clone(),
+                    tokens.clone(),
                 ),
                 verifier.guard("Cluster", &[Role::Client]),
             ))
@@ -259,7 +259,7 @@ pub async fn run(
                 verifier.guard("WorkerLink", &[Role::Worker]),
             ))
             .add_service(InterceptedService::new(
-                AppLinkService::server(Arc::clone(&node), Arc::clone(&sessions), app_tokens),
+                AppLinkService::server(Arc::clone(&node), Arc::clone(&sessions), tokens),
                 verifier.guard("AppLink", &[Role::Client]),
             ))
             .serve_with_incoming_shutdown(muster_proto::transport::incoming(listener), async {

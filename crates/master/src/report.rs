@@ -35,7 +35,8 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
             })
         }).collect::<Vec<_>>(),
         "apps": status.apps.iter().map(|a| json!({
-            "id": a.id, "name": a.name, "queue": a.queue, "user": a.user,
+            "id": a.id, "name": a.name, "queue": a.queue,
+            "user": null_if(a.user.is_empty(), json!(a.user)),
             "state": a.state().name(), "cores_granted": a.cores_granted,
             "waiting": null_if(a.waiting.is_empty(), json!(a.waiting)),
             "ui_address": null_if(a.ui_address.is_empty(), json!(a.ui_address)),
@@ -50,7 +51,8 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
             }).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
         "completed_apps": status.completed_apps.iter().map(|a| json!({
-            "id": a.id, "name": a.name, "queue": a.queue, "user": a.user,
+            "id": a.id, "name": a.name, "queue": a.queue,
+            "user": null_if(a.user.is_empty(), json!(a.user)),
             "state": a.state().name(),
         })).collect::<Vec<_>>(),
         "drivers": status.drivers.iter().map(|d| json!({

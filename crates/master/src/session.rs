@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use muster_core::ids::{AppId, Term, Timestamp, WorkerId, millis};
-use muster_proto::auth::AppTokens;
+use muster_proto::auth::Tokens;
 use muster_proto::v1;
 use muster_proto::v1::app_event::Body as AppBody;
 use muster_proto::v1::master_message::Body;
@@ -85,7 +85,7 @@ pub struct Session {
     /// Told to workers, which fence by it.
     worker_timeout: Duration,
     /// Handed to an application's client when it registers.
-    app_tokens: AppTokens,
+    tokens: Tokens,
     inner: Mutex<Inner>,
     proposals: mpsc::UnboundedSender<(ProposalId, Command)>,
     /// Wakes the pass task: a pass is wanted.
@@ -117,7 +117,7 @@ impl Session {
     fn start(
         node: Arc<RaftNode>,
         config: SessionConfig,
-        app_tokens: AppTokens,
+        tokens: Tokens,
         metrics: Arc<Metrics>,
         term: Term,
     ) -> Arc<Self> {
@@ -126,7 +126,7 @@ impl Session {
             node,
             term,
             worker_timeout: config.worker_timeout,
-            app_tokens,
+            tokens,
             inner: Mutex::new(Inner {
                 leader: Leader::new(term, config, Instant::now()),
                 recovery_timed: false,
@@ -569,7 +569,14 @@ impl Session {
             }
             ToWorker::LaunchDriver(id) => {
                 let desc = &state.drivers().get(&id)?.desc;
+                // A named user's driver acts as that user, never with the worker's rights.
+                let credential = state
+                    .driver_user(&id)
+                    .and_then(|name| Some((name, state.users().get(name)?)))
+                    .and_then(|(name, user)| self.tokens.user_credential(name, user.generation))
+                    .unwrap_or_default();
                 Body::LaunchDriver(LaunchDriver {
+                    credential,
                     driver_id: id.0,
                     resources: Some((&desc.resources).into()),
                     command: desc.command.clone(),
@@ -591,7 +598,7 @@ impl Session {
     fn app_event(&self, message: ToApp) -> AppBody {
         match message {
             ToApp::Registered(app) => AppBody::Registered(AppRegistered {
-                app_token: self.app_tokens.token(&app.0),
+                app_token: self.tokens.app_token(&app.0),
                 app_id: app.to_string(),
             }),
             ToApp::Executor(executor) => AppBody::Executor(ExecutorEvent::from(&executor)),
@@ -650,7 +657,7 @@ fn close_all(inner: &mut Inner) {
 pub struct Sessions {
     node: Arc<RaftNode>,
     config: SessionConfig,
-    app_tokens: AppTokens,
+    tokens: Tokens,
     metrics: Arc<Metrics>,
     current: Mutex<Option<Arc<Session>>>,
 }
@@ -660,13 +667,13 @@ impl Sessions {
     pub fn start(
         node: Arc<RaftNode>,
         config: SessionConfig,
-        app_tokens: AppTokens,
+        tokens: Tokens,
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
         let sessions = Arc::new(Self {
             node,
             config,
-            app_tokens,
+            tokens,
             metrics,
             current: Mutex::new(None),
         });
@@ -763,7 +770,7 @@ impl Sessions {
             *current = Some(Session::start(
                 Arc::clone(&self.node),
                 self.config.clone(),
-                self.app_tokens.clone(),
+                self.tokens.clone(),
                 Arc::clone(&self.metrics),
                 term,
             ));

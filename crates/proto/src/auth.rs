@@ -10,17 +10,18 @@
 //! called service accepts and refuses the call with `UNAUTHENTICATED` (none or a wrong one) or
 //! `PERMISSION_DENIED` (another role's).
 //!
-//! A named user's credential (`muster users add`) is HMAC of the secret with their name and
-//! the generation of their credential: every master checks it without a stored secret, and
-//! a [`NamedUser`] rides with the call for the state machine to check that the generation is
-//! still the valid one. It serves the client role; a file holding one ([`SecretFile`]) is
-//! what that user gives where others give the secret.
+//! A named user's credential (`muster users add`, [`Tokens::user_credential`]) is HMAC of the
+//! secret with their name and the generation of their credential: every master checks it
+//! without a stored secret, and a [`NamedUser`] rides with the call for the state machine to
+//! check that the generation is still the valid one. It serves the client role; a file
+//! holding one ([`SecretFile`]) is what that user gives where others give the secret, and the
+//! drivers they submit call the masters with it.
 //!
 //! An application belongs to whoever registered it: the registration answers with a token
-//! ([`AppTokens`]), HMAC of the secret with the app's id, and re-attaching to the app needs
+//! ([`Tokens::app_token`]), HMAC of the secret with the app's id, and re-attaching to the app needs
 //! it. Every master derives the same token, so it survives failovers without being stored.
 //!
-//! Without a secret ([`Credential::none`], [`Verifier::open`], [`AppTokens::open`]) nothing is
+//! Without a secret ([`Credential::none`], [`Verifier::open`], [`Tokens::open`]) nothing is
 //! checked: only for a cluster that listens on loopback, or one started with `--insecure`.
 
 use std::fmt;
@@ -35,6 +36,13 @@ use tonic::{Request, Status};
 
 /// The metadata key a credential travels in.
 pub const AUTHORIZATION: &str = "authorization";
+
+/// The environment variable in which a worker hands its drivers a client credential: its
+/// own, or that of the named user who submitted the driver.
+pub const CREDENTIAL_VARIABLE: &str = "MUSTER_CREDENTIAL";
+
+/// The environment variable that names the secret file, for those who take it from there.
+pub const SECRET_FILE_VARIABLE: &str = "MUSTER_SECRET_FILE";
 
 /// The fewest bytes a secret may have.
 pub const MIN_SECRET_BYTES: usize = 32;
@@ -127,8 +135,8 @@ impl fmt::Debug for Secret {
     }
 }
 
-/// The prefix of a named user's credential, in a file and in the header after `Bearer `.
-const USER_PREFIX: &str = "user:";
+/// How a named user's credential starts, in the `authorization` header and in their file.
+const USER_PREFIX: &str = "Bearer user:";
 
 /// What a secret file holds: the cluster's secret, or a named user's credential.
 #[derive(Debug)]
@@ -141,7 +149,7 @@ pub enum SecretFile {
 
 impl SecretFile {
     /// Reads the file at `path`: the content, surrounding white space aside, is a user's
-    /// credential when it starts with `user:`, else the cluster's secret.
+    /// credential when it starts with `Bearer user:`, else the cluster's secret.
     ///
     /// # Errors
     ///
@@ -149,8 +157,8 @@ impl SecretFile {
     /// [`MIN_SECRET_BYTES`] bytes, or a credential is not printable ASCII.
     pub fn read(path: &Path) -> Result<Self, SecretError> {
         let bytes = read_private(path)?;
-        if let Some(token) = bytes.strip_prefix(USER_PREFIX.as_bytes()) {
-            let text = format!("Bearer {USER_PREFIX}{}", String::from_utf8_lossy(token));
+        if bytes.starts_with(USER_PREFIX.as_bytes()) {
+            let text = String::from_utf8_lossy(&bytes);
             return Credential::from_text(&text).map(Self::User).map_err(|_| {
                 SecretError::MalformedCredential {
                     path: path.to_owned(),
@@ -206,14 +214,12 @@ impl Secret {
         }
     }
 
-    /// The file content that is `user`'s credential at `generation`: `user:NAME:GENERATION:`
-    /// and the hex of HMAC-SHA256(secret, the same).
-    pub fn user_credential(&self, user: &str, generation: u64) -> String {
+    /// `user`'s credential at `generation`: `Bearer user:NAME:GENERATION:` and the hex of
+    /// HMAC-SHA256(secret, `NAME:GENERATION`).
+    fn user_credential(&self, user: &str, generation: u64) -> String {
         let named = format!("{user}:{generation}");
-        format!(
-            "{USER_PREFIX}{named}:{}",
-            self.derive("muster user ", &named)
-        )
+        let mac = self.derive("muster user ", &named);
+        format!("{USER_PREFIX}{named}:{mac}")
     }
 
     /// A new secret that lives in this process only (a driver's, for its executors).
@@ -276,9 +282,9 @@ impl Secret {
         verifier
     }
 
-    /// The applications' tokens under this secret.
-    pub fn app_tokens(&self) -> AppTokens {
-        AppTokens(Some(self.clone()))
+    /// What this secret issues: applications' tokens and named users' credentials.
+    pub fn tokens(&self) -> Tokens {
+        Tokens(Some(self.clone()))
     }
 
     fn header(&self, role: Role) -> AsciiMetadataValue {
@@ -297,18 +303,19 @@ impl Secret {
     }
 }
 
-/// The tokens that prove an application is the caller's.
+/// What a master derives from the secret for those it answers: the tokens that prove an
+/// application is the caller's, and named users' credentials.
 #[derive(Clone, Debug)]
-pub struct AppTokens(Option<Secret>);
+pub struct Tokens(Option<Secret>);
 
-impl AppTokens {
+impl Tokens {
     /// No tokens: for a cluster without a secret.
     pub fn open() -> Self {
         Self(None)
     }
 
     /// The token of application `app`: empty without a secret.
-    pub fn token(&self, app: &str) -> String {
+    pub fn app_token(&self, app: &str) -> String {
         self.0
             .as_ref()
             .map(|secret| secret.derive("muster app ", app))
@@ -320,14 +327,22 @@ impl AppTokens {
     /// # Errors
     ///
     /// `PERMISSION_DENIED` for a missing or wrong token.
-    pub fn check(&self, app: &str, token: &str) -> Result<(), Status> {
-        if bool::from(self.token(app).as_bytes().ct_eq(token.as_bytes())) {
+    pub fn check_app(&self, app: &str, token: &str) -> Result<(), Status> {
+        if bool::from(self.app_token(app).as_bytes().ct_eq(token.as_bytes())) {
             Ok(())
         } else {
             Err(Status::permission_denied(format!(
                 "application `{app}` belongs to the client that registered it: its app token is missing or wrong"
             )))
         }
+    }
+
+    /// Named user `user`'s credential at `generation`, as their file holds it and as
+    /// `MUSTER_CREDENTIAL` takes it; none without a secret.
+    pub fn user_credential(&self, user: &str, generation: u64) -> Option<String> {
+        self.0
+            .as_ref()
+            .map(|secret| secret.user_credential(user, generation))
     }
 }
 
@@ -464,10 +479,11 @@ impl Verifier {
             ));
         };
         let wrong = || Status::unauthenticated("wrong credential: not this cluster's secret");
-        if let Some(token) = given.as_bytes().strip_prefix(b"Bearer user:") {
-            let user = std::str::from_utf8(token)
+        if given.as_bytes().starts_with(USER_PREFIX.as_bytes()) {
+            let user = given
+                .to_str()
                 .ok()
-                .and_then(|token| named_user(&accepted.secret, token))
+                .and_then(|given| named_user(&accepted.secret, given))
                 .ok_or_else(wrong)?;
             return Ok(Some((Role::Client, Some(user))));
         }
@@ -491,13 +507,12 @@ impl Verifier {
     }
 }
 
-/// The user a credential token `NAME:GENERATION:MAC` names, if `secret` made the MAC.
-fn named_user(secret: &Secret, token: &str) -> Option<NamedUser> {
-    let (named, _) = token.rsplit_once(':')?;
+/// The user a credential `Bearer user:NAME:GENERATION:MAC` names, if `secret` made the MAC.
+fn named_user(secret: &Secret, given: &str) -> Option<NamedUser> {
+    let (named, _) = given.strip_prefix(USER_PREFIX)?.rsplit_once(':')?;
     let (name, generation) = named.split_once(':')?;
     let generation = generation.parse().ok()?;
     let expected = secret.user_credential(name, generation);
-    let given = format!("{USER_PREFIX}{token}");
     bool::from(given.as_bytes().ct_eq(expected.as_bytes())).then(|| NamedUser {
         name: name.to_owned(),
         generation,
@@ -642,23 +657,25 @@ mod tests {
             );
         }
         // Without a secret everything is accepted, and nothing is attached.
-        assert!(AppTokens::open().check("app-1", "").is_ok());
+        assert!(Tokens::open().check_app("app-1", "").is_ok());
         assert_eq!(Verifier::open().role(&MetadataMap::new()).unwrap(), None);
         assert!(metadata(&Credential::none()).is_empty());
     }
 
     #[test]
     fn an_app_token_opens_its_own_app_only() {
-        let tokens = secret(SECRET).app_tokens();
-        let token = tokens.token("app-20231031224509-0000");
+        let tokens = secret(SECRET).tokens();
+        let token = tokens.app_token("app-20231031224509-0000");
         assert_eq!(token.len(), 64);
-        assert!(tokens.check("app-20231031224509-0000", &token).is_ok());
-        let denied = tokens.check("app-20231031224509-0001", &token).unwrap_err();
+        assert!(tokens.check_app("app-20231031224509-0000", &token).is_ok());
+        let denied = tokens
+            .check_app("app-20231031224509-0001", &token)
+            .unwrap_err();
         assert_eq!(denied.code(), Code::PermissionDenied);
-        assert!(tokens.check("app-20231031224509-0000", "").is_err());
+        assert!(tokens.check_app("app-20231031224509-0000", "").is_err());
         // Another master with the same secret derives the same token.
         assert_eq!(
-            secret(SECRET).app_tokens().token("app-20231031224509-0000"),
+            secret(SECRET).tokens().app_token("app-20231031224509-0000"),
             token
         );
     }
@@ -710,7 +727,7 @@ mod tests {
             secret("another cluster's secret, long enough").user_credential("alice", 3),
         ];
         for forged in forged {
-            let given = metadata(&Credential::from_text(&format!("Bearer {forged}")).unwrap());
+            let given = metadata(&Credential::from_text(&forged).unwrap());
             assert_eq!(
                 verifier.role(&given).unwrap_err().code(),
                 Code::Unauthenticated,

@@ -486,6 +486,7 @@ impl Agent {
                     env: launch.env.into_iter().collect(),
                     resources: resources(launch.resources),
                     supervise: false,
+                    credential: None,
                 };
                 self.start(spec, up).await;
             }
@@ -499,6 +500,7 @@ impl Agent {
                     env: launch.env.into_iter().collect(),
                     resources: resources(launch.resources),
                     supervise: launch.supervise,
+                    credential: (!launch.credential.is_empty()).then_some(launch.credential),
                 };
                 self.start(spec, up).await;
             }

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use muster_core::ids::{AppId, DriverId, ExecutorId};
 use muster_core::limits::names_a_directory;
 use muster_core::resources::Resources;
+use muster_proto::auth::{CREDENTIAL_VARIABLE, SECRET_FILE_VARIABLE};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
@@ -92,6 +93,10 @@ pub struct LaunchSpec {
     pub resources: Resources,
     /// Restart it when it exits with a non-zero code (drivers only).
     pub supervise: bool,
+    /// The client credential a driver calls the masters with, when it is not the worker's
+    /// own (a named user's driver).
+    #[serde(default)]
+    pub credential: Option<String>,
 }
 
 /// How processes are run.
@@ -118,9 +123,10 @@ pub struct SupervisorConfig {
 }
 
 impl SupervisorConfig {
-    /// What a process of `workload` learns about its worker: `MUSTER_MASTERS`,
-    /// `MUSTER_HOST`, with a label `MUSTER_RACK`, and for a driver how to call the masters.
-    fn environment(&self, workload: &Workload) -> Vec<(&'static str, String)> {
+    /// What the process of `spec` learns about its worker: `MUSTER_MASTERS`, `MUSTER_HOST`,
+    /// with a label `MUSTER_RACK`, and for a driver how to call the masters, with its own
+    /// credential if it has one.
+    fn environment(&self, spec: &LaunchSpec) -> Vec<(&'static str, String)> {
         let mut environment = vec![
             ("MUSTER_MASTERS", self.masters.clone()),
             ("MUSTER_HOST", self.host.clone()),
@@ -128,8 +134,12 @@ impl SupervisorConfig {
         if !self.rack.is_empty() {
             environment.push(("MUSTER_RACK", self.rack.clone()));
         }
-        if matches!(workload, Workload::Driver { .. }) {
+        if matches!(spec.workload, Workload::Driver { .. }) {
             environment.extend(self.driver_environment.iter().cloned());
+            if let Some(credential) = &spec.credential {
+                environment.retain(|(name, _)| *name != CREDENTIAL_VARIABLE);
+                environment.push((CREDENTIAL_VARIABLE, credential.clone()));
+            }
         }
         environment
     }
@@ -283,7 +293,7 @@ impl Supervisor {
         executable(&spec.command).map_err(LaunchError::Io)?;
         fs::create_dir_all(&directory).map_err(LaunchError::Io)?;
         let launcher = Launcher {
-            environment: self.config.environment(&spec.workload),
+            environment: self.config.environment(&spec),
             spec,
             directory,
             work_dir: self.work_dir_marker(),
@@ -347,7 +357,7 @@ impl Supervisor {
                 continue;
             };
             let launcher = Launcher {
-                environment: self.config.environment(&record.spec.workload),
+                environment: self.config.environment(&record.spec),
                 spec: record.spec.clone(),
                 directory,
                 work_dir: self.work_dir_marker(),
@@ -549,6 +559,9 @@ impl Launcher {
             .stdout(stdout)
             .stderr(stderr)
             .process_group(0)
+            // The worker's own secret is not its processes': a driver calls the masters with
+            // the credential it is given.
+            .env_remove(SECRET_FILE_VARIABLE)
             .env("MUSTER_CORES", spec.resources.cores.to_string())
             .env("MUSTER_MEMORY_MB", spec.resources.memory_mb.to_string())
             .envs(self.environment.iter().map(|(name, value)| (name, value)))

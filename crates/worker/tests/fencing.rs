@@ -58,6 +58,7 @@ fn launch(term: u64, driver: &str) -> MasterMessage {
         args: vec!["1000".into()],
         env: Default::default(),
         supervise: false,
+        credential: String::new(),
     };
     MasterMessage {
         term,

@@ -46,6 +46,7 @@ fn shell(workload: Workload, script: &str, supervise: bool) -> LaunchSpec {
         env: BTreeMap::from([("EXTRA".to_string(), "yes".to_string())]),
         resources: Resources::new(2, 512),
         supervise,
+        credential: None,
     }
 }
 

@@ -29,7 +29,9 @@ use std::path::PathBuf;
 use clap::Args;
 use muster_core::model::resource_amounts;
 use muster_core::resources::ResourceAmounts;
-use muster_proto::auth::{Credential, Role, Secret, SecretFile};
+use muster_proto::auth::{
+    CREDENTIAL_VARIABLE, Credential, Role, SECRET_FILE_VARIABLE, Secret, SecretFile,
+};
 use muster_proto::transport::{Dialer, TlsFiles};
 
 use crate::client::Masters;
@@ -93,7 +95,7 @@ pub struct SecretArg {
     /// The cluster's secret: a file of at least 32 bytes readable by its owner only. Every
     /// master, worker and client of a cluster uses the same one; a named user's client gives
     /// their credential file (`muster users add`) instead.
-    #[arg(long, env = "MUSTER_SECRET_FILE")]
+    #[arg(long, env = SECRET_FILE_VARIABLE)]
     pub secret_file: Option<PathBuf>,
 }
 
@@ -133,9 +135,6 @@ impl SecretArg {
         }
     }
 }
-
-/// The environment variable in which a worker hands its drivers a client credential.
-pub const CREDENTIAL_VARIABLE: &str = "MUSTER_CREDENTIAL";
 
 /// The secret in the file at `path`, if one is given.
 ///

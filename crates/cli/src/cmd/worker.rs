@@ -10,11 +10,11 @@ use muster_worker::agent::{AgentConfig, lock_work_dir, stable_id};
 use muster_worker::metrics::{Metrics, serve};
 use tracing::Instrument;
 
-use muster_proto::auth::Role;
+use muster_proto::auth::{CREDENTIAL_VARIABLE, Role};
 
 use super::{
-    CREDENTIAL_VARIABLE, LogArgs, MastersArg, log_to_stderr, parse_resources, refuse_open, runtime,
-    stop_signal, warn_if_insecure,
+    LogArgs, MastersArg, log_to_stderr, parse_resources, refuse_open, runtime, stop_signal,
+    warn_if_insecure,
 };
 use crate::error::CliError;
 
