@@ -1,5 +1,6 @@
-//! Who may use a queue: user names, and each queue's access lists after YARN's
-//! `acl_submit_applications` and `acl_administer_queue`.
+//! Who may use a queue, and how much of it each user may have: user names, each queue's
+//! access lists after YARN's `acl_submit_applications` and `acl_administer_queue`, and its
+//! cap on each user's applications and drivers.
 //!
 //! A queue's lists name users, or [`EVERYONE`]. Unset, an ordinary queue takes everyone's
 //! work and a prior queue nobody's but the admins' (admins may do anything, and are not
@@ -43,13 +44,16 @@ pub fn user_name(field: &str, name: &str) -> Result<(), InputError> {
     }
 }
 
-/// Who may submit to a queue and who may administer it.
+/// Who may submit to a queue, who may administer it, and how much each user may have in it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueAccess {
     /// Who may submit; `None`: everyone to an ordinary queue, only admins to a prior one.
     pub submit: Option<Vec<String>>,
     /// Who may kill others' work in the queue.
     pub administer: Vec<String>,
+    /// How many active (waiting or running) applications and drivers each named user may
+    /// have in the queue (YARN's maximum applications per user); `None`: no cap.
+    pub max_per_user: Option<u32>,
 }
 
 impl QueueAccess {
@@ -66,12 +70,16 @@ impl QueueAccess {
         names(&self.administer, user)
     }
 
-    /// Checks the lists of the queue at `field`: each entry [`EVERYONE`] or one of `users`.
+    /// Checks the lists of the queue at `field`: each entry [`EVERYONE`] or one of `users`;
+    /// and a cap of at least 1.
     ///
     /// # Errors
     ///
-    /// `field.submit[i]: unknown user ...`, or a malformed name.
+    /// `field.submit[i]: unknown user ...`, a malformed name, or a cap of 0.
     pub fn validate(&self, field: &str, users: &BTreeSet<&str>) -> Result<(), InputError> {
+        if let Some(max) = self.max_per_user {
+            crate::model::positive(format_args!("{field}.max_per_user"), max)?;
+        }
         let lists = [("submit", self.submit.as_deref().unwrap_or_default())];
         let lists = lists
             .into_iter()
@@ -120,6 +128,9 @@ pub struct QueueSpec {
     /// See [`QueueAccess::administer`].
     #[serde(default)]
     pub administer: Vec<String>,
+    /// See [`QueueAccess::max_per_user`].
+    #[serde(default)]
+    pub max_per_user: Option<u32>,
 }
 
 fn one() -> f64 {
@@ -143,6 +154,7 @@ impl QueueSpec {
         let access = QueueAccess {
             submit: self.submit.clone(),
             administer: self.administer.clone(),
+            max_per_user: self.max_per_user,
         };
         (config, access)
     }
@@ -157,6 +169,7 @@ impl From<(QueueConfig, QueueAccess)> for QueueSpec {
             max_capacity: config.max_capacity,
             submit: access.submit,
             administer: access.administer,
+            max_per_user: access.max_per_user,
         }
     }
 }
@@ -174,13 +187,14 @@ mod tests {
         let granted = QueueAccess {
             submit: Some(vec!["alice".into()]),
             administer: vec![EVERYONE.into()],
+            max_per_user: None,
         };
         assert!(granted.may_submit(true, "alice"));
         assert!(!granted.may_submit(true, "bob"));
         assert!(granted.may_administer("bob"));
         let closed = QueueAccess {
             submit: Some(Vec::new()),
-            administer: Vec::new(),
+            ..QueueAccess::default()
         };
         assert!(
             !closed.may_submit(false, "alice"),
@@ -194,16 +208,23 @@ mod tests {
         let access = QueueAccess {
             submit: Some(vec!["alice".into(), EVERYONE.into()]),
             administer: vec!["carol".into()],
+            max_per_user: None,
         };
         let error = access.validate("queues[1]", &users).unwrap_err();
         assert_eq!(error.field, "queues[1].administer[0]");
         assert!(error.message.contains("unknown user `carol`"), "{error}");
         let malformed = QueueAccess {
             submit: Some(vec!["a b".into()]),
-            administer: Vec::new(),
+            ..QueueAccess::default()
         };
         let error = malformed.validate("queues[0]", &users).unwrap_err();
         assert_eq!(error.field, "queues[0].submit[0]");
+        let no_room = QueueAccess {
+            max_per_user: Some(0),
+            ..QueueAccess::default()
+        };
+        let error = no_room.validate("queues[2]", &users).unwrap_err();
+        assert_eq!(error.field, "queues[2].max_per_user");
         assert!(user_name("name", &"x".repeat(MAX_USER_BYTES)).is_ok());
         assert!(user_name("name", &"x".repeat(MAX_USER_BYTES + 1)).is_err());
         assert!(user_name("name", EVERYONE).is_err());

@@ -67,6 +67,7 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
         "queues": status.queues.iter().map(|q| json!({
             "name": q.name, "prior": q.prior, "threshold": q.threshold, "max_capacity": q.max_capacity,
             "submit": q.submit.as_ref().map(|list| &list.users), "administer": q.administer,
+            "max_per_user": q.max_per_user,
         })).collect::<Vec<_>>(),
         "users": status.users.iter().map(|u| json!({
             "name": u.name, "admin": u.admin, "revoked": u.revoked, "generation": u.generation,

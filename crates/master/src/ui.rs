@@ -94,11 +94,12 @@ pub(crate) fn overview(status: &Value) -> Markup {
             }
             h2 { "Applications" }
             table {
-                tr { th { "id" } th { "name" } th { "queue" } th { "state" } th { "cores" } th { "executors" } th { "waiting" } }
+                tr { th { "id" } th { "name" } th { "user" } th { "queue" } th { "state" } th { "cores" } th { "executors" } th { "waiting" } }
                 @for a in apps {
                     tr {
                         td { a href={ "app/" (text(&a["id"])) } { (text(&a["id"])) } }
                         td { (name_linked_to_ui(a)) }
+                        td { (text(&a["user"])) }
                         td { (text(&a["queue"])) }
                         td { (text(&a["state"])) }
                         td { (text(&a["cores_granted"])) }
@@ -110,11 +111,12 @@ pub(crate) fn overview(status: &Value) -> Markup {
             @if !completed_apps.is_empty() {
                 h2 { "Completed applications" }
                 table {
-                    tr { th { "id" } th { "name" } th { "queue" } th { "state" } }
+                    tr { th { "id" } th { "name" } th { "user" } th { "queue" } th { "state" } }
                     @for a in completed_apps.iter().rev() {
                         tr {
                             td { (text(&a["id"])) }
                             td { (text(&a["name"])) }
+                            td { (text(&a["user"])) }
                             td { (text(&a["queue"])) }
                             td { (text(&a["state"])) }
                         }
@@ -152,6 +154,17 @@ pub(crate) fn overview(status: &Value) -> Markup {
     )
 }
 
+/// Who may submit to queue `q`, besides the admins.
+fn submitters(q: &Value) -> String {
+    match q["submit"].as_array() {
+        Some(users) if users.iter().any(|u| u == "*") => "everyone".to_owned(),
+        Some(users) if users.is_empty() => "admins".to_owned(),
+        Some(users) => users.iter().map(text).collect::<Vec<_>>().join(", "),
+        None if q["prior"] == true => "admins".to_owned(),
+        None => "everyone".to_owned(),
+    }
+}
+
 /// Each queue's cores against the ALIVE cores, with its limits marked: a prior queue's
 /// work is served first; a normal one holds at most `max_capacity` of the cores and uses
 /// at most `threshold` of a worker that runs prior work.
@@ -168,7 +181,7 @@ fn queues(status: &Value, cores: u64) -> Markup {
     html! {
         h2 { "Queues" }
         table {
-            tr { th { "queue" } th { "kind" } th { "executor cores" } th { "of the cluster" } }
+            tr { th { "queue" } th { "kind" } th { "who may submit" } th { "executor cores" } th { "of the cluster" } }
             @for q in list(&status["queues"]) {
                 @let name = text(&q["name"]);
                 @let held = used(&name);
@@ -180,6 +193,7 @@ fn queues(status: &Value, cores: u64) -> Markup {
                             "threshold " (text(&q["threshold"])) ", max " (text(&q["max_capacity"]))
                         }
                     }
+                    td { (submitters(q)) }
                     td { (held) " / " (cores) }
                     td {
                         span.bar title={ (percent(share)) " of the ALIVE cores" } {
@@ -200,11 +214,12 @@ fn queues(status: &Value, cores: u64) -> Markup {
 fn drivers_table(drivers: &[Value]) -> Markup {
     html! {
         table {
-            tr { th { "id" } th { "name" } th { "queue" } th { "state" } th { "worker" } th { "exit code" } th { "waiting" } }
+            tr { th { "id" } th { "name" } th { "user" } th { "queue" } th { "state" } th { "worker" } th { "exit code" } th { "waiting" } }
             @for d in drivers {
                 tr {
                     td { a href={ "driver/" (text(&d["id"])) } { (text(&d["id"])) } }
                     td { (text(&d["name"])) }
+                    td { (text(&d["user"])) }
                     td { (text(&d["queue"])) }
                     td { (text(&d["state"])) }
                     td { (text(&d["worker"])) }
@@ -234,6 +249,7 @@ pub(crate) fn app(status: &Value, id: &str) -> Option<Markup> {
             h1 { "Application " (id) }
             p.summary {
                 span { "name " (text(&app["name"])) }
+                span { "user " (text(&app["user"])) }
                 span { "queue " (text(&app["queue"])) }
                 span { (text(&app["state"])) }
                 span { "cores " (text(&app["cores_granted"])) }
@@ -270,7 +286,7 @@ pub(crate) fn driver(status: &Value, id: &str) -> Option<Markup> {
             p { a href="../" { "Muster" } }
             h1 { "Driver " (id) }
             table {
-                @for field in ["name", "queue", "state", "worker", "pid", "exit_code", "waiting"] {
+                @for field in ["name", "user", "queue", "state", "worker", "pid", "exit_code", "waiting"] {
                     tr { th { (field) } td { (text(&driver[field])) } }
                 }
             }
@@ -297,16 +313,21 @@ mod tests {
                 {"id": "w2", "host": "h2", "state": "ALIVE", "draining": true,
                  "cores": 8, "cores_used": 0, "memory_mb": 8192, "memory_used_mb": 0},
             ],
-            "apps": [{"id": "app-1", "name": "etl", "queue": "batch", "state": "RUNNING",
+            "apps": [{"id": "app-1", "name": "etl", "user": "alice", "queue": "batch", "state": "RUNNING",
                       "cores_granted": 4, "waiting": null,
                       "ui_address": "http://h0:4040", "executors": [
                 {"id": 0, "worker": "w1", "cores": 2, "memory_mb": 512, "state": "RUNNING", "pid": 41},
                 {"id": 1, "worker": "w1", "cores": 2, "memory_mb": 512, "state": "LAUNCHING", "pid": null},
             ]}],
-            "completed_apps": [{"id": "app-0", "name": "old", "queue": "default", "state": "FINISHED"}],
-            "drivers": [{"id": "driver-1", "name": "d", "queue": "default", "state": "FINISHED",
+            "completed_apps": [{"id": "app-0", "name": "old", "user": "bob", "queue": "default", "state": "FINISHED"}],
+            "drivers": [{"id": "driver-1", "name": "d", "user": null, "queue": "default", "state": "FINISHED",
                          "worker": "w1", "pid": 40, "exit_code": 0, "waiting": null}],
-            "queues": [{"name": "batch", "prior": false, "threshold": 0.8, "max_capacity": 0.5}],
+            "queues": [
+                {"name": "batch", "prior": false, "threshold": 0.8, "max_capacity": 0.5,
+                 "submit": null, "administer": []},
+                {"name": "prod", "prior": true, "threshold": 1.0, "max_capacity": 1.0,
+                 "submit": ["alice", "bob"], "administer": []},
+            ],
             "kept": [],
         })
     }
@@ -320,13 +341,15 @@ mod tests {
             "drivers 0 running, 1 ended",
             "applications 1 running, 1 completed",
             "<td>follower (silent: not heard from)</td>",
-            "<td>app-0</td><td>old</td><td>default</td><td>FINISHED</td>",
+            "<td>app-0</td><td>old</td><td>bob</td><td>default</td><td>FINISHED</td>",
             "DRAINING",
             "<td>4 / 16</td>",
             "width:25.0%",
             "left:50.0%",
             r#"href="app/app-1""#,
-            r#"<td><a href="http://h0:4040">etl</a></td>"#,
+            r#"<td><a href="http://h0:4040">etl</a></td><td>alice</td>"#,
+            "<td>batch</td><td>threshold 0.8, max 0.5</td><td>everyone</td>",
+            "<td>prod</td><td>prior</td><td>alice, bob</td>",
         ] {
             assert!(page.contains(part), "{part} in {page}");
         }

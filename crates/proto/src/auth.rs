@@ -314,6 +314,11 @@ impl Tokens {
         Self(None)
     }
 
+    /// Whether there is no secret to derive anything from.
+    pub fn is_open(&self) -> bool {
+        self.0.is_none()
+    }
+
     /// The token of application `app`: empty without a secret.
     pub fn app_token(&self, app: &str) -> String {
         self.0

@@ -155,6 +155,7 @@ impl From<&QueueSpec> for v1::Queue {
                 users: users.clone(),
             }),
             administer: queue.administer.clone(),
+            max_per_user: queue.max_per_user,
         }
     }
 }
@@ -168,6 +169,7 @@ impl From<&v1::Queue> for QueueSpec {
             max_capacity: queue.max_capacity,
             submit: queue.submit.as_ref().map(|list| list.users.clone()),
             administer: queue.administer.clone(),
+            max_per_user: queue.max_per_user,
         }
     }
 }

@@ -95,6 +95,7 @@ impl Apply for By {
         if !user.admin {
             authorize(state, &self.user, &self.op)?;
         }
+        within_limit(state, &self.user, &self.op)?;
         match &*self.op {
             Op::Batch(_) | Op::By(_) => Err(ApplyError::Batch),
             Op::SubmitApp(submit) => {
@@ -111,6 +112,37 @@ impl Apply for By {
             }
             op => state.apply_op(op, at),
         }
+    }
+}
+
+/// Whether a submission leaves `user` within their queue's cap on each user's active
+/// applications and drivers.
+fn within_limit(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyError> {
+    let queue = match op {
+        Op::SubmitApp(submit) => &submit.desc.queue,
+        Op::SubmitDriver(submit) => &submit.desc.queue,
+        _ => return Ok(()),
+    };
+    let Some(max) = state.access(queue).max_per_user else {
+        return Ok(());
+    };
+    let apps = state
+        .apps
+        .values()
+        .filter(|app| &app.desc.queue == queue && app.desc.user == user)
+        .count();
+    let drivers = state
+        .drivers
+        .values()
+        .filter(|driver| &driver.desc.queue == queue && state.driver_user(&driver.id) == Some(user))
+        .count();
+    if apps + drivers < max as usize {
+        Ok(())
+    } else {
+        Err(ApplyError::Conflict(format!(
+            "user `{user}` has {} active applications and drivers in queue `{queue}`, its limit per user",
+            apps + drivers
+        )))
     }
 }
 

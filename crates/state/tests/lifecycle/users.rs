@@ -161,3 +161,52 @@ fn a_revoked_credential_does_nothing_and_a_new_one_works() {
     // Nobody unknown gets anything.
     denied(c.apply(by("eve", 1, submit_app("default"))));
 }
+
+#[test]
+fn a_queue_caps_each_users_active_work_and_frees_room_as_it_ends() {
+    let mut c = Cluster::new();
+    add(&mut c, "alice", true);
+    add(&mut c, "bob", false);
+    let default = QueueSpec {
+        max_per_user: Some(2),
+        ..QueueSpec::named("default")
+    };
+    c.ok(Op::ReplaceQueues(ReplaceQueues {
+        queues: vec![default],
+    }));
+    let Outcome::AppSubmitted { id: first } = c.ok(by("alice", 1, submit_app("default"))).outcome
+    else {
+        panic!("an app id");
+    };
+    c.ok(by(
+        "alice",
+        1,
+        Op::SubmitDriver(SubmitDriver {
+            desc: driver_desc(1, 256, false),
+        }),
+    ));
+    // Admins too: the cap is each named user's.
+    let error = c.apply(by("alice", 1, submit_app("default"))).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("user `alice` has 2 active applications and drivers in queue `default`"),
+        "{error}"
+    );
+    // Another user's room is their own, and the cluster's credential has no cap.
+    c.ok(by("bob", 1, submit_app("default")));
+    c.ok(submit_app("default"));
+    c.ok(Op::KillApp(KillApp { id: first }));
+    c.ok(by("alice", 1, submit_app("default")));
+    let zero = QueueSpec {
+        max_per_user: Some(0),
+        ..QueueSpec::named("default")
+    };
+    let error = c
+        .apply(Op::ReplaceQueues(ReplaceQueues { queues: vec![zero] }))
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("queues[0].max_per_user"),
+        "{error}"
+    );
+}
