@@ -98,9 +98,18 @@ fn users_submit_where_queues_let_them_kill_their_own_and_lose_everything_when_re
     set_queues(
         &all,
         dir.path(),
-        r#"[{"name": "prod", "prior": true, "submit": ["alice"]}]"#,
+        r#"[{"name": "prod", "prior": true, "submit": ["alice"]},
+            {"name": "default", "max_per_user": 1}]"#,
     );
     assert!(submit(&all, &alice, "prod").status.success());
+    // One active driver of hers in `default`, no more.
+    assert!(submit(&all, &alice, "default").status.success());
+    let capped = submit(&all, &alice, "default");
+    assert_eq!(capped.status.code(), Some(3), "{capped:?}");
+    assert!(
+        stderr(&capped).contains("has 1 active applications and drivers in queue `default`"),
+        "{capped:?}"
+    );
     let not_admin = as_user(&all, &alice, &["users", "revoke", "bob"]);
     assert_eq!(not_admin.status.code(), Some(3), "{not_admin:?}");
     assert!(stderr(&not_admin).contains("not an admin"), "{not_admin:?}");
