@@ -455,3 +455,51 @@ name = "long"
         "{report}"
     );
 }
+
+#[test]
+fn custom_resources_asked_for_by_a_job_file_and_a_driver_bound_what_runs() {
+    let masters = Masters::start();
+    let _w1 = crate::support::start_worker_via(
+        &masters,
+        "w1",
+        4,
+        &masters.list_from(1),
+        &["--resources", "gpu=1"],
+    );
+    // A driver that asks for two GPUs waits, saying why.
+    let output = Masters::client(
+        &masters.list_from(1),
+        &["submit", "--resources", "gpu=2", "--", "/bin/true"],
+    );
+    let driver = crate::support::stdout(&output);
+    let status = wait_for(&masters, "the driver's reason to wait", |s| {
+        s["drivers"][0]["waiting"].is_string()
+    });
+    assert_eq!(status["drivers"][0]["id"], driver.as_str());
+    assert_eq!(
+        status["drivers"][0]["waiting"],
+        "a driver needs 1 core, 1024 MB, gpu=2: more than any ALIVE worker has in total"
+    );
+    // With one GPU on the cluster, a job whose executors need one runs on one executor.
+    let file = job_file(
+        &masters,
+        "gpu",
+        r#"executor_resources = { gpu = 1 }
+[[jobs]]
+name = "train"
+  [[jobs.stages]]
+  name = "s"
+  tasks = 4
+  run = { builtin = "sleep", ms = 200 }
+"#,
+    );
+    let (succeeded, report) = report(job_run(&masters, &file));
+    assert!(succeeded, "{report}");
+    let executors: std::collections::BTreeSet<u64> = report["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["executor"].as_u64().unwrap())
+        .collect();
+    assert_eq!(executors.len(), 1, "one GPU, one executor: {report}");
+}

@@ -459,6 +459,7 @@ fn registration(config: &DriverConfig, secret: &Secret, ca: &str, port: u16) -> 
         cores_max: resources.cores_max,
         executor_cores: resources.executor_cores,
         executor_memory_mb: resources.executor_memory_mb,
+        executor_resources: resources.executor_resources.clone().into_iter().collect(),
         command: config.executor_program.clone(),
         args: vec!["executor".to_owned()],
         env: env.into_iter().collect(),

@@ -6,6 +6,8 @@
 use std::path::Path;
 
 use muster_core::limits;
+use muster_core::model::resource_amounts;
+use muster_core::resources::ResourceAmounts;
 use muster_core::tasks::Speculation;
 use muster_core::tasks::allocation::AllocationConfig;
 use muster_core::tasks::jobs::{JobSpec, StageSpec};
@@ -47,6 +49,10 @@ pub struct ResourceSpec {
     /// Memory per executor, in MB.
     #[serde(default = "default_memory")]
     pub executor_memory_mb: u64,
+    /// Custom resources per executor (Spark's `spark.executor.resource.NAME.amount`), as
+    /// `{ gpu = 1 }`.
+    #[serde(default)]
+    pub executor_resources: ResourceAmounts,
     /// Most executors held at once.
     pub executor_limit: Option<u32>,
     /// Ask for executors as tasks wait and give idle ones back.
@@ -93,6 +99,7 @@ impl Default for ResourceSpec {
             cores_max: None,
             executor_cores: None,
             executor_memory_mb: default_memory(),
+            executor_resources: ResourceAmounts::new(),
             executor_limit: None,
             dynamic_allocation: None,
         }
@@ -318,6 +325,11 @@ impl JobFile {
                 "a job file needs at least one job".into(),
             ));
         }
+        resource_amounts(
+            "resources.executor_resources",
+            &self.resources.executor_resources,
+        )
+        .map_err(|e| invalid(e.field, e.message))?;
         if self.scheduler.max_task_failures == 0 {
             return Err(invalid(
                 "scheduler.max_task_failures".into(),
@@ -507,6 +519,7 @@ queue = "default"
 cores_max = 8
 executor_cores = 1
 executor_memory_mb = 512
+executor_resources = { gpu = 1 }
 dynamic_allocation = { min = 0, max = 16, idle_timeout_s = 60, backlog_timeout_s = 1 }
 [scheduler]
 mode = "FAIR"
@@ -541,6 +554,7 @@ pool = "interactive"
         assert_eq!(config.waits.process_ms, 3000);
         assert_eq!(file.pools[0].weight, 2);
         assert_eq!(file.jobs[0].stages[1].after, ["map"]);
+        assert_eq!(file.resources.executor_resources["gpu"], 1);
         let allocation = file
             .resources
             .allocation()
@@ -576,6 +590,12 @@ pool = "interactive"
                 "at least 1",
             ),
             ("weight = 2", "weight = 0", "pools[0].weight", "at least 1"),
+            (
+                "{ gpu = 1 }",
+                "{ gpu = 0 }",
+                "resources.executor_resources.gpu",
+                "at least 1",
+            ),
             (
                 "tasks = 8",
                 "tasks = -1",

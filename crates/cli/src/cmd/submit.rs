@@ -12,7 +12,7 @@ use muster_driver::spec::JobFile;
 use muster_proto::v1::{DriverState, StatusRequest, SubmitDriverRequest};
 
 use super::job::JOB_SPEC_VARIABLE;
-use super::{MastersArg, WorkArgs, parse_environment, program, runtime};
+use super::{MastersArg, WorkArgs, parse_environment, parse_resources, program, runtime};
 use crate::client::{Masters, request_id};
 use crate::error::CliError;
 use crate::output;
@@ -30,6 +30,10 @@ pub struct SubmitArgs {
     /// Memory for the driver, in MB.
     #[arg(long, default_value_t = 1024)]
     memory: u64,
+    /// Custom resources for the driver: NAME=AMOUNT,... (Spark's
+    /// `spark.driver.resource.NAME.amount`).
+    #[arg(long, default_value = "")]
+    resources: String,
     /// Restart the driver when it fails, and relaunch it elsewhere when its worker is lost.
     #[arg(long)]
     supervise: bool,
@@ -90,11 +94,13 @@ pub fn run(args: SubmitArgs) -> Result<String, CliError> {
     };
     let mut env = env;
     env.extend(parse_environment(&args.env)?);
+    let resources = Resources::new(args.cores, args.memory)
+        .with_custom(parse_resources("--resources", &args.resources)?);
     let request = SubmitDriverRequest {
         request_id: request_id(),
         name,
         queue: args.work.queue,
-        resources: Some((&Resources::new(args.cores, args.memory)).into()),
+        resources: Some((&resources).into()),
         command,
         args: program_args,
         env: env.into_iter().collect(),
