@@ -113,6 +113,20 @@ fn users_submit_where_queues_let_them_kill_their_own_and_lose_everything_when_re
     let not_admin = as_user(&all, &alice, &["users", "revoke", "bob"]);
     assert_eq!(not_admin.status.code(), Some(3), "{not_admin:?}");
     assert!(stderr(&not_admin).contains("not an admin"), "{not_admin:?}");
+    let queues = stdout(&Masters::client(&all, &["queues"]));
+    let prod = queues
+        .lines()
+        .find(|l| l.starts_with("prod "))
+        .unwrap_or_default();
+    assert!(prod.ends_with(" alice"), "{queues}");
+    let table = stdout(&Masters::client(&all, &["drivers"]));
+    assert!(
+        table
+            .lines()
+            .filter(|l| l.starts_with("driver-"))
+            .all(|l| l[46..58].trim() == "alice"),
+        "her drivers, named as hers: {table}"
+    );
     let listed = stdout(&Masters::client(&all, &["users"]));
     assert!(
         listed.contains("bob") && listed.contains("ACTIVE"),

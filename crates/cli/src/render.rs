@@ -66,15 +66,16 @@ pub fn users(status: &StatusReply) -> String {
 /// The applications, each followed by why it waits and its executors.
 pub fn apps(status: &StatusReply) -> String {
     let mut out = format!(
-        "{:<28} {:<16} {:<10} {:<8} CORES\n",
-        "ID", "NAME", "QUEUE", "STATE"
+        "{:<28} {:<16} {:<12} {:<10} {:<8} CORES\n",
+        "ID", "NAME", "USER", "QUEUE", "STATE"
     );
     for a in &status.apps {
         let _ = writeln!(
             out,
-            "{:<28} {:<16} {:<10} {:<8} {}",
+            "{:<28} {:<16} {:<12} {:<10} {:<8} {}",
             a.id,
             a.name,
+            a.user,
             a.queue,
             a.state().name(),
             a.cores_granted
@@ -103,8 +104,8 @@ pub fn apps(status: &StatusReply) -> String {
 /// The drivers, running and recently ended, each followed by why it waits.
 pub fn drivers(status: &StatusReply) -> String {
     let mut out = format!(
-        "{:<28} {:<16} {:<10} {:<11} {:<34} PROCESS\n",
-        "ID", "NAME", "QUEUE", "STATE", "WORKER"
+        "{:<28} {:<16} {:<12} {:<10} {:<11} {:<34} PROCESS\n",
+        "ID", "NAME", "USER", "QUEUE", "STATE", "WORKER"
     );
     for d in &status.drivers {
         let exit = d.exit_code.map(|c| format!("exit {c}")).unwrap_or_default();
@@ -115,9 +116,10 @@ pub fn drivers(status: &StatusReply) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<28} {:<16} {:<10} {:<11} {:<34} {pid}{exit}",
+            "{:<28} {:<16} {:<12} {:<10} {:<11} {:<34} {pid}{exit}",
             d.id,
             d.name,
+            d.user,
             d.queue,
             d.state().name(),
             d.worker
@@ -132,13 +134,22 @@ pub fn drivers(status: &StatusReply) -> String {
 /// The queues and their settings.
 pub fn queues(status: &StatusReply) -> String {
     let mut out = format!(
-        "{:<16} {:<6} {:<10} MAX_CAPACITY\n",
-        "NAME", "PRIOR", "THRESHOLD"
+        "{:<16} {:<6} {:<10} {:<13} {:<12} SUBMIT\n",
+        "NAME", "PRIOR", "THRESHOLD", "MAX_CAPACITY", "MAX_PER_USER"
     );
     for q in &status.queues {
+        let submit = match &q.submit {
+            Some(list) if list.users.is_empty() => "admins".to_owned(),
+            Some(list) => list.users.join(","),
+            None if q.prior => "admins".to_owned(),
+            None => "*".to_owned(),
+        };
+        let per_user = q
+            .max_per_user
+            .map_or_else(|| "-".to_owned(), |n| n.to_string());
         let _ = writeln!(
             out,
-            "{:<16} {:<6} {:<10} {}",
+            "{:<16} {:<6} {:<10} {:<13} {per_user:<12} {submit}",
             q.name, q.prior, q.threshold, q.max_capacity
         );
     }
