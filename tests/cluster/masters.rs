@@ -802,3 +802,56 @@ fn the_lead_moves_to_the_master_named_and_what_runs_keeps_running() {
         .collect();
     assert_eq!(silent, [down]);
 }
+
+#[test]
+fn a_master_whose_raft_files_were_damaged_refuses_to_start_and_nothing_is_lost() {
+    let mut masters = Masters::start();
+    let leader = masters.leader(0);
+    let all = masters.list_from(1);
+    let submit = || stdout(&Masters::client(&all, &["submit", "--", "/bin/true"]));
+    let first = submit();
+    // The mark follows a growing log at most once a second: the next append records it.
+    std::thread::sleep(Duration::from_millis(1100));
+    let second = submit();
+    let follower = (leader % 3 + 1) as usize;
+    wait_for(&masters, "both drivers on every master", |s| {
+        driver_ids(s).len() == 2
+    });
+    masters.running[follower - 1]
+        .take()
+        .expect("the follower runs")
+        .crash();
+    // Half its log file is gone, as a damaged disk or a bad copy leaves it.
+    let db = masters
+        .dir
+        .path()
+        .join(format!("master-{follower}/raft/db"));
+    let length = std::fs::metadata(&db).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&db)
+        .unwrap()
+        .set_len(length / 2)
+        .unwrap();
+    let mut restarted = masters.spawn(follower);
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = restarted.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the damaged master kept running"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!status.success());
+    let log =
+        std::fs::read_to_string(masters.dir.path().join(format!("master-{follower}.log"))).unwrap();
+    assert!(
+        log.contains("holds less than this replica made durable"),
+        "{log}"
+    );
+    let status = masters.status(&all);
+    assert_eq!(driver_ids(&status), vec![first, second], "nothing was lost");
+}

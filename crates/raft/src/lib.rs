@@ -6,7 +6,8 @@
 //! * `types`: the type configuration. Entries are `muster_state::Command`s; applying one
 //!   gives the command's `Response` or its deterministic refusal.
 //! * [`LogStore`]: the log in sled. Appends, the vote and truncations are flushed to disk
-//!   before openraft is told they happened.
+//!   before openraft is told they happened. `mark` keeps what was made durable beside sled,
+//!   so that a damaged log is refused at open ([`MarkError`]) instead of served.
 //! * [`StateMachineStore`]: the `ClusterState` in memory; snapshots of it are taken every
 //!   [`RaftSettings::snapshot_every`] entries and kept in sled, and the log behind them is
 //!   purged. A restarted replica loads its latest snapshot and re-applies only the committed
@@ -33,6 +34,7 @@
 pub mod codec;
 pub mod local;
 mod log_store;
+mod mark;
 mod network;
 mod node;
 mod service;
@@ -40,6 +42,7 @@ mod state_machine;
 mod types;
 
 pub use log_store::LogStore;
+pub use mark::MarkError;
 pub use network::{MAX_MESSAGE_BYTES, Network};
 pub use node::{Leadership, NodeError, RaftNode, RaftSettings, WriteError};
 pub use service::ReplicationService;

@@ -9,9 +9,14 @@
 //! rather than in a `sled::Batch`: batches take a process-wide lock in sled 0.34 that was seen
 //! to deadlock with sled's own flusher, and a half-written append is harmless since openraft
 //! only counts entries the callback confirmed.
+//!
+//! Beside sled, a [`crate::mark`] records the vote's term and the last index acknowledged; a
+//! log found behind it on open is refused.
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{LogId, OptionalSend, RaftLogReader, StorageIOError, Vote};
@@ -19,6 +24,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::codec::{decode, encode};
+use crate::mark::{Mark, MarkFile};
 use crate::types::{Entry, NodeId, StorageError, TypeConfig};
 
 const VOTE: &[u8] = b"vote";
@@ -30,6 +36,7 @@ const LAST_PURGED: &[u8] = b"last_purged";
 pub struct LogStore {
     meta: sled::Tree,
     log: sled::Tree,
+    mark: Arc<Mutex<MarkFile>>,
 }
 
 fn index_key(index: u64) -> [u8; 8] {
@@ -37,16 +44,45 @@ fn index_key(index: u64) -> [u8; 8] {
 }
 
 impl LogStore {
-    /// Opens (or creates) the log in `db`.
+    /// Opens (or creates) the log in `db`, checked against its durability mark at `mark`.
     ///
     /// # Errors
     ///
-    /// sled could not open its trees.
-    pub fn open(db: &sled::Db) -> Result<Self, sled::Error> {
+    /// sled could not open its trees or read them, the mark cannot be read or written, or
+    /// the log holds less than the mark ([`crate::MarkError::Lost`]).
+    pub fn open(
+        db: &sled::Db,
+        mark: &Path,
+    ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+        let meta = db.open_tree("raft_meta")?;
+        let log = db.open_tree("raft_log")?;
+        let read = |key: &[u8]| -> Result<Option<sled::IVec>, sled::Error> { meta.get(key) };
+        let vote: Option<Vote<NodeId>> = read(VOTE)?.map(|b| decode(&b)).transpose()?;
+        let purged: Option<LogId<NodeId>> = read(LAST_PURGED)?.map(|b| decode(&b)).transpose()?;
+        let last: Option<Entry> = log.last()?.map(|(_, b)| decode(&b)).transpose()?;
+        let found = Mark {
+            term: vote.map_or(0, |v| v.leader_id().term),
+            index: last.map(|e| e.log_id.index).or(purged.map(|p| p.index)),
+        };
+        let mark = MarkFile::open(mark, found)?;
         Ok(Self {
-            meta: db.open_tree("raft_meta")?,
-            log: db.open_tree("raft_log")?,
+            meta,
+            log,
+            mark: Arc::new(Mutex::new(mark)),
         })
+    }
+
+    /// Moves the mark to `change` of the last one: at once, or (`at_once` false, for a
+    /// growing log) at most once a second.
+    fn mark(&self, change: impl FnOnce(Mark) -> Mark, at_once: bool) -> Result<(), StorageError> {
+        let mut file = self.mark.lock().expect("mark lock");
+        let mark = change(file.current());
+        let written = if at_once {
+            file.write(mark)
+        } else {
+            file.follow(mark)
+        };
+        written.map_err(|e| StorageIOError::write(&e).into())
     }
 
     fn read_meta<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>, StorageError> {
@@ -157,7 +193,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.flush()
             .await
             .map_err(|e| StorageIOError::write_vote(&e))?;
-        Ok(())
+        let term = vote.leader_id().term;
+        self.mark(|mark| Mark { term, ..mark }, true)
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError> {
@@ -187,10 +224,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
+        let mut last = None;
         for entry in entries {
             self.log
                 .insert(index_key(entry.log_id.index), encode(&entry))
                 .map_err(|e| StorageIOError::write_logs(&e))?;
+            last = Some(entry.log_id.index);
         }
         // Acknowledge only what is on disk.
         let flushed = self.flush().await;
@@ -198,11 +237,34 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .as_ref()
             .err()
             .map(|e| StorageIOError::write_logs(e).into());
+        let durable = flushed.is_ok();
         callback.log_io_completed(flushed);
-        failed.map_or(Ok(()), Err)
+        if let Some(error) = failed {
+            return Err(error);
+        }
+        match last {
+            Some(index) if durable => self.mark(
+                |mark| Mark {
+                    index: mark.index.max(Some(index)),
+                    ..mark
+                },
+                false,
+            ),
+            _ => Ok(()),
+        }
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError> {
+        // The mark goes back first: a crash between the two leaves it behind the log, which
+        // is safe, never ahead.
+        let kept = log_id.index.checked_sub(1);
+        self.mark(
+            |mark| Mark {
+                index: mark.index.min(kept),
+                ..mark
+            },
+            true,
+        )?;
         self.remove_range(index_key(log_id.index).., true)?;
         self.flush()
             .await

@@ -287,7 +287,7 @@ impl RaftNode {
             .flush_every_ms(None)
             .open()
             .map_err(|e| storage(e.into()))?;
-        let log = LogStore::open(&db).map_err(|e| storage(e.into()))?;
+        let log = LogStore::open(&db, &data_dir.join("raft-mark")).map_err(storage)?;
         let state_machine = StateMachineStore::open(&db, ClusterState::new(state_config))
             .map_err(|e| storage(e.into()))?;
         let state = state_machine.shared_state();

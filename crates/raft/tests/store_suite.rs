@@ -18,7 +18,7 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, TempDir> for SledBuil
             .path(dir.path())
             .open()
             .expect("sled opens in a fresh directory");
-        let log = LogStore::open(&db).expect("log trees open");
+        let log = LogStore::open(&db, &dir.path().join("raft-mark")).expect("log trees open");
         let state_machine = StateMachineStore::open(&db, ClusterState::default())?;
         Ok((dir, log, state_machine))
     }
