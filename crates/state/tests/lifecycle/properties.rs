@@ -6,17 +6,20 @@
 //! the state of applying everything.
 //! GROUP COMMIT: commands applied as one batch entry give the results and the state of
 //! applying them one entry each.
+//! ACCESS: a named user's request with a revoked or unknown credential, or a non-admin's
+//! change to the cluster itself, is always refused; what a named user submits is theirs.
 
 use std::collections::BTreeMap;
 
+use muster_core::access::QueueSpec;
 use muster_core::ids::{ExecutorId, QueueName};
 use muster_core::ids::{Term, Timestamp};
 use muster_core::model::{PassConfig, QueueConfig, WorkerSelection};
 use muster_core::resources::Resources;
 use muster_state::commands::{
-    AppFinished, ApplyPlan, DecommissionWorker, DriverStateChanged, ExecutorStateChanged, KillApp,
-    KillDriver, KillExecutors, Preempt, RegisterWorker, SetExecutorLimit, SetQueues, SubmitApp,
-    SubmitDriver, WorkerLost,
+    AddUser, AppFinished, ApplyPlan, By, DecommissionWorker, DrainWorker, DriverStateChanged,
+    ExecutorStateChanged, KillApp, KillDriver, KillExecutors, Preempt, RegisterWorker,
+    ReplaceQueues, RevokeUser, SetExecutorLimit, SetQueues, SubmitApp, SubmitDriver, WorkerLost,
 };
 use muster_state::model::{AppState, DriverState, ExecutorState};
 use muster_state::{ClusterState, Command, Op, Outcome};
@@ -92,6 +95,28 @@ enum Action {
     SetQueues {
         prior: bool,
         threshold: u8,
+        /// As builds before access lists wrote it (`SetQueues`), or with them.
+        legacy: bool,
+        /// Who may submit to `prod` (a user index), when it lists anyone.
+        prod_submit: Option<u8>,
+        max_per_user: Option<u32>,
+    },
+    Drain {
+        worker: u8,
+        kill_after_ms: Option<u64>,
+    },
+    AddUser {
+        user: u8,
+        admin: bool,
+    },
+    RevokeUser {
+        user: u8,
+    },
+    /// `action` asked by named user `user`, with their current credential or a stale one.
+    By {
+        user: u8,
+        stale: bool,
+        action: Box<Action>,
     },
 }
 
@@ -112,7 +137,43 @@ fn action() -> impl Strategy<Value = Action> {
         6 => (any::<u8>(), any::<u8>(), prop_oneof![3 => Just(1u8), 4 => 0..6u8], prop::option::of(-1..2i32)).prop_map(|(app, executor, state, exit_code)| Action::ExecutorReport { app, executor, state, exit_code }),
         2 => (any::<u8>(), 0..7u8, prop::option::of(0..2i32)).prop_map(|(driver, state, exit_code)| Action::DriverReport { driver, state, exit_code }),
         1 => (any::<u8>(), 0..5u8).prop_map(|(app, state)| Action::Finish { app, state }),
-        2 => (prop::bool::weighted(0.8), 1..=10u8).prop_map(|(prior, threshold)| Action::SetQueues { prior, threshold }),
+        2 => queues(),
+        1 => (any::<u8>(), prop::option::of(0..60_000u64)).prop_map(|(worker, kill_after_ms)| Action::Drain { worker, kill_after_ms }),
+        1 => (0..3u8, any::<bool>()).prop_map(|(user, admin)| Action::AddUser { user, admin }),
+        1 => (0..3u8).prop_map(|user| Action::RevokeUser { user }),
+        4 => (0..3u8, prop::bool::weighted(0.2), users_action()).prop_map(|(user, stale, action)| Action::By { user, stale, action: Box::new(action) }),
+    ]
+}
+
+fn queues() -> impl Strategy<Value = Action> {
+    (
+        prop::bool::weighted(0.8),
+        1..=10u8,
+        any::<bool>(),
+        prop::option::of(0..3u8),
+        prop::option::of(0..3u32),
+    )
+        .prop_map(
+            |(prior, threshold, legacy, prod_submit, max_per_user)| Action::SetQueues {
+                prior,
+                threshold,
+                legacy,
+                prod_submit,
+                max_per_user,
+            },
+        )
+}
+
+/// What named users ask for: work, kills, and changes only admins may make.
+fn users_action() -> impl Strategy<Value = Action> {
+    prop_oneof![
+        4 => (0..3u8, prop::option::of(small(10)), prop::option::of(small(4)), small(4).prop_map(|m| u64::from(m) * 256))
+            .prop_map(|(queue, cores_max, executor_cores, memory_mb)| Action::SubmitApp { queue, cores_max, executor_cores, memory_mb, limit: None }),
+        2 => (0..3u8, small(3), any::<bool>()).prop_map(|(queue, cores, supervise)| Action::SubmitDriver { queue, cores, supervise }),
+        2 => any::<u8>().prop_map(|app| Action::KillApp { app }),
+        2 => any::<u8>().prop_map(|driver| Action::KillDriver { driver }),
+        1 => queues(),
+        1 => (0..3u8).prop_map(|user| Action::RevokeUser { user }),
     ]
 }
 
@@ -126,6 +187,7 @@ fn pick<T: Clone>(items: &[T], index: u8) -> Option<T> {
 }
 
 const QUEUES: [&str; 3] = ["default", "prod", "batch"];
+const USERS: [&str; 3] = ["alice", "bob", "carol"];
 const EXECUTOR_STATES: [ExecutorState; 6] = [
     ExecutorState::Launching,
     ExecutorState::Running,
@@ -292,8 +354,14 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
             id: pick(&apps, app)?,
             state: APP_STATES[usize::from(s)],
         }),
-        Action::SetQueues { prior, threshold } => Op::SetQueues(SetQueues {
-            queues: vec![
+        Action::SetQueues {
+            prior,
+            threshold,
+            legacy,
+            prod_submit,
+            max_per_user,
+        } => {
+            let queues = vec![
                 QueueConfig {
                     name: "prod".into(),
                     prior,
@@ -306,9 +374,85 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
                     threshold: f64::from(threshold) / 10.0,
                     max_capacity: 0.5,
                 },
-            ],
+            ];
+            if legacy {
+                Op::SetQueues(SetQueues { queues })
+            } else {
+                let mut specs: Vec<QueueSpec> = queues
+                    .into_iter()
+                    .map(|q| QueueSpec::from((q, Default::default())))
+                    .collect();
+                specs[0].submit = prod_submit.map(|u| vec![USERS[usize::from(u)].to_owned()]);
+                specs[1].max_per_user = max_per_user;
+                Op::ReplaceQueues(ReplaceQueues { queues: specs })
+            }
+        }
+        Action::Drain {
+            worker,
+            kill_after_ms,
+        } => Op::DrainWorker(DrainWorker {
+            id: pick(&workers, worker)?,
+            kill_after_ms,
         }),
+        Action::AddUser { user, admin } => Op::AddUser(AddUser {
+            name: USERS[usize::from(user)].to_owned(),
+            admin,
+        }),
+        Action::RevokeUser { user } => Op::RevokeUser(RevokeUser {
+            name: USERS[usize::from(user)].to_owned(),
+        }),
+        Action::By {
+            user,
+            stale,
+            action,
+        } => {
+            let name = USERS[usize::from(user)];
+            let current = state.users().get(name).map_or(1, |u| u.generation);
+            Op::By(By {
+                user: name.to_owned(),
+                generation: if stale { current + 1 } else { current },
+                op: Box::new(resolve(state, &action)?),
+            })
+        }
     })
+}
+
+/// Checks what a named user's request did against who they are in `before`: a revoked,
+/// unknown or stale credential and a non-admin's change to the cluster are refused; a
+/// submission that went through is recorded as theirs.
+fn check_access(before: &ClusterState, after: &ClusterState, by: &By, accepted: bool) {
+    let user = before
+        .users()
+        .get(&by.user)
+        .filter(|u| !u.revoked && u.generation == by.generation);
+    let Some(user) = user else {
+        assert!(!accepted, "{by:?} went through without a valid credential");
+        return;
+    };
+    let work = matches!(
+        *by.op,
+        Op::SubmitApp(_) | Op::SubmitDriver(_) | Op::KillApp(_) | Op::KillDriver(_)
+    );
+    assert!(
+        !accepted || user.admin || work,
+        "a non-admin changed the cluster: {by:?}"
+    );
+    if accepted {
+        let new_app = after
+            .apps()
+            .keys()
+            .find(|id| !before.apps().contains_key(*id));
+        if let Some(app) = new_app {
+            assert_eq!(after.apps()[app].desc.user, by.user);
+        }
+        let new_driver = after
+            .drivers()
+            .keys()
+            .find(|id| !before.drivers().contains_key(*id));
+        if let Some(driver) = new_driver.filter(|_| matches!(*by.op, Op::SubmitDriver(_))) {
+            assert_eq!(after.driver_user(driver), Some(by.user.as_str()));
+        }
+    }
 }
 
 /// Runs `actions` through the checking harness; returns the cluster. A preemption chosen
@@ -317,11 +461,15 @@ fn run(cluster: &mut Cluster, actions: &[Action]) {
     for action in actions {
         if let Some(op) = resolve(&cluster.state, action) {
             let preempt = matches!(op, Op::Preempt(_));
+            let before = matches!(op, Op::By(_)).then(|| (cluster.state.clone(), op.clone()));
             let result = cluster.apply(op);
             assert!(
                 !preempt || result.is_ok(),
                 "a chosen preemption was refused: {result:?}"
             );
+            if let Some((state, Op::By(by))) = before {
+                check_access(&state, &cluster.state, &by, result.is_ok());
+            }
         }
     }
 }
