@@ -138,13 +138,54 @@ pub struct Report {
     pub tasks: Vec<TaskReport>,
 }
 
+/// How a job stands in the report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum JobOutcome {
+    /// Not ended (the run was interrupted).
+    Running,
+    /// Every stage succeeded.
+    Succeeded,
+    /// A stage failed.
+    Failed,
+}
+
+impl JobOutcome {
+    /// Its name in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Running => "RUNNING",
+            Self::Succeeded => "SUCCEEDED",
+            Self::Failed => "FAILED",
+        }
+    }
+}
+
+/// How a task attempt stands in the report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum AttemptState {
+    /// Launched, not ended.
+    Running,
+    /// It succeeded.
+    Succeeded,
+    /// It failed, or its executor's process failed or exited by itself.
+    Failed,
+    /// Killed (a losing speculative copy, or its job ended).
+    Killed,
+    /// Its executor was lost through no fault of the application.
+    Lost,
+    /// Its executor was stopped for prior work: not counted as a failure.
+    Preempted,
+}
+
 /// One job in the report.
 #[derive(Clone, Debug, Serialize)]
 pub struct JobReport {
     /// Its name.
     pub name: String,
-    /// `SUCCEEDED`, `FAILED` or `RUNNING`.
-    pub state: String,
+    /// How it stands.
+    pub state: JobOutcome,
     /// Why it failed; `null` when it did not.
     pub error: Option<String>,
     /// When it was submitted, in ms from the driver's start.
@@ -185,11 +226,8 @@ pub struct TaskReport {
     pub locality: String,
     /// A copy of a slow task (speculation).
     pub speculative: bool,
-    /// `RUNNING`, `SUCCEEDED`, `FAILED` (its executor's process too, when it failed or
-    /// exited by itself), `KILLED`, `LOST` (with an executor lost through no fault of the
-    /// application), or `PREEMPTED` (lost with an executor stopped for prior work; not
-    /// counted as a failure).
-    pub state: String,
+    /// How it stands.
+    pub state: AttemptState,
     /// How long it ran, as its executor measured.
     pub duration_ms: Option<u64>,
 }
@@ -568,7 +606,7 @@ impl Driver {
                 let Some((stage, report)) = self
                     .tasks
                     .get_mut(&task)
-                    .filter(|(_, r)| r.executor == executor.0 && r.state == "RUNNING")
+                    .filter(|(_, r)| r.executor == executor.0 && r.state == AttemptState::Running)
                 else {
                     return;
                 };
@@ -579,10 +617,10 @@ impl Driver {
                     TaskState::Failed | TaskState::Unspecified => TaskEnd::Failed,
                 };
                 report.state = match state {
-                    TaskState::Unspecified => "FAILED",
-                    other => other.as_str_name().trim_start_matches("TASK_STATE_"),
-                }
-                .to_owned();
+                    TaskState::Succeeded => AttemptState::Succeeded,
+                    TaskState::Killed => AttemptState::Killed,
+                    TaskState::Failed | TaskState::Unspecified => AttemptState::Failed,
+                };
                 report.duration_ms = Some(end.duration_ms);
                 match how {
                     TaskEnd::Succeeded => {
@@ -690,11 +728,10 @@ impl Driver {
         for task in lost {
             if let Some((stage, report)) = self.tasks.get_mut(&task) {
                 report.state = match loss {
-                    Loss::ByApp => "FAILED",
-                    Loss::Lost => "LOST",
-                    Loss::Preempted => "PREEMPTED",
-                }
-                .to_owned();
+                    Loss::ByApp => AttemptState::Failed,
+                    Loss::Lost => AttemptState::Lost,
+                    Loss::Preempted => AttemptState::Preempted,
+                };
                 if loss != Loss::Preempted {
                     *self.failures.entry(*stage).or_default() += 1;
                 }
@@ -729,7 +766,7 @@ impl Driver {
                 host: launch.host,
                 locality: launch.locality.name().to_owned(),
                 speculative: launch.speculative,
-                state: "RUNNING".to_owned(),
+                state: AttemptState::Running,
                 duration_ms: None,
             };
             self.tasks.insert(launch.task, (launch.stage, report));
@@ -839,11 +876,10 @@ impl Driver {
             .map(|job| JobReport {
                 name: job.spec.name.clone(),
                 state: match job.state {
-                    JobState::Running => "RUNNING",
-                    JobState::Succeeded => "SUCCEEDED",
-                    JobState::Failed(_) => "FAILED",
-                }
-                .to_owned(),
+                    JobState::Running => JobOutcome::Running,
+                    JobState::Succeeded => JobOutcome::Succeeded,
+                    JobState::Failed(_) => JobOutcome::Failed,
+                },
                 error: match &job.state {
                     JobState::Failed(message) => Some(message.clone()),
                     _ => None,

@@ -10,7 +10,9 @@ use clap::Args;
 use std::io::IsTerminal;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use muster_driver::driver::{DriverConfig, DriverError, Progress, Report};
+use muster_driver::driver::{
+    AttemptState, DriverConfig, DriverError, JobOutcome, Progress, Report,
+};
 use muster_driver::spec::JobFile;
 use tokio::sync::watch;
 
@@ -98,7 +100,11 @@ pub fn run(args: JobRunArgs) -> Result<String, CliError> {
     } else {
         summary(&report)
     };
-    if report.jobs.iter().all(|job| job.state == "SUCCEEDED") {
+    if report
+        .jobs
+        .iter()
+        .all(|job| job.state == JobOutcome::Succeeded)
+    {
         Ok(output)
     } else {
         output::line(output);
@@ -146,7 +152,7 @@ fn summary(report: &Report) -> String {
         for task in report
             .tasks
             .iter()
-            .filter(|t| t.job == job.name && t.state == "SUCCEEDED")
+            .filter(|t| t.job == job.name && t.state == AttemptState::Succeeded)
         {
             *localities.entry(task.locality.as_str()).or_default() += 1;
         }
@@ -155,7 +161,7 @@ fn summary(report: &Report) -> String {
             out,
             "{:<20} {:<10} {:>10} {:>6} {:>8}  {}",
             job.name,
-            job.state,
+            job.state.name(),
             duration,
             tasks,
             failed,
