@@ -39,6 +39,12 @@ struct QueueLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UserLabels {
+    queue: String,
+    user: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabel {
     reason: String,
 }
@@ -110,6 +116,8 @@ pub struct Metrics {
     queue_prior: ByQueue,
     queue_threshold: FractionByQueue,
     queue_max_capacity: FractionByQueue,
+    user_active: Family<UserLabels, Gauge>,
+    user_cores_used: Family<UserLabels, Gauge>,
     pass_seconds: Histogram,
     launches: Family<KindLabel, Counter>,
     heartbeats: Counter,
@@ -146,6 +154,8 @@ impl Metrics {
             queue_prior: ByQueue::default(),
             queue_threshold: FractionByQueue::default(),
             queue_max_capacity: FractionByQueue::default(),
+            user_active: Family::default(),
+            user_cores_used: Family::default(),
             pass_seconds: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
             launches: Family::default(),
             heartbeats: Counter::default(),
@@ -236,6 +246,16 @@ impl Metrics {
             "queue_max_capacity",
             "Share of the ALIVE cores a normal queue may hold",
             self.queue_max_capacity.clone(),
+        );
+        r.register(
+            "user_active",
+            "Active applications and drivers of each named user, by queue",
+            self.user_active.clone(),
+        );
+        r.register(
+            "user_cores_used",
+            "Cores of each named user's live executors and running drivers, by queue",
+            self.user_cores_used.clone(),
         );
         r.register(
             "pass_seconds",
@@ -419,6 +439,38 @@ impl Metrics {
                 .get_or_create(&name)
                 .set(queue.max_capacity);
         }
+        self.read_users(state);
+    }
+
+    /// What each named user has in each queue (YARN's per-user queue metrics).
+    fn read_users(&self, state: &ClusterState) {
+        self.user_active.clear();
+        self.user_cores_used.clear();
+        let labels = |queue: &QueueName, user: &str| UserLabels {
+            queue: queue.0.clone(),
+            user: user.to_owned(),
+        };
+        for app in state.apps().values() {
+            if !state.users().contains_key(&app.desc.user) {
+                continue;
+            }
+            let at = labels(&app.desc.queue, &app.desc.user);
+            self.user_active.get_or_create(&at).inc();
+            self.user_cores_used
+                .get_or_create(&at)
+                .inc_by(gauge(app.cores_granted));
+        }
+        for driver in state.drivers().values() {
+            let Some(user) = state.driver_user(&driver.id) else {
+                continue;
+            };
+            let at = labels(&driver.desc.queue, user);
+            self.user_active.get_or_create(&at).inc();
+            let cores = self.user_cores_used.get_or_create(&at);
+            if driver.state == DriverState::Running {
+                cores.inc_by(i64::from(driver.desc.resources.cores));
+            }
+        }
     }
 }
 
@@ -431,4 +483,117 @@ fn state_label(state: &str) -> StateLabel {
 /// A count as a gauge value, saturating.
 fn gauge(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use muster_core::ids::Timestamp;
+    use muster_core::model::PassConfig;
+    use muster_core::resources::Resources;
+    use muster_state::commands::{AddUser, ApplyPlan, By, RegisterWorker, SubmitApp, SubmitDriver};
+    use muster_state::model::{AppDescription, DriverDescription};
+    use muster_state::{Command, Op};
+
+    use super::*;
+
+    fn apply(state: &mut ClusterState, op: Op) {
+        let command = Command {
+            at: Timestamp(0),
+            request_id: None,
+            term: None,
+            op,
+        };
+        state.apply(&command).expect("applies");
+    }
+
+    fn by_alice(op: Op) -> Op {
+        Op::By(By {
+            user: "alice".into(),
+            generation: 1,
+            op: Box::new(op),
+        })
+    }
+
+    #[test]
+    fn each_named_users_work_is_counted_by_queue() {
+        let mut state = ClusterState::default();
+        apply(
+            &mut state,
+            Op::AddUser(AddUser {
+                name: "alice".into(),
+                admin: false,
+            }),
+        );
+        let app = AppDescription {
+            name: "etl".into(),
+            user: "claimed".into(),
+            queue: QueueName::default(),
+            cores_max: None,
+            executor_cores: None,
+            executor_memory_mb: 512,
+            executor_resources: BTreeMap::new(),
+            command: "/bin/true".into(),
+            args: Vec::new(),
+            env: BTreeMap::new(),
+        };
+        apply(
+            &mut state,
+            by_alice(Op::SubmitApp(SubmitApp {
+                desc: app.clone(),
+                executor_limit: None,
+            })),
+        );
+        let driver = DriverDescription {
+            name: "d".into(),
+            queue: QueueName::default(),
+            resources: Resources::new(1, 256),
+            command: "/bin/true".into(),
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            supervise: false,
+        };
+        apply(
+            &mut state,
+            by_alice(Op::SubmitDriver(SubmitDriver { desc: driver })),
+        );
+        // The cluster's own credential's work is nobody's.
+        apply(
+            &mut state,
+            Op::SubmitApp(SubmitApp {
+                desc: app,
+                executor_limit: None,
+            }),
+        );
+        apply(
+            &mut state,
+            Op::RegisterWorker(RegisterWorker {
+                id: "w1".into(),
+                host: "h".into(),
+                address: "h:1".into(),
+                resources: Resources::new(8, 8192),
+                fence_grace_ms: None,
+            }),
+        );
+        let plan = muster_core::schedule(&state.scheduling_snapshot(PassConfig::default()))
+            .expect("a valid snapshot");
+        apply(
+            &mut state,
+            Op::ApplyPlan(ApplyPlan {
+                drivers: plan.drivers,
+                executors: plan.executors,
+            }),
+        );
+        let metrics = Metrics::new();
+        metrics.read_state(&state);
+        let mut text = String::new();
+        encode(&mut text, &metrics.registry).unwrap();
+        for line in [
+            r#"muster_user_active{queue="default",user="alice"} 2"#,
+            // Her driver's core and her app's 7 executor cores; the other app got none.
+            r#"muster_user_cores_used{queue="default",user="alice"} 8"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in {text}");
+        }
+        assert!(!text.contains(r#"user="claimed""#), "{text}");
+    }
 }
