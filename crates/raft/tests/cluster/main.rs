@@ -239,11 +239,16 @@ async fn the_lead_moves_to_the_replica_chosen_while_writes_go_on_and_none_is_los
     // Writers keep writing while the lead moves.
     let writes = cluster.write_many(0..2_000, 16, submit_app);
     let transfer = async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        cluster.node(leader).transfer_leadership(target).await
+        cluster.wait_for_apps(leader, 100, DEADLINE).await;
+        let moved = cluster.node(leader).transfer_leadership(target).await;
+        (moved, cluster.apps(target))
     };
-    let (outcomes, transferred) = tokio::join!(writes, transfer);
+    let (outcomes, (transferred, applied_at_move)) = tokio::join!(writes, transfer);
     transferred.expect("the lead moves to the target");
+    assert!(
+        applied_at_move < 2_000,
+        "the writes went on past the transfer: {applied_at_move} applied when it ended"
+    );
     assert_eq!(cluster.leader(DEADLINE).await, target);
     let ids = submitted_ids(&outcomes);
     assert_eq!(ids.len(), 2_000, "every write applied once");
@@ -340,12 +345,18 @@ async fn among_five_replicas_the_lead_moves_to_the_one_chosen() {
         let target = cluster.follower_of(leader);
         let first = round * 1_000;
         let writes = cluster.write_many(first..first + 300, 8, submit_app);
+        let before = cluster.apps(leader);
         let transfer = async {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            cluster.node(leader).transfer_leadership(target).await
+            cluster.wait_for_apps(leader, before + 30, DEADLINE).await;
+            let moved = cluster.node(leader).transfer_leadership(target).await;
+            (moved, cluster.apps(target) - before)
         };
-        let (outcomes, transferred) = tokio::join!(writes, transfer);
+        let (outcomes, (transferred, applied_at_move)) = tokio::join!(writes, transfer);
         transferred.expect("the lead moves to the target");
+        assert!(
+            applied_at_move < 300,
+            "the writes went on past the transfer: {applied_at_move} applied when it ended"
+        );
         assert_eq!(cluster.leader(DEADLINE).await, target);
         assert_eq!(
             submitted_ids(&outcomes).len(),

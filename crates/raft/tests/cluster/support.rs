@@ -198,6 +198,24 @@ impl TestCluster {
     }
 
     /// Waits until replica `id` has purged its log up to at least `index`; returns the index.
+    /// How many applications replica `id` holds.
+    pub fn apps(&self, id: NodeId) -> usize {
+        self.node(id).local_state().read().unwrap().apps().len()
+    }
+
+    /// Waits until replica `id` holds at least `count` applications.
+    pub async fn wait_for_apps(&self, id: NodeId, count: usize, deadline: Duration) {
+        let start = std::time::Instant::now();
+        while self.apps(id) < count {
+            assert!(
+                start.elapsed() < deadline,
+                "replica {id} holds {} of {count} applications",
+                self.apps(id)
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     pub async fn wait_for_purge(&self, id: NodeId, index: u64, deadline: Duration) -> u64 {
         let metrics = self
             .node(id)
