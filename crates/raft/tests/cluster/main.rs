@@ -349,7 +349,7 @@ async fn among_five_replicas_the_lead_moves_to_the_one_chosen() {
         let transfer = async {
             cluster.wait_for_apps(leader, before + 30, DEADLINE).await;
             let moved = cluster.node(leader).transfer_leadership(target).await;
-            (moved, cluster.apps(target) - before)
+            (moved, cluster.apps(target).saturating_sub(before))
         };
         let (outcomes, (transferred, applied_at_move)) = tokio::join!(writes, transfer);
         transferred.expect("the lead moves to the target");
