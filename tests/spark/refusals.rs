@@ -52,3 +52,36 @@ fn an_application_muster_refuses_ends_spark_submit_with_the_cause() {
         "{status}"
     );
 }
+
+#[test]
+fn a_named_users_spark_application_goes_only_where_the_queues_let_it_and_is_theirs() {
+    let Some((spark, _one_at_a_time)) = spark() else {
+        return;
+    };
+    let (masters, _workers) = cluster(1);
+    let all = masters.list_from(1);
+    let dir = tempfile::tempdir().unwrap();
+    let alice = dir.path().join("alice.credential");
+    let added = Masters::client(
+        &all,
+        &["users", "add", "alice", "--out", alice.to_str().unwrap()],
+    );
+    assert!(added.status.success(), "{added:?}");
+    crate::support::set_queues(&all, dir.path(), r#"[{"name": "prod", "prior": true}]"#);
+    let as_alice = format!("spark.muster.secretFile={}", alice.display());
+
+    let log = refused(spark, &masters, &[&as_alice, "spark.muster.queue=prod"]);
+    assert!(
+        log.contains(
+            "Muster did not register the application: user `alice` may not submit to queue `prod`"
+        ),
+        "{log}"
+    );
+    let pi = app("pi.py");
+    let output = spark.run(&all, &["--conf", &as_alice, &pi, "2"]);
+    crate::succeeded(&output);
+    let status = status(&all);
+    let apps = status["completed_apps"].as_array().unwrap();
+    assert_eq!(apps.len(), 1, "{status}");
+    assert_eq!(apps[0]["user"], "alice", "{status}");
+}
