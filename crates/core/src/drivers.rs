@@ -2,6 +2,7 @@
 //! (`deploy/master/Master.scala`), with the queue rules on top: prior drivers go first, and a
 //! normal driver on a worker that runs prior work must stay within its queue's threshold.
 
+use crate::ids::WorkId;
 use crate::ledger::Ledger;
 use crate::model::Snapshot;
 use crate::plan::{DriverLaunch, Kind, Plan, WaitReason, Waiting};
@@ -66,7 +67,7 @@ pub(crate) fn place_drivers(
                 });
             }
             Err(reason) => plan.waiting.push(Waiting {
-                id: driver.id.to_string(),
+                id: WorkId::Driver(driver.id.clone()),
                 reason,
             }),
         }

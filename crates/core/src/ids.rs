@@ -1,6 +1,6 @@
 //! Every identifier Muster passes around, and time as the log carries it: the one place that
-//! says what names a worker, an application, a driver, an executor, a queue, a client request
-//! and a leader's term.
+//! says what names a worker, an application, a driver, either of them ([`WorkId`]), an
+//! executor, a queue, a client request and a leader's term.
 //!
 //! Workers choose their own ids; application and driver ids are derived by the replicated
 //! state from the leader's timestamp and replicated counters (Spark's
@@ -69,6 +69,51 @@ name_type!(
     /// was already applied returns the first result and changes nothing.
     RequestId(String)
 );
+
+/// An application or a driver: what waits for room, and what room is kept for. Its kind is
+/// decided where the work enters and never guessed again; it reads and writes as the plain
+/// id, and the replicated state's ids tell their kind by their prefix (`driver-`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(into = "String", from = "String")]
+pub enum WorkId {
+    /// An application.
+    App(AppId),
+    /// A driver.
+    Driver(DriverId),
+}
+
+impl fmt::Display for WorkId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::App(id) => id.fmt(f),
+            Self::Driver(id) => id.fmt(f),
+        }
+    }
+}
+
+impl From<WorkId> for String {
+    fn from(id: WorkId) -> Self {
+        id.to_string()
+    }
+}
+
+impl From<String> for WorkId {
+    /// An id as the replicated state makes them: `driver-...` a driver's, any other an
+    /// application's.
+    fn from(id: String) -> Self {
+        if id.starts_with("driver-") {
+            Self::Driver(DriverId(id))
+        } else {
+            Self::App(AppId::from(id))
+        }
+    }
+}
+
+impl From<&str> for WorkId {
+    fn from(id: &str) -> Self {
+        Self::from(id.to_owned())
+    }
+}
 
 impl RequestId {
     /// A request id derived from `content`: the same bytes give the same id on every master,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::drivers::place_drivers;
 use crate::executors::{ExecutorPlacer, ExecutorRequest};
-use crate::ids::QueueName;
+use crate::ids::{QueueName, WorkId};
 use crate::ledger::{Ledger, share};
 use crate::model::{AppRequest, Snapshot};
 use crate::plan::{ExecutorGrant, Kind, Plan, WaitReason, Waiting};
@@ -147,7 +147,7 @@ impl<'s> AppPass<'s> {
             }
         };
         plan.waiting.push(Waiting {
-            id: app.id.to_string(),
+            id: WorkId::App(app.id.clone()),
             reason,
         });
     }

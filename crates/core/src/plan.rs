@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::ids::{AppId, DriverId, QueueName, WorkerId};
+use crate::ids::{AppId, DriverId, QueueName, WorkId, WorkerId};
 use crate::resources::Resources;
 
 /// One scheduling pass's decisions. The master commits it as one log entry; nothing in it
@@ -44,8 +44,8 @@ pub struct ExecutorGrant {
 /// shape (its `cores_max` is not reached); a driver waits until it is placed.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Waiting {
-    /// The app's or driver's id.
-    pub id: String,
+    /// The app or driver.
+    pub id: WorkId,
     /// Why it waits, phrased for the person who submitted it.
     #[serde(serialize_with = "display")]
     pub reason: WaitReason,

@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{AppId, ExecutorId, QueueName, WorkerId};
+use crate::ids::{AppId, ExecutorId, QueueName, WorkId, WorkerId};
 use crate::model::{InputError, Snapshot, WorkerState};
 use crate::plan::{Plan, WaitReason};
 use crate::resources::Resources;
@@ -60,7 +60,7 @@ pub struct Victim {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Reservation {
     /// The driver or application it is for.
-    pub id: String,
+    pub id: WorkId,
     /// Where.
     pub worker: WorkerId,
     /// How much.
@@ -76,7 +76,7 @@ pub struct Preemption {
     pub reservations: Vec<Reservation>,
 }
 
-/// The victims and reservations for `eligible` work (driver and application ids) that waits
+/// The victims and reservations for `eligible` work (drivers and applications) that waits
 /// for room in `snapshot`, or `None` when stopping ordinary executors would place none of it.
 ///
 /// # Errors
@@ -84,7 +84,7 @@ pub struct Preemption {
 /// The snapshot is malformed, or `max_fraction` is not in (0, 1].
 pub fn choose(
     snapshot: &Snapshot,
-    eligible: &BTreeSet<String>,
+    eligible: &BTreeSet<WorkId>,
     max_fraction: f64,
 ) -> Result<Option<Preemption>, InputError> {
     if !(max_fraction > 0.0 && max_fraction <= 1.0) {
@@ -94,7 +94,7 @@ pub fn choose(
         });
     }
     let base = crate::schedule(snapshot)?;
-    let waiting: BTreeSet<&String> = base
+    let waiting: BTreeSet<&WorkId> = base
         .waiting
         .iter()
         .filter(|w| eligible.contains(&w.id) && waits_for_room(&w.reason))
@@ -182,13 +182,13 @@ pub fn dry_run(
         .drivers
         .iter()
         .filter(|d| preempting(&d.queue))
-        .map(|d| d.id.0.clone())
+        .map(|d| WorkId::Driver(d.id.clone()))
         .chain(
             snapshot
                 .apps
                 .iter()
                 .filter(|a| preempting(&a.queue))
-                .map(|a| a.id.to_string()),
+                .map(|a| WorkId::App(a.id.clone())),
         )
         .collect();
     choose(snapshot, &eligible, settings.max_fraction)
@@ -203,31 +203,33 @@ fn waits_for_room(reason: &WaitReason) -> bool {
 }
 
 /// How many launches and grants `plan` gives eligible work.
-fn served(plan: &Plan, eligible: &BTreeSet<String>) -> usize {
+fn served(plan: &Plan, eligible: &BTreeSet<WorkId>) -> usize {
     plan.drivers
         .iter()
-        .filter(|d| eligible.contains(&d.driver.0))
+        .filter(|d| eligible.contains(&WorkId::Driver(d.driver.clone())))
         .count()
         + plan
             .executors
             .iter()
-            .filter(|g| eligible.contains(g.app.as_ref()))
+            .filter(|g| eligible.contains(&WorkId::App(g.app.clone())))
             .count()
 }
 
 /// The launches and grants `plan` gives eligible work, as reservations.
-fn reservations(plan: &Plan, snapshot: &Snapshot, eligible: &BTreeSet<String>) -> Vec<Reservation> {
+fn reservations(plan: &Plan, snapshot: &Snapshot, eligible: &BTreeSet<WorkId>) -> Vec<Reservation> {
     let drivers = plan.drivers.iter().filter_map(|d| {
         let request = snapshot.drivers.iter().find(|r| r.id == d.driver)?;
+        let id = WorkId::Driver(d.driver.clone());
         eligible
-            .contains(&d.driver.0)
-            .then(|| (d.driver.0.clone(), d.worker.clone(), request.need()))
+            .contains(&id)
+            .then(|| (id, d.worker.clone(), request.need()))
     });
     let executors = plan
         .executors
         .iter()
-        .filter(|g| eligible.contains(g.app.as_ref()))
-        .map(|g| (g.app.to_string(), g.worker.clone(), g.resources.clone()));
+        .map(|g| (WorkId::App(g.app.clone()), g))
+        .filter(|(id, _)| eligible.contains(id))
+        .map(|(id, g)| (id, g.worker.clone(), g.resources.clone()));
     drivers
         .chain(executors)
         .map(|(id, worker, resources)| Reservation {

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use muster_core::access::QueueSpec;
+use muster_core::ids::WorkId;
 use muster_core::limits::MAX_REQUEST_BYTES;
 use muster_proto::auth::{AUTHORIZATION, NamedUser, Tokens};
 use muster_proto::transport::Dialer;
@@ -173,7 +174,7 @@ impl ClusterService {
             .collect();
         let session = self.sessions.current();
         let pid = |key: ProcessKey| session.as_ref().and_then(|s| s.pid(&key)).unwrap_or(0);
-        let waiting = |id: &str| {
+        let waiting = |id: &WorkId| {
             session
                 .as_ref()
                 .and_then(|s| s.waiting(id))
@@ -201,7 +202,7 @@ impl ClusterService {
                 .values()
                 .map(|a| AppStatus {
                     cores_granted: a.cores_granted,
-                    waiting: waiting(&a.id.0),
+                    waiting: waiting(&WorkId::App(a.id.clone())),
                     ui_address: session
                         .as_ref()
                         .map(|s| s.ui_address(&a.id))
@@ -238,7 +239,7 @@ impl ClusterService {
                     pid: pid(ProcessKey::Driver(d.id.clone())),
                     exit_code: d.exit_code,
                     waiting: if d.state == DriverState::Submitted {
-                        waiting(&d.id.0)
+                        waiting(&WorkId::Driver(d.id.clone()))
                     } else {
                         String::new()
                     },

@@ -62,7 +62,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use muster_core::access::QueueSpec;
-use muster_core::ids::{AppId, DriverId, ExecutorId, QueueName, RequestId, Term, WorkerId, millis};
+use muster_core::ids::{
+    AppId, DriverId, ExecutorId, QueueName, RequestId, Term, WorkId, WorkerId, millis,
+};
 use muster_core::model::{PassConfig, Snapshot, WorkerState};
 use muster_core::plan::{Plan, WaitReason};
 use muster_state::commands::{
@@ -464,7 +466,7 @@ enum Purpose {
     /// A scheduling pass.
     Plan,
     /// Executors stopped for prior work, and room kept for `owners`.
-    Preempt { owners: Vec<String> },
+    Preempt { owners: Vec<WorkId> },
     /// Kept room granted to its owners after its grace.
     Grant,
     /// An application finished for a client that did not come back.
@@ -504,18 +506,18 @@ pub struct Leader {
     pids: BTreeMap<ProcessKey, u32>,
     launches: BTreeMap<ProcessKey, Launch>,
     /// Why each app or driver waits, as of the last scheduling pass.
-    waiting: BTreeMap<String, String>,
+    waiting: BTreeMap<WorkId, String>,
     /// How many wait, by [`muster_core::plan::WaitReason::code`], as of the last pass.
     waiting_reasons: BTreeMap<&'static str, usize>,
     /// Since when each app or driver of a preempting queue has waited for room, without a
     /// break, as the passes saw it.
-    room_waits: BTreeMap<String, Instant>,
+    room_waits: BTreeMap<WorkId, Instant>,
     /// A preemption is proposed and not committed yet.
     preempt_in_flight: bool,
     /// When the room kept in the log for each owner goes to it: a grace after the
     /// preemption that kept it committed (or after this leader first saw it), by this
     /// leader's clock.
-    kept: BTreeMap<String, Instant>,
+    kept: BTreeMap<WorkId, Instant>,
     /// A grant of kept room is proposed and not committed yet.
     grant_in_flight: bool,
     proposals: BTreeMap<ProposalId, Purpose>,
@@ -582,7 +584,7 @@ impl Leader {
     }
 
     /// Why app or driver `id` waits, as of the last scheduling pass.
-    pub fn waiting(&self, id: &str) -> Option<&str> {
+    pub fn waiting(&self, id: &WorkId) -> Option<&str> {
         self.waiting.get(id).map(String::as_str)
     }
 
@@ -1571,20 +1573,16 @@ impl Leader {
     /// leader's clock; a leader that finds room kept gives it a whole grace first. An owner
     /// granted its room waits a whole delay again before it may preempt again.
     fn maybe_grant(&mut self, now: Instant, state: &ClusterState) {
-        let owners: BTreeSet<&str> = state
-            .reservations()
-            .iter()
-            .map(|r| r.owner.as_str())
-            .collect();
-        self.kept.retain(|owner, _| owners.contains(owner.as_str()));
+        let owners: BTreeSet<&WorkId> = state.reservations().iter().map(|r| &r.owner).collect();
+        self.kept.retain(|owner, _| owners.contains(owner));
         let keep = self.keep_for();
         for owner in owners {
-            self.kept.entry(owner.to_owned()).or_insert(now + keep);
+            self.kept.entry(owner.clone()).or_insert(now + keep);
         }
         if self.grant_in_flight {
             return;
         }
-        let due: Vec<String> = self
+        let due: Vec<WorkId> = self
             .kept
             .iter()
             .filter(|(_, until)| now >= **until)
@@ -1606,21 +1604,18 @@ impl Leader {
         let Some(policy) = &self.config.preemption else {
             return;
         };
-        let queue_of = |id: &str| {
-            let app = snapshot
-                .apps
-                .iter()
-                .find(|a| &*a.id.0 == id)
-                .map(|a| &a.queue);
-            app.or_else(|| {
+        let queues: BTreeMap<WorkId, &QueueName> = snapshot
+            .apps
+            .iter()
+            .map(|a| (WorkId::App(a.id.clone()), &a.queue))
+            .chain(
                 snapshot
                     .drivers
                     .iter()
-                    .find(|d| d.id.0 == id)
-                    .map(|d| &d.queue)
-            })
-        };
-        let for_room: BTreeSet<&String> = plan
+                    .map(|d| (WorkId::Driver(d.id.clone()), &d.queue)),
+            )
+            .collect();
+        let for_room: BTreeSet<&WorkId> = plan
             .waiting
             .iter()
             .filter(|w| {
@@ -1631,7 +1626,7 @@ impl Leader {
             })
             // A preempting queue that is not prior (any more) preempts nothing.
             .filter(|w| {
-                queue_of(&w.id).is_some_and(|q| {
+                queues.get(&w.id).is_some_and(|&q| {
                     policy.queues.contains(q)
                         && snapshot.queues.iter().any(|c| &c.name == q && c.prior)
                 })
@@ -1653,17 +1648,12 @@ impl Leader {
         if self.preempt_in_flight {
             return;
         }
-        let kept: BTreeSet<&str> = state
-            .reservations()
-            .iter()
-            .map(|r| r.owner.as_str())
-            .collect();
-        let eligible: BTreeSet<String> = self
+        let kept: BTreeSet<&WorkId> = state.reservations().iter().map(|r| &r.owner).collect();
+        let eligible: BTreeSet<WorkId> = self
             .room_waits
             .iter()
             .filter(|(id, since)| {
-                now.saturating_duration_since(**since) >= policy.delay
-                    && !kept.contains(id.as_str())
+                now.saturating_duration_since(**since) >= policy.delay && !kept.contains(id)
             })
             .map(|(id, _)| id.clone())
             .collect();

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use muster_core::ids::{AppId, Term, Timestamp, WorkerId, millis};
+use muster_core::ids::{AppId, Term, Timestamp, WorkId, WorkerId, millis};
 use muster_proto::auth::Tokens;
 use muster_proto::v1;
 use muster_proto::v1::app_event::Body as AppBody;
@@ -175,7 +175,7 @@ impl Session {
     }
 
     /// Why app or driver `id` waits, as of the last scheduling pass.
-    pub fn waiting(&self, id: &str) -> Option<String> {
+    pub fn waiting(&self, id: &WorkId) -> Option<String> {
         self.lock().leader.waiting(id).map(str::to_owned)
     }
 

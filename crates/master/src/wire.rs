@@ -2,7 +2,7 @@
 //! [`Event`]s and the log's [`Op`]s: the one translation from the wire, without I/O, so the
 //! services only carry messages and tests and fuzzing feed the same checks the master runs.
 
-use muster_core::ids::{AppId, DriverId, ExecutorId, WorkerId};
+use muster_core::ids::{AppId, DriverId, ExecutorId, WorkId, WorkerId};
 use muster_core::limits;
 use muster_core::model::WorkerState;
 use muster_proto::v1::app_message::Body as AppUp;
@@ -27,10 +27,9 @@ use crate::leader::{AppRequest, Event, LinkId, ProcessKey, Registration, Report,
 pub fn kill_op(request: &KillRequest) -> Result<Op, ApplyError> {
     let id = request.id.as_str();
     limits::name("id", id)?;
-    Ok(if id.starts_with("driver-") {
-        Op::KillDriver(KillDriver { id: id.into() })
-    } else {
-        Op::KillApp(KillApp { id: id.into() })
+    Ok(match WorkId::from(id) {
+        WorkId::Driver(id) => Op::KillDriver(KillDriver { id }),
+        WorkId::App(id) => Op::KillApp(KillApp { id }),
     })
 }
 

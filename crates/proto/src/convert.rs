@@ -136,7 +136,7 @@ impl From<&Worker> for v1::WorkerStatus {
 impl From<&Reservation> for v1::KeptRoom {
     fn from(kept: &Reservation) -> Self {
         Self {
-            owner: kept.owner.clone(),
+            owner: kept.owner.to_string(),
             worker: kept.worker.to_string(),
             resources: Some((&kept.resources).into()),
             until_ms: kept.until.0,

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use muster_core::ids::{AppId, DriverId, ExecutorId, QueueName, Timestamp, WorkerId};
+use muster_core::ids::{AppId, DriverId, ExecutorId, QueueName, Timestamp, WorkId, WorkerId};
 use muster_core::model::WorkerState;
 use muster_core::resources::{ResourceAmounts, Resources};
 use serde::{Deserialize, Serialize};
@@ -211,7 +211,7 @@ pub struct DriverDescription {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reservation {
     /// The prior application or driver it is for.
-    pub owner: String,
+    pub owner: WorkId,
     /// The worker.
     pub worker: WorkerId,
     /// How much.

@@ -546,7 +546,10 @@ fn describe(op: &Op) -> String {
             )
         }
         Op::AppFinished(op) => format!("AppFinished {} {:?}", op.id, op.state),
-        Op::GrantReservations(op) => format!("GrantReservations [{}]", op.owners.join(", ")),
+        Op::GrantReservations(op) => {
+            let owners: Vec<String> = op.owners.iter().map(ToString::to_string).collect();
+            format!("GrantReservations [{}]", owners.join(", "))
+        }
         Op::Preempt(op) => {
             let victims = op.victims.iter().map(|(app, e)| format!("{app}/{e}"));
             let kept = op.reservations.iter().map(|r| {

@@ -3,7 +3,7 @@
 //! surely gone, all in one command, so nobody takes the room and a new leader keeps it. Once
 //! the grace has passed, [`GrantReservations`] gives the room to its owner.
 
-use muster_core::ids::{AppId, DriverId, ExecutorId, Timestamp};
+use muster_core::ids::{AppId, ExecutorId, Timestamp, WorkId};
 use muster_core::plan::{DriverLaunch, ExecutorGrant};
 use muster_core::preempt::Preemption;
 use serde::{Deserialize, Serialize};
@@ -57,7 +57,7 @@ impl Preempt {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GrantReservations {
     /// Whose kept room to grant.
-    pub owners: Vec<String>,
+    pub owners: Vec<WorkId>,
 }
 
 impl Apply for GrantReservations {
@@ -70,23 +70,27 @@ impl Apply for GrantReservations {
         state.release_reservations(&granted);
         let mut plan = ApplyPlan::default();
         for room in granted {
-            let driver = DriverId(room.owner.clone());
-            let app = AppId::from(room.owner.as_str());
-            if state
-                .drivers
-                .get(&driver)
-                .is_some_and(|d| d.state == DriverState::Submitted)
-            {
-                plan.drivers.push(DriverLaunch {
-                    driver,
-                    worker: room.worker,
-                });
-            } else if state.apps.contains_key(&app) {
-                plan.executors.push(ExecutorGrant {
-                    app,
-                    worker: room.worker,
-                    resources: room.resources,
-                });
+            match room.owner {
+                WorkId::Driver(driver)
+                    if state
+                        .drivers
+                        .get(&driver)
+                        .is_some_and(|d| d.state == DriverState::Submitted) =>
+                {
+                    plan.drivers.push(DriverLaunch {
+                        driver,
+                        worker: room.worker,
+                    });
+                }
+                WorkId::App(app) if state.apps.contains_key(&app) => {
+                    plan.executors.push(ExecutorGrant {
+                        app,
+                        worker: room.worker,
+                        resources: room.resources,
+                    });
+                }
+                // What it was kept for ended meanwhile: the room stays free.
+                WorkId::Driver(_) | WorkId::App(_) => {}
             }
         }
         plan.apply(state, at)
@@ -120,14 +124,16 @@ impl Apply for Preempt {
             }
         }
         for reservation in &self.reservations {
-            let owner = reservation.owner.as_str();
-            let app = state.apps.get(&owner.into()).map(|a| &a.desc.queue);
-            let driver = state
-                .drivers
-                .get(&owner.into())
-                .filter(|d| d.state == DriverState::Submitted)
-                .map(|d| &d.desc.queue);
-            let Some(queue) = app.or(driver) else {
+            let owner = &reservation.owner;
+            let waiting = match owner {
+                WorkId::App(app) => state.apps.get(app).map(|a| &a.desc.queue),
+                WorkId::Driver(driver) => state
+                    .drivers
+                    .get(driver)
+                    .filter(|d| d.state == DriverState::Submitted)
+                    .map(|d| &d.desc.queue),
+            };
+            let Some(queue) = waiting else {
                 return Err(ApplyError::Conflict(format!(
                     "`{owner}` does not wait: nothing to reserve room for"
                 )));

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use muster_core::access::QueueSpec;
-use muster_core::ids::{ExecutorId, QueueName};
+use muster_core::ids::{ExecutorId, QueueName, WorkId};
 use muster_core::ids::{Term, Timestamp};
 use muster_core::model::{PassConfig, QueueConfig, WorkerSelection};
 use muster_core::resources::Resources;
@@ -283,13 +283,13 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
                 .apps
                 .iter()
                 .filter(|a| prior(&a.queue))
-                .map(|a| a.id.to_string())
+                .map(|a| WorkId::App(a.id.clone()))
                 .chain(
                     snapshot
                         .drivers
                         .iter()
                         .filter(|d| prior(&d.queue))
-                        .map(|d| d.id.to_string()),
+                        .map(|d| WorkId::Driver(d.id.clone())),
                 )
                 .collect();
             let chosen = muster_core::preempt::choose(&snapshot, &eligible, 1.0)

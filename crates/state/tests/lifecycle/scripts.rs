@@ -26,7 +26,7 @@ use std::error::Error;
 use std::fmt::Write as _;
 
 use goldenscript::{Argument, Command, Context};
-use muster_core::ids::{AppId, DriverId, ExecutorId};
+use muster_core::ids::{AppId, DriverId, ExecutorId, WorkId};
 use muster_core::model::{PassConfig, QueueConfig, WorkerSelection};
 use muster_core::plan::{DriverLaunch, ExecutorGrant};
 use muster_core::resources::{ResourceAmounts, Resources};
@@ -137,8 +137,8 @@ impl goldenscript::Runner for Runner {
                 owners: std::iter::from_fn(|| args.next_pos())
                     .map(|owner| {
                         Ok(match owner.strip_prefix('d') {
-                            Some(_) => self.driver(owner)?.0,
-                            None => self.app(owner)?.to_string(),
+                            Some(_) => WorkId::Driver(self.driver(owner)?),
+                            None => WorkId::App(self.app(owner)?),
                         })
                     })
                     .collect::<Result<_, Box<dyn Error>>>()?,
@@ -283,8 +283,8 @@ impl Runner {
                     match (key.as_str(), parts.as_slice()) {
                         ("reserve", [owner, worker, cores]) => {
                             let owner = match owner.strip_prefix('d') {
-                                Some(_) => self.driver(owner)?.0,
-                                None => self.app(owner)?.to_string(),
+                                Some(_) => WorkId::Driver(self.driver(owner)?),
+                                None => WorkId::App(self.app(owner)?),
                             };
                             reserved.push((owner, (*worker).into(), cores.parse()?));
                         }
@@ -459,10 +459,9 @@ impl Runner {
             );
         }
         for r in state.reservations() {
-            let owner = if r.owner.starts_with("driver-") {
-                short_driver(&DriverId(r.owner.clone()))
-            } else {
-                short_app(&AppId::from(r.owner.as_str()))
+            let owner = match &r.owner {
+                WorkId::Driver(driver) => short_driver(driver),
+                WorkId::App(app) => short_app(app),
             };
             let left = r.until.0.saturating_sub(self.0.clock);
             let _ = writeln!(

@@ -1,6 +1,6 @@
 //! Snapshot encoding round trips and refuses what it cannot read.
 
-use muster_core::ids::Timestamp;
+use muster_core::ids::{Timestamp, WorkId};
 use muster_core::model::QueueConfig;
 use muster_core::resources::Resources;
 use muster_state::commands::{
@@ -34,7 +34,7 @@ fn busy_cluster() -> Cluster {
     c.ok(Op::Preempt(Preempt {
         victims: vec![(etl, youngest)],
         reservations: vec![Reservation {
-            owner: urgent.to_string(),
+            owner: WorkId::App(urgent.clone()),
             worker,
             resources: Resources::new(2, 1024),
             until: Timestamp(0),
