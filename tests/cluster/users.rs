@@ -102,12 +102,12 @@ fn users_submit_where_queues_let_them_kill_their_own_and_lose_everything_when_re
             {"name": "default", "max_per_user": 1}]"#,
     );
     assert!(submit(&all, &alice, "prod").status.success());
-    // One active driver of hers in `default`, no more.
+    // One waiting driver of hers in `default`, no more.
     assert!(submit(&all, &alice, "default").status.success());
     let capped = submit(&all, &alice, "default");
     assert_eq!(capped.status.code(), Some(3), "{capped:?}");
     assert!(
-        stderr(&capped).contains("has 1 active applications and drivers in queue `default`"),
+        stderr(&capped).contains("has 1 applications and waiting drivers in queue `default`"),
         "{capped:?}"
     );
     let not_admin = as_user(&all, &alice, &["users", "revoke", "bob"]);
@@ -170,7 +170,7 @@ fn a_users_driver_calls_the_masters_as_that_user_not_with_its_workers_rights() {
     let _worker = start_worker(&masters, "w1", 2);
     let dir = tempfile::tempdir().unwrap();
     let alice = add_user(&masters, dir.path(), "alice");
-    add_user(&masters, dir.path(), "bob");
+    let bob = add_user(&masters, dir.path(), "bob");
     // Her driver tries what only an admin may, and what she may.
     let attempt = r#""$MUSTER_BIN" users revoke bob; test $? = 3 && "$MUSTER_BIN" status"#;
     let submitted = as_user(&all, &alice, &["submit", "--", "/bin/sh", "-c", attempt]);
@@ -180,7 +180,79 @@ fn a_users_driver_calls_the_masters_as_that_user_not_with_its_workers_rights() {
     });
     let logs = Masters::client(&all, &["logs", &id]);
     assert_eq!(driver_state(&status, &id), "FINISHED", "{logs:?}");
-    let bob = &status["users"].as_array().unwrap()[1];
-    assert_eq!(bob["name"], "bob");
-    assert_eq!(bob["revoked"], false, "her driver had no admin rights");
+    let listed = &status["users"].as_array().unwrap()[1];
+    assert_eq!(listed["name"], "bob");
+    assert_eq!(listed["revoked"], false, "her driver had no admin rights");
+    // What it wrote is hers to read, not bob's.
+    let hers = as_user(&all, &alice, &["logs", &id, "--stderr"]);
+    assert!(hers.status.success(), "{hers:?}");
+    assert!(
+        String::from_utf8_lossy(&hers.stdout).contains("not an admin"),
+        "{hers:?}"
+    );
+    let not_his = as_user(&all, &bob, &["logs", &id]);
+    assert_eq!(not_his.status.code(), Some(3), "{not_his:?}");
+    assert!(stderr(&not_his).contains("may not read"), "{not_his:?}");
+}
+
+#[test]
+fn a_request_id_replayed_by_another_user_or_for_another_write_gives_nothing_away() {
+    use muster_proto::auth::{Credential, SecretFile};
+    use muster_proto::v1::AddUserRequest;
+    use muster_proto::v1::cluster_client::ClusterClient;
+
+    let masters = Masters::start();
+    let leader = masters.leader(0);
+    let dir = tempfile::tempdir().unwrap();
+    let bob = add_user(&masters, dir.path(), "bob");
+    let Ok(SecretFile::User(bobs)) = SecretFile::read(&bob) else {
+        panic!("bob's credential file");
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let addr = masters.addrs[leader as usize - 1].clone();
+    runtime.block_on(async {
+        let channel = crate::support::dialer()
+            .endpoint(&addr)
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        // The admin adds carol under request id `r1`; bob replays `r1`.
+        let mut admin = ClusterClient::with_interceptor(
+            channel.clone(),
+            crate::support::credential(muster_proto::auth::Role::Client),
+        );
+        let add = |name: &str| AddUserRequest {
+            request_id: "r1".into(),
+            name: name.into(),
+            admin: true,
+        };
+        let carol = admin.add_user(add("carol")).await.unwrap().into_inner();
+        let mut as_bob = ClusterClient::with_interceptor(channel.clone(), bobs.clone());
+        let replayed = as_bob.add_user(add("carol")).await.unwrap_err();
+        assert_eq!(
+            replayed.code(),
+            tonic::Code::PermissionDenied,
+            "{replayed:?}"
+        );
+        // His own earlier write's id, for a user he may not add: no credential either.
+        let mut submit = crate::support::driver_request();
+        submit.request_id = "r2".into();
+        as_bob.submit_driver(submit).await.unwrap();
+        let mut request = add("root");
+        request.request_id = "r2".into();
+        let reused = as_bob.add_user(request).await.unwrap_err();
+        assert!(reused.message().contains("another write"), "{reused:?}");
+        // The admin's retry answers the same credential, which works.
+        let again = admin.add_user(add("carol")).await.unwrap().into_inner();
+        assert_eq!(again.credential, carol.credential);
+        let mut as_carol = ClusterClient::with_interceptor(
+            channel,
+            Credential::from_text(&carol.credential).unwrap(),
+        );
+        let status = muster_proto::v1::StatusRequest { local: false };
+        assert!(as_carol.status(status).await.is_ok());
+    });
+    let users = masters.status(&masters.list_from(1))["users"].clone();
+    assert_eq!(users.as_array().unwrap().len(), 2, "no root: {users}");
 }

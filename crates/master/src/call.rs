@@ -1,7 +1,7 @@
 //! What every client-facing call shares: a client write as a log command, and why a call
 //! failed, modelled by what the caller must do and turned into a gRPC status in one place.
 
-use muster_core::ids::RequestId;
+use muster_core::ids::{RequestId, WorkId};
 use muster_proto::auth::NamedUser;
 use muster_proto::discovery::LEADER_HEADER;
 use muster_raft::{Applied, NodeId, RaftNode, WriteError};
@@ -82,9 +82,13 @@ impl From<CallError> for Status {
 }
 
 /// A client's write as a log command, stamped now; an empty request id means none. A named
-/// user's write travels in [`By`], for the state machine to check that they may make it.
+/// user's write travels in [`By`], for the state machine to check that they may make it, and
+/// their request ids are theirs (`NAME:ID`): nobody replays another's to get its answer.
 pub(crate) fn client_command(request_id: &str, user: Option<&NamedUser>, op: Op) -> Command {
-    let request_id = (!request_id.is_empty()).then(|| RequestId(request_id.to_owned()));
+    let request_id = (!request_id.is_empty()).then(|| match user {
+        Some(user) => RequestId(format!("{}:{request_id}", user.name)),
+        None => RequestId(request_id.to_owned()),
+    });
     let op = match user {
         Some(user) => {
             tracing::info!(user = %user.name, "a named user's write");
@@ -131,6 +135,57 @@ pub(crate) fn admit(
             "the credential of user `{}` was revoked",
             user.name
         )),
+    }
+}
+
+/// Whether `user` may read what process `id` (`DRIVER_ID` or `APP_ID/EXECUTOR_ID`) wrote:
+/// their own, or another's in a queue they administer; admins and the cluster's own
+/// credential anything. A process the state does not know is for the read to report.
+///
+/// # Errors
+///
+/// [`ApplyError::Denied`] naming what is missing.
+pub(crate) fn may_read(
+    state: &ClusterState,
+    user: Option<&NamedUser>,
+    id: &str,
+) -> Result<(), CallError> {
+    let Some(user) = user else {
+        return Ok(());
+    };
+    if state.users().get(&user.name).is_some_and(|u| u.admin) {
+        return Ok(());
+    }
+    let (owner, queue) = match WorkId::from(id.split('/').next().unwrap_or(id)) {
+        WorkId::Driver(driver) => {
+            let Some(found) = state
+                .drivers()
+                .get(&driver)
+                .or_else(|| state.completed_drivers().iter().find(|d| d.id == driver))
+            else {
+                return Ok(());
+            };
+            let owner = state.driver_owner(&driver).map(|o| o.user.as_str());
+            (owner, &found.desc.queue)
+        }
+        WorkId::App(app) => {
+            let Some(found) = state
+                .apps()
+                .get(&app)
+                .or_else(|| state.completed_apps().iter().find(|a| a.id == app))
+            else {
+                return Ok(());
+            };
+            (state.app_user(&app), &found.desc.queue)
+        }
+    };
+    if owner == Some(user.name.as_str()) || state.access(queue).may_administer(&user.name) {
+        Ok(())
+    } else {
+        Err(CallError::Refused(ApplyError::Denied(format!(
+            "user `{}` may not read what `{id}` wrote: it is not theirs, and that needs administer on queue `{queue}`",
+            user.name
+        ))))
     }
 }
 

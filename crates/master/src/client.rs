@@ -22,13 +22,13 @@ use muster_proto::v1::{
     StatusRequest, SubmitDriverReply, SubmitDriverRequest, WorkerStatus,
 };
 use muster_raft::{MAX_MESSAGE_BYTES, NodeId, RaftNode, WriteError};
-use muster_state::commands::{AddUser, ReplaceQueues, RevokeUser};
+use muster_state::commands::{AddUser, RevokeUser, set_queues_op};
 use muster_state::model::{App, DriverState};
 use muster_state::{ApplyError, ClusterState, Command, Op, Outcome, Response};
 use tonic::transport::Channel;
 use tonic::{Request, Status};
 
-use crate::call::{CallError, admit, client_command, committed};
+use crate::call::{CallError, admit, client_command, committed, may_read};
 use crate::leader::{Event, ProcessKey};
 use crate::session::Sessions;
 use crate::wire::{LogRead, drain_op, kill_op, log_read};
@@ -243,7 +243,10 @@ impl ClusterService {
                     } else {
                         String::new()
                     },
-                    user: state.driver_user(&d.id).unwrap_or_default().to_owned(),
+                    user: state
+                        .driver_owner(&d.id)
+                        .map(|o| o.user.clone())
+                        .unwrap_or_default(),
                 })
                 .collect(),
             queues: state.queue_specs().iter().map(v1::Queue::from).collect(),
@@ -455,6 +458,7 @@ impl Cluster for ClusterService {
                     let state = this.node.local_state();
                     let state = state.read().expect("state lock");
                     admit(&state, user, false)?;
+                    may_read(&state, user, &body.id)?;
                     log_read(&state, &body)?
                 };
                 // A driver never placed has written nothing (and will, while it waits).
@@ -501,8 +505,7 @@ impl Cluster for ClusterService {
         self.answer(
             request,
             async |this, user, body| {
-                let queues = body.queues.iter().map(QueueSpec::from).collect();
-                let op = Op::ReplaceQueues(ReplaceQueues { queues });
+                let op = set_queues_op(body.queues.iter().map(QueueSpec::from).collect());
                 this.write(client_command(&body.request_id, user, op))
                     .await?;
                 Ok(SetQueuesReply {})
@@ -530,16 +533,17 @@ impl Cluster for ClusterService {
                     name: body.name.clone(),
                     admin: body.admin,
                 });
-                this.write(client_command(&body.request_id, user, op))
+                let response = this
+                    .write(client_command(&body.request_id, user, op))
                     .await?;
-                // The generation the log gave them; a retry answers the same credential.
-                let generation = this
-                    .node
-                    .read(|state| state.users().get(&body.name).map(|u| u.generation))
-                    .await?
-                    .ok_or_else(|| CallError::Internal("an added user is missing".to_owned()))?;
-                tracing::info!(user = %body.name, admin = body.admin, "user added");
-                let credential = this.tokens.user_credential(&body.name, generation);
+                // The credential the log issued, never one the request names: a retry
+                // answers the same one, and a request id of another write answers none.
+                let Outcome::UserAdded { name, generation } = response.outcome else {
+                    let message = "this request id belongs to another write".to_owned();
+                    return Err(ApplyError::Conflict(message).into());
+                };
+                tracing::info!(user = %name, admin = body.admin, "user added");
+                let credential = this.tokens.user_credential(&name, generation);
                 Ok(AddUserReply {
                     credential: credential.ok_or_else(no_secret)?,
                 })

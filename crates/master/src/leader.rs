@@ -69,8 +69,8 @@ use muster_core::model::{PassConfig, Snapshot, WorkerState};
 use muster_core::plan::{Plan, WaitReason};
 use muster_state::commands::{
     AppFinished, ApplyPlan, DecommissionWorker, DriverStateChanged, ExecutorStateChanged,
-    GrantReservations, KillExecutors, Preempt, RegisterWorker, ReplaceQueues, SetExecutorLimit,
-    WorkerLost,
+    GrantReservations, KillExecutors, Preempt, RegisterWorker, SetExecutorLimit, WorkerLost,
+    set_queues_op,
 };
 use muster_state::model::{AppState, DriverState, Executor, ExecutorState};
 use muster_state::{ApplyError, ClusterState, Effects, Op, Outcome, Response};
@@ -776,12 +776,9 @@ impl Leader {
             }
         }
         if let Some(queues) = self.config.queues.clone() {
-            let request_id = configured_queues_request(&queues);
-            self.propose_with(
-                Op::ReplaceQueues(ReplaceQueues { queues }),
-                Some(request_id),
-                Purpose::Completing,
-            );
+            let op = set_queues_op(queues);
+            let request_id = configured_queues_request(&op);
+            self.propose_with(op, Some(request_id), Purpose::Completing);
             self.completing += 1;
         }
         if self.completing == 0 {
@@ -1737,8 +1734,13 @@ fn kill(process: &ProcessKey) -> ToWorker {
     }
 }
 
-/// A request id derived from the configured queues' content, so that the same configuration
-/// is applied once however many leaders carry it.
-fn configured_queues_request(queues: &[QueueSpec]) -> RequestId {
-    RequestId::of_content("configured-queues", format!("{queues:?}").as_bytes())
+/// A request id derived from the configured queues' content (`op` sets them), so that the
+/// same configuration is applied once however many leaders carry it. Queues without access
+/// lists give the id builds before them derived.
+fn configured_queues_request(op: &Op) -> RequestId {
+    let content = match op {
+        Op::SetQueues(set) => format!("{:?}", set.queues),
+        other => format!("{other:?}"),
+    };
+    RequestId::of_content("configured-queues", content.as_bytes())
 }

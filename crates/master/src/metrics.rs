@@ -451,20 +451,20 @@ impl Metrics {
             user: user.to_owned(),
         };
         for app in state.apps().values() {
-            if !state.users().contains_key(&app.desc.user) {
+            let Some(user) = state.app_user(&app.id) else {
                 continue;
-            }
-            let at = labels(&app.desc.queue, &app.desc.user);
+            };
+            let at = labels(&app.desc.queue, user);
             self.user_active.get_or_create(&at).inc();
             self.user_cores_used
                 .get_or_create(&at)
                 .inc_by(gauge(app.cores_granted));
         }
         for driver in state.drivers().values() {
-            let Some(user) = state.driver_user(&driver.id) else {
+            let Some(owner) = state.driver_owner(&driver.id) else {
                 continue;
             };
-            let at = labels(&driver.desc.queue, user);
+            let at = labels(&driver.desc.queue, &owner.user);
             self.user_active.get_or_create(&at).inc();
             let cores = self.user_cores_used.get_or_create(&at);
             if driver.state == DriverState::Running {

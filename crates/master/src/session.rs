@@ -570,10 +570,10 @@ impl Session {
             ToWorker::LaunchDriver(id) => {
                 let desc = &state.drivers().get(&id)?.desc;
                 // A named user's driver acts as that user, never with the worker's rights.
+                // The credential it was submitted with: revoked, it is refused like any other.
                 let credential = state
-                    .driver_user(&id)
-                    .and_then(|name| Some((name, state.users().get(name)?)))
-                    .and_then(|(name, user)| self.tokens.user_credential(name, user.generation))
+                    .driver_owner(&id)
+                    .and_then(|owner| self.tokens.user_credential(&owner.user, owner.generation))
                     .unwrap_or_default();
                 Body::LaunchDriver(LaunchDriver {
                     credential,

@@ -255,8 +255,8 @@ pub struct Driver {
 }
 
 /// A named user (`muster users add`): their credential is derived from the cluster secret,
-/// their name and `generation`, so it needs no stored secret and a revocation, which moves
-/// `generation` on, voids every credential issued before.
+/// their name and `generation`, so it needs no stored secret. A revocation voids it; adding
+/// them again moves `generation` on, so that no credential issued before is valid again.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct User {
     /// May do anything the cluster's own client credential may.
@@ -265,4 +265,15 @@ pub struct User {
     pub generation: u64,
     /// Revoked: no credential of theirs is valid until they are added again.
     pub revoked: bool,
+}
+
+/// The named user who submitted a driver, with the generation of the credential they used:
+/// the driver calls the masters with that credential, which stops working when it is
+/// revoked.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Owner {
+    /// Their name.
+    pub user: String,
+    /// The generation of their credential then.
+    pub generation: u64,
 }

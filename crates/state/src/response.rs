@@ -60,6 +60,13 @@ pub enum Outcome {
     },
     /// A batch's commands' results, in order.
     Batch(Vec<Result<Response, ApplyError>>),
+    /// A user was added: the generation of their credential.
+    UserAdded {
+        /// Their name.
+        name: String,
+        /// The generation their credential is derived with.
+        generation: u64,
+    },
 }
 
 /// A part of a plan that the re-check refused.

@@ -10,8 +10,8 @@ use muster_core::resources::Resources;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    App, AppState, Drain, Driver, DriverDescription, DriverState, ExecutorState, Reservation, User,
-    Worker,
+    App, AppState, Drain, Driver, DriverDescription, DriverState, ExecutorState, Owner,
+    Reservation, User, Worker,
 };
 use crate::response::{ApplyError, Effects, Rejection, Response};
 
@@ -90,8 +90,11 @@ pub struct ClusterState {
     /// The access lists of the queues that have them; the others have the defaults.
     pub(crate) access: BTreeMap<QueueName, QueueAccess>,
     /// The named user who submitted each active or retained driver (the cluster's own
-    /// credential is nobody's); a relaunched driver keeps its user.
-    pub(crate) driver_users: BTreeMap<DriverId, String>,
+    /// credential is nobody's); a relaunched driver keeps its owner.
+    pub(crate) driver_users: BTreeMap<DriverId, Owner>,
+    /// The named user who registered each active or retained application. An application's
+    /// `desc.user` is the name its client gave; only this says a named user owns it.
+    pub(crate) app_users: BTreeMap<AppId, String>,
 }
 
 /// The results of recent client requests, oldest first.
@@ -203,8 +206,31 @@ impl ClusterState {
     }
 
     /// The named user who submitted driver `id`, if one did.
-    pub fn driver_user(&self, id: &DriverId) -> Option<&str> {
-        self.driver_users.get(id).map(String::as_str)
+    pub fn driver_owner(&self, id: &DriverId) -> Option<&Owner> {
+        self.driver_users.get(id)
+    }
+
+    /// The named user who registered application `id`, if one did.
+    pub fn app_user(&self, id: &AppId) -> Option<&str> {
+        self.app_users.get(id).map(String::as_str)
+    }
+
+    /// How many of `user`'s applications, and drivers still waiting for a worker, are in
+    /// `queue`: what its cap per user counts (a running driver counts through the
+    /// application it registers).
+    pub fn active_of(&self, user: &str, queue: &QueueName) -> usize {
+        let apps = self
+            .apps
+            .values()
+            .filter(|a| &a.desc.queue == queue && self.app_user(&a.id) == Some(user))
+            .count();
+        let drivers = self
+            .drivers
+            .values()
+            .filter(|d| d.state == DriverState::Submitted && &d.desc.queue == queue)
+            .filter(|d| self.driver_owner(&d.id).is_some_and(|o| o.user == user))
+            .count();
+        apps + drivers
     }
 
     pub(crate) fn worker_mut(&mut self, id: &WorkerId) -> Result<&mut Worker, ApplyError> {
@@ -242,7 +268,6 @@ impl ClusterState {
         DriverId(id)
     }
 
-    /// Adds a SUBMITTED driver under a new id.
     /// Submits `desc` again under a new id for driver `old`, which ended RELAUNCHING; the
     /// new driver keeps `old`'s user.
     pub(crate) fn relaunch_driver(
@@ -328,7 +353,10 @@ impl ClusterState {
         let mut app = self.apps.remove(id).expect("removing an active app");
         app.state = state;
         app.ended_at = Some(at);
-        retain_last(&mut self.completed_apps, app, self.config.retained_apps);
+        let forgotten = retain_last(&mut self.completed_apps, app, self.config.retained_apps);
+        for app in forgotten {
+            self.app_users.remove(&app.id);
+        }
         effects.removed_apps.push((id.clone(), state));
     }
 
@@ -429,10 +457,8 @@ fn release(worker: &mut Worker, resources: &Resources) {
         .expect("released resources were taken");
 }
 
-/// Appends `item`, first dropping the oldest tenth when `keep` are already there (Spark's
-/// `trimCompletedApps` rule).
-/// Appends `item`, first forgetting the oldest tenth when `keep` are already there; returns
-/// what was forgotten.
+/// Appends `item`, first forgetting the oldest tenth when `keep` are already there (Spark's
+/// `trimCompletedApps` rule); returns what was forgotten.
 fn retain_last<T>(items: &mut VecDeque<T>, item: T, keep: usize) -> Vec<T> {
     let mut forgotten = Vec::new();
     if items.len() >= keep {

@@ -19,7 +19,7 @@ pub use apps::{
 pub use drivers::{DriverStateChanged, KillDriver, SubmitDriver};
 pub use plan::ApplyPlan;
 pub use preempt::{GrantReservations, Preempt};
-pub use queues::{ReplaceQueues, SetQueues};
+pub use queues::{ReplaceQueues, SetQueues, set_queues_op};
 pub use restore::Restore;
 pub use users::{AddUser, By, RevokeUser};
 pub use workers::{DecommissionWorker, DrainWorker, RegisterWorker, WorkerLost};
@@ -77,7 +77,7 @@ pub enum Op {
     DriverStateChanged(DriverStateChanged),
     /// An application ended (its driver unregistered or vanished).
     AppFinished(AppFinished),
-    /// The queue configuration changes, as builds before queue access lists wrote it.
+    /// The queue configuration changes, every queue with the default access.
     SetQueues(SetQueues),
     /// Executors of ordinary queues stop for prior work, whose room is kept for it.
     Preempt(Preempt),

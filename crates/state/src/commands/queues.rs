@@ -11,6 +11,18 @@ use super::Apply;
 use crate::ClusterState;
 use crate::response::{ApplyError, Response};
 
+/// The op that sets `queues`: [`SetQueues`] when none has access lists, which replicas of
+/// builds before them read too, else [`ReplaceQueues`].
+pub fn set_queues_op(queues: Vec<QueueSpec>) -> super::Op {
+    let (configs, access): (Vec<QueueConfig>, Vec<QueueAccess>) =
+        queues.iter().map(QueueSpec::split).unzip();
+    if access.iter().all(|a| *a == QueueAccess::default()) {
+        super::Op::SetQueues(SetQueues { queues: configs })
+    } else {
+        super::Op::ReplaceQueues(ReplaceQueues { queues })
+    }
+}
+
 /// Replaces the queue configuration and the queues' access lists.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReplaceQueues {
@@ -53,8 +65,8 @@ impl Apply for ReplaceQueues {
     }
 }
 
-/// Replaces the queue configuration, as builds before access lists wrote it: every queue
-/// gets the default access.
+/// Replaces the queue configuration with queues of the default access: the form builds
+/// before access lists write and read.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SetQueues {
     /// The new queues; `default` exists even when not listed.

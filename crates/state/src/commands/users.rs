@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Apply, Op};
 use crate::ClusterState;
-use crate::model::User;
+use crate::model::{Owner, User};
 use crate::response::{ApplyError, Outcome, Response};
 
 /// A user is added, or one revoked is added again (with a new credential).
@@ -41,7 +41,13 @@ impl Apply for AddUser {
         user.admin = self.admin;
         user.generation += 1;
         user.revoked = false;
-        Ok(Response::default())
+        Ok(Response {
+            outcome: Outcome::UserAdded {
+                name: self.name.clone(),
+                generation: user.generation,
+            },
+            effects: crate::response::Effects::default(),
+        })
     }
 }
 
@@ -101,12 +107,20 @@ impl Apply for By {
             Op::SubmitApp(submit) => {
                 let mut submit = submit.clone();
                 submit.desc.user.clone_from(&self.user);
-                submit.apply(state, at)
+                let response = submit.apply(state, at)?;
+                if let Outcome::AppSubmitted { id } = &response.outcome {
+                    state.app_users.insert(id.clone(), self.user.clone());
+                }
+                Ok(response)
             }
             Op::SubmitDriver(submit) => {
                 let response = submit.apply(state, at)?;
                 if let Outcome::DriverSubmitted { id } = &response.outcome {
-                    state.driver_users.insert(id.clone(), self.user.clone());
+                    let owner = Owner {
+                        user: self.user.clone(),
+                        generation: self.generation,
+                    };
+                    state.driver_users.insert(id.clone(), owner);
                 }
                 Ok(response)
             }
@@ -115,8 +129,8 @@ impl Apply for By {
     }
 }
 
-/// Whether a submission leaves `user` within their queue's cap on each user's active
-/// applications and drivers.
+/// Whether a submission leaves `user` within their queue's cap per user
+/// ([`ClusterState::active_of`]).
 fn within_limit(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyError> {
     let queue = match op {
         Op::SubmitApp(submit) => &submit.desc.queue,
@@ -126,22 +140,12 @@ fn within_limit(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyEr
     let Some(max) = state.access(queue).max_per_user else {
         return Ok(());
     };
-    let apps = state
-        .apps
-        .values()
-        .filter(|app| &app.desc.queue == queue && app.desc.user == user)
-        .count();
-    let drivers = state
-        .drivers
-        .values()
-        .filter(|driver| &driver.desc.queue == queue && state.driver_user(&driver.id) == Some(user))
-        .count();
-    if apps + drivers < max as usize {
+    let active = state.active_of(user, queue);
+    if active < max as usize {
         Ok(())
     } else {
         Err(ApplyError::Conflict(format!(
-            "user `{user}` has {} active applications and drivers in queue `{queue}`, its limit per user",
-            apps + drivers
+            "user `{user}` has {active} applications and waiting drivers in queue `{queue}`, its limit per user"
         )))
     }
 }
@@ -175,7 +179,7 @@ fn authorize(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyError
         Op::KillApp(kill_app) => match state.apps.get(&kill_app.id) {
             Some(app) => kill(
                 &format!("`{}`", app.id),
-                Some(&app.desc.user),
+                state.app_user(&app.id),
                 &app.desc.queue,
             ),
             None => Ok(()),
@@ -183,7 +187,7 @@ fn authorize(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyError
         Op::KillDriver(kill_driver) => match state.drivers.get(&kill_driver.id) {
             Some(driver) => kill(
                 &format!("`{}`", driver.id),
-                state.driver_user(&driver.id),
+                state.driver_owner(&driver.id).map(|o| o.user.as_str()),
                 &driver.desc.queue,
             ),
             None => Ok(()),

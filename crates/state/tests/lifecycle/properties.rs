@@ -444,13 +444,15 @@ fn check_access(before: &ClusterState, after: &ClusterState, by: &By, accepted: 
             .find(|id| !before.apps().contains_key(*id));
         if let Some(app) = new_app {
             assert_eq!(after.apps()[app].desc.user, by.user);
+            assert_eq!(after.app_user(app), Some(by.user.as_str()));
         }
         let new_driver = after
             .drivers()
             .keys()
             .find(|id| !before.drivers().contains_key(*id));
         if let Some(driver) = new_driver.filter(|_| matches!(*by.op, Op::SubmitDriver(_))) {
-            assert_eq!(after.driver_user(driver), Some(by.user.as_str()));
+            let owner = after.driver_owner(driver).expect("an owner");
+            assert_eq!((&owner.user, owner.generation), (&by.user, by.generation));
         }
     }
 }

@@ -317,6 +317,9 @@ impl Runner {
         let mut out = String::new();
         match &response.outcome {
             Outcome::Done => {}
+            Outcome::UserAdded { name, generation } => {
+                let _ = writeln!(out, "user {name} at generation {generation}");
+            }
             Outcome::WorkerRegistered { duplicate } => {
                 let _ = writeln!(
                     out,

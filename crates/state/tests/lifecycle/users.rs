@@ -105,7 +105,10 @@ fn others_work_is_killed_only_by_admins_and_those_who_administer_its_queue() {
     else {
         panic!("a driver id");
     };
-    assert_eq!(c.state.driver_user(&driver), Some("bob"));
+    assert_eq!(
+        c.state.driver_owner(&driver).map(|o| o.user.as_str()),
+        Some("bob")
+    );
     let kill_app = || Op::KillApp(KillApp { id: app.clone() });
     let refused = denied(c.apply(by("alice", 1, kill_app())));
     assert!(
@@ -190,13 +193,18 @@ fn a_queue_caps_each_users_active_work_and_frees_room_as_it_ends() {
     assert!(
         error
             .to_string()
-            .contains("user `alice` has 2 active applications and drivers in queue `default`"),
+            .contains("user `alice` has 2 applications and waiting drivers in queue `default`"),
         "{error}"
     );
     // Another user's room is their own, and the cluster's credential has no cap.
     c.ok(by("bob", 1, submit_app("default")));
     c.ok(submit_app("default"));
     c.ok(Op::KillApp(KillApp { id: first }));
+    c.ok(by("alice", 1, submit_app("default")));
+    // A driver placed on a worker counts through the application it registers.
+    c.worker("w1", 8, 8192);
+    c.schedule();
+    assert_eq!(c.state.active_of("alice", &"default".into()), 1);
     c.ok(by("alice", 1, submit_app("default")));
     let zero = QueueSpec {
         max_per_user: Some(0),
