@@ -30,7 +30,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tonic::transport::Channel;
 
-use crate::codec::{decode, encode};
+use crate::codec::{decode, encode, encoded_len};
 use crate::types::{Node, NodeId, TypeConfig};
 
 /// Largest message a replica sends or accepts: a batch of plan entries can be large.
@@ -281,23 +281,25 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         mut rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>, openraft::error::Infallible> {
-        let mut request = encode(&rpc);
+        // Entries are sized one by one only up to the budget, and the message is encoded
+        // once: encoding a whole batch of large entries first took longer than an election
+        // timeout (in debug builds), so the follower never heard from its leader in time.
+        let mut used = 0;
+        let fitting = rpc
+            .entries
+            .iter()
+            .take_while(|entry| {
+                used += encoded_len(entry);
+                used <= APPEND_BUDGET
+            })
+            .count()
+            .max(1);
         let mut partial = None;
-        if request.len() > APPEND_BUDGET && rpc.entries.len() > 1 {
-            let mut used = 0;
-            let fitting = rpc
-                .entries
-                .iter()
-                .take_while(|entry| {
-                    used += encode(entry).len();
-                    used <= APPEND_BUDGET
-                })
-                .count()
-                .max(1);
+        if fitting < rpc.entries.len() {
             rpc.entries.truncate(fitting);
             partial = rpc.entries.last().map(|entry| entry.log_id);
-            request = encode(&rpc);
         }
+        let request = encode(&rpc);
         let response = self
             .call(request, &option, |mut c, r| async move {
                 c.append_entries(r).await
