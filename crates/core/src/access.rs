@@ -45,7 +45,7 @@ pub fn user_name(field: &str, name: &str) -> Result<(), InputError> {
 }
 
 /// Who may submit to a queue, who may administer it, and how much each user may have in it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueAccess {
     /// Who may submit; `None`: everyone to an ordinary queue, only admins to a prior one.
     pub submit: Option<Vec<String>>,
@@ -56,7 +56,20 @@ pub struct QueueAccess {
     pub max_per_user: Option<u32>,
 }
 
+impl Default for QueueAccess {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
 impl QueueAccess {
+    /// The access of a queue that lists nothing.
+    pub const DEFAULT: Self = Self {
+        submit: None,
+        administer: Vec::new(),
+        max_per_user: None,
+    };
+
     /// Whether `user` may submit to the queue, `prior` or not.
     pub fn may_submit(&self, prior: bool, user: &str) -> bool {
         match &self.submit {
@@ -117,10 +130,10 @@ pub struct QueueSpec {
     #[serde(default)]
     pub prior: bool,
     /// See [`QueueConfig::threshold`].
-    #[serde(default = "one")]
+    #[serde(default = "crate::model::one")]
     pub threshold: f64,
     /// See [`QueueConfig::max_capacity`].
-    #[serde(default = "one")]
+    #[serde(default = "crate::model::one")]
     pub max_capacity: f64,
     /// See [`QueueAccess::submit`].
     #[serde(default)]
@@ -131,10 +144,6 @@ pub struct QueueSpec {
     /// See [`QueueAccess::max_per_user`].
     #[serde(default)]
     pub max_per_user: Option<u32>,
-}
-
-fn one() -> f64 {
-    1.0
 }
 
 impl QueueSpec {

@@ -109,7 +109,8 @@ pub struct QueueConfig {
     pub max_capacity: f64,
 }
 
-fn one() -> f64 {
+/// The default threshold and maximum capacity of a queue: all of it.
+pub(crate) fn one() -> f64 {
     1.0
 }
 

@@ -196,13 +196,14 @@ impl ClusterState {
     pub fn queue_specs(&self) -> Vec<QueueSpec> {
         self.queues
             .iter()
-            .map(|config| QueueSpec::from((config.clone(), self.access(&config.name))))
+            .map(|config| QueueSpec::from((config.clone(), self.access(&config.name).clone())))
             .collect()
     }
 
     /// Who may use queue `name`.
-    pub fn access(&self, name: &QueueName) -> QueueAccess {
-        self.access.get(name).cloned().unwrap_or_default()
+    pub fn access(&self, name: &QueueName) -> &QueueAccess {
+        static UNLISTED: QueueAccess = QueueAccess::DEFAULT;
+        self.access.get(name).unwrap_or(&UNLISTED)
     }
 
     /// The named user who submitted driver `id`, if one did.
