@@ -158,22 +158,14 @@ pub(crate) fn may_read(
     }
     let (owner, queue) = match WorkId::from(id.split('/').next().unwrap_or(id)) {
         WorkId::Driver(driver) => {
-            let Some(found) = state
-                .drivers()
-                .get(&driver)
-                .or_else(|| state.completed_drivers().iter().find(|d| d.id == driver))
-            else {
+            let Some(found) = state.known_driver(&driver) else {
                 return Ok(());
             };
             let owner = state.driver_owner(&driver).map(|o| o.user.as_str());
             (owner, &found.desc.queue)
         }
         WorkId::App(app) => {
-            let Some(found) = state
-                .apps()
-                .get(&app)
-                .or_else(|| state.completed_apps().iter().find(|a| a.id == app))
-            else {
+            let Some(found) = state.known_app(&app) else {
                 return Ok(());
             };
             (state.app_user(&app), &found.desc.queue)

@@ -104,7 +104,7 @@ pub fn log_read(state: &ClusterState, request: &ReadLogRequest) -> Result<LogRea
         let id = DriverId::from(request.id.as_str());
         read.driver_id = request.id.clone();
         let active = state.drivers().get(&id);
-        let known = active.or_else(|| state.completed_drivers().iter().find(|d| d.id == id));
+        let known = state.known_driver(&id);
         match (known, named) {
             (_, Some(named)) => (Some(named), active.is_some()),
             (Some(driver), None) => (driver.worker.clone(), active.is_some()),

@@ -187,6 +187,20 @@ impl ClusterState {
         &self.completed_drivers
     }
 
+    /// Driver `id`, active or among the ended ones kept.
+    pub fn known_driver(&self, id: &DriverId) -> Option<&Driver> {
+        self.drivers
+            .get(id)
+            .or_else(|| self.completed_drivers.iter().find(|d| &d.id == id))
+    }
+
+    /// Application `id`, active or among the ended ones kept.
+    pub fn known_app(&self, id: &AppId) -> Option<&App> {
+        self.apps
+            .get(id)
+            .or_else(|| self.completed_apps.iter().find(|a| &a.id == id))
+    }
+
     /// Named users, by name.
     pub fn users(&self) -> &BTreeMap<String, User> {
         &self.users
