@@ -22,8 +22,8 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 
 use cmd::{
-    app, bench, dev, executor, experiment, job, kill, logs, master, members, plan, queues, secrets,
-    snapshot, status, submit, users, worker, workers,
+    app, bench, dev, executor, experiment, job, kill, logs, master, members, plan, queues,
+    rest_token, secrets, snapshot, status, submit, users, worker, workers,
 };
 
 #[derive(Parser)]
@@ -87,6 +87,8 @@ enum Command {
     Bench(bench::BenchCommand),
     /// Write a new cluster's secret and TLS files.
     Secrets(secrets::SecretsArgs),
+    /// Print the token of the Spark REST gateway for --secret-file's credential.
+    RestToken(rest_token::RestTokenArgs),
     /// Save the cluster's state for disaster recovery (`muster master --restore`).
     #[command(subcommand)]
     Snapshot(snapshot::SnapshotCommand),
@@ -140,6 +142,7 @@ fn main() -> ExitCode {
         Command::Bench(command) => bench::run(command),
         Command::Snapshot(command) => snapshot::run(command),
         Command::Secrets(args) => secrets::run(args),
+        Command::RestToken(args) => rest_token::run(args),
         Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "muster", &mut script);

@@ -24,6 +24,8 @@
 //! * `call`: client writes as commands, and every call failure as one gRPC status.
 //! * [`config`]: the settings file and queue files.
 //! * `report`, `ui` and `http`: the status as JSON, its pages, and the HTTP endpoint.
+//! * `submission` and `spark_rest`: Spark's REST submission protocol, and the gateway that
+//!   serves it.
 //! * [`metrics`]: the Prometheus metrics `http` serves at `/metrics`; `rpc` counts every
 //!   gRPC call into them.
 
@@ -37,6 +39,8 @@ pub mod metrics;
 mod report;
 mod rpc;
 mod session;
+mod spark_rest;
+mod submission;
 mod ui;
 pub mod wire;
 mod workers;
@@ -60,6 +64,8 @@ pub use apps::AppLinkService;
 pub use client::ClusterService;
 pub use leader::{RecoveryState, SessionConfig};
 pub use report::status_json;
+pub use spark_rest::SparkRest;
+pub use submission::{Submissions, resource_pattern};
 pub use workers::WorkerLinkService;
 
 /// How to run one master replica.
@@ -81,6 +87,8 @@ pub struct MasterConfig {
     pub session: SessionConfig,
     /// Where to serve the HTTP status endpoint, `host:port`, if at all.
     pub http: Option<String>,
+    /// Where to serve Spark's REST submission protocol, and how, if at all.
+    pub spark_rest: Option<SparkRest>,
     /// The cluster's secret: every call must carry the credential of a role the called
     /// service serves. `None` checks nothing (loopback or `--insecure` only).
     pub secret: Option<Secret>,
@@ -133,6 +141,9 @@ pub enum MasterError {
     /// The gRPC server's task failed.
     #[error("server task failed: {0}")]
     ServerTask(#[from] tokio::task::JoinError),
+    /// The Spark REST gateway cannot reach this master's own address.
+    #[error("--spark-rest: {0}")]
+    SparkRest(String),
 }
 
 impl MasterConfig {
@@ -228,6 +239,27 @@ pub async fn run(
             stopped,
         ));
     }
+    let (stop_spark_rest, spark_rest_stopped) = tokio::sync::oneshot::channel::<()>();
+    if let Some(spark_rest) = &config.spark_rest {
+        let listener = bind(&spark_rest.listen).await?;
+        let gateway = spark_rest::Gateway::new(
+            &config.listen,
+            &dialer,
+            credential(Role::Client),
+            tokens.clone(),
+            spark_rest.submissions.clone(),
+        )
+        .map_err(MasterError::SparkRest)?;
+        let stopped = async {
+            let _ = spark_rest_stopped.await;
+        };
+        tokio::spawn(spark_rest::serve(
+            listener,
+            config.tls.https()?,
+            gateway,
+            stopped,
+        ));
+    }
     tracing::info!(id = config.id, listen = %config.listen, "master serving");
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
     let mut builder = tonic::transport::Server::builder();
@@ -286,6 +318,7 @@ pub async fn run(
         }
     };
     let _ = stop_http.send(());
+    let _ = stop_spark_rest.send(());
     node.shutdown().await?;
     tracing::info!(id = config.id, "master stopped");
     Ok(served??)

@@ -216,7 +216,7 @@ impl Secret {
 
     /// `user`'s credential at `generation`: `Bearer user:NAME:GENERATION:` and the hex of
     /// HMAC-SHA256(secret, `NAME:GENERATION`).
-    fn user_credential(&self, user: &str, generation: u64) -> String {
+    pub(crate) fn user_credential(&self, user: &str, generation: u64) -> String {
         let named = format!("{user}:{generation}");
         let mac = self.derive("muster user ", &named);
         format!("{USER_PREFIX}{named}:{mac}")
@@ -306,7 +306,7 @@ impl Secret {
 /// What a master derives from the secret for those it answers: the tokens that prove an
 /// application is the caller's, and named users' credentials.
 #[derive(Clone, Debug)]
-pub struct Tokens(Option<Secret>);
+pub struct Tokens(pub(crate) Option<Secret>);
 
 impl Tokens {
     /// No tokens: for a cluster without a secret.

@@ -7,11 +7,13 @@
 //! * [`auth`]: the cluster secret, role credentials and the check in front of every service.
 //! * [`convert`]: every conversion between messages and Muster's own types.
 //! * [`discovery`]: the one way to find the leading master.
+//! * [`rest_token`]: the tokens of the Spark REST gateway.
 //! * [`transport`]: every connection, plain or TLS against the cluster's CA.
 
 pub mod auth;
 pub mod convert;
 pub mod discovery;
+pub mod rest_token;
 pub mod transport;
 
 /// The put of etcd's v3 KV API (package `etcdserverpb`), to measure etcd beside Muster.

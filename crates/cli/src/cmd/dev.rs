@@ -37,6 +37,10 @@ pub struct DevArgs {
     /// Where data and logs go; a new temporary directory by default.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// The Spark plug-in jar (`integrations/spark/build` prints it) for the drivers of
+    /// Spark REST submissions; unset, it must lie in $SPARK_HOME/jars.
+    #[arg(long, value_name = "PATH")]
+    spark_plugin: Option<PathBuf>,
 }
 
 /// A child of `muster dev`, stopped with SIGTERM when dropped.
@@ -150,6 +154,8 @@ pub struct LocalCluster {
     pub ca: String,
     /// The masters' status pages.
     pub pages: Vec<String>,
+    /// The masters' Spark REST gateways, `HOST:PORT`.
+    pub spark_rest: Vec<String>,
     /// The first leader.
     pub leader: u64,
     children: Vec<DevChild>,
@@ -202,11 +208,14 @@ impl LocalCluster {
 
         let mut children = Vec::new();
         let mut pages = Vec::new();
+        let mut spark_rest = Vec::new();
         for (i, addr) in addrs.iter().enumerate() {
             let id = (i + 1).to_string();
             let data = dir.join(format!("master-{id}")).display().to_string();
             let http = format!("127.0.0.1:{}", free_port()?);
             pages.push(format!("https://{http}/"));
+            let gateway = format!("127.0.0.1:{}", free_port()?);
+            spark_rest.push(gateway.clone());
             let master_args = [
                 "master",
                 "--id",
@@ -219,6 +228,8 @@ impl LocalCluster {
                 &data,
                 "--http",
                 &http,
+                "--spark-rest",
+                &gateway,
                 "--secret-file",
                 &secret_path,
                 "--tls-cert",
@@ -268,6 +279,7 @@ impl LocalCluster {
             secret_path,
             ca,
             pages,
+            spark_rest,
             leader: status.leader,
             children,
             temporary,
@@ -320,7 +332,11 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
         cores: args.cores,
         memory: args.memory,
         data_dir: args.data_dir,
-        master_args: Vec::new(),
+        master_args: args
+            .spark_plugin
+            .iter()
+            .flat_map(|jar| ["--spark-plugin".to_owned(), jar.display().to_string()])
+            .collect(),
     };
     let mut cluster = LocalCluster::start(shape, &runtime)?;
     let (dir, leader) = (cluster.dir.clone(), cluster.leader);
@@ -339,6 +355,17 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
         cluster.secret_path
     ));
     output::line(format_args!("export MUSTER_TLS_CA={}", cluster.ca));
+    let urls: Vec<String> = cluster
+        .spark_rest
+        .iter()
+        .map(|gateway| format!("{gateway}/$T"))
+        .collect();
+    output::line(format_args!(
+        "Spark in cluster mode (workers use $SPARK_HOME): T=$(muster rest-token); \
+         $SPARK_HOME/bin/spark-submit --master spark://{} --deploy-mode cluster \
+         --conf spark.master.rest.enabled=true --class CLASS APP.jar",
+        urls.join(",")
+    ));
     output::line("Ctrl-C stops everything; `restart NAME` starts a stopped member again.");
 
     let (typed, mut commands) = tokio::sync::mpsc::unbounded_channel();

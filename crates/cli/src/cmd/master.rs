@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use clap::Args;
-use muster_master::MasterConfig;
 use muster_master::config::{MasterFile, read_json, read_queues};
+use muster_master::{MasterConfig, SparkRest, Submissions, resource_pattern};
 use muster_raft::RaftSettings;
 
 use muster_proto::transport::TlsFiles;
@@ -59,6 +59,19 @@ pub struct MasterArgs {
     /// Serve the cluster status over HTTP here: `/json`, and a page at `/`.
     #[arg(long)]
     http: Option<String>,
+    /// Serve Spark's REST submission protocol here (HOST:PORT; Spark's port is 6066):
+    /// `spark-submit --deploy-mode cluster --master spark://HOST:PORT/TOKEN` runs its
+    /// application as a Muster driver; TOKEN is what `muster rest-token` prints.
+    #[arg(long, value_name = "HOST:PORT")]
+    spark_rest: Option<String>,
+    /// The Spark plug-in jar (`muster-spark.jar`) as the workers find it, for the drivers
+    /// of --spark-rest submissions; unset, it must lie in the workers' $SPARK_HOME/jars.
+    #[arg(long, value_name = "PATH", requires = "spark_rest")]
+    spark_plugin: Option<String>,
+    /// Take only --spark-rest submissions whose application resource matches this
+    /// regular expression as a whole (`file:/apps/.*\.jar`); repeat for more. Unset: any.
+    #[arg(long, value_name = "REGEX", requires = "spark_rest")]
+    spark_rest_allow: Vec<String>,
     /// Reach these masters' replication at another address than the one in --peers (a
     /// proxy, another network path): ID=HOST:PORT,... The membership keeps --peers.
     #[arg(long, default_value = "")]
@@ -118,6 +131,7 @@ pub fn run(args: MasterArgs) -> Result<String, CliError> {
     let secret = args.secret.read()?;
     let mut addrs = vec![args.listen.as_str()];
     addrs.extend(args.http.as_deref());
+    addrs.extend(args.spark_rest.as_deref());
     let tls = args.tls_cert.is_some();
     refuse_open(secret.as_ref(), tls, args.insecure, &addrs)?;
     let insecure = args.insecure;
@@ -133,6 +147,27 @@ pub fn run(args: MasterArgs) -> Result<String, CliError> {
         state: file.state(),
         session: file.session(args.worker_timeout, args.recovery_timeout, queues)?,
         http: args.http,
+        spark_rest: args
+            .spark_rest
+            .map(|listen| {
+                let allowed_resources = args
+                    .spark_rest_allow
+                    .iter()
+                    .map(|text| {
+                        resource_pattern(text).map_err(|e| {
+                            CliError::BadInput(format!("--spark-rest-allow {text}: {e}"))
+                        })
+                    })
+                    .collect::<Result<_, _>>()?;
+                Ok::<_, CliError>(SparkRest {
+                    listen,
+                    submissions: Submissions {
+                        plugin: args.spark_plugin,
+                        allowed_resources,
+                    },
+                })
+            })
+            .transpose()?,
         secret,
         client_secret: read_secret(args.client_secret_file.as_deref())?,
         tls: TlsFiles {

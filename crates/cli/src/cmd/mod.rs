@@ -13,6 +13,7 @@ pub mod master;
 pub mod members;
 pub mod plan;
 pub mod queues;
+pub mod rest_token;
 pub mod secrets;
 pub mod snapshot;
 pub mod status;

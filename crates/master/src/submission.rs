@@ -1,0 +1,727 @@
+//! Spark's REST submission protocol, without I/O: its requests and replies (the JSON of
+//! Spark's `SubmitRestProtocolMessage`s), the paths it calls, and how a submission becomes a
+//! Muster driver. [`crate::spark_rest`] serves it.
+//!
+//! A submission runs as a driver whose program is `spark-submit` in client mode against
+//! Muster (`--master spark-muster://$MUSTER_MASTERS`), from the worker's `SPARK_HOME`, with
+//! the submission's class, resource, arguments, properties and environment, and the plug-in
+//! on its class path: Spark's standalone master runs the submitted class in a wrapper on a
+//! worker the same way. `spark.driver.cores`, `spark.driver.memory` and
+//! `spark.driver.resource.NAME.amount` size it, `spark.driver.supervise` supervises it, and
+//! `spark.muster.queue` queues it (and its executors, which the plug-in asks for).
+
+use std::collections::BTreeMap;
+
+use muster_proto::v1::{self, DriverState, Resources, StatusReply, SubmitDriverRequest};
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The Spark version the gateway says it serves: the one its protocol was tested against.
+pub(crate) const SERVER_SPARK_VERSION: &str = "4.3.0";
+/// The only protocol version there is.
+const PROTOCOL_VERSION: &str = "v1";
+/// Spark's status code for a request of an unknown protocol version.
+pub(crate) const UNKNOWN_PROTOCOL_VERSION: u16 = 468;
+
+/// What a path and method ask for.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// `POST /v1/submissions/create`
+    Create,
+    /// `GET /v1/submissions/status/ID`
+    Status(String),
+    /// `POST /v1/submissions/kill/ID`
+    Kill(String),
+    /// `POST /v1/submissions/killall`
+    KillAll,
+    /// `POST /v1/submissions/clear`
+    Clear,
+    /// `GET /v1/submissions/readyz`
+    Readyz,
+}
+
+/// A call to a path the protocol does not have.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct UnknownPath {
+    /// Spark's status code for it.
+    pub(crate) code: u16,
+    /// Why.
+    pub(crate) message: String,
+}
+
+/// A call's path: `[/TOKEN]/v1/submissions/ACTION[/ID]`, where a leading segment before the
+/// protocol version is the caller's token (`spark-submit` sends no header: its master URL
+/// `spark://HOST:PORT/TOKEN` carries it). Returns the action and the token, if any.
+///
+/// # Errors
+///
+/// An unknown protocol version, action or method, as Spark's server answers them.
+pub(crate) fn route(post: bool, path: &str) -> Result<(Action, Option<&str>), UnknownPath> {
+    let mut segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let token = match segments.first() {
+        Some(&first) if segments.len() > 1 && segments[1].starts_with('v') && first != "v1" => {
+            segments.remove(0);
+            Some(first)
+        }
+        _ => None,
+    };
+    let unknown = |message: String| UnknownPath { code: 400, message };
+    match segments.as_slice() {
+        [version, "submissions", ..] if *version != PROTOCOL_VERSION => Err(UnknownPath {
+            code: UNKNOWN_PROTOCOL_VERSION,
+            message: format!("Unknown protocol version '{version}'."),
+        }),
+        [PROTOCOL_VERSION, "submissions", rest @ ..] => {
+            let action = match (post, rest) {
+                (true, ["create"]) => Action::Create,
+                (false, ["status", id]) => Action::Status((*id).to_owned()),
+                (true, ["kill", id]) => Action::Kill((*id).to_owned()),
+                (true, ["killall"]) => Action::KillAll,
+                (true, ["clear"]) => Action::Clear,
+                (false, ["readyz"]) => Action::Readyz,
+                _ => {
+                    let method = if post { "POST" } else { "GET" };
+                    return Err(unknown(format!(
+                        "Unknown action: {method} {path}: the protocol has POST create, \
+                         GET status/ID, POST kill/ID, POST killall, POST clear and GET readyz"
+                    )));
+                }
+            };
+            Ok((action, token))
+        }
+        _ => Err(unknown(format!(
+            "Unknown path {path}: the protocol's paths start with /v1/submissions/"
+        ))),
+    }
+}
+
+/// Spark's `CreateSubmissionRequest`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CreateSubmissionRequest {
+    action: Option<String>,
+    app_resource: Option<String>,
+    main_class: Option<String>,
+    #[serde(default)]
+    app_args: Vec<String>,
+    #[serde(default)]
+    spark_properties: BTreeMap<String, String>,
+    #[serde(default)]
+    environment_variables: BTreeMap<String, String>,
+}
+
+/// How this gateway turns submissions into drivers.
+#[derive(Clone, Debug, Default)]
+pub struct Submissions {
+    /// The plug-in jar (`muster-spark.jar`) as the workers find it; `None` when it lies in
+    /// the workers' `$SPARK_HOME/jars`.
+    pub plugin: Option<String>,
+    /// When not empty, an application resource must match one of these
+    /// ([`resource_pattern`]s, which match whole resources only).
+    pub allowed_resources: Vec<Regex>,
+}
+
+/// The pattern an allowed application resource matches as a whole, from the regular
+/// expression `text` (`file:/apps/.*\.jar`).
+///
+/// # Errors
+///
+/// `text` is not a regular expression.
+pub fn resource_pattern(text: &str) -> Result<Regex, regex::Error> {
+    Regex::new(&format!("^(?:{text})$"))
+}
+
+/// What a driver started from a submission runs, with `$0` as `spark-submit` and the
+/// options, resource and arguments after it.
+const DRIVER_SCRIPT: &str = r#": "${SPARK_HOME:?is not set on this worker: a Spark submission runs the spark-submit of the worker's SPARK_HOME}"
+exec "$SPARK_HOME/bin/spark-submit" --master "spark-muster://$MUSTER_MASTERS" --deploy-mode client "$@""#;
+
+/// Properties the driver's own `spark-submit` is given otherwise, or must not be given.
+const NOT_PASSED_ON: [&str; 5] = [
+    "spark.master",
+    "spark.submit.deployMode",
+    "spark.driver.supervise",
+    "spark.jars",
+    "spark.master.rest.enabled",
+];
+
+impl Submissions {
+    /// The driver `body` (a `CreateSubmissionRequest`'s JSON) asks for. Its request id is
+    /// the body's digest: a client that sends the same submission again, to this master or
+    /// another after a lost answer, gets the same driver. (`spark-submit` stamps every
+    /// submission with `spark.app.submitTime`, so two submissions are never the same.)
+    ///
+    /// # Errors
+    ///
+    /// Why the body is not a submission this gateway takes, naming the field.
+    pub(crate) fn driver(&self, body: &[u8]) -> Result<SubmitDriverRequest, String> {
+        let request: CreateSubmissionRequest =
+            serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(body))
+                .map_err(|e| format!("Malformed request: {e}"))?;
+        match request.action.as_deref() {
+            Some("CreateSubmissionRequest") => {}
+            Some(other) => {
+                return Err(format!(
+                    "Malformed request: action is {other}, where create takes a CreateSubmissionRequest"
+                ));
+            }
+            None => return Err("Malformed request: action is missing".to_owned()),
+        }
+        let resource = match request.app_resource.as_deref() {
+            Some(resource) if !resource.trim().is_empty() => resource,
+            _ => return Err("Malformed request: appResource is missing".to_owned()),
+        };
+        if !self.allowed_resources.is_empty()
+            && !self.allowed_resources.iter().any(|p| p.is_match(resource))
+        {
+            return Err(format!(
+                "appResource {resource} is not allowed: it matches none of this master's --spark-rest-allow patterns"
+            ));
+        }
+        let main_class = match request.main_class.as_deref() {
+            Some(class) if !class.trim().is_empty() => class,
+            _ => return Err("Malformed request: mainClass is missing".to_owned()),
+        };
+        let properties = &request.spark_properties;
+        let property = |key: &str| properties.get(key).map(String::as_str);
+        let cores = match property("spark.driver.cores") {
+            None => 1,
+            Some(text) => text
+                .trim()
+                .parse()
+                .ok()
+                .filter(|&cores| cores > 0)
+                .ok_or_else(|| {
+                    format!("spark.driver.cores is {text}: it must be a whole number above 0")
+                })?,
+        };
+        let memory_mb = match property("spark.driver.memory") {
+            None => 1024,
+            Some(text) => memory_mb(text).ok_or_else(|| {
+                format!(
+                    "spark.driver.memory is {text}: it must be a size such as 512m or 2g, of 1m at least"
+                )
+            })?,
+        };
+        let supervise = match property("spark.driver.supervise") {
+            None => false,
+            Some(text) => text.trim().parse().map_err(|_| {
+                format!("spark.driver.supervise is {text}: it must be true or false")
+            })?,
+        };
+        let mut custom = BTreeMap::new();
+        for (key, value) in properties {
+            let Some(name) = key
+                .strip_prefix("spark.driver.resource.")
+                .and_then(|rest| rest.strip_suffix(".amount"))
+            else {
+                continue;
+            };
+            let amount = value
+                .trim()
+                .parse()
+                .map_err(|_| format!("{key} is {value}: it must be a whole number"))?;
+            custom.insert(name.to_owned(), amount);
+        }
+        if let Some(key) = properties
+            .keys()
+            .find(|key| key.is_empty() || key.contains('='))
+        {
+            return Err(format!(
+                "sparkProperties has the key `{key}`: a property's name is not empty and holds no ="
+            ));
+        }
+        let mut jars: Vec<&str> = self.plugin.as_deref().into_iter().collect();
+        // Spark lists the application's own jar among spark.jars: it is the resource here.
+        jars.extend(
+            property("spark.jars")
+                .into_iter()
+                .flat_map(|list| list.split(','))
+                .map(str::trim)
+                .filter(|jar| !jar.is_empty() && *jar != resource),
+        );
+        let mut args = vec![
+            "-c".to_owned(),
+            DRIVER_SCRIPT.to_owned(),
+            "spark-submit".to_owned(),
+            "--class".to_owned(),
+            main_class.to_owned(),
+        ];
+        if !jars.is_empty() {
+            args.extend(["--jars".to_owned(), jars.join(",")]);
+        }
+        for (key, value) in properties {
+            if !NOT_PASSED_ON.contains(&key.as_str()) {
+                args.extend(["--conf".to_owned(), format!("{key}={value}")]);
+            }
+        }
+        args.push(resource.to_owned());
+        args.extend(request.app_args.iter().cloned());
+        let env = request
+            .environment_variables
+            .iter()
+            // As Spark's master drops them: the submitting machine's addresses are not the
+            // worker's.
+            .filter(|(name, _)| !matches!(name.as_str(), "SPARK_LOCAL_IP" | "SPARK_LOCAL_HOSTNAME"))
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect();
+        let digest = Sha256::digest(body);
+        Ok(SubmitDriverRequest {
+            request_id: format!("spark-rest-{}", hex(&digest[..16])),
+            name: property("spark.app.name").unwrap_or(main_class).to_owned(),
+            queue: property("spark.muster.queue")
+                .unwrap_or_default()
+                .to_owned(),
+            resources: Some(Resources {
+                cores,
+                memory_mb,
+                custom: custom.into_iter().collect(),
+            }),
+            command: "/bin/sh".to_owned(),
+            args,
+            env,
+            supervise,
+        })
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A JVM memory size (`512m`, `2g`, `1024k`, or a plain number of MiB, as Spark reads
+/// `spark.driver.memory`) in MiB, rounded down; `None` if it is not one or is under 1 MiB.
+fn memory_mb(text: &str) -> Option<u64> {
+    let text = text.trim().to_ascii_lowercase();
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let number: u64 = number.parse().ok()?;
+    let kib = match unit.trim_end_matches('b') {
+        "" | "m" => number.checked_mul(1024)?,
+        "k" => number,
+        "g" => number.checked_mul(1024 * 1024)?,
+        "t" => number.checked_mul(1024 * 1024 * 1024)?,
+        _ => return None,
+    };
+    Some(kib / 1024).filter(|&mb| mb > 0)
+}
+
+/// A reply of the protocol, as Spark's client reads it: the `action` names the message.
+#[derive(Debug, PartialEq, Serialize)]
+#[serde(tag = "action", rename_all_fields = "camelCase")]
+pub(crate) enum Reply {
+    /// To create.
+    #[serde(rename = "CreateSubmissionResponse")]
+    Created {
+        server_spark_version: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        submission_id: Option<String>,
+        success: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    /// To status.
+    #[serde(rename = "SubmissionStatusResponse")]
+    Status {
+        server_spark_version: &'static str,
+        submission_id: String,
+        success: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        driver_state: Option<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        worker_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        worker_host_port: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    /// To kill.
+    #[serde(rename = "KillSubmissionResponse")]
+    Killed {
+        server_spark_version: &'static str,
+        submission_id: String,
+        success: bool,
+        message: String,
+    },
+    /// To killall.
+    #[serde(rename = "KillAllSubmissionResponse")]
+    KilledAll {
+        server_spark_version: &'static str,
+        success: bool,
+        message: String,
+    },
+    /// To readyz.
+    #[serde(rename = "ReadyzResponse")]
+    Readyz {
+        server_spark_version: &'static str,
+        success: bool,
+        message: String,
+    },
+    /// To clear.
+    #[serde(rename = "ClearResponse")]
+    Cleared {
+        server_spark_version: &'static str,
+        success: bool,
+        message: String,
+    },
+    /// To anything that could not be answered otherwise.
+    #[serde(rename = "ErrorResponse")]
+    Error {
+        server_spark_version: &'static str,
+        message: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        highest_protocol_version: Option<&'static str>,
+    },
+}
+
+impl Reply {
+    /// An `ErrorResponse` saying `message`.
+    pub(crate) fn error(message: impl Into<String>) -> Self {
+        Self::Error {
+            server_spark_version: SERVER_SPARK_VERSION,
+            message: message.into(),
+            highest_protocol_version: None,
+        }
+    }
+
+    /// The `ErrorResponse` to a path the protocol does not have.
+    pub(crate) fn unknown_path(unknown: &UnknownPath) -> Self {
+        Self::Error {
+            server_spark_version: SERVER_SPARK_VERSION,
+            message: unknown.message.clone(),
+            highest_protocol_version: (unknown.code == UNKNOWN_PROTOCOL_VERSION)
+                .then_some(PROTOCOL_VERSION),
+        }
+    }
+
+    /// The status of submission `id` in `status`: its driver's state in Spark's names (the
+    /// same as Muster's), its worker, and why it failed.
+    pub(crate) fn status(id: &str, status: &StatusReply) -> Self {
+        let Some(driver) = status.drivers.iter().find(|d| d.id == id) else {
+            return Self::Status {
+                server_spark_version: SERVER_SPARK_VERSION,
+                submission_id: id.to_owned(),
+                success: false,
+                driver_state: None,
+                worker_id: None,
+                worker_host_port: None,
+                message: Some(format!(
+                    "Driver {id} not found: not submitted, or ended long enough ago to be forgotten"
+                )),
+            };
+        };
+        let state = driver.state();
+        let worker = status.workers.iter().find(|w| w.id == driver.worker);
+        let message = match (state, driver.exit_code) {
+            (DriverState::Failed, Some(code)) => Some(format!(
+                "the driver exited with code {code}; `muster logs {id}` shows its output"
+            )),
+            (DriverState::Error, _) => {
+                Some("the driver's worker was lost and it was not supervised".to_owned())
+            }
+            (DriverState::Relaunching, _) => {
+                Some("the driver's worker was lost: it was relaunched under a new id".to_owned())
+            }
+            _ => None,
+        };
+        Self::Status {
+            server_spark_version: SERVER_SPARK_VERSION,
+            submission_id: id.to_owned(),
+            success: true,
+            driver_state: Some(match state {
+                DriverState::Unspecified => "UNKNOWN",
+                known => known.name(),
+            }),
+            worker_id: worker.map(|w| w.id.clone()),
+            worker_host_port: worker.map(|w| w.host.clone()),
+            message,
+        }
+    }
+
+    /// The drivers of `status` that have not ended: what killall kills.
+    pub(crate) fn active_drivers(status: &StatusReply) -> Vec<String> {
+        status
+            .drivers
+            .iter()
+            .filter(|d| matches!(d.state(), DriverState::Submitted | DriverState::Running))
+            .map(|d| d.id.clone())
+            .collect()
+    }
+
+    /// The readiness of the cluster `status` shows: ready once a leader is ALIVE.
+    pub(crate) fn readyz(status: &StatusReply) -> Self {
+        let state = status.recovery_state();
+        Self::Readyz {
+            server_spark_version: SERVER_SPARK_VERSION,
+            success: state == v1::RecoveryState::Alive,
+            message: format!("the leading master is {}", state.name()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What spark-submit 4.3.0 posts for `--deploy-mode cluster --supervise --driver-cores 1
+    /// --driver-memory 700m --class com.example.Etl --jars /x/a.jar /path/etl.jar 2026-12-01`.
+    const SPARK_SUBMIT_BODY: &str = r#"{
+      "action" : "CreateSubmissionRequest",
+      "appArgs" : [ "2026-12-01", "two words" ],
+      "appResource" : "file:/path/etl.jar",
+      "clientSparkVersion" : "4.3.0",
+      "environmentVariables" : {
+        "SPARK_SCALA_VERSION" : "2.13",
+        "SPARK_LOCAL_IP" : "10.0.0.9",
+        "SPARK_FOO" : "bar"
+      },
+      "mainClass" : "com.example.Etl",
+      "sparkProperties" : {
+        "spark.jars" : "file:/x/a.jar,file:/path/etl.jar",
+        "spark.driver.supervise" : "true",
+        "spark.app.name" : "com.example.Etl",
+        "spark.driver.memory" : "700m",
+        "spark.driver.cores" : "2",
+        "spark.driver.resource.gpu.amount" : "1",
+        "spark.muster.queue" : "q1",
+        "spark.submit.deployMode" : "cluster",
+        "spark.master" : "spark://127.0.0.1:6066",
+        "spark.app.submitTime" : "1796189395469"
+      }
+    }"#;
+
+    fn submissions() -> Submissions {
+        Submissions {
+            plugin: Some("/opt/muster-spark.jar".to_owned()),
+            allowed_resources: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_submission_of_spark_submit_becomes_a_driver_running_spark_submit_in_client_mode() {
+        let driver = submissions().driver(SPARK_SUBMIT_BODY.as_bytes()).unwrap();
+        assert_eq!(driver.name, "com.example.Etl");
+        assert_eq!(driver.queue, "q1");
+        assert!(driver.supervise);
+        let resources = driver.resources.unwrap();
+        assert_eq!((resources.cores, resources.memory_mb), (2, 700));
+        assert_eq!(resources.custom.get("gpu"), Some(&1));
+        assert_eq!(driver.command, "/bin/sh");
+        assert_eq!(
+            driver.args[..2],
+            ["-c".to_owned(), DRIVER_SCRIPT.to_owned()]
+        );
+        let submit: Vec<&str> = driver.args[2..].iter().map(String::as_str).collect();
+        assert_eq!(
+            submit[..5],
+            [
+                "spark-submit",
+                "--class",
+                "com.example.Etl",
+                "--jars",
+                "/opt/muster-spark.jar,file:/x/a.jar"
+            ]
+        );
+        assert!(submit.contains(&"spark.muster.queue=q1"));
+        assert!(submit.contains(&"spark.driver.memory=700m"));
+        for dropped in NOT_PASSED_ON {
+            assert!(
+                !submit
+                    .iter()
+                    .any(|arg| arg.starts_with(&format!("{dropped}="))),
+                "{dropped}"
+            );
+        }
+        assert_eq!(
+            submit[submit.len() - 3..],
+            ["file:/path/etl.jar", "2026-12-01", "two words"]
+        );
+        assert_eq!(driver.env.get("SPARK_FOO").map(String::as_str), Some("bar"));
+        assert!(!driver.env.contains_key("SPARK_LOCAL_IP"));
+        // The same body is the same request; another is another.
+        let again = submissions().driver(SPARK_SUBMIT_BODY.as_bytes()).unwrap();
+        assert_eq!(again.request_id, driver.request_id);
+        let other = SPARK_SUBMIT_BODY.replace("1796189395469", "1796189395470");
+        assert_ne!(
+            submissions().driver(other.as_bytes()).unwrap().request_id,
+            driver.request_id
+        );
+    }
+
+    #[test]
+    fn bad_submissions_are_refused_naming_the_field() {
+        let cases = [
+            ("not json", "Malformed request"),
+            (
+                r#"{"action": "KillSubmissionRequest"}"#,
+                "action is KillSubmissionRequest",
+            ),
+            (
+                r#"{"action": "CreateSubmissionRequest", "mainClass": "A"}"#,
+                "appResource is missing",
+            ),
+            (
+                r#"{"action": "CreateSubmissionRequest", "appResource": "a.jar"}"#,
+                "mainClass is missing",
+            ),
+            (
+                r#"{"action": "CreateSubmissionRequest", "appResource": "a.jar", "mainClass": "A", "appArgs": [1]}"#,
+                "appArgs",
+            ),
+            (
+                r#"{"action": "CreateSubmissionRequest", "appResource": "a.jar", "mainClass": "A", "sparkProperties": {"spark.driver.memory": "lots"}}"#,
+                "spark.driver.memory is lots",
+            ),
+            (
+                r#"{"action": "CreateSubmissionRequest", "appResource": "a.jar", "mainClass": "A", "sparkProperties": {"spark.driver.cores": "0"}}"#,
+                "spark.driver.cores is 0",
+            ),
+            (
+                r#"{"action": "CreateSubmissionRequest", "appResource": "a.jar", "mainClass": "A", "sparkProperties": {"spark.driver.supervise": "yes"}}"#,
+                "spark.driver.supervise is yes",
+            ),
+        ];
+        for (body, expected) in cases {
+            let error = submissions().driver(body.as_bytes()).unwrap_err();
+            assert!(error.contains(expected), "{body}: {error}");
+        }
+    }
+
+    #[test]
+    fn only_resources_matching_an_allowed_pattern_whole_are_taken() {
+        let submissions = Submissions {
+            allowed_resources: vec![resource_pattern(r"file:/apps/[^/]+\.jar").unwrap()],
+            ..submissions()
+        };
+        let body = |resource: &str| {
+            format!(
+                r#"{{"action": "CreateSubmissionRequest", "appResource": "{resource}", "mainClass": "A"}}"#
+            )
+        };
+        assert!(
+            submissions
+                .driver(body("file:/apps/etl.jar").as_bytes())
+                .is_ok()
+        );
+        for refused in [
+            "file:/apps/../etc/evil.jar",
+            "file:/apps/etl.jar.sh",
+            "http://x/file:/apps/a.jar",
+        ] {
+            let error = submissions.driver(body(refused).as_bytes()).unwrap_err();
+            assert!(error.contains("is not allowed"), "{refused}: {error}");
+        }
+    }
+
+    #[test]
+    fn memory_sizes_are_read_as_spark_reads_them() {
+        for (text, mb) in [
+            ("700m", Some(700)),
+            ("2g", Some(2048)),
+            ("2G", Some(2048)),
+            ("1024", Some(1024)),
+            ("2048k", Some(2)),
+            ("1gb", Some(1024)),
+            ("512k", None),
+            ("0", None),
+            ("g", None),
+            ("1x", None),
+        ] {
+            assert_eq!(memory_mb(text), mb, "{text}");
+        }
+    }
+
+    #[test]
+    fn paths_carry_the_action_the_id_and_maybe_a_token() {
+        assert_eq!(
+            route(true, "/v1/submissions/create"),
+            Ok((Action::Create, None))
+        );
+        assert_eq!(
+            route(false, "/tok.en/v1/submissions/status/driver-1"),
+            Ok((Action::Status("driver-1".to_owned()), Some("tok.en")))
+        );
+        assert_eq!(
+            route(true, "/v1/submissions/kill/driver-1"),
+            Ok((Action::Kill("driver-1".to_owned()), None))
+        );
+        assert_eq!(
+            route(false, "/v1/submissions/readyz"),
+            Ok((Action::Readyz, None))
+        );
+        assert_eq!(
+            route(false, "/v2/submissions/create").unwrap_err().code,
+            UNKNOWN_PROTOCOL_VERSION
+        );
+        assert_eq!(
+            route(false, "/tok/v2/submissions/create").unwrap_err().code,
+            UNKNOWN_PROTOCOL_VERSION
+        );
+        assert_eq!(
+            route(false, "/v1/submissions/create").unwrap_err().code,
+            400
+        );
+        assert_eq!(
+            route(true, "/v1/submissions/status/x").unwrap_err().code,
+            400
+        );
+        assert_eq!(route(true, "/elsewhere").unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn replies_carry_their_action_and_spark_field_names() {
+        let killed = Reply::Killed {
+            server_spark_version: SERVER_SPARK_VERSION,
+            submission_id: "driver-1".to_owned(),
+            success: false,
+            message: "gone".to_owned(),
+        };
+        assert_eq!(
+            serde_json::to_value(&killed).unwrap(),
+            serde_json::json!({"action": "KillSubmissionResponse", "serverSparkVersion": "4.3.0",
+                "submissionId": "driver-1", "success": false, "message": "gone"})
+        );
+    }
+
+    #[test]
+    fn a_status_names_the_drivers_state_its_worker_and_why_it_failed() {
+        let status = StatusReply {
+            workers: vec![v1::WorkerStatus {
+                id: "w-1".to_owned(),
+                host: "node-a".to_owned(),
+                ..Default::default()
+            }],
+            drivers: vec![v1::DriverStatus {
+                id: "driver-1".to_owned(),
+                worker: "w-1".to_owned(),
+                state: DriverState::Failed.into(),
+                exit_code: Some(3),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let Reply::Status {
+            success,
+            driver_state,
+            worker_id,
+            worker_host_port,
+            message,
+            ..
+        } = Reply::status("driver-1", &status)
+        else {
+            panic!("not a status")
+        };
+        assert!(success);
+        assert_eq!(driver_state, Some("FAILED"));
+        assert_eq!(worker_id.as_deref(), Some("w-1"));
+        assert_eq!(worker_host_port.as_deref(), Some("node-a"));
+        assert!(message.unwrap().contains("exited with code 3"));
+        let Reply::Status { success, .. } = Reply::status("driver-2", &status) else {
+            panic!("not a status")
+        };
+        assert!(!success, "an unknown driver is not found");
+    }
+}
