@@ -110,13 +110,21 @@ pub fn credential(role: muster_proto::auth::Role) -> muster_proto::auth::Credent
 /// `GET path` from the plain HTTP/1.1 server at `addr` (`host:port`): the whole response,
 /// status line and headers included.
 pub fn plain_http_get(addr: &str, path: &str) -> String {
+    plain_http(addr, "GET", path, &[], "")
+}
+
+/// `METHOD path` with `headers` (`Name: value` lines) and `body` to the plain HTTP/1.1
+/// server at `addr`: the whole response, status line and headers included.
+pub fn plain_http(addr: &str, method: &str, path: &str, headers: &[&str], body: &str) -> String {
     let mut stream =
         TcpStream::connect(addr).unwrap_or_else(|e| panic!("nothing serves HTTP at {addr}: {e}"));
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for header in headers {
+        request.push_str(header);
+        request.push_str("\r\n");
+    }
+    request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    stream.write_all(request.as_bytes()).unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
     response
@@ -293,6 +301,8 @@ pub struct Masters {
     extra_args: Vec<String>,
     /// Without secret and TLS: the baseline the security benchmark compares against.
     plain: bool,
+    /// Each master's Spark REST gateway (`--spark-rest`), if they serve one.
+    pub spark_rest: Vec<String>,
 }
 
 impl Masters {
@@ -302,17 +312,29 @@ impl Masters {
 
     /// Three masters, each started with `extra_args` as well.
     pub fn start_with(extra_args: &[&str]) -> Self {
-        Self::start_as(extra_args, false)
+        Self::start_as(extra_args, false, false)
     }
 
     /// Three masters without secret and TLS.
     pub fn start_plain() -> Self {
-        Self::start_as(&[], true)
+        Self::start_as(&[], true, false)
     }
 
-    fn start_as(extra_args: &[&str], plain: bool) -> Self {
+    /// Three masters, each serving Spark's REST submission protocol on a port of its own
+    /// (`spark_rest`), started with `extra_args` as well.
+    pub fn start_with_spark_rest(extra_args: &[&str]) -> Self {
+        Self::start_as(extra_args, false, true)
+    }
+
+    fn start_as(extra_args: &[&str], plain: bool, spark_rest: bool) -> Self {
         let (addrs, peers) = master_addresses(3);
         let extra_args = extra_args.iter().map(|a| a.to_string()).collect();
+        let spark_rest = match spark_rest {
+            true => (0..3)
+                .map(|_| format!("127.0.0.1:{}", free_port()))
+                .collect(),
+            false => Vec::new(),
+        };
         let mut masters = Self {
             addrs,
             peers,
@@ -320,6 +342,7 @@ impl Masters {
             dir: test_dir(),
             extra_args,
             plain,
+            spark_rest,
         };
         for id in 1..=3 {
             let master = masters.spawn(id);
@@ -334,6 +357,9 @@ impl Masters {
         let mut command = master_command(id as u64, &self.addrs[id - 1], &self.peers, &data_dir);
         if self.plain {
             without_security(&mut command);
+        }
+        if let Some(gateway) = self.spark_rest.get(id - 1) {
+            command.args(["--spark-rest", gateway]);
         }
         Process(
             command
@@ -448,20 +474,34 @@ pub fn start_worker_via(
     via: &str,
     extra_args: &[&str],
 ) -> Process {
-    let log = std::fs::File::create(masters.dir.path().join(format!("{name}.log"))).unwrap();
     Process(
-        muster()
-            .args(["worker", "--cores", &cores.to_string(), "--memory", "4096"])
-            .args(["--host", name])
-            .args(extra_args)
-            .arg("--work-dir")
-            .arg(masters.dir.path().join(name))
-            .env("MUSTER_MASTERS", via)
-            .stdout(Stdio::null())
-            .stderr(log)
+        worker_command(masters, name, cores, via, extra_args)
             .spawn()
             .expect("muster worker starts"),
     )
+}
+
+/// The command [`start_worker_via`] runs, its standard error in `NAME.log` of the masters'
+/// directory.
+pub fn worker_command(
+    masters: &Masters,
+    name: &str,
+    cores: u32,
+    via: &str,
+    extra_args: &[&str],
+) -> Command {
+    let log = std::fs::File::create(masters.dir.path().join(format!("{name}.log"))).unwrap();
+    let mut command = muster();
+    command
+        .args(["worker", "--cores", &cores.to_string(), "--memory", "4096"])
+        .args(["--host", name])
+        .args(extra_args)
+        .arg("--work-dir")
+        .arg(masters.dir.path().join(name))
+        .env("MUSTER_MASTERS", via)
+        .stdout(Stdio::null())
+        .stderr(log);
+    command
 }
 
 /// Polls `status` until `done` holds for it, within [`DEADLINE`].

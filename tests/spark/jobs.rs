@@ -1,7 +1,6 @@
 //! Spark applications run on Muster's executors and compute what they should.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use crate::support::{DEADLINE, Masters};
 use crate::{app, app_id_of, cluster, executors_that_registered, spark, succeeded};
@@ -109,33 +108,8 @@ fn a_java_application_runs_on_muster_executors() {
         return;
     };
     let (masters, _workers) = cluster(2);
-    // Built here, with javac and jar against the Spark under test.
     let dir = tempfile::tempdir().unwrap();
-    let classes = dir.path().join("classes");
-    let javac = Command::new("javac")
-        .arg("-cp")
-        .arg(spark.home.join("jars/*"))
-        .arg("-d")
-        .arg(&classes)
-        .arg(app("SquareSums.java"))
-        .output()
-        .unwrap();
-    assert!(
-        javac.status.success(),
-        "{}",
-        String::from_utf8_lossy(&javac.stderr)
-    );
-    let jar = dir.path().join("square-sums.jar");
-    let packed = Command::new("jar")
-        .arg("--create")
-        .arg("--file")
-        .arg(&jar)
-        .arg("-C")
-        .arg(&classes)
-        .arg(".")
-        .status()
-        .unwrap();
-    assert!(packed.success());
+    let jar = spark.square_sums_jar(dir.path());
     let output = spark.run(
         &masters.list_from(1),
         &[
@@ -150,10 +124,6 @@ fn a_java_application_runs_on_muster_executors() {
         ],
     );
     let printed = succeeded(&output);
-    let mut expected: BTreeMap<u64, u64> = BTreeMap::new();
-    for i in 1..=10_000u64 {
-        *expected.entry(i % 10).or_default() += i * i;
-    }
     let summed: BTreeMap<u64, u64> = printed
         .lines()
         .filter_map(|line| {
@@ -161,7 +131,7 @@ fn a_java_application_runs_on_muster_executors() {
             Some((remainder.parse().ok()?, sum.parse().ok()?))
         })
         .collect();
-    assert_eq!(summed, expected);
+    assert_eq!(summed, crate::square_sums(10_000));
     assert_eq!(
         executors_that_registered(&masters, &app_id_of(&output)).len(),
         4

@@ -23,6 +23,7 @@ mod support;
 mod faults;
 mod jobs;
 mod refusals;
+mod submissions;
 
 /// Java and the Spark the tests run, and the plug-in built against it.
 struct Spark {
@@ -129,6 +130,37 @@ impl Spark {
         command
     }
 
+    /// `tests/spark/apps/SquareSums.java` built into a jar in `dir`, with javac and jar
+    /// against this Spark.
+    fn square_sums_jar(&self, dir: &Path) -> PathBuf {
+        let classes = dir.join("classes");
+        let javac = Command::new("javac")
+            .arg("-cp")
+            .arg(self.home.join("jars/*"))
+            .arg("-d")
+            .arg(&classes)
+            .arg(app("SquareSums.java"))
+            .output()
+            .unwrap();
+        assert!(
+            javac.status.success(),
+            "{}",
+            String::from_utf8_lossy(&javac.stderr)
+        );
+        let jar = dir.join("square-sums.jar");
+        let packed = Command::new("jar")
+            .arg("--create")
+            .arg("--file")
+            .arg(&jar)
+            .arg("-C")
+            .arg(&classes)
+            .arg(".")
+            .status()
+            .unwrap();
+        assert!(packed.success());
+        jar
+    }
+
     /// Runs `spark-submit` to its end.
     fn run(&self, masters: &str, args: &[&str]) -> Output {
         self.submit(masters, args)
@@ -148,6 +180,15 @@ fn cluster(workers: usize) -> (Masters, Vec<Process>) {
         support::alive_workers(s) == workers && s["recovery_state"] == "ALIVE"
     });
     (masters, started)
+}
+
+/// What `SquareSums N` sums: the squares of 1..=N by their remainder modulo 10.
+fn square_sums(n: u64) -> std::collections::BTreeMap<u64, u64> {
+    let mut sums = std::collections::BTreeMap::new();
+    for i in 1..=n {
+        *sums.entry(i % 10).or_default() += i * i;
+    }
+    sums
 }
 
 /// What a finished `spark-submit` printed on standard output; it must have succeeded.

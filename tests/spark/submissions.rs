@@ -1,0 +1,423 @@
+//! `spark-submit --deploy-mode cluster` against the masters' Spark REST gateways
+//! (`--spark-rest`), with the master URL `spark://HOST:PORT/TOKEN,...` as a standalone user
+//! gives it but for the token: create, status, kill and supervise with real spark-submit, the
+//! leader killed between create and status, and what is refused (no token, a wrong one, a
+//! revoked user's, bad JSON, a resource not allowed or not there).
+
+use std::process::{Command, Output, Stdio};
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::support::{DEADLINE, Masters, Process, plain_http, stdout, wait_for, worker_command};
+use crate::{FAST_START, Spark, spark, square_sums};
+
+/// Three masters serving the gateway with the plug-in, and two two-core workers whose
+/// drivers find Spark in their `SPARK_HOME`, every worker ALIVE.
+fn gateway_cluster(spark: &Spark, extra_args: &[&str]) -> (Masters, Vec<Process>) {
+    let mut args = vec!["--spark-plugin", spark.jar.to_str().unwrap()];
+    args.extend_from_slice(extra_args);
+    let masters = Masters::start_with_spark_rest(&args);
+    let via = masters.list_from(1);
+    let workers = (1..=2)
+        .map(|i| {
+            let mut command = worker_command(&masters, &format!("worker-{i}"), 2, &via, &[]);
+            Process(
+                command
+                    .env("SPARK_HOME", &spark.home)
+                    .spawn()
+                    .expect("muster worker starts"),
+            )
+        })
+        .collect();
+    wait_for(&masters, "the workers", |s| {
+        crate::support::alive_workers(s) == 2 && s["recovery_state"] == "ALIVE"
+    });
+    (masters, workers)
+}
+
+/// The cluster's own token, as `muster rest-token` prints it.
+fn cluster_token() -> String {
+    stdout(&crate::support::muster().arg("rest-token").output().unwrap())
+        .trim()
+        .to_owned()
+}
+
+/// The master URL of `gateways`, each with `token`.
+fn url(gateways: &[&String], token: &str) -> String {
+    let each: Vec<String> = gateways.iter().map(|g| format!("{g}/{token}")).collect();
+    format!("spark://{}", each.join(","))
+}
+
+impl Spark {
+    /// `spark-submit --master URL` with `args`, as a user of a standalone cluster runs it
+    /// with the REST submission protocol (and nothing of Muster's).
+    fn standalone_submit(&self, master_url: &str, args: &[&str]) -> Output {
+        Command::new(self.home.join("bin/spark-submit"))
+            .env("SPARK_HOME", &self.home)
+            .args(["--master", master_url])
+            .args(["--conf", "spark.master.rest.enabled=true"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("spark-submit runs")
+    }
+
+    /// Submits `args` in cluster mode: the driver's id.
+    fn create(&self, master_url: &str, args: &[&str]) -> String {
+        let mut all = vec![
+            "--deploy-mode",
+            "cluster",
+            "--driver-java-options",
+            FAST_START,
+            "--conf",
+            "spark.ui.enabled=false",
+        ];
+        all.extend_from_slice(args);
+        let output = self.standalone_submit(master_url, &all);
+        let log = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "spark-submit failed: {log}");
+        let at = log
+            .find("Submission successfully created as ")
+            .unwrap_or_else(|| panic!("no submission in the log: {log}"));
+        log[at..]
+            .split_whitespace()
+            .nth(4)
+            .expect("an id")
+            .trim_end_matches('.')
+            .to_owned()
+    }
+}
+
+/// A gateway's answer: the HTTP status code and the JSON reply.
+fn call(gateway: &str, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, Value) {
+    let response = plain_http(gateway, method, path, headers, body);
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {response}"));
+    let (_, json) = response.split_once("\r\n\r\n").expect("a body");
+    let reply = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    (code, reply)
+}
+
+/// Submission `id`'s status through `gateway`.
+fn submission_status(gateway: &str, token: &str, id: &str) -> Value {
+    let (code, reply) = call(
+        gateway,
+        "GET",
+        &format!("/{token}/v1/submissions/status/{id}"),
+        &[],
+        "",
+    );
+    assert_eq!(code, 200, "{reply}");
+    reply
+}
+
+/// Every driver `status` shows, ended or not.
+fn drivers(status: &Value) -> Vec<&str> {
+    status["drivers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap())
+        .collect()
+}
+
+/// A submission of `SquareSums 10000` as Spark's REST client posts it, for `resource`.
+fn create_body(resource: &str, properties: &str) -> String {
+    format!(
+        r#"{{"action": "CreateSubmissionRequest", "appResource": "{resource}",
+            "mainClass": "SquareSums", "appArgs": ["10000"], "clientSparkVersion": "4.3.0",
+            "environmentVariables": {{}}, "sparkProperties": {{{properties}}}}}"#
+    )
+}
+
+#[test]
+fn a_supervised_submission_through_a_follower_outlives_the_leader_and_its_own_process() {
+    let Some((spark, _one_at_a_time)) = spark() else {
+        return;
+    };
+    let (mut masters, _workers) = gateway_cluster(spark, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let jar = spark.square_sums_jar(dir.path());
+    let token = cluster_token();
+    let leader = masters.leader(0);
+    let follower = if leader == 1 { 2 } else { 1 };
+    let third = 6 - leader - follower;
+    // Only a follower's gateway in the URL: it reaches the leader itself.
+    let via_follower = url(&[&masters.spark_rest[follower as usize - 1]], &token);
+    let id = spark.create(
+        &via_follower,
+        &[
+            "--supervise",
+            "--driver-memory",
+            "1g",
+            "--conf",
+            "spark.executor.cores=1",
+            "--conf",
+            "spark.executor.memory=512m",
+            &format!("--conf=spark.executor.extraJavaOptions={FAST_START}"),
+            "--class",
+            "SquareSums",
+            jar.to_str().unwrap(),
+            "10000",
+        ],
+    );
+    let pid = crate::support::driver_pid(&masters, &id);
+    wait_for(&masters, "the driver's application", |s| {
+        !s["apps"].as_array().unwrap().is_empty()
+    });
+
+    // The leader dies, then the driver's whole process group: the new leader starts it again.
+    masters.running[leader as usize - 1].take().unwrap().crash();
+    masters.leader(leader);
+    let group = nix::unistd::Pid::from_raw(pid as i32);
+    nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).unwrap();
+    let gateway = &masters.spark_rest[third as usize - 1];
+    let start = Instant::now();
+    loop {
+        let status = submission_status(gateway, &token, &id);
+        let state = status["driverState"].as_str().unwrap_or_default();
+        assert!(
+            ["SUBMITTED", "RUNNING", "FINISHED"].contains(&state),
+            "{status}"
+        );
+        if state == "FINISHED" {
+            break;
+        }
+        assert!(start.elapsed() < 3 * DEADLINE, "not finished: {status}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // spark-submit --status finds it through any master of the URL, the dead one first.
+    let all = url(&masters.spark_rest.iter().collect::<Vec<_>>(), &token);
+    let status = spark.standalone_submit(&all, &["--status", &id]);
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+
+    let list = masters.list_from(follower as usize);
+    let printed = stdout(&Masters::client(&list, &["logs", &id]));
+    let summed: std::collections::BTreeMap<u64, u64> = printed
+        .lines()
+        .filter_map(|line| {
+            let (remainder, sum) = line.split_once(' ')?;
+            Some((remainder.parse().ok()?, sum.parse().ok()?))
+        })
+        .collect();
+    assert_eq!(summed, square_sums(10_000));
+    // One submission, one driver: started twice, under one id.
+    let status = crate::status(&list);
+    assert_eq!(drivers(&status), [id.as_str()], "{status}");
+}
+
+#[test]
+fn spark_submit_kills_a_submission_and_killall_the_rest() {
+    let Some((spark, _one_at_a_time)) = spark() else {
+        return;
+    };
+    let (masters, _workers) = gateway_cluster(spark, &[]);
+    let token = cluster_token();
+    let all = url(&masters.spark_rest.iter().collect::<Vec<_>>(), &token);
+    // Eight cores fit no two-core worker: they wait for room, and run nothing meanwhile.
+    let waiting = [
+        "--driver-cores",
+        "8",
+        "--class",
+        "SquareSums",
+        "/nowhere/app.jar",
+        "1",
+    ];
+    let first = spark.create(&all, &waiting);
+    let second = spark.create(&all, &waiting);
+    assert_ne!(first, second);
+    let gateway = &masters.spark_rest[0];
+    assert_eq!(
+        submission_status(gateway, &token, &first)["driverState"],
+        "SUBMITTED"
+    );
+
+    let killed = spark.standalone_submit(&all, &["--kill", &first]);
+    assert!(
+        killed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&killed.stderr)
+    );
+    wait_for(&masters, "the first killed", |s| {
+        crate::support::driver_state(s, &first) == "KILLED"
+    });
+    assert_eq!(
+        submission_status(gateway, &token, &second)["driverState"],
+        "SUBMITTED"
+    );
+
+    let (code, reply) = call(
+        gateway,
+        "POST",
+        &format!("/{token}/v1/submissions/killall"),
+        &[],
+        "",
+    );
+    assert_eq!(
+        (code, &reply["success"]),
+        (200, &Value::Bool(true)),
+        "{reply}"
+    );
+    wait_for(&masters, "the second killed", |s| {
+        crate::support::driver_state(s, &second) == "KILLED"
+    });
+    let (code, reply) = call(
+        gateway,
+        "GET",
+        &format!("/{token}/v1/submissions/readyz"),
+        &[],
+        "",
+    );
+    assert_eq!(
+        (code, &reply["success"]),
+        (200, &Value::Bool(true)),
+        "{reply}"
+    );
+}
+
+#[test]
+fn what_the_gateway_refuses_changes_nothing_and_a_missing_resource_fails_its_driver() {
+    let Some((spark, _one_at_a_time)) = spark() else {
+        return;
+    };
+    let (masters, _workers) = gateway_cluster(spark, &["--spark-rest-allow", "file:/.*\\.jar"]);
+    let list = masters.list_from(1);
+    let token = cluster_token();
+    let gateway = masters.spark_rest[1].as_str();
+    let nothing_submitted = |after: &str| {
+        let status = crate::status(&list);
+        assert!(drivers(&status).is_empty(), "after {after}: {status}");
+    };
+
+    // spark-submit without a token in its URL: refused as Spark's own filter refuses it.
+    let bare = format!("spark://{gateway}");
+    let output = spark.standalone_submit(
+        &bare,
+        &["--deploy-mode", "cluster", "--class", "A", "/apps/a.jar"],
+    );
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert!(log.contains("Authorization header is missing"), "{log}");
+    nothing_submitted("no token");
+
+    let create = |headers: &[&str], token: &str, body: &str| {
+        call(
+            gateway,
+            "POST",
+            &format!("{token}/v1/submissions/create"),
+            headers,
+            body,
+        )
+    };
+    let body = create_body("file:/apps/a.jar", "");
+    let (code, reply) = create(&["Authorization: Bearer e30.e30.e30"], "", &body);
+    assert_eq!(code, 403, "{reply}");
+    assert!(
+        reply["message"]
+            .as_str()
+            .unwrap()
+            .contains("Failed to verify"),
+        "{reply}"
+    );
+    let (code, reply) = create(
+        &[],
+        &format!("/{token}"),
+        "{\"action\": \"CreateSubmissionRequest\", ",
+    );
+    assert_eq!(
+        (code, reply["action"].as_str()),
+        (400, Some("ErrorResponse")),
+        "{reply}"
+    );
+    let (code, reply) = create(
+        &[],
+        &format!("/{token}"),
+        &create_body("http://elsewhere/run.sh", ""),
+    );
+    assert_eq!(code, 400, "{reply}");
+    assert!(
+        reply["message"]
+            .as_str()
+            .unwrap()
+            .contains("is not allowed"),
+        "{reply}"
+    );
+    nothing_submitted("refused requests");
+
+    // A named user's token makes the submission theirs; revoked, it submits nothing more.
+    let dir = tempfile::tempdir().unwrap();
+    let alice = dir.path().join("alice");
+    let added = Masters::client(
+        &list,
+        &["users", "add", "alice", "--out", alice.to_str().unwrap()],
+    );
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let alices = stdout(
+        &crate::support::muster()
+            .args(["rest-token", "--secret-file", alice.to_str().unwrap()])
+            .output()
+            .unwrap(),
+    );
+    let alices = alices.trim();
+    let waiting = create_body("file:/apps/a.jar", r#""spark.driver.cores": "8""#);
+    let (code, reply) = create(&[&format!("Authorization: Bearer {alices}")], "", &waiting);
+    assert_eq!(
+        (code, &reply["success"]),
+        (200, &Value::Bool(true)),
+        "{reply}"
+    );
+    let id = reply["submissionId"].as_str().unwrap().to_owned();
+    let status = crate::status(&list);
+    assert_eq!(
+        crate::support::driver(&status, &id).unwrap()["user"],
+        "alice"
+    );
+    let revoked = Masters::client(&list, &["users", "revoke", "alice"]);
+    assert!(revoked.status.success());
+    let again = create_body("file:/apps/b.jar", r#""spark.driver.cores": "8""#);
+    let (code, reply) = create(&[], &format!("/{alices}"), &again);
+    assert_eq!(
+        (code, &reply["success"]),
+        (200, &Value::Bool(false)),
+        "{reply}"
+    );
+    assert!(
+        reply["message"].as_str().unwrap().contains("revoked"),
+        "{reply}"
+    );
+    assert_eq!(drivers(&crate::status(&list)), [id.as_str()]);
+
+    // A resource no worker has: its driver fails with the reason, it does not hang.
+    let all = url(&masters.spark_rest.iter().collect::<Vec<_>>(), &token);
+    let missing = spark.create(&all, &["--class", "SquareSums", "/no/such/app.jar", "10"]);
+    let start = Instant::now();
+    let failed = loop {
+        let status = submission_status(gateway, &token, &missing);
+        if status["driverState"] == "FAILED" {
+            break status;
+        }
+        assert!(start.elapsed() < DEADLINE, "not failed: {status}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap()
+            .contains("exited with code"),
+        "{failed}"
+    );
+    let said = Masters::client(&list, &["logs", "--stderr", &missing]);
+    let said = String::from_utf8_lossy(&said.stdout);
+    assert!(said.contains("/no/such/app.jar"), "{said}");
+}
