@@ -130,6 +130,37 @@ pub fn plain_http(addr: &str, method: &str, path: &str, headers: &[&str], body: 
     response
 }
 
+/// `GET path` over HTTPS from `addr`, verifying the server against the test CA (test
+/// masters serve TLS): the body of a 200 answer.
+pub fn https_get(addr: &str, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    use tokio_rustls::rustls::pki_types::pem::PemObject as _;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+    use tokio_rustls::rustls::{ClientConfig, ClientConnection, RootCertStore, Stream};
+
+    let ca = crate::support::tls_files().ca.as_deref()?;
+    let mut roots = RootCertStore::empty();
+    roots.add(CertificateDer::from_pem_file(ca).ok()?).ok()?;
+    let config = ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let host = ServerName::try_from(addr.rsplit_once(':')?.0.to_owned()).ok()?;
+    let mut connection = ClientConnection::new(std::sync::Arc::new(config), host).ok()?;
+    let mut socket = std::net::TcpStream::connect(addr).ok()?;
+    let mut stream = Stream::new(&mut connection, &mut socket);
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = Vec::new();
+    // The server may close without a TLS close_notify: what arrived is the answer.
+    let _ = stream.read_to_end(&mut response);
+    let response = String::from_utf8(response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
+}
+
 /// A free loopback port (bound, read, released).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

@@ -300,36 +300,6 @@ fn masters_apply_their_configured_queues_and_refuse_a_bad_config() {
     assert_eq!(message.lines().count(), 1, "{message}");
 }
 
-/// GET over HTTPS, verifying the master against the test CA (test masters serve TLS).
-fn http_get(addr: &str, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    use tokio_rustls::rustls::pki_types::pem::PemObject as _;
-    use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
-    use tokio_rustls::rustls::{ClientConfig, ClientConnection, RootCertStore, Stream};
-
-    let ca = crate::support::tls_files().ca.as_deref()?;
-    let mut roots = RootCertStore::empty();
-    roots.add(CertificateDer::from_pem_file(ca).ok()?).ok()?;
-    let config = ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let host = ServerName::try_from(addr.rsplit_once(':')?.0.to_owned()).ok()?;
-    let mut connection = ClientConnection::new(std::sync::Arc::new(config), host).ok()?;
-    let mut socket = std::net::TcpStream::connect(addr).ok()?;
-    let mut stream = Stream::new(&mut connection, &mut socket);
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut response = Vec::new();
-    // The server may close without a TLS close_notify: what arrived is the answer.
-    let _ = stream.read_to_end(&mut response);
-    let response = String::from_utf8(response).ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
-}
-
 #[test]
 fn a_master_serves_the_status_over_https() {
     let dir = tempfile::tempdir().unwrap();
@@ -346,7 +316,7 @@ fn a_master_serves_the_status_over_https() {
     );
     let start = Instant::now();
     let status: Value = loop {
-        if let Some(body) = http_get(&http, "/json")
+        if let Some(body) = crate::support::https_get(&http, "/json")
             && let Ok(status) = serde_json::from_str::<Value>(&body)
             && status["recovery_state"] == "ALIVE"
         {
@@ -372,14 +342,14 @@ fn a_master_serves_the_status_over_https() {
         status,
         "{before:?}"
     );
-    let page = http_get(&http, "/").expect("the page");
+    let page = crate::support::https_get(&http, "/").expect("the page");
     assert!(
         page.contains("<h1>Muster</h1>") && page.contains(&grpc),
         "{page}"
     );
 
     // Prometheus metrics: this replica's Raft, its leader, the cluster as it applied it.
-    let metrics = http_get(&http, "/metrics").expect("the metrics");
+    let metrics = crate::support::https_get(&http, "/metrics").expect("the metrics");
     for line in [
         "muster_raft_is_leader 1",
         "muster_raft_leader 1",
@@ -410,7 +380,7 @@ fn a_master_serves_the_status_over_https() {
             "/bin/true",
         ],
     ));
-    let page = http_get(&http, "/").expect("the page");
+    let page = crate::support::https_get(&http, "/").expect("the page");
     assert!(!page.contains("<script>"), "{page}");
     assert!(
         page.contains("&lt;script&gt;alert('x')&lt;/script&gt;"),
@@ -421,7 +391,8 @@ fn a_master_serves_the_status_over_https() {
     assert!(page.contains(r#"http-equiv="refresh""#), "{page}");
     let id = driver_ids(&masters_status(&grpc))[0].to_owned();
     assert!(page.contains(&format!(r#"href="driver/{id}""#)), "{page}");
-    let driver_page = http_get(&http, &format!("/driver/{id}")).expect("the driver's page");
+    let driver_page =
+        crate::support::https_get(&http, &format!("/driver/{id}")).expect("the driver's page");
     assert!(
         driver_page.contains(&format!("Driver {id}")),
         "{driver_page}"
@@ -429,14 +400,14 @@ fn a_master_serves_the_status_over_https() {
     assert!(driver_page.contains("SUBMITTED"), "{driver_page}");
     assert!(!driver_page.contains("<script>"), "{driver_page}");
     assert!(
-        http_get(&http, "/app/app-none").is_none(),
+        crate::support::https_get(&http, "/app/app-none").is_none(),
         "no such application: not found"
     );
 
     // The driver waits for a worker, and the metrics say so once the leader has passed.
     let start = Instant::now();
     loop {
-        let metrics = http_get(&http, "/metrics").expect("the metrics");
+        let metrics = crate::support::https_get(&http, "/metrics").expect("the metrics");
         if metrics
             .lines()
             .any(|l| l == r#"muster_drivers{state="submitted"} 1"#)
@@ -469,7 +440,7 @@ fn a_master_serves_the_status_over_https() {
         .output()
         .unwrap();
     assert_eq!(intruder.status.code(), Some(3), "{intruder:?}");
-    let metrics = http_get(&http, "/metrics").expect("the metrics");
+    let metrics = crate::support::https_get(&http, "/metrics").expect("the metrics");
     for line in [
         r#"muster_grpc_calls_total{method="Cluster/SubmitDriver",code="Ok"} 1"#,
         r#"muster_grpc_calls_total{method="Cluster/Status",code="Unauthenticated"} 1"#,

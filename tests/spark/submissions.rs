@@ -240,6 +240,17 @@ fn spark_submit_kills_a_submission_and_killall_the_rest() {
         "SUBMITTED"
     );
 
+    // The same submission sent again (an answer lost, another master tried) is the same one.
+    let body = create_body("file:/nowhere/app.jar", r#""spark.driver.cores": "8""#);
+    let path = format!("/{token}/v1/submissions/create");
+    let (_, sent) = call(gateway, "POST", &path, &[], &body);
+    let (_, again) = call(&masters.spark_rest[2], "POST", &path, &[], &body);
+    assert_eq!(
+        sent["submissionId"], again["submissionId"],
+        "{sent} {again}"
+    );
+    let third = sent["submissionId"].as_str().unwrap().to_owned();
+
     let killed = spark.standalone_submit(&all, &["--kill", &first]);
     assert!(
         killed.status.success(),
@@ -266,9 +277,12 @@ fn spark_submit_kills_a_submission_and_killall_the_rest() {
         (200, &Value::Bool(true)),
         "{reply}"
     );
-    wait_for(&masters, "the second killed", |s| {
-        crate::support::driver_state(s, &second) == "KILLED"
+    let status = wait_for(&masters, "the rest killed", |s| {
+        [&second, &third]
+            .iter()
+            .all(|id| crate::support::driver_state(s, id) == "KILLED")
     });
+    assert_eq!(drivers(&status).len(), 3, "{status}");
     let (code, reply) = call(
         gateway,
         "GET",
