@@ -261,9 +261,13 @@ impl Submissions {
         let env = request
             .environment_variables
             .iter()
-            // As Spark's master drops them: the submitting machine's addresses are not the
-            // worker's.
-            .filter(|(name, _)| !matches!(name.as_str(), "SPARK_LOCAL_IP" | "SPARK_LOCAL_HOSTNAME"))
+            // Spark's settings only, as Spark's client sends them (nothing of the worker's
+            // own, `MUSTER_*` and `PATH` among them), and without the submitting machine's
+            // addresses, which Spark's master drops too.
+            .filter(|(name, _)| {
+                name.starts_with("SPARK_")
+                    && !matches!(name.as_str(), "SPARK_LOCAL_IP" | "SPARK_LOCAL_HOSTNAME")
+            })
             .map(|(name, value)| (name.clone(), value.clone()))
             .collect();
         let digest = Sha256::digest(body);
@@ -476,6 +480,8 @@ mod tests {
       "environmentVariables" : {
         "SPARK_SCALA_VERSION" : "2.13",
         "SPARK_LOCAL_IP" : "10.0.0.9",
+        "MUSTER_CREDENTIAL" : "Bearer someone-elses",
+        "LD_PRELOAD" : "/tmp/evil.so",
         "SPARK_FOO" : "bar"
       },
       "mainClass" : "com.example.Etl",
@@ -540,7 +546,9 @@ mod tests {
             ["file:/path/etl.jar", "2026-12-01", "two words"]
         );
         assert_eq!(driver.env.get("SPARK_FOO").map(String::as_str), Some("bar"));
-        assert!(!driver.env.contains_key("SPARK_LOCAL_IP"));
+        for dropped in ["SPARK_LOCAL_IP", "MUSTER_CREDENTIAL", "LD_PRELOAD"] {
+            assert!(!driver.env.contains_key(dropped), "{dropped}");
+        }
         // The same body is the same request; another is another.
         let again = submissions().driver(SPARK_SUBMIT_BODY.as_bytes()).unwrap();
         assert_eq!(again.request_id, driver.request_id);
