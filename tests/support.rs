@@ -138,7 +138,7 @@ pub fn https_get(addr: &str, path: &str) -> Option<String> {
     use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
     use tokio_rustls::rustls::{ClientConfig, ClientConnection, RootCertStore, Stream};
 
-    let ca = crate::support::tls_files().ca.as_deref()?;
+    let ca = tls_files().ca.as_deref()?;
     let mut roots = RootCertStore::empty();
     roots.add(CertificateDer::from_pem_file(ca).ok()?).ok()?;
     let config = ClientConfig::builder()
@@ -336,6 +336,17 @@ pub struct Masters {
     pub spark_rest: Vec<String>,
 }
 
+/// How a test's masters run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flavour {
+    /// With the test secret and TLS.
+    Secured,
+    /// Without secret and TLS.
+    Plain,
+    /// Secured, each serving Spark's REST submission protocol too.
+    SparkRest,
+}
+
 impl Masters {
     pub fn start() -> Self {
         Self::start_with(&[])
@@ -343,28 +354,29 @@ impl Masters {
 
     /// Three masters, each started with `extra_args` as well.
     pub fn start_with(extra_args: &[&str]) -> Self {
-        Self::start_as(extra_args, false, false)
+        Self::start_as(extra_args, Flavour::Secured)
     }
 
     /// Three masters without secret and TLS.
     pub fn start_plain() -> Self {
-        Self::start_as(&[], true, false)
+        Self::start_as(&[], Flavour::Plain)
     }
 
     /// Three masters, each serving Spark's REST submission protocol on a port of its own
     /// (`spark_rest`), started with `extra_args` as well.
     pub fn start_with_spark_rest(extra_args: &[&str]) -> Self {
-        Self::start_as(extra_args, false, true)
+        Self::start_as(extra_args, Flavour::SparkRest)
     }
 
-    fn start_as(extra_args: &[&str], plain: bool, spark_rest: bool) -> Self {
+    fn start_as(extra_args: &[&str], flavour: Flavour) -> Self {
         let (addrs, peers) = master_addresses(3);
         let extra_args = extra_args.iter().map(|a| a.to_string()).collect();
-        let spark_rest = match spark_rest {
-            true => (0..3)
+        let plain = flavour == Flavour::Plain;
+        let spark_rest = match flavour {
+            Flavour::SparkRest => (0..3)
                 .map(|_| format!("127.0.0.1:{}", free_port()))
                 .collect(),
-            false => Vec::new(),
+            Flavour::Secured | Flavour::Plain => Vec::new(),
         };
         let mut masters = Self {
             addrs,

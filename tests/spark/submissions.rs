@@ -413,8 +413,25 @@ fn what_the_gateway_refuses_changes_nothing_and_a_missing_resource_fails_its_dri
     assert_eq!(drivers(&crate::status(&list)), [id.as_str()]);
 
     // A resource no worker has: its driver fails with the reason, it does not hang.
-    let all = url(&masters.spark_rest.iter().collect::<Vec<_>>(), &token);
-    let missing = spark.create(&all, &["--class", "SquareSums", "/no/such/app.jar", "10"]);
+    let (code, reply) = create(
+        &[],
+        &format!("/{token}"),
+        &create_body("file:/no/such/app.jar", ""),
+    );
+    assert_eq!(
+        (code, &reply["success"]),
+        (200, &Value::Bool(true)),
+        "{reply}"
+    );
+    let missing = reply["submissionId"].as_str().unwrap().to_owned();
+    // Under the allowed patterns, settings that bring other code are refused.
+    let javaagent = r#""spark.driver.extraJavaOptions": "-javaagent:/tmp/agent.jar""#;
+    let (code, reply) = create(
+        &[],
+        &format!("/{token}"),
+        &create_body("file:/apps/a.jar", javaagent),
+    );
+    assert_eq!(code, 400, "{reply}");
     let start = Instant::now();
     let failed = loop {
         let status = submission_status(gateway, &token, &missing);

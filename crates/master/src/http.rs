@@ -4,9 +4,7 @@
 //! view. `/metrics` is this replica's own Prometheus metrics ([`crate::metrics`]). A master
 //! with a TLS certificate serves it over HTTPS only.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -18,10 +16,11 @@ use muster_proto::transport::Dialer;
 use muster_proto::v1::StatusRequest;
 use muster_proto::v1::cluster_client::ClusterClient;
 use serde_json::Value;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tonic::Request;
 
+use crate::listener::{Connections, Serving};
 use crate::metrics::Metrics;
 use crate::report::status_json;
 use crate::session::Sessions;
@@ -66,51 +65,10 @@ pub(crate) async fn serve(
             dialer,
         })
         .route("/metrics", get(metrics).with_state(replica));
-    match https {
-        Some(acceptor) => {
-            let listener = TlsListener { listener, acceptor };
-            axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown)
-                .await
-        }
-        None => {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown)
-                .await
-        }
-    }
-}
-
-/// How long a client may take over its TLS handshake before it is dropped.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Accepts connections and completes their TLS handshakes.
-struct TlsListener {
-    listener: TcpListener,
-    acceptor: TlsAcceptor,
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = tokio_rustls::server::TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, SocketAddr) {
-        loop {
-            let Ok((stream, addr)) = self.listener.accept().await else {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            };
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => return (tls, addr),
-                Ok(Err(error)) => tracing::debug!(%addr, %error, "TLS handshake failed"),
-                Err(_) => tracing::debug!(%addr, "TLS handshake timed out"),
-            }
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.listener.local_addr()
-    }
+    let serving = https.map_or(Serving::Plain, Serving::Tls);
+    axum::serve(Connections::start(listener, serving)?, app)
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 type Failure = (StatusCode, String);

@@ -23,7 +23,8 @@
 //! * `client`: the client API, forwarded by followers to the leader.
 //! * `call`: client writes as commands, and every call failure as one gRPC status.
 //! * [`config`]: the settings file and queue files.
-//! * `report`, `ui` and `http`: the status as JSON, its pages, and the HTTP endpoint.
+//! * `report`, `ui` and `http`: the status as JSON, its pages, and the HTTP endpoint;
+//!   `listener` starts the HTTP endpoints' connections, plain or TLS.
 //! * `submission` and `spark_rest`: Spark's REST submission protocol, and the gateway that
 //!   serves it.
 //! * [`metrics`]: the Prometheus metrics `http` serves at `/metrics`; `rpc` counts every
@@ -35,6 +36,7 @@ mod client;
 pub mod config;
 mod http;
 pub mod leader;
+mod listener;
 pub mod metrics;
 mod report;
 mod rpc;
@@ -242,10 +244,17 @@ pub async fn run(
     let (stop_spark_rest, spark_rest_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(spark_rest) = &config.spark_rest {
         let listener = bind(&spark_rest.listen).await?;
+        let mut clients = vec![credential(Role::Client)];
+        clients.extend(
+            config
+                .client_secret
+                .iter()
+                .map(|s| s.credential(Role::Client)),
+        );
         let gateway = spark_rest::Gateway::new(
             &config.listen,
             &dialer,
-            credential(Role::Client),
+            clients,
             tokens.clone(),
             spark_rest.submissions.clone(),
         )

@@ -14,7 +14,6 @@
 //! `spark-submit`'s client speaks plain HTTP only; a master with a certificate serves the
 //! gateway over TLS as well, on the same port, to clients that start a TLS handshake.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -26,16 +25,16 @@ use axum::response::{IntoResponse, Response};
 use muster_core::ids::WorkId;
 use muster_core::limits::MAX_REQUEST_BYTES;
 use muster_proto::auth::{Credential, Tokens};
+use muster_proto::rest_token::{self, RestCaller};
 use muster_proto::transport::Dialer;
 use muster_proto::v1::cluster_client::ClusterClient;
-use muster_proto::v1::{KillRequest, StatusReply, StatusRequest};
-use tokio::net::{TcpListener, TcpStream};
+use muster_proto::v1::{DriverState, KillRequest, StatusReply, StatusRequest};
+use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
-use tokio_rustls::server::TlsStream;
-use tokio_util::either::Either;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
+use crate::listener::{Connections, Serving};
 use crate::submission::{Action, Reply, SERVER_SPARK_VERSION, Submissions, route};
 
 /// Where the gateway listens and how it makes drivers of submissions.
@@ -47,20 +46,34 @@ pub struct SparkRest {
     pub submissions: Submissions,
 }
 
+/// How long one call of the gateway on the masters may take: less than the 10 s after which
+/// Spark's client gives a master up.
+const CALL_TIMEOUT: Duration = Duration::from_secs(8);
+
 /// What every call of the gateway needs.
 #[derive(Clone)]
 pub(crate) struct Gateway {
     /// This master's own client API.
     channel: Channel,
-    /// The cluster's own client credential.
-    client: Credential,
-    /// What checks tokens and derives named users' credentials.
+    /// The cluster-level client credentials (the cluster secret's, then the second client
+    /// secret's, if any), whose tokens name nobody.
+    clients: Vec<Credential>,
+    /// What derives named users' credentials.
     tokens: Tokens,
     submissions: Arc<Submissions>,
 }
 
+/// Whom a call acts for.
+struct Caller {
+    /// What its calls on the masters carry.
+    credential: Credential,
+    /// The named user, if it is one.
+    user: Option<String>,
+}
+
 impl Gateway {
-    /// A gateway calling the client API at `grpc` through `dialer`.
+    /// A gateway calling the client API at `grpc` through `dialer`; `clients` are the
+    /// cluster-level client credentials, the cluster secret's first.
     ///
     /// # Errors
     ///
@@ -68,7 +81,7 @@ impl Gateway {
     pub(crate) fn new(
         grpc: &str,
         dialer: &Dialer,
-        client: Credential,
+        clients: Vec<Credential>,
         tokens: Tokens,
         submissions: Submissions,
     ) -> Result<Self, String> {
@@ -76,38 +89,51 @@ impl Gateway {
             .endpoint(grpc)
             .map_err(|e| format!("{grpc}: {e}"))?
             .connect_timeout(Duration::from_secs(2))
+            .timeout(CALL_TIMEOUT)
             .connect_lazy();
         Ok(Self {
             channel,
-            client,
+            clients,
             tokens,
             submissions: Arc::new(submissions),
         })
     }
 
-    /// The credential a call with `token` makes its calls with.
-    fn caller(&self, token: Option<&str>) -> Result<Credential, String> {
+    /// Whom a call with `token` acts for.
+    fn caller(&self, token: Option<&str>) -> Result<Caller, String> {
+        let client = |index: usize| Caller {
+            credential: self.clients[index].clone(),
+            user: None,
+        };
         if self.tokens.is_open() {
-            return Ok(self.client.clone());
+            return Ok(client(0));
         }
         let Some(token) = token else {
             return Err(
                 "Authorization header is missing: give a token of `muster rest-token` \
-                        (Authorization: Bearer TOKEN, or the master URL spark://HOST:PORT/TOKEN)"
+                 (Authorization: Bearer TOKEN, or the master URL spark://HOST:PORT/TOKEN)"
                     .to_owned(),
             );
         };
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        match self.tokens.check_rest_token(token, now) {
-            Ok(None) => Ok(self.client.clone()),
-            Ok(Some(user)) => {
+        let clients: Vec<String> = self
+            .clients
+            .iter()
+            .filter_map(Credential::to_text)
+            .collect();
+        match rest_token::check(token, now, &clients, &self.tokens) {
+            Ok(RestCaller::Client(index)) => Ok(client(index)),
+            Ok(RestCaller::User(user)) => {
                 let text = self
                     .tokens
                     .user_credential(&user.name, user.generation)
                     .expect("a secret derives users' credentials");
-                Ok(Credential::from_text(&text).expect("a credential is ASCII"))
+                Ok(Caller {
+                    credential: Credential::from_text(&text).expect("a credential is ASCII"),
+                    user: Some(user.name),
+                })
             }
             Err(error) => Err(format!("Failed to verify the token: {error}")),
         }
@@ -118,26 +144,27 @@ impl Gateway {
             .max_decoding_message_size(muster_raft::MAX_MESSAGE_BYTES)
     }
 
-    fn request<T>(credential: &Credential, message: T) -> tonic::Request<T> {
+    fn request<T>(caller: &Caller, message: T) -> tonic::Request<T> {
         let mut request = tonic::Request::new(message);
-        credential.attach(request.metadata_mut());
+        caller.credential.attach(request.metadata_mut());
         request
     }
 
-    async fn status(&self, credential: &Credential) -> Result<StatusReply, Status> {
-        let request = Self::request(credential, StatusRequest { local: false });
+    async fn status(&self, caller: &Caller) -> Result<StatusReply, Status> {
+        let request = Self::request(caller, StatusRequest { local: false });
         Ok(self.cluster().status(request).await?.into_inner())
     }
 
-    /// Kills driver `id`: whether it was, and what to say.
-    async fn kill(&self, credential: &Credential, id: &str) -> Result<(bool, String), Status> {
+    /// Kills driver `id`: whether it was, and what to say. A kill needs no request id: a
+    /// second one of the same driver changes nothing.
+    async fn kill(&self, caller: &Caller, id: &str) -> Result<(bool, String), Status> {
         if !matches!(WorkId::from(id), WorkId::Driver(_)) {
             return Ok((false, format!("{id} is not a driver's id")));
         }
         let request = Self::request(
-            credential,
+            caller,
             KillRequest {
-                request_id: format!("spark-rest-kill-{id}"),
+                request_id: String::new(),
                 id: id.to_owned(),
             },
         );
@@ -148,22 +175,8 @@ impl Gateway {
         }
     }
 
-    /// The answer to `action` with `body`, made with `credential`.
-    async fn answer(
-        &self,
-        action: Action,
-        credential: &Credential,
-        body: &[u8],
-    ) -> (StatusCode, Reply) {
-        let unavailable = |status: Status| {
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Reply::error(format!(
-                    "the masters cannot answer now: {}",
-                    status.message()
-                )),
-            )
-        };
+    /// The answer to `action` with `body`, made for `caller`.
+    async fn answer(&self, action: Action, caller: &Caller, body: &[u8]) -> (StatusCode, Reply) {
         match action {
             Action::Create => {
                 let driver = match self.submissions.driver(body) {
@@ -178,7 +191,7 @@ impl Gateway {
                 };
                 match self
                     .cluster()
-                    .submit_driver(Self::request(credential, driver))
+                    .submit_driver(Self::request(caller, driver))
                     .await
                 {
                     Ok(reply) => {
@@ -190,14 +203,14 @@ impl Gateway {
                         StatusCode::OK,
                         created(None, false, status.message().to_owned()),
                     ),
-                    Err(status) => unavailable(status),
+                    Err(status) => failed(&status),
                 }
             }
-            Action::Status(id) => match self.status(credential).await {
+            Action::Status(id) => match self.status(caller).await {
                 Ok(status) => (StatusCode::OK, Reply::status(&id, &status)),
-                Err(status) => unavailable(status),
+                Err(status) => failed(&status),
             },
-            Action::Kill(id) => match self.kill(credential, &id).await {
+            Action::Kill(id) => match self.kill(caller, &id).await {
                 Ok((success, message)) => (
                     StatusCode::OK,
                     Reply::Killed {
@@ -207,20 +220,20 @@ impl Gateway {
                         message,
                     },
                 ),
-                Err(status) => unavailable(status),
+                Err(status) => failed(&status),
             },
             Action::KillAll => {
-                let status = match self.status(credential).await {
+                let status = match self.status(caller).await {
                     Ok(status) => status,
-                    Err(status) => return unavailable(status),
+                    Err(status) => return failed(&status),
                 };
                 let mut refusals = Vec::new();
-                let active = Reply::active_drivers(&status);
+                let active = active_drivers(&status, caller.user.as_deref());
                 for id in &active {
-                    match self.kill(credential, id).await {
+                    match self.kill(caller, id).await {
                         Ok((true, _)) => {}
                         Ok((false, message)) => refusals.push(message),
-                        Err(status) => return unavailable(status),
+                        Err(status) => return failed(&status),
                     }
                 }
                 let message = format!(
@@ -252,7 +265,7 @@ impl Gateway {
                         .to_owned(),
                 },
             ),
-            Action::Readyz => match self.status(credential).await {
+            Action::Readyz => match self.status(caller).await {
                 Ok(status) => {
                     let reply = Reply::readyz(&status);
                     let code = match &reply {
@@ -261,10 +274,22 @@ impl Gateway {
                     };
                     (code, reply)
                 }
-                Err(status) => unavailable(status),
+                Err(status) => failed(&status),
             },
         }
     }
+}
+
+/// The drivers of `status` that have not ended, `user`'s only for a named user: what
+/// killall kills.
+fn active_drivers(status: &StatusReply, user: Option<&str>) -> Vec<String> {
+    status
+        .drivers
+        .iter()
+        .filter(|d| matches!(d.state(), DriverState::Submitted | DriverState::Running))
+        .filter(|d| user.is_none_or(|user| d.user == user))
+        .map(|d| d.id.clone())
+        .collect()
 }
 
 /// Whether the masters refused a call for what it asks (an answer to give the caller), not
@@ -278,6 +303,22 @@ fn refused(status: &Status) -> bool {
             | Code::PermissionDenied
             | Code::AlreadyExists
     )
+}
+
+/// The answer to a call the masters did not carry out: 403 for a caller who may not, 400
+/// for what cannot be done, 503 when they cannot answer now.
+fn failed(status: &Status) -> (StatusCode, Reply) {
+    let code = match status.code() {
+        Code::PermissionDenied => StatusCode::FORBIDDEN,
+        _ if refused(status) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    let message = if code == StatusCode::SERVICE_UNAVAILABLE {
+        format!("the masters cannot answer now: {}", status.message())
+    } else {
+        status.message().to_owned()
+    };
+    (code, Reply::error(message))
 }
 
 /// `reply` as JSON with status `code`.
@@ -316,8 +357,8 @@ async fn handle(State(gateway): State<Gateway>, request: Request<Body>) -> Respo
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("Bearer "));
-    let credential = match gateway.caller(header_token.or(path_token)) {
-        Ok(credential) => credential,
+    let caller = match gateway.caller(header_token.or(path_token)) {
+        Ok(caller) => caller,
         Err(message) => return respond(StatusCode::FORBIDDEN, &Reply::error(message)),
     };
     let Ok(body) = axum::body::to_bytes(request.into_body(), MAX_REQUEST_BYTES).await else {
@@ -328,7 +369,7 @@ async fn handle(State(gateway): State<Gateway>, request: Request<Body>) -> Respo
             )),
         );
     };
-    let (code, reply) = gateway.answer(action, &credential, &body).await;
+    let (code, reply) = gateway.answer(action, &caller, &body).await;
     respond(code, &reply)
 }
 
@@ -341,60 +382,8 @@ pub(crate) async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = Router::new().fallback(handle).with_state(gateway);
-    axum::serve(SniffingListener { listener, https }, app)
+    let serving = https.map_or(Serving::Plain, Serving::Both);
+    axum::serve(Connections::start(listener, serving)?, app)
         .with_graceful_shutdown(shutdown)
         .await
-}
-
-/// How long a client may take to send its first byte or finish its TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-/// The first byte of every TLS connection: a handshake record.
-const TLS_HANDSHAKE_RECORD: u8 = 0x16;
-
-/// Accepts connections, plain or, when it has an acceptor, TLS for those that start a
-/// handshake.
-struct SniffingListener {
-    listener: TcpListener,
-    https: Option<TlsAcceptor>,
-}
-
-impl SniffingListener {
-    async fn open(
-        &self,
-        stream: TcpStream,
-    ) -> std::io::Result<Either<TcpStream, TlsStream<TcpStream>>> {
-        let Some(acceptor) = &self.https else {
-            return Ok(Either::Left(stream));
-        };
-        let mut first = [0u8; 1];
-        stream.peek(&mut first).await?;
-        if first[0] == TLS_HANDSHAKE_RECORD {
-            Ok(Either::Right(acceptor.accept(stream).await?))
-        } else {
-            Ok(Either::Left(stream))
-        }
-    }
-}
-
-impl axum::serve::Listener for SniffingListener {
-    type Io = Either<TcpStream, TlsStream<TcpStream>>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, SocketAddr) {
-        loop {
-            let Ok((stream, addr)) = self.listener.accept().await else {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            };
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.open(stream)).await {
-                Ok(Ok(io)) => return (io, addr),
-                Ok(Err(error)) => tracing::debug!(%addr, %error, "a gateway connection failed"),
-                Err(_) => tracing::debug!(%addr, "a gateway connection sent nothing in time"),
-            }
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.listener.local_addr()
-    }
 }

@@ -137,20 +137,25 @@ pub fn resource_pattern(text: &str) -> Result<Regex, regex::Error> {
 const DRIVER_SCRIPT: &str = r#": "${SPARK_HOME:?is not set on this worker: a Spark submission runs the spark-submit of the worker's SPARK_HOME}"
 exec "$SPARK_HOME/bin/spark-submit" --master "spark-muster://$MUSTER_MASTERS" --deploy-mode client "$@""#;
 
-/// Properties the driver's own `spark-submit` is given otherwise, or must not be given.
-const NOT_PASSED_ON: [&str; 5] = [
+/// Properties the driver's own `spark-submit` is given otherwise, or must not be given:
+/// the worker hands its drivers the `muster` binary, a credential and the CA.
+const NOT_PASSED_ON: [&str; 8] = [
     "spark.master",
     "spark.submit.deployMode",
     "spark.driver.supervise",
     "spark.jars",
     "spark.master.rest.enabled",
+    "spark.muster.bin",
+    "spark.muster.secretFile",
+    "spark.muster.tlsCa",
 ];
 
 impl Submissions {
     /// The driver `body` (a `CreateSubmissionRequest`'s JSON) asks for. Its request id is
-    /// the body's digest: a client that sends the same submission again, to this master or
-    /// another after a lost answer, gets the same driver. (`spark-submit` stamps every
-    /// submission with `spark.app.submitTime`, so two submissions are never the same.)
+    /// the body's SHA-256 (not the FNV of [`muster_core::ids::RequestId::of_content`], which
+    /// a caller could collide on purpose): a client that sends the same submission again, to
+    /// this master or another after a lost answer, gets the same driver. (`spark-submit`
+    /// stamps every submission with `spark.app.submitTime`, so two are never the same.)
     ///
     /// # Errors
     ///
@@ -172,58 +177,11 @@ impl Submissions {
             Some(resource) if !resource.trim().is_empty() => resource,
             _ => return Err("Malformed request: appResource is missing".to_owned()),
         };
-        if !self.allowed_resources.is_empty()
-            && !self.allowed_resources.iter().any(|p| p.is_match(resource))
-        {
-            return Err(format!(
-                "appResource {resource} is not allowed: it matches none of this master's --spark-rest-allow patterns"
-            ));
-        }
         let main_class = match request.main_class.as_deref() {
             Some(class) if !class.trim().is_empty() => class,
             _ => return Err("Malformed request: mainClass is missing".to_owned()),
         };
         let properties = &request.spark_properties;
-        let property = |key: &str| properties.get(key).map(String::as_str);
-        let cores = match property("spark.driver.cores") {
-            None => 1,
-            Some(text) => text
-                .trim()
-                .parse()
-                .ok()
-                .filter(|&cores| cores > 0)
-                .ok_or_else(|| {
-                    format!("spark.driver.cores is {text}: it must be a whole number above 0")
-                })?,
-        };
-        let memory_mb = match property("spark.driver.memory") {
-            None => 1024,
-            Some(text) => memory_mb(text).ok_or_else(|| {
-                format!(
-                    "spark.driver.memory is {text}: it must be a size such as 512m or 2g, of 1m at least"
-                )
-            })?,
-        };
-        let supervise = match property("spark.driver.supervise") {
-            None => false,
-            Some(text) => text.trim().parse().map_err(|_| {
-                format!("spark.driver.supervise is {text}: it must be true or false")
-            })?,
-        };
-        let mut custom = BTreeMap::new();
-        for (key, value) in properties {
-            let Some(name) = key
-                .strip_prefix("spark.driver.resource.")
-                .and_then(|rest| rest.strip_suffix(".amount"))
-            else {
-                continue;
-            };
-            let amount = value
-                .trim()
-                .parse()
-                .map_err(|_| format!("{key} is {value}: it must be a whole number"))?;
-            custom.insert(name.to_owned(), amount);
-        }
         if let Some(key) = properties
             .keys()
             .find(|key| key.is_empty() || key.contains('='))
@@ -232,15 +190,93 @@ impl Submissions {
                 "sparkProperties has the key `{key}`: a property's name is not empty and holds no ="
             ));
         }
-        let mut jars: Vec<&str> = self.plugin.as_deref().into_iter().collect();
-        // Spark lists the application's own jar among spark.jars: it is the resource here.
-        jars.extend(
-            property("spark.jars")
-                .into_iter()
-                .flat_map(|list| list.split(','))
-                .map(str::trim)
-                .filter(|jar| !jar.is_empty() && *jar != resource),
-        );
+        let jars = jars(properties, resource);
+        self.check_code(resource, &jars, properties)?;
+        let property = |key: &str| properties.get(key).map(String::as_str);
+        let supervise = match property("spark.driver.supervise") {
+            None => false,
+            Some(text) if text.trim().eq_ignore_ascii_case("true") => true,
+            Some(text) if text.trim().eq_ignore_ascii_case("false") => false,
+            Some(text) => {
+                return Err(format!(
+                    "spark.driver.supervise is {text}: it must be true or false"
+                ));
+            }
+        };
+        Ok(SubmitDriverRequest {
+            request_id: Sha256::digest(body)
+                .iter()
+                .fold("spark-rest-".to_owned(), |id, byte| {
+                    id + &format!("{byte:02x}")
+                }),
+            name: property("spark.app.name").unwrap_or(main_class).to_owned(),
+            queue: property("spark.muster.queue")
+                .unwrap_or_default()
+                .to_owned(),
+            resources: Some(resources(properties)?),
+            command: "/bin/sh".to_owned(),
+            args: self.spark_submit_args(
+                main_class,
+                resource,
+                &jars,
+                properties,
+                &request.app_args,
+            ),
+            env: environment(&request.environment_variables),
+            supervise,
+        })
+    }
+
+    /// Whether the code a submission brings comes from allowed resources only, when this
+    /// gateway allows some: its resource and every jar must match a pattern, hold no `..`
+    /// segment nor escaped character, and no setting that loads code from elsewhere or
+    /// changes how the JVMs start may be given.
+    fn check_code(
+        &self,
+        resource: &str,
+        jars: &[&str],
+        properties: &BTreeMap<String, String>,
+    ) -> Result<(), String> {
+        if self.allowed_resources.is_empty() {
+            return Ok(());
+        }
+        for (what, path) in std::iter::once(("appResource", resource))
+            .chain(jars.iter().map(|jar| ("spark.jars", *jar)))
+        {
+            let plain = !path.contains('%') && !path.split('/').any(|part| part == "..");
+            if !plain || !self.allowed_resources.iter().any(|p| p.is_match(path)) {
+                return Err(format!(
+                    "{what} {path} is not allowed: it matches none of this master's --spark-rest-allow patterns"
+                ));
+            }
+        }
+        let brings_code = |key: &str, value: &str| {
+            CODE_SETTINGS.contains(&key)
+                || (key == "spark.submit.pyFiles" && !value.trim().is_empty())
+                || key.starts_with("spark.executorEnv.")
+                || key.ends_with(".discoveryScript")
+        };
+        match properties
+            .iter()
+            .find(|(key, value)| brings_code(key, value))
+        {
+            Some((key, _)) => Err(format!(
+                "{key} is not allowed: with --spark-rest-allow, a submission's code comes from allowed resources only"
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// The arguments of [`DRIVER_SCRIPT`]: `spark-submit` as its `$0`, then the options,
+    /// the resource and the application's arguments.
+    fn spark_submit_args(
+        &self,
+        main_class: &str,
+        resource: &str,
+        jars: &[&str],
+        properties: &BTreeMap<String, String>,
+        app_args: &[String],
+    ) -> Vec<String> {
         let mut args = vec![
             "-c".to_owned(),
             DRIVER_SCRIPT.to_owned(),
@@ -248,8 +284,14 @@ impl Submissions {
             "--class".to_owned(),
             main_class.to_owned(),
         ];
-        if !jars.is_empty() {
-            args.extend(["--jars".to_owned(), jars.join(",")]);
+        let all_jars: Vec<&str> = self
+            .plugin
+            .as_deref()
+            .into_iter()
+            .chain(jars.iter().copied())
+            .collect();
+        if !all_jars.is_empty() {
+            args.extend(["--jars".to_owned(), all_jars.join(",")]);
         }
         for (key, value) in properties {
             if !NOT_PASSED_ON.contains(&key.as_str()) {
@@ -257,45 +299,114 @@ impl Submissions {
             }
         }
         args.push(resource.to_owned());
-        args.extend(request.app_args.iter().cloned());
-        let env = request
-            .environment_variables
-            .iter()
-            // Spark's settings only, as Spark's client sends them (nothing of the worker's
-            // own, `MUSTER_*` and `PATH` among them), and without the submitting machine's
-            // addresses, which Spark's master drops too.
-            .filter(|(name, _)| {
-                name.starts_with("SPARK_")
-                    && !matches!(name.as_str(), "SPARK_LOCAL_IP" | "SPARK_LOCAL_HOSTNAME")
-            })
-            .map(|(name, value)| (name.clone(), value.clone()))
-            .collect();
-        let digest = Sha256::digest(body);
-        Ok(SubmitDriverRequest {
-            request_id: format!("spark-rest-{}", hex(&digest[..16])),
-            name: property("spark.app.name").unwrap_or(main_class).to_owned(),
-            queue: property("spark.muster.queue")
-                .unwrap_or_default()
-                .to_owned(),
-            resources: Some(Resources {
-                cores,
-                memory_mb,
-                custom: custom.into_iter().collect(),
-            }),
-            command: "/bin/sh".to_owned(),
-            args,
-            env,
-            supervise,
-        })
+        args.extend(app_args.iter().cloned());
+        args
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// The jars of `spark.jars` but `resource`, which Spark lists among them.
+fn jars<'p>(properties: &'p BTreeMap<String, String>, resource: &str) -> Vec<&'p str> {
+    properties
+        .get("spark.jars")
+        .into_iter()
+        .flat_map(|list| list.split(','))
+        .map(str::trim)
+        .filter(|jar| !jar.is_empty() && *jar != resource)
+        .collect()
 }
 
-/// A JVM memory size (`512m`, `2g`, `1024k`, or a plain number of MiB, as Spark reads
-/// `spark.driver.memory`) in MiB, rounded down; `None` if it is not one or is under 1 MiB.
+/// The driver's cores, memory and custom resources, by its `spark.driver.*` settings.
+fn resources(properties: &BTreeMap<String, String>) -> Result<Resources, String> {
+    let property = |key: &str| properties.get(key).map(String::as_str);
+    let cores = match property("spark.driver.cores") {
+        None => 1,
+        Some(text) => text
+            .trim()
+            .parse()
+            .ok()
+            .filter(|&cores| cores > 0)
+            .ok_or_else(|| {
+                format!("spark.driver.cores is {text}: it must be a whole number above 0")
+            })?,
+    };
+    let memory_mb = match property("spark.driver.memory") {
+        None => 1024,
+        Some(text) => memory_mb(text).ok_or_else(|| {
+            format!("spark.driver.memory is {text}: it must be a size such as 512m or 2g, of 1m at least")
+        })?,
+    };
+    let mut custom = BTreeMap::new();
+    for (key, value) in properties {
+        let Some(name) = key
+            .strip_prefix("spark.driver.resource.")
+            .and_then(|rest| rest.strip_suffix(".amount"))
+        else {
+            continue;
+        };
+        let amount = value
+            .trim()
+            .parse()
+            .map_err(|_| format!("{key} is {value}: it must be a whole number"))?;
+        custom.insert(name.to_owned(), amount);
+    }
+    Ok(Resources {
+        cores,
+        memory_mb,
+        custom: custom.into_iter().collect(),
+    })
+}
+
+/// The driver's environment: the submission's Spark settings (`SPARK_*`, all Spark's client
+/// sends) but those that would choose another Spark, configuration or JVM start than the
+/// worker's, and the submitting machine's addresses, which Spark's master drops too. Nothing
+/// else: not the worker's own (`MUSTER_*`), not `PATH` nor `LD_PRELOAD`.
+fn environment(variables: &BTreeMap<String, String>) -> std::collections::HashMap<String, String> {
+    variables
+        .iter()
+        .filter(|(name, _)| {
+            name.starts_with("SPARK_") && !NOT_TAKEN_VARIABLES.contains(&name.as_str())
+        })
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect()
+}
+
+/// `SPARK_*` variables a submission's environment may not set.
+const NOT_TAKEN_VARIABLES: [&str; 9] = [
+    "SPARK_HOME",
+    "SPARK_CONF_DIR",
+    "SPARK_ENV_LOADED",
+    "SPARK_SUBMIT_OPTS",
+    "SPARK_DIST_CLASSPATH",
+    "SPARK_PREPEND_CLASSES",
+    "SPARK_LAUNCHER_OPTS",
+    "SPARK_LOCAL_IP",
+    "SPARK_LOCAL_HOSTNAME",
+];
+
+/// Settings that load code from elsewhere than the submission's resource and jars, or
+/// change how the driver's and executors' JVMs start: refused under `--spark-rest-allow`
+/// (besides `spark.executorEnv.*`, resource discovery scripts and non-empty
+/// `spark.submit.pyFiles`).
+const CODE_SETTINGS: [&str; 14] = [
+    "spark.jars.packages",
+    "spark.jars.repositories",
+    "spark.jars.ivy",
+    "spark.jars.ivySettings",
+    "spark.archives",
+    "spark.driver.extraClassPath",
+    "spark.driver.extraJavaOptions",
+    "spark.driver.defaultJavaOptions",
+    "spark.driver.extraLibraryPath",
+    "spark.executor.extraClassPath",
+    "spark.executor.extraJavaOptions",
+    "spark.executor.defaultJavaOptions",
+    "spark.executor.extraLibraryPath",
+    "spark.plugins",
+];
+
+/// A JVM memory size (`512m`, `2g`, `1024k`, `1073741824b`, or a plain number of MiB, as
+/// Spark reads `spark.driver.memory`) in MiB, rounded down; `None` if it is not one or is
+/// under 1 MiB.
 fn memory_mb(text: &str) -> Option<u64> {
     let text = text.trim().to_ascii_lowercase();
     let digits = text
@@ -303,14 +414,16 @@ fn memory_mb(text: &str) -> Option<u64> {
         .unwrap_or(text.len());
     let (number, unit) = text.split_at(digits);
     let number: u64 = number.parse().ok()?;
-    let kib = match unit.trim_end_matches('b') {
-        "" | "m" => number.checked_mul(1024)?,
-        "k" => number,
-        "g" => number.checked_mul(1024 * 1024)?,
-        "t" => number.checked_mul(1024 * 1024 * 1024)?,
+    let bytes_per_unit: u64 = match unit {
+        "b" => 1,
+        "k" | "kb" => 1 << 10,
+        "" | "m" | "mb" => 1 << 20,
+        "g" | "gb" => 1 << 30,
+        "t" | "tb" => 1 << 40,
+        "p" | "pb" => 1 << 50,
         _ => return None,
     };
-    Some(kib / 1024).filter(|&mb| mb > 0)
+    Some(number.checked_mul(bytes_per_unit)? >> 20).filter(|&mb| mb > 0)
 }
 
 /// A reply of the protocol, as Spark's client reads it: the `action` names the message.
@@ -445,16 +558,6 @@ impl Reply {
         }
     }
 
-    /// The drivers of `status` that have not ended: what killall kills.
-    pub(crate) fn active_drivers(status: &StatusReply) -> Vec<String> {
-        status
-            .drivers
-            .iter()
-            .filter(|d| matches!(d.state(), DriverState::Submitted | DriverState::Running))
-            .map(|d| d.id.clone())
-            .collect()
-    }
-
     /// The readiness of the cluster `status` shows: ready once a leader is ALIVE.
     pub(crate) fn readyz(status: &StatusReply) -> Self {
         let state = status.recovery_state();
@@ -481,6 +584,8 @@ mod tests {
         "SPARK_SCALA_VERSION" : "2.13",
         "SPARK_LOCAL_IP" : "10.0.0.9",
         "MUSTER_CREDENTIAL" : "Bearer someone-elses",
+        "SPARK_HOME" : "/tmp/another-spark",
+        "SPARK_SUBMIT_OPTS" : "-javaagent:/tmp/agent.jar",
         "LD_PRELOAD" : "/tmp/evil.so",
         "SPARK_FOO" : "bar"
       },
@@ -493,6 +598,7 @@ mod tests {
         "spark.driver.cores" : "2",
         "spark.driver.resource.gpu.amount" : "1",
         "spark.muster.queue" : "q1",
+        "spark.muster.bin" : "/tmp/not-muster",
         "spark.submit.deployMode" : "cluster",
         "spark.master" : "spark://127.0.0.1:6066",
         "spark.app.submitTime" : "1796189395469"
@@ -533,6 +639,7 @@ mod tests {
         );
         assert!(submit.contains(&"spark.muster.queue=q1"));
         assert!(submit.contains(&"spark.driver.memory=700m"));
+        assert!(!submit.iter().any(|arg| arg.contains("/tmp/not-muster")));
         for dropped in NOT_PASSED_ON {
             assert!(
                 !submit
@@ -546,7 +653,13 @@ mod tests {
             ["file:/path/etl.jar", "2026-12-01", "two words"]
         );
         assert_eq!(driver.env.get("SPARK_FOO").map(String::as_str), Some("bar"));
-        for dropped in ["SPARK_LOCAL_IP", "MUSTER_CREDENTIAL", "LD_PRELOAD"] {
+        for dropped in [
+            "SPARK_LOCAL_IP",
+            "MUSTER_CREDENTIAL",
+            "LD_PRELOAD",
+            "SPARK_HOME",
+            "SPARK_SUBMIT_OPTS",
+        ] {
             assert!(!driver.env.contains_key(dropped), "{dropped}");
         }
         // The same body is the same request; another is another.
@@ -599,28 +712,68 @@ mod tests {
     }
 
     #[test]
-    fn only_resources_matching_an_allowed_pattern_whole_are_taken() {
+    fn under_allowed_patterns_all_code_comes_from_resources_matching_one_whole() {
         let submissions = Submissions {
-            allowed_resources: vec![resource_pattern(r"file:/apps/[^/]+\.jar").unwrap()],
+            allowed_resources: vec![resource_pattern(r"file:/apps/.*\.jar").unwrap()],
             ..submissions()
         };
-        let body = |resource: &str| {
+        let body = |resource: &str, properties: &str| {
             format!(
-                r#"{{"action": "CreateSubmissionRequest", "appResource": "{resource}", "mainClass": "A"}}"#
+                r#"{{"action": "CreateSubmissionRequest", "appResource": "{resource}",
+                    "mainClass": "A", "sparkProperties": {{{properties}}}}}"#
             )
         };
+        let jars =
+            r#""spark.jars": "file:/apps/etl.jar,file:/apps/lib.jar", "spark.submit.pyFiles": """#;
         assert!(
             submissions
-                .driver(body("file:/apps/etl.jar").as_bytes())
+                .driver(body("file:/apps/etl.jar", jars).as_bytes())
                 .is_ok()
         );
-        for refused in [
-            "file:/apps/../etc/evil.jar",
-            "file:/apps/etl.jar.sh",
-            "http://x/file:/apps/a.jar",
-        ] {
-            let error = submissions.driver(body(refused).as_bytes()).unwrap_err();
-            assert!(error.contains("is not allowed"), "{refused}: {error}");
+        let refused = [
+            ("file:/apps/../etc/evil.jar", "", "appResource"),
+            ("file:/apps/%2e%2e/evil.jar", "", "appResource"),
+            ("file:/apps/etl.jar.sh", "", "appResource"),
+            ("http://x/file:/apps/a.jar", "", "appResource"),
+            (
+                "file:/apps/etl.jar",
+                r#""spark.jars": "http://x/evil.jar""#,
+                "spark.jars http://x/evil.jar",
+            ),
+            (
+                "file:/apps/etl.jar",
+                r#""spark.driver.extraJavaOptions": "-javaagent:/tmp/a.jar""#,
+                "spark.driver.extraJavaOptions",
+            ),
+            (
+                "file:/apps/etl.jar",
+                r#""spark.jars.packages": "evil:evil:1""#,
+                "spark.jars.packages",
+            ),
+            (
+                "file:/apps/etl.jar",
+                r#""spark.executorEnv.LD_PRELOAD": "/tmp/e.so""#,
+                "spark.executorEnv.LD_PRELOAD",
+            ),
+            (
+                "file:/apps/etl.jar",
+                r#""spark.executor.resource.gpu.discoveryScript": "/tmp/x""#,
+                "discoveryScript",
+            ),
+            (
+                "file:/apps/etl.jar",
+                r#""spark.submit.pyFiles": "http://x/e.py""#,
+                "spark.submit.pyFiles",
+            ),
+        ];
+        for (resource, properties, named) in refused {
+            let error = submissions
+                .driver(body(resource, properties).as_bytes())
+                .unwrap_err();
+            assert!(
+                error.contains("is not allowed") && error.contains(named),
+                "{resource} {properties}: {error}"
+            );
         }
     }
 

@@ -216,7 +216,7 @@ impl Secret {
 
     /// `user`'s credential at `generation`: `Bearer user:NAME:GENERATION:` and the hex of
     /// HMAC-SHA256(secret, `NAME:GENERATION`).
-    pub(crate) fn user_credential(&self, user: &str, generation: u64) -> String {
+    fn user_credential(&self, user: &str, generation: u64) -> String {
         let named = format!("{user}:{generation}");
         let mac = self.derive("muster user ", &named);
         format!("{USER_PREFIX}{named}:{mac}")
@@ -306,7 +306,7 @@ impl Secret {
 /// What a master derives from the secret for those it answers: the tokens that prove an
 /// application is the caller's, and named users' credentials.
 #[derive(Clone, Debug)]
-pub struct Tokens(pub(crate) Option<Secret>);
+pub struct Tokens(Option<Secret>);
 
 impl Tokens {
     /// No tokens: for a cluster without a secret.
@@ -514,13 +514,19 @@ impl Verifier {
 
 /// The user a credential `Bearer user:NAME:GENERATION:MAC` names, if `secret` made the MAC.
 fn named_user(secret: &Secret, given: &str) -> Option<NamedUser> {
-    let (named, _) = given.strip_prefix(USER_PREFIX)?.rsplit_once(':')?;
+    let user = credential_user(given)?;
+    let expected = secret.user_credential(&user.name, user.generation);
+    bool::from(given.as_bytes().ct_eq(expected.as_bytes())).then_some(user)
+}
+
+/// The user a named user's credential text (`Bearer user:NAME:GENERATION:MAC`) names,
+/// without checking its MAC; `None` for any other credential.
+pub fn credential_user(text: &str) -> Option<NamedUser> {
+    let (named, _) = text.strip_prefix(USER_PREFIX)?.rsplit_once(':')?;
     let (name, generation) = named.split_once(':')?;
-    let generation = generation.parse().ok()?;
-    let expected = secret.user_credential(name, generation);
-    bool::from(given.as_bytes().ct_eq(expected.as_bytes())).then(|| NamedUser {
+    Some(NamedUser {
         name: name.to_owned(),
-        generation,
+        generation: generation.parse().ok()?,
     })
 }
 

@@ -3,12 +3,13 @@
 //! under a key derived from a client credential, so that the credential itself never travels
 //! over the gateway's plain HTTP.
 //!
-//! The key is HMAC-SHA256 of [`KEY_LABEL`] under the credential's text. The cluster's own
-//! client credential signs a token whose payload names nobody (Spark's tools put anything
-//! there, `{}` at least); a named user's credential signs one whose payload says whose it is
-//! (`{"sub": NAME, "gen": GENERATION}`), so a master checks it with the key it derives for
-//! that user and generation, and revoking the user voids it. An `exp` or `nbf` claim (seconds
-//! since the epoch) is honoured, as Spark's check honours it.
+//! The key is HMAC-SHA256 of [`KEY_LABEL`] under the credential's text. A cluster-level
+//! client credential (the cluster secret's, or a master's second client secret's) signs a
+//! token whose payload names nobody (Spark's tools put anything there, `{}` at least); a named
+//! user's credential signs one whose payload says whose it is (`{"sub": NAME, "gen":
+//! GENERATION}`), so a master checks it with the key it derives for that user and generation,
+//! and revoking the user voids it. An `exp` or `nbf` claim (seconds since the epoch) is
+//! honoured, as Spark's check honours it.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -17,7 +18,7 @@ use serde_json::{Map, Value};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-use crate::auth::{Credential, NamedUser, Role, Tokens};
+use crate::auth::{NamedUser, Tokens, credential_user};
 
 /// What the key of a credential is derived with.
 const KEY_LABEL: &[u8] = b"muster spark rest";
@@ -55,26 +56,28 @@ pub fn encoded_key(credential: &str) -> String {
     URL_SAFE_NO_PAD.encode(key(credential))
 }
 
-/// A token of `credential`: a named user's when it is one (`Bearer user:NAME:GEN:MAC`), else
-/// one that names nobody. `None` without a credential.
-pub fn token(credential: &Credential) -> Option<String> {
-    let text = credential.to_text()?;
+/// Who a token lets call.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RestCaller {
+    /// The holder of a cluster-level client credential: which of those [`check`] was given.
+    Client(usize),
+    /// A named user, whose generation the state machine still checks.
+    User(NamedUser),
+}
+
+/// A token of `credential` (a client credential's text): a named user's when it is one,
+/// else one that names nobody; valid until `expires_at_s` (seconds since the epoch) if
+/// given.
+pub fn token(credential: &str, expires_at_s: Option<u64>) -> String {
     let mut payload = Map::new();
-    if let Some(user) = credential_user(&text) {
+    if let Some(user) = credential_user(credential) {
         payload.insert("sub".to_owned(), Value::from(user.name));
         payload.insert("gen".to_owned(), Value::from(user.generation));
     }
-    Some(sign(&text, &Value::Object(payload).to_string()))
-}
-
-/// The user a named user's credential text names, without checking its MAC.
-fn credential_user(text: &str) -> Option<NamedUser> {
-    let (named, _) = text.strip_prefix("Bearer user:")?.rsplit_once(':')?;
-    let (name, generation) = named.split_once(':')?;
-    Some(NamedUser {
-        name: name.to_owned(),
-        generation: generation.parse().ok()?,
-    })
+    if let Some(exp) = expires_at_s {
+        payload.insert("exp".to_owned(), Value::from(exp));
+    }
+    sign(credential, &Value::Object(payload).to_string())
 }
 
 /// `payload` signed under [`key`] of `credential`.
@@ -94,95 +97,94 @@ fn mac(key: &[u8], signed: &str) -> Vec<u8> {
     mac.finalize().into_bytes().to_vec()
 }
 
-/// A base64url part of a token as a JSON object.
-fn object(part: &str) -> Result<Map<String, Value>, RestTokenError> {
-    let bytes = URL_SAFE_NO_PAD
+/// A base64url part of a token, decoded.
+fn decode(part: &str) -> Result<Vec<u8>, RestTokenError> {
+    URL_SAFE_NO_PAD
         // Padding is tolerated: some encoders (Java's default one) write it.
         .decode(part.trim_end_matches('='))
-        .map_err(|_| RestTokenError::Malformed("a part is not base64url"))?;
-    match serde_json::from_slice(&bytes) {
+        .map_err(|_| RestTokenError::Malformed("a part is not base64url"))
+}
+
+/// A base64url part of a token as a JSON object.
+fn object(part: &str) -> Result<Map<String, Value>, RestTokenError> {
+    match serde_json::from_slice(&decode(part)?) {
         Ok(Value::Object(map)) => Ok(map),
         _ => Err(RestTokenError::Malformed("a part is not a JSON object")),
     }
 }
 
-impl Tokens {
-    /// Who `token` lets call, `now_s` seconds after the epoch: `None` for the cluster's own
-    /// client credential, or the named user it was signed for (whose generation the state
-    /// machine still checks). Without a secret every token is the cluster's.
-    ///
-    /// # Errors
-    ///
-    /// Why the token does not let anyone call.
-    pub fn check_rest_token(
-        &self,
-        token: &str,
-        now_s: u64,
-    ) -> Result<Option<NamedUser>, RestTokenError> {
-        let Some(secret) = &self.0 else {
-            return Ok(None);
-        };
-        let mut parts = token.split('.');
-        let (Some(header), Some(payload), Some(signature), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err(RestTokenError::Malformed("not three parts"));
-        };
-        let algorithm = object(header)?.remove("alg");
-        if algorithm.as_ref().and_then(Value::as_str) != Some("HS256") {
-            return Err(RestTokenError::Algorithm(
-                algorithm.map_or_else(|| "no algorithm".to_owned(), |a| a.to_string()),
+/// Who `token` lets call, `now_s` seconds after the epoch: the holder of one of `clients`
+/// (cluster-level client credentials' texts), or a named user whose credential `users`
+/// derives. The claims name whose key signed it; the signature is checked before any claim
+/// is trusted, and then `exp` and `nbf`.
+///
+/// # Errors
+///
+/// Why the token does not let anyone call.
+pub fn check(
+    token: &str,
+    now_s: u64,
+    clients: &[String],
+    users: &Tokens,
+) -> Result<RestCaller, RestTokenError> {
+    let mut parts = token.split('.');
+    let (Some(header), Some(payload), Some(signature), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(RestTokenError::Malformed("not three parts"));
+    };
+    let algorithm = object(header)?.remove("alg");
+    if algorithm.as_ref().and_then(Value::as_str) != Some("HS256") {
+        return Err(RestTokenError::Algorithm(
+            algorithm.map_or_else(|| "no algorithm".to_owned(), |a| a.to_string()),
+        ));
+    }
+    let claims = object(payload)?;
+    let given = decode(signature)?;
+    let signed = format!("{header}.{payload}");
+    let signed_with = |credential: &str| bool::from(given.ct_eq(&mac(&key(credential), &signed)));
+    let caller = match (claims.get("sub"), claims.get("gen")) {
+        (None, None) => clients
+            .iter()
+            .position(|client| signed_with(client))
+            .map(RestCaller::Client),
+        (Some(Value::String(name)), Some(generation)) => {
+            let generation = generation
+                .as_u64()
+                .ok_or(RestTokenError::Malformed("gen is a number"))?;
+            users
+                .user_credential(name, generation)
+                .filter(|credential| signed_with(credential))
+                .map(|_| {
+                    RestCaller::User(NamedUser {
+                        name: name.clone(),
+                        generation,
+                    })
+                })
+        }
+        _ => {
+            return Err(RestTokenError::Malformed(
+                "sub (a name) and gen go together",
             ));
         }
-        let claims = object(payload)?;
-        let time = |claim: &str| match claims.get(claim) {
-            None => Ok(None),
-            Some(value) => value.as_u64().map(Some).ok_or(RestTokenError::Malformed(
-                "exp and nbf are seconds since the epoch",
-            )),
-        };
-        if time("exp")?.is_some_and(|exp| now_s >= exp)
-            || time("nbf")?.is_some_and(|nbf| now_s < nbf)
-        {
-            return Err(RestTokenError::NotNow);
-        }
-        let user = match (claims.get("sub"), claims.get("gen")) {
-            (None, None) => None,
-            (Some(Value::String(name)), Some(generation)) => Some(NamedUser {
-                name: name.clone(),
-                generation: generation
-                    .as_u64()
-                    .ok_or(RestTokenError::Malformed("gen is a number"))?,
-            }),
-            _ => {
-                return Err(RestTokenError::Malformed(
-                    "sub (a name) and gen go together",
-                ));
-            }
-        };
-        let credential = match &user {
-            Some(user) => secret.user_credential(&user.name, user.generation),
-            None => secret
-                .credential(Role::Client)
-                .to_text()
-                .expect("a secret's credential"),
-        };
-        let given = URL_SAFE_NO_PAD
-            .decode(signature.trim_end_matches('='))
-            .map_err(|_| RestTokenError::Malformed("the signature is not base64url"))?;
-        let expected = mac(&key(&credential), &format!("{header}.{payload}"));
-        if bool::from(given.ct_eq(&expected)) {
-            Ok(user)
-        } else {
-            Err(RestTokenError::WrongSignature)
-        }
     }
+    .ok_or(RestTokenError::WrongSignature)?;
+    let time = |claim: &str| match claims.get(claim) {
+        None => Ok(None),
+        Some(value) => value.as_u64().map(Some).ok_or(RestTokenError::Malformed(
+            "exp and nbf are seconds since the epoch",
+        )),
+    };
+    if time("exp")?.is_some_and(|exp| now_s >= exp) || time("nbf")?.is_some_and(|nbf| now_s < nbf) {
+        return Err(RestTokenError::NotNow);
+    }
+    Ok(caller)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::Secret;
+    use crate::auth::{Role, Secret};
 
     fn secret() -> Secret {
         let dir = tempfile::tempdir().unwrap();
@@ -191,40 +193,45 @@ mod tests {
         Secret::read(&path).unwrap()
     }
 
+    /// The text of `secret`'s client credential.
+    fn client(secret: &Secret) -> String {
+        secret.credential(Role::Client).to_text().unwrap()
+    }
+
     #[test]
-    fn the_clusters_token_names_nobody_and_a_users_names_them() {
-        let secret = secret();
-        let tokens = secret.tokens();
-        let cluster = token(&secret.credential(Role::Client)).unwrap();
-        assert_eq!(tokens.check_rest_token(&cluster, 0), Ok(None));
-        let alice = Credential::from_text(&tokens.user_credential("alice", 3).unwrap()).unwrap();
+    fn a_clients_token_names_which_client_and_a_users_names_them() {
+        let (ours, second) = (secret(), secret());
+        let clients = [client(&ours), client(&second)];
+        let tokens = ours.tokens();
+        assert_eq!(
+            check(&token(&clients[1], None), 0, &clients, &tokens),
+            Ok(RestCaller::Client(1))
+        );
+        let alice = tokens.user_credential("alice", 3).unwrap();
         let expected = NamedUser {
             name: "alice".to_owned(),
             generation: 3,
         };
         assert_eq!(
-            tokens.check_rest_token(&token(&alice).unwrap(), 0),
-            Ok(Some(expected))
+            check(&token(&alice, None), 0, &clients, &tokens),
+            Ok(RestCaller::User(expected))
         );
     }
 
     #[test]
     fn another_clusters_token_a_forged_user_and_other_algorithms_are_refused() {
-        let ours = secret().tokens();
-        let theirs = secret();
-        let foreign = token(&theirs.credential(Role::Client)).unwrap();
+        let ours = secret();
+        let clients = [client(&ours)];
+        let tokens = ours.tokens();
+        let foreign = token(&client(&secret()), None);
         assert_eq!(
-            ours.check_rest_token(&foreign, 0),
+            check(&foreign, 0, &clients, &tokens),
             Err(RestTokenError::WrongSignature)
         );
         // The cluster's key does not sign for a user: a user's token is checked with theirs.
-        let Tokens(Some(secret)) = &ours else {
-            unreachable!()
-        };
-        let cluster = secret.credential(Role::Client).to_text().unwrap();
-        let forged = sign(&cluster, r#"{"sub":"alice","gen":1}"#);
+        let forged = sign(&clients[0], r#"{"sub":"alice","gen":1}"#);
         assert_eq!(
-            ours.check_rest_token(&forged, 0),
+            check(&forged, 0, &clients, &tokens),
             Err(RestTokenError::WrongSignature)
         );
         let none = format!(
@@ -233,30 +240,40 @@ mod tests {
             URL_SAFE_NO_PAD.encode("{}")
         );
         assert_eq!(
-            ours.check_rest_token(&none, 0),
+            check(&none, 0, &clients, &tokens),
             Err(RestTokenError::Algorithm("\"none\"".to_owned()))
         );
         assert!(matches!(
-            ours.check_rest_token("not a token", 0),
+            check("not a token", 0, &clients, &tokens),
             Err(RestTokenError::Malformed(_))
         ));
     }
 
     #[test]
     fn a_token_signed_as_spark_documents_it_is_accepted_until_it_expires() {
-        let ours = secret().tokens();
-        let Tokens(Some(secret)) = &ours else {
-            unreachable!()
-        };
-        let cluster = secret.credential(Role::Client).to_text().unwrap();
+        let ours = secret();
+        let clients = [client(&ours)];
+        let tokens = ours.tokens();
         // Signed by hand with the key `muster rest-token --key` prints, its payload
         // ({"exp":100}) padded as Java's encoder pads it.
-        let key = URL_SAFE_NO_PAD.decode(encoded_key(&cluster)).unwrap();
+        let key = URL_SAFE_NO_PAD.decode(encoded_key(&clients[0])).unwrap();
         let signed = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJleHAiOjEwMH0=";
-        let token = format!("{signed}.{}", URL_SAFE_NO_PAD.encode(mac(&key, signed)));
-        assert_eq!(ours.check_rest_token(&token, 99), Ok(None));
+        let by_hand = format!("{signed}.{}", URL_SAFE_NO_PAD.encode(mac(&key, signed)));
         assert_eq!(
-            ours.check_rest_token(&token, 100),
+            check(&by_hand, 99, &clients, &tokens),
+            Ok(RestCaller::Client(0))
+        );
+        assert_eq!(
+            check(&by_hand, 100, &clients, &tokens),
+            Err(RestTokenError::NotNow)
+        );
+        let ours = token(&clients[0], Some(100));
+        assert_eq!(
+            check(&ours, 99, &clients, &tokens),
+            Ok(RestCaller::Client(0))
+        );
+        assert_eq!(
+            check(&ours, 100, &clients, &tokens),
             Err(RestTokenError::NotNow)
         );
     }

@@ -40,7 +40,7 @@ pub struct DevArgs {
     /// The Spark plug-in jar (`integrations/spark/build` prints it) for the drivers of
     /// Spark REST submissions; unset, it must lie in $SPARK_HOME/jars.
     #[arg(long, value_name = "PATH")]
-    spark_plugin: Option<PathBuf>,
+    spark_plugin: Option<String>,
 }
 
 /// A child of `muster dev`, stopped with SIGTERM when dropped.
@@ -137,6 +137,8 @@ pub struct Shape {
     pub data_dir: Option<PathBuf>,
     /// More arguments for every master (`--config FILE`, ...).
     pub master_args: Vec<String>,
+    /// Whether each master serves Spark's REST submission protocol (`--spark-rest`).
+    pub spark_rest: bool,
 }
 
 /// A cluster of child processes on loopback ports, with the secret and TLS on: what `muster
@@ -214,8 +216,11 @@ impl LocalCluster {
             let data = dir.join(format!("master-{id}")).display().to_string();
             let http = format!("127.0.0.1:{}", free_port()?);
             pages.push(format!("https://{http}/"));
-            let gateway = format!("127.0.0.1:{}", free_port()?);
-            spark_rest.push(gateway.clone());
+            let gateway = match args.spark_rest {
+                true => Some(format!("127.0.0.1:{}", free_port()?)),
+                false => None,
+            };
+            spark_rest.extend(gateway.clone());
             let master_args = [
                 "master",
                 "--id",
@@ -228,8 +233,6 @@ impl LocalCluster {
                 &data,
                 "--http",
                 &http,
-                "--spark-rest",
-                &gateway,
                 "--secret-file",
                 &secret_path,
                 "--tls-cert",
@@ -240,6 +243,11 @@ impl LocalCluster {
                 &ca,
             ];
             let mut master_args: Vec<String> = master_args.map(str::to_owned).to_vec();
+            master_args.extend(
+                gateway
+                    .iter()
+                    .flat_map(|g| ["--spark-rest".to_owned(), g.clone()]),
+            );
             master_args.extend(args.master_args.iter().cloned());
             children.push(spawn(&format!("master-{id}"), &dir, master_args)?);
         }
@@ -335,8 +343,9 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
         master_args: args
             .spark_plugin
             .iter()
-            .flat_map(|jar| ["--spark-plugin".to_owned(), jar.display().to_string()])
+            .flat_map(|jar| ["--spark-plugin".to_owned(), jar.clone()])
             .collect(),
+        spark_rest: true,
     };
     let mut cluster = LocalCluster::start(shape, &runtime)?;
     let (dir, leader) = (cluster.dir.clone(), cluster.leader);

@@ -205,6 +205,7 @@ pub fn run(args: PriorityArgs) -> Result<String, CliError> {
             "--queues".into(),
             queues.display().to_string(),
         ],
+        spark_rest: false,
     };
     let cluster = LocalCluster::start(shape, &runtime)?;
     let experiment = Experiment {

@@ -2,6 +2,8 @@
 //! for the credential of `--secret-file`: the cluster's own, or a named user's, whose
 //! submissions are then theirs.
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use clap::Args;
 use muster_proto::auth::Role;
 use muster_proto::rest_token;
@@ -16,8 +18,12 @@ pub struct RestTokenArgs {
     secret: SecretArg,
     /// Print the key the token is signed with instead (base64url, as Spark's `JWSFilter`
     /// takes it), for tools that sign their own tokens.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "valid_for")]
     key: bool,
+    /// Make the token expire this many seconds from now (its `exp` claim); unset, it is
+    /// valid until the credential is revoked.
+    #[arg(long, value_name = "SECONDS")]
+    valid_for: Option<u64>,
 }
 
 /// The token, or its key.
@@ -37,5 +43,11 @@ pub fn run(args: RestTokenArgs) -> Result<String, CliError> {
     if args.key {
         return Ok(rest_token::encoded_key(&text));
     }
-    Ok(rest_token::token(&credential).expect("a credential makes a token"))
+    let expires_at = args.valid_for.map(|seconds| {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        now.saturating_add(seconds)
+    });
+    Ok(rest_token::token(&text, expires_at))
 }
