@@ -826,3 +826,38 @@ fn a_master_whose_raft_files_were_damaged_refuses_to_start_and_nothing_is_lost()
     let status = masters.status(&all);
     assert_eq!(driver_ids(&status), vec![first, second], "nothing was lost");
 }
+
+#[test]
+fn a_client_that_connects_and_sends_nothing_holds_up_no_other() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let (grpc, http) = (
+        format!("127.0.0.1:{}", free_port()),
+        format!("127.0.0.1:{}", free_port()),
+    );
+    let _master = crate::support::Process(
+        lone_master_command(&grpc, dir.path())
+            .args(["--http", &http])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while crate::support::https_get(&http, "/json").is_none() {
+        assert!(start.elapsed() < DEADLINE, "no status over HTTPS at {http}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A connection that never starts its TLS handshake is given 5 s; meanwhile others are
+    // answered, so the idle one is still open when they have been.
+    let mut idle = std::net::TcpStream::connect(&http).unwrap();
+    for _ in 0..3 {
+        assert!(crate::support::https_get(&http, "/json").is_some());
+    }
+    idle.set_nonblocking(true).unwrap();
+    let still_open =
+        matches!(idle.read(&mut [0u8; 1]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+    assert!(
+        still_open,
+        "the idle connection was dropped before the others were answered"
+    );
+}
