@@ -1,10 +1,15 @@
 //! Chaos: real `muster` processes (three masters peering through fault proxies, three
-//! workers), steady submissions, and a seeded random schedule of faults: SIGKILL and restart,
-//! SIGSTOP then SIGCONT, and partitions of one master from the others (workers still reach
-//! it), for masters and worker agents alike. At the end an audit over the status and `/proc`:
-//! every accepted submission exists exactly once, everything RUNNING has its process, no
-//! process runs that the log does not have running (so never two copies), every replica holds
-//! the same state, and every worker is ALIVE.
+//! workers), steady submissions and status reads, and a seeded random schedule of faults:
+//! SIGKILL and restart, SIGSTOP then SIGCONT, partitions of one master from the others
+//! (workers still reach it), and one-way cuts of a single link (one master cannot reach
+//! another, which still reaches it), for masters and worker agents alike.
+//!
+//! Every second through the run, `/proc` is sampled: no driver or executor ever runs twice at
+//! once. At the end, the history of submissions and reads must be linearizable
+//! ([`linearizable`]), and an audit over the status and `/proc` holds: every accepted
+//! submission exists exactly once, everything RUNNING has its process, no process runs that
+//! the log does not have running, every replica holds the same state, and every worker is
+//! ALIVE.
 //!
 //! `MUSTER_CHAOS_SECS` sets how long faults are injected (60 by default); a failure prints
 //! the seed, and `MUSTER_CHAOS_SEED` replays it.
@@ -14,15 +19,18 @@
 #[path = "../support.rs"]
 mod support;
 
+mod linearizable;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::linearizable::{Kind, Operation};
 use crate::support::{Process, Proxy, alive, master_addresses, muster};
 
 /// A small deterministic generator (xorshift64*), so a seed replays a run.
@@ -181,6 +189,8 @@ enum Fault {
     KillMaster(usize),
     FreezeMaster(usize, Duration),
     PartitionMaster(usize, Duration),
+    /// Master `.0` cannot reach master `.1`; `.1` still reaches `.0`.
+    CutLink(usize, usize, Duration),
     KillAgent(usize),
     FreezeAgent(usize, Duration),
 }
@@ -188,11 +198,16 @@ enum Fault {
 impl Fault {
     fn pick(rng: &mut Rng, longest: u64) -> Self {
         let hold = Duration::from_secs(rng.between(2, longest));
-        match rng.between(0, 4) {
+        match rng.between(0, 5) {
             0 => Self::KillMaster(rng.between(0, 2) as usize),
             1 => Self::FreezeMaster(rng.between(0, 2) as usize, hold),
             2 => Self::PartitionMaster(rng.between(0, 2) as usize, hold),
-            3 => Self::KillAgent(rng.between(0, 2) as usize),
+            3 => {
+                let from = rng.between(0, 2) as usize;
+                let to = (from + rng.between(1, 2) as usize) % MASTERS;
+                Self::CutLink(from, to, hold)
+            }
+            4 => Self::KillAgent(rng.between(0, 2) as usize),
             _ => Self::FreezeAgent(rng.between(0, 2) as usize, hold),
         }
     }
@@ -215,6 +230,12 @@ impl Fault {
                 std::thread::sleep(hold);
                 cluster.partition(m, false);
             }
+            Self::CutLink(from, to, hold) => {
+                let proxy = &cluster.proxies[&(from, to)];
+                proxy.block();
+                std::thread::sleep(hold);
+                proxy.heal();
+            }
             Self::KillAgent(w) => {
                 cluster.workers[w].take().unwrap().crash();
                 std::thread::sleep(Duration::from_millis(rng.between(500, 3000)));
@@ -230,55 +251,134 @@ impl Fault {
     }
 }
 
+/// The client operations of a run, as their clients saw them, timed from one start.
+#[derive(Clone)]
+struct History {
+    start: Instant,
+    operations: Arc<Mutex<Vec<Operation>>>,
+}
+
+impl History {
+    fn new() -> Self {
+        Self {
+            start: Instant::now(),
+            operations: Arc::default(),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    fn record(&self, invoked: u64, returned: Option<u64>, kind: Kind) {
+        self.operations.lock().unwrap().push(Operation {
+            invoked,
+            returned,
+            kind,
+        });
+    }
+}
+
 /// Submits drivers steadily until told to stop: long supervised ones (at most `LONG`) and
-/// short ones that finish. Returns the ids the masters accepted.
-fn submit_steadily(masters: &str, stop: &AtomicBool) -> Vec<String> {
+/// short ones that finish, each under a name of its own. Returns the ids the masters
+/// accepted; `history` gets every submission.
+fn submit_steadily(masters: &str, stop: &AtomicBool, history: &History) -> Vec<String> {
     const LONG: usize = 4;
     let mut accepted = Vec::new();
     let mut long = 0;
     let mut turn = 0;
     while !stop.load(Ordering::SeqCst) {
         turn += 1;
-        let args: &[&str] = if turn % 2 == 0 && long < LONG {
-            &[
-                "--supervise",
-                "--cores",
-                "1",
-                "--memory",
-                "256",
-                "--",
-                "/bin/sleep",
-                "1000",
-            ]
+        let supervised = turn % 2 == 0 && long < LONG;
+        let name = format!("chaos-{turn}");
+        let mut command = muster();
+        command
+            .args(["submit", "--name", &name])
+            .args(["--cores", "1", "--memory", "256"])
+            .env("MUSTER_MASTERS", masters);
+        if supervised {
+            command.args(["--supervise", "--", "/bin/sleep", "1000"]);
         } else {
-            &["--cores", "1", "--memory", "256", "--", "/bin/sleep", "1"]
-        };
-        let output = muster()
-            .arg("submit")
-            .args(args)
-            .env("MUSTER_MASTERS", masters)
-            .output();
-        if let Ok(output) = output
-            && output.status.success()
-        {
-            if args[0] == "--supervise" {
-                long += 1;
+            command.args(["--", "/bin/sleep", "1"]);
+        }
+        let invoked = history.now();
+        match command.output() {
+            Ok(output) if output.status.success() => {
+                let id = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+                history.record(invoked, Some(history.now()), Kind::Submit(Some(id.clone())));
+                if supervised {
+                    long += 1;
+                }
+                accepted.push(id);
             }
-            accepted.push(String::from_utf8_lossy(&output.stdout).trim().to_owned());
+            // It may have taken effect or not, under an id nobody was told.
+            _ => history.record(invoked, None, Kind::Submit(None)),
         }
         std::thread::sleep(Duration::from_millis(1500));
     }
     accepted
 }
 
+/// Reads the status steadily until told to stop, recording in `history` the submitted
+/// drivers each read showed (a supervised driver relaunched under a new id keeps its name:
+/// the first id of a name is the submission's).
+fn read_steadily(masters: &str, stop: &AtomicBool, history: &History) {
+    while !stop.load(Ordering::SeqCst) {
+        let invoked = history.now();
+        let output = muster()
+            .args(["status", "--json"])
+            .env("MUSTER_MASTERS", masters)
+            .output();
+        let returned = history.now();
+        let status: Option<Value> = output
+            .ok()
+            .filter(|output| output.status.success())
+            .and_then(|output| serde_json::from_slice(&output.stdout).ok());
+        if let Some(status) = status {
+            let mut first_of_name: BTreeMap<&str, &str> = BTreeMap::new();
+            for driver in status["drivers"].as_array().unwrap() {
+                let (name, id) = (
+                    driver["name"].as_str().unwrap(),
+                    driver["id"].as_str().unwrap(),
+                );
+                let first = first_of_name.entry(name).or_insert(id);
+                *first = (*first).min(id);
+            }
+            let ids = first_of_name.values().map(|id| id.to_string()).collect();
+            history.record(invoked, Some(returned), Kind::Read(ids));
+        }
+        std::thread::sleep(Duration::from_millis(700));
+    }
+}
+
+/// Samples `/proc` every second until told to stop: what ran twice at once, if anything.
+fn watch_for_copies(dirs: &[PathBuf], stop: &AtomicBool) -> Vec<String> {
+    let mut copies = Vec::new();
+    while !stop.load(Ordering::SeqCst) {
+        for (work, pids) in live_work(dirs) {
+            if pids.len() > 1 {
+                copies.push(format!("{work} ran as {pids:?} at once"));
+            }
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    copies
+}
+
 /// Group leaders (the wrappers the workers start) running with a working directory inside
 /// one of `dirs`.
 fn live_processes(dirs: &[PathBuf]) -> BTreeSet<u64> {
+    live_work(dirs).into_values().flatten().collect()
+}
+
+/// The group leaders running with a working directory inside one of `dirs`, by the work
+/// they run: that directory's path below its work dir (`DRIVER_ID`, `APP_ID/EXECUTOR_ID`).
+fn live_work(dirs: &[PathBuf]) -> BTreeMap<String, Vec<u64>> {
     let dirs: Vec<PathBuf> = dirs
         .iter()
         .filter_map(|d| std::fs::canonicalize(d).ok())
         .collect();
-    let mut pids = BTreeSet::new();
+    let mut work: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = entry
             .file_name()
@@ -290,9 +390,13 @@ fn live_processes(dirs: &[PathBuf]) -> BTreeSet<u64> {
         let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) else {
             continue;
         };
-        if !dirs.iter().any(|d| cwd.starts_with(d) && &cwd != d) {
+        let Some(below) = dirs.iter().find_map(|d| {
+            cwd.strip_prefix(d)
+                .ok()
+                .filter(|p| !p.as_os_str().is_empty())
+        }) else {
             continue;
-        }
+        };
         let group = std::fs::read_to_string(entry.path().join("stat"))
             .ok()
             .and_then(|stat| {
@@ -300,10 +404,12 @@ fn live_processes(dirs: &[PathBuf]) -> BTreeSet<u64> {
                 rest.split_whitespace().nth(2)?.parse::<u64>().ok()
             });
         if group == Some(pid) && alive(pid) {
-            pids.insert(pid);
+            work.entry(below.display().to_string())
+                .or_default()
+                .push(pid);
         }
     }
-    pids
+    work
 }
 
 /// Drops what only the leader knows (process ids, wait reasons) from a status section.
@@ -443,9 +549,19 @@ fn faults_of_every_kind_leave_every_piece_of_work_running_exactly_once() {
             .expect("muster app run starts"),
     );
     let stop = Arc::new(AtomicBool::new(false));
+    let history = History::new();
     let submitter = {
-        let (masters, stop) = (cluster.all(), Arc::clone(&stop));
-        std::thread::spawn(move || submit_steadily(&masters, &stop))
+        let (masters, stop, history) = (cluster.all(), Arc::clone(&stop), history.clone());
+        std::thread::spawn(move || submit_steadily(&masters, &stop, &history))
+    };
+    let reader = {
+        let (masters, stop, history) = (cluster.all(), Arc::clone(&stop), history.clone());
+        std::thread::spawn(move || read_steadily(&masters, &stop, &history))
+    };
+    let watcher = {
+        let dirs: Vec<PathBuf> = (0..WORKERS).map(|w| cluster.work_dir(w)).collect();
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || watch_for_copies(&dirs, &stop))
     };
     // Faults, one at a time, until the time is up.
     let longest = (secs / 6).clamp(3, 20);
@@ -460,6 +576,7 @@ fn faults_of_every_kind_leave_every_piece_of_work_running_exactly_once() {
             Fault::KillMaster(_) => "master killed",
             Fault::FreezeMaster(..) => "master frozen",
             Fault::PartitionMaster(..) => "master partitioned",
+            Fault::CutLink(..) => "link cut one way",
             Fault::KillAgent(_) => "agent killed",
             Fault::FreezeAgent(..) => "agent frozen",
         };
@@ -467,11 +584,27 @@ fn faults_of_every_kind_leave_every_piece_of_work_running_exactly_once() {
     }
     stop.store(true, Ordering::SeqCst);
     let accepted = submitter.join().unwrap();
+    reader.join().unwrap();
+    let copies = watcher.join().unwrap();
+    let operations = history.operations.lock().unwrap().clone();
+    let reads = operations
+        .iter()
+        .filter(|op| matches!(op.kind, Kind::Read(_)))
+        .count();
     eprintln!(
-        "chaos: faults injected {injected:?}; {} drivers accepted",
-        accepted.len()
+        "chaos: faults injected {injected:?}; {} drivers accepted, {} submissions and {reads} reads recorded",
+        accepted.len(),
+        operations.len() - reads
     );
     assert!(!accepted.is_empty(), "no submission was ever accepted");
+    assert!(
+        copies.is_empty(),
+        "work ran twice at once (replay with MUSTER_CHAOS_SEED={seed}):\n  {}",
+        copies.join("\n  ")
+    );
+    if let Err(problem) = linearizable::check(&operations) {
+        panic!("the client history (replay with MUSTER_CHAOS_SEED={seed}): {problem}");
+    }
     wait_until_sound(&cluster, &accepted, seed, Duration::from_secs(60));
     assert!(
         app.0.try_wait().unwrap().is_none(),
