@@ -378,3 +378,134 @@ fn a_fencing_worker_cut_off_from_the_masters_stops_its_work_before_it_is_relaunc
         .count();
     assert_eq!(running, 1);
 }
+
+/// A tmpfs of `mb` MiB mounted at a new directory, unmounted when dropped; `None` (after
+/// saying so) where this process may not mount one.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(mb: u32) -> Option<Self> {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mb}m"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match mounted {
+            Ok(output) if output.status.success() => Some(Self { dir }),
+            other => {
+                eprintln!("skipped: cannot mount a small tmpfs here (it needs root): {other:?}");
+                None
+            }
+        }
+    }
+
+    /// Fills the disk with a file until fewer than `left` bytes are free.
+    fn fill(&self, left: u64) {
+        use std::io::Write;
+        let path = self.dir.path().join("filler");
+        let mut filler = std::fs::File::create(&path).unwrap();
+        let chunk = vec![0u8; 64 * 1024];
+        let mut written = 0u64;
+        while filler.write_all(&chunk).is_ok() {
+            written += chunk.len() as u64;
+        }
+        filler.set_len(written.saturating_sub(left)).unwrap();
+    }
+
+    fn free(&self) {
+        std::fs::remove_file(self.dir.path().join("filler")).unwrap();
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+#[test]
+fn a_master_whose_disk_fills_stops_saying_why_loses_nothing_and_catches_up_once_freed() {
+    let Some(disk) = SmallDisk::mount(16) else {
+        return;
+    };
+    let (addrs, peers) = crate::support::master_addresses(3);
+    let dir = tempfile::tempdir().unwrap();
+    let data = |id: usize| match id {
+        1 => disk.dir.path().join("master-1"),
+        _ => dir.path().join(format!("master-{id}")),
+    };
+    let spawn = |id: usize, log: &str| {
+        let log = std::fs::File::create(dir.path().join(log)).unwrap();
+        Process(
+            crate::support::master_command(id as u64, &addrs[id - 1], &peers, &data(id))
+                .stdout(std::process::Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let mut first = spawn(1, "master-1.log");
+    let _others = [spawn(2, "master-2.log"), spawn(3, "master-3.log")];
+    let all = addrs.join(",");
+    crate::support::wait_for_at(&all, "a leader", |s| s["recovery_state"] == "ALIVE");
+
+    // Big submissions until master 1 cannot write its log any more.
+    disk.fill(512 * 1024);
+    let big = "x".repeat(30_000);
+    let mut acknowledged = Vec::new();
+    let start = Instant::now();
+    let exit = loop {
+        if let Some(exit) = first.0.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(
+            start.elapsed() < 3 * crate::support::DEADLINE,
+            "master 1 never stopped"
+        );
+        let output = Masters::client(&all, &["submit", "--cores", "99", "--", "/bin/echo", &big]);
+        if output.status.success() {
+            acknowledged.push(String::from_utf8_lossy(&output.stdout).trim().to_owned());
+        }
+    };
+    assert_eq!(exit.code(), Some(1), "{exit:?}");
+    let log = std::fs::read_to_string(dir.path().join("master-1.log")).unwrap();
+    let said = log.lines().last().unwrap_or_default();
+    assert!(
+        said.starts_with("error: the Raft log stopped") && said.contains("No space left on device"),
+        "{said}"
+    );
+
+    // The other two go on, with everything acknowledged.
+    let others = [addrs[1].clone(), addrs[2].clone()].join(",");
+    let status = crate::support::wait_for_at(&others, "the other two leading", |s| {
+        s["recovery_state"] == "ALIVE"
+    });
+    for id in &acknowledged {
+        assert!(driver(&status, id).is_some(), "{id} lost: {status}");
+    }
+
+    // Space back, master 1 starts again on its log and catches up.
+    disk.free();
+    let _first = spawn(1, "master-1-again.log");
+    let start = Instant::now();
+    loop {
+        let output = Masters::client(&addrs[0], &["status", "--json", "--local"]);
+        let caught_up = output.status.success()
+            && serde_json::from_slice::<Value>(&output.stdout)
+                .is_ok_and(|local| acknowledged.iter().all(|id| driver(&local, id).is_some()));
+        if caught_up {
+            break;
+        }
+        assert!(
+            start.elapsed() < crate::support::DEADLINE,
+            "master 1 did not catch up"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(!acknowledged.is_empty());
+}

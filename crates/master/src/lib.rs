@@ -143,6 +143,13 @@ pub enum MasterError {
     /// The gRPC server's task failed.
     #[error("server task failed: {0}")]
     ServerTask(#[from] tokio::task::JoinError),
+    /// Raft stopped on its own (its storage failed): nothing more can be written here, and the
+    /// log cannot be closed without blocking on that storage, so the process must end.
+    #[error(
+        "the Raft log stopped: {0}. What this master acknowledged is on disk; fix the cause \
+         (a full disk, a failing one) and start it again, and it catches up"
+    )]
+    RaftStopped(String),
     /// The Spark REST gateway cannot reach this master's own address.
     #[error("--spark-rest: {0}")]
     SparkRest(String),
@@ -165,6 +172,9 @@ impl MasterConfig {
 /// Runs a master replica until `shutdown` resolves, then stops Raft cleanly.
 ///
 /// # Errors
+///
+/// [`MasterError::RaftStopped`] when Raft stopped on its own: then the log is left open (see
+/// there), and the process must end without dropping what it still holds.
 ///
 /// The configuration is inconsistent, the address cannot be bound, the data cannot be
 /// opened, or bootstrapping failed.
@@ -307,9 +317,14 @@ pub async fn run(
                 let _ = server_stopped.await;
             }),
     );
+    let mut failed = None;
     let served = tokio::select! {
         () = shutdown => None,
         served = &mut server => Some(served),
+        reason = node.stopped() => {
+            failed = Some(reason);
+            None
+        }
     };
     // Close the worker streams first: a graceful server stop waits for open streams.
     sessions.stop();
@@ -328,6 +343,13 @@ pub async fn run(
     };
     let _ = stop_http.send(());
     let _ = stop_spark_rest.send(());
+    if let Some(reason) = failed {
+        tracing::error!(id = config.id, %reason, "Raft stopped: this master stops");
+        // Not closed: closing flushes the log to the storage that failed, which blocks for
+        // good. What was acknowledged is on disk; the caller ends the process.
+        std::mem::forget(node);
+        return Err(MasterError::RaftStopped(reason));
+    }
     node.shutdown().await?;
     tracing::info!(id = config.id, "master stopped");
     Ok(served??)

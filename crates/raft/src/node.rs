@@ -686,6 +686,22 @@ impl RaftNode {
         self.raft.metrics()
     }
 
+    /// Resolves once Raft has stopped for good on its own: its storage failed (a full disk,
+    /// an I/O error) or it panicked. What stopped it, as text. openraft stops at the first
+    /// storage error rather than go on from a state it cannot trust; what it acknowledged
+    /// before is on disk, and a restart once the cause is fixed goes on from there.
+    pub async fn stopped(&self) -> String {
+        let mut metrics = self.raft.metrics();
+        loop {
+            if let Err(fatal) = &metrics.borrow_and_update().running_state {
+                return fatal.to_string();
+            }
+            if metrics.changed().await.is_err() {
+                return "Raft's core ended".to_owned();
+            }
+        }
+    }
+
     /// The underlying Raft handle.
     pub fn raft(&self) -> &Raft {
         &self.raft

@@ -177,10 +177,19 @@ pub fn run(args: MasterArgs) -> Result<String, CliError> {
         },
         restore: args.restore.as_deref().map(read_snapshot).transpose()?,
     };
-    runtime()?.block_on(async {
+    let runtime = runtime()?;
+    let ran = runtime.block_on(async {
         warn_if_insecure(insecure, config.secret.as_ref());
         muster_master::run(config, stop_signal()).await
-    })?;
+    });
+    if let Err(stopped @ muster_master::MasterError::RaftStopped(_)) = ran {
+        // Its storage failed: closing the log would flush to it, which blocks for good
+        // (what was acknowledged is on disk already). The process ends here instead.
+        let error = CliError::from(stopped);
+        eprintln!("error: {error}");
+        std::process::exit(error.exit_code().into());
+    }
+    ran?;
     Ok(String::new())
 }
 
