@@ -150,9 +150,6 @@ pub enum MasterError {
          (a full disk, a failing one) and start it again, and it catches up"
     )]
     RaftStopped(String),
-    /// The Spark REST gateway cannot reach this master's own address.
-    #[error("--spark-rest: {0}")]
-    SparkRest(String),
 }
 
 impl MasterConfig {
@@ -267,8 +264,7 @@ pub async fn run(
             clients,
             tokens.clone(),
             spark_rest.submissions.clone(),
-        )
-        .map_err(MasterError::SparkRest)?;
+        )?;
         let stopped = async {
             let _ = spark_rest_stopped.await;
         };

@@ -25,7 +25,7 @@ use axum::response::{IntoResponse, Response};
 use muster_core::ids::WorkId;
 use muster_core::limits::MAX_REQUEST_BYTES;
 use muster_proto::auth::{Credential, Tokens};
-use muster_proto::rest_token::{self, RestCaller};
+use muster_proto::rest_token::{self, RestCaller, RestTokenError};
 use muster_proto::transport::Dialer;
 use muster_proto::v1::cluster_client::ClusterClient;
 use muster_proto::v1::{DriverState, KillRequest, StatusReply, StatusRequest};
@@ -63,6 +63,20 @@ pub(crate) struct Gateway {
     submissions: Arc<Submissions>,
 }
 
+/// Why a call may not be made, as Spark's `JWSFilter` words it.
+#[derive(Debug, thiserror::Error)]
+enum Unauthorized {
+    /// No token.
+    #[error(
+        "Authorization header is missing: give a token of `muster rest-token` \
+         (Authorization: Bearer TOKEN, or the master URL spark://HOST:PORT/TOKEN)"
+    )]
+    Missing,
+    /// A token that lets nobody call.
+    #[error("Failed to verify the token: {0}")]
+    Invalid(RestTokenError),
+}
+
 /// Whom a call acts for.
 struct Caller {
     /// What its calls on the masters carry.
@@ -84,10 +98,9 @@ impl Gateway {
         clients: Vec<Credential>,
         tokens: Tokens,
         submissions: Submissions,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, tonic::transport::Error> {
         let channel = dialer
-            .endpoint(grpc)
-            .map_err(|e| format!("{grpc}: {e}"))?
+            .endpoint(grpc)?
             .connect_timeout(Duration::from_secs(2))
             .timeout(CALL_TIMEOUT)
             .connect_lazy();
@@ -100,7 +113,7 @@ impl Gateway {
     }
 
     /// Whom a call with `token` acts for.
-    fn caller(&self, token: Option<&str>) -> Result<Caller, String> {
+    fn caller(&self, token: Option<&str>) -> Result<Caller, Unauthorized> {
         let client = |index: usize| Caller {
             credential: self.clients[index].clone(),
             user: None,
@@ -109,11 +122,7 @@ impl Gateway {
             return Ok(client(0));
         }
         let Some(token) = token else {
-            return Err(
-                "Authorization header is missing: give a token of `muster rest-token` \
-                 (Authorization: Bearer TOKEN, or the master URL spark://HOST:PORT/TOKEN)"
-                    .to_owned(),
-            );
+            return Err(Unauthorized::Missing);
         };
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -135,7 +144,7 @@ impl Gateway {
                     user: Some(user.name),
                 })
             }
-            Err(error) => Err(format!("Failed to verify the token: {error}")),
+            Err(error) => Err(Unauthorized::Invalid(error)),
         }
     }
 
@@ -181,7 +190,9 @@ impl Gateway {
             Action::Create => {
                 let driver = match self.submissions.driver(body) {
                     Ok(driver) => driver,
-                    Err(message) => return (StatusCode::BAD_REQUEST, Reply::error(message)),
+                    Err(refused) => {
+                        return (StatusCode::BAD_REQUEST, Reply::error(refused.to_string()));
+                    }
                 };
                 let created = |submission_id, success, message| Reply::Created {
                     server_spark_version: SERVER_SPARK_VERSION,
@@ -359,7 +370,9 @@ async fn handle(State(gateway): State<Gateway>, request: Request<Body>) -> Respo
         .and_then(|value| value.strip_prefix("Bearer "));
     let caller = match gateway.caller(header_token.or(path_token)) {
         Ok(caller) => caller,
-        Err(message) => return respond(StatusCode::FORBIDDEN, &Reply::error(message)),
+        Err(refused) => {
+            return respond(StatusCode::FORBIDDEN, &Reply::error(refused.to_string()));
+        }
     };
     let Ok(body) = axum::body::to_bytes(request.into_body(), MAX_REQUEST_BYTES).await else {
         return respond(

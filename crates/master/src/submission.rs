@@ -111,6 +111,48 @@ pub(crate) struct CreateSubmissionRequest {
     environment_variables: BTreeMap<String, String>,
 }
 
+/// Why a submission is not one this gateway takes; each names the field.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refusal {
+    /// Not a `CreateSubmissionRequest`, or one without a field it needs.
+    #[error("Malformed request: {0}")]
+    Malformed(String),
+    /// A property whose value is not one it can have.
+    #[error("{key} is {value}: it must be {expected}")]
+    BadProperty {
+        /// The property.
+        key: String,
+        /// Its value.
+        value: String,
+        /// What it must be.
+        expected: &'static str,
+    },
+    /// Code from a resource no `--spark-rest-allow` pattern allows.
+    #[error(
+        "{field} {resource} is not allowed: it matches none of this master's --spark-rest-allow patterns"
+    )]
+    NotAllowed {
+        /// `appResource` or `spark.jars`.
+        field: &'static str,
+        /// The resource.
+        resource: String,
+    },
+    /// Under `--spark-rest-allow`, a setting that brings code from elsewhere.
+    #[error(
+        "{0} is not allowed: with --spark-rest-allow, a submission's code comes from allowed resources only"
+    )]
+    BringsCode(String),
+}
+
+/// A [`Refusal::BadProperty`] of `key`, `value` and what it must be.
+fn bad_property(key: &str, value: &str, expected: &'static str) -> Refusal {
+    Refusal::BadProperty {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        expected,
+    }
+}
+
 /// How this gateway turns submissions into drivers.
 #[derive(Clone, Debug, Default)]
 pub struct Submissions {
@@ -160,35 +202,35 @@ impl Submissions {
     /// # Errors
     ///
     /// Why the body is not a submission this gateway takes, naming the field.
-    pub(crate) fn driver(&self, body: &[u8]) -> Result<SubmitDriverRequest, String> {
+    pub(crate) fn driver(&self, body: &[u8]) -> Result<SubmitDriverRequest, Refusal> {
         let request: CreateSubmissionRequest =
             serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(body))
-                .map_err(|e| format!("Malformed request: {e}"))?;
+                .map_err(|e| Refusal::Malformed(e.to_string()))?;
         match request.action.as_deref() {
             Some("CreateSubmissionRequest") => {}
             Some(other) => {
-                return Err(format!(
-                    "Malformed request: action is {other}, where create takes a CreateSubmissionRequest"
-                ));
+                return Err(Refusal::Malformed(format!(
+                    "action is {other}, where create takes a CreateSubmissionRequest"
+                )));
             }
-            None => return Err("Malformed request: action is missing".to_owned()),
+            None => return Err(Refusal::Malformed("action is missing".to_owned())),
         }
         let resource = match request.app_resource.as_deref() {
             Some(resource) if !resource.trim().is_empty() => resource,
-            _ => return Err("Malformed request: appResource is missing".to_owned()),
+            _ => return Err(Refusal::Malformed("appResource is missing".to_owned())),
         };
         let main_class = match request.main_class.as_deref() {
             Some(class) if !class.trim().is_empty() => class,
-            _ => return Err("Malformed request: mainClass is missing".to_owned()),
+            _ => return Err(Refusal::Malformed("mainClass is missing".to_owned())),
         };
         let properties = &request.spark_properties;
         if let Some(key) = properties
             .keys()
             .find(|key| key.is_empty() || key.contains('='))
         {
-            return Err(format!(
+            return Err(Refusal::Malformed(format!(
                 "sparkProperties has the key `{key}`: a property's name is not empty and holds no ="
-            ));
+            )));
         }
         let jars = jars(properties, resource);
         self.check_code(resource, &jars, properties)?;
@@ -198,8 +240,10 @@ impl Submissions {
             Some(text) if text.trim().eq_ignore_ascii_case("true") => true,
             Some(text) if text.trim().eq_ignore_ascii_case("false") => false,
             Some(text) => {
-                return Err(format!(
-                    "spark.driver.supervise is {text}: it must be true or false"
+                return Err(bad_property(
+                    "spark.driver.supervise",
+                    text,
+                    "true or false",
                 ));
             }
         };
@@ -236,18 +280,19 @@ impl Submissions {
         resource: &str,
         jars: &[&str],
         properties: &BTreeMap<String, String>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Refusal> {
         if self.allowed_resources.is_empty() {
             return Ok(());
         }
-        for (what, path) in std::iter::once(("appResource", resource))
+        for (field, path) in std::iter::once(("appResource", resource))
             .chain(jars.iter().map(|jar| ("spark.jars", *jar)))
         {
             let plain = !path.contains('%') && !path.split('/').any(|part| part == "..");
             if !plain || !self.allowed_resources.iter().any(|p| p.is_match(path)) {
-                return Err(format!(
-                    "{what} {path} is not allowed: it matches none of this master's --spark-rest-allow patterns"
-                ));
+                return Err(Refusal::NotAllowed {
+                    field,
+                    resource: path.to_owned(),
+                });
             }
         }
         let brings_code = |key: &str, value: &str| {
@@ -260,9 +305,7 @@ impl Submissions {
             .iter()
             .find(|(key, value)| brings_code(key, value))
         {
-            Some((key, _)) => Err(format!(
-                "{key} is not allowed: with --spark-rest-allow, a submission's code comes from allowed resources only"
-            )),
+            Some((key, _)) => Err(Refusal::BringsCode(key.clone())),
             None => Ok(()),
         }
     }
@@ -316,7 +359,7 @@ fn jars<'p>(properties: &'p BTreeMap<String, String>, resource: &str) -> Vec<&'p
 }
 
 /// The driver's cores, memory and custom resources, by its `spark.driver.*` settings.
-fn resources(properties: &BTreeMap<String, String>) -> Result<Resources, String> {
+fn resources(properties: &BTreeMap<String, String>) -> Result<Resources, Refusal> {
     let property = |key: &str| properties.get(key).map(String::as_str);
     let cores = match property("spark.driver.cores") {
         None => 1,
@@ -325,14 +368,16 @@ fn resources(properties: &BTreeMap<String, String>) -> Result<Resources, String>
             .parse()
             .ok()
             .filter(|&cores| cores > 0)
-            .ok_or_else(|| {
-                format!("spark.driver.cores is {text}: it must be a whole number above 0")
-            })?,
+            .ok_or_else(|| bad_property("spark.driver.cores", text, "a whole number above 0"))?,
     };
     let memory_mb = match property("spark.driver.memory") {
         None => 1024,
         Some(text) => memory_mb(text).ok_or_else(|| {
-            format!("spark.driver.memory is {text}: it must be a size such as 512m or 2g, of 1m at least")
+            bad_property(
+                "spark.driver.memory",
+                text,
+                "a size such as 512m or 2g, of 1m at least",
+            )
         })?,
     };
     let mut custom = BTreeMap::new();
@@ -346,7 +391,7 @@ fn resources(properties: &BTreeMap<String, String>) -> Result<Resources, String>
         let amount = value
             .trim()
             .parse()
-            .map_err(|_| format!("{key} is {value}: it must be a whole number"))?;
+            .map_err(|_| bad_property(key, value, "a whole number"))?;
         custom.insert(name.to_owned(), amount);
     }
     Ok(Resources {
@@ -706,7 +751,10 @@ mod tests {
             ),
         ];
         for (body, expected) in cases {
-            let error = submissions().driver(body.as_bytes()).unwrap_err();
+            let error = submissions()
+                .driver(body.as_bytes())
+                .unwrap_err()
+                .to_string();
             assert!(error.contains(expected), "{body}: {error}");
         }
     }
@@ -769,7 +817,8 @@ mod tests {
         for (resource, properties, named) in refused {
             let error = submissions
                 .driver(body(resource, properties).as_bytes())
-                .unwrap_err();
+                .unwrap_err()
+                .to_string();
             assert!(
                 error.contains("is not allowed") && error.contains(named),
                 "{resource} {properties}: {error}"
