@@ -197,9 +197,9 @@ async fn run_task(task: RunTask) -> TaskEnded {
                     end.exit_code = Some(code);
                     end.message = format!("exited with code {code}");
                 }
-                Err(message) => {
+                Err(error) => {
                     end.state = TaskState::Failed.into();
-                    end.message = message;
+                    end.message = error.to_string();
                 }
             }
         }
@@ -212,22 +212,42 @@ async fn run_task(task: RunTask) -> TaskEnded {
     end
 }
 
+/// Why a task's command did not run to an exit.
+#[derive(Debug, thiserror::Error)]
+enum CommandError {
+    /// No program to run.
+    #[error("an empty command")]
+    Empty,
+    /// The program could not be started or waited for.
+    #[error("cannot {doing} {program}: {source}")]
+    Io {
+        /// `run` or `wait for`.
+        doing: &'static str,
+        /// The program.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
 /// Runs `argv` as a child of this process in a process group of its own, which is killed
 /// when the task ends or is aborted: nothing a task started outlives it. Its exit code, or
 /// -1 when a signal ended it.
-async fn run_command(argv: &[String]) -> Result<i32, String> {
-    let (program, args) = argv.split_first().ok_or("an empty command")?;
+async fn run_command(argv: &[String]) -> Result<i32, CommandError> {
+    let (program, args) = argv.split_first().ok_or(CommandError::Empty)?;
+    let failed = |doing, source| CommandError::Io {
+        doing,
+        program: program.clone(),
+        source,
+    };
     let mut child = tokio::process::Command::new(program)
         .args(args)
         .process_group(0)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("cannot run {program}: {e}"))?;
+        .map_err(|e| failed("run", e))?;
     let _group = child.id().map(ProcessGroup);
-    let status = child
-        .wait()
-        .await
-        .map_err(|e| format!("cannot wait for {program}: {e}"))?;
+    let status = child.wait().await.map_err(|e| failed("wait for", e))?;
     Ok(status.code().unwrap_or(-1))
 }
 

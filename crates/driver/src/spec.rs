@@ -406,7 +406,7 @@ impl JobFile {
                 stage
                     .run
                     .work()
-                    .map_err(|message| invalid(format!("jobs[{j}].stages[{s}].run"), message))?;
+                    .map_err(|e| invalid(format!("jobs[{j}].stages[{s}].run"), e.to_string()))?;
             }
         }
         Ok(())
@@ -480,19 +480,20 @@ impl Run {
     /// # Errors
     ///
     /// What is missing or extra, for people.
-    pub fn work(&self) -> Result<Work, String> {
+    pub fn work(&self) -> Result<Work, WorkError> {
         let work = match (self.builtin, &self.command) {
-            (Some(_), Some(_)) => return Err("give `builtin` or `command`, not both".into()),
-            (None, None) => return Err("give `builtin` or `command`".into()),
-            (Some(Builtin::Sleep), None) => Work::Sleep(self.ms.ok_or("sleep needs ms")?),
-            (Some(Builtin::Pi), None) => Work::Pi(self.samples.ok_or("pi needs samples")?),
-            (Some(Builtin::Noop), None) => Work::Noop,
-            (None, Some(argv)) if argv.is_empty() => {
-                return Err("a command needs at least a program".into());
+            (Some(_), Some(_)) => return Err(WorkError::Both),
+            (None, None) => return Err(WorkError::Neither),
+            (Some(Builtin::Sleep), None) => {
+                Work::Sleep(self.ms.ok_or(WorkError::Needs("sleep", "ms"))?)
             }
+            (Some(Builtin::Pi), None) => {
+                Work::Pi(self.samples.ok_or(WorkError::Needs("pi", "samples"))?)
+            }
+            (Some(Builtin::Noop), None) => Work::Noop,
+            (None, Some(argv)) if argv.is_empty() => return Err(WorkError::NoProgram),
             (None, Some(argv)) => {
-                limits::program(&argv[0], &argv[1..], &Default::default())
-                    .map_err(|e| e.to_string())?;
+                limits::program(&argv[0], &argv[1..], &Default::default())?;
                 Work::Command(argv.clone())
             }
         };
@@ -502,10 +503,33 @@ impl Run {
             Work::Noop | Work::Command(_) => self.ms.is_some() || self.samples.is_some(),
         };
         if extra {
-            return Err("`ms` is for sleep and `samples` for pi only".into());
+            return Err(WorkError::Extra);
         }
         Ok(work)
     }
+}
+
+/// Why a stage's `run` is not work a task can do.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum WorkError {
+    /// Both a builtin and a command.
+    #[error("give `builtin` or `command`, not both")]
+    Both,
+    /// Neither.
+    #[error("give `builtin` or `command`")]
+    Neither,
+    /// A builtin without the setting it needs.
+    #[error("{0} needs {1}")]
+    Needs(&'static str, &'static str),
+    /// A command without a program.
+    #[error("a command needs at least a program")]
+    NoProgram,
+    /// A command beyond the size limit.
+    #[error(transparent)]
+    TooLong(#[from] muster_core::model::InputError),
+    /// A setting of another builtin.
+    #[error("`ms` is for sleep and `samples` for pi only")]
+    Extra,
 }
 
 #[cfg(test)]

@@ -130,9 +130,9 @@ impl Network {
         addr: &str,
         request: &TimeoutNow,
         deadline: Duration,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, CampaignCallError> {
         let addr = self.routes.get(&target).map_or(addr, String::as_str);
-        let channel = self.channel(addr).map_err(|e| e.to_string())?;
+        let channel = self.channel(addr)?;
         let mut call = tonic::Request::new(RaftBytes {
             data: encode(request),
         });
@@ -141,10 +141,26 @@ impl Network {
         let mut client = ReplicationClient::new(channel);
         let response = tokio::time::timeout(deadline, client.timeout_now(call))
             .await
-            .map_err(|_| format!("no answer within {deadline:?}"))?
-            .map_err(|status| status.message().to_owned())?;
-        decode(&response.into_inner().data).map_err(|e| e.to_string())
+            .map_err(|_| CampaignCallError::NoAnswer(deadline))??;
+        Ok(decode(&response.into_inner().data)?)
     }
+}
+
+/// Why a member was not reached with a request to campaign.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CampaignCallError {
+    /// Its address makes no channel.
+    #[error(transparent)]
+    Channel(#[from] tonic::transport::Error),
+    /// It did not answer in time.
+    #[error("no answer within {0:?}")]
+    NoAnswer(Duration),
+    /// It refused the call.
+    #[error("{}", .0.message())]
+    Refused(#[from] tonic::Status),
+    /// Its answer did not decode.
+    #[error(transparent)]
+    Garbled(#[from] bincode::error::DecodeError),
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {

@@ -10,21 +10,26 @@ use muster_core::resources::Resources;
 use crate::ClusterState;
 use crate::model::DriverState;
 
+/// An invariant of [`ClusterState`] that does not hold: which, and the thing that breaks it.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvariantViolation(String);
+
 /// Adds `resources` to what `worker` is found to hold.
 fn add<'a>(
     usage: &mut BTreeMap<&'a WorkerId, Resources>,
     worker: &'a WorkerId,
     resources: &Resources,
-) -> Result<(), String> {
+) -> Result<(), InvariantViolation> {
     let used = usage.entry(worker).or_default();
     *used = used
         .checked_add(resources)
-        .ok_or_else(|| format!("usage overflows on worker {worker}"))?;
+        .ok_or_else(|| InvariantViolation(format!("usage overflows on worker {worker}")))?;
     Ok(())
 }
 
-fn violated(message: String) -> Result<(), String> {
-    Err(message)
+fn violated(message: String) -> Result<(), InvariantViolation> {
+    Err(InvariantViolation(message))
 }
 
 impl ClusterState {
@@ -33,7 +38,7 @@ impl ClusterState {
     /// # Errors
     ///
     /// The first violation found, naming the invariant and the thing that breaks it.
-    pub fn check_invariants(&self) -> Result<(), String> {
+    pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
         // Queue settings are checked when set; a snapshot must hold them checked too.
         if let Err(error) = validate_queues(&self.queues) {
             return violated(format!("bad queue settings: {error}"));
@@ -156,7 +161,7 @@ impl ClusterState {
 
     /// Ids are never reused: every app and driver id, active or completed, is unique and was
     /// numbered below the counter.
-    fn check_ids_unique(&self) -> Result<(), String> {
+    fn check_ids_unique(&self) -> Result<(), InvariantViolation> {
         let numbered = |id: &str, next: u64| {
             id.rsplit('-')
                 .next()

@@ -44,6 +44,7 @@ mod snapshot;
 mod state;
 
 pub use commands::{Command, Op};
+pub use invariants::InvariantViolation;
 pub use response::{ApplyError, Effects, Outcome, Rejected, Rejection, Response};
 pub use snapshot::{SNAPSHOT_FORMAT, SnapshotError};
 pub use state::{ClusterState, StateConfig};
