@@ -43,7 +43,7 @@ pub fn run(args: SecretsArgs) -> Result<String, CliError> {
     names.extend(args.hosts.iter().map(String::as_str));
     TlsFiles::generate(&tls_dir, &names).map_err(|e| failed(&e))?;
     Ok(format!(
-        "{}\n{}/{{ca,cert,key}}.pem for {}",
+        "{}\n{}/{{ca,cert,key}}.pem for {}\nthe Spark REST gateway's token: muster rest-token --secret-file {0}; its key, as Spark's JWSFilter takes it: muster rest-token --key --secret-file {0}",
         secret.display(),
         tls_dir.display(),
         names.join(", ")
