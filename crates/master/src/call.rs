@@ -1,15 +1,39 @@
-//! What every client-facing call shares: a client write as a log command, and why a call
-//! failed, modelled by what the caller must do and turned into a gRPC status in one place.
+//! What every client-facing call shares: a client write as a log command, why a call
+//! failed, modelled by what the caller must do and turned into a gRPC status in one place,
+//! and the channel the HTTP endpoints call this master's own client API on.
+
+use std::time::Duration;
 
 use muster_core::ids::{RequestId, WorkId};
 use muster_proto::auth::NamedUser;
 use muster_proto::discovery::LEADER_HEADER;
+use muster_proto::transport::Dialer;
 use muster_raft::{Applied, NodeId, RaftNode, WriteError};
 use muster_state::commands::By;
 use muster_state::{ApplyError, ClusterState, Command, Op, Response};
 use tonic::Status;
+use tonic::transport::Channel;
 
 use crate::session::now;
+
+/// How long a call of an HTTP endpoint on this master's client API may take: less than the
+/// 10 s after which Spark's REST client gives a master up.
+const OWN_API_CALL_TIMEOUT: Duration = Duration::from_secs(8);
+
+/// A channel to this master's own client API at `grpc` (its listen address), through
+/// `dialer`: connected on first use and again after a failure, each call bounded by
+/// [`OWN_API_CALL_TIMEOUT`].
+///
+/// # Errors
+///
+/// `grpc` is not an address `dialer` can reach.
+pub(crate) fn own_api(grpc: &str, dialer: &Dialer) -> Result<Channel, tonic::transport::Error> {
+    Ok(dialer
+        .endpoint(grpc)?
+        .connect_timeout(Duration::from_secs(2))
+        .timeout(OWN_API_CALL_TIMEOUT)
+        .connect_lazy())
+}
 
 /// Why a call was not answered.
 #[derive(Debug, thiserror::Error)]

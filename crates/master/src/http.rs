@@ -12,13 +12,13 @@ use axum::http::StatusCode;
 use axum::response::{Html, Json};
 use axum::routing::get;
 use muster_proto::auth::Credential;
-use muster_proto::transport::Dialer;
 use muster_proto::v1::StatusRequest;
 use muster_proto::v1::cluster_client::ClusterClient;
 use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tonic::Request;
+use tonic::transport::Channel;
 
 use crate::listener::{Connections, Serving};
 use crate::metrics::Metrics;
@@ -27,12 +27,11 @@ use crate::session::Sessions;
 use crate::ui;
 use muster_raft::RaftNode;
 
-/// This master's own client API, and how to call it.
+/// This master's own client API, and the credential to call it with.
 #[derive(Clone)]
 struct Grpc {
-    addr: String,
+    channel: Channel,
     credential: Credential,
-    dialer: Dialer,
 }
 
 /// What `/metrics` reads: this replica's node, its leader sessions and its metrics.
@@ -44,13 +43,13 @@ pub(crate) struct Replica {
 }
 
 /// Serves the endpoint on `listener` (over TLS with `https`) until `shutdown` resolves;
-/// `grpc` is this master's own gRPC address, called with `credential` through `dialer`.
+/// `grpc` is this master's own client API ([`crate::call::own_api`]), called with
+/// `credential`.
 pub(crate) async fn serve(
     listener: TcpListener,
     https: Option<TlsAcceptor>,
-    grpc: String,
+    grpc: Channel,
     credential: Credential,
-    dialer: Dialer,
     replica: Replica,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -60,9 +59,8 @@ pub(crate) async fn serve(
         .route("/app/{id}", get(app_page))
         .route("/driver/{id}", get(driver_page))
         .with_state(Grpc {
-            addr: grpc,
+            channel: grpc,
             credential,
-            dialer,
         })
         .route("/metrics", get(metrics).with_state(replica));
     let serving = https.map_or(Serving::Plain, Serving::Tls);
@@ -75,14 +73,7 @@ type Failure = (StatusCode, String);
 
 async fn status(grpc: &Grpc) -> Result<Value, Failure> {
     let unavailable = |e: String| (StatusCode::SERVICE_UNAVAILABLE, e);
-    let channel = grpc
-        .dialer
-        .endpoint(&grpc.addr)
-        .map_err(|e| unavailable(e.to_string()))?
-        .connect()
-        .await
-        .map_err(|e| unavailable(e.to_string()))?;
-    let mut client = ClusterClient::new(channel);
+    let mut client = ClusterClient::new(grpc.channel.clone());
     let mut request = Request::new(StatusRequest { local: false });
     grpc.credential.attach(request.metadata_mut());
     let reply = client

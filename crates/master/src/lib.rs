@@ -228,6 +228,8 @@ pub async fn run(
     if let Some(snapshot) = config.restore.clone() {
         tokio::spawn(restore(Arc::clone(&node), Arc::clone(&sessions), snapshot));
     }
+    // What the HTTP endpoints call: this master's own client API, on one lazy connection.
+    let own_api = call::own_api(&config.listen, &dialer)?;
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(http) = &config.http {
         let listener = bind(http).await?;
@@ -237,9 +239,8 @@ pub async fn run(
         tokio::spawn(http::serve(
             listener,
             config.tls.https()?,
-            config.listen.clone(),
+            own_api.clone(),
             credential(Role::Client),
-            dialer.clone(),
             http::Replica {
                 node: Arc::clone(&node),
                 sessions: Arc::clone(&sessions),
@@ -259,12 +260,11 @@ pub async fn run(
                 .map(|s| s.credential(Role::Client)),
         );
         let gateway = spark_rest::Gateway::new(
-            &config.listen,
-            &dialer,
+            own_api.clone(),
             clients,
             tokens.clone(),
             spark_rest.submissions.clone(),
-        )?;
+        );
         let stopped = async {
             let _ = spark_rest_stopped.await;
         };

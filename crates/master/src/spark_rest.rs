@@ -15,7 +15,7 @@
 //! gateway over TLS as well, on the same port, to clients that start a TLS handshake.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Body;
@@ -26,7 +26,6 @@ use muster_core::ids::WorkId;
 use muster_core::limits::MAX_REQUEST_BYTES;
 use muster_proto::auth::{Credential, Tokens};
 use muster_proto::rest_token::{self, RestCaller, RestTokenError};
-use muster_proto::transport::Dialer;
 use muster_proto::v1::cluster_client::ClusterClient;
 use muster_proto::v1::{DriverState, KillRequest, StatusReply, StatusRequest};
 use tokio::net::TcpListener;
@@ -45,10 +44,6 @@ pub struct SparkRest {
     /// How submissions become drivers.
     pub submissions: Submissions,
 }
-
-/// How long one call of the gateway on the masters may take: less than the 10 s after which
-/// Spark's client gives a master up.
-const CALL_TIMEOUT: Duration = Duration::from_secs(8);
 
 /// What every call of the gateway needs.
 #[derive(Clone)]
@@ -86,30 +81,20 @@ struct Caller {
 }
 
 impl Gateway {
-    /// A gateway calling the client API at `grpc` through `dialer`; `clients` are the
-    /// cluster-level client credentials, the cluster secret's first.
-    ///
-    /// # Errors
-    ///
-    /// `grpc` is not an address `dialer` can reach.
+    /// A gateway calling the client API on `channel` ([`crate::call::own_api`]); `clients`
+    /// are the cluster-level client credentials, the cluster secret's first.
     pub(crate) fn new(
-        grpc: &str,
-        dialer: &Dialer,
+        channel: Channel,
         clients: Vec<Credential>,
         tokens: Tokens,
         submissions: Submissions,
-    ) -> Result<Self, tonic::transport::Error> {
-        let channel = dialer
-            .endpoint(grpc)?
-            .connect_timeout(Duration::from_secs(2))
-            .timeout(CALL_TIMEOUT)
-            .connect_lazy();
-        Ok(Self {
+    ) -> Self {
+        Self {
             channel,
             clients,
             tokens,
             submissions: Arc::new(submissions),
-        })
+        }
     }
 
     /// Whom a call with `token` acts for.
