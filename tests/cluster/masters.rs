@@ -300,20 +300,27 @@ fn masters_apply_their_configured_queues_and_refuse_a_bad_config() {
     assert_eq!(message.lines().count(), 1, "{message}");
 }
 
-#[test]
-fn a_master_serves_the_status_over_https() {
-    let dir = tempfile::tempdir().unwrap();
+/// A master alone with its data in `dir`, serving its status over HTTP too: it, and its
+/// gRPC and HTTP addresses.
+fn lone_master_serving_http(dir: &std::path::Path) -> (crate::support::Process, String, String) {
     let (grpc, http) = (
         format!("127.0.0.1:{}", free_port()),
         format!("127.0.0.1:{}", free_port()),
     );
-    let _master = crate::support::Process(
-        lone_master_command(&grpc, dir.path())
+    let master = crate::support::Process(
+        lone_master_command(&grpc, dir)
             .args(["--http", &http])
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap(),
     );
+    (master, grpc, http)
+}
+
+#[test]
+fn a_master_serves_the_status_over_https() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_master, grpc, http) = lone_master_serving_http(dir.path());
     let start = Instant::now();
     let status: Value = loop {
         if let Some(body) = crate::support::https_get(&http, "/json")
@@ -831,17 +838,7 @@ fn a_master_whose_raft_files_were_damaged_refuses_to_start_and_nothing_is_lost()
 fn a_client_that_connects_and_sends_nothing_holds_up_no_other() {
     use std::io::Read;
     let dir = tempfile::tempdir().unwrap();
-    let (grpc, http) = (
-        format!("127.0.0.1:{}", free_port()),
-        format!("127.0.0.1:{}", free_port()),
-    );
-    let _master = crate::support::Process(
-        lone_master_command(&grpc, dir.path())
-            .args(["--http", &http])
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let (_master, _, http) = lone_master_serving_http(dir.path());
     let start = Instant::now();
     while crate::support::https_get(&http, "/json").is_none() {
         assert!(start.elapsed() < DEADLINE, "no status over HTTPS at {http}");

@@ -102,6 +102,16 @@ fn call(gateway: &str, method: &str, path: &str, headers: &[&str], body: &str) -
     (code, reply)
 }
 
+/// A gateway's answer that must be a success, 200 with `success: true`: its reply.
+fn successful((code, reply): (u16, Value)) -> Value {
+    assert_eq!(
+        (code, &reply["success"]),
+        (200, &Value::Bool(true)),
+        "{reply}"
+    );
+    reply
+}
+
 /// Submission `id`'s status through `gateway`.
 fn submission_status(gateway: &str, token: &str, id: &str) -> Value {
     let (code, reply) = call(
@@ -265,36 +275,26 @@ fn spark_submit_kills_a_submission_and_killall_the_rest() {
         "SUBMITTED"
     );
 
-    let (code, reply) = call(
+    successful(call(
         gateway,
         "POST",
         &format!("/{token}/v1/submissions/killall"),
         &[],
         "",
-    );
-    assert_eq!(
-        (code, &reply["success"]),
-        (200, &Value::Bool(true)),
-        "{reply}"
-    );
+    ));
     let status = wait_for(&masters, "the rest killed", |s| {
         [&second, &third]
             .iter()
             .all(|id| crate::support::driver_state(s, id) == "KILLED")
     });
     assert_eq!(drivers(&status).len(), 3, "{status}");
-    let (code, reply) = call(
+    successful(call(
         gateway,
         "GET",
         &format!("/{token}/v1/submissions/readyz"),
         &[],
         "",
-    );
-    assert_eq!(
-        (code, &reply["success"]),
-        (200, &Value::Bool(true)),
-        "{reply}"
-    );
+    ));
 }
 
 #[test]
@@ -385,12 +385,11 @@ fn what_the_gateway_refuses_changes_nothing_and_a_missing_resource_fails_its_dri
     );
     let alices = alices.trim();
     let waiting = create_body("file:/apps/a.jar", r#""spark.driver.cores": "8""#);
-    let (code, reply) = create(&[&format!("Authorization: Bearer {alices}")], "", &waiting);
-    assert_eq!(
-        (code, &reply["success"]),
-        (200, &Value::Bool(true)),
-        "{reply}"
-    );
+    let reply = successful(create(
+        &[&format!("Authorization: Bearer {alices}")],
+        "",
+        &waiting,
+    ));
     let id = reply["submissionId"].as_str().unwrap().to_owned();
     let status = crate::status(&list);
     assert_eq!(
@@ -413,16 +412,11 @@ fn what_the_gateway_refuses_changes_nothing_and_a_missing_resource_fails_its_dri
     assert_eq!(drivers(&crate::status(&list)), [id.as_str()]);
 
     // A resource no worker has: its driver fails with the reason, it does not hang.
-    let (code, reply) = create(
+    let reply = successful(create(
         &[],
         &format!("/{token}"),
         &create_body("file:/no/such/app.jar", ""),
-    );
-    assert_eq!(
-        (code, &reply["success"]),
-        (200, &Value::Bool(true)),
-        "{reply}"
-    );
+    ));
     let missing = reply["submissionId"].as_str().unwrap().to_owned();
     // Under the allowed patterns, settings that bring other code are refused.
     let javaagent = r#""spark.driver.extraJavaOptions": "-javaagent:/tmp/agent.jar""#;
