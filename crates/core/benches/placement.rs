@@ -78,18 +78,21 @@ fn queues() -> Vec<QueueConfig> {
             prior: true,
             threshold: 1.0,
             max_capacity: 1.0,
+            capacity: None,
         },
         QueueConfig {
             name: "default".into(),
             prior: false,
             threshold: 0.8,
             max_capacity: 1.0,
+            capacity: None,
         },
         QueueConfig {
             name: "batch".into(),
             prior: false,
             threshold: 0.9,
             max_capacity: 0.5,
+            capacity: None,
         },
     ]
 }

@@ -135,6 +135,9 @@ pub struct QueueSpec {
     /// See [`QueueConfig::max_capacity`].
     #[serde(default = "crate::model::one")]
     pub max_capacity: f64,
+    /// See [`QueueConfig::capacity`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<f64>,
     /// See [`QueueAccess::submit`].
     #[serde(default)]
     pub submit: Option<Vec<String>>,
@@ -159,6 +162,7 @@ impl QueueSpec {
             prior: self.prior,
             threshold: self.threshold,
             max_capacity: self.max_capacity,
+            capacity: self.capacity,
         };
         let access = QueueAccess {
             submit: self.submit.clone(),
@@ -176,6 +180,7 @@ impl From<(QueueConfig, QueueAccess)> for QueueSpec {
             prior: config.prior,
             threshold: config.threshold,
             max_capacity: config.max_capacity,
+            capacity: config.capacity,
             submit: access.submit,
             administer: access.administer,
             max_per_user: access.max_per_user,

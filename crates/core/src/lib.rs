@@ -10,15 +10,21 @@
 //! 1. **Drivers first**: round-robin over the ALIVE workers in id order from a starting worker
 //!    drawn with the snapshot's seed (`spread_out_drivers`), or the first worker by id that
 //!    fits; at most `max_drivers` running.
-//! 2. **Then executors**, app by app in submission order: `cores_max` / `default_cores`,
+//! 2. **Then executors**, app by app in submission order (queue capacities aside, below): `cores_max` / `default_cores`,
 //!    `executor_cores` (unset: one executor per worker that absorbs cores), executor memory and
 //!    custom resources, the executor limit, spreadOut or consolidate, and the worker selection
 //!    policy. Cores are granted in units of `executor_cores` (SPARK-8881).
 //!
-//! On top sit **queues**, after the YARN high-priority design: work of `prior` queues is served
-//! first and may use the whole cluster; a normal queue's executors hold at most
-//! `floor(max_capacity * ALIVE cores)`; and on a worker that hosts prior work, a normal queue's
-//! allocation must keep the worker's used cores and memory within `floor(threshold * capacity)`.
+//! On top sit **queues**, after the YARN high-priority design on YARN's CapacityScheduler:
+//! a tree of dotted paths (`team.etl`) whose leaves take work. Work of `prior` leaves is
+//! served first and may use the whole cluster; a normal queue's executors, with those of
+//! every queue below it, hold at most its maximum (the product of `max_capacity` along its
+//! path, times the ALIVE cores); and on a worker that hosts prior work, a normal queue's
+//! allocation must keep the worker's used cores and memory within `floor(threshold *
+//! capacity)`. When queues have a `capacity` (a guaranteed share of their parent), normal
+//! apps are served in two rounds, every queue up to its guarantee and then up to its
+//! maximum, the queue furthest below its guarantee first; without capacities they go in
+//! submission order, as in Spark. Either way a queue's own apps keep Spark's FIFO order.
 //!
 //! Whatever still waits after the pass gets a [`WaitReason`] a person can act on.
 //!
@@ -38,8 +44,9 @@
 //!   does.
 //! * `pass`: one pass, drivers then executors app by app, over a `ledger`.
 //! * `drivers`: driver placement.
-//! * `queues`: which queues are prior, and how a queue's request is admitted on workers that
-//!   run prior work.
+//! * `queues`: the queue tree, its shares and which queue is furthest below its guarantee,
+//!   which queues are prior, and how a queue's request is admitted on workers that run prior
+//!   work.
 //! * `wait`: why something found no worker, the most actionable cause first.
 //! * `ledger`: per-worker usage during the pass, and what a worker offers to a queue.
 //! * `executors`: executor placement behind one trait, with a literal port of Spark's loop

@@ -5,7 +5,7 @@
 //! so the smallest valid snapshot is `{}`. Unknown fields are refused, so a misspelt option is
 //! an error rather than a silently ignored setting.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::fmt;
 use std::hash::Hash;
 
@@ -103,10 +103,15 @@ pub struct QueueConfig {
     /// worker's used cores and memory within `threshold` of its capacity. In (0, 1].
     #[serde(default = "one")]
     pub threshold: f64,
-    /// Fraction of the ALIVE workers' total cores this (normal) queue's executors may hold.
-    /// In (0, 1]; ignored for prior queues.
+    /// Fraction of its parent's maximum (the ALIVE workers' total cores for a top-level
+    /// queue) the executors of this (normal) queue may hold. In (0, 1]; ignored for prior
+    /// queues.
     #[serde(default = "one")]
     pub max_capacity: f64,
+    /// The guaranteed share of its parent's capacity (YARN's `capacity`), in [0, 1]: either
+    /// every queue has one, siblings summing to 1, or none has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<f64>,
 }
 
 /// The default threshold and maximum capacity of a queue: all of it.
@@ -122,7 +127,47 @@ impl QueueConfig {
             prior: false,
             threshold: 1.0,
             max_capacity: 1.0,
+            capacity: None,
         }
+    }
+}
+
+/// Why a queue takes no work.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotALeaf {
+    /// No such queue.
+    #[error("unknown queue `{0}`")]
+    Unknown(QueueName),
+    /// A parent queue: work goes to the leaves below it.
+    #[error("`{queue}` is a parent queue: submit to one of its leaves ({})", leaves.join(", "))]
+    Parent {
+        /// The queue.
+        queue: QueueName,
+        /// The leaves below it.
+        leaves: Vec<String>,
+    },
+}
+
+/// Refuses work for the queue named `name` unless it is a leaf of `queues`: known (`default`
+/// always is) and without children.
+///
+/// # Errors
+///
+/// An unknown queue, or a parent with the leaves below it.
+pub fn takes_work(queues: &[QueueConfig], name: &QueueName) -> Result<(), NotALeaf> {
+    if crate::queues::is_parent(queues, name) {
+        return Err(NotALeaf::Parent {
+            queue: name.clone(),
+            leaves: crate::queues::leaves_below(queues, name)
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+        });
+    }
+    if name.0 == crate::ids::DEFAULT_QUEUE || queues.iter().any(|q| &q.name == name) {
+        Ok(())
+    } else {
+        Err(NotALeaf::Unknown(name.clone()))
     }
 }
 
@@ -409,15 +454,8 @@ impl Snapshot {
         }
 
         validate_queues(&self.queues)?;
-        let mut queues: BTreeSet<&QueueName> = self.queues.iter().map(|q| &q.name).collect();
-        let default_queue = QueueName::default();
-        queues.insert(&default_queue);
         let known_queue = |field: fmt::Arguments<'_>, queue: &QueueName| {
-            if queues.contains(queue) {
-                Ok(())
-            } else {
-                refuse(field, format!("unknown queue `{queue}`"))
-            }
+            takes_work(&self.queues, queue).or_else(|error| refuse(field, error.to_string()))
         };
 
         let workers = unique("worker id", self.workers.iter().map(|w| &w.id), |i| {
@@ -470,7 +508,8 @@ impl Snapshot {
     }
 }
 
-/// Checks a queue configuration: names unique and not empty, fractions in (0, 1].
+/// Checks a queue configuration: names unique and not empty, fractions in (0, 1], and the
+/// shape of the tree (see the `queues` module).
 ///
 /// # Errors
 ///
@@ -484,7 +523,7 @@ pub fn validate_queues(queues: &[QueueConfig]) -> Result<(), InputError> {
         fraction(format_args!("queues[{i}].threshold"), queue.threshold)?;
         fraction(format_args!("queues[{i}].max_capacity"), queue.max_capacity)?;
     }
-    Ok(())
+    crate::queues::check_tree(queues)
 }
 
 impl Worker {

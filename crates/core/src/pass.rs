@@ -2,15 +2,15 @@
 //! tracks what the pass has placed so far (Spark's `Master.schedule()`, in
 //! `deploy/master/Master.scala`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::drivers::place_drivers;
 use crate::executors::{ExecutorPlacer, ExecutorRequest};
-use crate::ids::{QueueName, WorkId};
+use crate::ids::{AppId, QueueName, WorkId};
 use crate::ledger::{Ledger, share};
 use crate::model::{AppRequest, Snapshot};
 use crate::plan::{ExecutorGrant, Kind, Plan, WaitReason, Waiting};
-use crate::queues::{Admission, Queues, prior_first};
+use crate::queues::{Admission, Bound, Queues};
 use crate::resources::Resources;
 use crate::wait::why_nothing_fits;
 
@@ -21,60 +21,158 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
     let mut plan = Plan::default();
     place_drivers(snapshot, &queues, &mut ledger, &mut plan);
     let mut placer = P::new(&ledger, &queues, snapshot.config.worker_selection);
-    let mut apps = AppPass::new(snapshot, &ledger);
-    for app in prior_first(&snapshot.apps, &queues, |a| &a.queue) {
-        apps.place(app, &queues, &mut ledger, &mut placer, &mut plan);
+    let mut apps = AppPass::new(snapshot, &queues, &ledger);
+    let (prior, normal): (Vec<&AppRequest>, Vec<&AppRequest>) = snapshot
+        .apps
+        .iter()
+        .partition(|app| queues.get(&app.queue).prior);
+    for app in prior {
+        apps.place(app, Bound::Max, true, &mut ledger, &mut placer, &mut plan);
     }
+    if !queues.guaranteed() {
+        for app in normal {
+            apps.place(app, Bound::Max, true, &mut ledger, &mut placer, &mut plan);
+        }
+        return plan;
+    }
+    // Every queue up to its guarantee first, then up to its maximum; in each round the
+    // queue furthest below its guarantee next, its apps in submission order.
+    for bound in [Bound::Guaranteed, Bound::Max] {
+        let mut pending: BTreeMap<&QueueName, VecDeque<&AppRequest>> = BTreeMap::new();
+        for &app in &normal {
+            pending.entry(&app.queue).or_default().push_back(app);
+        }
+        loop {
+            let leaves: BTreeSet<&QueueName> = pending.keys().copied().collect();
+            let total = apps.total_cores;
+            let Some(leaf) = queues.furthest_below(&leaves, |q| apps.used(q), total) else {
+                break;
+            };
+            let waiting = pending.get_mut(leaf).expect("a pending leaf");
+            let app = waiting.pop_front().expect("pending leaves have apps");
+            if waiting.is_empty() {
+                pending.remove(leaf);
+            }
+            let last = bound == Bound::Max;
+            apps.place(app, bound, last, &mut ledger, &mut placer, &mut plan);
+        }
+    }
+    apps.order_by_growth(&mut plan);
     plan
 }
 
-/// State carried from one app to the next: queue usage and the cluster's size.
+/// State carried from one app to the next: queue usage, what each app got so far, and the
+/// cluster's size.
 struct AppPass<'s> {
     snapshot: &'s Snapshot,
-    /// Executor cores each queue holds, held and granted in this pass.
+    queues: &'s Queues,
+    /// Executor cores held and granted in this pass below each queue, parents included.
     queue_used: BTreeMap<&'s QueueName, u64>,
-    /// Total cores of ALIVE workers, the base of `max_capacity`.
+    /// Cores and executors granted to each app in this pass.
+    granted: BTreeMap<&'s AppId, (u64, u64)>,
+    /// The grant (its index in the plan) of each app's executor on each worker this pass,
+    /// for apps without `executor_cores`, whose one executor per worker absorbs the cores
+    /// of every round.
+    sole_executors: BTreeMap<(&'s AppId, usize), usize>,
+    /// The step of the pass at which each plan grant last grew: listed in that order, each
+    /// grant is admissible (thresholds included) after the ones before it.
+    grown_at: Vec<usize>,
+    /// Steps taken: grants made or grown.
+    steps: usize,
+    /// Total cores of ALIVE workers, the base of every queue's share.
     total_cores: u64,
 }
 
 impl<'s> AppPass<'s> {
-    fn new(snapshot: &'s Snapshot, ledger: &Ledger<'_>) -> Self {
-        let mut queue_used = BTreeMap::new();
-        for app in &snapshot.apps {
-            *queue_used.entry(&app.queue).or_insert(0) += app.held_cores();
-        }
-        Self {
+    fn new(snapshot: &'s Snapshot, queues: &'s Queues, ledger: &Ledger<'_>) -> Self {
+        let mut pass = Self {
             snapshot,
-            queue_used,
+            queues,
+            queue_used: BTreeMap::new(),
+            granted: BTreeMap::new(),
+            sole_executors: BTreeMap::new(),
+            grown_at: Vec::new(),
+            steps: 0,
             total_cores: ledger.alive_total_cores(),
+        };
+        for app in &snapshot.apps {
+            pass.add_used(&app.queue, app.held_cores());
+        }
+        pass
+    }
+
+    fn add_used(&mut self, leaf: &QueueName, cores: u64) {
+        for queue in self.queues.path(leaf) {
+            *self.queue_used.entry(queue).or_insert(0) += cores;
         }
     }
 
-    /// Grants `app` what the placer assigns, then records why it still waits, if it does.
+    /// A step later than every one so far.
+    fn next_step(&mut self) -> usize {
+        self.steps += 1;
+        self.steps
+    }
+
+    /// Lists the plan's grants in the order they last grew: an executor that took more
+    /// cores in a later round moves to where it took them.
+    fn order_by_growth(&self, plan: &mut Plan) {
+        let mut grants: Vec<(usize, ExecutorGrant)> = self
+            .grown_at
+            .iter()
+            .copied()
+            .zip(std::mem::take(&mut plan.executors))
+            .collect();
+        grants.sort_by_key(|&(step, _)| step);
+        plan.executors = grants.into_iter().map(|(_, grant)| grant).collect();
+    }
+
+    fn used(&self, queue: &QueueName) -> u64 {
+        self.queue_used.get(queue).copied().unwrap_or(0)
+    }
+
+    /// The cores `leaf`'s executors may still take under `bound`, and the queue on its path
+    /// that allows the fewest with its share in cores, the one nearest the root on a tie
+    /// (none for a prior leaf: prior work may use the whole cluster).
+    fn room(&self, leaf: &'s QueueName, bound: Bound) -> (u64, Option<(&'s QueueName, u64)>) {
+        if self.queues.get(leaf).prior {
+            return (u64::MAX, None);
+        }
+        let mut tightest = (u64::MAX, None);
+        for queue in self.queues.path(leaf) {
+            let share = share(self.queues.share(queue, bound), self.total_cores);
+            let left = share.saturating_sub(self.used(queue));
+            if tightest.1.is_none() || left <= tightest.0 {
+                tightest = (left, Some((queue, share)));
+            }
+        }
+        tightest
+    }
+
+    /// Grants `app` what the placer assigns within the room `bound` leaves its queue, then,
+    /// when this is the app's `last` round, records why it still waits, if it does.
     fn place<P: ExecutorPlacer>(
         &mut self,
         app: &'s AppRequest,
-        queues: &Queues,
+        bound: Bound,
+        last: bool,
         ledger: &mut Ledger<'_>,
         placer: &mut P,
         plan: &mut Plan,
     ) {
-        let queue = queues.get(&app.queue);
         let cpe = app.executor_cores.unwrap_or(1);
         let requested = app
             .cores_max
             .or(self.snapshot.config.default_cores)
             .map_or(u64::MAX, u64::from);
-        let own_left = requested.saturating_sub(app.held_cores());
-        let queue_used = self.queue_used.get(&app.queue).copied().unwrap_or(0);
-        let queue_capacity = (!queue.prior).then(|| share(queue.max_capacity, self.total_cores));
-        let queue_left =
-            queue_capacity.map_or(u64::MAX, |capacity| capacity.saturating_sub(queue_used));
-        let held_executors = app.executors.len() as u64;
+        let (before_cores, before_executors) =
+            self.granted.get(&app.id).copied().unwrap_or_default();
+        let own_left = requested.saturating_sub(app.held_cores() + before_cores);
+        let (queue_left, _) = self.room(&app.queue, bound);
+        let held_executors = app.executors.len() as u64 + before_executors;
         let executors_left = app.executor_limit.map_or(u64::MAX, |limit| {
             u64::from(limit).saturating_sub(held_executors)
         });
-        let admission = queues.admission(&app.queue);
+        let admission = self.queues.admission(&app.queue);
         let need = &Resources::new(cpe, app.executor_memory_mb)
             .with_custom(app.executor_resources.clone());
         let request = ExecutorRequest {
@@ -98,28 +196,56 @@ impl<'s> AppPass<'s> {
                     cores: cores_each,
                     ..need.clone()
                 };
-                for _ in 0..count {
-                    ledger.take(w, &executor, admission == Admission::Prior);
-                    plan.executors.push(ExecutorGrant {
-                        app: app.id.clone(),
-                        worker: ledger.worker(w).id.clone(),
-                        resources: executor.clone(),
-                    });
-                }
+                let prior = admission == Admission::Prior;
+                let launched = match self.sole_executors.get(&(&app.id, w)) {
+                    // One executor per worker and pass: a later round only adds cores to it.
+                    Some(&grant) if app.executor_cores.is_none() => {
+                        ledger.take(w, &Resources::new(cores, 0), prior);
+                        plan.executors[grant].resources.cores += cores;
+                        self.grown_at[grant] = self.next_step();
+                        0
+                    }
+                    _ => {
+                        for _ in 0..count {
+                            ledger.take(w, &executor, prior);
+                            if app.executor_cores.is_none() {
+                                self.sole_executors
+                                    .insert((&app.id, w), plan.executors.len());
+                            }
+                            let step = self.next_step();
+                            self.grown_at.push(step);
+                            plan.executors.push(ExecutorGrant {
+                                app: app.id.clone(),
+                                worker: ledger.worker(w).id.clone(),
+                                resources: executor.clone(),
+                            });
+                        }
+                        count
+                    }
+                };
                 granted_cores += u64::from(cores);
-                granted_executors += u64::from(count);
+                granted_executors += u64::from(launched);
             }
             let changed: Vec<usize> = assigned.iter().map(|&(w, _)| w).collect();
             placer.workers_changed(ledger, &changed);
         }
-        *self.queue_used.entry(&app.queue).or_insert(0) += granted_cores;
+        self.add_used(&app.queue, granted_cores);
+        self.granted.insert(
+            &app.id,
+            (
+                before_cores + granted_cores,
+                before_executors + granted_executors,
+            ),
+        );
 
-        if own_left - granted_cores < u64::from(cpe) {
+        if !last || own_left - granted_cores < u64::from(cpe) {
             return;
         }
         // A queue allowed the whole cluster is never the reason: the cluster is.
-        let at_capacity = queue_capacity
-            .filter(|_| queue.max_capacity < 1.0 && queue_left - granted_cores < u64::from(cpe));
+        let (room_after, tightest) = self.room(&app.queue, bound);
+        let at_capacity = tightest.filter(|&(queue, _)| {
+            self.queues.share(queue, bound) < 1.0 && room_after < u64::from(cpe)
+        });
         let reason = if executors_left == granted_executors {
             WaitReason::ExecutorLimit {
                 limit: app.executor_limit.expect("only a set limit runs out"),
@@ -128,7 +254,7 @@ impl<'s> AppPass<'s> {
         } else {
             // A cause no capacity change would cure outranks the queue's capacity.
             match (
-                why_nothing_fits(ledger, Kind::Executor, need, &app.queue, queues, |a| {
+                why_nothing_fits(ledger, Kind::Executor, need, &app.queue, self.queues, |a| {
                     placer.has_room(ledger, need, a)
                 }),
                 at_capacity,
@@ -138,9 +264,9 @@ impl<'s> AppPass<'s> {
                     @ (WaitReason::NoAliveWorker | WaitReason::LargerThanAnyWorker { .. }),
                     _,
                 ) => permanent,
-                (_, Some(capacity)) => WaitReason::QueueAtCapacity {
-                    queue: app.queue.clone(),
-                    used: queue_used + granted_cores,
+                (_, Some((queue, capacity))) => WaitReason::QueueAtCapacity {
+                    queue: queue.clone(),
+                    used: self.used(queue),
                     capacity,
                 },
                 (reason, None) => reason,

@@ -98,13 +98,15 @@ pub enum WaitReason {
         /// Executors the app holds, those granted in this pass included.
         held: u64,
     },
-    /// The app's (normal) queue holds all the cores its `max_capacity` allows.
+    /// The app's (normal) queue, or one of its parents, holds all the cores its
+    /// `max_capacity` allows.
     QueueAtCapacity {
         /// The queue.
         queue: QueueName,
         /// Executor cores the queue holds.
         used: u64,
-        /// `floor(max_capacity * total ALIVE cores)`.
+        /// Its maximum in cores: the product of `max_capacity` along its path times the
+        /// total ALIVE cores, rounded down.
         capacity: u64,
     },
     /// Room exists only on workers that run prior work, beyond the queue's threshold.

@@ -1,11 +1,20 @@
-//! Queue lookup for a pass: which queues are prior, and how a request of a queue is admitted
-//! on workers that run prior work (the threshold rule of the YARN high-priority scheduler,
-//! whose `LeafQueue.isPrior` and `psthreshold` it follows).
+//! The queues of a pass as a tree, after YARN's CapacityScheduler, whose leaves carry the
+//! high-priority design's `LeafQueue.isPrior` and `psthreshold`.
+//!
+//! A queue's name is its path below the implicit root: `analytics.etl` is a child of
+//! `analytics`. Leaves take work; a parent only groups its children. A queue's `max_capacity`
+//! (and `capacity`, when the queues have them) is a share of its parent's, so its absolute
+//! share of the cluster is the product along its path.
+//!
+//! Queues with capacities are *guaranteed*: normal work is served first up to each queue's
+//! guaranteed share, then up to its maximum, and in each round the queue furthest below its
+//! guarantee goes first (YARN orders a parent's children by used capacity the same way).
+//! Queues without capacities keep the order work was submitted in.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::ids::QueueName;
-use crate::model::QueueConfig;
+use crate::model::{InputError, QueueConfig};
 
 /// How a request is admitted on a worker that hosts prior work.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -20,26 +29,126 @@ pub(crate) enum Admission {
     },
 }
 
+/// Which share of the cluster bounds a queue's executor cores in a round of the pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Bound {
+    /// Its guaranteed share: the product of the `capacity` along its path.
+    Guaranteed,
+    /// Its maximum: the product of the `max_capacity` along its path.
+    Max,
+}
+
 /// The queues of a snapshot, `default` included even when not listed.
 pub(crate) struct Queues {
     by_name: BTreeMap<QueueName, QueueConfig>,
+    /// Each queue followed by its ancestors, nearest first.
+    paths: BTreeMap<QueueName, Vec<QueueName>>,
+    /// The children of each parent queue, by name; the root's under `None`.
+    children: BTreeMap<Option<QueueName>, Vec<QueueName>>,
+}
+
+/// The parent of the queue named `name`, `None` for a child of the root.
+pub(crate) fn parent(name: &str) -> Option<&str> {
+    name.rsplit_once('.').map(|(parent, _)| parent)
+}
+
+/// The queues with `configs` plus `default` when it is not listed: with no guarantee when
+/// other queues have capacities, so that it may use only what they leave idle.
+fn with_default(configs: &[QueueConfig]) -> Vec<QueueConfig> {
+    let mut queues = configs.to_vec();
+    if !queues.iter().any(|q| q.name.0 == crate::ids::DEFAULT_QUEUE) {
+        let guaranteed = queues.iter().any(|q| q.capacity.is_some());
+        queues.push(QueueConfig {
+            capacity: guaranteed.then_some(0.0),
+            ..QueueConfig::named(crate::ids::DEFAULT_QUEUE)
+        });
+    }
+    queues
 }
 
 impl Queues {
+    /// The tree of queues that [`check_tree`] accepted.
     pub(crate) fn new(configs: &[QueueConfig]) -> Self {
-        let mut by_name: BTreeMap<_, _> = configs
-            .iter()
-            .map(|q| (q.name.clone(), q.clone()))
+        let by_name: BTreeMap<_, _> = with_default(configs)
+            .into_iter()
+            .map(|q| (q.name.clone(), q))
             .collect();
-        by_name
-            .entry(QueueName::default())
-            .or_insert_with(|| QueueConfig::named(crate::ids::DEFAULT_QUEUE));
-        Self { by_name }
+        let mut paths = BTreeMap::new();
+        let mut children: BTreeMap<Option<QueueName>, Vec<QueueName>> = BTreeMap::new();
+        for name in by_name.keys() {
+            let mut path = vec![name.clone()];
+            while let Some(up) = parent(&path[path.len() - 1].0) {
+                path.push(QueueName::from(up));
+            }
+            let up = parent(&name.0).map(QueueName::from);
+            children.entry(up).or_default().push(name.clone());
+            paths.insert(name.clone(), path);
+        }
+        Self {
+            by_name,
+            paths,
+            children,
+        }
     }
 
     /// The queue's settings. Validation guarantees every named queue exists.
     pub(crate) fn get(&self, name: &QueueName) -> &QueueConfig {
         &self.by_name[name]
+    }
+
+    /// The queue and its ancestors, nearest first.
+    pub(crate) fn path(&self, name: &QueueName) -> &[QueueName] {
+        &self.paths[name]
+    }
+
+    /// Whether the queues have guaranteed shares.
+    pub(crate) fn guaranteed(&self) -> bool {
+        self.by_name.values().any(|q| q.capacity.is_some())
+    }
+
+    /// The queue's absolute share of the cluster under `bound`.
+    pub(crate) fn share(&self, name: &QueueName, bound: Bound) -> f64 {
+        self.path(name)
+            .iter()
+            .map(|q| {
+                let queue = self.get(q);
+                match bound {
+                    Bound::Guaranteed => queue.capacity.unwrap_or(1.0),
+                    Bound::Max => queue.max_capacity,
+                }
+            })
+            .product()
+    }
+
+    /// The leaf of `pending` to serve next: from the root down, the child furthest below its
+    /// guarantee (the lowest ratio of its `used` cores to its guaranteed ones, a queue
+    /// guaranteed nothing last, ties by name) among those with pending work below them.
+    pub(crate) fn furthest_below<'q>(
+        &'q self,
+        pending: &BTreeSet<&QueueName>,
+        used: impl Fn(&QueueName) -> u64,
+        total_cores: u64,
+    ) -> Option<&'q QueueName> {
+        let mut level = self.children.get(&None)?;
+        loop {
+            let below = |q: &QueueName| pending.iter().any(|p| self.path(p).contains(q));
+            let ratio = |q: &QueueName| {
+                let guaranteed = self.share(q, Bound::Guaranteed) * total_cores as f64;
+                if guaranteed > 0.0 {
+                    used(q) as f64 / guaranteed
+                } else {
+                    f64::INFINITY
+                }
+            };
+            let next = level
+                .iter()
+                .filter(|q| below(q))
+                .min_by(|a, b| ratio(a).total_cmp(&ratio(b)).then_with(|| a.cmp(b)))?;
+            if pending.contains(next) {
+                return Some(next);
+            }
+            level = &self.children[&Some(next.clone())];
+        }
     }
 
     pub(crate) fn admission(&self, name: &QueueName) -> Admission {
@@ -66,6 +175,140 @@ impl Queues {
         thresholds.dedup();
         thresholds
     }
+}
+
+/// How far siblings' capacities may stray from summing to 1 (decimal fractions such as 0.1
+/// do not add up exactly in binary).
+const SUM_TOLERANCE: f64 = 1e-9;
+
+/// Checks the shape of the tree of `queues` (each queue's own settings checked already):
+/// names are paths of non-empty segments below the implicit root, every parent is listed,
+/// `default` stays a leaf, a parent has no setting that belongs to leaves, and either no
+/// queue has a capacity or every one does, no larger than its `max_capacity`, with each
+/// parent's children summing to 1.
+///
+/// # Errors
+///
+/// The first offending field, as `queues[i].field`, or `queues` for a parent's children.
+pub(crate) fn check_tree(queues: &[QueueConfig]) -> Result<(), InputError> {
+    let refuse = |field: String, message: String| Err(InputError { field, message });
+    let index: BTreeMap<&str, usize> = queues
+        .iter()
+        .enumerate()
+        .map(|(i, q)| (q.name.0.as_str(), i))
+        .collect();
+    let guaranteed = queues.iter().position(|q| q.capacity.is_some());
+    for (i, queue) in queues.iter().enumerate() {
+        let name = queue.name.0.as_str();
+        if name.split('.').any(str::is_empty) {
+            return refuse(
+                format!("queues[{i}].name"),
+                format!(
+                    "`{name}` is not a queue path: segments separated by `.` must not be empty"
+                ),
+            );
+        }
+        if name == "root" || name.starts_with("root.") {
+            return refuse(
+                format!("queues[{i}].name"),
+                "`root` is the implicit top of the tree: name queues by their path below it"
+                    .to_owned(),
+            );
+        }
+        if let Some(up) = parent(name) {
+            if up == crate::ids::DEFAULT_QUEUE {
+                return refuse(
+                    format!("queues[{i}].name"),
+                    format!("`{name}`: `default` takes work and cannot have children"),
+                );
+            }
+            if !index.contains_key(up) {
+                return refuse(
+                    format!("queues[{i}].name"),
+                    format!("parent queue `{up}` of `{name}` is not listed"),
+                );
+            }
+        }
+        let is_parent = queues.iter().any(|q| parent(&q.name.0) == Some(name));
+        if is_parent && (queue.prior || queue.threshold < 1.0) {
+            let setting = if queue.prior { "prior" } else { "threshold" };
+            return refuse(
+                format!("queues[{i}].{setting}"),
+                format!("`{name}` is a parent queue: `{setting}` belongs to its leaves"),
+            );
+        }
+        match (queue.capacity, guaranteed) {
+            (Some(capacity), _) => {
+                if !(capacity.is_finite() && (0.0..=1.0).contains(&capacity)) {
+                    return refuse(
+                        format!("queues[{i}].capacity"),
+                        format!("must be in [0, 1], got {capacity}"),
+                    );
+                }
+                if capacity > queue.max_capacity {
+                    return refuse(
+                        format!("queues[{i}].capacity"),
+                        format!("{capacity} exceeds its max_capacity {}", queue.max_capacity),
+                    );
+                }
+            }
+            (None, Some(first)) => {
+                return refuse(
+                    format!("queues[{i}].capacity"),
+                    format!(
+                        "missing: `{}` has a capacity, so every queue needs one",
+                        queues[first].name
+                    ),
+                );
+            }
+            (None, None) => {}
+        }
+    }
+    if guaranteed.is_some() {
+        let tree = Queues::new(queues);
+        for (up, children) in &tree.children {
+            let sum: f64 = children
+                .iter()
+                .map(|q| tree.get(q).capacity.unwrap_or(0.0))
+                .sum();
+            if (sum - 1.0).abs() > SUM_TOLERANCE {
+                let whose = up.as_ref().map_or("the top-level queues".to_owned(), |q| {
+                    format!("the children of `{q}`")
+                });
+                let each: Vec<String> = children
+                    .iter()
+                    .map(|q| format!("{q} {}", tree.get(q).capacity.unwrap_or(0.0)))
+                    .collect();
+                return refuse(
+                    "queues".to_owned(),
+                    format!(
+                        "the capacities of {whose} sum to {}, not 1: {}",
+                        // Rounded, so that 0.6 + 0.3 reads 0.9.
+                        (sum * 1e9).round() / 1e9,
+                        each.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether the queue named `name` has children, and so takes no work.
+pub(crate) fn is_parent(queues: &[QueueConfig], name: &QueueName) -> bool {
+    queues
+        .iter()
+        .any(|q| parent(&q.name.0) == Some(name.0.as_str()))
+}
+
+/// The leaves below the parent queue named `name`, for an error that names where work may go.
+pub(crate) fn leaves_below(queues: &[QueueConfig], name: &QueueName) -> Vec<QueueName> {
+    let prefix = format!("{name}.");
+    queues
+        .iter()
+        .filter(|q| q.name.0.starts_with(&prefix) && !is_parent(queues, &q.name))
+        .map(|q| q.name.clone())
+        .collect()
 }
 
 /// Items of prior queues first, then the rest, each group in its original order.

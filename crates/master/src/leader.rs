@@ -1736,11 +1736,44 @@ fn kill(process: &ProcessKey) -> ToWorker {
 
 /// A request id derived from the configured queues' content (`op` sets them), so that the
 /// same configuration is applied once however many leaders carry it. Queues without access
-/// lists give the id builds before them derived.
+/// lists or capacities give the id builds before them derived, from the settings printed
+/// as those builds printed them.
 fn configured_queues_request(op: &Op) -> RequestId {
     let content = match op {
-        Op::SetQueues(set) => format!("{:?}", set.queues),
+        Op::SetQueues(set) => {
+            let queues: Vec<String> = set
+                .queues
+                .iter()
+                .map(|q| {
+                    format!(
+                        "QueueConfig {{ name: {:?}, prior: {:?}, threshold: {:?}, max_capacity: {:?} }}",
+                        q.name, q.prior, q.threshold, q.max_capacity
+                    )
+                })
+                .collect();
+            format!("[{}]", queues.join(", "))
+        }
         other => format!("{other:?}"),
     };
     RequestId::of_content("configured-queues", content.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use muster_core::access::QueueSpec;
+
+    use super::*;
+
+    #[test]
+    fn configured_queues_without_access_or_capacities_keep_the_earlier_request_id() {
+        let op = set_queues_op(vec![QueueSpec {
+            prior: true,
+            ..QueueSpec::named("prod")
+        }]);
+        let earlier = r#"[QueueConfig { name: QueueName("prod"), prior: true, threshold: 1.0, max_capacity: 1.0 }]"#;
+        assert_eq!(
+            configured_queues_request(&op),
+            RequestId::of_content("configured-queues", earlier.as_bytes())
+        );
+    }
 }

@@ -151,6 +151,7 @@ impl From<&QueueSpec> for v1::Queue {
             prior: queue.prior,
             threshold: queue.threshold,
             max_capacity: queue.max_capacity,
+            capacity: queue.capacity,
             submit: queue.submit.as_ref().map(|users| v1::AccessList {
                 users: users.clone(),
             }),
@@ -167,6 +168,7 @@ impl From<&v1::Queue> for QueueSpec {
             prior: queue.prior,
             threshold: queue.threshold,
             max_capacity: queue.max_capacity,
+            capacity: queue.capacity,
             submit: queue.submit.as_ref().map(|list| list.users.clone()),
             administer: queue.administer.clone(),
             max_per_user: queue.max_per_user,

@@ -40,7 +40,7 @@ impl ClusterState {
     /// The first violation found, naming the invariant and the thing that breaks it.
     pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
         // Queue settings are checked when set; a snapshot must hold them checked too.
-        if let Err(error) = validate_queues(&self.queues) {
+        if let Err(error) = validate_queues(&self.queues()) {
             return violated(format!("bad queue settings: {error}"));
         }
         let mut usage: BTreeMap<_, Resources> = BTreeMap::new();

@@ -9,9 +9,6 @@ impl ClusterState {
     /// What a scheduling pass needs: workers with their usage and whether they run prior
     /// work, waiting drivers and active apps in submission order, and the queues.
     pub fn scheduling_snapshot(&self, config: PassConfig) -> core::Snapshot {
-        let prior = |queue: &muster_core::ids::QueueName| {
-            self.queues.iter().any(|q| &q.name == queue && q.prior)
-        };
         let workers = self
             .workers
             .values()
@@ -34,8 +31,10 @@ impl ClusterState {
                 hosts_prior: w
                     .executors
                     .iter()
-                    .any(|(app, _)| prior(&self.apps[app].desc.queue))
-                    || w.drivers.iter().any(|d| prior(&self.drivers[d].desc.queue)),
+                    .any(|(app, _)| self.is_prior(&self.apps[app].desc.queue))
+                    || w.drivers
+                        .iter()
+                        .any(|d| self.is_prior(&self.drivers[d].desc.queue)),
             })
             .collect();
 
@@ -82,7 +81,7 @@ impl ClusterState {
 
         core::Snapshot {
             config,
-            queues: self.queues.clone(),
+            queues: self.queues(),
             workers,
             running_drivers: self
                 .drivers

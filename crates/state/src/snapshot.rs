@@ -6,16 +6,16 @@ use crate::ClusterState;
 /// The newest format this build writes and reads. Format 3 added the kept room
 /// (reservations) at the end of the state, format 4 the draining workers after it, and
 /// format 5 the named users, the queues' access lists and the drivers' and applications'
-/// users. A state without
-/// a format's fields is still written in the older format, which replicas of the previous
-/// builds read, and an older format reads as a state without them.
-pub const SNAPSHOT_FORMAT: u8 = 5;
+/// users, format 6 the queues' capacities. A state without a format's fields is still
+/// written in the older format, which replicas of the previous builds read, and an older
+/// format reads as a state without them.
+pub const SNAPSHOT_FORMAT: u8 = 6;
 
 /// The oldest format this build reads.
 const OLDEST_FORMAT: u8 = 2;
 
 /// How many fields each format adds at the end of the state, from format 3 on.
-const FIELDS_ADDED: [usize; 3] = [1, 1, 4];
+const FIELDS_ADDED: [usize; 4] = [1, 1, 4, 1];
 
 /// Why a snapshot could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -64,6 +64,7 @@ impl ClusterState {
                 && self.access.is_empty()
                 && self.driver_users.is_empty()
                 && self.app_users.is_empty(),
+            self.capacities.is_empty(),
         ];
         for (empty, fields) in added_empty.into_iter().zip(FIELDS_ADDED).rev() {
             if !empty {

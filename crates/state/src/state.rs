@@ -5,10 +5,11 @@ use std::collections::{BTreeMap, VecDeque};
 
 use muster_core::access::{QueueAccess, QueueSpec};
 use muster_core::ids::{AppId, DriverId, ExecutorId, QueueName, RequestId, Timestamp, WorkerId};
-use muster_core::model::{QueueConfig, WorkerState};
+use muster_core::model::{NotALeaf, QueueConfig, WorkerState};
 use muster_core::resources::Resources;
 use serde::{Deserialize, Serialize};
 
+use crate::commands::QueueSettings;
 use crate::model::{
     App, AppState, Drain, Driver, DriverDescription, DriverState, ExecutorState, Owner,
     Reservation, User, Worker,
@@ -63,8 +64,8 @@ pub struct ClusterState {
     pub(crate) apps: BTreeMap<AppId, App>,
     /// Active (SUBMITTED or RUNNING) drivers by id.
     pub(crate) drivers: BTreeMap<DriverId, Driver>,
-    /// Queue configuration; `default` exists even when not listed.
-    pub(crate) queues: Vec<QueueConfig>,
+    /// Queue configuration, capacities apart; `default` exists even when not listed.
+    pub(crate) queues: Vec<QueueSettings>,
     /// Number in the next app id.
     pub(crate) next_app_number: u64,
     /// Number in the next driver id.
@@ -95,6 +96,9 @@ pub struct ClusterState {
     /// The named user who registered each active or retained application. An application's
     /// `desc.user` is the name its client gave; only this says a named user owns it.
     pub(crate) app_users: BTreeMap<AppId, String>,
+    /// The queues' capacities, when they have them (all or none). Came with format 6: a
+    /// snapshot of format 5 reads as one with queues without capacities.
+    pub(crate) capacities: BTreeMap<QueueName, f64>,
 }
 
 /// The results of recent client requests, oldest first.
@@ -173,8 +177,11 @@ impl ClusterState {
     }
 
     /// The queue configuration as set (without the implicit `default`).
-    pub fn queues(&self) -> &[QueueConfig] {
-        &self.queues
+    pub fn queues(&self) -> Vec<QueueConfig> {
+        self.queues
+            .iter()
+            .map(|q| q.with_capacity(self.capacities.get(&q.name).copied()))
+            .collect()
     }
 
     /// Ended apps, oldest first.
@@ -208,9 +215,12 @@ impl ClusterState {
 
     /// The queue configuration as set, with each queue's access lists.
     pub fn queue_specs(&self) -> Vec<QueueSpec> {
-        self.queues
-            .iter()
-            .map(|config| QueueSpec::from((config.clone(), self.access(&config.name).clone())))
+        self.queues()
+            .into_iter()
+            .map(|config| {
+                let access = self.access(&config.name).clone();
+                QueueSpec::from((config, access))
+            })
             .collect()
     }
 
@@ -260,8 +270,20 @@ impl ClusterState {
             .ok_or_else(|| ApplyError::UnknownApp(id.clone()))
     }
 
-    pub(crate) fn queue_exists(&self, name: &muster_core::ids::QueueName) -> bool {
-        name.0 == muster_core::ids::DEFAULT_QUEUE || self.queues.iter().any(|q| &q.name == name)
+    /// Refuses work for queue `name` unless it is a leaf: known, and not a parent.
+    pub(crate) fn takes_work(&self, name: &QueueName) -> Result<(), ApplyError> {
+        muster_core::model::takes_work(&self.queues(), name).map_err(|error| match error {
+            NotALeaf::Unknown(queue) => ApplyError::UnknownQueue(queue),
+            parent @ NotALeaf::Parent { .. } => ApplyError::Invalid {
+                field: "queue".to_owned(),
+                message: parent.to_string(),
+            },
+        })
+    }
+
+    /// Whether queue `name` is a prior queue.
+    pub(crate) fn is_prior(&self, name: &QueueName) -> bool {
+        self.queues.iter().any(|q| &q.name == name && q.prior)
     }
 
     pub(crate) fn take_submission(&mut self) -> u64 {

@@ -2,7 +2,8 @@
 //!
 //! SAFETY: no worker is over-allocated in any dimension; nothing lands on a worker that is not
 //! ALIVE; executors have exactly `executor_cores` when it is set; the threshold holds on
-//! prior-hosting workers; a normal queue stays within its capacity.
+//! prior-hosting workers; a normal grant leaves its queue and every parent of it within their
+//! maximum.
 //! EXACTNESS: the indexed placer decides exactly what Spark's loop decides.
 
 use std::collections::BTreeMap;
@@ -15,7 +16,8 @@ use muster_core::resources::Resources;
 use muster_core::{Plan, schedule, spark_reference};
 use proptest::prelude::*;
 
-const QUEUES: [&str; 3] = ["default", "prod", "batch"];
+/// The leaves apps and drivers use; `team` is the parent of the last two.
+const QUEUES: [&str; 4] = ["default", "prod", "team.batch", "team.etl"];
 
 fn policy() -> impl Strategy<Value = WorkerSelection> {
     prop_oneof![
@@ -59,19 +61,54 @@ fn config() -> impl Strategy<Value = PassConfig> {
         )
 }
 
+/// The queues of [`QUEUES`] and their parent, half the time with capacities (weights
+/// normalised so that siblings sum to 1, each queue's maximum at least its guarantee).
 fn queues() -> impl Strategy<Value = Vec<QueueConfig>> {
-    prop::collection::vec((any::<bool>(), fraction(), fraction()), 3).prop_map(|settings| {
-        QUEUES
-            .iter()
-            .zip(settings)
-            .map(|(name, (prior, threshold, max_capacity))| QueueConfig {
-                name: (*name).into(),
-                prior,
-                threshold,
-                max_capacity,
-            })
-            .collect()
-    })
+    (
+        prop::collection::vec((any::<bool>(), fraction(), fraction()), QUEUES.len()),
+        fraction(),
+        prop::option::of(prop::collection::vec(0..4u32, 5)),
+    )
+        .prop_map(|(leaves, team_max, weights)| {
+            let mut queues: Vec<QueueConfig> = QUEUES
+                .iter()
+                .zip(leaves)
+                .map(|(name, (prior, threshold, max_capacity))| QueueConfig {
+                    prior,
+                    threshold,
+                    max_capacity,
+                    ..QueueConfig::named(name)
+                })
+                .collect();
+            queues.push(QueueConfig {
+                max_capacity: team_max,
+                ..QueueConfig::named("team")
+            });
+            if let Some(weights) = weights {
+                let shares = |weights: &[u32]| -> Vec<f64> {
+                    let sum: u32 = weights.iter().sum();
+                    weights
+                        .iter()
+                        .map(|&w| match sum {
+                            0 => 1.0 / weights.len() as f64,
+                            _ => f64::from(w) / f64::from(sum),
+                        })
+                        .collect()
+                };
+                let top = shares(&weights[..3])
+                    .into_iter()
+                    .zip(["default", "prod", "team"]);
+                let team = shares(&weights[3..])
+                    .into_iter()
+                    .zip(["team.batch", "team.etl"]);
+                for (capacity, name) in top.chain(team) {
+                    let queue = queues.iter_mut().find(|q| q.name.0 == name).unwrap();
+                    queue.capacity = Some(capacity);
+                    queue.max_capacity = queue.max_capacity.max(capacity);
+                }
+            }
+            queues
+        })
 }
 
 /// A worker with some of its capacity already in use. Ids are drawn from a small alphabet so
@@ -303,11 +340,22 @@ fn check_safety(snapshot: &Snapshot, plan: &Plan) -> Result<(), TestCaseError> {
         .filter(|w| w.state == WorkerState::Alive)
         .map(|w| u64::from(w.cores))
         .sum();
-    let mut queue_cores: BTreeMap<_, u64> = BTreeMap::new();
+    // Executor cores below each queue, parents included: held before the pass, and granted
+    // to normal queues by it.
+    let path = |leaf: &str| -> Vec<String> {
+        let mut path = vec![leaf.to_owned()];
+        while let Some((up, _)) = path[path.len() - 1].rsplit_once('.') {
+            path.push(up.to_owned());
+        }
+        path
+    };
+    let mut queue_cores: BTreeMap<String, u64> = BTreeMap::new();
     for a in &snapshot.apps {
-        *queue_cores.entry(a.queue.clone()).or_default() += a.held_cores();
+        for q in path(&a.queue.0) {
+            *queue_cores.entry(q).or_default() += a.held_cores();
+        }
     }
-    let before = queue_cores.clone();
+    let mut normal_grants: BTreeMap<String, u64> = BTreeMap::new();
     for grant in &plan.executors {
         let a = snapshot.apps.iter().find(|a| a.id == grant.app).unwrap();
         if let Some(cpe) = a.executor_cores {
@@ -320,14 +368,25 @@ fn check_safety(snapshot: &Snapshot, plan: &Plan) -> Result<(), TestCaseError> {
             &grant.resources.custom,
             &a.queue,
         )?;
-        *queue_cores.entry(a.queue.clone()).or_default() += u64::from(grant.resources.cores);
+        for q in path(&a.queue.0) {
+            *queue_cores.entry(q.clone()).or_default() += u64::from(grant.resources.cores);
+            if !queues[&a.queue].prior {
+                *normal_grants.entry(q).or_default() += u64::from(grant.resources.cores);
+            }
+        }
     }
-    for (name, cores) in queue_cores {
-        let q = queues[&name];
-        let capacity = (q.max_capacity * total as f64).floor() as u64;
+    // A normal grant below a queue leaves it within its maximum, the product of the
+    // max_capacity along its path.
+    for (name, granted) in normal_grants {
+        let max: f64 = path(&name)
+            .iter()
+            .map(|q| queues[&muster_core::ids::QueueName::from(q.as_str())].max_capacity)
+            .product();
+        let capacity = (max * total as f64).floor() as u64;
         prop_assert!(
-            q.prior || cores <= capacity.max(before[&name]),
-            "queue {name} over capacity"
+            granted == 0 || queue_cores[&name] <= capacity,
+            "queue {name} over its maximum: {} of {capacity} cores",
+            queue_cores[&name]
         );
     }
     Ok(())

@@ -7,7 +7,8 @@
 //!
 //! * `config [spread_out_apps=B] [spread_out_drivers=B] [worker_selection=POLICY]
 //!   [default_cores=N] [max_drivers=N] [seed=N]`;
-//! * `queue NAME [prior=B] [threshold=F] [max_capacity=F]`;
+//! * `queue NAME [prior=B] [threshold=F] [max_capacity=F] [capacity=F]`, its name a path
+//!   (`analytics.etl`) under a parent listed before;
 //! * `worker ID cores=N mem=MB [used_cores=N] [used_mem=MB] [state=DEAD|DECOMMISSIONED]
 //!   [prior=B] [NAME=AMOUNT]...` (custom resources), replacing a worker of the same id;
 //!   `workers N cores=N mem=MB` adds `wK`, `wK+1`, ... after the K workers there are;
@@ -67,6 +68,8 @@ enum Command {
         threshold: Option<f64>,
         #[arg(key)]
         max_capacity: Option<f64>,
+        #[arg(key)]
+        capacity: Option<f64>,
     },
     Worker {
         id: String,
@@ -192,12 +195,14 @@ impl goldenscript::Runner for Runner {
                 prior,
                 threshold,
                 max_capacity,
+                capacity,
             } => {
                 snapshot.queues.retain(|q| q.name.0 != *name);
                 snapshot.queues.push(QueueConfig {
                     prior: prior.unwrap_or(false),
                     threshold: threshold.unwrap_or(1.0),
                     max_capacity: max_capacity.unwrap_or(1.0),
+                    capacity: *capacity,
                     ..QueueConfig::named(name)
                 });
             }

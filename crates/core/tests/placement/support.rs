@@ -52,6 +52,7 @@ pub fn queue(name: &str, prior: bool, threshold: f64, max_capacity: f64) -> Queu
         prior,
         threshold,
         max_capacity,
+        capacity: None,
     }
 }
 

@@ -130,3 +130,91 @@ fn duplicates_are_refused() {
     s.queues = vec![queue("q", false, 1.0, 1.0), queue("q", true, 1.0, 1.0)];
     assert_eq!(refused(&s), "queues[1].name: duplicate queue `q`");
 }
+
+/// The base snapshot with queues of the given names and capacities.
+fn tree(queues: &[(&str, f64)]) -> Snapshot {
+    let mut s = base();
+    s.queues = queues
+        .iter()
+        .map(|&(name, capacity)| {
+            let mut q = queue(name, false, 1.0, 1.0);
+            q.capacity = Some(capacity);
+            q
+        })
+        .collect();
+    s
+}
+
+#[test]
+fn a_queue_tree_is_refused_with_the_path_at_fault() {
+    let valid = tree(&[("default", 0.5), ("team", 0.5), ("team.etl", 1.0)]);
+    assert!(schedule(&valid).is_ok());
+
+    let cases = [
+        (
+            tree(&[
+                ("default", 0.5),
+                ("team", 0.5),
+                ("team.etl", 0.6),
+                ("team.batch", 0.3),
+            ]),
+            "queues: the capacities of the children of `team` sum to 0.9, not 1: \
+             team.batch 0.3, team.etl 0.6",
+        ),
+        (
+            tree(&[("default", 0.5), ("team", 0.4)]),
+            "queues: the capacities of the top-level queues sum to 0.9, not 1: default 0.5, \
+             team 0.4",
+        ),
+        (
+            tree(&[("default", 0.5), ("team.etl", 0.5)]),
+            "queues[1].name: parent queue `team` of `team.etl` is not listed",
+        ),
+        (
+            tree(&[("default", 1.0), ("default.etl", 1.0)]),
+            "queues[1].name: `default.etl`: `default` takes work and cannot have children",
+        ),
+        (
+            tree(&[("default", 1.0), ("root.etl", 1.0)]),
+            "queues[1].name: `root` is the implicit top of the tree: name queues by their path \
+             below it",
+        ),
+        (
+            tree(&[("default", 1.0), ("team..etl", 1.0)]),
+            "queues[1].name: `team..etl` is not a queue path: segments separated by `.` must \
+             not be empty",
+        ),
+        (
+            tree(&[("default", 1.5)]),
+            "queues[0].capacity: must be in [0, 1], got 1.5",
+        ),
+    ];
+    for (snapshot, error) in cases {
+        assert_eq!(refused(&snapshot), error);
+    }
+
+    let mut s = tree(&[("default", 0.5), ("team", 0.5), ("team.etl", 1.0)]);
+    s.queues[1].prior = true;
+    assert_eq!(
+        refused(&s),
+        "queues[1].prior: `team` is a parent queue: `prior` belongs to its leaves"
+    );
+    let mut s = tree(&[("default", 0.5), ("team", 0.5)]);
+    s.queues[1].max_capacity = 0.4;
+    assert_eq!(
+        refused(&s),
+        "queues[1].capacity: 0.5 exceeds its max_capacity 0.4"
+    );
+    let mut s = tree(&[("default", 0.5), ("team", 0.5)]);
+    s.queues[1].capacity = None;
+    assert_eq!(
+        refused(&s),
+        "queues[1].capacity: missing: `default` has a capacity, so every queue needs one"
+    );
+    let mut s = tree(&[("default", 0.5), ("team", 0.5), ("team.etl", 1.0)]);
+    s.apps[0].queue = "team".into();
+    assert_eq!(
+        refused(&s),
+        "apps[0].queue: `team` is a parent queue: submit to one of its leaves (team.etl)"
+    );
+}

@@ -10,7 +10,7 @@ use muster_master::SessionConfig;
 use muster_master::leader::{Action, Event, Leader, LinkId, ProposalId};
 use muster_master::wire::{app_event, kill_op, registration, worker_event};
 use muster_proto::v1::{self, AppMessage, WorkerMessage};
-use muster_state::commands::{ReplaceQueues, SubmitApp, SubmitDriver};
+use muster_state::commands::{SubmitApp, SubmitDriver, set_queues_op};
 use muster_state::{ClusterState, Command, Op, Outcome, StateConfig};
 use prost::Message;
 
@@ -46,7 +46,7 @@ pub fn leader_term(bytes: &[u8]) {
             4 => {
                 if let Ok(request) = v1::SetQueuesRequest::decode(body) {
                     let queues = request.queues.iter().map(Into::into).collect();
-                    term.client_write(Op::ReplaceQueues(ReplaceQueues { queues }));
+                    term.client_write(set_queues_op(queues));
                 }
             }
             5 => term.tick(Duration::from_millis(length as u64 * 10)),

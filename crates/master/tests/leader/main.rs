@@ -44,8 +44,8 @@ use muster_master::leader::{
     Registration, Report, SessionConfig, ToApp, ToWorker, Update,
 };
 use muster_state::commands::{
-    ApplyPlan, DrainWorker, ExecutorStateChanged, KillApp, KillDriver, RegisterWorker,
-    ReplaceQueues, SubmitApp, SubmitDriver, WorkerLost,
+    ApplyPlan, DrainWorker, ExecutorStateChanged, KillApp, KillDriver, RegisterWorker, SubmitApp,
+    SubmitDriver, WorkerLost, set_queues_op,
 };
 use muster_state::model::{AppDescription, DriverDescription, DriverState, ExecutorState};
 use muster_state::{ClusterState, Op, StateConfig};
@@ -105,9 +105,7 @@ impl goldenscript::Runner for Runner {
                     prior: true,
                     ..QueueSpec::named(args.positional()?)
                 };
-                self.apply_setup(Op::ReplaceQueues(ReplaceQueues {
-                    queues: vec![queue],
-                }))?;
+                self.apply_setup(set_queues_op(vec![queue]))?;
                 String::new()
             }
             "app" => {

@@ -26,9 +26,7 @@ pub struct SubmitApp {
 impl Apply for SubmitApp {
     fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
         let desc = &self.desc;
-        if !state.queue_exists(&desc.queue) {
-            return Err(ApplyError::UnknownQueue(desc.queue.clone()));
-        }
+        state.takes_work(&desc.queue)?;
         if let Some(cores) = desc.cores_max {
             positive("cores_max", cores)?;
         }

@@ -20,9 +20,7 @@ pub struct SubmitDriver {
 impl Apply for SubmitDriver {
     fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
         let desc = &self.desc;
-        if !state.queue_exists(&desc.queue) {
-            return Err(ApplyError::UnknownQueue(desc.queue.clone()));
-        }
+        state.takes_work(&desc.queue)?;
         desc.resources.validate("")?;
         limits::name("name", &desc.name)?;
         program(&desc.command, &desc.args, &desc.env)?;

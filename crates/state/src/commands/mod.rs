@@ -19,7 +19,7 @@ pub use apps::{
 pub use drivers::{DriverStateChanged, KillDriver, SubmitDriver};
 pub use plan::ApplyPlan;
 pub use preempt::{GrantReservations, Preempt};
-pub use queues::{ReplaceQueues, SetQueues, set_queues_op};
+pub use queues::{ConfigureQueues, QueueSettings, ReplaceQueues, SetQueues, set_queues_op};
 pub use restore::Restore;
 pub use users::{AddUser, By, RevokeUser};
 pub use workers::{DecommissionWorker, DrainWorker, RegisterWorker, WorkerLost};
@@ -99,6 +99,8 @@ pub enum Op {
     By(By),
     /// The queue configuration and the queues' access lists change.
     ReplaceQueues(ReplaceQueues),
+    /// The queue configuration, access lists and capacities change.
+    ConfigureQueues(ConfigureQueues),
 }
 
 /// How an op changes the state.
@@ -196,6 +198,7 @@ impl ClusterState {
             Op::RevokeUser(op) => op.apply(self, at),
             Op::By(op) => op.apply(self, at),
             Op::ReplaceQueues(op) => op.apply(self, at),
+            Op::ConfigureQueues(op) => op.apply(self, at),
         }
     }
 }

@@ -117,7 +117,7 @@ impl Apply for Preempt {
                 return Err(ApplyError::UnknownExecutor(app.clone(), *executor));
             }
             let queue = &state.apps[app].desc.queue;
-            if state.queues.iter().any(|q| &q.name == queue && q.prior) {
+            if state.is_prior(queue) {
                 return Err(ApplyError::Conflict(format!(
                     "`{app}` runs in a prior queue: prior work is never preempted"
                 )));
@@ -138,7 +138,7 @@ impl Apply for Preempt {
                     "`{owner}` does not wait: nothing to reserve room for"
                 )));
             };
-            if !state.queues.iter().any(|q| &q.name == queue && q.prior) {
+            if !state.is_prior(queue) {
                 return Err(ApplyError::Conflict(format!(
                     "`{owner}` is not prior work: only prior work preempts"
                 )));

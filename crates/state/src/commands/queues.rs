@@ -1,67 +1,164 @@
-//! Queue configuration changes.
+//! Queue configuration changes, and the shape in which the log and snapshots keep queues.
+//!
+//! Three ops set the queues, each the form of the builds that introduced it, so that every
+//! entry already in a log still reads: [`SetQueues`] (settings only), [`ReplaceQueues`]
+//! (with access lists) and [`ConfigureQueues`] (with capacities). [`set_queues_op`] writes
+//! the oldest that says what is asked, which replicas of older builds then also apply.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use muster_core::access::{QueueAccess, QueueSpec};
-use muster_core::ids::{DEFAULT_QUEUE, QueueName, Timestamp};
-use muster_core::model::{QueueConfig, validate_queues};
+use muster_core::ids::{QueueName, Timestamp};
+use muster_core::model::{NotALeaf, QueueConfig, takes_work, validate_queues};
 use serde::{Deserialize, Serialize};
 
 use super::Apply;
 use crate::ClusterState;
 use crate::response::{ApplyError, Response};
 
-/// The op that sets `queues`: [`SetQueues`] when none has access lists, which replicas of
-/// builds before them read too, else [`ReplaceQueues`].
+/// A queue's settings as the log and snapshots keep them: a [`QueueConfig`] without its
+/// capacity, which is kept apart (the state's `capacities`) so that data written before
+/// capacities existed still reads.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueueSettings {
+    /// See [`QueueConfig::name`].
+    pub name: QueueName,
+    /// See [`QueueConfig::prior`].
+    pub prior: bool,
+    /// See [`QueueConfig::threshold`].
+    pub threshold: f64,
+    /// See [`QueueConfig::max_capacity`].
+    pub max_capacity: f64,
+}
+
+impl QueueSettings {
+    /// The queue's configuration with `capacity`.
+    pub fn with_capacity(&self, capacity: Option<f64>) -> QueueConfig {
+        QueueConfig {
+            name: self.name.clone(),
+            prior: self.prior,
+            threshold: self.threshold,
+            max_capacity: self.max_capacity,
+            capacity,
+        }
+    }
+}
+
+impl From<&QueueSpec> for QueueSettings {
+    fn from(spec: &QueueSpec) -> Self {
+        Self {
+            name: spec.name.clone(),
+            prior: spec.prior,
+            threshold: spec.threshold,
+            max_capacity: spec.max_capacity,
+        }
+    }
+}
+
+/// The op that sets `queues`: the oldest form that holds them (see the module doc).
 pub fn set_queues_op(queues: Vec<QueueSpec>) -> super::Op {
-    let (configs, access): (Vec<QueueConfig>, Vec<QueueAccess>) =
-        queues.iter().map(QueueSpec::split).unzip();
-    if access.iter().all(|a| *a == QueueAccess::default()) {
-        super::Op::SetQueues(SetQueues { queues: configs })
+    let capacities: BTreeMap<QueueName, f64> = queues
+        .iter()
+        .filter_map(|q| Some((q.name.clone(), q.capacity?)))
+        .collect();
+    let queues: Vec<(QueueSettings, QueueAccess)> = queues
+        .iter()
+        .map(|spec| (QueueSettings::from(spec), spec.split().1))
+        .collect();
+    if !capacities.is_empty() {
+        super::Op::ConfigureQueues(ConfigureQueues { queues, capacities })
+    } else if queues.iter().all(|(_, a)| *a == QueueAccess::default()) {
+        super::Op::SetQueues(SetQueues {
+            queues: queues.into_iter().map(|(settings, _)| settings).collect(),
+        })
     } else {
         super::Op::ReplaceQueues(ReplaceQueues { queues })
     }
 }
 
-/// Replaces the queue configuration and the queues' access lists.
+/// Replaces the queue configuration: settings, access lists and capacities, validated as a
+/// whole.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ReplaceQueues {
-    /// The new queues; `default` exists even when not listed.
-    pub queues: Vec<QueueSpec>,
+pub struct ConfigureQueues {
+    /// The new queues, each with its access lists; `default` exists even when not listed.
+    pub queues: Vec<(QueueSettings, QueueAccess)>,
+    /// The capacity of each queue, when they have them: all or none.
+    pub capacities: BTreeMap<QueueName, f64>,
 }
 
-impl Apply for ReplaceQueues {
-    /// Refused when malformed, when an access list names an unknown user, or when it drops
-    /// a queue that active apps or drivers use.
+impl Apply for ConfigureQueues {
+    /// Refused when malformed (a tree whose capacities do not sum, a parent that is not
+    /// listed, ...), when an access list names an unknown user, or when a queue that active
+    /// apps or drivers use would be dropped or become a parent.
     fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
-        let (configs, access): (Vec<QueueConfig>, Vec<QueueAccess>) =
-            self.queues.iter().map(QueueSpec::split).unzip();
+        if let Some(name) = self
+            .capacities
+            .keys()
+            .find(|name| !self.queues.iter().any(|(q, _)| &q.name == *name))
+        {
+            return Err(ApplyError::Invalid {
+                field: "capacities".to_owned(),
+                message: format!("unknown queue `{name}`"),
+            });
+        }
+        let configs: Vec<QueueConfig> = self
+            .queues
+            .iter()
+            .map(|(q, _)| q.with_capacity(self.capacities.get(&q.name).copied()))
+            .collect();
         validate_queues(&configs)?;
         let users: BTreeSet<&str> = state.users.keys().map(String::as_str).collect();
-        for (i, access) in access.iter().enumerate() {
+        for (i, (_, access)) in self.queues.iter().enumerate() {
             access.validate(&format!("queues[{i}]"), &users)?;
         }
-        let kept =
-            |name: &QueueName| name.0 == DEFAULT_QUEUE || configs.iter().any(|q| &q.name == name);
         let in_use = state
             .apps
             .values()
             .map(|a| &a.desc.queue)
-            .chain(state.drivers.values().map(|d| &d.desc.queue))
-            .find(|queue| !kept(queue));
-        if let Some(queue) = in_use {
-            return Err(ApplyError::Conflict(format!(
-                "queue `{queue}` still has active applications or drivers"
-            )));
+            .chain(state.drivers.values().map(|d| &d.desc.queue));
+        for queue in in_use {
+            match takes_work(&configs, queue) {
+                Ok(()) => {}
+                Err(NotALeaf::Unknown(_)) => {
+                    return Err(ApplyError::Conflict(format!(
+                        "queue `{queue}` still has active applications or drivers"
+                    )));
+                }
+                Err(NotALeaf::Parent { .. }) => {
+                    return Err(ApplyError::Conflict(format!(
+                        "queue `{queue}` has active applications or drivers, so it cannot \
+                         become a parent queue"
+                    )));
+                }
+            }
         }
-        state.access = configs
+        state.access = self
+            .queues
             .iter()
-            .zip(access)
             .filter(|(_, access)| *access != QueueAccess::default())
-            .map(|(config, access)| (config.name.clone(), access))
+            .map(|(q, access)| (q.name.clone(), access.clone()))
             .collect();
-        state.queues = configs;
+        state.queues = self.queues.iter().map(|(q, _)| q.clone()).collect();
+        state.capacities = self.capacities.clone();
         Ok(Response::default())
+    }
+}
+
+/// Replaces the queue configuration and the queues' access lists, without capacities: the
+/// form builds before capacities write and read.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReplaceQueues {
+    /// The new queues, each with its access lists; `default` exists even when not listed.
+    pub queues: Vec<(QueueSettings, QueueAccess)>,
+}
+
+impl Apply for ReplaceQueues {
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        ConfigureQueues {
+            queues: self.queues.clone(),
+            capacities: BTreeMap::new(),
+        }
+        .apply(state, at)
     }
 }
 
@@ -70,16 +167,19 @@ impl Apply for ReplaceQueues {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SetQueues {
     /// The new queues; `default` exists even when not listed.
-    pub queues: Vec<QueueConfig>,
+    pub queues: Vec<QueueSettings>,
 }
 
 impl Apply for SetQueues {
     fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
-        let queues = self
-            .queues
-            .iter()
-            .map(|config| QueueSpec::from((config.clone(), QueueAccess::default())))
-            .collect();
-        ReplaceQueues { queues }.apply(state, at)
+        ConfigureQueues {
+            queues: self
+                .queues
+                .iter()
+                .map(|q| (q.clone(), QueueAccess::default()))
+                .collect(),
+            capacities: BTreeMap::new(),
+        }
+        .apply(state, at)
     }
 }

@@ -153,9 +153,9 @@ fn within_limit(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyEr
 /// Whether `user`, not an admin, may have `op` applied.
 fn authorize(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyError> {
     let submit = |queue: &QueueName| {
-        let prior = state.queues.iter().any(|q| &q.name == queue && q.prior);
+        let prior = state.is_prior(queue);
         // An unknown queue is the op's own refusal.
-        if !state.queue_exists(queue) || state.access(queue).may_submit(prior, user) {
+        if state.takes_work(queue).is_err() || state.access(queue).may_submit(prior, user) {
             Ok(())
         } else {
             Err(ApplyError::Denied(format!(

@@ -14,12 +14,13 @@ use std::collections::BTreeMap;
 use muster_core::access::QueueSpec;
 use muster_core::ids::{ExecutorId, QueueName, WorkId};
 use muster_core::ids::{Term, Timestamp};
-use muster_core::model::{PassConfig, QueueConfig, WorkerSelection};
+use muster_core::model::{PassConfig, WorkerSelection};
 use muster_core::resources::Resources;
 use muster_state::commands::{
     AddUser, AppFinished, ApplyPlan, By, DecommissionWorker, DrainWorker, DriverStateChanged,
-    ExecutorStateChanged, KillApp, KillDriver, KillExecutors, Preempt, RegisterWorker,
-    ReplaceQueues, RevokeUser, SetExecutorLimit, SetQueues, SubmitApp, SubmitDriver, WorkerLost,
+    ExecutorStateChanged, KillApp, KillDriver, KillExecutors, Preempt, QueueSettings,
+    RegisterWorker, RevokeUser, SetExecutorLimit, SetQueues, SubmitApp, SubmitDriver, WorkerLost,
+    set_queues_op,
 };
 use muster_state::model::{AppState, DriverState, ExecutorState};
 use muster_state::{ClusterState, Command, Op, Outcome};
@@ -100,6 +101,8 @@ enum Action {
         /// Who may submit to `prod` (a user index), when it lists anyone.
         prod_submit: Option<u8>,
         max_per_user: Option<u32>,
+        /// prod's guaranteed share in tenths, batch getting the rest (`default` nothing).
+        prod_capacity: Option<u8>,
     },
     Drain {
         worker: u8,
@@ -152,14 +155,18 @@ fn queues() -> impl Strategy<Value = Action> {
         any::<bool>(),
         prop::option::of(0..3u8),
         prop::option::of(0..3u32),
+        prop::option::of(5..=10u8),
     )
         .prop_map(
-            |(prior, threshold, legacy, prod_submit, max_per_user)| Action::SetQueues {
-                prior,
-                threshold,
-                legacy,
-                prod_submit,
-                max_per_user,
+            |(prior, threshold, legacy, prod_submit, max_per_user, prod_capacity)| {
+                Action::SetQueues {
+                    prior,
+                    threshold,
+                    legacy,
+                    prod_submit,
+                    max_per_user,
+                    prod_capacity,
+                }
             },
         )
 }
@@ -360,15 +367,16 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
             legacy,
             prod_submit,
             max_per_user,
+            prod_capacity,
         } => {
             let queues = vec![
-                QueueConfig {
+                QueueSettings {
                     name: "prod".into(),
                     prior,
                     threshold: 1.0,
                     max_capacity: 1.0,
                 },
-                QueueConfig {
+                QueueSettings {
                     name: "batch".into(),
                     prior: false,
                     threshold: f64::from(threshold) / 10.0,
@@ -380,11 +388,16 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
             } else {
                 let mut specs: Vec<QueueSpec> = queues
                     .into_iter()
-                    .map(|q| QueueSpec::from((q, Default::default())))
+                    .map(|q| QueueSpec::from((q.with_capacity(None), Default::default())))
                     .collect();
                 specs[0].submit = prod_submit.map(|u| vec![USERS[usize::from(u)].to_owned()]);
                 specs[1].max_per_user = max_per_user;
-                Op::ReplaceQueues(ReplaceQueues { queues: specs })
+                if let Some(tenths) = prod_capacity {
+                    // batch's max_capacity is 0.5, so it may be promised at most that.
+                    specs[0].capacity = Some(f64::from(tenths) / 10.0);
+                    specs[1].capacity = Some(1.0 - f64::from(tenths) / 10.0);
+                }
+                set_queues_op(specs)
             }
         }
         Action::Drain {

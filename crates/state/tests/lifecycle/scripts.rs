@@ -27,13 +27,14 @@ use std::fmt::Write as _;
 
 use goldenscript::{Argument, Command, Context};
 use muster_core::ids::{AppId, DriverId, ExecutorId, WorkId};
-use muster_core::model::{PassConfig, QueueConfig, WorkerSelection};
+use muster_core::model::{PassConfig, WorkerSelection};
 use muster_core::plan::{DriverLaunch, ExecutorGrant};
 use muster_core::resources::{ResourceAmounts, Resources};
 use muster_state::commands::{
     AppFinished, ApplyPlan, DecommissionWorker, DrainWorker, DriverStateChanged,
     ExecutorStateChanged, GrantReservations, KillApp, KillDriver, KillExecutors, Preempt,
-    RegisterWorker, SetExecutorLimit, SetQueues, SubmitApp, SubmitDriver, WorkerLost,
+    QueueSettings, RegisterWorker, SetExecutorLimit, SetQueues, SubmitApp, SubmitDriver,
+    WorkerLost,
 };
 use muster_state::model::{AppState, DriverState, ExecutorState, Reservation};
 use muster_state::{Op, Outcome, Response, StateConfig};
@@ -187,15 +188,21 @@ impl goldenscript::Runner for Runner {
             "queues" => Op::SetQueues(SetQueues {
                 queues: std::iter::from_fn(|| args.next_key())
                     .map(|(name, threshold)| {
+                        let named = QueueSettings {
+                            name: name.into(),
+                            prior: false,
+                            threshold: 1.0,
+                            max_capacity: 1.0,
+                        };
                         if threshold == "prior" {
-                            return Ok(QueueConfig {
+                            return Ok(QueueSettings {
                                 prior: true,
-                                ..QueueConfig::named(name)
+                                ..named
                             });
                         }
-                        Ok(QueueConfig {
+                        Ok(QueueSettings {
                             threshold: threshold.parse()?,
-                            ..QueueConfig::named(name)
+                            ..named
                         })
                     })
                     .collect::<Result<_, Box<dyn Error>>>()?,

@@ -1,10 +1,10 @@
 //! Snapshot encoding round trips and refuses what it cannot read.
 
+use muster_core::access::QueueSpec;
 use muster_core::ids::{Timestamp, WorkId};
-use muster_core::model::QueueConfig;
 use muster_core::resources::Resources;
 use muster_state::commands::{
-    AddUser, By, DecommissionWorker, DrainWorker, Preempt, Restore, SetQueues, SubmitDriver,
+    AddUser, By, DecommissionWorker, DrainWorker, Preempt, Restore, SubmitDriver, set_queues_op,
 };
 use muster_state::model::Reservation;
 use muster_state::{ClusterState, Op, SNAPSHOT_FORMAT, SnapshotError};
@@ -20,12 +20,10 @@ fn busy_cluster() -> Cluster {
     c.submit_driver(driver_desc(1, 512, true));
     c.schedule();
     // Prior work that preempted one executor, with its room kept.
-    c.ok(Op::SetQueues(SetQueues {
-        queues: vec![QueueConfig {
-            prior: true,
-            ..QueueConfig::named("prod")
-        }],
-    }));
+    c.ok(set_queues_op(vec![QueueSpec {
+        prior: true,
+        ..QueueSpec::named("prod")
+    }]));
     let mut urgent = app_desc(Some(2), Some(2), 1024);
     urgent.queue = "prod".into();
     let urgent = c.submit_app(urgent);
@@ -65,6 +63,23 @@ fn busy_cluster_with_a_user() -> Cluster {
     c
 }
 
+/// The busy cluster with a user, its queues with capacities.
+fn busy_cluster_with_capacities() -> Cluster {
+    let mut c = busy_cluster_with_a_user();
+    c.ok(set_queues_op(vec![
+        QueueSpec {
+            prior: true,
+            capacity: Some(0.5),
+            ..QueueSpec::named("prod")
+        },
+        QueueSpec {
+            capacity: Some(0.5),
+            ..QueueSpec::named("default")
+        },
+    ]));
+    c
+}
+
 fn by_alice(op: Op) -> Op {
     Op::By(By {
         user: "alice".into(),
@@ -75,8 +90,9 @@ fn by_alice(op: Op) -> Op {
 
 #[test]
 fn a_snapshot_restores_the_same_state() {
-    let c = busy_cluster_with_a_user();
+    let c = busy_cluster_with_capacities();
     assert_eq!(c.state.users().len(), 1);
+    assert_eq!(c.state.queues()[0].capacity, Some(0.5));
     let bytes = c.state.encode_snapshot();
     assert_eq!(bytes[0], SNAPSHOT_FORMAT);
     let restored = ClusterState::decode_snapshot(&bytes).unwrap();
@@ -86,6 +102,14 @@ fn a_snapshot_restores_the_same_state() {
         bytes,
         "encoding is deterministic"
     );
+}
+
+#[test]
+fn a_state_without_capacities_is_written_in_format_5_and_reads_back() {
+    let c = busy_cluster_with_a_user();
+    let bytes = c.state.encode_snapshot();
+    assert_eq!(bytes[0], 5, "replicas of the previous build read it");
+    assert_eq!(ClusterState::decode_snapshot(&bytes).unwrap(), c.state);
 }
 
 #[test]

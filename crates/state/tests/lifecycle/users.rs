@@ -2,7 +2,7 @@
 //! revoked credential does nothing.
 
 use muster_core::access::QueueSpec;
-use muster_state::commands::{AddUser, By, KillApp, KillDriver, ReplaceQueues, RevokeUser};
+use muster_state::commands::{AddUser, By, KillApp, KillDriver, RevokeUser, set_queues_op};
 use muster_state::commands::{SubmitApp, SubmitDriver};
 use muster_state::{ApplyError, Op, Outcome};
 
@@ -43,9 +43,7 @@ fn queues(prod_submit: Option<&[&str]>, administer: &[&str]) -> Op {
         administer: administer.iter().map(|&u| u.to_owned()).collect(),
         ..QueueSpec::named("default")
     };
-    Op::ReplaceQueues(ReplaceQueues {
-        queues: vec![prod, default],
-    })
+    set_queues_op(vec![prod, default])
 }
 
 fn denied(result: Result<muster_state::Response, ApplyError>) -> String {
@@ -174,9 +172,7 @@ fn a_queue_caps_each_users_active_work_and_frees_room_as_it_ends() {
         max_per_user: Some(2),
         ..QueueSpec::named("default")
     };
-    c.ok(Op::ReplaceQueues(ReplaceQueues {
-        queues: vec![default],
-    }));
+    c.ok(set_queues_op(vec![default]));
     let Outcome::AppSubmitted { id: first } = c.ok(by("alice", 1, submit_app("default"))).outcome
     else {
         panic!("an app id");
@@ -210,9 +206,7 @@ fn a_queue_caps_each_users_active_work_and_frees_room_as_it_ends() {
         max_per_user: Some(0),
         ..QueueSpec::named("default")
     };
-    let error = c
-        .apply(Op::ReplaceQueues(ReplaceQueues { queues: vec![zero] }))
-        .unwrap_err();
+    let error = c.apply(set_queues_op(vec![zero])).unwrap_err();
     assert!(
         error.to_string().contains("queues[0].max_per_user"),
         "{error}"

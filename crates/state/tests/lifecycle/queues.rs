@@ -1,0 +1,123 @@
+//! Queue configuration: the tree with capacities is one command validated as a whole, work
+//! goes only to leaves, and the ops of earlier builds still read and apply.
+
+use muster_core::access::QueueSpec;
+use muster_state::commands::{AddUser, set_queues_op};
+use muster_state::{ApplyError, Op};
+
+use crate::support::{Cluster, app_desc};
+
+fn queue(name: &str, capacity: f64) -> QueueSpec {
+    QueueSpec {
+        capacity: Some(capacity),
+        ..QueueSpec::named(name)
+    }
+}
+
+fn submit(c: &mut Cluster, queue: &str) -> Result<muster_state::Response, ApplyError> {
+    let mut desc = app_desc(None, None, 512);
+    desc.queue = queue.into();
+    c.apply(Op::SubmitApp(muster_state::commands::SubmitApp {
+        desc,
+        executor_limit: None,
+    }))
+}
+
+#[test]
+fn the_tree_with_capacities_is_set_as_a_whole_and_reaches_the_pass() {
+    let mut c = Cluster::new();
+    c.worker("w1", 4, 4096);
+    c.worker("w2", 4, 4096);
+    let tree = vec![queue("default", 0.0), queue("a", 0.5), queue("b", 0.5)];
+    let op = set_queues_op(tree);
+    assert!(matches!(op, Op::ConfigureQueues(_)), "{op:?}");
+    c.ok(op);
+    assert_eq!(c.state.queues()[1].capacity, Some(0.5));
+    assert_eq!(c.state.queue_specs()[2].capacity, Some(0.5));
+
+    // The pass sees the capacities: a's app borrows b's idle half.
+    submit(&mut c, "a").unwrap();
+    c.schedule();
+    let held: u64 = c.state.apps().values().map(|a| a.cores_granted).sum();
+    assert_eq!(held, 8, "a alone takes the whole cluster");
+
+    // Capacities that do not sum are refused, naming the parent, and change nothing.
+    let before = c.state.clone();
+    let error = c
+        .apply(set_queues_op(vec![
+            queue("default", 0.0),
+            queue("a", 0.5),
+            queue("b", 0.4),
+        ]))
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "queues: the capacities of the top-level queues sum to 0.9, not 1: a 0.5, b 0.4, \
+         default 0"
+    );
+    assert_eq!(c.state, before);
+}
+
+#[test]
+fn work_goes_to_leaves_and_a_busy_leaf_stays_one() {
+    let mut c = Cluster::new();
+    c.ok(set_queues_op(vec![
+        queue("default", 0.5),
+        queue("team", 0.5),
+        queue("team.etl", 0.5),
+        queue("team.batch", 0.5),
+    ]));
+    let error = submit(&mut c, "team").unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "queue: `team` is a parent queue: submit to one of its leaves (team.etl, team.batch)"
+    );
+    submit(&mut c, "team.etl").unwrap();
+    let before = c.state.clone();
+    let error = c
+        .apply(set_queues_op(vec![
+            queue("default", 0.5),
+            queue("team", 0.5),
+            queue("team.etl", 1.0),
+            queue("team.etl.daily", 1.0),
+        ]))
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "queue `team.etl` has active applications or drivers, so it cannot become a parent queue"
+    );
+    assert_eq!(c.state, before);
+}
+
+#[test]
+fn queue_ops_of_the_previous_build_still_read_and_apply() {
+    // Written by the build before capacities: a `SetQueues` (prod prior, batch at threshold
+    // 0.8 and max 0.5), then a `ReplaceQueues` with access lists (prod for alice,
+    // administered by bob; batch at most 3 per user).
+    let bytes = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/lifecycle/fixtures/queue-ops-format-5.bin"
+    ))
+    .unwrap();
+    let (ops, read): (Vec<Op>, usize) =
+        bincode::serde::decode_from_slice(&bytes, bincode::config::standard()).unwrap();
+    assert_eq!(read, bytes.len());
+    let mut c = Cluster::new();
+    for name in ["alice", "bob"] {
+        c.ok(Op::AddUser(AddUser {
+            name: name.into(),
+            admin: false,
+        }));
+    }
+    let [set, replace] = <[Op; 2]>::try_from(ops).unwrap();
+    c.ok(set);
+    let batch = &c.state.queues()[1];
+    assert_eq!((batch.threshold, batch.max_capacity), (0.8, 0.5));
+    c.ok(replace);
+    let specs = c.state.queue_specs();
+    assert!(specs[0].prior);
+    assert_eq!(specs[0].submit, Some(vec!["alice".to_owned()]));
+    assert_eq!(specs[0].administer, vec!["bob".to_owned()]);
+    assert_eq!(specs[1].max_per_user, Some(3));
+    assert!(specs.iter().all(|q| q.capacity.is_none()));
+}
