@@ -131,14 +131,16 @@ pub fn drivers(status: &StatusReply) -> String {
     out
 }
 
-/// The queues and their settings.
+/// The queues and their settings, children indented below their parents, with the
+/// executor cores held in each (below it, for a parent).
 pub fn queues(status: &StatusReply) -> String {
     let mut out = format!(
-        "{:<16} {:<6} {:<10} {:<13} {:<12} SUBMIT\n",
-        "NAME", "PRIOR", "THRESHOLD", "MAX_CAPACITY", "MAX_PER_USER"
+        "{:<20} {:<6} {:<9} {:<8} {:<12} {:<10} {:<12} SUBMIT\n",
+        "NAME", "PRIOR", "CAPACITY", "MAX", "THRESHOLD", "CORES", "MAX_PER_USER"
     );
-    for q in &status.queues {
+    for (q, view) in status.queues.iter().zip(muster_master::queue_views(status)) {
         let submit = match &q.submit {
+            _ if !view.leaf => "-".to_owned(),
             Some(list) if list.users.is_empty() => "admins".to_owned(),
             Some(list) => list.users.join(","),
             None if q.prior => "admins".to_owned(),
@@ -147,10 +149,12 @@ pub fn queues(status: &StatusReply) -> String {
         let per_user = q
             .max_per_user
             .map_or_else(|| "-".to_owned(), |n| n.to_string());
+        let capacity = q.capacity.map_or_else(|| "-".to_owned(), |c| c.to_string());
+        let name = format!("{}{}", "  ".repeat(view.depth), q.name);
         let _ = writeln!(
             out,
-            "{:<16} {:<6} {:<10} {:<13} {per_user:<12} {submit}",
-            q.name, q.prior, q.threshold, q.max_capacity
+            "{name:<20} {:<6} {capacity:<9} {:<8} {:<12} {:<10} {per_user:<12} {submit}",
+            q.prior, q.max_capacity, q.threshold, view.cores_used
         );
     }
     out

@@ -44,9 +44,9 @@
 //!   does.
 //! * `pass`: one pass, drivers then executors app by app, over a `ledger`.
 //! * `drivers`: driver placement.
-//! * `queues`: the queue tree, its shares and which queue is furthest below its guarantee,
-//!   which queues are prior, and how a queue's request is admitted on workers that run prior
-//!   work.
+//! * [`queues`]: the queue tree, its shares and which queue is furthest below its
+//!   guarantee, which queues are prior, how a queue's request is admitted on workers that
+//!   run prior work, and the tree as status views show it.
 //! * `wait`: why something found no worker, the most actionable cause first.
 //! * `ledger`: per-worker usage during the pass, and what a worker offers to a queue.
 //! * `executors`: executor placement behind one trait, with a literal port of Spark's loop
@@ -69,7 +69,7 @@ pub mod model;
 mod pass;
 pub mod plan;
 pub mod preempt;
-mod queues;
+pub mod queues;
 pub mod resources;
 pub mod rng;
 pub mod tasks;

@@ -54,7 +54,7 @@ pub(crate) fn parent(name: &str) -> Option<&str> {
 
 /// The queues with `configs` plus `default` when it is not listed: with no guarantee when
 /// other queues have capacities, so that it may use only what they leave idle.
-fn with_default(configs: &[QueueConfig]) -> Vec<QueueConfig> {
+pub fn with_default(configs: &[QueueConfig]) -> Vec<QueueConfig> {
     let mut queues = configs.to_vec();
     if !queues.iter().any(|q| q.name.0 == crate::ids::DEFAULT_QUEUE) {
         let guaranteed = queues.iter().any(|q| q.capacity.is_some());
@@ -308,6 +308,68 @@ pub(crate) fn leaves_below(queues: &[QueueConfig], name: &QueueName) -> Vec<Queu
         .iter()
         .filter(|q| q.name.0.starts_with(&prefix) && !is_parent(queues, &q.name))
         .map(|q| q.name.clone())
+        .collect()
+}
+
+/// One queue of a tree as status pages and metrics show it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueView {
+    /// The queue.
+    pub name: QueueName,
+    /// How many parents it has: 0 for a top-level queue.
+    pub depth: usize,
+    /// Whether it takes work (has no children).
+    pub leaf: bool,
+    /// The fraction of the ALIVE cores guaranteed to it, when the queues have capacities.
+    pub guaranteed_share: Option<f64>,
+    /// The fraction of the ALIVE cores its work may hold (all of them for a prior leaf).
+    pub max_share: f64,
+    /// Executor cores held below it (by itself, for a leaf).
+    pub cores_used: u64,
+    /// Executor memory held below it, in MB.
+    pub memory_used_mb: u64,
+}
+
+/// The listed queues of a valid configuration, in their order, each with its place in the
+/// tree and what is held below it, given the `(cores, memory_mb)` each leaf's executors
+/// hold.
+pub fn views(
+    configs: &[QueueConfig],
+    used_by_leaf: &BTreeMap<QueueName, (u64, u64)>,
+) -> Vec<QueueView> {
+    let queues = Queues::new(configs);
+    let mut below: BTreeMap<&QueueName, (u64, u64)> = BTreeMap::new();
+    for (leaf, &(cores, memory)) in used_by_leaf {
+        if !queues.by_name.contains_key(leaf) {
+            continue;
+        }
+        for queue in queues.path(leaf) {
+            let sum = below.entry(queue).or_default();
+            sum.0 += cores;
+            sum.1 += memory;
+        }
+    }
+    configs
+        .iter()
+        .map(|q| {
+            let (cores_used, memory_used_mb) = below.get(&q.name).copied().unwrap_or_default();
+            QueueView {
+                name: q.name.clone(),
+                depth: queues.path(&q.name).len() - 1,
+                leaf: !queues.children.contains_key(&Some(q.name.clone())),
+                guaranteed_share: queues
+                    .guaranteed()
+                    .then(|| queues.share(&q.name, Bound::Guaranteed)),
+                // Prior work may use the whole cluster.
+                max_share: if q.prior {
+                    1.0
+                } else {
+                    queues.share(&q.name, Bound::Max)
+                },
+                cores_used,
+                memory_used_mb,
+            }
+        })
         .collect()
 }
 

@@ -132,12 +132,14 @@ pub fn parse_json<T: DeserializeOwned>(text: &str, path: &Path) -> Result<T, Con
 }
 
 /// Reads a queue file: a JSON list such as
-/// `[{"name": "prod", "prior": true}, {"name": "default", "threshold": 0.8}]`.
+/// `[{"name": "prod", "prior": true}, {"name": "default", "threshold": 0.8}]`, or a tree
+/// with capacities such as `[{"name": "team", "capacity": 1}, {"name": "team.etl",
+/// "capacity": 1}]`.
 ///
 /// # Errors
 ///
 /// As [`read_json`], or a queue setting out of range (a duplicate name, a fraction outside
-/// (0, 1]).
+/// (0, 1]), or a malformed tree (a parent not listed, capacities that do not sum to 1).
 pub fn read_queues(path: &Path) -> Result<Vec<QueueSpec>, ConfigError> {
     parse_queues(&read_text(path)?, path)
 }
@@ -299,6 +301,16 @@ mod tests {
         let error = read_queues(queues.path()).unwrap_err().to_string();
         assert!(
             error.ends_with("queues[1].threshold: must be in (0, 1], got 2"),
+            "{error}"
+        );
+
+        let tree =
+            file(r#"[{"name": "team", "capacity": 1}, {"name": "team.etl", "capacity": 0.5}]"#);
+        let error = read_queues(tree.path()).unwrap_err().to_string();
+        assert!(
+            error.ends_with(
+                "queues: the capacities of the children of `team` sum to 0.5, not 1: team.etl 0.5"
+            ),
             "{error}"
         );
     }

@@ -65,7 +65,7 @@ use crate::metrics::Metrics;
 pub use apps::AppLinkService;
 pub use client::ClusterService;
 pub use leader::{RecoveryState, SessionConfig};
-pub use report::status_json;
+pub use report::{queue_views, status_json};
 pub use spark_rest::SparkRest;
 pub use submission::{Submissions, resource_pattern};
 pub use workers::WorkerLinkService;

@@ -12,8 +12,9 @@ use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use muster_core::ids::{DEFAULT_QUEUE, QueueName};
-use muster_core::model::{QueueConfig, WorkerState};
+use muster_core::ids::QueueName;
+use muster_core::model::WorkerState;
+use muster_core::queues::{views, with_default};
 use muster_raft::RaftNode;
 use muster_state::ClusterState;
 use muster_state::model::DriverState;
@@ -116,6 +117,7 @@ pub struct Metrics {
     queue_prior: ByQueue,
     queue_threshold: FractionByQueue,
     queue_max_capacity: FractionByQueue,
+    queue_capacity: FractionByQueue,
     user_active: Family<UserLabels, Gauge>,
     user_cores_used: Family<UserLabels, Gauge>,
     pass_seconds: Histogram,
@@ -154,6 +156,7 @@ impl Metrics {
             queue_prior: ByQueue::default(),
             queue_threshold: FractionByQueue::default(),
             queue_max_capacity: FractionByQueue::default(),
+            queue_capacity: FractionByQueue::default(),
             user_active: Family::default(),
             user_cores_used: Family::default(),
             pass_seconds: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
@@ -224,12 +227,12 @@ impl Metrics {
         );
         r.register(
             "queue_cores_used",
-            "Cores of each queue's live executors and running drivers",
+            "Cores of the live executors and running drivers in each queue (below it, for a parent)",
             self.queue_cores_used.clone(),
         );
         r.register(
             "queue_memory_used_mb",
-            "Memory of each queue's live executors and running drivers",
+            "Memory of the live executors and running drivers in each queue (below it, for a parent)",
             self.queue_memory_used_mb.clone(),
         );
         r.register(
@@ -244,8 +247,13 @@ impl Metrics {
         );
         r.register(
             "queue_max_capacity",
-            "Share of the ALIVE cores a normal queue may hold",
+            "Share of its parent's maximum (of the ALIVE cores, at the top) a normal queue may hold",
             self.queue_max_capacity.clone(),
+        );
+        r.register(
+            "queue_capacity",
+            "Share of its parent's guarantee (of the ALIVE cores, at the top) a queue is guaranteed, when queues have capacities",
+            self.queue_capacity.clone(),
         );
         r.register(
             "user_active",
@@ -383,8 +391,8 @@ impl Metrics {
         for name in ["submitted", "running"] {
             self.drivers.get_or_create(&state_label(name)).set(0);
         }
-        // What each queue holds: live executors and running drivers.
-        let mut used: BTreeMap<&QueueName, (u64, u64)> = BTreeMap::new();
+        // What each leaf holds: live executors and running drivers.
+        let mut used: BTreeMap<QueueName, (u64, u64)> = BTreeMap::new();
         for driver in state.drivers().values() {
             let name = match driver.state {
                 DriverState::Submitted => "submitted",
@@ -393,13 +401,13 @@ impl Metrics {
             };
             self.drivers.get_or_create(&state_label(name)).inc();
             if driver.state == DriverState::Running {
-                let queue = used.entry(&driver.desc.queue).or_default();
+                let queue = used.entry(driver.desc.queue.clone()).or_default();
                 queue.0 += u64::from(driver.desc.resources.cores);
                 queue.1 += driver.desc.resources.memory_mb;
             }
         }
         for app in state.apps().values() {
-            let queue = used.entry(&app.desc.queue).or_default();
+            let queue = used.entry(app.desc.queue.clone()).or_default();
             for executor in app.executors.values() {
                 queue.0 += u64::from(executor.resources.cores);
                 queue.1 += executor.resources.memory_mb;
@@ -414,21 +422,22 @@ impl Metrics {
         }
         self.queue_threshold.clear();
         self.queue_max_capacity.clear();
+        self.queue_capacity.clear();
         // `default` exists even when no queue configuration names it.
-        let named = state
-            .queues()
-            .iter()
-            .any(|q| q.name == QueueName::default());
-        let implicit = (!named).then(|| QueueConfig::named(DEFAULT_QUEUE));
-        for queue in state.queues().iter().chain(&implicit) {
+        let queues = with_default(&state.queues());
+        for (queue, view) in queues.iter().zip(views(&queues, &used)) {
             let name = QueueLabel {
                 queue: queue.name.0.clone(),
             };
-            let (cores, memory_mb) = used.get(&queue.name).copied().unwrap_or_default();
-            self.queue_cores_used.get_or_create(&name).set(gauge(cores));
+            self.queue_cores_used
+                .get_or_create(&name)
+                .set(gauge(view.cores_used));
             self.queue_memory_used_mb
                 .get_or_create(&name)
-                .set(gauge(memory_mb));
+                .set(gauge(view.memory_used_mb));
+            if let Some(capacity) = queue.capacity {
+                self.queue_capacity.get_or_create(&name).set(capacity);
+            }
             self.queue_prior
                 .get_or_create(&name)
                 .set(i64::from(queue.prior));

@@ -3,6 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use muster_core::access::QueueSpec;
+use muster_core::ids::QueueName;
+use muster_core::queues::{self, QueueView};
 use muster_proto::v1::{Resources, StatusReply};
 use serde_json::json;
 
@@ -64,10 +67,14 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
             "exit_code": d.exit_code,
             "waiting": null_if(d.waiting.is_empty(), json!(d.waiting)),
         })).collect::<Vec<_>>(),
-        "queues": status.queues.iter().map(|q| json!({
+        "queues": status.queues.iter().zip(queue_views(status)).map(|(q, view)| json!({
             "name": q.name, "prior": q.prior, "threshold": q.threshold, "max_capacity": q.max_capacity,
+            "capacity": q.capacity,
             "submit": q.submit.as_ref().map(|list| &list.users), "administer": q.administer,
             "max_per_user": q.max_per_user,
+            "depth": view.depth, "leaf": view.leaf, "guaranteed_share": view.guaranteed_share,
+            "max_share": view.max_share, "cores_used": view.cores_used,
+            "memory_used_mb": view.memory_used_mb,
         })).collect::<Vec<_>>(),
         "users": status.users.iter().map(|u| json!({
             "name": u.name, "admin": u.admin, "revoked": u.revoked, "generation": u.generation,
@@ -81,6 +88,25 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
             })
         }).collect::<Vec<_>>(),
     })
+}
+
+/// The status's queues in the tree, with the executor cores and memory held below each.
+pub fn queue_views(status: &StatusReply) -> Vec<QueueView> {
+    let mut used_by_leaf: BTreeMap<QueueName, (u64, u64)> = BTreeMap::new();
+    for app in &status.apps {
+        let used = used_by_leaf.entry(app.queue.as_str().into()).or_default();
+        for executor in &app.executors {
+            let resources = executor.resources.clone().unwrap_or_default();
+            used.0 += u64::from(resources.cores);
+            used.1 += resources.memory_mb;
+        }
+    }
+    let configs: Vec<_> = status
+        .queues
+        .iter()
+        .map(|q| QueueSpec::from(q).split().0)
+        .collect();
+    queues::views(&configs, &used_by_leaf)
 }
 
 /// The custom amounts of `resources`, by name.

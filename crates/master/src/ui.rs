@@ -14,7 +14,8 @@ const STYLE: &str = "body{font-family:sans-serif;margin:1em 2em}\
     .summary span{margin-right:1.5em}.bar{position:relative;width:300px;height:14px;\
     background:#eee;display:inline-block;vertical-align:middle}\
     .used{position:absolute;height:100%;background:#4a7}\
-    .mark{position:absolute;top:-3px;height:20px;width:2px;background:#c33}";
+    .mark{position:absolute;top:-3px;height:20px;width:2px;background:#c33}\
+    .mark.guaranteed{background:#393}";
 
 /// A page with `title` and `body`, refreshing itself.
 fn page(title: &str, body: Markup) -> Markup {
@@ -165,41 +166,48 @@ fn submitters(q: &Value) -> String {
     }
 }
 
-/// Each queue's cores against the ALIVE cores, with its limits marked: a prior queue's
-/// work is served first; a normal one holds at most `max_capacity` of the cores and uses
-/// at most `threshold` of a worker that runs prior work.
+/// The queue tree, each queue's executor cores (those below it, for a parent) against the
+/// ALIVE cores, with its guarantee and maximum marked: a prior leaf's work is served first;
+/// a normal queue gets up to its guarantee, borrows up to its maximum, and uses at most
+/// `threshold` of a worker that runs prior work.
 fn queues(status: &Value, cores: u64) -> Markup {
-    let used = |queue: &str| -> u64 {
-        list(&status["apps"])
-            .iter()
-            .filter(|a| a["queue"] == queue)
-            .flat_map(|a| list(&a["executors"]))
-            .map(|e| number(&e["cores"]))
-            .sum()
-    };
     let percent = |part: f64| format!("{:.1}%", (part * 100.0).clamp(0.0, 100.0));
+    let settings = |q: &Value| {
+        let mut parts = Vec::new();
+        if q["prior"] == true {
+            parts.push("prior".to_owned());
+        }
+        if !q["capacity"].is_null() {
+            parts.push(format!("capacity {}", text(&q["capacity"])));
+        }
+        if q["prior"] != true {
+            parts.push(format!("max {}", text(&q["max_capacity"])));
+            if q["leaf"] != false {
+                parts.push(format!("threshold {}", text(&q["threshold"])));
+            }
+        }
+        parts.join(", ")
+    };
     html! {
         h2 { "Queues" }
         table {
-            tr { th { "queue" } th { "kind" } th { "who may submit" } th { "executor cores" } th { "of the cluster" } }
+            tr { th { "queue" } th { "settings" } th { "who may submit" } th { "executor cores" } th { "of the cluster" } }
             @for q in list(&status["queues"]) {
-                @let name = text(&q["name"]);
-                @let held = used(&name);
+                @let held = number(&q["cores_used"]);
                 @let share = if cores == 0 { 0.0 } else { held as f64 / cores as f64 };
                 tr {
-                    td { (name) }
-                    td {
-                        @if q["prior"] == true { "prior" } @else {
-                            "threshold " (text(&q["threshold"])) ", max " (text(&q["max_capacity"]))
-                        }
-                    }
-                    td { (submitters(q)) }
+                    td style={ "padding-left:" (number(&q["depth"]) as f64 * 1.5 + 0.3) "em" } { (text(&q["name"])) }
+                    td { (settings(q)) }
+                    td { @if q["leaf"] == false { "(its leaves)" } @else { (submitters(q)) } }
                     td { (held) " / " (cores) }
                     td {
                         span.bar title={ (percent(share)) " of the ALIVE cores" } {
                             span.used style={ "width:" (percent(share)) } {}
+                            @if let Some(guaranteed) = q["guaranteed_share"].as_f64() {
+                                span.mark.guaranteed title="guaranteed" style={ "left:" (percent(guaranteed)) } {}
+                            }
                             @if q["prior"] != true {
-                                @if let Some(max) = q["max_capacity"].as_f64() {
+                                @if let Some(max) = q["max_share"].as_f64() {
                                     span.mark title="max capacity" style={ "left:" (percent(max)) } {}
                                 }
                             }
@@ -313,7 +321,7 @@ mod tests {
                 {"id": "w2", "host": "h2", "state": "ALIVE", "draining": true,
                  "cores": 8, "cores_used": 0, "memory_mb": 8192, "memory_used_mb": 0},
             ],
-            "apps": [{"id": "app-1", "name": "etl", "user": "alice", "queue": "batch", "state": "RUNNING",
+            "apps": [{"id": "app-1", "name": "etl", "user": "alice", "queue": "team.batch", "state": "RUNNING",
                       "cores_granted": 4, "waiting": null,
                       "ui_address": "http://h0:4040", "executors": [
                 {"id": 0, "worker": "w1", "cores": 2, "memory_mb": 512, "state": "RUNNING", "pid": 41},
@@ -323,10 +331,15 @@ mod tests {
             "drivers": [{"id": "driver-1", "name": "d", "user": null, "queue": "default", "state": "FINISHED",
                          "worker": "w1", "pid": 40, "exit_code": 0, "waiting": null}],
             "queues": [
-                {"name": "batch", "prior": false, "threshold": 0.8, "max_capacity": 0.5,
-                 "submit": null, "administer": []},
+                {"name": "team", "prior": false, "threshold": 1.0, "max_capacity": 1.0,
+                 "capacity": 0.5, "submit": null, "administer": [],
+                 "depth": 0, "leaf": false, "guaranteed_share": 0.5, "max_share": 1.0, "cores_used": 4},
+                {"name": "team.batch", "prior": false, "threshold": 0.8, "max_capacity": 0.5,
+                 "capacity": 1.0, "submit": null, "administer": [],
+                 "depth": 1, "leaf": true, "guaranteed_share": 0.5, "max_share": 0.5, "cores_used": 4},
                 {"name": "prod", "prior": true, "threshold": 1.0, "max_capacity": 1.0,
-                 "submit": ["alice", "bob"], "administer": []},
+                 "capacity": 0.5, "submit": ["alice", "bob"], "administer": [],
+                 "depth": 0, "leaf": true, "guaranteed_share": 0.5, "max_share": 1.0, "cores_used": 0},
             ],
             "kept": [],
         })
@@ -348,8 +361,10 @@ mod tests {
             "left:50.0%",
             r#"href="app/app-1""#,
             r#"<td><a href="http://h0:4040">etl</a></td><td>alice</td>"#,
-            "<td>batch</td><td>threshold 0.8, max 0.5</td><td>everyone</td>",
-            "<td>prod</td><td>prior</td><td>alice, bob</td>",
+            r#"<td style="padding-left:0.3em">team</td><td>capacity 0.5, max 1.0</td><td>(its leaves)</td><td>4 / 16</td>"#,
+            r#"<td style="padding-left:1.8em">team.batch</td><td>capacity 1.0, max 0.5, threshold 0.8</td><td>everyone</td>"#,
+            r#"<td style="padding-left:0.3em">prod</td><td>prior, capacity 0.5</td><td>alice, bob</td>"#,
+            r#"class="mark guaranteed" title="guaranteed" style="left:50.0%""#,
         ] {
             assert!(page.contains(part), "{part} in {page}");
         }

@@ -16,7 +16,8 @@ use crate::render;
 pub struct QueuesArgs {
     #[command(flatten)]
     masters: MastersArg,
-    /// Replace the queues with those in this JSON file: `[{"name": "prod", "prior": true}, ...]`.
+    /// Replace the queues with those in this JSON file: `[{"name": "prod", "prior": true}, ...]`;
+    /// a tree names children by path (`team.etl`) and may give each queue a `capacity`.
     #[arg(long)]
     set: Option<PathBuf>,
     /// Print JSON instead of a table.

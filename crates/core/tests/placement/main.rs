@@ -1,6 +1,6 @@
 //! Placement tests: scripts with Spark's vectors and the queue rules (`scripts`), validation,
-//! driver placement across seeds, and property tests that hold the indexed placer equal to
-//! the literal port of Spark's loop.
+//! the queue tree as status views show it, driver placement across seeds, and property tests
+//! that hold the indexed placer equal to the literal port of Spark's loop.
 
 mod equivalence;
 mod plan_input;
@@ -8,3 +8,4 @@ mod scripts;
 mod seeds;
 mod support;
 mod validation;
+mod views;
