@@ -11,6 +11,7 @@ mod jobs;
 mod logs;
 mod malformed;
 mod masters;
+mod queues;
 // Shared by every end-to-end test binary; each uses part of it.
 #[allow(dead_code)]
 #[path = "../support.rs"]
