@@ -1,5 +1,6 @@
 //! Queues with guaranteed capacities on a real cluster: a team alone borrows the idle half of
-//! the cluster, and the other team gets its half back as the borrowed executors end.
+//! the cluster, and the other team gets its half back as the borrowed executors end, or
+//! sooner by preemption when the masters' policy has it.
 
 use std::io::Write as _;
 
@@ -73,4 +74,42 @@ fn a_team_borrows_the_idle_half_and_the_other_gets_it_back_as_executors_end() {
     );
     assert_eq!(queue(&shared, "team.a")["cores_used"], 2, "{shared}");
     assert_eq!(queue(&shared, "team.b")["cores_used"], 2, "{shared}");
+}
+
+#[test]
+fn with_preemption_for_capacities_the_other_team_gets_its_half_back_from_running_executors() {
+    let settings = tempfile::tempdir().unwrap();
+    let config = settings.path().join("master.json");
+    std::fs::write(
+        &config,
+        r#"{"preemption": {"capacities": true, "delay_s": 1, "grace_s": 2, "max_fraction": 1}}"#,
+    )
+    .unwrap();
+    let masters = Masters::start_with(&["--config", config.to_str().unwrap()]);
+    masters.leader(0);
+    set_queues(
+        &masters.list_from(1),
+        settings.path(),
+        r#"[{"name": "a", "capacity": 0.5}, {"name": "b", "capacity": 0.5}]"#,
+    );
+    let _worker = start_worker(&masters, "w1", 4);
+    let team = |queue: &'static str| [&["--queue", queue][..], SLEEPERS].concat();
+    let (_borrower, borrower_id, _borrower_out) = app_run(&masters, &team("a"));
+    wait_for(&masters, "team a holding every core", |s| {
+        running_executors(s, &borrower_id).len() == 4
+    });
+
+    // Team b's app waits a second, then a's two youngest executors stop for it: a keeps
+    // its half.
+    let (_newcomer, newcomer_id, _newcomer_out) = app_run(&masters, &team("b"));
+    let shared = wait_for(&masters, "team b at its half", |s| {
+        running_executors(s, &newcomer_id).len() == 2
+    });
+    assert_eq!(
+        running_executors(&shared, &borrower_id).len(),
+        2,
+        "{shared}"
+    );
+    assert_eq!(queue(&shared, "a")["cores_used"], 2, "{shared}");
+    assert_eq!(queue(&shared, "b")["cores_used"], 2, "{shared}");
 }

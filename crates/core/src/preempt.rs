@@ -14,28 +14,50 @@
 //!   memory, custom resources, queue capacity, the threshold on prior-hosting workers) is
 //!   taken into account; candidates that placed nothing more are given back.
 //!
+//! Queues with capacities preempt the same way for their guarantees ([`Preempting::
+//! BelowGuarantee`], YARN's proportional capacity preemption): work of an ordinary queue
+//! below its guaranteed share may stop executors of ordinary queues above theirs, never
+//! taking a queue (or a parent) below its guarantee, and no more cores than the waiting
+//! queues lack.
+//!
 //! The result is deterministic: the same snapshot and eligible set give the same victims.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{AppId, ExecutorId, QueueName, WorkId, WorkerId};
 use crate::model::{InputError, Snapshot, WorkerState};
 use crate::plan::{Plan, WaitReason};
+use crate::queues::{Bound, Queues};
 use crate::resources::Resources;
 
 /// What `muster plan` takes to show preemption as a dry run: the prior queues that preempt,
-/// and the share of the ALIVE cores one round may take. Everything of those queues that
-/// waits for room is eligible.
+/// the share of the ALIVE cores one round may take, and whether queues below their guarantee
+/// preempt. Everything of those queues that waits for room is eligible.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PreemptionSettings {
     /// Prior queues whose waiting work may preempt.
+    #[serde(default)]
     pub queues: Vec<QueueName>,
     /// The most of the ALIVE cores one round may take, in (0, 1] (default 0.1).
     #[serde(default = "default_fraction")]
     pub max_fraction: f64,
+    /// Whether ordinary queues below their guaranteed capacity preempt too, when nothing
+    /// prior does.
+    #[serde(default)]
+    pub capacities: bool,
+}
+
+/// Whose waiting work a round preempts for, which decides the executors it may stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preempting {
+    /// Work of prior queues: executors of every ordinary queue may stop.
+    Prior,
+    /// Work of ordinary queues below their guaranteed capacity: executors of ordinary
+    /// queues above theirs may stop, as long as none falls below its guarantee.
+    BelowGuarantee,
 }
 
 fn default_fraction() -> f64 {
@@ -78,6 +100,9 @@ pub struct Preemption {
 
 /// The victims and reservations for `eligible` work (drivers and applications) that waits
 /// for room in `snapshot`, or `None` when stopping ordinary executors would place none of it.
+/// Only eligible work the rule lets preempt counts: that of prior queues for
+/// [`Preempting::Prior`], apps of ordinary queues below their guarantee for
+/// [`Preempting::BelowGuarantee`].
 ///
 /// # Errors
 ///
@@ -86,6 +111,7 @@ pub fn choose(
     snapshot: &Snapshot,
     eligible: &BTreeSet<WorkId>,
     max_fraction: f64,
+    preempting: Preempting,
 ) -> Result<Option<Preemption>, InputError> {
     if !(max_fraction > 0.0 && max_fraction <= 1.0) {
         return Err(InputError {
@@ -94,6 +120,35 @@ pub fn choose(
         });
     }
     let base = crate::schedule(snapshot)?;
+    let queues = Queues::new(&snapshot.queues);
+    let guarantees = Guarantees::of(snapshot, &queues);
+    // Only the work the rule lets preempt counts.
+    let eligible: &BTreeSet<WorkId> = &eligible
+        .iter()
+        .filter(|id| {
+            let queue = match id {
+                WorkId::App(app) => snapshot
+                    .apps
+                    .iter()
+                    .find(|a| &a.id == app)
+                    .map(|a| &a.queue),
+                WorkId::Driver(driver) => snapshot
+                    .drivers
+                    .iter()
+                    .find(|d| &d.id == driver)
+                    .map(|d| &d.queue),
+            };
+            queue.is_some_and(|queue| match preempting {
+                Preempting::Prior => queues.get(queue).prior,
+                Preempting::BelowGuarantee => {
+                    matches!(id, WorkId::App(_))
+                        && !queues.get(queue).prior
+                        && guarantees.lack(queue) > 0
+                }
+            })
+        })
+        .cloned()
+        .collect();
     let waiting: BTreeSet<&WorkId> = base
         .waiting
         .iter()
@@ -110,17 +165,27 @@ pub fn choose(
         .filter(|w| w.state == WorkerState::Alive)
         .map(|w| u64::from(w.cores))
         .sum();
-    let budget = (max_fraction * alive_cores as f64).floor() as u64;
+    let mut budget = (max_fraction * alive_cores as f64).floor() as u64;
+    if preempting == Preempting::BelowGuarantee {
+        // No more than the waiting queues lack.
+        let lacking: BTreeSet<&QueueName> = snapshot
+            .apps
+            .iter()
+            .filter(|a| eligible.contains(&WorkId::App(a.id.clone())))
+            .map(|a| &a.queue)
+            .collect();
+        budget = budget.min(lacking.iter().map(|q| guarantees.lack(q)).sum());
+    }
 
     // Take candidates in order until the eligible work no longer waits for room or the
     // budget is spent; keep the prefix after which nothing more was placed.
     let mut current = snapshot.clone();
     let mut victims = Vec::new();
     let mut spent = 0u64;
-    let mut best = (served(&base, eligible), 0);
+    let mut best = (served(&base, &snapshot, eligible), 0);
     // Candidates larger than what is left of the budget are passed over for smaller ones.
     let mut passed_over = BTreeSet::new();
-    while let Some(victim) = next_candidate(&current, &passed_over) {
+    while let Some(victim) = next_candidate(&current, &passed_over, preempting, &queues) {
         if spent + u64::from(victim.resources.cores) > budget {
             passed_over.insert((victim.app, victim.executor));
             continue;
@@ -129,7 +194,7 @@ pub fn choose(
         remove(&mut current, &victim);
         victims.push(victim);
         let plan = crate::schedule(&current)?;
-        let now = served(&plan, eligible);
+        let now = served(&plan, &current, eligible);
         if now > best.0 {
             best = (now, victims.len());
         }
@@ -146,7 +211,12 @@ pub fn choose(
     for i in (0..victims.len()).rev() {
         let mut fewer = victims.clone();
         fewer.remove(i);
-        if served(&crate::schedule(&without(&snapshot, &fewer))?, eligible) >= best.0 {
+        if served(
+            &crate::schedule(&without(&snapshot, &fewer))?,
+            &snapshot,
+            eligible,
+        ) >= best.0
+        {
             victims = fewer;
         }
     }
@@ -191,7 +261,28 @@ pub fn dry_run(
                 .map(|a| WorkId::App(a.id.clone())),
         )
         .collect();
-    choose(snapshot, &eligible, settings.max_fraction)
+    if let Some(preemption) = choose(
+        snapshot,
+        &eligible,
+        settings.max_fraction,
+        Preempting::Prior,
+    )? {
+        return Ok(Some(preemption));
+    }
+    if !settings.capacities {
+        return Ok(None);
+    }
+    let ordinary = snapshot
+        .apps
+        .iter()
+        .map(|a| WorkId::App(a.id.clone()))
+        .collect();
+    choose(
+        snapshot,
+        &ordinary,
+        settings.max_fraction,
+        Preempting::BelowGuarantee,
+    )
 }
 
 /// Whether waiting for `reason` is waiting for room that stopping executors could free.
@@ -202,17 +293,23 @@ fn waits_for_room(reason: &WaitReason) -> bool {
     )
 }
 
-/// How many launches and grants `plan` gives eligible work.
-fn served(plan: &Plan, eligible: &BTreeSet<WorkId>) -> usize {
-    plan.drivers
+/// How many cores `plan` gives eligible work, in driver launches and executor grants (an
+/// executor that absorbs cores counts each).
+fn served(plan: &Plan, snapshot: &Snapshot, eligible: &BTreeSet<WorkId>) -> u64 {
+    let drivers: u64 = plan
+        .drivers
         .iter()
         .filter(|d| eligible.contains(&WorkId::Driver(d.driver.clone())))
-        .count()
-        + plan
-            .executors
-            .iter()
-            .filter(|g| eligible.contains(&WorkId::App(g.app.clone())))
-            .count()
+        .filter_map(|d| snapshot.drivers.iter().find(|r| r.id == d.driver))
+        .map(|d| u64::from(d.cores))
+        .sum();
+    let executors: u64 = plan
+        .executors
+        .iter()
+        .filter(|g| eligible.contains(&WorkId::App(g.app.clone())))
+        .map(|g| u64::from(g.resources.cores))
+        .sum();
+    drivers + executors
 }
 
 /// The launches and grants `plan` gives eligible work, as reservations.
@@ -240,6 +337,116 @@ fn reservations(plan: &Plan, snapshot: &Snapshot, eligible: &BTreeSet<WorkId>) -
         .collect()
 }
 
+/// Checks a preemption for guarantees against the snapshot it was chosen on (the state's
+/// own check of the leader's choice): every owner an app of an ordinary queue below its
+/// guarantee, every victim an executor of an ordinary queue, and no queue or parent below
+/// its guarantee once they stop.
+///
+/// # Errors
+///
+/// The first part of the rule the preemption breaks.
+pub fn check_for_guarantees(
+    snapshot: &Snapshot,
+    victims: &[(AppId, ExecutorId)],
+    owners: &[&AppId],
+) -> Result<(), String> {
+    let queues = Queues::new(&snapshot.queues);
+    let guarantees = Guarantees::of(snapshot, &queues);
+    let app = |id: &AppId| snapshot.apps.iter().find(|a| &a.id == id);
+    for &owner in owners {
+        let Some(queue) = app(owner).map(|a| &a.queue) else {
+            return Err(format!("`{owner}` is not an active application"));
+        };
+        if queues.get(queue).prior || guarantees.lack(queue) == 0 {
+            return Err(format!(
+                "`{owner}` is not below its queue's guarantee: only such work preempts for it"
+            ));
+        }
+    }
+    let mut stopped: BTreeMap<&QueueName, u64> = BTreeMap::new();
+    for (id, executor) in victims {
+        let Some(victim) = app(id) else {
+            return Err(format!("`{id}` is not an active application"));
+        };
+        if queues.get(&victim.queue).prior {
+            return Err(format!(
+                "`{id}` runs in a prior queue: prior work is never preempted"
+            ));
+        }
+        let cores = victim
+            .executors
+            .iter()
+            .find(|e| e.id == Some(*executor))
+            .map_or(0, |e| u64::from(e.resources.cores));
+        *stopped.entry(&victim.queue).or_insert(0) += cores;
+    }
+    match guarantees.taken_below(&stopped) {
+        Some(queue) => Err(format!(
+            "stopping these executors takes queue `{queue}` below its guarantee"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Each queue's executor cores and guaranteed cores in a snapshot, parents included.
+struct Guarantees<'q> {
+    queues: &'q Queues,
+    used: BTreeMap<QueueName, u64>,
+    total_cores: u64,
+}
+
+impl<'q> Guarantees<'q> {
+    fn of(snapshot: &Snapshot, queues: &'q Queues) -> Self {
+        let mut used = BTreeMap::new();
+        for app in &snapshot.apps {
+            for queue in queues.path(&app.queue) {
+                *used.entry(queue.clone()).or_insert(0) += app.held_cores();
+            }
+        }
+        let total_cores = snapshot
+            .workers
+            .iter()
+            .filter(|w| w.state == WorkerState::Alive)
+            .map(|w| u64::from(w.cores))
+            .sum();
+        Self {
+            queues,
+            used,
+            total_cores,
+        }
+    }
+
+    /// The cores `queue` is guaranteed (none without capacities).
+    fn guaranteed(&self, queue: &QueueName) -> u64 {
+        if !self.queues.guaranteed() {
+            return 0;
+        }
+        let share = self.queues.share(queue, Bound::Guaranteed);
+        crate::ledger::share(share, self.total_cores)
+    }
+
+    /// The cores `queue` lacks to reach its guarantee.
+    fn lack(&self, queue: &QueueName) -> u64 {
+        self.guaranteed(queue)
+            .saturating_sub(self.used.get(queue).copied().unwrap_or(0))
+    }
+
+    /// The first queue, leaf or parent, that stopping `stopped` cores of each leaf would take
+    /// below its guarantee.
+    fn taken_below(&self, stopped: &BTreeMap<&QueueName, u64>) -> Option<&'q QueueName> {
+        let mut below: BTreeMap<&'q QueueName, u64> = BTreeMap::new();
+        for (&leaf, &cores) in stopped {
+            for queue in self.queues.path(leaf) {
+                *below.entry(queue).or_insert(0) += cores;
+            }
+        }
+        below.into_iter().find_map(|(queue, cores)| {
+            let used = self.used.get(queue).copied().unwrap_or(0);
+            (used.saturating_sub(cores) < self.guaranteed(queue)).then_some(queue)
+        })
+    }
+}
+
 /// The snapshot with every held executor named: one without an id is named by its place.
 fn with_executor_ids(snapshot: &Snapshot) -> Snapshot {
     let mut named = snapshot.clone();
@@ -254,11 +461,15 @@ fn with_executor_ids(snapshot: &Snapshot) -> Snapshot {
 }
 
 /// The next victim: the youngest executor of the ordinary application holding the most
-/// cores, on an ALIVE worker, that was not passed over.
+/// cores, on an ALIVE worker, that was not passed over; for work below its guarantee, only
+/// an executor whose queue stays at or above its own.
 fn next_candidate(
     snapshot: &Snapshot,
     passed_over: &BTreeSet<(AppId, ExecutorId)>,
+    preempting: Preempting,
+    queues: &Queues,
 ) -> Option<Victim> {
+    let guarantees = Guarantees::of(snapshot, queues);
     let prior: BTreeSet<&QueueName> = snapshot
         .queues
         .iter()
@@ -284,6 +495,15 @@ fn next_candidate(
                 .filter(|e| {
                     !e.id
                         .is_some_and(|id| passed_over.contains(&(app.id.clone(), id)))
+                })
+                .filter(|e| {
+                    preempting == Preempting::Prior
+                        || guarantees
+                            .taken_below(&BTreeMap::from([(
+                                &app.queue,
+                                u64::from(e.resources.cores),
+                            )]))
+                            .is_none()
                 })
                 .max_by_key(|e| e.id)?;
             Some((held, app, youngest))

@@ -40,12 +40,18 @@ pub struct MasterFile {
     pub preemption: Option<PreemptionFile>,
 }
 
-/// `"preemption": {"queues": ["prod"], "delay_s": 5, "grace_s": 10, "max_fraction": 0.1}`.
+/// `"preemption": {"queues": ["prod"], "delay_s": 5, "grace_s": 10, "max_fraction": 0.1,
+/// "capacities": false}`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PreemptionFile {
     /// The prior queues whose work preempts.
+    #[serde(default)]
     pub queues: Vec<QueueName>,
+    /// Whether applications of ordinary queues below their guaranteed capacity preempt
+    /// executors of queues above theirs (false).
+    #[serde(default)]
+    pub capacities: bool,
     /// Seconds work waits for room before it preempts (5).
     #[serde(default = "preemption_delay")]
     pub delay_s: f64,
@@ -188,6 +194,7 @@ impl PreemptionFile {
             });
         }
         Ok(PreemptionPolicy {
+            capacities: self.capacities,
             queues: self.queues.iter().cloned().collect(),
             delay: seconds("preemption delay", self.delay_s)?,
             grace: seconds("preemption grace", self.grace_s)?,

@@ -42,7 +42,10 @@
 //! waited for room. When a pass has nothing to place and some of that work has waited past
 //! the delay (and has no room kept for it already), the leader proposes the
 //! [`muster_core::preempt`] choice as one `Preempt` command: the victims end KILLED (their
-//! workers are told to kill them) and the room they free is kept for the prior work. Once
+//! workers are told to kill them) and the room they free is kept for the prior work. With
+//! `capacities`, applications of ordinary queues waiting for room are noted too, and when no
+//! prior work preempts, those below their queue's guarantee preempt executors of queues
+//! above theirs the same way, as one `PreemptForGuarantees` command. Once
 //! the grace has passed by this leader's clock (a new leader gives room it finds kept a
 //! whole grace), a `GrantReservations` command gives the room to that work, and that work
 //! waits a whole delay again before it may preempt again. One preemption and one grant are
@@ -67,6 +70,7 @@ use muster_core::ids::{
 };
 use muster_core::model::{PassConfig, Snapshot, WorkerState};
 use muster_core::plan::{Plan, WaitReason};
+use muster_core::preempt::Preempting;
 use muster_state::commands::{
     AppFinished, ApplyPlan, DecommissionWorker, DriverStateChanged, ExecutorStateChanged,
     GrantReservations, KillExecutors, Preempt, RegisterWorker, SetExecutorLimit, WorkerLost,
@@ -125,6 +129,9 @@ pub struct PreemptionPolicy {
     pub grace: Duration,
     /// The most of the ALIVE cores one round may stop.
     pub max_fraction: f64,
+    /// Whether applications of ordinary queues below their guaranteed capacity preempt
+    /// executors of queues above theirs, when no prior work preempts.
+    pub capacities: bool,
 }
 
 impl Default for SessionConfig {
@@ -1621,11 +1628,13 @@ impl Leader {
                     WaitReason::NoRoom { .. } | WaitReason::HeldByThreshold { .. }
                 )
             })
-            // A preempting queue that is not prior (any more) preempts nothing.
+            // A preempting queue that is not prior (any more) preempts nothing; with
+            // capacities, any ordinary queue's application may preempt for its guarantee.
             .filter(|w| {
                 queues.get(&w.id).is_some_and(|&q| {
-                    policy.queues.contains(q)
-                        && snapshot.queues.iter().any(|c| &c.name == q && c.prior)
+                    let prior = snapshot.queues.iter().any(|c| &c.name == q && c.prior);
+                    let ordinary_app = !prior && matches!(w.id, WorkId::App(_));
+                    (prior && policy.queues.contains(q)) || (policy.capacities && ordinary_app)
                 })
             })
             .map(|w| &w.id)
@@ -1657,19 +1666,33 @@ impl Leader {
         if eligible.is_empty() {
             return;
         }
-        let chosen = match muster_core::preempt::choose(snapshot, &eligible, policy.max_fraction) {
-            Ok(Some(chosen)) => chosen,
-            Ok(None) => return,
-            Err(error) => panic!("the state gave an invalid scheduling snapshot: {error}"),
+        // Prior work first; then, with capacities, ordinary work below its guarantee.
+        let choose = |preempting| {
+            muster_core::preempt::choose(snapshot, &eligible, policy.max_fraction, preempting)
+                .unwrap_or_else(|error| {
+                    panic!("the state gave an invalid scheduling snapshot: {error}")
+                })
+                .map(|chosen| (chosen, preempting))
         };
-        let grace_ms = millis(policy.grace);
-        let preempt = Preempt::chosen(chosen, grace_ms);
+        let chosen = choose(Preempting::Prior).or_else(|| {
+            policy
+                .capacities
+                .then(|| choose(Preempting::BelowGuarantee))
+                .flatten()
+        });
+        let Some((chosen, preempting)) = chosen else {
+            return;
+        };
+        let preempt = Preempt::chosen(chosen, millis(policy.grace));
         let owners = preempt
             .reservations
             .iter()
             .map(|r| r.owner.clone())
             .collect();
-        let op = Op::Preempt(preempt);
+        let op = match preempting {
+            Preempting::Prior => Op::Preempt(preempt),
+            Preempting::BelowGuarantee => Op::PreemptForGuarantees(preempt),
+        };
         self.preempt_in_flight = true;
         self.propose(op, Purpose::Preempt { owners });
     }

@@ -471,7 +471,7 @@ proptest! {
     ) {
         let prior: Vec<_> = snapshot.queues.iter().filter(|q| q.prior).map(|q| q.name.clone()).collect();
         prop_assume!(!prior.is_empty());
-        let settings = muster_core::preempt::PreemptionSettings { queues: prior.clone(), max_fraction: fraction };
+        let settings = muster_core::preempt::PreemptionSettings { queues: prior.clone(), max_fraction: fraction, capacities: false };
         let first = muster_core::preempt::dry_run(&snapshot, &settings).unwrap();
         prop_assert_eq!(&first, &muster_core::preempt::dry_run(&snapshot, &settings).unwrap());
         let Some(preemption) = first else { return Ok(()) };
@@ -491,5 +491,67 @@ proptest! {
             prop_assert!(snapshot.workers.iter().any(|w| w.id == victim.worker && w.state == WorkerState::Alive));
         }
         prop_assert!(!preemption.reservations.is_empty(), "victims that serve nothing");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// Preemption for guarantees stops only executors of ordinary queues, never takes a
+    /// queue or a parent below its guarantee, and stops no more cores than the waiting
+    /// queues lack.
+    #[test]
+    fn preemption_for_guarantees_leaves_every_queue_at_or_above_its_own(
+        snapshot in snapshot(),
+        fraction in 0.05f64..=1.0,
+    ) {
+        if snapshot.queues.iter().all(|q| q.capacity.is_none()) {
+            return Ok(());
+        }
+        let settings = muster_core::preempt::PreemptionSettings {
+            queues: Vec::new(),
+            max_fraction: fraction,
+            capacities: true,
+        };
+        let Some(preemption) = muster_core::preempt::dry_run(&snapshot, &settings).unwrap() else {
+            return Ok(());
+        };
+        let alive: u64 = snapshot.workers.iter()
+            .filter(|w| w.state == WorkerState::Alive)
+            .map(|w| u64::from(w.cores))
+            .sum();
+        let queues: BTreeMap<_, _> = snapshot.queues.iter().map(|q| (q.name.clone(), q)).collect();
+        let guaranteed = |name: &str| -> u64 {
+            let mut share = 1.0;
+            let mut path = Some(name);
+            while let Some(q) = path {
+                share *= queues.get(&q.into()).and_then(|c| c.capacity).unwrap_or(0.0);
+                path = q.rsplit_once('.').map(|(up, _)| up);
+            }
+            (share * alive as f64).floor() as u64
+        };
+        let below = |queue: &str, leaf: &str| leaf == queue || leaf.starts_with(&format!("{queue}."));
+        let used = |queue: &str, stopped: bool| -> u64 {
+            snapshot.apps.iter()
+                .filter(|a| below(queue, &a.queue.0))
+                .flat_map(|a| a.executors.iter().enumerate().map(move |(i, e)| (a, i, e)))
+                .filter(|(a, i, e)| !stopped || !preemption.victims.iter().any(|v| {
+                    v.app == a.id && e.id.map_or(v.executor.0 as usize == *i, |id| v.executor == id)
+                }))
+                .map(|(_, _, e)| u64::from(e.resources.cores))
+                .sum()
+        };
+        for victim in &preemption.victims {
+            let app = snapshot.apps.iter().find(|a| a.id == victim.app).unwrap();
+            prop_assert!(!queues.get(&app.queue).is_some_and(|q| q.prior), "a prior executor was chosen");
+            let mut path = Some(app.queue.0.as_str());
+            while let Some(q) = path {
+                prop_assert!(
+                    used(q, true) >= guaranteed(q),
+                    "queue {q} taken below its guarantee: {} of {}", used(q, true), guaranteed(q)
+                );
+                path = q.rsplit_once('.').map(|(up, _)| up);
+            }
+        }
     }
 }

@@ -17,8 +17,9 @@
 //!   [NAME=AMOUNT]...`, replacing an app of the same id; `held APP WORKER cores=N mem=MB`
 //!   gives it an executor it already holds (the worker's usage is set separately);
 //! * `running_drivers N`, `clear` (no drivers and no apps), `reset` (an empty cluster);
-//! * `preempt queue=Q [fraction=F]` prints which executors the waiting work of prior queue
-//!   `Q` would have stopped (`stop APP/EXECUTOR on WORKER`), held executors numbered in the
+//! * `preempt [queue=Q] [capacities=B] [fraction=F]` prints which executors the waiting work
+//!   of prior queue `Q` (or, with `capacities`, of ordinary queues below their guarantee)
+//!   would have stopped (`stop APP/EXECUTOR on WORKER`), held executors numbered in the
 //!   order given, and the room reserved for it;
 //! * `schedule [spread_out=B]` prints `launch DRIVER on WORKER` per driver, `grant APP:
 //!   WORKER=COUNTxCORES ...` per app (workers in id order), and `wait ID: REASON`.
@@ -142,7 +143,9 @@ enum Command {
     },
     Preempt {
         #[arg(key)]
-        queue: String,
+        queue: Option<String>,
+        #[arg(key)]
+        capacities: Option<bool>,
         #[arg(key)]
         fraction: Option<f64>,
     },
@@ -319,10 +322,15 @@ impl goldenscript::Runner for Runner {
                 }
                 return Ok(describe(&plan));
             }
-            Command::Preempt { queue, fraction } => {
+            Command::Preempt {
+                queue,
+                capacities,
+                fraction,
+            } => {
                 let settings = PreemptionSettings {
-                    queues: vec![queue.as_str().into()],
+                    queues: queue.iter().map(|q| q.as_str().into()).collect(),
                     max_fraction: fraction.unwrap_or(0.1),
+                    capacities: capacities.unwrap_or(false),
                 };
                 let Some(preemption) = muster_core::preempt::dry_run(snapshot, &settings)? else {
                     return Ok("nothing to preempt\n".to_owned());

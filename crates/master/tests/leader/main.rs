@@ -13,9 +13,10 @@
 //!   [mem=4096]`, `driver [supervise=true] [cores=1]`, `app [cores_max=N] [executor_cores=N]
 //!   [mem=256]`, `place` (one scheduling pass committed), `running PROCESS` (a worker's report
 //!   of a start committed: an executor becomes RUNNING), `lose ID`;
-//! * `queue NAME`: a prior queue, as set in an earlier term; `app ... queue=Q`;
-//! * `elect term=N [preempt=QUEUE [delay=MS] [grace=MS] [fraction=F]]` (with a
-//!   preemption policy for that queue), `read` (the linearizable read succeeds), `tick [ms=N]` (time passes,
+//! * `queue NAME`: a prior queue, as set in an earlier term; `capacities NAME=F...`: queues
+//!   with these capacities instead; `app ... queue=Q`;
+//! * `elect term=N [preempt=QUEUE] [capacities=B] [delay=MS] [grace=MS] [fraction=F]` (with
+//!   a preemption policy for that queue, or for the queues' guarantees), `read` (the linearizable read succeeds), `tick [ms=N]` (time passes,
 //!   ticked every 100 ms as the session does; `alive=LINK` heartbeats on that link before
 //!   every tick, quietly), `pause ms=N` (the leader stood still: one tick
 //!   after the gap);
@@ -108,6 +109,21 @@ impl goldenscript::Runner for Runner {
                 self.apply_setup(set_queues_op(vec![queue]))?;
                 String::new()
             }
+            "capacities" => {
+                // Queues with these capacities, applied as committed in an earlier term.
+                let queues = std::mem::take(&mut args.args)
+                    .into_iter()
+                    .map(|arg| match arg {
+                        Argument::KeyValue(name, capacity) => Ok(QueueSpec {
+                            capacity: Some(capacity.parse()?),
+                            ..QueueSpec::named(name)
+                        }),
+                        _ => Err("capacities are NAME=F".into()),
+                    })
+                    .collect::<Result<Vec<_>, Box<dyn Error>>>()?;
+                self.apply_setup(set_queues_op(queues))?;
+                String::new()
+            }
             "app" => {
                 let desc = AppDescription {
                     name: String::new(),
@@ -160,9 +176,12 @@ impl goldenscript::Runner for Runner {
             }
             "elect" => {
                 self.term = Term(args.number("term", self.term.0 + 1)?);
-                let preemption = args.optional::<String>("preempt")?.map(|queue| {
+                let capacities = args.optional("capacities")?.unwrap_or(false);
+                let preempting = args.optional::<String>("preempt")?;
+                let preemption = (preempting.is_some() || capacities).then(|| {
                     Ok::<_, Box<dyn Error>>(PreemptionPolicy {
-                        queues: [queue.as_str().into()].into(),
+                        queues: preempting.iter().map(|q| q.as_str().into()).collect(),
+                        capacities,
                         delay: Duration::from_millis(args.number("delay", 5000)?),
                         grace: Duration::from_millis(args.number("grace", 10_000)?),
                         max_fraction: args.number("fraction", 1.0)?,
@@ -548,7 +567,12 @@ fn describe(op: &Op) -> String {
             let owners: Vec<String> = op.owners.iter().map(ToString::to_string).collect();
             format!("GrantReservations [{}]", owners.join(", "))
         }
-        Op::Preempt(op) => {
+        Op::Preempt(preempt) | Op::PreemptForGuarantees(preempt) => {
+            let name = match op {
+                Op::Preempt(_) => "Preempt",
+                _ => "PreemptForGuarantees",
+            };
+            let op = preempt;
             let victims = op.victims.iter().map(|(app, e)| format!("{app}/{e}"));
             let kept = op.reservations.iter().map(|r| {
                 format!(
@@ -557,7 +581,7 @@ fn describe(op: &Op) -> String {
                 )
             });
             format!(
-                "Preempt [{}] keep [{}] for {} ms",
+                "{name} [{}] keep [{}] for {} ms",
                 victims.collect::<Vec<_>>().join(", "),
                 kept.collect::<Vec<_>>().join(", "),
                 op.grace_ms

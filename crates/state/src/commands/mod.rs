@@ -101,6 +101,9 @@ pub enum Op {
     ReplaceQueues(ReplaceQueues),
     /// The queue configuration, access lists and capacities change.
     ConfigureQueues(ConfigureQueues),
+    /// Executors of ordinary queues above their guarantee stop for applications of queues
+    /// below theirs, whose room is kept for them.
+    PreemptForGuarantees(Preempt),
 }
 
 /// How an op changes the state.
@@ -199,6 +202,9 @@ impl ClusterState {
             Op::By(op) => op.apply(self, at),
             Op::ReplaceQueues(op) => op.apply(self, at),
             Op::ConfigureQueues(op) => op.apply(self, at),
+            Op::PreemptForGuarantees(op) => {
+                op.apply_for(self, at, muster_core::preempt::Preempting::BelowGuarantee)
+            }
         }
     }
 }

@@ -1,11 +1,14 @@
 //! Preemption (`muster_core::preempt` decides it): executors of ordinary queues stop so that
-//! prior work fits, and the room they free is kept for that work until their processes are
-//! surely gone, all in one command, so nobody takes the room and a new leader keeps it. Once
-//! the grace has passed, [`GrantReservations`] gives the room to its owner.
+//! prior work fits, or, with queue capacities, so that an ordinary queue below its guarantee
+//! gets it back from queues above theirs; the room they free is kept for that work until
+//! their processes are surely gone, all in one command, so nobody takes the room and a new
+//! leader keeps it. Once the grace has passed, [`GrantReservations`] gives the room to its
+//! owner.
 
 use muster_core::ids::{AppId, ExecutorId, Timestamp, WorkId};
+use muster_core::model::PassConfig;
 use muster_core::plan::{DriverLaunch, ExecutorGrant};
-use muster_core::preempt::Preemption;
+use muster_core::preempt::{Preempting, Preemption, check_for_guarantees};
 use serde::{Deserialize, Serialize};
 
 use super::{Apply, ApplyPlan};
@@ -98,10 +101,23 @@ impl Apply for GrantReservations {
 }
 
 impl Apply for Preempt {
-    /// Refuses, changing nothing: no victim, a victim that is not a live executor or runs
-    /// for a prior queue, a reservation for work that is not waiting, or one that does not
-    /// fit its worker once the victims are gone.
     fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        self.apply_for(state, at, Preempting::Prior)
+    }
+}
+
+impl Preempt {
+    /// Applies the preemption for `preempting`'s work. Refuses, changing nothing: no
+    /// victim, a victim that is not a live executor or runs for a prior queue, a reservation
+    /// for work that is not waiting or that the rule does not let preempt (prior work, or
+    /// an app below its queue's guarantee whose victims leave every queue at or above its
+    /// own), or one that does not fit its worker once the victims are gone.
+    pub(crate) fn apply_for(
+        &self,
+        state: &mut ClusterState,
+        at: Timestamp,
+        preempting: Preempting,
+    ) -> Result<Response, ApplyError> {
         if self.victims.is_empty() {
             return Err(ApplyError::Invalid {
                 field: "victims".into(),
@@ -138,15 +154,36 @@ impl Apply for Preempt {
                     "`{owner}` does not wait: nothing to reserve room for"
                 )));
             };
-            if !state.is_prior(queue) {
-                return Err(ApplyError::Conflict(format!(
-                    "`{owner}` is not prior work: only prior work preempts"
-                )));
+            match preempting {
+                Preempting::Prior if !state.is_prior(queue) => {
+                    return Err(ApplyError::Conflict(format!(
+                        "`{owner}` is not prior work: only prior work preempts"
+                    )));
+                }
+                Preempting::BelowGuarantee if matches!(owner, WorkId::Driver(_)) => {
+                    return Err(ApplyError::Conflict(format!(
+                        "`{owner}` is a driver: only applications preempt for guarantees"
+                    )));
+                }
+                Preempting::Prior | Preempting::BelowGuarantee => {}
             }
             reservation
                 .resources
                 .validate("reservations.")
                 .map_err(ApplyError::from)?;
+        }
+        if preempting == Preempting::BelowGuarantee {
+            let owners: Vec<&AppId> = self
+                .reservations
+                .iter()
+                .filter_map(|r| match &r.owner {
+                    WorkId::App(app) => Some(app),
+                    WorkId::Driver(_) => None,
+                })
+                .collect();
+            let snapshot = state.scheduling_snapshot(PassConfig::default());
+            check_for_guarantees(&snapshot, &self.victims, &owners)
+                .map_err(ApplyError::Conflict)?;
         }
         // Check the reservations against the room the victims leave, on a copy: a refusal
         // must change nothing.

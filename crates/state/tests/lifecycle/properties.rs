@@ -15,6 +15,7 @@ use muster_core::access::QueueSpec;
 use muster_core::ids::{ExecutorId, QueueName, WorkId};
 use muster_core::ids::{Term, Timestamp};
 use muster_core::model::{PassConfig, WorkerSelection};
+use muster_core::preempt::Preempting;
 use muster_core::resources::Resources;
 use muster_state::commands::{
     AddUser, AppFinished, ApplyPlan, By, DecommissionWorker, DrainWorker, DriverStateChanged,
@@ -299,7 +300,7 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
                         .map(|d| WorkId::Driver(d.id.clone())),
                 )
                 .collect();
-            let chosen = muster_core::preempt::choose(&snapshot, &eligible, 1.0)
+            let chosen = muster_core::preempt::choose(&snapshot, &eligible, 1.0, Preempting::Prior)
                 .expect("the state gives a valid snapshot")?;
             Op::Preempt(Preempt::chosen(chosen, grace_ms))
         }

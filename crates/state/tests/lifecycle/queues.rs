@@ -1,8 +1,14 @@
 //! Queue configuration: the tree with capacities is one command validated as a whole, work
-//! goes only to leaves, and the ops of earlier builds still read and apply.
+//! goes only to leaves, the ops of earlier builds still read and apply, and preemption for
+//! guarantees takes no queue below its own.
+
+use std::collections::BTreeSet;
 
 use muster_core::access::QueueSpec;
-use muster_state::commands::{AddUser, set_queues_op};
+use muster_core::ids::WorkId;
+use muster_core::model::PassConfig;
+use muster_core::preempt::{Preempting, choose};
+use muster_state::commands::{AddUser, Preempt, set_queues_op};
 use muster_state::{ApplyError, Op};
 
 use crate::support::{Cluster, app_desc};
@@ -120,4 +126,63 @@ fn queue_ops_of_the_previous_build_still_read_and_apply() {
     assert_eq!(specs[0].administer, vec!["bob".to_owned()]);
     assert_eq!(specs[1].max_per_user, Some(3));
     assert!(specs.iter().all(|q| q.capacity.is_none()));
+}
+
+#[test]
+fn preemption_for_guarantees_takes_only_what_a_queue_holds_above_its_own() {
+    let mut c = Cluster::new();
+    c.worker("w1", 4, 4096);
+    c.ok(set_queues_op(vec![
+        queue("default", 0.0),
+        queue("a", 0.5),
+        queue("b", 0.5),
+    ]));
+    let in_queue = |name: &str| {
+        let mut desc = app_desc(None, Some(1), 256);
+        desc.queue = name.into();
+        desc
+    };
+    let borrower = c.submit_app(in_queue("a"));
+    c.schedule();
+    assert_eq!(c.state.apps()[&borrower].executors.len(), 4);
+    let newcomer = c.submit_app(in_queue("b"));
+    let snapshot = c.state.scheduling_snapshot(PassConfig::default());
+    let eligible = BTreeSet::from([WorkId::App(newcomer.clone())]);
+    let chosen = choose(&snapshot, &eligible, 1.0, Preempting::BelowGuarantee)
+        .unwrap()
+        .expect("b is below its guarantee and a above its own");
+    assert_eq!(chosen.victims.len(), 2, "a keeps its half: {chosen:?}");
+
+    // A third victim would take a below its guarantee; as a preemption for prior work, the
+    // newcomer may not preempt at all. Both are refused and change nothing.
+    let before = c.state.clone();
+    let mut greedy = Preempt::chosen(chosen.clone(), 1000);
+    let third = c.state.apps()[&borrower]
+        .executors
+        .keys()
+        .find(|id| !greedy.victims.iter().any(|(_, v)| v == *id))
+        .copied()
+        .unwrap();
+    greedy.victims.push((borrower.clone(), third));
+    let error = c.apply(Op::PreemptForGuarantees(greedy)).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "stopping these executors takes queue `a` below its guarantee"
+    );
+    let error = c
+        .apply(Op::Preempt(Preempt::chosen(chosen.clone(), 1000)))
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("only prior work preempts"),
+        "{error}"
+    );
+    assert_eq!(c.state, before);
+
+    c.ok(Op::PreemptForGuarantees(Preempt::chosen(chosen, 1000)));
+    assert_eq!(c.state.apps()[&borrower].executors.len(), 2);
+    let kept: Vec<_> = c.state.reservations().iter().map(|r| &r.owner).collect();
+    assert_eq!(
+        kept,
+        [&WorkId::App(newcomer.clone()), &WorkId::App(newcomer)]
+    );
 }
