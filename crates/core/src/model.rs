@@ -148,27 +148,28 @@ pub enum NotALeaf {
     },
 }
 
-/// Refuses work for the queue named `name` unless it is a leaf of `queues`: known (`default`
-/// always is) and without children.
+/// Refuses new work for the queue named `name` unless it is a leaf of `queues`: known
+/// (`default` always is) and without children.
 ///
 /// # Errors
 ///
 /// An unknown queue, or a parent with the leaves below it.
 pub fn takes_work(queues: &[QueueConfig], name: &QueueName) -> Result<(), NotALeaf> {
-    if crate::queues::is_parent(queues, name) {
+    if name.0 != crate::ids::DEFAULT_QUEUE && !queues.iter().any(|q| &q.name == name) {
+        return Err(NotALeaf::Unknown(name.clone()));
+    }
+    let tree = crate::queues::Queues::new(queues);
+    if tree.is_parent(name) {
         return Err(NotALeaf::Parent {
             queue: name.clone(),
-            leaves: crate::queues::leaves_below(queues, name)
+            leaves: tree
+                .leaves_below(name)
                 .iter()
                 .map(ToString::to_string)
                 .collect(),
         });
     }
-    if name.0 == crate::ids::DEFAULT_QUEUE || queues.iter().any(|q| &q.name == name) {
-        Ok(())
-    } else {
-        Err(NotALeaf::Unknown(name.clone()))
-    }
+    Ok(())
 }
 
 /// A worker's liveness as the master sees it (Spark's `WorkerState`).
@@ -454,9 +455,13 @@ impl Snapshot {
         }
 
         validate_queues(&self.queues)?;
-        let known_queue = |field: fmt::Arguments<'_>, queue: &QueueName| {
-            takes_work(&self.queues, queue).or_else(|error| refuse(field, error.to_string()))
-        };
+        // Work already in a parent queue (set up by a build before queue trees) is served
+        // like a leaf's: only a new submission must name a leaf.
+        let known_queue =
+            |field: fmt::Arguments<'_>, queue: &QueueName| match takes_work(&self.queues, queue) {
+                Err(unknown @ NotALeaf::Unknown(_)) => refuse(field, unknown.to_string()),
+                Ok(()) | Err(NotALeaf::Parent { .. }) => Ok(()),
+            };
 
         let workers = unique("worker id", self.workers.iter().map(|w| &w.id), |i| {
             format!("workers[{i}].id")
@@ -509,7 +514,8 @@ impl Snapshot {
 }
 
 /// Checks a queue configuration: names unique and not empty, fractions in (0, 1], and the
-/// shape of the tree (see the `queues` module).
+/// capacities (see the `queues` module; the names themselves are checked apart, by
+/// [`crate::queues::check_paths`], where a person wrote them).
 ///
 /// # Errors
 ///
@@ -523,7 +529,7 @@ pub fn validate_queues(queues: &[QueueConfig]) -> Result<(), InputError> {
         fraction(format_args!("queues[{i}].threshold"), queue.threshold)?;
         fraction(format_args!("queues[{i}].max_capacity"), queue.max_capacity)?;
     }
-    crate::queues::check_tree(queues)
+    crate::queues::check_capacities(queues)
 }
 
 impl Worker {

@@ -6,6 +6,11 @@
 //! (and `capacity`, when the queues have them) is a share of its parent's, so its absolute
 //! share of the cluster is the product along its path.
 //!
+//! What a person writes is checked strictly ([`check_paths`]: every parent listed, `root`
+//! implicit, ...). What replicas read is read leniently, because builds before trees took
+//! any name: a queue's parent is the longest listed prefix of its path, so a lone
+//! `team.etl` is a top-level queue, and work in a parent is served like a leaf's.
+//!
 //! Queues with capacities are *guaranteed*: normal work is served first up to each queue's
 //! guaranteed share, then up to its maximum, and in each round the queue furthest below its
 //! guarantee goes first (YARN orders a parent's children by used capacity the same way).
@@ -47,9 +52,14 @@ pub(crate) struct Queues {
     children: BTreeMap<Option<QueueName>, Vec<QueueName>>,
 }
 
-/// The parent of the queue named `name`, `None` for a child of the root.
-pub(crate) fn parent(name: &str) -> Option<&str> {
+/// The path prefix of the queue named `name` one segment up, `None` for a top-level name.
+fn parent(name: &str) -> Option<&str> {
     name.rsplit_once('.').map(|(parent, _)| parent)
+}
+
+/// The parent of `name` among `listed` names: its longest listed path prefix.
+fn listed_parent<'n>(listed: &BTreeSet<&'n str>, name: &str) -> Option<&'n str> {
+    std::iter::successors(parent(name), |up| parent(up)).find_map(|up| listed.get(up).copied())
 }
 
 /// The queues with `configs` plus `default` when it is not listed: with no guarantee when
@@ -67,20 +77,21 @@ pub fn with_default(configs: &[QueueConfig]) -> Vec<QueueConfig> {
 }
 
 impl Queues {
-    /// The tree of queues that [`check_tree`] accepted.
+    /// The tree of `configs`, read leniently (see the module doc).
     pub(crate) fn new(configs: &[QueueConfig]) -> Self {
         let by_name: BTreeMap<_, _> = with_default(configs)
             .into_iter()
             .map(|q| (q.name.clone(), q))
             .collect();
+        let listed: BTreeSet<&str> = by_name.keys().map(|q| q.0.as_str()).collect();
         let mut paths = BTreeMap::new();
         let mut children: BTreeMap<Option<QueueName>, Vec<QueueName>> = BTreeMap::new();
         for name in by_name.keys() {
             let mut path = vec![name.clone()];
-            while let Some(up) = parent(&path[path.len() - 1].0) {
+            while let Some(up) = listed_parent(&listed, &path[path.len() - 1].0) {
                 path.push(QueueName::from(up));
             }
-            let up = parent(&name.0).map(QueueName::from);
+            let up = path.get(1).cloned();
             children.entry(up).or_default().push(name.clone());
             paths.insert(name.clone(), path);
         }
@@ -99,6 +110,20 @@ impl Queues {
     /// The queue and its ancestors, nearest first.
     pub(crate) fn path(&self, name: &QueueName) -> &[QueueName] {
         &self.paths[name]
+    }
+
+    /// Whether queue `name` has children, and so takes no new work.
+    pub(crate) fn is_parent(&self, name: &QueueName) -> bool {
+        self.children.contains_key(&Some(name.clone()))
+    }
+
+    /// The leaves below queue `name`, in name order.
+    pub(crate) fn leaves_below(&self, name: &QueueName) -> Vec<&QueueName> {
+        self.paths
+            .iter()
+            .filter(|(q, path)| path[1..].contains(name) && !self.is_parent(q))
+            .map(|(q, _)| q)
+            .collect()
     }
 
     /// Whether the queues have guaranteed shares.
@@ -181,23 +206,16 @@ impl Queues {
 /// do not add up exactly in binary).
 const SUM_TOLERANCE: f64 = 1e-9;
 
-/// Checks the shape of the tree of `queues` (each queue's own settings checked already):
-/// names are paths of non-empty segments below the implicit root, every parent is listed,
-/// `default` stays a leaf, a parent has no setting that belongs to leaves, and either no
-/// queue has a capacity or every one does, no larger than its `max_capacity`, with each
-/// parent's children summing to 1.
+/// Checks the names of queues a person wrote: paths of non-empty segments below the
+/// implicit root, every parent listed, `default` a leaf, and no parent with a setting that
+/// belongs to leaves (`prior`, `threshold`). Replicas read older configurations without it.
 ///
 /// # Errors
 ///
-/// The first offending field, as `queues[i].field`, or `queues` for a parent's children.
-pub(crate) fn check_tree(queues: &[QueueConfig]) -> Result<(), InputError> {
+/// The first offending field, as `queues[i].field`.
+pub fn check_paths(queues: &[QueueConfig]) -> Result<(), InputError> {
     let refuse = |field: String, message: String| Err(InputError { field, message });
-    let index: BTreeMap<&str, usize> = queues
-        .iter()
-        .enumerate()
-        .map(|(i, q)| (q.name.0.as_str(), i))
-        .collect();
-    let guaranteed = queues.iter().position(|q| q.capacity.is_some());
+    let listed: BTreeSet<&str> = queues.iter().map(|q| q.name.0.as_str()).collect();
     for (i, queue) in queues.iter().enumerate() {
         let name = queue.name.0.as_str();
         if name.split('.').any(str::is_empty) {
@@ -222,14 +240,14 @@ pub(crate) fn check_tree(queues: &[QueueConfig]) -> Result<(), InputError> {
                     format!("`{name}`: `default` takes work and cannot have children"),
                 );
             }
-            if !index.contains_key(up) {
+            if !listed.contains(up) {
                 return refuse(
                     format!("queues[{i}].name"),
                     format!("parent queue `{up}` of `{name}` is not listed"),
                 );
             }
         }
-        let is_parent = queues.iter().any(|q| parent(&q.name.0) == Some(name));
+        let is_parent = listed.iter().any(|&q| parent(q) == Some(name));
         if is_parent && (queue.prior || queue.threshold < 1.0) {
             let setting = if queue.prior { "prior" } else { "threshold" };
             return refuse(
@@ -237,78 +255,71 @@ pub(crate) fn check_tree(queues: &[QueueConfig]) -> Result<(), InputError> {
                 format!("`{name}` is a parent queue: `{setting}` belongs to its leaves"),
             );
         }
-        match (queue.capacity, guaranteed) {
-            (Some(capacity), _) => {
-                if !(capacity.is_finite() && (0.0..=1.0).contains(&capacity)) {
-                    return refuse(
-                        format!("queues[{i}].capacity"),
-                        format!("must be in [0, 1], got {capacity}"),
-                    );
-                }
-                if capacity > queue.max_capacity {
-                    return refuse(
-                        format!("queues[{i}].capacity"),
-                        format!("{capacity} exceeds its max_capacity {}", queue.max_capacity),
-                    );
-                }
-            }
-            (None, Some(first)) => {
-                return refuse(
-                    format!("queues[{i}].capacity"),
-                    format!(
-                        "missing: `{}` has a capacity, so every queue needs one",
-                        queues[first].name
-                    ),
-                );
-            }
-            (None, None) => {}
-        }
-    }
-    if guaranteed.is_some() {
-        let tree = Queues::new(queues);
-        for (up, children) in &tree.children {
-            let sum: f64 = children
-                .iter()
-                .map(|q| tree.get(q).capacity.unwrap_or(0.0))
-                .sum();
-            if (sum - 1.0).abs() > SUM_TOLERANCE {
-                let whose = up.as_ref().map_or("the top-level queues".to_owned(), |q| {
-                    format!("the children of `{q}`")
-                });
-                let each: Vec<String> = children
-                    .iter()
-                    .map(|q| format!("{q} {}", tree.get(q).capacity.unwrap_or(0.0)))
-                    .collect();
-                return refuse(
-                    "queues".to_owned(),
-                    format!(
-                        "the capacities of {whose} sum to {}, not 1: {}",
-                        // Rounded, so that 0.6 + 0.3 reads 0.9.
-                        (sum * 1e9).round() / 1e9,
-                        each.join(", ")
-                    ),
-                );
-            }
-        }
     }
     Ok(())
 }
 
-/// Whether the queue named `name` has children, and so takes no work.
-pub(crate) fn is_parent(queues: &[QueueConfig], name: &QueueName) -> bool {
-    queues
-        .iter()
-        .any(|q| parent(&q.name.0) == Some(name.0.as_str()))
-}
-
-/// The leaves below the parent queue named `name`, for an error that names where work may go.
-pub(crate) fn leaves_below(queues: &[QueueConfig], name: &QueueName) -> Vec<QueueName> {
-    let prefix = format!("{name}.");
-    queues
-        .iter()
-        .filter(|q| q.name.0.starts_with(&prefix) && !is_parent(queues, &q.name))
-        .map(|q| q.name.clone())
-        .collect()
+/// Checks the capacities of `queues` (each queue's own settings checked already): either no
+/// queue has one or every one does, in [0, 1] and no larger than its `max_capacity`, with
+/// the children of each parent summing to 1.
+///
+/// # Errors
+///
+/// The first offending field, as `queues[i].capacity`, or `queues` for a parent's children.
+pub(crate) fn check_capacities(queues: &[QueueConfig]) -> Result<(), InputError> {
+    let refuse = |field: String, message: String| Err(InputError { field, message });
+    let Some(first) = queues.iter().position(|q| q.capacity.is_some()) else {
+        return Ok(());
+    };
+    for (i, queue) in queues.iter().enumerate() {
+        let Some(capacity) = queue.capacity else {
+            return refuse(
+                format!("queues[{i}].capacity"),
+                format!(
+                    "missing: `{}` has a capacity, so every queue needs one",
+                    queues[first].name
+                ),
+            );
+        };
+        if !(capacity.is_finite() && (0.0..=1.0).contains(&capacity)) {
+            return refuse(
+                format!("queues[{i}].capacity"),
+                format!("must be in [0, 1], got {capacity}"),
+            );
+        }
+        if capacity > queue.max_capacity {
+            return refuse(
+                format!("queues[{i}].capacity"),
+                format!("{capacity} exceeds its max_capacity {}", queue.max_capacity),
+            );
+        }
+    }
+    let tree = Queues::new(queues);
+    for (up, children) in &tree.children {
+        let sum: f64 = children
+            .iter()
+            .map(|q| tree.get(q).capacity.unwrap_or(0.0))
+            .sum();
+        if (sum - 1.0).abs() > SUM_TOLERANCE {
+            let whose = up.as_ref().map_or("the top-level queues".to_owned(), |q| {
+                format!("the children of `{q}`")
+            });
+            let each: Vec<String> = children
+                .iter()
+                .map(|q| format!("{q} {}", tree.get(q).capacity.unwrap_or(0.0)))
+                .collect();
+            return refuse(
+                "queues".to_owned(),
+                format!(
+                    "the capacities of {whose} sum to {}, not 1: {}",
+                    // Rounded, so that 0.6 + 0.3 reads 0.9.
+                    (sum * 1e9).round() / 1e9,
+                    each.join(", ")
+                ),
+            );
+        }
+    }
+    Ok(())
 }
 
 /// One queue of a tree as status pages and metrics show it.
@@ -356,7 +367,7 @@ pub fn views(
             QueueView {
                 name: q.name.clone(),
                 depth: queues.path(&q.name).len() - 1,
-                leaf: !queues.children.contains_key(&Some(q.name.clone())),
+                leaf: !queues.is_parent(&q.name),
                 guaranteed_share: queues
                     .guaranteed()
                     .then(|| queues.share(&q.name, Bound::Guaranteed)),

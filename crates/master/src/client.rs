@@ -9,6 +9,7 @@ use std::time::Duration;
 use muster_core::access::QueueSpec;
 use muster_core::ids::WorkId;
 use muster_core::limits::MAX_REQUEST_BYTES;
+use muster_core::queues::check_paths;
 use muster_proto::auth::{AUTHORIZATION, NamedUser, Tokens};
 use muster_proto::transport::Dialer;
 use muster_proto::v1::change_members_request::Change;
@@ -505,7 +506,13 @@ impl Cluster for ClusterService {
         self.answer(
             request,
             async |this, user, body| {
-                let op = set_queues_op(body.queues.iter().map(QueueSpec::from).collect());
+                let queues: Vec<QueueSpec> = body.queues.iter().map(QueueSpec::from).collect();
+                // Queue names written now are paths of a tree; the log also takes those
+                // of builds before trees, so the tree is checked here, where they are
+                // written.
+                let configs: Vec<_> = queues.iter().map(|q| q.split().0).collect();
+                check_paths(&configs).map_err(|e| CallError::Refused(e.into()))?;
+                let op = set_queues_op(queues);
                 this.write(client_command(&body.request_id, user, op))
                     .await?;
                 Ok(SetQueuesReply {})

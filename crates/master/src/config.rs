@@ -7,6 +7,7 @@ use std::time::Duration;
 use muster_core::access::QueueSpec;
 use muster_core::ids::QueueName;
 use muster_core::model::{PassConfig, QueueConfig, validate_queues};
+use muster_core::queues::check_paths;
 use muster_state::StateConfig;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -158,11 +159,13 @@ pub fn read_queues(path: &Path) -> Result<Vec<QueueSpec>, ConfigError> {
 pub fn parse_queues(text: &str, path: &Path) -> Result<Vec<QueueSpec>, ConfigError> {
     let queues: Vec<QueueSpec> = parse_json(text, path)?;
     let configs: Vec<QueueConfig> = queues.iter().map(|q| q.split().0).collect();
-    validate_queues(&configs).map_err(|e| ConfigError::Invalid {
-        path: path.to_owned(),
-        field: e.field,
-        message: e.message,
-    })?;
+    validate_queues(&configs)
+        .and_then(|()| check_paths(&configs))
+        .map_err(|e| ConfigError::Invalid {
+            path: path.to_owned(),
+            field: e.field,
+            message: e.message,
+        })?;
     Ok(queues)
 }
 

@@ -21,6 +21,8 @@ pub fn run(path: &Path) -> Result<String, CliError> {
     let text = read(path)?;
     let snapshot = parse(&text)?;
     let bad = |e: muster_core::InputError| CliError::BadInput(e.to_string());
+    // The queues are written here: their names must be the paths of a tree.
+    muster_core::queues::check_paths(&snapshot.queues).map_err(bad)?;
     let plan = muster_core::schedule(&snapshot).map_err(bad)?;
     // With `preemption` set: what the waiting work of those prior queues would stop.
     let preempt = match &snapshot.preemption {

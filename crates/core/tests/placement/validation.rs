@@ -1,6 +1,7 @@
 //! Malformed snapshots are refused with the offending field, and nothing is scheduled.
 
 use muster_core::model::HeldExecutor;
+use muster_core::queues::check_paths;
 use muster_core::resources::Resources;
 use muster_core::{Snapshot, schedule};
 
@@ -146,7 +147,7 @@ fn tree(queues: &[(&str, f64)]) -> Snapshot {
 }
 
 #[test]
-fn a_queue_tree_is_refused_with_the_path_at_fault() {
+fn capacities_are_refused_naming_the_queue_or_the_parent_at_fault() {
     let valid = tree(&[("default", 0.5), ("team", 0.5), ("team.etl", 1.0)]);
     assert!(schedule(&valid).is_ok());
 
@@ -167,24 +168,6 @@ fn a_queue_tree_is_refused_with_the_path_at_fault() {
              team 0.4",
         ),
         (
-            tree(&[("default", 0.5), ("team.etl", 0.5)]),
-            "queues[1].name: parent queue `team` of `team.etl` is not listed",
-        ),
-        (
-            tree(&[("default", 1.0), ("default.etl", 1.0)]),
-            "queues[1].name: `default.etl`: `default` takes work and cannot have children",
-        ),
-        (
-            tree(&[("default", 1.0), ("root.etl", 1.0)]),
-            "queues[1].name: `root` is the implicit top of the tree: name queues by their path \
-             below it",
-        ),
-        (
-            tree(&[("default", 1.0), ("team..etl", 1.0)]),
-            "queues[1].name: `team..etl` is not a queue path: segments separated by `.` must \
-             not be empty",
-        ),
-        (
             tree(&[("default", 1.5)]),
             "queues[0].capacity: must be in [0, 1], got 1.5",
         ),
@@ -192,13 +175,6 @@ fn a_queue_tree_is_refused_with_the_path_at_fault() {
     for (snapshot, error) in cases {
         assert_eq!(refused(&snapshot), error);
     }
-
-    let mut s = tree(&[("default", 0.5), ("team", 0.5), ("team.etl", 1.0)]);
-    s.queues[1].prior = true;
-    assert_eq!(
-        refused(&s),
-        "queues[1].prior: `team` is a parent queue: `prior` belongs to its leaves"
-    );
     let mut s = tree(&[("default", 0.5), ("team", 0.5)]);
     s.queues[1].max_capacity = 0.4;
     assert_eq!(
@@ -211,10 +187,87 @@ fn a_queue_tree_is_refused_with_the_path_at_fault() {
         refused(&s),
         "queues[1].capacity: missing: `default` has a capacity, so every queue needs one"
     );
-    let mut s = tree(&[("default", 0.5), ("team", 0.5), ("team.etl", 1.0)]);
-    s.apps[0].queue = "team".into();
+}
+
+#[test]
+fn written_queue_names_must_be_the_paths_of_a_tree() {
+    let paths = |names: &[&str]| -> Result<(), String> {
+        let queues: Vec<_> = names.iter().map(|&n| queue(n, false, 1.0, 1.0)).collect();
+        check_paths(&queues).map_err(|e| e.to_string())
+    };
+    assert_eq!(paths(&["team", "team.etl", "team.etl.daily"]), Ok(()));
     assert_eq!(
-        refused(&s),
-        "apps[0].queue: `team` is a parent queue: submit to one of its leaves (team.etl)"
+        paths(&["default", "team.etl"]),
+        Err("queues[1].name: parent queue `team` of `team.etl` is not listed".to_owned())
+    );
+    assert_eq!(
+        paths(&["default", "default.etl"]),
+        Err(
+            "queues[1].name: `default.etl`: `default` takes work and cannot have children"
+                .to_owned()
+        )
+    );
+    assert_eq!(
+        paths(&["root.etl"]),
+        Err(
+            "queues[0].name: `root` is the implicit top of the tree: name queues by their path \
+             below it"
+                .to_owned()
+        )
+    );
+    assert_eq!(
+        paths(&["team..etl"]),
+        Err(
+            "queues[0].name: `team..etl` is not a queue path: segments separated by `.` must \
+             not be empty"
+                .to_owned()
+        )
+    );
+    let mut prior_parent = vec![
+        queue("team", true, 1.0, 1.0),
+        queue("team.etl", false, 1.0, 1.0),
+    ];
+    assert_eq!(
+        check_paths(&prior_parent).unwrap_err().to_string(),
+        "queues[0].prior: `team` is a parent queue: `prior` belongs to its leaves"
+    );
+    prior_parent[0].prior = false;
+    prior_parent[0].threshold = 0.5;
+    assert_eq!(
+        check_paths(&prior_parent).unwrap_err().to_string(),
+        "queues[0].threshold: `team` is a parent queue: `threshold` belongs to its leaves"
+    );
+}
+
+#[test]
+fn names_of_earlier_builds_read_as_a_lenient_tree() {
+    // Builds before trees took any name: a dotted one whose prefixes are not listed is a
+    // top-level queue of its own, and work in what is now a parent is still scheduled.
+    let mut s = cluster(workers(1, 4, 4096));
+    s.queues = vec![
+        queue("root.etl", false, 1.0, 0.5),
+        queue("team", false, 1.0, 1.0),
+        queue("team.x.y", false, 1.0, 0.5),
+    ];
+    let mut etl = app("etl");
+    etl.queue = "root.etl".into();
+    let mut parent = app("parent");
+    parent.queue = "team".into();
+    s.apps = vec![etl, parent];
+    let plan = schedule(&s).unwrap();
+    let cores = |id: &str| -> u32 {
+        plan.executors
+            .iter()
+            .filter(|g| g.app.to_string() == id)
+            .map(|g| g.resources.cores)
+            .sum()
+    };
+    assert_eq!((cores("etl"), cores("parent")), (2, 2), "{plan:?}");
+    let views = muster_core::queues::views(&s.queues, &Default::default());
+    let depths: Vec<usize> = views.iter().map(|v| v.depth).collect();
+    assert_eq!(
+        depths,
+        [0, 0, 1],
+        "team.x.y's parent is team, its longest listed prefix"
     );
 }

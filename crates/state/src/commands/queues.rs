@@ -1,15 +1,18 @@
 //! Queue configuration changes, and the shape in which the log and snapshots keep queues.
 //!
 //! Three ops set the queues, each the form of the builds that introduced it, so that every
-//! entry already in a log still reads: [`SetQueues`] (settings only), [`ReplaceQueues`]
-//! (with access lists) and [`ConfigureQueues`] (with capacities). [`set_queues_op`] writes
-//! the oldest that says what is asked, which replicas of older builds then also apply.
+//! entry already in a log still reads and applies as it did: [`SetQueues`] (settings only),
+//! [`ReplaceQueues`] (with access lists) and [`ConfigureQueues`] (with capacities, and
+//! queue names checked as paths of a tree). [`set_queues_op`] writes the oldest that says
+//! what is asked, which replicas of older builds then also apply; a tree without capacities
+//! is checked as one where it is written (the master's API and its queue files).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use muster_core::access::{QueueAccess, QueueSpec};
 use muster_core::ids::{QueueName, Timestamp};
 use muster_core::model::{NotALeaf, QueueConfig, takes_work, validate_queues};
+use muster_core::queues::check_paths;
 use serde::{Deserialize, Serialize};
 
 use super::Apply;
@@ -91,6 +94,24 @@ impl Apply for ConfigureQueues {
     /// listed, ...), when an access list names an unknown user, or when a queue that active
     /// apps or drivers use would be dropped or become a parent.
     fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
+        let configs = self.configs()?;
+        validate_queues(&configs)?;
+        check_paths(&configs)?;
+        for queue in active_queues(state) {
+            if let Err(NotALeaf::Parent { .. }) = takes_work(&configs, queue) {
+                return Err(ApplyError::Conflict(format!(
+                    "queue `{queue}` has active applications or drivers, so it cannot \
+                     become a parent queue"
+                )));
+            }
+        }
+        replace(state, &self.queues, &self.capacities)
+    }
+}
+
+impl ConfigureQueues {
+    /// The queues' configurations, capacities included.
+    fn configs(&self) -> Result<Vec<QueueConfig>, ApplyError> {
         if let Some(name) = self
             .capacities
             .keys()
@@ -101,47 +122,56 @@ impl Apply for ConfigureQueues {
                 message: format!("unknown queue `{name}`"),
             });
         }
-        let configs: Vec<QueueConfig> = self
+        Ok(self
             .queues
             .iter()
             .map(|(q, _)| q.with_capacity(self.capacities.get(&q.name).copied()))
-            .collect();
-        validate_queues(&configs)?;
-        let users: BTreeSet<&str> = state.users.keys().map(String::as_str).collect();
-        for (i, (_, access)) in self.queues.iter().enumerate() {
-            access.validate(&format!("queues[{i}]"), &users)?;
-        }
-        let in_use = state
-            .apps
-            .values()
-            .map(|a| &a.desc.queue)
-            .chain(state.drivers.values().map(|d| &d.desc.queue));
-        for queue in in_use {
-            match takes_work(&configs, queue) {
-                Ok(()) => {}
-                Err(NotALeaf::Unknown(_)) => {
-                    return Err(ApplyError::Conflict(format!(
-                        "queue `{queue}` still has active applications or drivers"
-                    )));
-                }
-                Err(NotALeaf::Parent { .. }) => {
-                    return Err(ApplyError::Conflict(format!(
-                        "queue `{queue}` has active applications or drivers, so it cannot \
-                         become a parent queue"
-                    )));
-                }
-            }
-        }
-        state.access = self
-            .queues
-            .iter()
-            .filter(|(_, access)| *access != QueueAccess::default())
-            .map(|(q, access)| (q.name.clone(), access.clone()))
-            .collect();
-        state.queues = self.queues.iter().map(|(q, _)| q.clone()).collect();
-        state.capacities = self.capacities.clone();
-        Ok(Response::default())
+            .collect())
     }
+}
+
+/// The queues active apps and drivers are in.
+fn active_queues(state: &ClusterState) -> impl Iterator<Item = &QueueName> {
+    state
+        .apps
+        .values()
+        .map(|a| &a.desc.queue)
+        .chain(state.drivers.values().map(|d| &d.desc.queue))
+}
+
+/// Replaces the queues, their access lists and capacities, as every queue op does after its
+/// own checks. Refused when a setting is malformed, an access list names an unknown user, or
+/// a queue that active apps or drivers use would be dropped.
+fn replace(
+    state: &mut ClusterState,
+    queues: &[(QueueSettings, QueueAccess)],
+    capacities: &BTreeMap<QueueName, f64>,
+) -> Result<Response, ApplyError> {
+    let configure = ConfigureQueues {
+        queues: queues.to_vec(),
+        capacities: capacities.clone(),
+    };
+    let configs = configure.configs()?;
+    validate_queues(&configs)?;
+    let users: BTreeSet<&str> = state.users.keys().map(String::as_str).collect();
+    for (i, (_, access)) in queues.iter().enumerate() {
+        access.validate(&format!("queues[{i}]"), &users)?;
+    }
+    if let Some(queue) = active_queues(state)
+        .find(|&queue| matches!(takes_work(&configs, queue), Err(NotALeaf::Unknown(_))))
+    {
+        return Err(ApplyError::Conflict(format!(
+            "queue `{queue}` still has active applications or drivers"
+        )));
+    }
+    state.access = queues
+        .iter()
+        .filter(|(_, access)| *access != QueueAccess::default())
+        .map(|(q, access)| (q.name.clone(), access.clone()))
+        .collect();
+    state.queues = queues.iter().map(|(q, _)| q.clone()).collect();
+    state.capacities = configure.capacities;
+    Ok(Response::default())
 }
 
 /// Replaces the queue configuration and the queues' access lists, without capacities: the
@@ -153,12 +183,8 @@ pub struct ReplaceQueues {
 }
 
 impl Apply for ReplaceQueues {
-    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
-        ConfigureQueues {
-            queues: self.queues.clone(),
-            capacities: BTreeMap::new(),
-        }
-        .apply(state, at)
+    fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
+        replace(state, &self.queues, &BTreeMap::new())
     }
 }
 
@@ -171,15 +197,12 @@ pub struct SetQueues {
 }
 
 impl Apply for SetQueues {
-    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
-        ConfigureQueues {
-            queues: self
-                .queues
-                .iter()
-                .map(|q| (q.clone(), QueueAccess::default()))
-                .collect(),
-            capacities: BTreeMap::new(),
-        }
-        .apply(state, at)
+    fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
+        let queues: Vec<_> = self
+            .queues
+            .iter()
+            .map(|q| (q.clone(), QueueAccess::default()))
+            .collect();
+        replace(state, &queues, &BTreeMap::new())
     }
 }

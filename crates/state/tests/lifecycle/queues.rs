@@ -8,7 +8,7 @@ use muster_core::access::QueueSpec;
 use muster_core::ids::WorkId;
 use muster_core::model::PassConfig;
 use muster_core::preempt::{Preempting, choose};
-use muster_state::commands::{AddUser, Preempt, set_queues_op};
+use muster_state::commands::{AddUser, Preempt, QueueSettings, SetQueues, set_queues_op};
 use muster_state::{ApplyError, Op};
 
 use crate::support::{Cluster, app_desc};
@@ -76,7 +76,7 @@ fn work_goes_to_leaves_and_a_busy_leaf_stays_one() {
     let error = submit(&mut c, "team").unwrap_err();
     assert_eq!(
         error.to_string(),
-        "queue: `team` is a parent queue: submit to one of its leaves (team.etl, team.batch)"
+        "queue: `team` is a parent queue: submit to one of its leaves (team.batch, team.etl)"
     );
     submit(&mut c, "team.etl").unwrap();
     let before = c.state.clone();
@@ -184,5 +184,43 @@ fn preemption_for_guarantees_takes_only_what_a_queue_holds_above_its_own() {
     assert_eq!(
         kept,
         [&WorkId::App(newcomer.clone()), &WorkId::App(newcomer)]
+    );
+}
+
+#[test]
+fn names_earlier_builds_took_still_apply_from_their_ops_and_are_refused_in_a_tree() {
+    // Before trees, any name was a flat queue: a lone `root.etl`, or `team` beside
+    // `team.x` with work in `team`. Their ops apply as they did, and the work is scheduled.
+    let mut c = Cluster::new();
+    c.worker("w1", 4, 4096);
+    let flat = |names: &[&str]| {
+        Op::SetQueues(SetQueues {
+            queues: names
+                .iter()
+                .map(|&name| QueueSettings::from(&QueueSpec::named(name)))
+                .collect(),
+        })
+    };
+    c.ok(flat(&["root.etl", "team"]));
+    for queue in ["root.etl", "team"] {
+        let mut desc = app_desc(Some(2), None, 512);
+        desc.queue = queue.into();
+        c.submit_app(desc);
+    }
+    c.ok(flat(&["root.etl", "team", "team.x"]));
+    c.schedule();
+    assert!(c.state.apps().values().all(|a| a.cores_granted > 0));
+
+    // Written as a tree (with capacities), the same names are refused.
+    let error = c
+        .apply(set_queues_op(vec![
+            queue("root.etl", 0.5),
+            queue("team", 0.5),
+            queue("team.x", 1.0),
+        ]))
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("`root` is the implicit top"),
+        "{error}"
     );
 }
