@@ -440,6 +440,15 @@ fn unique<'a, T: Eq + Hash + AsRef<str> + fmt::Display + 'a>(
 }
 
 impl Snapshot {
+    /// The cores of the ALIVE workers: the cluster every queue's share is of.
+    pub fn alive_cores(&self) -> u64 {
+        self.workers
+            .iter()
+            .filter(|w| w.state == WorkerState::Alive)
+            .map(|w| u64::from(w.cores))
+            .sum()
+    }
+
     /// Checks everything a pass relies on.
     ///
     /// # Errors

@@ -85,20 +85,16 @@ struct AppPass<'s> {
 
 impl<'s> AppPass<'s> {
     fn new(snapshot: &'s Snapshot, queues: &'s Queues, ledger: &Ledger<'_>) -> Self {
-        let mut pass = Self {
+        Self {
             snapshot,
             queues,
-            queue_used: BTreeMap::new(),
+            queue_used: queues.sum_below(snapshot.apps.iter().map(|a| (&a.queue, a.held_cores()))),
             granted: BTreeMap::new(),
             sole_executors: BTreeMap::new(),
             grown_at: Vec::new(),
             steps: 0,
             total_cores: ledger.alive_total_cores(),
-        };
-        for app in &snapshot.apps {
-            pass.add_used(&app.queue, app.held_cores());
         }
-        pass
     }
 
     fn add_used(&mut self, leaf: &QueueName, cores: u64) {

@@ -159,13 +159,7 @@ pub fn choose(
         return Ok(None);
     }
     let snapshot = with_executor_ids(snapshot);
-    let alive_cores: u64 = snapshot
-        .workers
-        .iter()
-        .filter(|w| w.state == WorkerState::Alive)
-        .map(|w| u64::from(w.cores))
-        .sum();
-    let mut budget = (max_fraction * alive_cores as f64).floor() as u64;
+    let mut budget = (max_fraction * snapshot.alive_cores() as f64).floor() as u64;
     if preempting == Preempting::BelowGuarantee {
         // No more than the waiting queues lack.
         let lacking: BTreeSet<&QueueName> = snapshot
@@ -339,8 +333,8 @@ fn reservations(plan: &Plan, snapshot: &Snapshot, eligible: &BTreeSet<WorkId>) -
 
 /// Checks a preemption for guarantees against the snapshot it was chosen on (the state's
 /// own check of the leader's choice): every owner an app of an ordinary queue below its
-/// guarantee, every victim an executor of an ordinary queue, and no queue or parent below
-/// its guarantee once they stop.
+/// guarantee, every victim an executor of an ordinary queue, no more cores stopped than the
+/// owners' queues lack, and no queue or parent below its guarantee once they stop.
 ///
 /// # Errors
 ///
@@ -363,6 +357,11 @@ pub fn check_for_guarantees(
             ));
         }
     }
+    let lacking: BTreeSet<&QueueName> = owners
+        .iter()
+        .filter_map(|&owner| app(owner).map(|a| &a.queue))
+        .collect();
+    let lack: u64 = lacking.iter().map(|q| guarantees.lack(q)).sum();
     let mut stopped: BTreeMap<&QueueName, u64> = BTreeMap::new();
     for (id, executor) in victims {
         let Some(victim) = app(id) else {
@@ -373,12 +372,17 @@ pub fn check_for_guarantees(
                 "`{id}` runs in a prior queue: prior work is never preempted"
             ));
         }
-        let cores = victim
-            .executors
-            .iter()
-            .find(|e| e.id == Some(*executor))
-            .map_or(0, |e| u64::from(e.resources.cores));
-        *stopped.entry(&victim.queue).or_insert(0) += cores;
+        let Some(held) = victim.executors.iter().find(|e| e.id == Some(*executor)) else {
+            return Err(format!("`{id}` holds no executor {executor}"));
+        };
+        *stopped.entry(&victim.queue).or_insert(0) += u64::from(held.resources.cores);
+    }
+    let total: u64 = stopped.values().sum();
+    if total > lack {
+        return Err(format!(
+            "stopping {total} cores for queues that lack {lack}: a preemption for guarantees \
+             takes no more than they lack"
+        ));
     }
     match guarantees.taken_below(&stopped) {
         Some(queue) => Err(format!(
@@ -391,28 +395,16 @@ pub fn check_for_guarantees(
 /// Each queue's executor cores and guaranteed cores in a snapshot, parents included.
 struct Guarantees<'q> {
     queues: &'q Queues,
-    used: BTreeMap<QueueName, u64>,
+    used: BTreeMap<&'q QueueName, u64>,
     total_cores: u64,
 }
 
 impl<'q> Guarantees<'q> {
     fn of(snapshot: &Snapshot, queues: &'q Queues) -> Self {
-        let mut used = BTreeMap::new();
-        for app in &snapshot.apps {
-            for queue in queues.path(&app.queue) {
-                *used.entry(queue.clone()).or_insert(0) += app.held_cores();
-            }
-        }
-        let total_cores = snapshot
-            .workers
-            .iter()
-            .filter(|w| w.state == WorkerState::Alive)
-            .map(|w| u64::from(w.cores))
-            .sum();
         Self {
             queues,
-            used,
-            total_cores,
+            used: queues.sum_below(snapshot.apps.iter().map(|a| (&a.queue, a.held_cores()))),
+            total_cores: snapshot.alive_cores(),
         }
     }
 

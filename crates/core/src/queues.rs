@@ -18,6 +18,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::access::QueueSpec;
 use crate::ids::QueueName;
 use crate::model::{InputError, QueueConfig};
 
@@ -112,6 +113,21 @@ impl Queues {
         &self.paths[name]
     }
 
+    /// What is held below each queue, parents included, given what each leaf holds (an
+    /// unknown leaf counts nowhere).
+    pub(crate) fn sum_below<'a>(
+        &self,
+        held: impl IntoIterator<Item = (&'a QueueName, u64)>,
+    ) -> BTreeMap<&QueueName, u64> {
+        let mut below = BTreeMap::new();
+        for (leaf, amount) in held {
+            for queue in self.paths.get(leaf).into_iter().flatten() {
+                *below.entry(queue).or_insert(0) += amount;
+            }
+        }
+        below
+    }
+
     /// Whether queue `name` has children, and so takes no new work.
     pub(crate) fn is_parent(&self, name: &QueueName) -> bool {
         self.children.contains_key(&Some(name.clone()))
@@ -158,9 +174,11 @@ impl Queues {
         loop {
             let below = |q: &QueueName| pending.iter().any(|p| self.path(p).contains(q));
             let ratio = |q: &QueueName| {
-                let guaranteed = self.share(q, Bound::Guaranteed) * total_cores as f64;
-                if guaranteed > 0.0 {
-                    used(q) as f64 / guaranteed
+                // In whole cores, as the room a round gives it is.
+                let guaranteed =
+                    crate::ledger::share(self.share(q, Bound::Guaranteed), total_cores);
+                if guaranteed > 0 {
+                    used(q) as f64 / guaranteed as f64
                 } else {
                     f64::INFINITY
                 }
@@ -208,12 +226,13 @@ const SUM_TOLERANCE: f64 = 1e-9;
 
 /// Checks the names of queues a person wrote: paths of non-empty segments below the
 /// implicit root, every parent listed, `default` a leaf, and no parent with a setting that
-/// belongs to leaves (`prior`, `threshold`). Replicas read older configurations without it.
+/// belongs to leaves (`prior`, `threshold`, access lists: only a leaf's work is checked
+/// against them). Replicas read older configurations without it.
 ///
 /// # Errors
 ///
 /// The first offending field, as `queues[i].field`.
-pub fn check_paths(queues: &[QueueConfig]) -> Result<(), InputError> {
+pub fn check_paths(queues: &[QueueSpec]) -> Result<(), InputError> {
     let refuse = |field: String, message: String| Err(InputError { field, message });
     let listed: BTreeSet<&str> = queues.iter().map(|q| q.name.0.as_str()).collect();
     for (i, queue) in queues.iter().enumerate() {
@@ -247,9 +266,17 @@ pub fn check_paths(queues: &[QueueConfig]) -> Result<(), InputError> {
                 );
             }
         }
-        let is_parent = listed.iter().any(|&q| parent(q) == Some(name));
-        if is_parent && (queue.prior || queue.threshold < 1.0) {
-            let setting = if queue.prior { "prior" } else { "threshold" };
+        if !listed.iter().any(|&q| parent(q) == Some(name)) {
+            continue;
+        }
+        let leaf_settings = [
+            ("prior", queue.prior),
+            ("threshold", queue.threshold < 1.0),
+            ("submit", queue.submit.is_some()),
+            ("administer", !queue.administer.is_empty()),
+            ("max_per_user", queue.max_per_user.is_some()),
+        ];
+        if let Some((setting, _)) = leaf_settings.iter().find(|(_, set)| *set) {
             return refuse(
                 format!("queues[{i}].{setting}"),
                 format!("`{name}` is a parent queue: `{setting}` belongs to its leaves"),
@@ -335,9 +362,10 @@ pub struct QueueView {
     pub guaranteed_share: Option<f64>,
     /// The fraction of the ALIVE cores its work may hold (all of them for a prior leaf).
     pub max_share: f64,
-    /// Executor cores held below it (by itself, for a leaf).
+    /// Cores held below it (by itself, for a leaf), of what the caller counted for each
+    /// leaf.
     pub cores_used: u64,
-    /// Executor memory held below it, in MB.
+    /// Memory held below it, in MB, likewise.
     pub memory_used_mb: u64,
 }
 
@@ -349,21 +377,17 @@ pub fn views(
     used_by_leaf: &BTreeMap<QueueName, (u64, u64)>,
 ) -> Vec<QueueView> {
     let queues = Queues::new(configs);
-    let mut below: BTreeMap<&QueueName, (u64, u64)> = BTreeMap::new();
-    for (leaf, &(cores, memory)) in used_by_leaf {
-        if !queues.by_name.contains_key(leaf) {
-            continue;
-        }
-        for queue in queues.path(leaf) {
-            let sum = below.entry(queue).or_default();
-            sum.0 += cores;
-            sum.1 += memory;
-        }
-    }
+    let cores = queues.sum_below(used_by_leaf.iter().map(|(leaf, &(cores, _))| (leaf, cores)));
+    let memory = queues.sum_below(
+        used_by_leaf
+            .iter()
+            .map(|(leaf, &(_, memory))| (leaf, memory)),
+    );
     configs
         .iter()
         .map(|q| {
-            let (cores_used, memory_used_mb) = below.get(&q.name).copied().unwrap_or_default();
+            let cores_used = cores.get(&q.name).copied().unwrap_or(0);
+            let memory_used_mb = memory.get(&q.name).copied().unwrap_or(0);
             QueueView {
                 name: q.name.clone(),
                 depth: queues.path(&q.name).len() - 1,

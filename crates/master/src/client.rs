@@ -510,8 +510,7 @@ impl Cluster for ClusterService {
                 // Queue names written now are paths of a tree; the log also takes those
                 // of builds before trees, so the tree is checked here, where they are
                 // written.
-                let configs: Vec<_> = queues.iter().map(|q| q.split().0).collect();
-                check_paths(&configs).map_err(|e| CallError::Refused(e.into()))?;
+                check_paths(&queues).map_err(|e| CallError::Refused(e.into()))?;
                 let op = set_queues_op(queues);
                 this.write(client_command(&body.request_id, user, op))
                     .await?;

@@ -160,7 +160,7 @@ pub fn parse_queues(text: &str, path: &Path) -> Result<Vec<QueueSpec>, ConfigErr
     let queues: Vec<QueueSpec> = parse_json(text, path)?;
     let configs: Vec<QueueConfig> = queues.iter().map(|q| q.split().0).collect();
     validate_queues(&configs)
-        .and_then(|()| check_paths(&configs))
+        .and_then(|()| check_paths(&queues))
         .map_err(|e| ConfigError::Invalid {
             path: path.to_owned(),
             field: e.field,

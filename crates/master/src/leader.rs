@@ -73,8 +73,8 @@ use muster_core::plan::{Plan, WaitReason};
 use muster_core::preempt::Preempting;
 use muster_state::commands::{
     AppFinished, ApplyPlan, DecommissionWorker, DriverStateChanged, ExecutorStateChanged,
-    GrantReservations, KillExecutors, Preempt, RegisterWorker, SetExecutorLimit, WorkerLost,
-    set_queues_op,
+    GrantReservations, KillExecutors, Preempt, QueueSettings, RegisterWorker, SetExecutorLimit,
+    WorkerLost, set_queues_op,
 };
 use muster_state::model::{AppState, DriverState, Executor, ExecutorState};
 use muster_state::{ApplyError, ClusterState, Effects, Op, Outcome, Response};
@@ -1666,9 +1666,25 @@ impl Leader {
         if eligible.is_empty() {
             return;
         }
-        // Prior work first; then, with capacities, ordinary work below its guarantee.
+        // Prior work first; then, with capacities, ordinary work below its guarantee, of
+        // queues without room kept for them already.
+        let waits_for_guarantee: BTreeSet<WorkId> = eligible
+            .iter()
+            .filter(|id| match id {
+                WorkId::App(app) => state
+                    .apps()
+                    .get(app)
+                    .is_some_and(|a| !state.room_kept_for_queue(&a.desc.queue)),
+                WorkId::Driver(_) => false,
+            })
+            .cloned()
+            .collect();
         let choose = |preempting| {
-            muster_core::preempt::choose(snapshot, &eligible, policy.max_fraction, preempting)
+            let eligible = match preempting {
+                Preempting::Prior => &eligible,
+                Preempting::BelowGuarantee => &waits_for_guarantee,
+            };
+            muster_core::preempt::choose(snapshot, eligible, policy.max_fraction, preempting)
                 .unwrap_or_else(|error| {
                     panic!("the state gave an invalid scheduling snapshot: {error}")
                 })
@@ -1758,23 +1774,43 @@ fn kill(process: &ProcessKey) -> ToWorker {
 }
 
 /// A request id derived from the configured queues' content (`op` sets them), so that the
-/// same configuration is applied once however many leaders carry it. Queues without access
-/// lists or capacities give the id builds before them derived, from the settings printed
-/// as those builds printed them.
+/// same configuration is applied once however many leaders carry it. Queues without
+/// capacities give the id builds before them derived, from the queues printed as those
+/// builds printed them.
 fn configured_queues_request(op: &Op) -> RequestId {
+    let settings = |q: &QueueSettings| {
+        format!(
+            "name: {:?}, prior: {:?}, threshold: {:?}, max_capacity: {:?}",
+            q.name, q.prior, q.threshold, q.max_capacity
+        )
+    };
     let content = match op {
         Op::SetQueues(set) => {
             let queues: Vec<String> = set
                 .queues
                 .iter()
-                .map(|q| {
+                .map(|q| format!("QueueConfig {{ {} }}", settings(q)))
+                .collect();
+            format!("[{}]", queues.join(", "))
+        }
+        Op::ReplaceQueues(replace) => {
+            let queues: Vec<String> = replace
+                .queues
+                .iter()
+                .map(|(q, access)| {
                     format!(
-                        "QueueConfig {{ name: {:?}, prior: {:?}, threshold: {:?}, max_capacity: {:?} }}",
-                        q.name, q.prior, q.threshold, q.max_capacity
+                        "QueueSpec {{ {}, submit: {:?}, administer: {:?}, max_per_user: {:?} }}",
+                        settings(q),
+                        access.submit,
+                        access.administer,
+                        access.max_per_user
                     )
                 })
                 .collect();
-            format!("[{}]", queues.join(", "))
+            format!(
+                "ReplaceQueues(ReplaceQueues {{ queues: [{}] }})",
+                queues.join(", ")
+            )
         }
         other => format!("{other:?}"),
     };
@@ -1788,12 +1824,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn configured_queues_without_access_or_capacities_keep_the_earlier_request_id() {
+    fn configured_queues_without_capacities_keep_the_earlier_request_id() {
         let op = set_queues_op(vec![QueueSpec {
             prior: true,
             ..QueueSpec::named("prod")
         }]);
         let earlier = r#"[QueueConfig { name: QueueName("prod"), prior: true, threshold: 1.0, max_capacity: 1.0 }]"#;
+        assert_eq!(
+            configured_queues_request(&op),
+            RequestId::of_content("configured-queues", earlier.as_bytes())
+        );
+        let op = set_queues_op(vec![QueueSpec {
+            prior: true,
+            submit: Some(vec!["alice".to_owned()]),
+            ..QueueSpec::named("prod")
+        }]);
+        let earlier = r#"ReplaceQueues(ReplaceQueues { queues: [QueueSpec { name: QueueName("prod"), prior: true, threshold: 1.0, max_capacity: 1.0, submit: Some(["alice"]), administer: [], max_per_user: None }] })"#;
         assert_eq!(
             configured_queues_request(&op),
             RequestId::of_content("configured-queues", earlier.as_bytes())

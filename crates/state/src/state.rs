@@ -4,7 +4,9 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use muster_core::access::{QueueAccess, QueueSpec};
-use muster_core::ids::{AppId, DriverId, ExecutorId, QueueName, RequestId, Timestamp, WorkerId};
+use muster_core::ids::{
+    AppId, DriverId, ExecutorId, QueueName, RequestId, Timestamp, WorkId, WorkerId,
+};
 use muster_core::model::{NotALeaf, QueueConfig, WorkerState};
 use muster_core::resources::Resources;
 use serde::{Deserialize, Serialize};
@@ -278,6 +280,14 @@ impl ClusterState {
                 field: "queue".to_owned(),
                 message: parent.to_string(),
             },
+        })
+    }
+
+    /// Whether room is kept for an application of queue `name`.
+    pub fn room_kept_for_queue(&self, name: &QueueName) -> bool {
+        self.reservations.iter().any(|r| match &r.owner {
+            WorkId::App(app) => self.apps.get(app).is_some_and(|a| &a.desc.queue == name),
+            WorkId::Driver(_) => false,
         })
     }
 

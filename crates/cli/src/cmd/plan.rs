@@ -5,6 +5,7 @@
 use std::io::Read;
 use std::path::Path;
 
+use muster_core::access::{QueueAccess, QueueSpec};
 use muster_core::preempt::Preemption;
 use muster_core::{Plan, Snapshot};
 use serde::Serialize;
@@ -22,7 +23,12 @@ pub fn run(path: &Path) -> Result<String, CliError> {
     let snapshot = parse(&text)?;
     let bad = |e: muster_core::InputError| CliError::BadInput(e.to_string());
     // The queues are written here: their names must be the paths of a tree.
-    muster_core::queues::check_paths(&snapshot.queues).map_err(bad)?;
+    let queues: Vec<QueueSpec> = snapshot
+        .queues
+        .iter()
+        .map(|q| QueueSpec::from((q.clone(), QueueAccess::default())))
+        .collect();
+    muster_core::queues::check_paths(&queues).map_err(bad)?;
     let plan = muster_core::schedule(&snapshot).map_err(bad)?;
     // With `preemption` set: what the waiting work of those prior queues would stop.
     let preempt = match &snapshot.preemption {

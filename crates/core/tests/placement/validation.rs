@@ -1,5 +1,6 @@
 //! Malformed snapshots are refused with the offending field, and nothing is scheduled.
 
+use muster_core::access::QueueSpec;
 use muster_core::model::HeldExecutor;
 use muster_core::queues::check_paths;
 use muster_core::resources::Resources;
@@ -192,7 +193,7 @@ fn capacities_are_refused_naming_the_queue_or_the_parent_at_fault() {
 #[test]
 fn written_queue_names_must_be_the_paths_of_a_tree() {
     let paths = |names: &[&str]| -> Result<(), String> {
-        let queues: Vec<_> = names.iter().map(|&n| queue(n, false, 1.0, 1.0)).collect();
+        let queues: Vec<_> = names.iter().map(|&n| QueueSpec::named(n)).collect();
         check_paths(&queues).map_err(|e| e.to_string())
     };
     assert_eq!(paths(&["team", "team.etl", "team.etl.daily"]), Ok(()));
@@ -224,8 +225,11 @@ fn written_queue_names_must_be_the_paths_of_a_tree() {
         )
     );
     let mut prior_parent = vec![
-        queue("team", true, 1.0, 1.0),
-        queue("team.etl", false, 1.0, 1.0),
+        QueueSpec {
+            prior: true,
+            ..QueueSpec::named("team")
+        },
+        QueueSpec::named("team.etl"),
     ];
     assert_eq!(
         check_paths(&prior_parent).unwrap_err().to_string(),
@@ -236,6 +240,12 @@ fn written_queue_names_must_be_the_paths_of_a_tree() {
     assert_eq!(
         check_paths(&prior_parent).unwrap_err().to_string(),
         "queues[0].threshold: `team` is a parent queue: `threshold` belongs to its leaves"
+    );
+    prior_parent[0].threshold = 1.0;
+    prior_parent[0].submit = Some(vec!["alice".to_owned()]);
+    assert_eq!(
+        check_paths(&prior_parent).unwrap_err().to_string(),
+        "queues[0].submit: `team` is a parent queue: `submit` belongs to its leaves"
     );
 }
 

@@ -181,6 +181,18 @@ impl Preempt {
                     WorkId::Driver(_) => None,
                 })
                 .collect();
+            // Room already kept for a queue is not yet counted in what it holds: it waits
+            // for that room to be granted before it preempts again.
+            if let Some(queue) = owners
+                .iter()
+                .map(|&owner| &state.apps[owner].desc.queue)
+                .find(|&queue| state.room_kept_for_queue(queue))
+            {
+                return Err(ApplyError::Conflict(format!(
+                    "room is already kept for queue `{queue}`: it preempts again once that \
+                     room is granted"
+                )));
+            }
             let snapshot = state.scheduling_snapshot(PassConfig::default());
             check_for_guarantees(&snapshot, &self.victims, &owners)
                 .map_err(ApplyError::Conflict)?;

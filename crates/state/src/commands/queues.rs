@@ -96,7 +96,12 @@ impl Apply for ConfigureQueues {
     fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
         let configs = self.configs()?;
         validate_queues(&configs)?;
-        check_paths(&configs)?;
+        let specs: Vec<QueueSpec> = configs
+            .iter()
+            .zip(&self.queues)
+            .map(|(config, (_, access))| QueueSpec::from((config.clone(), access.clone())))
+            .collect();
+        check_paths(&specs)?;
         for queue in active_queues(state) {
             if let Err(NotALeaf::Parent { .. }) = takes_work(&configs, queue) {
                 return Err(ApplyError::Conflict(format!(

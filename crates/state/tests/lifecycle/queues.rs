@@ -153,7 +153,7 @@ fn preemption_for_guarantees_takes_only_what_a_queue_holds_above_its_own() {
         .expect("b is below its guarantee and a above its own");
     assert_eq!(chosen.victims.len(), 2, "a keeps its half: {chosen:?}");
 
-    // A third victim would take a below its guarantee; as a preemption for prior work, the
+    // A third victim would stop more than b lacks; as a preemption for prior work, the
     // newcomer may not preempt at all. Both are refused and change nothing.
     let before = c.state.clone();
     let mut greedy = Preempt::chosen(chosen.clone(), 1000);
@@ -167,7 +167,8 @@ fn preemption_for_guarantees_takes_only_what_a_queue_holds_above_its_own() {
     let error = c.apply(Op::PreemptForGuarantees(greedy)).unwrap_err();
     assert_eq!(
         error.to_string(),
-        "stopping these executors takes queue `a` below its guarantee"
+        "stopping 3 cores for queues that lack 2: a preemption for guarantees takes no more \
+         than they lack"
     );
     let error = c
         .apply(Op::Preempt(Preempt::chosen(chosen.clone(), 1000)))
@@ -185,6 +186,72 @@ fn preemption_for_guarantees_takes_only_what_a_queue_holds_above_its_own() {
         kept,
         [&WorkId::App(newcomer.clone()), &WorkId::App(newcomer)]
     );
+
+    // Until that room is granted, b preempts no more, for any of its apps.
+    let second = c.submit_app(in_queue("b"));
+    let again = Preempt {
+        victims: vec![(
+            borrower.clone(),
+            *c.state.apps()[&borrower].executors.keys().next().unwrap(),
+        )],
+        reservations: vec![muster_state::model::Reservation {
+            owner: WorkId::App(second),
+            ..c.state.reservations()[0].clone()
+        }],
+        grace_ms: 1000,
+    };
+    let error = c.apply(Op::PreemptForGuarantees(again)).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("room is already kept for queue `b`"),
+        "{error}"
+    );
+}
+
+#[test]
+fn preemption_for_guarantees_never_takes_a_queue_below_its_own() {
+    // On 4 cores a is promised 2 and holds 3, b 1 and holds none, c 1 and holds 1: b may
+    // take a core from a, never c's.
+    let mut c = Cluster::new();
+    c.worker("w1", 4, 4096);
+    c.ok(set_queues_op(vec![
+        queue("default", 0.0),
+        queue("a", 0.5),
+        queue("b", 0.25),
+        queue("c", 0.25),
+    ]));
+    let mut apps = Vec::new();
+    for (name, cores) in [("a", 3), ("c", 1)] {
+        let mut desc = app_desc(Some(cores), Some(1), 256);
+        desc.queue = name.into();
+        apps.push(c.submit_app(desc));
+    }
+    c.schedule();
+    let mut desc = app_desc(None, Some(1), 256);
+    desc.queue = "b".into();
+    let waiting = c.submit_app(desc);
+    let from = |app: &muster_core::ids::AppId, c: &Cluster| Preempt {
+        victims: vec![(
+            app.clone(),
+            *c.state.apps()[app].executors.keys().next().unwrap(),
+        )],
+        reservations: vec![muster_state::model::Reservation {
+            owner: WorkId::App(waiting.clone()),
+            worker: "w1".into(),
+            resources: muster_core::resources::Resources::new(1, 256),
+            until: muster_core::ids::Timestamp(0),
+        }],
+        grace_ms: 1000,
+    };
+    let error = c
+        .apply(Op::PreemptForGuarantees(from(&apps[1], &c)))
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "stopping these executors takes queue `c` below its guarantee"
+    );
+    c.ok(Op::PreemptForGuarantees(from(&apps[0], &c)));
 }
 
 #[test]
