@@ -72,7 +72,7 @@ struct AppPass<'s> {
     granted: BTreeMap<&'s AppId, (u64, u64)>,
     /// The grant (its index in the plan) of each app's executor on each worker this pass,
     /// for apps without `executor_cores`, whose one executor per worker absorbs the cores
-    /// of every round.
+    /// of every round (see `grow_sole_executors`).
     sole_executors: BTreeMap<(&'s AppId, usize), usize>,
     /// The step of the pass at which each plan grant last grew: listed in that order, each
     /// grant is admissible (thresholds included) after the ones before it.
@@ -144,6 +144,52 @@ impl<'s> AppPass<'s> {
         tightest
     }
 
+    /// Adds up to `cores` to the executors `app` (without `executor_cores`) got earlier in
+    /// this pass, as Spark adds cores to an executor it is launching: whatever the worker
+    /// still offers the app's queue, without memory or the executor limit, one core per
+    /// worker in turn when spreading out, else each worker filled in turn. Returns the cores
+    /// added and the workers they went to.
+    fn grow_sole_executors(
+        &mut self,
+        app: &'s AppRequest,
+        mut cores: u64,
+        ledger: &mut Ledger<'_>,
+        plan: &mut Plan,
+    ) -> (u64, Vec<usize>) {
+        let admission = self.queues.admission(&app.queue);
+        let mut executors: Vec<(usize, usize, u32)> = self
+            .sole_executors
+            .range((&app.id, 0)..=(&app.id, usize::MAX))
+            .map(|(&(_, w), &grant)| (grant, w, 0))
+            .collect();
+        // In the order they were granted.
+        executors.sort_unstable();
+        let spread_out = self.snapshot.config.spread_out_apps;
+        let mut added_any = true;
+        while cores > 0 && added_any {
+            added_any = false;
+            for (_, w, added) in &mut executors {
+                while cores > 0 && ledger.offer(*w, admission).cores > *added {
+                    *added += 1;
+                    cores -= 1;
+                    added_any = true;
+                    if spread_out {
+                        break;
+                    }
+                }
+            }
+        }
+        let mut grown = (0, Vec::new());
+        for (grant, w, added) in executors.into_iter().filter(|&(_, _, added)| added > 0) {
+            ledger.take(w, &Resources::new(added, 0), admission == Admission::Prior);
+            plan.executors[grant].resources.cores += added;
+            self.grown_at[grant] = self.next_step();
+            grown.0 += u64::from(added);
+            grown.1.push(w);
+        }
+        grown
+    }
+
     /// Grants `app` what the placer assigns within the room `bound` leaves its queue, then,
     /// when this is the app's `last` round, records why it still waits, if it does.
     fn place<P: ExecutorPlacer>(
@@ -171,16 +217,22 @@ impl<'s> AppPass<'s> {
         let admission = self.queues.admission(&app.queue);
         let need = &Resources::new(cpe, app.executor_memory_mb)
             .with_custom(app.executor_resources.clone());
+        let mut cores_left = own_left.min(queue_left);
+        let (mut granted_cores, mut granted_executors) = (0u64, 0u64);
+        if app.executor_cores.is_none() {
+            let (grown, changed) = self.grow_sole_executors(app, cores_left, ledger, plan);
+            cores_left -= grown;
+            granted_cores += grown;
+            placer.workers_changed(ledger, &changed);
+        }
         let request = ExecutorRequest {
             cores_per_executor: app.executor_cores,
             need,
-            cores_left: own_left.min(queue_left),
+            cores_left,
             executors_left,
             admission,
             spread_out: self.snapshot.config.spread_out_apps,
         };
-
-        let (mut granted_cores, mut granted_executors) = (0u64, 0u64);
         if request.cores_left >= u64::from(cpe) {
             let assigned = placer.assign(ledger, &request);
             for &(w, cores) in &assigned {
@@ -192,35 +244,26 @@ impl<'s> AppPass<'s> {
                     cores: cores_each,
                     ..need.clone()
                 };
-                let prior = admission == Admission::Prior;
-                let launched = match self.sole_executors.get(&(&app.id, w)) {
-                    // One executor per worker and pass: a later round only adds cores to it.
-                    Some(&grant) if app.executor_cores.is_none() => {
-                        ledger.take(w, &Resources::new(cores, 0), prior);
-                        plan.executors[grant].resources.cores += cores;
-                        self.grown_at[grant] = self.next_step();
-                        0
+                for _ in 0..count {
+                    ledger.take(w, &executor, admission == Admission::Prior);
+                    if app.executor_cores.is_none() {
+                        // Its executors there took every core offered: a worker the
+                        // placer picks has none of this app's yet.
+                        let earlier = self
+                            .sole_executors
+                            .insert((&app.id, w), plan.executors.len());
+                        debug_assert!(earlier.is_none(), "one executor per worker");
                     }
-                    _ => {
-                        for _ in 0..count {
-                            ledger.take(w, &executor, prior);
-                            if app.executor_cores.is_none() {
-                                self.sole_executors
-                                    .insert((&app.id, w), plan.executors.len());
-                            }
-                            let step = self.next_step();
-                            self.grown_at.push(step);
-                            plan.executors.push(ExecutorGrant {
-                                app: app.id.clone(),
-                                worker: ledger.worker(w).id.clone(),
-                                resources: executor.clone(),
-                            });
-                        }
-                        count
-                    }
-                };
+                    let step = self.next_step();
+                    self.grown_at.push(step);
+                    plan.executors.push(ExecutorGrant {
+                        app: app.id.clone(),
+                        worker: ledger.worker(w).id.clone(),
+                        resources: executor.clone(),
+                    });
+                }
                 granted_cores += u64::from(cores);
-                granted_executors += u64::from(launched);
+                granted_executors += u64::from(count);
             }
             let changed: Vec<usize> = assigned.iter().map(|&(w, _)| w).collect();
             placer.workers_changed(ledger, &changed);
