@@ -8,6 +8,9 @@
 //!   caps, executor sizes, memory, GPUs, limits, three queues, prior-hosting and dead workers).
 //! * `wide`: four apps that each ask for 2,000 one-core executors with spreadOut on, the case
 //!   where Spark's loop is slowest.
+//! * `tree`: `mixed` under a queue tree with capacities (a prior leaf, two teams, one with
+//!   two leaves), so the pass serves guarantees first and then maxima; against `mixed` in
+//!   the same run it is the cost of the capacity rounds.
 //!
 //! Run with `cargo bench -p muster-core --bench placement`.
 
@@ -140,6 +143,37 @@ fn mixed(worker_count: usize) -> Snapshot {
     snapshot
 }
 
+fn tree(worker_count: usize) -> Snapshot {
+    let mut snapshot = mixed(worker_count);
+    let queue = |name: &str, prior, max_capacity, capacity| QueueConfig {
+        name: name.into(),
+        prior,
+        threshold: if prior { 1.0 } else { 0.8 },
+        max_capacity,
+        capacity: Some(capacity),
+    };
+    snapshot.queues = vec![
+        queue("prod", true, 1.0, 0.2),
+        queue("default", false, 1.0, 0.3),
+        QueueConfig {
+            threshold: 1.0,
+            ..queue("team", false, 0.8, 0.5)
+        },
+        queue("team.batch", false, 0.5, 0.5),
+        queue("team.etl", false, 1.0, 0.5),
+    ];
+    for app in &mut snapshot.apps {
+        if app.queue.0 == "batch" {
+            app.queue = if app.id.0.ends_with(['0', '2', '4', '6', '8']) {
+                "team.batch".into()
+            } else {
+                "team.etl".into()
+            };
+        }
+    }
+    snapshot
+}
+
 fn wide(worker_count: usize) -> Snapshot {
     let mut rng = Lcg(worker_count as u64 + 1);
     let apps = (0..4)
@@ -167,7 +201,7 @@ const SCHEDULERS: [(&str, Scheduler); 2] = [
 ];
 type Workload = fn(usize) -> Snapshot;
 
-const WORKLOADS: [(&str, Workload); 2] = [("mixed", mixed), ("wide", wide)];
+const WORKLOADS: [(&str, Workload); 3] = [("mixed", mixed), ("wide", wide), ("tree", tree)];
 
 fn bench_placement(c: &mut Criterion) {
     for (workload, build) in WORKLOADS {
