@@ -1,8 +1,10 @@
 //! Chaos: real `muster` processes (three masters peering through fault proxies, three
 //! workers), steady submissions and status reads, and a seeded random schedule of faults:
 //! SIGKILL and restart, SIGSTOP then SIGCONT, partitions of one master from the others
-//! (workers still reach it), and one-way cuts of a single link (one master cannot reach
-//! another, which still reaches it), for masters and worker agents alike.
+//! (workers still reach it), one-way cuts of a single link (one master cannot reach
+//! another, which still reaches it), and one-way partitions of a whole master (nobody
+//! reaches it while it reaches everyone, or the reverse), for masters and worker agents
+//! alike.
 //!
 //! Every second through the run, `/proc` is sampled: no driver or executor ever runs twice at
 //! once. At the end, the history of submissions and reads must be linearizable
@@ -12,7 +14,8 @@
 //! ALIVE.
 //!
 //! `MUSTER_CHAOS_SECS` sets how long faults are injected (60 by default); a failure prints
-//! the seed, and `MUSTER_CHAOS_SEED` replays it.
+//! the seed, and `MUSTER_CHAOS_SEED` replays it. `MUSTER_CHAOS_FENCE=1` runs the workers
+//! with `--fence`.
 
 // Shared by every end-to-end test binary; each uses part of it.
 #[allow(dead_code)]
@@ -143,11 +146,15 @@ impl Cluster {
 
     fn spawn_worker(&self, worker: usize) -> Process {
         let name = format!("w{}", worker + 1);
+        let mut command = muster();
+        command.args([
+            "worker", "--cores", "4", "--memory", "8192", "--host", &name,
+        ]);
+        if std::env::var_os("MUSTER_CHAOS_FENCE").is_some_and(|v| v == "1") {
+            command.arg("--fence");
+        }
         Process(
-            muster()
-                .args([
-                    "worker", "--cores", "4", "--memory", "8192", "--host", &name,
-                ])
+            command
                 .arg("--work-dir")
                 .arg(self.work_dir(worker))
                 .env("MUSTER_MASTERS", self.all())
@@ -164,6 +171,19 @@ impl Cluster {
                 if cut { proxy.block() } else { proxy.heal() }
             }
         }
+    }
+
+    /// Blocks, for `hold`, every link `from -> to` that `cut` picks.
+    fn cut_one_way(&self, cut: impl Fn(usize, usize) -> bool, hold: Duration) {
+        let links: Vec<&Proxy> = self
+            .proxies
+            .iter()
+            .filter(|((from, to), _)| cut(*from, *to))
+            .map(|(_, proxy)| proxy)
+            .collect();
+        links.iter().for_each(|proxy| proxy.block());
+        std::thread::sleep(hold);
+        links.iter().for_each(|proxy| proxy.heal());
     }
 
     fn status(&self, masters: &str, local: bool) -> Option<Value> {
@@ -191,6 +211,10 @@ enum Fault {
     PartitionMaster(usize, Duration),
     /// Master `.0` cannot reach master `.1`; `.1` still reaches `.0`.
     CutLink(usize, usize, Duration),
+    /// No master reaches master `.0`, which still reaches them all.
+    CutInto(usize, Duration),
+    /// Master `.0` reaches no master; they all still reach it.
+    CutOutOf(usize, Duration),
     KillAgent(usize),
     FreezeAgent(usize, Duration),
 }
@@ -198,7 +222,7 @@ enum Fault {
 impl Fault {
     fn pick(rng: &mut Rng, longest: u64) -> Self {
         let hold = Duration::from_secs(rng.between(2, longest));
-        match rng.between(0, 5) {
+        match rng.between(0, 7) {
             0 => Self::KillMaster(rng.between(0, 2) as usize),
             1 => Self::FreezeMaster(rng.between(0, 2) as usize, hold),
             2 => Self::PartitionMaster(rng.between(0, 2) as usize, hold),
@@ -207,7 +231,9 @@ impl Fault {
                 let to = (from + rng.between(1, 2) as usize) % MASTERS;
                 Self::CutLink(from, to, hold)
             }
-            4 => Self::KillAgent(rng.between(0, 2) as usize),
+            4 => Self::CutInto(rng.between(0, 2) as usize, hold),
+            5 => Self::CutOutOf(rng.between(0, 2) as usize, hold),
+            6 => Self::KillAgent(rng.between(0, 2) as usize),
             _ => Self::FreezeAgent(rng.between(0, 2) as usize, hold),
         }
     }
@@ -236,6 +262,8 @@ impl Fault {
                 std::thread::sleep(hold);
                 proxy.heal();
             }
+            Self::CutInto(m, hold) => cluster.cut_one_way(|_, to| to == m, hold),
+            Self::CutOutOf(m, hold) => cluster.cut_one_way(|from, _| from == m, hold),
             Self::KillAgent(w) => {
                 cluster.workers[w].take().unwrap().crash();
                 std::thread::sleep(Duration::from_millis(rng.between(500, 3000)));
@@ -577,6 +605,8 @@ fn faults_of_every_kind_leave_every_piece_of_work_running_exactly_once() {
             Fault::FreezeMaster(..) => "master frozen",
             Fault::PartitionMaster(..) => "master partitioned",
             Fault::CutLink(..) => "link cut one way",
+            Fault::CutInto(..) => "master unreachable one way",
+            Fault::CutOutOf(..) => "master reaching nobody",
             Fault::KillAgent(_) => "agent killed",
             Fault::FreezeAgent(..) => "agent frozen",
         };
