@@ -165,16 +165,8 @@ impl Cluster {
         )
     }
 
-    fn partition(&self, master: usize, cut: bool) {
-        for ((from, to), proxy) in &self.proxies {
-            if *from == master || *to == master {
-                if cut { proxy.block() } else { proxy.heal() }
-            }
-        }
-    }
-
-    /// Blocks, for `hold`, every link `from -> to` that `cut` picks.
-    fn cut_one_way(&self, cut: impl Fn(usize, usize) -> bool, hold: Duration) {
+    /// Blocks, for `hold`, every link `from -> to` between masters that `cut` picks.
+    fn cut_links(&self, cut: impl Fn(usize, usize) -> bool, hold: Duration) {
         let links: Vec<&Proxy> = self
             .proxies
             .iter()
@@ -252,18 +244,13 @@ impl Fault {
                 master.thaw();
             }
             Self::PartitionMaster(m, hold) => {
-                cluster.partition(m, true);
-                std::thread::sleep(hold);
-                cluster.partition(m, false);
+                cluster.cut_links(|from, to| from == m || to == m, hold);
             }
             Self::CutLink(from, to, hold) => {
-                let proxy = &cluster.proxies[&(from, to)];
-                proxy.block();
-                std::thread::sleep(hold);
-                proxy.heal();
+                cluster.cut_links(|f, t| (f, t) == (from, to), hold);
             }
-            Self::CutInto(m, hold) => cluster.cut_one_way(|_, to| to == m, hold),
-            Self::CutOutOf(m, hold) => cluster.cut_one_way(|from, _| from == m, hold),
+            Self::CutInto(m, hold) => cluster.cut_links(|_, to| to == m, hold),
+            Self::CutOutOf(m, hold) => cluster.cut_links(|from, _| from == m, hold),
             Self::KillAgent(w) => {
                 cluster.workers[w].take().unwrap().crash();
                 std::thread::sleep(Duration::from_millis(rng.between(500, 3000)));
