@@ -20,11 +20,20 @@ fn queue(name: &str, capacity: f64) -> QueueSpec {
     }
 }
 
-fn submit(c: &mut Cluster, queue: &str) -> Result<muster_state::Response, ApplyError> {
-    let mut desc = app_desc(None, None, 512);
+/// An application of `queue` with these cores and 256 MB executors.
+fn in_queue(
+    queue: &str,
+    cores_max: Option<u32>,
+    executor_cores: Option<u32>,
+) -> muster_state::model::AppDescription {
+    let mut desc = app_desc(cores_max, executor_cores, 256);
     desc.queue = queue.into();
+    desc
+}
+
+fn submit(c: &mut Cluster, queue: &str) -> Result<muster_state::Response, ApplyError> {
     c.apply(Op::SubmitApp(muster_state::commands::SubmitApp {
-        desc,
+        desc: in_queue(queue, None, None),
         executor_limit: None,
     }))
 }
@@ -137,15 +146,10 @@ fn preemption_for_guarantees_takes_only_what_a_queue_holds_above_its_own() {
         queue("a", 0.5),
         queue("b", 0.5),
     ]));
-    let in_queue = |name: &str| {
-        let mut desc = app_desc(None, Some(1), 256);
-        desc.queue = name.into();
-        desc
-    };
-    let borrower = c.submit_app(in_queue("a"));
+    let borrower = c.submit_app(in_queue("a", None, Some(1)));
     c.schedule();
     assert_eq!(c.state.apps()[&borrower].executors.len(), 4);
-    let newcomer = c.submit_app(in_queue("b"));
+    let newcomer = c.submit_app(in_queue("b", None, Some(1)));
     let snapshot = c.state.scheduling_snapshot(PassConfig::default());
     let eligible = BTreeSet::from([WorkId::App(newcomer.clone())]);
     let chosen = choose(&snapshot, &eligible, 1.0, Preempting::BelowGuarantee)
@@ -188,7 +192,7 @@ fn preemption_for_guarantees_takes_only_what_a_queue_holds_above_its_own() {
     );
 
     // Until that room is granted, b preempts no more, for any of its apps.
-    let second = c.submit_app(in_queue("b"));
+    let second = c.submit_app(in_queue("b", None, Some(1)));
     let again = Preempt {
         victims: vec![(
             borrower.clone(),
@@ -223,14 +227,10 @@ fn preemption_for_guarantees_never_takes_a_queue_below_its_own() {
     ]));
     let mut apps = Vec::new();
     for (name, cores) in [("a", 3), ("c", 1)] {
-        let mut desc = app_desc(Some(cores), Some(1), 256);
-        desc.queue = name.into();
-        apps.push(c.submit_app(desc));
+        apps.push(c.submit_app(in_queue(name, Some(cores), Some(1))));
     }
     c.schedule();
-    let mut desc = app_desc(None, Some(1), 256);
-    desc.queue = "b".into();
-    let waiting = c.submit_app(desc);
+    let waiting = c.submit_app(in_queue("b", None, Some(1)));
     let from = |app: &muster_core::ids::AppId, c: &Cluster| Preempt {
         victims: vec![(
             app.clone(),
@@ -270,9 +270,7 @@ fn names_earlier_builds_took_still_apply_from_their_ops_and_are_refused_in_a_tre
     };
     c.ok(flat(&["root.etl", "team"]));
     for queue in ["root.etl", "team"] {
-        let mut desc = app_desc(Some(2), None, 512);
-        desc.queue = queue.into();
-        c.submit_app(desc);
+        c.submit_app(in_queue(queue, Some(2), None));
     }
     c.ok(flat(&["root.etl", "team", "team.x"]));
     c.schedule();
