@@ -744,20 +744,22 @@ fn pipe(mut from: TcpStream, mut to: TcpStream) {
 /// keeps the room it frees 2 s and stops at most half the cores per round; with the
 /// directory holding their settings, which must outlive them.
 pub fn preempting_masters() -> (Masters, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("master.json");
-    std::fs::write(
-        &config,
+    configured_masters(
         r#"{"preemption": {"queues": ["prod"], "delay_s": 1, "grace_s": 2, "max_fraction": 0.5}}"#,
-    )
-    .unwrap();
-    let masters = Masters::start_with(&["--config", config.to_str().unwrap()]);
-    masters.leader(0);
-    set_queues(
-        &masters.list_from(1),
-        dir.path(),
         r#"[{"name": "prod", "prior": true}]"#,
-    );
+    )
+}
+
+/// Three masters started with the `--config` file `config` (JSON), once one leads given
+/// `queues` (a JSON list); with the directory holding their settings, which must outlive
+/// them.
+pub fn configured_masters(config: &str, queues: &str) -> (Masters, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("master.json");
+    std::fs::write(&file, config).unwrap();
+    let masters = Masters::start_with(&["--config", file.to_str().unwrap()]);
+    masters.leader(0);
+    set_queues(&masters.list_from(1), dir.path(), queues);
     (masters, dir)
 }
 

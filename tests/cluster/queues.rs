@@ -7,7 +7,7 @@ use std::io::Write as _;
 use serde_json::Value;
 
 use crate::support::{
-    Masters, SLEEPERS, app, app_run, running_executors, set_queues, start_worker, wait_for,
+    SLEEPERS, app, app_run, configured_masters, running_executors, start_worker, wait_for,
 };
 
 /// The queue named `name` as status shows it.
@@ -22,12 +22,8 @@ fn queue<'s>(status: &'s Value, name: &str) -> &'s Value {
 
 #[test]
 fn a_team_borrows_the_idle_half_and_the_other_gets_it_back_as_executors_end() {
-    let masters = Masters::start();
-    masters.leader(0);
-    let settings = tempfile::tempdir().unwrap();
-    set_queues(
-        &masters.list_from(1),
-        settings.path(),
+    let (masters, _settings) = configured_masters(
+        "{}",
         r#"[{"name": "team", "capacity": 1},
             {"name": "team.a", "capacity": 0.5},
             {"name": "team.b", "capacity": 0.5}]"#,
@@ -78,18 +74,8 @@ fn a_team_borrows_the_idle_half_and_the_other_gets_it_back_as_executors_end() {
 
 #[test]
 fn with_preemption_for_capacities_the_other_team_gets_its_half_back_from_running_executors() {
-    let settings = tempfile::tempdir().unwrap();
-    let config = settings.path().join("master.json");
-    std::fs::write(
-        &config,
+    let (masters, _settings) = configured_masters(
         r#"{"preemption": {"capacities": true, "delay_s": 1, "grace_s": 2, "max_fraction": 1}}"#,
-    )
-    .unwrap();
-    let masters = Masters::start_with(&["--config", config.to_str().unwrap()]);
-    masters.leader(0);
-    set_queues(
-        &masters.list_from(1),
-        settings.path(),
         r#"[{"name": "a", "capacity": 0.5}, {"name": "b", "capacity": 0.5}]"#,
     );
     let _worker = start_worker(&masters, "w1", 4);
