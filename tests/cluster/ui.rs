@@ -117,7 +117,7 @@ fn the_status_page_renders_in_a_browser() {
     assert!(dom.contains("workers 1 ALIVE of 1"), "{dom}");
     assert!(dom.contains("drivers 1 running"), "{dom}");
     assert!(dom.contains("nightly-report"), "{dom}");
-    assert!(dom.contains("threshold 0.8, max 0.75"), "{dom}");
+    assert!(dom.contains("max 0.75, threshold 0.8"), "{dom}");
     assert!(dom.contains(&format!(r#"href="driver/{driver}""#)), "{dom}");
 
     let screenshot = dir.path().join("status.png");
