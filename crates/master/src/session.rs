@@ -12,8 +12,9 @@
 //! writes, a storm of registrations) is followed by one pass rather than one per event.
 //!
 //! The session ends when this replica stops leading, when a new term starts, or when it has
-//! not heard from a quorum for an election timeout (check-quorum): its streams close, so
-//! workers and clients look for the new leader at once. Nothing here is replicated except
+//! not heard from a quorum for an election timeout (check-quorum), or when the leader
+//! panics (a bug: a fresh session of the same term then recovers from the log): its streams
+//! close, so workers and clients look for the new leader at once. Nothing here is replicated except
 //! through proposals; heartbeats, process ids and wait reasons live in the leader only.
 
 use std::collections::HashMap;
@@ -145,23 +146,36 @@ impl Session {
         });
         // Everything the session's own tasks log carries its term.
         let span = tracing::info_span!("leader", term = %term);
-        tokio::spawn(
+        session.spawn(
             Arc::clone(&session)
                 .write_proposals(to_write)
                 .instrument(span.clone()),
         );
-        tokio::spawn(
+        session.spawn(
             Arc::clone(&session)
                 .tick_until_ended()
                 .instrument(span.clone()),
         );
-        tokio::spawn(
+        session.spawn(
             Arc::clone(&session)
                 .pass_when_wanted()
                 .instrument(span.clone()),
         );
-        tokio::spawn(Arc::clone(&session).read_state().instrument(span));
+        session.spawn(Arc::clone(&session).read_state().instrument(span));
         session
+    }
+
+    /// Runs `task`, one of the session's own. A panic in it (a bug in the leader) ends the
+    /// session, as a panic under its lock does (see [`Session::lock`]): a task that died
+    /// would otherwise leave the leader waiting for it.
+    fn spawn(self: &Arc<Self>, task: impl Future<Output = ()> + Send + 'static) {
+        let task = tokio::spawn(task);
+        let session = Arc::clone(self);
+        tokio::spawn(async move {
+            if task.await.is_err_and(|error| error.is_panic()) {
+                session.end_after_panic(&mut session.lock());
+            }
+        });
     }
 
     /// Where recovery stands.
@@ -199,12 +213,17 @@ impl Session {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|poisoned| {
             let mut inner = poisoned.into_inner();
-            if !self.ended.send_replace(true) {
-                tracing::error!(term = %self.term, "the leader panicked: its session ends");
-                close_all(&mut inner);
-            }
+            self.end_after_panic(&mut inner);
             inner
         })
+    }
+
+    /// Ends the session after a panic in the leader, once, saying so.
+    fn end_after_panic(&self, inner: &mut Inner) {
+        if !self.ended.send_replace(true) {
+            tracing::error!(term = %self.term, "the leader panicked: its session ends");
+            close_all(inner);
+        }
     }
 
     fn is_over(&self) -> bool {
@@ -434,7 +453,7 @@ impl Session {
     ) {
         let (pending, mut to_await) = mpsc::unbounded_channel::<(ProposalId, Pending)>();
         let session = Arc::clone(&self);
-        tokio::spawn(async move {
+        self.spawn(async move {
             let mut ended = session.ended();
             loop {
                 let (proposal, result) = tokio::select! {
@@ -775,5 +794,97 @@ impl Sessions {
                 term,
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use muster_raft::RaftSettings;
+    use muster_state::StateConfig;
+
+    use super::*;
+
+    /// A replica that is a group of its own, so it leads, followed by [`Sessions`].
+    async fn lone_leader(dir: &Path) -> Arc<Sessions> {
+        let settings = RaftSettings::default();
+        let node = RaftNode::open(1, dir, &settings, StateConfig::default())
+            .await
+            .unwrap();
+        let members = BTreeMap::from([(1, "127.0.0.1:1".to_owned())]);
+        node.bootstrap(&members).await.unwrap();
+        Sessions::start(
+            Arc::new(node),
+            SessionConfig::default(),
+            Tokens::open(),
+            Arc::new(Metrics::new()),
+        )
+    }
+
+    /// Waits for a session other than `old` to be ALIVE.
+    async fn alive_session(sessions: &Sessions, old: Option<&Arc<Session>>) -> Arc<Session> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(session) = sessions.current()
+                && !old.is_some_and(|old| Arc::ptr_eq(old, &session))
+                && session.recovery_state() == RecoveryState::Alive
+            {
+                return session;
+            }
+            assert!(Instant::now() < deadline, "no new session came ALIVE");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Ends with `session` ended and its worker stream, opened before, told to look for the
+    /// leader; then a fresh session of the same term comes ALIVE.
+    async fn is_replaced_after_a_panic(
+        sessions: &Sessions,
+        session: &Arc<Session>,
+        mut stream: mpsc::Receiver<Result<MasterMessage, Status>>,
+    ) {
+        let mut ended = session.ended();
+        tokio::time::timeout(Duration::from_secs(5), ended.wait_for(|&ended| ended))
+            .await
+            .expect("the session ends")
+            .unwrap();
+        let closed = stream.recv().await.expect("the stream hears why it closes");
+        assert_eq!(closed.unwrap_err().code(), tonic::Code::Unavailable);
+        let fresh = alive_session(sessions, Some(session)).await;
+        assert_eq!(fresh.term, session.term);
+    }
+
+    #[tokio::test]
+    async fn a_panic_under_the_leaders_lock_ends_the_session_and_a_fresh_one_recovers() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = lone_leader(dir.path()).await;
+        let session = alive_session(&sessions, None).await;
+        let (sender, stream) = link_channel(0);
+        session.open_worker_link(sender).unwrap();
+
+        let panicked = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let _inner = session.inner.lock();
+                    panic!("a bug in the leader");
+                })
+                .join()
+        });
+        assert!(panicked.is_err());
+        is_replaced_after_a_panic(&sessions, &session, stream).await;
+    }
+
+    #[tokio::test]
+    async fn a_panic_in_a_session_task_ends_the_session_and_a_fresh_one_recovers() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = lone_leader(dir.path()).await;
+        let session = alive_session(&sessions, None).await;
+        let (sender, stream) = link_channel(0);
+        session.open_worker_link(sender).unwrap();
+
+        session.spawn(async { panic!("a bug in the leader") });
+        is_replaced_after_a_panic(&sessions, &session, stream).await;
     }
 }
