@@ -1,11 +1,12 @@
 //! Real `muster` processes on loopback ports: masters, workers and client commands, each
 //! process killed when its handle drops, data in a temporary directory.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -326,7 +327,8 @@ fn test_dir() -> tempfile::TempDir {
 
 pub struct Masters {
     pub addrs: Vec<String>,
-    pub peers: String,
+    /// Each master's `--peers` list.
+    pub peers: Vec<String>,
     pub running: Vec<Option<Process>>,
     pub dir: tempfile::TempDir,
     extra_args: Vec<String>,
@@ -368,8 +370,45 @@ impl Masters {
         Self::start_as(extra_args, Flavour::SparkRest)
     }
 
+    /// Three masters whose `--peers` lists name a proxy for each other master, as a user
+    /// writes them for masters that reach each other through proxies; with the proxies,
+    /// `proxies[&(from, to)]` the one in master `from`'s list for `to` (1-based). Master 1
+    /// bootstraps the group, so its list is the membership: masters 2 and 3 reach master 1
+    /// directly and each other through master 1's proxies.
+    pub fn start_behind_proxies() -> (Self, BTreeMap<(usize, usize), Proxy>) {
+        let (addrs, _) = master_addresses(3);
+        let mut proxies = BTreeMap::new();
+        for from in 1..=3 {
+            for to in (1..=3).filter(|&to| to != from) {
+                proxies.insert((from, to), Proxy::start(addrs[to - 1].clone()));
+            }
+        }
+        let peers = (1..=3)
+            .map(|from| {
+                (1..=3)
+                    .map(|to| match proxies.get(&(from, to)) {
+                        Some(proxy) => format!("{to}=127.0.0.1:{}", proxy.port),
+                        None => format!("{to}={}", addrs[to - 1]),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .collect();
+        (Self::start_on(addrs, peers, &[], Flavour::Secured), proxies)
+    }
+
     fn start_as(extra_args: &[&str], flavour: Flavour) -> Self {
         let (addrs, peers) = master_addresses(3);
+        Self::start_on(addrs, vec![peers; 3], extra_args, flavour)
+    }
+
+    /// Three masters listening on `addrs`, each with its own `--peers` list of `peers`.
+    fn start_on(
+        addrs: Vec<String>,
+        peers: Vec<String>,
+        extra_args: &[&str],
+        flavour: Flavour,
+    ) -> Self {
         let extra_args = extra_args.iter().map(|a| a.to_string()).collect();
         let plain = flavour == Flavour::Plain;
         let spark_rest = match flavour {
@@ -397,7 +436,12 @@ impl Masters {
     pub fn spawn(&self, id: usize) -> Process {
         let data_dir = self.dir.path().join(format!("master-{id}"));
         let log = std::fs::File::create(self.dir.path().join(format!("master-{id}.log"))).unwrap();
-        let mut command = master_command(id as u64, &self.addrs[id - 1], &self.peers, &data_dir);
+        let mut command = master_command(
+            id as u64,
+            &self.addrs[id - 1],
+            &self.peers[id - 1],
+            &data_dir,
+        );
         if self.plain {
             without_security(&mut command);
         }
@@ -672,6 +716,8 @@ pub struct Proxy {
     pub port: u16,
     blocked: Arc<AtomicBool>,
     connections: Arc<Mutex<Vec<TcpStream>>>,
+    /// How many connections it has turned away while blocked.
+    turned_away: Arc<AtomicU64>,
 }
 
 impl Proxy {
@@ -680,7 +726,12 @@ impl Proxy {
         let port = listener.local_addr().unwrap().port();
         let blocked = Arc::new(AtomicBool::new(false));
         let connections = Arc::new(Mutex::new(Vec::new()));
-        let (is_blocked, live) = (Arc::clone(&blocked), Arc::clone(&connections));
+        let turned_away = Arc::new(AtomicU64::new(0));
+        let (is_blocked, live, turning_away) = (
+            Arc::clone(&blocked),
+            Arc::clone(&connections),
+            Arc::clone(&turned_away),
+        );
         std::thread::spawn(move || {
             for incoming in listener.incoming() {
                 let Ok(client) = incoming else { continue };
@@ -688,6 +739,7 @@ impl Proxy {
                 // through between the check and the cut.
                 let mut live = live.lock().unwrap();
                 if is_blocked.load(Ordering::SeqCst) {
+                    turning_away.fetch_add(1, Ordering::SeqCst);
                     continue;
                 }
                 let Ok(server) = TcpStream::connect(&target) else {
@@ -705,7 +757,13 @@ impl Proxy {
             port,
             blocked,
             connections,
+            turned_away,
         }
+    }
+
+    /// How many connections it has turned away while blocked.
+    pub fn turned_away(&self) -> u64 {
+        self.turned_away.load(Ordering::SeqCst)
     }
 
     pub fn block(&self) {

@@ -1,6 +1,7 @@
 //! Faults an HA scheduler exists for, with real `muster` processes: a frozen leader, a worker
 //! agent frozen past its timeout, a crashed agent, a fencing worker cut off from the masters,
-//! a driver that exits while the leader is being replaced.
+//! a driver that exits while the leader is being replaced, a one-way partition of masters
+//! that reach each other through proxies.
 //! Each ends with every piece of work running exactly once.
 
 // Shared by every end-to-end test binary; each uses part of it.
@@ -82,7 +83,7 @@ struct Work {
     driver: String,
     app: String,
     /// The application's client and its output, attached while this lives.
-    _client: (Process, BufReader<ChildStdout>),
+    client: (Process, BufReader<ChildStdout>),
     /// Every process id, sorted.
     pids: Vec<u64>,
 }
@@ -98,7 +99,7 @@ fn start_work(masters: &Masters) -> Work {
         pids: pids(&status),
         driver,
         app,
-        _client: (client, events),
+        client: (client, events),
     }
 }
 
@@ -508,4 +509,74 @@ fn a_master_whose_disk_fills_stops_saying_why_loses_nothing_and_catches_up_once_
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(!acknowledged.is_empty());
+}
+
+/// How many connections a cut link may be tried on per second: a few elections and client
+/// calls, and replication that backs off a tenth of a second after each failure. Without
+/// the back-off, replication alone retried a cut link thousands of times a second.
+const CUT_LINK_ATTEMPTS_PER_SECOND: f64 = 40.0;
+
+/// How long the partition below lasts: long enough for a retry storm to show.
+const PARTITION: Duration = Duration::from_secs(10);
+
+#[test]
+fn a_one_way_partition_of_masters_behind_proxies_loses_no_attached_application() {
+    let (masters, proxies) = Masters::start_behind_proxies();
+    // The cut below is of master 1's proxies, so master 1 must lead when it comes.
+    let first = masters.leader(0);
+    if first != 1 {
+        let moved = Masters::client(&masters.list_from(1), &["members", "transfer-leader", "1"]);
+        assert!(moved.status.success(), "{moved:?}");
+        assert_eq!(masters.leader(first), 1);
+    }
+    let _worker = start_worker(&masters, "w1", 4);
+    let mut work = start_work(&masters);
+
+    // Every proxy master 1's list names is cut, and its list is the membership: master 1
+    // reaches nobody while masters 2 and 3 still reach it directly, and 2 and 3 (who reach
+    // each other through master 1's proxies) no longer reach each other. Leader hints
+    // name the cut proxies too.
+    let cut = [&proxies[&(1, 2)], &proxies[&(1, 3)]];
+    for proxy in cut {
+        proxy.block();
+    }
+    let cut_at = Instant::now();
+    let (_, status) = alive_leader(&masters, 1, 1);
+    assert_eq!(pids(&status), work.pids, "the same processes, nothing lost");
+    assert_eq!(driver(&status, &work.driver).unwrap()["state"], "RUNNING");
+    // Work is still accepted, through whichever master is asked first.
+    let during = submit(&masters, &["--", "/bin/sleep", "1000"]);
+    let during_pid = driver_pid(&masters, &during);
+    while cut_at.elapsed() < PARTITION {
+        assert!(
+            work.client.0.0.try_wait().unwrap().is_none(),
+            "the application's client gave up during the partition"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let lasted = cut_at.elapsed().as_secs_f64();
+    for proxy in cut {
+        let per_second = proxy.turned_away() as f64 / lasted;
+        assert!(
+            per_second < CUT_LINK_ATTEMPTS_PER_SECOND,
+            "a cut link was tried {per_second:.0} times a second"
+        );
+    }
+
+    for proxy in cut {
+        proxy.heal();
+    }
+    let (_, healed) = alive_leader(&masters, 0, 1);
+    let mut expected = work.pids.clone();
+    expected.push(during_pid);
+    expected.sort_unstable();
+    assert_eq!(pids(&healed), expected, "every process once, nothing lost");
+    assert!(
+        app(&healed, &work.app).is_some(),
+        "the application is still active"
+    );
+    assert!(work.client.0.0.try_wait().unwrap().is_none());
+    for pid in expected {
+        assert!(alive(pid), "process {pid} was killed");
+    }
 }
