@@ -1,12 +1,81 @@
 //! Workers run what the leader places: drivers as real processes that end with their exit
-//! code, supervised restarts, a leader killed under load without losing a process, and a lost
-//! worker's supervised driver relaunched elsewhere.
+//! code, held to their memory, supervised restarts, a leader killed under load without
+//! losing a process, and a lost worker's supervised driver relaunched elsewhere.
 
 use std::time::Instant;
 
 use crate::support::{
-    Masters, alive, driver, driver_pid, free_port, start_worker, start_worker_via, submit, wait_for,
+    Masters, Process, alive, driver, driver_pid, free_port, start_worker, start_worker_via, stdout,
+    submit, wait_for, worker_command,
 };
+
+#[test]
+fn a_driver_over_its_memory_fails_saying_so_and_its_neighbour_runs_on() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let http = format!("127.0.0.1:{}", free_port());
+    let mut worker = Process(
+        worker_command(
+            &masters,
+            "w1",
+            2,
+            &masters.list_from(1),
+            &["--isolation", "cgroups", "--http", &http],
+        )
+        .spawn()
+        .unwrap(),
+    );
+    let start = Instant::now();
+    while crate::support::alive_workers(&masters.status(&masters.list_from(1))) == 0 {
+        if worker.0.try_wait().unwrap().is_some() {
+            let log = std::fs::read_to_string(masters.dir.path().join("w1.log")).unwrap();
+            assert!(log.contains("--isolation cgroups"), "{log}");
+            assert!(
+                std::env::var_os("MUSTER_REQUIRE_CGROUPS").is_none(),
+                "MUSTER_REQUIRE_CGROUPS is set, but the worker cannot use control groups: {log}"
+            );
+            eprintln!("no control groups here: the test is skipped ({log})");
+            return;
+        }
+        assert!(
+            start.elapsed() < crate::support::DEADLINE,
+            "the worker never registered"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // `tail` keeps the last 300 MB it read, far over the 64 MB granted.
+    let hog = submit(
+        &masters,
+        &[
+            "--memory",
+            "64",
+            "--",
+            "/bin/sh",
+            "-c",
+            "head -c 300000000 /dev/zero | tail -c 300000000",
+        ],
+    );
+    let neighbour = submit(&masters, &["--memory", "64", "--", "/bin/sleep", "1000"]);
+    let status = wait_for(&masters, "the hog failed and its neighbour runs", |s| {
+        driver(s, &hog).is_some_and(|d| d["state"] == "FAILED")
+            && driver(s, &neighbour).is_some_and(|d| d["pid"].is_u64())
+    });
+    let failed = driver(&status, &hog).unwrap();
+    assert_eq!(failed["exit_code"], -104, "{failed}");
+    assert_eq!(
+        failed["exit_reason"],
+        "killed for going over its memory limit"
+    );
+    assert_eq!(driver(&status, &neighbour).unwrap()["state"], "RUNNING");
+    let table = stdout(&Masters::client(&masters.list_from(1), &["drivers"]));
+    assert!(
+        table.contains("exit -104 (killed for going over its memory limit)"),
+        "{table}"
+    );
+    let metrics = metrics_of(&http);
+    let line = r#"muster_worker_process_ends_total{kind="driver",code="oom"} 1"#;
+    assert!(metrics.lines().any(|l| l == line), "{line} in {metrics}");
+}
 
 #[test]
 fn a_driver_runs_on_a_worker_and_ends_with_its_exit_code() {

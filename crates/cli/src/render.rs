@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use muster_proto::convert::resources;
+use muster_proto::exit;
 use muster_proto::v1::StatusReply;
 
 /// The members: id, address, role.
@@ -108,7 +109,7 @@ pub fn drivers(status: &StatusReply) -> String {
         "ID", "NAME", "USER", "QUEUE", "STATE", "WORKER"
     );
     for d in &status.drivers {
-        let exit = d.exit_code.map(|c| format!("exit {c}")).unwrap_or_default();
+        let exit = d.exit_code.map(exit::describe).unwrap_or_default();
         let pid = if d.pid == 0 {
             String::new()
         } else {

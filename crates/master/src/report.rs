@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use muster_core::access::QueueSpec;
 use muster_core::ids::QueueName;
 use muster_core::queues::{self, QueueView};
+use muster_proto::exit;
 use muster_proto::v1::{Resources, StatusReply};
 use serde_json::json;
 
@@ -65,6 +66,7 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
             "worker": null_if(d.worker.is_empty(), json!(d.worker)),
             "pid": null_if(d.pid == 0, json!(d.pid)),
             "exit_code": d.exit_code,
+            "exit_reason": d.exit_code.and_then(exit::reason),
             "waiting": null_if(d.waiting.is_empty(), json!(d.waiting)),
         })).collect::<Vec<_>>(),
         "queues": status.queues.iter().zip(queue_views(status)).map(|(q, view)| json!({

@@ -6,6 +6,7 @@
 //! * [`etcd`]: a client of etcd's put, for `muster bench etcd`.
 //! * [`auth`]: the cluster secret, role credentials and the check in front of every service.
 //! * [`convert`]: every conversion between messages and Muster's own types.
+//! * [`exit`]: exit codes that say more than a program's own.
 //! * [`discovery`]: the one way to find the leading master.
 //! * [`rest_token`]: the tokens of the Spark REST gateway.
 //! * [`transport`]: every connection, plain or TLS against the cluster's CA.
@@ -13,6 +14,7 @@
 pub mod auth;
 pub mod convert;
 pub mod discovery;
+pub mod exit;
 pub mod rest_token;
 pub mod transport;
 

@@ -26,6 +26,7 @@ use muster_core::resources::Resources;
 use muster_proto::auth::Credential;
 use muster_proto::convert::resources;
 use muster_proto::discovery::{LeaderFinder, leader_hint};
+use muster_proto::exit;
 use muster_proto::transport::Dialer;
 use muster_proto::v1;
 use muster_proto::v1::master_message::Body as Down;
@@ -40,6 +41,7 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 
+use crate::isolation::Cgroups;
 use crate::metrics::Metrics;
 use crate::output::{Stream, read_chunk};
 use crate::supervisor::{
@@ -75,6 +77,8 @@ pub struct AgentConfig {
     pub leader_timeout: Duration,
     /// Time between SIGTERM and SIGKILL.
     pub kill_grace: Duration,
+    /// The control groups that limit each process to its grant; `None` runs them unlimited.
+    pub isolation: Option<Cgroups>,
     /// Kill everything this worker runs once it has been cut off from every leader for the
     /// leader's worker timeout, so that nothing it runs can overlap with its relaunch
     /// elsewhere (off by default, as in Spark and Nomad: a master outage then costs no work).
@@ -130,6 +134,7 @@ pub async fn run(config: AgentConfig, metrics: Arc<Metrics>, shutdown: impl Futu
         host: config.host.clone(),
         rack: config.rack.clone(),
         driver_environment: config.driver_environment.clone(),
+        isolation: config.isolation.clone(),
         ..SupervisorConfig::new(config.work_dir.clone(), config.masters.join(","))
     };
     let (supervisor, events) = Supervisor::new(supervisor_config);
@@ -399,6 +404,7 @@ impl Agent {
         let end = match &event.state {
             ProcessState::Exited { code } => Some(code.to_string()),
             ProcessState::Killed => Some("killed".to_owned()),
+            ProcessState::OutOfMemory => Some("oom".to_owned()),
             ProcessState::Failed { .. } => Some("failed".to_owned()),
             ProcessState::Running { .. } | ProcessState::Restarting { .. } => None,
         };
@@ -636,6 +642,7 @@ fn report(event: &ProcessEvent) -> Option<Up> {
     let (pid, exit_code) = match event.state {
         ProcessState::Running { pid } => (pid, None),
         ProcessState::Exited { code } => (0, Some(code)),
+        ProcessState::OutOfMemory => (0, Some(exit::OVER_MEMORY_LIMIT)),
         ProcessState::Restarting { .. } => return None,
         ProcessState::Killed | ProcessState::Failed { .. } => (0, None),
     };
@@ -645,9 +652,9 @@ fn report(event: &ProcessEvent) -> Option<Up> {
                 ProcessState::Running { .. } => v1::ExecutorState::Running,
                 ProcessState::Killed => v1::ExecutorState::Killed,
                 ProcessState::Exited { .. } => v1::ExecutorState::Exited,
-                ProcessState::Failed { .. } | ProcessState::Restarting { .. } => {
-                    v1::ExecutorState::Failed
-                }
+                ProcessState::OutOfMemory
+                | ProcessState::Failed { .. }
+                | ProcessState::Restarting { .. } => v1::ExecutorState::Failed,
             };
             Up::Executor(ExecutorUpdate {
                 app_id: app.to_string(),
@@ -663,7 +670,7 @@ fn report(event: &ProcessEvent) -> Option<Up> {
                 ProcessState::Running { .. } => v1::DriverState::Running,
                 ProcessState::Killed => v1::DriverState::Killed,
                 ProcessState::Exited { code: 0 } => v1::DriverState::Finished,
-                ProcessState::Exited { .. } => v1::DriverState::Failed,
+                ProcessState::Exited { .. } | ProcessState::OutOfMemory => v1::DriverState::Failed,
                 ProcessState::Failed { .. } | ProcessState::Restarting { .. } => {
                     v1::DriverState::Error
                 }

@@ -7,11 +7,13 @@
 //!   leader's launches and kills (term-checked), leader discovery and fencing.
 //! * [`supervisor`]: starting, watching, restarting and killing processes in their own
 //!   process groups, and adopting a crashed predecessor's.
+//! * [`isolation`]: the control groups that limit each process to what it was granted.
 //! * [`metrics`]: the worker's Prometheus metrics and the `/metrics` endpoint.
 //! * [`output`]: reading what a process wrote, a part at a time, for `muster logs`.
 //! * [`records`]: what runs, recorded in the work dir so a restarted agent can adopt it.
 
 pub mod agent;
+pub mod isolation;
 pub mod metrics;
 pub mod output;
 pub mod records;

@@ -37,13 +37,23 @@ use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
+use crate::isolation::{Cgroups, IsolationError, ProcessGroup};
 use crate::output::Stream;
 use crate::records::{Record, Records, exit_code, process_group, still_runs};
 
-/// Runs the program and writes its exit code next to it, for a later agent to read. The
-/// wrapper outlives a SIGTERM to the group (a handler, unlike an ignored signal, is not
-/// inherited), so it waits for the program and the grace period applies to the program.
-const WRAPPER: &str = r#"trap : TERM INT; "$@"; code=$?; echo "$code" > exit; exit "$code""#;
+/// Joins the process's control groups (the `cgroup.procs` files in
+/// [`CGROUPS_VARIABLE`], if any), runs the program and writes its exit code next to it, for
+/// a later agent to read. The wrapper outlives a SIGTERM to the group (a handler, unlike an
+/// ignored signal, is not inherited), so it waits for the program and the grace period
+/// applies to the program.
+const WRAPPER: &str = r#"trap : TERM INT
+for procs in $MUSTER_CGROUP_PROCS; do
+  echo $$ > "$procs" || { echo "muster: cannot join the control group $procs" >&2; exit 125; }
+done
+unset MUSTER_CGROUP_PROCS
+"$@"; code=$?; echo "$code" > exit; exit "$code""#;
+/// The environment variable that tells the wrapper which control groups to join.
+const CGROUPS_VARIABLE: &str = "MUSTER_CGROUP_PROCS";
 /// The environment variable naming the work dir a process was started for.
 const WORK_DIR_VARIABLE: &str = "MUSTER_WORK_DIR";
 /// How often an adopted process, which is not a child, is checked.
@@ -71,6 +81,16 @@ impl fmt::Display for Workload {
         match self {
             Self::Executor { app, executor } => write!(f, "executor {executor} of {app}"),
             Self::Driver { driver } => write!(f, "driver {driver}"),
+        }
+    }
+}
+
+impl Workload {
+    /// The name of its control group, unique among the worker's processes.
+    fn group_name(&self) -> String {
+        match self {
+            Self::Executor { app, executor } => format!("{app}-{executor}"),
+            Self::Driver { driver } => driver.to_string(),
         }
     }
 }
@@ -120,6 +140,8 @@ pub struct SupervisorConfig {
     pub restart_backoff: Duration,
     /// A run at least this long resets the back-off.
     pub successful_run: Duration,
+    /// The control groups that limit each process to its grant; `None` runs them unlimited.
+    pub isolation: Option<Cgroups>,
 }
 
 impl SupervisorConfig {
@@ -155,6 +177,7 @@ impl SupervisorConfig {
             kill_grace: Duration::from_secs(10),
             restart_backoff: Duration::from_secs(1),
             successful_run: Duration::from_secs(5),
+            isolation: None,
         }
     }
 }
@@ -174,6 +197,8 @@ pub enum ProcessState {
     },
     /// It was killed on request.
     Killed,
+    /// The kernel killed it for going over its memory limit.
+    OutOfMemory,
     /// A supervised driver failed and starts again after `after`.
     Restarting {
         /// Which restart this is, from 1.
@@ -212,6 +237,9 @@ pub enum LaunchError {
     /// The process or its directory could not be created.
     #[error("cannot start the process: {0}")]
     Io(#[from] std::io::Error),
+    /// Its control group could not be set up.
+    #[error("cannot limit the process: {0}")]
+    Isolation(#[from] IsolationError),
 }
 
 /// A running workload: its current process id and the way to ask its monitor to kill it.
@@ -297,11 +325,12 @@ impl Supervisor {
             spec,
             directory,
             work_dir: self.work_dir_marker(),
+            isolation: self.config.isolation.clone(),
         };
-        let child = launcher.spawn().map_err(LaunchError::Io)?;
+        let (child, group) = launcher.spawn()?;
         let pid = child.id().expect("a just-spawned child has an id");
         self.record(&launcher.spec, pid);
-        let monitor = self.monitor(&mut running, launcher, pid);
+        let monitor = self.monitor(&mut running, launcher, pid, group);
         let span = process_span(&monitor.launcher.spec.workload);
         tokio::spawn(async move { monitor.run(child).await }.instrument(span));
         Ok(pid)
@@ -319,6 +348,7 @@ impl Supervisor {
         running: &mut BTreeMap<Workload, Running>,
         launcher: Launcher,
         pid: u32,
+        group: Option<ProcessGroup>,
     ) -> Monitor {
         let (kill, kill_requested) = oneshot::channel();
         let (finished, done) = oneshot::channel();
@@ -338,6 +368,7 @@ impl Supervisor {
             events: self.events.clone(),
             running: Arc::clone(&self.running),
             pid: pid_cell,
+            group,
             kill_requested,
             _finished: finished,
         }
@@ -350,6 +381,7 @@ impl Supervisor {
     /// found running in the work dir is killed. Call it once, before the first launch.
     pub fn adopt(&self) {
         let mut adopted = Vec::new();
+        let mut adopted_groups = Vec::new();
         let mut ended = Vec::new();
         for record in self.records.all() {
             let Ok(directory) = self.directory(&record.spec.workload) else {
@@ -361,25 +393,36 @@ impl Supervisor {
                 spec: record.spec.clone(),
                 directory,
                 work_dir: self.work_dir_marker(),
+                isolation: self.config.isolation.clone(),
             };
             if still_runs(&record) {
                 tracing::info!(workload = %record.spec.workload, pid = record.pid, "adopted");
                 adopted.push(record.pid);
+                adopted_groups.push(record.spec.workload.group_name());
+                let group = launcher.existing_group();
                 let mut running = self.running.lock().expect("running lock");
-                let monitor = self.monitor(&mut running, launcher, record.pid);
+                let monitor = self.monitor(&mut running, launcher, record.pid, group);
                 let span = process_span(&record.spec.workload);
                 tokio::spawn(async move { monitor.run_adopted(record).await }.instrument(span));
             } else {
-                ended.push((record, launcher.directory));
+                let code = exit_code(&launcher.directory);
+                let out_of_memory = code != Some(0)
+                    && launcher
+                        .existing_group()
+                        .is_some_and(|group| group.out_of_memory());
+                ended.push((record, launcher.directory, code, out_of_memory));
             }
         }
         // Before anything starts again here, so that nothing new is taken for a stray.
         self.kill_strays(&adopted);
-        for (record, directory) in ended {
-            let code = exit_code(&directory);
+        if let Some(cgroups) = &self.config.isolation {
+            cgroups.remove_others(&adopted_groups);
+        }
+        for (record, directory, code, out_of_memory) in ended {
             let killed = directory.join("killed").exists();
             tracing::info!(workload = %record.spec.workload, ?code, killed, "ended while the agent was down");
-            if record.spec.supervise && !killed && code.is_some_and(|code| code != 0) {
+            let failed = out_of_memory || code.is_some_and(|code| code != 0);
+            if record.spec.supervise && !killed && failed {
                 self.records.remove(record.pid);
                 if let Err(error) = self.launch(record.spec.clone()) {
                     let reason = error.to_string();
@@ -389,6 +432,7 @@ impl Supervisor {
             }
             let state = match code {
                 _ if killed => ProcessState::Killed,
+                _ if out_of_memory => ProcessState::OutOfMemory,
                 Some(code) => ProcessState::Exited { code },
                 None => ProcessState::Failed {
                     reason: "ended while the worker agent was down; exit code unknown".into(),
@@ -484,7 +528,7 @@ impl Supervisor {
             .collect()
     }
 
-    /// Kills every process and waits until all are gone.
+    /// Kills every process and waits until all are gone; their control groups go with them.
     pub async fn shutdown(&self) {
         let all = std::mem::take(&mut *self.running.lock().expect("running lock"));
         let mut stopping = Vec::new();
@@ -496,6 +540,9 @@ impl Supervisor {
         }
         for done in stopping {
             let _ = done.await;
+        }
+        if let Some(cgroups) = &self.config.isolation {
+            cgroups.close();
         }
     }
 }
@@ -532,10 +579,13 @@ struct Launcher {
     environment: Vec<(&'static str, String)>,
     /// The work dir, canonical, passed as `MUSTER_WORK_DIR`.
     work_dir: String,
+    /// Limits each run of the process to its grant, in a fresh control group.
+    isolation: Option<Cgroups>,
 }
 
 impl Launcher {
-    fn spawn(&self) -> std::io::Result<Child> {
+    /// Starts the process, in a control group of its own when processes are limited.
+    fn spawn(&self) -> Result<(Child, Option<ProcessGroup>), LaunchError> {
         let spec = &self.spec;
         let stdout = File::options()
             .create(true)
@@ -547,6 +597,17 @@ impl Launcher {
             .open(self.directory.join(Stream::Stderr.file_name()))?;
         let _ = fs::remove_file(self.directory.join("exit"));
         let _ = fs::remove_file(self.directory.join("killed"));
+        let group = match &self.isolation {
+            Some(cgroups) => Some(cgroups.create(&spec.workload.group_name(), &spec.resources)?),
+            None => None,
+        };
+        let procs_files = group.as_ref().map(ProcessGroup::procs_files);
+        let joins = procs_files
+            .unwrap_or_default()
+            .iter()
+            .map(|file| file.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" ");
         let mut command = Command::new("/bin/sh");
         command
             .arg("-c")
@@ -566,7 +627,8 @@ impl Launcher {
             .env("MUSTER_MEMORY_MB", spec.resources.memory_mb.to_string())
             .envs(self.environment.iter().map(|(name, value)| (name, value)))
             .env(WORK_DIR_VARIABLE, &self.work_dir)
-            .envs(&spec.env);
+            .envs(&spec.env)
+            .env(CGROUPS_VARIABLE, joins);
         match &spec.workload {
             Workload::Executor { app, executor } => {
                 command
@@ -577,7 +639,24 @@ impl Launcher {
                 command.env("MUSTER_DRIVER_ID", &driver.0);
             }
         }
-        command.spawn()
+        match command.spawn() {
+            Ok(child) => Ok((child, group)),
+            Err(error) => {
+                if let Some(group) = group {
+                    group.remove();
+                }
+                Err(error.into())
+            }
+        }
+    }
+
+    /// The control group a predecessor's run of the process is in, when processes are
+    /// limited.
+    fn existing_group(&self) -> Option<ProcessGroup> {
+        let name = self.spec.workload.group_name();
+        self.isolation
+            .as_ref()
+            .map(|cgroups| cgroups.existing(&name))
     }
 }
 
@@ -589,6 +668,8 @@ struct Monitor {
     events: mpsc::UnboundedSender<ProcessEvent>,
     running: Arc<Mutex<BTreeMap<Workload, Running>>>,
     pid: Arc<Mutex<u32>>,
+    /// The control group of the current run, when processes are limited.
+    group: Option<ProcessGroup>,
     kill_requested: oneshot::Receiver<Duration>,
     /// Dropped when the monitor is done: [`Supervisor::shutdown`] waits for that.
     _finished: oneshot::Sender<()>,
@@ -624,6 +705,19 @@ impl Monitor {
         *self.pid.lock().expect("pid lock")
     }
 
+    /// Removes the control group of the run that ended with `code`, killing what is left in
+    /// it; whether the kernel killed the run for going over its memory limit. A run that
+    /// exited 0 did not fail, whatever the kernel killed on its way.
+    async fn release_group(&mut self, code: Option<i32>) -> bool {
+        let Some(group) = self.group.take() else {
+            return false;
+        };
+        let out_of_memory = code != Some(0) && group.out_of_memory();
+        // Removal waits briefly for killed processes to be gone.
+        let _ = tokio::task::spawn_blocking(move || group.remove()).await;
+        out_of_memory
+    }
+
     async fn run(mut self, mut child: Child) {
         let mut backoff = self.config.restart_backoff;
         let mut attempt = 0;
@@ -636,6 +730,7 @@ impl Monitor {
                 status = child.wait() => status,
                 grace = &mut self.kill_requested => {
                     self.stop(&mut child, pid, grace.unwrap_or(self.config.kill_grace)).await;
+                    self.release_group(None).await;
                     return self.finish(ProcessState::Killed);
                 }
             };
@@ -648,8 +743,13 @@ impl Monitor {
             // Nothing the program started outlives it (its group id stays taken while the
             // group has members).
             let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            let out_of_memory = self.release_group(Some(code)).await;
             if !self.launcher.spec.supervise || code == 0 {
-                return self.finish(ProcessState::Exited { code });
+                return self.finish(if out_of_memory {
+                    ProcessState::OutOfMemory
+                } else {
+                    ProcessState::Exited { code }
+                });
             }
             if started.elapsed() >= self.config.successful_run {
                 backoff = self.config.restart_backoff;
@@ -679,7 +779,8 @@ impl Monitor {
             }
         }
         match self.launcher.spawn() {
-            Ok(child) => {
+            Ok((child, group)) => {
+                self.group = group;
                 let pid = child.id().expect("a just-spawned child has an id");
                 if let Err(error) = self.records.write(&self.launcher.spec, pid) {
                     tracing::warn!(%error, "cannot record a restarted process");
@@ -707,12 +808,17 @@ impl Monitor {
                 }
                 grace = &mut self.kill_requested => {
                     self.stop_adopted(&record, grace.unwrap_or(self.config.kill_grace)).await;
+                    self.release_group(None).await;
                     return self.finish(ProcessState::Killed);
                 }
             }
         }
         let code = exit_code(&self.launcher.directory);
+        let out_of_memory = self.release_group(code).await;
         match code {
+            _ if out_of_memory && !self.launcher.spec.supervise => {
+                self.finish(ProcessState::OutOfMemory);
+            }
             Some(code) if self.launcher.spec.supervise && code != 0 => {
                 let backoff = self.config.restart_backoff;
                 if let Some(child) = self.restart(1, backoff).await {

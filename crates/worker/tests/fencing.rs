@@ -109,6 +109,7 @@ async fn commands_from_an_older_term_are_ignored() {
         heartbeat_interval: Duration::from_millis(100),
         leader_timeout: Duration::from_secs(2),
         kill_grace: Duration::from_millis(200),
+        isolation: None,
         fence: false,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -1,5 +1,6 @@
 //! Real child processes under the supervisor: environment, output files, exit codes, kills
-//! that reach a whole process group, and supervised restarts with back-off.
+//! that reach a whole process group, supervised restarts with back-off, adoption by a
+//! restarted agent, and the control groups that hold each process to its grant.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -7,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use muster_core::ids::ExecutorId;
 use muster_core::resources::Resources;
+use muster_worker::isolation::{Cgroups, Limits};
 use muster_worker::supervisor::{
     LaunchError, LaunchSpec, ProcessEvent, ProcessState, Supervisor, SupervisorConfig, Workload,
 };
@@ -15,10 +17,19 @@ use tokio::sync::mpsc::UnboundedReceiver;
 const DEADLINE: Duration = Duration::from_secs(20);
 
 fn supervisor(dir: &Path) -> (Supervisor, UnboundedReceiver<ProcessEvent>) {
+    isolated_supervisor(dir, None)
+}
+
+/// A supervisor over `dir` whose processes run in `isolation`'s control groups, if any.
+fn isolated_supervisor(
+    dir: &Path,
+    isolation: Option<Cgroups>,
+) -> (Supervisor, UnboundedReceiver<ProcessEvent>) {
     let config = SupervisorConfig {
         kill_grace: Duration::from_millis(300),
         restart_backoff: Duration::from_millis(50),
         successful_run: Duration::from_secs(5),
+        isolation,
         ..SupervisorConfig::new(dir.to_owned(), "m1:7077,m2:7077".into())
     };
     Supervisor::new(config)
@@ -337,10 +348,10 @@ async fn shutdown_stops_every_child() {
 }
 
 /// A supervisor whose agent crashes: its runtime is dropped, its processes run on.
-fn crashed_supervisor(dir: &Path, specs: Vec<LaunchSpec>) -> Vec<u32> {
+fn crashed_supervisor(dir: &Path, isolation: Option<Cgroups>, specs: Vec<LaunchSpec>) -> Vec<u32> {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let (supervisor, _events) = supervisor(dir);
+        let (supervisor, _events) = isolated_supervisor(dir, isolation);
         specs
             .into_iter()
             .map(|spec| supervisor.launch(spec).unwrap())
@@ -354,6 +365,7 @@ fn a_restarted_supervisor_adopts_what_runs_reports_what_ended_and_kills_strays()
     let work = dir.path();
     let pids = crashed_supervisor(
         work,
+        None,
         vec![
             shell(executor("app-1", 0), "exec sleep 1000", false),
             shell(
@@ -450,5 +462,210 @@ fn a_restarted_supervisor_adopts_what_runs_reports_what_ended_and_kills_strays()
                 .is_err(),
             "nothing else to report"
         );
+    });
+}
+
+/// The control groups of a worker on `dir`, where this machine offers them. Where it does
+/// not, `None`, and the test checks nothing more, unless `MUSTER_REQUIRE_CGROUPS` is set (as
+/// `.ci/run` sets it where the machine has them): then it fails.
+fn cgroups(dir: &Path, limits: Limits) -> Option<Cgroups> {
+    match Cgroups::open(dir, limits) {
+        Ok(cgroups) => Some(cgroups),
+        Err(error) => {
+            assert!(
+                std::env::var_os("MUSTER_REQUIRE_CGROUPS").is_none(),
+                "MUSTER_REQUIRE_CGROUPS is set, but: {error}"
+            );
+            eprintln!("no control groups here ({error}): the test is skipped");
+            None
+        }
+    }
+}
+
+/// `spec` granted `cores` and `memory_mb`.
+fn granted(mut spec: LaunchSpec, cores: u32, memory_mb: u64) -> LaunchSpec {
+    spec.resources = Resources::new(cores, memory_mb);
+    spec
+}
+
+/// The memory control group process `pid` is in, as `/proc` shows it (v1's `memory` line,
+/// or v2's one line).
+fn memory_group(pid: u32) -> String {
+    let groups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let line = groups
+        .lines()
+        .find(|line| {
+            line.split(':')
+                .nth(1)
+                .is_some_and(|c| c.split(',').any(|c| c == "memory"))
+        })
+        .or_else(|| groups.lines().find(|line| line.starts_with("0::")))
+        .unwrap_or_else(|| panic!("no memory group in {groups}"));
+    line.rsplit(':').next().unwrap().to_owned()
+}
+
+/// The end of `workload` among the next events, skipping others.
+async fn end_of(events: &mut UnboundedReceiver<ProcessEvent>, workload: &Workload) -> ProcessState {
+    loop {
+        let event = next(events).await;
+        if &event.workload == workload && !matches!(event.state, ProcessState::Running { .. }) {
+            return event.state;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_process_over_its_memory_limit_is_killed_and_reported_so_its_neighbour_runs_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(cgroups) = cgroups(dir.path(), Limits::default()) else {
+        return;
+    };
+    let (supervisor, mut events) = isolated_supervisor(dir.path(), Some(cgroups.clone()));
+    let neighbour = executor("app-1", 2);
+    let neighbour_pid = supervisor
+        .launch(granted(
+            shell(neighbour.clone(), "exec sleep 1000", false),
+            1,
+            64,
+        ))
+        .unwrap();
+    // `tail` keeps the last 300 MB it read: far over a grant of 64 MB.
+    let hog = executor("app-1", 1);
+    let script = "head -c 300000000 /dev/zero | tail -c 300000000 > /dev/null";
+    supervisor
+        .launch(granted(shell(hog.clone(), script, false), 1, 64))
+        .unwrap();
+
+    assert_eq!(end_of(&mut events, &hog).await, ProcessState::OutOfMemory);
+    assert!(alive(neighbour_pid), "the neighbour runs on");
+    assert!(
+        memory_group(neighbour_pid).ends_with("/app-1-2"),
+        "the neighbour is in its own group: {}",
+        memory_group(neighbour_pid)
+    );
+    assert_eq!(cgroups.groups(), ["app-1-2"], "the hog's group is gone");
+
+    // A process that ends by itself under its limit is not told apart.
+    let small = executor("app-1", 3);
+    supervisor
+        .launch(granted(
+            shell(
+                small.clone(),
+                "head -c 1000000 /dev/zero | tail -c 1000000 > /dev/null; exit 4",
+                false,
+            ),
+            1,
+            64,
+        ))
+        .unwrap();
+    assert_eq!(
+        end_of(&mut events, &small).await,
+        ProcessState::Exited { code: 4 }
+    );
+
+    assert!(supervisor.kill(&neighbour, None));
+    assert_eq!(end_of(&mut events, &neighbour).await, ProcessState::Killed);
+    assert!(
+        cgroups.groups().is_empty(),
+        "every group is removed with its process"
+    );
+    supervisor.shutdown().await;
+}
+
+#[tokio::test]
+async fn under_the_cpu_quota_a_busy_process_gets_no_more_than_its_granted_core() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = Limits {
+        cpu_quota: true,
+        ..Limits::default()
+    };
+    let Some(cgroups) = cgroups(dir.path(), limits) else {
+        return;
+    };
+    let (supervisor, mut events) = isolated_supervisor(dir.path(), Some(cgroups));
+    // Three busy loops, where the machine may have more cores than the one granted.
+    let script = "for i in 1 2 3; do (while :; do :; done) & done; wait";
+    let pid = supervisor
+        .launch(granted(shell(executor("app-1", 1), script, false), 1, 64))
+        .unwrap();
+    assert_eq!(next(&mut events).await.state, ProcessState::Running { pid });
+    let (started, before) = (Instant::now(), cpu_seconds(pid));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let used = (cpu_seconds(pid) - before) / started.elapsed().as_secs_f64();
+    assert!(used < 1.3, "a process granted 1 core used {used:.2} cores");
+    assert!(
+        used > 0.1,
+        "the busy loops hardly ran ({used:.2} cores): nothing was measured"
+    );
+    supervisor.shutdown().await;
+}
+
+/// The CPU time every process of process group `group` has used, in seconds.
+fn cpu_seconds(group: u32) -> f64 {
+    let mut ticks = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // After the command's closing parenthesis: state, ppid, pgrp, ..., utime (12th),
+        // stime (13th).
+        let fields: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        if fields.get(2).and_then(|g| g.parse::<u32>().ok()) == Some(group) {
+            ticks += fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        }
+    }
+    // USER_HZ is 100 on Linux.
+    ticks as f64 / 100.0
+}
+
+#[test]
+fn a_restarted_supervisor_keeps_the_groups_of_what_it_adopts_and_removes_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path();
+    let Some(cgroups) = cgroups(work, Limits::default()) else {
+        return;
+    };
+    let kept = executor("app-1", 0);
+    let pids = crashed_supervisor(
+        work,
+        Some(cgroups.clone()),
+        vec![granted(
+            shell(kept.clone(), "exec sleep 1000", false),
+            1,
+            64,
+        )],
+    );
+    // A group nobody accounts for, with a process in it, as a predecessor could leave one.
+    let stray = cgroups.create("app-9-9", &Resources::new(1, 64)).unwrap();
+    let mut stray_process = std::process::Command::new("sleep")
+        .arg("1000")
+        .spawn()
+        .unwrap();
+    for procs in stray.procs_files() {
+        std::fs::write(procs, stray_process.id().to_string()).unwrap();
+    }
+    assert_eq!(cgroups.groups(), ["app-1-0", "app-9-9"]);
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let (supervisor, mut events) = isolated_supervisor(work, Some(cgroups.clone()));
+        supervisor.adopt();
+        assert_eq!(supervisor.running(), [(kept.clone(), pids[0])]);
+        assert_eq!(cgroups.groups(), ["app-1-0"], "the stray group is removed");
+        assert!(
+            stray_process.wait().unwrap().code().is_none(),
+            "its process was killed"
+        );
+        assert!(memory_group(pids[0]).ends_with("/app-1-0"));
+
+        assert!(supervisor.kill(&kept, None));
+        assert_eq!(end_of(&mut events, &kept).await, ProcessState::Killed);
+        assert!(cgroups.groups().is_empty());
+        supervisor.shutdown().await;
     });
 }

@@ -15,6 +15,7 @@
 use clap::Args;
 use muster_core::ids::millis;
 use muster_driver::app::AppUpdate;
+use muster_proto::exit;
 use muster_proto::v1::app_message::Body as Message;
 use muster_proto::v1::{FinishApp, RegisterApp, ReleaseExecutors, SetExecutorLimit};
 use serde_json::json;
@@ -234,7 +235,7 @@ fn print_text(update: AppUpdate) -> bool {
         AppUpdate::Executor(e) => {
             let exit = e
                 .exit_code
-                .map(|c| format!(" exit {c}"))
+                .map(|c| format!(" {}", exit::describe(c)))
                 .unwrap_or_default();
             let resources = muster_proto::convert::resources(e.resources.clone());
             output::line(format_args!(
@@ -267,6 +268,7 @@ fn update_json(update: AppUpdate) -> serde_json::Value {
                 "worker": e.worker,
                 "state": e.state().name(),
                 "exit_code": e.exit_code,
+                "exit_reason": e.exit_code.and_then(exit::reason),
                 "cores": resources.cores,
                 "memory_mb": resources.memory_mb,
                 "resources": resources.custom,

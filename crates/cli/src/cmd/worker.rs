@@ -3,10 +3,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use muster_core::resources::Resources;
 use muster_master::config::seconds;
 use muster_worker::agent::{AgentConfig, lock_work_dir, stable_id};
+use muster_worker::isolation::{Cgroups, Limits};
 use muster_worker::metrics::{Metrics, serve};
 use tracing::Instrument;
 
@@ -59,10 +60,75 @@ pub struct WorkerArgs {
     /// Run without a secret against masters other machines reach. Warns every minute.
     #[arg(long)]
     insecure: bool,
+    /// How drivers and executors are held to what they were granted: in control groups
+    /// (`cgroups`: refuse to start without them), not at all (`none`), or in control
+    /// groups where this machine offers them, with one warning where it does not (`auto`).
+    #[arg(long, value_enum, default_value_t = Isolation::Auto)]
+    isolation: Isolation,
+    /// A process may use its granted memory times 1 + this ratio before the kernel kills it.
+    #[arg(long, default_value_t = 0.0)]
+    memory_overhead: f64,
+    /// Cap each process's CPU time at its granted cores, rather than only sharing the CPUs
+    /// in proportion to them.
+    #[arg(long)]
+    cpu_quota: bool,
+    /// The most processes and threads one driver or executor may run at once.
+    #[arg(long, default_value_t = Limits::default().max_processes)]
+    max_processes: u64,
     /// Serve this worker's Prometheus metrics at `/metrics` on HOST:PORT (plain HTTP: bind
     /// it where only your Prometheus reaches).
     #[arg(long, value_name = "HOST:PORT")]
     http: Option<String>,
+}
+
+/// How a worker holds its processes to their grants (`--isolation`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Isolation {
+    /// Control groups where the machine offers them, else none, with a warning.
+    Auto,
+    /// Control groups, or no start.
+    Cgroups,
+    /// No limits.
+    None,
+}
+
+impl WorkerArgs {
+    /// The control groups the worker's processes run in, if any.
+    fn isolation(&self) -> Result<Option<Cgroups>, CliError> {
+        if !(self.memory_overhead.is_finite() && self.memory_overhead >= 0.0) {
+            return Err(CliError::BadInput(format!(
+                "--memory-overhead must be a ratio of 0 or more, not {}",
+                self.memory_overhead
+            )));
+        }
+        if self.max_processes == 0 {
+            return Err(CliError::BadInput(
+                "--max-processes must be at least 1".to_owned(),
+            ));
+        }
+        let limits = Limits {
+            memory_overhead: self.memory_overhead,
+            cpu_quota: self.cpu_quota,
+            max_processes: self.max_processes,
+        };
+        let opened = match self.isolation {
+            Isolation::None => return Ok(None),
+            Isolation::Auto | Isolation::Cgroups => Cgroups::open(&self.work_dir, limits),
+        };
+        match opened {
+            Ok(cgroups) => Ok(Some(cgroups)),
+            Err(error) if self.isolation == Isolation::Cgroups => {
+                Err(CliError::Failed(format!("--isolation cgroups: {error}")))
+            }
+            Err(error) => {
+                tracing::warn!(
+                    "drivers and executors run without limits on memory, CPU and processes: \
+                     {error} (--isolation none runs so without this warning)"
+                );
+                Ok(None)
+            }
+        }
+    }
 }
 
 /// Runs a worker until Ctrl-C or SIGTERM.
@@ -79,8 +145,8 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
     }
     let custom = parse_resources("--resources", &args.resources)?;
     let capacity = Resources::new(args.cores, args.memory).with_custom(custom);
-    let host = match args.host {
-        Some(host) => host,
+    let host = match &args.host {
+        Some(host) => host.clone(),
         None => nix::unistd::gethostname()
             .map_err(|e| CliError::Failed(format!("cannot read the host name: {e}")))?
             .to_string_lossy()
@@ -88,6 +154,7 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
     };
     let _lock = lock_work_dir(&args.work_dir)
         .map_err(|e| CliError::BadInput(format!("--work-dir: {e}")))?;
+    let isolation = args.isolation()?;
     let id = match args.id {
         Some(id) => id.as_str().into(),
         None => stable_id(&args.work_dir, &host)
@@ -126,6 +193,7 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
         heartbeat_interval: leader_timeout / 4,
         leader_timeout,
         kill_grace: std::time::Duration::from_secs(10),
+        isolation,
         fence: args.fence,
     };
     // Everything the worker logs carries its id.

@@ -36,6 +36,8 @@ import scala.jdk.javaapi.CollectionConverters;
 public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
         implements MusterLink.Events {
     private static final Logger LOG = LoggerFactory.getLogger(MusterSchedulerBackend.class);
+    /** The exit code of a process the kernel killed for going over its memory limit. */
+    private static final int OVER_MEMORY_LIMIT = -104;
 
     private final TaskSchedulerImpl scheduler;
     private final SparkContext sc;
@@ -153,6 +155,11 @@ public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
             default -> {
                 if (exitCode == null) {
                     yield new ExecutorProcessLost(where + " could not start (" + state + ")", Option.empty(), true);
+                }
+                // As on YARN: the kernel killed it for going over its memory limit.
+                if (exitCode == OVER_MEMORY_LIMIT) {
+                    yield new ExecutorExited(exitCode, true, where + " was killed for going over its"
+                            + " memory limit; consider raising spark.executor.memoryOverhead");
                 }
                 // As standalone: exits that tell of the executor's machine, not of the tasks.
                 boolean causedByApp = exitCode != ExecutorExitCode$.MODULE$.HEARTBEAT_FAILURE()

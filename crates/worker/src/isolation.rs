@@ -1,0 +1,341 @@
+//! Limits on what each driver and executor may use, enforced by the kernel's control groups
+//! (cgroup v2, or the v1 controllers) as YARN's and Nomad's agents enforce them.
+//!
+//! The worker owns one parent group, named after its work dir so that an agent restarted on
+//! the same work dir finds it again, and puts every process it starts in a group of its own
+//! below it: memory limited to the grant (plus [`Limits::memory_overhead`]), CPU weighted by
+//! the granted cores (and capped at them under [`Limits::cpu_quota`]), processes bounded by
+//! [`Limits::max_processes`]. The process's wrapper joins its group before the program
+//! starts, so nothing the program forks escapes it. When the process is over, its group
+//! tells whether the kernel killed it for going over its memory limit, and is removed.
+//!
+//! Where the machine offers no usable control groups (controllers missing, no permission),
+//! [`Cgroups::open`] says why and the worker may run without limits.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use cgroups_rs::cgroup_builder::CgroupBuilder;
+use cgroups_rs::hierarchies::{self, V1};
+use cgroups_rs::memory::MemController;
+use cgroups_rs::{Cgroup, Controller, Controllers, MaxValue};
+use muster_core::ids::RequestId;
+use muster_core::resources::Resources;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// The controllers every process's group uses.
+const CONTROLLERS: [Controllers; 3] = [Controllers::Mem, Controllers::Cpu, Controllers::Pids];
+
+/// How long the removal of a group waits for its killed processes to be gone.
+const REMOVAL_PATIENCE: Duration = Duration::from_secs(5);
+
+/// The CFS period a hard CPU quota is expressed in, in microseconds.
+const CPU_PERIOD_US: u64 = 100_000;
+
+/// How much of its grant a process may use.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Limits {
+    /// The memory limit is the granted memory times `1 + memory_overhead`.
+    pub memory_overhead: f64,
+    /// Cap CPU time at the granted cores (a CFS quota) rather than only weighting it.
+    pub cpu_quota: bool,
+    /// The most processes (and threads) one driver or executor may run at once.
+    pub max_processes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            memory_overhead: 0.0,
+            cpu_quota: false,
+            max_processes: 4096,
+        }
+    }
+}
+
+impl Limits {
+    /// The memory limit of a grant of `memory_mb`, in bytes.
+    fn memory_bytes(&self, memory_mb: u64) -> i64 {
+        let bytes = memory_mb as f64 * 1024.0 * 1024.0 * (1.0 + self.memory_overhead);
+        bytes.min(i64::MAX as f64) as i64
+    }
+}
+
+/// Why the worker cannot use control groups.
+#[derive(Debug, thiserror::Error)]
+pub enum IsolationError {
+    /// A controller the limits need is not mounted or not enabled.
+    #[error("no {0} controller (cgroup v1 or v2) is available")]
+    MissingController(&'static str),
+    /// A group could not be created or limited (most often: no permission).
+    #[error("cannot set up the control group `{group}`: {cause}")]
+    Setup {
+        /// The group, relative to the hierarchy's root.
+        group: String,
+        /// What failed.
+        cause: String,
+    },
+    /// A hierarchy is mounted where the processes' wrapper could not name it.
+    #[error("the control group path `{0}` contains white space")]
+    UnusablePath(String),
+}
+
+/// The control groups of one worker: its parent group and how it limits each process.
+#[derive(Clone, Debug)]
+pub struct Cgroups {
+    /// The parent group, relative to each hierarchy's root.
+    parent: String,
+    limits: Limits,
+}
+
+impl Cgroups {
+    /// Opens (creating if need be) the parent group of the worker whose work dir is
+    /// `work_dir`, checking that every controller the limits need is there.
+    ///
+    /// # Errors
+    ///
+    /// The machine has no usable control groups.
+    pub fn open(work_dir: &Path, limits: Limits) -> Result<Self, IsolationError> {
+        let work_dir = fs::canonicalize(work_dir).unwrap_or_else(|_| work_dir.to_owned());
+        let id = RequestId::of_content("worker", work_dir.as_os_str().as_encoded_bytes());
+        let cgroups = Self {
+            parent: format!("muster/{}", id.0),
+            limits,
+        };
+        cgroups.check_controllers()?;
+        let parent = cgroups.build(&cgroups.parent).build(hierarchies::auto());
+        parent.map_err(|e| cgroups.setup_error(&cgroups.parent, &e))?;
+        Ok(cgroups)
+    }
+
+    fn check_controllers(&self) -> Result<(), IsolationError> {
+        let hierarchy = hierarchies::auto();
+        let available: Vec<Controllers> = if hierarchy.v2() {
+            let root = hierarchy.root().join("cgroup.controllers");
+            let listed = fs::read_to_string(root).unwrap_or_default();
+            CONTROLLERS
+                .into_iter()
+                .filter(|c| listed.split_whitespace().any(|name| name == c.to_string()))
+                .collect()
+        } else {
+            let v1 = V1::new();
+            CONTROLLERS
+                .into_iter()
+                .filter(|c| v1.get_mount_point(c.clone()).is_some())
+                .collect()
+        };
+        match CONTROLLERS.into_iter().find(|c| !available.contains(c)) {
+            Some(Controllers::Mem) => Err(IsolationError::MissingController("memory")),
+            Some(Controllers::Cpu) => Err(IsolationError::MissingController("cpu")),
+            Some(_) => Err(IsolationError::MissingController("pids")),
+            None => Ok(()),
+        }
+    }
+
+    /// A builder of group `name` with the controllers every group uses.
+    fn build(&self, name: &str) -> CgroupBuilder {
+        CgroupBuilder::new(name).set_specified_controllers(controller_names())
+    }
+
+    fn setup_error(&self, group: &str, cause: &impl std::fmt::Display) -> IsolationError {
+        IsolationError::Setup {
+            group: group.to_owned(),
+            cause: cause.to_string(),
+        }
+    }
+
+    /// The group of the process `name` (unique among this worker's processes), as it is
+    /// now: for a process a predecessor started.
+    pub fn existing(&self, name: &str) -> ProcessGroup {
+        let path = self.child(name);
+        let cgroup = self.load(&path);
+        ProcessGroup {
+            cgroup: cgroup.exists().then_some(cgroup),
+            path,
+        }
+    }
+
+    /// A fresh group for the process `name` (unique among this worker's processes), limited
+    /// to `granted`. A group left by an earlier process of that name is emptied first.
+    ///
+    /// # Errors
+    ///
+    /// The group could not be created or limited.
+    pub fn create(&self, name: &str, granted: &Resources) -> Result<ProcessGroup, IsolationError> {
+        let path = self.child(name);
+        self.existing(name).remove();
+        let memory = self.limits.memory_bytes(granted.memory_mb);
+        let cores = u64::from(granted.cores.max(1));
+        let hierarchy = hierarchies::auto();
+        // Shares in v1 (1024 a core), a weight in v2 (100 a core, at most 10,000).
+        let weight = if hierarchy.v2() {
+            (cores * 100).min(10_000)
+        } else {
+            cores * 1024
+        };
+        let mut cpu = self.build(&path).cpu().shares(weight);
+        if self.limits.cpu_quota {
+            let quota = i64::try_from(cores * CPU_PERIOD_US).unwrap_or(i64::MAX);
+            cpu = cpu.period(CPU_PERIOD_US).quota(quota);
+        }
+        let cgroup = cpu
+            .done()
+            .memory()
+            .memory_hard_limit(memory)
+            .done()
+            .pid()
+            .maximum_number_of_processes(MaxValue::Value(
+                i64::try_from(self.limits.max_processes).unwrap_or(i64::MAX),
+            ))
+            .done()
+            .build(hierarchy)
+            .map_err(|e| self.setup_error(&path, &e))?;
+        // Without swap accounting there is nothing to set; with it, swap is no way around
+        // the limit.
+        if let Some(memory_controller) = cgroup.controller_of::<MemController>() {
+            let _ = memory_controller.set_memswap_limit(memory);
+        }
+        let group = ProcessGroup {
+            cgroup: Some(cgroup),
+            path,
+        };
+        let procs = group.procs_files();
+        if let Some(path) = procs
+            .iter()
+            .find(|p| p.to_string_lossy().contains(char::is_whitespace))
+        {
+            group.remove();
+            return Err(IsolationError::UnusablePath(path.display().to_string()));
+        }
+        Ok(group)
+    }
+
+    /// Empties and removes every group below the parent that `keep` does not name: what a
+    /// predecessor left behind.
+    pub fn remove_others(&self, keep: &[String]) {
+        for name in self.groups().iter().filter(|name| !keep.contains(name)) {
+            tracing::info!(group = %self.child(name), "removing a control group nobody accounts for");
+            self.existing(name).remove();
+        }
+    }
+
+    /// The names of the groups below the parent, sorted.
+    pub fn groups(&self) -> Vec<String> {
+        let parent = self.load(&self.parent);
+        let mut names: Vec<String> = Vec::new();
+        for subsystem in parent.subsystems() {
+            let Ok(entries) = fs::read_dir(subsystem.to_controller().path()) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    names.push(entry.file_name().to_string_lossy().into_owned());
+                }
+            }
+        }
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// Removes the parent group once no group is left below it: for a worker that stops.
+    pub fn close(&self) {
+        if !self.groups().is_empty() {
+            return;
+        }
+        if let Err(error) = self.load(&self.parent).delete() {
+            tracing::warn!(group = %self.parent, %error, "cannot remove the worker's control group");
+        }
+    }
+
+    /// Group `path` as it is, without creating it.
+    fn load(&self, path: &str) -> Cgroup {
+        Cgroup::load_with_specified_controllers(hierarchies::auto(), path, controller_names())
+    }
+
+    fn child(&self, name: &str) -> String {
+        format!("{}/{name}", self.parent)
+    }
+}
+
+/// The names of [`CONTROLLERS`], as the crate takes them.
+fn controller_names() -> Vec<String> {
+    CONTROLLERS.iter().map(ToString::to_string).collect()
+}
+
+/// The control group of one process.
+#[derive(Debug)]
+pub struct ProcessGroup {
+    /// `None` when there is none (a predecessor's group that is gone).
+    cgroup: Option<Cgroup>,
+    /// Relative to each hierarchy's root.
+    path: String,
+}
+
+impl ProcessGroup {
+    /// The `cgroup.procs` files a process writes its id to, to join the group.
+    pub fn procs_files(&self) -> Vec<PathBuf> {
+        let Some(cgroup) = &self.cgroup else {
+            return Vec::new();
+        };
+        if cgroup.v2() {
+            let root = hierarchies::auto().root();
+            return vec![root.join(&self.path).join("cgroup.procs")];
+        }
+        cgroup
+            .subsystems()
+            .iter()
+            .map(|s| s.to_controller().path().join("cgroup.procs"))
+            .collect()
+    }
+
+    /// Whether the kernel killed a process of the group for going over its memory limit.
+    pub fn out_of_memory(&self) -> bool {
+        let Some(cgroup) = &self.cgroup else {
+            return false;
+        };
+        let Some(memory) = cgroup.controller_of::<MemController>() else {
+            return false;
+        };
+        if cgroup.v2() {
+            // `memory.events`: `oom_kill N`, among other counters.
+            let events = fs::read_to_string(memory.path().join("memory.events"));
+            return events.is_ok_and(|events| {
+                events.lines().any(|line| {
+                    line.strip_prefix("oom_kill ")
+                        .and_then(|n| n.trim().parse::<u64>().ok())
+                        .is_some_and(|n| n > 0)
+                })
+            });
+        }
+        memory.memory_stat().oom_control.oom_kill > 0
+    }
+
+    /// Kills whatever still runs in the group, waits until it is gone (a process held back
+    /// by its CPU quota may take a period or two to die) and removes the group. Blocks.
+    pub fn remove(self) {
+        let Some(cgroup) = self.cgroup else { return };
+        let deadline = Instant::now() + REMOVAL_PATIENCE;
+        loop {
+            let procs = cgroup.procs();
+            if procs.is_empty() {
+                break;
+            }
+            if Instant::now() > deadline {
+                tracing::warn!(group = %self.path, left = procs.len(), "processes outlived SIGKILL");
+                break;
+            }
+            for pid in procs {
+                if let Ok(pid) = i32::try_from(pid.pid) {
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if let Err(error) = cgroup.delete() {
+            tracing::warn!(group = %self.path, %error, "cannot remove a control group");
+        }
+    }
+}
