@@ -6,8 +6,10 @@
 //! Muster (`--master spark-muster://$MUSTER_MASTERS`), from the worker's `SPARK_HOME`, with
 //! the submission's class, resource, arguments, properties and environment, and the plug-in
 //! on its class path: Spark's standalone master runs the submitted class in a wrapper on a
-//! worker the same way. `spark.driver.cores`, `spark.driver.memory` and
-//! `spark.driver.resource.NAME.amount` size it, `spark.driver.supervise` supervises it, and
+//! worker the same way. `spark.driver.cores`, `spark.driver.memory` with its overhead (as
+//! Spark sizes a driver's container on YARN and Kubernetes, since the worker holds the
+//! driver to its memory) and `spark.driver.resource.NAME.amount` size it,
+//! `spark.driver.supervise` supervises it, and
 //! `spark.muster.queue` queues it (and its executors, which the plug-in asks for).
 
 use std::collections::BTreeMap;
@@ -370,16 +372,36 @@ fn resources(properties: &BTreeMap<String, String>) -> Result<Resources, Refusal
             .filter(|&cores| cores > 0)
             .ok_or_else(|| bad_property("spark.driver.cores", text, "a whole number above 0"))?,
     };
-    let memory_mb = match property("spark.driver.memory") {
-        None => 1024,
-        Some(text) => memory_mb(text).ok_or_else(|| {
-            bad_property(
-                "spark.driver.memory",
-                text,
-                "a size such as 512m or 2g, of 1m at least",
-            )
-        })?,
+    let size = |key: &str, default_mb: u64| match property(key) {
+        None => Ok(default_mb),
+        Some(text) => memory_mb(text)
+            .ok_or_else(|| bad_property(key, text, "a size such as 512m or 2g, of 1m at least")),
     };
+    let heap_mb = size("spark.driver.memory", 1024)?;
+    // Spark's rule: the overhead set, or a share of the heap but at least a minimum.
+    let overhead_mb = match property("spark.driver.memoryOverhead") {
+        Some(_) => size("spark.driver.memoryOverhead", 0)?,
+        None => {
+            let factor = match property("spark.driver.memoryOverheadFactor") {
+                None => 0.10,
+                Some(text) => text
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|f| (0.0..=1.0).contains(f))
+                    .ok_or_else(|| {
+                        bad_property(
+                            "spark.driver.memoryOverheadFactor",
+                            text,
+                            "a ratio from 0 to 1",
+                        )
+                    })?,
+            };
+            let minimum_mb = size("spark.driver.minMemoryOverhead", 384)?;
+            ((heap_mb as f64 * factor) as u64).max(minimum_mb)
+        }
+    };
+    let memory_mb = heap_mb.saturating_add(overhead_mb);
     let mut custom = BTreeMap::new();
     for (key, value) in properties {
         let Some(name) = key
@@ -664,7 +686,8 @@ mod tests {
         assert_eq!(driver.queue, "q1");
         assert!(driver.supervise);
         let resources = driver.resources.unwrap();
-        assert_eq!((resources.cores, resources.memory_mb), (2, 700));
+        // 700 MiB of heap and Spark's least overhead, 384 MiB.
+        assert_eq!((resources.cores, resources.memory_mb), (2, 700 + 384));
         assert_eq!(resources.custom.get("gpu"), Some(&1));
         assert_eq!(driver.command, "/bin/sh");
         assert_eq!(
@@ -842,6 +865,34 @@ mod tests {
         ] {
             assert_eq!(memory_mb(text), mb, "{text}");
         }
+    }
+
+    #[test]
+    fn a_drivers_memory_is_its_heap_and_its_overhead_by_sparks_rule() {
+        let memory = |settings: &[(&str, &str)]| {
+            let properties = settings
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect();
+            resources(&properties).ok().map(|r| r.memory_mb)
+        };
+        let one_gig = ("spark.driver.memory", "1g");
+        assert_eq!(memory(&[]), Some(1024 + 384));
+        assert_eq!(memory(&[("spark.driver.memory", "8g")]), Some(8192 + 819));
+        assert_eq!(
+            memory(&[one_gig, ("spark.driver.memoryOverhead", "100m")]),
+            Some(1024 + 100)
+        );
+        assert_eq!(
+            memory(&[one_gig, ("spark.driver.memoryOverheadFactor", "0.5")]),
+            Some(1024 + 512)
+        );
+        assert_eq!(
+            memory(&[one_gig, ("spark.driver.minMemoryOverhead", "1g")]),
+            Some(1024 + 1024)
+        );
+        assert_eq!(memory(&[("spark.driver.memoryOverheadFactor", "2")]), None);
+        assert_eq!(memory(&[("spark.driver.memoryOverhead", "lots")]), None);
     }
 
     #[test]
