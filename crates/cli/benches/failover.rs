@@ -34,8 +34,8 @@ struct View {
     leader: u64,
     alive: bool,
     workers_alive: usize,
-    /// Workers and drivers with their states: equal on replicas that applied the same log.
-    applied: String,
+    /// The index of the last log entry it applied: equal on replicas that caught up.
+    applied: u64,
 }
 
 fn ask(runtime: &tokio::runtime::Runtime, addr: &str) -> Option<View> {
@@ -65,19 +65,7 @@ fn ask(runtime: &tokio::runtime::Runtime, addr: &str) -> Option<View> {
                     .iter()
                     .filter(|w| w.state() == WorkerState::Alive)
                     .count(),
-                applied: format!(
-                    "{:?} {:?}",
-                    reply
-                        .workers
-                        .iter()
-                        .map(|w| (&w.id, &w.state))
-                        .collect::<Vec<_>>(),
-                    reply
-                        .drivers
-                        .iter()
-                        .map(|d| (&d.id, &d.state))
-                        .collect::<Vec<_>>()
-                ),
+                applied: reply.applied_index,
             })
         };
         tokio::time::timeout(Duration::from_millis(200), call)

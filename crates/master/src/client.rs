@@ -184,6 +184,7 @@ impl ClusterService {
         StatusReply {
             leader: leadership.leader.map_or(0, |(id, _)| id),
             term: leadership.term.0,
+            applied_index: metrics.last_applied.map_or(0, |applied| applied.index),
             recovery_state: session
                 .as_ref()
                 .map_or(v1::RecoveryState::Standby, |s| s.recovery_state().into())

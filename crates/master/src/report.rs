@@ -25,6 +25,7 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
     json!({
         "leader": status.leader,
         "term": status.term,
+        "applied_index": status.applied_index,
         "recovery_state": status.recovery_state().name(),
         "members": status.members.iter().map(|m| json!({
             "id": m.id, "addr": m.addr, "role": m.role().name(), "silent": m.silent,
