@@ -106,7 +106,7 @@ impl Cgroups {
         };
         cgroups.check_controllers()?;
         let parent = cgroups.build(&cgroups.parent).build(hierarchies::auto());
-        parent.map_err(|e| cgroups.setup_error(&cgroups.parent, &e))?;
+        parent.map_err(|e| setup_error(&cgroups.parent, &e))?;
         Ok(cgroups)
     }
 
@@ -137,13 +137,6 @@ impl Cgroups {
     /// A builder of group `name` with the controllers every group uses.
     fn build(&self, name: &str) -> CgroupBuilder {
         CgroupBuilder::new(name).set_specified_controllers(controller_names())
-    }
-
-    fn setup_error(&self, group: &str, cause: &impl std::fmt::Display) -> IsolationError {
-        IsolationError::Setup {
-            group: group.to_owned(),
-            cause: cause.to_string(),
-        }
     }
 
     /// The group of the process `name` (unique among this worker's processes), as it is
@@ -191,7 +184,7 @@ impl Cgroups {
             ))
             .done()
             .build(hierarchy)
-            .map_err(|e| self.setup_error(&path, &e))?;
+            .map_err(|e| setup_error(&path, &e))?;
         // Without swap accounting there is nothing to set; with it, swap is no way around
         // the limit.
         if let Some(memory_controller) = cgroup.controller_of::<MemController>() {
@@ -257,6 +250,14 @@ impl Cgroups {
 
     fn child(&self, name: &str) -> String {
         format!("{}/{name}", self.parent)
+    }
+}
+
+/// Why group `group` could not be set up.
+fn setup_error(group: &str, cause: &impl std::fmt::Display) -> IsolationError {
+    IsolationError::Setup {
+        group: group.to_owned(),
+        cause: cause.to_string(),
     }
 }
 
