@@ -1,26 +1,27 @@
 //! Limits on what each driver and executor may use, enforced by the kernel's control groups
 //! (cgroup v2, or the v1 controllers) as YARN's and Nomad's agents enforce them.
 //!
-//! The worker owns one parent group, named after its work dir so that an agent restarted on
-//! the same work dir finds it again, and puts every process it starts in a group of its own
-//! below it: memory limited to the grant (plus [`Limits::memory_overhead`]), CPU weighted by
+//! The worker owns one parent group, named after its id so that an agent restarted on the
+//! same work dir (which keeps the id) finds it again, and puts every process it starts in a
+//! group of its own below it: memory limited to the grant (plus [`Limits::memory_overhead`]), CPU weighted by
 //! the granted cores (and capped at them under [`Limits::cpu_quota`]), processes bounded by
 //! [`Limits::max_processes`]. The process's wrapper joins its group before the program
 //! starts, so nothing the program forks escapes it. When the process is over, its group
 //! tells whether the kernel killed it for going over its memory limit, and is removed.
 //!
-//! Where the machine offers no usable control groups (controllers missing, no permission),
-//! [`Cgroups::open`] says why and the worker may run without limits.
+//! Where the machine offers no usable control groups (controllers missing, no permission, a
+//! limit that does not take), [`Cgroups::open`] says why and the worker may run without
+//! limits.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use cgroups_rs::cgroup_builder::CgroupBuilder;
 use cgroups_rs::hierarchies::{self, V1};
 use cgroups_rs::memory::MemController;
 use cgroups_rs::{Cgroup, Controller, Controllers, MaxValue};
-use muster_core::ids::RequestId;
+use muster_core::ids::{RequestId, WorkerId};
 use muster_core::resources::Resources;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -30,6 +31,10 @@ const CONTROLLERS: [Controllers; 3] = [Controllers::Mem, Controllers::Cpu, Contr
 
 /// How long the removal of a group waits for its killed processes to be gone.
 const REMOVAL_PATIENCE: Duration = Duration::from_secs(5);
+
+/// The group [`Cgroups::open`] tries its limits on: no process's (those are named after
+/// driver and executor ids).
+const PROBE: &str = "probe";
 
 /// The CFS period a hard CPU quota is expressed in, in microseconds.
 const CPU_PERIOD_US: u64 = 100_000;
@@ -77,7 +82,7 @@ pub enum IsolationError {
         /// What failed.
         cause: String,
     },
-    /// A hierarchy is mounted where the processes' wrapper could not name it.
+    /// A group's path has white space, which the processes' wrapper cannot name.
     #[error("the control group path `{0}` contains white space")]
     UnusablePath(String),
 }
@@ -91,22 +96,22 @@ pub struct Cgroups {
 }
 
 impl Cgroups {
-    /// Opens (creating if need be) the parent group of the worker whose work dir is
-    /// `work_dir`, checking that every controller the limits need is there.
+    /// Opens (creating if need be) the parent group of worker `worker`, and checks on a
+    /// group of its own that every controller reaches below it and that a limit takes.
     ///
     /// # Errors
     ///
     /// The machine has no usable control groups.
-    pub fn open(work_dir: &Path, limits: Limits) -> Result<Self, IsolationError> {
-        let work_dir = fs::canonicalize(work_dir).unwrap_or_else(|_| work_dir.to_owned());
-        let id = RequestId::of_content("worker", work_dir.as_os_str().as_encoded_bytes());
+    pub fn open(worker: &WorkerId, limits: Limits) -> Result<Self, IsolationError> {
+        let name = RequestId::of_content("worker", worker.to_string().as_bytes());
         let cgroups = Self {
-            parent: format!("muster/{}", id.0),
+            parent: format!("muster/{}", name.0),
             limits,
         };
         cgroups.check_controllers()?;
         let parent = cgroups.build(&cgroups.parent).build(hierarchies::auto());
         parent.map_err(|e| setup_error(&cgroups.parent, &e))?;
+        cgroups.create(PROBE, &Resources::new(1, 64))?.remove();
         Ok(cgroups)
     }
 
@@ -159,6 +164,12 @@ impl Cgroups {
     pub fn create(&self, name: &str, granted: &Resources) -> Result<ProcessGroup, IsolationError> {
         let path = self.child(name);
         self.existing(name).remove();
+        if self.existing(name).cgroup.is_some() {
+            return Err(setup_error(
+                &path,
+                &"processes of an earlier run there outlived SIGKILL",
+            ));
+        }
         let memory = self.limits.memory_bytes(granted.memory_mb);
         let cores = u64::from(granted.cores.max(1));
         let hierarchy = hierarchies::auto();
@@ -184,16 +195,18 @@ impl Cgroups {
             ))
             .done()
             .build(hierarchy)
-            .map_err(|e| setup_error(&path, &e))?;
-        // Without swap accounting there is nothing to set; with it, swap is no way around
-        // the limit.
-        if let Some(memory_controller) = cgroup.controller_of::<MemController>() {
-            let _ = memory_controller.set_memswap_limit(memory);
-        }
+            .map_err(|e| {
+                self.existing(name).remove();
+                setup_error(&path, &e)
+            })?;
         let group = ProcessGroup {
             cgroup: Some(cgroup),
             path,
         };
+        if let Err(error) = group.limit_memory(memory) {
+            group.remove();
+            return Err(error);
+        }
         let procs = group.procs_files();
         if let Some(path) = procs
             .iter()
@@ -276,6 +289,37 @@ pub struct ProcessGroup {
 }
 
 impl ProcessGroup {
+    /// Keeps swap from being a way around the memory limit (no swap in v2, memory and swap
+    /// together in v1 where swap is accounted for), and checks that the limit took: the
+    /// crate does not say when a write fails.
+    fn limit_memory(&self, bytes: i64) -> Result<(), IsolationError> {
+        let not_limited = |cause: &str| setup_error(&self.path, &cause);
+        let cgroup = self
+            .cgroup
+            .as_ref()
+            .ok_or_else(|| not_limited("it is gone"))?;
+        let memory = cgroup
+            .controller_of::<MemController>()
+            .ok_or_else(|| not_limited("no memory controller"))?;
+        let (limit_file, swap) = if cgroup.v2() {
+            ("memory.max", 0)
+        } else {
+            ("memory.limit_in_bytes", bytes)
+        };
+        // v1 without swap accounting has no file to write: there is no swap to account.
+        let _ = memory.set_memswap_limit(swap);
+        let limit = fs::read_to_string(memory.path().join(limit_file))
+            .ok()
+            .and_then(|text| text.trim().parse::<i64>().ok());
+        // The kernel rounds a v1 limit down to whole pages.
+        match limit {
+            Some(limit) if limit <= bytes && limit > bytes - 64 * 1024 => Ok(()),
+            _ => Err(not_limited(&format!(
+                "its memory limit reads {limit:?}, not {bytes} bytes"
+            ))),
+        }
+    }
+
     /// The `cgroup.procs` files a process writes its id to, to join the group.
     pub fn procs_files(&self) -> Vec<PathBuf> {
         let Some(cgroup) = &self.cgroup else {
@@ -292,7 +336,9 @@ impl ProcessGroup {
             .collect()
     }
 
-    /// Whether the kernel killed a process of the group for going over its memory limit.
+    /// Whether the kernel killed a process of the group for going over the group's memory
+    /// limit: the OOM killer killed in the group (which alone could be the whole machine's
+    /// OOM killer), and the group's use reached its limit.
     pub fn out_of_memory(&self) -> bool {
         let Some(cgroup) = &self.cgroup else {
             return false;
@@ -301,17 +347,24 @@ impl ProcessGroup {
             return false;
         };
         if cgroup.v2() {
-            // `memory.events`: `oom_kill N`, among other counters.
+            // `memory.events`: `oom N` (the limit was hit), `oom_kill N`, among others.
             let events = fs::read_to_string(memory.path().join("memory.events"));
-            return events.is_ok_and(|events| {
-                events.lines().any(|line| {
-                    line.strip_prefix("oom_kill ")
-                        .and_then(|n| n.trim().parse::<u64>().ok())
-                        .is_some_and(|n| n > 0)
+            let counter = |events: &str, name: &str| {
+                events.lines().find_map(|line| {
+                    let (key, value) = line.split_once(' ')?;
+                    (key == name).then(|| value.trim().parse::<u64>().ok())?
                 })
+            };
+            return events.is_ok_and(|events| {
+                counter(&events, "oom").is_some_and(|n| n > 0)
+                    && counter(&events, "oom_kill").is_some_and(|n| n > 0)
             });
         }
-        memory.memory_stat().oom_control.oom_kill > 0
+        // v1 counts no hit of the limit reliably (`failcnt` stays 0 here), but its peak
+        // reaches the limit.
+        let stat = memory.memory_stat();
+        stat.oom_control.oom_kill > 0
+            && stat.max_usage_in_bytes >= stat.limit_in_bytes.saturating_sub(64 * 1024) as u64
     }
 
     /// Kills whatever still runs in the group, waits until it is gone (a process held back

@@ -46,12 +46,15 @@ use crate::records::{Record, Records, exit_code, process_group, still_runs};
 /// a later agent to read. The wrapper outlives a SIGTERM to the group (a handler, unlike an
 /// ignored signal, is not inherited), so it waits for the program and the grace period
 /// applies to the program.
-const WRAPPER: &str = r#"trap : TERM INT
+const WRAPPER: &str = r#"trap : TERM INT; set -f
 for procs in $MUSTER_CGROUP_PROCS; do
   echo $$ > "$procs" || { echo "muster: cannot join the control group $procs" >&2; exit 125; }
 done
 unset MUSTER_CGROUP_PROCS
 "$@"; code=$?; echo "$code" > exit; exit "$code""#;
+/// The file in a process's directory that says the kernel killed its last run for going over
+/// its memory limit, for a later agent to read.
+const OUT_OF_MEMORY_MARKER: &str = "oom";
 /// The environment variable that tells the wrapper which control groups to join.
 const CGROUPS_VARIABLE: &str = "MUSTER_CGROUP_PROCS";
 /// The environment variable naming the work dir a process was started for.
@@ -378,7 +381,8 @@ impl Supervisor {
     /// run are watched as if started here (and listed by [`Supervisor::running`]); those that
     /// ended and whose end the leader may not have are reported with the exit code their
     /// wrapper wrote (a supervised driver that failed is started again); any other process
-    /// found running in the work dir is killed. Call it once, before the first launch.
+    /// found running in the work dir is killed, and any control group no adopted process is
+    /// in is emptied and removed. Call it once, before the first launch.
     pub fn adopt(&self) {
         let mut adopted = Vec::new();
         let mut adopted_groups = Vec::new();
@@ -407,9 +411,10 @@ impl Supervisor {
             } else {
                 let code = exit_code(&launcher.directory);
                 let out_of_memory = code != Some(0)
-                    && launcher
-                        .existing_group()
-                        .is_some_and(|group| group.out_of_memory());
+                    && (launcher.directory.join(OUT_OF_MEMORY_MARKER).exists()
+                        || launcher
+                            .existing_group()
+                            .is_some_and(|group| group.out_of_memory()));
                 ended.push((record, launcher.directory, code, out_of_memory));
             }
         }
@@ -595,8 +600,9 @@ impl Launcher {
             .create(true)
             .append(true)
             .open(self.directory.join(Stream::Stderr.file_name()))?;
-        let _ = fs::remove_file(self.directory.join("exit"));
-        let _ = fs::remove_file(self.directory.join("killed"));
+        for marker in ["exit", "killed", OUT_OF_MEMORY_MARKER] {
+            let _ = fs::remove_file(self.directory.join(marker));
+        }
         let group = match &self.isolation {
             Some(cgroups) => Some(cgroups.create(&spec.workload.group_name(), &spec.resources)?),
             None => None,
@@ -713,6 +719,10 @@ impl Monitor {
             return false;
         };
         let out_of_memory = code != Some(0) && group.out_of_memory();
+        if out_of_memory {
+            // For an agent that takes over before the leader has this end.
+            let _ = fs::write(self.launcher.directory.join(OUT_OF_MEMORY_MARKER), b"");
+        }
         // Removal waits briefly for killed processes to be gone.
         let _ = tokio::task::spawn_blocking(move || group.remove()).await;
         out_of_memory
@@ -815,16 +825,15 @@ impl Monitor {
         }
         let code = exit_code(&self.launcher.directory);
         let out_of_memory = self.release_group(code).await;
+        if self.launcher.spec.supervise && (out_of_memory || code.is_some_and(|code| code != 0)) {
+            let backoff = self.config.restart_backoff;
+            if let Some(child) = self.restart(1, backoff).await {
+                self.run(child).await;
+            }
+            return;
+        }
         match code {
-            _ if out_of_memory && !self.launcher.spec.supervise => {
-                self.finish(ProcessState::OutOfMemory);
-            }
-            Some(code) if self.launcher.spec.supervise && code != 0 => {
-                let backoff = self.config.restart_backoff;
-                if let Some(child) = self.restart(1, backoff).await {
-                    self.run(child).await;
-                }
-            }
+            _ if out_of_memory => self.finish(ProcessState::OutOfMemory),
             Some(code) => self.finish(ProcessState::Exited { code }),
             None => self.finish(ProcessState::Failed {
                 reason: "ended without an exit code".into(),

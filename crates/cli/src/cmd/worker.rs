@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
+use muster_core::ids::WorkerId;
 use muster_core::resources::Resources;
 use muster_master::config::seconds;
 use muster_worker::agent::{AgentConfig, lock_work_dir, stable_id};
@@ -93,8 +94,8 @@ enum Isolation {
 }
 
 impl WorkerArgs {
-    /// The control groups the worker's processes run in, if any.
-    fn isolation(&self) -> Result<Option<Cgroups>, CliError> {
+    /// The control groups the processes of worker `id` run in, if any.
+    fn isolation(&self, id: &WorkerId) -> Result<Option<Cgroups>, CliError> {
         if !(self.memory_overhead.is_finite() && self.memory_overhead >= 0.0) {
             return Err(CliError::BadInput(format!(
                 "--memory-overhead must be a ratio of 0 or more, not {}",
@@ -113,7 +114,7 @@ impl WorkerArgs {
         };
         let opened = match self.isolation {
             Isolation::None => return Ok(None),
-            Isolation::Auto | Isolation::Cgroups => Cgroups::open(&self.work_dir, limits),
+            Isolation::Auto | Isolation::Cgroups => Cgroups::open(id, limits),
         };
         match opened {
             Ok(cgroups) => Ok(Some(cgroups)),
@@ -154,12 +155,12 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
     };
     let _lock = lock_work_dir(&args.work_dir)
         .map_err(|e| CliError::BadInput(format!("--work-dir: {e}")))?;
-    let isolation = args.isolation()?;
-    let id = match args.id {
+    let id = match &args.id {
         Some(id) => id.as_str().into(),
         None => stable_id(&args.work_dir, &host)
             .map_err(|e| CliError::Failed(format!("{}: {e}", args.work_dir.display())))?,
     };
+    let isolation = args.isolation(&id)?;
     let leader_timeout = seconds("--leader-timeout", args.leader_timeout)?;
     let masters = args.masters.parse()?.addrs().to_vec();
     let secret = args.masters.secret.read()?;
