@@ -12,8 +12,46 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::node::{RaftNode, RaftSettings, WriteError};
+use crate::node::{NodeError, RaftNode, RaftSettings, WriteError};
 use crate::types::{Applied, NodeId};
+
+/// Why a local group did not do what it was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    /// A replica's address could not be bound.
+    #[error("bind {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: String,
+        /// Why not.
+        source: std::io::Error,
+    },
+    /// A replica's data could not be opened, the group bootstrapped or a replica stopped.
+    #[error(transparent)]
+    Node(#[from] NodeError),
+    /// The replica asked for is not running.
+    #[error("replica {0} is not running")]
+    NotRunning(NodeId),
+    /// A replica's server did not stop cleanly.
+    #[error("the server of replica {id}: {cause}")]
+    Server {
+        /// The replica.
+        id: NodeId,
+        /// What went wrong.
+        cause: String,
+    },
+    /// No running replica led, known by all the others, in time.
+    #[error("no agreed leader within {deadline:?}: {views}")]
+    NoLeader {
+        /// How long it waited.
+        deadline: Duration,
+        /// What each replica knew of the leadership.
+        views: String,
+    },
+    /// A write was not applied in time.
+    #[error("not applied within {0:?}")]
+    NotApplied(Duration),
+}
 
 struct Replica {
     node: Arc<RaftNode>,
@@ -35,7 +73,7 @@ impl LocalCluster {
     /// # Errors
     ///
     /// A replica could not bind, open its data or bootstrap.
-    pub async fn start(n: u64, settings: RaftSettings, dir: &Path) -> Result<Self, String> {
+    pub async fn start(n: u64, settings: RaftSettings, dir: &Path) -> Result<Self, LocalError> {
         let mut cluster = Self {
             dir: dir.to_owned(),
             settings,
@@ -47,11 +85,7 @@ impl LocalCluster {
         }
         let members = cluster.members();
         for id in 1..=n {
-            cluster
-                .node(id)
-                .bootstrap(&members)
-                .await
-                .map_err(|e| e.to_string())?;
+            cluster.node(id).bootstrap(&members).await?;
         }
         Ok(cluster)
     }
@@ -62,19 +96,16 @@ impl LocalCluster {
     /// # Errors
     ///
     /// The address could not be bound or the data opened.
-    pub async fn spawn_replica(&mut self, id: NodeId) -> Result<String, String> {
+    pub async fn spawn_replica(&mut self, id: NodeId) -> Result<String, LocalError> {
         let bind = self.addrs.get(&id).map_or("127.0.0.1:0", String::as_str);
-        let listener = TcpListener::bind(bind)
-            .await
-            .map_err(|e| format!("bind {bind}: {e}"))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| e.to_string())?
-            .to_string();
+        let not_bound = |source| LocalError::Bind {
+            addr: bind.to_owned(),
+            source,
+        };
+        let listener = TcpListener::bind(bind).await.map_err(not_bound)?;
+        let addr = listener.local_addr().map_err(not_bound)?.to_string();
         let data_dir = self.dir.join(format!("replica-{id}"));
-        let node = RaftNode::open(id, &data_dir, &self.settings, StateConfig::default())
-            .await
-            .map_err(|e| e.to_string())?;
+        let node = RaftNode::open(id, &data_dir, &self.settings, StateConfig::default()).await?;
         let node = Arc::new(node);
         let (stop_server, stopped) = oneshot::channel::<()>();
         let service = node.replication_service();
@@ -130,18 +161,16 @@ impl LocalCluster {
     /// # Errors
     ///
     /// It was not running, or did not stop cleanly.
-    pub async fn stop(&mut self, id: NodeId) -> Result<(), String> {
-        let replica = self
-            .running
-            .remove(&id)
-            .ok_or_else(|| format!("replica {id} is not running"))?;
-        replica.node.shutdown().await.map_err(|e| e.to_string())?;
+    pub async fn stop(&mut self, id: NodeId) -> Result<(), LocalError> {
+        let replica = self.running.remove(&id).ok_or(LocalError::NotRunning(id))?;
+        replica.node.shutdown().await?;
         let _ = replica.stop_server.send(());
+        let server = |cause: String| LocalError::Server { id, cause };
         replica
             .server
             .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())
+            .map_err(|e| server(e.to_string()))?
+            .map_err(|e| server(e.to_string()))
     }
 
     /// Stops every running replica. Stop a cluster before its runtime ends: sled stores
@@ -150,7 +179,7 @@ impl LocalCluster {
     /// # Errors
     ///
     /// A replica did not stop cleanly.
-    pub async fn shutdown(mut self) -> Result<(), String> {
+    pub async fn shutdown(mut self) -> Result<(), LocalError> {
         for id in self.ids() {
             self.stop(id).await?;
         }
@@ -162,7 +191,7 @@ impl LocalCluster {
     /// # Errors
     ///
     /// No agreed leader within `deadline`.
-    pub async fn leader(&self, deadline: Duration) -> Result<NodeId, String> {
+    pub async fn leader(&self, deadline: Duration) -> Result<NodeId, LocalError> {
         let start = Instant::now();
         loop {
             let views: Vec<_> = self
@@ -182,7 +211,10 @@ impl LocalCluster {
                 return Ok(leader);
             }
             if start.elapsed() > deadline {
-                return Err(format!("no agreed leader within {deadline:?}: {views:?}"));
+                return Err(LocalError::NoLeader {
+                    deadline,
+                    views: format!("{views:?}"),
+                });
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -194,7 +226,7 @@ impl LocalCluster {
     /// # Errors
     ///
     /// Not applied within `deadline`.
-    pub async fn write(&self, command: Command, deadline: Duration) -> Result<Applied, String> {
+    pub async fn write(&self, command: Command, deadline: Duration) -> Result<Applied, LocalError> {
         let start = Instant::now();
         let mut target = self.leader(deadline).await?;
         while start.elapsed() < deadline {
@@ -217,6 +249,6 @@ impl LocalCluster {
                 .leader(deadline.saturating_sub(start.elapsed()))
                 .await?;
         }
-        Err(format!("not applied within {deadline:?}"))
+        Err(LocalError::NotApplied(deadline))
     }
 }
