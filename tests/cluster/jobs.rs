@@ -415,6 +415,17 @@ name = "crash"
         Some(2),
         "{report}"
     );
+    // Each failed attempt says what became of its executor: SIGKILL, exit code 137.
+    let tasks = report["tasks"].as_array().unwrap();
+    assert!(
+        tasks
+            .iter()
+            .filter(|t| t["state"] == "FAILED")
+            .all(|t| t["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("executor ") && r.ends_with(" ended: exit 137"))),
+        "{report}"
+    );
 }
 
 #[test]

@@ -20,6 +20,7 @@ use muster_core::tasks::jobs::{JobScheduler, JobState};
 use muster_core::tasks::scheduler::{Launch, TaskEnd};
 use muster_core::tasks::{JobId, StageId, TaskId};
 use muster_proto::auth::{Role, Secret};
+use muster_proto::exit;
 use muster_proto::transport::{ThrowawayTls, TlsError};
 use muster_proto::v1::app_message::Body as AppRequest;
 use muster_proto::v1::driver_message::Body as Down;
@@ -230,6 +231,9 @@ pub struct TaskReport {
     pub state: AttemptState,
     /// How long it ran, as its executor measured.
     pub duration_ms: Option<u64>,
+    /// Why it failed or was lost, if it was: the task's own error, or what became of its
+    /// executor (`executor 2 ended: exit -104 (killed for going over its memory limit)`).
+    pub reason: Option<String>,
 }
 
 /// What the executors' streams tell the driver loop.
@@ -299,8 +303,9 @@ struct ExecutorLink {
 /// Why an executor is gone, for the attempts that ran on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Loss {
-    /// Its process failed or exited by itself: the application caused it.
-    ByApp,
+    /// Its process failed or exited by itself, with this exit code if the masters know it:
+    /// the application caused it.
+    ByApp(Option<i32>),
     /// Its worker, process or stream is gone through no fault of the application.
     Lost,
     /// The masters stopped it for prior work: its attempts are not failures at all.
@@ -622,6 +627,9 @@ impl Driver {
                     TaskState::Failed | TaskState::Unspecified => AttemptState::Failed,
                 };
                 report.duration_ms = Some(end.duration_ms);
+                if how == TaskEnd::Failed && !end.message.is_empty() {
+                    report.reason = Some(end.message.clone());
+                }
                 match how {
                     TaskEnd::Succeeded => {
                         self.succeeded.insert((*stage, report.index));
@@ -709,7 +717,9 @@ impl Driver {
                         "executor ended"
                     );
                     let loss = match state {
-                        ExecutorState::Failed | ExecutorState::Exited => Loss::ByApp,
+                        ExecutorState::Failed | ExecutorState::Exited => {
+                            Loss::ByApp(event.exit_code)
+                        }
                         _ => Loss::Lost,
                     };
                     self.lose_executor(id, loss);
@@ -724,14 +734,22 @@ impl Driver {
         self.executors.remove(&id);
         self.disconnected.remove(&id);
         let now = self.now();
-        let (lost, ended) = self.scheduler.remove_executor(now, id, loss == Loss::ByApp);
+        let by_app = matches!(loss, Loss::ByApp(_));
+        let (lost, ended) = self.scheduler.remove_executor(now, id, by_app);
+        let reason = match loss {
+            Loss::ByApp(Some(code)) => format!("executor {} ended: {}", id.0, exit::describe(code)),
+            Loss::ByApp(None) => format!("executor {} failed", id.0),
+            Loss::Lost => format!("executor {} was lost", id.0),
+            Loss::Preempted => format!("executor {} was preempted for prior work", id.0),
+        };
         for task in lost {
             if let Some((stage, report)) = self.tasks.get_mut(&task) {
                 report.state = match loss {
-                    Loss::ByApp => AttemptState::Failed,
+                    Loss::ByApp(_) => AttemptState::Failed,
                     Loss::Lost => AttemptState::Lost,
                     Loss::Preempted => AttemptState::Preempted,
                 };
+                report.reason = Some(reason.clone());
                 if loss != Loss::Preempted {
                     *self.failures.entry(*stage).or_default() += 1;
                 }
@@ -768,6 +786,7 @@ impl Driver {
                 speculative: launch.speculative,
                 state: AttemptState::Running,
                 duration_ms: None,
+                reason: None,
             };
             self.tasks.insert(launch.task, (launch.stage, report));
         }
