@@ -838,6 +838,21 @@ mod tests {
         }
     }
 
+    /// The ALIVE session of a lone leader, with a worker's stream open on it.
+    async fn alive_with_a_worker(
+        dir: &Path,
+    ) -> (
+        Arc<Sessions>,
+        Arc<Session>,
+        mpsc::Receiver<Result<MasterMessage, Status>>,
+    ) {
+        let sessions = lone_leader(dir).await;
+        let session = alive_session(&sessions, None).await;
+        let (sender, stream) = link_channel(0);
+        session.open_worker_link(sender).unwrap();
+        (sessions, session, stream)
+    }
+
     /// Ends with `session` ended and its worker stream, opened before, told to look for the
     /// leader; then a fresh session of the same term comes ALIVE.
     async fn is_replaced_after_a_panic(
@@ -859,11 +874,7 @@ mod tests {
     #[tokio::test]
     async fn a_panic_under_the_leaders_lock_ends_the_session_and_a_fresh_one_recovers() {
         let dir = tempfile::tempdir().unwrap();
-        let sessions = lone_leader(dir.path()).await;
-        let session = alive_session(&sessions, None).await;
-        let (sender, stream) = link_channel(0);
-        session.open_worker_link(sender).unwrap();
-
+        let (sessions, session, stream) = alive_with_a_worker(dir.path()).await;
         let panicked = std::thread::scope(|scope| {
             scope
                 .spawn(|| {
@@ -879,11 +890,7 @@ mod tests {
     #[tokio::test]
     async fn a_panic_in_a_session_task_ends_the_session_and_a_fresh_one_recovers() {
         let dir = tempfile::tempdir().unwrap();
-        let sessions = lone_leader(dir.path()).await;
-        let session = alive_session(&sessions, None).await;
-        let (sender, stream) = link_channel(0);
-        session.open_worker_link(sender).unwrap();
-
+        let (sessions, session, stream) = alive_with_a_worker(dir.path()).await;
         session.spawn(async { panic!("a bug in the leader") });
         is_replaced_after_a_panic(&sessions, &session, stream).await;
     }
