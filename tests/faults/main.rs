@@ -512,8 +512,9 @@ fn a_master_whose_disk_fills_stops_saying_why_loses_nothing_and_catches_up_once_
 }
 
 /// How many connections a cut link may be tried on per second: a few elections and client
-/// calls, and replication that backs off a tenth of a second after each failure. Without
-/// the back-off, replication alone retried a cut link thousands of times a second.
+/// calls, and replication that backs off a tenth of a second after each failure (about 11 a
+/// second in all). Without the back-off, replication alone tried one some 775 times a
+/// second in a debug build.
 const CUT_LINK_ATTEMPTS_PER_SECOND: f64 = 40.0;
 
 /// How long the partition below lasts: long enough for a retry storm to show.
