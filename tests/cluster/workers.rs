@@ -370,3 +370,116 @@ fn all_masters_restarted_recover_from_disk_and_the_worker_reconnects() {
         driver(s, &next).is_some_and(|d| d["state"] == "RUNNING")
     });
 }
+
+#[test]
+fn gpus_are_handed_out_by_address_kept_through_a_failover_and_freed_when_their_process_ends() {
+    let mut masters = Masters::start();
+    let first = masters.leader(0);
+    let gpus = ["--resources", "gpu=GPU-a,GPU-b"];
+    let agent = start_worker_via(&masters, "w1", 4, &masters.list_from(1), &gpus);
+    // Each driver prints what it was told it holds, then runs on.
+    let tells = r#"echo "$CUDA_VISIBLE_DEVICES $MUSTER_RESOURCE_GPU"; cat "$MUSTER_RESOURCES_FILE"; echo; exec sleep 1000"#;
+    let submit_gpu = || {
+        submit(
+            &masters,
+            &["--resources", "gpu=1", "--", "/bin/sh", "-c", tells],
+        )
+    };
+    let (one, two) = (submit_gpu(), submit_gpu());
+    let holds = |status: &serde_json::Value, id: &str| -> Vec<String> {
+        let addresses = &driver(status, id).unwrap()["addresses"]["gpu"];
+        serde_json::from_value(addresses.clone()).unwrap_or_default()
+    };
+    let status = wait_for(&masters, "both drivers running with a GPU", |s| {
+        [&one, &two]
+            .iter()
+            .all(|id| driver(s, id).is_some_and(|d| d["state"] == "RUNNING"))
+    });
+    let held = [holds(&status, &one), holds(&status, &two)];
+    let mut all: Vec<&str> = held.iter().flatten().map(String::as_str).collect();
+    all.sort_unstable();
+    assert_eq!(all, ["GPU-a", "GPU-b"], "one GPU each: {held:?}");
+    assert_eq!(
+        status["workers"][0]["addresses"]["gpu"],
+        serde_json::json!(["GPU-a", "GPU-b"])
+    );
+    for (id, held) in [&one, &two].iter().zip(&held) {
+        let out = masters.dir.path().join("w1").join(id).join("stdout");
+        let told = wait_for_output(&out, 2);
+        let gpu = &held[0];
+        assert_eq!(told[0], format!("{gpu} {gpu}"), "{id}'s environment");
+        let file: serde_json::Value = serde_json::from_str(&told[1]).unwrap();
+        assert_eq!(
+            file,
+            serde_json::json!([{"id": {"componentName": "spark.driver", "resourceName": "gpu"},
+                                "addresses": [gpu]}]),
+            "{id}'s resources file"
+        );
+    }
+    // A third waits for a GPU.
+    let three = submit_gpu();
+    wait_for(&masters, "the third driver waiting for a GPU", |s| {
+        driver(s, &three).is_some_and(|d| d["waiting"].is_string())
+    });
+
+    // The leader is killed and the agent restarted: the same processes hold the same GPUs.
+    let pids = [driver_pid(&masters, &one), driver_pid(&masters, &two)];
+    masters.running[first as usize - 1]
+        .take()
+        .expect("the leader runs")
+        .crash();
+    agent.crash();
+    let _agent = start_worker_via(&masters, "w1", 4, &masters.list_from(1), &gpus);
+    let after = wait_for(&masters, "a new leader ALIVE with the worker back", |s| {
+        s["leader"] != first
+            && s["recovery_state"] == "ALIVE"
+            && s["workers"][0]["state"] == "ALIVE"
+    });
+    assert_eq!([holds(&after, &one), holds(&after, &two)], held);
+    assert_eq!(
+        [driver_pid(&masters, &one), driver_pid(&masters, &two)],
+        pids
+    );
+    assert!(
+        driver(&after, &three).unwrap()["addresses"]
+            .as_object()
+            .unwrap()
+            .is_empty()
+    );
+
+    // A driver that ends frees its GPU, and the waiting one gets it.
+    let output = Masters::client(&masters.list_from(1), &["kill", &one]);
+    assert!(
+        output.status.success(),
+        "{}",
+        crate::support::stderr(&output)
+    );
+    let freed = wait_for(&masters, "the third driver running", |s| {
+        driver(s, &three).is_some_and(|d| d["state"] == "RUNNING")
+    });
+    assert_eq!(holds(&freed, &three), held[0]);
+    assert!(
+        driver(&freed, &one).unwrap()["addresses"]
+            .as_object()
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// The first `lines` lines of the output file `path`, once they are there.
+fn wait_for_output(path: &std::path::Path, lines: usize) -> Vec<String> {
+    let deadline = Instant::now() + crate::support::DEADLINE;
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let got: Vec<String> = text.lines().map(str::to_owned).collect();
+        if got.len() >= lines {
+            return got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} has {text:?}, not {lines} lines",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

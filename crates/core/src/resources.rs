@@ -16,6 +16,106 @@ use crate::model::{InputError, positive, resource_amounts};
 /// Custom resources (e.g. `gpu`) by name, as whole amounts.
 pub type ResourceAmounts = BTreeMap<String, u32>;
 
+/// Which unit of each custom resource is which, by name (`gpu` → `["0", "2"]`): the
+/// addresses a worker offers, or those one process holds. A worker that names none for a
+/// resource has the addresses `0` to its amount less one, as Spark numbers the GPUs a
+/// discovery script finds; a process is told its own, so that no two use the same device.
+pub type ResourceAddresses = BTreeMap<String, Vec<String>>;
+
+/// Addresses as a person writes them: `gpu=0,2 fpga=1`.
+pub struct ListedAddresses<'a>(pub &'a ResourceAddresses);
+
+impl fmt::Display for ListedAddresses<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (name, list)) in self.0.iter().enumerate() {
+            let space = if i == 0 { "" } else { " " };
+            write!(f, "{space}{name}={}", list.join(","))?;
+        }
+        Ok(())
+    }
+}
+
+/// The addresses of `amount` units of resource `name` on a worker that gave `given`: the
+/// list given for it, else `0` to `amount - 1`.
+pub fn addresses_of<'a>(
+    name: &str,
+    amount: u32,
+    given: &'a ResourceAddresses,
+) -> Box<dyn Iterator<Item = std::borrow::Cow<'a, str>> + 'a> {
+    match given.get(name) {
+        Some(list) => Box::new(list.iter().map(|a| a.as_str().into())),
+        None => Box::new((0..amount).map(|a| a.to_string().into())),
+    }
+}
+
+/// Every address of the custom resources in `amounts` on a worker that gave `given`.
+pub fn all_addresses(amounts: &ResourceAmounts, given: &ResourceAddresses) -> ResourceAddresses {
+    amounts
+        .iter()
+        .map(|(name, &amount)| {
+            let list = addresses_of(name, amount, given)
+                .map(String::from)
+                .collect();
+            (name.clone(), list)
+        })
+        .collect()
+}
+
+/// Checks the addresses a worker gives for the custom resources of its `capacity`: each list
+/// belongs to one of them and holds as many addresses as its amount, none twice, each a
+/// short word without commas or white space (a process gets them as one comma-separated
+/// list). Fields are named `{field}.NAME`.
+///
+/// # Errors
+///
+/// The first offending list.
+pub fn validate_addresses(
+    field: impl fmt::Display,
+    capacity: &ResourceAmounts,
+    addresses: &ResourceAddresses,
+) -> Result<(), InputError> {
+    let refuse = |name: &str, message: String| InputError {
+        field: format!("{field}.{name}"),
+        message,
+    };
+    for (name, list) in addresses {
+        let amount = capacity.get(name).copied().unwrap_or(0);
+        if list.len() != amount as usize {
+            return Err(refuse(
+                name,
+                format!("{} addresses for an amount of {amount}", list.len()),
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for address in list {
+            limits::name(format_args!("{field}.{name}"), address)?;
+            if address.is_empty() || address.contains(|c: char| c == ',' || c.is_whitespace()) {
+                return Err(refuse(
+                    name,
+                    format!("`{address}` is not an address (a word without commas or spaces)"),
+                ));
+            }
+            if !seen.insert(address) {
+                return Err(refuse(name, format!("address `{address}` given twice")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `addresses` without the lists that only repeat the default numbering (`gpu: ["0", "1"]`
+/// for two GPUs), so that a worker that names its addresses `0` and `1` registers as one
+/// that gives only the amount.
+pub fn without_default_addresses(mut addresses: ResourceAddresses) -> ResourceAddresses {
+    addresses.retain(|_, list| {
+        !list
+            .iter()
+            .enumerate()
+            .all(|(i, address)| *address == i.to_string())
+    });
+    addresses
+}
+
 /// Reads custom amounts leaving zero ones out: `"gpu": 0` says there is none.
 pub(crate) fn nonzero_amounts<'de, D: Deserializer<'de>>(
     input: D,
@@ -295,6 +395,50 @@ mod tests {
         );
         let zero_gpu = gpus(1, 1, 0);
         assert_eq!(zero_gpu.validate("").unwrap_err().field, "resources.gpu");
+    }
+
+    #[test]
+    fn addresses_are_given_or_numbered_from_zero() {
+        let given: ResourceAddresses = [("gpu".to_owned(), vec!["a".into(), "b".into()])].into();
+        let listed = |name, amount| -> Vec<String> {
+            addresses_of(name, amount, &given)
+                .map(String::from)
+                .collect()
+        };
+        assert_eq!(listed("gpu", 2), ["a", "b"]);
+        assert_eq!(listed("fpga", 3), ["0", "1", "2"]);
+        let numbered = [("gpu".to_owned(), vec!["0".into(), "1".into()])].into();
+        assert!(without_default_addresses(numbered).is_empty());
+        assert_eq!(without_default_addresses(given.clone()), given);
+    }
+
+    #[test]
+    fn validate_addresses_names_the_list() {
+        let capacity: ResourceAmounts = [("gpu".to_owned(), 2)].into();
+        let check = |list: &[&str]| {
+            let addresses = [(
+                "gpu".to_owned(),
+                list.iter().map(|a| a.to_string()).collect(),
+            )];
+            validate_addresses("addresses", &capacity, &addresses.into()).map_err(|e| e.to_string())
+        };
+        assert_eq!(check(&["0", "GPU-1f"]), Ok(()));
+        assert_eq!(
+            check(&["0"]).unwrap_err(),
+            "addresses.gpu: 1 addresses for an amount of 2"
+        );
+        assert_eq!(
+            check(&["0", "0"]).unwrap_err(),
+            "addresses.gpu: address `0` given twice"
+        );
+        assert!(check(&["0", "1,2"]).unwrap_err().contains("not an address"));
+        let fpga = [("fpga".to_owned(), vec!["0".to_owned()])].into();
+        assert_eq!(
+            validate_addresses("addresses", &capacity, &fpga)
+                .unwrap_err()
+                .to_string(),
+            "addresses.fpga: 1 addresses for an amount of 0"
+        );
     }
 
     #[test]

@@ -10,7 +10,9 @@ use muster_core::access::QueueSpec;
 use muster_core::ids::WorkId;
 use muster_core::limits::MAX_REQUEST_BYTES;
 use muster_core::queues::check_paths;
+use muster_core::resources::all_addresses;
 use muster_proto::auth::{AUTHORIZATION, NamedUser, Tokens};
+use muster_proto::convert::address_lists;
 use muster_proto::transport::Dialer;
 use muster_proto::v1::change_members_request::Change;
 use muster_proto::v1::cluster_client::ClusterClient;
@@ -195,6 +197,10 @@ impl ClusterService {
                 .values()
                 .map(|w| WorkerStatus {
                     draining: state.draining().contains_key(&w.id),
+                    addresses: address_lists(&all_addresses(
+                        &w.capacity.custom,
+                        state.worker_addresses(&w.id),
+                    )),
                     ..WorkerStatus::from(w)
                 })
                 .collect(),
@@ -218,6 +224,7 @@ impl ClusterService {
                             resources: Some((&e.resources).into()),
                             state: v1::ExecutorState::from(e.state).into(),
                             pid: pid(ProcessKey::Executor(a.id.clone(), e.id)),
+                            addresses: address_lists(state.executor_addresses(&a.id, e.id)),
                         })
                         .collect(),
                     ..app_status(a)
@@ -239,6 +246,7 @@ impl ClusterService {
                         .map(ToString::to_string)
                         .unwrap_or_default(),
                     pid: pid(ProcessKey::Driver(d.id.clone())),
+                    addresses: address_lists(state.driver_addresses(&d.id)),
                     exit_code: d.exit_code,
                     waiting: if d.state == DriverState::Submitted {
                         waiting(&WorkId::Driver(d.id.clone()))

@@ -71,6 +71,7 @@ use muster_core::ids::{
 use muster_core::model::{PassConfig, Snapshot, WorkerState};
 use muster_core::plan::{Plan, WaitReason};
 use muster_core::preempt::Preempting;
+use muster_core::resources::ResourceAddresses;
 use muster_state::commands::{
     AppFinished, ApplyPlan, DecommissionWorker, DriverStateChanged, ExecutorStateChanged,
     GrantReservations, KillExecutors, Preempt, QueueSettings, RegisterWorker, SetExecutorLimit,
@@ -241,6 +242,8 @@ pub struct Report {
 pub struct Registration {
     /// Its identity and capacity, as the log records them.
     pub worker: RegisterWorker,
+    /// The addresses of its custom resources, where it named them.
+    pub addresses: ResourceAddresses,
     /// What it runs now, with process ids.
     pub running: BTreeMap<ProcessKey, u32>,
     /// Reports no leader has acknowledged, oldest first.
@@ -849,7 +852,7 @@ impl Leader {
         let worker = registration.worker.id.clone();
         // An impostor (or a changed worker) must not displace the worker the log has ALIVE:
         // refused before anything of the live one is touched.
-        if let Some(conflict) = registration.worker.conflict(state) {
+        if let Some(conflict) = registration.worker.conflict(state, &registration.addresses) {
             self.close(link, Close::Refused(conflict.to_string()));
             return;
         }
@@ -870,7 +873,7 @@ impl Leader {
             self.report(state, link, &worker, Some(report.seq), report.update);
         }
         self.propose(
-            Op::RegisterWorker(registration.worker),
+            registration.worker.op(registration.addresses),
             Purpose::Register {
                 link,
                 worker,

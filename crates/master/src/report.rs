@@ -1,19 +1,19 @@
 //! The cluster status as JSON, the one shape `muster status --json` prints and the master's
 //! HTTP endpoint serves.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use muster_core::access::QueueSpec;
 use muster_core::ids::QueueName;
 use muster_core::queues::{self, QueueView};
 use muster_proto::exit;
-use muster_proto::v1::{Resources, StatusReply};
+use muster_proto::v1::{AddressList, Resources, StatusReply};
 use serde_json::json;
 
 /// The status reply as JSON: `null` for what is not set (a driver's worker before it is
 /// placed, a process id not reported yet, a reason for something that does not wait).
 /// Custom resources (`gpu`, ...) are a `resources` map by name, `{}` when none, as in
-/// `muster plan`'s snapshots.
+/// `muster plan`'s snapshots; their addresses an `addresses` map of lists by name.
 pub fn status_json(status: &StatusReply) -> serde_json::Value {
     let null_if = |empty: bool, value: serde_json::Value| {
         if empty {
@@ -37,6 +37,7 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
                 "cores": capacity.cores, "cores_used": used.cores,
                 "memory_mb": capacity.memory_mb, "memory_used_mb": used.memory_mb,
                 "resources": custom(&capacity), "resources_used": custom(&used),
+                "addresses": addresses(&w.addresses),
             })
         }).collect::<Vec<_>>(),
         "apps": status.apps.iter().map(|a| json!({
@@ -49,7 +50,7 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
                 let resources = e.resources.clone().unwrap_or_default();
                 json!({
                     "id": e.id, "worker": e.worker, "cores": resources.cores, "memory_mb": resources.memory_mb,
-                    "resources": custom(&resources),
+                    "resources": custom(&resources), "addresses": addresses(&e.addresses),
                     "state": e.state().name(),
                     "pid": null_if(e.pid == 0, json!(e.pid)),
                 })
@@ -66,6 +67,7 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
             "state": d.state().name(),
             "worker": null_if(d.worker.is_empty(), json!(d.worker)),
             "pid": null_if(d.pid == 0, json!(d.pid)),
+            "addresses": addresses(&d.addresses),
             "exit_code": d.exit_code,
             "exit_reason": d.exit_code.and_then(exit::reason),
             "waiting": null_if(d.waiting.is_empty(), json!(d.waiting)),
@@ -110,6 +112,14 @@ pub fn queue_views(status: &StatusReply) -> Vec<QueueView> {
         .map(|q| QueueSpec::from(q).split().0)
         .collect();
     queues::views(&configs, &used_by_leaf)
+}
+
+/// Resource addresses by name, in name order: `{"gpu": ["0", "1"]}`, `{}` when none.
+fn addresses(lists: &HashMap<String, AddressList>) -> BTreeMap<&str, &[String]> {
+    lists
+        .iter()
+        .map(|(name, list)| (name.as_str(), list.addresses.as_slice()))
+        .collect()
 }
 
 /// The custom amounts of `resources`, by name.

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use muster_core::ids::{AppId, Term, Timestamp, WorkId, WorkerId, millis};
 use muster_proto::auth::Tokens;
+use muster_proto::convert::address_lists;
 use muster_proto::v1;
 use muster_proto::v1::app_event::Body as AppBody;
 use muster_proto::v1::master_message::Body;
@@ -584,6 +585,7 @@ impl Session {
                     command: app.desc.command.clone(),
                     args: app.desc.args.clone(),
                     env: app.desc.env.clone().into_iter().collect(),
+                    addresses: address_lists(state.executor_addresses(&app.id, id)),
                 })
             }
             ToWorker::LaunchDriver(id) => {
@@ -594,6 +596,7 @@ impl Session {
                     .driver_owner(&id)
                     .and_then(|owner| self.tokens.user_credential(&owner.user, owner.generation))
                     .unwrap_or_default();
+                let addresses = address_lists(state.driver_addresses(&id));
                 Body::LaunchDriver(LaunchDriver {
                     credential,
                     driver_id: id.0,
@@ -602,6 +605,7 @@ impl Session {
                     args: desc.args.clone(),
                     env: desc.env.clone().into_iter().collect(),
                     supervise: desc.supervise,
+                    addresses,
                 })
             }
             ToWorker::KillExecutor(app, id, grace) => Body::KillExecutor(KillExecutor {

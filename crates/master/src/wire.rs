@@ -5,6 +5,7 @@
 use muster_core::ids::{AppId, DriverId, ExecutorId, WorkId, WorkerId};
 use muster_core::limits;
 use muster_core::model::WorkerState;
+use muster_proto::convert;
 use muster_proto::v1::app_message::Body as AppUp;
 use muster_proto::v1::worker_message::Body as WorkerUp;
 use muster_proto::v1::{
@@ -158,8 +159,10 @@ pub fn log_read(state: &ClusterState, request: &ReadLogRequest) -> Result<LogRea
 /// Checks a registration and turns it into the leader's terms.
 pub fn registration(register: Register) -> Result<Registration, Status> {
     let worker = RegisterWorker::from(&register);
+    let addresses = convert::addresses(register.addresses);
     worker
         .validate()
+        .and_then(|()| worker.validate_addresses(&addresses))
         .map_err(|e| Status::invalid_argument(e.to_string()))?;
     let executors = register.executors.into_iter().map(|e| {
         let key = ProcessKey::Executor(e.app_id.as_str().into(), ExecutorId(e.executor_id));
@@ -178,6 +181,7 @@ pub fn registration(register: Register) -> Result<Registration, Status> {
     reports.sort_by_key(|r| r.seq);
     Ok(Registration {
         worker,
+        addresses,
         running: executors.chain(drivers).collect(),
         reports,
     })

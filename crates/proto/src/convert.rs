@@ -9,7 +9,7 @@
 use muster_core::access::QueueSpec;
 use muster_core::ids::QueueName;
 use muster_core::model::WorkerState;
-use muster_core::resources::Resources;
+use muster_core::resources::{ResourceAddresses, Resources};
 use muster_state::commands::{RegisterWorker, SubmitApp, SubmitDriver};
 use muster_state::model::{
     AppDescription, AppState, DriverDescription, DriverState, Executor, ExecutorState, Reservation,
@@ -37,6 +37,29 @@ impl From<v1::Resources> for Resources {
         Resources::new(resources.cores, resources.memory_mb)
             .with_custom(resources.custom.into_iter().collect())
     }
+}
+
+/// Addresses as the wire carries them.
+pub fn address_lists(
+    addresses: &ResourceAddresses,
+) -> std::collections::HashMap<String, v1::AddressList> {
+    addresses
+        .iter()
+        .map(|(name, list)| {
+            let list = v1::AddressList {
+                addresses: list.clone(),
+            };
+            (name.clone(), list)
+        })
+        .collect()
+}
+
+/// Addresses from the wire.
+pub fn addresses(lists: std::collections::HashMap<String, v1::AddressList>) -> ResourceAddresses {
+    lists
+        .into_iter()
+        .map(|(name, list)| (name, list.addresses))
+        .collect()
 }
 
 /// The resources of a message field; an absent field is no resources at all, which
@@ -127,8 +150,9 @@ impl From<&Worker> for v1::WorkerStatus {
             state: v1::WorkerState::from(worker.state).into(),
             capacity: Some((&worker.capacity).into()),
             used: Some((&worker.used).into()),
-            // Draining is the state's, not the worker's: the status sets it.
+            // Draining and addresses are the state's, not the worker's: the status sets them.
             draining: false,
+            addresses: Default::default(),
         }
     }
 }

@@ -156,6 +156,7 @@ impl ClusterState {
             }
         }
 
+        self.check_addresses().or_else(violated)?;
         self.check_ids_unique()
     }
 

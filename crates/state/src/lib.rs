@@ -31,10 +31,12 @@
 //! * `response`: what applying returns: [`Response`], [`Effects`], [`ApplyError`] and the plan
 //!   re-check's [`Rejection`]s.
 //! * `state`: [`ClusterState`] and the bookkeeping ops share.
+//! * `addresses`: which units of custom resources (which GPUs) each process holds.
 //! * `invariants`: [`ClusterState::check_invariants`].
 //! * `snapshot`: versioned snapshot encoding.
 //! * `scheduling`: the [`muster_core::Snapshot`] a scheduling pass sees.
 
+mod addresses;
 pub mod commands;
 mod invariants;
 pub mod model;

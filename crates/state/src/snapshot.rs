@@ -6,16 +6,16 @@ use crate::ClusterState;
 /// The newest format this build writes and reads. Format 3 added the kept room
 /// (reservations) at the end of the state, format 4 the draining workers after it, and
 /// format 5 the named users, the queues' access lists and the drivers' and applications'
-/// users, format 6 the queues' capacities. A state without a format's fields is still
+/// users, format 6 the queues' capacities, format 7 the resource addresses. A state without a format's fields is still
 /// written in the older format, which replicas of the previous builds read, and an older
 /// format reads as a state without them.
-pub const SNAPSHOT_FORMAT: u8 = 6;
+pub const SNAPSHOT_FORMAT: u8 = 7;
 
 /// The oldest format this build reads.
 const OLDEST_FORMAT: u8 = 2;
 
 /// How many fields each format adds at the end of the state, from format 3 on.
-const FIELDS_ADDED: [usize; 4] = [1, 1, 4, 1];
+const FIELDS_ADDED: [usize; 5] = [1, 1, 4, 1, 3];
 
 /// Why a snapshot could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -65,6 +65,7 @@ impl ClusterState {
                 && self.driver_users.is_empty()
                 && self.app_users.is_empty(),
             self.capacities.is_empty(),
+            self.addresses.is_empty(),
         ];
         for (empty, fields) in added_empty.into_iter().zip(FIELDS_ADDED).rev() {
             if !empty {
@@ -98,13 +99,16 @@ impl ClusterState {
         let body = [body, &vec![0; missing]].concat();
         let body = &body[..];
         let limited = config().with_limit::<DECODE_LIMIT>();
-        let (state, read) = bincode::serde::decode_from_slice::<Self, _>(body, limited)
+        let (mut state, read) = bincode::serde::decode_from_slice::<Self, _>(body, limited)
             .map_err(|error| SnapshotError::Corrupt(error.to_string()))?;
         if read != body.len() {
             return Err(SnapshotError::Corrupt(format!(
                 "{} bytes after the state",
                 body.len() - read
             )));
+        }
+        if format < 7 {
+            state.hold_missing_addresses();
         }
         state
             .check_invariants()

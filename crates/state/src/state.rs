@@ -11,6 +11,7 @@ use muster_core::model::{NotALeaf, QueueConfig, WorkerState};
 use muster_core::resources::Resources;
 use serde::{Deserialize, Serialize};
 
+use crate::addresses::{AddressBook, Holder};
 use crate::commands::QueueSettings;
 use crate::model::{
     App, AppState, Drain, Driver, DriverDescription, DriverState, ExecutorState, Owner,
@@ -56,6 +57,8 @@ impl Default for StateConfig {
 /// * no live executor, driver, kept room or drain is on a worker that is not ALIVE, and no
 ///   work is on an unknown worker;
 /// * an app's granted cores equal the sum over its live executors;
+/// * every live executor and running driver holds as many addresses of each custom resource
+///   as it was granted, addresses its worker has, and no address is held twice;
 /// * ids are never reused.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClusterState {
@@ -101,6 +104,10 @@ pub struct ClusterState {
     /// The queues' capacities, when they have them (all or none). Came with format 6: a
     /// snapshot of format 5 reads as one with queues without capacities.
     pub(crate) capacities: BTreeMap<QueueName, f64>,
+    /// The addresses workers gave for their custom resources, and those each live process
+    /// holds. Came with format 7: a snapshot of format 6 reads as one without, and its
+    /// processes that hold custom resources are handed addresses as it loads.
+    pub(crate) addresses: AddressBook,
 }
 
 /// The results of recent client requests, oldest first.
@@ -379,6 +386,7 @@ impl ClusterState {
             .expect("executors run on known workers");
         release(worker, &executor.resources);
         worker.executors.remove(&(app.clone(), id));
+        self.free_addresses(Holder::Executor(app, id));
         executor.state = state;
         executor.exit_code = exit_code;
         effects.ended_executors.push((app.clone(), executor));
@@ -424,6 +432,7 @@ impl ClusterState {
                 .expect("drivers run on known workers");
             release(worker, &driver.desc.resources);
             worker.drivers.remove(id);
+            self.free_addresses(Holder::Driver(id));
         }
         effects
             .ended_drivers

@@ -53,6 +53,7 @@ impl Bench {
             resources: Resources::new(1, 256),
             supervise: false,
             credential: None,
+            addresses: Default::default(),
         };
         let start = Instant::now();
         self.supervisor.launch(spec).expect("the process starts");

@@ -22,9 +22,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use muster_core::ids::{ExecutorId, Term, WorkerId};
-use muster_core::resources::Resources;
+use muster_core::resources::{ResourceAddresses, Resources};
 use muster_proto::auth::Credential;
-use muster_proto::convert::resources;
+use muster_proto::convert::{address_lists, addresses, resources};
 use muster_proto::discovery::{LeaderFinder, leader_hint};
 use muster_proto::exit;
 use muster_proto::transport::Dialer;
@@ -68,6 +68,8 @@ pub struct AgentConfig {
     pub driver_environment: Vec<(&'static str, String)>,
     /// The cores, memory and custom resources it offers.
     pub capacity: Resources,
+    /// The addresses of its custom resources, where they are not `0` to the amount less one.
+    pub addresses: ResourceAddresses,
     /// Where processes get their directories.
     pub work_dir: PathBuf,
     /// Heartbeat period.
@@ -271,6 +273,7 @@ impl Agent {
                 host: self.config.host.clone(),
                 address: self.config.host.clone(),
                 capacity: Some((&self.config.capacity).into()),
+                addresses: address_lists(&self.config.addresses),
                 executors,
                 drivers,
                 executor_updates,
@@ -493,6 +496,7 @@ impl Agent {
                     resources: resources(launch.resources),
                     supervise: false,
                     credential: None,
+                    addresses: addresses(launch.addresses),
                 };
                 self.start(spec, up).await;
             }
@@ -507,6 +511,7 @@ impl Agent {
                     resources: resources(launch.resources),
                     supervise: launch.supervise,
                     credential: (!launch.credential.is_empty()).then_some(launch.credential),
+                    addresses: addresses(launch.addresses),
                 };
                 self.start(spec, up).await;
             }

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use muster_core::ids::{AppId, DriverId, ExecutorId};
 use muster_core::limits::names_a_directory;
-use muster_core::resources::Resources;
+use muster_core::resources::{ResourceAddresses, Resources};
 use muster_proto::auth::{CREDENTIAL_VARIABLE, SECRET_FILE_VARIABLE};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
@@ -120,6 +120,64 @@ pub struct LaunchSpec {
     /// own (a named user's driver).
     #[serde(default)]
     pub credential: Option<String>,
+    /// The addresses of the custom resources it holds (which GPUs are its own): passed as
+    /// `MUSTER_RESOURCE_<NAME>` (`gpu=0,2` as `MUSTER_RESOURCE_GPU=0,2`), a GPU's also as
+    /// `CUDA_VISIBLE_DEVICES`, and all of them in a Spark resources file whose path is in
+    /// `MUSTER_RESOURCES_FILE` (what Spark's executor takes as `--resourcesFile`).
+    #[serde(default)]
+    pub addresses: ResourceAddresses,
+}
+
+/// The variable that names the resources file of a process holding resource addresses.
+pub const RESOURCES_FILE_VARIABLE: &str = "MUSTER_RESOURCES_FILE";
+
+/// The file in a process's directory that lists the addresses it holds.
+const RESOURCES_FILE: &str = "resources.json";
+
+impl LaunchSpec {
+    /// The variables that tell the process its addresses: `MUSTER_RESOURCE_<NAME>` for each
+    /// resource (the name upper-cased, other characters than letters and digits as `_`), and
+    /// `CUDA_VISIBLE_DEVICES` for `gpu`.
+    fn address_environment(&self) -> Vec<(String, String)> {
+        let mut environment = Vec::new();
+        for (name, list) in &self.addresses {
+            let variable: String = name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() {
+                        c.to_ascii_uppercase()
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            environment.push((format!("MUSTER_RESOURCE_{variable}"), list.join(",")));
+            if name == "gpu" {
+                environment.push(("CUDA_VISIBLE_DEVICES".to_owned(), list.join(",")));
+            }
+        }
+        environment
+    }
+
+    /// The addresses as Spark's resources file lists them (`ResourceAllocation`s of
+    /// `spark.executor` or `spark.driver`).
+    fn resources_file(&self) -> String {
+        let component = match self.workload {
+            Workload::Executor { .. } => "spark.executor",
+            Workload::Driver { .. } => "spark.driver",
+        };
+        let allocations: Vec<serde_json::Value> = self
+            .addresses
+            .iter()
+            .map(|(name, list)| {
+                serde_json::json!({
+                    "id": {"componentName": component, "resourceName": name},
+                    "addresses": list,
+                })
+            })
+            .collect();
+        serde_json::Value::from(allocations).to_string()
+    }
 }
 
 /// How processes are run.
@@ -603,10 +661,19 @@ impl Launcher {
         for marker in ["exit", "killed", OUT_OF_MEMORY_MARKER] {
             let _ = fs::remove_file(self.directory.join(marker));
         }
+        let mut command_environment = spec.address_environment();
         let group = match &self.isolation {
             Some(cgroups) => Some(cgroups.create(&spec.workload.group_name(), &spec.resources)?),
             None => None,
         };
+        if !spec.addresses.is_empty() {
+            let file = self.directory.join(RESOURCES_FILE);
+            fs::write(&file, spec.resources_file())?;
+            command_environment.push((
+                RESOURCES_FILE_VARIABLE.to_owned(),
+                file.display().to_string(),
+            ));
+        }
         let procs_files = group.as_ref().map(ProcessGroup::procs_files);
         let joins = procs_files
             .unwrap_or_default()
@@ -634,6 +701,8 @@ impl Launcher {
             .envs(self.environment.iter().map(|(name, value)| (name, value)))
             .env(WORK_DIR_VARIABLE, &self.work_dir)
             .envs(&spec.env)
+            // What it holds is the worker's to say, whatever its own environment asks.
+            .envs(command_environment)
             .env(CGROUPS_VARIABLE, joins);
         match &spec.workload {
             Workload::Executor { app, executor } => {

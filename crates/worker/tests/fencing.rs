@@ -59,6 +59,7 @@ fn launch(term: u64, driver: &str) -> MasterMessage {
         env: Default::default(),
         supervise: false,
         credential: String::new(),
+        addresses: Default::default(),
     };
     MasterMessage {
         term,
@@ -105,6 +106,7 @@ async fn commands_from_an_older_term_are_ignored() {
         rack: String::new(),
         driver_environment: Vec::new(),
         capacity: Resources::new(2, 1024),
+        addresses: Default::default(),
         work_dir: dir.path().to_owned(),
         heartbeat_interval: Duration::from_millis(100),
         leader_timeout: Duration::from_secs(2),

@@ -58,6 +58,7 @@ fn shell(workload: Workload, script: &str, supervise: bool) -> LaunchSpec {
         resources: Resources::new(2, 512),
         supervise,
         credential: None,
+        addresses: Default::default(),
     }
 }
 

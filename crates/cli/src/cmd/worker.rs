@@ -5,7 +5,10 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use muster_core::ids::WorkerId;
-use muster_core::resources::Resources;
+use muster_core::model::resource_amounts;
+use muster_core::resources::{
+    ResourceAddresses, ResourceAmounts, Resources, validate_addresses, without_default_addresses,
+};
 use muster_master::config::seconds;
 use muster_worker::agent::{AgentConfig, lock_work_dir, stable_id};
 use muster_worker::isolation::{Cgroups, Limits};
@@ -15,8 +18,7 @@ use tracing::Instrument;
 use muster_proto::auth::{CREDENTIAL_VARIABLE, Role};
 
 use super::{
-    LogArgs, MastersArg, log_to_stderr, parse_resources, refuse_open, runtime, stop_signal,
-    warn_if_insecure,
+    LogArgs, MastersArg, log_to_stderr, refuse_open, runtime, stop_signal, warn_if_insecure,
 };
 use crate::error::CliError;
 
@@ -33,9 +35,15 @@ pub struct WorkerArgs {
     /// Memory this worker offers, in MB.
     #[arg(long)]
     memory: u64,
-    /// Custom resources it offers: NAME=AMOUNT,...
+    /// Custom resources it offers: NAME=AMOUNT (addresses 0 to AMOUNT-1) or
+    /// NAME=ADDRESS,ADDRESS,... (a list runs to the next NAME=), e.g. `gpu=0,1,2,3,fpga=1`.
     #[arg(long, default_value = "")]
     resources: String,
+    /// A custom resource whose addresses a script finds, as Spark's discovery scripts do:
+    /// NAME=PATH, run once at start, printing `{"name": NAME, "addresses": [...]}`.
+    /// Repeatable.
+    #[arg(long, value_name = "NAME=PATH")]
+    resource_discovery: Vec<String>,
     /// Where drivers and executors get their directories (and the worker keeps its id).
     #[arg(long)]
     work_dir: PathBuf,
@@ -80,6 +88,94 @@ pub struct WorkerArgs {
     /// it where only your Prometheus reaches).
     #[arg(long, value_name = "HOST:PORT")]
     http: Option<String>,
+}
+
+/// The custom resources a worker offers and their addresses, from `--resources` and the
+/// discovery scripts of `--resource-discovery`.
+fn offered_resources(
+    list: &str,
+    discovery: &[String],
+) -> Result<(ResourceAmounts, ResourceAddresses), CliError> {
+    let bad = |flag: &str, what: String| CliError::BadInput(format!("{flag}: {what}"));
+    // `NAME=` starts a resource; a word without `=` is one more address of the one before.
+    let mut offered: Vec<(String, Vec<String>)> = Vec::new();
+    for word in list.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+        if let Some((name, first)) = word.split_once('=') {
+            offered.push((name.trim().to_owned(), vec![first.trim().to_owned()]));
+        } else if let Some((_, addresses)) = offered.last_mut() {
+            addresses.push(word.to_owned());
+        } else {
+            return Err(bad("--resources", format!("`{word}` is not NAME=AMOUNT")));
+        }
+    }
+    let (mut amounts, mut addresses) = (ResourceAmounts::new(), ResourceAddresses::new());
+    for (name, list) in offered {
+        if amounts.contains_key(&name) {
+            return Err(bad("--resources", format!("`{name}` is given twice")));
+        }
+        // One number is an amount; anything else lists addresses.
+        match list.as_slice() {
+            [amount] if amount.parse::<u32>().is_ok() => {
+                amounts.insert(name, amount.parse().expect("checked"));
+            }
+            _ => {
+                amounts.insert(name.clone(), u32::try_from(list.len()).unwrap_or(u32::MAX));
+                addresses.insert(name, list);
+            }
+        }
+    }
+    for entry in discovery {
+        let (name, script) = entry.split_once('=').ok_or_else(|| {
+            bad(
+                "--resource-discovery",
+                format!("`{entry}` is not NAME=PATH"),
+            )
+        })?;
+        if amounts.contains_key(name) {
+            return Err(bad(
+                "--resource-discovery",
+                format!("`{name}` is given by --resources too"),
+            ));
+        }
+        let list = discover(name, script)
+            .map_err(|what| bad("--resource-discovery", format!("{name}: {what}")))?;
+        amounts.insert(
+            name.to_owned(),
+            u32::try_from(list.len()).unwrap_or(u32::MAX),
+        );
+        addresses.insert(name.to_owned(), list);
+    }
+    resource_amounts("--resources", &amounts).map_err(|e| CliError::BadInput(e.to_string()))?;
+    validate_addresses("--resources", &amounts, &addresses)
+        .map_err(|e| CliError::BadInput(e.to_string()))?;
+    Ok((amounts, without_default_addresses(addresses)))
+}
+
+/// Runs the discovery script `script` of resource `name` and reads the addresses it prints
+/// (Spark's `ResourceInformation` JSON).
+fn discover(name: &str, script: &str) -> Result<Vec<String>, String> {
+    #[derive(serde::Deserialize)]
+    struct Found {
+        name: String,
+        addresses: Vec<String>,
+    }
+    let output = std::process::Command::new(script)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run `{script}`: {e}"))?;
+    if !output.status.success() {
+        return Err(format!("`{script}` failed: {}", output.status));
+    }
+    let found: Found = serde_json::from_slice(&output.stdout)
+        .map_err(|e| format!("`{script}` printed no {{\"name\", \"addresses\"}} object: {e}"))?;
+    if found.name != name {
+        return Err(format!("`{script}` found `{}`, not `{name}`", found.name));
+    }
+    if found.addresses.is_empty() {
+        return Err(format!("`{script}` found no address"));
+    }
+    Ok(found.addresses)
 }
 
 /// How a worker holds its processes to their grants (`--isolation`).
@@ -144,7 +240,7 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
             "--cores and --memory must be at least 1".to_owned(),
         ));
     }
-    let custom = parse_resources("--resources", &args.resources)?;
+    let (custom, addresses) = offered_resources(&args.resources, &args.resource_discovery)?;
     let capacity = Resources::new(args.cores, args.memory).with_custom(custom);
     let host = match &args.host {
         Some(host) => host.clone(),
@@ -190,6 +286,7 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
         rack: args.rack,
         driver_environment,
         capacity,
+        addresses,
         work_dir: args.work_dir,
         heartbeat_interval: leader_timeout / 4,
         leader_timeout,
@@ -220,4 +317,72 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
         .instrument(span),
     )?;
     Ok(String::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn offered(list: &str) -> Result<(ResourceAmounts, ResourceAddresses), String> {
+        offered_resources(list, &[]).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn resources_are_amounts_or_lists_of_addresses() {
+        let (amounts, addresses) = offered("gpu=GPU-a,GPU-b,fpga=1").unwrap();
+        assert_eq!(amounts, [("fpga".into(), 1), ("gpu".into(), 2)].into());
+        assert_eq!(
+            addresses,
+            [("gpu".into(), vec!["GPU-a".into(), "GPU-b".into()])].into()
+        );
+        // Addresses 0 to 3 are what an amount of 4 has anyway.
+        assert_eq!(offered("gpu=0,1,2,3").unwrap(), offered("gpu=4").unwrap());
+        assert_eq!(offered("gpu=4").unwrap().1, ResourceAddresses::new());
+        assert_eq!(offered("").unwrap(), Default::default());
+    }
+
+    #[test]
+    fn bad_resources_say_what_is_wrong() {
+        assert!(
+            offered("0,1")
+                .unwrap_err()
+                .contains("`0` is not NAME=AMOUNT")
+        );
+        assert!(
+            offered("gpu=a,a")
+                .unwrap_err()
+                .contains("address `a` given twice")
+        );
+        assert!(
+            offered("gpu=1,gpu=2")
+                .unwrap_err()
+                .contains("`gpu` is given twice")
+        );
+        assert!(offered("gpu=0").unwrap_err().contains("gpu"));
+    }
+
+    #[test]
+    fn a_discovery_script_finds_the_addresses() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = |name: &str, output: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, format!("#!/bin/sh\necho '{output}'\n")).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+            format!("gpu={}", path.display())
+        };
+        let found = script("found", r#"{"name": "gpu", "addresses": ["3", "7"]}"#);
+        let (amounts, addresses) = offered_resources("fpga=1", std::slice::from_ref(&found)).unwrap();
+        assert_eq!(amounts["gpu"], 2);
+        assert_eq!(addresses["gpu"], ["3", "7"]);
+        let error =
+            |list: &str, entry: String| offered_resources(list, &[entry]).unwrap_err().to_string();
+        assert!(error("gpu=1", found).contains("given by --resources too"));
+        let other = script("other", r#"{"name": "fpga", "addresses": ["0"]}"#);
+        assert!(error("", other).contains("found `fpga`, not `gpu`"));
+        let garbage = script("garbage", "gpu 0 1");
+        assert!(error("", garbage).contains("printed no"));
+        assert!(error("", "gpu=/nonexistent".into()).contains("cannot run"));
+    }
 }

@@ -238,6 +238,7 @@ impl goldenscript::Runner for Runner {
                     .collect::<Result<_, _>>()?;
                 let registration = Registration {
                     worker,
+                    addresses: Default::default(),
                     running,
                     reports,
                 };

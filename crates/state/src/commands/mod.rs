@@ -22,7 +22,9 @@ pub use preempt::{GrantReservations, Preempt};
 pub use queues::{ConfigureQueues, QueueSettings, ReplaceQueues, SetQueues, set_queues_op};
 pub use restore::Restore;
 pub use users::{AddUser, By, RevokeUser};
-pub use workers::{DecommissionWorker, DrainWorker, RegisterWorker, WorkerLost};
+pub use workers::{
+    DecommissionWorker, DrainWorker, RegisterWorker, RegisterWorkerWithAddresses, WorkerLost,
+};
 
 use std::collections::BTreeMap;
 
@@ -104,6 +106,8 @@ pub enum Op {
     /// Executors of ordinary queues above their guarantee stop for applications of queues
     /// below theirs, whose room is kept for them.
     PreemptForGuarantees(Preempt),
+    /// A worker registers or re-registers with the addresses of its custom resources.
+    RegisterWorkerWithAddresses(RegisterWorkerWithAddresses),
 }
 
 /// How an op changes the state.
@@ -205,6 +209,7 @@ impl ClusterState {
             Op::PreemptForGuarantees(op) => {
                 op.apply_for(self, at, muster_core::preempt::Preempting::BelowGuarantee)
             }
+            Op::RegisterWorkerWithAddresses(op) => op.apply(self, at),
         }
     }
 }

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Apply;
 use crate::ClusterState;
+use crate::addresses::Holder;
 use crate::model::{AppState, DriverState, Executor, ExecutorState};
 use crate::response::{ApplyError, Effects, Outcome, Rejected, Rejection, Response};
 use crate::state::take;
@@ -79,6 +80,7 @@ fn launch_driver(state: &mut ClusterState, launch: &DriverLaunch) -> Result<(), 
         .expect("checked above");
     driver.state = DriverState::Running;
     driver.worker = Some(launch.worker.clone());
+    state.hold_addresses(&launch.worker, Holder::Driver(&launch.driver), &need.custom);
     Ok(())
 }
 
@@ -126,5 +128,10 @@ fn grant_executor(state: &mut ClusterState, grant: &ExecutorGrant) -> Result<Exe
         .expect("room_on checked it");
     take(worker, need);
     worker.executors.insert((grant.app.clone(), id));
+    state.hold_addresses(
+        &grant.worker,
+        Holder::Executor(&grant.app, id),
+        &need.custom,
+    );
     Ok(executor)
 }

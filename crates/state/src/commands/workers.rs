@@ -6,10 +6,12 @@ use std::collections::BTreeSet;
 use muster_core::ids::{Timestamp, WorkerId};
 use muster_core::limits;
 use muster_core::model::WorkerState;
-use muster_core::resources::Resources;
+use muster_core::resources::{
+    ListedAddresses, ResourceAddresses, Resources, validate_addresses, without_default_addresses,
+};
 use serde::{Deserialize, Serialize};
 
-use super::Apply;
+use super::{Apply, Op};
 use crate::ClusterState;
 use crate::model::{Drain, DriverState, ExecutorState, Worker};
 use crate::response::{ApplyError, Effects, Outcome, Response};
@@ -53,35 +55,87 @@ impl RegisterWorker {
 }
 
 impl RegisterWorker {
-    /// Why `state` refuses this registration as another worker's: the id is ALIVE on another
-    /// host or with another capacity (it is another worker, or this one changed, and must
-    /// wait until the old one is counted lost).
-    pub fn conflict(&self, state: &ClusterState) -> Option<ApplyError> {
+    /// Checks the addresses the worker gives for its custom resources, as `apply` does.
+    ///
+    /// # Errors
+    ///
+    /// [`ApplyError::Invalid`] naming the list.
+    pub fn validate_addresses(&self, addresses: &ResourceAddresses) -> Result<(), ApplyError> {
+        Ok(validate_addresses(
+            "addresses",
+            &self.resources.custom,
+            addresses,
+        )?)
+    }
+
+    /// Why `state` refuses this registration, with `addresses`, as another worker's: the id
+    /// is ALIVE on another host or with another capacity or other addresses (it is another
+    /// worker, or this one changed, and must wait until the old one is counted lost).
+    pub fn conflict(
+        &self,
+        state: &ClusterState,
+        addresses: &ResourceAddresses,
+    ) -> Option<ApplyError> {
         let worker = state.workers.get(&self.id)?;
+        let addresses = without_default_addresses(addresses.clone());
         (worker.state == WorkerState::Alive
-            && (worker.host != self.host || worker.capacity != self.resources))
+            && (worker.host != self.host
+                || worker.capacity != self.resources
+                || state.worker_addresses(&self.id) != &addresses))
             .then(|| {
+                let at = |addresses| match addresses {
+                    a if a == &ResourceAddresses::new() => String::new(),
+                    a => format!(" ({})", ListedAddresses(a)),
+                };
                 ApplyError::Conflict(format!(
-                    "worker `{}` is ALIVE on host `{}` with {}; this one is on `{}` with {}",
-                    self.id, worker.host, worker.capacity, self.host, self.resources
+                    "worker `{}` is ALIVE on host `{}` with {}{}; this one is on `{}` with {}{}",
+                    self.id,
+                    worker.host,
+                    worker.capacity,
+                    at(state.worker_addresses(&self.id)),
+                    self.host,
+                    self.resources,
+                    at(&addresses),
                 ))
             })
     }
-}
 
-impl Apply for RegisterWorker {
+    /// The op that registers this worker with `addresses`: [`Op::RegisterWorker`] when they
+    /// are the default numbering, as every build wrote a registration before addresses.
+    pub fn op(self, addresses: ResourceAddresses) -> Op {
+        let addresses = without_default_addresses(addresses);
+        if addresses.is_empty() {
+            Op::RegisterWorker(self)
+        } else {
+            Op::RegisterWorkerWithAddresses(RegisterWorkerWithAddresses {
+                worker: self,
+                addresses,
+            })
+        }
+    }
+
     /// A known ALIVE or DECOMMISSIONED worker is a reconnect (`duplicate`) and keeps its
-    /// state; a DEAD one comes back ALIVE with the capacity it reports, nothing running. An
-    /// ALIVE worker's id from another host or with another capacity is refused: it is another
-    /// worker, or this one changed, and must wait until the old one is counted lost.
-    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+    /// state; a DEAD one comes back ALIVE with the capacity and addresses it reports, nothing
+    /// running. An ALIVE worker's id from another host or with another capacity or other
+    /// addresses is refused: it is another worker, or this one changed, and must wait until
+    /// the old one is counted lost.
+    fn register(
+        &self,
+        state: &mut ClusterState,
+        at: Timestamp,
+        addresses: &ResourceAddresses,
+    ) -> Result<Response, ApplyError> {
         self.validate()?;
-        if let Some(conflict) = self.conflict(state) {
+        self.validate_addresses(addresses)?;
+        if let Some(conflict) = self.conflict(state, addresses) {
             return Err(conflict);
         }
+        // A new worker, or a lost one back, takes the capacity and addresses it reports.
+        let mut fresh = true;
         let duplicate = match state.workers.get_mut(&self.id) {
             Some(worker) => {
-                if worker.state == WorkerState::Dead {
+                fresh = worker.state == WorkerState::Dead;
+                if fresh {
                     worker.state = WorkerState::Alive;
                     worker.capacity = self.resources.clone();
                 }
@@ -110,10 +164,36 @@ impl Apply for RegisterWorker {
                 false
             }
         };
+        if fresh {
+            state.set_worker_addresses(&self.id, without_default_addresses(addresses.clone()));
+        }
         Ok(Response {
             outcome: Outcome::WorkerRegistered { duplicate },
             effects: Effects::default(),
         })
+    }
+}
+
+impl Apply for RegisterWorker {
+    /// A registration whose addresses are the default numbering.
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        self.register(state, at, &ResourceAddresses::new())
+    }
+}
+
+/// A worker registers, or re-registers, with the addresses of its custom resources
+/// (`--resources gpu=a,b`, or a discovery script).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RegisterWorkerWithAddresses {
+    /// The registration.
+    pub worker: RegisterWorker,
+    /// The addresses of its custom resources, where they are not `0` to the amount less one.
+    pub addresses: ResourceAddresses,
+}
+
+impl Apply for RegisterWorkerWithAddresses {
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        self.worker.register(state, at, &self.addresses)
     }
 }
 

@@ -29,7 +29,7 @@ use goldenscript::{Argument, Command, Context};
 use muster_core::ids::{AppId, DriverId, ExecutorId, WorkId};
 use muster_core::model::{PassConfig, WorkerSelection};
 use muster_core::plan::{DriverLaunch, ExecutorGrant};
-use muster_core::resources::{ResourceAmounts, Resources};
+use muster_core::resources::{ListedAddresses, ResourceAddresses, ResourceAmounts, Resources};
 use muster_state::commands::{
     AppFinished, ApplyPlan, DecommissionWorker, DrainWorker, DriverStateChanged,
     ExecutorStateChanged, GrantReservations, KillApp, KillDriver, KillExecutors, Preempt,
@@ -70,16 +70,33 @@ impl goldenscript::Runner for Runner {
                 return Ok(String::new());
             }
             "state" => return Ok(self.state()),
-            "worker" => Op::RegisterWorker(RegisterWorker {
-                id: positional(&mut args)?.into(),
-                host: "h".into(),
-                address: "h:1".into(),
-                resources: Resources::new(
-                    number(&mut args, "cores")?.unwrap_or(4),
-                    number(&mut args, "mem")?.unwrap_or(4096),
-                ),
-                fence_grace_ms: None,
-            }),
+            "worker" => {
+                let id = positional(&mut args)?.into();
+                let cores = number(&mut args, "cores")?.unwrap_or(4);
+                let memory_mb = number(&mut args, "mem")?.unwrap_or(4096);
+                // `gpu=2` gives an amount, `gpu=a,b` the addresses.
+                let (mut amounts, mut addresses) =
+                    (ResourceAmounts::new(), ResourceAddresses::new());
+                while let Some((name, value)) = args.next_key() {
+                    match value.parse() {
+                        Ok(amount) => amounts.insert(name.to_owned(), amount),
+                        Err(_) => {
+                            let list: Vec<String> = value.split(',').map(str::to_owned).collect();
+                            amounts.insert(name.to_owned(), list.len() as u32);
+                            addresses.insert(name.to_owned(), list);
+                            None
+                        }
+                    };
+                }
+                RegisterWorker {
+                    id,
+                    host: "h".into(),
+                    address: "h:1".into(),
+                    resources: Resources::new(cores, memory_mb).with_custom(amounts),
+                    fence_grace_ms: None,
+                }
+                .op(addresses)
+            }
             "lose" => Op::WorkerLost(WorkerLost {
                 id: positional(&mut args)?.into(),
                 reason: "no heartbeat".into(),
@@ -119,6 +136,7 @@ impl goldenscript::Runner for Runner {
                 if let Some(queue) = args.take_key("queue") {
                     desc.queue = queue.into();
                 }
+                desc.resources.custom = custom(&mut args)?;
                 Op::SubmitDriver(SubmitDriver { desc })
             }
             "schedule" => {
@@ -349,17 +367,20 @@ impl Runner {
                 executors,
                 rejected,
             } => {
+                let state = &self.0.state;
                 for (driver, worker) in drivers {
-                    let _ = writeln!(out, "launch {} on {worker}", short_driver(driver));
+                    let held = holding(state.driver_addresses(driver));
+                    let _ = writeln!(out, "launch {} on {worker}{held}", short_driver(driver));
                 }
                 for (app, executor) in executors {
                     let _ = writeln!(
                         out,
-                        "grant {}/{} on {}: {}",
+                        "grant {}/{} on {}: {}{}",
                         short_app(app),
                         executor.id,
                         executor.worker,
-                        executor.resources
+                        executor.resources,
+                        holding(state.executor_addresses(app, executor.id))
                     );
                 }
                 for rejection in rejected {
@@ -456,7 +477,13 @@ impl Runner {
             let executors: Vec<String> = a
                 .executors
                 .values()
-                .map(|e| format!("{}@{}:{}:{:?}", e.id, e.worker, e.resources.cores, e.state))
+                .map(|e| {
+                    let held = holding(state.executor_addresses(&a.id, e.id));
+                    format!(
+                        "{}@{}:{}:{:?}{held}",
+                        e.id, e.worker, e.resources.cores, e.state
+                    )
+                })
                 .collect();
             let _ = writeln!(
                 out,
@@ -486,7 +513,13 @@ impl Runner {
                 .as_ref()
                 .map(|w| format!(" on {w}"))
                 .unwrap_or_default();
-            let _ = writeln!(out, "driver {} {:?}{on}", short_driver(&d.id), d.state);
+            let held = holding(state.driver_addresses(&d.id));
+            let _ = writeln!(
+                out,
+                "driver {} {:?}{on}{held}",
+                short_driver(&d.id),
+                d.state
+            );
         }
         for a in state.completed_apps() {
             let _ = writeln!(out, "completed app {} {:?}", short_app(&a.id), a.state);
@@ -550,6 +583,15 @@ where
 }
 
 /// The remaining `NAME=AMOUNT` arguments, as custom resources.
+/// ` holding gpu=0,1` for the addresses a process holds; empty when it holds none.
+fn holding(addresses: &ResourceAddresses) -> String {
+    if addresses.is_empty() {
+        String::new()
+    } else {
+        format!(" holding {}", ListedAddresses(addresses))
+    }
+}
+
 fn custom(
     args: &mut goldenscript::ArgumentConsumer<'_>,
 ) -> Result<ResourceAmounts, Box<dyn Error>> {
