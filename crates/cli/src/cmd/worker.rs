@@ -373,7 +373,8 @@ mod tests {
             format!("gpu={}", path.display())
         };
         let found = script("found", r#"{"name": "gpu", "addresses": ["3", "7"]}"#);
-        let (amounts, addresses) = offered_resources("fpga=1", std::slice::from_ref(&found)).unwrap();
+        let (amounts, addresses) =
+            offered_resources("fpga=1", std::slice::from_ref(&found)).unwrap();
         assert_eq!(amounts["gpu"], 2);
         assert_eq!(addresses["gpu"], ["3", "7"]);
         let error =
