@@ -185,3 +185,57 @@ fn in_cluster_mode_a_supervised_spark_driver_runs_on_a_worker_and_starts_again_w
     let printed = crate::support::stdout(&Masters::client(&list, &["logs", &driver]));
     assert!(printed.contains("sum 66"), "{printed}");
 }
+
+#[test]
+fn spark_tasks_that_ask_for_a_gpu_get_the_address_their_executor_holds() {
+    let Some((spark, _one_at_a_time)) = spark() else {
+        return;
+    };
+    let masters = Masters::start();
+    let _worker = crate::support::start_worker_via(
+        &masters,
+        "worker-1",
+        2,
+        &masters.list_from(1),
+        &["--resources", "gpu=GPU-a,GPU-b"],
+    );
+    crate::support::wait_for(&masters, "the worker", |s| {
+        crate::support::alive_workers(s) == 1 && s["recovery_state"] == "ALIVE"
+    });
+    let output = spark.run(
+        &masters.list_from(1),
+        &[
+            "--total-executor-cores",
+            "2",
+            "--executor-cores",
+            "1",
+            "--executor-memory",
+            "512m",
+            "--conf",
+            "spark.executor.resource.gpu.amount=1",
+            "--conf",
+            "spark.task.resource.gpu.amount=1",
+            &app("gpus.py"),
+            "2",
+            "8",
+        ],
+    );
+    let printed = succeeded(&output);
+    let held: BTreeMap<u64, String> = printed
+        .lines()
+        .filter_map(|line| line.strip_prefix("task "))
+        .map(|line| {
+            let (task, gpu) = line.split_once(' ').unwrap();
+            (task.parse().unwrap(), gpu.to_owned())
+        })
+        .collect();
+    assert_eq!(held.len(), 8, "{printed}");
+    // Two one-GPU executors on the worker's two GPUs: every task saw one of them, and
+    // between them the tasks saw both.
+    let seen: std::collections::BTreeSet<&str> = held.values().map(String::as_str).collect();
+    assert_eq!(
+        seen,
+        ["GPU-a", "GPU-b"].into(),
+        "each executor its own GPU: {held:?}"
+    );
+}

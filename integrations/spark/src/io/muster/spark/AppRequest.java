@@ -152,7 +152,8 @@ final class AppRequest {
     /**
      * The executor's command: a shell that finds Java ({@code JAVA_HOME}, else {@code java} on
      * the path) and Spark ({@code SPARK_HOME} on the worker, else this driver's) and runs
-     * Spark's executor with the id, cores and app id Muster gives it in its environment.
+     * Spark's executor with the id, cores and app id Muster gives it in its environment, and
+     * the file of the resource addresses it holds, if it holds any.
      */
     static List<String> executorCommand(SparkContext sc, long heapMb) {
         SparkConf conf = sc.conf();
@@ -199,7 +200,9 @@ final class AppRequest {
         script.append(" org.apache.spark.executor.CoarseGrainedExecutorBackend")
                 .append(" --driver-url ").append(quote(driverUrl))
                 .append(" --executor-id \"$MUSTER_EXECUTOR_ID\" --cores \"$MUSTER_CORES\"")
-                .append(" --app-id \"$MUSTER_APP_ID\" --resourceProfileId 0");
+                .append(" --app-id \"$MUSTER_APP_ID\" --resourceProfileId 0")
+                // Which GPUs (or other resources) are this executor's, as the worker wrote them.
+                .append(" ${MUSTER_RESOURCES_FILE:+--resourcesFile \"$MUSTER_RESOURCES_FILE\"}");
         return List.of("/bin/sh", "-c", script.toString(), "spark-executor");
     }
 
