@@ -99,6 +99,28 @@ fn each_task_once(report: &Value) {
 }
 
 /// The application named `name`, once it runs `count` executors.
+/// Waits until a task has left its `ran` mark in an executor directory below `dir`.
+fn wait_until_a_task_ran_under(dir: &std::path::Path) {
+    fn marked(dir: &std::path::Path) -> bool {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return false;
+        };
+        entries.flatten().any(|entry| {
+            let path = entry.path();
+            path.file_name().is_some_and(|name| name == "ran") || (path.is_dir() && marked(&path))
+        })
+    }
+    let deadline = std::time::Instant::now() + crate::support::DEADLINE;
+    while !marked(dir) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no task ran under {}",
+            dir.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 fn running_app(masters: &Masters, name: &str, count: usize) -> (String, Value) {
     let status = wait_for(masters, "the job's executors running", |s| {
         s["apps"].as_array().unwrap().iter().any(|a| {
@@ -203,11 +225,14 @@ name = "sleepy"
   [[jobs.stages]]
   name = "s"
   tasks = 40
-  run = { builtin = "sleep", ms = 500 }
+  run = { command = ["/bin/sh", "-c", "touch ran; exec sleep 0.5"] }
 "#,
     );
     let run = job_run(&masters, &file);
     let (id, status) = running_app(&masters, "loss", 4);
+    // Tasks run in their executor's directory: once one has run on w2, w2's executors have
+    // tasks, and losing them loses attempts.
+    wait_until_a_task_ran_under(&masters.dir.path().join("w2"));
     // The machine of w2 goes: the worker and every executor it started.
     let lost_worker = crate::support::worker_on(&status, "w2");
     let pids: Vec<u64> = running_executors(&status, &id)
