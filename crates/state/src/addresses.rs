@@ -12,6 +12,7 @@ use muster_core::resources::{ResourceAddresses, ResourceAmounts, addresses_of};
 use serde::{Deserialize, Serialize};
 
 use crate::ClusterState;
+use crate::invariants::{InvariantViolation, violated};
 use crate::model::Worker;
 
 /// The addresses workers gave and those their processes hold. Only processes that hold
@@ -170,24 +171,24 @@ impl ClusterState {
     /// The address invariants: every live process holds exactly as many addresses of each
     /// custom resource as it was granted, each one its worker has, none held twice on a
     /// worker, and no ended process keeps any.
-    pub(crate) fn check_addresses(&self) -> Result<(), String> {
+    pub(crate) fn check_addresses(&self) -> Result<(), InvariantViolation> {
         for (app, id) in self.addresses.executors.keys() {
             if !self
                 .apps
                 .get(app)
                 .is_some_and(|a| a.executors.contains_key(id))
             {
-                return Err(format!("ended executor {app}/{id} holds addresses"));
+                return violated(format!("ended executor {app}/{id} holds addresses"));
             }
         }
         for id in self.addresses.drivers.keys() {
             if self.drivers.get(id).is_none_or(|d| d.worker.is_none()) {
-                return Err(format!("driver {id}, which does not run, holds addresses"));
+                return violated(format!("driver {id}, which does not run, holds addresses"));
             }
         }
         for worker in self.addresses.workers.keys() {
             if !self.workers.contains_key(worker) {
-                return Err(format!("unknown worker {worker} has addresses"));
+                return violated(format!("unknown worker {worker} has addresses"));
             }
         }
         for worker in self.workers.values() {
@@ -219,7 +220,7 @@ impl ClusterState {
                     .filter(|(_, amount)| *amount > 0)
                     .collect();
                 if &holds != need {
-                    return Err(format!(
+                    return violated(format!(
                         "{holder} holds addresses {addresses:?} for {need:?}"
                     ));
                 }
@@ -228,13 +229,13 @@ impl ClusterState {
                         let known = addresses_of(name, worker.capacity.custom(name), given)
                             .any(|a| a == address.as_str());
                         if !known {
-                            return Err(format!(
+                            return violated(format!(
                                 "{holder} holds {name} `{address}`, which {} does not have",
                                 worker.id
                             ));
                         }
                         if !held.insert((name, address)) {
-                            return Err(format!(
+                            return violated(format!(
                                 "{name} `{address}` of {} is held twice",
                                 worker.id
                             ));

@@ -28,7 +28,7 @@ fn add<'a>(
     Ok(())
 }
 
-fn violated(message: String) -> Result<(), InvariantViolation> {
+pub(crate) fn violated(message: String) -> Result<(), InvariantViolation> {
     Err(InvariantViolation(message))
 }
 
@@ -156,7 +156,7 @@ impl ClusterState {
             }
         }
 
-        self.check_addresses().or_else(violated)?;
+        self.check_addresses()?;
         self.check_ids_unique()
     }
 

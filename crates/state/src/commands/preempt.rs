@@ -195,7 +195,7 @@ impl Preempt {
             }
             let snapshot = state.scheduling_snapshot(PassConfig::default());
             check_for_guarantees(&snapshot, &self.victims, &owners)
-                .map_err(ApplyError::Conflict)?;
+                .map_err(|broken| ApplyError::Conflict(broken.to_string()))?;
         }
         // Check the reservations against the room the victims leave, on a copy: a refusal
         // must change nothing.
