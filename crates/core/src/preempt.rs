@@ -331,6 +331,37 @@ fn reservations(plan: &Plan, snapshot: &Snapshot, eligible: &BTreeSet<WorkId>) -
         .collect()
 }
 
+/// How a preemption for guarantees breaks its rule ([`check_for_guarantees`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GuaranteeRuleBroken {
+    /// An owner or a victim's application is not active.
+    #[error("`{0}` is not an active application")]
+    NotActive(AppId),
+    /// An owner is not below its queue's guarantee.
+    #[error("`{0}` is not below its queue's guarantee: only such work preempts for it")]
+    NotBelowGuarantee(AppId),
+    /// A victim runs in a prior queue.
+    #[error("`{0}` runs in a prior queue: prior work is never preempted")]
+    PriorVictim(AppId),
+    /// A victim is not an executor of its application.
+    #[error("`{0}` holds no executor {1}")]
+    NoSuchExecutor(AppId, ExecutorId),
+    /// More cores stop than the owners' queues lack.
+    #[error(
+        "stopping {stopped} cores for queues that lack {lack}: a preemption for guarantees \
+         takes no more than they lack"
+    )]
+    TooMany {
+        /// The cores the victims hold.
+        stopped: u64,
+        /// The cores the owners' queues lack.
+        lack: u64,
+    },
+    /// The victims' stop takes a queue (or a parent) below its guarantee.
+    #[error("stopping these executors takes queue `{0}` below its guarantee")]
+    TakesBelow(QueueName),
+}
+
 /// Checks a preemption for guarantees against the snapshot it was chosen on (the state's
 /// own check of the leader's choice): every owner an app of an ordinary queue below its
 /// guarantee, every victim an executor of an ordinary queue, no more cores stopped than the
@@ -343,18 +374,16 @@ pub fn check_for_guarantees(
     snapshot: &Snapshot,
     victims: &[(AppId, ExecutorId)],
     owners: &[&AppId],
-) -> Result<(), String> {
+) -> Result<(), GuaranteeRuleBroken> {
     let queues = Queues::new(&snapshot.queues);
     let guarantees = Guarantees::of(snapshot, &queues);
     let app = |id: &AppId| snapshot.apps.iter().find(|a| &a.id == id);
     for &owner in owners {
         let Some(queue) = app(owner).map(|a| &a.queue) else {
-            return Err(format!("`{owner}` is not an active application"));
+            return Err(GuaranteeRuleBroken::NotActive(owner.clone()));
         };
         if queues.get(queue).prior || guarantees.lack(queue) == 0 {
-            return Err(format!(
-                "`{owner}` is not below its queue's guarantee: only such work preempts for it"
-            ));
+            return Err(GuaranteeRuleBroken::NotBelowGuarantee(owner.clone()));
         }
     }
     let lacking: BTreeSet<&QueueName> = owners
@@ -365,29 +394,25 @@ pub fn check_for_guarantees(
     let mut stopped: BTreeMap<&QueueName, u64> = BTreeMap::new();
     for (id, executor) in victims {
         let Some(victim) = app(id) else {
-            return Err(format!("`{id}` is not an active application"));
+            return Err(GuaranteeRuleBroken::NotActive(id.clone()));
         };
         if queues.get(&victim.queue).prior {
-            return Err(format!(
-                "`{id}` runs in a prior queue: prior work is never preempted"
-            ));
+            return Err(GuaranteeRuleBroken::PriorVictim(id.clone()));
         }
         let Some(held) = victim.executors.iter().find(|e| e.id == Some(*executor)) else {
-            return Err(format!("`{id}` holds no executor {executor}"));
+            return Err(GuaranteeRuleBroken::NoSuchExecutor(id.clone(), *executor));
         };
         *stopped.entry(&victim.queue).or_insert(0) += u64::from(held.resources.cores);
     }
     let total: u64 = stopped.values().sum();
     if total > lack {
-        return Err(format!(
-            "stopping {total} cores for queues that lack {lack}: a preemption for guarantees \
-             takes no more than they lack"
-        ));
+        return Err(GuaranteeRuleBroken::TooMany {
+            stopped: total,
+            lack,
+        });
     }
     match guarantees.taken_below(&stopped) {
-        Some(queue) => Err(format!(
-            "stopping these executors takes queue `{queue}` below its guarantee"
-        )),
+        Some(queue) => Err(GuaranteeRuleBroken::TakesBelow(queue.clone())),
         None => Ok(()),
     }
 }
