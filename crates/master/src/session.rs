@@ -570,8 +570,7 @@ impl Session {
         Some(match message {
             ToWorker::Registered => Body::Registered(Registered {
                 master_id: self.node.id(),
-                worker_timeout_ms: u64::try_from(self.worker_timeout.as_millis())
-                    .unwrap_or(u64::MAX),
+                worker_timeout_ms: millis(self.worker_timeout),
             }),
             ToWorker::HeartbeatAck => Body::HeartbeatAck(HeartbeatAck {}),
             ToWorker::Acknowledged(seqs) => Body::Acknowledged(Acknowledged { seqs }),

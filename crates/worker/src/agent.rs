@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use muster_core::ids::{ExecutorId, Term, WorkerId};
+use muster_core::ids::{ExecutorId, Term, WorkerId, millis};
 use muster_core::resources::{ResourceAddresses, Resources};
 use muster_proto::auth::Credential;
 use muster_proto::convert::{address_lists, addresses, resources};
@@ -279,8 +279,7 @@ impl Agent {
                 executor_updates,
                 driver_updates,
                 fence: self.config.fence,
-                kill_grace_ms: u64::try_from(self.config.kill_grace.as_millis())
-                    .unwrap_or(u64::MAX),
+                kill_grace_ms: millis(self.config.kill_grace),
             })),
         }
     }
