@@ -131,7 +131,7 @@ fn malformed_requests_are_refused_and_change_nothing() {
         let mut workers =
             WorkerLinkClient::with_interceptor(channel.clone(), credential(Role::Worker));
         let heartbeat_first = WorkerMessage {
-            body: Some(WorkerBody::Heartbeat(Heartbeat {})),
+            body: Some(WorkerBody::Heartbeat(Heartbeat::default())),
         };
         assert_eq!(
             refused(workers.attach(tokio_stream::iter([heartbeat_first]))).await,

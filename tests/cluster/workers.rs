@@ -1,5 +1,5 @@
 //! Workers run what the leader places: drivers as real processes that end with their exit
-//! code, held to their memory, supervised restarts, a leader killed under load without
+//! code, held to their memory and measured, supervised restarts, a leader killed under load without
 //! losing a process, and a lost worker's supervised driver relaunched elsewhere.
 
 use std::time::Instant;
@@ -75,6 +75,44 @@ fn a_driver_over_its_memory_fails_saying_so_and_its_neighbour_runs_on() {
     let metrics = metrics_of(&http);
     let line = r#"muster_worker_process_ends_total{kind="driver",code="oom"} 1"#;
     assert!(metrics.lines().any(|l| l == line), "{line} in {metrics}");
+
+    // What a process uses is measured in its group: `tail` holds the 40 MB it read.
+    let holder = submit(
+        &masters,
+        &[
+            "--memory",
+            "128",
+            "--",
+            "/bin/sh",
+            "-c",
+            "head -c 40000000 /dev/zero | tail -c 40000000 | sleep 1000",
+        ],
+    );
+    let status = wait_for(&masters, "the holder's use measured", |s| {
+        driver(s, &holder).is_some_and(|d| d["memory_used_mb"].as_u64() >= Some(38))
+    });
+    let measured = driver(&status, &holder).unwrap();
+    assert!(measured["cpu_seconds"].as_f64() > Some(0.0), "{measured}");
+    assert!(
+        measured["memory_used_mb"].as_u64() < Some(128),
+        "within its grant: {measured}"
+    );
+    let table = stdout(&Masters::client(&masters.list_from(1), &["drivers"]));
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with(holder.as_str()) && l.contains(", mem ")),
+        "{table}"
+    );
+    let metrics = metrics_of(&http);
+    let gauge = format!(r#"muster_worker_process_memory_bytes{{kind="driver",id="{holder}"}} "#);
+    let held: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&gauge))
+        .unwrap_or_else(|| panic!("{gauge} in {metrics}"))
+        .parse()
+        .unwrap();
+    assert!(held >= 38 * 1024 * 1024, "{held} bytes");
 }
 
 #[test]

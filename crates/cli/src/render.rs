@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use muster_proto::convert::resources;
 use muster_proto::exit;
-use muster_proto::v1::StatusReply;
+use muster_proto::v1::{ProcessUsage, StatusReply};
 
 /// The members: id, address, role.
 pub fn members(status: &StatusReply) -> String {
@@ -88,18 +88,34 @@ pub fn apps(status: &StatusReply) -> String {
             let _ = writeln!(out, "  waiting: {}", a.waiting);
         }
         for e in &a.executors {
+            let granted = resources(e.resources.clone());
             let _ = writeln!(
                 out,
-                "  executor {:<4} {:<34} {:<10} cores {} pid {}",
+                "  executor {:<4} {:<34} {:<10} cores {} pid {}{}",
                 e.id,
                 e.worker,
                 e.state().name(),
-                resources(e.resources.clone()).cores,
-                e.pid
+                granted.cores,
+                e.pid,
+                used(e.usage.as_ref(), Some(granted.memory_mb))
             );
         }
     }
     out
+}
+
+/// What a process uses, where its worker measures it: `, mem 40/512 MB, cpu 1.2 s` (the
+/// memory granted after the slash, where known).
+fn used(usage: Option<&ProcessUsage>, granted_mb: Option<u64>) -> String {
+    let Some(usage) = usage else {
+        return String::new();
+    };
+    let granted = granted_mb.map(|mb| format!("/{mb}")).unwrap_or_default();
+    format!(
+        ", mem {}{granted} MB, cpu {:.1} s",
+        usage.memory_bytes / (1024 * 1024),
+        usage.cpu_ms as f64 / 1000.0
+    )
 }
 
 /// The drivers, running and recently ended, each followed by why it waits.
@@ -117,13 +133,14 @@ pub fn drivers(status: &StatusReply) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<28} {:<16} {:<12} {:<10} {:<11} {:<34} {pid}{exit}",
+            "{:<28} {:<16} {:<12} {:<10} {:<11} {:<34} {pid}{exit}{}",
             d.id,
             d.name,
             d.user,
             d.queue,
             d.state().name(),
-            d.worker
+            d.worker,
+            used(d.usage.as_ref(), None)
         );
         if !d.waiting.is_empty() {
             let _ = writeln!(out, "  waiting: {}", d.waiting);

@@ -16,6 +16,16 @@ use crate::model::{InputError, positive, resource_amounts};
 /// Custom resources (e.g. `gpu`) by name, as whole amounts.
 pub type ResourceAmounts = BTreeMap<String, u32>;
 
+/// What one driver or executor uses, as its worker measures it in its control group: the
+/// memory it holds now and the CPU time it has taken so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Memory in use, in bytes.
+    pub memory_bytes: u64,
+    /// CPU time since it started, in milliseconds (of all its cores together).
+    pub cpu_ms: u64,
+}
+
 /// Which unit of each custom resource is which, by name (`gpu` → `["0", "2"]`): the
 /// addresses a worker offers, or those one process holds. A worker that names none for a
 /// resource has the addresses `0` to its amount less one, as Spark numbers the GPUs a

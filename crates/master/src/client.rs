@@ -177,6 +177,14 @@ impl ClusterService {
             .collect();
         let session = self.sessions.current();
         let pid = |key: ProcessKey| session.as_ref().and_then(|s| s.pid(&key)).unwrap_or(0);
+        let usage = |key: ProcessKey| {
+            let usage = session.as_ref().and_then(|s| s.usage(&key))?;
+            Some(v1::ProcessUsage {
+                memory_bytes: usage.memory_bytes,
+                cpu_ms: usage.cpu_ms,
+                ..v1::ProcessUsage::default()
+            })
+        };
         let waiting = |id: &WorkId| {
             session
                 .as_ref()
@@ -224,6 +232,7 @@ impl ClusterService {
                             resources: Some((&e.resources).into()),
                             state: v1::ExecutorState::from(e.state).into(),
                             pid: pid(ProcessKey::Executor(a.id.clone(), e.id)),
+                            usage: usage(ProcessKey::Executor(a.id.clone(), e.id)),
                             addresses: address_lists(state.executor_addresses(&a.id, e.id)),
                         })
                         .collect(),
@@ -246,6 +255,7 @@ impl ClusterService {
                         .map(ToString::to_string)
                         .unwrap_or_default(),
                     pid: pid(ProcessKey::Driver(d.id.clone())),
+                    usage: usage(ProcessKey::Driver(d.id.clone())),
                     addresses: address_lists(state.driver_addresses(&d.id)),
                     exit_code: d.exit_code,
                     waiting: if d.state == DriverState::Submitted {

@@ -71,7 +71,7 @@ use muster_core::ids::{
 use muster_core::model::{PassConfig, Snapshot, WorkerState};
 use muster_core::plan::{Plan, WaitReason};
 use muster_core::preempt::Preempting;
-use muster_core::resources::ResourceAddresses;
+use muster_core::resources::{ResourceAddresses, Usage};
 use muster_state::commands::{
     AppFinished, ApplyPlan, DecommissionWorker, DriverStateChanged, ExecutorStateChanged,
     GrantReservations, KillExecutors, Preempt, QueueSettings, RegisterWorker, SetExecutorLimit,
@@ -279,6 +279,8 @@ pub enum Event {
     WorkerHeartbeat {
         /// The stream.
         link: LinkId,
+        /// What its processes use, where it measures them.
+        usage: Vec<(ProcessKey, Usage)>,
     },
     /// A worker reported a process change on `link`.
     WorkerReport {
@@ -514,6 +516,8 @@ pub struct Leader {
     /// Draining workers whose decommissioning is proposed and not committed yet.
     decommissioning: BTreeSet<WorkerId>,
     pids: BTreeMap<ProcessKey, u32>,
+    /// What running processes use, as their workers last measured it.
+    usage: BTreeMap<ProcessKey, Usage>,
     launches: BTreeMap<ProcessKey, Launch>,
     /// Why each app or driver waits, as of the last scheduling pass.
     waiting: BTreeMap<WorkId, String>,
@@ -560,6 +564,7 @@ impl Leader {
             drains_seen: BTreeMap::new(),
             decommissioning: BTreeSet::new(),
             pids: BTreeMap::new(),
+            usage: BTreeMap::new(),
             launches: BTreeMap::new(),
             waiting: BTreeMap::new(),
             waiting_reasons: BTreeMap::new(),
@@ -586,6 +591,11 @@ impl Leader {
     /// The process id a worker reported for `key`.
     pub fn pid(&self, key: &ProcessKey) -> Option<u32> {
         self.pids.get(key).copied()
+    }
+
+    /// What the process `key` uses, as its worker last measured it.
+    pub fn usage(&self, key: &ProcessKey) -> Option<Usage> {
+        self.usage.get(key).copied()
     }
 
     /// The stream worker `worker` is on now, if it has one.
@@ -621,9 +631,15 @@ impl Leader {
             Event::WorkerAttached { link, registration } => {
                 self.worker_attached(now, state, link, registration);
             }
-            Event::WorkerHeartbeat { link } => {
+            Event::WorkerHeartbeat { link, usage } => {
                 if self.current_worker(now, link, state).is_some() {
                     self.send(link, ToWorker::HeartbeatAck);
+                    // Kept for processes that run as far as this leader knows, until they end.
+                    for (process, usage) in usage {
+                        if self.pids.contains_key(&process) {
+                            self.usage.insert(process, usage);
+                        }
+                    }
                 }
             }
             Event::WorkerReport { link, report } => {
@@ -1336,6 +1352,7 @@ impl Leader {
         for (app, executor) in &effects.ended_executors {
             let process = ProcessKey::Executor(app.clone(), executor.id);
             self.pids.remove(&process);
+            self.usage.remove(&process);
             self.launches.remove(&process);
             self.tell_app(app, ToApp::Executor(executor.clone()));
             if reported != Some(&process) {
@@ -1346,6 +1363,7 @@ impl Leader {
         for (driver, worker, _) in &effects.ended_drivers {
             let process = ProcessKey::Driver(driver.clone());
             self.pids.remove(&process);
+            self.usage.remove(&process);
             self.launches.remove(&process);
             if let Some(worker) = worker
                 && reported != Some(&process)

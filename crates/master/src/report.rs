@@ -7,13 +7,15 @@ use muster_core::access::QueueSpec;
 use muster_core::ids::QueueName;
 use muster_core::queues::{self, QueueView};
 use muster_proto::exit;
-use muster_proto::v1::{AddressList, Resources, StatusReply};
+use muster_proto::v1::{AddressList, ProcessUsage, Resources, StatusReply};
 use serde_json::json;
 
 /// The status reply as JSON: `null` for what is not set (a driver's worker before it is
 /// placed, a process id not reported yet, a reason for something that does not wait).
 /// Custom resources (`gpu`, ...) are a `resources` map by name, `{}` when none, as in
-/// `muster plan`'s snapshots; their addresses an `addresses` map of lists by name.
+/// `muster plan`'s snapshots; their addresses an `addresses` map of lists by name. A process
+/// shows what it uses (`memory_used_mb`, `cpu_seconds`) where its worker measures it, else
+/// `null`.
 pub fn status_json(status: &StatusReply) -> serde_json::Value {
     let null_if = |empty: bool, value: serde_json::Value| {
         if empty {
@@ -53,6 +55,8 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
                     "resources": custom(&resources), "addresses": addresses(&e.addresses),
                     "state": e.state().name(),
                     "pid": null_if(e.pid == 0, json!(e.pid)),
+                    "memory_used_mb": e.usage.as_ref().map(|u| u.memory_bytes / MB),
+                    "cpu_seconds": e.usage.as_ref().map(cpu_seconds),
                 })
             }).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
@@ -67,6 +71,8 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
             "state": d.state().name(),
             "worker": null_if(d.worker.is_empty(), json!(d.worker)),
             "pid": null_if(d.pid == 0, json!(d.pid)),
+            "memory_used_mb": d.usage.as_ref().map(|u| u.memory_bytes / MB),
+            "cpu_seconds": d.usage.as_ref().map(cpu_seconds),
             "addresses": addresses(&d.addresses),
             "exit_code": d.exit_code,
             "exit_reason": d.exit_code.and_then(exit::reason),
@@ -112,6 +118,14 @@ pub fn queue_views(status: &StatusReply) -> Vec<QueueView> {
         .map(|q| QueueSpec::from(q).split().0)
         .collect();
     queues::views(&configs, &used_by_leaf)
+}
+
+/// Bytes in a MB, as grants count memory.
+const MB: u64 = 1024 * 1024;
+
+/// A process's CPU time in seconds.
+fn cpu_seconds(usage: &ProcessUsage) -> f64 {
+    usage.cpu_ms as f64 / 1000.0
 }
 
 /// Resource addresses by name, in name order: `{"gpu": ["0", "1"]}`, `{}` when none.

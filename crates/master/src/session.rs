@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use muster_core::ids::{AppId, Term, Timestamp, WorkId, WorkerId, millis};
+use muster_core::resources::Usage;
 use muster_proto::auth::Tokens;
 use muster_proto::convert::address_lists;
 use muster_proto::v1;
@@ -187,6 +188,11 @@ impl Session {
     /// The process id a worker reported for `key`.
     pub fn pid(&self, key: &ProcessKey) -> Option<u32> {
         self.lock().leader.pid(key)
+    }
+
+    /// What the process `key` uses, as its worker last measured it.
+    pub fn usage(&self, key: &ProcessKey) -> Option<Usage> {
+        self.lock().leader.usage(key)
     }
 
     /// Why app or driver `id` waits, as of the last scheduling pass.

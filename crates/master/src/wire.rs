@@ -5,6 +5,7 @@
 use muster_core::ids::{AppId, DriverId, ExecutorId, WorkId, WorkerId};
 use muster_core::limits;
 use muster_core::model::WorkerState;
+use muster_core::resources::Usage;
 use muster_proto::convert;
 use muster_proto::v1::app_message::Body as AppUp;
 use muster_proto::v1::worker_message::Body as WorkerUp;
@@ -255,7 +256,22 @@ fn driver_report(update: DriverUpdate) -> Result<Report, Status> {
 /// The leader's event for one message on worker `worker`'s stream, if it means one.
 pub fn worker_event(worker: &WorkerId, link: LinkId, body: WorkerUp) -> Option<Event> {
     let report = match body {
-        WorkerUp::Heartbeat(_) => return Some(Event::WorkerHeartbeat { link }),
+        WorkerUp::Heartbeat(heartbeat) => {
+            let usage = heartbeat.usage.into_iter().map(|u| {
+                let process = if u.driver_id.is_empty() {
+                    ProcessKey::Executor(u.app_id.as_str().into(), ExecutorId(u.executor_id))
+                } else {
+                    ProcessKey::Driver(u.driver_id.as_str().into())
+                };
+                let usage = Usage {
+                    memory_bytes: u.memory_bytes,
+                    cpu_ms: u.cpu_ms,
+                };
+                (process, usage)
+            });
+            let usage = usage.collect();
+            return Some(Event::WorkerHeartbeat { link, usage });
+        }
         WorkerUp::Executor(update) => executor_report(update),
         WorkerUp::Driver(update) => driver_report(update),
         WorkerUp::Register(_) => {

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use muster_core::ids::{ExecutorId, Term, WorkerId, millis};
-use muster_core::resources::{ResourceAddresses, Resources};
+use muster_core::resources::{ResourceAddresses, Resources, Usage};
 use muster_proto::auth::Credential;
 use muster_proto::convert::{address_lists, addresses, resources};
 use muster_proto::discovery::{LeaderFinder, leader_hint};
@@ -328,7 +328,10 @@ impl Agent {
                     if heard.elapsed() > timeout {
                         return Broken::Silent(format!("no answer for {timeout:?}"));
                     }
-                    if up.send(WorkerMessage { body: Some(Up::Heartbeat(Heartbeat {})) }).await.is_err() {
+                    let usage = self.supervisor.usage();
+                    self.metrics.usage(&usage);
+                    let heartbeat = Heartbeat { usage: usage.iter().map(process_usage).collect() };
+                    if up.send(WorkerMessage { body: Some(Up::Heartbeat(heartbeat)) }).await.is_err() {
                         return Broken::Ended("stream closed".into());
                     }
                 }
@@ -689,4 +692,19 @@ fn report(event: &ProcessEvent) -> Option<Up> {
         }
     };
     Some(body)
+}
+
+/// What `workload`'s process uses, as a heartbeat carries it.
+fn process_usage((workload, usage): &(Workload, Usage)) -> v1::ProcessUsage {
+    let (app_id, executor_id, driver_id) = match workload {
+        Workload::Executor { app, executor } => (app.to_string(), executor.0, String::new()),
+        Workload::Driver { driver } => (String::new(), 0, driver.to_string()),
+    };
+    v1::ProcessUsage {
+        app_id,
+        executor_id,
+        driver_id,
+        memory_bytes: usage.memory_bytes,
+        cpu_ms: usage.cpu_ms,
+    }
 }

@@ -18,16 +18,22 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use cgroups_rs::cgroup_builder::CgroupBuilder;
+use cgroups_rs::cpu::CpuController;
+use cgroups_rs::cpuacct::CpuAcctController;
 use cgroups_rs::hierarchies::{self, V1};
 use cgroups_rs::memory::MemController;
 use cgroups_rs::{Cgroup, Controller, Controllers, MaxValue};
 use muster_core::ids::{RequestId, WorkerId};
-use muster_core::resources::Resources;
+use muster_core::resources::{Resources, Usage};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 /// The controllers every process's group uses.
 const CONTROLLERS: [Controllers; 3] = [Controllers::Mem, Controllers::Cpu, Controllers::Pids];
+
+/// A v1 controller a group also joins where it is mounted, to count the CPU time of its
+/// processes ([`ProcessGroup::usage`]); v2 counts it in the `cpu` controller.
+const ACCOUNTING: Controllers = Controllers::CpuAcct;
 
 /// How long the removal of a group waits for its killed processes to be gone.
 const REMOVAL_PATIENCE: Duration = Duration::from_secs(5);
@@ -274,9 +280,14 @@ fn setup_error(group: &str, cause: &impl std::fmt::Display) -> IsolationError {
     }
 }
 
-/// The names of [`CONTROLLERS`], as the crate takes them.
+/// The names of [`CONTROLLERS`] and [`ACCOUNTING`], as the crate takes them (it leaves out
+/// those the machine does not have).
 fn controller_names() -> Vec<String> {
-    CONTROLLERS.iter().map(ToString::to_string).collect()
+    CONTROLLERS
+        .iter()
+        .chain([&ACCOUNTING])
+        .map(ToString::to_string)
+        .collect()
 }
 
 /// The control group of one process.
@@ -365,6 +376,40 @@ impl ProcessGroup {
         let stat = memory.memory_stat();
         stat.oom_control.oom_kill > 0
             && stat.max_usage_in_bytes >= stat.limit_in_bytes.saturating_sub(64 * 1024) as u64
+    }
+
+    /// What the group's processes use: the memory they hold now and the CPU time they have
+    /// taken (`None` for a group that is gone, or CPU time where v1 has no `cpuacct`).
+    pub fn usage(&self) -> Option<Usage> {
+        let cgroup = self.cgroup.as_ref()?;
+        let read = |path: PathBuf| fs::read_to_string(path).ok();
+        let memory = cgroup.controller_of::<MemController>()?;
+        let memory_file = if cgroup.v2() {
+            "memory.current"
+        } else {
+            "memory.usage_in_bytes"
+        };
+        let memory_bytes = read(memory.path().join(memory_file))?.trim().parse().ok()?;
+        let cpu_ms = if cgroup.v2() {
+            // `cpu.stat`: `usage_usec N` among others.
+            let cpu = cgroup.controller_of::<CpuController>()?;
+            let stat = read(cpu.path().join("cpu.stat"))?;
+            let usec: u64 = stat
+                .lines()
+                .find_map(|line| line.strip_prefix("usage_usec ")?.trim().parse().ok())?;
+            usec / 1000
+        } else {
+            let cpuacct = cgroup.controller_of::<CpuAcctController>()?;
+            let ns: u64 = read(cpuacct.path().join("cpuacct.usage"))?
+                .trim()
+                .parse()
+                .ok()?;
+            ns / 1_000_000
+        };
+        Some(Usage {
+            memory_bytes,
+            cpu_ms,
+        })
     }
 
     /// Kills whatever still runs in the group, waits until it is gone (a process held back

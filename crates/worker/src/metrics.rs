@@ -15,11 +15,20 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
+use muster_core::resources::Usage;
+
 use crate::supervisor::Workload;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
     kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProcessLabels {
+    kind: &'static str,
+    /// The driver id, or `APP/EXECUTOR`.
+    id: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -38,6 +47,8 @@ pub struct Metrics {
     ends: Family<EndLabels, Counter>,
     connected: Gauge,
     unacknowledged: Gauge,
+    memory: Family<ProcessLabels, Gauge>,
+    cpu: Family<ProcessLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
 }
 
 impl Default for Metrics {
@@ -64,6 +75,8 @@ impl Metrics {
             ends: Family::default(),
             connected: Gauge::default(),
             unacknowledged: Gauge::default(),
+            memory: Family::default(),
+            cpu: Family::default(),
         };
         let r = &mut metrics.registry;
         r.register(
@@ -90,6 +103,16 @@ impl Metrics {
             "unacknowledged_reports",
             "Process changes reported and not yet acknowledged by a leader",
             metrics.unacknowledged.clone(),
+        );
+        r.register(
+            "process_memory_bytes",
+            "Memory each running process holds, by kind and id, from its control group",
+            metrics.memory.clone(),
+        );
+        r.register(
+            "process_cpu_seconds",
+            "CPU time each running process has taken, by kind and id, from its control group",
+            metrics.cpu.clone(),
         );
         // At zero from the start, not absent until the first launch.
         for kind in ["driver", "executor"] {
@@ -122,6 +145,27 @@ impl Metrics {
     pub(crate) fn ended(&self, workload: &Workload, code: String) {
         let kind = kind(workload);
         self.ends.get_or_create(&EndLabels { kind, code }).inc();
+    }
+
+    /// What each running process uses: the processes not listed are gone from the metrics.
+    pub(crate) fn usage(&self, usage: &[(Workload, Usage)]) {
+        self.memory.clear();
+        self.cpu.clear();
+        for (workload, usage) in usage {
+            let labels = ProcessLabels {
+                kind: kind(workload),
+                id: match workload {
+                    Workload::Executor { app, executor } => format!("{app}/{executor}"),
+                    Workload::Driver { driver } => driver.to_string(),
+                },
+            };
+            self.memory
+                .get_or_create(&labels)
+                .set(i64::try_from(usage.memory_bytes).unwrap_or(i64::MAX));
+            self.cpu
+                .get_or_create(&labels)
+                .set(usage.cpu_ms as f64 / 1000.0);
+        }
     }
 
     /// Whether a leader stream is open.

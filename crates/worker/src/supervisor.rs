@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use muster_core::ids::{AppId, DriverId, ExecutorId};
 use muster_core::limits::names_a_directory;
-use muster_core::resources::{ResourceAddresses, Resources};
+use muster_core::resources::{ResourceAddresses, Resources, Usage};
 use muster_proto::auth::{CREDENTIAL_VARIABLE, SECRET_FILE_VARIABLE};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
@@ -588,6 +588,20 @@ impl Supervisor {
         running
             .iter()
             .map(|(w, r)| (w.clone(), *r.pid.lock().expect("pid lock")))
+            .collect()
+    }
+
+    /// What each process running now uses, where processes run in control groups.
+    pub fn usage(&self) -> Vec<(Workload, Usage)> {
+        let Some(cgroups) = &self.config.isolation else {
+            return Vec::new();
+        };
+        self.running()
+            .into_iter()
+            .filter_map(|(workload, _)| {
+                let usage = cgroups.existing(&workload.group_name()).usage()?;
+                Some((workload, usage))
+            })
             .collect()
     }
 

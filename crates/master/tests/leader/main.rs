@@ -208,7 +208,10 @@ impl goldenscript::Runner for Runner {
                 let mut output = String::new();
                 while left > 0 {
                     for &link in &alive {
-                        let answer = self.step(Event::WorkerHeartbeat { link })?;
+                        let answer = self.step(Event::WorkerHeartbeat {
+                            link,
+                            usage: Vec::new(),
+                        })?;
                         output += &answer.replace(&format!("link{} ← HeartbeatAck\n", link.0), "");
                     }
                     let step = left.min(TICK_MS);
@@ -246,7 +249,10 @@ impl goldenscript::Runner for Runner {
             }
             "heartbeat" => {
                 let link = args.link()?;
-                self.step(Event::WorkerHeartbeat { link })?
+                self.step(Event::WorkerHeartbeat {
+                    link,
+                    usage: Vec::new(),
+                })?
             }
             "report" => {
                 let link = args.link()?;

@@ -385,7 +385,7 @@ async fn attach(id: usize, fleet: &Fleet, addr: &str) -> Ended {
         tokio::select! {
             _ = heartbeats.tick(), if registered => {
                 sent.get_or_insert_with(Instant::now);
-                let heartbeat = WorkerMessage { body: Some(Up::Heartbeat(Heartbeat {})) };
+                let heartbeat = WorkerMessage { body: Some(Up::Heartbeat(Heartbeat::default())) };
                 if up.send(heartbeat).await.is_err() {
                     break Ended::Broken;
                 }
