@@ -39,7 +39,7 @@ use goldenscript::{Argument, Command, Context};
 use muster_core::access::QueueSpec;
 use muster_core::ids::{AppId, DriverId, ExecutorId, Term, Timestamp, WorkerId};
 use muster_core::model::PassConfig;
-use muster_core::resources::Resources;
+use muster_core::resources::{Resources, Usage};
 use muster_master::leader::{
     Action, AppRequest, Event, Leader, LinkId, PreemptionPolicy, ProcessKey, ProposalId,
     Registration, Report, SessionConfig, ToApp, ToWorker, Update,
@@ -247,12 +247,41 @@ impl goldenscript::Runner for Runner {
                 };
                 self.step(Event::WorkerAttached { link, registration })?
             }
+            // `usage=PROCESS@BYTES@CPU_MS`, repeated: what the worker measured.
             "heartbeat" => {
                 let link = args.link()?;
-                self.step(Event::WorkerHeartbeat {
-                    link,
-                    usage: Vec::new(),
-                })?
+                let usage = args
+                    .list("usage")
+                    .into_iter()
+                    .map(|item| {
+                        let [process, memory, cpu] = item.split('@').collect::<Vec<_>>()[..] else {
+                            return Err("PROCESS@BYTES@CPU_MS".into());
+                        };
+                        let usage = Usage {
+                            memory_bytes: memory.parse()?,
+                            cpu_ms: cpu.parse()?,
+                        };
+                        Ok((parse_process(process)?, usage))
+                    })
+                    .collect::<Result<_, Box<dyn Error>>>()?;
+                self.step(Event::WorkerHeartbeat { link, usage })?
+            }
+            // What the leader keeps of each named process's use.
+            "usage" => {
+                let leader = self.leader.as_ref().ok_or("no leader elected")?;
+                let mut output = String::new();
+                loop {
+                    let process = args.positional_or_empty();
+                    if process.is_empty() {
+                        break;
+                    }
+                    let kept = match leader.usage(&parse_process(process)?) {
+                        Some(u) => format!("{} bytes, {} ms", u.memory_bytes, u.cpu_ms),
+                        None => "none".to_owned(),
+                    };
+                    output += &format!("{process}: {kept}\n");
+                }
+                output
             }
             "report" => {
                 let link = args.link()?;
