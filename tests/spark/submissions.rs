@@ -446,3 +446,59 @@ fn what_the_gateway_refuses_changes_nothing_and_a_missing_resource_fails_its_dri
     let said = String::from_utf8_lossy(&said.stdout);
     assert!(said.contains("/no/such/app.jar"), "{said}");
 }
+
+#[test]
+fn a_submitted_driver_that_asks_for_a_gpu_is_told_which_one_is_its_own() {
+    let Some((spark, _one_at_a_time)) = spark() else {
+        return;
+    };
+    let masters = Masters::start_with_spark_rest(&["--spark-plugin", spark.jar.to_str().unwrap()]);
+    let via = masters.list_from(1);
+    let gpus = ["--resources", "gpu=GPU-x,GPU-y"];
+    let _worker = Process(
+        worker_command(&masters, "worker-1", 2, &via, &gpus)
+            .env("SPARK_HOME", &spark.home)
+            .spawn()
+            .expect("muster worker starts"),
+    );
+    wait_for(&masters, "the worker", |s| {
+        crate::support::alive_workers(s) == 1 && s["recovery_state"] == "ALIVE"
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let jar = spark.square_sums_jar(dir.path());
+    let token = cluster_token();
+    let id = spark.create(
+        &url(&[&masters.spark_rest[0]], &token),
+        &[
+            "--driver-memory",
+            "1g",
+            "--conf",
+            "spark.driver.resource.gpu.amount=1",
+            "--conf",
+            "spark.executor.cores=1",
+            "--conf",
+            "spark.executor.memory=512m",
+            &format!("--conf=spark.executor.extraJavaOptions={FAST_START}"),
+            "--class",
+            "SquareSums",
+            jar.to_str().unwrap(),
+            "100",
+        ],
+    );
+    let start = Instant::now();
+    loop {
+        let status = submission_status(&masters.spark_rest[0], &token, &id);
+        match status["driverState"].as_str().unwrap_or_default() {
+            "FINISHED" => break,
+            "SUBMITTED" | "RUNNING" => {}
+            _ => panic!("the driver did not finish: {status}"),
+        }
+        assert!(start.elapsed() < 3 * DEADLINE, "not finished: {status}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let said = stdout(&Masters::client(&via, &["logs", "--stderr", &id]));
+    assert!(
+        said.lines().any(|line| line == "driver gpu GPU-x"),
+        "the driver's GPU in its log: {said}"
+    );
+}

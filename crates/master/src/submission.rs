@@ -177,9 +177,10 @@ pub fn resource_pattern(text: &str) -> Result<Regex, regex::Error> {
 }
 
 /// What a driver started from a submission runs, with `$0` as `spark-submit` and the
-/// options, resource and arguments after it.
+/// options, resource and arguments after it. A driver that holds resource addresses (its
+/// GPUs) tells Spark which, through the resources file its worker wrote.
 const DRIVER_SCRIPT: &str = r#": "${SPARK_HOME:?is not set on this worker: a Spark submission runs the spark-submit of the worker's SPARK_HOME}"
-exec "$SPARK_HOME/bin/spark-submit" --master "spark-muster://$MUSTER_MASTERS" --deploy-mode client "$@""#;
+exec "$SPARK_HOME/bin/spark-submit" --master "spark-muster://$MUSTER_MASTERS" --deploy-mode client ${MUSTER_RESOURCES_FILE:+--conf "spark.driver.resourcesFile=$MUSTER_RESOURCES_FILE"} "$@""#;
 
 /// Properties the driver's own `spark-submit` is given otherwise, or must not be given:
 /// the worker hands its drivers the `muster` binary, a credential and the CA.

@@ -6,7 +6,10 @@ import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.SparkSession;
 import scala.Tuple2;
 
-/** Sums the squares of 1..N by their remainder modulo 10, through a shuffle, and prints `R SUM` lines. */
+/**
+ * Sums the squares of 1..N by their remainder modulo 10, through a shuffle, and prints `R SUM` lines;
+ * then the driver's resources, if it has any, as `driver NAME ADDRESSES` lines on standard error.
+ */
 public final class SquareSums {
     public static void main(String[] args) {
         int n = Integer.parseInt(args[0]);
@@ -23,6 +26,11 @@ public final class SquareSums {
         for (Tuple2<Long, Long> sum : sums.collect()) {
             System.out.println(sum._1() + " " + sum._2());
         }
+        // The driver's own resources (its GPUs), on standard error: `driver gpu ADDRESS,...`.
+        spark.sparkContext().resources().foreach(resource -> {
+            System.err.println("driver " + resource._1() + " " + String.join(",", resource._2().addresses()));
+            return null;
+        });
         spark.stop();
     }
 }
