@@ -268,7 +268,10 @@ pub(crate) fn app(status: &Value, id: &str) -> Option<Markup> {
             @if !app["waiting"].is_null() { p { "Waiting: " (text(&app["waiting"])) } }
             h2 { "Executors" }
             table {
-                tr { th { "id" } th { "worker" } th { "state" } th { "cores" } th { "memory (MB)" } th { "pid" } th { "output" } }
+                tr {
+                    th { "id" } th { "worker" } th { "state" } th { "cores" } th { "memory (MB)" }
+                    th { "memory used (MB)" } th { "CPU (s)" } th { "pid" } th { "output" }
+                }
                 @for e in list(&app["executors"]) {
                     tr {
                         td { (text(&e["id"])) }
@@ -276,6 +279,8 @@ pub(crate) fn app(status: &Value, id: &str) -> Option<Markup> {
                         td { (text(&e["state"])) }
                         td { (text(&e["cores"])) }
                         td { (text(&e["memory_mb"])) }
+                        td { (text(&e["memory_used_mb"])) }
+                        td { (text(&e["cpu_seconds"])) }
                         td { (text(&e["pid"])) }
                         td { code { "muster logs " (id) "/" (text(&e["id"])) } }
                     }
@@ -294,7 +299,7 @@ pub(crate) fn driver(status: &Value, id: &str) -> Option<Markup> {
             p { a href="../" { "Muster" } }
             h1 { "Driver " (id) }
             table {
-                @for field in ["name", "user", "queue", "state", "worker", "pid", "exit_code", "waiting"] {
+                @for field in ["name", "user", "queue", "state", "worker", "pid", "memory_used_mb", "cpu_seconds", "exit_code", "waiting"] {
                     tr { th { (field) } td { (text(&driver[field])) } }
                 }
             }
@@ -324,7 +329,8 @@ mod tests {
             "apps": [{"id": "app-1", "name": "etl", "user": "alice", "queue": "team.batch", "state": "RUNNING",
                       "cores_granted": 4, "waiting": null,
                       "ui_address": "http://h0:4040", "executors": [
-                {"id": 0, "worker": "w1", "cores": 2, "memory_mb": 512, "state": "RUNNING", "pid": 41},
+                {"id": 0, "worker": "w1", "cores": 2, "memory_mb": 512, "state": "RUNNING", "pid": 41,
+                 "memory_used_mb": 300, "cpu_seconds": 12.5},
                 {"id": 1, "worker": "w1", "cores": 2, "memory_mb": 512, "state": "LAUNCHING", "pid": null},
             ]}],
             "completed_apps": [{"id": "app-0", "name": "old", "user": "bob", "queue": "default", "state": "FINISHED"}],
@@ -374,6 +380,10 @@ mod tests {
     fn an_application_page_lists_its_executors_and_a_driver_page_its_end() {
         let page = app(&status(), "app-1").unwrap().into_string();
         assert!(page.contains("<td>41</td>"), "{page}");
+        assert!(
+            page.contains("<td>512</td><td>300</td><td>12.5</td>"),
+            "memory granted, then used, and CPU time: {page}"
+        );
         assert_eq!(page.matches("<td>w1</td>").count(), 2, "{page}");
         assert!(page.contains("LAUNCHING"), "{page}");
         assert!(page.contains("<code>muster logs app-1/1</code>"), "{page}");
