@@ -591,6 +591,40 @@ pub fn worker_command(
     command
 }
 
+/// A worker that holds its processes to their grants (`--isolation cgroups`), registered;
+/// `None` where this machine offers no control groups (the test is then skipped, saying so,
+/// unless `MUSTER_REQUIRE_CGROUPS` is set).
+pub fn limited_worker(
+    masters: &Masters,
+    name: &str,
+    cores: u32,
+    extra_args: &[&str],
+) -> Option<Process> {
+    let args = [&["--isolation", "cgroups"][..], extra_args].concat();
+    let mut worker = Process(
+        worker_command(masters, name, cores, &masters.list_from(1), &args)
+            .spawn()
+            .expect("muster worker starts"),
+    );
+    let start = Instant::now();
+    while alive_workers(&masters.status(&masters.list_from(1))) == 0 {
+        if worker.0.try_wait().unwrap().is_some() {
+            let log =
+                std::fs::read_to_string(masters.dir.path().join(format!("{name}.log"))).unwrap();
+            assert!(log.contains("--isolation cgroups"), "{log}");
+            assert!(
+                std::env::var_os("MUSTER_REQUIRE_CGROUPS").is_none(),
+                "MUSTER_REQUIRE_CGROUPS is set, but the worker cannot use control groups: {log}"
+            );
+            eprintln!("no control groups here: the test is skipped ({log})");
+            return None;
+        }
+        assert!(start.elapsed() < DEADLINE, "the worker never registered");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Some(worker)
+}
+
 /// Polls `status` until `done` holds for it, within [`DEADLINE`].
 pub fn wait_for(masters: &Masters, what: &str, done: impl Fn(&Value) -> bool) -> Value {
     wait_for_at(&masters.list_from(1), what, done)

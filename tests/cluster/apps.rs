@@ -9,8 +9,8 @@ use std::process::Stdio;
 use serde_json::{Value, json};
 
 use crate::support::{
-    Masters, Process, SLEEPERS, TWO_SLEEPERS, alive, app, app_run, muster, running_executors,
-    start_worker, wait_for,
+    DEADLINE, Masters, Process, SLEEPERS, TWO_SLEEPERS, alive, app, app_run, limited_worker,
+    muster, running_executors, start_worker, wait_for,
 };
 
 fn interrupt(process: &Process) {
@@ -570,4 +570,65 @@ fn app_run_json_is_a_link_a_program_drives_and_its_input_ending_finishes_the_app
         running_executors(s, &id).is_empty()
     });
     assert!(app(&status, &id).is_none(), "{status}");
+}
+
+#[test]
+fn an_executor_over_its_memory_is_killed_saying_so_and_its_neighbour_runs_on() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let Some(_worker) = limited_worker(&masters, "w1", 2, &[]) else {
+        return;
+    };
+    // Executor 0 reads 300 MB into `tail`, far over the 64 MB granted; the others sleep.
+    let hog = r#"if [ "$MUSTER_EXECUTOR_ID" = 0 ]; then head -c 300000000 /dev/zero | tail -c 300000000; else exec sleep 1000; fi"#;
+    let (run, id, out) = app_run(
+        &masters,
+        &[
+            "--cores-max",
+            "2",
+            "--executor-cores",
+            "1",
+            "--executor-memory",
+            "64",
+            "--",
+            "/bin/sh",
+            "-c",
+            hog,
+        ],
+    );
+    // What `muster app run` prints, line by line, read on a thread of its own.
+    let (lines, printed) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in out.lines() {
+            if lines.send(line.unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + DEADLINE;
+    let mut seen = Vec::new();
+    let killed = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let line = printed
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("executor 0's end not printed: {seen:?}"));
+        if line.starts_with("executor 0 ") && line.contains("FAILED") {
+            break line;
+        }
+        seen.push(line);
+    };
+    assert!(
+        killed.ends_with("exit -104 (killed for going over its memory limit)"),
+        "{killed}"
+    );
+    // Its neighbour on the same worker runs on, and the application has its two cores again.
+    let status = wait_for(&masters, "two executors running", |s| {
+        running_executors(s, &id).len() == 2
+    });
+    let ids: Vec<u64> = running_executors(&status, &id)
+        .iter()
+        .map(|e| e["id"].as_u64().unwrap())
+        .collect();
+    assert!(ids.contains(&1) && !ids.contains(&0), "{ids:?}");
+    interrupt(&run);
 }

@@ -5,8 +5,8 @@
 use std::time::Instant;
 
 use crate::support::{
-    Masters, Process, alive, driver, driver_pid, free_port, start_worker, start_worker_via, stdout,
-    submit, wait_for, worker_command,
+    Masters, alive, driver, driver_pid, free_port, limited_worker, start_worker, start_worker_via,
+    stdout, submit, wait_for,
 };
 
 #[test]
@@ -14,35 +14,9 @@ fn a_driver_over_its_memory_fails_saying_so_and_its_neighbour_runs_on() {
     let masters = Masters::start();
     masters.leader(0);
     let http = format!("127.0.0.1:{}", free_port());
-    let mut worker = Process(
-        worker_command(
-            &masters,
-            "w1",
-            2,
-            &masters.list_from(1),
-            &["--isolation", "cgroups", "--http", &http],
-        )
-        .spawn()
-        .unwrap(),
-    );
-    let start = Instant::now();
-    while crate::support::alive_workers(&masters.status(&masters.list_from(1))) == 0 {
-        if worker.0.try_wait().unwrap().is_some() {
-            let log = std::fs::read_to_string(masters.dir.path().join("w1.log")).unwrap();
-            assert!(log.contains("--isolation cgroups"), "{log}");
-            assert!(
-                std::env::var_os("MUSTER_REQUIRE_CGROUPS").is_none(),
-                "MUSTER_REQUIRE_CGROUPS is set, but the worker cannot use control groups: {log}"
-            );
-            eprintln!("no control groups here: the test is skipped ({log})");
-            return;
-        }
-        assert!(
-            start.elapsed() < crate::support::DEADLINE,
-            "the worker never registered"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    let Some(_worker) = limited_worker(&masters, "w1", 2, &["--http", &http]) else {
+        return;
+    };
     // `tail` keeps the last 300 MB it read, far over the 64 MB granted.
     let hog = submit(
         &masters,
