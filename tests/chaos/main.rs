@@ -427,12 +427,14 @@ fn live_work(dirs: &[PathBuf]) -> BTreeMap<String, Vec<u64>> {
     work
 }
 
-/// Drops what only the leader knows (process ids, wait reasons) from a status section.
+/// Drops what only the leader knows (process ids, wait reasons, what processes use) from a
+/// status section.
 fn replicated_only(value: &mut Value) {
     match value {
         Value::Object(map) => {
             map.remove("pid");
             map.remove("waiting");
+            map.remove("usage");
             map.values_mut().for_each(replicated_only);
         }
         Value::Array(items) => items.iter_mut().for_each(replicated_only),

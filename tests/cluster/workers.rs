@@ -63,12 +63,15 @@ fn a_driver_over_its_memory_fails_saying_so_and_its_neighbour_runs_on() {
         ],
     );
     let status = wait_for(&masters, "the holder's use measured", |s| {
-        driver(s, &holder).is_some_and(|d| d["memory_used_mb"].as_u64() >= Some(38))
+        driver(s, &holder).is_some_and(|d| d["usage"]["memory_mb"].as_u64() >= Some(38))
     });
     let measured = driver(&status, &holder).unwrap();
-    assert!(measured["cpu_seconds"].as_f64() > Some(0.0), "{measured}");
     assert!(
-        measured["memory_used_mb"].as_u64() < Some(128),
+        measured["usage"]["cpu_seconds"].as_f64() > Some(0.0),
+        "{measured}"
+    );
+    assert!(
+        measured["usage"]["memory_mb"].as_u64() < Some(128),
         "within its grant: {measured}"
     );
     let table = stdout(&Masters::client(&masters.list_from(1), &["drivers"]));

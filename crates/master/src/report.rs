@@ -14,8 +14,8 @@ use serde_json::json;
 /// placed, a process id not reported yet, a reason for something that does not wait).
 /// Custom resources (`gpu`, ...) are a `resources` map by name, `{}` when none, as in
 /// `muster plan`'s snapshots; their addresses an `addresses` map of lists by name. A process
-/// shows what it uses (`memory_used_mb`, `cpu_seconds`) where its worker measures it, else
-/// `null`.
+/// shows what it uses, `usage: {"memory_mb", "cpu_seconds"}`, where its worker measures it
+/// (the leader's view: `null` in a follower's local status).
 pub fn status_json(status: &StatusReply) -> serde_json::Value {
     let null_if = |empty: bool, value: serde_json::Value| {
         if empty {
@@ -55,8 +55,7 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
                     "resources": custom(&resources), "addresses": addresses(&e.addresses),
                     "state": e.state().name(),
                     "pid": null_if(e.pid == 0, json!(e.pid)),
-                    "memory_used_mb": e.usage.as_ref().map(|u| u.memory_bytes / MB),
-                    "cpu_seconds": e.usage.as_ref().map(cpu_seconds),
+                    "usage": e.usage.as_ref().map(usage),
                 })
             }).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
@@ -71,8 +70,7 @@ pub fn status_json(status: &StatusReply) -> serde_json::Value {
             "state": d.state().name(),
             "worker": null_if(d.worker.is_empty(), json!(d.worker)),
             "pid": null_if(d.pid == 0, json!(d.pid)),
-            "memory_used_mb": d.usage.as_ref().map(|u| u.memory_bytes / MB),
-            "cpu_seconds": d.usage.as_ref().map(cpu_seconds),
+            "usage": d.usage.as_ref().map(usage),
             "addresses": addresses(&d.addresses),
             "exit_code": d.exit_code,
             "exit_reason": d.exit_code.and_then(exit::reason),
@@ -120,12 +118,12 @@ pub fn queue_views(status: &StatusReply) -> Vec<QueueView> {
     queues::views(&configs, &used_by_leaf)
 }
 
-/// Bytes in a MB, as grants count memory.
-const MB: u64 = 1024 * 1024;
-
-/// A process's CPU time in seconds.
-fn cpu_seconds(usage: &ProcessUsage) -> f64 {
-    usage.cpu_ms as f64 / 1000.0
+/// What a process uses: memory in MB (as grants count it) and CPU time in seconds.
+fn usage(usage: &ProcessUsage) -> serde_json::Value {
+    json!({
+        "memory_mb": usage.memory_bytes / (1024 * 1024),
+        "cpu_seconds": usage.cpu_ms as f64 / 1000.0,
+    })
 }
 
 /// Resource addresses by name, in name order: `{"gpu": ["0", "1"]}`, `{}` when none.

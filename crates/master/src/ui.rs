@@ -279,8 +279,8 @@ pub(crate) fn app(status: &Value, id: &str) -> Option<Markup> {
                         td { (text(&e["state"])) }
                         td { (text(&e["cores"])) }
                         td { (text(&e["memory_mb"])) }
-                        td { (text(&e["memory_used_mb"])) }
-                        td { (text(&e["cpu_seconds"])) }
+                        td { (text(&e["usage"]["memory_mb"])) }
+                        td { (text(&e["usage"]["cpu_seconds"])) }
                         td { (text(&e["pid"])) }
                         td { code { "muster logs " (id) "/" (text(&e["id"])) } }
                     }
@@ -299,9 +299,11 @@ pub(crate) fn driver(status: &Value, id: &str) -> Option<Markup> {
             p { a href="../" { "Muster" } }
             h1 { "Driver " (id) }
             table {
-                @for field in ["name", "user", "queue", "state", "worker", "pid", "memory_used_mb", "cpu_seconds", "exit_code", "waiting"] {
+                @for field in ["name", "user", "queue", "state", "worker", "pid", "exit_code", "waiting"] {
                     tr { th { (field) } td { (text(&driver[field])) } }
                 }
+                tr { th { "memory used (MB)" } td { (text(&driver["usage"]["memory_mb"])) } }
+                tr { th { "CPU (s)" } td { (text(&driver["usage"]["cpu_seconds"])) } }
             }
             p { "Its output: " code { "muster logs " (id) } " (" code { "--stderr" } ", "
                 code { "--follow" } ")." }
@@ -330,7 +332,7 @@ mod tests {
                       "cores_granted": 4, "waiting": null,
                       "ui_address": "http://h0:4040", "executors": [
                 {"id": 0, "worker": "w1", "cores": 2, "memory_mb": 512, "state": "RUNNING", "pid": 41,
-                 "memory_used_mb": 300, "cpu_seconds": 12.5},
+                 "usage": {"memory_mb": 300, "cpu_seconds": 12.5}},
                 {"id": 1, "worker": "w1", "cores": 2, "memory_mb": 512, "state": "LAUNCHING", "pid": null},
             ]}],
             "completed_apps": [{"id": "app-0", "name": "old", "user": "bob", "queue": "default", "state": "FINISHED"}],
