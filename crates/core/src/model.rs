@@ -185,6 +185,17 @@ pub enum WorkerState {
     Decommissioned,
 }
 
+impl fmt::Display for WorkerState {
+    /// Spark's name for it: `ALIVE`, `DEAD`, `DECOMMISSIONED`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Alive => "ALIVE",
+            Self::Dead => "DEAD",
+            Self::Decommissioned => "DECOMMISSIONED",
+        })
+    }
+}
+
 /// One worker: its capacity and what is already in use on it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -190,7 +190,7 @@ pub fn registration(register: Register) -> Result<Registration, Status> {
 
 /// A worker reports a process that runs or ended by itself or on request; launching, lost and
 /// waiting are the leader's to decide, so a report of them is refused.
-fn reported<S: Copy + PartialEq + std::fmt::Debug>(
+fn reported<S: Copy + PartialEq + std::fmt::Display>(
     state: S,
     reportable: &[S],
 ) -> Result<S, Status> {
@@ -198,7 +198,7 @@ fn reported<S: Copy + PartialEq + std::fmt::Debug>(
         Ok(state)
     } else {
         Err(Status::invalid_argument(format!(
-            "a worker does not report {state:?}"
+            "a worker does not report {state}"
         )))
     }
 }

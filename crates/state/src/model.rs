@@ -3,6 +3,7 @@
 //! `DriverState.scala` and `deploy/ExecutorState.scala`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 
 use muster_core::ids::{AppId, DriverId, ExecutorId, QueueName, Timestamp, WorkId, WorkerId};
 use muster_core::model::WorkerState;
@@ -57,6 +58,19 @@ pub enum AppState {
     Failed,
     /// Killed by a user.
     Killed,
+}
+
+impl fmt::Display for AppState {
+    /// Spark's name for it: `WAITING`, `RUNNING`, ...
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Waiting => "WAITING",
+            Self::Running => "RUNNING",
+            Self::Finished => "FINISHED",
+            Self::Failed => "FAILED",
+            Self::Killed => "KILLED",
+        })
+    }
 }
 
 impl AppState {
@@ -138,6 +152,20 @@ pub enum ExecutorState {
     Exited,
 }
 
+impl fmt::Display for ExecutorState {
+    /// Spark's name for it: `LAUNCHING`, `RUNNING`, ...
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Launching => "LAUNCHING",
+            Self::Running => "RUNNING",
+            Self::Killed => "KILLED",
+            Self::Failed => "FAILED",
+            Self::Lost => "LOST",
+            Self::Exited => "EXITED",
+        })
+    }
+}
+
 impl ExecutorState {
     /// Whether the executor has ended (Spark's `ExecutorState.isFinished`).
     pub fn is_finished(self) -> bool {
@@ -177,6 +205,21 @@ pub enum DriverState {
     Failed,
     /// Its worker was lost and it was not supervised.
     Error,
+}
+
+impl fmt::Display for DriverState {
+    /// Spark's name for it: `SUBMITTED`, `RUNNING`, ...
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Submitted => "SUBMITTED",
+            Self::Running => "RUNNING",
+            Self::Finished => "FINISHED",
+            Self::Relaunching => "RELAUNCHING",
+            Self::Killed => "KILLED",
+            Self::Failed => "FAILED",
+            Self::Error => "ERROR",
+        })
+    }
 }
 
 impl DriverState {

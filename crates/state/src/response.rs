@@ -88,7 +88,7 @@ pub enum Rejection {
     #[error("unknown or finished driver")]
     UnknownDriver,
     /// The driver no longer waits for a worker.
-    #[error("the driver is already {0:?}")]
+    #[error("the driver is already {0}")]
     DriverNotWaiting(DriverState),
     /// The application is no longer active.
     #[error("unknown or finished application")]
@@ -114,7 +114,7 @@ pub enum Rejection {
     #[error("unknown worker")]
     UnknownWorker,
     /// The worker is not ALIVE.
-    #[error("the worker is {0:?}")]
+    #[error("the worker is {0}")]
     WorkerNotAlive(WorkerState),
     /// The worker lacks room.
     #[error("the worker has {0}")]

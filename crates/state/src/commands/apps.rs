@@ -104,7 +104,7 @@ impl Apply for AppFinished {
         if !self.state.is_finished() {
             return Err(ApplyError::Invalid {
                 field: "state".into(),
-                message: format!("{:?} is not a final state", self.state),
+                message: format!("{} is not a final state", self.state),
             });
         }
         state.app_mut(&self.id)?;

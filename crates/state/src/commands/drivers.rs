@@ -80,7 +80,7 @@ impl Apply for DriverStateChanged {
         if !final_states.contains(&self.state) {
             return Err(ApplyError::Invalid {
                 field: "state".into(),
-                message: format!("{:?} is not a state a worker reports", self.state),
+                message: format!("{} is not a state a worker reports", self.state),
             });
         }
         let driver = state

@@ -216,8 +216,7 @@ impl Apply for WorkerLost {
         if worker.state != WorkerState::Alive {
             return Err(ApplyError::Conflict(format!(
                 "worker `{}` is already {}",
-                self.id,
-                format!("{:?}", worker.state).to_uppercase()
+                self.id, worker.state
             )));
         }
         worker.state = WorkerState::Dead;
@@ -298,8 +297,7 @@ impl Apply for DrainWorker {
         if worker.state != WorkerState::Alive {
             return Err(ApplyError::Conflict(format!(
                 "worker `{}` is {}: only an ALIVE worker can be drained",
-                self.id,
-                format!("{:?}", worker.state).to_uppercase()
+                self.id, worker.state
             )));
         }
         let since = state.draining.get(&self.id).map_or(at, |drain| drain.since);
