@@ -112,6 +112,19 @@ impl<'a> Ledger<'a> {
         }
     }
 
+    /// Whether the memory in use on worker `w` is within what `admission` may see used there
+    /// (a normal queue's threshold on a prior-hosting worker): an executor there may grow
+    /// by cores and still be listed as admissible where it grew.
+    pub(crate) fn memory_within_threshold(&self, w: usize, admission: Admission) -> bool {
+        match admission {
+            Admission::Normal { threshold } if self.hosts_prior[w] => {
+                let used = self.capacity[w].memory_mb - self.free[w].memory_mb;
+                used <= share(threshold, self.capacity[w].memory_mb)
+            }
+            _ => true,
+        }
+    }
+
     /// Free amount of custom resource `name` on worker `w`.
     pub(crate) fn resource_free(&self, w: usize, name: &str) -> u32 {
         self.free[w].custom(name)

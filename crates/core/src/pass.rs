@@ -162,8 +162,11 @@ impl<'s> AppPass<'s> {
             .range((&app.id, 0)..=(&app.id, usize::MAX))
             .map(|(&(_, w), &grant)| (grant, w, 0))
             .collect();
-        // In the order they were granted.
+        // In the order they were granted. An executor on a worker whose memory in use went
+        // over the queue's threshold since (others' grants) does not grow: listed where it
+        // grows, its memory would count there.
         executors.sort_unstable();
+        executors.retain(|&(_, w, _)| ledger.memory_within_threshold(w, admission));
         let spread_out = self.snapshot.config.spread_out_apps;
         let mut added_any = true;
         while cores > 0 && added_any {
