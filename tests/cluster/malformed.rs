@@ -96,6 +96,17 @@ fn malformed_requests_are_refused_and_change_nothing() {
                 },
                 "resources: at most 64 kinds of resource",
             ),
+            (
+                SubmitDriverRequest {
+                    resources: Some(Resources {
+                        cores: 1,
+                        memory_mb: 1,
+                        custom: [("gpu".to_owned(), 4_000_000_000)].into(),
+                    }),
+                    ..driver.clone()
+                },
+                "resources.gpu: must be at most 4096",
+            ),
         ];
         for (request, message) in hostile {
             assert_eq!(

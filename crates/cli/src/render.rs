@@ -105,16 +105,19 @@ pub fn apps(status: &StatusReply) -> String {
 }
 
 /// What a process uses, where its worker measures it: `, mem 40/512 MB, cpu 1.2 s` (the
-/// memory granted after the slash, where known).
+/// memory granted after the slash, where known; CPU time where counted).
 fn used(usage: Option<&ProcessUsage>, granted_mb: Option<u64>) -> String {
     let Some(usage) = usage else {
         return String::new();
     };
     let granted = granted_mb.map(|mb| format!("/{mb}")).unwrap_or_default();
+    let cpu = usage
+        .cpu_ms
+        .map(|ms| format!(", cpu {:.1} s", ms as f64 / 1000.0))
+        .unwrap_or_default();
     format!(
-        ", mem {}{granted} MB, cpu {:.1} s",
-        usage.memory_bytes / (1024 * 1024),
-        usage.cpu_ms as f64 / 1000.0
+        ", mem {}{granted} MB{cpu}",
+        usage.memory_bytes / (1024 * 1024)
     )
 }
 

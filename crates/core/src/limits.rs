@@ -22,6 +22,10 @@ pub const MAX_MEMORY_MB: u64 = 1 << 30;
 /// The most kinds of custom resource one worker or request may name.
 pub const MAX_CUSTOM_RESOURCES: usize = 64;
 
+/// The most units of one custom resource a worker may offer or a request ask for: each unit
+/// a process holds is an address the log records.
+pub const MAX_CUSTOM_AMOUNT: u32 = 4096;
+
 /// The longest web address (an application's UI), in bytes.
 pub const MAX_WEB_ADDRESS_BYTES: usize = 2048;
 
@@ -107,8 +111,8 @@ pub fn web_address(field: impl fmt::Display, value: &str) -> Result<(), InputErr
     Ok(())
 }
 
-/// Refuses amounts beyond [`MAX_CORES`], [`MAX_MEMORY_MB`] and [`MAX_CUSTOM_RESOURCES`], and
-/// custom resource names beyond [`MAX_NAME_BYTES`].
+/// Refuses amounts beyond [`MAX_CORES`], [`MAX_MEMORY_MB`], [`MAX_CUSTOM_RESOURCES`] and
+/// [`MAX_CUSTOM_AMOUNT`], and custom resource names beyond [`MAX_NAME_BYTES`].
 ///
 /// # Errors
 ///
@@ -138,8 +142,14 @@ pub fn amounts(
             message: format!("at most {MAX_CUSTOM_RESOURCES} kinds of resource"),
         });
     }
-    for resource in custom.keys() {
+    for (resource, &amount) in custom {
         name(format_args!("{prefix}resources"), resource)?;
+        if amount > MAX_CUSTOM_AMOUNT {
+            return Err(over(
+                format_args!("{prefix}resources.{resource}"),
+                MAX_CUSTOM_AMOUNT.to_string(),
+            ));
+        }
     }
     Ok(())
 }

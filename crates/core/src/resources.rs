@@ -22,8 +22,9 @@ pub type ResourceAmounts = BTreeMap<String, u32>;
 pub struct Usage {
     /// Memory in use, in bytes.
     pub memory_bytes: u64,
-    /// CPU time since it started, in milliseconds (of all its cores together).
-    pub cpu_ms: u64,
+    /// CPU time since it started, in milliseconds (of all its cores together), where the
+    /// worker counts it.
+    pub cpu_ms: Option<u64>,
 }
 
 /// Which unit of each custom resource is which, by name (`gpu` → `["0", "2"]`): the
@@ -58,23 +59,21 @@ pub fn addresses_of<'a>(
     }
 }
 
-/// Every address of the custom resources in `amounts` on a worker that gave `given`.
-pub fn all_addresses(amounts: &ResourceAmounts, given: &ResourceAddresses) -> ResourceAddresses {
-    amounts
-        .iter()
-        .map(|(name, &amount)| {
-            let list = addresses_of(name, amount, given)
-                .map(String::from)
-                .collect();
-            (name.clone(), list)
-        })
-        .collect()
+/// Whether `address` is one of the `amount` units of resource `name` on a worker that gave
+/// `given`, without listing them all.
+pub fn has_address(name: &str, amount: u32, given: &ResourceAddresses, address: &str) -> bool {
+    match given.get(name) {
+        Some(list) => list.iter().any(|a| a == address),
+        None => address
+            .parse::<u32>()
+            .is_ok_and(|n| n < amount && n.to_string() == address),
+    }
 }
 
 /// Checks the addresses a worker gives for the custom resources of its `capacity`: each list
 /// belongs to one of them and holds as many addresses as its amount, none twice, each a
-/// short word without commas or white space (a process gets them as one comma-separated
-/// list). Fields are named `{field}.NAME`.
+/// short word of letters, digits and `.`, `_`, `:`, `/`, `-` (a process gets them in its
+/// environment as one comma-separated list). Fields are named `{field}.NAME`.
 ///
 /// # Errors
 ///
@@ -99,10 +98,11 @@ pub fn validate_addresses(
         let mut seen = std::collections::BTreeSet::new();
         for address in list {
             limits::name(format_args!("{field}.{name}"), address)?;
-            if address.is_empty() || address.contains(|c: char| c == ',' || c.is_whitespace()) {
+            let allowed = |c: char| c.is_ascii_alphanumeric() || "._:/-".contains(c);
+            if address.is_empty() || !address.chars().all(allowed) {
                 return Err(refuse(
                     name,
-                    format!("`{address}` is not an address (a word without commas or spaces)"),
+                    format!("{address:?} is not an address (letters, digits and . _ : / - only)"),
                 ));
             }
             if !seen.insert(address) {
@@ -417,6 +417,12 @@ mod tests {
         };
         assert_eq!(listed("gpu", 2), ["a", "b"]);
         assert_eq!(listed("fpga", 3), ["0", "1", "2"]);
+        assert!(has_address("gpu", 2, &given, "b") && !has_address("gpu", 2, &given, "0"));
+        assert!(has_address("fpga", 3, &given, "2") && !has_address("fpga", 3, &given, "3"));
+        assert!(
+            !has_address("fpga", 3, &given, "02"),
+            "an address is written one way"
+        );
         let numbered = [("gpu".to_owned(), vec!["0".into(), "1".into()])].into();
         assert!(without_default_addresses(numbered).is_empty());
         assert_eq!(without_default_addresses(given.clone()), given);
@@ -442,6 +448,12 @@ mod tests {
             "addresses.gpu: address `0` given twice"
         );
         assert!(check(&["0", "1,2"]).unwrap_err().contains("not an address"));
+        assert!(
+            check(&["0", "a\0b"])
+                .unwrap_err()
+                .contains("not an address")
+        );
+        assert_eq!(check(&["GPU-1f2e", "MIG-0/1:2.3_x"]), Ok(()));
         let fpga = [("fpga".to_owned(), vec!["0".to_owned()])].into();
         assert_eq!(
             validate_addresses("addresses", &capacity, &fpga)

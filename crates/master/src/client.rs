@@ -7,10 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use muster_core::access::QueueSpec;
-use muster_core::ids::WorkId;
+use muster_core::ids::{WorkId, WorkerId};
 use muster_core::limits::MAX_REQUEST_BYTES;
 use muster_core::queues::check_paths;
-use muster_core::resources::all_addresses;
 use muster_proto::auth::{AUTHORIZATION, NamedUser, Tokens};
 use muster_proto::convert::address_lists;
 use muster_proto::transport::Dialer;
@@ -177,8 +176,8 @@ impl ClusterService {
             .collect();
         let session = self.sessions.current();
         let pid = |key: ProcessKey| session.as_ref().and_then(|s| s.pid(&key)).unwrap_or(0);
-        let usage = |key: ProcessKey| {
-            let usage = session.as_ref().and_then(|s| s.usage(&key))?;
+        let usage = |worker: Option<&WorkerId>, key: ProcessKey| {
+            let usage = session.as_ref()?.usage(worker?, &key)?;
             Some(v1::ProcessUsage {
                 memory_bytes: usage.memory_bytes,
                 cpu_ms: usage.cpu_ms,
@@ -205,10 +204,7 @@ impl ClusterService {
                 .values()
                 .map(|w| WorkerStatus {
                     draining: state.draining().contains_key(&w.id),
-                    addresses: address_lists(&all_addresses(
-                        &w.capacity.custom,
-                        state.worker_addresses(&w.id),
-                    )),
+                    addresses: address_lists(state.worker_addresses(&w.id)),
                     ..WorkerStatus::from(w)
                 })
                 .collect(),
@@ -232,7 +228,7 @@ impl ClusterService {
                             resources: Some((&e.resources).into()),
                             state: v1::ExecutorState::from(e.state).into(),
                             pid: pid(ProcessKey::Executor(a.id.clone(), e.id)),
-                            usage: usage(ProcessKey::Executor(a.id.clone(), e.id)),
+                            usage: usage(Some(&e.worker), ProcessKey::Executor(a.id.clone(), e.id)),
                             addresses: address_lists(state.executor_addresses(&a.id, e.id)),
                         })
                         .collect(),
@@ -255,7 +251,7 @@ impl ClusterService {
                         .map(ToString::to_string)
                         .unwrap_or_default(),
                     pid: pid(ProcessKey::Driver(d.id.clone())),
-                    usage: usage(ProcessKey::Driver(d.id.clone())),
+                    usage: usage(d.worker.as_ref(), ProcessKey::Driver(d.id.clone())),
                     addresses: address_lists(state.driver_addresses(&d.id)),
                     exit_code: d.exit_code,
                     waiting: if d.state == DriverState::Submitted {

@@ -516,8 +516,8 @@ pub struct Leader {
     /// Draining workers whose decommissioning is proposed and not committed yet.
     decommissioning: BTreeSet<WorkerId>,
     pids: BTreeMap<ProcessKey, u32>,
-    /// What running processes use, as their workers last measured it.
-    usage: BTreeMap<ProcessKey, Usage>,
+    /// What each worker's running processes use, as its last heartbeat measured it.
+    usage: BTreeMap<WorkerId, BTreeMap<ProcessKey, Usage>>,
     launches: BTreeMap<ProcessKey, Launch>,
     /// Why each app or driver waits, as of the last scheduling pass.
     waiting: BTreeMap<WorkId, String>,
@@ -593,9 +593,13 @@ impl Leader {
         self.pids.get(key).copied()
     }
 
-    /// What the process `key` uses, as its worker last measured it.
-    pub fn usage(&self, key: &ProcessKey) -> Option<Usage> {
-        self.usage.get(key).copied()
+    /// What the process `key` on `worker` uses, as the worker last measured it, while it
+    /// runs.
+    pub fn usage(&self, worker: &WorkerId, key: &ProcessKey) -> Option<Usage> {
+        if !self.pids.contains_key(key) {
+            return None;
+        }
+        self.usage.get(worker)?.get(key).copied()
     }
 
     /// The stream worker `worker` is on now, if it has one.
@@ -632,14 +636,18 @@ impl Leader {
                 self.worker_attached(now, state, link, registration);
             }
             Event::WorkerHeartbeat { link, usage } => {
-                if self.current_worker(now, link, state).is_some() {
+                if let Some(worker) = self.current_worker(now, link, state) {
                     self.send(link, ToWorker::HeartbeatAck);
-                    // Kept for processes that run as far as this leader knows, until they end.
-                    for (process, usage) in usage {
-                        if self.pids.contains_key(&process) {
-                            self.usage.insert(process, usage);
-                        }
-                    }
+                    // Only for processes this leader knows run there: each heartbeat
+                    // replaces what the one before measured.
+                    let measured = usage
+                        .into_iter()
+                        .filter(|(process, _)| {
+                            self.pids.contains_key(process)
+                                && placed_on(state, process) == Some(&worker)
+                        })
+                        .collect();
+                    self.usage.insert(worker, measured);
                 }
             }
             Event::WorkerReport { link, report } => {
@@ -1352,7 +1360,6 @@ impl Leader {
         for (app, executor) in &effects.ended_executors {
             let process = ProcessKey::Executor(app.clone(), executor.id);
             self.pids.remove(&process);
-            self.usage.remove(&process);
             self.launches.remove(&process);
             self.tell_app(app, ToApp::Executor(executor.clone()));
             if reported != Some(&process) {
@@ -1363,7 +1370,6 @@ impl Leader {
         for (driver, worker, _) in &effects.ended_drivers {
             let process = ProcessKey::Driver(driver.clone());
             self.pids.remove(&process);
-            self.usage.remove(&process);
             self.launches.remove(&process);
             if let Some(worker) = worker
                 && reported != Some(&process)
@@ -1787,6 +1793,14 @@ fn assigned(state: &ClusterState, process: &ProcessKey, worker: &WorkerId) -> bo
 }
 
 /// The kill for a process the log does not know.
+/// The worker the log has `process` running on, if any.
+fn placed_on<'s>(state: &'s ClusterState, process: &ProcessKey) -> Option<&'s WorkerId> {
+    match process {
+        ProcessKey::Executor(app, id) => Some(&state.apps().get(app)?.executors.get(id)?.worker),
+        ProcessKey::Driver(id) => state.drivers().get(id)?.worker.as_ref(),
+    }
+}
+
 fn kill(process: &ProcessKey) -> ToWorker {
     match process {
         ProcessKey::Executor(app, executor) => ToWorker::KillExecutor(app.clone(), *executor, None),

@@ -122,7 +122,7 @@ pub fn queue_views(status: &StatusReply) -> Vec<QueueView> {
 fn usage(usage: &ProcessUsage) -> serde_json::Value {
     json!({
         "memory_mb": usage.memory_bytes / (1024 * 1024),
-        "cpu_seconds": usage.cpu_ms as f64 / 1000.0,
+        "cpu_seconds": usage.cpu_ms.map(|ms| ms as f64 / 1000.0),
     })
 }
 

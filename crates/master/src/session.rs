@@ -190,9 +190,9 @@ impl Session {
         self.lock().leader.pid(key)
     }
 
-    /// What the process `key` uses, as its worker last measured it.
-    pub fn usage(&self, key: &ProcessKey) -> Option<Usage> {
-        self.lock().leader.usage(key)
+    /// What the process `key` on `worker` uses, as the worker last measured it.
+    pub fn usage(&self, worker: &WorkerId, key: &ProcessKey) -> Option<Usage> {
+        self.lock().leader.usage(worker, key)
     }
 
     /// Why app or driver `id` waits, as of the last scheduling pass.

@@ -8,7 +8,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use muster_core::ids::{AppId, DriverId, ExecutorId, WorkerId};
-use muster_core::resources::{ResourceAddresses, ResourceAmounts, addresses_of};
+use muster_core::limits::MAX_CUSTOM_AMOUNT;
+use muster_core::resources::{ResourceAddresses, ResourceAmounts, addresses_of, has_address};
 use serde::{Deserialize, Serialize};
 
 use crate::ClusterState;
@@ -82,11 +83,14 @@ impl ClusterState {
         holder: Holder<'_>,
         need: &ResourceAmounts,
     ) {
-        // Every caller placed the holder on a known worker; a corrupt snapshot's unknown one
-        // is left to the invariants to refuse.
+        // Every caller placed the holder on a known worker, for amounts within the limits; a
+        // corrupt snapshot's unknown worker or huge amount is left to the invariants to refuse.
         let Some(worker) = self.workers.get(worker).filter(|_| !need.is_empty()) else {
             return;
         };
+        if need.values().any(|&amount| amount > MAX_CUSTOM_AMOUNT) {
+            return;
+        }
         let given = self.worker_addresses(&worker.id);
         let held = self.held_on(worker);
         let picked: ResourceAddresses = need
@@ -226,9 +230,7 @@ impl ClusterState {
                 }
                 for (name, list) in addresses {
                     for address in list {
-                        let known = addresses_of(name, worker.capacity.custom(name), given)
-                            .any(|a| a == address.as_str());
-                        if !known {
+                        if !has_address(name, worker.capacity.custom(name), given, address) {
                             return violated(format!(
                                 "{holder} holds {name} `{address}`, which {} does not have",
                                 worker.id

@@ -31,8 +31,9 @@ use nix::unistd::Pid;
 /// The controllers every process's group uses.
 const CONTROLLERS: [Controllers; 3] = [Controllers::Mem, Controllers::Cpu, Controllers::Pids];
 
-/// A v1 controller a group also joins where it is mounted, to count the CPU time of its
-/// processes ([`ProcessGroup::usage`]); v2 counts it in the `cpu` controller.
+/// A v1 controller a group also joins where it is mounted and the worker can make its groups
+/// there, to count the CPU time of its processes ([`ProcessGroup::usage`]); v2 counts it in
+/// the `cpu` controller.
 const ACCOUNTING: Controllers = Controllers::CpuAcct;
 
 /// How long the removal of a group waits for its killed processes to be gone.
@@ -99,6 +100,8 @@ pub struct Cgroups {
     /// The parent group, relative to each hierarchy's root.
     parent: String,
     limits: Limits,
+    /// Groups join [`ACCOUNTING`] too (v1, where the worker could make its parent there).
+    cpu_accounting: bool,
 }
 
 impl Cgroups {
@@ -110,13 +113,28 @@ impl Cgroups {
     /// The machine has no usable control groups.
     pub fn open(worker: &WorkerId, limits: Limits) -> Result<Self, IsolationError> {
         let name = RequestId::of_content("worker", worker.to_string().as_bytes());
-        let cgroups = Self {
+        let hierarchy = hierarchies::auto();
+        let mut cgroups = Self {
             parent: format!("muster/{}", name.0),
             limits,
+            cpu_accounting: !hierarchy.v2() && V1::new().get_mount_point(ACCOUNTING).is_some(),
         };
         cgroups.check_controllers()?;
-        let parent = cgroups.build(&cgroups.parent).build(hierarchies::auto());
+        let parent = cgroups.build(&cgroups.parent).build(hierarchy);
         parent.map_err(|e| setup_error(&cgroups.parent, &e))?;
+        // v1 only warns when a directory cannot be made: a process could not join it.
+        if cgroups.cpu_accounting {
+            let made = cgroups
+                .load(&cgroups.parent)
+                .controller_of::<CpuAcctController>()
+                .is_some_and(|cpuacct| cpuacct.path().is_dir());
+            if !made {
+                tracing::warn!(
+                    "no control groups in the cpuacct hierarchy: processes' CPU time is not counted"
+                );
+                cgroups.cpu_accounting = false;
+            }
+        }
         cgroups.create(PROBE, &Resources::new(1, 64))?.remove();
         Ok(cgroups)
     }
@@ -147,7 +165,7 @@ impl Cgroups {
 
     /// A builder of group `name` with the controllers every group uses.
     fn build(&self, name: &str) -> CgroupBuilder {
-        CgroupBuilder::new(name).set_specified_controllers(controller_names())
+        CgroupBuilder::new(name).set_specified_controllers(self.controller_names())
     }
 
     /// The group of the process `name` (unique among this worker's processes), as it is
@@ -264,11 +282,22 @@ impl Cgroups {
 
     /// Group `path` as it is, without creating it.
     fn load(&self, path: &str) -> Cgroup {
-        Cgroup::load_with_specified_controllers(hierarchies::auto(), path, controller_names())
+        Cgroup::load_with_specified_controllers(hierarchies::auto(), path, self.controller_names())
     }
 
     fn child(&self, name: &str) -> String {
         format!("{}/{name}", self.parent)
+    }
+
+    /// The names of the controllers a group joins, as the crate takes them: [`CONTROLLERS`],
+    /// and [`ACCOUNTING`] where CPU time is counted there.
+    fn controller_names(&self) -> Vec<String> {
+        let accounting = self.cpu_accounting.then_some(&ACCOUNTING);
+        CONTROLLERS
+            .iter()
+            .chain(accounting)
+            .map(ToString::to_string)
+            .collect()
     }
 }
 
@@ -278,16 +307,6 @@ fn setup_error(group: &str, cause: &impl std::fmt::Display) -> IsolationError {
         group: group.to_owned(),
         cause: cause.to_string(),
     }
-}
-
-/// The names of [`CONTROLLERS`] and [`ACCOUNTING`], as the crate takes them (it leaves out
-/// those the machine does not have).
-fn controller_names() -> Vec<String> {
-    CONTROLLERS
-        .iter()
-        .chain([&ACCOUNTING])
-        .map(ToString::to_string)
-        .collect()
 }
 
 /// The control group of one process.
@@ -379,7 +398,8 @@ impl ProcessGroup {
     }
 
     /// What the group's processes use: the memory they hold now and the CPU time they have
-    /// taken (`None` for a group that is gone, or CPU time where v1 has no `cpuacct`).
+    /// taken (`None` for a group that is gone; no CPU time where v1 groups are not in
+    /// `cpuacct`).
     pub fn usage(&self) -> Option<Usage> {
         let cgroup = self.cgroup.as_ref()?;
         let read = |path: PathBuf| fs::read_to_string(path).ok();
@@ -392,19 +412,21 @@ impl ProcessGroup {
         let memory_bytes = read(memory.path().join(memory_file))?.trim().parse().ok()?;
         let cpu_ms = if cgroup.v2() {
             // `cpu.stat`: `usage_usec N` among others.
-            let cpu = cgroup.controller_of::<CpuController>()?;
-            let stat = read(cpu.path().join("cpu.stat"))?;
-            let usec: u64 = stat
-                .lines()
-                .find_map(|line| line.strip_prefix("usage_usec ")?.trim().parse().ok())?;
-            usec / 1000
+            let stat = cgroup
+                .controller_of::<CpuController>()
+                .and_then(|cpu| read(cpu.path().join("cpu.stat")));
+            stat.and_then(|stat| {
+                stat.lines()
+                    .find_map(|line| line.strip_prefix("usage_usec ")?.trim().parse::<u64>().ok())
+            })
+            .map(|usec| usec / 1000)
         } else {
-            let cpuacct = cgroup.controller_of::<CpuAcctController>()?;
-            let ns: u64 = read(cpuacct.path().join("cpuacct.usage"))?
-                .trim()
-                .parse()
-                .ok()?;
-            ns / 1_000_000
+            let usage = cgroup
+                .controller_of::<CpuAcctController>()
+                .and_then(|cpuacct| read(cpuacct.path().join("cpuacct.usage")));
+            usage
+                .and_then(|ns| ns.trim().parse::<u64>().ok())
+                .map(|ns| ns / 1_000_000)
         };
         Some(Usage {
             memory_bytes,

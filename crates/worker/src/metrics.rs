@@ -162,9 +162,9 @@ impl Metrics {
             self.memory
                 .get_or_create(&labels)
                 .set(i64::try_from(usage.memory_bytes).unwrap_or(i64::MAX));
-            self.cpu
-                .get_or_create(&labels)
-                .set(usage.cpu_ms as f64 / 1000.0);
+            if let Some(cpu_ms) = usage.cpu_ms {
+                self.cpu.get_or_create(&labels).set(cpu_ms as f64 / 1000.0);
+            }
         }
     }
 

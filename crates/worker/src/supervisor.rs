@@ -676,10 +676,6 @@ impl Launcher {
             let _ = fs::remove_file(self.directory.join(marker));
         }
         let mut command_environment = spec.address_environment();
-        let group = match &self.isolation {
-            Some(cgroups) => Some(cgroups.create(&spec.workload.group_name(), &spec.resources)?),
-            None => None,
-        };
         if !spec.addresses.is_empty() {
             let file = self.directory.join(RESOURCES_FILE);
             fs::write(&file, spec.resources_file())?;
@@ -688,6 +684,10 @@ impl Launcher {
                 file.display().to_string(),
             ));
         }
+        let group = match &self.isolation {
+            Some(cgroups) => Some(cgroups.create(&spec.workload.group_name(), &spec.resources)?),
+            None => None,
+        };
         let procs_files = group.as_ref().map(ProcessGroup::procs_files);
         let joins = procs_files
             .unwrap_or_default()

@@ -259,15 +259,16 @@ impl goldenscript::Runner for Runner {
                         };
                         let usage = Usage {
                             memory_bytes: memory.parse()?,
-                            cpu_ms: cpu.parse()?,
+                            cpu_ms: Some(cpu.parse()?),
                         };
                         Ok((parse_process(process)?, usage))
                     })
                     .collect::<Result<_, Box<dyn Error>>>()?;
                 self.step(Event::WorkerHeartbeat { link, usage })?
             }
-            // What the leader keeps of each named process's use.
+            // What the leader keeps of each named process's use on worker `worker=`.
             "usage" => {
+                let worker = WorkerId::from(args.key("worker")?);
                 let leader = self.leader.as_ref().ok_or("no leader elected")?;
                 let mut output = String::new();
                 loop {
@@ -275,8 +276,13 @@ impl goldenscript::Runner for Runner {
                     if process.is_empty() {
                         break;
                     }
-                    let kept = match leader.usage(&parse_process(process)?) {
-                        Some(u) => format!("{} bytes, {} ms", u.memory_bytes, u.cpu_ms),
+                    let kept = match leader.usage(&worker, &parse_process(process)?) {
+                        Some(u) => {
+                            let cpu = u
+                                .cpu_ms
+                                .map_or("no CPU time".to_owned(), |ms| format!("{ms} ms"));
+                            format!("{} bytes, {cpu}", u.memory_bytes)
+                        }
                         None => "none".to_owned(),
                     };
                     output += &format!("{process}: {kept}\n");
