@@ -125,6 +125,25 @@ fn submission_status(gateway: &str, token: &str, id: &str) -> Value {
     reply
 }
 
+/// Polls submission `id` through `gateway` until it is FINISHED, within three deadlines;
+/// any state but SUBMITTED, RUNNING and FINISHED fails the test.
+fn wait_until_finished(gateway: &str, token: &str, id: &str) {
+    let start = Instant::now();
+    loop {
+        let status = submission_status(gateway, token, id);
+        let state = status["driverState"].as_str().unwrap_or_default();
+        assert!(
+            ["SUBMITTED", "RUNNING", "FINISHED"].contains(&state),
+            "{status}"
+        );
+        if state == "FINISHED" {
+            return;
+        }
+        assert!(start.elapsed() < 3 * DEADLINE, "not finished: {status}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
 /// Every driver `status` shows, ended or not.
 fn drivers(status: &Value) -> Vec<&str> {
     status["drivers"]
@@ -185,21 +204,7 @@ fn a_supervised_submission_through_a_follower_outlives_the_leader_and_its_own_pr
     masters.leader(leader);
     let group = nix::unistd::Pid::from_raw(pid as i32);
     nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).unwrap();
-    let gateway = &masters.spark_rest[third as usize - 1];
-    let start = Instant::now();
-    loop {
-        let status = submission_status(gateway, &token, &id);
-        let state = status["driverState"].as_str().unwrap_or_default();
-        assert!(
-            ["SUBMITTED", "RUNNING", "FINISHED"].contains(&state),
-            "{status}"
-        );
-        if state == "FINISHED" {
-            break;
-        }
-        assert!(start.elapsed() < 3 * DEADLINE, "not finished: {status}");
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    wait_until_finished(&masters.spark_rest[third as usize - 1], &token, &id);
     // spark-submit --status finds it through any master of the URL, the dead one first.
     let all = url(&masters.spark_rest.iter().collect::<Vec<_>>(), &token);
     let status = spark.standalone_submit(&all, &["--status", &id]);
@@ -485,17 +490,7 @@ fn a_submitted_driver_that_asks_for_a_gpu_is_told_which_one_is_its_own() {
             "100",
         ],
     );
-    let start = Instant::now();
-    loop {
-        let status = submission_status(&masters.spark_rest[0], &token, &id);
-        match status["driverState"].as_str().unwrap_or_default() {
-            "FINISHED" => break,
-            "SUBMITTED" | "RUNNING" => {}
-            _ => panic!("the driver did not finish: {status}"),
-        }
-        assert!(start.elapsed() < 3 * DEADLINE, "not finished: {status}");
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    wait_until_finished(&masters.spark_rest[0], &token, &id);
     let said = stdout(&Masters::client(&via, &["logs", "--stderr", &id]));
     assert!(
         said.lines().any(|line| line == "driver gpu GPU-x"),
