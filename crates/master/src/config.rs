@@ -12,7 +12,7 @@ use muster_state::StateConfig;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use crate::SessionConfig;
+use crate::LeaderConfig;
 use crate::leader::PreemptionPolicy;
 
 /// What `muster master --config FILE` may set. Every field is optional. The scheduling and
@@ -207,23 +207,23 @@ impl PreemptionFile {
 }
 
 impl MasterFile {
-    /// The leader's session settings: a flag given overrides the file, which overrides the
+    /// The leader's settings: a flag given overrides the file, which overrides the
     /// defaults.
     ///
     /// # Errors
     ///
     /// A duration that is not a positive number of seconds.
-    pub fn session(
+    pub fn leader(
         &self,
         worker_timeout: Option<f64>,
         recovery_timeout: Option<f64>,
         queues: Option<Vec<QueueSpec>>,
-    ) -> Result<SessionConfig, ConfigError> {
-        let defaults = SessionConfig::default();
+    ) -> Result<LeaderConfig, ConfigError> {
+        let defaults = LeaderConfig::default();
         let duration = |setting, value: Option<f64>, default| {
             value.map_or(Ok(default), |v| seconds(setting, v))
         };
-        Ok(SessionConfig {
+        Ok(LeaderConfig {
             worker_timeout: duration(
                 "worker timeout",
                 worker_timeout.or(self.worker_timeout_s),
@@ -280,14 +280,14 @@ mod tests {
         let settings =
             file(r#"{"worker_timeout_s": 30, "recovery_timeout_s": 20, "retained_apps": 5}"#);
         let master: MasterFile = read_json(settings.path()).unwrap();
-        let session = master.session(Some(7.5), None, None).unwrap();
-        assert_eq!(session.worker_timeout, Duration::from_millis(7500));
-        assert_eq!(session.recovery_timeout, Duration::from_secs(20));
-        assert_eq!(session.app_grace, SessionConfig::default().app_grace);
+        let leader = master.leader(Some(7.5), None, None).unwrap();
+        assert_eq!(leader.worker_timeout, Duration::from_millis(7500));
+        assert_eq!(leader.recovery_timeout, Duration::from_secs(20));
+        assert_eq!(leader.app_grace, LeaderConfig::default().app_grace);
         assert_eq!(master.state().retained_apps, 5);
         assert_eq!(
             master
-                .session(Some(0.0), None, None)
+                .leader(Some(0.0), None, None)
                 .unwrap_err()
                 .to_string(),
             "worker timeout: 0 is not a positive number of seconds"

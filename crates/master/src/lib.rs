@@ -64,7 +64,7 @@ use crate::metrics::Metrics;
 
 pub use apps::AppLinkService;
 pub use client::ClusterService;
-pub use leader::{RecoveryState, SessionConfig};
+pub use leader::{LeaderConfig, RecoveryState};
 pub use report::{queue_views, status_json};
 pub use spark_rest::SparkRest;
 pub use submission::{Submissions, resource_pattern};
@@ -85,8 +85,8 @@ pub struct MasterConfig {
     pub raft: RaftSettings,
     /// State machine settings, the same on every replica.
     pub state: StateConfig,
-    /// The leader's session timings and scheduling settings.
-    pub session: SessionConfig,
+    /// The leader's timings and scheduling settings.
+    pub leader: LeaderConfig,
     /// Where to serve the HTTP status endpoint, `host:port`, if at all.
     pub http: Option<String>,
     /// Where to serve Spark's REST submission protocol, and how, if at all.
@@ -221,7 +221,7 @@ pub async fn run(
     let metrics = Arc::new(Metrics::new());
     let sessions = session::Sessions::start(
         Arc::clone(&node),
-        config.session.clone(),
+        config.leader.clone(),
         tokens.clone(),
         Arc::clone(&metrics),
     );

@@ -41,7 +41,7 @@ use tracing::Instrument;
 
 use crate::call::CallError;
 use crate::leader::{
-    Action, Close, Event, Leader, LinkId, ProcessKey, ProposalId, RecoveryState, SessionConfig,
+    Action, Close, Event, Leader, LeaderConfig, LinkId, ProcessKey, ProposalId, RecoveryState,
     ToApp, ToWorker,
 };
 use crate::metrics::Metrics;
@@ -102,6 +102,12 @@ pub struct Session {
 }
 
 /// What the session's lock guards: the leader and the streams its actions go to.
+///
+/// Lock order: the replicated state's lock, for reading, first, then this one; never the
+/// other way round, and neither across an `.await`. The leader decides on the state as
+/// applied when it is called, so both are held while it steps, ticks or plans: a scheduling
+/// pass (and a preemption's choice, which runs several) keeps `apply` on this replica
+/// waiting for as long as it takes.
 struct Inner {
     leader: Leader,
     /// Whether the recovery's duration is in the metrics yet.
@@ -119,7 +125,7 @@ impl Session {
     /// Starts the session of `term`: its writer, its ticks and the read that begins recovery.
     fn start(
         node: Arc<RaftNode>,
-        config: SessionConfig,
+        config: LeaderConfig,
         tokens: Tokens,
         metrics: Arc<Metrics>,
         term: Term,
@@ -684,7 +690,7 @@ fn close_all(inner: &mut Inner) {
 /// Follows leadership and keeps one session running while this replica leads with a quorum.
 pub struct Sessions {
     node: Arc<RaftNode>,
-    config: SessionConfig,
+    config: LeaderConfig,
     tokens: Tokens,
     metrics: Arc<Metrics>,
     current: Mutex<Option<Arc<Session>>>,
@@ -694,7 +700,7 @@ impl Sessions {
     /// Starts following `node`'s leadership; its sessions count into `metrics`.
     pub fn start(
         node: Arc<RaftNode>,
-        config: SessionConfig,
+        config: LeaderConfig,
         tokens: Tokens,
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
@@ -826,7 +832,7 @@ mod tests {
         node.bootstrap(&members).await.unwrap();
         Sessions::start(
             Arc::new(node),
-            SessionConfig::default(),
+            LeaderConfig::default(),
             Tokens::open(),
             Arc::new(Metrics::new()),
         )

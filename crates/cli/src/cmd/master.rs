@@ -145,7 +145,7 @@ pub fn run(args: MasterArgs) -> Result<String, CliError> {
             ..RaftSettings::default()
         },
         state: file.state(),
-        session: file.session(args.worker_timeout, args.recovery_timeout, queues)?,
+        leader: file.leader(args.worker_timeout, args.recovery_timeout, queues)?,
         http: args.http,
         spark_rest: args
             .spark_rest

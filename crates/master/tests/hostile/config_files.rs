@@ -12,7 +12,7 @@ pub fn config_files(bytes: &[u8]) {
     match parse_json::<MasterFile>(&text, path) {
         Ok(file) => {
             // Out-of-range settings are refused here, not at first use.
-            let _ = file.session(None, None, None);
+            let _ = file.leader(None, None, None);
             let _ = file.state();
         }
         Err(error) => assert!(!error.to_string().is_empty()),

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use muster_core::ids::{AppId, Term, Timestamp, WorkerId};
-use muster_master::SessionConfig;
+use muster_master::LeaderConfig;
 use muster_master::leader::{Action, Event, Leader, LinkId, ProposalId};
 use muster_master::wire::{app_event, kill_op, registration, worker_event};
 use muster_proto::v1::{self, AppMessage, WorkerMessage};
@@ -82,7 +82,7 @@ impl Term1 {
         let now = Instant::now();
         Self {
             state: ClusterState::new(StateConfig::default()),
-            leader: Leader::new(Self::TERM, SessionConfig::default(), now),
+            leader: Leader::new(Self::TERM, LeaderConfig::default(), now),
             now,
             start: now,
             pending: VecDeque::new(),

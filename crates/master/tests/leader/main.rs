@@ -41,8 +41,8 @@ use muster_core::ids::{AppId, DriverId, ExecutorId, Term, Timestamp, WorkerId};
 use muster_core::model::PassConfig;
 use muster_core::resources::{Resources, Usage};
 use muster_master::leader::{
-    Action, AppRequest, Event, Leader, LinkId, PreemptionPolicy, ProcessKey, ProposalId,
-    Registration, Report, SessionConfig, ToApp, ToWorker, Update,
+    Action, AppRequest, Event, Leader, LeaderConfig, LinkId, PreemptionPolicy, ProcessKey,
+    ProposalId, Registration, Report, ToApp, ToWorker, Update,
 };
 use muster_state::commands::{
     ApplyPlan, DrainWorker, ExecutorStateChanged, KillApp, KillDriver, RegisterWorker, SubmitApp,
@@ -187,9 +187,9 @@ impl goldenscript::Runner for Runner {
                         max_fraction: args.number("fraction", 1.0)?,
                     })
                 });
-                let config = SessionConfig {
+                let config = LeaderConfig {
                     preemption: preemption.transpose()?,
-                    ..SessionConfig::default()
+                    ..LeaderConfig::default()
                 };
                 self.leader = Some(Leader::new(self.term, config, self.now));
                 self.log.clear();

@@ -1,0 +1,206 @@
+//! The streams of one leader: which worker or application is at the other end of each
+//! [`LinkId`], each one's current stream (a newer one supersedes it), and when each worker
+//! was last heard from and each client went away.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use muster_core::ids::{AppId, WorkerId};
+
+use super::protocol::LinkId;
+
+/// Who is at the other end of a link.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Peer {
+    Worker(WorkerId),
+    App(AppId),
+}
+
+/// A worker as this leader knows it.
+#[derive(Clone, Debug)]
+struct KnownWorker {
+    /// Its current stream, if open.
+    link: Option<LinkId>,
+    /// When it was last heard from.
+    heard: Instant,
+    /// Whether its registration is committed and reconciled in this term.
+    registered: bool,
+}
+
+/// An application's client as this leader knows it.
+#[derive(Clone, Debug)]
+struct KnownApp {
+    /// Its current stream, if open.
+    link: Option<LinkId>,
+    /// Since when it has had no stream.
+    detached_at: Option<Instant>,
+    /// Its web UI, as its client last gave it; empty if none.
+    ui_address: String,
+}
+
+/// Every open stream, and the workers and applications this leader knows.
+#[derive(Debug, Default)]
+pub(super) struct Links {
+    open: BTreeMap<LinkId, Peer>,
+    workers: BTreeMap<WorkerId, KnownWorker>,
+    apps: BTreeMap<AppId, KnownApp>,
+}
+
+impl Links {
+    /// Who is at the other end of `link`, while it is open.
+    pub(super) fn peer(&self, link: LinkId) -> Option<&Peer> {
+        self.open.get(&link)
+    }
+
+    /// Whether `link` is open.
+    pub(super) fn is_open(&self, link: LinkId) -> bool {
+        self.open.contains_key(&link)
+    }
+
+    /// `link` is closed by the leader.
+    pub(super) fn forget(&mut self, link: LinkId) {
+        self.open.remove(&link);
+    }
+
+    /// The stream `worker` is on now, if it has one.
+    pub(super) fn worker_link(&self, worker: &WorkerId) -> Option<LinkId> {
+        self.workers.get(worker)?.link
+    }
+
+    /// The stream `app`'s client is on now, if it has one.
+    pub(super) fn app_link(&self, app: &AppId) -> Option<LinkId> {
+        self.apps.get(app)?.link
+    }
+
+    /// When `worker` was last heard from, if this leader knows it.
+    pub(super) fn heard(&self, worker: &WorkerId) -> Option<Instant> {
+        self.workers.get(worker).map(|w| w.heard)
+    }
+
+    /// Whether `worker`'s registration is committed and reconciled in this term.
+    pub(super) fn is_registered(&self, worker: &WorkerId) -> bool {
+        self.workers.get(worker).is_some_and(|w| w.registered)
+    }
+
+    /// The web UI `app`'s client gave when it attached; empty if none.
+    pub(super) fn ui_address(&self, app: &AppId) -> &str {
+        self.apps.get(app).map_or("", |a| a.ui_address.as_str())
+    }
+
+    /// Whether this leader keeps `worker` (it has registered and not been forgotten).
+    pub(super) fn knows_worker(&self, worker: &WorkerId) -> bool {
+        self.workers.contains_key(worker)
+    }
+
+    /// `worker` registered on `link` at `now`, which becomes its current stream.
+    pub(super) fn attach_worker(&mut self, link: LinkId, worker: WorkerId, now: Instant) {
+        self.open.insert(link, Peer::Worker(worker.clone()));
+        let known = KnownWorker {
+            link: Some(link),
+            heard: now,
+            registered: false,
+        };
+        self.workers.insert(worker, known);
+    }
+
+    /// `app`'s client attached on `link`, which becomes its current stream.
+    pub(super) fn attach_app(&mut self, link: LinkId, app: AppId, ui_address: String) {
+        self.open.insert(link, Peer::App(app.clone()));
+        let known = KnownApp {
+            link: Some(link),
+            detached_at: None,
+            ui_address,
+        };
+        self.apps.insert(app, known);
+    }
+
+    /// `worker` was heard from on its current stream at `now`.
+    pub(super) fn heard_from(&mut self, worker: &WorkerId, now: Instant) {
+        if let Some(known) = self.workers.get_mut(worker) {
+            known.heard = now;
+        }
+    }
+
+    /// `worker`'s registration on `link` is in the log. Whether `link` is still its stream
+    /// (a newer stream registered since reconciles instead).
+    pub(super) fn registered(&mut self, worker: &WorkerId, link: LinkId) -> bool {
+        match self.workers.get_mut(worker) {
+            Some(known) if known.link == Some(link) => {
+                known.registered = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// `worker`'s registration must be reconciled again: its loss was committed after it.
+    pub(super) fn unregistered(&mut self, worker: &WorkerId) {
+        if let Some(known) = self.workers.get_mut(worker) {
+            known.registered = false;
+        }
+    }
+
+    /// This leader no longer keeps `worker`: it must register again.
+    pub(super) fn forget_worker(&mut self, worker: &WorkerId) {
+        self.workers.remove(worker);
+    }
+
+    /// `app` ended: its stream, if it had one, is no longer open.
+    pub(super) fn app_ended(&mut self, app: &AppId) -> Option<LinkId> {
+        let link = self.apps.remove(app)?.link?;
+        self.open.remove(&link);
+        Some(link)
+    }
+
+    /// The stream `link` ended at `now`: its worker has its timeout to come back, its
+    /// application's client its grace.
+    pub(super) fn closed(&mut self, link: LinkId, now: Instant) {
+        match self.open.remove(&link) {
+            Some(Peer::Worker(worker)) => {
+                if let Some(known) = self.workers.get_mut(&worker)
+                    && known.link == Some(link)
+                {
+                    known.link = None;
+                }
+            }
+            Some(Peer::App(app)) => {
+                if let Some(known) = self.apps.get_mut(&app)
+                    && known.link == Some(link)
+                {
+                    known.link = None;
+                    known.detached_at = Some(now);
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// This leader stood still until `now`: every worker and detached client counts its
+    /// silence from now.
+    pub(super) fn stood_still(&mut self, now: Instant) {
+        for worker in self.workers.values_mut() {
+            worker.heard = now;
+        }
+        for app in self.apps.values_mut() {
+            if app.detached_at.is_some() {
+                app.detached_at = Some(now);
+            }
+        }
+    }
+
+    /// Applications whose clients have had no stream for `grace` at `now`.
+    pub(super) fn detached_for(
+        &self,
+        grace: Duration,
+        now: Instant,
+    ) -> impl Iterator<Item = &AppId> {
+        self.apps
+            .iter()
+            .filter(move |(_, a)| {
+                a.link.is_none()
+                    && a.detached_at
+                        .is_some_and(|at| now.saturating_duration_since(at) >= grace)
+            })
+            .map(|(app, _)| app)
+    }
+}

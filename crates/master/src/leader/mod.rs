@@ -1,0 +1,1093 @@
+//! The leader's logic for one term, as a deterministic state machine: no tokio, no clock, no
+//! I/O.
+//!
+//! A [`Leader`] moves only when [`Leader::step`] hands it an [`Event`] (a worker registered,
+//! a report, a heartbeat, an application attached, a proposal committed, ...), when
+//! [`Leader::tick`] tells it the time, or when [`Leader::pass`] asks for the scheduling pass
+//! that events made wanted. All read the replicated [`ClusterState`] as this replica has
+//! applied it, and all return [`Action`]s: propose an op to the log, send a message to a
+//! worker or an application, close a link. The session in `session.rs` owns the streams and
+//! the Raft handle, feeds events in and carries actions out; everything it would otherwise
+//! decide by the order in which `.await`s finish is decided here, in one place, and tested by
+//! scripts (`crates/master/tests/leader/scripts`, one or more per part below).
+//!
+//! # Parts
+//!
+//! Each part owns its state and answers with decisions; [`Leader`] turns them into proposals
+//! and messages, and owns only what they share (the links, the proposals in flight, the
+//! actions):
+//!
+//! | part | owns | scripts |
+//! |---|---|---|
+//! | `recovery` | RECOVERING → COMPLETING_RECOVERY → ALIVE, whom it awaits | `recovery*`, `exit-during-failover` |
+//! | `links` | each stream's peer, each peer's current stream, last heard | `links`, `impostors`, `races` |
+//! | `liveness` | losses to silence, vanished clients, drains | `frozen-worker`, `fence`, `drain` |
+//! | `processes` | launches in flight, pids, usage | `launches`, `usage` |
+//! | `passes` | when a pass runs, what it left waiting | `proposals` |
+//! | `preemption` | room waits, kept room, preemptions and grants | `preemption*` |
+//!
+//! # Reconciliation
+//!
+//! A registration first writes the worker's unacknowledged process reports to the log, then
+//! the registration itself, and only then compares what the worker runs with what the log
+//! expects: what the log does not know is killed; a driver or an executor still LAUNCHING
+//! that the worker lacks never started (its end would be in the reports) and is launched
+//! again; a RUNNING executor the worker lacks is LOST.
+//!
+//! # Links
+//!
+//! Every stream is a [`LinkId`]. Each worker and application has at most one current link; a
+//! newer one supersedes it. Heartbeats are answered, so a worker or client can tell a frozen
+//! leader from a quiet one. Anything heard from a worker the log has as DEAD is refused with
+//! [`Close::Reregister`], and its re-registration kills what the log no longer assigns it. A
+//! leader that itself stood still (a pause longer than a few ticks) gives every worker a
+//! fresh timeout instead of blaming them.
+//!
+//! # Proposals
+//!
+//! Proposals commit in the order they are proposed (the session submits them in order), so a
+//! registration's reports are in the log before the registration. Every committed response's
+//! [`Effects`] are carried out here: kills for what ended (except the process whose own report
+//! ended it), executor events and ends for applications.
+
+mod links;
+mod liveness;
+mod passes;
+mod preemption;
+mod processes;
+mod protocol;
+mod recovery;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use muster_core::access::QueueSpec;
+use muster_core::ids::{AppId, RequestId, Term, WorkId, WorkerId};
+use muster_core::model::{PassConfig, WorkerState};
+use muster_core::resources::Usage;
+use muster_state::commands::{
+    AppFinished, ApplyPlan, DecommissionWorker, DriverStateChanged, ExecutorStateChanged,
+    KillExecutors, QueueSettings, SetExecutorLimit, WorkerLost, set_queues_op,
+};
+use muster_state::model::{AppState, DriverState, ExecutorState};
+use muster_state::{ApplyError, ClusterState, Effects, Op, Outcome, Response};
+
+use links::{Links, Peer};
+pub use liveness::FENCE_MARGIN;
+use liveness::Liveness;
+use passes::Passes;
+pub use preemption::PreemptionPolicy;
+use preemption::Preemptor;
+pub use processes::LAUNCH_ATTEMPTS;
+use processes::{Processes, Unconfirmed, placed_on};
+pub use protocol::{
+    Action, AppRequest, Close, Event, LinkId, ProcessKey, ProposalId, Registration, Report, ToApp,
+    ToWorker, Update,
+};
+use recovery::Recovery;
+pub use recovery::RecoveryState;
+
+/// Timings and scheduling settings of the leader.
+#[derive(Clone, Debug)]
+pub struct LeaderConfig {
+    /// How long a new leader waits for known workers and applications to come back.
+    pub recovery_timeout: Duration,
+    /// How long an application whose client vanished may take to re-attach before it is
+    /// finished for it.
+    pub app_grace: Duration,
+    /// How often workers are expected to heartbeat at the least; a leader that itself stood
+    /// still for three of these gives every worker a fresh timeout.
+    pub heartbeat_interval: Duration,
+    /// A worker silent this long is lost.
+    pub worker_timeout: Duration,
+    /// How long a launch may go unconfirmed before it is sent again.
+    pub launch_timeout: Duration,
+    /// Scheduling runs at least this often while ALIVE.
+    pub schedule_tick: Duration,
+    /// The scheduling pass's settings; each pass draws its own seed.
+    pub pass: PassConfig,
+    /// Queues from this master's configuration, applied through the log once per distinct
+    /// content when its leader completes recovery; `muster queues --set` changes them later.
+    pub queues: Option<Vec<QueueSpec>>,
+    /// When prior work may stop ordinary executors to fit, if ever.
+    pub preemption: Option<PreemptionPolicy>,
+}
+
+impl Default for LeaderConfig {
+    fn default() -> Self {
+        Self {
+            recovery_timeout: Duration::from_secs(15),
+            app_grace: Duration::from_secs(10),
+            heartbeat_interval: Duration::from_secs(1),
+            worker_timeout: Duration::from_secs(15),
+            launch_timeout: Duration::from_secs(10),
+            schedule_tick: Duration::from_secs(1),
+            pass: PassConfig::default(),
+            queues: None,
+            preemption: None,
+        }
+    }
+}
+
+/// Why a proposal was made: what to do once it is settled.
+#[derive(Clone, Debug)]
+enum Purpose {
+    /// A worker's report, acknowledged once in the log.
+    Report(PendingReport),
+    /// A worker's registration; reconciled against `running` once in the log.
+    Register {
+        link: LinkId,
+        worker: WorkerId,
+        running: BTreeMap<ProcessKey, u32>,
+    },
+    /// A worker lost to silence, on the link it had then.
+    Lost {
+        worker: WorkerId,
+        link: Option<LinkId>,
+    },
+    /// Part of completing recovery.
+    Completing,
+    /// A scheduling pass.
+    Plan,
+    /// Executors stopped for prior work, and room kept for `owners`.
+    Preempt { owners: Vec<WorkId> },
+    /// Kept room granted to its owners after its grace.
+    Grant,
+    /// An application finished for a client that did not come back.
+    Vanished { app: AppId },
+    /// A drained worker decommissioned.
+    Drained { worker: WorkerId },
+    /// Anything else: carry out its effects.
+    Other,
+}
+
+/// A report by `worker` on `link` (its number `seq`, if the worker numbered it), proposed
+/// to the log; `started` when it said `process` runs.
+#[derive(Clone, Debug)]
+struct PendingReport {
+    link: LinkId,
+    worker: WorkerId,
+    seq: Option<u64>,
+    process: ProcessKey,
+    started: bool,
+}
+
+/// The leader of one term.
+pub struct Leader {
+    term: Term,
+    config: LeaderConfig,
+    recovery: Recovery,
+    links: Links,
+    liveness: Liveness,
+    processes: Processes,
+    passes: Passes,
+    preemptor: Preemptor,
+    proposals: BTreeMap<ProposalId, Purpose>,
+    next_proposal: u64,
+    /// When the leader was last ticked: a longer gap than a few heartbeats means it stood
+    /// still.
+    last_tick: Instant,
+    /// What the current step, tick or pass decided, in order.
+    actions: Vec<Action>,
+}
+
+impl Leader {
+    /// The leader of `term`, starting to recover at `now`.
+    pub fn new(term: Term, config: LeaderConfig, now: Instant) -> Self {
+        Self {
+            term,
+            recovery: Recovery::new(),
+            links: Links::default(),
+            liveness: Liveness::default(),
+            processes: Processes::default(),
+            passes: Passes::default(),
+            preemptor: Preemptor::new(config.preemption.clone()),
+            config,
+            proposals: BTreeMap::new(),
+            next_proposal: 0,
+            last_tick: now,
+            actions: Vec::new(),
+        }
+    }
+
+    /// Where recovery stands.
+    pub fn recovery_state(&self) -> RecoveryState {
+        self.recovery.state()
+    }
+
+    /// The process id a worker reported for `key`.
+    pub fn pid(&self, key: &ProcessKey) -> Option<u32> {
+        self.processes.pid(key)
+    }
+
+    /// What the process `key` on `worker` uses, as the worker last measured it, while it
+    /// runs.
+    pub fn usage(&self, worker: &WorkerId, key: &ProcessKey) -> Option<Usage> {
+        self.processes.usage(worker, key)
+    }
+
+    /// The stream worker `worker` is on now, if it has one.
+    pub fn worker_link(&self, worker: &WorkerId) -> Option<LinkId> {
+        self.links.worker_link(worker)
+    }
+
+    /// Why app or driver `id` waits, as of the last scheduling pass.
+    pub fn waiting(&self, id: &WorkId) -> Option<&str> {
+        self.passes.waiting(id)
+    }
+
+    /// The web UI app `app`'s client gave when it attached to this leader; empty if none.
+    pub fn ui_address(&self, app: &AppId) -> &str {
+        self.links.ui_address(app)
+    }
+
+    /// How many scheduling passes this leader has run.
+    pub fn passes(&self) -> u64 {
+        self.passes.count()
+    }
+
+    /// How many apps and drivers wait, by reason, as of the last scheduling pass.
+    pub fn waiting_by_reason(&self) -> &BTreeMap<&'static str, usize> {
+        self.passes.waiting_reasons()
+    }
+
+    /// Reacts to `event` at `now`, reading `state` as this replica has applied it.
+    pub fn step(&mut self, now: Instant, state: &ClusterState, event: Event) -> Vec<Action> {
+        match event {
+            // The state is complete: decide whom to wait for.
+            Event::StateRead => {
+                let links = &self.links;
+                self.recovery.start(
+                    now + self.config.recovery_timeout,
+                    state,
+                    |worker| links.is_registered(worker),
+                    |app| links.app_link(app).is_some(),
+                );
+            }
+            Event::WorkerAttached { link, registration } => {
+                self.worker_attached(now, state, link, registration);
+            }
+            Event::WorkerHeartbeat { link, usage } => {
+                if let Some(worker) = self.current_worker(now, link, state) {
+                    self.send(link, ToWorker::HeartbeatAck);
+                    self.processes.measured(state, worker, usage);
+                }
+            }
+            Event::WorkerReport { link, report } => {
+                if let Some(worker) = self.current_worker(now, link, state) {
+                    self.report(state, link, &worker, Some(report.seq), report.update);
+                }
+            }
+            Event::AppAttached {
+                link,
+                app,
+                ui_address,
+            } => self.app_attached(link, app, ui_address, state),
+            Event::AppRequest { link, request } => self.app_request(link, request),
+            Event::LinkClosed { link } => self.links.closed(link, now),
+            Event::Committed { proposal, result } => {
+                if let Some(purpose) = self.proposals.remove(&proposal) {
+                    self.committed(now, state, purpose, result);
+                }
+            }
+            Event::NotCommitted { proposal } => {
+                if let Some(purpose) = self.proposals.remove(&proposal) {
+                    self.not_committed(purpose);
+                }
+            }
+            Event::ClientCommitted { effects } => {
+                self.carry_out(&effects, None, None);
+                self.passes.want();
+            }
+        }
+        if self.recovery.all_back() {
+            self.complete_recovery(state);
+        }
+        std::mem::take(&mut self.actions)
+    }
+
+    /// Whether events since the last pass want another: [`Leader::pass`] runs it.
+    pub fn wants_pass(&self) -> bool {
+        self.passes.wanted() && self.recovery.is_alive()
+    }
+
+    /// Runs the scheduling pass that is wanted (or due), unless one is in flight, and grants
+    /// kept room whose grace has passed.
+    pub fn pass(&mut self, now: Instant, state: &ClusterState) -> Vec<Action> {
+        self.maybe_schedule(now, state);
+        std::mem::take(&mut self.actions)
+    }
+
+    /// Lets time pass: recovery deadline, liveness, vanished clients, unconfirmed launches,
+    /// periodic scheduling.
+    pub fn tick(&mut self, now: Instant, state: &ClusterState) -> Vec<Action> {
+        let paused = now.saturating_duration_since(self.last_tick);
+        self.last_tick = now;
+        if paused > self.config.heartbeat_interval * 3 {
+            // This leader stood still (a pause, a stalled machine): nobody else is to blame
+            // for the silence, so everyone gets a fresh timeout.
+            self.links.stood_still(now);
+        }
+        if self.recovery.timed_out(now) {
+            self.complete_recovery(state);
+        }
+        if self.recovery.is_alive() {
+            self.lose_silent_workers(now, state);
+            self.finish_vanished_apps(now, state);
+            self.retry_launches(now, state);
+            self.decommission_drained(now, state);
+        }
+        if self.recovery.all_back() {
+            self.complete_recovery(state);
+        }
+        self.maybe_schedule(now, state);
+        std::mem::take(&mut self.actions)
+    }
+
+    /// COMPLETING_RECOVERY: removes what never came back, applies configured queues, and
+    /// becomes ALIVE once all of it is settled.
+    fn complete_recovery(&mut self, state: &ClusterState) {
+        let links = &self.links;
+        let never_back = self.recovery.complete(
+            state,
+            |worker| links.worker_link(worker).is_some(),
+            |app| links.app_link(app).is_some(),
+        );
+        let mut completing = Vec::new();
+        for id in never_back.workers {
+            let reason = "did not reconnect after the master failover".to_owned();
+            completing.push((Op::WorkerLost(WorkerLost { id, reason }), None));
+        }
+        for id in never_back.apps {
+            let state = AppState::Finished;
+            completing.push((Op::AppFinished(AppFinished { id, state }), None));
+        }
+        if let Some(queues) = self.config.queues.clone() {
+            let op = set_queues_op(queues);
+            let request_id = configured_queues_request(&op);
+            completing.push((op, Some(request_id)));
+        }
+        let alive = self.recovery.completing(completing.len());
+        for (op, request_id) in completing {
+            self.propose_with(op, request_id, Purpose::Completing);
+        }
+        if alive {
+            self.become_alive();
+        }
+    }
+
+    fn become_alive(&mut self) {
+        tracing::info!(term = %self.term, "leader ALIVE");
+        self.passes.want();
+    }
+
+    /// The worker at the other end of `link`, heard from at `now`, if `link` is its current
+    /// stream and the log does not count it as lost. A superseded link is closed; a worker
+    /// this leader no longer keeps, or that the log has as DEAD, is told to register again.
+    fn current_worker(
+        &mut self,
+        now: Instant,
+        link: LinkId,
+        state: &ClusterState,
+    ) -> Option<WorkerId> {
+        let Some(Peer::Worker(worker)) = self.links.peer(link).cloned() else {
+            return None;
+        };
+        if !self.links.knows_worker(&worker) {
+            self.close(link, Close::Reregister);
+            return None;
+        }
+        if self.links.worker_link(&worker) != Some(link) {
+            self.close(link, Close::Superseded);
+            return None;
+        }
+        let dead = state
+            .workers()
+            .get(&worker)
+            .is_some_and(|w| w.state == WorkerState::Dead);
+        if self.links.is_registered(&worker) && dead {
+            self.links.forget_worker(&worker);
+            self.close(link, Close::Reregister);
+            return None;
+        }
+        self.links.heard_from(&worker, now);
+        Some(worker)
+    }
+
+    fn worker_attached(
+        &mut self,
+        now: Instant,
+        state: &ClusterState,
+        link: LinkId,
+        registration: Registration,
+    ) {
+        let worker = registration.worker.id.clone();
+        // An impostor (or a changed worker) must not displace the worker the log has ALIVE:
+        // refused before anything of the live one is touched.
+        if let Some(conflict) = registration.worker.conflict(state, &registration.addresses) {
+            self.close(link, Close::Refused(conflict.to_string()));
+            return;
+        }
+        if let Some(old) = self.links.worker_link(&worker) {
+            self.close(old, Close::Superseded);
+        }
+        self.links.attach_worker(link, worker.clone(), now);
+        // Reports first: what ended during the failover is in the log before reconciliation.
+        for report in registration.reports {
+            self.report(state, link, &worker, Some(report.seq), report.update);
+        }
+        self.propose(
+            registration.worker.op(registration.addresses),
+            Purpose::Register {
+                link,
+                worker,
+                running: registration.running,
+            },
+        );
+    }
+
+    /// Writes one process change that `worker` reported on `link` to the log, or settles it
+    /// without the log; either way the worker hears that report `seq` is done with.
+    fn report(
+        &mut self,
+        state: &ClusterState,
+        link: LinkId,
+        worker: &WorkerId,
+        seq: Option<u64>,
+        update: Update,
+    ) {
+        let process = update.process();
+        let started = update.started();
+        let Some(op) = self.report_op(state, link, worker, update) else {
+            if let Some(seq) = seq {
+                self.send(link, ToWorker::Acknowledged(vec![seq]));
+            }
+            return;
+        };
+        let report = PendingReport {
+            link,
+            worker: worker.clone(),
+            seq,
+            process,
+            started,
+        };
+        self.propose(op, Purpose::Report(report));
+    }
+
+    /// The entry a report needs, if any. A driver's start needs none (placement made it
+    /// RUNNING already); a start of a process the log does not place on that worker is
+    /// stopped, and only the worker the log places a process on speaks for it.
+    fn report_op(
+        &mut self,
+        state: &ClusterState,
+        link: LinkId,
+        worker: &WorkerId,
+        update: Update,
+    ) -> Option<Op> {
+        let process = update.process();
+        let placed_here = placed_on(state, &process) == Some(worker);
+        if !placed_here {
+            if update.started() {
+                self.send(link, process.kill());
+            }
+            return None;
+        }
+        match update {
+            Update::Driver {
+                state: DriverState::Running,
+                pid,
+                ..
+            } => {
+                self.processes.running(process, pid);
+                None
+            }
+            Update::Driver {
+                driver,
+                state,
+                exit_code,
+                ..
+            } => Some(Op::DriverStateChanged(DriverStateChanged {
+                driver,
+                state,
+                exit_code,
+            })),
+            Update::Executor {
+                app,
+                executor,
+                state,
+                exit_code,
+                pid,
+            } => {
+                if state == ExecutorState::Running {
+                    self.processes.running(process, pid);
+                }
+                Some(Op::ExecutorStateChanged(ExecutorStateChanged {
+                    app,
+                    executor,
+                    state,
+                    exit_code,
+                }))
+            }
+        }
+    }
+
+    fn app_attached(&mut self, link: LinkId, app: AppId, ui_address: String, state: &ClusterState) {
+        if let Some(old) = self.links.app_link(&app) {
+            self.close(old, Close::Superseded);
+        }
+        self.links.attach_app(link, app.clone(), ui_address);
+        self.recovery.app_back(&app);
+        self.actions.push(Action::ToApp {
+            link,
+            message: ToApp::Registered(app.clone()),
+        });
+        // The executors it holds, so a re-attached client starts from the truth.
+        if let Some(held) = state.apps().get(&app) {
+            for executor in held.executors.values() {
+                self.actions.push(Action::ToApp {
+                    link,
+                    message: ToApp::Executor(executor.clone()),
+                });
+            }
+        }
+        self.passes.want();
+    }
+
+    fn app_request(&mut self, link: LinkId, request: AppRequest) {
+        let Some(Peer::App(app)) = self.links.peer(link).cloned() else {
+            return;
+        };
+        if self.links.app_link(&app) != Some(link) {
+            self.close(link, Close::Superseded);
+            return;
+        }
+        let op = match request {
+            AppRequest::Heartbeat => {
+                self.actions.push(Action::ToApp {
+                    link,
+                    message: ToApp::HeartbeatAck,
+                });
+                return;
+            }
+            AppRequest::Finish => Op::AppFinished(AppFinished {
+                id: app,
+                state: AppState::Finished,
+            }),
+            AppRequest::SetLimit(limit) => Op::SetExecutorLimit(SetExecutorLimit { app, limit }),
+            AppRequest::Release(executors) => Op::KillExecutors(KillExecutors { app, executors }),
+        };
+        self.propose(op, Purpose::Other);
+    }
+
+    /// A proposal was committed (and applied to `state`) with `result`.
+    fn committed(
+        &mut self,
+        now: Instant,
+        state: &ClusterState,
+        purpose: Purpose,
+        result: Result<Response, ApplyError>,
+    ) {
+        match (purpose, result) {
+            (Purpose::Report(report), result) => {
+                self.report_committed(state, &report, result.ok());
+            }
+            (
+                Purpose::Register {
+                    link,
+                    worker,
+                    running,
+                },
+                Ok(_),
+            ) => {
+                self.reconcile(now, state, link, &worker, &running);
+            }
+            (Purpose::Register { link, worker, .. }, Err(refused)) => {
+                self.close(link, Close::Refused(refused.to_string()));
+                self.links.forget_worker(&worker);
+            }
+            (Purpose::Lost { worker, link }, result) => {
+                self.liveness.loss_settled(&worker);
+                if let Ok(response) = result {
+                    self.carry_out(&response.effects, None, None);
+                }
+                if self.links.worker_link(&worker) == link {
+                    // Still the stream it was lost on: it must register again.
+                    self.links.forget_worker(&worker);
+                    if let Some(link) = link {
+                        self.close(link, Close::Reregister);
+                    }
+                } else {
+                    // It registered again meanwhile; that registration, now after the loss in
+                    // the log, reconciles it.
+                    self.links.unregistered(&worker);
+                }
+            }
+            (Purpose::Completing, result) => {
+                if let Ok(response) = result {
+                    self.carry_out(&response.effects, None, None);
+                }
+                if self.recovery.settled_one() {
+                    self.become_alive();
+                }
+            }
+            (Purpose::Plan, result) => {
+                self.passes.settled();
+                self.launch_placed(now, result.ok());
+            }
+            (Purpose::Grant, result) => {
+                self.preemptor.grant_settled();
+                self.passes.want();
+                self.launch_placed(now, result.ok());
+            }
+            (Purpose::Preempt { owners }, Ok(response)) => {
+                // Their drivers hear why before the processes are stopped.
+                let grace = self.preemptor.preempted(now, owners);
+                for (app, executor) in &response.effects.ended_executors {
+                    self.tell_app(app, ToApp::Preempted(executor.id, grace));
+                }
+                self.carry_out(&response.effects, None, Some(grace));
+                self.passes.want();
+            }
+            (Purpose::Preempt { .. }, Err(refused)) => {
+                // The state moved on since the choice; the next pass chooses again.
+                tracing::info!(%refused, "preemption refused");
+                self.preemptor.preempt_settled();
+                self.passes.want();
+            }
+            (Purpose::Drained { worker }, result) => {
+                self.liveness.decommission_settled(&worker);
+                if let Ok(response) = result {
+                    self.carry_out(&response.effects, None, None);
+                    self.passes.want();
+                }
+            }
+            (Purpose::Vanished { .. } | Purpose::Other, result) => {
+                if let Ok(response) = result {
+                    self.carry_out(&response.effects, None, None);
+                    self.passes.want();
+                }
+            }
+        }
+    }
+
+    /// Launches what a committed plan (or grant of kept room) placed, and tells each
+    /// application of its new executors.
+    fn launch_placed(&mut self, now: Instant, response: Option<Response>) {
+        let Some(Response {
+            outcome: Outcome::PlanApplied {
+                drivers, executors, ..
+            },
+            ..
+        }) = response
+        else {
+            return;
+        };
+        for (driver, worker) in &drivers {
+            self.launch(now, worker, ProcessKey::Driver(driver.clone()));
+        }
+        for (app, executor) in executors {
+            let key = ProcessKey::Executor(app.clone(), executor.id);
+            self.launch(now, &executor.worker, key);
+            self.tell_app(&app, ToApp::Executor(executor));
+        }
+    }
+
+    /// A worker's report was committed (`response`) or refused (`None`: the process had
+    /// already ended in the log); either way it is settled.
+    fn report_committed(
+        &mut self,
+        state: &ClusterState,
+        report: &PendingReport,
+        response: Option<Response>,
+    ) {
+        let PendingReport {
+            link,
+            ref worker,
+            seq,
+            ref process,
+            started,
+        } = *report;
+        if let Some(response) = response {
+            self.carry_out(&response.effects, Some(process), None);
+            if let ProcessKey::Executor(app, executor) = process
+                && let Some(executor) = state
+                    .apps()
+                    .get(app)
+                    .and_then(|a| a.executors.get(executor))
+                    .filter(|e| e.state == ExecutorState::Running)
+            {
+                // A start has no effects; its app hears of it here.
+                self.tell_app(app, ToApp::Executor(executor.clone()));
+            }
+        } else if started && placed_on(state, process) != Some(worker) {
+            // It runs, but the log no longer has it there: stop it.
+            self.send(link, process.kill());
+        }
+        if let Some(seq) = seq
+            && self.links.is_open(link)
+        {
+            self.send(link, ToWorker::Acknowledged(vec![seq]));
+        }
+    }
+
+    /// A proposal could not be committed: what it was for is decided again later.
+    fn not_committed(&mut self, purpose: Purpose) {
+        match purpose {
+            // Planned again on a later tick.
+            Purpose::Plan => self.passes.settled(),
+            // Decided again on a later pass, if still needed.
+            Purpose::Preempt { .. } => self.preemptor.preempt_settled(),
+            Purpose::Grant => self.preemptor.grant_settled(),
+            // Decided again on a later tick.
+            Purpose::Lost { worker, .. } => self.liveness.loss_settled(&worker),
+            Purpose::Vanished { app } => self.liveness.finish_settled(&app),
+            Purpose::Drained { worker } => self.liveness.decommission_settled(&worker),
+            Purpose::Completing => {
+                if self.recovery.settled_one() {
+                    self.become_alive();
+                }
+            }
+            // The worker must say it again: it registers again with every report that is
+            // not acknowledged.
+            Purpose::Register { link, .. } | Purpose::Report(PendingReport { link, .. }) => {
+                if self.links.is_open(link) {
+                    self.close(link, Close::Reregister);
+                }
+            }
+            Purpose::Other => {}
+        }
+    }
+
+    /// Compares what a registered worker runs with what the log expects on it.
+    fn reconcile(
+        &mut self,
+        now: Instant,
+        state: &ClusterState,
+        link: LinkId,
+        worker: &WorkerId,
+        running: &BTreeMap<ProcessKey, u32>,
+    ) {
+        if !self.links.registered(worker, link) {
+            // Gone, or a newer stream registered since; that one reconciles.
+            return;
+        }
+        self.recovery.worker_back(worker);
+        let mut expected: BTreeMap<ProcessKey, Option<ExecutorState>> = BTreeMap::new();
+        for app in state.apps().values() {
+            for executor in app.executors.values().filter(|e| &e.worker == worker) {
+                expected.insert(
+                    ProcessKey::Executor(app.id.clone(), executor.id),
+                    Some(executor.state),
+                );
+            }
+        }
+        for driver in state.drivers().values() {
+            if driver.worker.as_ref() == Some(worker) {
+                expected.insert(ProcessKey::Driver(driver.id.clone()), None);
+            }
+        }
+        for (process, pid) in running {
+            match expected.get(process) {
+                None => self.send(link, process.kill()),
+                Some(executor_state) => {
+                    self.processes.running(process.clone(), *pid);
+                    if let (ProcessKey::Executor(app, executor), Some(ExecutorState::Launching)) =
+                        (process, executor_state)
+                    {
+                        let update = Update::Executor {
+                            app: app.clone(),
+                            executor: *executor,
+                            state: ExecutorState::Running,
+                            exit_code: None,
+                            pid: *pid,
+                        };
+                        self.report(state, link, worker, None, update);
+                    }
+                }
+            }
+        }
+        for (process, executor_state) in expected {
+            if running.contains_key(&process) {
+                continue;
+            }
+            let op = match (&process, executor_state) {
+                // Never started here (the worker's reports are in the log already, so it did
+                // not end either): start it now.
+                (ProcessKey::Executor(..), Some(ExecutorState::Launching))
+                | (ProcessKey::Driver(_), _) => {
+                    self.launch(now, worker, process.clone());
+                    continue;
+                }
+                (ProcessKey::Executor(app, executor), _) => {
+                    Op::ExecutorStateChanged(ExecutorStateChanged {
+                        app: app.clone(),
+                        executor: *executor,
+                        state: ExecutorState::Lost,
+                        exit_code: None,
+                    })
+                }
+            };
+            let report = PendingReport {
+                link,
+                worker: worker.clone(),
+                seq: None,
+                process,
+                started: false,
+            };
+            self.propose(op, Purpose::Report(report));
+        }
+        self.send(link, ToWorker::Registered);
+        self.passes.want();
+    }
+
+    /// Sends a launch (again) and waits for its RUNNING report.
+    fn launch(&mut self, now: Instant, worker: &WorkerId, process: ProcessKey) {
+        self.processes.launching(now, worker, process.clone());
+        self.tell_worker(worker, process.launch());
+    }
+
+    /// Carries out what a committed command asks of workers and applications. `reported` is
+    /// the process whose own report caused it: its worker needs no kill for it. Executors
+    /// stopped get SIGKILL after `kill_grace` (or their worker's own kill grace).
+    fn carry_out(
+        &mut self,
+        effects: &Effects,
+        reported: Option<&ProcessKey>,
+        kill_grace: Option<Duration>,
+    ) {
+        for (app, executor) in &effects.ended_executors {
+            let process = ProcessKey::Executor(app.clone(), executor.id);
+            self.processes.ended(&process);
+            self.tell_app(app, ToApp::Executor(executor.clone()));
+            if reported != Some(&process) {
+                let kill = ToWorker::KillExecutor(app.clone(), executor.id, kill_grace);
+                self.tell_worker(&executor.worker, kill);
+            }
+        }
+        for (driver, worker, _) in &effects.ended_drivers {
+            let process = ProcessKey::Driver(driver.clone());
+            self.processes.ended(&process);
+            if let Some(worker) = worker
+                && reported != Some(&process)
+            {
+                self.tell_worker(worker, process.kill());
+            }
+        }
+        for (app, state) in &effects.removed_apps {
+            self.liveness.finish_settled(app);
+            self.recovery.app_back(app);
+            if let Some(link) = self.links.app_ended(app) {
+                self.actions.push(Action::ToApp {
+                    link,
+                    message: ToApp::Ended(*state),
+                });
+            }
+        }
+        if !effects.ended_executors.is_empty() || !effects.ended_drivers.is_empty() {
+            self.passes.want();
+        }
+    }
+
+    /// Every worker the log has ALIVE must be heard from within its loss timeout.
+    fn lose_silent_workers(&mut self, now: Instant, state: &ClusterState) {
+        let worker_timeout = self.config.worker_timeout;
+        let silent = self
+            .liveness
+            .silent_workers(now, state, &self.links, worker_timeout);
+        for (worker, timeout) in silent {
+            let reason = format!("no heartbeat for {timeout:?}");
+            let purpose = Purpose::Lost {
+                link: self.links.worker_link(&worker),
+                worker: worker.clone(),
+            };
+            self.propose(Op::WorkerLost(WorkerLost { id: worker, reason }), purpose);
+        }
+    }
+
+    fn finish_vanished_apps(&mut self, now: Instant, state: &ClusterState) {
+        let grace = self.config.app_grace;
+        for app in self.liveness.vanished_apps(now, state, &self.links, grace) {
+            let op = Op::AppFinished(AppFinished {
+                id: app.clone(),
+                state: AppState::Finished,
+            });
+            self.propose(op, Purpose::Vanished { app });
+        }
+    }
+
+    /// Sends unconfirmed launches again; gives up an executor's after [`LAUNCH_ATTEMPTS`].
+    fn retry_launches(&mut self, now: Instant, state: &ClusterState) {
+        let timeout = self.config.launch_timeout;
+        for unconfirmed in self.processes.unconfirmed(now, state, timeout) {
+            match unconfirmed {
+                Unconfirmed::SendAgain(worker, process) => self.launch(now, &worker, process),
+                Unconfirmed::GiveUp(app, executor) => {
+                    let op = Op::ExecutorStateChanged(ExecutorStateChanged {
+                        app,
+                        executor,
+                        state: ExecutorState::Lost,
+                        exit_code: None,
+                    });
+                    self.propose(op, Purpose::Other);
+                }
+            }
+        }
+    }
+
+    /// Decommissions each draining worker that is empty or whose kill-after has passed;
+    /// decommissioning kills what still runs.
+    fn decommission_drained(&mut self, now: Instant, state: &ClusterState) {
+        for id in self.liveness.drained_workers(now, state) {
+            let op = Op::DecommissionWorker(DecommissionWorker { id: id.clone() });
+            self.propose(op, Purpose::Drained { worker: id });
+        }
+    }
+
+    /// Grants kept room whose grace has passed, then runs a scheduling pass when one is
+    /// wanted or due and none is in flight.
+    fn maybe_schedule(&mut self, now: Instant, state: &ClusterState) {
+        if !self.recovery.is_alive() {
+            return;
+        }
+        if let Some(grant) = self.preemptor.grant(now, state) {
+            self.propose(grant, Purpose::Grant);
+        }
+        let Some(seed) = self.passes.start(now, self.config.schedule_tick, self.term) else {
+            return;
+        };
+        let pass = PassConfig {
+            seed,
+            ..self.config.pass.clone()
+        };
+        let snapshot = state.scheduling_snapshot(pass);
+        let plan = match muster_core::schedule(&snapshot) {
+            Ok(plan) => plan,
+            Err(error) => panic!("the state gave an invalid scheduling snapshot: {error}"),
+        };
+        self.passes.waited(&plan);
+        self.preemptor.note_room_waits(now, &snapshot, &plan);
+        if plan.drivers.is_empty() && plan.executors.is_empty() {
+            // Nothing else can move: the only way prior work that waits gets room.
+            if let Some((op, owners)) = self.preemptor.choose(now, state, &snapshot) {
+                self.propose(op, Purpose::Preempt { owners });
+            }
+            return;
+        }
+        self.passes.planned();
+        let op = Op::ApplyPlan(ApplyPlan {
+            drivers: plan.drivers,
+            executors: plan.executors,
+        });
+        self.propose(op, Purpose::Plan);
+    }
+
+    fn propose(&mut self, op: Op, purpose: Purpose) {
+        self.propose_with(op, None, purpose);
+    }
+
+    fn propose_with(&mut self, op: Op, request_id: Option<RequestId>, purpose: Purpose) {
+        let proposal = ProposalId(self.next_proposal);
+        self.next_proposal += 1;
+        self.proposals.insert(proposal, purpose);
+        self.actions.push(Action::Propose {
+            proposal,
+            op,
+            request_id,
+        });
+    }
+
+    fn send(&mut self, link: LinkId, message: ToWorker) {
+        self.actions.push(Action::ToWorker { link, message });
+    }
+
+    fn tell_worker(&mut self, worker: &WorkerId, message: ToWorker) {
+        if let Some(link) = self.links.worker_link(worker) {
+            self.send(link, message);
+        }
+    }
+
+    fn tell_app(&mut self, app: &AppId, message: ToApp) {
+        if let Some(link) = self.links.app_link(app) {
+            self.actions.push(Action::ToApp { link, message });
+        }
+    }
+
+    fn close(&mut self, link: LinkId, reason: Close) {
+        self.links.forget(link);
+        self.actions.push(Action::Close { link, reason });
+    }
+}
+
+/// A request id derived from the configured queues' content (`op` sets them), so that the
+/// same configuration is applied once however many leaders carry it. Queues without
+/// capacities give the id builds before them derived, from the queues printed as those
+/// builds printed them.
+fn configured_queues_request(op: &Op) -> RequestId {
+    let settings = |q: &QueueSettings| {
+        format!(
+            "name: {:?}, prior: {:?}, threshold: {:?}, max_capacity: {:?}",
+            q.name, q.prior, q.threshold, q.max_capacity
+        )
+    };
+    let content = match op {
+        Op::SetQueues(set) => {
+            let queues: Vec<String> = set
+                .queues
+                .iter()
+                .map(|q| format!("QueueConfig {{ {} }}", settings(q)))
+                .collect();
+            format!("[{}]", queues.join(", "))
+        }
+        Op::ReplaceQueues(replace) => {
+            let queues: Vec<String> = replace
+                .queues
+                .iter()
+                .map(|(q, access)| {
+                    format!(
+                        "QueueSpec {{ {}, submit: {:?}, administer: {:?}, max_per_user: {:?} }}",
+                        settings(q),
+                        access.submit,
+                        access.administer,
+                        access.max_per_user
+                    )
+                })
+                .collect();
+            format!(
+                "ReplaceQueues(ReplaceQueues {{ queues: [{}] }})",
+                queues.join(", ")
+            )
+        }
+        other => format!("{other:?}"),
+    };
+    RequestId::of_content("configured-queues", content.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use muster_core::access::QueueSpec;
+
+    use super::*;
+
+    #[test]
+    fn configured_queues_without_capacities_keep_the_earlier_request_id() {
+        let op = set_queues_op(vec![QueueSpec {
+            prior: true,
+            ..QueueSpec::named("prod")
+        }]);
+        let earlier = r#"[QueueConfig { name: QueueName("prod"), prior: true, threshold: 1.0, max_capacity: 1.0 }]"#;
+        assert_eq!(
+            configured_queues_request(&op),
+            RequestId::of_content("configured-queues", earlier.as_bytes())
+        );
+        let op = set_queues_op(vec![QueueSpec {
+            prior: true,
+            submit: Some(vec!["alice".to_owned()]),
+            ..QueueSpec::named("prod")
+        }]);
+        let earlier = r#"ReplaceQueues(ReplaceQueues { queues: [QueueSpec { name: QueueName("prod"), prior: true, threshold: 1.0, max_capacity: 1.0, submit: Some(["alice"]), administer: [], max_per_user: None }] })"#;
+        assert_eq!(
+            configured_queues_request(&op),
+            RequestId::of_content("configured-queues", earlier.as_bytes())
+        );
+    }
+}

@@ -1,0 +1,246 @@
+//! Preemption by the leader ([`muster_core::preempt`] chooses; this part decides when).
+//!
+//! With a [`PreemptionPolicy`], each pass notes since when the work of its prior queues has
+//! waited for room ([`Preemptor::note_room_waits`]). When a pass has nothing to place and
+//! some of that work has waited past the delay (and has no room kept for it already), the
+//! leader proposes the choice as one `Preempt` command ([`Preemptor::choose`]): the victims
+//! end KILLED and the room they free is kept for the prior work. With `capacities`,
+//! applications of ordinary queues waiting for room are noted too, and when no prior work
+//! preempts, those below their queue's guarantee preempt executors of queues above theirs
+//! the same way, as one `PreemptForGuarantees` command. Once the grace has passed by this
+//! leader's clock (a new leader gives room it finds kept a whole grace), a
+//! `GrantReservations` command gives the room to that work ([`Preemptor::grant`]), and that
+//! work waits a whole delay again before it may preempt again. One preemption and one grant
+//! are in flight at a time; a refused preemption (the state moved on) is chosen again by a
+//! later pass.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use muster_core::ids::{QueueName, WorkId, millis};
+use muster_core::model::Snapshot;
+use muster_core::plan::{Plan, WaitReason};
+use muster_core::preempt::Preempting;
+use muster_state::commands::{GrantReservations, Preempt};
+use muster_state::{ClusterState, Op};
+
+/// How long room kept under an earlier leader is kept by a leader without a preemption
+/// policy: the workers' default kill grace.
+const DEFAULT_KEEP: Duration = Duration::from_secs(10);
+
+/// When prior work may preempt ordinary executors ([`muster_core::preempt`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PreemptionPolicy {
+    /// Prior queues whose waiting work preempts.
+    pub queues: BTreeSet<QueueName>,
+    /// How long work must have waited for room before it preempts.
+    pub delay: Duration,
+    /// How long the room it frees is kept for it: at least the workers' kill grace, so the
+    /// victims' processes are gone before anything else is placed there.
+    pub grace: Duration,
+    /// The most of the ALIVE cores one round may stop.
+    pub max_fraction: f64,
+    /// Whether applications of ordinary queues below their guaranteed capacity preempt
+    /// executors of queues above theirs, when no prior work preempts.
+    pub capacities: bool,
+}
+
+/// Room waits, kept room and the preemption and grant in flight.
+#[derive(Debug)]
+pub(super) struct Preemptor {
+    policy: Option<PreemptionPolicy>,
+    /// Since when each app or driver of a preempting queue has waited for room, without a
+    /// break, as the passes saw it.
+    room_waits: BTreeMap<WorkId, Instant>,
+    /// When the room kept in the log for each owner goes to it: a grace after the
+    /// preemption that kept it committed (or after this leader first saw it), by this
+    /// leader's clock.
+    kept: BTreeMap<WorkId, Instant>,
+    /// A preemption is proposed and not settled yet.
+    preempt_in_flight: bool,
+    /// A grant of kept room is proposed and not settled yet.
+    grant_in_flight: bool,
+}
+
+impl Preemptor {
+    pub(super) fn new(policy: Option<PreemptionPolicy>) -> Self {
+        Self {
+            policy,
+            room_waits: BTreeMap::new(),
+            kept: BTreeMap::new(),
+            preempt_in_flight: false,
+            grant_in_flight: false,
+        }
+    }
+
+    /// How long preempted room is kept: the policy's grace, or without a policy (room kept
+    /// under an earlier leader's) the workers' default kill grace.
+    pub(super) fn keep_for(&self) -> Duration {
+        self.policy
+            .as_ref()
+            .map_or(DEFAULT_KEEP, |policy| policy.grace)
+    }
+
+    /// The grant of the room kept in the log whose grace has passed at `now`, if any and
+    /// none is in flight; a leader that finds room kept gives it a whole grace first. An
+    /// owner granted its room waits a whole delay again before it may preempt again.
+    pub(super) fn grant(&mut self, now: Instant, state: &ClusterState) -> Option<Op> {
+        let owners: BTreeSet<&WorkId> = state.reservations().iter().map(|r| &r.owner).collect();
+        self.kept.retain(|owner, _| owners.contains(owner));
+        let keep = self.keep_for();
+        for owner in owners {
+            self.kept.entry(owner.clone()).or_insert(now + keep);
+        }
+        if self.grant_in_flight {
+            return None;
+        }
+        let due: Vec<WorkId> = self
+            .kept
+            .iter()
+            .filter(|(_, until)| now >= **until)
+            .map(|(owner, _)| owner.clone())
+            .collect();
+        if due.is_empty() {
+            return None;
+        }
+        for owner in &due {
+            self.room_waits.remove(owner);
+        }
+        self.grant_in_flight = true;
+        Some(Op::GrantReservations(GrantReservations { owners: due }))
+    }
+
+    /// The grant in flight was settled, committed or not.
+    pub(super) fn grant_settled(&mut self) {
+        self.grant_in_flight = false;
+    }
+
+    /// Notes since when the work of preempting queues has waited for room, as `plan` (of
+    /// `snapshot`, at `now`) has it.
+    pub(super) fn note_room_waits(&mut self, now: Instant, snapshot: &Snapshot, plan: &Plan) {
+        let Some(policy) = &self.policy else {
+            return;
+        };
+        let queues: BTreeMap<WorkId, &QueueName> = snapshot
+            .apps
+            .iter()
+            .map(|a| (WorkId::App(a.id.clone()), &a.queue))
+            .chain(
+                snapshot
+                    .drivers
+                    .iter()
+                    .map(|d| (WorkId::Driver(d.id.clone()), &d.queue)),
+            )
+            .collect();
+        let for_room: BTreeSet<&WorkId> = plan
+            .waiting
+            .iter()
+            .filter(|w| {
+                matches!(
+                    w.reason,
+                    WaitReason::NoRoom { .. } | WaitReason::HeldByThreshold { .. }
+                )
+            })
+            // A preempting queue that is not prior (any more) preempts nothing; with
+            // capacities, any ordinary queue's application may preempt for its guarantee.
+            .filter(|w| {
+                queues.get(&w.id).is_some_and(|&q| {
+                    let prior = snapshot.queues.iter().any(|c| &c.name == q && c.prior);
+                    let ordinary_app = !prior && matches!(w.id, WorkId::App(_));
+                    (prior && policy.queues.contains(q)) || (policy.capacities && ordinary_app)
+                })
+            })
+            .map(|w| &w.id)
+            .collect();
+        self.room_waits.retain(|id, _| for_room.contains(id));
+        for id in for_room {
+            self.room_waits.entry(id.clone()).or_insert(now);
+        }
+    }
+
+    /// The preemption `muster_core::preempt` chooses at `now` for the work that has waited
+    /// for room past the delay and has no room kept for it yet, with the owners of the room
+    /// it keeps; none while one is in flight.
+    pub(super) fn choose(
+        &mut self,
+        now: Instant,
+        state: &ClusterState,
+        snapshot: &Snapshot,
+    ) -> Option<(Op, Vec<WorkId>)> {
+        let policy = self.policy.as_ref()?;
+        if self.preempt_in_flight {
+            return None;
+        }
+        let kept: BTreeSet<&WorkId> = state.reservations().iter().map(|r| &r.owner).collect();
+        let eligible: BTreeSet<WorkId> = self
+            .room_waits
+            .iter()
+            .filter(|(id, since)| {
+                now.saturating_duration_since(**since) >= policy.delay && !kept.contains(id)
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        if eligible.is_empty() {
+            return None;
+        }
+        // Prior work first; then, with capacities, ordinary work below its guarantee, of
+        // queues without room kept for them already.
+        let waits_for_guarantee: BTreeSet<WorkId> = eligible
+            .iter()
+            .filter(|id| match id {
+                WorkId::App(app) => state
+                    .apps()
+                    .get(app)
+                    .is_some_and(|a| !state.room_kept_for_queue(&a.desc.queue)),
+                WorkId::Driver(_) => false,
+            })
+            .cloned()
+            .collect();
+        let choose = |preempting| {
+            let eligible = match preempting {
+                Preempting::Prior => &eligible,
+                Preempting::BelowGuarantee => &waits_for_guarantee,
+            };
+            muster_core::preempt::choose(snapshot, eligible, policy.max_fraction, preempting)
+                .unwrap_or_else(|error| {
+                    panic!("the state gave an invalid scheduling snapshot: {error}")
+                })
+                .map(|chosen| (chosen, preempting))
+        };
+        let (chosen, preempting) = choose(Preempting::Prior).or_else(|| {
+            policy
+                .capacities
+                .then(|| choose(Preempting::BelowGuarantee))
+                .flatten()
+        })?;
+        let preempt = Preempt::chosen(chosen, millis(policy.grace));
+        let owners = preempt
+            .reservations
+            .iter()
+            .map(|r| r.owner.clone())
+            .collect();
+        let op = match preempting {
+            Preempting::Prior => Op::Preempt(preempt),
+            Preempting::BelowGuarantee => Op::PreemptForGuarantees(preempt),
+        };
+        self.preempt_in_flight = true;
+        Some((op, owners))
+    }
+
+    /// The preemption in flight was refused or not committed: a later pass chooses again.
+    pub(super) fn preempt_settled(&mut self) {
+        self.preempt_in_flight = false;
+    }
+
+    /// The preemption in flight was committed at `now`: its room is kept for `owners` for a
+    /// grace. The grace, which is also the victims' kill grace.
+    pub(super) fn preempted(&mut self, now: Instant, owners: Vec<WorkId>) -> Duration {
+        self.preempt_in_flight = false;
+        let grace = self.keep_for();
+        let until = now + grace;
+        for owner in owners {
+            self.kept.insert(owner, until);
+        }
+        grace
+    }
+}
