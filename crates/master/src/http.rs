@@ -22,9 +22,9 @@ use tonic::transport::Channel;
 
 use crate::listener::{Connections, Serving};
 use crate::metrics::Metrics;
-use crate::report::status_json;
 use crate::session::Sessions;
 use crate::ui;
+use crate::view::StatusView;
 use muster_raft::RaftNode;
 
 /// This master's own client API, and the credential to call it with.
@@ -71,7 +71,7 @@ pub(crate) async fn serve(
 
 type Failure = (StatusCode, String);
 
-async fn status(grpc: &Grpc) -> Result<Value, Failure> {
+async fn status(grpc: &Grpc) -> Result<StatusView, Failure> {
     let unavailable = |e: String| (StatusCode::SERVICE_UNAVAILABLE, e);
     let mut client = ClusterClient::new(grpc.channel.clone());
     let mut request = Request::new(StatusRequest { local: false });
@@ -80,7 +80,7 @@ async fn status(grpc: &Grpc) -> Result<Value, Failure> {
         .status(request)
         .await
         .map_err(|s| unavailable(s.message().to_owned()))?;
-    Ok(status_json(&reply.into_inner()))
+    Ok(StatusView::of(&reply.into_inner()))
 }
 
 /// The Prometheus text exposition of this replica's metrics.
@@ -96,7 +96,7 @@ async fn metrics(State(replica): State<Replica>) -> impl axum::response::IntoRes
 }
 
 async fn json(State(grpc): State<Grpc>) -> Result<Json<Value>, Failure> {
-    status(&grpc).await.map(Json)
+    status(&grpc).await.map(|view| Json(view.to_json()))
 }
 
 async fn page(State(grpc): State<Grpc>) -> Result<Html<String>, Failure> {

@@ -1,10 +1,14 @@
-//! The status pages (Spark's master UI), rendered with `maud` from the status JSON that
-//! `/json` serves: an overview (a summary, each queue's use against its limits, workers,
+//! The status pages (Spark's master UI), rendered with `maud` from the status view that
+//! `/json` serves as JSON: an overview (a summary, each queue's use against its limits, workers,
 //! applications, drivers and masters), and a page for one application (its executors) and
 //! for one driver. Every page refreshes itself every few seconds.
 
+use std::fmt::Display;
+
 use maud::{DOCTYPE, Markup, html};
-use serde_json::Value;
+use muster_proto::v1::{DriverState, WorkerState};
+
+use crate::view::{AppView, DriverView, QueueRow, StatusView, WorkerView};
 
 /// How often a page reloads itself, in seconds.
 const REFRESH_S: u32 = 5;
@@ -33,93 +37,86 @@ fn page(title: &str, body: Markup) -> Markup {
     }
 }
 
-/// A JSON value as table text: strings as they are, null as nothing.
-fn text(value: &Value) -> String {
-    match value {
-        Value::Null => String::new(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn number(value: &Value) -> u64 {
-    value.as_u64().unwrap_or(0)
-}
-
-fn list(value: &Value) -> &[Value] {
-    value.as_array().map_or(&[], Vec::as_slice)
+/// An optional value as table text: nothing when unset.
+fn or_blank<T: Display>(value: Option<T>) -> String {
+    value.map(|v| v.to_string()).unwrap_or_default()
 }
 
 /// The overview of the cluster.
-pub(crate) fn overview(status: &Value) -> Markup {
-    let workers = list(&status["workers"]);
-    let alive: Vec<&Value> = workers.iter().filter(|w| w["state"] == "ALIVE").collect();
-    let sum = |field: &str| alive.iter().map(|w| number(&w[field])).sum::<u64>();
-    let (cores, cores_used) = (sum("cores"), sum("cores_used"));
-    let (memory, memory_used) = (sum("memory_mb"), sum("memory_used_mb"));
-    let apps = list(&status["apps"]);
-    let completed_apps = list(&status["completed_apps"]);
-    let drivers = list(&status["drivers"]);
-    let running_drivers = drivers.iter().filter(|d| d["state"] == "RUNNING").count();
+pub(crate) fn overview(status: &StatusView) -> Markup {
+    let workers = &status.workers;
+    let alive: Vec<&WorkerView> = workers
+        .iter()
+        .filter(|w| w.state == WorkerState::Alive)
+        .collect();
+    let cores: u64 = alive.iter().map(|w| u64::from(w.cores)).sum();
+    let cores_used: u64 = alive.iter().map(|w| u64::from(w.cores_used)).sum();
+    let memory: u64 = alive.iter().map(|w| w.memory_mb).sum();
+    let memory_used: u64 = alive.iter().map(|w| w.memory_used_mb).sum();
+    let drivers = &status.drivers;
+    let running_drivers = drivers
+        .iter()
+        .filter(|d| d.state == DriverState::Running)
+        .count();
     let ended_drivers = drivers
         .iter()
-        .filter(|d| !matches!(d["state"].as_str(), Some("SUBMITTED" | "RUNNING")))
+        .filter(|d| !matches!(d.state, DriverState::Submitted | DriverState::Running))
         .count();
     page(
         "Muster",
         html! {
             h1 { "Muster" }
             p.summary {
-                span { "leader " (text(&status["leader"])) }
-                span { "term " (text(&status["term"])) }
-                span { (text(&status["recovery_state"])) }
+                span { "leader " (status.leader) }
+                span { "term " (status.term) }
+                span { (status.recovery_state.name()) }
                 span { "workers " (alive.len()) " ALIVE of " (workers.len()) }
                 span { "cores " (cores_used) " / " (cores) }
                 span { "memory " (memory_used) " / " (memory) " MB" }
-                span { "applications " (apps.len()) " running, " (completed_apps.len()) " completed" }
+                span { "applications " (status.apps.len()) " running, " (status.completed_apps.len()) " completed" }
                 span { "drivers " (running_drivers) " running, " (ended_drivers) " ended" }
             }
-            (queues(status, cores))
+            (queues(&status.queues, cores))
             h2 { "Workers" }
             table {
                 tr { th { "id" } th { "host" } th { "state" } th { "cores" } th { "memory (MB)" } }
                 @for w in workers {
                     tr {
-                        td { (text(&w["id"])) }
-                        td { (text(&w["host"])) }
-                        td { @if w["draining"] == true { "DRAINING" } @else { (text(&w["state"])) } }
-                        td { (text(&w["cores_used"])) " / " (text(&w["cores"])) }
-                        td { (text(&w["memory_used_mb"])) " / " (text(&w["memory_mb"])) }
+                        td { (w.id) }
+                        td { (w.host) }
+                        td { @if w.draining { "DRAINING" } @else { (w.state.name()) } }
+                        td { (w.cores_used) " / " (w.cores) }
+                        td { (w.memory_used_mb) " / " (w.memory_mb) }
                     }
                 }
             }
             h2 { "Applications" }
             table {
                 tr { th { "id" } th { "name" } th { "user" } th { "queue" } th { "state" } th { "cores" } th { "executors" } th { "waiting" } }
-                @for a in apps {
+                @for a in &status.apps {
                     tr {
-                        td { a href={ "app/" (text(&a["id"])) } { (text(&a["id"])) } }
+                        td { a href={ "app/" (a.id) } { (a.id) } }
                         td { (name_linked_to_ui(a)) }
-                        td { (text(&a["user"])) }
-                        td { (text(&a["queue"])) }
-                        td { (text(&a["state"])) }
-                        td { (text(&a["cores_granted"])) }
-                        td { (list(&a["executors"]).len()) }
-                        td { (text(&a["waiting"])) }
+                        td { (or_blank(a.user.as_ref())) }
+                        td { (a.queue) }
+                        td { (a.state.name()) }
+                        td { (a.cores_granted) }
+                        td { (a.executors.len()) }
+                        td { (or_blank(a.waiting.as_ref())) }
                     }
                 }
             }
-            @if !completed_apps.is_empty() {
+            @if !status.completed_apps.is_empty() {
                 h2 { "Completed applications" }
                 table {
                     tr { th { "id" } th { "name" } th { "user" } th { "queue" } th { "state" } }
-                    @for a in completed_apps.iter().rev() {
+                    @for a in status.completed_apps.iter().rev() {
                         tr {
-                            td { (text(&a["id"])) }
-                            td { (text(&a["name"])) }
-                            td { (text(&a["user"])) }
-                            td { (text(&a["queue"])) }
-                            td { (text(&a["state"])) }
+                            td { (a.id) }
+                            td { (a.name) }
+                            td { (or_blank(a.user.as_ref())) }
+                            td { (a.queue) }
+                            td { (a.state.name()) }
                         }
                     }
                 }
@@ -129,24 +126,24 @@ pub(crate) fn overview(status: &Value) -> Markup {
             h2 { "Masters" }
             table {
                 tr { th { "id" } th { "address" } th { "role" } }
-                @for m in list(&status["members"]) {
+                @for m in &status.members {
                     tr {
-                        td { (text(&m["id"])) }
-                        td { (text(&m["addr"])) }
-                        td { (text(&m["role"])) @if m["silent"] == true { " (silent: not heard from)" } }
+                        td { (m.id) }
+                        td { (m.addr) }
+                        td { (m.role.name()) @if m.silent { " (silent: not heard from)" } }
                     }
                 }
             }
-            @if !list(&status["kept"]).is_empty() {
+            @if !status.kept.is_empty() {
                 h2 { "Room kept for prior work (preemption)" }
                 table {
                     tr { th { "for" } th { "worker" } th { "cores" } th { "memory (MB)" } }
-                    @for k in list(&status["kept"]) {
+                    @for k in &status.kept {
                         tr {
-                            td { (text(&k["owner"])) }
-                            td { (text(&k["worker"])) }
-                            td { (text(&k["cores"])) }
-                            td { (text(&k["memory_mb"])) }
+                            td { (k.owner) }
+                            td { (k.worker) }
+                            td { (k.cores) }
+                            td { (k.memory_mb) }
                         }
                     }
                 }
@@ -155,35 +152,24 @@ pub(crate) fn overview(status: &Value) -> Markup {
     )
 }
 
-/// Who may submit to queue `q`, besides the admins.
-fn submitters(q: &Value) -> String {
-    match q["submit"].as_array() {
-        Some(users) if users.iter().any(|u| u == "*") => "everyone".to_owned(),
-        Some(users) if users.is_empty() => "admins".to_owned(),
-        Some(users) => users.iter().map(text).collect::<Vec<_>>().join(", "),
-        None if q["prior"] == true => "admins".to_owned(),
-        None => "everyone".to_owned(),
-    }
-}
-
 /// The queue tree, each queue's executor cores (those below it, for a parent) against the
 /// ALIVE cores, with its guarantee and maximum marked: a prior leaf's work is served first;
 /// a normal queue gets up to its guarantee, borrows up to its maximum, and uses at most
 /// `threshold` of a worker that runs prior work.
-fn queues(status: &Value, cores: u64) -> Markup {
+fn queues(queues: &[QueueRow], cores: u64) -> Markup {
     let percent = |part: f64| format!("{:.1}%", (part * 100.0).clamp(0.0, 100.0));
-    let settings = |q: &Value| {
+    let settings = |q: &QueueRow| {
         let mut parts = Vec::new();
-        if q["prior"] == true {
+        if q.prior {
             parts.push("prior".to_owned());
         }
-        if !q["capacity"].is_null() {
-            parts.push(format!("capacity {}", text(&q["capacity"])));
+        if let Some(capacity) = q.capacity {
+            parts.push(format!("capacity {capacity:?}"));
         }
-        if q["prior"] != true {
-            parts.push(format!("max {}", text(&q["max_capacity"])));
-            if q["leaf"] != false {
-                parts.push(format!("threshold {}", text(&q["threshold"])));
+        if !q.prior {
+            parts.push(format!("max {:?}", q.max_capacity));
+            if q.leaf {
+                parts.push(format!("threshold {:?}", q.threshold));
             }
         }
         parts.join(", ")
@@ -192,24 +178,21 @@ fn queues(status: &Value, cores: u64) -> Markup {
         h2 { "Queues" }
         table {
             tr { th { "queue" } th { "settings" } th { "who may submit" } th { "executor cores" } th { "of the cluster" } }
-            @for q in list(&status["queues"]) {
-                @let held = number(&q["cores_used"]);
-                @let share = if cores == 0 { 0.0 } else { held as f64 / cores as f64 };
+            @for q in queues {
+                @let share = if cores == 0 { 0.0 } else { q.cores_used as f64 / cores as f64 };
                 tr {
-                    td style={ "padding-left:" (number(&q["depth"]) as f64 * 1.5 + 0.3) "em" } { (text(&q["name"])) }
+                    td style={ "padding-left:" (q.depth as f64 * 1.5 + 0.3) "em" } { (q.name) }
                     td { (settings(q)) }
-                    td { @if q["leaf"] == false { "(its leaves)" } @else { (submitters(q)) } }
-                    td { (held) " / " (cores) }
+                    td { @if q.leaf { (q.submitters()) } @else { "(its leaves)" } }
+                    td { (q.cores_used) " / " (cores) }
                     td {
                         span.bar title={ (percent(share)) " of the ALIVE cores" } {
                             span.used style={ "width:" (percent(share)) } {}
-                            @if let Some(guaranteed) = q["guaranteed_share"].as_f64() {
+                            @if let Some(guaranteed) = q.guaranteed_share {
                                 span.mark.guaranteed title="guaranteed" style={ "left:" (percent(guaranteed)) } {}
                             }
-                            @if q["prior"] != true {
-                                @if let Some(max) = q["max_share"].as_f64() {
-                                    span.mark title="max capacity" style={ "left:" (percent(max)) } {}
-                                }
+                            @if !q.prior {
+                                span.mark title="max capacity" style={ "left:" (percent(q.max_share)) } {}
                             }
                         }
                     }
@@ -219,20 +202,20 @@ fn queues(status: &Value, cores: u64) -> Markup {
     }
 }
 
-fn drivers_table(drivers: &[Value]) -> Markup {
+fn drivers_table(drivers: &[DriverView]) -> Markup {
     html! {
         table {
             tr { th { "id" } th { "name" } th { "user" } th { "queue" } th { "state" } th { "worker" } th { "exit code" } th { "waiting" } }
             @for d in drivers {
                 tr {
-                    td { a href={ "driver/" (text(&d["id"])) } { (text(&d["id"])) } }
-                    td { (text(&d["name"])) }
-                    td { (text(&d["user"])) }
-                    td { (text(&d["queue"])) }
-                    td { (text(&d["state"])) }
-                    td { (text(&d["worker"])) }
-                    td { (text(&d["exit_code"])) }
-                    td { (text(&d["waiting"])) }
+                    td { a href={ "driver/" (d.id) } { (d.id) } }
+                    td { (d.name) }
+                    td { (or_blank(d.user.as_ref())) }
+                    td { (d.queue) }
+                    td { (d.state.name()) }
+                    td { (or_blank(d.worker.as_ref())) }
+                    td { (or_blank(d.exit_code)) }
+                    td { (or_blank(d.waiting.as_ref())) }
                 }
             }
         }
@@ -240,49 +223,49 @@ fn drivers_table(drivers: &[Value]) -> Markup {
 }
 
 /// An application's name, linked to its own UI when it gave one (as Spark's master page does).
-fn name_linked_to_ui(app: &Value) -> Markup {
-    match app["ui_address"].as_str() {
-        Some(ui) => html! { a href=(ui) { (text(&app["name"])) } },
-        None => html! { (text(&app["name"])) },
+fn name_linked_to_ui(app: &AppView) -> Markup {
+    match &app.ui_address {
+        Some(ui) => html! { a href=(ui) { (app.name) } },
+        None => html! { (app.name) },
     }
 }
 
 /// The page of application `id`, if the status has it.
-pub(crate) fn app(status: &Value, id: &str) -> Option<Markup> {
-    let app = list(&status["apps"]).iter().find(|a| a["id"] == id)?;
+pub(crate) fn app(status: &StatusView, id: &str) -> Option<Markup> {
+    let app = status.apps.iter().find(|a| a.id == id)?;
     Some(page(
         id,
         html! {
             p { a href="../" { "Muster" } }
             h1 { "Application " (id) }
             p.summary {
-                span { "name " (text(&app["name"])) }
-                span { "user " (text(&app["user"])) }
-                span { "queue " (text(&app["queue"])) }
-                span { (text(&app["state"])) }
-                span { "cores " (text(&app["cores_granted"])) }
+                span { "name " (app.name) }
+                span { "user " (or_blank(app.user.as_ref())) }
+                span { "queue " (app.queue) }
+                span { (app.state.name()) }
+                span { "cores " (app.cores_granted) }
             }
-            @if let Some(ui) = app["ui_address"].as_str() {
+            @if let Some(ui) = &app.ui_address {
                 p { "Its own UI: " a href=(ui) { (ui) } }
             }
-            @if !app["waiting"].is_null() { p { "Waiting: " (text(&app["waiting"])) } }
+            @if let Some(waiting) = &app.waiting { p { "Waiting: " (waiting) } }
             h2 { "Executors" }
             table {
                 tr {
                     th { "id" } th { "worker" } th { "state" } th { "cores" } th { "memory (MB)" }
                     th { "memory used (MB)" } th { "CPU (s)" } th { "pid" } th { "output" }
                 }
-                @for e in list(&app["executors"]) {
+                @for e in &app.executors {
                     tr {
-                        td { (text(&e["id"])) }
-                        td { (text(&e["worker"])) }
-                        td { (text(&e["state"])) }
-                        td { (text(&e["cores"])) }
-                        td { (text(&e["memory_mb"])) }
-                        td { (text(&e["usage"]["memory_mb"])) }
-                        td { (text(&e["usage"]["cpu_seconds"])) }
-                        td { (text(&e["pid"])) }
-                        td { code { "muster logs " (id) "/" (text(&e["id"])) } }
+                        td { (e.id) }
+                        td { (e.worker) }
+                        td { (e.state.name()) }
+                        td { (e.cores) }
+                        td { (e.memory_mb) }
+                        td { (or_blank(e.usage.map(|u| u.memory_mb))) }
+                        td { (or_blank(e.usage.and_then(|u| u.cpu_seconds))) }
+                        td { (or_blank(e.pid)) }
+                        td { code { "muster logs " (id) "/" (e.id) } }
                     }
                 }
             }
@@ -291,19 +274,30 @@ pub(crate) fn app(status: &Value, id: &str) -> Option<Markup> {
 }
 
 /// The page of driver `id`, if the status has it.
-pub(crate) fn driver(status: &Value, id: &str) -> Option<Markup> {
-    let driver = list(&status["drivers"]).iter().find(|d| d["id"] == id)?;
+pub(crate) fn driver(status: &StatusView, id: &str) -> Option<Markup> {
+    let d = status.drivers.iter().find(|d| d.id == id)?;
+    let rows = [
+        ("name", d.name.clone()),
+        ("user", or_blank(d.user.as_ref())),
+        ("queue", d.queue.clone()),
+        ("state", d.state.name().to_owned()),
+        ("worker", or_blank(d.worker.as_ref())),
+        ("pid", or_blank(d.pid)),
+        ("exit code", or_blank(d.exit_code)),
+        ("exit reason", or_blank(d.exit_reason)),
+        ("waiting", or_blank(d.waiting.as_ref())),
+        ("memory used (MB)", or_blank(d.usage.map(|u| u.memory_mb))),
+        ("CPU (s)", or_blank(d.usage.and_then(|u| u.cpu_seconds))),
+    ];
     Some(page(
         id,
         html! {
             p { a href="../" { "Muster" } }
             h1 { "Driver " (id) }
             table {
-                @for field in ["name", "user", "queue", "state", "worker", "pid", "exit_code", "waiting"] {
-                    tr { th { (field) } td { (text(&driver[field])) } }
+                @for (field, value) in rows {
+                    tr { th { (field) } td { (value) } }
                 }
-                tr { th { "memory used (MB)" } td { (text(&driver["usage"]["memory_mb"])) } }
-                tr { th { "CPU (s)" } td { (text(&driver["usage"]["cpu_seconds"])) } }
             }
             p { "Its output: " code { "muster logs " (id) } " (" code { "--stderr" } ", "
                 code { "--follow" } ")." }
@@ -313,43 +307,116 @@ pub(crate) fn driver(status: &Value, id: &str) -> Option<Markup> {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use muster_proto::v1::{
+        AccessList, AppState, AppStatus, DriverStatus, ExecutorState, ExecutorStatus, Member,
+        MemberRole, ProcessUsage, Queue, RecoveryState, Resources, StatusReply, WorkerStatus,
+    };
 
-    use super::{app, driver, overview};
+    use super::*;
 
-    fn status() -> serde_json::Value {
-        json!({
-            "leader": 2, "term": 7, "recovery_state": "ALIVE",
-            "members": [{"id": 2, "addr": "m2:7077", "role": "leader", "silent": false},
-                        {"id": 3, "addr": "m3:7077", "role": "follower", "silent": true}],
-            "workers": [
-                {"id": "w1", "host": "h1", "state": "ALIVE", "draining": false,
-                 "cores": 8, "cores_used": 6, "memory_mb": 8192, "memory_used_mb": 2048},
-                {"id": "w2", "host": "h2", "state": "ALIVE", "draining": true,
-                 "cores": 8, "cores_used": 0, "memory_mb": 8192, "memory_used_mb": 0},
+    fn resources(cores: u32, memory_mb: u64) -> Option<Resources> {
+        Some(Resources {
+            cores,
+            memory_mb,
+            ..Resources::default()
+        })
+    }
+
+    fn status() -> StatusView {
+        let worker = |id: &str, cores_used, memory_used_mb, draining| WorkerStatus {
+            id: id.into(),
+            host: id.replace('w', "h"),
+            state: WorkerState::Alive.into(),
+            capacity: resources(8, 8192),
+            used: resources(cores_used, memory_used_mb),
+            draining,
+            ..WorkerStatus::default()
+        };
+        let executor = |id, state: ExecutorState, pid| ExecutorStatus {
+            id,
+            worker: "w1".into(),
+            resources: resources(2, 512),
+            state: state.into(),
+            pid,
+            ..ExecutorStatus::default()
+        };
+        let queue = |name: &str, prior, threshold, capacity| Queue {
+            name: name.into(),
+            prior,
+            threshold,
+            max_capacity: 1.0,
+            capacity: Some(capacity),
+            ..Queue::default()
+        };
+        StatusView::of(&StatusReply {
+            leader: 2,
+            term: 7,
+            recovery_state: RecoveryState::Alive.into(),
+            members: vec![
+                Member {
+                    id: 2,
+                    addr: "m2:7077".into(),
+                    role: MemberRole::Leader.into(),
+                    silent: false,
+                },
+                Member {
+                    id: 3,
+                    addr: "m3:7077".into(),
+                    role: MemberRole::Follower.into(),
+                    silent: true,
+                },
             ],
-            "apps": [{"id": "app-1", "name": "etl", "user": "alice", "queue": "team.batch", "state": "RUNNING",
-                      "cores_granted": 4, "waiting": null,
-                      "ui_address": "http://h0:4040", "executors": [
-                {"id": 0, "worker": "w1", "cores": 2, "memory_mb": 512, "state": "RUNNING", "pid": 41,
-                 "usage": {"memory_mb": 300, "cpu_seconds": 12.5}},
-                {"id": 1, "worker": "w1", "cores": 2, "memory_mb": 512, "state": "LAUNCHING", "pid": null},
-            ]}],
-            "completed_apps": [{"id": "app-0", "name": "old", "user": "bob", "queue": "default", "state": "FINISHED"}],
-            "drivers": [{"id": "driver-1", "name": "d", "user": null, "queue": "default", "state": "FINISHED",
-                         "worker": "w1", "pid": 40, "exit_code": 0, "waiting": null}],
-            "queues": [
-                {"name": "team", "prior": false, "threshold": 1.0, "max_capacity": 1.0,
-                 "capacity": 0.5, "submit": null, "administer": [],
-                 "depth": 0, "leaf": false, "guaranteed_share": 0.5, "max_share": 1.0, "cores_used": 4},
-                {"name": "team.batch", "prior": false, "threshold": 0.8, "max_capacity": 1.0,
-                 "capacity": 1.0, "submit": null, "administer": [],
-                 "depth": 1, "leaf": true, "guaranteed_share": 0.5, "max_share": 1.0, "cores_used": 4},
-                {"name": "prod", "prior": true, "threshold": 1.0, "max_capacity": 1.0,
-                 "capacity": 0.5, "submit": ["alice", "bob"], "administer": [],
-                 "depth": 0, "leaf": true, "guaranteed_share": 0.5, "max_share": 1.0, "cores_used": 0},
+            workers: vec![worker("w1", 6, 2048, false), worker("w2", 0, 0, true)],
+            apps: vec![AppStatus {
+                id: "app-1".into(),
+                name: "etl".into(),
+                user: "alice".into(),
+                queue: "team.batch".into(),
+                state: AppState::Running.into(),
+                cores_granted: 4,
+                ui_address: "http://h0:4040".into(),
+                executors: vec![
+                    ExecutorStatus {
+                        usage: Some(ProcessUsage {
+                            memory_bytes: 300 << 20,
+                            cpu_ms: Some(12_500),
+                            ..ProcessUsage::default()
+                        }),
+                        ..executor(0, ExecutorState::Running, 41)
+                    },
+                    executor(1, ExecutorState::Launching, 0),
+                ],
+                ..AppStatus::default()
+            }],
+            completed_apps: vec![AppStatus {
+                id: "app-0".into(),
+                name: "old".into(),
+                user: "bob".into(),
+                queue: "default".into(),
+                state: AppState::Finished.into(),
+                ..AppStatus::default()
+            }],
+            drivers: vec![DriverStatus {
+                id: "driver-1".into(),
+                name: "d".into(),
+                queue: "default".into(),
+                state: DriverState::Finished.into(),
+                worker: "w1".into(),
+                pid: 40,
+                exit_code: Some(0),
+                ..DriverStatus::default()
+            }],
+            queues: vec![
+                queue("team", false, 1.0, 0.5),
+                queue("team.batch", false, 0.8, 1.0),
+                Queue {
+                    submit: Some(AccessList {
+                        users: vec!["alice".into(), "bob".into()],
+                    }),
+                    ..queue("prod", true, 1.0, 0.5)
+                },
             ],
-            "kept": [],
+            ..StatusReply::default()
         })
     }
 
@@ -394,7 +461,7 @@ mod tests {
             "{page}"
         );
         let page = driver(&status(), "driver-1").unwrap().into_string();
-        assert!(page.contains("<th>exit_code</th><td>0</td>"), "{page}");
+        assert!(page.contains("<th>exit code</th><td>0</td>"), "{page}");
         assert!(app(&status(), "app-9").is_none());
         assert!(driver(&status(), "driver-9").is_none());
     }

@@ -239,6 +239,20 @@ macro_rules! states {
                 name.strip_prefix($prefix).unwrap_or(name)
             }
         }
+
+        named!($proto);
+    };
+}
+
+/// Serializes a wire enum as its short name ([`name`](v1::WorkerState::name)), as the status
+/// JSON shows it.
+macro_rules! named {
+    ($proto:ident) => {
+        impl serde::Serialize for v1::$proto {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.name())
+            }
+        }
     };
 }
 
@@ -286,6 +300,9 @@ impl v1::RecoveryState {
         name.strip_prefix("RECOVERY_STATE_").unwrap_or(name)
     }
 }
+
+named!(RecoveryState);
+named!(MemberRole);
 
 impl v1::MemberRole {
     /// The role in lower case, as tables show it: `leader`.

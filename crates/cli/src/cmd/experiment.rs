@@ -21,6 +21,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use muster_master::view::StatusView;
 use muster_proto::v1::StatusRequest;
 use serde_json::json;
 
@@ -214,10 +215,7 @@ pub fn run(args: PriorityArgs) -> Result<String, CliError> {
         scale: &scale,
         runner: &runner,
     };
-    experiment.wait_for(|s| {
-        s["workers"].as_array().is_some_and(|w| w.len() == 4)
-            && s["queues"].as_array().is_some_and(|q| q.len() == 3)
-    })?;
+    experiment.wait_for(|s| s.workers.len() == 4 && s.queues.len() == 3)?;
 
     let mut runs: BTreeMap<&str, Runs> = BTreeMap::new();
     let mut order = Vec::new();
@@ -308,17 +306,17 @@ struct Experiment<'a> {
 }
 
 impl Experiment<'_> {
-    fn status(&self) -> Result<serde_json::Value, CliError> {
+    fn status(&self) -> Result<StatusView, CliError> {
         let reply = self.runtime.block_on(
             self.cluster
                 .masters
                 .call(async |mut c| c.status(StatusRequest { local: false }).await),
         )?;
-        Ok(muster_master::status_json(&reply))
+        Ok(StatusView::of(&reply))
     }
 
     /// Waits until `done` holds for the status, at most a minute.
-    fn wait_for(&self, done: impl Fn(&serde_json::Value) -> bool) -> Result<(), CliError> {
+    fn wait_for(&self, done: impl Fn(&StatusView) -> bool) -> Result<(), CliError> {
         let start = Instant::now();
         while !done(&self.status()?) {
             if start.elapsed() > Duration::from_secs(60) {
@@ -334,15 +332,12 @@ impl Experiment<'_> {
     /// Whether a pi application not in `seen` is registered now; it joins `seen`.
     fn new_pi(&self, seen: &mut std::collections::BTreeSet<String>) -> Result<bool, CliError> {
         let status = self.status()?;
-        let new = status["apps"]
-            .as_array()
+        let new = status
+            .apps
             .into_iter()
-            .flatten()
-            .filter(|a| a["name"] == "pi")
-            .filter_map(|a| a["id"].as_str())
-            .find(|id| !seen.contains(*id))
-            .map(str::to_owned);
-        Ok(new.is_some_and(|id| seen.insert(id)))
+            .filter(|a| a.name == "pi")
+            .find(|a| !seen.contains(&a.id));
+        Ok(new.is_some_and(|a| seen.insert(a.id)))
     }
 
     /// `job` as a child reaching this cluster: `muster job run` of a job file, or
@@ -440,14 +435,7 @@ impl Experiment<'_> {
                 jobs.push((number, Instant::now(), self.start(number, &long)?));
             }
             // Full load: both long jobs hold all 8 cores.
-            self.wait_for(|s| {
-                s["workers"].as_array().is_some_and(|w| {
-                    w.iter()
-                        .map(|w| w["cores_used"].as_u64().unwrap_or(0))
-                        .sum::<u64>()
-                        == 8
-                })
-            })?;
+            self.wait_for(|s| s.workers.iter().map(|w| w.cores_used).sum::<u32>() == 8)?;
         }
         let pi = Job {
             name: "pi",
@@ -475,9 +463,8 @@ impl Experiment<'_> {
             if loaded {
                 let status = self.status()?;
                 let mut held: BTreeMap<String, u64> = BTreeMap::new();
-                for app in status["apps"].as_array().into_iter().flatten() {
-                    let queue = app["queue"].as_str().unwrap_or_default().to_owned();
-                    *held.entry(queue).or_default() += app["cores_granted"].as_u64().unwrap_or(0);
+                for app in status.apps {
+                    *held.entry(app.queue).or_default() += app.cores_granted;
                 }
                 samples.push((start.elapsed().as_secs_f64(), held));
             }
@@ -503,7 +490,7 @@ impl Experiment<'_> {
             std::thread::sleep(Duration::from_millis(250));
         }
         // The next scenario starts on an idle cluster.
-        self.wait_for(|s| s["apps"].as_array().is_some_and(Vec::is_empty))?;
+        self.wait_for(|s| s.apps.is_empty())?;
         Ok((turnarounds, long, finished))
     }
 }

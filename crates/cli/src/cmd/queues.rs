@@ -34,7 +34,7 @@ pub fn run(args: QueuesArgs) -> Result<String, CliError> {
     let Some(path) = args.set else {
         let status = status::fetch(&args.masters, false)?;
         if args.json {
-            return Ok(muster_master::status_json(&status)["queues"].to_string());
+            return Ok(status.to_json()["queues"].to_string());
         }
         return Ok(render::queues(&status).trim_end().to_owned());
     };

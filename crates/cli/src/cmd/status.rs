@@ -4,7 +4,8 @@
 use std::fmt::Write as _;
 
 use clap::Args;
-use muster_proto::v1::{StatusReply, StatusRequest};
+use muster_master::view::StatusView;
+use muster_proto::v1::StatusRequest;
 
 use super::{MastersArg, runtime};
 use crate::error::CliError;
@@ -29,10 +30,11 @@ pub struct ReadArgs {
 /// # Errors
 ///
 /// No master answered.
-pub fn fetch(masters: &MastersArg, local: bool) -> Result<StatusReply, CliError> {
+pub fn fetch(masters: &MastersArg, local: bool) -> Result<StatusView, CliError> {
     let masters = masters.parse()?;
     let request = StatusRequest { local };
-    runtime()?.block_on(masters.call(async |mut c| c.status(request).await))
+    let reply = runtime()?.block_on(masters.call(async |mut c| c.status(request).await))?;
+    Ok(StatusView::of(&reply))
 }
 
 /// `muster status`: every part, under a header naming the leader.
@@ -43,13 +45,13 @@ pub fn fetch(masters: &MastersArg, local: bool) -> Result<StatusReply, CliError>
 pub fn run(args: ReadArgs) -> Result<String, CliError> {
     let status = fetch(&args.masters, args.local)?;
     if args.json {
-        return Ok(muster_master::status_json(&status).to_string());
+        return Ok(status.to_json().to_string());
     }
     let mut out = format!(
         "leader {}  term {}  {}",
         status.leader,
         status.term,
-        status.recovery_state().name()
+        status.recovery_state.name()
     );
     let sections = [
         ("MEMBERS", render::members(&status)),
@@ -71,11 +73,11 @@ pub fn run(args: ReadArgs) -> Result<String, CliError> {
 pub fn part(
     args: ReadArgs,
     key: &str,
-    table: fn(&StatusReply) -> String,
+    table: fn(&StatusView) -> String,
 ) -> Result<String, CliError> {
     let status = fetch(&args.masters, args.local)?;
     if args.json {
-        return Ok(muster_master::status_json(&status)[key].to_string());
+        return Ok(status.to_json()[key].to_string());
     }
     Ok(table(&status).trim_end().to_owned())
 }

@@ -1,0 +1,466 @@
+//! The cluster status as one typed view, built once from a status reply ([`StatusView::of`]).
+//! Serialized, it is the JSON `muster status --json` prints and the master's `/json` serves;
+//! the status pages and the client's tables read its fields.
+//!
+//! What is not set is `None` (`null` in JSON): a driver's worker before it is placed, a
+//! process id not reported yet, a reason for something that does not wait. Custom resources
+//! (`gpu`, ...) are a map by name, empty when none, as in `muster plan`'s snapshots; their
+//! addresses a map of lists by name. A process shows what it uses where its worker measures
+//! it (the leader's view: `None` in a follower's local status). States serialize as their
+//! short names (`ALIVE`, `RUNNING`).
+
+use std::collections::{BTreeMap, HashMap};
+
+use muster_core::access::QueueSpec;
+use muster_core::ids::QueueName;
+use muster_core::queues::{self, QueueView};
+use muster_proto::exit;
+use muster_proto::v1::{
+    self, AddressList, AppState, DriverState, ExecutorState, MemberRole, ProcessUsage,
+    RecoveryState, Resources, StatusReply, WorkerState,
+};
+use serde::Serialize;
+
+/// The whole status.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StatusView {
+    /// The leader's node id; 0 when none is known.
+    pub leader: u64,
+    /// The Raft term.
+    pub term: u64,
+    /// The index of the last entry the answering master applied.
+    pub applied_index: u64,
+    /// The leader's recovery.
+    pub recovery_state: RecoveryState,
+    /// The masters.
+    pub members: Vec<MemberView>,
+    /// Every worker the log knows.
+    pub workers: Vec<WorkerView>,
+    /// Active applications.
+    pub apps: Vec<AppView>,
+    /// Ended applications, the most recent last.
+    pub completed_apps: Vec<EndedAppView>,
+    /// Drivers, active and ended.
+    pub drivers: Vec<DriverView>,
+    /// The queue tree, parents before their children.
+    pub queues: Vec<QueueRow>,
+    /// Named users.
+    pub users: Vec<UserView>,
+    /// Room kept for work that preempted.
+    pub kept: Vec<KeptView>,
+}
+
+/// A master.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MemberView {
+    /// Its node id.
+    pub id: u64,
+    /// Its Raft address.
+    pub addr: String,
+    /// Leader, follower or learner.
+    pub role: MemberRole,
+    /// Whether the leader has not heard from it lately.
+    pub silent: bool,
+}
+
+/// A worker.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WorkerView {
+    /// Its id.
+    pub id: String,
+    /// Its host.
+    pub host: String,
+    /// ALIVE, DEAD or DECOMMISSIONED.
+    pub state: WorkerState,
+    /// Whether it is being drained.
+    pub draining: bool,
+    /// Its cores.
+    pub cores: u32,
+    /// Cores granted there.
+    pub cores_used: u32,
+    /// Its memory in MB.
+    pub memory_mb: u64,
+    /// Memory granted there, in MB.
+    pub memory_used_mb: u64,
+    /// Its custom resources, by name.
+    pub resources: BTreeMap<String, u32>,
+    /// Custom resources granted there, by name.
+    pub resources_used: BTreeMap<String, u32>,
+    /// The addresses it named, by resource.
+    pub addresses: BTreeMap<String, Vec<String>>,
+}
+
+/// An active application.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AppView {
+    /// Its id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// Its queue.
+    pub queue: String,
+    /// Who submitted it, when a named user did.
+    pub user: Option<String>,
+    /// WAITING or RUNNING.
+    pub state: AppState,
+    /// Cores its executors hold.
+    pub cores_granted: u64,
+    /// Why it waits for more, if it does.
+    pub waiting: Option<String>,
+    /// Its own web UI, if it gave one.
+    pub ui_address: Option<String>,
+    /// Its executors.
+    pub executors: Vec<ExecutorView>,
+}
+
+/// An executor.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ExecutorView {
+    /// Its id in its application.
+    pub id: u32,
+    /// Its worker.
+    pub worker: String,
+    /// Its cores.
+    pub cores: u32,
+    /// Its memory in MB.
+    pub memory_mb: u64,
+    /// Its custom resources, by name.
+    pub resources: BTreeMap<String, u32>,
+    /// The addresses it holds, by resource.
+    pub addresses: BTreeMap<String, Vec<String>>,
+    /// LAUNCHING, RUNNING, or how it ended.
+    pub state: ExecutorState,
+    /// Its process id, once reported.
+    pub pid: Option<u32>,
+    /// What it uses, where measured.
+    pub usage: Option<UsageView>,
+}
+
+/// An ended application.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EndedAppView {
+    /// Its id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// Its queue.
+    pub queue: String,
+    /// Who submitted it, when a named user did.
+    pub user: Option<String>,
+    /// How it ended.
+    pub state: AppState,
+}
+
+/// A driver.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DriverView {
+    /// Its id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// Its queue.
+    pub queue: String,
+    /// Who submitted it, when a named user did.
+    pub user: Option<String>,
+    /// SUBMITTED, RUNNING, RELAUNCHING, or how it ended.
+    pub state: DriverState,
+    /// Where it runs or ran, once placed.
+    pub worker: Option<String>,
+    /// Its process id, once reported.
+    pub pid: Option<u32>,
+    /// What it uses, where measured.
+    pub usage: Option<UsageView>,
+    /// The addresses it holds, by resource.
+    pub addresses: BTreeMap<String, Vec<String>>,
+    /// Its exit code, once it exited.
+    pub exit_code: Option<i32>,
+    /// What its exit code means, where Muster gave it one.
+    pub exit_reason: Option<&'static str>,
+    /// Why it waits, if it does.
+    pub waiting: Option<String>,
+}
+
+/// What a process uses.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct UsageView {
+    /// Memory in MB, as grants count it.
+    pub memory_mb: u64,
+    /// CPU time in seconds, where its worker counts it.
+    pub cpu_seconds: Option<f64>,
+}
+
+/// A queue: its settings, and its place and use in the tree.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct QueueRow {
+    /// Its dotted path.
+    pub name: String,
+    /// Whether its work is served first (and may preempt).
+    pub prior: bool,
+    /// The share of a prior-hosting worker its work may use.
+    pub threshold: f64,
+    /// Its maximum share of its parent.
+    pub max_capacity: f64,
+    /// Its guaranteed share of its parent, when the queues have capacities.
+    pub capacity: Option<f64>,
+    /// Who may submit besides the admins; `None`: everyone (admins only, for a prior queue).
+    pub submit: Option<Vec<String>>,
+    /// Who may administer it besides the admins.
+    pub administer: Vec<String>,
+    /// How many active apps and drivers one user may have in it.
+    pub max_per_user: Option<u32>,
+    /// How many parents it has.
+    pub depth: usize,
+    /// Whether it takes work.
+    pub leaf: bool,
+    /// Its guaranteed share of the ALIVE cores, when the queues have capacities.
+    pub guaranteed_share: Option<f64>,
+    /// The share of the ALIVE cores its work may hold.
+    pub max_share: f64,
+    /// Executor cores held below it.
+    pub cores_used: u64,
+    /// Executor memory held below it, in MB.
+    pub memory_used_mb: u64,
+}
+
+impl QueueRow {
+    /// Who may submit to it besides the admins, in words: `everyone`, `admins` or the names.
+    pub fn submitters(&self) -> String {
+        match &self.submit {
+            Some(users) if users.iter().any(|u| u == "*") => "everyone".to_owned(),
+            Some(users) if users.is_empty() => "admins".to_owned(),
+            Some(users) => users.join(", "),
+            None if self.prior => "admins".to_owned(),
+            None => "everyone".to_owned(),
+        }
+    }
+}
+
+/// A named user.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct UserView {
+    /// Their name.
+    pub name: String,
+    /// Whether they administer the cluster.
+    pub admin: bool,
+    /// Whether their credentials are revoked.
+    pub revoked: bool,
+    /// Their credentials' generation.
+    pub generation: u64,
+}
+
+/// Room kept for work that preempted.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KeptView {
+    /// The driver or application it is kept for.
+    pub owner: String,
+    /// Where.
+    pub worker: String,
+    /// Its cores.
+    pub cores: u32,
+    /// Its memory in MB.
+    pub memory_mb: u64,
+    /// Its custom resources, by name.
+    pub resources: BTreeMap<String, u32>,
+    /// When it goes to its owner, by the leader's clock when it was kept.
+    pub until_ms: u64,
+}
+
+impl StatusView {
+    /// The view of `status`.
+    pub fn of(status: &StatusReply) -> Self {
+        Self {
+            leader: status.leader,
+            term: status.term,
+            applied_index: status.applied_index,
+            recovery_state: status.recovery_state(),
+            members: status.members.iter().map(member).collect(),
+            workers: status.workers.iter().map(worker).collect(),
+            apps: status.apps.iter().map(app).collect(),
+            completed_apps: status.completed_apps.iter().map(ended_app).collect(),
+            drivers: status.drivers.iter().map(driver).collect(),
+            queues: status
+                .queues
+                .iter()
+                .zip(queue_views(status))
+                .map(|(q, view)| queue(q, view))
+                .collect(),
+            users: status.users.iter().map(user).collect(),
+            kept: status.kept.iter().map(kept).collect(),
+        }
+    }
+
+    /// The view as JSON.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("a status view is always JSON")
+    }
+}
+
+fn member(m: &v1::Member) -> MemberView {
+    MemberView {
+        id: m.id,
+        addr: m.addr.clone(),
+        role: m.role(),
+        silent: m.silent,
+    }
+}
+
+fn worker(w: &v1::WorkerStatus) -> WorkerView {
+    let (capacity, used) = (
+        w.capacity.clone().unwrap_or_default(),
+        w.used.clone().unwrap_or_default(),
+    );
+    WorkerView {
+        id: w.id.clone(),
+        host: w.host.clone(),
+        state: w.state(),
+        draining: w.draining,
+        cores: capacity.cores,
+        cores_used: used.cores,
+        memory_mb: capacity.memory_mb,
+        memory_used_mb: used.memory_mb,
+        resources: custom(&capacity),
+        resources_used: custom(&used),
+        addresses: addresses(&w.addresses),
+    }
+}
+
+fn app(a: &v1::AppStatus) -> AppView {
+    AppView {
+        id: a.id.clone(),
+        name: a.name.clone(),
+        queue: a.queue.clone(),
+        user: set(&a.user),
+        state: a.state(),
+        cores_granted: a.cores_granted,
+        waiting: set(&a.waiting),
+        ui_address: set(&a.ui_address),
+        executors: a.executors.iter().map(executor).collect(),
+    }
+}
+
+fn executor(e: &v1::ExecutorStatus) -> ExecutorView {
+    let resources = e.resources.clone().unwrap_or_default();
+    ExecutorView {
+        id: e.id,
+        worker: e.worker.clone(),
+        cores: resources.cores,
+        memory_mb: resources.memory_mb,
+        resources: custom(&resources),
+        addresses: addresses(&e.addresses),
+        state: e.state(),
+        pid: (e.pid != 0).then_some(e.pid),
+        usage: e.usage.as_ref().map(usage),
+    }
+}
+
+fn ended_app(a: &v1::AppStatus) -> EndedAppView {
+    EndedAppView {
+        id: a.id.clone(),
+        name: a.name.clone(),
+        queue: a.queue.clone(),
+        user: set(&a.user),
+        state: a.state(),
+    }
+}
+
+fn driver(d: &v1::DriverStatus) -> DriverView {
+    DriverView {
+        id: d.id.clone(),
+        name: d.name.clone(),
+        queue: d.queue.clone(),
+        user: set(&d.user),
+        state: d.state(),
+        worker: set(&d.worker),
+        pid: (d.pid != 0).then_some(d.pid),
+        usage: d.usage.as_ref().map(usage),
+        addresses: addresses(&d.addresses),
+        exit_code: d.exit_code,
+        exit_reason: d.exit_code.and_then(exit::reason),
+        waiting: set(&d.waiting),
+    }
+}
+
+fn queue(q: &v1::Queue, view: QueueView) -> QueueRow {
+    QueueRow {
+        name: q.name.clone(),
+        prior: q.prior,
+        threshold: q.threshold,
+        max_capacity: q.max_capacity,
+        capacity: q.capacity,
+        submit: q.submit.as_ref().map(|list| list.users.clone()),
+        administer: q.administer.clone(),
+        max_per_user: q.max_per_user,
+        depth: view.depth,
+        leaf: view.leaf,
+        guaranteed_share: view.guaranteed_share,
+        max_share: view.max_share,
+        cores_used: view.cores_used,
+        memory_used_mb: view.memory_used_mb,
+    }
+}
+
+fn user(u: &v1::User) -> UserView {
+    UserView {
+        name: u.name.clone(),
+        admin: u.admin,
+        revoked: u.revoked,
+        generation: u.generation,
+    }
+}
+
+fn kept(k: &v1::KeptRoom) -> KeptView {
+    let resources = k.resources.clone().unwrap_or_default();
+    KeptView {
+        owner: k.owner.clone(),
+        worker: k.worker.clone(),
+        cores: resources.cores,
+        memory_mb: resources.memory_mb,
+        resources: custom(&resources),
+        until_ms: k.until_ms,
+    }
+}
+
+/// The status's queues in the tree, with the executor cores and memory held below each.
+fn queue_views(status: &StatusReply) -> Vec<QueueView> {
+    let mut used_by_leaf: BTreeMap<QueueName, (u64, u64)> = BTreeMap::new();
+    for app in &status.apps {
+        let used = used_by_leaf.entry(app.queue.as_str().into()).or_default();
+        for executor in &app.executors {
+            let resources = executor.resources.clone().unwrap_or_default();
+            used.0 += u64::from(resources.cores);
+            used.1 += resources.memory_mb;
+        }
+    }
+    let configs: Vec<_> = status
+        .queues
+        .iter()
+        .map(|q| QueueSpec::from(q).split().0)
+        .collect();
+    queues::views(&configs, &used_by_leaf)
+}
+
+/// A wire string that is empty when not set.
+fn set(value: &str) -> Option<String> {
+    (!value.is_empty()).then(|| value.to_owned())
+}
+
+/// What a process uses: memory in MB (as grants count it) and CPU time in seconds.
+fn usage(usage: &ProcessUsage) -> UsageView {
+    UsageView {
+        memory_mb: usage.memory_bytes / (1024 * 1024),
+        cpu_seconds: usage.cpu_ms.map(|ms| ms as f64 / 1000.0),
+    }
+}
+
+/// Resource addresses by name, in name order.
+fn addresses(lists: &HashMap<String, AddressList>) -> BTreeMap<String, Vec<String>> {
+    lists
+        .iter()
+        .map(|(name, list)| (name.clone(), list.addresses.clone()))
+        .collect()
+}
+
+/// The custom amounts of `resources`, by name.
+fn custom(resources: &Resources) -> BTreeMap<String, u32> {
+    resources.custom.clone().into_iter().collect()
+}
