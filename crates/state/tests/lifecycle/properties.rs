@@ -8,20 +8,25 @@
 //! applying them one entry each.
 //! ACCESS: a named user's request with a revoked or unknown credential, or a non-admin's
 //! change to the cluster itself, is always refused; what a named user submits is theirs.
+//!
+//! The sequences hold every op but `Batch` (which the group-commit property builds), and a
+//! preemption chosen from the state it applies to, for prior work or for guarantees, is
+//! always accepted.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use muster_core::access::QueueSpec;
 use muster_core::ids::{ExecutorId, QueueName, WorkId};
 use muster_core::ids::{Term, Timestamp};
 use muster_core::model::{PassConfig, WorkerSelection};
 use muster_core::preempt::Preempting;
-use muster_core::resources::Resources;
+use muster_core::resources::{ResourceAddresses, Resources};
 use muster_state::commands::{
     AddUser, AppFinished, ApplyPlan, By, DecommissionWorker, DrainWorker, DriverStateChanged,
-    ExecutorStateChanged, KillApp, KillDriver, KillExecutors, Preempt, QueueSettings,
-    RegisterWorker, RevokeUser, SetExecutorLimit, SetQueues, SubmitApp, SubmitDriver, WorkerLost,
-    set_queues_op,
+    ExecutorStateChanged, GrantReservations, KillApp, KillDriver, KillExecutors, Preempt,
+    QueueSettings, RegisterWorker, Restore, RevokeUser, SetExecutorLimit, SetQueues, SubmitApp,
+    SubmitDriver, WorkerLost, set_queues_op,
 };
 use muster_state::model::{AppState, DriverState, ExecutorState};
 use muster_state::{ClusterState, Command, Op, Outcome};
@@ -38,6 +43,8 @@ enum Action {
         cores: u32,
         memory_units: u64,
         gpus: u32,
+        /// Whether it names its GPUs' addresses (`g0`, `g1`, ...) rather than numbering them.
+        named: bool,
     },
     Lose {
         worker: u8,
@@ -64,6 +71,18 @@ enum Action {
     Preempt {
         grace_ms: u64,
     },
+    /// The preemption it chooses for every app of an ordinary queue below its guarantee.
+    PreemptForGuarantees {
+        grace_ms: u64,
+    },
+    /// Room kept for one owner (or for all of them) granted.
+    Grant {
+        owner: u8,
+        all: bool,
+    },
+    /// The snapshot of a cluster that ran work restored (refused unless nothing was ever
+    /// submitted here).
+    Restore,
     KillDriver {
         driver: u8,
     },
@@ -126,7 +145,7 @@ enum Action {
 
 fn action() -> impl Strategy<Value = Action> {
     prop_oneof![
-        4 => (0..6u8, small(16), small(16).prop_map(u64::from), 0..3u32).prop_map(|(worker, cores, memory_units, gpus)| Action::Register { worker, cores, memory_units, gpus }),
+        4 => (0..6u8, small(16), small(16).prop_map(u64::from), 0..3u32, any::<bool>()).prop_map(|(worker, cores, memory_units, gpus, named)| Action::Register { worker, cores, memory_units, gpus, named }),
         1 => any::<u8>().prop_map(|worker| Action::Lose { worker }),
         1 => any::<u8>().prop_map(|worker| Action::Decommission { worker }),
         4 => (0..3u8, prop::option::of(small(10)), prop::option::of(small(4)), small(4).prop_map(|m| u64::from(m) * 256), prop::option::of(0..5u32))
@@ -134,6 +153,9 @@ fn action() -> impl Strategy<Value = Action> {
         2 => (0..3u8, small(3), any::<bool>()).prop_map(|(queue, cores, supervise)| Action::SubmitDriver { queue, cores, supervise }),
         1 => any::<u8>().prop_map(|app| Action::KillApp { app }),
         4 => (0..4000u64).prop_map(|grace_ms| Action::Preempt { grace_ms }),
+        2 => (0..4000u64).prop_map(|grace_ms| Action::PreemptForGuarantees { grace_ms }),
+        2 => (any::<u8>(), any::<bool>()).prop_map(|(owner, all)| Action::Grant { owner, all }),
+        1 => Just(Action::Restore),
         1 => any::<u8>().prop_map(|driver| Action::KillDriver { driver }),
         1 => (any::<u8>(), prop::option::of(0..4u32)).prop_map(|(app, limit)| Action::SetLimit { app, limit }),
         1 => (any::<u8>(), prop::collection::vec(0..6u32, 0..3)).prop_map(|(app, executors)| Action::KillExecutors { app, executors }),
@@ -239,17 +261,30 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
             cores,
             memory_units,
             gpus,
-        } => Op::RegisterWorker(RegisterWorker {
-            id: format!("w{worker}").as_str().into(),
-            host: "h".into(),
-            address: "h:1".into(),
-            resources: Resources::new(cores, memory_units * 512).with_custom(if gpus > 0 {
-                [("gpu".to_string(), gpus)].into()
+            named,
+        } => {
+            let worker = RegisterWorker {
+                id: format!("w{worker}").as_str().into(),
+                host: "h".into(),
+                address: "h:1".into(),
+                resources: Resources::new(cores, memory_units * 512).with_custom(if gpus > 0 {
+                    [("gpu".to_string(), gpus)].into()
+                } else {
+                    BTreeMap::new()
+                }),
+                fence_grace_ms: None,
+            };
+            let addresses = if named && gpus > 0 {
+                [(
+                    "gpu".to_owned(),
+                    (0..gpus).map(|g| format!("g{g}")).collect(),
+                )]
+                .into()
             } else {
-                BTreeMap::new()
-            }),
-            fence_grace_ms: None,
-        }),
+                ResourceAddresses::new()
+            };
+            worker.op(addresses)
+        }
         Action::Lose { worker } => Op::WorkerLost(WorkerLost {
             id: pick(&workers, worker)?,
             reason: "test".into(),
@@ -304,6 +339,34 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
                 .expect("the state gives a valid snapshot")?;
             Op::Preempt(Preempt::chosen(chosen, grace_ms))
         }
+        Action::PreemptForGuarantees { grace_ms } => {
+            let snapshot = state.scheduling_snapshot(PassConfig::default());
+            let eligible = snapshot
+                .apps
+                .iter()
+                .map(|a| WorkId::App(a.id.clone()))
+                .collect();
+            let chosen =
+                muster_core::preempt::choose(&snapshot, &eligible, 1.0, Preempting::BelowGuarantee)
+                    .expect("the state gives a valid snapshot")?;
+            Op::PreemptForGuarantees(Preempt::chosen(chosen, grace_ms))
+        }
+        Action::Grant { owner, all } => {
+            let owners: Vec<WorkId> = state
+                .reservations()
+                .iter()
+                .map(|r| r.owner.clone())
+                .collect();
+            let owners = if all {
+                owners
+            } else {
+                vec![pick(&owners, owner)?]
+            };
+            Op::GrantReservations(GrantReservations { owners })
+        }
+        Action::Restore => Op::Restore(Restore {
+            snapshot: donor_snapshot().clone(),
+        }),
         Action::KillDriver { driver } => Op::KillDriver(KillDriver {
             id: pick(&drivers, driver)?,
         }),
@@ -431,6 +494,69 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
     })
 }
 
+/// The snapshot of a cluster that ran work: two workers (one naming its GPUs), prior and
+/// capacity queues, an app with executors running, a driver placed and one waiting.
+fn donor_snapshot() -> &'static Vec<u8> {
+    static SNAPSHOT: OnceLock<Vec<u8>> = OnceLock::new();
+    SNAPSHOT.get_or_init(|| {
+        let mut donor = Cluster::new();
+        let actions = [
+            Action::Register {
+                worker: 0,
+                cores: 8,
+                memory_units: 8,
+                gpus: 2,
+                named: true,
+            },
+            Action::Register {
+                worker: 1,
+                cores: 4,
+                memory_units: 4,
+                gpus: 0,
+                named: false,
+            },
+            Action::SetQueues {
+                prior: true,
+                threshold: 8,
+                legacy: false,
+                prod_submit: None,
+                max_per_user: None,
+                prod_capacity: Some(6),
+            },
+            Action::SubmitApp {
+                queue: 2,
+                cores_max: Some(6),
+                executor_cores: Some(2),
+                memory_mb: 512,
+                limit: None,
+            },
+            Action::SubmitDriver {
+                queue: 1,
+                cores: 1,
+                supervise: true,
+            },
+            Action::Schedule {
+                spread_out: true,
+                policy: 0,
+            },
+            Action::ExecutorReport {
+                app: 0,
+                executor: 0,
+                state: 1,
+                exit_code: None,
+            },
+            Action::SubmitDriver {
+                queue: 0,
+                cores: 16,
+                supervise: false,
+            },
+        ];
+        run(&mut donor, &actions);
+        assert!(!donor.state.apps().is_empty() && donor.state.drivers().len() == 2);
+        donor.state.encode_snapshot()
+    })
+}
+
 /// Checks what a named user's request did against who they are in `before`: a revoked,
 /// unknown or stale credential and a non-admin's change to the cluster are refused; a
 /// submission that went through is recorded as theirs.
@@ -476,7 +602,7 @@ fn check_access(before: &ClusterState, after: &ClusterState, by: &By, accepted: 
 fn run(cluster: &mut Cluster, actions: &[Action]) {
     for action in actions {
         if let Some(op) = resolve(&cluster.state, action) {
-            let preempt = matches!(op, Op::Preempt(_));
+            let preempt = matches!(op, Op::Preempt(_) | Op::PreemptForGuarantees(_));
             let before = matches!(op, Op::By(_)).then(|| (cluster.state.clone(), op.clone()));
             let result = cluster.apply(op);
             assert!(
