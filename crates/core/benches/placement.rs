@@ -21,6 +21,7 @@ use criterion::{BenchmarkId, Criterion};
 use muster_core::model::{
     AppRequest, DriverRequest, QueueConfig, Snapshot, Worker, WorkerSelection, WorkerState,
 };
+use muster_core::resources::Resources;
 use muster_core::{Plan, spark_reference};
 
 const SIZES: [usize; 3] = [100, 1_000, 10_000];
@@ -53,16 +54,12 @@ fn workers(count: usize, rng: &mut Lcg) -> Vec<Worker> {
             Worker {
                 id: format!("worker-{i:05}").as_str().into(),
                 host: format!("node-{i:05}"),
-                cores,
-                memory_mb,
-                cores_used,
-                memory_used_mb: u64::from(cores_used) * 4096,
-                resources: if gpus > 0 {
+                capacity: Resources::new(cores, memory_mb).with_custom(if gpus > 0 {
                     [("gpu".to_string(), gpus)].into()
                 } else {
                     Default::default()
-                },
-                resources_used: Default::default(),
+                }),
+                used: Resources::new(cores_used, u64::from(cores_used) * 4096),
                 state: if rng.chance(5) {
                     WorkerState::Dead
                 } else {
@@ -126,9 +123,7 @@ fn mixed(worker_count: usize) -> Snapshot {
     let drivers = (0..worker_count / 100)
         .map(|i| DriverRequest {
             id: format!("driver-{i:05}").as_str().into(),
-            cores: 1 + rng.below(2) as u32,
-            memory_mb: 1024 * (1 + rng.below(4)),
-            resources: Default::default(),
+            need: Resources::new(1 + rng.below(2) as u32, 1024 * (1 + rng.below(4))),
             queue: ["prod", "default"][rng.below(2) as usize].into(),
         })
         .collect();

@@ -31,7 +31,7 @@ pub(crate) fn place_drivers(
     };
     let mut running = snapshot.running_drivers;
     for driver in prior_first(&snapshot.drivers, queues, |d| &d.queue) {
-        let need = &driver.need();
+        let need = &driver.need;
         let admission = queues.admission(&driver.queue);
         let placed = match config.max_drivers {
             Some(max) if running >= max => Err(WaitReason::MaxDrivers { max }),

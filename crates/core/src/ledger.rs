@@ -30,13 +30,13 @@ pub(crate) struct Ledger<'a> {
 impl<'a> Ledger<'a> {
     /// The ledger of validated workers (usage within capacity).
     pub(crate) fn new(workers: &'a [Worker]) -> Self {
-        let capacity: Vec<Resources> = workers.iter().map(Worker::capacity).collect();
+        let capacity: Vec<Resources> = workers.iter().map(|w| w.capacity.clone()).collect();
         let free = workers
             .iter()
             .zip(&capacity)
             .map(|(w, capacity)| {
                 capacity
-                    .checked_sub(&w.used())
+                    .checked_sub(&w.used)
                     .expect("validation keeps usage within capacity")
             })
             .collect();

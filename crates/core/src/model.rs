@@ -198,61 +198,126 @@ impl fmt::Display for WorkerState {
 
 /// One worker: its capacity and what is already in use on it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(from = "WorkerFields", into = "WorkerFields")]
 pub struct Worker {
     /// Unique worker id.
     pub id: WorkerId,
     /// Host name, for people.
-    #[serde(default)]
     pub host: String,
-    /// Total cores, at least 1.
-    pub cores: u32,
-    /// Total memory in MB, at least 1.
-    pub memory_mb: u64,
-    /// Cores used by everything running on the worker (the apps' listed executors included).
-    #[serde(default)]
-    pub cores_used: u32,
-    /// Memory used by everything running on the worker.
-    #[serde(default)]
-    pub memory_used_mb: u64,
-    /// Custom resource capacity; an amount of 0 means none.
-    #[serde(default, deserialize_with = "nonzero_amounts")]
-    pub resources: ResourceAmounts,
-    /// Custom resources in use; every name must appear in `resources`.
-    #[serde(default, deserialize_with = "nonzero_amounts")]
-    pub resources_used: ResourceAmounts,
+    /// Its capacity: at least 1 core and 1 MB; a custom amount of 0 means none.
+    pub capacity: Resources,
+    /// What everything running on it uses (the apps' listed executors included); every
+    /// custom resource named must be in its capacity.
+    pub used: Resources,
     /// Liveness; only ALIVE workers receive work.
-    #[serde(default)]
     pub state: WorkerState,
     /// Whether the worker already runs a driver or executor of a prior queue.
-    #[serde(default)]
     pub hosts_prior: bool,
+}
+
+/// A [`Worker`] as a snapshot file writes it: its capacity as `cores`, `memory_mb` and
+/// `resources`, what is in use as `cores_used`, `memory_used_mb` and `resources_used`.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkerFields {
+    id: WorkerId,
+    #[serde(default)]
+    host: String,
+    cores: u32,
+    memory_mb: u64,
+    #[serde(default)]
+    cores_used: u32,
+    #[serde(default)]
+    memory_used_mb: u64,
+    #[serde(default, deserialize_with = "nonzero_amounts")]
+    resources: ResourceAmounts,
+    #[serde(default, deserialize_with = "nonzero_amounts")]
+    resources_used: ResourceAmounts,
+    #[serde(default)]
+    state: WorkerState,
+    #[serde(default)]
+    hosts_prior: bool,
+}
+
+impl From<WorkerFields> for Worker {
+    fn from(fields: WorkerFields) -> Self {
+        Self {
+            id: fields.id,
+            host: fields.host,
+            capacity: Resources::new(fields.cores, fields.memory_mb).with_custom(fields.resources),
+            used: Resources::new(fields.cores_used, fields.memory_used_mb)
+                .with_custom(fields.resources_used),
+            state: fields.state,
+            hosts_prior: fields.hosts_prior,
+        }
+    }
+}
+
+impl From<Worker> for WorkerFields {
+    fn from(worker: Worker) -> Self {
+        Self {
+            id: worker.id,
+            host: worker.host,
+            cores: worker.capacity.cores,
+            memory_mb: worker.capacity.memory_mb,
+            cores_used: worker.used.cores,
+            memory_used_mb: worker.used.memory_mb,
+            resources: worker.capacity.custom,
+            resources_used: worker.used.custom,
+            state: worker.state,
+            hosts_prior: worker.hosts_prior,
+        }
+    }
 }
 
 /// A driver waiting for a worker (Spark's cluster deploy mode).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(from = "DriverRequestFields", into = "DriverRequestFields")]
 pub struct DriverRequest {
     /// Unique driver id.
     pub id: DriverId,
-    /// Cores the driver needs (Spark's default: 1).
-    #[serde(default = "default_driver_cores")]
-    pub cores: u32,
-    /// Memory the driver needs in MB (Spark's default: 1024).
-    #[serde(default = "default_memory_mb")]
-    pub memory_mb: u64,
-    /// Custom resources the driver needs.
-    #[serde(default, deserialize_with = "nonzero_amounts")]
-    pub resources: ResourceAmounts,
+    /// What the driver needs from a worker: cores (Spark's default: 1), memory in MB
+    /// (Spark's default: 1024) and custom resources.
+    pub need: Resources,
     /// The queue the driver was submitted to.
-    #[serde(default)]
     pub queue: QueueName,
 }
 
-impl DriverRequest {
-    /// What the driver needs from a worker.
-    pub fn need(&self) -> Resources {
-        Resources::new(self.cores, self.memory_mb).with_custom(self.resources.clone())
+/// A [`DriverRequest`] as a snapshot file writes it: `cores`, `memory_mb` and `resources`
+/// (custom, absent when none).
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DriverRequestFields {
+    id: DriverId,
+    #[serde(default = "default_driver_cores")]
+    cores: u32,
+    #[serde(default = "default_memory_mb")]
+    memory_mb: u64,
+    #[serde(default, deserialize_with = "nonzero_amounts")]
+    resources: ResourceAmounts,
+    #[serde(default)]
+    queue: QueueName,
+}
+
+impl From<DriverRequestFields> for DriverRequest {
+    fn from(fields: DriverRequestFields) -> Self {
+        Self {
+            id: fields.id,
+            need: Resources::new(fields.cores, fields.memory_mb).with_custom(fields.resources),
+            queue: fields.queue,
+        }
+    }
+}
+
+impl From<DriverRequest> for DriverRequestFields {
+    fn from(driver: DriverRequest) -> Self {
+        Self {
+            id: driver.id,
+            cores: driver.need.cores,
+            memory_mb: driver.need.memory_mb,
+            resources: driver.need.custom,
+            queue: driver.queue,
+        }
     }
 }
 
@@ -456,7 +521,7 @@ impl Snapshot {
         self.workers
             .iter()
             .filter(|w| w.state == WorkerState::Alive)
-            .map(|w| u64::from(w.cores))
+            .map(|w| u64::from(w.capacity.cores))
             .sum()
     }
 
@@ -494,7 +559,7 @@ impl Snapshot {
             format!("drivers[{i}].id")
         })?;
         for (i, driver) in self.drivers.iter().enumerate() {
-            driver.need().validate(format_args!("drivers[{i}]."))?;
+            driver.need.validate(format_args!("drivers[{i}]."))?;
             known_queue(format_args!("drivers[{i}].queue"), &driver.queue)?;
         }
 
@@ -553,46 +618,36 @@ pub fn validate_queues(queues: &[QueueConfig]) -> Result<(), InputError> {
 }
 
 impl Worker {
-    /// Its total resources.
-    pub fn capacity(&self) -> Resources {
-        Resources::new(self.cores, self.memory_mb).with_custom(self.resources.clone())
-    }
-
-    /// The resources in use on it.
-    pub fn used(&self) -> Resources {
-        Resources::new(self.cores_used, self.memory_used_mb)
-            .with_custom(self.resources_used.clone())
-    }
-
     /// Checks worker `i` of a snapshot.
     fn validate(&self, i: usize) -> Result<(), InputError> {
         let field = format_args!("workers[{i}]");
+        let (capacity, used) = (&self.capacity, &self.used);
         validate_amounts(
             format_args!("{field}."),
-            self.cores,
-            self.memory_mb,
-            &self.resources,
+            capacity.cores,
+            capacity.memory_mb,
+            &capacity.custom,
         )?;
-        if self.cores_used > self.cores {
+        if used.cores > capacity.cores {
             return refuse(
                 format_args!("{field}.cores_used"),
                 format!(
                     "{} exceeds the worker's {} cores",
-                    self.cores_used, self.cores
+                    used.cores, capacity.cores
                 ),
             );
         }
-        if self.memory_used_mb > self.memory_mb {
+        if used.memory_mb > capacity.memory_mb {
             return refuse(
                 format_args!("{field}.memory_used_mb"),
                 format!(
                     "{} exceeds the worker's {} MB",
-                    self.memory_used_mb, self.memory_mb
+                    used.memory_mb, capacity.memory_mb
                 ),
             );
         }
-        for (name, &used) in &self.resources_used {
-            let capacity = self.resources.get(name).copied().unwrap_or(0);
+        for (name, &used) in &used.custom {
+            let capacity = capacity.custom.get(name).copied().unwrap_or(0);
             if used > capacity {
                 return refuse(
                     format_args!("{field}.resources_used.{name}"),

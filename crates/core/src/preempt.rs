@@ -295,7 +295,7 @@ fn served(plan: &Plan, snapshot: &Snapshot, eligible: &BTreeSet<WorkId>) -> u64 
         .iter()
         .filter(|d| eligible.contains(&WorkId::Driver(d.driver.clone())))
         .filter_map(|d| snapshot.drivers.iter().find(|r| r.id == d.driver))
-        .map(|d| u64::from(d.cores))
+        .map(|d| u64::from(d.need.cores))
         .sum();
     let executors: u64 = plan
         .executors
@@ -313,7 +313,7 @@ fn reservations(plan: &Plan, snapshot: &Snapshot, eligible: &BTreeSet<WorkId>) -
         let id = WorkId::Driver(d.driver.clone());
         eligible
             .contains(&id)
-            .then(|| (id, d.worker.clone(), request.need()))
+            .then(|| (id, d.worker.clone(), request.need.clone()))
     });
     let executors = plan
         .executors
@@ -541,10 +541,7 @@ fn remove(snapshot: &mut Snapshot, victim: &Victim) {
         app.executors.retain(|e| e.id != Some(victim.executor));
     }
     if let Some(worker) = snapshot.workers.iter_mut().find(|w| w.id == victim.worker) {
-        let used = worker.used().saturating_sub(&victim.resources);
-        worker.cores_used = used.cores;
-        worker.memory_used_mb = used.memory_mb;
-        worker.resources_used = used.custom;
+        worker.used = worker.used.saturating_sub(&victim.resources);
     }
 }
 

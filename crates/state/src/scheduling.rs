@@ -15,12 +15,8 @@ impl ClusterState {
             .map(|w| core::Worker {
                 id: w.id.clone(),
                 host: w.host.clone(),
-                cores: w.capacity.cores,
-                memory_mb: w.capacity.memory_mb,
-                cores_used: w.used.cores,
-                memory_used_mb: w.used.memory_mb,
-                resources: w.capacity.custom.clone(),
-                resources_used: w.used.custom.clone(),
+                capacity: w.capacity.clone(),
+                used: w.used.clone(),
                 // A draining worker is offered nothing, as a decommissioned one; what it
                 // holds still counts.
                 state: if self.draining.contains_key(&w.id) {
@@ -48,9 +44,7 @@ impl ClusterState {
             .into_iter()
             .map(|d| core::DriverRequest {
                 id: d.id.clone(),
-                cores: d.desc.resources.cores,
-                memory_mb: d.desc.resources.memory_mb,
-                resources: d.desc.resources.custom.clone(),
+                need: d.desc.resources.clone(),
                 queue: d.desc.queue.clone(),
             })
             .collect();

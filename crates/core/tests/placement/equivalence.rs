@@ -141,20 +141,20 @@ fn worker() -> impl Strategy<Value = Worker> {
                 Worker {
                     id: "".into(),
                     host: String::new(),
-                    cores,
-                    memory_mb,
-                    cores_used: u32::from(used_cores) % (cores + 1) / 2,
-                    memory_used_mb: u64::from(used_memory) * memory_mb / 512,
-                    resources: if gpus > 0 {
+                    capacity: Resources::new(cores, memory_mb).with_custom(if gpus > 0 {
                         [("gpu".into(), gpus)].into()
                     } else {
                         BTreeMap::new()
-                    },
-                    resources_used: if gpus > 0 {
+                    }),
+                    used: Resources::new(
+                        u32::from(used_cores) % (cores + 1) / 2,
+                        u64::from(used_memory) * memory_mb / 512,
+                    )
+                    .with_custom(if gpus > 0 {
                         [("gpu".into(), u32::from(used_gpus) % (gpus + 1))].into()
                     } else {
                         BTreeMap::new()
-                    },
+                    }),
                     state,
                     hosts_prior,
                 }
@@ -207,11 +207,10 @@ fn driver() -> impl Strategy<Value = DriverRequest> {
     )
         .prop_map(|(queue, cores, memory_mb, gpus)| DriverRequest {
             id: "".into(),
-            cores,
-            memory_mb,
-            resources: gpus
-                .map(|g| [("gpu".to_string(), g)].into())
-                .unwrap_or_default(),
+            need: Resources::new(cores, memory_mb).with_custom(
+                gpus.map(|g| [("gpu".to_string(), g)].into())
+                    .unwrap_or_default(),
+            ),
             queue: queue.into(),
         })
 }
@@ -277,9 +276,9 @@ fn check_safety(snapshot: &Snapshot, plan: &Plan) -> Result<(), TestCaseError> {
             (
                 w.id.clone(),
                 (
-                    w.cores_used,
-                    w.memory_used_mb,
-                    w.resources_used.clone(),
+                    w.used.cores,
+                    w.used.memory_mb,
+                    w.used.custom.clone(),
                     w.hosts_prior,
                 ),
             )
@@ -301,24 +300,24 @@ fn check_safety(snapshot: &Snapshot, plan: &Plan) -> Result<(), TestCaseError> {
         for (name, amount) in resources {
             *entry.2.entry(name.clone()).or_insert(0) += amount;
             prop_assert!(
-                entry.2[name] <= w.resources.get(name).copied().unwrap_or(0),
+                entry.2[name] <= w.capacity.custom.get(name).copied().unwrap_or(0),
                 "{name} over-allocated on {}",
                 w.id
             );
         }
         prop_assert!(
-            entry.0 <= w.cores && entry.1 <= w.memory_mb,
+            entry.0 <= w.capacity.cores && entry.1 <= w.capacity.memory_mb,
             "{} over-allocated",
             w.id
         );
         if entry.3 && !q.prior {
             prop_assert!(
-                f64::from(entry.0) <= (q.threshold * f64::from(w.cores)).floor(),
+                f64::from(entry.0) <= (q.threshold * f64::from(w.capacity.cores)).floor(),
                 "core threshold broken on {}",
                 w.id
             );
             prop_assert!(
-                entry.1 as f64 <= (q.threshold * w.memory_mb as f64).floor(),
+                entry.1 as f64 <= (q.threshold * w.capacity.memory_mb as f64).floor(),
                 "memory threshold broken on {}",
                 w.id
             );
@@ -332,13 +331,19 @@ fn check_safety(snapshot: &Snapshot, plan: &Plan) -> Result<(), TestCaseError> {
             .iter()
             .find(|d| d.id == launch.driver)
             .unwrap();
-        place(&launch.worker, d.cores, d.memory_mb, &d.resources, &d.queue)?;
+        place(
+            &launch.worker,
+            d.need.cores,
+            d.need.memory_mb,
+            &d.need.custom,
+            &d.queue,
+        )?;
     }
     let total: u64 = snapshot
         .workers
         .iter()
         .filter(|w| w.state == WorkerState::Alive)
-        .map(|w| u64::from(w.cores))
+        .map(|w| u64::from(w.capacity.cores))
         .sum();
     // Executor cores below each queue, parents included: held before the pass, and granted
     // to normal queues by it.
@@ -442,9 +447,9 @@ proptest! {
         cores_max in any::<u32>(),
     ) {
         if let Some(worker) = snapshot.workers.first_mut() {
-            worker.cores = cores;
-            worker.memory_mb = memory_mb;
-            worker.cores_used = used;
+            worker.capacity.cores = cores;
+            worker.capacity.memory_mb = memory_mb;
+            worker.used.cores = used;
         }
         if let Some(app) = snapshot.apps.first_mut() {
             // Executors of at least a thousandth of the worker keep a pass's grants bounded.
@@ -477,7 +482,7 @@ proptest! {
         let Some(preemption) = first else { return Ok(()) };
         let alive: u64 = snapshot.workers.iter()
             .filter(|w| w.state == WorkerState::Alive)
-            .map(|w| u64::from(w.cores))
+            .map(|w| u64::from(w.capacity.cores))
             .sum();
         let taken: u64 = preemption
             .victims
@@ -518,7 +523,7 @@ proptest! {
         };
         let alive: u64 = snapshot.workers.iter()
             .filter(|w| w.state == WorkerState::Alive)
-            .map(|w| u64::from(w.cores))
+            .map(|w| u64::from(w.capacity.cores))
             .sum();
         let queues: BTreeMap<_, _> = snapshot.queues.iter().map(|q| (q.name.clone(), q)).collect();
         let guaranteed = |name: &str| -> u64 {

@@ -15,7 +15,11 @@ pub fn plan_json(bytes: &[u8]) {
         return;
     };
     let plan = muster_core::schedule(&snapshot);
-    let cores: u64 = snapshot.workers.iter().map(|w| u64::from(w.cores)).sum();
+    let cores: u64 = snapshot
+        .workers
+        .iter()
+        .map(|w| u64::from(w.capacity.cores))
+        .sum();
     match &plan {
         Err(error) => assert!(!error.to_string().is_empty()),
         Ok(_) if cores > REFERENCE_CORES => return,

@@ -227,9 +227,8 @@ impl goldenscript::Runner for Runner {
                 };
                 snapshot.workers.retain(|w| *w.id.0 != **id);
                 snapshot.workers.push(Worker {
-                    cores_used: used_cores.unwrap_or(0),
-                    memory_used_mb: used_mem.unwrap_or(0),
-                    resources: custom.clone(),
+                    capacity: Resources::new(*cores, *mem).with_custom(custom.clone()),
+                    used: Resources::new(used_cores.unwrap_or(0), used_mem.unwrap_or(0)),
                     state,
                     hosts_prior: prior.unwrap_or(false),
                     ..worker(id, *cores, *mem)
@@ -249,9 +248,8 @@ impl goldenscript::Runner for Runner {
                 custom,
             } => snapshot.drivers.push(DriverRequest {
                 id: id.as_str().into(),
-                cores: cores.unwrap_or(1),
-                memory_mb: mem.unwrap_or(1024),
-                resources: custom.clone(),
+                need: Resources::new(cores.unwrap_or(1), mem.unwrap_or(1024))
+                    .with_custom(custom.clone()),
                 queue: queue
                     .as_deref()
                     .map_or_else(QueueName::default, QueueName::from),
@@ -290,7 +288,7 @@ impl goldenscript::Runner for Runner {
                     .find(|w| *w.id.0 == **worker)
                     .ok_or_else(|| format!("no worker {worker}"))?;
                 for (name, amount) in custom {
-                    *host.resources_used.entry(name.clone()).or_default() += amount;
+                    *host.used.custom.entry(name.clone()).or_default() += amount;
                 }
                 let app = snapshot
                     .apps

@@ -4,6 +4,7 @@ use muster_core::ids::QueueName;
 use muster_core::model::{
     AppRequest, DriverRequest, QueueConfig, Snapshot, Worker, WorkerSelection, WorkerState,
 };
+use muster_core::resources::Resources;
 use muster_core::{Plan, spark_reference};
 
 /// A worker with nothing running.
@@ -11,12 +12,8 @@ pub fn worker(id: &str, cores: u32, memory_mb: u64) -> Worker {
     Worker {
         id: id.into(),
         host: format!("host-{id}"),
-        cores,
-        memory_mb,
-        cores_used: 0,
-        memory_used_mb: 0,
-        resources: Default::default(),
-        resources_used: Default::default(),
+        capacity: Resources::new(cores, memory_mb),
+        used: Resources::default(),
         state: WorkerState::Alive,
         hosts_prior: false,
     }
@@ -38,9 +35,7 @@ pub fn app(id: &str) -> AppRequest {
 pub fn driver(id: &str, cores: u32, memory_mb: u64) -> DriverRequest {
     DriverRequest {
         id: id.into(),
-        cores,
-        memory_mb,
-        resources: Default::default(),
+        need: Resources::new(cores, memory_mb),
         queue: QueueName::default(),
     }
 }
