@@ -1,7 +1,7 @@
 //! Placement scripts (`tests/placement/scripts`): a cluster snapshot built command by
 //! command, and scheduling passes over it. Every pass runs both the indexed placer and the
-//! literal port of Spark's loop and fails if their plans differ. Expectations come from the
-//! Spark reference and the queue design, not from runs.
+//! literal port of Spark's loop and fails if their plans differ. Expectations come from
+//! Spark's own sources and tests and the queue design, not from runs.
 //!
 //! Commands:
 //!
