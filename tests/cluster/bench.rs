@@ -25,6 +25,47 @@ fn submit_writes_as_many_times_as_asked_and_leaves_nothing_behind() {
         report["p50_ms"].as_f64() <= report["p99_ms"].as_f64(),
         "{report}"
     );
+    // Clients may share fewer connections, as HTTP/2 streams.
+    let shared = bench(
+        &masters,
+        &[
+            "submit",
+            "--clients",
+            "8",
+            "--connections",
+            "2",
+            "--requests",
+            "64",
+        ],
+    );
+    assert_eq!(
+        (
+            &shared["writes"],
+            &shared["clients"],
+            &shared["connections"]
+        ),
+        (&64.into(), &8.into(), &2.into()),
+        "{shared}"
+    );
+    for connections in ["0", "9"] {
+        let refused = Masters::client(
+            &masters.list_from(1),
+            &[
+                "bench",
+                "submit",
+                "--clients",
+                "8",
+                "--connections",
+                connections,
+            ],
+        );
+        assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+        assert!(
+            String::from_utf8_lossy(&refused.stderr)
+                .contains("--connections must be at least 1 and at most --clients"),
+            "{refused:?}"
+        );
+    }
     // Every submitted driver was killed right after.
     let status = masters.status(&masters.list_from(1));
     assert!(crate::support::driver_ids(&status).is_empty(), "{status}");

@@ -2,7 +2,8 @@
 //! README reports.
 //!
 //! `submit` sends driver submissions through the client API from `--clients` concurrent
-//! clients, each on its own connection to the leader, and kills each driver right after it
+//! clients over `--connections` connections to the leader (one each unless fewer are asked
+//! for: clients then share them, as HTTP/2 streams), and kills each driver right after it
 //! is accepted, so the cluster stays empty: every submission and every kill is one committed
 //! write. `etcd` puts 256-byte values into an etcd cluster the same way (connections spread
 //! over its members, as etcd's own benchmark does), through the same gRPC stack, for the
@@ -39,9 +40,13 @@ pub enum BenchCommand {
 /// How much load, and how to print what it measured.
 #[derive(Args)]
 pub struct Load {
-    /// Concurrent clients, each with its own connection.
+    /// Concurrent clients.
     #[arg(long, default_value_t = 64)]
     clients: usize,
+    /// Connections the clients share, each carrying clients in turn as HTTP/2 streams;
+    /// default: one per client.
+    #[arg(long)]
+    connections: Option<usize>,
     /// Writes in all, shared evenly among the clients.
     #[arg(long, default_value_t = 20_000)]
     requests: usize,
@@ -80,7 +85,7 @@ pub fn run(command: BenchCommand) -> Result<String, CliError> {
             check(&args.load)?;
             let measured = runtime()?.block_on(async {
                 let writers = muster_writers(&args).await?;
-                drive(writers, args.load.requests / args.load.clients).await
+                drive(writers, &args.load).await
             })?;
             Ok(measured.render("muster", args.load.json))
         }
@@ -88,7 +93,7 @@ pub fn run(command: BenchCommand) -> Result<String, CliError> {
             check(&args.load)?;
             let measured = runtime()?.block_on(async {
                 let writers = etcd_writers(&args).await?;
-                drive(writers, args.load.requests / args.load.clients).await
+                drive(writers, &args.load).await
             })?;
             Ok(measured.render("etcd", args.load.json))
         }
@@ -96,14 +101,33 @@ pub fn run(command: BenchCommand) -> Result<String, CliError> {
     }
 }
 
-/// Refuses a load that cannot be shared among its clients.
+/// Refuses a load that cannot be shared among its clients, or its clients among its
+/// connections.
 fn check(load: &Load) -> Result<(), CliError> {
     if load.clients == 0 || load.requests < load.clients {
         return Err(CliError::BadInput(
             "--clients must be at least 1 and at most --requests".to_owned(),
         ));
     }
+    if load.connections().is_none_or(|n| n > load.clients) {
+        return Err(CliError::BadInput(
+            "--connections must be at least 1 and at most --clients".to_owned(),
+        ));
+    }
     Ok(())
+}
+
+impl Load {
+    /// How many connections the clients share: `--connections`, or one per client;
+    /// `None` for zero.
+    fn connections(&self) -> Option<usize> {
+        Some(self.connections.unwrap_or(self.clients)).filter(|&n| n > 0)
+    }
+
+    /// Which of the connections client `client` uses: each in turn.
+    fn connection_of(&self, client: usize) -> usize {
+        client % self.connections().expect("checked")
+    }
 }
 
 /// One client's connection and what it does next.
@@ -169,7 +193,7 @@ fn bench_driver() -> SubmitDriverRequest {
     }
 }
 
-/// One connection to the leader per client.
+/// The clients, sharing their connections to the leader.
 async fn muster_writers(args: &SubmitBenchArgs) -> Result<Vec<Writer>, CliError> {
     let masters = args.masters.parse()?;
     let status = masters
@@ -180,47 +204,53 @@ async fn muster_writers(args: &SubmitBenchArgs) -> Result<Vec<Writer>, CliError>
         .iter()
         .find(|m| m.id == status.leader)
         .ok_or_else(|| CliError::Unavailable("no leader is known".to_owned()))?;
-    let mut writers = Vec::with_capacity(args.load.clients);
-    for _ in 0..args.load.clients {
-        let client = masters.connect(&leader.addr).await?;
-        writers.push(Writer::Muster {
-            client,
-            submitted: None,
-        });
+    let mut connections = Vec::new();
+    for _ in 0..args.load.connections().expect("checked") {
+        connections.push(masters.connect(&leader.addr).await?);
     }
-    Ok(writers)
+    Ok((0..args.load.clients)
+        .map(|c| Writer::Muster {
+            client: connections[args.load.connection_of(c)].clone(),
+            submitted: None,
+        })
+        .collect())
 }
 
-/// Connections spread over etcd's members; each client puts its own keys.
+/// Connections spread over etcd's members, shared by the clients; each client puts its
+/// own keys.
 async fn etcd_writers(args: &EtcdBenchArgs) -> Result<Vec<Writer>, CliError> {
     let endpoints: Vec<&str> = args.endpoints.split(',').map(str::trim).collect();
-    let mut writers = Vec::with_capacity(args.load.clients);
-    for c in 0..args.load.clients {
+    let mut connections = Vec::new();
+    for c in 0..args.load.connections().expect("checked") {
         let addr = endpoints[c % endpoints.len()];
         let channel = Endpoint::from_shared(format!("http://{addr}"))
             .map_err(|e| CliError::BadInput(format!("--endpoints: `{addr}`: {e}")))?
             .connect()
             .await
             .map_err(|e| CliError::Unavailable(format!("etcd at {addr}: {e}")))?;
-        writers.push(Writer::Etcd {
-            client: KvClient::new(channel),
-            key: (c as u64) << 40,
-        });
+        connections.push(channel);
     }
-    Ok(writers)
+    Ok((0..args.load.clients)
+        .map(|c| Writer::Etcd {
+            client: KvClient::new(connections[args.load.connection_of(c)].clone()),
+            key: (c as u64) << 40,
+        })
+        .collect())
 }
 
 /// What one run measured.
 struct Measured {
     clients: usize,
+    connections: usize,
     seconds: f64,
     /// Each write's latency, sorted.
     latencies: Vec<Duration>,
 }
 
-/// Has every writer make `each` writes, all at once; their latencies.
-async fn drive(writers: Vec<Writer>, each: usize) -> Result<Measured, CliError> {
+/// Has every writer make its share of `load`'s writes, all at once; their latencies.
+async fn drive(writers: Vec<Writer>, load: &Load) -> Result<Measured, CliError> {
     let clients = writers.len();
+    let each = load.requests / clients;
     let start = Instant::now();
     let tasks: Vec<_> = writers
         .into_iter()
@@ -247,6 +277,7 @@ async fn drive(writers: Vec<Writer>, each: usize) -> Result<Measured, CliError> 
     latencies.sort();
     Ok(Measured {
         clients,
+        connections: load.connections().expect("checked"),
         seconds,
         latencies,
     })
@@ -271,6 +302,7 @@ impl Measured {
             return json!({
                 "system": system,
                 "clients": self.clients,
+                "connections": self.connections,
                 "writes": writes,
                 "seconds": self.seconds,
                 "writes_per_s": rate,
@@ -281,10 +313,12 @@ impl Measured {
             .to_string();
         }
         format!(
-            "{:<8} {:>8} {:>8} {:>9} {:>10} {:>8} {:>8} {:>8}\n\
-             {system:<8} {:>8} {writes:>8} {:>9.2} {rate:>10.0} {p50:>8.2} {p99:>8.2} {max:>8.2}",
+            "{:<8} {:>8} {:>12} {:>8} {:>9} {:>10} {:>8} {:>8} {:>8}\n\
+             {system:<8} {:>8} {:>12} {writes:>8} {:>9.2} {rate:>10.0} {p50:>8.2} {p99:>8.2} \
+             {max:>8.2}",
             "system",
             "clients",
+            "connections",
             "writes",
             "seconds",
             "writes/s",
@@ -292,6 +326,7 @@ impl Measured {
             "p99 ms",
             "max ms",
             self.clients,
+            self.connections,
             self.seconds,
         )
     }
