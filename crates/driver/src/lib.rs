@@ -9,7 +9,9 @@
 //!   driver.
 //! * [`spec`]: the job file `muster job run` reads.
 //! * [`driver`]: the driver: serves its executors' task streams and runs the job file's
-//!   jobs on them, with the task scheduler.
+//!   jobs on them, with the task scheduler; what it does is decided by
+//!   [`driver::machine`], a state machine with time passed in that scripts drive
+//!   (`tests/driver/scripts`).
 //! * [`executor`]: `muster executor`, started by workers: runs the tasks its driver sends.
 
 pub mod app;

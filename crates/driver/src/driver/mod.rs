@@ -1,10 +1,10 @@
 //! The driver: runs a job file's jobs on the application's executors. This process is the
 //! driver (`muster job run`, Spark's client mode); it registers the application with the
 //! masters and serves the executors' task streams. What to do is decided by [`machine`], a
-//! state machine with time passed in, on top of the pure [`JobScheduler`](muster_core::
-//! tasks::jobs::JobScheduler): every second it offers all free cores (Spark's revive), after
-//! each task end the free cores of that executor, and it submits jobs at their `at_ms`. This
-//! module is its async shell: it turns streams, timers and the masters' word into
+//! state machine with time passed in, on top of the pure `muster_core::tasks` scheduler:
+//! every second it offers all free cores (Spark's revive), after each task end the free
+//! cores of that executor, and it submits jobs at their `at_ms`. This module is its async
+//! shell: it turns streams, timers and the masters' word into
 //! [`machine::Input`]s and carries out the [`machine::Order`]s.
 //!
 //! Executors authenticate with a credential of the driver's own random secret, and the
