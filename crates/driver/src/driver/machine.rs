@@ -91,6 +91,12 @@ pub enum Order {
         /// The attempt.
         task: TaskId,
     },
+    /// Close the stream `link` of an executor the driver no longer holds: the executor
+    /// stops its attempts and exits.
+    Close {
+        /// Its stream.
+        link: u64,
+    },
     /// Ask the masters (dynamic allocation: a new executor limit, or executors given back).
     Masters(Box<AppRequest>),
 }
@@ -393,7 +399,9 @@ impl Driver {
     /// An executor is gone: its running attempts run again elsewhere (counted against
     /// their tasks' retries only when the application caused the loss).
     fn lose_executor(&mut self, at: Timestamp, id: ExecutorId, loss: Loss) {
-        self.executors.remove(&id);
+        if let Some(link) = self.executors.remove(&id) {
+            self.orders.push(Order::Close { link });
+        }
         self.disconnected.remove(&id);
         let by_app = matches!(loss, Loss::ByApp(_));
         let (lost, ended) = self.scheduler.remove_executor(at, id, by_app);

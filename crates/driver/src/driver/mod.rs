@@ -412,7 +412,7 @@ pub async fn run(
                 break Ok("unfinished: the masters did not answer".to_owned());
             }
         };
-        carry_out(&mut driver, &streams, requests.as_ref(), orders);
+        carry_out(&mut driver, &mut streams, requests.as_ref(), orders);
         config.progress.send_if_modified(|progress| {
             let now = driver.progress();
             std::mem::replace(progress, now) != now
@@ -441,11 +441,12 @@ pub async fn run(
 /// The application's registration: its executors run `PROGRAM executor` and find this
 /// driver through their environment.
 /// Carries out the driver's orders: tasks to executors' streams (a stream that is gone is
-/// told back to the driver, and what it decides then carried out too), requests to the
-/// masters while the application is not being finished (a limit without room is told back).
+/// told back to the driver, and what it decides then carried out too), closes of streams of
+/// executors it no longer holds, and requests to the masters while the application is not
+/// being finished (a limit without room is told back).
 fn carry_out(
     driver: &mut Driver,
-    streams: &Streams,
+    streams: &mut Streams,
     requests: Option<&mpsc::Sender<AppRequest>>,
     orders: Vec<Order>,
 ) {
@@ -464,6 +465,11 @@ fn carry_out(
                     .get(&link)
                     .is_some_and(|stream| stream.send(Ok(message)).is_ok());
                 (!sent).then_some(Input::Unreachable(executor))
+            }
+            Order::Close { link } => {
+                // Dropping its sender ends the stream.
+                streams.remove(&link);
+                None
             }
             Order::Kill { link, task } => {
                 if let Some(stream) = streams.get(&link) {

@@ -2,7 +2,7 @@
 //! (`tests/driver/scripts`), with no streams and no clock: each script loads a job file from
 //! `tests/driver/files`, lets time pass, and feeds the driver what executors and the masters
 //! say. Every order the driver gives is printed: `link1 ← run t0 (stage 0, index 0, attempt
-//! 0)`, `link1 ← kill t3`, `masters ← limit 2`, `masters ← release [1]`.
+//! 0)`, `link1 ← kill t3`, `link1 ← close`, `masters ← limit 2`, `masters ← release [1]`.
 //!
 //! Commands:
 //!
@@ -228,6 +228,7 @@ fn render(orders: &[Order]) -> String {
                 task.task_id, task.partition, task.attempt
             ),
             Order::Kill { link, task } => writeln!(out, "link{link} ← kill t{}", task.0),
+            Order::Close { link } => writeln!(out, "link{link} ← close"),
             Order::Masters(request) => match request.as_ref() {
                 AppRequest::SetLimit(limit) => {
                     writeln!(out, "masters ← limit {:?}", limit.executor_limit)
