@@ -4,6 +4,7 @@
 use muster_driver::app::LinkError;
 use muster_master::MasterError;
 use muster_master::config::ConfigError;
+use muster_proto::masters::MastersError;
 use tonic::{Code, Status};
 
 /// Why a command failed.
@@ -77,6 +78,17 @@ impl From<MasterError> for CliError {
             | MasterError::AddressMismatch { .. }
             | MasterError::ClientSecretAlone => Self::BadInput(error.to_string()),
             _ => Self::Failed(error.to_string()),
+        }
+    }
+}
+
+impl From<MastersError> for CliError {
+    fn from(error: MastersError) -> Self {
+        match error {
+            MastersError::Empty => Self::BadInput(
+                "no masters given: use --masters HOST:PORT,... or MUSTER_MASTERS".to_owned(),
+            ),
+            MastersError::NotHostPort(_) => Self::BadInput(format!("--masters: {error}")),
         }
     }
 }

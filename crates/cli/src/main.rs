@@ -9,7 +9,6 @@
 //! * `output`: printing, and ending quietly once the reader has gone.
 //! * `error`: the one error type and its exit codes.
 
-mod client;
 mod cmd;
 mod error;
 mod output;

@@ -9,9 +9,8 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use muster_proto::auth::Credential;
 use muster_proto::discovery::{LeaderFinder, leader_hint, worth_retrying};
-use muster_proto::transport::Dialer;
+use muster_proto::masters::Masters;
 use muster_proto::v1::app_event::Body as Event;
 use muster_proto::v1::app_link_client::AppLinkClient;
 use muster_proto::v1::app_message::Body as Message;
@@ -28,17 +27,6 @@ const PATIENCE: Duration = Duration::from_secs(60);
 /// How long the leader may leave heartbeats unanswered before the link looks for a new one
 /// (below the masters' recovery timeout, so a frozen leader costs little).
 pub const LEADER_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// The masters an application talks to.
-#[derive(Clone, Debug)]
-pub struct MasterLink {
-    /// Their addresses.
-    pub addrs: Vec<String>,
-    /// The client credential.
-    pub credential: Credential,
-    /// How to connect.
-    pub dialer: Dialer,
-}
 
 /// What the link tells its owner.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,12 +77,12 @@ enum Detached {
 ///
 /// The masters refused the application, or none could be reached for a minute.
 pub async fn run(
-    masters: MasterLink,
+    masters: Masters,
     mut register: RegisterApp,
     mut requests: mpsc::Receiver<Message>,
     updates: mpsc::UnboundedSender<AppUpdate>,
 ) -> Result<String, LinkError> {
-    let mut finder = LeaderFinder::new(masters.addrs.clone());
+    let mut finder = LeaderFinder::new(masters.addrs().to_vec());
     let mut unreachable_since = Instant::now();
     let mut link = Attachment {
         masters: &masters,
@@ -135,7 +123,7 @@ pub async fn run(
 
 /// What attachments work with, and what carries over from one to the next.
 struct Attachment<'a> {
-    masters: &'a MasterLink,
+    masters: &'a Masters,
     register: &'a mut RegisterApp,
     /// Finishing was asked for: every attachment asks again until the application ends.
     finishing: bool,
@@ -154,7 +142,7 @@ impl Attachment<'_> {
     /// registered.
     async fn attach(&mut self, addr: &str) -> Result<Detached, LinkError> {
         let retry = |e: String| Ok(Detached::Retry(e));
-        let endpoint = match self.masters.dialer.endpoint(addr) {
+        let endpoint = match self.masters.dialer().endpoint(addr) {
             Ok(endpoint) => endpoint
                 .connect_timeout(LEADER_TIMEOUT)
                 .http2_keep_alive_interval(LEADER_TIMEOUT / 2)
@@ -186,7 +174,7 @@ impl Attachment<'_> {
                 .await
                 .map_err(|e| format!("{addr}: {e}"))?;
             let mut request = tonic::Request::new(ReceiverStream::new(outbound));
-            self.masters.credential.attach(request.metadata_mut());
+            self.masters.credential().attach(request.metadata_mut());
             Ok::<_, String>(AppLinkClient::new(channel).run(request).await)
         };
         let attached = match tokio::time::timeout(LEADER_TIMEOUT, attach).await {
@@ -196,7 +184,7 @@ impl Attachment<'_> {
         };
         let mut events = match attached {
             Ok(response) => response.into_inner(),
-            Err(status) if let Some(hint) = self.masters.dialer.mismatch(&status, addr) => {
+            Err(status) if let Some(hint) = self.masters.dialer().mismatch(&status, addr) => {
                 return Err(LinkError::Refused(Status::invalid_argument(hint)));
             }
             // Lost on the way (a transport error), or not the leader: never a reason to give

@@ -8,6 +8,7 @@
 //! * [`convert`]: every conversion between messages and Muster's own types.
 //! * [`exit`]: exit codes that say more than a program's own.
 //! * [`discovery`]: the one way to find the leading master.
+//! * [`masters`]: the masters a client talks to, and calls that find the one that answers.
 //! * [`rest_token`]: the tokens of the Spark REST gateway.
 //! * [`transport`]: every connection, plain or TLS against the cluster's CA.
 
@@ -15,6 +16,7 @@ pub mod auth;
 pub mod convert;
 pub mod discovery;
 pub mod exit;
+pub mod masters;
 pub mod rest_token;
 pub mod transport;
 

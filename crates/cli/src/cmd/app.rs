@@ -25,9 +25,9 @@ use super::{
     MastersArg, WorkArgs, parse_environment, parse_resources, program, runtime, stop_signal,
     terminate_signal,
 };
-use crate::client::{Masters, request_id};
 use crate::error::CliError;
 use crate::output;
+use muster_proto::masters::{Masters, request_id};
 
 /// `muster app run`.
 #[derive(Args)]
@@ -175,7 +175,7 @@ async fn follow(
     let (requests, received) = mpsc::channel(16);
     read_commands(requests.clone(), matches!(format, Format::Json));
     let (updates, mut printed) = mpsc::unbounded_channel();
-    let link = muster_driver::app::run(masters.link(), register, received, updates);
+    let link = muster_driver::app::run(masters, register, received, updates);
     let mut link = std::pin::pin!(link);
     // A program's link ends with its input or on SIGTERM; Ctrl-C is meant for the program
     // (it cancels a job in spark-shell), so it is caught and left alone.

@@ -15,9 +15,9 @@ use super::runtime;
 use muster_proto::auth::{Role, Secret};
 use muster_proto::transport::TlsFiles;
 
-use crate::client::Masters;
 use crate::error::CliError;
 use crate::output;
+use muster_proto::masters::Masters;
 
 /// `muster dev`.
 #[derive(Args)]

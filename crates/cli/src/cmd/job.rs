@@ -17,9 +17,9 @@ use muster_driver::spec::JobFile;
 use tokio::sync::watch;
 
 use super::{MastersArg, runtime, stop_signal};
-use crate::client::request_id;
 use crate::error::CliError;
 use crate::output;
+use muster_proto::masters::request_id;
 
 /// The environment variable carrying a job file's text to a driver in cluster mode.
 pub const JOB_SPEC_VARIABLE: &str = "MUSTER_JOB_SPEC";
@@ -68,7 +68,7 @@ pub fn run(args: JobRunArgs) -> Result<String, CliError> {
     let (progress, watched) = watch::channel(Progress::default());
     let config = DriverConfig {
         file,
-        masters: masters.link(),
+        masters,
         host: args.driver_host,
         executor_program,
         request_id: request_id(),

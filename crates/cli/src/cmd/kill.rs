@@ -4,8 +4,8 @@ use clap::Args;
 use muster_proto::v1::KillRequest;
 
 use super::{MastersArg, runtime};
-use crate::client::request_id;
 use crate::error::CliError;
+use muster_proto::masters::request_id;
 
 /// `muster kill`.
 #[derive(Args)]

@@ -35,8 +35,8 @@ use muster_proto::auth::{
 };
 use muster_proto::transport::{Dialer, TlsFiles};
 
-use crate::client::Masters;
 use crate::error::CliError;
+use muster_proto::masters::Masters;
 
 /// Where the masters are and the cluster's secret, for every command that calls them.
 #[derive(Args)]
@@ -57,11 +57,11 @@ impl MastersArg {
     ///
     /// The list is empty or malformed, or the secret or CA file is refused.
     pub fn parse(&self) -> Result<Masters, CliError> {
-        Masters::parse(
+        Ok(Masters::parse(
             &self.masters,
             self.secret.credential(Role::Client)?,
             self.ca.dialer()?,
-        )
+        )?)
     }
 }
 

@@ -7,9 +7,9 @@ use muster_master::config::read_queues;
 use muster_proto::v1::{Queue, SetQueuesRequest};
 
 use super::{MastersArg, runtime, status};
-use crate::client::request_id;
 use crate::error::CliError;
 use crate::render;
+use muster_proto::masters::request_id;
 
 /// `muster queues`.
 #[derive(Args)]

@@ -13,9 +13,9 @@ use muster_proto::v1::{DriverState, StatusRequest, SubmitDriverRequest};
 
 use super::job::JOB_SPEC_VARIABLE;
 use super::{MastersArg, WorkArgs, parse_environment, parse_resources, program, runtime};
-use crate::client::{Masters, request_id};
 use crate::error::CliError;
 use crate::output;
+use muster_proto::masters::{Masters, request_id};
 
 /// `muster submit`.
 #[derive(Args)]

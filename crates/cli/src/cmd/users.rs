@@ -10,9 +10,9 @@ use muster_proto::v1::{AddUserRequest, RevokeUserRequest};
 
 use super::status::{self, ReadArgs};
 use super::{MastersArg, runtime};
-use crate::client::request_id;
 use crate::error::CliError;
 use crate::render;
+use muster_proto::masters::request_id;
 
 /// `muster users`.
 #[derive(Args)]
@@ -83,7 +83,7 @@ pub fn run(args: UsersArgs) -> Result<String, CliError> {
                 Ok(reply) => reply,
                 Err(error) => {
                     let _ = std::fs::remove_file(&out);
-                    return Err(error);
+                    return Err(error.into());
                 }
             };
             writeln!(file, "{}", reply.credential)

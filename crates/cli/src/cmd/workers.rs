@@ -6,9 +6,9 @@ use muster_proto::v1::DrainWorkerRequest;
 
 use super::status::{self, ReadArgs};
 use super::{MastersArg, runtime};
-use crate::client::request_id;
 use crate::error::CliError;
 use crate::render;
+use muster_proto::masters::request_id;
 
 /// `muster workers`.
 #[derive(Args)]

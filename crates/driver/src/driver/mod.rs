@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use muster_core::ids::ExecutorId;
 use muster_core::tasks::allocation::Allocation;
 use muster_proto::auth::{Role, Secret};
+use muster_proto::masters::Masters;
 use muster_proto::transport::{ThrowawayTls, TlsError};
 use muster_proto::v1::app_message::Body as AppRequest;
 use muster_proto::v1::driver_message::Body as Down;
@@ -38,7 +39,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::app::{self, AppUpdate, LinkError, MasterLink};
+use crate::app::{self, AppUpdate, LinkError};
 use crate::executor::{CA_VARIABLE, CREDENTIAL_VARIABLE, DRIVER_VARIABLE};
 use crate::spec::JobFile;
 use machine::{Driver, Input, Order};
@@ -62,7 +63,7 @@ pub struct DriverConfig {
     /// The job file.
     pub file: JobFile,
     /// The masters.
-    pub masters: MasterLink,
+    pub masters: Masters,
     /// The address executors reach this process at (its port is chosen at start).
     pub host: String,
     /// The program workers start for executors: this `muster` binary, run as

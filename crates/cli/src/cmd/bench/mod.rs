@@ -23,8 +23,8 @@ use tonic::Status;
 use tonic::transport::{Channel, Endpoint};
 
 use super::{MastersArg, runtime};
-use crate::client::{Client, request_id};
 use crate::error::CliError;
+use muster_proto::masters::{Client, request_id};
 
 /// `muster bench`.
 #[derive(Subcommand)]

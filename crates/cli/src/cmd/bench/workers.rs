@@ -31,8 +31,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
 use super::super::{MastersArg, runtime};
-use crate::client::Masters;
 use crate::error::CliError;
+use muster_proto::masters::Masters;
 
 /// Streams per connection: below HTTP/2 servers' usual limit of concurrent streams.
 const STREAMS_PER_CONNECTION: usize = 100;

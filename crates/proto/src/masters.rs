@@ -1,31 +1,42 @@
-//! Talking to the masters: any reachable master answers (followers forward to the leader);
-//! when one is down or a call is lost on the way the next is tried, and a leader hint is
-//! followed ([`muster_proto::discovery`]). Elections and broken links are waited out for a
-//! while before giving up.
+//! The masters a client talks to, and calls to them: any reachable master answers
+//! (followers forward to the leader); when one is down or a call is lost on the way the next
+//! is tried, and a leader hint is followed ([`crate::discovery`]). Elections and broken links
+//! are waited out for a while before giving up. The command line, an application's link and
+//! the benchmarks all reach the masters through [`Masters`].
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use muster_driver::app::MasterLink;
-use muster_proto::auth::{Credential, random_hex};
-use muster_proto::discovery::{LeaderFinder, leader_hint, worth_retrying};
-use muster_proto::transport::Dialer;
-use muster_proto::v1::cluster_client::ClusterClient;
 use tonic::Status;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
-use crate::error::CliError;
+use crate::auth::{Credential, random_hex};
+use crate::discovery::{LeaderFinder, leader_hint, worth_retrying};
+use crate::transport::Dialer;
+use crate::v1::cluster_client::ClusterClient;
 
 /// How long a command keeps trying before it reports the masters unreachable.
 const PATIENCE: Duration = Duration::from_secs(10);
 /// The longest one master may take to answer one call.
 const ATTEMPT: Duration = Duration::from_secs(5);
 
-/// The masters a command may talk to.
+/// The masters a client may talk to.
+#[derive(Clone, Debug)]
 pub struct Masters {
     addrs: Vec<String>,
     credential: Credential,
     dialer: Dialer,
+}
+
+/// Why a list of masters was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum MastersError {
+    /// It names no master.
+    #[error("no masters given")]
+    Empty,
+    /// This entry is not `HOST:PORT`.
+    #[error("`{0}` is not HOST:PORT")]
+    NotHostPort(String),
 }
 
 /// A client of one master, adding the caller's credential to every call.
@@ -36,13 +47,13 @@ pub type Client = ClusterClient<InterceptedService<Channel, Credential>>;
 /// write's result (an application's id, and so its token) by replaying it.
 pub fn request_id() -> String {
     match random_hex(16) {
-        Ok(random) => format!("cli-{random}"),
+        Ok(random) => format!("req-{random}"),
         // Unique still, if guessable: better than no deduplication of retries.
         Err(_) => {
             let nanos = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos());
-            format!("cli-{}-{nanos}", std::process::id())
+            format!("req-{}-{nanos}", std::process::id())
         }
     }
 }
@@ -54,7 +65,7 @@ impl Masters {
     /// # Errors
     ///
     /// The list is empty, or an address is not `HOST:PORT`.
-    pub fn parse(list: &str, credential: Credential, dialer: Dialer) -> Result<Self, CliError> {
+    pub fn parse(list: &str, credential: Credential, dialer: Dialer) -> Result<Self, MastersError> {
         let addrs: Vec<String> = list
             .split(',')
             .map(str::trim)
@@ -62,14 +73,10 @@ impl Masters {
             .map(str::to_owned)
             .collect();
         if addrs.is_empty() {
-            return Err(CliError::BadInput(
-                "no masters given: use --masters HOST:PORT,... or MUSTER_MASTERS".to_owned(),
-            ));
+            return Err(MastersError::Empty);
         }
         if let Some(bad) = addrs.iter().find(|addr| dialer.endpoint(addr).is_err()) {
-            return Err(CliError::BadInput(format!(
-                "--masters: `{bad}` is not HOST:PORT"
-            )));
+            return Err(MastersError::NotHostPort(bad.clone()));
         }
         Ok(Self {
             addrs,
@@ -83,13 +90,14 @@ impl Masters {
         &self.addrs
     }
 
-    /// The same masters, for an application's link.
-    pub fn link(&self) -> MasterLink {
-        MasterLink {
-            addrs: self.addrs.clone(),
-            credential: self.credential.clone(),
-            dialer: self.dialer.clone(),
-        }
+    /// The credential every call carries.
+    pub fn credential(&self) -> &Credential {
+        &self.credential
+    }
+
+    /// How every connection is made.
+    pub fn dialer(&self) -> &Dialer {
+        &self.dialer
     }
 
     /// A client of the master at `addr`, with the credential and connection of all calls.
@@ -115,12 +123,13 @@ impl Masters {
     ///
     /// # Errors
     ///
-    /// The answer was an error, or no master answered within the patience
-    /// ([`CliError::Unavailable`], listing what was tried).
+    /// The answer was an error; no master answered within the patience (`UNAVAILABLE`,
+    /// listing what was tried); or the masters speak TLS to a plain client
+    /// (`INVALID_ARGUMENT`, saying so).
     pub async fn call<T>(
         &self,
         rpc: impl AsyncFn(Client) -> Result<tonic::Response<T>, Status>,
-    ) -> Result<T, CliError> {
+    ) -> Result<T, Status> {
         let start = Instant::now();
         // The last reason each master gave.
         let mut tried: Vec<(String, String)> = Vec::new();
@@ -131,7 +140,7 @@ impl Masters {
                     .iter()
                     .map(|(addr, reason)| format!("{addr}: {reason}"))
                     .collect();
-                return Err(CliError::Unavailable(format!(
+                return Err(Status::unavailable(format!(
                     "no master reachable (tried {})",
                     reasons.join("; ")
                 )));
@@ -151,7 +160,7 @@ impl Masters {
             match answer {
                 Ok(reply) => return Ok(reply.into_inner()),
                 Err(status) if let Some(hint) = self.dialer.mismatch(&status, &addr) => {
-                    return Err(CliError::BadInput(hint));
+                    return Err(Status::invalid_argument(hint));
                 }
                 Err(status) if worth_retrying(&status) => {
                     let reason = status.message();
@@ -169,7 +178,7 @@ impl Masters {
                     };
                     tokio::time::sleep(wait).await;
                 }
-                Err(status) => return Err(status.into()),
+                Err(status) => return Err(status),
             }
         }
     }
