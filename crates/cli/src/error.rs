@@ -1,6 +1,7 @@
 //! The command's one error type: what went wrong, and the exit code that tells a script
 //! what to do about it (README, "Exit codes").
 
+use muster_bench::BenchError;
 use muster_driver::app::LinkError;
 use muster_master::MasterError;
 use muster_master::config::ConfigError;
@@ -89,6 +90,18 @@ impl From<MastersError> for CliError {
                 "no masters given: use --masters HOST:PORT,... or MUSTER_MASTERS".to_owned(),
             ),
             MastersError::NotHostPort(_) => Self::BadInput(format!("--masters: {error}")),
+        }
+    }
+}
+
+impl From<BenchError> for CliError {
+    fn from(error: BenchError) -> Self {
+        match error {
+            BenchError::BadInput(message) => Self::BadInput(message),
+            BenchError::Refused(message) => Self::Refused(message),
+            BenchError::Unavailable(message) => Self::Unavailable(message),
+            BenchError::Call(status) => status.into(),
+            BenchError::Failed(message) => Self::Failed(message),
         }
     }
 }

@@ -3,7 +3,7 @@
 //! under a key derived from a client credential, so that the credential itself never travels
 //! over the gateway's plain HTTP.
 //!
-//! The key is HMAC-SHA256 of [`KEY_LABEL`] under the credential's text. A cluster-level
+//! The key is HMAC-SHA256 of `KEY_LABEL` under the credential's text. A cluster-level
 //! client credential (the cluster secret's, or a master's second client secret's) signs a
 //! token whose payload names nobody (Spark's tools put anything there, `{}` at least); a named
 //! user's credential signs one whose payload says whose it is (`{"sub": NAME, "gen":

@@ -1,4 +1,4 @@
-//! `muster bench workers`: thousands of simulated worker agents in this one process, each a
+//! Thousands of simulated worker agents in this one process, each a
 //! real stream to the leader as a worker's: it registers, heartbeats every second and
 //! answers launches and kills with process reports (no process runs). Measured: how long
 //! all take to register, then over a steady window the answer time of heartbeats and, when
@@ -14,9 +14,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use clap::Args;
-use muster_proto::auth::{Credential, Role};
+use muster_proto::auth::Credential;
 use muster_proto::discovery::leader_hint;
+use muster_proto::masters::Masters;
 use muster_proto::transport::Dialer;
 use muster_proto::v1::master_message::Body as Down;
 use muster_proto::v1::worker_link_client::WorkerLinkClient;
@@ -25,14 +25,13 @@ use muster_proto::v1::{
     DriverState, DriverUpdate, ExecutorState, ExecutorUpdate, Heartbeat, Register, Resources,
     StatusRequest, WorkerMessage, WorkerState,
 };
-use serde_json::json;
+use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
-use super::super::{MastersArg, runtime};
-use crate::error::CliError;
-use muster_proto::masters::Masters;
+use crate::BenchError;
+use crate::load::bench_driver;
 
 /// Streams per connection: below HTTP/2 servers' usual limit of concurrent streams.
 const STREAMS_PER_CONNECTION: usize = 100;
@@ -41,31 +40,46 @@ const HEARTBEAT: Duration = Duration::from_secs(1);
 /// How long a phase may take before the benchmark gives up.
 const PATIENCE: Duration = Duration::from_secs(120);
 
-/// `muster bench workers`.
-#[derive(Args)]
-pub struct WorkersBenchArgs {
-    #[command(flatten)]
-    masters: MastersArg,
+/// What to measure: the fields are `muster bench workers`'s options of the same names.
+pub struct Options {
     /// Simulated workers.
-    #[arg(long, default_value_t = 10_000)]
-    count: usize,
+    pub count: usize,
     /// How long to measure steady heartbeats, in seconds.
-    #[arg(long, default_value_t = 20)]
-    seconds: u64,
-    /// Then submit this many one-core drivers at once and measure until every one is placed:
-    /// the plan that places it is committed and its launch has reached its worker.
-    #[arg(long, default_value_t = 0)]
-    drivers: usize,
+    pub seconds: u64,
+    /// Then submit this many one-core drivers at once and measure until every one is placed.
+    pub drivers: usize,
     /// Concurrent clients submitting the drivers, each with its own connection.
-    #[arg(long, default_value_t = 256)]
-    clients: usize,
+    pub clients: usize,
     /// Then SIGKILL the leader (it must run on this machine) and measure until every worker
     /// is registered with the new leader and ALIVE in its log.
-    #[arg(long)]
-    kill_leader: bool,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    json: bool,
+    pub kill_leader: bool,
+}
+
+/// What the simulated workers measured, as `muster bench workers --json` prints it.
+#[derive(Debug, Serialize)]
+pub struct WorkersReport {
+    /// Simulated workers.
+    pub workers: usize,
+    /// From the first registration until all were registered.
+    pub registration_s: f64,
+    /// Heartbeats answered per second in the steady window.
+    pub heartbeats_per_s: f64,
+    /// The median time to answer a heartbeat (`NaN`, `null` in JSON, without answers).
+    pub heartbeat_p50_ms: f64,
+    /// The 99th percentile.
+    pub heartbeat_p99_ms: f64,
+    /// The leader's CPU in that window, in cores, when it runs on this machine.
+    pub leader_cores: Option<f64>,
+    /// The leader's resident memory after it, in MB, likewise.
+    pub leader_rss_mb: Option<f64>,
+    /// Drivers submitted at once.
+    pub drivers: usize,
+    /// Drivers placed per second, from the first submission until the last was placed.
+    pub placements_per_s: Option<f64>,
+    /// From the first submission until all were accepted.
+    pub submitted_s: Option<f64>,
+    /// From the leader's SIGKILL until every worker was ALIVE with the next leader.
+    pub failover_s: Option<f64>,
 }
 
 /// What the simulated workers share: connections, and what they measured.
@@ -83,24 +97,25 @@ struct Fleet {
     measuring: AtomicBool,
 }
 
-/// Runs the benchmark and renders its results.
+/// Runs the simulated workers against `masters`, each with the worker `credential`.
 ///
 /// # Errors
 ///
-/// Bad arguments, no leader, or a phase that did not finish within two minutes.
-pub fn run(args: WorkersBenchArgs) -> Result<String, CliError> {
-    if args.count == 0 {
-        return Err(CliError::BadInput("--count must be at least 1".to_owned()));
+/// No workers, no leader, or a phase that did not finish within two minutes.
+pub async fn run(
+    masters: &Masters,
+    credential: Credential,
+    options: &Options,
+) -> Result<WorkersReport, BenchError> {
+    if options.count == 0 {
+        return Err(BenchError::BadInput(
+            "--count must be at least 1".to_owned(),
+        ));
     }
-    runtime()?.block_on(measure(args))
-}
-
-async fn measure(args: WorkersBenchArgs) -> Result<String, CliError> {
-    let masters = args.masters.parse()?;
-    let leader = leader(&masters).await?;
+    let leader = leader(masters).await?;
     let fleet = Arc::new(Fleet {
-        credential: args.masters.secret.credential(Role::Worker)?,
-        dialer: args.masters.ca.dialer()?,
+        credential,
+        dialer: masters.dialer().clone(),
         connections: tokio::sync::Mutex::new(HashMap::new()),
         registered: AtomicUsize::new(0),
         answers: Mutex::new(Vec::new()),
@@ -109,7 +124,7 @@ async fn measure(args: WorkersBenchArgs) -> Result<String, CliError> {
     });
     let addrs = masters.addrs().to_vec();
     let start = Instant::now();
-    for id in 0..args.count {
+    for id in 0..options.count {
         tokio::spawn(simulate(
             id,
             Arc::clone(&fleet),
@@ -118,7 +133,7 @@ async fn measure(args: WorkersBenchArgs) -> Result<String, CliError> {
         ));
     }
     wait_until("every worker registered", || {
-        fleet.registered.load(Ordering::SeqCst) == args.count
+        fleet.registered.load(Ordering::SeqCst) == options.count
     })
     .await?;
     let registration = start.elapsed();
@@ -127,7 +142,7 @@ async fn measure(args: WorkersBenchArgs) -> Result<String, CliError> {
     let cpu_before = leader_pid.and_then(cpu_time);
     fleet.measuring.store(true, Ordering::SeqCst);
     let window = Instant::now();
-    tokio::time::sleep(Duration::from_secs(args.seconds)).await;
+    tokio::time::sleep(Duration::from_secs(options.seconds)).await;
     fleet.measuring.store(false, Ordering::SeqCst);
     let elapsed = window.elapsed();
     let cpu = cpu_before
@@ -137,21 +152,22 @@ async fn measure(args: WorkersBenchArgs) -> Result<String, CliError> {
     let mut answers = std::mem::take(&mut *fleet.answers.lock().expect("answers lock"));
     answers.sort();
 
-    let placement = if args.drivers > 0 {
-        Some(place_drivers(&masters, &fleet, &leader, args.drivers, args.clients).await?)
+    let placement = if options.drivers > 0 {
+        Some(place_drivers(masters, &fleet, &leader, options.drivers, options.clients).await?)
     } else {
         None
     };
-    let placements_per_s = placement.map(|(_, placed)| args.drivers as f64 / placed.as_secs_f64());
+    let placements_per_s =
+        placement.map(|(_, placed)| options.drivers as f64 / placed.as_secs_f64());
     let submitted_s = placement.map(|(submitted, _)| submitted.as_secs_f64());
 
-    let failover = if args.kill_leader {
+    let failover = if options.kill_leader {
         let pid = leader_pid.ok_or_else(|| {
-            CliError::BadInput(format!(
+            BenchError::BadInput(format!(
                 "--kill-leader: the leader at {leader} does not run on this machine"
             ))
         })?;
-        Some(failover(&masters, &fleet, pid, args.count).await?)
+        Some(failover(masters, &fleet, pid, options.count).await?)
     } else {
         None
     };
@@ -162,51 +178,23 @@ async fn measure(args: WorkersBenchArgs) -> Result<String, CliError> {
             .get(((answers.len().max(1) - 1) as f64 * p).round() as usize)
             .map_or(f64::NAN, |d| ms(*d))
     };
-    let heartbeats_per_s = answers.len() as f64 / elapsed.as_secs_f64();
-    if args.json {
-        return Ok(json!({
-            "workers": args.count,
-            "registration_s": registration.as_secs_f64(),
-            "heartbeats_per_s": heartbeats_per_s,
-            "heartbeat_p50_ms": percentile(0.5),
-            "heartbeat_p99_ms": percentile(0.99),
-            "leader_cores": cpu,
-            "leader_rss_mb": rss_mb,
-            "drivers": args.drivers,
-            "placements_per_s": placements_per_s,
-            "submitted_s": submitted_s,
-            "failover_s": failover.map(|d| d.as_secs_f64()),
-        })
-        .to_string());
-    }
-    let or_dash = |value: Option<f64>, unit: &str| {
-        value.map_or_else(|| "-".to_owned(), |v| format!("{v:.2}{unit}"))
-    };
-    Ok(format!(
-        "workers                 {}\n\
-         all registered in       {:.2} s\n\
-         heartbeats answered     {heartbeats_per_s:.0} /s\n\
-         heartbeat answer p50    {:.2} ms\n\
-         heartbeat answer p99    {:.2} ms\n\
-         leader CPU              {}\n\
-         leader memory (RSS)     {}\n\
-         drivers placed          {} ({}; all submitted in {})\n\
-         all ALIVE after a kill  {}",
-        args.count,
-        registration.as_secs_f64(),
-        percentile(0.5),
-        percentile(0.99),
-        or_dash(cpu, " cores"),
-        or_dash(rss_mb, " MB"),
-        args.drivers,
-        or_dash(placements_per_s, " /s"),
-        or_dash(submitted_s, " s"),
-        or_dash(failover.map(|d| d.as_secs_f64()), " s"),
-    ))
+    Ok(WorkersReport {
+        workers: options.count,
+        registration_s: registration.as_secs_f64(),
+        heartbeats_per_s: answers.len() as f64 / elapsed.as_secs_f64(),
+        heartbeat_p50_ms: percentile(0.5),
+        heartbeat_p99_ms: percentile(0.99),
+        leader_cores: cpu,
+        leader_rss_mb: rss_mb,
+        drivers: options.drivers,
+        placements_per_s,
+        submitted_s,
+        failover_s: failover.map(|d| d.as_secs_f64()),
+    })
 }
 
 /// The leader's address, as its status names it.
-async fn leader(masters: &Masters) -> Result<String, CliError> {
+async fn leader(masters: &Masters) -> Result<String, BenchError> {
     let status = masters
         .call(async |mut c| c.status(StatusRequest { local: false }).await)
         .await?;
@@ -215,7 +203,7 @@ async fn leader(masters: &Masters) -> Result<String, CliError> {
         .iter()
         .find(|m| m.id == status.leader)
         .map(|m| m.addr.clone())
-        .ok_or_else(|| CliError::Unavailable("no leader is known".to_owned()))
+        .ok_or_else(|| BenchError::Unavailable("no leader is known".to_owned()))
 }
 
 /// Submits `count` one-core drivers from `clients` clients at once; the time from the
@@ -227,7 +215,7 @@ async fn place_drivers(
     leader: &str,
     count: usize,
     clients: usize,
-) -> Result<(Duration, Duration), CliError> {
+) -> Result<(Duration, Duration), BenchError> {
     let clients = clients.clamp(1, count);
     let mut connected = Vec::with_capacity(clients);
     for _ in 0..clients {
@@ -240,7 +228,7 @@ async fn place_drivers(
         .map(|(c, mut client)| {
             tokio::spawn(async move {
                 for _ in (c..count).step_by(clients) {
-                    client.submit_driver(super::bench_driver()).await?;
+                    client.submit_driver(bench_driver()).await?;
                 }
                 Ok::<_, tonic::Status>(())
             })
@@ -249,7 +237,7 @@ async fn place_drivers(
     for submitter in submitters {
         submitter
             .await
-            .map_err(|e| CliError::Failed(format!("a client failed: {e}")))??;
+            .map_err(|e| BenchError::Failed(format!("a client failed: {e}")))??;
     }
     let submitted = start.elapsed();
     wait_until("every driver placed", || {
@@ -266,13 +254,13 @@ async fn failover(
     fleet: &Fleet,
     pid: u32,
     count: usize,
-) -> Result<Duration, CliError> {
+) -> Result<Duration, BenchError> {
     let killed = Instant::now();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid as i32),
         nix::sys::signal::Signal::SIGKILL,
     )
-    .map_err(|e| CliError::Failed(format!("cannot kill the leader: {e}")))?;
+    .map_err(|e| BenchError::Failed(format!("cannot kill the leader: {e}")))?;
     // The old leader's streams break at once; wait for them to be counted.
     wait_until("the old leader's streams closed", || {
         fleet.registered.load(Ordering::SeqCst) < count
@@ -297,7 +285,7 @@ async fn failover(
             return Ok(killed.elapsed());
         }
         if killed.elapsed() > PATIENCE {
-            return Err(CliError::Failed(format!(
+            return Err(BenchError::Failed(format!(
                 "only {alive} of {count} workers ALIVE after {PATIENCE:?}"
             )));
         }
@@ -306,11 +294,13 @@ async fn failover(
 }
 
 /// Waits for `done`, checking every 10 ms, for at most [`PATIENCE`].
-async fn wait_until(what: &str, done: impl Fn() -> bool) -> Result<(), CliError> {
+async fn wait_until(what: &str, done: impl Fn() -> bool) -> Result<(), BenchError> {
     let start = Instant::now();
     while !done() {
         if start.elapsed() > PATIENCE {
-            return Err(CliError::Failed(format!("not {what} within {PATIENCE:?}")));
+            return Err(BenchError::Failed(format!(
+                "not {what} within {PATIENCE:?}"
+            )));
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
