@@ -3,8 +3,8 @@
 //!
 //! # Layout
 //!
-//! * `cmd`: one module per subcommand, with its arguments.
-//! * `client`: calls to whichever master answers, following the leader.
+//! * `cmd`: one module per subcommand, with its arguments; calls go to whichever master
+//!   answers ([`muster_proto::masters`]), measurements to [`muster_bench`].
 //! * `render`: the tables client commands print.
 //! * `output`: printing, and ending quietly once the reader has gone.
 //! * `error`: the one error type and its exit codes.

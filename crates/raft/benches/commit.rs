@@ -12,8 +12,8 @@ use muster_core::ids::Timestamp;
 use muster_core::limits::{MAX_CORES, MAX_MEMORY_MB};
 use muster_core::plan::ExecutorGrant;
 use muster_core::resources::Resources;
-use muster_raft::RaftSettings;
 use muster_raft::local::LocalCluster;
+use muster_raft::{Disk, RaftSettings};
 use muster_state::commands::{ApplyPlan, RegisterWorker, SubmitApp};
 use muster_state::model::AppDescription;
 use muster_state::{Command, Op, Outcome};
@@ -48,13 +48,16 @@ fn app() -> Op {
     })
 }
 
-/// Baseline: sequential sled insert + flush, entries per second.
+/// Baseline: sequential inserts into sled, each flushed as the log flushes an append,
+/// entries per second.
 async fn fsync_baseline(dir: &std::path::Path, count: u32) -> f64 {
-    let db = sled::open(dir.join("baseline")).expect("sled opens");
+    let disk = Disk::open(&dir.join("baseline"), 1 << 24).expect("sled opens");
+    let tree = disk.tree("baseline").expect("tree opens");
     let start = Instant::now();
     for i in 0..count {
-        db.insert(i.to_be_bytes(), vec![0u8; 128]).expect("insert");
-        db.flush_async().await.expect("flush");
+        tree.insert(i.to_be_bytes(), vec![0u8; 128])
+            .expect("insert");
+        disk.flush().await.expect("flush");
     }
     f64::from(count) / start.elapsed().as_secs_f64()
 }

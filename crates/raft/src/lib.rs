@@ -5,6 +5,8 @@
 //!
 //! * `types`: the type configuration. Entries are `muster_state::Command`s; applying one
 //!   gives the command's `Response` or its deterministic refusal.
+//! * [`Disk`]: the replica's sled database, whose flushes also sync what sled leaves in the
+//!   drive's cache.
 //! * [`LogStore`]: the log in sled. Appends, the vote and truncations are flushed to disk
 //!   before openraft is told they happened. `mark` keeps what was made durable beside sled,
 //!   so that a damaged log is refused at open ([`MarkError`]) instead of served.
@@ -32,6 +34,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod codec;
+mod disk;
 pub mod local;
 mod log_store;
 mod mark;
@@ -41,6 +44,7 @@ mod service;
 mod state_machine;
 mod types;
 
+pub use disk::Disk;
 pub use log_store::LogStore;
 pub use mark::MarkError;
 pub use network::{MAX_MESSAGE_BYTES, Network};

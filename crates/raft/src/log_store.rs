@@ -4,7 +4,7 @@
 //! is index order), to the bincode entry; tree `raft_meta` holds `vote`, `committed` and
 //! `last_purged`. Every write that openraft must find after a crash (appended entries, the
 //! vote, truncation) is flushed to disk before it is acknowledged: the append callback fires
-//! only after `flush_async` returned. All writes run one at a time on openraft's log task, so
+//! only after [`Disk::flush`] returned. All writes run one at a time on openraft's log task, so
 //! they reach the disk in the order they were made. Entries are written one key at a time
 //! rather than in a `sled::Batch`: batches take a process-wide lock in sled 0.34 that was seen
 //! to deadlock with sled's own flusher, and a half-written append is harmless since openraft
@@ -24,6 +24,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::codec::{decode, encode};
+use crate::disk::Disk;
 use crate::mark::{Mark, MarkFile};
 use crate::types::{Entry, NodeId, StorageError, TypeConfig};
 
@@ -34,6 +35,7 @@ const LAST_PURGED: &[u8] = b"last_purged";
 /// The log of one replica. Cloning gives another handle on the same trees (the log reader).
 #[derive(Clone)]
 pub struct LogStore {
+    disk: Disk,
     meta: sled::Tree,
     log: sled::Tree,
     mark: Arc<Mutex<MarkFile>>,
@@ -44,18 +46,18 @@ fn index_key(index: u64) -> [u8; 8] {
 }
 
 impl LogStore {
-    /// Opens (or creates) the log in `db`, checked against its durability mark at `mark`.
+    /// Opens (or creates) the log on `disk`, checked against its durability mark at `mark`.
     ///
     /// # Errors
     ///
     /// sled could not open its trees or read them, the mark cannot be read or written, or
     /// the log holds less than the mark ([`crate::MarkError::Lost`]).
     pub fn open(
-        db: &sled::Db,
+        disk: &Disk,
         mark: &Path,
     ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
-        let meta = db.open_tree("raft_meta")?;
-        let log = db.open_tree("raft_log")?;
+        let meta = disk.tree("raft_meta")?;
+        let log = disk.tree("raft_log")?;
         let read = |key: &[u8]| -> Result<Option<sled::IVec>, sled::Error> { meta.get(key) };
         let vote: Option<Vote<NodeId>> = read(VOTE)?.map(|b| decode(&b)).transpose()?;
         let purged: Option<LogId<NodeId>> = read(LAST_PURGED)?.map(|b| decode(&b)).transpose()?;
@@ -66,6 +68,7 @@ impl LogStore {
         };
         let mark = MarkFile::open(mark, found)?;
         Ok(Self {
+            disk: disk.clone(),
             meta,
             log,
             mark: Arc::new(Mutex::new(mark)),
@@ -102,11 +105,7 @@ impl LogStore {
     }
 
     async fn flush(&self) -> Result<(), std::io::Error> {
-        self.log
-            .flush_async()
-            .await
-            .map(|_| ())
-            .map_err(std::io::Error::other)
+        self.disk.flush().await
     }
 
     /// Removes the entries whose keys fall in `range`, lowest first, or highest first when

@@ -48,6 +48,7 @@ use openraft::{ChangeMembers, Config, RaftMetrics, ServerState, SnapshotPolicy, 
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 
 use crate::codec::encoded_len;
+use crate::disk::Disk;
 use crate::log_store::LogStore;
 use crate::network::{APPEND_BUDGET, Network, TimeoutNow};
 use crate::service::ReplicationService;
@@ -251,8 +252,6 @@ pub struct RaftNode {
     /// Membership changes and transfers, one at a time.
     changes: tokio::sync::Mutex<()>,
     heartbeat_ms: u64,
-    /// Held so the database outlives every tree the stores use.
-    _db: sled::Db,
     state: SharedState,
     leadership: watch::Receiver<Leadership>,
     election_timeout_min_ms: u64,
@@ -279,16 +278,10 @@ impl RaftNode {
             path: data_dir.to_owned(),
             source,
         };
-        let db = sled::Config::new()
-            .path(data_dir.join("raft"))
-            .cache_capacity(settings.cache_bytes)
-            // Every write that must survive a crash is flushed before it is acknowledged
-            // (see `log_store`); sled's own periodic flusher would only compete for the disk.
-            .flush_every_ms(None)
-            .open()
+        let disk = Disk::open(&data_dir.join("raft"), settings.cache_bytes)
             .map_err(|e| storage(e.into()))?;
-        let log = LogStore::open(&db, &data_dir.join("raft-mark")).map_err(storage)?;
-        let state_machine = StateMachineStore::open(&db, ClusterState::new(state_config))
+        let log = LogStore::open(&disk, &data_dir.join("raft-mark")).map_err(storage)?;
+        let state_machine = StateMachineStore::open(&disk, ClusterState::new(state_config))
             .map_err(|e| storage(e.into()))?;
         let state = state_machine.shared_state();
         let network = Network::new(
@@ -316,7 +309,6 @@ impl RaftNode {
             transferring: AtomicBool::new(false),
             changes: tokio::sync::Mutex::new(()),
             heartbeat_ms: settings.heartbeat_ms,
-            _db: db,
             state,
             leadership,
             election_timeout_min_ms: settings.election_timeout_ms.0,

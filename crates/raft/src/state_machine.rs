@@ -20,6 +20,7 @@ use openraft::{
 };
 
 use crate::codec::{decode, encode};
+use crate::disk::Disk;
 use crate::types::{Applied, Entry, Node, NodeId, StorageError, TypeConfig};
 
 const CURRENT: &[u8] = b"current";
@@ -34,21 +35,24 @@ pub struct StateMachineStore {
     state: SharedState,
     last_applied: Option<LogId<NodeId>>,
     last_membership: StoredMembership<NodeId, Node>,
-    snapshots: sled::Tree,
+    snapshots: Snapshots,
     /// Snapshots built by this replica since it started, for unique snapshot ids.
     built: u64,
 }
 
 impl StateMachineStore {
-    /// Opens the state machine in `db`, starting from the latest stored snapshot if any.
+    /// Opens the state machine on `disk`, starting from the latest stored snapshot if any.
     ///
     /// # Errors
     ///
     /// sled failed, or the stored snapshot does not decode.
-    pub fn open(db: &sled::Db, initial: ClusterState) -> Result<Self, StorageError> {
-        let snapshots = db
-            .open_tree("snapshots")
-            .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+    pub fn open(disk: &Disk, initial: ClusterState) -> Result<Self, StorageError> {
+        let snapshots = Snapshots {
+            tree: disk
+                .tree("snapshots")
+                .map_err(|e| StorageIOError::read_snapshot(None, &e))?,
+            disk: disk.clone(),
+        };
         let mut store = Self {
             state: Arc::new(RwLock::new(initial)),
             last_applied: None,
@@ -71,6 +75,7 @@ impl StateMachineStore {
     fn stored_snapshot(&self) -> Result<Option<(Meta, Vec<u8>)>, StorageError> {
         let Some(bytes) = self
             .snapshots
+            .tree
             .get(CURRENT)
             .map_err(|e| StorageIOError::read_snapshot(None, &e))?
         else {
@@ -94,23 +99,35 @@ fn decode_state(meta: &Meta, data: &[u8]) -> Result<ClusterState, StorageError> 
         .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e).into())
 }
 
-/// Writes a snapshot as the current one, durably, unless the current one is newer: a build
-/// that started before a newer snapshot was installed must not replace it.
-async fn store_snapshot(tree: &sled::Tree, meta: &Meta, data: &[u8]) -> Result<(), StorageError> {
-    let write_error = |e: sled::Error| StorageIOError::write_snapshot(Some(meta.signature()), &e);
-    let bytes = encode(&(meta, data));
-    tree.update_and_fetch(CURRENT, |current| {
-        let newer = current
-            .and_then(|current| decode::<(Meta, Vec<u8>)>(current).ok())
-            .is_some_and(|(current, _)| current.last_log_id > meta.last_log_id);
-        match current {
-            Some(current) if newer => Some(current.to_vec()),
-            _ => Some(bytes.clone()),
-        }
-    })
-    .map_err(write_error)?;
-    tree.flush_async().await.map_err(write_error)?;
-    Ok(())
+/// Where snapshots are kept: the current one in tree `snapshots`, on the replica's disk.
+#[derive(Clone)]
+struct Snapshots {
+    tree: sled::Tree,
+    disk: Disk,
+}
+
+impl Snapshots {
+    /// Writes a snapshot as the current one, durably, unless the current one is newer: a
+    /// build that started before a newer snapshot was installed must not replace it.
+    async fn store(&self, meta: &Meta, data: &[u8]) -> Result<(), StorageError> {
+        let bytes = encode(&(meta, data));
+        self.tree
+            .update_and_fetch(CURRENT, |current| {
+                let newer = current
+                    .and_then(|current| decode::<(Meta, Vec<u8>)>(current).ok())
+                    .is_some_and(|(current, _)| current.last_log_id > meta.last_log_id);
+                match current {
+                    Some(current) if newer => Some(current.to_vec()),
+                    _ => Some(bytes.clone()),
+                }
+            })
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        self.disk
+            .flush()
+            .await
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        Ok(())
+    }
 }
 
 /// A consistent cut of the state, written out as a snapshot.
@@ -118,7 +135,7 @@ pub struct SnapshotBuilder {
     data: Vec<u8>,
     last_applied: Option<LogId<NodeId>>,
     last_membership: StoredMembership<NodeId, Node>,
-    snapshots: sled::Tree,
+    snapshots: Snapshots,
     id: String,
 }
 
@@ -129,7 +146,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             last_membership: self.last_membership.clone(),
             snapshot_id: self.id.clone(),
         };
-        store_snapshot(&self.snapshots, &meta, &self.data).await?;
+        self.snapshots.store(&meta, &self.data).await?;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(self.data.clone())),
@@ -195,7 +212,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     ) -> Result<(), StorageError> {
         let data = snapshot.into_inner();
         let state = decode_state(meta, &data)?;
-        store_snapshot(&self.snapshots, meta, &data).await?;
+        self.snapshots.store(meta, &data).await?;
         self.restore(meta, state);
         Ok(())
     }

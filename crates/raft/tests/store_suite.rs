@@ -3,7 +3,7 @@
 // The suite's own signature returns openraft's large `StorageError`.
 #![allow(clippy::result_large_err)]
 
-use muster_raft::{LogStore, NodeId, StateMachineStore, TypeConfig};
+use muster_raft::{Disk, LogStore, NodeId, StateMachineStore, TypeConfig};
 use muster_state::ClusterState;
 use openraft::StorageError;
 use openraft::testing::{StoreBuilder, Suite};
@@ -14,12 +14,9 @@ struct SledBuilder;
 impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, TempDir> for SledBuilder {
     async fn build(&self) -> Result<(TempDir, LogStore, StateMachineStore), StorageError<NodeId>> {
         let dir = tempfile::tempdir().expect("temporary directory");
-        let db = sled::Config::new()
-            .path(dir.path())
-            .open()
-            .expect("sled opens in a fresh directory");
-        let log = LogStore::open(&db, &dir.path().join("raft-mark")).expect("log trees open");
-        let state_machine = StateMachineStore::open(&db, ClusterState::default())?;
+        let disk = Disk::open(dir.path(), 1 << 24).expect("sled opens in a fresh directory");
+        let log = LogStore::open(&disk, &dir.path().join("raft-mark")).expect("log trees open");
+        let state_machine = StateMachineStore::open(&disk, ClusterState::default())?;
         Ok((dir, log, state_machine))
     }
 }
@@ -36,8 +33,8 @@ async fn a_snapshot_built_before_a_newer_one_was_installed_does_not_replace_it()
     use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftSnapshotBuilder};
 
     let open = |dir: &TempDir| {
-        let db = sled::Config::new().path(dir.path()).open().unwrap();
-        StateMachineStore::open(&db, ClusterState::default()).unwrap()
+        let disk = Disk::open(dir.path(), 1 << 24).unwrap();
+        StateMachineStore::open(&disk, ClusterState::default()).unwrap()
     };
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let mut a = open(&dir_a);
