@@ -47,6 +47,8 @@ pub struct Options {
 /// What the experiment measured, as `muster experiment priority --json` prints it.
 #[derive(Debug, Serialize)]
 pub struct PriorityReport {
+    /// How many times each scenario ran.
+    pub repetitions: usize,
     /// The mean turnaround of the pi jobs in `prod` on an idle cluster.
     pub idle_s: f64,
     /// In `prod` (prior) under full load.
@@ -267,6 +269,7 @@ pub fn run(options: &Options) -> Result<PriorityReport, BenchError> {
     }
     let mean = |scenario: &str| mean(&runs[scenario]);
     Ok(PriorityReport {
+        repetitions: scale.repetitions,
         idle_s: mean("idle"),
         prior_s: mean("prior"),
         ordinary_s: mean("ordinary"),

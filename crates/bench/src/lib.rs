@@ -1,6 +1,7 @@
 //! Harnesses that measure Muster with real processes, so that anyone can measure again what
-//! the README reports: `muster bench` and `muster experiment` are these, with arguments and
-//! rendering; tests and benches use them without the binary.
+//! the README reports. `muster bench`, `muster experiment` and `muster dev` are these with
+//! arguments and rendering; a test or a benchmark can call them directly (those that start
+//! processes take the `muster` binary to run).
 //!
 //! # Layout
 //!

@@ -144,12 +144,10 @@ pub fn queues(status: &StatusView) -> String {
         "NAME", "PRIOR", "CAPACITY", "MAX", "THRESHOLD", "CORES", "MAX_PER_USER"
     );
     for q in &status.queues {
-        let submit = match &q.submit {
-            _ if !q.leaf => "-".to_owned(),
-            Some(users) if users.is_empty() => "admins".to_owned(),
-            Some(users) => users.join(","),
-            None if q.prior => "admins".to_owned(),
-            None => "*".to_owned(),
+        let submit = if q.leaf {
+            q.submitters()
+        } else {
+            "-".to_owned()
         };
         let per_user = q
             .max_per_user

@@ -252,6 +252,9 @@ pub struct RaftNode {
     /// Membership changes and transfers, one at a time.
     changes: tokio::sync::Mutex<()>,
     heartbeat_ms: u64,
+    /// Held so the database outlives the stores openraft drops when it stops: a node that
+    /// is forgotten (after a storage failure) never closes it.
+    _disk: Disk,
     state: SharedState,
     leadership: watch::Receiver<Leadership>,
     election_timeout_min_ms: u64,
@@ -309,6 +312,7 @@ impl RaftNode {
             transferring: AtomicBool::new(false),
             changes: tokio::sync::Mutex::new(()),
             heartbeat_ms: settings.heartbeat_ms,
+            _disk: disk,
             state,
             leadership,
             election_timeout_min_ms: settings.election_timeout_ms.0,

@@ -59,7 +59,7 @@ fn render(report: &PriorityReport) -> String {
         } else {
             "jobs"
         },
-        report.runs["idle"].len(),
+        report.repetitions,
         if report.preempt { "on" } else { "off" }
     );
     for (name, label) in [
