@@ -98,16 +98,17 @@ impl Files {
             .unwrap_or_else(PoisonError::into_inner);
         let mut present = BTreeMap::new();
         let mut new = false;
+        // sled may remove a blob at any time: one gone since the listing keeps nothing.
+        let gone = |error: &io::Error| error.kind() == io::ErrorKind::NotFound;
         let entries = match std::fs::read_dir(&self.blobs) {
             Ok(entries) => entries,
-            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+            // sled makes it when it opens: without it, there is nothing to sync.
+            Err(error) if gone(&error) => return Ok(()),
             Err(error) => return Err(error),
         };
         for entry in entries {
             let entry = entry?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            // sled may remove a blob at any time: one gone since the listing keeps nothing.
-            let gone = |error: &io::Error| error.kind() == io::ErrorKind::NotFound;
             let length = match entry.metadata() {
                 Ok(metadata) => metadata.len(),
                 Err(error) if gone(&error) => continue,
