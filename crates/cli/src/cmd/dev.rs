@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use muster_bench::cluster::{LocalCluster, Shape};
 
-use super::runtime;
+use super::{runtime, this_program};
 use crate::error::CliError;
 use crate::output;
 
@@ -40,10 +40,8 @@ pub struct DevArgs {
 /// member again when `restart NAME` is typed on standard input.
 pub fn run(args: DevArgs) -> Result<String, CliError> {
     let runtime = runtime()?;
-    let program = std::env::current_exe()
-        .map_err(|e| CliError::Failed(format!("cannot find this program: {e}")))?;
     let shape = Shape {
-        program,
+        program: this_program()?,
         masters: args.masters,
         workers: args.workers,
         cores: args.cores,

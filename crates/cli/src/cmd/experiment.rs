@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 use muster_bench::experiment::{self, PriorityReport};
 
+use super::this_program;
 use crate::error::CliError;
 
 /// `muster experiment priority`.
@@ -36,10 +37,8 @@ pub struct PriorityArgs {
 ///
 /// The cluster or a job could not run.
 pub fn run(args: PriorityArgs) -> Result<String, CliError> {
-    let program = std::env::current_exe()
-        .map_err(|e| CliError::Failed(format!("cannot find this program: {e}")))?;
     let report = experiment::run(&experiment::Options {
-        program,
+        program: this_program()?,
         quick: args.quick,
         plot: args.plot,
         no_preempt: args.no_preempt,

@@ -16,7 +16,7 @@ use muster_driver::driver::{
 use muster_driver::spec::JobFile;
 use tokio::sync::watch;
 
-use super::{MastersArg, runtime, stop_signal};
+use super::{MastersArg, runtime, stop_signal, this_program};
 use crate::error::CliError;
 use crate::output;
 use muster_proto::masters::request_id;
@@ -61,10 +61,7 @@ pub fn run(args: JobRunArgs) -> Result<String, CliError> {
         }
     };
     let masters = args.masters.parse()?;
-    let executor_program = std::env::current_exe()
-        .map_err(|e| CliError::Failed(format!("cannot find this program: {e}")))?
-        .display()
-        .to_string();
+    let executor_program = this_program()?.display().to_string();
     let (progress, watched) = watch::channel(Progress::default());
     let config = DriverConfig {
         file,

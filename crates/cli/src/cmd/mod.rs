@@ -230,6 +230,15 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
         .map_err(|e| CliError::Failed(format!("cannot start: {e}")))
 }
 
+/// The `muster` binary this process runs, for the processes it starts.
+///
+/// # Errors
+///
+/// The operating system cannot say.
+pub fn this_program() -> Result<PathBuf, CliError> {
+    std::env::current_exe().map_err(|e| CliError::Failed(format!("cannot find this program: {e}")))
+}
+
 /// Resolves on Ctrl-C or SIGTERM.
 pub async fn stop_signal() {
     tokio::select! {

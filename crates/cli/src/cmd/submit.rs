@@ -12,7 +12,9 @@ use muster_driver::spec::JobFile;
 use muster_proto::v1::{DriverState, StatusRequest, SubmitDriverRequest};
 
 use super::job::JOB_SPEC_VARIABLE;
-use super::{MastersArg, WorkArgs, parse_environment, parse_resources, program, runtime};
+use super::{
+    MastersArg, WorkArgs, parse_environment, parse_resources, program, runtime, this_program,
+};
 use crate::error::CliError;
 use crate::output;
 use muster_proto::masters::{Masters, request_id};
@@ -68,8 +70,7 @@ pub fn run(args: SubmitArgs) -> Result<String, CliError> {
             let file = JobFile::parse(&text).map_err(|(field, message)| {
                 CliError::BadInput(format!("{}: {field}: {message}", path.display()))
             })?;
-            let program = std::env::current_exe()
-                .map_err(|e| CliError::Failed(format!("cannot find this program: {e}")))?;
+            let program = this_program()?;
             let mut env = BTreeMap::from([(JOB_SPEC_VARIABLE.to_owned(), text)]);
             if let Ok(host) = std::env::var("MUSTER_DRIVER_HOST") {
                 env.insert("MUSTER_DRIVER_HOST".to_owned(), host);
