@@ -269,6 +269,7 @@ fn calls_broken_on_the_way_are_made_again_of_the_other_masters() {
             .env("MUSTER_MASTERS", list);
         command
     };
+    let worker_log = masters.dir.path().join("worker-1.log");
     let _worker = Process(
         client(
             &masters.list_from(1),
@@ -277,7 +278,7 @@ fn calls_broken_on_the_way_are_made_again_of_the_other_masters() {
         .arg("--work-dir")
         .arg(masters.dir.path().join("worker-1"))
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&worker_log).unwrap())
         .spawn()
         .unwrap(),
     );
@@ -296,7 +297,11 @@ fn calls_broken_on_the_way_are_made_again_of_the_other_masters() {
         {
             break s["leader"].as_u64().unwrap() as usize;
         }
-        assert!(start.elapsed() < DEADLINE, "no leader with its worker");
+        assert!(
+            start.elapsed() < DEADLINE,
+            "no leader with its worker; the worker's log:\n{}",
+            std::fs::read_to_string(&worker_log).unwrap_or_default()
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
     // The first master the clients ask is the leader, through a link that breaks every
