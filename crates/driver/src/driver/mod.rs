@@ -439,8 +439,6 @@ pub async fn run(
     }
 }
 
-/// The application's registration: its executors run `PROGRAM executor` and find this
-/// driver through their environment.
 /// Carries out the driver's orders: tasks to executors' streams (a stream that is gone is
 /// told back to the driver, and what it decides then carried out too), closes of streams of
 /// executors it no longer holds, and requests to the masters while the application is not
@@ -496,6 +494,8 @@ fn carry_out(
     }
 }
 
+/// The application's registration: its executors run `PROGRAM executor` and find this
+/// driver through their environment.
 fn registration(config: &DriverConfig, secret: &Secret, ca: &str, port: u16) -> RegisterApp {
     let resources = &config.file.resources;
     let credential = secret
