@@ -164,25 +164,12 @@ pub fn https_get(addr: &str, path: &str) -> Option<String> {
 
 /// A free loopback port (bound, read, released).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    muster_bench::cluster::free_port().unwrap()
 }
 
 /// `count` free loopback addresses for masters, and the `--peers` list naming them 1, 2, ...
 pub fn master_addresses(count: usize) -> (Vec<String>, String) {
-    let addrs: Vec<String> = (0..count)
-        .map(|_| format!("127.0.0.1:{}", free_port()))
-        .collect();
-    let peers = addrs
-        .iter()
-        .enumerate()
-        .map(|(i, a)| format!("{}={a}", i + 1))
-        .collect::<Vec<_>>()
-        .join(",");
-    (addrs, peers)
+    muster_bench::cluster::master_addresses(count).unwrap()
 }
 
 /// `muster master` as replica `id` listening on `listen`, in the group `peers` (`ID=ADDR,...`),

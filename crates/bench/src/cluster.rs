@@ -53,10 +53,33 @@ pub(crate) fn stop(process: &mut Child, name: &str) {
     let _ = process.wait();
 }
 
-fn free_port() -> Result<u16, BenchError> {
+/// A free loopback port (bound, read, released).
+///
+/// # Errors
+///
+/// None is free.
+pub fn free_port() -> Result<u16, BenchError> {
     let listener = TcpListener::bind("127.0.0.1:0")
         .map_err(|e| BenchError::Failed(format!("no free port: {e}")))?;
     Ok(listener.local_addr()?.port())
+}
+
+/// `count` free loopback addresses for masters, and the `--peers` list naming them 1, 2, ...
+///
+/// # Errors
+///
+/// Not enough ports are free.
+pub fn master_addresses(count: usize) -> Result<(Vec<String>, String), BenchError> {
+    let addrs: Vec<String> = (0..count)
+        .map(|_| free_port().map(|p| format!("127.0.0.1:{p}")))
+        .collect::<Result<_, _>>()?;
+    let peers = addrs
+        .iter()
+        .enumerate()
+        .map(|(i, a)| format!("{}={a}", i + 1))
+        .collect::<Vec<_>>()
+        .join(",");
+    Ok((addrs, peers))
 }
 
 /// Starts `PROGRAM ARGS` as `name`, its standard error appended to `DIR/NAME.log`.
@@ -163,15 +186,7 @@ impl LocalCluster {
         };
         std::fs::create_dir_all(&dir)
             .map_err(|e| BenchError::Failed(format!("{}: {e}", dir.display())))?;
-        let addrs: Vec<String> = (0..shape.masters)
-            .map(|_| free_port().map(|p| format!("127.0.0.1:{p}")))
-            .collect::<Result<_, _>>()?;
-        let peers = addrs
-            .iter()
-            .enumerate()
-            .map(|(i, a)| format!("{}={a}", i + 1))
-            .collect::<Vec<_>>()
-            .join(",");
+        let (addrs, peers) = master_addresses(shape.masters)?;
         let masters_list = addrs.join(",");
         let secret_file = dev_secret(&dir)?;
         let secret = Secret::read(&secret_file).map_err(|e| BenchError::Failed(e.to_string()))?;
