@@ -289,10 +289,46 @@ impl IndexedPlacer {
 /// afresh instead: one in this many.
 const REBUILD_SHARE: usize = 8;
 
-/// A set of entries, built in one go from them sorted.
-fn sorted_set(mut entries: Vec<Entry>) -> BTreeSet<Entry> {
-    entries.sort_unstable();
-    entries.into_iter().collect()
+/// A set of entries made in id-rank order, built in one go from them sorted.
+fn sorted_set(entries: Vec<Entry>) -> BTreeSet<Entry> {
+    sort_by_key(entries).into_iter().collect()
+}
+
+/// The selection key an entry is filed under.
+fn key_of(entry: Entry) -> u64 {
+    (entry >> 64) as u64
+}
+
+/// Sorts entries made in id-rank order: a stable sort by key alone then orders them by
+/// `(key, rank)`. A radix sort on the key's bytes, least significant first, skipping the
+/// bytes in which no two keys differ: keys are cores or MB, so that is most of them, and a
+/// rebuild of the sets takes one or a few linear passes instead of a comparison sort.
+fn sort_by_key(mut entries: Vec<Entry>) -> Vec<Entry> {
+    let (any, all) = entries.iter().fold((0, u64::MAX), |(any, all), &e| {
+        (any | key_of(e), all & key_of(e))
+    });
+    let varying = any ^ all;
+    let mut spare = vec![0; entries.len()];
+    for shift in (0..64)
+        .step_by(8)
+        .filter(|shift| (varying >> shift) & 0xff != 0)
+    {
+        let digit = |e: Entry| (key_of(e) >> shift) as u8 as usize;
+        let mut next = [0usize; 256];
+        for &e in &entries {
+            next[digit(e)] += 1;
+        }
+        let mut start = 0;
+        for slot in &mut next {
+            (*slot, start) = (start, start + *slot);
+        }
+        for &e in &entries {
+            spare[next[digit(e)]] = e;
+            next[digit(e)] += 1;
+        }
+        std::mem::swap(&mut entries, &mut spare);
+    }
+    entries
 }
 
 /// When the candidates seen so far decide the assignment (see the module docs).
@@ -499,5 +535,34 @@ impl<'a, A: Iterator<Item = &'a Entry>, B: Iterator<Item = &'a Entry>> Iterator
             (Some(_), _) => self.a.next(),
             (None, _) => self.b.next(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sorting_by_key_orders_entries_as_a_comparison_sort_does() {
+        // Keys with low, middle and high bytes in use, many equal keys, and ranks made in
+        // order, as `build_sets` makes them.
+        let mut seed = 7u64;
+        let entries: Vec<Entry> = (0..2_000u32)
+            .map(|rank| {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                let key = match rank % 3 {
+                    0 => seed >> 60,
+                    1 => seed >> 40,
+                    _ => seed >> 1,
+                };
+                entry(key, rank, (rank as usize * 7) % 2_000)
+            })
+            .collect();
+        let mut expected = entries.clone();
+        expected.sort_unstable();
+        assert_eq!(sort_by_key(entries), expected);
+        assert_eq!(sort_by_key(Vec::new()), Vec::<Entry>::new());
+        let same = vec![entry(5, 0, 3), entry(5, 1, 1), entry(5, 2, 2)];
+        assert_eq!(sort_by_key(same.clone()), same);
     }
 }
