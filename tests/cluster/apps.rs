@@ -63,7 +63,12 @@ fn executors_land_where_muster_plan_says_and_ctrl_c_finishes_the_app() {
         .write_all(snapshot.to_string().as_bytes())
         .unwrap();
     let plan: Value = serde_json::from_slice(&plan.wait_with_output().unwrap().stdout).unwrap();
-    let planned = per_worker(plan["executors"].as_array().unwrap());
+    let mut planned = BTreeMap::new();
+    for grant in plan["executors"].as_array().unwrap() {
+        *planned
+            .entry(grant["worker"].as_str().unwrap().to_owned())
+            .or_insert(0) += grant["count"].as_u64().unwrap() as usize;
+    }
 
     let (run, id, mut out) = app_run(&masters, &[&["--cores-max", "5"][..], SLEEPERS].concat());
     assert!(id.starts_with("app-"), "{id}");

@@ -236,7 +236,7 @@ fn medians(snapshot: &Snapshot, runs: usize) -> [f64; 2] {
 fn summary() {
     println!("\nplacement summary (median of interleaved runs; ratio = spark_loop / indexed)");
     println!(
-        "{:<8} {:>8} {:>14} {:>14} {:>8}  grants",
+        "{:<8} {:>8} {:>14} {:>14} {:>8}  placed (grants)",
         "workload", "workers", "indexed", "spark_loop", "ratio"
     );
     for (workload, build) in WORKLOADS {
@@ -244,11 +244,13 @@ fn summary() {
             let snapshot = build(size);
             let plan = muster_core::schedule(&snapshot).expect("valid snapshot");
             let [indexed, spark] = medians(&snapshot, 15);
+            let executors: u64 = plan.executors.iter().map(|g| u64::from(g.count)).sum();
             println!(
-                "{workload:<8} {size:>8} {:>11.3} ms {:>11.3} ms {:>7.1}x  {}",
+                "{workload:<8} {size:>8} {:>11.3} ms {:>11.3} ms {:>7.1}x  {} ({})",
                 indexed * 1e3,
                 spark * 1e3,
                 spark / indexed,
+                executors + plan.drivers.len() as u64,
                 plan.executors.len() + plan.drivers.len()
             );
         }

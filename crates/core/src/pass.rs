@@ -247,24 +247,23 @@ impl<'s> AppPass<'s> {
                     cores: cores_each,
                     ..need.clone()
                 };
-                for _ in 0..count {
-                    ledger.take(w, &executor, admission == Admission::Prior);
-                    if app.executor_cores.is_none() {
-                        // Its executors there took every core offered: a worker the
-                        // placer picks has none of this app's yet.
-                        let earlier = self
-                            .sole_executors
-                            .insert((&app.id, w), plan.executors.len());
-                        debug_assert!(earlier.is_none(), "one executor per worker");
-                    }
-                    let step = self.next_step();
-                    self.grown_at.push(step);
-                    plan.executors.push(ExecutorGrant {
-                        app: app.id.clone(),
-                        worker: ledger.worker(w).id.clone(),
-                        resources: executor.clone(),
-                    });
+                ledger.take(w, &executor.times(count), admission == Admission::Prior);
+                if app.executor_cores.is_none() {
+                    // Its executors there took every core offered: a worker the placer
+                    // picks has none of this app's yet.
+                    let earlier = self
+                        .sole_executors
+                        .insert((&app.id, w), plan.executors.len());
+                    debug_assert!(earlier.is_none(), "one executor per worker");
                 }
+                let step = self.next_step();
+                self.grown_at.push(step);
+                plan.executors.push(ExecutorGrant {
+                    app: app.id.clone(),
+                    worker: ledger.worker(w).id.clone(),
+                    resources: executor,
+                    count,
+                });
                 granted_cores += u64::from(cores);
                 granted_executors += u64::from(count);
             }

@@ -14,7 +14,8 @@ use crate::resources::Resources;
 pub struct Plan {
     /// Drivers to launch, in the order they were placed.
     pub drivers: Vec<DriverLaunch>,
-    /// Executors to launch, one entry per executor, in the order they were granted.
+    /// Executors to launch, in the order they were granted; the executors of one size that
+    /// an app got on a worker at once share an entry.
     pub executors: Vec<ExecutorGrant>,
     /// Drivers, then apps, that still wait after this pass, each with the reason.
     pub waiting: Vec<Waiting>,
@@ -29,15 +30,17 @@ pub struct DriverLaunch {
     pub worker: WorkerId,
 }
 
-/// One executor granted to an app on a worker.
+/// Executors of one size granted to an app on a worker at once.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecutorGrant {
-    /// The app that receives the executor.
+    /// The app that receives the executors.
     pub app: AppId,
-    /// The worker that runs it.
+    /// The worker that runs them.
     pub worker: WorkerId,
-    /// Its cores, memory and custom resources.
+    /// Each executor's cores, memory and custom resources.
     pub resources: Resources,
+    /// How many executors, one or more.
+    pub count: u32,
 }
 
 /// An app or driver left waiting. An app waits while it could use another executor of its

@@ -301,12 +301,12 @@ fn served(plan: &Plan, snapshot: &Snapshot, eligible: &BTreeSet<WorkId>) -> u64 
         .executors
         .iter()
         .filter(|g| eligible.contains(&WorkId::App(g.app.clone())))
-        .map(|g| u64::from(g.resources.cores))
+        .map(|g| u64::from(g.resources.cores) * u64::from(g.count))
         .sum();
     drivers + executors
 }
 
-/// The launches and grants `plan` gives eligible work, as reservations.
+/// The launches and executors `plan` gives eligible work, as reservations: one each.
 fn reservations(plan: &Plan, snapshot: &Snapshot, eligible: &BTreeSet<WorkId>) -> Vec<Reservation> {
     let drivers = plan.drivers.iter().filter_map(|d| {
         let request = snapshot.drivers.iter().find(|r| r.id == d.driver)?;
@@ -320,7 +320,12 @@ fn reservations(plan: &Plan, snapshot: &Snapshot, eligible: &BTreeSet<WorkId>) -
         .iter()
         .map(|g| (WorkId::App(g.app.clone()), g))
         .filter(|(id, _)| eligible.contains(id))
-        .map(|(id, g)| (id, g.worker.clone(), g.resources.clone()));
+        .flat_map(|(id, g)| {
+            std::iter::repeat_n(
+                (id, g.worker.clone(), g.resources.clone()),
+                g.count as usize,
+            )
+        });
     drivers
         .chain(executors)
         .map(|(id, worker, resources)| Reservation {

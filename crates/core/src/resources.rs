@@ -284,6 +284,27 @@ impl Resources {
         }
     }
 
+    /// `count` of these together: what `count` executors of this size hold.
+    ///
+    /// # Panics
+    ///
+    /// An amount overflows; callers scale only what fits a worker.
+    pub fn times(&self, count: u32) -> Resources {
+        let scale = |amount: u32| amount.checked_mul(count).expect("a worker's amount");
+        Resources {
+            cores: scale(self.cores),
+            memory_mb: self
+                .memory_mb
+                .checked_mul(count.into())
+                .expect("a worker's amount"),
+            custom: self
+                .custom
+                .iter()
+                .map(|(name, &amount)| (name.clone(), scale(amount)))
+                .collect(),
+        }
+    }
+
     /// Takes `other` out of these, in place (the placer does so for every grant).
     ///
     /// # Errors
@@ -305,7 +326,7 @@ impl Resources {
     }
 
     /// Checks an amount that must hold something: at least one core and one MB, custom
-    /// resources named and at least 1, nothing beyond the [`limits`](crate::limits). Fields
+    /// resources named and at least 1, nothing beyond the [`limits`]. Fields
     /// are named `{prefix}cores`, `{prefix}memory_mb` and `{prefix}resources.NAME`.
     ///
     /// # Errors
@@ -365,6 +386,12 @@ mod tests {
         assert_eq!(short.to_string(), "1 gpu free, 2 needed");
         let short = Resources::new(8, 8192).fits(&gpus(1, 1, 1)).unwrap_err();
         assert_eq!(short.resource, Resource::Custom("gpu".into()));
+    }
+
+    #[test]
+    fn times_scales_every_amount() {
+        assert_eq!(gpus(2, 512, 1).times(3), gpus(6, 1536, 3));
+        assert_eq!(Resources::new(2, 512).times(1), Resources::new(2, 512));
     }
 
     #[test]

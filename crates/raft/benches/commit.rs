@@ -124,6 +124,7 @@ async fn run(grants: usize, writers: usize, entries: usize) -> Run {
                             app: app.clone(),
                             worker: format!("w{:03}", (entry + g) % WORKERS).as_str().into(),
                             resources: Resources::new(1, 1),
+                            count: 1,
                         })
                         .collect();
                     let plan = command(Op::ApplyPlan(ApplyPlan {

@@ -310,6 +310,7 @@ mod tests {
             app: id.clone(),
             worker: "w1".into(),
             resources: Resources::new(1, 512).with_custom(gpu(1)),
+            count: 1,
         };
         apply(
             &mut state,

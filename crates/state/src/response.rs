@@ -69,7 +69,8 @@ pub enum Outcome {
     },
 }
 
-/// A part of a plan that the re-check refused.
+/// A part of a plan that the re-check refused: a driver's launch, or a grant's executors
+/// from the first that no longer fitted on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rejected {
     /// The driver or app the grant was for.

@@ -365,18 +365,23 @@ fn check_safety(snapshot: &Snapshot, plan: &Plan) -> Result<(), TestCaseError> {
         let a = snapshot.apps.iter().find(|a| a.id == grant.app).unwrap();
         if let Some(cpe) = a.executor_cores {
             prop_assert_eq!(grant.resources.cores, cpe);
+        } else {
+            prop_assert_eq!(grant.count, 1, "one executor per worker");
         }
-        place(
-            &grant.worker,
-            grant.resources.cores,
-            grant.resources.memory_mb,
-            &grant.resources.custom,
-            &a.queue,
-        )?;
-        for q in path(&a.queue.0) {
-            *queue_cores.entry(q.clone()).or_default() += u64::from(grant.resources.cores);
-            if !queues[&a.queue].prior {
-                *normal_grants.entry(q).or_default() += u64::from(grant.resources.cores);
+        prop_assert!(grant.count > 0);
+        for _ in 0..grant.count {
+            place(
+                &grant.worker,
+                grant.resources.cores,
+                grant.resources.memory_mb,
+                &grant.resources.custom,
+                &a.queue,
+            )?;
+            for q in path(&a.queue.0) {
+                *queue_cores.entry(q.clone()).or_default() += u64::from(grant.resources.cores);
+                if !queues[&a.queue].prior {
+                    *normal_grants.entry(q).or_default() += u64::from(grant.resources.cores);
+                }
             }
         }
     }
@@ -458,7 +463,11 @@ proptest! {
             app.executor_memory_mb = memory_mb;
         }
         if let Ok(plan) = schedule(&snapshot) {
-            prop_assert!(plan.executors.iter().all(|e| e.resources.cores > 0));
+            prop_assert!(
+                plan.executors
+                    .iter()
+                    .all(|e| e.resources.cores > 0 && e.count > 0)
+            );
         }
     }
 }

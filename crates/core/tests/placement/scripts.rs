@@ -383,7 +383,10 @@ fn describe(plan: &Plan) -> String {
         grants
             .entry((app, &grant.worker.0))
             .or_default()
-            .push(grant.resources.cores);
+            .extend(std::iter::repeat_n(
+                grant.resources.cores,
+                grant.count as usize,
+            ));
     }
     for app in apps {
         let on: Vec<String> = grants

@@ -269,7 +269,7 @@ fn names_of_earlier_builds_read_as_a_lenient_tree() {
         plan.executors
             .iter()
             .filter(|g| g.app.to_string() == id)
-            .map(|g| g.resources.cores)
+            .map(|g| g.resources.cores * g.count)
             .sum()
     };
     assert_eq!((cores("etl"), cores("parent")), (2, 2), "{plan:?}");

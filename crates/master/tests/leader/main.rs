@@ -595,10 +595,11 @@ fn describe(op: &Op) -> String {
                 .drivers
                 .iter()
                 .map(|d| format!("{} on {}", d.driver, d.worker));
-            let executors = plan
-                .executors
-                .iter()
-                .map(|e| format!("{} {} cores on {}", e.app, e.resources.cores, e.worker));
+            // One per executor, however the plan groups them.
+            let executors = plan.executors.iter().flat_map(|e| {
+                let executor = format!("{} {} cores on {}", e.app, e.resources.cores, e.worker);
+                std::iter::repeat_n(executor, e.count as usize)
+            });
             format!(
                 "ApplyPlan [{}]",
                 drivers.chain(executors).collect::<Vec<_>>().join(", ")

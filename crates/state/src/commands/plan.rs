@@ -38,13 +38,20 @@ impl Apply for ApplyPlan {
             }
         }
         for grant in &self.executors {
-            match grant_executor(state, grant) {
-                Ok(executor) => executors.push((grant.app.clone(), executor)),
-                Err(reason) => rejected.push(Rejected {
-                    id: grant.app.to_string(),
-                    worker: grant.worker.clone(),
-                    reason,
-                }),
+            for _ in 0..grant.count {
+                match grant_executor(state, grant) {
+                    Ok(executor) => executors.push((grant.app.clone(), executor)),
+                    // Its further executors, of the same size for the same app on the
+                    // same worker, would be refused for the same reason.
+                    Err(reason) => {
+                        rejected.push(Rejected {
+                            id: grant.app.to_string(),
+                            worker: grant.worker.clone(),
+                            reason,
+                        });
+                        break;
+                    }
+                }
             }
         }
         Ok(Response {

@@ -90,6 +90,7 @@ impl Apply for GrantReservations {
                         app,
                         worker: room.worker,
                         resources: room.resources,
+                        count: 1,
                     });
                 }
                 // What it was kept for ended meanwhile: the room stays free.

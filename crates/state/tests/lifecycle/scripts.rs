@@ -275,7 +275,15 @@ impl Runner {
                     worker: (*worker).into(),
                 }),
                 ("grant", [app, worker, cores]) => {
-                    grants.push((self.app(app)?, (*worker).into(), cores.parse()?));
+                    grants.push((self.app(app)?, (*worker).into(), cores.parse()?, 1));
+                }
+                ("grant", [app, worker, cores, count]) => {
+                    grants.push((
+                        self.app(app)?,
+                        (*worker).into(),
+                        cores.parse()?,
+                        count.parse()?,
+                    ));
                 }
                 ("mem", [mem]) => memory_mb = mem.parse()?,
                 _ => return Err(format!("unexpected argument {arg}").into()),
@@ -283,10 +291,11 @@ impl Runner {
         }
         plan.executors = grants
             .into_iter()
-            .map(|(app, worker, cores)| ExecutorGrant {
+            .map(|(app, worker, cores, count)| ExecutorGrant {
                 app,
                 worker,
                 resources: Resources::new(cores, memory_mb),
+                count,
             })
             .collect();
         Ok(Op::ApplyPlan(plan))
