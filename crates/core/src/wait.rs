@@ -14,7 +14,7 @@ pub(crate) fn why_nothing_fits(
     need: &Resources,
     queue: &QueueName,
     queues: &Queues,
-    has_room: impl Fn(Admission) -> bool,
+    mut has_room: impl FnMut(Admission) -> bool,
 ) -> WaitReason {
     let alive = ledger.alive_by_id();
     if alive.is_empty() {

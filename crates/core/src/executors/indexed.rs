@@ -7,9 +7,11 @@
 //! them in policy order from the first worker with enough of the sorted dimension, and stops
 //! as soon as more workers could not change its assignment. A worker's key changes only when
 //! the pass places something on it; [`ExecutorPlacer::workers_changed`], told an app's grants,
-//! then moves each worker in the sets where its key changed, or builds the sets afresh when
-//! the grants touched an eighth of the workers or more. An entry packs key, rank and worker
-//! into one `u128`, so that the sets compare single integers.
+//! then moves each worker in the sets where its key changed; when the grants touched an
+//! eighth of the workers or more, it drops the sets instead, and each is built afresh (a
+//! radix sort of its entries) when a walk next needs it. A set is first built the same way.
+//! An entry packs key, rank and worker into one `u128`, so that the sets compare single
+//! integers.
 //!
 //! A worker's offer differs between queues only when it hosts prior work and the queue is a
 //! normal one with a threshold below 1. So there is one *view* per such threshold plus the
@@ -65,14 +67,16 @@ pub(crate) struct IndexedPlacer {
     policy: WorkerSelection,
     /// Thresholds of the limiting views; view `v > 0` is `thresholds[v - 1]`.
     thresholds: Vec<f64>,
-    /// ALIVE workers without prior work, keyed by their free resources.
-    plain: BTreeSet<Entry>,
-    /// Per view, ALIVE workers hosting prior work, keyed by their offer in that view.
-    prior: Vec<BTreeSet<Entry>>,
+    /// ALIVE workers without prior work, keyed by their free resources; `None` until it is
+    /// next walked when it is to be built afresh.
+    plain: Option<BTreeSet<Entry>>,
+    /// Per view, ALIVE workers hosting prior work, keyed by their offer in that view; `None`
+    /// as for `plain`.
+    prior: Vec<Option<BTreeSet<Entry>>>,
     /// Per worker, where it is filed now.
     filed: Vec<Filed>,
-    /// Per worker and view (`w * views + view`), the key it is filed under; a plain worker
-    /// uses view 0's slot.
+    /// Per worker and view (`w * views + view`), the key it is filed under in the sets that
+    /// are built; a plain worker uses view 0's slot.
     keys: Vec<u64>,
 }
 
@@ -122,114 +126,110 @@ impl IndexedPlacer {
         self.prior.len()
     }
 
-    /// Worker `w`'s key in `view` as it stands now (view 0 for a plain worker).
-    fn key(&self, ledger: &Ledger<'_>, w: usize, view: usize) -> u64 {
-        selection_key(self.policy, ledger.offer(w, self.view_admission(view)))
-    }
-
-    /// Where worker `w` belongs as it stands now, its keys written down.
-    fn filing(&mut self, ledger: &Ledger<'_>, w: usize) -> Filed {
-        let views = self.views();
-        if ledger.hosts_prior(w) {
-            for view in 0..views {
-                self.keys[w * views + view] = self.key(ledger, w, view);
-            }
-            Filed::Prior
-        } else {
-            self.keys[w * views] = self.key(ledger, w, 0);
-            Filed::Plain
-        }
-    }
-
-    /// Files worker `w` under its current keys.
-    fn file(&mut self, ledger: &Ledger<'_>, w: usize) {
-        let (rank, views) = (ledger.rank(w), self.views());
-        let filed = self.filing(ledger, w);
-        let keys = &self.keys[w * views..(w + 1) * views];
+    /// The views in which a worker filed as `filed` has a key.
+    fn views_of(&self, filed: Filed) -> usize {
         match filed {
-            Filed::Nowhere => {}
-            Filed::Plain => {
-                self.plain.insert(entry(keys[0], rank, w));
-            }
-            Filed::Prior => {
-                for (set, &key) in self.prior.iter_mut().zip(keys) {
-                    set.insert(entry(key, rank, w));
-                }
+            Filed::Nowhere => 0,
+            Filed::Plain => 1,
+            Filed::Prior => self.views(),
+        }
+    }
+
+    /// The built set that holds the workers filed as `filed` in `view`.
+    fn set_mut(&mut self, filed: Filed, view: usize) -> Option<&mut BTreeSet<Entry>> {
+        match filed {
+            Filed::Nowhere => None,
+            Filed::Plain => self.plain.as_mut(),
+            Filed::Prior => self.prior[view].as_mut(),
+        }
+    }
+
+    /// Worker `w`'s key in `view` as it stands now (view 0 for a plain worker), written down.
+    fn note_key(&mut self, ledger: &Ledger<'_>, w: usize, view: usize) -> u64 {
+        let key = selection_key(self.policy, ledger.offer(w, self.view_admission(view)));
+        let views = self.views();
+        self.keys[w * views + view] = key;
+        key
+    }
+
+    /// Files worker `w` where it belongs as it stands now.
+    fn file(&mut self, ledger: &Ledger<'_>, w: usize) {
+        let filed = filing(ledger, w);
+        self.filed[w] = filed;
+        let rank = ledger.rank(w);
+        for view in 0..self.views_of(filed) {
+            let key = self.note_key(ledger, w, view);
+            if let Some(set) = self.set_mut(filed, view) {
+                set.insert(entry(key, rank, w));
             }
         }
-        self.filed[w] = filed;
     }
 
     /// Removes worker `w` from wherever it is filed.
     fn unfile(&mut self, ledger: &Ledger<'_>, w: usize) {
+        let filed = std::mem::replace(&mut self.filed[w], Filed::Nowhere);
         let (rank, views) = (ledger.rank(w), self.views());
-        let keys = &self.keys[w * views..(w + 1) * views];
-        match std::mem::replace(&mut self.filed[w], Filed::Nowhere) {
-            Filed::Nowhere => {}
-            Filed::Plain => {
-                self.plain.remove(&entry(keys[0], rank, w));
-            }
-            Filed::Prior => {
-                for (set, &key) in self.prior.iter_mut().zip(keys) {
-                    set.remove(&entry(key, rank, w));
-                }
+        for view in 0..self.views_of(filed) {
+            let key = self.keys[w * views + view];
+            if let Some(set) = self.set_mut(filed, view) {
+                set.remove(&entry(key, rank, w));
             }
         }
     }
 
-    /// Moves worker `w`, still filed where it belongs, within each set whose key changed.
-    fn refile(&mut self, ledger: &Ledger<'_>, w: usize, sets: usize) {
+    /// Moves worker `w`, whose usage changed, to where its keys now file it: within each
+    /// built set whose key changed, or from the plain set into every view's when it took its
+    /// first prior work.
+    fn worker_changed(&mut self, ledger: &Ledger<'_>, w: usize) {
+        let filed = self.filed[w];
+        if filed == Filed::Nowhere {
+            return;
+        }
+        if (filed == Filed::Prior) != ledger.hosts_prior(w) {
+            self.unfile(ledger, w);
+            self.file(ledger, w);
+            return;
+        }
         let (rank, views) = (ledger.rank(w), self.views());
-        for view in 0..sets {
-            let new = self.key(ledger, w, view);
-            let old = std::mem::replace(&mut self.keys[w * views + view], new);
+        for view in 0..self.views_of(filed) {
+            if self.set_mut(filed, view).is_none() {
+                // Built afresh, keys and all, when next walked.
+                continue;
+            }
+            let old = self.keys[w * views + view];
+            let new = self.note_key(ledger, w, view);
             if old != new {
-                let set = if self.filed[w] == Filed::Plain {
-                    &mut self.plain
-                } else {
-                    &mut self.prior[view]
-                };
+                let set = self.set_mut(filed, view).expect("built");
                 set.remove(&entry(old, rank, w));
                 set.insert(entry(new, rank, w));
             }
         }
     }
 
-    /// Moves worker `w`, whose usage changed, to where its keys now file it.
-    fn worker_changed(&mut self, ledger: &Ledger<'_>, w: usize) {
-        match (self.filed[w], ledger.hosts_prior(w)) {
-            (Filed::Nowhere, _) => {}
-            (Filed::Plain, false) => self.refile(ledger, w, 1),
-            (Filed::Prior, true) => self.refile(ledger, w, self.views()),
-            // It took its first prior work: from the plain set into every view's.
-            (Filed::Plain | Filed::Prior, _) => {
-                self.unfile(ledger, w);
-                self.file(ledger, w);
+    /// Builds the sets that a walk in `view` needs and that are to be built afresh: from
+    /// each ALIVE worker's keys as it stands now, all entries at once, not one insert each.
+    fn build(&mut self, ledger: &Ledger<'_>, view: usize) {
+        let wanted = [
+            (Filed::Plain, 0, self.plain.is_none()),
+            (Filed::Prior, view, self.prior[view].is_none()),
+        ];
+        for (filed, view, missing) in wanted {
+            if !missing {
+                continue;
             }
-        }
-    }
-
-    /// Builds every set afresh from where each ALIVE worker is filed and its keys: all
-    /// entries at once, sorted, not one insert each.
-    fn build_sets(&mut self, ledger: &Ledger<'_>) {
-        let views = self.views();
-        let mut plain = Vec::new();
-        let mut prior = vec![Vec::new(); views];
-        for &w in ledger.alive_by_id() {
-            let rank = ledger.rank(w);
-            let keys = &self.keys[w * views..(w + 1) * views];
-            match self.filed[w] {
-                Filed::Nowhere => {}
-                Filed::Plain => plain.push(entry(keys[0], rank, w)),
-                Filed::Prior => {
-                    for (entries, &key) in prior.iter_mut().zip(keys) {
-                        entries.push(entry(key, rank, w));
-                    }
+            let mut entries = Vec::new();
+            for &w in ledger.alive_by_id() {
+                if self.filed[w] == filed {
+                    let key = self.note_key(ledger, w, view);
+                    entries.push(entry(key, ledger.rank(w), w));
                 }
             }
+            let set = Some(sorted_set(entries));
+            match filed {
+                Filed::Plain => self.plain = set,
+                _ => self.prior[view] = set,
+            }
         }
-        self.plain = sorted_set(plain);
-        self.prior = prior.into_iter().map(sorted_set).collect();
     }
 
     /// The lowest key a worker that admits `need` can have in the sorted dimension.
@@ -250,8 +250,12 @@ impl IndexedPlacer {
         admission: Admission,
     ) -> impl Iterator<Item = (usize, Offer)> + 's {
         let from = entry(self.min_key(need), 0, 0);
-        let plain = self.plain.range(from..);
-        let prior = self.prior[self.view_of(admission)].range(from..);
+        let built = "the sets a walk needs are built first";
+        let plain = self.plain.as_ref().expect(built).range(from..);
+        let prior = self.prior[self.view_of(admission)]
+            .as_ref()
+            .expect(built)
+            .range(from..);
         let walk: Box<dyn Iterator<Item = &Entry> + 's> = if descending(self.policy) {
             Box::new(Merge::new(plain.rev(), prior.rev(), Ordering::Greater))
         } else {
@@ -282,6 +286,15 @@ impl IndexedPlacer {
             }
         }
         found
+    }
+}
+
+/// Where ALIVE worker `w` belongs as it stands now.
+fn filing(ledger: &Ledger<'_>, w: usize) -> Filed {
+    if ledger.hosts_prior(w) {
+        Filed::Prior
+    } else {
+        Filed::Plain
     }
 }
 
@@ -394,20 +407,20 @@ impl ExecutorPlacer for IndexedPlacer {
         let views = thresholds.len() + 1;
         let mut placer = Self {
             policy,
-            prior: vec![BTreeSet::new(); views],
+            prior: vec![None; views],
             thresholds,
-            plain: BTreeSet::new(),
+            plain: None,
             filed: vec![Filed::Nowhere; ledger.len()],
             keys: vec![0; ledger.len() * views],
         };
         for &w in ledger.alive_by_id() {
-            placer.filed[w] = placer.filing(ledger, w);
+            placer.filed[w] = filing(ledger, w);
         }
-        placer.build_sets(ledger);
         placer
     }
 
     fn assign(&mut self, ledger: &Ledger<'_>, request: &ExecutorRequest<'_>) -> Vec<(usize, u32)> {
+        self.build(ledger, self.view_of(request.admission));
         let candidates = self.candidates(ledger, request);
         let (caps, total): (Vec<u64>, u64) = match request.cores_per_executor {
             Some(cpe) => {
@@ -449,13 +462,15 @@ impl ExecutorPlacer for IndexedPlacer {
             .collect()
     }
 
-    fn has_room(&self, ledger: &Ledger<'_>, need: &Resources, admission: Admission) -> bool {
+    fn has_room(&mut self, ledger: &Ledger<'_>, need: &Resources, admission: Admission) -> bool {
+        self.build(ledger, self.view_of(admission));
         self.usable(ledger, need, admission).next().is_some()
     }
 
     fn workers_changed(&mut self, ledger: &Ledger<'_>, changed: &[usize]) {
-        // Past an eighth of the workers, building every set afresh from sorted entries costs
-        // less than moving each worker (a remove and an insert per set).
+        // Past an eighth of the workers, building a set afresh from sorted entries costs less
+        // than moving each worker (a remove and an insert per set); each is built when a
+        // walk next needs it, so a set no later app walks is never built.
         if changed.len() * REBUILD_SHARE < ledger.alive_by_id().len() {
             for &w in changed {
                 self.worker_changed(ledger, w);
@@ -464,10 +479,11 @@ impl ExecutorPlacer for IndexedPlacer {
         }
         for &w in changed {
             if self.filed[w] != Filed::Nowhere {
-                self.filed[w] = self.filing(ledger, w);
+                self.filed[w] = filing(ledger, w);
             }
         }
-        self.build_sets(ledger);
+        self.plain = None;
+        self.prior.fill(None);
     }
 }
 

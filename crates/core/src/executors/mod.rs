@@ -41,7 +41,7 @@ pub(crate) trait ExecutorPlacer {
     fn assign(&mut self, ledger: &Ledger<'_>, request: &ExecutorRequest<'_>) -> Vec<(usize, u32)>;
 
     /// Whether any ALIVE worker admits one `need` as offered to `admission` now.
-    fn has_room(&self, ledger: &Ledger<'_>, need: &Resources, admission: Admission) -> bool;
+    fn has_room(&mut self, ledger: &Ledger<'_>, need: &Resources, admission: Admission) -> bool;
 
     /// Tells the placer that the usage of workers `changed` changed in `ledger` (an app's
     /// grants, told at once).

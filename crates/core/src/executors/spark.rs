@@ -44,7 +44,7 @@ impl ExecutorPlacer for SparkLoop {
             .collect()
     }
 
-    fn has_room(&self, ledger: &Ledger<'_>, need: &Resources, admission: Admission) -> bool {
+    fn has_room(&mut self, ledger: &Ledger<'_>, need: &Resources, admission: Admission) -> bool {
         ledger.any_fits(need, admission)
     }
 
