@@ -291,17 +291,17 @@ impl Resources {
     /// An amount overflows; callers scale only what fits a worker.
     pub fn times(&self, count: u32) -> Resources {
         let scale = |amount: u32| amount.checked_mul(count).expect("a worker's amount");
+        let mut custom = self.custom.clone();
+        for amount in custom.values_mut() {
+            *amount = scale(*amount);
+        }
         Resources {
             cores: scale(self.cores),
             memory_mb: self
                 .memory_mb
                 .checked_mul(count.into())
                 .expect("a worker's amount"),
-            custom: self
-                .custom
-                .iter()
-                .map(|(name, &amount)| (name.clone(), scale(amount)))
-                .collect(),
+            custom,
         }
     }
 

@@ -385,18 +385,14 @@ fn units_cap(ledger: &Ledger<'_>, w: usize, offer: Offer, request: &ExecutorRequ
     match request.cores_per_executor {
         None => offer.cores.into(),
         Some(cpe) => {
-            let by_resources = request
+            let by_cores_and_memory =
+                u64::from(offer.cores / cpe).min(offer.memory_mb / request.need.memory_mb);
+            request
                 .need
                 .custom
                 .iter()
-                .map(|(name, &amount)| u64::from(ledger.resource_free(w, name) / amount));
-            by_resources
-                .chain([
-                    u64::from(offer.cores / cpe),
-                    offer.memory_mb / request.need.memory_mb,
-                ])
-                .min()
-                .expect("cores and memory always bound the count")
+                .map(|(name, &amount)| u64::from(ledger.resource_free(w, name) / amount))
+                .fold(by_cores_and_memory, u64::min)
         }
     }
 }
