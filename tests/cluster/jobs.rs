@@ -508,14 +508,13 @@ fn custom_resources_asked_for_by_a_job_file_and_a_driver_bound_what_runs() {
         &["submit", "--resources", "gpu=2", "--", "/bin/true"],
     );
     let driver = crate::support::stdout(&output);
+    // Until the worker registers, the driver waits for want of any ALIVE worker.
+    let too_large =
+        "a driver needs 1 core, 1024 MB, gpu=2: more than any ALIVE worker has in total";
     let status = wait_for(&masters, "the driver's reason to wait", |s| {
-        s["drivers"][0]["waiting"].is_string()
+        s["drivers"][0]["waiting"] == too_large
     });
     assert_eq!(status["drivers"][0]["id"], driver.as_str());
-    assert_eq!(
-        status["drivers"][0]["waiting"],
-        "a driver needs 1 core, 1024 MB, gpu=2: more than any ALIVE worker has in total"
-    );
     // With one GPU on the cluster, a job whose executors need one runs on one executor.
     let file = job_file(
         &masters,
