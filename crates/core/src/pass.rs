@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::drivers::place_drivers;
 use crate::executors::{ExecutorPlacer, ExecutorRequest};
-use crate::ids::{AppId, QueueName, WorkId};
+use crate::ids::{AppId, QueueName, WorkId, WorkerId};
 use crate::ledger::{Ledger, share};
 use crate::model::{AppRequest, Snapshot};
 use crate::plan::{ExecutorGrant, Kind, Plan, WaitReason, Waiting};
@@ -33,6 +33,7 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
         for app in normal {
             apps.place(app, Bound::Max, true, &mut ledger, &mut placer, &mut plan);
         }
+        plan.executors = apps.into_grants();
         return plan;
     }
     // Every queue up to its guarantee first, then up to its maximum; in each round the
@@ -57,8 +58,22 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
             apps.place(app, bound, last, &mut ledger, &mut placer, &mut plan);
         }
     }
-    apps.order_by_growth(&mut plan);
+    plan.executors = apps.into_grants();
     plan
+}
+
+/// A grant as the pass makes it: the plan's [`ExecutorGrant`] once the pass is over, without
+/// the ids and resources copied into it before then.
+struct Grant<'s> {
+    app: &'s AppRequest,
+    worker: &'s WorkerId,
+    /// Each executor's cores.
+    cores: u32,
+    /// How many executors.
+    count: u32,
+    /// The step of the pass at which it was made or last grew: listed in that order, each
+    /// grant is admissible (thresholds included) after the ones before it.
+    step: usize,
 }
 
 /// State carried from one app to the next: queue usage, what each app got so far, and the
@@ -70,13 +85,12 @@ struct AppPass<'s> {
     queue_used: BTreeMap<&'s QueueName, u64>,
     /// Cores and executors granted to each app in this pass.
     granted: BTreeMap<&'s AppId, (u64, u64)>,
-    /// The grant (its index in the plan) of each app's executor on each worker this pass,
+    /// The grants made so far, in the order they were made.
+    grants: Vec<Grant<'s>>,
+    /// The grant (its index in `grants`) of each app's executor on each worker this pass,
     /// for apps without `executor_cores`, whose one executor per worker absorbs the cores
     /// of every round (see `grow_sole_executors`).
     sole_executors: BTreeMap<(&'s AppId, usize), usize>,
-    /// The step of the pass at which each plan grant last grew: listed in that order, each
-    /// grant is admissible (thresholds included) after the ones before it.
-    grown_at: Vec<usize>,
     /// Steps taken: grants made or grown.
     steps: usize,
     /// Total cores of ALIVE workers, the base of every queue's share.
@@ -90,8 +104,8 @@ impl<'s> AppPass<'s> {
             queues,
             queue_used: queues.sum_below(snapshot.apps.iter().map(|a| (&a.queue, a.held_cores()))),
             granted: BTreeMap::new(),
+            grants: Vec::new(),
             sole_executors: BTreeMap::new(),
-            grown_at: Vec::new(),
             steps: 0,
             total_cores: ledger.alive_total_cores(),
         }
@@ -109,17 +123,21 @@ impl<'s> AppPass<'s> {
         self.steps
     }
 
-    /// Lists the plan's grants in the order they last grew: an executor that took more
-    /// cores in a later round moves to where it took them.
-    fn order_by_growth(&self, plan: &mut Plan) {
-        let mut grants: Vec<(usize, ExecutorGrant)> = self
-            .grown_at
+    /// The plan's grants, in the order they last grew: an executor that took more cores in
+    /// a later round moves to where it took them. Made at once, in a list allocated once.
+    fn into_grants(mut self) -> Vec<ExecutorGrant> {
+        // Steps are unique: an unstable sort orders them the same, with no scratch space.
+        self.grants.sort_unstable_by_key(|grant| grant.step);
+        self.grants
             .iter()
-            .copied()
-            .zip(std::mem::take(&mut plan.executors))
-            .collect();
-        grants.sort_by_key(|&(step, _)| step);
-        plan.executors = grants.into_iter().map(|(_, grant)| grant).collect();
+            .map(|grant| ExecutorGrant {
+                app: grant.app.id.clone(),
+                worker: grant.worker.clone(),
+                resources: Resources::new(grant.cores, grant.app.executor_memory_mb)
+                    .with_custom(grant.app.executor_resources.clone()),
+                count: grant.count,
+            })
+            .collect()
     }
 
     fn used(&self, queue: &QueueName) -> u64 {
@@ -154,7 +172,6 @@ impl<'s> AppPass<'s> {
         app: &'s AppRequest,
         mut cores: u64,
         ledger: &mut Ledger<'_>,
-        plan: &mut Plan,
     ) -> (u64, Vec<usize>) {
         let admission = self.queues.admission(&app.queue);
         let mut executors: Vec<(usize, usize, u32)> = self
@@ -185,8 +202,10 @@ impl<'s> AppPass<'s> {
         let mut grown = (0, Vec::new());
         for (grant, w, added) in executors.into_iter().filter(|&(_, _, added)| added > 0) {
             ledger.take(w, &Resources::new(added, 0), admission == Admission::Prior);
-            plan.executors[grant].resources.cores += added;
-            self.grown_at[grant] = self.next_step();
+            let step = self.next_step();
+            let grant = &mut self.grants[grant];
+            grant.cores += added;
+            grant.step = step;
             grown.0 += u64::from(added);
             grown.1.push(w);
         }
@@ -200,7 +219,7 @@ impl<'s> AppPass<'s> {
         app: &'s AppRequest,
         bound: Bound,
         last: bool,
-        ledger: &mut Ledger<'_>,
+        ledger: &mut Ledger<'s>,
         placer: &mut P,
         plan: &mut Plan,
     ) {
@@ -223,7 +242,7 @@ impl<'s> AppPass<'s> {
         let mut cores_left = own_left.min(queue_left);
         let (mut granted_cores, mut granted_executors) = (0u64, 0u64);
         if app.executor_cores.is_none() {
-            let (grown, changed) = self.grow_sole_executors(app, cores_left, ledger, plan);
+            let (grown, changed) = self.grow_sole_executors(app, cores_left, ledger);
             cores_left -= grown;
             granted_cores += grown;
             placer.workers_changed(ledger, &changed);
@@ -251,18 +270,16 @@ impl<'s> AppPass<'s> {
                 if app.executor_cores.is_none() {
                     // Its executors there took every core offered: a worker the placer
                     // picks has none of this app's yet.
-                    let earlier = self
-                        .sole_executors
-                        .insert((&app.id, w), plan.executors.len());
+                    let earlier = self.sole_executors.insert((&app.id, w), self.grants.len());
                     debug_assert!(earlier.is_none(), "one executor per worker");
                 }
                 let step = self.next_step();
-                self.grown_at.push(step);
-                plan.executors.push(ExecutorGrant {
-                    app: app.id.clone(),
-                    worker: ledger.worker(w).id.clone(),
-                    resources: executor,
+                self.grants.push(Grant {
+                    app,
+                    worker: &ledger.worker(w).id,
+                    cores: cores_each,
                     count,
+                    step,
                 });
                 granted_cores += u64::from(cores);
                 granted_executors += u64::from(count);
