@@ -262,11 +262,12 @@ impl<'s> AppPass<'s> {
                 let (count, cores_each) = app
                     .executor_cores
                     .map_or((1, cores), |cpe| (cores / cpe, cpe));
-                let executor = Resources {
+                let executors = Resources {
                     cores: cores_each,
                     ..need.clone()
-                };
-                ledger.take(w, &executor.times(count), admission == Admission::Prior);
+                }
+                .times(count);
+                ledger.take(w, &executors, admission == Admission::Prior);
                 if app.executor_cores.is_none() {
                     // Its executors there took every core offered: a worker the placer
                     // picks has none of this app's yet.

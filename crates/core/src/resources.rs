@@ -289,20 +289,17 @@ impl Resources {
     /// # Panics
     ///
     /// An amount overflows; callers scale only what fits a worker.
-    pub fn times(&self, count: u32) -> Resources {
+    pub fn times(mut self, count: u32) -> Resources {
         let scale = |amount: u32| amount.checked_mul(count).expect("a worker's amount");
-        let mut custom = self.custom.clone();
-        for amount in custom.values_mut() {
+        self.cores = scale(self.cores);
+        self.memory_mb = self
+            .memory_mb
+            .checked_mul(count.into())
+            .expect("a worker's amount");
+        for amount in self.custom.values_mut() {
             *amount = scale(*amount);
         }
-        Resources {
-            cores: scale(self.cores),
-            memory_mb: self
-                .memory_mb
-                .checked_mul(count.into())
-                .expect("a worker's amount"),
-            custom,
-        }
+        self
     }
 
     /// Takes `other` out of these, in place (the placer does so for every grant).
