@@ -10,8 +10,9 @@
 //! then moves each worker in the sets where its key changed; when the grants touched an
 //! eighth of the workers or more, it drops the sets instead, and each is built afresh (a
 //! radix sort of its entries) when a walk next needs it. A set is first built the same way.
-//! An entry packs key, rank and worker into one `u128`, so that the sets compare single
-//! integers.
+//! A set built is a sorted list, cheap to make and to walk; it becomes an ordered tree the
+//! first time a worker moves in it. An entry packs key, rank and worker into one `u128`, so
+//! that the sets compare single integers.
 //!
 //! A worker's offer differs between queues only when it hosts prior work and the queue is a
 //! normal one with a threshold below 1. So there is one *view* per such threshold plus the
@@ -38,7 +39,7 @@
 //! greedy, when the workers seen can absorb `U`.
 
 use std::cmp::Ordering;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, btree_set};
 use std::iter::Peekable;
 
 use super::{ExecutorPlacer, ExecutorRequest, descending, selection_key};
@@ -69,10 +70,10 @@ pub(crate) struct IndexedPlacer {
     thresholds: Vec<f64>,
     /// ALIVE workers without prior work, keyed by their free resources; `None` until it is
     /// next walked when it is to be built afresh.
-    plain: Option<BTreeSet<Entry>>,
+    plain: Option<Sorted>,
     /// Per view, ALIVE workers hosting prior work, keyed by their offer in that view; `None`
     /// as for `plain`.
-    prior: Vec<Option<BTreeSet<Entry>>>,
+    prior: Vec<Option<Sorted>>,
     /// Per worker, where it is filed now.
     filed: Vec<Filed>,
     /// Per worker and view (`w * views + view`), the key it is filed under in the sets that
@@ -135,13 +136,23 @@ impl IndexedPlacer {
         }
     }
 
-    /// The built set that holds the workers filed as `filed` in `view`.
-    fn set_mut(&mut self, filed: Filed, view: usize) -> Option<&mut BTreeSet<Entry>> {
+    /// Whether the set that holds the workers filed as `filed` in `view` is built.
+    fn is_built(&self, filed: Filed, view: usize) -> bool {
         match filed {
+            Filed::Nowhere => false,
+            Filed::Plain => self.plain.is_some(),
+            Filed::Prior => self.prior[view].is_some(),
+        }
+    }
+
+    /// The built set that holds the workers filed as `filed` in `view`, to move workers in.
+    fn set_mut(&mut self, filed: Filed, view: usize) -> Option<&mut BTreeSet<Entry>> {
+        let set = match filed {
             Filed::Nowhere => None,
             Filed::Plain => self.plain.as_mut(),
             Filed::Prior => self.prior[view].as_mut(),
-        }
+        };
+        set.map(Sorted::tree)
     }
 
     /// Worker `w`'s key in `view` as it stands now (view 0 for a plain worker), written down.
@@ -192,7 +203,7 @@ impl IndexedPlacer {
         }
         let (rank, views) = (ledger.rank(w), self.views());
         for view in 0..self.views_of(filed) {
-            if self.set_mut(filed, view).is_none() {
+            if !self.is_built(filed, view) {
                 // Built afresh, keys and all, when next walked.
                 continue;
             }
@@ -224,7 +235,7 @@ impl IndexedPlacer {
                     entries.push(entry(key, ledger.rank(w), w));
                 }
             }
-            let set = Some(sorted_set(entries));
+            let set = Some(Sorted::List(sort_by_key(entries)));
             match filed {
                 Filed::Plain => self.plain = set,
                 _ => self.prior[view] = set,
@@ -251,11 +262,11 @@ impl IndexedPlacer {
     ) -> impl Iterator<Item = (usize, Offer)> + 's {
         let from = entry(self.min_key(need), 0, 0);
         let built = "the sets a walk needs are built first";
-        let plain = self.plain.as_ref().expect(built).range(from..);
+        let plain = self.plain.as_ref().expect(built).from(from);
         let prior = self.prior[self.view_of(admission)]
             .as_ref()
             .expect(built)
-            .range(from..);
+            .from(from);
         let walk: Box<dyn Iterator<Item = &Entry> + 's> = if descending(self.policy) {
             Box::new(Merge::new(plain.rev(), prior.rev(), Ordering::Greater))
         } else {
@@ -302,9 +313,58 @@ fn filing(ledger: &Ledger<'_>, w: usize) -> Filed {
 /// afresh instead: one in this many.
 const REBUILD_SHARE: usize = 8;
 
-/// A set of entries made in id-rank order, built in one go from them sorted.
-fn sorted_set(entries: Vec<Entry>) -> BTreeSet<Entry> {
-    sort_by_key(entries).into_iter().collect()
+/// Entries in order: a sorted list as a set is built, cheap to make and to walk, and a tree
+/// from the first time a worker moves in it.
+enum Sorted {
+    List(Vec<Entry>),
+    Tree(BTreeSet<Entry>),
+}
+
+impl Sorted {
+    /// The entries from `from` on, in order.
+    fn from(&self, from: Entry) -> Walk<'_> {
+        match self {
+            Self::List(list) => Walk::List(list[list.partition_point(|&e| e < from)..].iter()),
+            Self::Tree(tree) => Walk::Tree(tree.range(from..)),
+        }
+    }
+
+    /// The entries as a tree, to move workers in: made from the list in one go.
+    fn tree(&mut self) -> &mut BTreeSet<Entry> {
+        if let Self::List(list) = self {
+            *self = Self::Tree(std::mem::take(list).into_iter().collect());
+        }
+        match self {
+            Self::Tree(tree) => tree,
+            Self::List(_) => unreachable!("made a tree above"),
+        }
+    }
+}
+
+/// A walk over the entries of a [`Sorted`], either way.
+enum Walk<'a> {
+    List(std::slice::Iter<'a, Entry>),
+    Tree(btree_set::Range<'a, Entry>),
+}
+
+impl<'a> Iterator for Walk<'a> {
+    type Item = &'a Entry;
+
+    fn next(&mut self) -> Option<&'a Entry> {
+        match self {
+            Self::List(walk) => walk.next(),
+            Self::Tree(walk) => walk.next(),
+        }
+    }
+}
+
+impl<'a> DoubleEndedIterator for Walk<'a> {
+    fn next_back(&mut self) -> Option<&'a Entry> {
+        match self {
+            Self::List(walk) => walk.next_back(),
+            Self::Tree(walk) => walk.next_back(),
+        }
+    }
 }
 
 /// The selection key an entry is filed under.
@@ -403,7 +463,7 @@ impl ExecutorPlacer for IndexedPlacer {
         let views = thresholds.len() + 1;
         let mut placer = Self {
             policy,
-            prior: vec![None; views],
+            prior: std::iter::repeat_with(|| None).take(views).collect(),
             thresholds,
             plain: None,
             filed: vec![Filed::Nowhere; ledger.len()],
@@ -479,7 +539,7 @@ impl ExecutorPlacer for IndexedPlacer {
             }
         }
         self.plain = None;
-        self.prior.fill(None);
+        self.prior.fill_with(|| None);
     }
 }
 
