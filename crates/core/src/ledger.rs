@@ -2,7 +2,8 @@
 //! request of a given queue, and the effect of each placement on it.
 //!
 //! Invariant: a worker's used cores, memory and resources never exceed its capacity, because
-//! [`Ledger::take`] is only called for a need that [`Ledger::fits`] admitted.
+//! [`Ledger::take`] is only called for what the placement found room for: a driver or an
+//! executor [`Ledger::fits`] admitted, or as many executors as the worker's offer holds.
 
 use crate::model::{Worker, WorkerState};
 use crate::queues::Admission;
@@ -162,8 +163,8 @@ impl<'a> Ledger<'a> {
         self.capacity[w].fits(need).is_ok()
     }
 
-    /// Records one placement of `need` on worker `w`; `prior` marks the worker as hosting
-    /// prior work from now on.
+    /// Records the placement of `need` (one driver's, or one or more executors') on worker
+    /// `w`; `prior` marks the worker as hosting prior work from now on.
     ///
     /// # Panics
     ///

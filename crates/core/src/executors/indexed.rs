@@ -617,7 +617,7 @@ mod tests {
     #[test]
     fn sorting_by_key_orders_entries_as_a_comparison_sort_does() {
         // Keys with low, middle and high bytes in use, many equal keys, and ranks made in
-        // order, as `build_sets` makes them.
+        // order, as `build` makes them.
         let mut seed = 7u64;
         let entries: Vec<Entry> = (0..2_000u32)
             .map(|rank| {

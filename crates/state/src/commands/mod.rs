@@ -17,7 +17,7 @@ pub use apps::{
     AppFinished, ExecutorStateChanged, KillApp, KillExecutors, SetExecutorLimit, SubmitApp,
 };
 pub use drivers::{DriverStateChanged, KillDriver, SubmitDriver};
-pub use plan::ApplyPlan;
+pub use plan::{ApplyPlan, ApplyPlanPerExecutor, GrantOfOne};
 pub use preempt::{GrantReservations, Preempt};
 pub use queues::{ConfigureQueues, QueueSettings, ReplaceQueues, SetQueues, set_queues_op};
 pub use restore::Restore;
@@ -71,8 +71,9 @@ pub enum Op {
     SetExecutorLimit(SetExecutorLimit),
     /// An application gives back executors.
     KillExecutors(KillExecutors),
-    /// One scheduling pass: driver launches and executor grants.
-    ApplyPlan(ApplyPlan),
+    /// One scheduling pass as builds before grants had a count wrote it: a grant per
+    /// executor.
+    ApplyPlanPerExecutor(ApplyPlanPerExecutor),
     /// A worker reports an executor's new state.
     ExecutorStateChanged(ExecutorStateChanged),
     /// A worker reports a driver's end.
@@ -108,6 +109,8 @@ pub enum Op {
     PreemptForGuarantees(Preempt),
     /// A worker registers or re-registers with the addresses of its custom resources.
     RegisterWorkerWithAddresses(RegisterWorkerWithAddresses),
+    /// One scheduling pass: driver launches and executor grants.
+    ApplyPlan(ApplyPlan),
 }
 
 /// How an op changes the state.
@@ -192,6 +195,7 @@ impl ClusterState {
             Op::SetExecutorLimit(op) => op.apply(self, at),
             Op::KillExecutors(op) => op.apply(self, at),
             Op::ApplyPlan(op) => op.apply(self, at),
+            Op::ApplyPlanPerExecutor(op) => op.apply(self, at),
             Op::ExecutorStateChanged(op) => op.apply(self, at),
             Op::DriverStateChanged(op) => op.apply(self, at),
             Op::AppFinished(op) => op.apply(self, at),

@@ -1,5 +1,6 @@
-//! Applying one scheduling pass. Like Nomad's plan applier, every launch and grant is checked
-//! again against the current state and applied only if it still fits; the rest is reported.
+//! Applying one scheduling pass. Like Nomad's plan applier, every launch and each executor of
+//! a grant is checked again against the current state and applied only if it still fits;
+//! what no longer fits is reported.
 
 use muster_core::plan::{DriverLaunch, ExecutorGrant};
 use serde::{Deserialize, Serialize};
@@ -10,7 +11,8 @@ use crate::addresses::Holder;
 use crate::model::{AppState, DriverState, Executor, ExecutorState};
 use crate::response::{ApplyError, Effects, Outcome, Rejected, Rejection, Response};
 use crate::state::take;
-use muster_core::ids::{ExecutorId, Timestamp};
+use muster_core::ids::{AppId, ExecutorId, Timestamp, WorkerId};
+use muster_core::resources::Resources;
 
 /// The launches and grants of one scheduling pass, as `muster-core` produced them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -19,6 +21,48 @@ pub struct ApplyPlan {
     pub drivers: Vec<DriverLaunch>,
     /// Executors to grant, in order.
     pub executors: Vec<ExecutorGrant>,
+}
+
+/// One scheduling pass as builds before grants had a count wrote it: one grant per executor.
+/// Entries already in a log still read, and apply as an [`ApplyPlan`] whose grants each hold
+/// one executor.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ApplyPlanPerExecutor {
+    /// Drivers to launch, in order.
+    pub drivers: Vec<DriverLaunch>,
+    /// Executors to grant, in order.
+    pub executors: Vec<GrantOfOne>,
+}
+
+/// One executor granted to an app on a worker, as [`ApplyPlanPerExecutor`] carries it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantOfOne {
+    /// The app that receives the executor.
+    pub app: AppId,
+    /// The worker that runs it.
+    pub worker: WorkerId,
+    /// Its cores, memory and custom resources.
+    pub resources: Resources,
+}
+
+impl Apply for ApplyPlanPerExecutor {
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        let executors = self
+            .executors
+            .iter()
+            .map(|grant| ExecutorGrant {
+                app: grant.app.clone(),
+                worker: grant.worker.clone(),
+                resources: grant.resources.clone(),
+                count: 1,
+            })
+            .collect();
+        ApplyPlan {
+            drivers: self.drivers.clone(),
+            executors,
+        }
+        .apply(state, at)
+    }
 }
 
 impl Apply for ApplyPlan {
