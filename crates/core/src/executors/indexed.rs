@@ -68,8 +68,8 @@ pub(crate) struct IndexedPlacer {
     policy: WorkerSelection,
     /// Thresholds of the limiting views; view `v > 0` is `thresholds[v - 1]`.
     thresholds: Vec<f64>,
-    /// ALIVE workers without prior work, keyed by their free resources; `None` until it is
-    /// next walked when it is to be built afresh.
+    /// ALIVE workers without prior work, keyed by their free resources; `None` while it is
+    /// to be built afresh, which the next walk does.
     plain: Option<Sorted>,
     /// Per view, ALIVE workers hosting prior work, keyed by their offer in that view; `None`
     /// as for `plain`.
@@ -262,11 +262,11 @@ impl IndexedPlacer {
     ) -> impl Iterator<Item = (usize, Offer)> + 's {
         let from = entry(self.min_key(need), 0, 0);
         let built = "the sets a walk needs are built first";
-        let plain = self.plain.as_ref().expect(built).from(from);
+        let plain = self.plain.as_ref().expect(built).walk_from(from);
         let prior = self.prior[self.view_of(admission)]
             .as_ref()
             .expect(built)
-            .from(from);
+            .walk_from(from);
         let walk: Box<dyn Iterator<Item = &Entry> + 's> = if descending(self.policy) {
             Box::new(Merge::new(plain.rev(), prior.rev(), Ordering::Greater))
         } else {
@@ -322,7 +322,7 @@ enum Sorted {
 
 impl Sorted {
     /// The entries from `from` on, in order.
-    fn from(&self, from: Entry) -> Walk<'_> {
+    fn walk_from(&self, from: Entry) -> Walk<'_> {
         match self {
             Self::List(list) => Walk::List(list[list.partition_point(|&e| e < from)..].iter()),
             Self::Tree(tree) => Walk::Tree(tree.range(from..)),
