@@ -136,23 +136,24 @@ impl IndexedPlacer {
         }
     }
 
-    /// Whether the set that holds the workers filed as `filed` in `view` is built.
-    fn is_built(&self, filed: Filed, view: usize) -> bool {
+    /// Where the set that holds the workers filed as `filed` in `view` is kept (`None` in
+    /// it while it is to be built); no set holds workers filed nowhere.
+    fn slot(&mut self, filed: Filed, view: usize) -> Option<&mut Option<Sorted>> {
         match filed {
-            Filed::Nowhere => false,
-            Filed::Plain => self.plain.is_some(),
-            Filed::Prior => self.prior[view].is_some(),
+            Filed::Nowhere => None,
+            Filed::Plain => Some(&mut self.plain),
+            Filed::Prior => Some(&mut self.prior[view]),
         }
+    }
+
+    /// Whether the set that holds the workers filed as `filed` in `view` is built.
+    fn is_built(&mut self, filed: Filed, view: usize) -> bool {
+        self.slot(filed, view).is_some_and(|set| set.is_some())
     }
 
     /// The built set that holds the workers filed as `filed` in `view`, to move workers in.
     fn set_mut(&mut self, filed: Filed, view: usize) -> Option<&mut BTreeSet<Entry>> {
-        let set = match filed {
-            Filed::Nowhere => None,
-            Filed::Plain => self.plain.as_mut(),
-            Filed::Prior => self.prior[view].as_mut(),
-        };
-        set.map(Sorted::tree)
+        self.slot(filed, view)?.as_mut().map(Sorted::tree)
     }
 
     /// Worker `w`'s key in `view` as it stands now (view 0 for a plain worker), written down.
@@ -220,12 +221,8 @@ impl IndexedPlacer {
     /// Builds the sets that a walk in `view` needs and that are to be built afresh: from
     /// each ALIVE worker's keys as it stands now, all entries at once, not one insert each.
     fn build(&mut self, ledger: &Ledger<'_>, view: usize) {
-        let wanted = [
-            (Filed::Plain, 0, self.plain.is_none()),
-            (Filed::Prior, view, self.prior[view].is_none()),
-        ];
-        for (filed, view, missing) in wanted {
-            if !missing {
+        for (filed, view) in [(Filed::Plain, 0), (Filed::Prior, view)] {
+            if self.is_built(filed, view) {
                 continue;
             }
             let mut entries = Vec::new();
@@ -235,11 +232,8 @@ impl IndexedPlacer {
                     entries.push(entry(key, ledger.rank(w), w));
                 }
             }
-            let set = Some(Sorted::List(sort_by_key(entries)));
-            match filed {
-                Filed::Plain => self.plain = set,
-                _ => self.prior[view] = set,
-            }
+            *self.slot(filed, view).expect("plain or prior") =
+                Some(Sorted::List(sort_by_key(entries)));
         }
     }
 
