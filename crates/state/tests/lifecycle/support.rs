@@ -136,6 +136,19 @@ fn visible(state: &ClusterState) -> String {
     )
 }
 
+/// The log ops an earlier build wrote to `fixtures/NAME`, read whole.
+pub fn fixture_ops(name: &str) -> Vec<Op> {
+    let path = format!(
+        "{}/tests/lifecycle/fixtures/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let (ops, read): (Vec<Op>, usize) =
+        bincode::serde::decode_from_slice(&bytes, bincode::config::standard()).unwrap();
+    assert_eq!(read, bytes.len(), "{path} has trailing bytes");
+    ops
+}
+
 pub fn app_desc(
     cores_max: Option<u32>,
     executor_cores: Option<u32>,
