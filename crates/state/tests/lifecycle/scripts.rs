@@ -274,16 +274,9 @@ impl Runner {
                     driver: self.driver(driver)?,
                     worker: (*worker).into(),
                 }),
-                ("grant", [app, worker, cores]) => {
-                    grants.push((self.app(app)?, (*worker).into(), cores.parse()?, 1));
-                }
-                ("grant", [app, worker, cores, count]) => {
-                    grants.push((
-                        self.app(app)?,
-                        (*worker).into(),
-                        cores.parse()?,
-                        count.parse()?,
-                    ));
+                ("grant", [app, worker, cores, count @ ..]) if count.len() <= 1 => {
+                    let count = count.first().map_or(Ok(1), |count| count.parse())?;
+                    grants.push((self.app(app)?, (*worker).into(), cores.parse()?, count));
                 }
                 ("mem", [mem]) => memory_mb = mem.parse()?,
                 _ => return Err(format!("unexpected argument {arg}").into()),
