@@ -34,6 +34,7 @@
 //! * `addresses`: which units of custom resources (which GPUs) each process holds.
 //! * `invariants`: [`ClusterState::check_invariants`].
 //! * `snapshot`: versioned snapshot encoding.
+//! * [`version`]: log formats, and when the cluster's effective one is raised.
 //! * `scheduling`: the [`muster_core::Snapshot`] a scheduling pass sees.
 
 mod addresses;
@@ -44,6 +45,7 @@ mod response;
 mod scheduling;
 mod snapshot;
 mod state;
+pub mod version;
 
 pub use commands::{Command, Op};
 pub use invariants::InvariantViolation;

@@ -4,18 +4,20 @@
 use crate::ClusterState;
 
 /// The newest format this build writes and reads. Format 3 added the kept room
-/// (reservations) at the end of the state, format 4 the draining workers after it, and
-/// format 5 the named users, the queues' access lists and the drivers' and applications'
-/// users, format 6 the queues' capacities, format 7 the resource addresses. A state without a format's fields is still
-/// written in the older format, which replicas of the previous builds read, and an older
-/// format reads as a state without them.
-pub const SNAPSHOT_FORMAT: u8 = 7;
+/// (reservations) at the end of the state, format 4 the draining workers after it, format 5
+/// the named users, the queues' access lists and the drivers' and applications' users,
+/// format 6 the queues' capacities, format 7 the resource addresses, and format 8 the raised
+/// log format. A state without a format's fields is still written in the older format, which
+/// replicas of the previous builds read, and an older format reads as a state without them:
+/// until the cluster's log format is raised, its snapshots are of format 7 at the most, which
+/// release 0.1.0 reads.
+pub const SNAPSHOT_FORMAT: u8 = 8;
 
 /// The oldest format this build reads.
 const OLDEST_FORMAT: u8 = 2;
 
 /// How many fields each format adds at the end of the state, from format 3 on.
-const FIELDS_ADDED: [usize; 5] = [1, 1, 4, 1, 3];
+const FIELDS_ADDED: [usize; 6] = [1, 1, 4, 1, 3, 1];
 
 /// Why a snapshot could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -66,6 +68,7 @@ impl ClusterState {
                 && self.app_users.is_empty(),
             self.capacities.is_empty(),
             self.addresses.is_empty(),
+            self.raised_format.is_none(),
         ];
         for (empty, fields) in added_empty.into_iter().zip(FIELDS_ADDED).rev() {
             if !empty {

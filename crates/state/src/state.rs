@@ -18,6 +18,7 @@ use crate::model::{
     Reservation, User, Worker,
 };
 use crate::response::{ApplyError, Effects, Rejection, Response};
+use crate::version::LogFormat;
 
 /// Settings every replica must share, fixed when the cluster is created.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,6 +109,10 @@ pub struct ClusterState {
     /// holds. Came with format 7: a snapshot of format 6 reads as one without, and its
     /// processes that hold custom resources are handed addresses as it loads.
     pub(crate) addresses: AddressBook,
+    /// The log format the cluster was raised to; `None` while it is at the first,
+    /// [`LogFormat::FIRST`]. Came with format 8: a snapshot of format 7 reads as one of a
+    /// cluster never raised.
+    pub(crate) raised_format: Option<LogFormat>,
 }
 
 /// The results of recent client requests, oldest first.
@@ -149,6 +154,11 @@ impl ClusterState {
     /// The shared settings.
     pub fn config(&self) -> &StateConfig {
         &self.config
+    }
+
+    /// The cluster's effective log format: what its log and snapshots may hold.
+    pub fn log_format(&self) -> LogFormat {
+        self.raised_format.unwrap_or(LogFormat::FIRST)
     }
 
     /// Room kept for prior work that preempted.

@@ -13,6 +13,7 @@ mod restore;
 mod users;
 mod workers;
 
+pub use crate::version::RaiseLogFormat;
 pub use apps::{
     AppFinished, ExecutorStateChanged, KillApp, KillExecutors, SetExecutorLimit, SubmitApp,
 };
@@ -111,10 +112,12 @@ pub enum Op {
     RegisterWorkerWithAddresses(RegisterWorkerWithAddresses),
     /// One scheduling pass: driver launches and executor grants.
     ApplyPlan(ApplyPlan),
+    /// The cluster's effective log format is raised (see [`crate::version`]).
+    RaiseLogFormat(RaiseLogFormat),
 }
 
 /// How an op changes the state.
-trait Apply {
+pub(crate) trait Apply {
     /// Applies the op at time `at`.
     ///
     /// # Errors
@@ -214,6 +217,7 @@ impl ClusterState {
                 op.apply_for(self, at, muster_core::preempt::Preempting::BelowGuarantee)
             }
             Op::RegisterWorkerWithAddresses(op) => op.apply(self, at),
+            Op::RaiseLogFormat(op) => op.apply(self, at),
         }
     }
 }

@@ -4,10 +4,11 @@ use muster_core::access::QueueSpec;
 use muster_core::ids::{Timestamp, WorkId};
 use muster_core::resources::Resources;
 use muster_state::commands::{
-    AddUser, By, DecommissionWorker, DrainWorker, Preempt, RegisterWorker, Restore, SubmitDriver,
-    set_queues_op,
+    AddUser, By, DecommissionWorker, DrainWorker, Preempt, RaiseLogFormat, RegisterWorker, Restore,
+    SubmitDriver, set_queues_op,
 };
 use muster_state::model::Reservation;
+use muster_state::version::LogFormat;
 use muster_state::{ClusterState, Op, SNAPSHOT_FORMAT, SnapshotError};
 
 use crate::snapshot_bytes::decode_hostile;
@@ -108,6 +109,49 @@ fn busy_cluster_with_addresses() -> Cluster {
     c
 }
 
+/// The newest snapshot format release 0.1.0 reads.
+const RELEASE_0_1_SNAPSHOTS: u8 = 7;
+
+fn raise_to_0_2() -> Op {
+    Op::RaiseLogFormat(RaiseLogFormat {
+        to: LogFormat::RAISABLE,
+    })
+}
+
+#[test]
+fn until_the_log_format_is_raised_snapshots_are_what_release_0_1_reads() {
+    let mut c = busy_cluster_with_addresses();
+    assert_eq!(c.state.log_format(), LogFormat::FIRST);
+    let unraised = c.state.encode_snapshot();
+    assert_eq!(unraised[0], RELEASE_0_1_SNAPSHOTS);
+    c.ok(raise_to_0_2());
+    assert_eq!(c.state.log_format(), LogFormat::RAISABLE);
+    let raised = c.state.encode_snapshot();
+    assert_eq!(raised[0], 8, "the raised format is kept from format 8 on");
+    let restored = ClusterState::decode_snapshot(&raised).unwrap();
+    assert_eq!(restored.log_format(), LogFormat::RAISABLE);
+    assert_eq!(
+        ClusterState::decode_snapshot(&unraised)
+            .unwrap()
+            .log_format(),
+        LogFormat::FIRST
+    );
+}
+
+#[test]
+fn a_log_format_is_never_lowered_nor_raised_to_itself() {
+    let mut c = busy_cluster();
+    c.ok(raise_to_0_2());
+    let before = c.state.clone();
+    for to in [LogFormat::FIRST, LogFormat::RAISABLE] {
+        let refused = c
+            .apply(Op::RaiseLogFormat(RaiseLogFormat { to }))
+            .unwrap_err();
+        assert!(refused.to_string().contains("never lowered"), "{refused}");
+    }
+    assert_eq!(c.state, before);
+}
+
 fn by_alice(op: Op) -> Op {
     Op::By(By {
         user: "alice".into(),
@@ -118,7 +162,8 @@ fn by_alice(op: Op) -> Op {
 
 #[test]
 fn a_snapshot_restores_the_same_state() {
-    let c = busy_cluster_with_addresses();
+    let mut c = busy_cluster_with_addresses();
+    c.ok(raise_to_0_2());
     assert_eq!(c.state.users().len(), 1);
     assert_eq!(c.state.queues()[0].capacity, Some(0.5));
     let bytes = c.state.encode_snapshot();
@@ -258,7 +303,7 @@ fn a_format_2_snapshot_still_reads() {
         state
     );
     assert!(state.reservations().is_empty());
-    assert_eq!(state.encode_snapshot()[0], SNAPSHOT_FORMAT);
+    assert_eq!(state.encode_snapshot()[0], RELEASE_0_1_SNAPSHOTS);
 }
 
 /// Found by the `snapshot` fuzz target: a snapshot whose queue has a NaN threshold decoded
