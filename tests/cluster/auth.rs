@@ -104,7 +104,13 @@ fn calls_without_the_secret_or_with_another_roles_credential_change_nothing() {
         );
         let mut raft =
             ReplicationClient::with_interceptor(channel.clone(), credential(Role::Client));
-        let denied = raft.vote(RaftBytes { data: vec![0] }).await.unwrap_err();
+        let denied = raft
+            .vote(RaftBytes {
+                data: vec![0],
+                log_format: 0,
+            })
+            .await
+            .unwrap_err();
         assert_eq!(denied.code(), Code::PermissionDenied);
         // The client credential still reads the status.
         let mut cluster = ClusterClient::with_interceptor(channel, credential(Role::Client));

@@ -9,6 +9,7 @@
 //! * `output`: printing, and ending quietly once the reader has gone.
 //! * `error`: the one error type and its exit codes.
 
+mod build;
 mod cmd;
 mod error;
 mod output;
@@ -18,7 +19,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use cmd::{
     app, bench, dev, executor, experiment, job, kill, logs, master, members, plan, queues,
@@ -118,8 +119,11 @@ enum JobCommand {
 }
 
 fn main() -> ExitCode {
-    let result = match Cli::parse_from(connection_flags_after_command(std::env::args_os())).command
-    {
+    let matches = Cli::command()
+        .version(build::version_line())
+        .get_matches_from(connection_flags_after_command(std::env::args_os()));
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
+    let result = match cli.command {
         Command::Plan { file } => plan::run(&file),
         Command::Dev(args) => dev::run(args),
         Command::Master(args) => master::run(args),

@@ -3,33 +3,52 @@
 
 use std::fmt::Write as _;
 
-use muster_master::view::{StatusView, UsageView};
+use muster_master::view::{BuildView, StatusView, UsageView};
 use muster_proto::exit;
 
 /// The members: id, address, role.
 pub fn members(status: &StatusView) -> String {
-    let mut out = format!("{:<4} {:<22} ROLE\n", "ID", "ADDRESS");
+    let mut out = format!("{:<4} {:<22} {:<10} BUILD\n", "ID", "ADDRESS", "ROLE");
     for m in &status.members {
         let silent = if m.silent {
             " (silent: not heard from)"
         } else {
             ""
         };
-        let _ = writeln!(out, "{:<4} {:<22} {}{silent}", m.id, m.addr, m.role.name());
+        let build = m
+            .build
+            .as_ref()
+            .map_or_else(|| "unknown".to_owned(), BuildView::line);
+        let _ = writeln!(
+            out,
+            "{:<4} {:<22} {:<10} {build}{silent}",
+            m.id,
+            m.addr,
+            m.role.name()
+        );
     }
+    let _ = writeln!(
+        out,
+        "cluster log format {} (release {}): masters of older releases can no longer join",
+        status.log_format, status.log_format_release
+    );
     out
 }
 
 /// The workers: id, host, state, cores and memory used of their capacity.
 pub fn workers(status: &StatusView) -> String {
     let mut out = format!(
-        "{:<34} {:<12} {:<14} {:<9} MEMORY (MB)\n",
-        "ID", "HOST", "STATE", "CORES"
+        "{:<34} {:<12} {:<14} {:<9} {:<13} BUILD\n",
+        "ID", "HOST", "STATE", "CORES", "MEMORY (MB)"
     );
     for w in &status.workers {
+        let build = w
+            .build
+            .as_ref()
+            .map_or_else(|| "unknown".to_owned(), BuildView::line);
         let _ = writeln!(
             out,
-            "{:<34} {:<12} {:<14} {:<9} {}/{}",
+            "{:<34} {:<12} {:<14} {:<9} {:<13} {build}",
             w.id,
             w.host,
             if w.draining {
@@ -38,8 +57,7 @@ pub fn workers(status: &StatusView) -> String {
                 w.state.name()
             },
             format!("{}/{}", w.cores_used, w.cores),
-            w.memory_used_mb,
-            w.memory_mb
+            format!("{}/{}", w.memory_used_mb, w.memory_mb),
         );
     }
     out

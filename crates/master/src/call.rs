@@ -14,7 +14,7 @@ use muster_state::{ApplyError, ClusterState, Command, Op, Response};
 use tonic::Status;
 use tonic::transport::Channel;
 
-use crate::session::now;
+use muster_raft::now;
 
 /// How long a call of an HTTP endpoint on this master's client API may take: less than the
 /// 10 s after which Spark's REST client gives a master up.
@@ -50,6 +50,10 @@ pub(crate) enum CallError {
     /// The request is malformed or does not apply: retrying will not help.
     #[error(transparent)]
     Refused(#[from] ApplyError),
+    /// The request needs a log format the cluster has not been raised to: a master runs an
+    /// older build. Says which.
+    #[error("{0}")]
+    TooNew(String),
     /// The caller may not do this (already a status: the check said why).
     #[error("{}", .0.message())]
     Denied(Status),
@@ -63,6 +67,7 @@ impl From<WriteError> for CallError {
         match error {
             WriteError::NotLeader(leader) => Self::NotLeader(leader),
             WriteError::Unavailable(_) => Self::Unavailable(error.to_string()),
+            WriteError::TooNew(line) => Self::TooNew(line),
         }
     }
 }
@@ -99,6 +104,7 @@ impl From<CallError> for Status {
                 Status::failed_precondition(message)
             }
             CallError::Refused(ApplyError::Denied(_)) => Status::permission_denied(message),
+            CallError::TooNew(_) => Status::failed_precondition(message),
             CallError::Denied(status) => status,
             CallError::Internal(_) => Status::internal(message),
         }

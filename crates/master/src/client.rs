@@ -158,12 +158,14 @@ impl ClusterService {
         let membership = metrics.membership_config.membership();
         let voters: Vec<u64> = membership.voter_ids().collect();
         let silent = self.node.silent_members();
+        let builds = self.node.member_builds();
         let members = membership
             .nodes()
             .map(|(&id, node)| Member {
                 id,
                 addr: node.addr.clone(),
                 silent: silent.contains(&id),
+                build: builds.get(&id).cloned(),
                 role: if Some(id) == leadership.leader.as_ref().map(|(l, _)| *l) {
                     MemberRole::Leader
                 } else if voters.contains(&id) {
@@ -194,6 +196,7 @@ impl ClusterService {
             leader: leadership.leader.map_or(0, |(id, _)| id),
             term: leadership.term.0,
             applied_index: metrics.last_applied.map_or(0, |applied| applied.index),
+            log_format: state.log_format().0,
             recovery_state: session
                 .as_ref()
                 .map_or(v1::RecoveryState::Standby, |s| s.recovery_state().into())
@@ -205,6 +208,7 @@ impl ClusterService {
                 .map(|w| WorkerStatus {
                     draining: state.draining().contains_key(&w.id),
                     addresses: address_lists(state.worker_addresses(&w.id)),
+                    build: session.as_ref().and_then(|s| s.worker_build(&w.id)),
                     ..WorkerStatus::from(w)
                 })
                 .collect(),

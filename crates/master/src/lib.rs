@@ -373,7 +373,7 @@ async fn restore(node: Arc<RaftNode>, sessions: Arc<session::Sessions>, snapshot
             }
         }
         let command = Command {
-            at: session::now(),
+            at: muster_raft::now(),
             request_id: Some(request_id.clone()),
             term: None,
             op: Op::Restore(Restore {

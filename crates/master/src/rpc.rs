@@ -110,6 +110,7 @@ const METHODS: &[&str] = &[
     "/muster.v1.Replication/Vote",
     "/muster.v1.Replication/InstallSnapshot",
     "/muster.v1.Replication/TimeoutNow",
+    "/muster.v1.Replication/Build",
 ];
 
 /// `Service/Method` of a gRPC path (`/muster.v1.Cluster/Status` → `Cluster/Status`); any

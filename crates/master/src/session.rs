@@ -19,13 +19,14 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use muster_core::ids::{AppId, Term, Timestamp, WorkId, WorkerId, millis};
+use muster_core::ids::{AppId, Term, WorkId, WorkerId, millis};
 use muster_core::resources::Usage;
 use muster_proto::auth::Tokens;
 use muster_proto::convert::address_lists;
 use muster_proto::v1;
+use muster_proto::v1::BuildInfo;
 use muster_proto::v1::app_event::Body as AppBody;
 use muster_proto::v1::master_message::Body;
 use muster_proto::v1::{
@@ -71,14 +72,6 @@ pub(crate) type AppSender = mpsc::Sender<Result<AppEvent, Status>>;
 /// sent before the stream is read).
 pub(crate) fn link_channel<T>(backlog: usize) -> (mpsc::Sender<T>, mpsc::Receiver<T>) {
     mpsc::channel(LINK_CAPACITY + backlog)
-}
-
-/// The leader's wall-clock time, stamped on every command it writes.
-pub fn now() -> Timestamp {
-    let since_epoch = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO);
-    Timestamp(millis(since_epoch))
 }
 
 /// One term of leadership.
@@ -209,6 +202,11 @@ impl Session {
     /// The web UI app `app` gave when it attached; empty if none.
     pub fn ui_address(&self, app: &AppId) -> String {
         self.lock().leader.ui_address(app).to_owned()
+    }
+
+    /// The build `worker`'s agent said it runs when it registered with this leader.
+    pub fn worker_build(&self, worker: &WorkerId) -> Option<BuildInfo> {
+        self.lock().leader.worker_build(worker).cloned()
     }
 
     /// How many apps and drivers wait, by reason, as of the last scheduling pass.
@@ -411,7 +409,7 @@ impl Session {
                     request_id,
                 } => {
                     let command = Command {
-                        at: now(),
+                        at: muster_raft::now(),
                         request_id,
                         term: Some(self.term),
                         op,

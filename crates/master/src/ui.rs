@@ -8,7 +8,7 @@ use std::fmt::Display;
 use maud::{DOCTYPE, Markup, html};
 use muster_proto::v1::{DriverState, WorkerState};
 
-use crate::view::{AppView, DriverView, QueueRow, StatusView, WorkerView};
+use crate::view::{AppView, BuildView, DriverView, QueueRow, StatusView, WorkerView};
 
 /// How often a page reloads itself, in seconds.
 const REFRESH_S: u32 = 5;
@@ -124,13 +124,18 @@ pub(crate) fn overview(status: &StatusView) -> Markup {
             h2 { "Drivers" }
             (drivers_table(drivers))
             h2 { "Masters" }
+            p {
+                "Cluster log format " (status.log_format) " (release "
+                (status.log_format_release) "): masters of older releases can no longer join."
+            }
             table {
-                tr { th { "id" } th { "address" } th { "role" } }
+                tr { th { "id" } th { "address" } th { "role" } th { "build" } }
                 @for m in &status.members {
                     tr {
                         td { (m.id) }
                         td { (m.addr) }
                         td { (m.role.name()) @if m.silent { " (silent: not heard from)" } }
+                        td { (m.build.as_ref().map_or_else(|| "unknown".to_owned(), BuildView::line)) }
                     }
                 }
             }
@@ -358,12 +363,14 @@ mod tests {
                     addr: "m2:7077".into(),
                     role: MemberRole::Leader.into(),
                     silent: false,
+                    build: None,
                 },
                 Member {
                     id: 3,
                     addr: "m3:7077".into(),
                     role: MemberRole::Follower.into(),
                     silent: true,
+                    build: None,
                 },
             ],
             workers: vec![worker("w1", 6, 2048, false), worker("w2", 0, 0, true)],

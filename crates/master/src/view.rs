@@ -19,6 +19,7 @@ use muster_proto::v1::{
     self, AddressList, AppState, DriverState, ExecutorState, MemberRole, ProcessUsage,
     RecoveryState, Resources, StatusReply, WorkerState,
 };
+use muster_state::version::LogFormat;
 use serde::Serialize;
 
 /// The whole status.
@@ -32,6 +33,12 @@ pub struct StatusView {
     pub applied_index: u64,
     /// The leader's recovery.
     pub recovery_state: RecoveryState,
+    /// The cluster's effective log format: what its log and snapshots may hold (a master of
+    /// release 0.1.0 does not say: its cluster is at the first).
+    pub log_format: u32,
+    /// The release that introduced that format: masters of older releases can no longer
+    /// join.
+    pub log_format_release: String,
     /// The masters.
     pub members: Vec<MemberView>,
     /// Every worker the log knows.
@@ -61,6 +68,37 @@ pub struct MemberView {
     pub role: MemberRole,
     /// Whether the leader has not heard from it lately.
     pub silent: bool,
+    /// The build it runs, as the leader last learned it.
+    pub build: Option<BuildView>,
+}
+
+/// A build of Muster that a master or a worker runs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BuildView {
+    /// Its release.
+    pub version: String,
+    /// The commit it was built from; empty when not known.
+    pub commit: String,
+    /// The newest log format it reads (masters only).
+    pub log_format: Option<u32>,
+}
+
+impl BuildView {
+    /// The release, and the commit when known: `0.2.0 (1a72777c4f0e)`.
+    pub fn line(&self) -> String {
+        match self.commit.as_str() {
+            "" => self.version.clone(),
+            commit => format!("{} ({commit})", self.version),
+        }
+    }
+}
+
+fn build(b: &v1::BuildInfo) -> BuildView {
+    BuildView {
+        version: b.version.clone(),
+        commit: b.commit.clone(),
+        log_format: (b.log_format > 0).then_some(b.log_format),
+    }
 }
 
 /// A worker.
@@ -88,6 +126,8 @@ pub struct WorkerView {
     pub resources_used: BTreeMap<String, u32>,
     /// The addresses it named, by resource.
     pub addresses: BTreeMap<String, Vec<String>>,
+    /// The build its agent runs, as it told the leader.
+    pub build: Option<BuildView>,
 }
 
 /// An active application.
@@ -268,11 +308,14 @@ pub struct KeptView {
 impl StatusView {
     /// The view of `status`.
     pub fn of(status: &StatusReply) -> Self {
+        let effective = LogFormat(status.log_format).max(LogFormat::FIRST);
         Self {
             leader: status.leader,
             term: status.term,
             applied_index: status.applied_index,
             recovery_state: status.recovery_state(),
+            log_format: effective.0,
+            log_format_release: effective.release().unwrap_or("a later release").to_owned(),
             members: status.members.iter().map(member).collect(),
             workers: status.workers.iter().map(worker).collect(),
             apps: status.apps.iter().map(app).collect(),
@@ -301,6 +344,7 @@ fn member(m: &v1::Member) -> MemberView {
         addr: m.addr.clone(),
         role: m.role(),
         silent: m.silent,
+        build: m.build.as_ref().map(build),
     }
 }
 
@@ -321,6 +365,7 @@ fn worker(w: &v1::WorkerStatus) -> WorkerView {
         resources: custom(&capacity),
         resources_used: custom(&used),
         addresses: addresses(&w.addresses),
+        build: w.build.as_ref().map(build),
     }
 }
 

@@ -185,6 +185,7 @@ pub fn registration(register: Register) -> Result<Registration, Status> {
         addresses,
         running: executors.chain(drivers).collect(),
         reports,
+        build: register.build,
     })
 }
 

@@ -150,9 +150,11 @@ impl From<&Worker> for v1::WorkerStatus {
             state: v1::WorkerState::from(worker.state).into(),
             capacity: Some((&worker.capacity).into()),
             used: Some((&worker.used).into()),
-            // Draining and addresses are the state's, not the worker's: the status sets them.
+            // Draining and addresses are the state's, and the build the leader's: the status
+            // sets them.
             draining: false,
             addresses: Default::default(),
+            build: None,
         }
     }
 }

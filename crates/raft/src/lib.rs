@@ -17,6 +17,8 @@
 //! * `network` and `service`: openraft's three RPCs over gRPC (`proto/muster/v1/raft.proto`),
 //!   carrying openraft's own messages encoded with bincode by [`codec`], which also encodes
 //!   what the log and the snapshots hold on disk.
+//! * `builds`: which build each member runs, as the leader learns it, and the raise of the
+//!   cluster's log format once every member reads a newer one.
 //! * [`RaftNode`]: what the master uses: open, bootstrap, membership, `write`, linearizable
 //!   `read`, and a watch of who leads. Its writes share entries (group commit): commands
 //!   that arrive while an entry commits go into the next one as a `Batch`.
@@ -33,6 +35,7 @@
 // our helpers would only move the allocation.
 #![allow(clippy::result_large_err)]
 
+mod builds;
 pub mod codec;
 mod disk;
 pub mod local;
@@ -44,11 +47,21 @@ mod service;
 mod state_machine;
 mod types;
 
+pub use builds::{BUILD_POLL, first_release, reads};
 pub use disk::Disk;
 pub use log_store::LogStore;
 pub use mark::MarkError;
 pub use network::{MAX_MESSAGE_BYTES, Network};
-pub use node::{Leadership, NodeError, RaftNode, RaftSettings, WriteError};
+pub use node::{Leadership, NodeError, RaftNode, RaftSettings, WriteError, this_build};
 pub use service::ReplicationService;
 pub use state_machine::{SharedState, StateMachineStore};
 pub use types::{Applied, Entry, Node, NodeId, Raft, TypeConfig};
+
+/// The leader's wall-clock time, stamped on every command it writes: the only clock the
+/// replicated state ever sees.
+pub fn now() -> muster_core::ids::Timestamp {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    muster_core::ids::Timestamp(u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX))
+}

@@ -16,8 +16,10 @@ use std::time::{Duration, Instant};
 use muster_proto::auth::Credential;
 use muster_proto::discovery::jitter;
 use muster_proto::transport::Dialer;
-use muster_proto::v1::RaftBytes;
 use muster_proto::v1::replication_client::ReplicationClient;
+use muster_proto::v1::{BuildInfo, BuildRequest, RaftBytes};
+use muster_state::version::LogFormat;
+use openraft::EntryPayload;
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
 };
@@ -30,6 +32,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tonic::transport::Channel;
 
+use crate::builds::first_release;
 use crate::codec::{decode, encode, encoded_len};
 use crate::types::{Node, NodeId, TypeConfig};
 
@@ -130,25 +133,48 @@ impl Network {
         addr: &str,
         request: &TimeoutNow,
         deadline: Duration,
-    ) -> Result<bool, CampaignCallError> {
+    ) -> Result<bool, PeerCallError> {
         let addr = self.routes.get(&target).map_or(addr, String::as_str);
         let channel = self.channel(addr)?;
         let mut call = tonic::Request::new(RaftBytes {
             data: encode(request),
+            log_format: 0,
         });
         call.set_timeout(deadline);
         self.credential.attach(call.metadata_mut());
         let mut client = ReplicationClient::new(channel);
         let response = tokio::time::timeout(deadline, client.timeout_now(call))
             .await
-            .map_err(|_| CampaignCallError::NoAnswer(deadline))??;
+            .map_err(|_| PeerCallError::NoAnswer(deadline))??;
         Ok(decode(&response.into_inner().data)?)
+    }
+
+    /// Asks `target` (a member at `addr`) which build it runs, within `deadline`. A member of
+    /// release 0.1.0, which has no such call, runs [`first_release`].
+    pub(crate) async fn build(
+        &self,
+        target: NodeId,
+        addr: &str,
+        deadline: Duration,
+    ) -> Result<BuildInfo, PeerCallError> {
+        let addr = self.routes.get(&target).map_or(addr, String::as_str);
+        let channel = self.channel(addr)?;
+        let mut call = tonic::Request::new(BuildRequest {});
+        call.set_timeout(deadline);
+        self.credential.attach(call.metadata_mut());
+        let mut client = ReplicationClient::new(channel);
+        match tokio::time::timeout(deadline, client.build(call)).await {
+            Err(_) => Err(PeerCallError::NoAnswer(deadline)),
+            Ok(Ok(build)) => Ok(build.into_inner()),
+            Ok(Err(status)) if status.code() == tonic::Code::Unimplemented => Ok(first_release()),
+            Ok(Err(status)) => Err(status.into()),
+        }
     }
 }
 
-/// Why a member was not reached with a request to campaign.
+/// Why a member did not answer a call of a replica's own (campaign now, which build).
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum CampaignCallError {
+pub(crate) enum PeerCallError {
     /// Its address makes no channel.
     #[error(transparent)]
     Channel(#[from] tonic::transport::Error),
@@ -200,6 +226,7 @@ impl PeerClient {
     async fn call<T, E, F, Fut>(
         &mut self,
         request: Vec<u8>,
+        log_format: LogFormat,
         option: &RPCOption,
         send: F,
     ) -> RpcResult<T, E>
@@ -216,7 +243,10 @@ impl PeerClient {
                 return Err(RPCError::Unreachable(Unreachable::new(e)));
             }
         };
-        let mut request = tonic::Request::new(RaftBytes { data: request });
+        let mut request = tonic::Request::new(RaftBytes {
+            data: request,
+            log_format: log_format.0,
+        });
         request.set_timeout(option.hard_ttl());
         self.credential.attach(request.metadata_mut());
         // Whatever the failure, openraft backs off before it tries this peer again.
@@ -315,9 +345,18 @@ impl RaftNetwork<TypeConfig> for PeerClient {
             rpc.entries.truncate(fitting);
             partial = rpc.entries.last().map(|entry| entry.log_id);
         }
+        let log_format = rpc
+            .entries
+            .iter()
+            .filter_map(|entry| match &entry.payload {
+                EntryPayload::Normal(command) => Some(command.op.introduced_in()),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(LogFormat::FIRST);
         let request = encode(&rpc);
         let response = self
-            .call(request, &option, |mut c, r| async move {
+            .call(request, log_format, &option, |mut c, r| async move {
                 c.append_entries(r).await
             })
             .await?;
@@ -334,9 +373,13 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         rpc: InstallSnapshotRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
-        self.call(encode(&rpc), &option, |mut c, r| async move {
-            c.install_snapshot(r).await
-        })
+        // The snapshot's own format byte says what it needs.
+        self.call(
+            encode(&rpc),
+            LogFormat::FIRST,
+            &option,
+            |mut c, r| async move { c.install_snapshot(r).await },
+        )
         .await
     }
 
@@ -347,6 +390,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
     ) -> RpcResult<VoteResponse<NodeId>, openraft::error::Infallible> {
         self.call(
             encode(&rpc),
+            LogFormat::FIRST,
             &option,
             |mut c, r| async move { c.vote(r).await },
         )
@@ -383,6 +427,9 @@ mod tests {
             Err(Status::unauthenticated("wrong credential"))
         }
         async fn timeout_now(&self, _: Request<RaftBytes>) -> Result<Response<RaftBytes>, Status> {
+            Err(Status::unauthenticated("wrong credential"))
+        }
+        async fn build(&self, _: Request<BuildRequest>) -> Result<Response<BuildInfo>, Status> {
             Err(Status::unauthenticated("wrong credential"))
         }
     }

@@ -41,12 +41,15 @@ use std::time::Duration;
 use muster_core::ids::Term;
 use muster_proto::auth::Credential;
 use muster_proto::transport::Dialer;
+use muster_proto::v1::BuildInfo;
 use muster_proto::v1::replication_server::ReplicationServer;
+use muster_state::version::LogFormat;
 use muster_state::{ClusterState, Command, Op, Outcome, StateConfig};
 use openraft::error::{ForwardToLeader, InitializeError, RaftError};
 use openraft::{ChangeMembers, Config, RaftMetrics, ServerState, SnapshotPolicy, TryAsRef};
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 
+use crate::builds::{self, Builds, held_back, reads};
 use crate::codec::encoded_len;
 use crate::disk::Disk;
 use crate::log_store::LogStore;
@@ -77,6 +80,8 @@ pub struct RaftSettings {
     pub peer_credential: Credential,
     /// How this replica connects to its peers: plain, or TLS against the cluster's CA.
     pub peer_dialer: Dialer,
+    /// The build this replica runs, which it tells its peers.
+    pub build: BuildInfo,
 }
 
 impl Default for RaftSettings {
@@ -93,7 +98,17 @@ impl Default for RaftSettings {
             peer_routes: BTreeMap::new(),
             peer_credential: Credential::none(),
             peer_dialer: Dialer::plain(),
+            build: this_build(String::new()),
         }
+    }
+}
+
+/// This build, made from `commit`: its release and the newest log format it reads.
+pub fn this_build(commit: String) -> BuildInfo {
+    BuildInfo {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        commit,
+        log_format: LogFormat::NEWEST.0,
     }
 }
 
@@ -158,6 +173,10 @@ pub enum WriteError {
     /// No quorum answered in time, or the node is shutting down.
     #[error("Raft unavailable: {0}")]
     Unavailable(String),
+    /// The command is of a log format the cluster has not been raised to: some master runs
+    /// a build that cannot read it. Says which.
+    #[error("{0}")]
+    TooNew(String),
 }
 
 fn not_leader<E>(error: RaftError<NodeId, E>) -> WriteError
@@ -187,6 +206,9 @@ pub const MAX_BATCH: usize = 256;
 /// under way finishing, the target catching up, and the target taking over. With the lease
 /// wait, a transfer ends within the 3 s a follower gives a call it forwards.
 const HANDOVER_STEP: Duration = Duration::from_millis(500);
+
+/// How long a master that joins may take to say which build it runs.
+const JOIN_CALL: Duration = Duration::from_secs(2);
 
 /// How many entries the target may lag before writes are held.
 const NEARLY: u64 = 2;
@@ -259,6 +281,12 @@ pub struct RaftNode {
     leadership: watch::Receiver<Leadership>,
     election_timeout_min_ms: u64,
     election_timeout_max_ms: u64,
+    /// Each member's build, as this replica last learned it while leading.
+    builds: Builds,
+    /// The build this replica runs.
+    build: BuildInfo,
+    /// Set when a leader sent entries this build cannot read.
+    unreadable: watch::Sender<Option<String>>,
 }
 
 impl RaftNode {
@@ -303,6 +331,23 @@ impl RaftNode {
             Arc::clone(&in_flight),
             queued,
         ));
+        let builds = Builds::default();
+        let raising = proposals.clone();
+        tokio::spawn(builds::learn(
+            raft.clone(),
+            network.clone(),
+            settings.build.clone(),
+            Arc::clone(&builds),
+            Arc::clone(&state),
+            move |command| {
+                let (result, _) = oneshot::channel();
+                let _ = raising.send(Proposal {
+                    command,
+                    result,
+                    withdrawn: None,
+                });
+            },
+        ));
         Ok(Self {
             id,
             raft,
@@ -317,6 +362,9 @@ impl RaftNode {
             leadership,
             election_timeout_min_ms: settings.election_timeout_ms.0,
             election_timeout_max_ms: settings.election_timeout_ms.1,
+            builds,
+            build: settings.build.clone(),
+            unreadable: watch::channel(None).0,
         })
     }
 
@@ -330,6 +378,8 @@ impl RaftNode {
         ReplicationService::server(
             self.raft.clone(),
             Duration::from_millis(self.election_timeout_min_ms),
+            self.build.clone(),
+            self.unreadable.clone(),
         )
     }
 
@@ -365,6 +415,20 @@ impl RaftNode {
     /// This replica does not lead, or Raft is unavailable.
     pub async fn add_learner(&self, id: NodeId, addr: &str) -> Result<(), WriteError> {
         let _one_change = self.changes.lock().await;
+        let effective = self.state.read().expect("state lock").log_format();
+        let joining = self
+            .network
+            .build(id, addr, JOIN_CALL)
+            .await
+            .map_err(|e| WriteError::Unavailable(format!("master {id} at {addr}: {e}")))?;
+        if reads(&joining) < effective {
+            return Err(WriteError::TooNew(format!(
+                "master {id} runs release {}, which cannot read this cluster's {effective}: run \
+                 {} on it",
+                joining.version,
+                effective.readers()
+            )));
+        }
         self.raft
             .add_learner(id, Node::new(addr.to_owned()), true)
             .await
@@ -465,6 +529,25 @@ impl RaftNode {
         withdrawn: Option<watch::Receiver<bool>>,
     ) -> Result<impl Future<Output = Result<Applied, WriteError>> + Send + 'static, WriteError>
     {
+        let needs = command.op.introduced_in();
+        if needs > LogFormat::FIRST {
+            let effective = self.state.read().expect("state lock").log_format();
+            if needs > effective {
+                let members: Vec<NodeId> = self
+                    .raft
+                    .metrics()
+                    .borrow()
+                    .membership_config
+                    .membership()
+                    .nodes()
+                    .map(|(&id, _)| id)
+                    .collect();
+                let builds = self.builds.lock().expect("builds lock");
+                return Err(WriteError::TooNew(held_back(
+                    needs, effective, &members, &builds,
+                )));
+            }
+        }
         let (result, receiver) = oneshot::channel();
         self.proposals
             .send(Proposal {
@@ -686,16 +769,33 @@ impl RaftNode {
     /// an I/O error) or it panicked. What stopped it, as text. openraft stops at the first
     /// storage error rather than go on from a state it cannot trust; what it acknowledged
     /// before is on disk, and a restart once the cause is fixed goes on from there.
+    ///
+    /// It also resolves when a leader sends entries of a log format this build does not read:
+    /// the replica stops once, with a line that says which release to run, rather than
+    /// refuse them on every retry.
     pub async fn stopped(&self) -> String {
         let mut metrics = self.raft.metrics();
+        let mut unreadable = self.unreadable.subscribe();
         loop {
             if let Err(fatal) = &metrics.borrow_and_update().running_state {
                 return fatal.to_string();
             }
-            if metrics.changed().await.is_err() {
-                return "Raft's core ended".to_owned();
+            if let Some(line) = unreadable.borrow_and_update().clone() {
+                return line;
+            }
+            tokio::select! {
+                changed = metrics.changed() => if changed.is_err() {
+                    return "Raft's core ended".to_owned();
+                },
+                _ = unreadable.changed() => {}
             }
         }
+    }
+
+    /// Each member's build, as this replica last learned it while leading: empty on a
+    /// follower, and without the members that did not answer.
+    pub fn member_builds(&self) -> BTreeMap<NodeId, BuildInfo> {
+        self.builds.lock().expect("builds lock").clone()
     }
 
     /// The underlying Raft handle.

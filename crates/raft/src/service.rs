@@ -3,10 +3,12 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use muster_proto::v1::RaftBytes;
 use muster_proto::v1::replication_server::{Replication, ReplicationServer};
+use muster_proto::v1::{BuildInfo, BuildRequest, RaftBytes};
+use muster_state::version::LogFormat;
 use openraft::ServerState;
 use serde::de::DeserializeOwned;
+use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
 use crate::codec::{decode, encode};
@@ -21,16 +23,29 @@ pub struct ReplicationService {
     /// How long without AppendEntries before a `TimeoutNow` is believed: a leader that
     /// still heartbeats has not handed over.
     quiet: Duration,
+    /// The build this replica runs.
+    build: BuildInfo,
+    /// Set, once, when a leader sends entries of a log format this build does not read:
+    /// the replica stops (see [`crate::RaftNode::stopped`]).
+    unreadable: watch::Sender<Option<String>>,
 }
 
 impl ReplicationService {
     /// The gRPC service for `raft`, accepting messages up to [`MAX_MESSAGE_BYTES`]; it
-    /// campaigns when asked only after `quiet` without AppendEntries.
-    pub fn server(raft: Raft, quiet: Duration) -> ReplicationServer<Self> {
+    /// campaigns when asked only after `quiet` without AppendEntries, says it runs `build`,
+    /// and sets `unreadable` when a leader sends what `build` does not read.
+    pub fn server(
+        raft: Raft,
+        quiet: Duration,
+        build: BuildInfo,
+        unreadable: watch::Sender<Option<String>>,
+    ) -> ReplicationServer<Self> {
         ReplicationServer::new(Self {
             raft,
             last_append: Mutex::new(Instant::now()),
             quiet,
+            build,
+            unreadable,
         })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES)
@@ -45,13 +60,34 @@ fn request<T: DeserializeOwned>(request: Request<RaftBytes>) -> Result<T, Status
 fn reply<T: serde::Serialize>(result: &T) -> Result<Response<RaftBytes>, Status> {
     Ok(Response::new(RaftBytes {
         data: encode(result),
+        log_format: 0,
     }))
 }
 
 #[tonic::async_trait]
 impl Replication for ReplicationService {
+    /// Refuses entries of a log format this build does not read, and stops the replica
+    /// with one line, rather than fail to decode them on every retry.
     async fn append_entries(&self, rpc: Request<RaftBytes>) -> Result<Response<RaftBytes>, Status> {
         *self.last_append.lock().expect("last append lock") = Instant::now();
+        let sent = LogFormat(rpc.get_ref().log_format);
+        if sent > LogFormat::NEWEST {
+            let line = format!(
+                "the leader sent entries of {sent}, and this master's build (release {}) reads \
+                 up to {}: run {} on this master",
+                self.build.version,
+                LogFormat::NEWEST,
+                sent.readers()
+            );
+            self.unreadable.send_if_modified(|unreadable| {
+                let first = unreadable.is_none();
+                if first {
+                    *unreadable = Some(line.clone());
+                }
+                first
+            });
+            return Err(Status::failed_precondition(line));
+        }
         reply(&self.raft.append_entries(request(rpc)?).await)
     }
 
@@ -87,5 +123,9 @@ impl Replication for ReplicationService {
                 .map_err(|e| Status::internal(e.to_string()))?;
         }
         reply(&campaigns)
+    }
+
+    async fn build(&self, _: Request<BuildRequest>) -> Result<Response<BuildInfo>, Status> {
+        Ok(Response::new(self.build.clone()))
     }
 }

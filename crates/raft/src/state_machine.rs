@@ -12,10 +12,11 @@ use std::io::Cursor;
 use std::sync::{Arc, RwLock};
 
 use muster_core::ids::Term;
+use muster_state::version::LogFormat;
 use muster_state::{ClusterState, Response};
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
-    EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StorageIOError,
+    AnyError, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StorageIOError,
     StoredMembership,
 };
 
@@ -92,6 +93,22 @@ impl StateMachineStore {
         self.last_applied = meta.last_log_id;
         self.last_membership = meta.last_membership.clone();
     }
+}
+
+/// Stops the replica once the cluster's log format is past what this build reads: what
+/// follows in the log may not decode.
+fn beyond_this_build(state: &ClusterState) -> Result<(), StorageError> {
+    let effective = state.log_format();
+    if effective <= LogFormat::NEWEST {
+        return Ok(());
+    }
+    let line = format!(
+        "the cluster's log format was raised to {effective}, and this master's build reads up \
+         to {}: run {} on this master",
+        LogFormat::NEWEST,
+        effective.readers()
+    );
+    Err(StorageIOError::write_state_machine(AnyError::error(line)).into())
 }
 
 fn decode_state(meta: &Meta, data: &[u8]) -> Result<ClusterState, StorageError> {
@@ -175,7 +192,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             results.push(match entry.payload {
                 EntryPayload::Blank => Ok(Response::default()),
                 EntryPayload::Normal(command) => {
-                    state.apply_in_term(Term(entry.log_id.leader_id.term), &command)
+                    let applied = state.apply_in_term(Term(entry.log_id.leader_id.term), &command);
+                    beyond_this_build(&state)?;
+                    applied
                 }
                 EntryPayload::Membership(membership) => {
                     self.last_membership = StoredMembership::new(Some(entry.log_id), membership);

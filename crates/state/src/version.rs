@@ -37,19 +37,39 @@ impl LogFormat {
     /// The newest format this build reads and, once the cluster is raised to it, writes.
     pub const NEWEST: Self = Self::RAISABLE;
 
-    /// The release that introduced this format, for people to read.
-    pub fn release(self) -> &'static str {
+    /// The release that introduced this format, if this build knows it.
+    pub fn release(self) -> Option<&'static str> {
         match self.0 {
-            1 => "0.1.0",
-            2 => "0.2.0",
-            _ => "a later release",
+            1 => Some("0.1.0"),
+            2 => Some("0.2.0"),
+            _ => None,
         }
+    }
+
+    /// Which builds read this format, for a line that says what to run: `release 0.2.0 or
+    /// newer`.
+    pub fn readers(self) -> String {
+        match self.release() {
+            Some(release) => format!("release {release} or newer"),
+            None => format!(
+                "a release newer than {}",
+                LogFormat::NEWEST.release_or_format()
+            ),
+        }
+    }
+
+    fn release_or_format(self) -> String {
+        self.release()
+            .map_or_else(|| format!("log format {}", self.0), str::to_owned)
     }
 }
 
 impl fmt::Display for LogFormat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "log format {} (release {})", self.0, self.release())
+        match self.release() {
+            Some(release) => write!(f, "log format {} (release {release})", self.0),
+            None => write!(f, "log format {}", self.0),
+        }
     }
 }
 

@@ -29,6 +29,7 @@ use muster_proto::discovery::{LeaderFinder, leader_hint};
 use muster_proto::exit;
 use muster_proto::transport::Dialer;
 use muster_proto::v1;
+use muster_proto::v1::BuildInfo;
 use muster_proto::v1::master_message::Body as Down;
 use muster_proto::v1::worker_link_client::WorkerLinkClient;
 use muster_proto::v1::worker_message::Body as Up;
@@ -85,6 +86,8 @@ pub struct AgentConfig {
     /// leader's worker timeout, so that nothing it runs can overlap with its relaunch
     /// elsewhere (off by default, as in Spark and Nomad: a master outage then costs no work).
     pub fence: bool,
+    /// The build this agent runs, which it tells the leader.
+    pub build: BuildInfo,
 }
 
 /// The id kept in `work_dir/worker-id`, created on first start, so that a restarted worker
@@ -280,6 +283,7 @@ impl Agent {
                 driver_updates,
                 fence: self.config.fence,
                 kill_grace_ms: millis(self.config.kill_grace),
+                build: Some(self.config.build.clone()),
             })),
         }
     }

@@ -113,6 +113,7 @@ async fn commands_from_an_older_term_are_ignored() {
         kill_grace: Duration::from_millis(200),
         isolation: None,
         fence: false,
+        build: Default::default(),
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let metrics = Arc::new(Metrics::new());

@@ -142,6 +142,7 @@ pub fn run(args: MasterArgs) -> Result<String, CliError> {
         data_dir: args.data_dir,
         raft: RaftSettings {
             peer_routes: parse_peers("--peer-routes", &args.peer_routes)?,
+            build: crate::build::master(),
             ..RaftSettings::default()
         },
         state: file.state(),

@@ -293,6 +293,7 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
         kill_grace: std::time::Duration::from_secs(10),
         isolation,
         fence: args.fence,
+        build: crate::build::worker(),
     };
     // Everything the worker logs carries its id.
     let span = tracing::info_span!("worker", worker = %config.id);

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use muster_core::ids::{AppId, WorkerId};
+use muster_proto::v1::BuildInfo;
 
 use super::protocol::LinkId;
 
@@ -25,6 +26,8 @@ struct KnownWorker {
     heard: Instant,
     /// Whether its registration is committed and reconciled in this term.
     registered: bool,
+    /// The build its agent said it runs.
+    build: Option<BuildInfo>,
 }
 
 /// An application's client as this leader knows it.
@@ -87,18 +90,30 @@ impl Links {
         self.apps.get(app).map_or("", |a| a.ui_address.as_str())
     }
 
+    /// The build `worker`'s agent said it runs.
+    pub(super) fn worker_build(&self, worker: &WorkerId) -> Option<&BuildInfo> {
+        self.workers.get(worker)?.build.as_ref()
+    }
+
     /// Whether this leader keeps `worker` (it has registered and not been forgotten).
     pub(super) fn knows_worker(&self, worker: &WorkerId) -> bool {
         self.workers.contains_key(worker)
     }
 
     /// `worker` registered on `link` at `now`, which becomes its current stream.
-    pub(super) fn attach_worker(&mut self, link: LinkId, worker: WorkerId, now: Instant) {
+    pub(super) fn attach_worker(
+        &mut self,
+        link: LinkId,
+        worker: WorkerId,
+        build: Option<BuildInfo>,
+        now: Instant,
+    ) {
         self.open.insert(link, Peer::Worker(worker.clone()));
         let known = KnownWorker {
             link: Some(link),
             heard: now,
             registered: false,
+            build,
         };
         self.workers.insert(worker, known);
     }

@@ -65,6 +65,7 @@ use muster_core::access::QueueSpec;
 use muster_core::ids::{AppId, RequestId, Term, WorkId, WorkerId};
 use muster_core::model::{PassConfig, WorkerState};
 use muster_core::resources::Usage;
+use muster_proto::v1::BuildInfo;
 use muster_state::commands::{
     AppFinished, ApplyPlan, DecommissionWorker, DriverStateChanged, ExecutorStateChanged,
     KillExecutors, QueueSettings, SetExecutorLimit, WorkerLost, set_queues_op,
@@ -234,6 +235,11 @@ impl Leader {
     /// Why app or driver `id` waits, as of the last scheduling pass.
     pub fn waiting(&self, id: &WorkId) -> Option<&str> {
         self.passes.waiting(id)
+    }
+
+    /// The build `worker`'s agent said it runs when it registered with this leader.
+    pub fn worker_build(&self, worker: &WorkerId) -> Option<&BuildInfo> {
+        self.links.worker_build(worker)
     }
 
     /// The web UI app `app`'s client gave when it attached to this leader; empty if none.
@@ -431,7 +437,8 @@ impl Leader {
         if let Some(old) = self.links.worker_link(&worker) {
             self.close(old, Close::Superseded);
         }
-        self.links.attach_worker(link, worker.clone(), now);
+        self.links
+            .attach_worker(link, worker.clone(), registration.build, now);
         // Reports first: what ended during the failover is in the log before reconciliation.
         for report in registration.reports {
             self.report(state, link, &worker, Some(report.seq), report.update);

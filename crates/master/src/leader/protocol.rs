@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use muster_core::ids::{AppId, DriverId, ExecutorId, RequestId};
 use muster_core::resources::{ResourceAddresses, Usage};
+use muster_proto::v1::BuildInfo;
 use muster_state::commands::RegisterWorker;
 use muster_state::model::{AppState, DriverState, Executor, ExecutorState};
 use muster_state::{ApplyError, Effects, Op, Response};
@@ -118,6 +119,8 @@ pub struct Registration {
     pub running: BTreeMap<ProcessKey, u32>,
     /// Reports no leader has acknowledged, oldest first.
     pub reports: Vec<Report>,
+    /// The build its agent runs, if it said (agents of release 0.1.0 do not).
+    pub build: Option<BuildInfo>,
 }
 
 /// What an application's client asks on its stream.

@@ -244,6 +244,7 @@ impl goldenscript::Runner for Runner {
                     addresses: Default::default(),
                     running,
                     reports,
+                    build: None,
                 };
                 self.step(Event::WorkerAttached { link, registration })?
             }

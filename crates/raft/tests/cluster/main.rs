@@ -2,6 +2,7 @@
 //! failover, restarts, snapshots and membership changes.
 
 mod support;
+mod versions;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -1,0 +1,30 @@
+//! Which build this `muster` is: its release, and the commit it was built from.
+
+use std::sync::LazyLock;
+
+use muster_proto::v1::BuildInfo;
+
+/// The commit this binary was built from; empty when built outside a git checkout.
+const COMMIT: &str = env!("MUSTER_COMMIT");
+
+/// What `muster --version` prints after the name: `0.2.0 (commit 1a72777c4f0e)`.
+pub fn version_line() -> &'static str {
+    static LINE: LazyLock<String> = LazyLock::new(|| match COMMIT {
+        "" => env!("CARGO_PKG_VERSION").to_owned(),
+        commit => format!("{} (commit {commit})", env!("CARGO_PKG_VERSION")),
+    });
+    &LINE
+}
+
+/// The build a master says it runs: with the newest log format it reads.
+pub fn master() -> BuildInfo {
+    muster_raft::this_build(COMMIT.to_owned())
+}
+
+/// The build a worker agent says it runs.
+pub fn worker() -> BuildInfo {
+    BuildInfo {
+        log_format: 0,
+        ..master()
+    }
+}

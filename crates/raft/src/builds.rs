@@ -1,0 +1,162 @@
+//! Which build each member runs, as the leader learns it, and the raise of the cluster's log
+//! format once every member reads a newer one (see `muster_state::version`).
+//!
+//! While this replica leads, it asks every member for its build ([`Network::build`]) every
+//! [`BUILD_POLL`]. A member of release 0.1.0 has no such call and counts as that release; a
+//! member that does not answer counts as unknown, and nothing is raised while one is unknown.
+//! Once every member reads a newer format than the cluster's, the leader writes a
+//! `RaiseLogFormat` entry. Before any later entry of a newer format is written, the node's
+//! write path checks it against the effective format and refuses it with a line that names
+//! the members holding it back.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use muster_proto::v1::BuildInfo;
+use muster_state::version::{LogFormat, RaiseLogFormat, format_to_raise_to};
+use muster_state::{Command, Op};
+use openraft::ServerState;
+
+use crate::network::Network;
+use crate::state_machine::SharedState;
+use crate::types::{NodeId, Raft};
+
+/// How often a leader asks its members for their builds.
+pub const BUILD_POLL: Duration = Duration::from_secs(2);
+
+/// How long a member may take to say its build.
+const BUILD_CALL: Duration = Duration::from_secs(1);
+
+/// Each member's build, as this replica last learned it while leading.
+pub(crate) type Builds = Arc<Mutex<BTreeMap<NodeId, BuildInfo>>>;
+
+/// What a master of release 0.1.0 runs: it has no call to say so.
+pub fn first_release() -> BuildInfo {
+    BuildInfo {
+        version: "0.1.0".to_owned(),
+        commit: String::new(),
+        log_format: LogFormat::FIRST.0,
+    }
+}
+
+/// The newest log format `build` reads.
+pub fn reads(build: &BuildInfo) -> LogFormat {
+    LogFormat(build.log_format.max(LogFormat::FIRST.0))
+}
+
+/// Why `needs` may not be written yet: the members whose builds do not read it.
+pub(crate) fn held_back(
+    needs: LogFormat,
+    effective: LogFormat,
+    members: &[NodeId],
+    builds: &BTreeMap<NodeId, BuildInfo>,
+) -> String {
+    let behind: Vec<String> = members
+        .iter()
+        .filter_map(|id| match builds.get(id) {
+            Some(build) if reads(build) >= needs => None,
+            Some(build) => Some(format!("master {id} runs {}", build.version)),
+            None => Some(format!("master {id} has not said which build it runs")),
+        })
+        .collect();
+    let why = if behind.is_empty() {
+        "the cluster's log format has not been raised yet: try again in a few seconds".to_owned()
+    } else {
+        behind.join(", ")
+    };
+    format!(
+        "needs every master at {} ({needs}; the cluster is at {effective}): {why}",
+        needs.readers()
+    )
+}
+
+/// Learns the members' builds while this replica leads, and raises the cluster's log format
+/// when they all read a newer one, by `raise` (a write that skips the format check).
+pub(crate) async fn learn(
+    raft: Raft,
+    network: Network,
+    own: BuildInfo,
+    builds: Builds,
+    state: SharedState,
+    raise: impl Fn(Command),
+) {
+    let mut metrics = raft.metrics();
+    loop {
+        if metrics
+            .wait_for(|m| m.state == ServerState::Leader)
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let (me, members): (NodeId, Vec<(NodeId, String)>) = {
+            let m = metrics.borrow();
+            let members = m
+                .membership_config
+                .membership()
+                .nodes()
+                .map(|(&id, node)| (id, node.addr.clone()))
+                .collect();
+            (m.id, members)
+        };
+        let mut learned = BTreeMap::new();
+        for (id, addr) in &members {
+            let build = if *id == me {
+                Some(own.clone())
+            } else {
+                network.build(*id, addr, BUILD_CALL).await.ok()
+            };
+            if let Some(build) = build {
+                learned.insert(*id, build);
+            }
+        }
+        let formats: Vec<Option<LogFormat>> = members
+            .iter()
+            .map(|(id, _)| learned.get(id).map(reads))
+            .collect();
+        *builds.lock().expect("builds lock") = learned;
+        let effective = state.read().expect("state lock").log_format();
+        if let Some(to) = format_to_raise_to(effective, formats) {
+            tracing::info!(from = %effective, %to, "every master reads a newer log format: raising the cluster's");
+            raise(Command {
+                at: crate::now(),
+                request_id: None,
+                term: None,
+                op: Op::RaiseLogFormat(RaiseLogFormat { to }),
+            });
+        }
+        tokio::time::sleep(BUILD_POLL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build(version: &str, format: u32) -> BuildInfo {
+        BuildInfo {
+            version: version.to_owned(),
+            commit: String::new(),
+            log_format: format,
+        }
+    }
+
+    #[test]
+    fn a_refusal_names_the_masters_that_hold_the_format_back() {
+        let builds = BTreeMap::from([(1, build("0.2.0", 2)), (3, first_release())]);
+        let line = held_back(LogFormat(2), LogFormat(1), &[1, 2, 3], &builds);
+        assert_eq!(
+            line,
+            "needs every master at release 0.2.0 or newer (log format 2 (release 0.2.0); the \
+             cluster is at log format 1 (release 0.1.0)): master 2 has not said which build it \
+             runs, master 3 runs 0.1.0"
+        );
+    }
+
+    #[test]
+    fn a_build_that_leaves_its_format_out_reads_the_first() {
+        assert_eq!(reads(&build("0.1.0", 0)), LogFormat::FIRST);
+        assert_eq!(reads(&build("0.2.0", 2)), LogFormat(2));
+    }
+}

@@ -1,0 +1,115 @@
+//! Log formats across a group: the effective format is raised once every member reads a newer
+//! one, an op of a newer format is refused until then, and a replica sent entries it cannot
+//! read stops with one line.
+
+use std::time::{Duration, Instant};
+
+use muster_core::ids::Timestamp;
+use muster_proto::v1::RaftBytes;
+use muster_proto::v1::replication_client::ReplicationClient;
+use muster_raft::{RaftSettings, WriteError, this_build};
+use muster_state::commands::RaiseLogFormat;
+use muster_state::version::LogFormat;
+use muster_state::{Command, Op};
+
+use crate::DEADLINE;
+use crate::support::{self, TestCluster};
+
+fn raise() -> Command {
+    Command {
+        at: Timestamp(1),
+        request_id: None,
+        term: None,
+        op: Op::RaiseLogFormat(RaiseLogFormat {
+            to: LogFormat::NEWEST,
+        }),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_of_one_build_raises_its_log_format_on_every_replica() {
+    let _serial = support::serial().await;
+    let cluster = TestCluster::start(3, RaftSettings::default()).await;
+    let leader = cluster.leader(DEADLINE).await;
+    let deadline = Instant::now() + DEADLINE;
+    while cluster
+        .ids()
+        .into_iter()
+        .any(|id| cluster.node(id).local_state().read().unwrap().log_format() != LogFormat::NEWEST)
+    {
+        assert!(Instant::now() < deadline, "the log format was not raised");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let builds = cluster.node(leader).member_builds();
+    assert_eq!(builds.len(), 3, "{builds:?}");
+    assert!(builds.values().all(|b| b.log_format == LogFormat::NEWEST.0));
+    cluster.assert_replicas_agree(DEADLINE).await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_op_of_a_newer_format_is_refused_while_the_members_read_only_the_older() {
+    let _serial = support::serial().await;
+    // Every replica says it reads only the first format, as release 0.1.0 would.
+    let settings = RaftSettings {
+        build: muster_proto::v1::BuildInfo {
+            version: "0.1.0".into(),
+            log_format: LogFormat::FIRST.0,
+            ..this_build(String::new())
+        },
+        ..RaftSettings::default()
+    };
+    let cluster = TestCluster::start(3, settings).await;
+    let leader = cluster.leader(DEADLINE).await;
+    let deadline = Instant::now() + DEADLINE;
+    while cluster.node(leader).member_builds().len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the leader did not learn the builds"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let refused = cluster.node(leader).write(raise()).await.unwrap_err();
+    let WriteError::TooNew(line) = &refused else {
+        panic!("{refused:?}");
+    };
+    assert!(
+        line.starts_with("needs every master at release 0.2.0 or newer")
+            && line.contains("master 1 runs 0.1.0, master 2 runs 0.1.0, master 3 runs 0.1.0"),
+        "{line}"
+    );
+    for id in cluster.ids() {
+        let state = cluster.node(id).local_state();
+        assert_eq!(state.read().unwrap().log_format(), LogFormat::FIRST);
+    }
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_sent_entries_of_a_format_it_does_not_read_stops_with_one_line() {
+    let _serial = support::serial().await;
+    let cluster = TestCluster::start(3, RaftSettings::default()).await;
+    let leader = cluster.leader(DEADLINE).await;
+    let follower = cluster.follower_of(leader);
+    let mut client = ReplicationClient::connect(format!("http://{}", cluster.addr(follower)))
+        .await
+        .unwrap();
+    let later = LogFormat::NEWEST.0 + 1;
+    let refused = client
+        .append_entries(RaftBytes {
+            data: Vec::new(),
+            log_format: later,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    let line = tokio::time::timeout(DEADLINE, cluster.node(follower).stopped())
+        .await
+        .expect("the replica stops");
+    assert!(
+        line.starts_with(&format!("the leader sent entries of log format {later}"))
+            && line.ends_with("run a release newer than 0.2.0 on this master"),
+        "{line}"
+    );
+    cluster.shutdown().await;
+}
