@@ -24,9 +24,12 @@ pub fn muster() -> Command {
 
 /// `command` with the test clusters' secret and TLS files in its environment
 /// (`MUSTER_SECRET_FILE`, `MUSTER_TLS_*`), as every `muster` process a test starts has them.
+/// Its workers stop their work when they stop (`MUSTER_STOP_WORK_ON_EXIT`), so that a test
+/// leaves no process behind; the tests of agent restarts take that out.
 pub fn with_test_cluster_files(command: &mut Command) -> &mut Command {
     let tls = tls_files();
     command
+        .env("MUSTER_STOP_WORK_ON_EXIT", "true")
         .env("MUSTER_SECRET_FILE", secret_file())
         .env("MUSTER_TLS_CERT", tls.cert.as_deref().expect("generated"))
         .env("MUSTER_TLS_KEY", tls.key.as_deref().expect("generated"))

@@ -1,12 +1,14 @@
 //! Workers run what the leader places: drivers as real processes that end with their exit
 //! code, held to their memory and measured, supervised restarts, a leader killed under load without
-//! losing a process, and a lost worker's supervised driver relaunched elsewhere.
+//! losing a process, a lost worker's supervised driver relaunched elsewhere, and an agent
+//! restarted with SIGTERM whose successor adopts its work.
 
 use std::time::Instant;
 
 use crate::support::{
-    Masters, alive, driver, driver_pid, free_port, limited_worker, start_worker, start_worker_via,
-    stdout, submit, wait_for,
+    DEADLINE, Masters, Process, TWO_SLEEPERS, alive, app_run, driver, driver_pid, free_port,
+    limited_worker, running_executors, signal, start_worker, start_worker_via, stdout, submit,
+    wait_for, worker_command,
 };
 
 #[test]
@@ -497,4 +499,119 @@ fn wait_for_output(path: &std::path::Path, lines: usize) -> Vec<String> {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+/// The processes whose parent is `parent`.
+fn children_of(parent: u64) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| {
+            let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // The parent is the second field after the parenthesised command name.
+            let ppid: u64 = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            (ppid == parent).then_some(pid)
+        })
+        .collect()
+}
+
+/// The process ids of `app`'s RUNNING executors, by executor id.
+fn executor_pids(status: &serde_json::Value, app: &str) -> Vec<(u64, u64)> {
+    running_executors(status, app)
+        .iter()
+        .map(|e| (e["id"].as_u64().unwrap(), e["pid"].as_u64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn a_worker_agent_stopped_with_sigterm_leaves_its_work_running_for_the_next_to_adopt() {
+    let masters = Masters::start();
+    let agent = |masters: &Masters| {
+        let mut command = worker_command(masters, "w1", 4, &masters.list_from(1), &[]);
+        command.env_remove("MUSTER_STOP_WORK_ON_EXIT");
+        Process(command.spawn().expect("muster worker starts"))
+    };
+    let mut first = agent(&masters);
+    let long = submit(
+        &masters,
+        &["--supervise", "--name", "long", "--", "/bin/sleep", "1000"],
+    );
+    let (_app_run, app_id, _out) = app_run(&masters, TWO_SLEEPERS);
+    let before = wait_for(&masters, "the driver and both executors running", |s| {
+        driver(s, &long).is_some_and(|d| d["state"] == "RUNNING" && d["pid"].is_u64())
+            && running_executors(s, &app_id).len() == 2
+    });
+    let driver_pid = driver(&before, &long).unwrap()["pid"].as_u64().unwrap();
+    let executors = executor_pids(&before, &app_id);
+
+    // What a service manager does to restart the agent (the shipped unit kills only the
+    // agent's own process).
+    signal(first.pid(), nix::sys::signal::Signal::SIGTERM);
+    let stopping = Instant::now();
+    let exited = loop {
+        if let Some(status) = first.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(stopping.elapsed() < DEADLINE, "the agent did not stop");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(exited.success(), "the agent stops cleanly: {exited}");
+    assert!(alive(driver_pid), "the driver outlives its agent");
+    assert!(executors.iter().all(|&(_, pid)| alive(pid)));
+
+    let _second = agent(&masters);
+    let log = masters.dir.path().join("w1.log");
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let log = std::fs::read_to_string(&log).unwrap_or_default();
+        if log.matches("adopted").count() == 3 && log.contains("registered with the leader") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the next agent did not adopt: {log}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    println!(
+        "agent restarted with SIGTERM: registered again with its work adopted after {:?}",
+        stopping.elapsed()
+    );
+    let after = wait_for(&masters, "the same work on the worker", |s| {
+        s["workers"][0]["state"] == "ALIVE"
+            && driver(s, &long).is_some_and(|d| d["pid"].as_u64() == Some(driver_pid))
+            && executor_pids(s, &app_id) == executors
+    });
+    assert_eq!(after["workers"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        after["drivers"].as_array().unwrap().len(),
+        1,
+        "the driver was neither relaunched nor doubled"
+    );
+    let app = crate::support::app(&after, &app_id).unwrap();
+    assert_eq!(
+        app["executors"].as_array().unwrap().len(),
+        2,
+        "no executor was lost or added: {app}"
+    );
+    // The new agent watches what it adopted: the supervised driver's program, killed, is
+    // started again (its wrapper, the process the status names, writes its exit code).
+    for program in children_of(driver_pid) {
+        signal(program, nix::sys::signal::Signal::SIGKILL);
+    }
+    wait_for(
+        &masters,
+        "the adopted driver restarted by its new agent",
+        |s| {
+            driver(s, &long).is_some_and(|d| {
+                d["state"] == "RUNNING" && d["pid"].as_u64().is_some_and(|pid| pid != driver_pid)
+            })
+        },
+    );
 }

@@ -255,8 +255,10 @@ impl LocalCluster {
             .block_on(masters.call(async |mut c| c.status(StatusRequest { local: false }).await))?;
         for i in 1..=shape.workers {
             let work = dir.join(format!("worker-{i}")).display().to_string();
+            // A throw-away cluster: stopping it stops its work too.
             let worker_args = [
                 "worker",
+                "--stop-work-on-exit",
                 "--masters",
                 &masters_list,
                 "--cores",

@@ -88,6 +88,11 @@ pub struct AgentConfig {
     pub fence: bool,
     /// The build this agent runs, which it tells the leader.
     pub build: BuildInfo,
+    /// Stop every process when the agent stops. Off, an agent stopped for an upgrade or a
+    /// restart leaves its drivers and executors running, and the next agent on the work dir
+    /// adopts them, as it does after a crash (YARN's work-preserving NodeManager restart,
+    /// Nomad's client restart).
+    pub stop_work_on_exit: bool,
 }
 
 /// The id kept in `work_dir/worker-id`, created on first start, so that a restarted worker
@@ -131,8 +136,8 @@ pub fn lock_work_dir(work_dir: &std::path::Path) -> std::io::Result<std::fs::Fil
     }
 }
 
-/// Runs the worker, counting into `metrics`, until `shutdown` resolves, then stops its
-/// processes.
+/// Runs the worker, counting into `metrics`, until `shutdown` resolves; then stops its
+/// processes if [`AgentConfig::stop_work_on_exit`] says so, or leaves them for the next agent.
 pub async fn run(config: AgentConfig, metrics: Arc<Metrics>, shutdown: impl Future<Output = ()>) {
     let supervisor_config = SupervisorConfig {
         kill_grace: config.kill_grace,
@@ -169,7 +174,15 @@ pub async fn run(config: AgentConfig, metrics: Arc<Metrics>, shutdown: impl Futu
         () = agent.serve() => {}
         () = shutdown => {}
     }
-    agent.supervisor.shutdown().await;
+    if agent.config.stop_work_on_exit {
+        agent.supervisor.shutdown().await;
+    } else {
+        let running = agent.supervisor.running().len();
+        tracing::info!(
+            running,
+            "stopping; what runs here keeps running, for the next agent on this work dir to adopt"
+        );
+    }
 }
 
 struct Agent {
@@ -455,6 +468,7 @@ impl Agent {
         let Some(body) = message.body else { return };
         match body {
             Down::Registered(registered) => {
+                tracing::info!("registered with the leader");
                 if self.config.fence {
                     let after = Duration::from_millis(registered.worker_timeout_ms);
                     self.fence_after = Some(after);

@@ -1,4 +1,5 @@
-//! `muster worker`: the worker agent, until Ctrl-C or SIGTERM; its processes stop with it.
+//! `muster worker`: the worker agent, until Ctrl-C or SIGTERM. What it runs keeps running for
+//! the next agent on its work dir to adopt, unless `--stop-work-on-exit` says otherwise.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -66,6 +67,12 @@ pub struct WorkerArgs {
     /// the price of losing it in a master outage.
     #[arg(long)]
     fence: bool,
+    /// Stop every driver and executor when the agent stops (Ctrl-C or SIGTERM), as for a
+    /// throw-away worker. Without it they keep running and the next agent started on the
+    /// same work dir adopts them: restart or upgrade the agent without losing its work. To
+    /// take a worker out for good, `muster workers drain` it first.
+    #[arg(long, env = "MUSTER_STOP_WORK_ON_EXIT")]
+    stop_work_on_exit: bool,
     /// Run without a secret against masters other machines reach. Warns every minute.
     #[arg(long)]
     insecure: bool,
@@ -294,6 +301,7 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
         isolation,
         fence: args.fence,
         build: crate::build::worker(),
+        stop_work_on_exit: args.stop_work_on_exit,
     };
     // Everything the worker logs carries its id.
     let span = tracing::info_span!("worker", worker = %config.id);
