@@ -14,10 +14,20 @@ use serde_json::Value;
 
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
+/// The `muster` under test.
+pub fn muster_binary() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_BIN_EXE_muster"))
+}
+
 /// `muster`, with the test clusters' secret and TLS files: every master, worker and client a
 /// test starts runs with authentication and TLS on.
 pub fn muster() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_muster"));
+    muster_from(&muster_binary())
+}
+
+/// [`muster`] from `program`, another build of it (an earlier release).
+pub fn muster_from(program: &std::path::Path) -> Command {
+    let mut command = Command::new(program);
     with_test_cluster_files(&mut command);
     command
 }
@@ -178,7 +188,18 @@ pub fn master_addresses(count: usize) -> (Vec<String>, String) {
 /// `muster master` as replica `id` listening on `listen`, in the group `peers` (`ID=ADDR,...`),
 /// with its data in `data_dir`; more arguments may follow.
 pub fn master_command(id: u64, listen: &str, peers: &str, data_dir: &std::path::Path) -> Command {
-    let mut command = muster();
+    master_command_from(&muster_binary(), id, listen, peers, data_dir)
+}
+
+/// [`master_command`] running `program`, another build of `muster`.
+pub fn master_command_from(
+    program: &std::path::Path,
+    id: u64,
+    listen: &str,
+    peers: &str,
+    data_dir: &std::path::Path,
+) -> Command {
+    let mut command = muster_from(program);
     command
         .args([
             "master",
@@ -349,6 +370,17 @@ impl Masters {
         Self::start_as(extra_args, Flavour::Secured)
     }
 
+    /// Three masters of `program` (another build of `muster`), each started with `args`.
+    pub fn start_from(program: &std::path::Path, args: &[&str]) -> Self {
+        let (addrs, peers) = master_addresses(3);
+        let mut masters = Self::empty(addrs, vec![peers; 3], &[], Flavour::Secured);
+        for id in 1..=3 {
+            let master = masters.spawn_from(id, program, args);
+            masters.running.push(Some(master));
+        }
+        masters
+    }
+
     /// Three masters without secret and TLS.
     pub fn start_plain() -> Self {
         Self::start_as(&[], Flavour::Plain)
@@ -399,23 +431,7 @@ impl Masters {
         extra_args: &[&str],
         flavour: Flavour,
     ) -> Self {
-        let extra_args = extra_args.iter().map(|a| a.to_string()).collect();
-        let plain = flavour == Flavour::Plain;
-        let spark_rest = match flavour {
-            Flavour::SparkRest => (0..3)
-                .map(|_| format!("127.0.0.1:{}", free_port()))
-                .collect(),
-            Flavour::Secured | Flavour::Plain => Vec::new(),
-        };
-        let mut masters = Self {
-            addrs,
-            peers,
-            running: Vec::new(),
-            dir: test_dir(),
-            extra_args,
-            plain,
-            spark_rest,
-        };
+        let mut masters = Self::empty(addrs, peers, extra_args, flavour);
         for id in 1..=3 {
             let master = masters.spawn(id);
             masters.running.push(Some(master));
@@ -423,10 +439,45 @@ impl Masters {
         masters
     }
 
+    /// Masters to be started on `addrs`, none running yet.
+    fn empty(
+        addrs: Vec<String>,
+        peers: Vec<String>,
+        extra_args: &[&str],
+        flavour: Flavour,
+    ) -> Self {
+        let spark_rest = match flavour {
+            Flavour::SparkRest => (0..3)
+                .map(|_| format!("127.0.0.1:{}", free_port()))
+                .collect(),
+            Flavour::Secured | Flavour::Plain => Vec::new(),
+        };
+        Self {
+            addrs,
+            peers,
+            running: Vec::new(),
+            dir: test_dir(),
+            extra_args: extra_args.iter().map(|a| a.to_string()).collect(),
+            plain: flavour == Flavour::Plain,
+            spark_rest,
+        }
+    }
+
     pub fn spawn(&self, id: usize) -> Process {
+        self.spawn_from(id, &muster_binary(), &[])
+    }
+
+    /// Starts master `id` from `program` (another build of `muster`), with `args` after the
+    /// masters' extra arguments; its log is appended to `master-ID.log`.
+    pub fn spawn_from(&self, id: usize, program: &std::path::Path, args: &[&str]) -> Process {
         let data_dir = self.dir.path().join(format!("master-{id}"));
-        let log = std::fs::File::create(self.dir.path().join(format!("master-{id}.log"))).unwrap();
-        let mut command = master_command(
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("master-{id}.log")))
+            .unwrap();
+        let mut command = master_command_from(
+            program,
             id as u64,
             &self.addrs[id - 1],
             &self.peers[id - 1],
@@ -441,6 +492,7 @@ impl Masters {
         Process(
             command
                 .args(&self.extra_args)
+                .args(args)
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()
@@ -567,8 +619,20 @@ pub fn worker_command(
     via: &str,
     extra_args: &[&str],
 ) -> Command {
+    worker_command_from(&muster_binary(), masters, name, cores, via, extra_args)
+}
+
+/// [`worker_command`] running `program`, another build of `muster`.
+pub fn worker_command_from(
+    program: &std::path::Path,
+    masters: &Masters,
+    name: &str,
+    cores: u32,
+    via: &str,
+    extra_args: &[&str],
+) -> Command {
     let log = std::fs::File::create(masters.dir.path().join(format!("{name}.log"))).unwrap();
-    let mut command = muster();
+    let mut command = muster_from(program);
     command
         .args(["worker", "--cores", &cores.to_string(), "--memory", "4096"])
         .args(["--host", name])

@@ -8,6 +8,7 @@ use muster_core::access::QueueSpec;
 use muster_core::ids::QueueName;
 use muster_core::model::{PassConfig, QueueConfig, validate_queues};
 use muster_core::queues::check_paths;
+use muster_raft::RaftSettings;
 use muster_state::StateConfig;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -39,6 +40,11 @@ pub struct MasterFile {
     pub retained_drivers: Option<usize>,
     /// Prior queues whose waiting work may stop ordinary executors; off when unset.
     pub preemption: Option<PreemptionFile>,
+    /// Log entries applied between two snapshots of the state (10,000).
+    pub snapshot_every: Option<u64>,
+    /// Log entries kept behind a snapshot, for followers a little behind (1,000); a follower
+    /// further behind is sent the snapshot.
+    pub log_kept_after_snapshot: Option<u64>,
 }
 
 /// `"preemption": {"queues": ["prod"], "delay_s": 5, "grace_s": 10, "max_fraction": 0.1,
@@ -207,6 +213,28 @@ impl PreemptionFile {
 }
 
 impl MasterFile {
+    /// `raft` with this file's snapshot policy, where it sets one.
+    ///
+    /// # Errors
+    ///
+    /// `snapshot_every` is zero.
+    pub fn raft(&self, raft: RaftSettings) -> Result<RaftSettings, ConfigError> {
+        if self.snapshot_every == Some(0) {
+            return Err(ConfigError::Invalid {
+                path: PathBuf::from("--config"),
+                field: "snapshot_every".to_owned(),
+                message: "must be at least 1".to_owned(),
+            });
+        }
+        Ok(RaftSettings {
+            snapshot_every: self.snapshot_every.unwrap_or(raft.snapshot_every),
+            keep_after_snapshot: self
+                .log_kept_after_snapshot
+                .unwrap_or(raft.keep_after_snapshot),
+            ..raft
+        })
+    }
+
     /// The leader's settings: a flag given overrides the file, which overrides the
     /// defaults.
     ///

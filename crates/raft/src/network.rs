@@ -374,13 +374,23 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         option: RPCOption,
     ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
         // The snapshot's own format byte says what it needs.
-        self.call(
-            encode(&rpc),
-            LogFormat::FIRST,
-            &option,
-            |mut c, r| async move { c.install_snapshot(r).await },
-        )
-        .await
+        let last = rpc.done.then_some(rpc.meta.last_log_id).flatten();
+        let response = self
+            .call(
+                encode(&rpc),
+                LogFormat::FIRST,
+                &option,
+                |mut c, r| async move { c.install_snapshot(r).await },
+            )
+            .await?;
+        if let Some(last) = last {
+            tracing::info!(
+                peer = self.target,
+                index = last.index,
+                "snapshot sent to a follower behind the log"
+            );
+        }
+        Ok(response)
     }
 
     async fn vote(

@@ -46,9 +46,9 @@ pub struct MasterArgs {
     /// Master settings: a JSON object with any of `worker_timeout_s`, `recovery_timeout_s`,
     /// `app_grace_s`, `heartbeat_interval_s`, `max_executor_retries`, `retained_apps`,
     /// `retained_drivers`, `scheduling` (spread_out_apps, spread_out_drivers,
-    /// worker_selection, default_cores, max_drivers) and `preemption` (queues, delay_s,
-    /// grace_s, max_fraction); the README's "Master settings" says what each means. Flags
-    /// given too take precedence.
+    /// worker_selection, default_cores, max_drivers), `preemption` (queues, delay_s,
+    /// grace_s, max_fraction), `snapshot_every` and `log_kept_after_snapshot`; the README's
+    /// "Master settings" says what each means. Flags given too take precedence.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Give this new cluster the state of a snapshot `muster snapshot save` wrote, once this
@@ -140,11 +140,11 @@ pub fn run(args: MasterArgs) -> Result<String, CliError> {
         listen: args.listen,
         peers: parse_peers("--peers", &args.peers)?,
         data_dir: args.data_dir,
-        raft: RaftSettings {
+        raft: file.raft(RaftSettings {
             peer_routes: parse_peers("--peer-routes", &args.peer_routes)?,
             build: crate::build::master(),
             ..RaftSettings::default()
-        },
+        })?,
         state: file.state(),
         leader: file.leader(args.worker_timeout, args.recovery_timeout, queues)?,
         http: args.http,

@@ -1,0 +1,521 @@
+//! Upgrades without an outage: a working cluster of the previous release (built from the
+//! repository's history, see `release.rs`) upgraded to the build under test one process at a
+//! time, with leadership moved to an upgraded master while old ones follow, under a steady
+//! stream of submissions. Nothing may be lost, doubled or restarted, and no master may stop on
+//! its own.
+
+// Shared by every end-to-end test binary; each uses part of it.
+#[allow(dead_code)]
+#[path = "../support.rs"]
+mod support;
+
+mod release;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use support::{
+    DEADLINE, Masters, Process, TWO_SLEEPERS, alive, driver, muster_binary, muster_from,
+    running_executors, signal, wait_for, worker_command_from,
+};
+
+/// What every master of the test cluster is given: enough ended drivers kept that every
+/// submission of the test can be found again.
+const SETTINGS: &str = r#"{"retained_drivers": 100000}"#;
+
+/// What upgraded masters are given as well: snapshots often, and no log kept behind them, so
+/// that a follower that was away is sent a snapshot.
+const NEW_SETTINGS: &str =
+    r#"{"retained_drivers": 100000, "snapshot_every": 20, "log_kept_after_snapshot": 0}"#;
+
+/// A three-master cluster with two workers, each process on the previous release or the
+/// build under test.
+struct Cluster {
+    masters: Masters,
+    /// The settings files.
+    settings: tempfile::TempDir,
+    old: PathBuf,
+    new: PathBuf,
+    /// Whether each master (1-based, at index id - 1) runs the build under test.
+    upgraded: [bool; 3],
+    /// The workers by name, and whether each runs the build under test.
+    workers: Vec<(String, Process, bool)>,
+    /// The longest time from a master's SIGTERM to its serving again on the other build.
+    longest_restart: Duration,
+    /// The longest gap in a worker's registration across an agent restart.
+    longest_worker_gap: Duration,
+    /// Drivers submitted between the steps, by the CLI of either build.
+    submitted: Vec<String>,
+}
+
+impl Cluster {
+    fn start() -> Self {
+        let old = release::previous_muster().to_owned();
+        let settings = tempfile::tempdir().unwrap();
+        std::fs::write(settings.path().join("old.json"), SETTINGS).unwrap();
+        std::fs::write(settings.path().join("new.json"), NEW_SETTINGS).unwrap();
+        let old_settings = settings.path().join("old.json");
+        let masters = Masters::start_from(&old, &["--config", old_settings.to_str().unwrap()]);
+        let mut cluster = Self {
+            masters,
+            settings,
+            old,
+            new: muster_binary(),
+            upgraded: [false; 3],
+            workers: Vec::new(),
+            longest_restart: Duration::ZERO,
+            longest_worker_gap: Duration::ZERO,
+            submitted: Vec::new(),
+        };
+        cluster.masters.leader(0);
+        for name in ["w1", "w2"] {
+            let worker = cluster.spawn_worker(name, false);
+            cluster.workers.push((name.to_owned(), worker, false));
+        }
+        wait_for(&cluster.masters, "both workers ALIVE", |s| {
+            support::alive_workers(s) == 2 && s["recovery_state"] == "ALIVE"
+        });
+        cluster
+    }
+
+    fn settings(&self, upgraded: bool) -> PathBuf {
+        let name = if upgraded { "new.json" } else { "old.json" };
+        self.settings.path().join(name)
+    }
+
+    fn program(&self, upgraded: bool) -> &Path {
+        if upgraded { &self.new } else { &self.old }
+    }
+
+    fn spawn(&self, id: usize, upgraded: bool) -> Process {
+        let settings = self.settings(upgraded);
+        let settings = settings.to_str().unwrap();
+        self.masters
+            .spawn_from(id, self.program(upgraded), &["--config", settings])
+    }
+
+    fn spawn_worker(&self, name: &str, upgraded: bool) -> Process {
+        let list = self.masters.list_from(1);
+        let mut command =
+            worker_command_from(self.program(upgraded), &self.masters, name, 8, &list, &[]);
+        // Work must outlive its agent here: that is what is tested.
+        command.env_remove("MUSTER_STOP_WORK_ON_EXIT");
+        Process(command.spawn().expect("muster worker starts"))
+    }
+
+    /// Every list of masters a client may be given, the leader's first.
+    fn list(&self) -> String {
+        self.masters.list_from(1)
+    }
+
+    fn leader(&self) -> u64 {
+        self.masters.leader(0)
+    }
+
+    /// `muster status --local --json` from master `id` alone, if it answers.
+    fn local_status(&self, id: usize) -> Option<Value> {
+        let output = muster_from(&self.new)
+            .args(["status", "--local", "--json"])
+            .env("MUSTER_MASTERS", &self.masters.addrs[id - 1])
+            .output()
+            .ok()?;
+        output
+            .status
+            .success()
+            .then(|| serde_json::from_slice(&output.stdout).ok())
+            .flatten()
+    }
+
+    /// No master and no worker stopped on its own.
+    fn assert_all_running(&mut self, step: &str) {
+        for (i, master) in self.masters.running.iter_mut().enumerate() {
+            let master = master.as_mut().expect("every master runs between steps");
+            let exited = master.0.try_wait().unwrap();
+            assert!(
+                exited.is_none(),
+                "{step}: master {} exited: {exited:?}",
+                i + 1
+            );
+        }
+        for (name, worker, _) in &mut self.workers {
+            let exited = worker.0.try_wait().unwrap();
+            assert!(exited.is_none(), "{step}: worker {name} exited: {exited:?}");
+        }
+    }
+
+    /// Restarts master `id` on a build (SIGTERM, same data dir) and waits until it serves
+    /// with the leader's log applied.
+    fn restart(&mut self, id: usize, upgraded: bool) {
+        let stopping = Instant::now();
+        self.stop(id);
+        self.rejoin(id, upgraded, stopping);
+    }
+
+    /// Stops master `id` as an operator does (SIGTERM).
+    fn stop(&mut self, id: usize) {
+        drop(self.masters.running[id - 1].take());
+    }
+
+    /// Starts master `id`, stopped since `since`, on a build, and waits until it serves with
+    /// the log the leader had applied when it started.
+    fn rejoin(&mut self, id: usize, upgraded: bool, since: Instant) {
+        let leader_index = self.masters.status(&self.list())["applied_index"]
+            .as_u64()
+            .unwrap();
+        let stopping = since;
+        let master = self.spawn(id, upgraded);
+        self.masters.running[id - 1] = Some(master);
+        self.upgraded[id - 1] = upgraded;
+        loop {
+            let caught_up = self.local_status(id).is_some_and(|s| {
+                s["leader"].as_u64().unwrap_or(0) != 0
+                    && s["applied_index"].as_u64().unwrap_or(0) >= leader_index
+            });
+            if caught_up {
+                break;
+            }
+            assert!(
+                stopping.elapsed() < DEADLINE,
+                "master {id} did not serve again on the other build"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.longest_restart = self.longest_restart.max(stopping.elapsed());
+    }
+
+    /// Submits a short driver with the CLI of `upgraded`'s build.
+    fn submit(&mut self, upgraded: bool) {
+        let output = muster_from(self.program(upgraded))
+            .args(["submit", "--memory", "64", "--", "/bin/true"])
+            .env("MUSTER_MASTERS", self.list())
+            .output()
+            .unwrap();
+        let id = support::stdout(&output);
+        assert!(id.starts_with("driver-"), "{id}");
+        self.submitted.push(id);
+    }
+
+    /// Restarts worker `index` on the build under test: by SIGKILL when it runs the previous
+    /// release (which stops its work on SIGTERM), by SIGTERM when it runs this one. Waits
+    /// until the next agent has registered.
+    fn restart_worker(&mut self, index: usize) {
+        let (name, worker, upgraded) = self.workers.remove(index);
+        let stopping = Instant::now();
+        if upgraded {
+            signal(worker.pid(), nix::sys::signal::Signal::SIGTERM);
+            let mut worker = worker;
+            let exited = loop {
+                if let Some(status) = worker.0.try_wait().unwrap() {
+                    break status;
+                }
+                assert!(stopping.elapsed() < DEADLINE, "worker {name} did not stop");
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            assert!(exited.success(), "worker {name} stops cleanly: {exited}");
+        } else {
+            worker.crash();
+        }
+        let next = self.spawn_worker(&name, true);
+        let log = self.masters.dir.path().join(format!("{name}.log"));
+        loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if text.contains("registered with the leader") {
+                break;
+            }
+            assert!(
+                stopping.elapsed() < DEADLINE,
+                "worker {name} did not register again: {text}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.longest_worker_gap = self.longest_worker_gap.max(stopping.elapsed());
+        self.workers.insert(index, (name, next, true));
+    }
+}
+
+/// Submissions made all along by a client of the build under test, each timed.
+struct Writer {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<(Vec<String>, Duration)>,
+}
+
+impl Writer {
+    fn start(cluster: &Cluster) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let (program, list) = (cluster.new.clone(), cluster.list());
+        let thread = std::thread::spawn(move || {
+            let (mut ids, mut longest) = (Vec::new(), Duration::ZERO);
+            while !stopped.load(Ordering::SeqCst) {
+                let start = Instant::now();
+                let output = muster_from(&program)
+                    .args(["submit", "--memory", "64", "--", "/bin/true"])
+                    .env("MUSTER_MASTERS", &list)
+                    .output()
+                    .unwrap();
+                longest = longest.max(start.elapsed());
+                let id = support::stdout(&output);
+                assert!(id.starts_with("driver-"), "{id}");
+                ids.push(id);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            (ids, longest)
+        });
+        Self { stop, thread }
+    }
+
+    /// Stops it: what it submitted, and the longest a submission took.
+    fn finish(self) -> (Vec<String>, Duration) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.join().expect("the writer never failed")
+    }
+}
+
+fn executor_pids(status: &Value, app: &str) -> Vec<(u64, u64)> {
+    running_executors(status, app)
+        .iter()
+        .map(|e| (e["id"].as_u64().unwrap(), e["pid"].as_u64().unwrap()))
+        .collect()
+}
+
+/// `muster app run` of `program` with `args`, attached for as long as it runs.
+fn attached_app(cluster: &Cluster, program: &Path, args: &[&str]) -> (Process, String) {
+    let mut child = muster_from(program)
+        .args(["app", "run"])
+        .args(args)
+        .env("MUSTER_MASTERS", cluster.list())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("muster app run starts");
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut id = String::new();
+    std::io::BufRead::read_line(&mut out, &mut id).unwrap();
+    // Its output is read no further: keep the pipe open by leaking the reader with the test.
+    std::mem::forget(out);
+    (Process(child), id.trim().to_owned())
+}
+
+#[test]
+fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything() {
+    let mut cluster = Cluster::start();
+    let old = cluster.old.clone();
+
+    // Work of the previous release: a supervised driver and an attached application.
+    let long = {
+        let output = muster_from(&old)
+            .args([
+                "submit",
+                "--supervise",
+                "--name",
+                "long",
+                "--",
+                "/bin/sleep",
+                "1000",
+            ])
+            .env("MUSTER_MASTERS", cluster.list())
+            .output()
+            .unwrap();
+        support::stdout(&output)
+    };
+    let (mut attached, sleepers) = attached_app(&cluster, &old, TWO_SLEEPERS);
+    let before = wait_for(&cluster.masters, "the old cluster's work running", |s| {
+        driver(s, &long).is_some_and(|d| d["state"] == "RUNNING" && d["pid"].is_u64())
+            && running_executors(s, &sleepers).len() == 2
+    });
+    let long_pid = driver(&before, &long).unwrap()["pid"].as_u64().unwrap();
+    let sleeper_pids = executor_pids(&before, &sleepers);
+    let writer = Writer::start(&cluster);
+
+    let first_leader = cluster.leader() as usize;
+    let followers: Vec<usize> = (1..=3).filter(|&id| id != first_leader).collect();
+    let (a, b) = (followers[0], followers[1]);
+
+    // A follower upgraded, rolled back to the previous release, and upgraded again.
+    cluster.restart(a, true);
+    cluster.submit(false);
+    cluster.restart(a, false);
+    cluster.submit(true);
+    cluster.restart(a, true);
+    cluster.submit(false);
+    cluster.assert_all_running("a follower upgraded, rolled back and upgraded");
+
+    // The lead moves to the upgraded master while two of the previous release follow.
+    let moved = Masters::client(
+        &cluster.list(),
+        &["members", "transfer-leader", &a.to_string()],
+    );
+    assert!(moved.status.success(), "{moved:?}");
+    // Asked of the new leader itself: a follower of 0.1.0 that forwards the question drops
+    // what it does not know of the answer.
+    let status = support::wait_for_at(
+        &cluster.masters.addrs[a - 1],
+        "the upgraded master leading, knowing builds",
+        |s| {
+            s["leader"] == a as u64
+                && s["recovery_state"] == "ALIVE"
+                && s["members"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|m| m["build"].is_object())
+        },
+    );
+    assert_eq!(status["log_format"], 1, "masters of 0.1.0 follow: {status}");
+    let builds: Vec<&Value> = status["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| &m["build"]["version"])
+        .collect();
+    assert_eq!(
+        builds.iter().filter(|v| **v == "0.1.0").count(),
+        2,
+        "the leader learned the followers' builds: {status}"
+    );
+
+    // An application placed now gets a plan of counted grants, which the old followers read.
+    let (_four, four) = attached_app(
+        &cluster,
+        &cluster.new.clone(),
+        &[
+            "--cores-max",
+            "4",
+            "--executor-cores",
+            "1",
+            "--executor-memory",
+            "256",
+            "--",
+            "/bin/sleep",
+            "1000",
+        ],
+    );
+    let placed = wait_for(
+        &cluster.masters,
+        "four executors placed by the new leader",
+        |s| running_executors(s, &four).len() == 4,
+    );
+    let four_pids = executor_pids(&placed, &four);
+    cluster.submit(false);
+    cluster.assert_all_running("an application placed by the upgraded leader");
+
+    // An old follower away while the new leader snapshots and compacts its log: it is sent
+    // the snapshot when it comes back.
+    cluster.stop(b);
+    // Six hundred writes of one entry each (drivers submitted and killed at once, named
+    // `bench`): thirty snapshots, the log behind them purged.
+    let load = muster_from(&cluster.new)
+        .args(["bench", "submit", "--clients", "1", "--requests", "600"])
+        .env("MUSTER_MASTERS", cluster.list())
+        .output()
+        .unwrap();
+    assert!(load.status.success(), "{load:?}");
+    cluster.rejoin(b, false, Instant::now());
+    let leader_log = cluster.masters.dir.path().join(format!("master-{a}.log"));
+    let sent = format!("snapshot sent to a follower behind the log peer={b} ");
+    let deadline = Instant::now() + DEADLINE;
+    while !std::fs::read_to_string(&leader_log)
+        .unwrap()
+        .contains(&sent)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the old follower was not sent a snapshot"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cluster.submit(true);
+
+    // The rest of the masters upgraded: the old leader last.
+    cluster.restart(b, true);
+    cluster.submit(false);
+    cluster.restart(first_leader, true);
+    cluster.submit(true);
+    let raised = wait_for(&cluster.masters, "the cluster's log format raised", |s| {
+        s["log_format"] == 2
+    });
+    assert!(
+        raised["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["build"]["version"] == env!("CARGO_PKG_VERSION")),
+        "{raised}"
+    );
+    cluster.assert_all_running("every master upgraded");
+
+    // The previous release can no longer join: it refuses to start on a raised log.
+    let id = first_leader;
+    cluster.stop(id);
+    let mut refused = cluster.masters.spawn_from(id, &old, &[]);
+    let start = Instant::now();
+    let exited = loop {
+        if let Some(status) = refused.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the previous release started on a raised log"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!exited.success(), "{exited}");
+    cluster.rejoin(id, true, Instant::now());
+    cluster.submit(true);
+
+    // Workers: those of the previous release by SIGKILL (it stops its work on SIGTERM), then
+    // each of this build restarted by SIGTERM.
+    for index in 0..2 {
+        cluster.restart_worker(index);
+        cluster.submit(true);
+    }
+    for index in 0..2 {
+        cluster.restart_worker(index);
+        cluster.submit(false);
+    }
+    cluster.assert_all_running("every worker upgraded and restarted");
+
+    let (written, longest_write) = writer.finish();
+    let all: Vec<String> = cluster.submitted.iter().chain(&written).cloned().collect();
+    let done = wait_for(&cluster.masters, "every submission FINISHED", |s| {
+        all.iter()
+            .all(|id| driver(s, id).is_some_and(|d| d["state"] == "FINISHED"))
+    });
+    let drivers = done["drivers"].as_array().unwrap();
+    let ours = drivers.iter().filter(|d| d["name"] != "bench").count();
+    assert_eq!(
+        ours,
+        all.len() + 1,
+        "every submission applied once, nothing relaunched: {done}"
+    );
+    let d = driver(&done, &long).unwrap();
+    assert_eq!(
+        (d["state"].as_str(), d["pid"].as_u64()),
+        (Some("RUNNING"), Some(long_pid)),
+        "the long driver kept its process"
+    );
+    assert!(alive(long_pid));
+    assert_eq!(executor_pids(&done, &sleepers), sleeper_pids);
+    assert_eq!(executor_pids(&done, &four), four_pids);
+    assert!(
+        attached.0.try_wait().unwrap().is_none(),
+        "the attached application of 0.1.0 is still attached"
+    );
+    println!(
+        "upgrade: {} submissions, the longest took {longest_write:?}; a master served again \
+         within {:?} of its SIGTERM; a worker registered again within {:?} of its stop",
+        all.len(),
+        cluster.longest_restart,
+        cluster.longest_worker_gap
+    );
+    assert!(
+        longest_write < Duration::from_secs(5),
+        "no write stalled past an election and a retry: {longest_write:?}"
+    );
+}
