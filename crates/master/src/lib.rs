@@ -218,6 +218,7 @@ pub async fn run(
         .as_ref()
         .map_or_else(Tokens::open, Secret::tokens);
     let metrics = Arc::new(Metrics::new());
+    metrics.built_from(&config.raft.build);
     let sessions = session::Sessions::start(
         Arc::clone(&node),
         config.leader.clone(),

@@ -15,6 +15,7 @@ use std::time::Duration;
 use muster_core::ids::QueueName;
 use muster_core::model::WorkerState;
 use muster_core::queues::{views, with_default};
+use muster_proto::v1::BuildInfo;
 use muster_raft::RaftNode;
 use muster_state::ClusterState;
 use muster_state::model::DriverState;
@@ -90,6 +91,12 @@ fn code_name(code: tonic::Code) -> &'static str {
     }
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
+    commit: String,
+}
+
 type ByState = Family<StateLabel, Gauge>;
 type ByQueue = Family<QueueLabel, Gauge>;
 type FractionByQueue = Family<QueueLabel, Gauge<f64, AtomicU64>>;
@@ -99,6 +106,8 @@ pub struct Metrics {
     registry: Registry,
     /// Serializes scrapes: each resets and refills the scrape-time families.
     scrape: Mutex<()>,
+    build_info: Family<BuildLabels, Gauge>,
+    log_format: Gauge,
     term: Gauge,
     leader: Gauge,
     is_leader: Gauge,
@@ -138,6 +147,8 @@ impl Metrics {
         let mut metrics = Self {
             registry: Registry::with_prefix("muster"),
             scrape: Mutex::new(()),
+            build_info: Family::default(),
+            log_format: Gauge::default(),
             term: Gauge::default(),
             leader: Gauge::default(),
             is_leader: Gauge::default(),
@@ -176,6 +187,16 @@ impl Metrics {
 
     fn register(&mut self) {
         let r = &mut self.registry;
+        r.register(
+            "build_info",
+            "1, labelled with the release and commit this master runs",
+            self.build_info.clone(),
+        );
+        r.register(
+            "log_format",
+            "The cluster's effective log format, as this replica has applied the log",
+            self.log_format.clone(),
+        );
         r.register("raft_term", "Raft term of this replica", self.term.clone());
         r.register(
             "raft_leader",
@@ -297,6 +318,15 @@ impl Metrics {
             .inc();
     }
 
+    /// This master runs `build`.
+    pub fn built_from(&self, build: &BuildInfo) {
+        let labels = BuildLabels {
+            version: build.version.clone(),
+            commit: build.commit.clone(),
+        };
+        self.build_info.get_or_create(&labels).set(1);
+    }
+
     /// One scheduling pass took `elapsed`.
     pub(crate) fn pass(&self, elapsed: Duration) {
         self.pass_seconds.observe(elapsed.as_secs_f64());
@@ -371,6 +401,7 @@ impl Metrics {
     }
 
     fn read_state(&self, state: &ClusterState) {
+        self.log_format.set(i64::from(state.log_format().0));
         self.workers.clear();
         for (worker_state, name) in [
             (WorkerState::Alive, "alive"),
@@ -594,9 +625,12 @@ mod tests {
         );
         let metrics = Metrics::new();
         metrics.read_state(&state);
+        metrics.built_from(&muster_raft::this_build("1a72777c4f0e".into()));
         let mut text = String::new();
         encode(&mut text, &metrics.registry).unwrap();
         for line in [
+            r#"muster_build_info{version="0.2.0",commit="1a72777c4f0e"} 1"#,
+            "muster_log_format 1",
             r#"muster_user_active{queue="default",user="alice"} 2"#,
             // Her driver's core and her app's 7 executor cores; the other app got none.
             r#"muster_user_cores_used{queue="default",user="alice"} 8"#,
