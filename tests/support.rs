@@ -370,14 +370,12 @@ impl Masters {
         Self::start_as(extra_args, Flavour::Secured)
     }
 
-    /// Three masters of `program` (another build of `muster`), each started with `args`.
-    pub fn start_from(program: &std::path::Path, args: &[&str]) -> Self {
+    /// Three masters, none started yet: [`Masters::spawn_from`] starts each (with the
+    /// secret and TLS) from the build of `muster` it is to run, into `running`.
+    pub fn stopped() -> Self {
         let (addrs, peers) = master_addresses(3);
         let mut masters = Self::empty(addrs, vec![peers; 3], &[], Flavour::Secured);
-        for id in 1..=3 {
-            let master = masters.spawn_from(id, program, args);
-            masters.running.push(Some(master));
-        }
+        masters.running = vec![None, None, None];
         masters
     }
 
@@ -918,4 +916,52 @@ pub fn set_queues(via: &str, dir: &std::path::Path, queues: &str) {
         via,
         &["queues", "--set", file.to_str().unwrap()],
     ));
+}
+
+/// Drops what only the leader knows (process ids, wait reasons, what processes use, the
+/// builds of worker agents) from a status section, leaving what every replica applied.
+pub fn replicated_only(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for leader_only in ["pid", "waiting", "usage", "build", "ui_address"] {
+                map.remove(leader_only);
+            }
+            map.values_mut().for_each(replicated_only);
+        }
+        Value::Array(items) => items.iter_mut().for_each(replicated_only),
+        _ => {}
+    }
+}
+
+/// A small deterministic generator (xorshift64*), so a seed replays a run.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number in `low..=high`.
+    pub fn between(&mut self, low: u64, high: u64) -> u64 {
+        low + self.next() % (high - low + 1)
+    }
+}
+
+/// The seed in `variable`, or one from the clock, printed with how to replay it.
+pub fn seed(variable: &str) -> u64 {
+    let seed = std::env::var(variable)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    eprintln!("seed {seed} ({variable}={seed} replays it)");
+    seed
 }

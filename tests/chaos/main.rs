@@ -34,24 +34,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::linearizable::{Kind, Operation};
-use crate::support::{Process, Proxy, alive, master_addresses, muster};
-
-/// A small deterministic generator (xorshift64*), so a seed replays a run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// A number in `low..=high`.
-    fn between(&mut self, low: u64, high: u64) -> u64 {
-        low + self.next() % (high - low + 1)
-    }
-}
+use crate::support::{Process, Proxy, Rng, alive, master_addresses, muster, replicated_only};
 
 struct Cluster {
     dir: tempfile::TempDir,
@@ -427,21 +410,6 @@ fn live_work(dirs: &[PathBuf]) -> BTreeMap<String, Vec<u64>> {
     work
 }
 
-/// Drops what only the leader knows (process ids, wait reasons, what processes use) from a
-/// status section.
-fn replicated_only(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            map.remove("pid");
-            map.remove("waiting");
-            map.remove("usage");
-            map.values_mut().for_each(replicated_only);
-        }
-        Value::Array(items) => items.iter_mut().for_each(replicated_only),
-        _ => {}
-    }
-}
-
 /// What the audit checks, as one list of problems (empty: all good).
 fn audit(cluster: &Cluster, accepted: &[String]) -> Vec<String> {
     let mut problems = Vec::new();
@@ -538,17 +506,8 @@ fn faults_of_every_kind_leave_every_piece_of_work_running_exactly_once() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(60);
-    let seed: u64 = std::env::var("MUSTER_CHAOS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    eprintln!("chaos: seed {seed}, {secs} s of faults");
+    let seed = crate::support::seed("MUSTER_CHAOS_SEED");
+    eprintln!("chaos: {secs} s of faults");
     let mut rng = Rng(seed);
     let mut cluster = Cluster::start();
     if std::env::var_os("MUSTER_TEST_KEEP").is_some() {

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use support::{
-    DEADLINE, Masters, Process, TWO_SLEEPERS, alive, driver, muster_binary, muster_from,
+    DEADLINE, Masters, Process, Rng, TWO_SLEEPERS, alive, driver, muster_binary, muster_from,
     running_executors, signal, wait_for, worker_command_from,
 };
 
@@ -54,28 +54,31 @@ struct Cluster {
 }
 
 impl Cluster {
-    fn start() -> Self {
-        let old = release::previous_muster().to_owned();
+    /// A cluster whose masters and workers run this build where `masters` and `workers` say
+    /// so, the previous release elsewhere.
+    fn start(masters: [bool; 3], workers: [bool; 2]) -> Self {
         let settings = tempfile::tempdir().unwrap();
         std::fs::write(settings.path().join("old.json"), SETTINGS).unwrap();
         std::fs::write(settings.path().join("new.json"), NEW_SETTINGS).unwrap();
-        let old_settings = settings.path().join("old.json");
-        let masters = Masters::start_from(&old, &["--config", old_settings.to_str().unwrap()]);
         let mut cluster = Self {
-            masters,
+            masters: Masters::stopped(),
             settings,
-            old,
+            old: release::previous_muster().to_owned(),
             new: muster_binary(),
-            upgraded: [false; 3],
+            upgraded: masters,
             workers: Vec::new(),
             longest_restart: Duration::ZERO,
             longest_worker_gap: Duration::ZERO,
             submitted: Vec::new(),
         };
+        for (id, upgraded) in (1..=3).zip(masters) {
+            let master = cluster.spawn(id, upgraded);
+            cluster.masters.running[id - 1] = Some(master);
+        }
         cluster.masters.leader(0);
-        for name in ["w1", "w2"] {
-            let worker = cluster.spawn_worker(name, false);
-            cluster.workers.push((name.to_owned(), worker, false));
+        for (name, upgraded) in ["w1", "w2"].into_iter().zip(workers) {
+            let worker = cluster.spawn_worker(name, upgraded);
+            cluster.workers.push((name.to_owned(), worker, upgraded));
         }
         wait_for(&cluster.masters, "both workers ALIVE", |s| {
             support::alive_workers(s) == 2 && s["recovery_state"] == "ALIVE"
@@ -188,6 +191,139 @@ impl Cluster {
         self.longest_restart = self.longest_restart.max(stopping.elapsed());
     }
 
+    /// Moves the lead to master `id` (nothing to do if it leads).
+    fn transfer(&self, id: usize) {
+        let moved = Masters::client(
+            &self.list(),
+            &["members", "transfer-leader", &id.to_string()],
+        );
+        assert!(moved.status.success(), "{moved:?}");
+        wait_for(&self.masters, "the lead moved", |s| {
+            s["leader"] == id as u64 && s["recovery_state"] == "ALIVE"
+        });
+    }
+
+    /// Three hundred writes of one entry each (drivers submitted and killed at once, named
+    /// `bench`): masters of this build snapshot and compact their logs meanwhile.
+    fn compact(&self) {
+        let load = muster_from(&self.new)
+            .args(["bench", "submit", "--clients", "1", "--requests", "300"])
+            .env("MUSTER_MASTERS", self.list())
+            .output()
+            .unwrap();
+        assert!(load.status.success(), "{load:?}");
+    }
+
+    /// Waits until the leader has raised the cluster's log format, every master on this
+    /// build.
+    fn wait_raised(&self) -> Value {
+        let leader = self.leader() as usize;
+        let raised = support::wait_for_at(
+            &self.masters.addrs[leader - 1],
+            "the cluster's log format raised",
+            |s| s["log_format"] == 2 && s["leader"] == leader as u64,
+        );
+        assert!(
+            raised["members"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|m| m["build"]["version"] == env!("CARGO_PKG_VERSION")),
+            "{raised}"
+        );
+        raised
+    }
+
+    /// Puts master `id` back on the previous release, which must refuse to start on the
+    /// raised log, then starts it on this build again.
+    fn refuse_previous_release(&mut self, id: usize) {
+        self.stop(id);
+        let mut refused = self.masters.spawn_from(id, &self.old, &[]);
+        let start = Instant::now();
+        let exited = loop {
+            if let Some(status) = refused.0.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "the previous release started on a raised log"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(!exited.success(), "{exited}");
+        let log = std::fs::read_to_string(self.masters.dir.path().join(format!("master-{id}.log")))
+            .unwrap();
+        assert!(
+            log.contains("is newer than this build's format"),
+            "the previous release says why it refuses: {log}"
+        );
+        self.rejoin(id, true, Instant::now());
+    }
+
+    /// Stops `writer` and checks the end state: every submission FINISHED exactly once with
+    /// nothing else submitted but `others` drivers (and `bench`'s), and every replica holding
+    /// the same state at the same applied index. The leader's status, and the longest
+    /// submission.
+    fn audit(&self, writer: Writer, others: usize) -> (Value, Duration) {
+        let (written, longest_write) = writer.finish();
+        let all: Vec<String> = self.submitted.iter().chain(&written).cloned().collect();
+        let done = wait_for(&self.masters, "every submission FINISHED", |s| {
+            all.iter()
+                .all(|id| driver(s, id).is_some_and(|d| d["state"] == "FINISHED"))
+        });
+        let drivers = done["drivers"].as_array().unwrap();
+        let ours = drivers.iter().filter(|d| d["name"] != "bench").count();
+        assert_eq!(
+            ours,
+            all.len() + others,
+            "every submission applied once, nothing relaunched: {done}"
+        );
+        self.assert_replicas_agree();
+        assert!(
+            longest_write < Duration::from_secs(5),
+            "no write stalled past an election and a retry: {longest_write:?}"
+        );
+        (done, longest_write)
+    }
+
+    /// Every master holds the same state at the same applied index.
+    fn assert_replicas_agree(&self) {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let views: Vec<Option<(u64, Value)>> = (1..=3)
+                .map(|id| {
+                    let status = self.local_status(id)?;
+                    let mut view = serde_json::json!([
+                        status["workers"],
+                        status["apps"],
+                        status["drivers"],
+                        status["completed_apps"],
+                        status["queues"],
+                        status["users"],
+                        status["log_format"]
+                    ]);
+                    support::replicated_only(&mut view);
+                    Some((status["applied_index"].as_u64()?, view))
+                })
+                .collect();
+            let same_index = views.iter().all(|v| {
+                v.as_ref().map(|(index, _)| index) == views[0].as_ref().map(|(index, _)| index)
+            });
+            if views[0].is_some() && same_index {
+                assert!(
+                    views.iter().all(|v| v == &views[0]),
+                    "the replicas' states differ at the same applied index"
+                );
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the replicas never reached one index"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Submits a short driver with the CLI of `upgraded`'s build.
     fn submit(&mut self, upgraded: bool) {
         let output = muster_from(self.program(upgraded))
@@ -276,6 +412,15 @@ impl Writer {
     }
 }
 
+/// Held for the length of one upgrade test: two clusters at once on two cores would starve
+/// each other's heartbeats.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn executor_pids(status: &Value, app: &str) -> Vec<(u64, u64)> {
     running_executors(status, app)
         .iter()
@@ -304,7 +449,8 @@ fn attached_app(cluster: &Cluster, program: &Path, args: &[&str]) -> (Process, S
 
 #[test]
 fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything() {
-    let mut cluster = Cluster::start();
+    let _serial = serial();
+    let mut cluster = Cluster::start([false; 3], [false; 2]);
     let old = cluster.old.clone();
 
     // Work of the previous release: a supervised driver and an attached application.
@@ -437,36 +583,11 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
     cluster.submit(false);
     cluster.restart(first_leader, true);
     cluster.submit(true);
-    let raised = wait_for(&cluster.masters, "the cluster's log format raised", |s| {
-        s["log_format"] == 2
-    });
-    assert!(
-        raised["members"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|m| m["build"]["version"] == env!("CARGO_PKG_VERSION")),
-        "{raised}"
-    );
+    cluster.wait_raised();
     cluster.assert_all_running("every master upgraded");
 
     // The previous release can no longer join: it refuses to start on a raised log.
-    let id = first_leader;
-    cluster.stop(id);
-    let mut refused = cluster.masters.spawn_from(id, &old, &[]);
-    let start = Instant::now();
-    let exited = loop {
-        if let Some(status) = refused.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "the previous release started on a raised log"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert!(!exited.success(), "{exited}");
-    cluster.rejoin(id, true, Instant::now());
+    cluster.refuse_previous_release(first_leader);
     cluster.submit(true);
 
     // Workers: those of the previous release by SIGKILL (it stops its work on SIGTERM), then
@@ -481,19 +602,7 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
     }
     cluster.assert_all_running("every worker upgraded and restarted");
 
-    let (written, longest_write) = writer.finish();
-    let all: Vec<String> = cluster.submitted.iter().chain(&written).cloned().collect();
-    let done = wait_for(&cluster.masters, "every submission FINISHED", |s| {
-        all.iter()
-            .all(|id| driver(s, id).is_some_and(|d| d["state"] == "FINISHED"))
-    });
-    let drivers = done["drivers"].as_array().unwrap();
-    let ours = drivers.iter().filter(|d| d["name"] != "bench").count();
-    assert_eq!(
-        ours,
-        all.len() + 1,
-        "every submission applied once, nothing relaunched: {done}"
-    );
+    let (done, longest_write) = cluster.audit(writer, 1);
     let d = driver(&done, &long).unwrap();
     assert_eq!(
         (d["state"].as_str(), d["pid"].as_u64()),
@@ -508,14 +617,69 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
         "the attached application of 0.1.0 is still attached"
     );
     println!(
-        "upgrade: {} submissions, the longest took {longest_write:?}; a master served again \
+        "upgrade: the longest submission took {longest_write:?}; a master served again \
          within {:?} of its SIGTERM; a worker registered again within {:?} of its stop",
-        all.len(),
-        cluster.longest_restart,
-        cluster.longest_worker_gap
+        cluster.longest_restart, cluster.longest_worker_gap
     );
-    assert!(
-        longest_write < Duration::from_secs(5),
-        "no write stalled past an election and a retry: {longest_write:?}"
-    );
+}
+
+/// Masters of this build where `layout` says so and of the previous release elsewhere, a
+/// worker of each, upgraded in a seeded random order (`MUSTER_UPGRADE_SEED` replays one):
+/// each step upgrades an old master, moves the lead to any master, or restarts a master on
+/// the build it runs, and is followed by a snapshot and log compaction and a submission.
+fn upgrade_in_a_random_order(layout: [bool; 3]) {
+    let _serial = serial();
+    let seed = support::seed("MUSTER_UPGRADE_SEED");
+    let mut rng = Rng(seed);
+    let mut cluster = Cluster::start(layout, [false, true]);
+    let writer = Writer::start(&cluster);
+    let mut steps = Vec::new();
+    while cluster.upgraded.contains(&false) {
+        let id = rng.between(1, 3) as usize;
+        let step = match rng.between(0, 2) {
+            0 => {
+                let old: Vec<usize> = (1..=3).filter(|&id| !cluster.upgraded[id - 1]).collect();
+                let id = old[rng.between(0, old.len() as u64 - 1) as usize];
+                cluster.restart(id, true);
+                format!("upgrade {id}")
+            }
+            1 => {
+                cluster.transfer(id);
+                format!("lead to {id}")
+            }
+            _ => {
+                cluster.restart(id, cluster.upgraded[id - 1]);
+                format!("restart {id}")
+            }
+        };
+        steps.push(step);
+        cluster.compact();
+        cluster.submit(rng.next() % 2 == 0);
+        cluster.assert_all_running(&format!("seed {seed}, after {steps:?}"));
+    }
+    cluster.wait_raised();
+    cluster.refuse_previous_release(rng.between(1, 3) as usize);
+    cluster.submit(true);
+    for index in 0..2 {
+        cluster.restart_worker(index);
+        cluster.submit(false);
+    }
+    cluster.assert_all_running(&format!("seed {seed}, after {steps:?} and the workers"));
+    let (_, longest_write) = cluster.audit(writer, 0);
+    println!("upgrade from {layout:?} by {steps:?}: the longest submission took {longest_write:?}");
+}
+
+#[test]
+fn a_cluster_with_a_minority_upgraded_is_upgraded_in_a_random_order() {
+    upgrade_in_a_random_order([true, false, false]);
+}
+
+#[test]
+fn a_cluster_with_a_quorum_upgraded_is_upgraded_in_a_random_order() {
+    upgrade_in_a_random_order([false, true, true]);
+}
+
+#[test]
+fn a_cluster_all_on_the_previous_release_is_upgraded_in_a_random_order() {
+    upgrade_in_a_random_order([false; 3]);
 }
