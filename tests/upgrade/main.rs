@@ -654,7 +654,7 @@ fn upgrade_in_a_random_order(layout: [bool; 3]) {
         };
         steps.push(step);
         cluster.compact();
-        cluster.submit(rng.next() % 2 == 0);
+        cluster.submit(rng.next().is_multiple_of(2));
         cluster.assert_all_running(&format!("seed {seed}, after {steps:?}"));
     }
     cluster.wait_raised();
