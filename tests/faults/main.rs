@@ -1,5 +1,6 @@
 //! Faults an HA scheduler exists for, with real `muster` processes: a frozen leader, a worker
-//! agent frozen past its timeout, a crashed agent, a fencing worker cut off from the masters,
+//! agent frozen past its timeout, a crashed agent, a fencing worker cut off from the masters
+//! or stopped for good,
 //! a driver that exits while the leader is being replaced, a one-way partition of masters
 //! that reach each other through proxies.
 //! Each ends with every piece of work running exactly once.
@@ -16,8 +17,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support::{
-    Masters, Process, Proxy, TWO_SLEEPERS, alive, app, app_run, driver, driver_pid,
-    running_executors, start_worker, start_worker_via, submit, wait_for,
+    DEADLINE, Masters, Process, Proxy, TWO_SLEEPERS, alive, app, app_run, driver, driver_pid,
+    running_executors, start_worker, start_worker_via, submit, wait_for, worker_command,
 };
 
 /// The leader's id, once one is ALIVE with `workers` ALIVE workers, asking every master but
@@ -378,6 +379,54 @@ fn a_fencing_worker_cut_off_from_the_masters_stops_its_work_before_it_is_relaunc
         .filter(|d| d["state"] == "RUNNING")
         .count();
     assert_eq!(running, 1);
+}
+
+#[test]
+fn a_fencing_workers_processes_outlive_their_stopped_agent_only_until_the_worker_timeout() {
+    let masters = Masters::start_with(&["--worker-timeout", "3"]);
+    masters.leader(0);
+    let mut command = worker_command(&masters, "w1", 2, &masters.list_from(1), &["--fence"]);
+    command.env_remove("MUSTER_STOP_WORK_ON_EXIT");
+    let agent = Process(command.spawn().expect("muster worker starts"));
+    let driver_id = submit(&masters, &["--supervise", "--", "/bin/sleep", "1000"]);
+    let original = driver_pid(&masters, &driver_id);
+    let _w2 = start_worker(&masters, "w2", 2);
+    wait_for(&masters, "two workers", |s| {
+        s["workers"].as_array().unwrap().len() == 2
+    });
+
+    // The agent stops and nobody takes its work dir over: its driver runs on, but only for
+    // the worker timeout, and is gone before the leader relaunches it elsewhere.
+    drop(agent);
+    let stopped = Instant::now();
+    assert!(alive(original), "the driver outlives its agent");
+    let mut original_ended = None;
+    loop {
+        if original_ended.is_none() && !alive(original) {
+            original_ended = Some(stopped.elapsed());
+        }
+        let status = masters.status(&masters.list_from(1));
+        let copy = status["drivers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["state"] == "RUNNING" && d["id"] != driver_id.as_str());
+        if copy {
+            assert!(
+                original_ended.is_some(),
+                "relaunched while the original runs"
+            );
+            break;
+        }
+        assert!(stopped.elapsed() < DEADLINE, "never relaunched");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ended = original_ended.expect("the original ended");
+    assert!(
+        ended >= Duration::from_secs(2) && ended <= Duration::from_secs(6),
+        "the driver ends a worker timeout after its agent, give or take the wrapper's second: \
+         {ended:?}"
+    );
 }
 
 /// A tmpfs of `mb` MiB mounted at a new directory, unmounted when dropped; `None` (after

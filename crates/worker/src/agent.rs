@@ -145,8 +145,14 @@ pub async fn run(config: AgentConfig, metrics: Arc<Metrics>, shutdown: impl Futu
         rack: config.rack.clone(),
         driver_environment: config.driver_environment.clone(),
         isolation: config.isolation.clone(),
+        fence_file: config.fence.then(|| config.work_dir.join(FENCE_FILE)),
         ..SupervisorConfig::new(config.work_dir.clone(), config.masters.join(","))
     };
+    if !config.fence {
+        // What a fencing predecessor started watches its fence file: without one, nothing
+        // is fenced any more.
+        let _ = std::fs::remove_file(config.work_dir.join(FENCE_FILE));
+    }
     let (supervisor, events) = Supervisor::new(supervisor_config);
     // What a crashed predecessor started is taken over (or killed) before registering, so
     // the first registration reports it.

@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::{self, File};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -46,12 +46,27 @@ use crate::records::{Record, Records, exit_code, process_group, still_runs};
 /// a later agent to read. The wrapper outlives a SIGTERM to the group (a handler, unlike an
 /// ignored signal, is not inherited), so it waits for the program and the grace period
 /// applies to the program.
+///
+/// With a fence file (fencing on), the wrapper also watches it: the file holds the worker
+/// timeout in ms, and its age is the time since an agent on this work dir last heard from a
+/// leader. Once it is older than the timeout (the agent gone and nobody adopting, or cut off),
+/// the wrapper kills its whole process group: a leader may relaunch the work elsewhere by then.
 const WRAPPER: &str = r#"trap : TERM INT; set -f
 for procs in $MUSTER_CGROUP_PROCS; do
   echo $$ > "$procs" || { echo "muster: cannot join the control group $procs" >&2; exit 125; }
 done
 unset MUSTER_CGROUP_PROCS
-"$@"; code=$?; echo "$code" > exit; exit "$code""#;
+fence=$MUSTER_FENCE_FILE; unset MUSTER_FENCE_FILE; watch=
+if [ -n "$fence" ]; then
+  (while sleep 1; do
+    timeout=$(cat "$fence" 2>/dev/null) && [ -n "$timeout" ] || continue
+    [ $(( $(date +%s) - $(stat -c %Y "$fence") )) -gt $(( timeout / 1000 )) ] && kill -KILL 0
+  done) &
+  watch=$!
+fi
+"$@"; code=$?; echo "$code" > exit; [ -z "$watch" ] || kill "$watch"; exit "$code""#;
+/// The environment variable that gives the wrapper the fence file to watch, if any.
+const FENCE_VARIABLE: &str = "MUSTER_FENCE_FILE";
 /// The file in a process's directory that says the kernel killed its last run for going over
 /// its memory limit, for a later agent to read.
 const OUT_OF_MEMORY_MARKER: &str = "oom";
@@ -203,6 +218,9 @@ pub struct SupervisorConfig {
     pub successful_run: Duration,
     /// The control groups that limit each process to its grant; `None` runs them unlimited.
     pub isolation: Option<Cgroups>,
+    /// With fencing on, the agent's fence file, which each process's wrapper watches (see
+    /// [`WRAPPER`]) so that nothing outlives its agent unadopted past the worker timeout.
+    pub fence_file: Option<PathBuf>,
 }
 
 impl SupervisorConfig {
@@ -239,6 +257,7 @@ impl SupervisorConfig {
             restart_backoff: Duration::from_secs(1),
             successful_run: Duration::from_secs(5),
             isolation: None,
+            fence_file: None,
         }
     }
 }
@@ -381,13 +400,7 @@ impl Supervisor {
         let directory = self.directory(&spec.workload)?;
         executable(&spec.command).map_err(LaunchError::Io)?;
         fs::create_dir_all(&directory).map_err(LaunchError::Io)?;
-        let launcher = Launcher {
-            environment: self.config.environment(&spec),
-            spec,
-            directory,
-            work_dir: self.work_dir_marker(),
-            isolation: self.config.isolation.clone(),
-        };
+        let launcher = self.launcher(spec, directory);
         let (child, group) = launcher.spawn()?;
         let pid = child.id().expect("a just-spawned child has an id");
         self.record(&launcher.spec, pid);
@@ -435,12 +448,25 @@ impl Supervisor {
         }
     }
 
-    /// Takes over what a crashed predecessor started in this work dir: processes that still
-    /// run are watched as if started here (and listed by [`Supervisor::running`]); those that
-    /// ended and whose end the leader may not have are reported with the exit code their
-    /// wrapper wrote (a supervised driver that failed is started again); any other process
-    /// found running in the work dir is killed, and any control group no adopted process is
-    /// in is emptied and removed. Call it once, before the first launch.
+    /// What starts `spec`'s process in `directory`, again on every restart.
+    fn launcher(&self, spec: LaunchSpec, directory: PathBuf) -> Launcher {
+        Launcher {
+            environment: self.config.environment(&spec),
+            spec,
+            directory,
+            work_dir: self.work_dir_marker(),
+            isolation: self.config.isolation.clone(),
+            fence_file: self.config.fence_file.clone(),
+        }
+    }
+
+    /// Takes over what a predecessor (stopped, or crashed) started in this work dir:
+    /// processes that still run are watched as if started here (and listed by
+    /// [`Supervisor::running`]); those that ended and whose end the leader may not have are
+    /// reported with the exit code their wrapper wrote (a supervised driver that failed is
+    /// started again); any other process found running in the work dir is killed, and any
+    /// control group no adopted process is in is emptied and removed. Call it once, before
+    /// the first launch.
     pub fn adopt(&self) {
         let mut adopted = Vec::new();
         let mut adopted_groups = Vec::new();
@@ -450,13 +476,7 @@ impl Supervisor {
                 self.records.remove(record.pid);
                 continue;
             };
-            let launcher = Launcher {
-                environment: self.config.environment(&record.spec),
-                spec: record.spec.clone(),
-                directory,
-                work_dir: self.work_dir_marker(),
-                isolation: self.config.isolation.clone(),
-            };
+            let launcher = self.launcher(record.spec.clone(), directory);
             if still_runs(&record) {
                 tracing::info!(workload = %record.spec.workload, pid = record.pid, "adopted");
                 adopted.push(record.pid);
@@ -658,6 +678,8 @@ struct Launcher {
     work_dir: String,
     /// Limits each run of the process to its grant, in a fresh control group.
     isolation: Option<Cgroups>,
+    /// The fence file the wrapper watches, with fencing on.
+    fence_file: Option<PathBuf>,
 }
 
 impl Launcher {
@@ -717,7 +739,11 @@ impl Launcher {
             .envs(&spec.env)
             // What it holds is the worker's to say, whatever its own environment asks.
             .envs(command_environment)
-            .env(CGROUPS_VARIABLE, joins);
+            .env(CGROUPS_VARIABLE, joins)
+            .env(
+                FENCE_VARIABLE,
+                self.fence_file.as_deref().unwrap_or(Path::new("")),
+            );
         match &spec.workload {
             Workload::Executor { app, executor } => {
                 command

@@ -8,6 +8,7 @@ mod dedup;
 mod plans;
 mod properties;
 mod queues;
+mod releases;
 mod scripts;
 mod snapshot;
 mod snapshot_bytes;

@@ -138,15 +138,25 @@ fn visible(state: &ClusterState) -> String {
 
 /// The log ops an earlier build wrote to `fixtures/NAME`, read whole.
 pub fn fixture_ops(name: &str) -> Vec<Op> {
+    fixture(name)
+}
+
+/// What an earlier build wrote to `fixtures/NAME` in the log's encoding, read whole.
+pub fn fixture<T: serde::de::DeserializeOwned>(name: &str) -> T {
+    let bytes = fixture_bytes(name);
+    let (value, read): (T, usize) =
+        bincode::serde::decode_from_slice(&bytes, bincode::config::standard()).unwrap();
+    assert_eq!(read, bytes.len(), "{name} has trailing bytes");
+    value
+}
+
+/// The bytes an earlier build wrote to `fixtures/NAME`.
+pub fn fixture_bytes(name: &str) -> Vec<u8> {
     let path = format!(
         "{}/tests/lifecycle/fixtures/{name}",
         env!("CARGO_MANIFEST_DIR")
     );
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let (ops, read): (Vec<Op>, usize) =
-        bincode::serde::decode_from_slice(&bytes, bincode::config::standard()).unwrap();
-    assert_eq!(read, bytes.len(), "{path} has trailing bytes");
-    ops
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 pub fn app_desc(
