@@ -264,6 +264,18 @@ impl Process {
         signal(self.pid(), nix::sys::signal::Signal::SIGCONT);
     }
 
+    /// Waits, within [`DEADLINE`], until the process exits by itself; its exit status.
+    pub fn exited(&mut self, what: &str) -> std::process::ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return status;
+            }
+            assert!(start.elapsed() < DEADLINE, "{what}: still running");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Ends the process as a crash would: SIGKILL, nothing cleaned up.
     pub fn crash(mut self) {
         let _ = self.0.kill();
@@ -964,4 +976,22 @@ pub fn seed(variable: &str) -> u64 {
         });
     eprintln!("seed {seed} ({variable}={seed} replays it)");
     seed
+}
+
+/// Waits, within [`DEADLINE`], until the file at `path` (a process's log) holds what `done`
+/// looks for; its text.
+pub fn wait_for_text(path: &std::path::Path, what: &str, done: impl Fn(&str) -> bool) -> String {
+    let start = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if done(&text) {
+            return text;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "{what} not seen within {DEADLINE:?} in {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -6,9 +6,9 @@
 use std::time::Instant;
 
 use crate::support::{
-    DEADLINE, Masters, Process, TWO_SLEEPERS, alive, app_run, driver, driver_pid, free_port,
-    limited_worker, running_executors, signal, start_worker, start_worker_via, stdout, submit,
-    wait_for, worker_command,
+    Masters, Process, TWO_SLEEPERS, alive, app_run, driver, driver_pid, free_port, limited_worker,
+    running_executors, signal, start_worker, start_worker_via, stdout, submit, wait_for,
+    wait_for_text, worker_command,
 };
 
 #[test]
@@ -554,31 +554,17 @@ fn a_worker_agent_stopped_with_sigterm_leaves_its_work_running_for_the_next_to_a
     // agent's own process).
     signal(first.pid(), nix::sys::signal::Signal::SIGTERM);
     let stopping = Instant::now();
-    let exited = loop {
-        if let Some(status) = first.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(stopping.elapsed() < DEADLINE, "the agent did not stop");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let exited = first.exited("the agent after SIGTERM");
     assert!(exited.success(), "the agent stops cleanly: {exited}");
     assert!(alive(driver_pid), "the driver outlives its agent");
     assert!(executors.iter().all(|&(_, pid)| alive(pid)));
 
     let _second = agent(&masters);
-    let log = masters.dir.path().join("w1.log");
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        let log = std::fs::read_to_string(&log).unwrap_or_default();
-        if log.matches("adopted").count() == 3 && log.contains("registered with the leader") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the next agent did not adopt: {log}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for_text(
+        &masters.dir.path().join("w1.log"),
+        "the next agent adopting all three",
+        |log| log.matches("adopted").count() == 3 && log.contains("registered with the leader"),
+    );
     println!(
         "agent restarted with SIGTERM: registered again with its work adopted after {:?}",
         stopping.elapsed()

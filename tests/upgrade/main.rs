@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use support::{
-    DEADLINE, Masters, Process, Rng, TWO_SLEEPERS, alive, driver, muster_binary, muster_from,
-    running_executors, signal, wait_for, worker_command_from,
+    DEADLINE, Masters, Process, Rng, SLEEPERS, TWO_SLEEPERS, alive, driver, muster_binary,
+    muster_from, running_executors, signal, wait_for, wait_for_text, worker_command_from,
 };
 
 /// What every master of the test cluster is given: enough ended drivers kept that every
@@ -239,31 +239,21 @@ impl Cluster {
     fn refuse_previous_release(&mut self, id: usize) {
         self.stop(id);
         let mut refused = self.masters.spawn_from(id, &self.old, &[]);
-        let start = Instant::now();
-        let exited = loop {
-            if let Some(status) = refused.0.try_wait().unwrap() {
-                break status;
-            }
-            assert!(
-                start.elapsed() < DEADLINE,
-                "the previous release started on a raised log"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let exited = refused.exited("the previous release on a raised log");
         assert!(!exited.success(), "{exited}");
         let log = std::fs::read_to_string(self.masters.dir.path().join(format!("master-{id}.log")))
             .unwrap();
-        // Release 0.1.0 cannot decode what this build wrote: a raised log entry or, once a
-        // snapshot covers it, a snapshot of format 8.
+        // Release 0.1.0 cannot decode what this build wrote: the raise (op 27) in its log,
+        // whether it meets it as it opens or as it reads its log, or, once a snapshot covers
+        // it, a snapshot of format 8.
         let refusal = log
             .lines()
             .rev()
             .find(|line| line.starts_with("error: "))
             .unwrap_or_else(|| panic!("the previous release says why it refuses: {log}"));
         assert!(
-            refusal.contains("cannot open the Raft data")
-                && (refusal.contains("snapshot format 8 is newer than this build's format 7")
-                    || refusal.contains("invalid value: integer `27`")),
+            refusal.contains("snapshot format 8 is newer than this build's format 7")
+                || refusal.contains("invalid value: integer `27`"),
             "{refusal}"
         );
         self.rejoin(id, true, Instant::now());
@@ -354,30 +344,17 @@ impl Cluster {
         if upgraded {
             signal(worker.pid(), nix::sys::signal::Signal::SIGTERM);
             let mut worker = worker;
-            let exited = loop {
-                if let Some(status) = worker.0.try_wait().unwrap() {
-                    break status;
-                }
-                assert!(stopping.elapsed() < DEADLINE, "worker {name} did not stop");
-                std::thread::sleep(Duration::from_millis(20));
-            };
+            let exited = worker.exited(&format!("worker {name} after SIGTERM"));
             assert!(exited.success(), "worker {name} stops cleanly: {exited}");
         } else {
             worker.crash();
         }
         let next = self.spawn_worker(&name, true);
-        let log = self.masters.dir.path().join(format!("{name}.log"));
-        loop {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            if text.contains("registered with the leader") {
-                break;
-            }
-            assert!(
-                stopping.elapsed() < DEADLINE,
-                "worker {name} did not register again: {text}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_for_text(
+            &self.masters.dir.path().join(format!("{name}.log")),
+            "the next agent registered",
+            |log| log.contains("registered with the leader"),
+        );
         self.longest_worker_gap = self.longest_worker_gap.max(stopping.elapsed());
         self.workers.insert(index, (name, next, true));
     }
@@ -539,17 +516,7 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
     let (_four, four) = attached_app(
         &cluster,
         &cluster.new.clone(),
-        &[
-            "--cores-max",
-            "4",
-            "--executor-cores",
-            "1",
-            "--executor-memory",
-            "256",
-            "--",
-            "/bin/sleep",
-            "1000",
-        ],
+        &[&["--cores-max", "4"], SLEEPERS].concat(),
     );
     let placed = wait_for(
         &cluster.masters,
@@ -572,19 +539,12 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
         .unwrap();
     assert!(load.status.success(), "{load:?}");
     cluster.rejoin(b, false, Instant::now());
-    let leader_log = cluster.masters.dir.path().join(format!("master-{a}.log"));
     let sent = format!("snapshot sent to a follower behind the log peer={b} ");
-    let deadline = Instant::now() + DEADLINE;
-    while !std::fs::read_to_string(&leader_log)
-        .unwrap()
-        .contains(&sent)
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the old follower was not sent a snapshot"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_text(
+        &cluster.masters.dir.path().join(format!("master-{a}.log")),
+        "the new leader's snapshot sent to the old follower",
+        |log| log.contains(&sent),
+    );
     cluster.submit(true);
 
     // The rest of the masters upgraded: the old leader last.
