@@ -13,14 +13,16 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use muster_core::ids::Term;
 use muster_proto::v1::BuildInfo;
 use muster_state::version::{LogFormat, RaiseLogFormat, format_to_raise_to};
 use muster_state::{Command, Op};
-use openraft::ServerState;
+use openraft::{RaftMetrics, ServerState};
 
+use crate::WriteError;
 use crate::network::Network;
 use crate::state_machine::SharedState;
-use crate::types::{NodeId, Raft};
+use crate::types::{Applied, Node, NodeId, Raft};
 
 /// How often a leader asks its members for their builds.
 pub const BUILD_POLL: Duration = Duration::from_secs(2);
@@ -71,37 +73,53 @@ pub(crate) fn held_back(
     )
 }
 
+/// The members of the group and their addresses, as `metrics` has them.
+fn members(metrics: &RaftMetrics<NodeId, Node>) -> Vec<(NodeId, String)> {
+    metrics
+        .membership_config
+        .membership()
+        .nodes()
+        .map(|(&id, node)| (id, node.addr.clone()))
+        .collect()
+}
+
 /// Learns the members' builds while this replica leads, and raises the cluster's log format
-/// when they all read a newer one, by `raise` (a write that skips the format check).
-pub(crate) async fn learn(
+/// when they all read a newer one, by `raise` (a write that skips the format check, whose
+/// result it waits for).
+///
+/// The raise is decided under `changes`, the lock membership changes hold, and only if the
+/// members are still those that were asked, so that no member joins between the poll and
+/// the raise's commit without its build being asked first. It carries the leader's term: a
+/// deposed leader's raise that reaches the log later is refused.
+pub(crate) async fn learn<R>(
     raft: Raft,
     network: Network,
     own: BuildInfo,
     builds: Builds,
     state: SharedState,
-    raise: impl Fn(Command),
-) {
+    changes: Arc<tokio::sync::Mutex<()>>,
+    raise: impl Fn(Command) -> R,
+) where
+    R: Future<Output = Result<Applied, WriteError>>,
+{
     let mut metrics = raft.metrics();
     loop {
-        if metrics
-            .wait_for(|m| m.state == ServerState::Leader)
-            .await
-            .is_err()
-        {
-            return;
+        if metrics.borrow().state != ServerState::Leader {
+            builds.lock().expect("builds lock").clear();
+            if metrics
+                .wait_for(|m| m.state == ServerState::Leader)
+                .await
+                .is_err()
+            {
+                return;
+            }
         }
-        let (me, members): (NodeId, Vec<(NodeId, String)>) = {
+        let (me, term, asked) = {
             let m = metrics.borrow();
-            let members = m
-                .membership_config
-                .membership()
-                .nodes()
-                .map(|(&id, node)| (id, node.addr.clone()))
-                .collect();
-            (m.id, members)
+            (m.id, m.current_term, members(&m))
         };
         let mut learned = BTreeMap::new();
-        for (id, addr) in &members {
+        for (id, addr) in &asked {
             let build = if *id == me {
                 Some(own.clone())
             } else {
@@ -111,20 +129,28 @@ pub(crate) async fn learn(
                 learned.insert(*id, build);
             }
         }
-        let formats: Vec<Option<LogFormat>> = members
+        let formats: Vec<Option<LogFormat>> = asked
             .iter()
             .map(|(id, _)| learned.get(id).map(reads))
             .collect();
         *builds.lock().expect("builds lock") = learned;
         let effective = state.read().expect("state lock").log_format();
         if let Some(to) = format_to_raise_to(effective, formats) {
-            tracing::info!(from = %effective, %to, "every master reads a newer log format: raising the cluster's");
-            raise(Command {
-                at: crate::now(),
-                request_id: None,
-                term: None,
-                op: Op::RaiseLogFormat(RaiseLogFormat { to }),
-            });
+            let _one_change = changes.lock().await;
+            let unchanged = {
+                let m = metrics.borrow();
+                m.state == ServerState::Leader && m.current_term == term && members(&m) == asked
+            };
+            if unchanged {
+                tracing::info!(from = %effective, %to, "every master reads a newer log format: raising the cluster's");
+                let raised = raise(Command {
+                    at: crate::now(),
+                    request_id: None,
+                    term: Some(Term(term)),
+                    op: Op::RaiseLogFormat(RaiseLogFormat { to }),
+                });
+                let _ = tokio::time::timeout(BUILD_POLL, raised).await;
+            }
         }
         tokio::time::sleep(BUILD_POLL).await;
     }

@@ -271,8 +271,8 @@ pub struct RaftNode {
     /// Set while this replica hands the lead over: reads are refused, and it counts as
     /// without a quorum (its leader session ends).
     transferring: AtomicBool,
-    /// Membership changes and transfers, one at a time.
-    changes: tokio::sync::Mutex<()>,
+    /// Membership changes, transfers and raises of the log format, one at a time.
+    changes: Arc<tokio::sync::Mutex<()>>,
     heartbeat_ms: u64,
     /// Held so the database outlives the stores openraft drops when it stops: a node that
     /// is forgotten (after a storage failure) never closes it.
@@ -332,6 +332,7 @@ impl RaftNode {
             queued,
         ));
         let builds = Builds::default();
+        let changes = Arc::new(tokio::sync::Mutex::new(()));
         let raising = proposals.clone();
         tokio::spawn(builds::learn(
             raft.clone(),
@@ -339,13 +340,19 @@ impl RaftNode {
             settings.build.clone(),
             Arc::clone(&builds),
             Arc::clone(&state),
+            Arc::clone(&changes),
             move |command| {
-                let (result, _) = oneshot::channel();
+                let (result, applied) = oneshot::channel();
                 let _ = raising.send(Proposal {
                     command,
                     result,
                     withdrawn: None,
                 });
+                async move {
+                    applied
+                        .await
+                        .unwrap_or_else(|_| Err(WriteError::Unavailable("Raft stopped".into())))
+                }
             },
         ));
         Ok(Self {
@@ -355,7 +362,7 @@ impl RaftNode {
             proposals,
             in_flight,
             transferring: AtomicBool::new(false),
-            changes: tokio::sync::Mutex::new(()),
+            changes,
             heartbeat_ms: settings.heartbeat_ms,
             _disk: disk,
             state,
@@ -415,7 +422,26 @@ impl RaftNode {
     /// This replica does not lead, or Raft is unavailable.
     pub async fn add_learner(&self, id: NodeId, addr: &str) -> Result<(), WriteError> {
         let _one_change = self.changes.lock().await;
-        let effective = self.state.read().expect("state lock").log_format();
+        // Every raise committed so far applied: none is under way while this change is.
+        let effective = self.read(ClusterState::log_format).await?;
+        if effective > LogFormat::FIRST {
+            self.refuse_older(id, addr, effective).await?;
+        }
+        self.raft
+            .add_learner(id, Node::new(addr.to_owned()), true)
+            .await
+            .map(|_| ())
+            .map_err(not_leader)
+    }
+
+    /// Refuses master `id` at `addr` unless its build reads the cluster's `effective` log
+    /// format.
+    async fn refuse_older(
+        &self,
+        id: NodeId,
+        addr: &str,
+        effective: LogFormat,
+    ) -> Result<(), WriteError> {
         let joining = self
             .network
             .build(id, addr, JOIN_CALL)
@@ -429,11 +455,7 @@ impl RaftNode {
                 effective.readers()
             )));
         }
-        self.raft
-            .add_learner(id, Node::new(addr.to_owned()), true)
-            .await
-            .map(|_| ())
-            .map_err(not_leader)
+        Ok(())
     }
 
     /// Makes `voters` the voting members (each must be a member or learner already); removed

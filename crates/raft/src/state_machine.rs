@@ -111,9 +111,12 @@ fn beyond_this_build(state: &ClusterState) -> Result<(), StorageError> {
     Err(StorageIOError::write_state_machine(AnyError::error(line)).into())
 }
 
+/// The state a snapshot holds, if this build reads it and the log format it is at.
 fn decode_state(meta: &Meta, data: &[u8]) -> Result<ClusterState, StorageError> {
-    ClusterState::decode_snapshot(data)
-        .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e).into())
+    let state = ClusterState::decode_snapshot(data)
+        .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
+    beyond_this_build(&state)?;
+    Ok(state)
 }
 
 /// Where snapshots are kept: the current one in tree `snapshots`, on the replica's disk.

@@ -2,6 +2,7 @@
 //! A replica refuses a snapshot from a newer format or a corrupt one rather than guess.
 
 use crate::ClusterState;
+use crate::version::LogFormat;
 
 /// The newest format this build writes and reads. Format 3 added the kept room
 /// (reservations) at the end of the state, format 4 the draining workers after it, format 5
@@ -12,6 +13,15 @@ use crate::ClusterState;
 /// until the cluster's log format is raised, its snapshots are of format 7 at the most, which
 /// release 0.1.0 reads.
 pub const SNAPSHOT_FORMAT: u8 = 8;
+
+/// The log format a replica needs to read snapshot `bytes`: format 8 holds the raised log
+/// format, which the first log format's replicas cannot read.
+pub(crate) fn log_format_of(bytes: &[u8]) -> LogFormat {
+    match bytes.first() {
+        Some(&format) if format >= 8 => LogFormat::RAISABLE,
+        _ => LogFormat::FIRST,
+    }
+}
 
 /// The oldest format this build reads.
 const OLDEST_FORMAT: u8 = 2;

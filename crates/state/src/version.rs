@@ -74,16 +74,20 @@ impl fmt::Display for LogFormat {
 }
 
 impl Op {
-    /// The log format that introduced this op: a replica of an older format cannot decode
-    /// it. A batch is as new as the newest op it holds.
+    /// The log format a replica needs to read this op: the one that introduced it, or what it
+    /// carries if newer. A batch, or a named user's request, is as new as the newest op it
+    /// holds; a raise needs the format it raises to (a replica that cannot read that must not
+    /// take it), and a restore the format of the snapshot it carries.
     pub fn introduced_in(&self) -> LogFormat {
         match self {
-            Op::RaiseLogFormat(_) => LogFormat::RAISABLE,
+            Op::RaiseLogFormat(raise) => raise.to.max(LogFormat::RAISABLE),
             Op::Batch(commands) => commands
                 .iter()
                 .map(|command| command.op.introduced_in())
                 .max()
                 .unwrap_or(LogFormat::FIRST),
+            Op::By(by) => by.op.introduced_in(),
+            Op::Restore(restore) => crate::snapshot::log_format_of(&restore.snapshot),
             Op::RegisterWorker(_)
             | Op::WorkerLost(_)
             | Op::DecommissionWorker(_)
@@ -101,10 +105,8 @@ impl Op {
             | Op::Preempt(_)
             | Op::GrantReservations(_)
             | Op::DrainWorker(_)
-            | Op::Restore(_)
             | Op::AddUser(_)
             | Op::RevokeUser(_)
-            | Op::By(_)
             | Op::ReplaceQueues(_)
             | Op::ConfigureQueues(_)
             | Op::PreemptForGuarantees(_)
@@ -178,6 +180,29 @@ mod tests {
             format_to_raise_to(LogFormat::FIRST, [later, later]),
             Some(LogFormat::NEWEST)
         );
+    }
+
+    #[test]
+    fn what_an_op_carries_can_make_it_newer() {
+        let raise = |to| Op::RaiseLogFormat(RaiseLogFormat { to });
+        assert_eq!(
+            raise(LogFormat::RAISABLE).introduced_in(),
+            LogFormat::RAISABLE
+        );
+        assert_eq!(raise(LogFormat(9)).introduced_in(), LogFormat(9));
+        let by = Op::By(crate::commands::By {
+            user: "alice".into(),
+            generation: 1,
+            op: Box::new(raise(LogFormat::RAISABLE)),
+        });
+        assert_eq!(by.introduced_in(), LogFormat::RAISABLE);
+        let restore = |format| {
+            Op::Restore(crate::commands::Restore {
+                snapshot: vec![format, 0],
+            })
+        };
+        assert_eq!(restore(7).introduced_in(), LogFormat::FIRST);
+        assert_eq!(restore(8).introduced_in(), LogFormat::RAISABLE);
     }
 
     #[test]

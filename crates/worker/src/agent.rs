@@ -145,7 +145,12 @@ pub async fn run(config: AgentConfig, metrics: Arc<Metrics>, shutdown: impl Futu
         rack: config.rack.clone(),
         driver_environment: config.driver_environment.clone(),
         isolation: config.isolation.clone(),
-        fence_file: config.fence.then(|| config.work_dir.join(FENCE_FILE)),
+        // Absolute: the wrapper runs in the process's own directory.
+        fence_file: config.fence.then(|| {
+            std::fs::canonicalize(&config.work_dir)
+                .unwrap_or_else(|_| config.work_dir.clone())
+                .join(FENCE_FILE)
+        }),
         ..SupervisorConfig::new(config.work_dir.clone(), config.masters.join(","))
     };
     if !config.fence {

@@ -49,8 +49,10 @@ use crate::records::{Record, Records, exit_code, process_group, still_runs};
 ///
 /// With a fence file (fencing on), the wrapper also watches it: the file holds the worker
 /// timeout in ms, and its age is the time since an agent on this work dir last heard from a
-/// leader. Once it is older than the timeout (the agent gone and nobody adopting, or cut off),
-/// the wrapper kills its whole process group: a leader may relaunch the work elsewhere by then.
+/// leader. Once it is older than the timeout and 2 s more (the agent gone and nobody adopting
+/// its work; an agent still there fences first, at the timeout), the wrapper kills its whole
+/// process group. A leader relaunches a fencing worker's work only after the timeout, the
+/// kill grace and a 5 s margin.
 const WRAPPER: &str = r#"trap : TERM INT; set -f
 for procs in $MUSTER_CGROUP_PROCS; do
   echo $$ > "$procs" || { echo "muster: cannot join the control group $procs" >&2; exit 125; }
@@ -59,8 +61,9 @@ unset MUSTER_CGROUP_PROCS
 fence=$MUSTER_FENCE_FILE; unset MUSTER_FENCE_FILE; watch=
 if [ -n "$fence" ]; then
   (while sleep 1; do
-    timeout=$(cat "$fence" 2>/dev/null) && [ -n "$timeout" ] || continue
-    [ $(( $(date +%s) - $(stat -c %Y "$fence") )) -gt $(( timeout / 1000 )) ] && kill -KILL 0
+    timeout=$(cat "$fence" 2>/dev/null) && contact=$(stat -c %Y "$fence" 2>/dev/null) &&
+      [ -n "$timeout" ] || continue
+    [ $(( $(date +%s) - contact )) -gt $(( timeout / 1000 + 2 )) ] && kill -KILL 0
   done) &
   watch=$!
 fi

@@ -44,6 +44,8 @@ impl Apply for Restore {
                 message: e.to_string(),
             })?;
         restored.config = state.config.clone();
+        // A log format in force stays, whatever the snapshot was taken at.
+        restored.raised_format = restored.raised_format.max(state.raised_format);
         *state = restored;
         Ok(Response::default())
     }

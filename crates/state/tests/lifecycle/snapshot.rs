@@ -369,3 +369,16 @@ fn a_new_cluster_restores_a_saved_snapshot_and_only_a_new_one() {
     assert!(refused.to_string().contains("snapshot"), "{refused}");
     assert!(other.state.workers().is_empty());
 }
+
+#[test]
+fn a_restore_keeps_the_log_format_in_force() {
+    let saved = busy_cluster();
+    assert_eq!(saved.state.log_format(), LogFormat::FIRST);
+    let mut raised = Cluster::new();
+    raised.ok(raise_to_0_2());
+    raised.ok(Op::Restore(Restore {
+        snapshot: saved.state.encode_snapshot(),
+    }));
+    assert_eq!(raised.state.log_format(), LogFormat::RAISABLE);
+    assert_eq!(raised.state.apps(), saved.state.apps());
+}
