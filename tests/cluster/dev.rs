@@ -15,6 +15,8 @@ fn dev_starts_masters_and_workers_and_stops_them_all() {
     let mut dev = muster()
         .args(["dev", "--masters", "3", "--workers", "2", "--data-dir"])
         .arg(dir.path())
+        // Its workers stop their work with them by themselves.
+        .env_remove("MUSTER_STOP_WORK_ON_EXIT")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -126,6 +128,33 @@ fn dev_starts_masters_and_workers_and_stops_them_all() {
         std::thread::sleep(Duration::from_millis(100));
     }
 
+    // A driver runs when dev stops: it stops with it.
+    let submitted = muster()
+        .args([
+            "submit",
+            "--name",
+            "dev-sleeper",
+            "--",
+            "/bin/sleep",
+            "1000",
+        ])
+        .env("MUSTER_MASTERS", &masters)
+        .env("MUSTER_SECRET_FILE", &secret)
+        .env("MUSTER_TLS_CA", &ca)
+        .output()
+        .unwrap();
+    let driver = stdout(&submitted);
+    let start = Instant::now();
+    let driver_pid = loop {
+        let status: Value = serde_json::from_str(&stdout(&status_with(&secret))).unwrap();
+        if let Some(pid) = crate::support::driver(&status, &driver).and_then(|d| d["pid"].as_u64())
+        {
+            break pid;
+        }
+        assert!(start.elapsed() < DEADLINE, "the driver never ran: {status}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(dev.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -138,6 +167,10 @@ fn dev_starts_masters_and_workers_and_stops_them_all() {
             "master at {addr} still listens"
         );
     }
+    assert!(
+        !crate::support::alive(driver_pid),
+        "the driver stopped with dev"
+    );
 }
 
 #[test]

@@ -47,16 +47,16 @@ pub fn reads(build: &BuildInfo) -> LogFormat {
     LogFormat(build.log_format.max(LogFormat::FIRST.0))
 }
 
-/// Why `needs` may not be written yet: the members whose builds do not read it.
+/// Why `needs` may not be written yet: the `members` whose builds do not read it.
 pub(crate) fn held_back(
     needs: LogFormat,
     effective: LogFormat,
-    members: &[NodeId],
+    members: &[(NodeId, String)],
     builds: &BTreeMap<NodeId, BuildInfo>,
 ) -> String {
     let behind: Vec<String> = members
         .iter()
-        .filter_map(|id| match builds.get(id) {
+        .filter_map(|(id, _)| match builds.get(id) {
             Some(build) if reads(build) >= needs => None,
             Some(build) => Some(format!("master {id} runs {}", build.version)),
             None => Some(format!("master {id} has not said which build it runs")),
@@ -74,7 +74,7 @@ pub(crate) fn held_back(
 }
 
 /// The members of the group and their addresses, as `metrics` has them.
-fn members(metrics: &RaftMetrics<NodeId, Node>) -> Vec<(NodeId, String)> {
+pub(crate) fn members(metrics: &RaftMetrics<NodeId, Node>) -> Vec<(NodeId, String)> {
     metrics
         .membership_config
         .membership()
@@ -171,7 +171,8 @@ mod tests {
     #[test]
     fn a_refusal_names_the_masters_that_hold_the_format_back() {
         let builds = BTreeMap::from([(1, build("0.2.0", 2)), (3, first_release())]);
-        let line = held_back(LogFormat(2), LogFormat(1), &[1, 2, 3], &builds);
+        let members = [1, 2, 3].map(|id| (id, format!("m{id}:7077")));
+        let line = held_back(LogFormat(2), LogFormat(1), &members, &builds);
         assert_eq!(
             line,
             "needs every master at release 0.2.0 or newer (log format 2 (release 0.2.0); the \

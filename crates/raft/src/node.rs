@@ -30,6 +30,13 @@
 //! A command a leader session proposes is withdrawn, unwritten, once that session ends: a
 //! session of the same term that follows (after a failed transfer or a short loss of quorum)
 //! must not see its predecessor's decisions committed.
+//!
+//! # Log formats
+//!
+//! A command whose op needs a newer log format than the cluster's is refused before it is
+//! queued ([`WriteError::TooNew`]), so that no master of an older build is sent what it
+//! cannot read; the leader raises the format itself once every member reads it (`builds`),
+//! and a master joins only if it reads the format in force.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -555,15 +562,7 @@ impl RaftNode {
         if needs > LogFormat::FIRST {
             let effective = self.state.read().expect("state lock").log_format();
             if needs > effective {
-                let members: Vec<NodeId> = self
-                    .raft
-                    .metrics()
-                    .borrow()
-                    .membership_config
-                    .membership()
-                    .nodes()
-                    .map(|(&id, _)| id)
-                    .collect();
+                let members = builds::members(&self.raft.metrics().borrow());
                 let builds = self.builds.lock().expect("builds lock");
                 return Err(WriteError::TooNew(held_back(
                     needs, effective, &members, &builds,
