@@ -15,10 +15,7 @@ pub fn members(status: &StatusView) -> String {
         } else {
             ""
         };
-        let build = m
-            .build
-            .as_ref()
-            .map_or_else(|| "unknown".to_owned(), BuildView::line);
+        let build = BuildView::line(m.build.as_ref());
         let _ = writeln!(
             out,
             "{:<4} {:<22} {:<10} {build}{silent}",
@@ -42,10 +39,7 @@ pub fn workers(status: &StatusView) -> String {
         "ID", "HOST", "STATE", "CORES", "MEMORY (MB)"
     );
     for w in &status.workers {
-        let build = w
-            .build
-            .as_ref()
-            .map_or_else(|| "unknown".to_owned(), BuildView::line);
+        let build = BuildView::line(w.build.as_ref());
         let _ = writeln!(
             out,
             "{:<34} {:<12} {:<14} {:<9} {:<13} {build}",

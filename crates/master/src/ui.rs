@@ -135,7 +135,7 @@ pub(crate) fn overview(status: &StatusView) -> Markup {
                         td { (m.id) }
                         td { (m.addr) }
                         td { (m.role.name()) @if m.silent { " (silent: not heard from)" } }
-                        td { (m.build.as_ref().map_or_else(|| "unknown".to_owned(), BuildView::line)) }
+                        td { (BuildView::line(m.build.as_ref())) }
                     }
                 }
             }

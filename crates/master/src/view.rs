@@ -84,11 +84,12 @@ pub struct BuildView {
 }
 
 impl BuildView {
-    /// The release, and the commit when known: `0.2.0 (1a72777c4f0e)`.
-    pub fn line(&self) -> String {
-        match self.commit.as_str() {
-            "" => self.version.clone(),
-            commit => format!("{} ({commit})", self.version),
+    /// The release, and the commit when known: `0.2.0 (1a72777c4f0e)`; `unknown` for none.
+    pub fn line(build: Option<&Self>) -> String {
+        match build {
+            None => "unknown".to_owned(),
+            Some(build) if build.commit.is_empty() => build.version.clone(),
+            Some(build) => format!("{} ({})", build.version, build.commit),
         }
     }
 }
