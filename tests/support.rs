@@ -760,7 +760,16 @@ pub fn alive(pid: u64) -> bool {
 
 /// `muster app run` as a child process, and the id it printed.
 pub fn app_run(masters: &Masters, args: &[&str]) -> (Process, String, BufReader<ChildStdout>) {
-    let mut child = muster()
+    app_run_from(&muster_binary(), masters, args)
+}
+
+/// [`app_run`] of `program`, another build of `muster`.
+pub fn app_run_from(
+    program: &std::path::Path,
+    masters: &Masters,
+    args: &[&str],
+) -> (Process, String, BufReader<ChildStdout>) {
+    let mut child = muster_from(program)
         .args(["app", "run"])
         .args(args)
         .env("MUSTER_MASTERS", masters.list_from(1))

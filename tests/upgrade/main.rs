@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use support::{
-    DEADLINE, Masters, Process, Rng, SLEEPERS, TWO_SLEEPERS, alive, driver, muster_binary,
-    muster_from, running_executors, signal, wait_for, wait_for_text, worker_command_from,
+    DEADLINE, Masters, Process, Rng, SLEEPERS, TWO_SLEEPERS, alive, app_run_from, driver,
+    muster_binary, muster_from, running_executors, signal, wait_for, wait_for_text,
+    worker_command_from,
 };
 
 /// What every master of the test cluster is given: enough ended drivers kept that every
@@ -414,25 +415,6 @@ fn executor_pids(status: &Value, app: &str) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// `muster app run` of `program` with `args`, attached for as long as it runs.
-fn attached_app(cluster: &Cluster, program: &Path, args: &[&str]) -> (Process, String) {
-    let mut child = muster_from(program)
-        .args(["app", "run"])
-        .args(args)
-        .env("MUSTER_MASTERS", cluster.list())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("muster app run starts");
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut id = String::new();
-    std::io::BufRead::read_line(&mut out, &mut id).unwrap();
-    // Its output is read no further: keep the pipe open by leaking the reader with the test.
-    std::mem::forget(out);
-    (Process(child), id.trim().to_owned())
-}
-
 #[test]
 fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything() {
     let _serial = serial();
@@ -456,7 +438,8 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
             .unwrap();
         support::stdout(&output)
     };
-    let (mut attached, sleepers) = attached_app(&cluster, &old, TWO_SLEEPERS);
+    let (mut attached, sleepers, _sleeper_events) =
+        app_run_from(&old, &cluster.masters, TWO_SLEEPERS);
     let before = wait_for(&cluster.masters, "the old cluster's work running", |s| {
         driver(s, &long).is_some_and(|d| d["state"] == "RUNNING" && d["pid"].is_u64())
             && running_executors(s, &sleepers).len() == 2
@@ -513,9 +496,9 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
     );
 
     // An application placed now gets a plan of counted grants, which the old followers read.
-    let (_four, four) = attached_app(
-        &cluster,
-        &cluster.new.clone(),
+    let (_four, four, _four_events) = app_run_from(
+        &cluster.new,
+        &cluster.masters,
         &[&["--cores-max", "4"], SLEEPERS].concat(),
     );
     let placed = wait_for(
