@@ -204,11 +204,12 @@ impl Cluster {
         });
     }
 
-    /// Three hundred writes of one entry each (drivers submitted and killed at once, named
-    /// `bench`): masters of this build snapshot and compact their logs meanwhile.
-    fn compact(&self) {
+    /// `writes` writes of one entry each (drivers submitted and killed at once, named
+    /// `bench`): masters of this build snapshot every 20 and compact their logs meanwhile.
+    fn compact(&self, writes: u32) {
         let load = muster_from(&self.new)
-            .args(["bench", "submit", "--clients", "1", "--requests", "300"])
+            .args(["bench", "submit", "--clients", "1", "--requests"])
+            .arg(writes.to_string())
             .env("MUSTER_MASTERS", self.list())
             .output()
             .unwrap();
@@ -513,14 +514,8 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
     // An old follower away while the new leader snapshots and compacts its log: it is sent
     // the snapshot when it comes back.
     cluster.stop(b);
-    // Six hundred writes of one entry each (drivers submitted and killed at once, named
-    // `bench`): thirty snapshots, the log behind them purged.
-    let load = muster_from(&cluster.new)
-        .args(["bench", "submit", "--clients", "1", "--requests", "600"])
-        .env("MUSTER_MASTERS", cluster.list())
-        .output()
-        .unwrap();
-    assert!(load.status.success(), "{load:?}");
+    // Thirty snapshots, the log behind them purged.
+    cluster.compact(600);
     cluster.rejoin(b, false, Instant::now());
     let sent = format!("snapshot sent to a follower behind the log peer={b} ");
     wait_for_text(
@@ -607,7 +602,7 @@ fn upgrade_in_a_random_order(layout: [bool; 3]) {
             }
         };
         steps.push(step);
-        cluster.compact();
+        cluster.compact(300);
         cluster.submit(rng.next().is_multiple_of(2));
         cluster.assert_all_running(&format!("seed {seed}, after {steps:?}"));
     }

@@ -126,6 +126,23 @@ impl Network {
             .collect()
     }
 
+    /// A client of `target` (a member at `addr`, or at its route) and `message` as a call of
+    /// this replica's own, with its credential and `deadline`.
+    fn peer_call<T>(
+        &self,
+        target: NodeId,
+        addr: &str,
+        message: T,
+        deadline: Duration,
+    ) -> Result<(ReplicationClient<Channel>, tonic::Request<T>), PeerCallError> {
+        let addr = self.routes.get(&target).map_or(addr, String::as_str);
+        let client = ReplicationClient::new(self.channel(addr)?);
+        let mut call = tonic::Request::new(message);
+        call.set_timeout(deadline);
+        self.credential.attach(call.metadata_mut());
+        Ok((client, call))
+    }
+
     /// Asks `target` (a member at `addr`) to campaign now, within `deadline`; whether it does.
     pub(crate) async fn timeout_now(
         &self,
@@ -134,15 +151,11 @@ impl Network {
         request: &TimeoutNow,
         deadline: Duration,
     ) -> Result<bool, PeerCallError> {
-        let addr = self.routes.get(&target).map_or(addr, String::as_str);
-        let channel = self.channel(addr)?;
-        let mut call = tonic::Request::new(RaftBytes {
+        let message = RaftBytes {
             data: encode(request),
             log_format: 0,
-        });
-        call.set_timeout(deadline);
-        self.credential.attach(call.metadata_mut());
-        let mut client = ReplicationClient::new(channel);
+        };
+        let (mut client, call) = self.peer_call(target, addr, message, deadline)?;
         let response = tokio::time::timeout(deadline, client.timeout_now(call))
             .await
             .map_err(|_| PeerCallError::NoAnswer(deadline))??;
@@ -157,12 +170,7 @@ impl Network {
         addr: &str,
         deadline: Duration,
     ) -> Result<BuildInfo, PeerCallError> {
-        let addr = self.routes.get(&target).map_or(addr, String::as_str);
-        let channel = self.channel(addr)?;
-        let mut call = tonic::Request::new(BuildRequest {});
-        call.set_timeout(deadline);
-        self.credential.attach(call.metadata_mut());
-        let mut client = ReplicationClient::new(channel);
+        let (mut client, call) = self.peer_call(target, addr, BuildRequest {}, deadline)?;
         match tokio::time::timeout(deadline, client.build(call)).await {
             Err(_) => Err(PeerCallError::NoAnswer(deadline)),
             Ok(Ok(build)) => Ok(build.into_inner()),

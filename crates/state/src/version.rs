@@ -53,14 +53,11 @@ impl LogFormat {
             Some(release) => format!("release {release} or newer"),
             None => format!(
                 "a release newer than {}",
-                LogFormat::NEWEST.release_or_format()
+                LogFormat::NEWEST
+                    .release()
+                    .expect("this build knows its own release")
             ),
         }
-    }
-
-    fn release_or_format(self) -> String {
-        self.release()
-            .map_or_else(|| format!("log format {}", self.0), str::to_owned)
     }
 }
 

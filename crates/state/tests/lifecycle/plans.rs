@@ -4,14 +4,14 @@
 use muster_core::resources::Resources;
 use muster_state::{Op, Outcome};
 
-use crate::support::{Cluster, app_desc, driver_desc, fixture_ops};
+use crate::support::{Cluster, app_desc, driver_desc, fixture};
 
 #[test]
 fn a_plan_of_the_build_before_counted_grants_still_reads_and_applies() {
     // Written by that build after this setup: the driver launched on w1, and four one-core
     // executors of the app, two on w1 and two on w2, of which its cores_max of 3 lets three
     // in.
-    let ops = fixture_ops("plan-op-format-7.bin");
+    let ops: Vec<Op> = fixture("plan-op-format-7.bin");
     let mut c = Cluster::new();
     c.worker("w1", 4, 4096);
     c.worker("w2", 4, 4096);

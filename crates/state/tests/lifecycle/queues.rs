@@ -11,7 +11,7 @@ use muster_core::preempt::{Preempting, choose};
 use muster_state::commands::{AddUser, Preempt, QueueSettings, SetQueues, set_queues_op};
 use muster_state::{ApplyError, Op};
 
-use crate::support::{Cluster, app_desc, fixture_ops};
+use crate::support::{Cluster, app_desc, fixture};
 
 fn queue(name: &str, capacity: f64) -> QueueSpec {
     QueueSpec {
@@ -109,7 +109,7 @@ fn queue_ops_of_the_previous_build_still_read_and_apply() {
     // Written by the build before capacities: a `SetQueues` (prod prior, batch at threshold
     // 0.8 and max 0.5), then a `ReplaceQueues` with access lists (prod for alice,
     // administered by bob; batch at most 3 per user).
-    let ops = fixture_ops("queue-ops-format-5.bin");
+    let ops: Vec<Op> = fixture("queue-ops-format-5.bin");
     let mut c = Cluster::new();
     for name in ["alice", "bob"] {
         c.ok(Op::AddUser(AddUser {

@@ -136,11 +136,6 @@ fn visible(state: &ClusterState) -> String {
     )
 }
 
-/// The log ops an earlier build wrote to `fixtures/NAME`, read whole.
-pub fn fixture_ops(name: &str) -> Vec<Op> {
-    fixture(name)
-}
-
 /// What an earlier build wrote to `fixtures/NAME` in the log's encoding, read whole.
 pub fn fixture<T: serde::de::DeserializeOwned>(name: &str) -> T {
     let bytes = fixture_bytes(name);
