@@ -323,6 +323,22 @@ mod tests {
     }
 
     #[test]
+    fn the_snapshot_policy_is_set_by_the_file_and_never_to_zero() {
+        let settings = file(r#"{"snapshot_every": 20, "log_kept_after_snapshot": 0}"#);
+        let master: MasterFile = read_json(settings.path()).unwrap();
+        let raft = master.raft(RaftSettings::default()).unwrap();
+        assert_eq!((raft.snapshot_every, raft.keep_after_snapshot), (20, 0));
+        let defaults = RaftSettings::default();
+        let unset = MasterFile::default().raft(RaftSettings::default()).unwrap();
+        assert_eq!(unset.snapshot_every, defaults.snapshot_every);
+        let zero: MasterFile = read_json(file(r#"{"snapshot_every": 0}"#).path()).unwrap();
+        assert_eq!(
+            zero.raft(defaults).unwrap_err().to_string(),
+            "--config: snapshot_every: must be at least 1"
+        );
+    }
+
+    #[test]
     fn bad_files_name_the_file_and_the_field() {
         let misspelt = file(r#"{"worker_timeout": 30}"#);
         let error = read_json::<MasterFile>(misspelt.path())
