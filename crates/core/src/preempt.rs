@@ -102,7 +102,9 @@ pub struct Preemption {
 /// for room in `snapshot`, or `None` when stopping ordinary executors would place none of it.
 /// Only eligible work the rule lets preempt counts: that of prior queues for
 /// [`Preempting::Prior`], apps of ordinary queues below their guarantee for
-/// [`Preempting::BelowGuarantee`].
+/// [`Preempting::BelowGuarantee`]. A preemption for guarantees is one the state's own check
+/// ([`check_for_guarantees`]) accepts: when the room its victims free goes to fewer queues
+/// than it was chosen for, it is chosen again for the queues that got it.
 ///
 /// # Errors
 ///
@@ -119,6 +121,48 @@ pub fn choose(
             message: format!("must be in (0, 1], got {max_fraction}"),
         });
     }
+    let snapshot = with_executor_ids(snapshot);
+    let mut eligible = eligible.clone();
+    loop {
+        let Some(preemption) = choose_for(&snapshot, &eligible, max_fraction, preempting)? else {
+            return Ok(None);
+        };
+        if preempting == Preempting::Prior {
+            return Ok(Some(preemption));
+        }
+        let victims: Vec<(AppId, ExecutorId)> = preemption
+            .victims
+            .iter()
+            .map(|v| (v.app.clone(), v.executor))
+            .collect();
+        let owners: BTreeSet<&WorkId> = preemption.reservations.iter().map(|r| &r.id).collect();
+        let apps: Vec<&AppId> = owners
+            .iter()
+            .filter_map(|owner| match owner {
+                WorkId::App(app) => Some(app),
+                WorkId::Driver(_) => None,
+            })
+            .collect();
+        if check_for_guarantees(&snapshot, &victims, &apps).is_ok() {
+            return Ok(Some(preemption));
+        }
+        // Fewer queues got the room than it was chosen for: choose again for them alone.
+        // The eligible work shrinks every round, so this ends.
+        let got_room: BTreeSet<WorkId> = owners.into_iter().cloned().collect();
+        if got_room.len() >= eligible.len() {
+            return Ok(None);
+        }
+        eligible = got_room;
+    }
+}
+
+/// One choice for `eligible` work in a snapshot whose held executors are all named.
+fn choose_for(
+    snapshot: &Snapshot,
+    eligible: &BTreeSet<WorkId>,
+    max_fraction: f64,
+    preempting: Preempting,
+) -> Result<Option<Preemption>, InputError> {
     let base = crate::schedule(snapshot)?;
     let queues = Queues::new(&snapshot.queues);
     let guarantees = Guarantees::of(snapshot, &queues);
@@ -158,14 +202,13 @@ pub fn choose(
     if waiting.is_empty() {
         return Ok(None);
     }
-    let snapshot = with_executor_ids(snapshot);
     let mut budget = (max_fraction * snapshot.alive_cores() as f64).floor() as u64;
     if preempting == Preempting::BelowGuarantee {
-        // No more than the waiting queues lack.
+        // No more than the queues of the work that waits for room lack.
         let lacking: BTreeSet<&QueueName> = snapshot
             .apps
             .iter()
-            .filter(|a| eligible.contains(&WorkId::App(a.id.clone())))
+            .filter(|a| waiting.contains(&WorkId::App(a.id.clone())))
             .map(|a| &a.queue)
             .collect();
         budget = budget.min(lacking.iter().map(|q| guarantees.lack(q)).sum());
@@ -176,7 +219,7 @@ pub fn choose(
     let mut current = snapshot.clone();
     let mut victims = Vec::new();
     let mut spent = 0u64;
-    let mut best = (served(&base, &snapshot, eligible), 0);
+    let mut best = (served(&base, snapshot, eligible), 0);
     // Candidates larger than what is left of the budget are passed over for smaller ones.
     let mut passed_over = BTreeSet::new();
     while let Some(victim) = next_candidate(&current, &passed_over, preempting, &queues) {
@@ -206,8 +249,8 @@ pub fn choose(
         let mut fewer = victims.clone();
         fewer.remove(i);
         if served(
-            &crate::schedule(&without(&snapshot, &fewer))?,
-            &snapshot,
+            &crate::schedule(&without(snapshot, &fewer))?,
+            snapshot,
             eligible,
         ) >= best.0
         {
@@ -217,10 +260,10 @@ pub fn choose(
     if victims.is_empty() {
         return Ok(None);
     }
-    let plan = crate::schedule(&without(&snapshot, &victims))?;
+    let plan = crate::schedule(&without(snapshot, &victims))?;
     Ok(Some(Preemption {
         victims,
-        reservations: reservations(&plan, &snapshot, eligible),
+        reservations: reservations(&plan, snapshot, eligible),
     }))
 }
 
