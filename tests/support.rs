@@ -758,18 +758,25 @@ pub fn alive(pid: u64) -> bool {
         .unwrap_or(false)
 }
 
-/// `muster app run` as a child process, and the id it printed.
+/// `muster app run` as a child process, and the id it printed. Its standard error goes to
+/// `app-run.log` in the cluster's directory.
 pub fn app_run(masters: &Masters, args: &[&str]) -> (Process, String, BufReader<ChildStdout>) {
-    app_run_from(&muster_binary(), masters, args)
+    app_run_from(&muster_binary(), masters, None, args)
 }
 
-/// [`app_run`] of `program`, another build of `muster`.
+/// [`app_run`] of `program`, another build of `muster`, with the named user's `credential`
+/// if one is given (the cluster's own otherwise).
 pub fn app_run_from(
     program: &std::path::Path,
     masters: &Masters,
+    credential: Option<&std::path::Path>,
     args: &[&str],
 ) -> (Process, String, BufReader<ChildStdout>) {
-    let mut child = muster_from(program)
+    let mut command = muster_from(program);
+    if let Some(credential) = credential {
+        command.env("MUSTER_SECRET_FILE", credential);
+    }
+    let mut child = command
         .args(["app", "run"])
         .args(args)
         .env("MUSTER_MASTERS", masters.list_from(1))

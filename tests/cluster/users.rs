@@ -1,14 +1,17 @@
 //! Named users and queue access lists between real processes: who may submit to the prior
 //! queue, who may kill whose work, and that a revoked credential is refused on every master,
-//! also after the leader is killed. Refusals change nothing.
+//! also after the leader is killed, and by the streams of applications already attached.
+//! Refusals change nothing.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use serde_json::Value;
 
 use crate::support::{
-    Masters, driver_state, muster, set_queues, start_worker, stderr, stdout, wait_for,
+    Masters, SLEEPERS, app_run_from, driver_state, muster, muster_binary, running_executors,
+    set_queues, start_worker, stderr, stdout, wait_for,
 };
 
 /// `muster ARGS` against `masters` with the credential in `file`.
@@ -255,4 +258,45 @@ fn a_request_id_replayed_by_another_user_or_for_another_write_gives_nothing_away
     });
     let users = masters.status(&masters.list_from(1))["users"].clone();
     assert_eq!(users.as_array().unwrap().len(), 2, "no root: {users}");
+}
+
+#[test]
+fn a_revoked_users_attached_application_no_longer_steers_itself() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let all = masters.list_from(1);
+    let _worker = start_worker(&masters, "w1", 4);
+    let dir = tempfile::tempdir().unwrap();
+    let alice = add_user(&masters, dir.path(), "alice");
+    // An application's requests are its user's once every master reads that.
+    wait_for(&masters, "log format 3", |s| s["log_format"] == 3);
+    let (mut run, id, _events) = app_run_from(&muster_binary(), &masters, Some(&alice), SLEEPERS);
+    let ids = |s: &Value| -> Vec<u64> {
+        running_executors(s, &id)
+            .iter()
+            .map(|e| e["id"].as_u64().unwrap())
+            .collect()
+    };
+    wait_for(&masters, "four executors", |s| ids(s) == [0, 1, 2, 3]);
+    let mut stdin = run.0.stdin.take().unwrap();
+    writeln!(stdin, "limit 3").unwrap();
+    writeln!(stdin, "release 0").unwrap();
+    wait_for(&masters, "one released", |s| ids(s) == [1, 2, 3]);
+
+    // Revoked, her application's next request is refused and its link with it.
+    Masters::client(&all, &["users", "revoke", "alice"]);
+    writeln!(stdin, "release 1").unwrap();
+    let status = run.exited("the revoked application's client");
+    let stderr = std::fs::read_to_string(masters.dir.path().join("app-run.log")).unwrap();
+    assert!(!status.success(), "{stderr}");
+    assert!(stderr.contains("was revoked"), "{stderr}");
+    assert_eq!(
+        ids(&masters.status(&all)),
+        [1, 2, 3],
+        "the refused release changed nothing"
+    );
+    // Its client cannot attach again, so the leader finishes it as vanished.
+    wait_for(&masters, "the application finished", |s| {
+        running_executors(s, &id).is_empty()
+    });
 }

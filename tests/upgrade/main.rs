@@ -11,12 +11,14 @@ mod support;
 
 mod release;
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use muster_state::version::LogFormat;
 use serde_json::Value;
 
 use support::{
@@ -223,7 +225,7 @@ impl Cluster {
         let raised = support::wait_for_at(
             &self.masters.addrs[leader - 1],
             "the cluster's log format raised",
-            |s| s["log_format"] == 2 && s["leader"] == leader as u64,
+            |s| s["log_format"] == LogFormat::NEWEST.0 && s["leader"] == leader as u64,
         );
         assert!(
             raised["members"]
@@ -245,17 +247,15 @@ impl Cluster {
         assert!(!exited.success(), "{exited}");
         let log = std::fs::read_to_string(self.masters.dir.path().join(format!("master-{id}.log")))
             .unwrap();
-        // Release 0.1.0 cannot decode what this build wrote: the raise (op 27) in its log,
-        // whether it meets it as it opens or as it reads its log, or, once a snapshot covers
-        // it, a snapshot of format 8.
+        // It meets the raise as it opens or reads its log, or in a snapshot that covers it.
         let refusal = log
             .lines()
             .rev()
             .find(|line| line.starts_with("error: "))
             .unwrap_or_else(|| panic!("the previous release says why it refuses: {log}"));
+        let raised = format!("raised to log format {}", LogFormat::NEWEST.0);
         assert!(
-            refusal.contains("snapshot format 8 is newer than this build's format 7")
-                || refusal.contains("invalid value: integer `27`"),
+            refusal.contains(&raised) && refusal.contains("run a release newer than"),
             "{refusal}"
         );
         self.rejoin(id, true, Instant::now());
@@ -338,8 +338,8 @@ impl Cluster {
     }
 
     /// Restarts worker `index` on the build under test: by SIGKILL when it runs the previous
-    /// release (which stops its work on SIGTERM), by SIGTERM when it runs this one. Waits
-    /// until the next agent has registered.
+    /// release (the next agent adopts a crashed one's work across builds), by SIGTERM when it
+    /// runs this one. Waits until the next agent has registered.
     fn restart_worker(&mut self, index: usize) {
         let (name, worker, upgraded) = self.workers.remove(index);
         let stopping = Instant::now();
@@ -440,10 +440,24 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
         support::stdout(&output)
     };
     let (mut attached, sleepers, _sleeper_events) =
-        app_run_from(&old, &cluster.masters, TWO_SLEEPERS);
+        app_run_from(&old, &cluster.masters, None, TWO_SLEEPERS);
+    // And a named user's application, which steers itself through its stream before and
+    // after the raise.
+    let alice = cluster.settings.path().join("alice.credential");
+    let added = muster_from(&old)
+        .args(["users", "add", "alice", "--out", alice.to_str().unwrap()])
+        .env("MUSTER_MASTERS", cluster.list())
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{added:?}");
+    let (mut steered, hers, _her_events) =
+        app_run_from(&old, &cluster.masters, Some(&alice), TWO_SLEEPERS);
+    let executor_ids =
+        |s: &Value| -> Vec<u64> { executor_pids(s, &hers).iter().map(|(id, _)| *id).collect() };
     let before = wait_for(&cluster.masters, "the old cluster's work running", |s| {
         driver(s, &long).is_some_and(|d| d["state"] == "RUNNING" && d["pid"].is_u64())
             && running_executors(s, &sleepers).len() == 2
+            && executor_ids(s) == [0, 1]
     });
     let long_pid = driver(&before, &long).unwrap()["pid"].as_u64().unwrap();
     let sleeper_pids = executor_pids(&before, &sleepers);
@@ -468,8 +482,7 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
         &["members", "transfer-leader", &a.to_string()],
     );
     assert!(moved.status.success(), "{moved:?}");
-    // Asked of the new leader itself: a follower of 0.1.0 that forwards the question drops
-    // what it does not know of the answer.
+    // Asked of the new leader itself.
     let status = support::wait_for_at(
         &cluster.masters.addrs[a - 1],
         "the upgraded master leading, knowing builds",
@@ -483,15 +496,19 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
                     .all(|m| m["build"].is_object())
         },
     );
-    assert_eq!(status["log_format"], 1, "masters of 0.1.0 follow: {status}");
+    assert!(
+        status["log_format"].as_u64() < Some(LogFormat::NEWEST.0.into()),
+        "masters of the previous release follow: {status}"
+    );
     let builds: Vec<&Value> = status["members"]
         .as_array()
         .unwrap()
         .iter()
         .map(|m| &m["build"]["version"])
         .collect();
+    let previous = release::previous().version;
     assert_eq!(
-        builds.iter().filter(|v| **v == "0.1.0").count(),
+        builds.iter().filter(|v| **v == previous.as_str()).count(),
         2,
         "the leader learned the followers' builds: {status}"
     );
@@ -500,6 +517,7 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
     let (_four, four, _four_events) = app_run_from(
         &cluster.new,
         &cluster.masters,
+        None,
         &[&["--cores-max", "4"], SLEEPERS].concat(),
     );
     let placed = wait_for(
@@ -510,6 +528,14 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
     let four_pids = executor_pids(&placed, &four);
     cluster.submit(false);
     cluster.assert_all_running("an application placed by the upgraded leader");
+
+    // Her application's requests, written as the previous release reads them.
+    let mut steer = steered.0.stdin.take().unwrap();
+    writeln!(steer, "limit 1").unwrap();
+    writeln!(steer, "release 0").unwrap();
+    wait_for(&cluster.masters, "her application given one back", |s| {
+        executor_ids(s) == [1]
+    });
 
     // An old follower away while the new leader snapshots and compacts its log: it is sent
     // the snapshot when it comes back.
@@ -533,12 +559,19 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
     cluster.wait_raised();
     cluster.assert_all_running("every master upgraded");
 
+    // Raised, they are written as hers.
+    writeln!(steer, "limit 2").unwrap();
+    let steered_to_two = wait_for(&cluster.masters, "her application at two again", |s| {
+        executor_ids(s) == [1, 2]
+    });
+    let her_pids = executor_pids(&steered_to_two, &hers);
+
     // The previous release can no longer join: it refuses to start on a raised log.
     cluster.refuse_previous_release(first_leader);
     cluster.submit(true);
 
-    // Workers: those of the previous release by SIGKILL (it stops its work on SIGTERM), then
-    // each of this build restarted by SIGTERM.
+    // Workers: those of the previous release by SIGKILL (an agent's crash, adopted across
+    // builds), then each of this build restarted by SIGTERM.
     for index in 0..2 {
         cluster.restart_worker(index);
         cluster.submit(true);
@@ -559,10 +592,13 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
     assert!(alive(long_pid));
     assert_eq!(executor_pids(&done, &sleepers), sleeper_pids);
     assert_eq!(executor_pids(&done, &four), four_pids);
-    assert!(
-        attached.0.try_wait().unwrap().is_none(),
-        "the attached application of 0.1.0 is still attached"
-    );
+    assert_eq!(executor_pids(&done, &hers), her_pids);
+    for (app, client) in [(&sleepers, &mut attached), (&hers, &mut steered)] {
+        assert!(
+            client.0.try_wait().unwrap().is_none(),
+            "the attached application {app} of the previous release is still attached"
+        );
+    }
     println!(
         "upgrade: the longest submission took {longest_write:?}; a master served again \
          within {:?} of its SIGTERM; a worker registered again within {:?} of its stop",

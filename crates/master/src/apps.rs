@@ -10,6 +10,7 @@ use muster_proto::v1::app_link_server::{AppLink, AppLinkServer};
 use muster_proto::v1::app_message::Body as Up;
 use muster_proto::v1::{AppEvent, AppMessage, RegisterApp};
 use muster_raft::RaftNode;
+use muster_state::model::Owner;
 use muster_state::{ApplyError, Op, Outcome};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -116,6 +117,10 @@ impl AppLink for AppLinkService {
             link,
             app: app.clone(),
             ui_address,
+            user: user.map(|user| Owner {
+                user: user.name,
+                generation: user.generation,
+            }),
         });
         let span = tracing::info_span!("app", app = %app);
         tokio::spawn(

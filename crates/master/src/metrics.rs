@@ -628,8 +628,12 @@ mod tests {
         metrics.built_from(&muster_raft::this_build("1a72777c4f0e".into()));
         let mut text = String::new();
         encode(&mut text, &metrics.registry).unwrap();
+        let build_info = format!(
+            r#"muster_build_info{{version="{}",commit="1a72777c4f0e"}} 1"#,
+            env!("CARGO_PKG_VERSION")
+        );
         for line in [
-            r#"muster_build_info{version="0.2.0",commit="1a72777c4f0e"} 1"#,
+            build_info.as_str(),
             "muster_log_format 1",
             r#"muster_user_active{queue="default",user="alice"} 2"#,
             // Her driver's core and her app's 7 executor cores; the other app got none.

@@ -445,6 +445,7 @@ impl Session {
                         }
                         Close::Superseded => Status::cancelled("a newer stream replaced this one"),
                         Close::Refused(message) => Status::invalid_argument(message),
+                        Close::Denied(message) => Status::permission_denied(message),
                     };
                     if let Some(sender) = inner.workers.remove(&link) {
                         let _ = sender.try_send(Err(status));

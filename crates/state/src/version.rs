@@ -34,14 +34,19 @@ impl LogFormat {
     pub const FIRST: Self = Self(1);
     /// Release 0.2.0's log: the effective format itself ([`RaiseLogFormat`]).
     pub const RAISABLE: Self = Self(2);
+    /// Release 0.3.0's log: an application's own requests (its executor limit, releases,
+    /// finishing) made as its named user's, so that a revoked credential stops them
+    /// ([`Op::By`] holding one).
+    pub const APP_REQUESTS_BY_USER: Self = Self(3);
     /// The newest format this build reads and, once the cluster is raised to it, writes.
-    pub const NEWEST: Self = Self::RAISABLE;
+    pub const NEWEST: Self = Self::APP_REQUESTS_BY_USER;
 
     /// The release that introduced this format, if this build knows it.
     pub fn release(self) -> Option<&'static str> {
         match self.0 {
             1 => Some("0.1.0"),
             2 => Some("0.2.0"),
+            3 => Some("0.3.0"),
             _ => None,
         }
     }
@@ -73,8 +78,9 @@ impl fmt::Display for LogFormat {
 impl Op {
     /// The log format a replica needs to read this op: the one that introduced it, or what it
     /// carries if newer. A batch, or a named user's request, is as new as the newest op it
-    /// holds; a raise needs the format it raises to (a replica that cannot read that must not
-    /// take it), and a restore the format of the snapshot it carries.
+    /// holds, and a named user's application request is of the format that made those
+    /// theirs; a raise needs the format it raises to (a replica that cannot read that must
+    /// not take it), and a restore the format of the snapshot it carries.
     pub fn introduced_in(&self) -> LogFormat {
         match self {
             Op::RaiseLogFormat(raise) => raise.to.max(LogFormat::RAISABLE),
@@ -83,6 +89,7 @@ impl Op {
                 .map(|command| command.op.introduced_in())
                 .max()
                 .unwrap_or(LogFormat::FIRST),
+            Op::By(by) if by.op.is_app_request() => LogFormat::APP_REQUESTS_BY_USER,
             Op::By(by) => by.op.introduced_in(),
             Op::Restore(restore) => crate::snapshot::log_format_of(&restore.snapshot),
             Op::RegisterWorker(_)

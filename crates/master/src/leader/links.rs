@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use muster_core::ids::{AppId, WorkerId};
 use muster_proto::v1::BuildInfo;
+use muster_state::model::Owner;
 
 use super::protocol::LinkId;
 
@@ -39,6 +40,8 @@ struct KnownApp {
     detached_at: Option<Instant>,
     /// Its web UI, as its client last gave it; empty if none.
     ui_address: String,
+    /// The named user its client attached as, with the generation of their credential.
+    user: Option<Owner>,
 }
 
 /// Every open stream, and the workers and applications this leader knows.
@@ -90,6 +93,11 @@ impl Links {
         self.apps.get(app).map_or("", |a| a.ui_address.as_str())
     }
 
+    /// The named user `app`'s client attached as, if any.
+    pub(super) fn app_user(&self, app: &AppId) -> Option<&Owner> {
+        self.apps.get(app)?.user.as_ref()
+    }
+
     /// The build `worker`'s agent said it runs.
     pub(super) fn worker_build(&self, worker: &WorkerId) -> Option<&BuildInfo> {
         self.workers.get(worker)?.build.as_ref()
@@ -118,13 +126,20 @@ impl Links {
         self.workers.insert(worker, known);
     }
 
-    /// `app`'s client attached on `link`, which becomes its current stream.
-    pub(super) fn attach_app(&mut self, link: LinkId, app: AppId, ui_address: String) {
+    /// `app`'s client attached on `link` as `user`, which becomes its current stream.
+    pub(super) fn attach_app(
+        &mut self,
+        link: LinkId,
+        app: AppId,
+        ui_address: String,
+        user: Option<Owner>,
+    ) {
         self.open.insert(link, Peer::App(app.clone()));
         let known = KnownApp {
             link: Some(link),
             detached_at: None,
             ui_address,
+            user,
         };
         self.apps.insert(app, known);
     }

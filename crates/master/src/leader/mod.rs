@@ -67,10 +67,11 @@ use muster_core::model::{PassConfig, WorkerState};
 use muster_core::resources::Usage;
 use muster_proto::v1::BuildInfo;
 use muster_state::commands::{
-    AppFinished, ApplyPlan, DecommissionWorker, DriverStateChanged, ExecutorStateChanged,
+    AppFinished, ApplyPlan, By, DecommissionWorker, DriverStateChanged, ExecutorStateChanged,
     KillExecutors, QueueSettings, SetExecutorLimit, WorkerLost, set_queues_op,
 };
-use muster_state::model::{AppState, DriverState, ExecutorState};
+use muster_state::model::{AppState, DriverState, ExecutorState, Owner};
+use muster_state::version::LogFormat;
 use muster_state::{ApplyError, ClusterState, Effects, Op, Outcome, Response};
 
 use links::{Links, Peer};
@@ -158,6 +159,8 @@ enum Purpose {
     Vanished { app: AppId },
     /// A drained worker decommissioned.
     Drained { worker: WorkerId },
+    /// An application's own request on `link`; a denial closes the stream.
+    AppRequest { link: LinkId },
     /// Anything else: carry out its effects.
     Other,
 }
@@ -288,8 +291,9 @@ impl Leader {
                 link,
                 app,
                 ui_address,
-            } => self.app_attached(link, app, ui_address, state),
-            Event::AppRequest { link, request } => self.app_request(link, request),
+                user,
+            } => self.app_attached(link, app, ui_address, user, state),
+            Event::AppRequest { link, request } => self.app_request(link, request, state),
             Event::LinkClosed { link } => self.links.closed(link, now),
             Event::Committed { proposal, result } => {
                 if let Some(purpose) = self.proposals.remove(&proposal) {
@@ -538,11 +542,18 @@ impl Leader {
         }
     }
 
-    fn app_attached(&mut self, link: LinkId, app: AppId, ui_address: String, state: &ClusterState) {
+    fn app_attached(
+        &mut self,
+        link: LinkId,
+        app: AppId,
+        ui_address: String,
+        user: Option<Owner>,
+        state: &ClusterState,
+    ) {
         if let Some(old) = self.links.app_link(&app) {
             self.close(old, Close::Superseded);
         }
-        self.links.attach_app(link, app.clone(), ui_address);
+        self.links.attach_app(link, app.clone(), ui_address, user);
         self.recovery.app_back(&app);
         self.actions.push(Action::ToApp {
             link,
@@ -560,7 +571,9 @@ impl Leader {
         self.passes.want();
     }
 
-    fn app_request(&mut self, link: LinkId, request: AppRequest) {
+    /// An application's request, proposed as its named user's once every master reads that
+    /// (the state then refuses it when their credential was revoked).
+    fn app_request(&mut self, link: LinkId, request: AppRequest, state: &ClusterState) {
         let Some(Peer::App(app)) = self.links.peer(link).cloned() else {
             return;
         };
@@ -577,13 +590,27 @@ impl Leader {
                 return;
             }
             AppRequest::Finish => Op::AppFinished(AppFinished {
-                id: app,
+                id: app.clone(),
                 state: AppState::Finished,
             }),
-            AppRequest::SetLimit(limit) => Op::SetExecutorLimit(SetExecutorLimit { app, limit }),
-            AppRequest::Release(executors) => Op::KillExecutors(KillExecutors { app, executors }),
+            AppRequest::SetLimit(limit) => Op::SetExecutorLimit(SetExecutorLimit {
+                app: app.clone(),
+                limit,
+            }),
+            AppRequest::Release(executors) => Op::KillExecutors(KillExecutors {
+                app: app.clone(),
+                executors,
+            }),
         };
-        self.propose(op, Purpose::Other);
+        let op = match self.links.app_user(&app) {
+            Some(owner) if state.log_format() >= LogFormat::APP_REQUESTS_BY_USER => Op::By(By {
+                user: owner.user.clone(),
+                generation: owner.generation,
+                op: Box::new(op),
+            }),
+            _ => op,
+        };
+        self.propose(op, Purpose::AppRequest { link });
     }
 
     /// A proposal was committed (and applied to `state`) with `result`.
@@ -668,7 +695,15 @@ impl Leader {
                     self.passes.want();
                 }
             }
-            (Purpose::Vanished { .. } | Purpose::Other, result) => {
+            (Purpose::AppRequest { link }, Err(ApplyError::Denied(denied))) => {
+                // Its client hears why, and counts as gone unless it attaches again.
+                self.links.closed(link, now);
+                self.actions.push(Action::Close {
+                    link,
+                    reason: Close::Denied(denied),
+                });
+            }
+            (Purpose::Vanished { .. } | Purpose::AppRequest { .. } | Purpose::Other, result) => {
                 if let Ok(response) = result {
                     self.carry_out(&response.effects, None, None);
                     self.passes.want();
@@ -761,7 +796,8 @@ impl Leader {
                     self.close(link, Close::Reregister);
                 }
             }
-            Purpose::Other => {}
+            // An application asks again on its next stream what it asked on this one.
+            Purpose::AppRequest { .. } | Purpose::Other => {}
         }
     }
 

@@ -8,7 +8,7 @@ use muster_core::ids::{AppId, DriverId, ExecutorId, RequestId};
 use muster_core::resources::{ResourceAddresses, Usage};
 use muster_proto::v1::BuildInfo;
 use muster_state::commands::RegisterWorker;
-use muster_state::model::{AppState, DriverState, Executor, ExecutorState};
+use muster_state::model::{AppState, DriverState, Executor, ExecutorState, Owner};
 use muster_state::{ApplyError, Effects, Op, Response};
 
 /// One stream between the leader and a worker or an application, numbered by the session.
@@ -170,6 +170,9 @@ pub enum Event {
         app: AppId,
         /// Its web UI, as the client gave it; empty if none.
         ui_address: String,
+        /// The named user it attached as: its requests are theirs, and stop when their
+        /// credential is revoked.
+        user: Option<Owner>,
     },
     /// An application's client asked something on `link`.
     AppRequest {
@@ -248,6 +251,8 @@ pub enum Close {
     Superseded,
     /// The registration was refused.
     Refused(String),
+    /// The credential the stream was opened with no longer holds.
+    Denied(String),
 }
 
 /// What the session must do.

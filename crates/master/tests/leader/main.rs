@@ -15,6 +15,8 @@
 //!   of a start committed: an executor becomes RUNNING), `lose ID`;
 //! * `queue NAME`: a prior queue, as set in an earlier term; `capacities NAME=F...`: queues
 //!   with these capacities instead; `app ... queue=Q`;
+//! * `user NAME`: a named user (no admin); `app ... user=NAME`: submitted by them; `format
+//!   N`: the log format raised to N;
 //! * `elect term=N [preempt=QUEUE] [capacities=B] [delay=MS] [grace=MS] [fraction=F]` (with
 //!   a preemption policy for that queue, or for the queues' guarantees), `read` (the linearizable read succeeds), `tick [ms=N]` (time passes,
 //!   ticked every 100 ms as the session does; `alive=LINK` heartbeats on that link before
@@ -24,10 +26,10 @@
 //!   [report=SEQ@PROCESS@STATE[@CODE]]...` (keys repeat);
 //! * `heartbeat link=N`, `report link=N seq=N PROCESS STATE [code=N] [pid=N]`, `close
 //!   link=N`;
-//! * `attach link=N app=ID`, `app_request link=N heartbeat|finish|unlimited|limit n=N|release
-//!   id=N...`;
+//! * `attach link=N app=ID [user=NAME]` (attached with NAME's credential as it is now),
+//!   `app_request link=N heartbeat|finish|unlimited|limit n=N|release id=N...`;
 //! * `commit [n=N]` (default: all pending), `fail [n=N]`, `client OP...` (a client write:
-//!   `client kill ID`);
+//!   `client kill ID`, `client drain WORKER [kill_after_ms=N]`, `client revoke USER`);
 //! * `state` (workers, apps and drivers as the log has them), `leader` (recovery state).
 
 use std::collections::VecDeque;
@@ -45,10 +47,11 @@ use muster_master::leader::{
     ProposalId, Registration, Report, ToApp, ToWorker, Update,
 };
 use muster_state::commands::{
-    ApplyPlan, DrainWorker, ExecutorStateChanged, KillApp, KillDriver, RegisterWorker, SubmitApp,
-    SubmitDriver, WorkerLost, set_queues_op,
+    AddUser, ApplyPlan, By, DrainWorker, ExecutorStateChanged, KillApp, KillDriver, RaiseLogFormat,
+    RegisterWorker, RevokeUser, SubmitApp, SubmitDriver, WorkerLost, set_queues_op,
 };
-use muster_state::model::{AppDescription, DriverDescription, DriverState, ExecutorState};
+use muster_state::model::{AppDescription, DriverDescription, DriverState, ExecutorState, Owner};
+use muster_state::version::LogFormat;
 use muster_state::{ClusterState, Op, StateConfig};
 
 const DRIVER: &str = "driver-19700101000000-";
@@ -143,6 +146,10 @@ impl goldenscript::Runner for Runner {
                     desc,
                     executor_limit: None,
                 });
+                let op = match args.optional::<String>("user")? {
+                    Some(name) => self.by(&name, op)?,
+                    None => op,
+                };
                 format!("{:?}\n", self.apply_setup(op)?.outcome)
             }
             "place" => {
@@ -307,13 +314,28 @@ impl goldenscript::Runner for Runner {
                 let link = args.link()?;
                 self.step(Event::LinkClosed { link })?
             }
+            "user" => {
+                let name = args.positional()?.to_owned();
+                self.apply_setup(Op::AddUser(AddUser { name, admin: false }))?;
+                String::new()
+            }
+            "format" => {
+                let to = LogFormat(args.number("n", 0)?);
+                self.apply_setup(Op::RaiseLogFormat(RaiseLogFormat { to }))?;
+                String::new()
+            }
             "attach" => {
                 let link = args.link()?;
                 let app = AppId::from(expand(args.key("app")?));
+                let user = args
+                    .optional::<String>("user")?
+                    .map(|name| self.owner(&name))
+                    .transpose()?;
                 self.step(Event::AppAttached {
                     link,
                     app,
                     ui_address: String::new(),
+                    user,
                 })?
             }
             "app_request" => {
@@ -378,6 +400,9 @@ impl goldenscript::Runner for Runner {
                         id: WorkerId::from(args.positional()?),
                         kill_after_ms: args.optional("kill_after_ms")?,
                     }),
+                    "revoke" => Op::RevokeUser(RevokeUser {
+                        name: args.positional()?.to_owned(),
+                    }),
                     other => return Err(format!("unknown client op {other}").into()),
                 };
                 let response = self.apply_setup(op)?;
@@ -419,6 +444,25 @@ impl Runner {
     }
 
     /// Applies `op` as committed before the current leader: setup, or a client write.
+    /// `name` with the generation of their credential now.
+    fn owner(&self, name: &str) -> Result<Owner, Box<dyn Error>> {
+        let user = self.state.users().get(name).ok_or("no such user")?;
+        Ok(Owner {
+            user: name.to_owned(),
+            generation: user.generation,
+        })
+    }
+
+    /// `op` as `name`'s request.
+    fn by(&self, name: &str, op: Op) -> Result<Op, Box<dyn Error>> {
+        let Owner { user, generation } = self.owner(name)?;
+        Ok(Op::By(By {
+            user,
+            generation,
+            op: Box::new(op),
+        }))
+    }
+
     fn apply_setup(&mut self, op: Op) -> Result<muster_state::Response, Box<dyn Error>> {
         let command = muster_state::Command {
             at: Timestamp(0),
@@ -607,6 +651,15 @@ fn describe(op: &Op) -> String {
             )
         }
         Op::AppFinished(op) => format!("AppFinished {} {:?}", op.id, op.state),
+        Op::By(by) => format!("By {} ({})", by.user, describe(&by.op)),
+        Op::SetExecutorLimit(op) => match op.limit {
+            Some(limit) => format!("SetExecutorLimit {} {limit}", op.app),
+            None => format!("SetExecutorLimit {} none", op.app),
+        },
+        Op::KillExecutors(op) => {
+            let executors: Vec<String> = op.executors.iter().map(ToString::to_string).collect();
+            format!("KillExecutors {} [{}]", op.app, executors.join(", "))
+        }
         Op::GrantReservations(op) => {
             let owners: Vec<String> = op.owners.iter().map(ToString::to_string).collect();
             format!("GrantReservations [{}]", owners.join(", "))

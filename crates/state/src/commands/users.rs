@@ -9,7 +9,7 @@ use muster_core::access::user_name;
 use muster_core::ids::{QueueName, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use super::{Apply, Op};
+use super::{AppFinished, Apply, KillExecutors, Op, SetExecutorLimit};
 use crate::ClusterState;
 use crate::model::{Owner, User};
 use crate::response::{ApplyError, Outcome, Response};
@@ -163,12 +163,13 @@ fn authorize(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyError
             )))
         }
     };
-    let kill = |what: &str, owner: Option<&str>, queue: &QueueName| {
+    // Work is its owner's to stop or steer, and its queue's administrators'.
+    let steer = |what: &str, owner: Option<&str>, queue: &QueueName| {
         if owner == Some(user) || state.access(queue).may_administer(user) {
             Ok(())
         } else {
             Err(ApplyError::Denied(format!(
-                "user `{user}` may not kill {what} of {}: that needs administer on queue `{queue}`",
+                "user `{user}` may not {what} of {}: that needs administer on queue `{queue}`",
                 owner.map_or_else(|| "the cluster's admin".to_owned(), |o| format!("`{o}`"))
             )))
         }
@@ -177,23 +178,44 @@ fn authorize(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyError
         Op::SubmitApp(submit_app) => submit(&submit_app.desc.queue),
         Op::SubmitDriver(submit_driver) => submit(&submit_driver.desc.queue),
         Op::KillApp(kill_app) => match state.apps.get(&kill_app.id) {
-            Some(app) => kill(
-                &format!("`{}`", app.id),
+            Some(app) => steer(
+                &format!("kill `{}`", app.id),
                 state.app_user(&app.id),
                 &app.desc.queue,
             ),
             None => Ok(()),
         },
         Op::KillDriver(kill_driver) => match state.drivers.get(&kill_driver.id) {
-            Some(driver) => kill(
-                &format!("`{}`", driver.id),
+            Some(driver) => steer(
+                &format!("kill `{}`", driver.id),
                 state.driver_owner(&driver.id).map(|o| o.user.as_str()),
                 &driver.desc.queue,
+            ),
+            None => Ok(()),
+        },
+        Op::SetExecutorLimit(SetExecutorLimit { app: id, .. })
+        | Op::KillExecutors(KillExecutors { app: id, .. })
+        | Op::AppFinished(AppFinished { id, .. }) => match state.apps.get(id) {
+            Some(app) => steer(
+                &format!("steer `{id}`"),
+                state.app_user(id),
+                &app.desc.queue,
             ),
             None => Ok(()),
         },
         _ => Err(ApplyError::Denied(format!(
             "user `{user}` is not an admin: only admins change the cluster itself"
         ))),
+    }
+}
+
+impl Op {
+    /// Whether this is an application's own request on its stream: its executor limit, a
+    /// release of executors, or its end.
+    pub fn is_app_request(&self) -> bool {
+        matches!(
+            self,
+            Op::SetExecutorLimit(_) | Op::KillExecutors(_) | Op::AppFinished(_)
+        )
     }
 }
