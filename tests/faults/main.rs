@@ -2,7 +2,8 @@
 //! agent frozen past its timeout, a crashed agent, a fencing worker cut off from the masters
 //! or stopped for good,
 //! a driver that exits while the leader is being replaced, a one-way partition of masters
-//! that reach each other through proxies.
+//! that reach each other through proxies, an application's client cut off while its
+//! executor ends.
 //! Each ends with every piece of work running exactly once.
 
 // Shared by every end-to-end test binary; each uses part of it.
@@ -10,11 +11,11 @@
 #[path = "../support.rs"]
 mod support;
 
-use std::io::BufReader;
-use std::process::ChildStdout;
+use std::io::{BufRead, BufReader};
+use std::process::{ChildStdout, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::support::{
     DEADLINE, Masters, Process, Proxy, TWO_SLEEPERS, alive, app, app_run, driver, driver_pid,
@@ -628,5 +629,103 @@ fn a_one_way_partition_of_masters_behind_proxies_loses_no_attached_application()
     assert!(work.client.0.0.try_wait().unwrap().is_none());
     for pid in expected {
         assert!(alive(pid), "process {pid} was killed");
+    }
+}
+
+#[test]
+fn an_application_cut_off_hears_when_back_of_the_executor_that_ended_meanwhile() {
+    let masters = Masters::start();
+    let leader = masters.leader(0) as usize;
+    let _worker = start_worker(&masters, "w1", 2);
+    // The client reaches the leader only through a proxy, which the test cuts.
+    let proxy = Proxy::start(masters.addrs[leader - 1].clone());
+    let mut client = crate::support::muster();
+    client
+        .args(["app", "run", "--json"])
+        .args(TWO_SLEEPERS)
+        .env("MUSTER_MASTERS", format!("127.0.0.1:{}", proxy.port))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(masters.dir.path().join("app-run.log")).unwrap());
+    let mut client = Process(client.spawn().expect("muster app run starts"));
+    let events = JsonLines::of(client.0.stdout.take().unwrap());
+    let registered = events.wait_for("the registration", |e| e["event"] == "registered");
+    let id = registered["app_id"].as_str().unwrap().to_owned();
+    let status = wait_for(&masters, "two executors running", |s| {
+        running_executors(s, &id).len() == 2
+    });
+    let first = &running_executors(&status, &id)[0];
+    let (executor, pid) = (first["id"].clone(), first["pid"].as_u64().unwrap());
+
+    // Cut off, the client hears nothing of the executor killed meanwhile.
+    proxy.block();
+    events.wait_for("the client reconnecting", |e| e["event"] == "reconnecting");
+    crate::support::signal(pid as u32, nix::sys::signal::Signal::SIGKILL);
+    wait_for(&masters, "the executor's end in the log", |s| {
+        running_executors(s, &id)
+            .iter()
+            .all(|e| e["id"] != executor)
+    });
+    let ended = |e: &Value| {
+        e["event"] == "executor"
+            && e["executor_id"] == executor
+            && e["state"] != "LAUNCHING"
+            && e["state"] != "RUNNING"
+    };
+    assert!(
+        !events.seen().iter().any(ended),
+        "told nothing while cut off"
+    );
+
+    // Back, it is told how the executor ended.
+    proxy.heal();
+    let told = events.wait_for("the executor's end told", ended);
+    // As the leader saw it end: killed by a signal, on its worker.
+    assert_eq!(
+        (&told["state"], &told["exit_code"]),
+        (&json!("EXITED"), &json!(137)),
+        "{told}"
+    );
+    assert_eq!(told["worker"], status["workers"][0]["id"], "{told}");
+    assert!(client.0.try_wait().unwrap().is_none(), "still attached");
+}
+
+/// The JSON lines a child writes, read as they come.
+struct JsonLines(std::sync::Arc<std::sync::Mutex<Vec<Value>>>);
+
+impl JsonLines {
+    fn of(stdout: ChildStdout) -> Self {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = std::sync::Arc::clone(&seen);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if let Ok(event) = serde_json::from_str(&line) {
+                    kept.lock().unwrap().push(event);
+                }
+            }
+        });
+        Self(seen)
+    }
+
+    /// Every line so far.
+    fn seen(&self) -> Vec<Value> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// The first line that `matches`, waiting for it.
+    fn wait_for(&self, what: &str, matches: impl Fn(&Value) -> bool) -> Value {
+        let start = Instant::now();
+        loop {
+            if let Some(found) = self.seen().into_iter().find(|e| matches(e)) {
+                return found;
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "{what}: not seen: {:?}",
+                self.seen()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }

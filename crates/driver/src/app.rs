@@ -90,6 +90,7 @@ pub async fn run(
         finishing: false,
         limit: None,
         released: BTreeSet::new(),
+        live: BTreeSet::new(),
         requests: &mut requests,
         updates: &updates,
     };
@@ -133,6 +134,9 @@ struct Attachment<'a> {
     /// Executors given back and not yet seen ending, asked again on every attachment (a
     /// broken stream may have lost the request).
     released: BTreeSet<u32>,
+    /// Executors seen launching or running and not yet seen ending, named on every
+    /// re-attachment: the leader tells of the end of each that ended meanwhile.
+    live: BTreeSet<u32>,
     requests: &'a mut mpsc::Receiver<Message>,
     updates: &'a mpsc::UnboundedSender<AppUpdate>,
 }
@@ -151,6 +155,7 @@ impl Attachment<'_> {
         };
         let (up, outbound) = mpsc::channel(16);
         let send = |body| AppMessage { body: Some(body) };
+        self.register.live_executor_ids = self.live.iter().copied().collect();
         let _ = up
             .send(send(Message::Register(self.register.clone())))
             .await;
@@ -217,7 +222,10 @@ impl Attachment<'_> {
                             let _ = self.updates.send(AppUpdate::Registered(registered.app_id));
                         }
                         Some(Event::Executor(executor)) => {
-                            if !matches!(executor.state(), ExecutorState::Launching | ExecutorState::Running) {
+                            if matches!(executor.state(), ExecutorState::Launching | ExecutorState::Running) {
+                                self.live.insert(executor.executor_id);
+                            } else {
+                                self.live.remove(&executor.executor_id);
                                 self.released.remove(&executor.executor_id);
                             }
                             let _ = self.updates.send(AppUpdate::Executor(executor));

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use muster_core::ids::AppId;
+use muster_core::ids::{AppId, ExecutorId};
 use muster_core::limits::{self, MAX_REQUEST_BYTES};
 use muster_proto::auth::{NamedUser, Tokens};
 use muster_proto::v1::app_link_server::{AppLink, AppLinkServer};
@@ -98,6 +98,12 @@ impl AppLink for AppLinkService {
             ));
         };
         let ui_address = register.ui_address.clone();
+        let believed_live = register
+            .live_executor_ids
+            .iter()
+            .copied()
+            .map(ExecutorId)
+            .collect();
         let app = self.register(user.as_ref(), register).await?;
         tracing::info!(%app, "application attached");
         // Room for every executor it holds: they are sent before the stream is read.
@@ -121,6 +127,7 @@ impl AppLink for AppLinkService {
                 user: user.name,
                 generation: user.generation,
             }),
+            believed_live,
         });
         let span = tracing::info_span!("app", app = %app);
         tokio::spawn(

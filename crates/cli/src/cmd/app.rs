@@ -89,6 +89,7 @@ pub fn run(args: AppRunArgs) -> Result<String, CliError> {
         executor_limit: args.executor_limit,
         app_token: String::new(),
         ui_address: args.ui_address,
+        live_executor_ids: Vec::new(),
     };
     let format = if args.json {
         Format::Json

@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use muster_core::ids::{AppId, WorkerId};
+use muster_core::ids::{AppId, ExecutorId, WorkerId};
 use muster_proto::v1::BuildInfo;
-use muster_state::model::Owner;
+use muster_state::model::{Executor, Owner};
 
 use super::protocol::LinkId;
 
@@ -50,6 +50,9 @@ pub(super) struct Links {
     open: BTreeMap<LinkId, Peer>,
     workers: BTreeMap<WorkerId, KnownWorker>,
     apps: BTreeMap<AppId, KnownApp>,
+    /// Ends of executors that their application's client had no stream to hear of, told
+    /// when it attaches again.
+    missed_ends: BTreeMap<AppId, BTreeMap<ExecutorId, Executor>>,
 }
 
 impl Links {
@@ -175,8 +178,22 @@ impl Links {
         self.workers.remove(worker);
     }
 
+    /// `app`'s client had no stream when `executor` ended.
+    pub(super) fn missed_end(&mut self, app: &AppId, executor: Executor) {
+        self.missed_ends
+            .entry(app.clone())
+            .or_default()
+            .insert(executor.id, executor);
+    }
+
+    /// The ends `app`'s client missed, forgotten here.
+    pub(super) fn take_missed_ends(&mut self, app: &AppId) -> BTreeMap<ExecutorId, Executor> {
+        self.missed_ends.remove(app).unwrap_or_default()
+    }
+
     /// `app` ended: its stream, if it had one, is no longer open.
     pub(super) fn app_ended(&mut self, app: &AppId) -> Option<LinkId> {
+        self.missed_ends.remove(app);
         let link = self.apps.remove(app)?.link?;
         self.open.remove(&link);
         Some(link)

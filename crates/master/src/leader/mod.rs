@@ -62,15 +62,15 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use muster_core::access::QueueSpec;
-use muster_core::ids::{AppId, RequestId, Term, WorkId, WorkerId};
+use muster_core::ids::{AppId, ExecutorId, RequestId, Term, WorkId, WorkerId};
 use muster_core::model::{PassConfig, WorkerState};
-use muster_core::resources::Usage;
+use muster_core::resources::{Resources, Usage};
 use muster_proto::v1::BuildInfo;
 use muster_state::commands::{
     AppFinished, ApplyPlan, By, DecommissionWorker, DriverStateChanged, ExecutorStateChanged,
     KillExecutors, QueueSettings, SetExecutorLimit, WorkerLost, set_queues_op,
 };
-use muster_state::model::{AppState, DriverState, ExecutorState, Owner};
+use muster_state::model::{AppState, DriverState, Executor, ExecutorState, Owner};
 use muster_state::version::LogFormat;
 use muster_state::{ApplyError, ClusterState, Effects, Op, Outcome, Response};
 
@@ -163,6 +163,26 @@ enum Purpose {
     AppRequest { link: LinkId },
     /// Anything else: carry out its effects.
     Other,
+}
+
+/// An application's client attached ([`Event::AppAttached`]).
+struct Attached {
+    app: AppId,
+    ui_address: String,
+    user: Option<Owner>,
+    believed_live: Vec<ExecutorId>,
+}
+
+/// The end of executor `id` as told to a client that missed it when this leader does not
+/// know how it ended (it ended before this leader's term): lost, its worker unknown.
+fn ended_unseen(id: ExecutorId) -> Executor {
+    Executor {
+        id,
+        worker: WorkerId::from(""),
+        resources: Resources::default(),
+        state: ExecutorState::Lost,
+        exit_code: None,
+    }
 }
 
 /// A report by `worker` on `link` (its number `seq`, if the worker numbered it), proposed
@@ -292,7 +312,16 @@ impl Leader {
                 app,
                 ui_address,
                 user,
-            } => self.app_attached(link, app, ui_address, user, state),
+                believed_live,
+            } => {
+                let attached = Attached {
+                    app,
+                    ui_address,
+                    user,
+                    believed_live,
+                };
+                self.app_attached(link, attached, state);
+            }
             Event::AppRequest { link, request } => self.app_request(link, request, state),
             Event::LinkClosed { link } => self.links.closed(link, now),
             Event::Committed { proposal, result } => {
@@ -542,14 +571,13 @@ impl Leader {
         }
     }
 
-    fn app_attached(
-        &mut self,
-        link: LinkId,
-        app: AppId,
-        ui_address: String,
-        user: Option<Owner>,
-        state: &ClusterState,
-    ) {
+    fn app_attached(&mut self, link: LinkId, attached: Attached, state: &ClusterState) {
+        let Attached {
+            app,
+            ui_address,
+            user,
+            believed_live,
+        } = attached;
         if let Some(old) = self.links.app_link(&app) {
             self.close(old, Close::Superseded);
         }
@@ -559,12 +587,18 @@ impl Leader {
             link,
             message: ToApp::Registered(app.clone()),
         });
-        // The executors it holds, so a re-attached client starts from the truth.
+        // So that a re-attached client starts from the truth: the executors it holds, and
+        // the end of each it has not seen end, as this leader saw it or else as lost.
+        let mut missed = self.links.take_missed_ends(&app);
         if let Some(held) = state.apps().get(&app) {
-            for executor in held.executors.values() {
+            let ended = believed_live
+                .into_iter()
+                .filter(|id| !held.executors.contains_key(id))
+                .map(|id| missed.remove(&id).unwrap_or_else(|| ended_unseen(id)));
+            for executor in held.executors.values().cloned().chain(ended) {
                 self.actions.push(Action::ToApp {
                     link,
-                    message: ToApp::Executor(executor.clone()),
+                    message: ToApp::Executor(executor),
                 });
             }
         }
@@ -901,7 +935,14 @@ impl Leader {
         for (app, executor) in &effects.ended_executors {
             let process = ProcessKey::Executor(app.clone(), executor.id);
             self.processes.ended(&process);
-            self.tell_app(app, ToApp::Executor(executor.clone()));
+            match self.links.app_link(app) {
+                Some(link) => self.actions.push(Action::ToApp {
+                    link,
+                    message: ToApp::Executor(executor.clone()),
+                }),
+                // Told when its client attaches again.
+                None => self.links.missed_end(app, executor.clone()),
+            }
             if reported != Some(&process) {
                 let kill = ToWorker::KillExecutor(app.clone(), executor.id, kill_grace);
                 self.tell_worker(&executor.worker, kill);

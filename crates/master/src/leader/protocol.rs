@@ -173,6 +173,8 @@ pub enum Event {
         /// The named user it attached as: its requests are theirs, and stop when their
         /// credential is revoked.
         user: Option<Owner>,
+        /// The executors its client has not seen end (on a re-attach).
+        believed_live: Vec<ExecutorId>,
     },
     /// An application's client asked something on `link`.
     AppRequest {

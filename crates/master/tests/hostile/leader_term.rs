@@ -125,6 +125,7 @@ impl Term1 {
                         app: id,
                         ui_address: String::new(),
                         user: None,
+                        believed_live: Vec::new(),
                     });
                 }
             }

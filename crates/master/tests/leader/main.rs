@@ -12,7 +12,8 @@
 //! * setup, applied directly as committed in an earlier term: `worker ID [cores=4]
 //!   [mem=4096]`, `driver [supervise=true] [cores=1]`, `app [cores_max=N] [executor_cores=N]
 //!   [mem=256]`, `place` (one scheduling pass committed), `running PROCESS` (a worker's report
-//!   of a start committed: an executor becomes RUNNING), `lose ID`;
+//!   of a start committed: an executor becomes RUNNING), `exited PROCESS [code=N]` (its
+//!   exit), `lose ID`;
 //! * `queue NAME`: a prior queue, as set in an earlier term; `capacities NAME=F...`: queues
 //!   with these capacities instead; `app ... queue=Q`;
 //! * `user NAME`: a named user (no admin); `app ... user=NAME`: submitted by them; `format
@@ -26,7 +27,8 @@
 //!   [report=SEQ@PROCESS@STATE[@CODE]]...` (keys repeat);
 //! * `heartbeat link=N`, `report link=N seq=N PROCESS STATE [code=N] [pid=N]`, `close
 //!   link=N`;
-//! * `attach link=N app=ID [user=NAME]` (attached with NAME's credential as it is now),
+//! * `attach link=N app=ID [user=NAME] [live=ID]...` (attached with NAME's credential as it
+//!   is now; naming the executors its client has not seen end),
 //!   `app_request link=N heartbeat|finish|unlimited|limit n=N|release id=N...`;
 //! * `commit [n=N]` (default: all pending), `fail [n=N]`, `client OP...` (a client write:
 //!   `client kill ID`, `client drain WORKER [kill_after_ms=N]`, `client revoke USER`);
@@ -172,6 +174,18 @@ impl goldenscript::Runner for Runner {
                     executor,
                     state: ExecutorState::Running,
                     exit_code: None,
+                }))?;
+                String::new()
+            }
+            "exited" => {
+                let Some(ProcessKey::Executor(app, executor)) = args.process()? else {
+                    return Err("exited takes an executor".into());
+                };
+                self.apply_setup(Op::ExecutorStateChanged(ExecutorStateChanged {
+                    app,
+                    executor,
+                    state: ExecutorState::Exited,
+                    exit_code: Some(args.number("code", 0)?),
                 }))?;
                 String::new()
             }
@@ -331,11 +345,17 @@ impl goldenscript::Runner for Runner {
                     .optional::<String>("user")?
                     .map(|name| self.owner(&name))
                     .transpose()?;
+                let believed_live = args
+                    .list("live")
+                    .into_iter()
+                    .map(|id| id.parse().map(ExecutorId))
+                    .collect::<Result<_, _>>()?;
                 self.step(Event::AppAttached {
                     link,
                     app,
                     ui_address: String::new(),
                     user,
+                    believed_live,
                 })?
             }
             "app_request" => {
