@@ -54,10 +54,30 @@ fn substitute(args: &[String], table: &[(String, String)]) -> Vec<String> {
         .collect()
 }
 
-/// Waits until the masters at `list` have a leader ALIVE with `workers` ALIVE workers.
-fn wait_alive(list: &str, workers: usize) -> Value {
-    wait_for_at(list, "the cluster ALIVE with its workers", |status| {
-        status["recovery_state"] == "ALIVE" && alive_workers(status) == workers
+/// Waits until the masters at `list` have a leader ALIVE with `workers` ALIVE workers. If
+/// they do not, the logs in `dir` and what the masters last said are printed first.
+fn wait_alive(list: &str, workers: usize, dir: &Path) -> Value {
+    let alive = std::panic::catch_unwind(|| {
+        wait_for_at(list, "the cluster ALIVE with its workers", |status| {
+            status["recovery_state"] == "ALIVE" && alive_workers(status) == workers
+        })
+    });
+    alive.unwrap_or_else(|failed| {
+        let mut logs: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|entry| Some(entry.ok()?.path()))
+            .filter(|path| path.extension().is_some_and(|e| e == "log"))
+            .collect();
+        logs.sort();
+        for log in logs {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(40).collect();
+            eprintln!("== {}", log.display());
+            tail.iter().rev().for_each(|line| eprintln!("{line}"));
+        }
+        let status = crate::support::Masters::client(list, &["status", "--json"]);
+        eprintln!("== status: {status:?}");
+        std::panic::resume_unwind(failed)
     })
 }
 
@@ -136,7 +156,7 @@ fn the_systemd_units_start_a_cluster() {
         &dir.path().join("worker.log"),
     ));
 
-    let status = wait_alive(&list, 1);
+    let status = wait_alive(&list, 1, dir.path());
     assert_eq!(status["members"].as_array().unwrap().len(), 3, "{status}");
     assert_eq!(status["workers"][0]["cores"], 2, "{status}");
 }
@@ -186,6 +206,6 @@ fn the_compose_file_starts_a_cluster() {
         let args = substitute(args, &local);
         running.push(start(&args, &dir.path().join(format!("{name}.log"))));
     }
-    let status = wait_alive(&list, 2);
+    let status = wait_alive(&list, 2, dir.path());
     assert_eq!(status["members"].as_array().unwrap().len(), 3, "{status}");
 }

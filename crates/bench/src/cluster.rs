@@ -2,9 +2,11 @@
 //! ports, with the cluster's secret and TLS on, their data and logs in one directory. What
 //! `muster dev` runs, and what the experiment measures.
 
+use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use muster_proto::auth::{Role, Secret};
@@ -53,15 +55,29 @@ pub(crate) fn stop(process: &mut Child, name: &str) {
     let _ = process.wait();
 }
 
-/// A free loopback port (bound, read, released).
+/// A free loopback port (bound, read, released), never one this process was given before:
+/// the kernel may hand a released port out again at once, and two clusters started side by
+/// side (tests run in parallel) must not share one, or a process of one would reach the
+/// other's.
 ///
 /// # Errors
 ///
 /// None is free.
 pub fn free_port() -> Result<u16, BenchError> {
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .map_err(|e| BenchError::Failed(format!("no free port: {e}")))?;
-    Ok(listener.local_addr()?.port())
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(PoisonError::into_inner);
+    for _ in 0..1000 {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .map_err(|e| BenchError::Failed(format!("no free port: {e}")))?;
+        let port = listener.local_addr()?.port();
+        if given.insert(port) {
+            return Ok(port);
+        }
+    }
+    Err(BenchError::Failed(format!(
+        "no free port that this process was not given already ({} given)",
+        given.len()
+    )))
 }
 
 /// `count` free loopback addresses for masters, and the `--peers` list naming them 1, 2, ...
