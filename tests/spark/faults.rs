@@ -109,7 +109,8 @@ fn executor_pids(masters: &str) -> Vec<u64> {
     pids
 }
 
-/// Spark's log lines of task failures that count towards `spark.task.maxFailures`.
+/// Spark's log lines of lost tasks, whether or not they count towards
+/// `spark.task.maxFailures`.
 fn failed_tasks(output: &Output) -> Vec<String> {
     log_lines(output, "Lost task")
 }
@@ -195,14 +196,14 @@ fn a_lost_worker_has_its_tasks_run_again_elsewhere_and_the_result_is_right() {
     };
     let (masters, mut workers) = cluster(2);
     let list = masters.list_from(1);
-    // One two-core executor per worker, and Spark's default of four attempts a task: Spark
-    // may notice the executor's connection drop before Muster says its worker is lost, and
-    // then counts the running tasks' losses as failures.
+    // One two-core executor per worker, and one attempt a task: Spark notices the executor's
+    // connection drop before Muster says its worker is lost, and waits for Muster's word
+    // rather than count the running tasks' losses as failures.
     let settings = [
         "--executor-cores",
         "2",
         "--conf",
-        "spark.task.maxFailures=4",
+        "spark.task.maxFailures=1",
     ];
     let run = SleepyRun::start(spark, &list, &settings, 16, 0, None);
     let status = status(&list);
@@ -240,17 +241,17 @@ fn a_lost_worker_has_its_tasks_run_again_elsewhere_and_the_result_is_right() {
     workers.remove(host).crash();
     let group = nix::unistd::Pid::from_raw(executor["pid"].as_u64().unwrap() as i32);
     nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).unwrap();
+    // With one attempt a task, a counted failure would have failed the job.
     let output = run.finish();
-    let failed = failed_tasks(&output);
+    let lost = failed_tasks(&output);
     assert!(
-        !rerun_tasks(&output).is_empty() || !failed.is_empty(),
-        "the killed executor's tasks ran again"
+        !rerun_tasks(&output).is_empty(),
+        "the lost executor's tasks ran again: {lost:?}"
     );
     assert!(
-        failed
-            .iter()
-            .all(|line| line.contains("ExecutorLostFailure")),
-        "only tasks lost with the executor failed: {failed:?}"
+        lost.iter()
+            .all(|line| line.contains("exited unrelated to the running tasks")),
+        "only tasks lost with the executor, not counted: {lost:?}"
     );
 }
 

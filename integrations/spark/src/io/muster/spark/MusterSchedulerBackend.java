@@ -4,11 +4,15 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.spark.SparkContext;
 import org.apache.spark.executor.ExecutorExitCode$;
 import org.apache.spark.resource.ResourceProfile;
+import org.apache.spark.rpc.RpcAddress;
 import org.apache.spark.scheduler.ExecutorDecommission;
 import org.apache.spark.scheduler.ExecutorDecommissionInfo;
 import org.apache.spark.scheduler.ExecutorExited;
@@ -32,6 +36,13 @@ import scala.jdk.javaapi.CollectionConverters;
  * into Spark's loss reasons: an exit with its code, a lost worker (its host's shuffle output is
  * lost with it), a preemption (a decommission, whose lost tasks do not count as failures). A
  * release Spark asked for is left to Spark, which removes the executor when it disconnects.
+ *
+ * <p>Any other executor whose connection drops is only disabled until Muster says why it ended,
+ * as standalone does with {@code spark.standalone.executorRemoveDelayOnDisconnection} and YARN
+ * by asking its application master: when its worker is lost, the drop comes first, and removing
+ * the executor then would count its running tasks as failed. If Muster says nothing within
+ * {@code spark.muster.executorRemoveDelayOnDisconnection} (default 30s, more than a worker's
+ * timeout), Spark removes it as lost.
  */
 public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
         implements MusterLink.Events {
@@ -49,6 +60,14 @@ public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
     private final Set<String> released = ConcurrentHashMap.newKeySet();
     /** Executors Muster stops for prior work. */
     private final Set<String> preempted = ConcurrentHashMap.newKeySet();
+    /** How long a disconnected executor waits for Muster's word before Spark removes it. */
+    private final long removeDelayMs;
+    private final ScheduledExecutorService delayedRemovals =
+            Executors.newSingleThreadScheduledExecutor(task -> {
+                Thread thread = new Thread(task, "muster-delayed-executor-removal");
+                thread.setDaemon(true);
+                return thread;
+            });
     private volatile MusterLink link;
 
     MusterSchedulerBackend(TaskSchedulerImpl scheduler, SparkContext sc, String masters) {
@@ -56,6 +75,40 @@ public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
         this.scheduler = scheduler;
         this.sc = sc;
         this.masters = masters;
+        this.removeDelayMs = sc.conf().getTimeAsMs("spark.muster.executorRemoveDelayOnDisconnection", "30s");
+    }
+
+    @Override
+    public DriverEndpoint createDriverEndpoint() {
+        return new WaitingEndpoint();
+    }
+
+    /** Spark's driver endpoint, waiting for Muster's word on an executor whose connection drops. */
+    private final class WaitingEndpoint extends DriverEndpoint {
+        @Override
+        public void onDisconnected(RpcAddress address) {
+            Option<String> executor = addressToExecutorId().get(address);
+            if (executor.isEmpty() || stopping.get() || released.contains(executor.get())) {
+                super.onDisconnected(address);
+                return;
+            }
+            String id = executor.get();
+            synchronized (MusterSchedulerBackend.this) {
+                executorsPendingLossReason().add(id);
+            }
+            LOG.info("executor {} disconnected: waiting up to {} ms for Muster to say why", id, removeDelayMs);
+            delayedRemovals.schedule(() -> {
+                boolean unexplained;
+                synchronized (MusterSchedulerBackend.this) {
+                    unexplained = executorsPendingLossReason().contains(id);
+                }
+                if (unexplained) {
+                    removeExecutor(id, new ExecutorProcessLost("executor " + id + " disconnected and"
+                            + " Muster said nothing of it within " + removeDelayMs + " ms",
+                            Option.empty(), true));
+                }
+            }, removeDelayMs, TimeUnit.MILLISECONDS);
+        }
     }
 
     @Override
@@ -80,6 +133,7 @@ public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
     @Override
     public void stop() {
         stopping.set(true);
+        delayedRemovals.shutdownNow();
         try {
             super.stop();
         } finally {
