@@ -483,6 +483,58 @@ fn gpus_are_handed_out_by_address_kept_through_a_failover_and_freed_when_their_p
     );
 }
 
+#[test]
+fn a_killed_process_keeps_its_gpu_until_it_has_ended() {
+    let masters = Masters::start();
+    masters.leader(0);
+    // Kept until its end is reported once every master reads that.
+    wait_for(&masters, "log format 3", |s| s["log_format"] == 3);
+    let _agent = start_worker_via(
+        &masters,
+        "w1",
+        4,
+        &masters.list_from(1),
+        &["--resources", "gpu=1"],
+    );
+    // The first driver, and everything it starts, ignores SIGTERM: it holds its GPU until
+    // the worker's SIGKILL at the end of its kill grace.
+    let stubborn = "trap '' TERM; while :; do sleep 1; done";
+    let gpu = ["--resources", "gpu=1", "--", "/bin/sh", "-c"];
+    let first = submit(&masters, &[&gpu[..], &[stubborn]].concat());
+    let pid = driver_pid(&masters, &first);
+    let second = submit(&masters, &[&gpu[..], &["exec sleep 1000"]].concat());
+    wait_for(&masters, "the second driver waiting for the GPU", |s| {
+        driver(s, &second).is_some_and(|d| d["waiting"].is_string())
+    });
+
+    let killed = Instant::now();
+    let output = Masters::client(&masters.list_from(1), &["kill", &first]);
+    assert!(output.status.success(), "{output:?}");
+    let running =
+        |s: &serde_json::Value| driver(s, &second).is_some_and(|d| d["state"] == "RUNNING");
+    loop {
+        let status = masters.status(&masters.list_from(1));
+        if running(&status) {
+            assert!(
+                !alive(pid),
+                "the GPU went to the second driver while the first ran"
+            );
+            break;
+        }
+        assert!(
+            killed.elapsed() < crate::support::DEADLINE,
+            "the second driver never got the GPU: {status}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // It waited out the first one's kill grace (10 s), which ignored SIGTERM.
+    let waited = killed.elapsed();
+    assert!(
+        waited.as_secs() >= 9,
+        "the GPU was handed on after {waited:?}"
+    );
+}
+
 /// The first `lines` lines of the output file `path`, once they are there.
 fn wait_for_output(path: &std::path::Path, lines: usize) -> Vec<String> {
     let deadline = Instant::now() + crate::support::DEADLINE;

@@ -120,6 +120,9 @@ impl ClusterState {
             }
             add(&mut usage, &reservation.worker, &reservation.resources)?;
         }
+        for (worker, kept) in self.kept_by_stopping() {
+            add(&mut usage, worker, &kept)?;
+        }
         for worker in usage.keys().chain(placed_drivers.keys()) {
             if !self.workers.contains_key(*worker) {
                 return violated(format!("work placed on unknown worker {worker}"));

@@ -47,6 +47,7 @@ mod snapshot;
 mod state;
 pub mod version;
 
+pub use addresses::Stopped;
 pub use commands::{Command, Op};
 pub use invariants::InvariantViolation;
 pub use response::{ApplyError, Effects, Outcome, Rejected, Rejection, Response};

@@ -7,18 +7,21 @@ use crate::version::LogFormat;
 /// The newest format this build writes and reads. Format 3 added the kept room
 /// (reservations) at the end of the state, format 4 the draining workers after it, format 5
 /// the named users, the queues' access lists and the drivers' and applications' users,
-/// format 6 the queues' capacities, format 7 the resource addresses, and format 8 the raised
-/// log format. A state without a format's fields is still written in the older format, which
-/// replicas of the previous builds read, and an older format reads as a state without them:
-/// until the cluster's log format is raised, its snapshots are of format 7 at the most, which
-/// release 0.1.0 reads.
-pub const SNAPSHOT_FORMAT: u8 = 8;
+/// format 6 the queues' capacities, format 7 the resource addresses, format 8 the raised
+/// log format, and format 9 the stopped processes that keep their custom resources. A state
+/// without a format's fields is still written in the older format, which replicas of the
+/// previous builds read, and an older format reads as a state without them: until the
+/// cluster's log format is raised, its snapshots are of format 7 at the most, which release
+/// 0.1.0 reads, and until it is raised to 3, of format 8 at the most, which 0.2.0 reads.
+pub const SNAPSHOT_FORMAT: u8 = 9;
 
 /// The log format a replica needs to read snapshot `bytes`: format 8 holds the raised log
-/// format, which the first log format's replicas cannot read.
+/// format, which the first log format's replicas cannot read, and format 9 the stopped
+/// processes, which only the third's read.
 pub(crate) fn log_format_of(bytes: &[u8]) -> LogFormat {
     match bytes.first() {
-        Some(&format) if format >= 8 => LogFormat::RAISABLE,
+        Some(&format) if format >= 9 => LogFormat::THIRD,
+        Some(8) => LogFormat::RAISABLE,
         _ => LogFormat::FIRST,
     }
 }
@@ -27,7 +30,7 @@ pub(crate) fn log_format_of(bytes: &[u8]) -> LogFormat {
 const OLDEST_FORMAT: u8 = 2;
 
 /// How many fields each format adds at the end of the state, from format 3 on.
-const FIELDS_ADDED: [usize; 6] = [1, 1, 4, 1, 3, 1];
+const FIELDS_ADDED: [usize; 7] = [1, 1, 4, 1, 3, 1, 1];
 
 /// Why a snapshot could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -79,6 +82,7 @@ impl ClusterState {
             self.capacities.is_empty(),
             self.addresses.is_empty(),
             self.raised_format.is_none(),
+            self.stopping.is_empty(),
         ];
         for (empty, fields) in added_empty.into_iter().zip(FIELDS_ADDED).rev() {
             if !empty {

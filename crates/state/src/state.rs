@@ -11,7 +11,7 @@ use muster_core::model::{NotALeaf, QueueConfig, WorkerState};
 use muster_core::resources::Resources;
 use serde::{Deserialize, Serialize};
 
-use crate::addresses::{AddressBook, Holder};
+use crate::addresses::{AddressBook, Holder, Stopped, Stopping};
 use crate::commands::QueueSettings;
 use crate::model::{
     App, AppState, Drain, Driver, DriverDescription, DriverState, ExecutorState, Owner,
@@ -53,13 +53,15 @@ impl Default for StateConfig {
 /// * active apps are WAITING or RUNNING, active drivers SUBMITTED (on no worker) or RUNNING
 ///   (on one), and an app's live executors are LAUNCHING or RUNNING under ids below its next;
 /// * a worker's used cores, memory and resources equal the sum over its live executors,
-///   running drivers and the room kept on it, and never exceed its capacity;
+///   running drivers, the room kept on it and the custom resources its stopped processes
+///   keep until they end, and never exceed its capacity;
 /// * a worker's executor and driver sets agree with the apps and drivers placed on it;
 /// * no live executor, driver, kept room or drain is on a worker that is not ALIVE, and no
 ///   work is on an unknown worker;
 /// * an app's granted cores equal the sum over its live executors;
 /// * every live executor and running driver holds as many addresses of each custom resource
-///   as it was granted, addresses its worker has, and no address is held twice;
+///   as it was granted, addresses its worker has, and no address is held twice, a stopped
+///   process that has not ended included (it is on an ALIVE worker, and no longer live);
 /// * ids are never reused.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClusterState {
@@ -113,6 +115,10 @@ pub struct ClusterState {
     /// [`LogFormat::FIRST`]. Came with format 8: a snapshot of format 7 reads as one of a
     /// cluster never raised.
     pub(crate) raised_format: Option<LogFormat>,
+    /// The processes stopped at the masters' word whose end their workers have not reported,
+    /// with the custom resources and addresses they keep until then. Came with format 9:
+    /// kept only from log format 3, so a snapshot of format 8 reads as one with none.
+    pub(crate) stopping: BTreeMap<Stopped, Stopping>,
 }
 
 /// The results of recent client requests, oldest first.
@@ -402,6 +408,30 @@ impl ClusterState {
         effects.ended_executors.push((app.clone(), executor));
     }
 
+    /// Ends live executor `id` of `app` as KILLED at the masters' word: its process may run
+    /// on for its kill grace, so what it holds of custom resources stays its until its end is
+    /// reported ([`ClusterState::keep_until_ended`]).
+    pub(crate) fn stop_executor(&mut self, app: &AppId, id: ExecutorId, effects: &mut Effects) {
+        let addresses = self.executor_addresses(app, id).clone();
+        self.end_executor(app, id, ExecutorState::Killed, None, effects);
+        let (_, executor) = effects.ended_executors.last().expect("just ended");
+        let (worker, custom) = (executor.worker.clone(), executor.resources.custom.clone());
+        let process = Stopped::Executor(app.clone(), id);
+        self.keep_until_ended(process, &worker, custom, addresses);
+    }
+
+    /// Ends active driver `id` as KILLED at the masters' word, keeping what a running one
+    /// holds of custom resources until its end is reported, as [`ClusterState::stop_executor`].
+    pub(crate) fn stop_driver(&mut self, id: &DriverId, at: Timestamp, effects: &mut Effects) {
+        let addresses = self.driver_addresses(id).clone();
+        let driver = &self.drivers[id];
+        let (worker, custom) = (driver.worker.clone(), driver.desc.resources.custom.clone());
+        self.end_driver(id, DriverState::Killed, None, at, effects);
+        if let Some(worker) = worker {
+            self.keep_until_ended(Stopped::Driver(id.clone()), &worker, custom, addresses);
+        }
+    }
+
     /// Removes active app `id` in `state` (Spark's `removeApplication`): its live executors
     /// are KILLED and it joins the completed apps.
     pub(crate) fn remove_app(
@@ -413,7 +443,7 @@ impl ClusterState {
     ) {
         let executors: Vec<ExecutorId> = self.apps[id].executors.keys().copied().collect();
         for executor in executors {
-            self.end_executor(id, executor, ExecutorState::Killed, None, effects);
+            self.stop_executor(id, executor, effects);
         }
         let mut app = self.apps.remove(id).expect("removing an active app");
         app.state = state;
@@ -476,6 +506,7 @@ impl ClusterState {
             .partition(|r| &r.worker == id);
         self.reservations = kept;
         self.release_reservations(&lost);
+        self.forget_stopping_on(id);
         let worker = &self.workers[id];
         let executors: Vec<(AppId, ExecutorId)> = worker.executors.iter().cloned().collect();
         let drivers: Vec<DriverId> = worker.drivers.iter().cloned().collect();
@@ -516,7 +547,7 @@ pub(crate) fn take(worker: &mut Worker, resources: &Resources) {
 }
 
 /// Returns a placement's resources to its worker.
-fn release(worker: &mut Worker, resources: &Resources) {
+pub(crate) fn release(worker: &mut Worker, resources: &Resources) {
     worker
         .used
         .subtract(resources)

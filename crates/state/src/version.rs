@@ -36,10 +36,11 @@ impl LogFormat {
     pub const RAISABLE: Self = Self(2);
     /// Release 0.3.0's log: an application's own requests (its executor limit, releases,
     /// finishing) made as its named user's, so that a revoked credential stops them
-    /// ([`Op::By`] holding one).
-    pub const APP_REQUESTS_BY_USER: Self = Self(3);
+    /// ([`Op::By`] holding one); and the custom resources of a process the masters stop kept
+    /// its until its worker reports its end (snapshot format 9).
+    pub const THIRD: Self = Self(3);
     /// The newest format this build reads and, once the cluster is raised to it, writes.
-    pub const NEWEST: Self = Self::APP_REQUESTS_BY_USER;
+    pub const NEWEST: Self = Self::THIRD;
 
     /// The release that introduced this format, if this build knows it.
     pub fn release(self) -> Option<&'static str> {
@@ -89,7 +90,7 @@ impl Op {
                 .map(|command| command.op.introduced_in())
                 .max()
                 .unwrap_or(LogFormat::FIRST),
-            Op::By(by) if by.op.is_app_request() => LogFormat::APP_REQUESTS_BY_USER,
+            Op::By(by) if by.op.is_app_request() => LogFormat::THIRD,
             Op::By(by) => by.op.introduced_in(),
             Op::Restore(restore) => crate::snapshot::log_format_of(&restore.snapshot),
             Op::RegisterWorker(_)

@@ -516,7 +516,8 @@ impl Leader {
 
     /// The entry a report needs, if any. A driver's start needs none (placement made it
     /// RUNNING already); a start of a process the log does not place on that worker is
-    /// stopped, and only the worker the log places a process on speaks for it.
+    /// stopped, and only the worker the log places a process on speaks for it, or, for its
+    /// end, the worker it was stopped on.
     fn report_op(
         &mut self,
         state: &ClusterState,
@@ -525,8 +526,12 @@ impl Leader {
         update: Update,
     ) -> Option<Op> {
         let process = update.process();
-        let placed_here = placed_on(state, &process) == Some(worker);
-        if !placed_here {
+        let speaks_for_it = placed_on(state, &process) == Some(worker)
+            || (!update.started()
+                && state
+                    .stopping_on(worker)
+                    .any(|stopped| ProcessKey::from(stopped) == process));
+        if !speaks_for_it {
             if update.started() {
                 self.send(link, process.kill());
             }
@@ -637,7 +642,7 @@ impl Leader {
             }),
         };
         let op = match self.links.app_user(&app) {
-            Some(owner) if state.log_format() >= LogFormat::APP_REQUESTS_BY_USER => Op::By(By {
+            Some(owner) if state.log_format() >= LogFormat::THIRD => Op::By(By {
                 user: owner.user.clone(),
                 generation: owner.generation,
                 op: Box::new(op),
@@ -785,6 +790,10 @@ impl Leader {
         } = *report;
         if let Some(response) = response {
             self.carry_out(&response.effects, Some(process), None);
+            if !started {
+                // An end frees what it held, a stopped process's custom resources too.
+                self.passes.want();
+            }
             if let ProcessKey::Executor(app, executor) = process
                 && let Some(executor) = state
                     .apps()
@@ -882,6 +891,38 @@ impl Leader {
                     }
                 }
             }
+        }
+        // A process stopped here that no longer runs ended while nobody heard: what it kept
+        // is free. One that still runs is killed above, and its end reported.
+        let ended_unheard: Vec<ProcessKey> = state
+            .stopping_on(worker)
+            .map(ProcessKey::from)
+            .filter(|process| !running.contains_key(process))
+            .collect();
+        for process in ended_unheard {
+            let op = match &process {
+                ProcessKey::Executor(app, executor) => {
+                    Op::ExecutorStateChanged(ExecutorStateChanged {
+                        app: app.clone(),
+                        executor: *executor,
+                        state: ExecutorState::Killed,
+                        exit_code: None,
+                    })
+                }
+                ProcessKey::Driver(driver) => Op::DriverStateChanged(DriverStateChanged {
+                    driver: driver.clone(),
+                    state: DriverState::Killed,
+                    exit_code: None,
+                }),
+            };
+            let report = PendingReport {
+                link,
+                worker: worker.clone(),
+                seq: None,
+                process,
+                started: false,
+            };
+            self.propose(op, Purpose::Report(report));
         }
         for (process, executor_state) in expected {
             if running.contains_key(&process) {

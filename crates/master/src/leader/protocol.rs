@@ -9,7 +9,7 @@ use muster_core::resources::{ResourceAddresses, Usage};
 use muster_proto::v1::BuildInfo;
 use muster_state::commands::RegisterWorker;
 use muster_state::model::{AppState, DriverState, Executor, ExecutorState, Owner};
-use muster_state::{ApplyError, Effects, Op, Response};
+use muster_state::{ApplyError, Effects, Op, Response, Stopped};
 
 /// One stream between the leader and a worker or an application, numbered by the session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -26,6 +26,15 @@ pub enum ProcessKey {
     Executor(AppId, ExecutorId),
     /// A driver.
     Driver(DriverId),
+}
+
+impl From<&Stopped> for ProcessKey {
+    fn from(stopped: &Stopped) -> Self {
+        match stopped {
+            Stopped::Executor(app, executor) => Self::Executor(app.clone(), *executor),
+            Stopped::Driver(driver) => Self::Driver(driver.clone()),
+        }
+    }
 }
 
 impl ProcessKey {

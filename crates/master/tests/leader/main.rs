@@ -10,8 +10,9 @@
 //! Commands:
 //!
 //! * setup, applied directly as committed in an earlier term: `worker ID [cores=4]
-//!   [mem=4096]`, `driver [supervise=true] [cores=1]`, `app [cores_max=N] [executor_cores=N]
-//!   [mem=256]`, `place` (one scheduling pass committed), `running PROCESS` (a worker's report
+//!   [mem=4096] [gpu=N]`, `driver [supervise=true] [cores=1]`, `app [cores_max=N]
+//!   [executor_cores=N] [mem=256] [gpu=N]`, `place` (one scheduling pass committed),
+//!   `running PROCESS` (a worker's report
 //!   of a start committed: an executor becomes RUNNING), `exited PROCESS [code=N]` (its
 //!   exit), `lose ID`;
 //! * `queue NAME`: a prior queue, as set in an earlier term; `capacities NAME=F...`: queues
@@ -43,7 +44,7 @@ use goldenscript::{Argument, Command, Context};
 use muster_core::access::QueueSpec;
 use muster_core::ids::{AppId, DriverId, ExecutorId, Term, Timestamp, WorkerId};
 use muster_core::model::PassConfig;
-use muster_core::resources::{Resources, Usage};
+use muster_core::resources::{ResourceAmounts, Resources, Usage};
 use muster_master::leader::{
     Action, AppRequest, Event, Leader, LeaderConfig, LinkId, PreemptionPolicy, ProcessKey,
     ProposalId, Registration, Report, ToApp, ToWorker, Update,
@@ -54,7 +55,7 @@ use muster_state::commands::{
 };
 use muster_state::model::{AppDescription, DriverDescription, DriverState, ExecutorState, Owner};
 use muster_state::version::LogFormat;
-use muster_state::{ClusterState, Op, StateConfig};
+use muster_state::{ClusterState, Op, StateConfig, Stopped};
 
 const DRIVER: &str = "driver-19700101000000-";
 /// How often the session ticks its leader.
@@ -139,7 +140,7 @@ impl goldenscript::Runner for Runner {
                     cores_max: args.optional("cores_max")?,
                     executor_cores: args.optional("executor_cores")?,
                     executor_memory_mb: args.number("mem", 256)?,
-                    executor_resources: Default::default(),
+                    executor_resources: gpus(&mut args)?,
                     command: "/bin/true".into(),
                     args: Vec::new(),
                     env: Default::default(),
@@ -574,6 +575,13 @@ impl Runner {
         for app in self.state.completed_apps() {
             let _ = writeln!(output, "app {} {:?} (ended)", app.id, app.state);
         }
+        for (process, worker, _) in self.state.stopping() {
+            let process = match process {
+                Stopped::Executor(app, executor) => format!("{app}/{executor}"),
+                Stopped::Driver(driver) => driver.to_string(),
+            };
+            let _ = writeln!(output, "stopping {process} on {worker}");
+        }
         for driver in self.state.drivers().values() {
             let worker = driver.worker.as_ref().map_or("-", |w| w.as_ref());
             let _ = writeln!(
@@ -714,9 +722,18 @@ fn register_op(id: &str, args: &mut Args) -> Result<RegisterWorker, Box<dyn Erro
         host: id.to_string(),
         address: id.to_string(),
         id,
-        resources: Resources::new(args.number("cores", 4)?, args.number("mem", 4096)?),
+        resources: Resources::new(args.number("cores", 4)?, args.number("mem", 4096)?)
+            .with_custom(gpus(args)?),
         fence_grace_ms: args.optional("fence_grace_ms")?,
     })
+}
+
+/// `gpu=N`, if given, as custom resources.
+fn gpus(args: &mut Args) -> Result<ResourceAmounts, Box<dyn Error>> {
+    Ok(args
+        .optional::<u32>("gpu")?
+        .map(|gpus| ResourceAmounts::from([("gpu".to_owned(), gpus)]))
+        .unwrap_or_default())
 }
 
 /// `d3` → the full driver id, `a0` → the full app id; anything else unchanged.

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Apply, program};
 use crate::ClusterState;
+use crate::addresses::Stopped;
 use crate::model::{App, AppDescription, AppState, ExecutorState};
 use crate::response::{ApplyError, Effects, Outcome, Response};
 
@@ -153,7 +154,7 @@ impl Apply for KillExecutors {
         for id in live {
             // A repeated id was ended by its first occurrence.
             if state.apps[&self.app].executors.contains_key(&id) {
-                state.end_executor(&self.app, id, ExecutorState::Killed, None, &mut effects);
+                state.stop_executor(&self.app, id, &mut effects);
             }
         }
         Ok(Response {
@@ -181,7 +182,12 @@ impl Apply for ExecutorStateChanged {
     /// frees its resources, and one that ended without exit code 0 counts as a failure. After
     /// `max_executor_retries` failures, an app with no RUNNING executor is removed as FAILED.
     /// Reporting the state an executor is already in changes nothing.
+    /// The end of an executor the masters stopped frees what it kept.
     fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        let stopped = Stopped::Executor(self.app.clone(), self.executor);
+        if self.state.is_finished() && state.stopped_process_ended(&stopped) {
+            return Ok(Response::default());
+        }
         let max_retries = state.config.max_executor_retries;
         let app = state.app_mut(&self.app)?;
         let executor = app

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Apply, program};
 use crate::ClusterState;
+use crate::addresses::Stopped;
 use crate::model::{DriverDescription, DriverState};
 use crate::response::{ApplyError, Effects, Outcome, Response};
 
@@ -40,14 +41,15 @@ pub struct KillDriver {
 }
 
 impl Apply for KillDriver {
-    /// The driver ends KILLED at once and frees its worker; the leader then stops its
-    /// process. A later report of its end is refused as unknown and changes nothing.
+    /// The driver ends KILLED at once and frees its worker's cores and memory; the leader
+    /// then stops its process, whose custom resources stay taken until its worker reports
+    /// its end ([`ClusterState::stop_driver`]).
     fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
         if !state.drivers.contains_key(&self.id) {
             return Err(ApplyError::UnknownDriver(self.id.clone()));
         }
         let mut effects = Effects::default();
-        state.end_driver(&self.id, DriverState::Killed, None, at, &mut effects);
+        state.stop_driver(&self.id, at, &mut effects);
         Ok(Response {
             outcome: Outcome::Done,
             effects,
@@ -82,6 +84,10 @@ impl Apply for DriverStateChanged {
                 field: "state".into(),
                 message: format!("{} is not a state a worker reports", self.state),
             });
+        }
+        // The end of a driver the masters stopped frees what it kept.
+        if state.stopped_process_ended(&Stopped::Driver(self.driver.clone())) {
+            return Ok(Response::default());
         }
         let driver = state
             .drivers

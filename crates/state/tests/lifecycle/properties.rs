@@ -25,11 +25,12 @@ use muster_core::resources::{ResourceAddresses, Resources};
 use muster_state::commands::{
     AddUser, AppFinished, ApplyPlan, By, DecommissionWorker, DrainWorker, DriverStateChanged,
     ExecutorStateChanged, GrantReservations, KillApp, KillDriver, KillExecutors, Preempt,
-    QueueSettings, RegisterWorker, Restore, RevokeUser, SetExecutorLimit, SetQueues, SubmitApp,
-    SubmitDriver, WorkerLost, set_queues_op,
+    QueueSettings, RaiseLogFormat, RegisterWorker, Restore, RevokeUser, SetExecutorLimit,
+    SetQueues, SubmitApp, SubmitDriver, WorkerLost, set_queues_op,
 };
 use muster_state::model::{AppState, DriverState, ExecutorState};
-use muster_state::{ClusterState, Command, Op, Outcome};
+use muster_state::version::LogFormat;
+use muster_state::{ClusterState, Command, Op, Outcome, Stopped};
 use proptest::prelude::*;
 
 use crate::support::{Cluster, app_desc, driver_desc};
@@ -83,6 +84,12 @@ enum Action {
     /// The snapshot of a cluster that ran work restored (refused unless nothing was ever
     /// submitted here).
     Restore,
+    /// The log format raised to the newest.
+    Raise,
+    /// A stopped process's end reported by its worker.
+    StoppedEnds {
+        process: u8,
+    },
     KillDriver {
         driver: u8,
     },
@@ -156,6 +163,8 @@ fn action() -> impl Strategy<Value = Action> {
         2 => (0..4000u64).prop_map(|grace_ms| Action::PreemptForGuarantees { grace_ms }),
         2 => (any::<u8>(), any::<bool>()).prop_map(|(owner, all)| Action::Grant { owner, all }),
         1 => Just(Action::Restore),
+        1 => Just(Action::Raise),
+        3 => any::<u8>().prop_map(|process| Action::StoppedEnds { process }),
         1 => any::<u8>().prop_map(|driver| Action::KillDriver { driver }),
         1 => (any::<u8>(), prop::option::of(0..4u32)).prop_map(|(app, limit)| Action::SetLimit { app, limit }),
         1 => (any::<u8>(), prop::collection::vec(0..6u32, 0..3)).prop_map(|(app, executors)| Action::KillExecutors { app, executors }),
@@ -363,6 +372,27 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
                 vec![pick(&owners, owner)?]
             };
             Op::GrantReservations(GrantReservations { owners })
+        }
+        Action::Raise => Op::RaiseLogFormat(RaiseLogFormat {
+            to: LogFormat::NEWEST,
+        }),
+        Action::StoppedEnds { process } => {
+            let stopped: Vec<Stopped> = state.stopping().map(|(p, _, _)| p.clone()).collect();
+            match pick(&stopped, process)? {
+                Stopped::Executor(app, executor) => {
+                    Op::ExecutorStateChanged(ExecutorStateChanged {
+                        app,
+                        executor,
+                        state: ExecutorState::Killed,
+                        exit_code: None,
+                    })
+                }
+                Stopped::Driver(driver) => Op::DriverStateChanged(DriverStateChanged {
+                    driver,
+                    state: DriverState::Killed,
+                    exit_code: None,
+                }),
+            }
         }
         Action::Restore => Op::Restore(Restore {
             snapshot: donor_snapshot().clone(),

@@ -17,6 +17,7 @@
 //! * `kill ID`, `release APP ID...`, `limit APP N|none`, `finish APP STATE`;
 //! * `report a0/1 STATE [code=N]`, `report d0 STATE [code=N]`: a worker's report;
 //! * `queues [NAME=THRESHOLD]...`: replaces the queues (`NAME=prior` for a prior queue);
+//! * `raise N`: raises the cluster's log format to N;
 //! * `preempt APP/EXECUTOR... [reserve=OWNER@WORKER@CORES]... [mem=512] [grace=MS]`: stops
 //!   the executors and keeps room for the owners (every command advances the clock 1 s);
 //!   `grant OWNER...` gives them the room kept for them;
@@ -33,11 +34,12 @@ use muster_core::resources::{ListedAddresses, ResourceAddresses, ResourceAmounts
 use muster_state::commands::{
     AppFinished, ApplyPlan, DecommissionWorker, DrainWorker, DriverStateChanged,
     ExecutorStateChanged, GrantReservations, KillApp, KillDriver, KillExecutors, Preempt,
-    QueueSettings, RegisterWorker, SetExecutorLimit, SetQueues, SubmitApp, SubmitDriver,
-    WorkerLost,
+    QueueSettings, RaiseLogFormat, RegisterWorker, SetExecutorLimit, SetQueues, SubmitApp,
+    SubmitDriver, WorkerLost,
 };
 use muster_state::model::{AppState, DriverState, ExecutorState, Reservation};
-use muster_state::{Op, Outcome, Response, StateConfig};
+use muster_state::version::LogFormat;
+use muster_state::{Op, Outcome, Response, StateConfig, Stopped};
 
 use crate::support::{Cluster, app_desc, driver_desc};
 
@@ -203,6 +205,9 @@ impl goldenscript::Runner for Runner {
                     }),
                 }
             }
+            "raise" => Op::RaiseLogFormat(RaiseLogFormat {
+                to: LogFormat(positional(&mut args)?.parse()?),
+            }),
             "queues" => Op::SetQueues(SetQueues {
                 queues: std::iter::from_fn(|| args.next_key())
                     .map(|(name, threshold)| {
@@ -508,6 +513,14 @@ impl Runner {
                 "reserved {} on {} for {owner}, {left} ms left",
                 r.resources, r.worker
             );
+        }
+        for (process, worker, addresses) in state.stopping() {
+            let process = match process {
+                Stopped::Executor(app, id) => format!("{}/{id}", short_app(app)),
+                Stopped::Driver(id) => short_driver(id),
+            };
+            let held = holding(addresses);
+            let _ = writeln!(out, "stopping {process} on {worker}{held}");
         }
         for d in state.drivers().values() {
             let on = d

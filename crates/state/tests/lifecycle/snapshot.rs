@@ -4,12 +4,12 @@ use muster_core::access::QueueSpec;
 use muster_core::ids::{Timestamp, WorkId};
 use muster_core::resources::Resources;
 use muster_state::commands::{
-    AddUser, By, DecommissionWorker, DrainWorker, Preempt, RaiseLogFormat, RegisterWorker, Restore,
-    SubmitDriver, set_queues_op,
+    AddUser, By, DecommissionWorker, DrainWorker, ExecutorStateChanged, KillExecutors, Preempt,
+    RaiseLogFormat, RegisterWorker, Restore, SubmitDriver, set_queues_op,
 };
-use muster_state::model::Reservation;
+use muster_state::model::{ExecutorState, Reservation};
 use muster_state::version::LogFormat;
-use muster_state::{ClusterState, Op, SNAPSHOT_FORMAT, SnapshotError};
+use muster_state::{ClusterState, Op, SNAPSHOT_FORMAT, SnapshotError, Stopped};
 
 use crate::snapshot_bytes::decode_hostile;
 use crate::support::{Cluster, app_desc, driver_desc};
@@ -160,10 +160,58 @@ fn by_alice(op: Op) -> Op {
     })
 }
 
-#[test]
-fn a_snapshot_restores_the_same_state() {
+/// The busy cluster raised to log format 3, its GPU executor killed and not yet reported
+/// ended: it keeps its GPU (snapshot format 9).
+fn busy_cluster_with_a_stopping_process() -> Cluster {
     let mut c = busy_cluster_with_addresses();
     c.ok(raise_to_0_2());
+    c.ok(Op::RaiseLogFormat(RaiseLogFormat {
+        to: LogFormat::THIRD,
+    }));
+    let (app, executor) = c
+        .state
+        .apps()
+        .values()
+        .find_map(|a| {
+            let gpu = a
+                .executors
+                .values()
+                .find(|e| !e.resources.custom.is_empty())?;
+            Some((a.id.clone(), gpu.id))
+        })
+        .unwrap();
+    c.ok(Op::KillExecutors(KillExecutors {
+        app,
+        executors: vec![executor],
+    }));
+    assert_eq!(c.state.stopping().count(), 1);
+    c
+}
+
+#[test]
+fn until_the_log_format_is_raised_to_3_snapshots_are_what_release_0_2_reads() {
+    let mut c = busy_cluster_with_addresses();
+    c.ok(raise_to_0_2());
+    assert_eq!(c.state.encode_snapshot()[0], 8);
+    let mut stopping = busy_cluster_with_a_stopping_process();
+    assert_eq!(stopping.state.encode_snapshot()[0], 9);
+    // Once every stopped process has ended, format 8 holds the state again.
+    let (process, _, _) = stopping.state.stopping().next().unwrap();
+    let Stopped::Executor(app, executor) = process.clone() else {
+        panic!("an executor");
+    };
+    stopping.ok(Op::ExecutorStateChanged(ExecutorStateChanged {
+        app,
+        executor,
+        state: ExecutorState::Killed,
+        exit_code: None,
+    }));
+    assert_eq!(stopping.state.encode_snapshot()[0], 8);
+}
+
+#[test]
+fn a_snapshot_restores_the_same_state() {
+    let c = busy_cluster_with_a_stopping_process();
     assert_eq!(c.state.users().len(), 1);
     assert_eq!(c.state.queues()[0].capacity, Some(0.5));
     let bytes = c.state.encode_snapshot();
