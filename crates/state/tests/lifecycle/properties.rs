@@ -350,9 +350,11 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
         }
         Action::PreemptForGuarantees { grace_ms } => {
             let snapshot = state.scheduling_snapshot(PassConfig::default());
+            // As the leader asks: apps of queues without room kept for them already.
             let eligible = snapshot
                 .apps
                 .iter()
+                .filter(|a| !state.room_kept_for_queue(&a.queue))
                 .map(|a| WorkId::App(a.id.clone()))
                 .collect();
             let chosen =
