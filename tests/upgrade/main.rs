@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use muster_state::SNAPSHOT_FORMAT;
 use muster_state::version::LogFormat;
 use serde_json::Value;
 
@@ -107,8 +108,9 @@ impl Cluster {
 
     fn spawn_worker(&self, name: &str, upgraded: bool) -> Process {
         let list = self.masters.list_from(1);
+        let gpu = ["--resources", "gpu=1"];
         let mut command =
-            worker_command_from(self.program(upgraded), &self.masters, name, 8, &list, &[]);
+            worker_command_from(self.program(upgraded), &self.masters, name, 8, &list, &gpu);
         // Work must outlive its agent here: that is what is tested.
         command.env_remove("MUSTER_STOP_WORK_ON_EXIT");
         Process(command.spawn().expect("muster worker starts"))
@@ -247,15 +249,18 @@ impl Cluster {
         assert!(!exited.success(), "{exited}");
         let log = std::fs::read_to_string(self.masters.dir.path().join(format!("master-{id}.log")))
             .unwrap();
-        // It meets the raise as it opens or reads its log, or in a snapshot that covers it.
+        // It meets the raise as it opens or reads its log, or in a snapshot that covers it,
+        // or a snapshot of a format it does not read (one holding a stopped process).
         let refusal = log
             .lines()
             .rev()
             .find(|line| line.starts_with("error: "))
             .unwrap_or_else(|| panic!("the previous release says why it refuses: {log}"));
         let raised = format!("raised to log format {}", LogFormat::NEWEST.0);
+        let newer = format!("snapshot format {SNAPSHOT_FORMAT} is newer than this build's");
         assert!(
-            refusal.contains(&raised) && refusal.contains("run a release newer than"),
+            (refusal.contains(&raised) && refusal.contains("run a release newer than"))
+                || refusal.contains(&newer),
             "{refusal}"
         );
         self.rejoin(id, true, Instant::now());
@@ -323,6 +328,22 @@ impl Cluster {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// Submits a driver of this build that holds a GPU and runs `script`; its id, once it
+    /// runs.
+    fn submit_gpu_driver(&self, script: &str) -> String {
+        let output = muster_from(&self.new)
+            .args(["submit", "--memory", "64", "--resources", "gpu=1", "--"])
+            .args(["/bin/sh", "-c", script])
+            .env("MUSTER_MASTERS", self.list())
+            .output()
+            .unwrap();
+        let id = support::stdout(&output);
+        wait_for(&self.masters, "the GPU driver running", |s| {
+            driver(s, &id).is_some_and(|d| d["state"] == "RUNNING" && d["pid"].is_u64())
+        });
+        id
     }
 
     /// Submits a short driver with the CLI of `upgraded`'s build.
@@ -566,6 +587,29 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
     });
     let her_pids = executor_pids(&steered_to_two, &hers);
 
+    // A GPU driver killed while it ignores SIGTERM keeps its GPU through its kill grace. A
+    // snapshot taken meanwhile holds it (what only this build reads), and a master restarted
+    // on that snapshot serves.
+    let stubborn = cluster.submit_gpu_driver("trap '' TERM; while :; do sleep 1; done");
+    let killed = Masters::client(&cluster.list(), &["kill", &stubborn]);
+    assert!(killed.status.success(), "{killed:?}");
+    let gpus_used = |s: &Value| -> u64 {
+        s["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["resources_used"]["gpu"].as_u64().unwrap_or(0))
+            .sum()
+    };
+    assert_eq!(gpus_used(&cluster.masters.status(&cluster.list())), 1);
+    cluster.compact(40);
+    cluster.restart(b, true);
+    wait_for(
+        &cluster.masters,
+        "the GPU free once the driver ended",
+        |s| gpus_used(s) == 0,
+    );
+
     // The previous release can no longer join: it refuses to start on a raised log.
     cluster.refuse_previous_release(first_leader);
     cluster.submit(true);
@@ -582,7 +626,7 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
     }
     cluster.assert_all_running("every worker upgraded and restarted");
 
-    let (done, longest_write) = cluster.audit(writer, 1);
+    let (done, longest_write) = cluster.audit(writer, 2);
     let d = driver(&done, &long).unwrap();
     assert_eq!(
         (d["state"].as_str(), d["pid"].as_u64()),
