@@ -73,8 +73,9 @@ async fn an_op_of_a_newer_format_is_refused_while_the_members_read_only_the_olde
     let WriteError::TooNew(line) = &refused else {
         panic!("{refused:?}");
     };
+    let newest = LogFormat::NEWEST.release().expect("this build's release");
     assert!(
-        line.starts_with("needs every master at release 0.2.0 or newer")
+        line.starts_with(&format!("needs every master at release {newest} or newer"))
             && line.contains("master 1 runs 0.1.0, master 2 runs 0.1.0, master 3 runs 0.1.0"),
         "{line}"
     );
@@ -106,9 +107,10 @@ async fn a_replica_sent_entries_of_a_format_it_does_not_read_stops_with_one_line
     let line = tokio::time::timeout(DEADLINE, cluster.node(follower).stopped())
         .await
         .expect("the replica stops");
+    let newest = LogFormat::NEWEST.release().expect("this build's release");
     assert!(
         line.starts_with(&format!("the leader sent entries of log format {later}"))
-            && line.ends_with("run a release newer than 0.2.0 on this master"),
+            && line.ends_with(&format!("run a release newer than {newest} on this master")),
         "{line}"
     );
     cluster.shutdown().await;
