@@ -824,6 +824,14 @@ pub fn running_executors(status: &Value, id: &str) -> Vec<Value> {
     })
 }
 
+/// The ids of application `id`'s RUNNING executors, in order.
+pub fn running_executor_ids(status: &Value, id: &str) -> Vec<u64> {
+    running_executors(status, id)
+        .iter()
+        .map(|e| e["id"].as_u64().unwrap())
+        .collect()
+}
+
 /// A TCP proxy to one address; blocking it cuts existing connections and refuses new ones,
 /// as a network partition would.
 pub struct Proxy {

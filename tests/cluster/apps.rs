@@ -293,12 +293,7 @@ fn an_attached_application_sets_its_limit_and_releases_executors() {
     masters.leader(0);
     let _worker = start_worker(&masters, "w1", 4);
     let (mut run, id, _out) = app_run(&masters, SLEEPERS);
-    let ids = |s: &Value| -> Vec<u64> {
-        running_executors(s, &id)
-            .iter()
-            .map(|e| e["id"].as_u64().unwrap())
-            .collect()
-    };
+    let ids = |s: &Value| crate::support::running_executor_ids(s, &id);
     wait_for(&masters, "four executors", |s| ids(s) == [0, 1, 2, 3]);
     let mut stdin = run.0.stdin.take().unwrap();
 

@@ -10,7 +10,7 @@ use std::process::Output;
 use serde_json::Value;
 
 use crate::support::{
-    Masters, SLEEPERS, app_run_from, driver_state, muster, muster_binary, running_executors,
+    Masters, SLEEPERS, app_run_from, driver_state, muster, muster_binary, running_executor_ids,
     set_queues, start_worker, stderr, stdout, wait_for,
 };
 
@@ -271,12 +271,7 @@ fn a_revoked_users_attached_application_no_longer_steers_itself() {
     // An application's requests are its user's once every master reads that.
     wait_for(&masters, "log format 3", |s| s["log_format"] == 3);
     let (mut run, id, _events) = app_run_from(&muster_binary(), &masters, Some(&alice), SLEEPERS);
-    let ids = |s: &Value| -> Vec<u64> {
-        running_executors(s, &id)
-            .iter()
-            .map(|e| e["id"].as_u64().unwrap())
-            .collect()
-    };
+    let ids = |s: &Value| running_executor_ids(s, &id);
     wait_for(&masters, "four executors", |s| ids(s) == [0, 1, 2, 3]);
     let mut stdin = run.0.stdin.take().unwrap();
     writeln!(stdin, "limit 3").unwrap();
@@ -296,7 +291,5 @@ fn a_revoked_users_attached_application_no_longer_steers_itself() {
         "the refused release changed nothing"
     );
     // Its client cannot attach again, so the leader finishes it as vanished.
-    wait_for(&masters, "the application finished", |s| {
-        running_executors(s, &id).is_empty()
-    });
+    wait_for(&masters, "the application finished", |s| ids(s).is_empty());
 }

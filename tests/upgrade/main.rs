@@ -473,8 +473,7 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
     assert!(added.status.success(), "{added:?}");
     let (mut steered, hers, _her_events) =
         app_run_from(&old, &cluster.masters, Some(&alice), TWO_SLEEPERS);
-    let executor_ids =
-        |s: &Value| -> Vec<u64> { executor_pids(s, &hers).iter().map(|(id, _)| *id).collect() };
+    let executor_ids = |s: &Value| support::running_executor_ids(s, &hers);
     let before = wait_for(&cluster.masters, "the old cluster's work running", |s| {
         driver(s, &long).is_some_and(|d| d["state"] == "RUNNING" && d["pid"].is_u64())
             && running_executors(s, &sleepers).len() == 2

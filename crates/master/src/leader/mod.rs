@@ -900,62 +900,56 @@ impl Leader {
             .filter(|process| !running.contains_key(process))
             .collect();
         for process in ended_unheard {
-            let op = match &process {
-                ProcessKey::Executor(app, executor) => {
-                    Op::ExecutorStateChanged(ExecutorStateChanged {
-                        app: app.clone(),
-                        executor: *executor,
-                        state: ExecutorState::Killed,
-                        exit_code: None,
-                    })
-                }
-                ProcessKey::Driver(driver) => Op::DriverStateChanged(DriverStateChanged {
-                    driver: driver.clone(),
-                    state: DriverState::Killed,
-                    exit_code: None,
-                }),
-            };
-            let report = PendingReport {
-                link,
-                worker: worker.clone(),
-                seq: None,
-                process,
-                started: false,
-            };
-            self.propose(op, Purpose::Report(report));
+            self.ended_unheard(link, worker, process, ExecutorState::Killed);
         }
         for (process, executor_state) in expected {
             if running.contains_key(&process) {
                 continue;
             }
-            let op = match (&process, executor_state) {
+            match (&process, executor_state) {
                 // Never started here (the worker's reports are in the log already, so it did
                 // not end either): start it now.
                 (ProcessKey::Executor(..), Some(ExecutorState::Launching))
-                | (ProcessKey::Driver(_), _) => {
-                    self.launch(now, worker, process.clone());
-                    continue;
+                | (ProcessKey::Driver(_), _) => self.launch(now, worker, process),
+                (ProcessKey::Executor(..), _) => {
+                    self.ended_unheard(link, worker, process, ExecutorState::Lost);
                 }
-                (ProcessKey::Executor(app, executor), _) => {
-                    Op::ExecutorStateChanged(ExecutorStateChanged {
-                        app: app.clone(),
-                        executor: *executor,
-                        state: ExecutorState::Lost,
-                        exit_code: None,
-                    })
-                }
-            };
-            let report = PendingReport {
-                link,
-                worker: worker.clone(),
-                seq: None,
-                process,
-                started: false,
-            };
-            self.propose(op, Purpose::Report(report));
+            }
         }
         self.send(link, ToWorker::Registered);
         self.passes.want();
+    }
+
+    /// Proposes the end of `process`, which `worker` (registered on `link`) no longer runs
+    /// and whose end it did not report: an executor in `executor_state`, a driver KILLED.
+    fn ended_unheard(
+        &mut self,
+        link: LinkId,
+        worker: &WorkerId,
+        process: ProcessKey,
+        executor_state: ExecutorState,
+    ) {
+        let op = match &process {
+            ProcessKey::Executor(app, executor) => Op::ExecutorStateChanged(ExecutorStateChanged {
+                app: app.clone(),
+                executor: *executor,
+                state: executor_state,
+                exit_code: None,
+            }),
+            ProcessKey::Driver(driver) => Op::DriverStateChanged(DriverStateChanged {
+                driver: driver.clone(),
+                state: DriverState::Killed,
+                exit_code: None,
+            }),
+        };
+        let report = PendingReport {
+            link,
+            worker: worker.clone(),
+            seq: None,
+            process,
+            started: false,
+        };
+        self.propose(op, Purpose::Report(report));
     }
 
     /// Sends a launch (again) and waits for its RUNNING report.
