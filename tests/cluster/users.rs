@@ -293,3 +293,72 @@ fn a_revoked_users_attached_application_no_longer_steers_itself() {
     // Its client cannot attach again, so the leader finishes it as vanished.
     wait_for(&masters, "the application finished", |s| ids(s).is_empty());
 }
+
+#[test]
+fn a_user_attaches_only_to_applications_they_may_steer() {
+    use muster_proto::auth::SecretFile;
+    use muster_proto::v1::app_event::Body as Event;
+    use muster_proto::v1::app_link_client::AppLinkClient;
+    use muster_proto::v1::app_message::Body as Message;
+    use muster_proto::v1::{AppMessage, RegisterApp};
+
+    let masters = Masters::start();
+    let leader = masters.leader(0);
+    let dir = tempfile::tempdir().unwrap();
+    let credential = |name: &str| {
+        let Ok(SecretFile::User(credential)) =
+            SecretFile::read(&add_user(&masters, dir.path(), name))
+        else {
+            panic!("{name}'s credential file");
+        };
+        credential
+    };
+    let (alice, bob) = (credential("alice"), credential("bob"));
+    let addr = masters.addrs[leader as usize - 1].clone();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let channel = crate::support::dialer()
+            .endpoint(&addr)
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let register = |app_id: &str, app_token: &str| AppMessage {
+            body: Some(Message::Register(RegisterApp {
+                app_id: app_id.into(),
+                app_token: app_token.into(),
+                command: "/bin/true".into(),
+                executor_memory_mb: 64,
+                ..Default::default()
+            })),
+        };
+        let (hers, outbound) = tokio::sync::mpsc::channel(4);
+        hers.send(register("", "")).await.unwrap();
+        let mut as_alice = AppLinkClient::with_interceptor(channel.clone(), alice);
+        let mut events = as_alice
+            .run(tokio_stream::wrappers::ReceiverStream::new(outbound))
+            .await
+            .unwrap()
+            .into_inner();
+        let Some(Event::Registered(registered)) = events.message().await.unwrap().unwrap().body
+        else {
+            panic!("the registration is answered first");
+        };
+        // Bob holds her application's token, but it is not his to steer.
+        let mut as_bob = AppLinkClient::with_interceptor(channel, bob);
+        let denied = as_bob
+            .run(tokio_stream::iter([register(
+                &registered.app_id,
+                &registered.app_token,
+            )]))
+            .await
+            .unwrap_err();
+        assert_eq!(denied.code(), tonic::Code::PermissionDenied, "{denied:?}");
+        assert!(
+            denied.message().contains("user `bob` may not steer"),
+            "{}",
+            denied.message()
+        );
+        drop(hers);
+    });
+}

@@ -16,7 +16,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
-use crate::call::{CallError, admit, client_command, committed};
+use crate::call::{CallError, admit, client_command, committed, may_act_on};
 use crate::leader::Event;
 use crate::session::{ELECTION_PATIENCE, Sessions, link_channel};
 use crate::wire::app_event;
@@ -56,10 +56,15 @@ impl AppLinkService {
                 .check_app(&register.app_id, &register.app_token)
                 .map_err(CallError::Denied)?;
             let id = AppId::from(register.app_id);
-            // A revoked user's application does not attach again.
+            // A revoked user's application does not attach again, nor does a named user
+            // attach to an application they may not steer.
             let active = self
                 .node
-                .read(|state| admit(state, user, false).map(|()| state.apps().contains_key(&id)))
+                .read(|state| {
+                    admit(state, user, false)?;
+                    may_act_on(state, user, "steer", id.as_ref())?;
+                    Ok::<_, CallError>(state.apps().contains_key(&id))
+                })
                 .await??;
             return if active {
                 Ok(id)

@@ -168,16 +168,18 @@ pub(crate) fn admit(
     }
 }
 
-/// Whether `user` may read what process `id` (`DRIVER_ID` or `APP_ID/EXECUTOR_ID`) wrote:
-/// their own, or another's in a queue they administer; admins and the cluster's own
-/// credential anything. A process the state does not know is for the read to report.
+/// Whether `user` may `act` (read what it wrote, steer it) on work `id` (`DRIVER_ID`,
+/// `APP_ID` or `APP_ID/EXECUTOR_ID`): their own, or another's in a queue they administer;
+/// admins and the cluster's own credential any. Work the state does not know is for the
+/// caller to report.
 ///
 /// # Errors
 ///
 /// [`ApplyError::Denied`] naming what is missing.
-pub(crate) fn may_read(
+pub(crate) fn may_act_on(
     state: &ClusterState,
     user: Option<&NamedUser>,
+    act: &str,
     id: &str,
 ) -> Result<(), CallError> {
     let Some(user) = user else {
@@ -205,7 +207,7 @@ pub(crate) fn may_read(
         Ok(())
     } else {
         Err(CallError::Refused(ApplyError::Denied(format!(
-            "user `{}` may not read what `{id}` wrote: it is not theirs, and that needs administer on queue `{queue}`",
+            "user `{}` may not {act} `{id}`: it is not theirs, and that needs administer on queue `{queue}`",
             user.name
         ))))
     }

@@ -30,7 +30,7 @@ use muster_state::{ApplyError, ClusterState, Command, Op, Outcome, Response};
 use tonic::transport::Channel;
 use tonic::{Request, Status};
 
-use crate::call::{CallError, admit, client_command, committed, may_read};
+use crate::call::{CallError, admit, client_command, committed, may_act_on};
 use crate::leader::{Event, ProcessKey};
 use crate::session::Sessions;
 use crate::wire::{LogRead, drain_op, kill_op, log_read};
@@ -478,7 +478,7 @@ impl Cluster for ClusterService {
                     let state = this.node.local_state();
                     let state = state.read().expect("state lock");
                     admit(&state, user, false)?;
-                    may_read(&state, user, &body.id)?;
+                    may_act_on(&state, user, "read the output of", &body.id)?;
                     log_read(&state, &body)?
                 };
                 // A driver never placed has written nothing (and will, while it waits).

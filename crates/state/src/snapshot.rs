@@ -15,15 +15,18 @@ use crate::version::LogFormat;
 /// 0.1.0 reads, and until it is raised to 3, of format 8 at the most, which 0.2.0 reads.
 pub const SNAPSHOT_FORMAT: u8 = 9;
 
-/// The log format a replica needs to read snapshot `bytes`: format 8 holds the raised log
+/// The log format a replica needs to take snapshot `bytes`: format 8 holds the raised log
 /// format, which the first log format's replicas cannot read, and format 9 the stopped
-/// processes, which only the third's read.
+/// processes, which only the third's read; and a state raised to a format needs its readers,
+/// whatever the snapshot format it was written in.
 pub(crate) fn log_format_of(bytes: &[u8]) -> LogFormat {
-    match bytes.first() {
+    let written = match bytes.first() {
         Some(&format) if format >= 9 => LogFormat::THIRD,
         Some(8) => LogFormat::RAISABLE,
-        _ => LogFormat::FIRST,
-    }
+        _ => return LogFormat::FIRST,
+    };
+    let raised = ClusterState::decode_snapshot(bytes).map_or(written, |state| state.log_format());
+    written.max(raised)
 }
 
 /// The oldest format this build reads.

@@ -50,10 +50,14 @@ pub(super) struct Links {
     open: BTreeMap<LinkId, Peer>,
     workers: BTreeMap<WorkerId, KnownWorker>,
     apps: BTreeMap<AppId, KnownApp>,
-    /// Ends of executors that their application's client had no stream to hear of, told
-    /// when it attaches again.
-    missed_ends: BTreeMap<AppId, BTreeMap<ExecutorId, Executor>>,
+    /// The latest ends of each application's executors in this term (at most
+    /// [`ENDS_KEPT`]), told again to a client that attaches again without having seen them:
+    /// its stream may have been gone, or going, when they were sent.
+    ends: BTreeMap<AppId, BTreeMap<ExecutorId, Executor>>,
 }
+
+/// How many ends of one application's executors a leader keeps to tell again.
+const ENDS_KEPT: usize = 256;
 
 impl Links {
     /// Who is at the other end of `link`, while it is open.
@@ -178,22 +182,23 @@ impl Links {
         self.workers.remove(worker);
     }
 
-    /// `app`'s client had no stream when `executor` ended.
-    pub(super) fn missed_end(&mut self, app: &AppId, executor: Executor) {
-        self.missed_ends
-            .entry(app.clone())
-            .or_default()
-            .insert(executor.id, executor);
+    /// `executor` of `app` ended.
+    pub(super) fn executor_ended(&mut self, app: &AppId, executor: Executor) {
+        let ends = self.ends.entry(app.clone()).or_default();
+        ends.insert(executor.id, executor);
+        if ends.len() > ENDS_KEPT {
+            ends.pop_first();
+        }
     }
 
-    /// The ends `app`'s client missed, forgotten here.
-    pub(super) fn take_missed_ends(&mut self, app: &AppId) -> BTreeMap<ExecutorId, Executor> {
-        self.missed_ends.remove(app).unwrap_or_default()
+    /// How executor `id` of `app` ended, if this leader saw it end.
+    pub(super) fn end_of(&self, app: &AppId, id: ExecutorId) -> Option<&Executor> {
+        self.ends.get(app)?.get(&id)
     }
 
     /// `app` ended: its stream, if it had one, is no longer open.
     pub(super) fn app_ended(&mut self, app: &AppId) -> Option<LinkId> {
-        self.missed_ends.remove(app);
+        self.ends.remove(app);
         let link = self.apps.remove(app)?.link?;
         self.open.remove(&link);
         Some(link)

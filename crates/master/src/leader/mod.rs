@@ -594,13 +594,18 @@ impl Leader {
         });
         // So that a re-attached client starts from the truth: the executors it holds, and
         // the end of each it has not seen end, as this leader saw it or else as lost.
-        let mut missed = self.links.take_missed_ends(&app);
         if let Some(held) = state.apps().get(&app) {
             let ended = believed_live
                 .into_iter()
                 .filter(|id| !held.executors.contains_key(id))
-                .map(|id| missed.remove(&id).unwrap_or_else(|| ended_unseen(id)));
-            for executor in held.executors.values().cloned().chain(ended) {
+                .map(|id| {
+                    self.links
+                        .end_of(&app, id)
+                        .cloned()
+                        .unwrap_or_else(|| ended_unseen(id))
+                });
+            let told: Vec<Executor> = held.executors.values().cloned().chain(ended).collect();
+            for executor in told {
                 self.actions.push(Action::ToApp {
                     link,
                     message: ToApp::Executor(executor),
@@ -970,14 +975,8 @@ impl Leader {
         for (app, executor) in &effects.ended_executors {
             let process = ProcessKey::Executor(app.clone(), executor.id);
             self.processes.ended(&process);
-            match self.links.app_link(app) {
-                Some(link) => self.actions.push(Action::ToApp {
-                    link,
-                    message: ToApp::Executor(executor.clone()),
-                }),
-                // Told when its client attaches again.
-                None => self.links.missed_end(app, executor.clone()),
-            }
+            self.tell_app(app, ToApp::Executor(executor.clone()));
+            self.links.executor_ended(app, executor.clone());
             if reported != Some(&process) {
                 let kill = ToWorker::KillExecutor(app.clone(), executor.id, kill_grace);
                 self.tell_worker(&executor.worker, kill);

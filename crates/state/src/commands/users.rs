@@ -13,6 +13,7 @@ use super::{AppFinished, Apply, KillExecutors, Op, SetExecutorLimit};
 use crate::ClusterState;
 use crate::model::{Owner, User};
 use crate::response::{ApplyError, Outcome, Response};
+use crate::version::LogFormat;
 
 /// A user is added, or one revoked is added again (with a new credential).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -193,16 +194,22 @@ fn authorize(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyError
             ),
             None => Ok(()),
         },
+        // Written as a user's only from the format that made them theirs; before it, as
+        // release 0.2.0 applies them, they are an admin's.
         Op::SetExecutorLimit(SetExecutorLimit { app: id, .. })
         | Op::KillExecutors(KillExecutors { app: id, .. })
-        | Op::AppFinished(AppFinished { id, .. }) => match state.apps.get(id) {
-            Some(app) => steer(
-                &format!("steer `{id}`"),
-                state.app_user(id),
-                &app.desc.queue,
-            ),
-            None => Ok(()),
-        },
+        | Op::AppFinished(AppFinished { id, .. })
+            if state.log_format() >= LogFormat::THIRD =>
+        {
+            match state.apps.get(id) {
+                Some(app) => steer(
+                    &format!("steer `{id}`"),
+                    state.app_user(id),
+                    &app.desc.queue,
+                ),
+                None => Ok(()),
+            }
+        }
         _ => Err(ApplyError::Denied(format!(
             "user `{user}` is not an admin: only admins change the cluster itself"
         ))),

@@ -206,7 +206,11 @@ fn until_the_log_format_is_raised_to_3_snapshots_are_what_release_0_2_reads() {
         state: ExecutorState::Killed,
         exit_code: None,
     }));
-    assert_eq!(stopping.state.encode_snapshot()[0], 8);
+    let format_8 = stopping.state.encode_snapshot();
+    assert_eq!(format_8[0], 8);
+    // Raised to 3 all the same: a restore of it needs every master to read format 3.
+    let restore = Op::Restore(Restore { snapshot: format_8 });
+    assert_eq!(restore.introduced_in(), LogFormat::THIRD);
 }
 
 #[test]

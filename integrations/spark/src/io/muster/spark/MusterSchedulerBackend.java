@@ -41,8 +41,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * as standalone does with {@code spark.standalone.executorRemoveDelayOnDisconnection} and YARN
  * by asking its application master: when its worker is lost, the drop comes first, and removing
  * the executor then would count its running tasks as failed. If Muster says nothing within
- * {@code spark.muster.executorRemoveDelayOnDisconnection} (default 30s, more than a worker's
- * timeout), Spark removes it as lost.
+ * {@code spark.muster.executorRemoveDelayOnDisconnection} (default 30s; keep it above the
+ * masters' worker timeout), Spark removes it as lost, without counting its tasks.
  */
 public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
         implements MusterLink.Events {
@@ -83,29 +83,32 @@ public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
         return new WaitingEndpoint();
     }
 
-    /** Spark's driver endpoint, waiting for Muster's word on an executor whose connection drops. */
+    /**
+     * Spark's driver endpoint, waiting for Muster's word on an executor whose connection drops:
+     * the executor is disabled (no new tasks, its running ones pending a loss reason) as YARN's
+     * backend does while it asks its application master.
+     */
     private final class WaitingEndpoint extends DriverEndpoint {
         @Override
         public void onDisconnected(RpcAddress address) {
             Option<String> executor = addressToExecutorId().get(address);
-            if (executor.isEmpty() || stopping.get() || released.contains(executor.get())) {
+            if (executor.isEmpty() || stopping.get() || released.contains(executor.get())
+                    || !disableExecutor(executor.get())) {
                 super.onDisconnected(address);
                 return;
             }
             String id = executor.get();
-            synchronized (MusterSchedulerBackend.this) {
-                executorsPendingLossReason().add(id);
-            }
             LOG.info("executor {} disconnected: waiting up to {} ms for Muster to say why", id, removeDelayMs);
             delayedRemovals.schedule(() -> {
                 boolean unexplained;
                 synchronized (MusterSchedulerBackend.this) {
                     unexplained = executorsPendingLossReason().contains(id);
                 }
+                // Muster unreachable all that time: no fault of the tasks that were running.
                 if (unexplained) {
                     removeExecutor(id, new ExecutorProcessLost("executor " + id + " disconnected and"
                             + " Muster said nothing of it within " + removeDelayMs + " ms",
-                            Option.empty(), true));
+                            Option.empty(), false));
                 }
             }, removeDelayMs, TimeUnit.MILLISECONDS);
         }
@@ -193,8 +196,10 @@ public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
     private ExecutorLossReason lossReason(String id, String worker, String state, Integer exitCode) {
         String where = "Muster executor " + id + " on worker " + worker;
         return switch (state) {
-            case "LOST" -> new ExecutorProcessLost(
-                    where + " was lost with its worker", Option.apply(hosts.get(id)), false);
+            // A worker Muster names was lost, and its host's shuffle output with it; an end
+            // the leader did not see (before its term) names no worker, and loses no host.
+            case "LOST" -> new ExecutorProcessLost(where + " was lost with its worker",
+                    worker.isEmpty() ? Option.empty() : Option.apply(hosts.get(id)), false);
             case "KILLED" -> {
                 if (preempted.contains(id)) {
                     yield new ExecutorDecommission(Option.empty(), where + " was preempted for prior work");
