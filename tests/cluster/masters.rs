@@ -227,7 +227,9 @@ fn queues_are_set_through_any_master() {
 #[test]
 fn no_reachable_master_is_one_clear_error() {
     let unused = format!("127.0.0.1:{}", free_port());
+    let asked = std::time::Instant::now();
     let output = Masters::client(&unused, &["status"]);
+    let waited = asked.elapsed();
     let message = stderr(&output);
     assert!(
         message.starts_with("error: no master reachable (tried "),
@@ -235,7 +237,11 @@ fn no_reachable_master_is_one_clear_error() {
     );
     // One reason per master tried, its address said once.
     assert_eq!(message.matches(&unused).count(), 1, "{message}");
+    assert!(message.contains("no master listens there"), "{message}");
     assert_eq!(output.status.code(), Some(4));
+    // Where nothing listens there is no election to wait out: it gives up after its short
+    // patience (2 s), not the 10 s it gives masters that answer without a leader.
+    assert!(waited.as_secs() < 6, "gave up after {waited:?}");
 
     // An address that is not one is bad input, not an unreachable master.
     let output = Masters::client("no such host:1", &["status"]);
@@ -623,10 +629,11 @@ fn a_master_joins_the_group_and_leaves_it_again() {
         .spawn()
         .unwrap(),
     );
-    stdout(&Masters::client(
+    let added = stdout(&Masters::client(
         &masters.list_from(1),
         &["members", "add", &format!("4={addr}")],
     ));
+    assert_eq!(added, format!("master 4 at {addr} added: it votes"));
     let roles = |status: &Value| -> Vec<(u64, String)> {
         status["members"]
             .as_array()
@@ -659,10 +666,11 @@ fn a_master_joins_the_group_and_leaves_it_again() {
         std::thread::sleep(Duration::from_millis(100));
     }
 
-    stdout(&Masters::client(
+    let removed = stdout(&Masters::client(
         &masters.list_from(1),
         &["members", "remove", "4"],
     ));
+    assert_eq!(removed, "master 4 removed");
     let status = masters.status(&masters.list_from(1));
     assert_eq!(roles(&status).len(), 3, "{status}");
 
@@ -701,7 +709,10 @@ fn the_lead_moves_to_the_master_named_and_what_runs_keeps_running() {
         })
         .collect();
     let moved = Masters::client(&list, &["members", "transfer-leader", &target.to_string()]);
-    assert!(moved.status.success(), "{moved:?}");
+    assert_eq!(
+        stdout(&moved),
+        format!("the lead was handed to master {target}")
+    );
     assert_eq!(masters.leader(leader), target);
     let submitted: Vec<String> = submitters
         .into_iter()

@@ -1,8 +1,9 @@
 //! The masters a client talks to, and calls to them: any reachable master answers
 //! (followers forward to the leader); when one is down or a call is lost on the way the next
 //! is tried, and a leader hint is followed ([`crate::discovery`]). Elections and broken links
-//! are waited out for a while before giving up. The command line, an application's link and
-//! the benchmarks all reach the masters through [`Masters`].
+//! are waited out for a while before giving up, but a list in which no master even listens
+//! fails at once. The command line, an application's link and the benchmarks all reach the
+//! masters through [`Masters`].
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -17,6 +18,9 @@ use crate::v1::cluster_client::ClusterClient;
 
 /// How long a command keeps trying before it reports the masters unreachable.
 const PATIENCE: Duration = Duration::from_secs(10);
+/// How long it keeps trying while no master of its list has so much as taken a connection
+/// (each refused it: nothing listens there), as long as it has tried them all.
+const PATIENCE_WITH_NONE_LISTENING: Duration = Duration::from_secs(2);
 /// The longest one master may take to answer one call.
 const ATTEMPT: Duration = Duration::from_secs(5);
 
@@ -106,7 +110,14 @@ impl Masters {
     ///
     /// It cannot be reached.
     pub async fn connect(&self, addr: &str) -> Result<Client, Status> {
-        let unreachable = |e: tonic::transport::Error| Status::unavailable(format!("{addr}: {e}"));
+        let unreachable = |e: tonic::transport::Error| {
+            let reason = if refused(&e) {
+                NOTHING_LISTENS.to_owned()
+            } else {
+                e.to_string()
+            };
+            Status::unavailable(format!("{addr}: {reason}"))
+        };
         let endpoint = self.dialer.endpoint(addr).map_err(unreachable)?;
         let channel = endpoint
             .connect_timeout(Duration::from_secs(2))
@@ -135,7 +146,14 @@ impl Masters {
         let mut tried: Vec<(String, String)> = Vec::new();
         let mut finder = LeaderFinder::new(self.addrs.clone());
         loop {
-            if start.elapsed() > PATIENCE {
+            let none_listening = tried.len() == self.addrs.len()
+                && tried.iter().all(|(_, reason)| reason == NOTHING_LISTENS);
+            let patience = if none_listening {
+                PATIENCE_WITH_NONE_LISTENING
+            } else {
+                PATIENCE
+            };
+            if start.elapsed() > patience {
                 let reasons: Vec<String> = tried
                     .iter()
                     .map(|(addr, reason)| format!("{addr}: {reason}"))
@@ -182,4 +200,21 @@ impl Masters {
             }
         }
     }
+}
+
+/// Why a master that refused the connection was not reached.
+const NOTHING_LISTENS: &str = "connection refused: no master listens there";
+
+/// Whether connecting failed because the connection was refused.
+fn refused(error: &tonic::transport::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(error) = source {
+        if let Some(io) = error.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return true;
+        }
+        source = error.source();
+    }
+    false
 }

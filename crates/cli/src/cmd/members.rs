@@ -77,9 +77,14 @@ pub fn run(args: MembersArgs) -> Result<String, CliError> {
         }
     };
     let masters = masters.parse()?;
+    let done = match &change {
+        Change::Add(member) => format!("master {} at {} added: it votes", member.id, member.addr),
+        Change::Remove(id) => format!("master {id} removed"),
+        Change::TransferLeader(id) => format!("the lead was handed to master {id}"),
+    };
     let request = ChangeMembersRequest {
         change: Some(change),
     };
     runtime()?.block_on(masters.call(async |mut c| c.change_members(request.clone()).await))?;
-    Ok(String::new())
+    Ok(done)
 }
