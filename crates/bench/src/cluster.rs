@@ -18,6 +18,9 @@ use nix::unistd::Pid;
 
 use crate::BenchError;
 
+/// How long masters just started may take to answer.
+const MASTERS_START: Duration = Duration::from_secs(60);
+
 /// A member of the cluster, stopped with SIGTERM when dropped.
 struct Member {
     /// `master-1`, `worker-2`, ...
@@ -267,8 +270,20 @@ impl LocalCluster {
             .map_err(|e| BenchError::Failed(e.to_string()))?;
         let masters = Masters::parse(&masters_list, secret.credential(Role::Client), dialer)
             .map_err(|e| BenchError::Failed(e.to_string()))?;
-        let status = runtime
-            .block_on(masters.call(async |mut c| c.status(StatusRequest { local: false }).await))?;
+        // Masters just started may not listen yet, and a call gives up early on those.
+        let started = Instant::now();
+        let status = loop {
+            let asked = masters.call(async |mut c| c.status(StatusRequest { local: false }).await);
+            match runtime.block_on(asked) {
+                Err(status)
+                    if status.code() == tonic::Code::Unavailable
+                        && started.elapsed() < MASTERS_START =>
+                {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                answer => break answer?,
+            }
+        };
         for i in 1..=shape.workers {
             let work = dir.join(format!("worker-{i}")).display().to_string();
             // A throw-away cluster: stopping it stops its work too.
