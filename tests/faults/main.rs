@@ -11,7 +11,7 @@
 #[path = "../support.rs"]
 mod support;
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::process::{ChildStdout, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,8 @@ use serde_json::{Value, json};
 
 use crate::support::{
     DEADLINE, Masters, Process, Proxy, TWO_SLEEPERS, alive, app, app_run, driver, driver_pid,
-    running_executors, start_worker, start_worker_via, submit, wait_for, worker_command,
+    running_executors, start_worker, start_worker_via, submit, wait_for, wait_for_text,
+    worker_command,
 };
 
 /// The leader's id, once one is ALIVE with `workers` ALIVE workers, asking every master but
@@ -639,17 +640,22 @@ fn an_application_cut_off_hears_when_back_of_the_executor_that_ended_meanwhile()
     let _worker = start_worker(&masters, "w1", 2);
     // The client reaches the leader only through a proxy, which the test cuts.
     let proxy = Proxy::start(masters.addrs[leader - 1].clone());
+    let events = masters.dir.path().join("app-run.jsonl");
     let mut client = crate::support::muster();
     client
         .args(["app", "run", "--json"])
         .args(TWO_SLEEPERS)
         .env("MUSTER_MASTERS", format!("127.0.0.1:{}", proxy.port))
         .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+        .stdout(std::fs::File::create(&events).unwrap())
         .stderr(std::fs::File::create(masters.dir.path().join("app-run.log")).unwrap());
     let mut client = Process(client.spawn().expect("muster app run starts"));
-    let events = JsonLines::of(client.0.stdout.take().unwrap());
-    let registered = events.wait_for("the registration", |e| e["event"] == "registered");
+    // The first event the client printed that `matches`, waiting for it.
+    let told = |what: &str, matches: &dyn Fn(&Value) -> bool| {
+        let text = wait_for_text(&events, what, |text| json_lines(text).any(|e| matches(&e)));
+        json_lines(&text).find(|e| matches(e)).unwrap()
+    };
+    let registered = told("the registration", &|e| e["event"] == "registered");
     let id = registered["app_id"].as_str().unwrap().to_owned();
     let status = wait_for(&masters, "two executors running", |s| {
         running_executors(s, &id).len() == 2
@@ -659,7 +665,7 @@ fn an_application_cut_off_hears_when_back_of_the_executor_that_ended_meanwhile()
 
     // Cut off, the client hears nothing of the executor killed meanwhile.
     proxy.block();
-    events.wait_for("the client reconnecting", |e| e["event"] == "reconnecting");
+    told("the client reconnecting", &|e| e["event"] == "reconnecting");
     crate::support::signal(pid as u32, nix::sys::signal::Signal::SIGKILL);
     wait_for(&masters, "the executor's end in the log", |s| {
         running_executors(s, &id)
@@ -672,60 +678,27 @@ fn an_application_cut_off_hears_when_back_of_the_executor_that_ended_meanwhile()
             && e["state"] != "LAUNCHING"
             && e["state"] != "RUNNING"
     };
+    let seen = std::fs::read_to_string(&events).unwrap();
     assert!(
-        !events.seen().iter().any(ended),
+        !json_lines(&seen).any(|e| ended(&e)),
         "told nothing while cut off"
     );
 
     // Back, it is told how the executor ended.
     proxy.heal();
-    let told = events.wait_for("the executor's end told", ended);
+    let end = told("the executor's end told", &ended);
     // As the leader saw it end: killed by a signal, on its worker.
     assert_eq!(
-        (&told["state"], &told["exit_code"]),
+        (&end["state"], &end["exit_code"]),
         (&json!("EXITED"), &json!(137)),
-        "{told}"
+        "{end}"
     );
-    assert_eq!(told["worker"], status["workers"][0]["id"], "{told}");
+    assert_eq!(end["worker"], status["workers"][0]["id"], "{end}");
     assert!(client.0.try_wait().unwrap().is_none(), "still attached");
 }
 
-/// The JSON lines a child writes, read as they come.
-struct JsonLines(std::sync::Arc<std::sync::Mutex<Vec<Value>>>);
-
-impl JsonLines {
-    fn of(stdout: ChildStdout) -> Self {
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let kept = std::sync::Arc::clone(&seen);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if let Ok(event) = serde_json::from_str(&line) {
-                    kept.lock().unwrap().push(event);
-                }
-            }
-        });
-        Self(seen)
-    }
-
-    /// Every line so far.
-    fn seen(&self) -> Vec<Value> {
-        self.0.lock().unwrap().clone()
-    }
-
-    /// The first line that `matches`, waiting for it.
-    fn wait_for(&self, what: &str, matches: impl Fn(&Value) -> bool) -> Value {
-        let start = Instant::now();
-        loop {
-            if let Some(found) = self.seen().into_iter().find(|e| matches(e)) {
-                return found;
-            }
-            assert!(
-                start.elapsed() < DEADLINE,
-                "{what}: not seen: {:?}",
-                self.seen()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+/// The JSON events in `text`, a line each.
+fn json_lines(text: &str) -> impl Iterator<Item = Value> + '_ {
+    text.lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
 }
