@@ -1019,3 +1019,57 @@ pub fn wait_for_text(path: &std::path::Path, what: &str, done: impl Fn(&str) -> 
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// An application stream's first message: a new application's registration (empty id and
+/// token), or a re-attach to application `app_id` with its token.
+pub fn app_registration(app_id: &str, app_token: &str) -> muster_proto::v1::AppMessage {
+    use muster_proto::v1::app_message::Body;
+    muster_proto::v1::AppMessage {
+        body: Some(Body::Register(muster_proto::v1::RegisterApp {
+            app_id: app_id.into(),
+            app_token: app_token.into(),
+            command: "/bin/true".into(),
+            executor_memory_mb: 64,
+            ..Default::default()
+        })),
+    }
+}
+
+/// A client of the masters' application streams, calling with a credential.
+pub type AppLink = muster_proto::v1::app_link_client::AppLinkClient<
+    tonic::service::interceptor::InterceptedService<
+        tonic::transport::Channel,
+        muster_proto::auth::Credential,
+    >,
+>;
+
+/// The application streams of `channel`, called with `credential`.
+pub fn app_link(
+    channel: tonic::transport::Channel,
+    credential: muster_proto::auth::Credential,
+) -> AppLink {
+    muster_proto::v1::app_link_client::AppLinkClient::with_interceptor(channel, credential)
+}
+
+/// Registers a new application over a stream of `apps`. The stream's sender and its events,
+/// held to keep it attached, and the registration's answer.
+pub async fn register_app(
+    apps: &mut AppLink,
+) -> (
+    tokio::sync::mpsc::Sender<muster_proto::v1::AppMessage>,
+    tonic::Streaming<muster_proto::v1::AppEvent>,
+    muster_proto::v1::AppRegistered,
+) {
+    use muster_proto::v1::app_event::Body;
+    let (sender, outbound) = tokio::sync::mpsc::channel(4);
+    sender.send(app_registration("", "")).await.unwrap();
+    let mut events = apps
+        .run(tokio_stream::wrappers::ReceiverStream::new(outbound))
+        .await
+        .unwrap()
+        .into_inner();
+    let Some(Body::Registered(registered)) = events.message().await.unwrap().unwrap().body else {
+        panic!("the registration is answered first");
+    };
+    (sender, events, registered)
+}

@@ -13,7 +13,8 @@ use muster_proto::v1::{KillRequest, RaftBytes, Register, Resources, StatusReques
 use tonic::Code;
 
 use crate::support::{
-    DEADLINE, Masters, credential, dialer, driver_request, free_port, muster, stderr, stdout,
+    DEADLINE, Masters, app_link, app_registration, credential, dialer, driver_request, free_port,
+    muster, register_app, stderr, stdout,
 };
 
 #[test]
@@ -209,42 +210,23 @@ fn without_a_secret_or_tls_only_loopback_or_insecure_is_allowed() {
 #[test]
 fn only_the_client_that_registered_an_app_can_re_attach_to_it() {
     use muster_proto::v1::app_event::Body as Event;
-    use muster_proto::v1::app_link_client::AppLinkClient;
-    use muster_proto::v1::app_message::Body as Message;
-    use muster_proto::v1::{AppMessage, RegisterApp};
 
     let masters = Masters::start();
     let leader = masters.addrs[masters.leader(0) as usize - 1].clone();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let channel = dialer().endpoint(&leader).unwrap().connect().await.unwrap();
-        let mut apps = AppLinkClient::with_interceptor(channel, credential(Role::Client));
-        let register = |app_id: &str, app_token: &str| AppMessage {
-            body: Some(Message::Register(RegisterApp {
-                app_id: app_id.into(),
-                app_token: app_token.into(),
-                command: "/bin/true".into(),
-                executor_memory_mb: 64,
-                ..Default::default()
-            })),
-        };
-        let (owner, outbound) = tokio::sync::mpsc::channel(4);
-        owner.send(register("", "")).await.unwrap();
-        let mut events = apps
-            .run(tokio_stream::wrappers::ReceiverStream::new(outbound))
-            .await
-            .unwrap()
-            .into_inner();
-        let Some(Event::Registered(registered)) = events.message().await.unwrap().unwrap().body
-        else {
-            panic!("the registration is answered first");
-        };
+        let mut apps = app_link(channel, credential(Role::Client));
+        let (owner, _events, registered) = register_app(&mut apps).await;
         assert_eq!(registered.app_token.len(), 64);
 
         // Another client of the same cluster, without the token or with another app's.
         for token in ["", "0".repeat(64).as_str()] {
             let denied = apps
-                .run(tokio_stream::iter([register(&registered.app_id, token)]))
+                .run(tokio_stream::iter([app_registration(
+                    &registered.app_id,
+                    token,
+                )]))
                 .await
                 .unwrap_err();
             assert_eq!(denied.code(), Code::PermissionDenied, "token {token:?}");
@@ -256,7 +238,7 @@ fn only_the_client_that_registered_an_app_can_re_attach_to_it() {
         }
         // With the token, the owner re-attaches (as after a failover).
         let mut again = apps
-            .run(tokio_stream::iter([register(
+            .run(tokio_stream::iter([app_registration(
                 &registered.app_id,
                 &registered.app_token,
             )]))

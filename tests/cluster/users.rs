@@ -10,8 +10,9 @@ use std::process::Output;
 use serde_json::Value;
 
 use crate::support::{
-    Masters, SLEEPERS, app_run_from, driver_state, muster, muster_binary, running_executor_ids,
-    set_queues, start_worker, stderr, stdout, wait_for,
+    Masters, SLEEPERS, app_link, app_registration, app_run_from, driver_state, muster,
+    muster_binary, register_app, running_executor_ids, set_queues, start_worker, stderr, stdout,
+    wait_for,
 };
 
 /// `muster ARGS` against `masters` with the credential in `file`.
@@ -38,6 +39,16 @@ fn add_user(masters: &Masters, dir: &Path, name: &str) -> PathBuf {
         )
     );
     file
+}
+
+/// The credential a named user's file holds.
+fn user_credential(file: &Path) -> muster_proto::auth::Credential {
+    let Ok(muster_proto::auth::SecretFile::User(credential)) =
+        muster_proto::auth::SecretFile::read(file)
+    else {
+        panic!("{} is not a user's credential file", file.display());
+    };
+    credential
 }
 
 fn submit(masters: &str, file: &Path, queue: &str) -> Output {
@@ -200,17 +211,14 @@ fn a_users_driver_calls_the_masters_as_that_user_not_with_its_workers_rights() {
 
 #[test]
 fn a_request_id_replayed_by_another_user_or_for_another_write_gives_nothing_away() {
-    use muster_proto::auth::{Credential, SecretFile};
+    use muster_proto::auth::Credential;
     use muster_proto::v1::AddUserRequest;
     use muster_proto::v1::cluster_client::ClusterClient;
 
     let masters = Masters::start();
     let leader = masters.leader(0);
     let dir = tempfile::tempdir().unwrap();
-    let bob = add_user(&masters, dir.path(), "bob");
-    let Ok(SecretFile::User(bobs)) = SecretFile::read(&bob) else {
-        panic!("bob's credential file");
-    };
+    let bobs = user_credential(&add_user(&masters, dir.path(), "bob"));
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let addr = masters.addrs[leader as usize - 1].clone();
     runtime.block_on(async {
@@ -296,23 +304,10 @@ fn a_revoked_users_attached_application_no_longer_steers_itself() {
 
 #[test]
 fn a_user_attaches_only_to_applications_they_may_steer() {
-    use muster_proto::auth::SecretFile;
-    use muster_proto::v1::app_event::Body as Event;
-    use muster_proto::v1::app_link_client::AppLinkClient;
-    use muster_proto::v1::app_message::Body as Message;
-    use muster_proto::v1::{AppMessage, RegisterApp};
-
     let masters = Masters::start();
     let leader = masters.leader(0);
     let dir = tempfile::tempdir().unwrap();
-    let credential = |name: &str| {
-        let Ok(SecretFile::User(credential)) =
-            SecretFile::read(&add_user(&masters, dir.path(), name))
-        else {
-            panic!("{name}'s credential file");
-        };
-        credential
-    };
+    let credential = |name: &str| user_credential(&add_user(&masters, dir.path(), name));
     let (alice, bob) = (credential("alice"), credential("bob"));
     let addr = masters.addrs[leader as usize - 1].clone();
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -323,31 +318,12 @@ fn a_user_attaches_only_to_applications_they_may_steer() {
             .connect()
             .await
             .unwrap();
-        let register = |app_id: &str, app_token: &str| AppMessage {
-            body: Some(Message::Register(RegisterApp {
-                app_id: app_id.into(),
-                app_token: app_token.into(),
-                command: "/bin/true".into(),
-                executor_memory_mb: 64,
-                ..Default::default()
-            })),
-        };
-        let (hers, outbound) = tokio::sync::mpsc::channel(4);
-        hers.send(register("", "")).await.unwrap();
-        let mut as_alice = AppLinkClient::with_interceptor(channel.clone(), alice);
-        let mut events = as_alice
-            .run(tokio_stream::wrappers::ReceiverStream::new(outbound))
-            .await
-            .unwrap()
-            .into_inner();
-        let Some(Event::Registered(registered)) = events.message().await.unwrap().unwrap().body
-        else {
-            panic!("the registration is answered first");
-        };
+        let mut as_alice = app_link(channel.clone(), alice);
+        let (hers, _events, registered) = register_app(&mut as_alice).await;
         // Bob holds her application's token, but it is not his to steer.
-        let mut as_bob = AppLinkClient::with_interceptor(channel, bob);
+        let mut as_bob = app_link(channel, bob);
         let denied = as_bob
-            .run(tokio_stream::iter([register(
+            .run(tokio_stream::iter([app_registration(
                 &registered.app_id,
                 &registered.app_token,
             )]))
