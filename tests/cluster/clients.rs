@@ -157,6 +157,20 @@ fn successes_say_what_was_done_and_a_wait_says_why() {
 
     let killed = stdout(&Masters::client(&list, &["kill", &id]));
     assert_eq!(killed, format!("{id} killed"));
+    // `muster drivers ID` shows that driver alone, named after its program by default.
+    let shown = Masters::client(&list, &["drivers", "--json", &id]);
+    let shown: Value = serde_json::from_str(&stdout(&shown)).unwrap();
+    assert_eq!(
+        (shown.as_array().map(Vec::len), &shown[0]["name"]),
+        (Some(1), &serde_json::json!("true")),
+        "{shown}"
+    );
+    let unknown = Masters::client(&list, &["drivers", "driver-none"]);
+    assert_eq!(unknown.status.code(), Some(3));
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("no driver `driver-none`"),
+        "{unknown:?}"
+    );
 
     let queues = masters.dir.path().join("queues.json");
     std::fs::write(

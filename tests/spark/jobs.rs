@@ -108,8 +108,6 @@ fn a_java_application_runs_on_muster_executors() {
         return;
     };
     let (masters, _workers) = cluster(2);
-    let dir = tempfile::tempdir().unwrap();
-    let jar = spark.square_sums_jar(dir.path());
     let output = spark.run(
         &masters.list_from(1),
         &[
@@ -119,7 +117,7 @@ fn a_java_application_runs_on_muster_executors() {
             "1",
             "--executor-memory",
             "512m",
-            jar.to_str().unwrap(),
+            spark.examples.to_str().unwrap(),
             "10000",
         ],
     );

@@ -33,6 +33,9 @@ struct Spark {
     python: PathBuf,
     /// `muster-spark.jar`.
     jar: PathBuf,
+    /// `muster-spark-examples.jar`, built with it: `SquareSums N` sums the squares of 1..N
+    /// by their remainder modulo 10, through a shuffle, and prints `R SUM` lines.
+    examples: PathBuf,
 }
 
 /// The Spark to test with, and a lock that runs Spark applications one at a time; `None`
@@ -78,7 +81,9 @@ fn find_spark() -> Result<Spark, String> {
     if !java.is_ok_and(|output| output.status.success()) {
         return Err("no java on the PATH".to_owned());
     }
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("spark");
+    // Where the build puts the jars by default under XDG_CACHE_HOME, which `muster dev`
+    // knows too: see [`spark_cache`].
+    let out = spark_cache().join("muster/spark");
     let build = Command::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../integrations/spark/build"
@@ -93,7 +98,18 @@ fn find_spark() -> Result<Spark, String> {
         String::from_utf8_lossy(&build.stderr)
     );
     let jar = PathBuf::from(String::from_utf8_lossy(&build.stdout).trim());
-    Ok(Spark { home, python, jar })
+    let examples = jar.with_file_name("muster-spark-examples.jar");
+    Ok(Spark {
+        home,
+        python,
+        jar,
+        examples,
+    })
+}
+
+/// The directory the tests' `XDG_CACHE_HOME` is, under which the build put the jars.
+fn spark_cache() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("cache")
 }
 
 /// One of the test applications in `tests/spark/apps`.
@@ -128,37 +144,6 @@ impl Spark {
             ))
             .args(args);
         command
-    }
-
-    /// `tests/spark/apps/SquareSums.java` built into a jar in `dir`, with javac and jar
-    /// against this Spark.
-    fn square_sums_jar(&self, dir: &Path) -> PathBuf {
-        let classes = dir.join("classes");
-        let javac = Command::new("javac")
-            .arg("-cp")
-            .arg(self.home.join("jars/*"))
-            .arg("-d")
-            .arg(&classes)
-            .arg(app("SquareSums.java"))
-            .output()
-            .unwrap();
-        assert!(
-            javac.status.success(),
-            "{}",
-            String::from_utf8_lossy(&javac.stderr)
-        );
-        let jar = dir.join("square-sums.jar");
-        let packed = Command::new("jar")
-            .arg("--create")
-            .arg("--file")
-            .arg(&jar)
-            .arg("-C")
-            .arg(&classes)
-            .arg(".")
-            .status()
-            .unwrap();
-        assert!(packed.success());
-        jar
     }
 
     /// Runs `spark-submit` to its end.

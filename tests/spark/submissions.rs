@@ -4,6 +4,7 @@
 //! leader killed between create and status, and what is refused (no token, a wrong one, a
 //! revoked user's, bad JSON, a resource not allowed or not there).
 
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Instant;
 
@@ -169,8 +170,6 @@ fn a_supervised_submission_through_a_follower_outlives_the_leader_and_its_own_pr
         return;
     };
     let (mut masters, _workers) = gateway_cluster(spark, &[]);
-    let dir = tempfile::tempdir().unwrap();
-    let jar = spark.square_sums_jar(dir.path());
     let token = cluster_token();
     let leader = masters.leader(0);
     let follower = if leader == 1 { 2 } else { 1 };
@@ -190,7 +189,7 @@ fn a_supervised_submission_through_a_follower_outlives_the_leader_and_its_own_pr
             &format!("--conf=spark.executor.extraJavaOptions={FAST_START}"),
             "--class",
             "SquareSums",
-            jar.to_str().unwrap(),
+            spark.examples.to_str().unwrap(),
             "10000",
         ],
     );
@@ -325,6 +324,25 @@ fn what_the_gateway_refuses_changes_nothing_and_a_missing_resource_fails_its_dri
     let log = String::from_utf8_lossy(&output.stderr);
     assert!(log.contains("Authorization header is missing"), "{log}");
     nothing_submitted("no token");
+    // What the masters refuse reaches the person: Spark's client prints an ErrorResponse.
+    let output = spark.standalone_submit(
+        &url(&[&gateway.to_owned()], &token),
+        &[
+            "--deploy-mode",
+            "cluster",
+            "--conf",
+            "spark.muster.queue=etl",
+            "--class",
+            "A",
+            "/apps/a.jar",
+        ],
+    );
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        log.contains("Server responded with error") && log.contains("unknown queue `etl`"),
+        "{log}"
+    );
+    nothing_submitted("an unknown queue");
 
     let create = |headers: &[&str], token: &str, body: &str| {
         call(
@@ -406,8 +424,8 @@ fn what_the_gateway_refuses_changes_nothing_and_a_missing_resource_fails_its_dri
     let again = create_body("file:/apps/b.jar", r#""spark.driver.cores": "8""#);
     let (code, reply) = create(&[], &format!("/{alices}"), &again);
     assert_eq!(
-        (code, &reply["success"]),
-        (200, &Value::Bool(false)),
+        (code, reply["action"].as_str()),
+        (403, Some("ErrorResponse")),
         "{reply}"
     );
     assert!(
@@ -469,8 +487,6 @@ fn a_submitted_driver_that_asks_for_a_gpu_is_told_which_one_is_its_own() {
     wait_for(&masters, "the worker", |s| {
         crate::support::alive_workers(s) == 1 && s["recovery_state"] == "ALIVE"
     });
-    let dir = tempfile::tempdir().unwrap();
-    let jar = spark.square_sums_jar(dir.path());
     let token = cluster_token();
     let id = spark.create(
         &url(&[&masters.spark_rest[0]], &token),
@@ -486,7 +502,7 @@ fn a_submitted_driver_that_asks_for_a_gpu_is_told_which_one_is_its_own() {
             &format!("--conf=spark.executor.extraJavaOptions={FAST_START}"),
             "--class",
             "SquareSums",
-            jar.to_str().unwrap(),
+            spark.examples.to_str().unwrap(),
             "100",
         ],
     );
@@ -496,4 +512,97 @@ fn a_submitted_driver_that_asks_for_a_gpu_is_told_which_one_is_its_own() {
         said.lines().any(|line| line == "driver gpu GPU-x"),
         "the driver's GPU in its log: {said}"
     );
+}
+
+#[test]
+fn the_submit_line_muster_dev_prints_runs_its_example_as_printed() {
+    let Some((spark, _one_at_a_time)) = spark() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let printed = dir.path().join("printed");
+    let mut dev = Process(
+        crate::support::muster()
+            .args(["dev", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .env("SPARK_HOME", &spark.home)
+            .env("XDG_CACHE_HOME", crate::spark_cache())
+            .stdin(Stdio::piped())
+            .stdout(std::fs::File::create(&printed).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("muster dev starts"),
+    );
+    let printed = crate::support::wait_for_text(&printed, "muster dev's banner", |text| {
+        text.contains("Ctrl-C")
+    });
+    let lines: Vec<&str> = printed.lines().collect();
+    let exported = |name: &str| {
+        lines
+            .iter()
+            .find_map(|line| line.strip_prefix(&format!("export {name}=")))
+            .unwrap_or_else(|| panic!("no {name} in {lines:?}"))
+    };
+    let submit = lines
+        .iter()
+        .find(|line| line.starts_with("T=$(muster rest-token); "))
+        .unwrap_or_else(|| panic!("no submit line in {lines:?}"));
+    assert!(
+        !lines.iter().any(|line| line.contains("not built yet")),
+        "{lines:?}"
+    );
+    let muster_dir = Path::new(env!("CARGO_BIN_EXE_muster")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        muster_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let in_second_terminal = |command: &mut Command| {
+        command
+            .env("PATH", &path)
+            .env("SPARK_HOME", &spark.home)
+            .env("MUSTER_MASTERS", exported("MUSTER_MASTERS"))
+            .env("MUSTER_SECRET_FILE", exported("MUSTER_SECRET_FILE"))
+            .env("MUSTER_TLS_CA", exported("MUSTER_TLS_CA"))
+            .env_remove("MUSTER_TLS_CERT")
+            .env_remove("MUSTER_TLS_KEY")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let output = in_second_terminal(Command::new("sh").args(["-c", submit]));
+    let log = String::from_utf8_lossy(&output.stderr);
+    let id = log
+        .split("Submission successfully created as ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("not submitted: {log}"))
+        .trim_end_matches('.')
+        .to_owned();
+    let start = Instant::now();
+    loop {
+        let shown = in_second_terminal(crate::support::muster().args(["drivers", "--json", &id]));
+        let shown: Value = serde_json::from_str(&stdout(&shown)).unwrap();
+        let state = shown[0]["state"].as_str().unwrap_or_default().to_owned();
+        assert!(
+            ["SUBMITTED", "RUNNING", "FINISHED"].contains(&state.as_str()),
+            "{shown}"
+        );
+        if state == "FINISHED" {
+            break;
+        }
+        assert!(start.elapsed() < 3 * DEADLINE, "not finished: {shown}");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let said = stdout(&in_second_terminal(
+        crate::support::muster().args(["logs", &id]),
+    ));
+    let sums = square_sums(100_000);
+    assert!(said.contains(&format!("9 {}", sums[&9])), "{said}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(dev.pid() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(dev.exited("muster dev").success());
 }

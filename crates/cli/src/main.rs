@@ -81,7 +81,7 @@ enum Command {
     /// Show the applications and their executors.
     Apps(status::ReadArgs),
     /// Show the drivers, running and recently ended.
-    Drivers(status::ReadArgs),
+    Drivers(status::DriversArgs),
     /// Put load on a running cluster and measure it.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -141,7 +141,7 @@ fn main() -> ExitCode {
         Command::Workers(args) => workers::run(args),
         Command::Users(args) => users::run(args),
         Command::Apps(args) => status::part(args, "apps", render::apps),
-        Command::Drivers(args) => status::part(args, "drivers", render::drivers),
+        Command::Drivers(args) => status::drivers(args),
         Command::Bench(command) => bench::run(command),
         Command::Snapshot(command) => snapshot::run(command),
         Command::Secrets(args) => secrets::run(args),

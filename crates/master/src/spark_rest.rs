@@ -149,11 +149,13 @@ impl Gateway {
         Ok(self.cluster().status(request).await?.into_inner())
     }
 
-    /// Kills driver `id`: whether it was, and what to say. A kill needs no request id: a
-    /// second one of the same driver changes nothing.
-    async fn kill(&self, caller: &Caller, id: &str) -> Result<(bool, String), Status> {
+    /// Kills driver `id`: what to say. A kill needs no request id: a second one of the same
+    /// driver changes nothing.
+    async fn kill(&self, caller: &Caller, id: &str) -> Result<String, Status> {
         if !matches!(WorkId::from(id), WorkId::Driver(_)) {
-            return Ok((false, format!("{id} is not a driver's id")));
+            return Err(Status::invalid_argument(format!(
+                "{id} is not a driver's id"
+            )));
         }
         let request = Self::request(
             caller,
@@ -162,14 +164,13 @@ impl Gateway {
                 id: id.to_owned(),
             },
         );
-        match self.cluster().kill(request).await {
-            Ok(_) => Ok((true, format!("Kill request for {id} submitted"))),
-            Err(status) if refused(&status) => Ok((false, status.message().to_owned())),
-            Err(status) => Err(status),
-        }
+        self.cluster().kill(request).await?;
+        Ok(format!("Kill request for {id} submitted"))
     }
 
-    /// The answer to `action` with `body`, made for `caller`.
+    /// The answer to `action` with `body`, made for `caller`. What the masters refuse is
+    /// an `ErrorResponse`, not a response with `success: false`: Spark's client prints the
+    /// one (at ERROR) and logs the other at INFO, which `spark-submit` does not show.
     async fn answer(&self, action: Action, caller: &Caller, body: &[u8]) -> (StatusCode, Reply) {
         match action {
             Action::Create => {
@@ -179,12 +180,6 @@ impl Gateway {
                         return (StatusCode::BAD_REQUEST, Reply::error(refused.to_string()));
                     }
                 };
-                let created = |submission_id, success, message| Reply::Created {
-                    server_spark_version: SERVER_SPARK_VERSION,
-                    submission_id,
-                    success,
-                    message: Some(message),
-                };
                 match self
                     .cluster()
                     .submit_driver(Self::request(caller, driver))
@@ -193,12 +188,14 @@ impl Gateway {
                     Ok(reply) => {
                         let id = reply.into_inner().driver_id;
                         let message = format!("Driver successfully submitted as {id}");
-                        (StatusCode::OK, created(Some(id), true, message))
+                        let created = Reply::Created {
+                            server_spark_version: SERVER_SPARK_VERSION,
+                            submission_id: id,
+                            success: true,
+                            message,
+                        };
+                        (StatusCode::OK, created)
                     }
-                    Err(status) if refused(&status) => (
-                        StatusCode::OK,
-                        created(None, false, status.message().to_owned()),
-                    ),
                     Err(status) => failed(&status),
                 }
             }
@@ -207,12 +204,12 @@ impl Gateway {
                 Err(status) => failed(&status),
             },
             Action::Kill(id) => match self.kill(caller, &id).await {
-                Ok((success, message)) => (
+                Ok(message) => (
                     StatusCode::OK,
                     Reply::Killed {
                         server_spark_version: SERVER_SPARK_VERSION,
                         submission_id: id,
-                        success,
+                        success: true,
                         message,
                     },
                 ),
@@ -227,8 +224,10 @@ impl Gateway {
                 let active = active_drivers(&status, caller.user.as_deref());
                 for id in &active {
                     match self.kill(caller, id).await {
-                        Ok((true, _)) => {}
-                        Ok((false, message)) => refusals.push(message),
+                        Ok(_) => {}
+                        Err(status) if refused(&status) => {
+                            refusals.push(status.message().to_owned());
+                        }
                         Err(status) => return failed(&status),
                     }
                 }

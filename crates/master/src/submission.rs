@@ -502,11 +502,9 @@ pub(crate) enum Reply {
     #[serde(rename = "CreateSubmissionResponse")]
     Created {
         server_spark_version: &'static str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        submission_id: Option<String>,
+        submission_id: String,
         success: bool,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        message: Option<String>,
+        message: String,
     },
     /// To status.
     #[serde(rename = "SubmissionStatusResponse")]
@@ -938,13 +936,14 @@ mod tests {
         let killed = Reply::Killed {
             server_spark_version: SERVER_SPARK_VERSION,
             submission_id: "driver-1".to_owned(),
-            success: false,
-            message: "gone".to_owned(),
+            success: true,
+            message: "Kill request for driver-1 submitted".to_owned(),
         };
         assert_eq!(
             serde_json::to_value(&killed).unwrap(),
             serde_json::json!({"action": "KillSubmissionResponse", "serverSparkVersion": "4.3.0",
-                "submissionId": "driver-1", "success": false, "message": "gone"})
+                "submissionId": "driver-1", "success": true,
+                "message": "Kill request for driver-1 submitted"})
         );
     }
 

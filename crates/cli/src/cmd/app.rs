@@ -74,7 +74,7 @@ pub fn run(args: AppRunArgs) -> Result<String, CliError> {
     let register = RegisterApp {
         request_id: request_id(),
         app_id: String::new(),
-        name: args.work.name,
+        name: args.work.name_or_program(program),
         user: std::env::var("USER").unwrap_or_default(),
         queue: args.work.queue,
         cores_max: args.cores_max,

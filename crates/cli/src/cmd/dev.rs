@@ -2,7 +2,7 @@
 //! ([`muster_bench::cluster`]), until Ctrl-C; a member that exits is reported and can be
 //! started again.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -30,16 +30,64 @@ pub struct DevArgs {
     /// Where data and logs go; a new temporary directory by default.
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// The Spark plug-in jar (`integrations/spark/build` prints it) for the drivers of
-    /// Spark REST submissions; unset, it must lie in $SPARK_HOME/jars.
+    /// The Spark plug-in jar for the drivers of Spark REST submissions; by default where
+    /// `integrations/spark/build` puts it (~/.cache/muster/spark/muster-spark.jar).
     #[arg(long, value_name = "PATH")]
-    spark_plugin: Option<String>,
+    spark_plugin: Option<PathBuf>,
+}
+
+/// Where `integrations/spark/build` puts the plug-in and the examples by default.
+fn spark_build_dir() -> Option<PathBuf> {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|dir| !dir.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
+    Some(cache.join("muster/spark"))
+}
+
+/// What the banner says of Spark's REST submissions, whose drivers run the workers'
+/// `$SPARK_HOME/bin/spark-submit` with `plugin`: the workers are this command's children,
+/// so they have its `SPARK_HOME`, or none.
+fn spark_lines(plugin: Option<&Path>, gateways: &[String]) -> Vec<String> {
+    let mut lines = Vec::new();
+    match std::env::var_os("SPARK_HOME") {
+        Some(home) => lines.push(format!(
+            "Spark REST submissions: drivers run {}/bin/spark-submit",
+            home.display()
+        )),
+        None => lines.push(
+            "Spark REST submissions: SPARK_HOME is not set here, so the workers have none and \
+             submitted drivers fail; export it and start muster dev again"
+                .to_owned(),
+        ),
+    }
+    let Some(plugin) = plugin else {
+        lines.push("the Spark plug-in: give --spark-plugin PATH (no HOME to look in)".to_owned());
+        return lines;
+    };
+    if !plugin.exists() {
+        lines.push(format!(
+            "the Spark plug-in {} is not built yet: run integrations/spark/build",
+            plugin.display()
+        ));
+    }
+    let urls: Vec<String> = gateways.iter().map(|g| format!("{g}/$T")).collect();
+    lines.push(format!(
+        "T=$(muster rest-token); $SPARK_HOME/bin/spark-submit --master spark://{} \
+         --deploy-mode cluster --conf spark.master.rest.enabled=true --class SquareSums {} 100000",
+        urls.join(","),
+        plugin.with_file_name("muster-spark-examples.jar").display()
+    ));
+    lines
 }
 
 /// Starts the cluster, prints how to reach it, and runs until Ctrl-C or SIGTERM, starting a
 /// member again when `restart NAME` is typed on standard input.
 pub fn run(args: DevArgs) -> Result<String, CliError> {
     let runtime = runtime()?;
+    let spark_plugin = args
+        .spark_plugin
+        .or_else(|| Some(spark_build_dir()?.join("muster-spark.jar")));
     let shape = Shape {
         program: this_program()?,
         masters: args.masters,
@@ -47,10 +95,9 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
         cores: args.cores,
         memory: args.memory,
         data_dir: args.data_dir,
-        master_args: args
-            .spark_plugin
+        master_args: spark_plugin
             .iter()
-            .flat_map(|jar| ["--spark-plugin".to_owned(), jar.clone()])
+            .flat_map(|jar| ["--spark-plugin".to_owned(), jar.display().to_string()])
             .collect(),
         spark_rest: true,
     };
@@ -71,17 +118,9 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
         cluster.secret_path
     ));
     output::line(format_args!("export MUSTER_TLS_CA={}", cluster.ca));
-    let urls: Vec<String> = cluster
-        .spark_rest
-        .iter()
-        .map(|gateway| format!("{gateway}/$T"))
-        .collect();
-    output::line(format_args!(
-        "Spark in cluster mode (workers use $SPARK_HOME): T=$(muster rest-token); \
-         $SPARK_HOME/bin/spark-submit --master spark://{} --deploy-mode cluster \
-         --conf spark.master.rest.enabled=true --class CLASS APP.jar",
-        urls.join(",")
-    ));
+    for line in spark_lines(spark_plugin.as_deref(), &cluster.spark_rest) {
+        output::line(line);
+    }
     output::line("Ctrl-C stops everything; `restart NAME` starts a stopped member again.");
 
     let (typed, mut commands) = tokio::sync::mpsc::unbounded_channel();

@@ -210,12 +210,25 @@ pub fn warn_if_insecure(insecure: bool, secret: Option<&Secret>) {
 /// What names a driver or an application, and the queue it runs in.
 #[derive(Args)]
 pub struct WorkArgs {
-    /// A name for people.
-    #[arg(long, default_value = "")]
-    pub name: String,
+    /// A name for people; by default the program's file name.
+    #[arg(long)]
+    pub name: Option<String>,
     /// The queue to run in.
     #[arg(long, default_value = "default")]
     pub queue: String,
+}
+
+impl WorkArgs {
+    /// The name given, else the file name of `program`.
+    pub fn name_or_program(&self, program: &str) -> String {
+        self.name.clone().unwrap_or_else(|| {
+            let path = std::path::Path::new(program);
+            path.file_name().map_or_else(
+                || program.to_owned(),
+                |name| name.to_string_lossy().into_owned(),
+            )
+        })
+    }
 }
 
 /// A multi-threaded runtime for one command.

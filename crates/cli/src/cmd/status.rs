@@ -76,8 +76,43 @@ pub fn part(
     table: fn(&StatusView) -> String,
 ) -> Result<String, CliError> {
     let status = fetch(&args.masters, args.local)?;
-    if args.json {
-        return Ok(status.to_json()[key].to_string());
+    Ok(shown(&status, args.json, key, table))
+}
+
+/// The part of `status` under `key`: as JSON, or as its table.
+fn shown(status: &StatusView, json: bool, key: &str, table: fn(&StatusView) -> String) -> String {
+    if json {
+        return status.to_json()[key].to_string();
     }
-    Ok(table(&status).trim_end().to_owned())
+    table(status).trim_end().to_owned()
+}
+
+/// `muster drivers`.
+#[derive(Args)]
+pub struct DriversArgs {
+    #[command(flatten)]
+    read: ReadArgs,
+    /// Only these drivers.
+    #[arg(value_name = "ID")]
+    ids: Vec<String>,
+}
+
+/// `muster drivers [ID...]`: the drivers, or only those named.
+///
+/// # Errors
+///
+/// No master answered, or one of the ids names no driver the masters know.
+pub fn drivers(args: DriversArgs) -> Result<String, CliError> {
+    let mut status = fetch(&args.read.masters, args.read.local)?;
+    if !args.ids.is_empty() {
+        let known = |id: &String| status.drivers.iter().any(|d| &d.id == id);
+        if let Some(unknown) = args.ids.iter().find(|id| !known(id)) {
+            return Err(CliError::Refused(format!(
+                "no driver `{unknown}`: the masters know every active driver and the latest \
+                 ended ones (retained_drivers)"
+            )));
+        }
+        status.drivers.retain(|d| args.ids.contains(&d.id));
+    }
+    Ok(shown(&status, args.read.json, "drivers", render::drivers))
 }

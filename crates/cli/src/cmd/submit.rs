@@ -75,11 +75,7 @@ pub fn run(args: SubmitArgs) -> Result<String, CliError> {
             if let Ok(host) = std::env::var("MUSTER_DRIVER_HOST") {
                 env.insert("MUSTER_DRIVER_HOST".to_owned(), host);
             }
-            let name = if args.work.name.is_empty() {
-                file.name
-            } else {
-                args.work.name
-            };
+            let name = args.work.name.clone().unwrap_or(file.name);
             let job_args = vec!["job".to_owned(), "run".to_owned()];
             (program.display().to_string(), job_args, env, name)
         }
@@ -89,7 +85,7 @@ pub fn run(args: SubmitArgs) -> Result<String, CliError> {
                 program.clone(),
                 program_args.to_vec(),
                 BTreeMap::new(),
-                args.work.name,
+                args.work.name_or_program(program),
             )
         }
     };
