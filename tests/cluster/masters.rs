@@ -85,6 +85,34 @@ fn masters_elect_a_leader_survive_its_loss_and_keep_what_was_accepted() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+
+    // The logs are quiet: a peer that went and came back is one warning and one line, however
+    // many reads the leader confirmed meanwhile, and nothing else warns.
+    let log =
+        std::fs::read_to_string(masters.dir.path().join(format!("master-{second}.log"))).unwrap();
+    let about_the_first = |message: &str| {
+        log.lines()
+            .filter(|l| l.contains(message) && l.contains(&format!("peer={first} ")))
+            .count()
+    };
+    assert_eq!(
+        (
+            about_the_first("peer unreachable"),
+            about_the_first("peer reachable again")
+        ),
+        (1, 1),
+        "{log}"
+    );
+    for id in 1..=3 {
+        let log =
+            std::fs::read_to_string(masters.dir.path().join(format!("master-{id}.log"))).unwrap();
+        let loud: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+            .filter(|l| !l.contains("peer unreachable"))
+            .collect();
+        assert!(loud.is_empty(), "master {id}: {loud:#?}");
+    }
 }
 
 #[test]

@@ -599,6 +599,12 @@ fn the_submit_line_muster_dev_prints_runs_its_example_as_printed() {
     ));
     let sums = square_sums(100_000);
     assert!(said.contains(&format!("9 {}", sums[&9])), "{said}");
+    // A clean run ends cleanly: its executors' going at the end is no error.
+    let logged = stdout(&in_second_terminal(
+        crate::support::muster().args(["logs", "--stderr", &id]),
+    ));
+    let errors: Vec<&str> = logged.lines().filter(|l| l.contains(" ERROR ")).collect();
+    assert!(errors.is_empty(), "{errors:?}");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(dev.pid() as i32),
         nix::sys::signal::Signal::SIGTERM,

@@ -57,7 +57,7 @@ fn spark_lines(plugin: Option<&Path>, gateways: &[String]) -> Vec<String> {
         )),
         None => lines.push(
             "Spark REST submissions: SPARK_HOME is not set here, so the workers have none and \
-             submitted drivers fail; export it and start muster dev again"
+             submitted drivers fail; set it and start muster dev again"
                 .to_owned(),
         ),
     }

@@ -286,23 +286,43 @@ pub struct LogArgs {
 }
 
 /// Logs to standard error in `format`, `info` by default (`RUST_LOG` overrides).
+///
+/// openraft logs every failed call to a peer: each replication attempt, twice, each vote
+/// request and each heartbeat that confirms the lead for a read. The network logs a peer
+/// going away and coming back instead (`muster_raft::network`), so these are left out. Its
+/// core's warnings say only that it ignored a message outdated by an election or a
+/// membership change, which happens at every start.
 pub fn log_to_stderr(format: LogFormat) {
-    let log = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                // openraft logs every failed replication attempt, twice; the network logs a
-                // peer going away and coming back instead (muster_raft::network).
-                .unwrap_or_else(|_| {
-                    "info,openraft=warn,openraft::replication=off,\
-                     openraft::engine::handler::replication_handler=off"
-                        .into()
-                }),
-        )
-        .with_writer(std::io::stderr);
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+
+    let levels = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        "info,openraft=warn,openraft::core::raft_core=error,openraft::replication=off,\
+         openraft::engine::handler::replication_handler=off"
+            .into()
+    });
+    let logged =
+        tracing_subscriber::registry()
+            .with(levels)
+            .with(tracing_subscriber::filter::filter_fn(|event| {
+                !is_failed_peer_call(event)
+            }));
+    let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     match format {
-        LogFormat::Text => log.with_ansi(std::io::stderr().is_terminal()).init(),
-        LogFormat::Json => log.json().init(),
+        LogFormat::Text => logged
+            .with(lines.with_ansi(std::io::stderr().is_terminal()))
+            .init(),
+        LogFormat::Json => logged.with(lines.json()).init(),
     }
+}
+
+/// Whether `event` is openraft's error for one failed call to a peer (a vote, or a read's
+/// heartbeat): raised by its core, naming the peer (`target`) and the `error`.
+fn is_failed_peer_call(event: &tracing::Metadata<'_>) -> bool {
+    event.target() == "openraft::core::raft_core"
+        && *event.level() == tracing::Level::ERROR
+        && event.fields().field("target").is_some()
+        && event.fields().field("error").is_some()
 }
 
 /// Custom resources given to `flag` as `NAME=AMOUNT,...` (an empty list is none).

@@ -91,8 +91,13 @@ public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
     private final class WaitingEndpoint extends DriverEndpoint {
         @Override
         public void onDisconnected(RpcAddress address) {
+            if (stopping.get()) {
+                // Spark told its executors to shut down: their going is no loss to report (it
+                // was logged as an error, and could reach an endpoint already stopped).
+                return;
+            }
             Option<String> executor = addressToExecutorId().get(address);
-            if (executor.isEmpty() || stopping.get() || released.contains(executor.get())
+            if (executor.isEmpty() || released.contains(executor.get())
                     || !disableExecutor(executor.get())) {
                 super.onDisconnected(address);
                 return;
