@@ -247,11 +247,20 @@ fn a_failing_supervised_driver_is_restarted_on_its_worker() {
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    let status = wait_for(&masters, "status", |_| true);
+    // Restarts stay on the worker, and show: how many, and how the last run failed.
+    let status = wait_for(&masters, "the restarts reported", |s| {
+        driver(s, &id).is_some_and(|d| d["restarts"]["count"].as_u64() >= Some(2))
+    });
+    let shown = driver(&status, &id).unwrap();
     assert_eq!(
-        driver(&status, &id).unwrap()["state"],
-        "RUNNING",
-        "restarts stay on the worker"
+        (&shown["state"], &shown["restarts"]["last_exit_code"]),
+        (&serde_json::json!("RUNNING"), &serde_json::json!(1)),
+        "{shown}"
+    );
+    let table = stdout(&Masters::client(&masters.list_from(1), &["drivers", &id]));
+    assert!(
+        table.contains("restarted ") && table.contains("last failed with exit 1"),
+        "{table}"
     );
 }
 

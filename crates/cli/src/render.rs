@@ -121,28 +121,34 @@ fn used(usage: Option<UsageView>, granted_mb: Option<u64>) -> String {
     format!(", mem {}{granted} MB{cpu}", usage.memory_mb)
 }
 
-/// The drivers, running and recently ended, each followed by why it waits.
+/// The drivers, running and recently ended, each followed by why it waits, or, for a
+/// supervised one started again, its restarts.
 pub fn drivers(status: &StatusView) -> String {
     let mut out = format!(
-        "{:<28} {:<16} {:<12} {:<10} {:<11} {:<34} PROCESS\n",
-        "ID", "NAME", "USER", "QUEUE", "STATE", "WORKER"
+        "{:<28} {:<16} {:<12} {:<10} {:<11} {:<5} {:<7} {:<34} PROCESS\n",
+        "ID", "NAME", "USER", "QUEUE", "STATE", "CORES", "MEM", "WORKER"
     );
     for d in &status.drivers {
         let exit = d.exit_code.map(exit::describe).unwrap_or_default();
         let pid = d.pid.map(|pid| format!("pid {pid}")).unwrap_or_default();
         let _ = writeln!(
             out,
-            "{:<28} {:<16} {:<12} {:<10} {:<11} {:<34} {pid}{exit}{}",
+            "{:<28} {:<16} {:<12} {:<10} {:<11} {:<5} {:<7} {:<34} {pid}{exit}{}",
             d.id,
             d.name,
             d.user.as_deref().unwrap_or_default(),
             d.queue,
             d.state.name(),
+            d.cores,
+            d.memory_mb,
             d.worker.as_deref().unwrap_or_default(),
             used(d.usage, None)
         );
         if let Some(waiting) = &d.waiting {
             let _ = writeln!(out, "  waiting: {waiting}");
+        }
+        if let Some(restarts) = &d.restarts {
+            let _ = writeln!(out, "  {}", restarts.describe());
         }
     }
     out

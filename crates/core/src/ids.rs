@@ -175,15 +175,29 @@ pub struct Timestamp(pub u64);
 impl Timestamp {
     /// The time as `yyyyMMddHHmmss` in UTC, the middle part of Spark's app and driver ids.
     pub fn compact_utc(self) -> String {
+        let [year, month, day, hour, minute, second] = self.utc_fields();
+        format!("{year:04}{month:02}{day:02}{hour:02}{minute:02}{second:02}")
+    }
+
+    /// The time as `yyyy-MM-dd HH:mm:ss` in UTC, for people.
+    pub fn utc(self) -> String {
+        let [year, month, day, hour, minute, second] = self.utc_fields();
+        format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02}:{second:02}")
+    }
+
+    /// Year, month, day, hour, minute and second, in UTC.
+    fn utc_fields(self) -> [u64; 6] {
         let seconds = self.0 / 1000;
         let (days, second_of_day) = (seconds / 86_400, seconds % 86_400);
         let (year, month, day) = civil_from_days(days);
-        format!(
-            "{year:04}{month:02}{day:02}{:02}{:02}{:02}",
+        [
+            year,
+            month,
+            day,
             second_of_day / 3600,
             second_of_day / 60 % 60,
-            second_of_day % 60
-        )
+            second_of_day % 60,
+        ]
     }
 }
 
@@ -221,6 +235,11 @@ mod tests {
         // A leap day.
         assert_eq!(Timestamp(1_709_210_096_789).compact_utc(), "20240229123456");
         assert_eq!(Timestamp(4_102_444_799_000).compact_utc(), "20991231235959");
+        assert_eq!(
+            Timestamp(1_709_210_096_789).utc(),
+            "2024-02-29 12:34:56",
+            "the same time for people"
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use muster_core::access::QueueSpec;
-use muster_core::ids::{WorkId, WorkerId};
+use muster_core::ids::{WorkId, WorkerId, millis};
 use muster_core::limits::MAX_REQUEST_BYTES;
 use muster_core::queues::check_paths;
 use muster_proto::auth::{AUTHORIZATION, NamedUser, Tokens};
@@ -186,6 +186,17 @@ impl ClusterService {
                 ..v1::ProcessUsage::default()
             })
         };
+        let now = std::time::Instant::now();
+        let restarts = |key: ProcessKey| {
+            let seen = session.as_ref()?.restarts(&key)?;
+            Some(v1::Restarts {
+                count: seen.count,
+                last_exit_code: seen.last_exit_code,
+                starts_again_in_ms: seen
+                    .starts_again_at
+                    .map_or(0, |at| millis(at.saturating_duration_since(now))),
+            })
+        };
         let waiting = |id: &WorkId| {
             session
                 .as_ref()
@@ -256,6 +267,10 @@ impl ClusterService {
                         .unwrap_or_default(),
                     pid: pid(ProcessKey::Driver(d.id.clone())),
                     usage: usage(d.worker.as_ref(), ProcessKey::Driver(d.id.clone())),
+                    restarts: restarts(ProcessKey::Driver(d.id.clone())),
+                    resources: Some((&d.desc.resources).into()),
+                    submitted_at_ms: d.submitted_at.0,
+                    ended_at_ms: d.ended_at.map_or(0, |at| at.0),
                     addresses: address_lists(state.driver_addresses(&d.id)),
                     exit_code: d.exit_code,
                     waiting: if d.state == DriverState::Submitted {

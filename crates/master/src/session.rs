@@ -42,8 +42,8 @@ use tracing::Instrument;
 
 use crate::call::CallError;
 use crate::leader::{
-    Action, Close, Event, Leader, LeaderConfig, LinkId, ProcessKey, ProposalId, RecoveryState,
-    ToApp, ToWorker,
+    Action, Close, DriverRestarts, Event, Leader, LeaderConfig, LinkId, ProcessKey, ProposalId,
+    RecoveryState, ToApp, ToWorker,
 };
 use crate::metrics::Metrics;
 
@@ -187,6 +187,11 @@ impl Session {
     /// The process id a worker reported for `key`.
     pub fn pid(&self, key: &ProcessKey) -> Option<u32> {
         self.lock().leader.pid(key)
+    }
+
+    /// The restarts a worker reported for `key`, a supervised driver started again.
+    pub fn restarts(&self, key: &ProcessKey) -> Option<DriverRestarts> {
+        self.lock().leader.restarts(key)
     }
 
     /// What the process `key` on `worker` uses, as the worker last measured it.

@@ -19,6 +19,8 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::view::RestartsView;
+
 /// The Spark version the gateway says it serves: the one its protocol was tested against.
 pub(crate) const SERVER_SPARK_VERSION: &str = "4.3.0";
 /// The only protocol version there is.
@@ -608,6 +610,12 @@ impl Reply {
             (DriverState::Relaunching, _) => {
                 Some("the driver's worker was lost: it was relaunched under a new id".to_owned())
             }
+            (DriverState::Running, _) => driver.restarts.as_ref().map(|restarts| {
+                format!(
+                    "{}; `muster logs --stderr {id}` shows why",
+                    RestartsView::from(restarts).describe()
+                )
+            }),
             _ => None,
         };
         Self::Status {
@@ -984,5 +992,32 @@ mod tests {
             panic!("not a status")
         };
         assert!(!success, "an unknown driver is not found");
+    }
+
+    #[test]
+    fn a_status_says_a_supervised_driver_keeps_failing() {
+        let status = StatusReply {
+            drivers: vec![v1::DriverStatus {
+                id: "driver-1".to_owned(),
+                state: DriverState::Running.into(),
+                restarts: Some(v1::Restarts {
+                    count: 2,
+                    last_exit_code: Some(1),
+                    starts_again_in_ms: 4000,
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let Reply::Status { message, .. } = Reply::status("driver-1", &status) else {
+            panic!("not a status")
+        };
+        assert_eq!(
+            message.as_deref(),
+            Some(
+                "restarted 2 times, last failed with exit 1; starts again in 4.0 s; \
+                 `muster logs --stderr driver-1` shows why"
+            )
+        );
     }
 }

@@ -6,9 +6,10 @@
 use std::fmt::Display;
 
 use maud::{DOCTYPE, Markup, html};
+use muster_core::ids::Timestamp;
 use muster_proto::v1::{DriverState, WorkerState};
 
-use crate::view::{AppView, BuildView, DriverView, QueueRow, StatusView, WorkerView};
+use crate::view::{AppView, BuildView, DriverView, QueueRow, StatusView, WorkerView, duration};
 
 /// How often a page reloads itself, in seconds.
 const REFRESH_S: u32 = 5;
@@ -210,17 +211,24 @@ fn queues(queues: &[QueueRow], cores: u64) -> Markup {
 fn drivers_table(drivers: &[DriverView]) -> Markup {
     html! {
         table {
-            tr { th { "id" } th { "name" } th { "user" } th { "queue" } th { "state" } th { "worker" } th { "exit code" } th { "waiting" } }
+            tr {
+                th { "id" } th { "name" } th { "user" } th { "queue" } th { "submitted" }
+                th { "cores" } th { "memory (MB)" } th { "state" } th { "worker" }
+                th { "exit code" } th { "waiting or restarts" }
+            }
             @for d in drivers {
                 tr {
                     td { a href={ "driver/" (d.id) } { (d.id) } }
                     td { (d.name) }
                     td { (or_blank(d.user.as_ref())) }
                     td { (d.queue) }
+                    td { (Timestamp(d.submitted_at_ms).utc()) }
+                    td { (d.cores) }
+                    td { (d.memory_mb) }
                     td { (d.state.name()) }
                     td { (or_blank(d.worker.as_ref())) }
                     td { (or_blank(d.exit_code)) }
-                    td { (or_blank(d.waiting.as_ref())) }
+                    td { (or_blank(d.waiting.clone().or_else(|| d.restarts.map(|r| r.describe())))) }
                 }
             }
         }
@@ -281,11 +289,30 @@ pub(crate) fn app(status: &StatusView, id: &str) -> Option<Markup> {
 /// The page of driver `id`, if the status has it.
 pub(crate) fn driver(status: &StatusView, id: &str) -> Option<Markup> {
     let d = status.drivers.iter().find(|d| d.id == id)?;
+    let resources = d
+        .resources
+        .iter()
+        .map(|(name, amount)| format!("{name}: {amount}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let took = d
+        .ended_at_ms
+        .map(|ended| duration(ended.saturating_sub(d.submitted_at_ms)));
     let rows = [
         ("name", d.name.clone()),
         ("user", or_blank(d.user.as_ref())),
         ("queue", d.queue.clone()),
+        ("cores", d.cores.to_string()),
+        ("memory (MB)", d.memory_mb.to_string()),
+        ("resources", resources),
+        ("submitted", Timestamp(d.submitted_at_ms).utc()),
+        (
+            "ended",
+            or_blank(d.ended_at_ms.map(|at| Timestamp(at).utc())),
+        ),
+        ("from submission to end", or_blank(took)),
         ("state", d.state.name().to_owned()),
+        ("restarts", or_blank(d.restarts.map(|r| r.describe()))),
         ("worker", or_blank(d.worker.as_ref())),
         ("pid", or_blank(d.pid)),
         ("exit code", or_blank(d.exit_code)),
@@ -314,7 +341,8 @@ pub(crate) fn driver(status: &StatusView, id: &str) -> Option<Markup> {
 mod tests {
     use muster_proto::v1::{
         AccessList, AppState, AppStatus, DriverStatus, ExecutorState, ExecutorStatus, Member,
-        MemberRole, ProcessUsage, Queue, RecoveryState, Resources, StatusReply, WorkerStatus,
+        MemberRole, ProcessUsage, Queue, RecoveryState, Resources, Restarts, StatusReply,
+        WorkerStatus,
     };
 
     use super::*;
@@ -411,6 +439,14 @@ mod tests {
                 worker: "w1".into(),
                 pid: 40,
                 exit_code: Some(0),
+                resources: resources(1, 1024),
+                submitted_at_ms: 1_709_210_096_789,
+                ended_at_ms: 1_709_210_186_789,
+                restarts: Some(Restarts {
+                    count: 3,
+                    last_exit_code: Some(1),
+                    starts_again_in_ms: 0,
+                }),
                 ..DriverStatus::default()
             }],
             queues: vec![
@@ -468,7 +504,21 @@ mod tests {
             "{page}"
         );
         let page = driver(&status(), "driver-1").unwrap().into_string();
-        assert!(page.contains("<th>exit code</th><td>0</td>"), "{page}");
+        for part in [
+            "<th>exit code</th><td>0</td>",
+            "<th>cores</th><td>1</td></tr><tr><th>memory (MB)</th><td>1024</td>",
+            "<th>submitted</th><td>2024-02-29 12:34:56</td>",
+            "<th>from submission to end</th><td>1.5 min</td>",
+            "<th>restarts</th><td>restarted 3 times, last failed with exit 1</td>",
+        ] {
+            assert!(page.contains(part), "{part} in {page}");
+        }
+        let overview = overview(&status()).into_string();
+        assert!(
+            overview
+                .contains("<td>2024-02-29 12:34:56</td><td>1</td><td>1024</td><td>FINISHED</td>"),
+            "{overview}"
+        );
         assert!(app(&status(), "app-9").is_none());
         assert!(driver(&status(), "driver-9").is_none());
     }

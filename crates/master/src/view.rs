@@ -205,10 +205,22 @@ pub struct DriverView {
     pub user: Option<String>,
     /// SUBMITTED, RUNNING, RELAUNCHING, or how it ended.
     pub state: DriverState,
+    /// The cores it asked for.
+    pub cores: u32,
+    /// The memory it asked for, in MB.
+    pub memory_mb: u64,
+    /// The custom resources it asked for.
+    pub resources: BTreeMap<String, u32>,
+    /// When it was submitted, in Unix milliseconds.
+    pub submitted_at_ms: u64,
+    /// When it ended, in Unix milliseconds.
+    pub ended_at_ms: Option<u64>,
     /// Where it runs or ran, once placed.
     pub worker: Option<String>,
-    /// Its process id, once reported.
+    /// Its process id, once reported; none while a supervised driver waits to start again.
     pub pid: Option<u32>,
+    /// A supervised driver's restarts on its worker, once it failed and was started again.
+    pub restarts: Option<RestartsView>,
     /// What it uses, where measured.
     pub usage: Option<UsageView>,
     /// The addresses it holds, by resource.
@@ -219,6 +231,57 @@ pub struct DriverView {
     pub exit_reason: Option<&'static str>,
     /// Why it waits, if it does.
     pub waiting: Option<String>,
+}
+
+/// A supervised driver's restarts on its worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct RestartsView {
+    /// How many times it was started again.
+    pub count: u32,
+    /// The exit code of its last failed run, when it had one.
+    pub last_exit_code: Option<i32>,
+    /// While it waits to start again, in how many milliseconds it does.
+    pub starts_again_in_ms: Option<u64>,
+}
+
+impl From<&v1::Restarts> for RestartsView {
+    fn from(r: &v1::Restarts) -> Self {
+        Self {
+            count: r.count,
+            last_exit_code: r.last_exit_code,
+            starts_again_in_ms: (r.starts_again_in_ms != 0).then_some(r.starts_again_in_ms),
+        }
+    }
+}
+
+impl RestartsView {
+    /// `restarted 3 times, last failed with exit 1`, and while it waits, `; starts again in
+    /// 4.0 s`.
+    pub fn describe(&self) -> String {
+        let times = match self.count {
+            1 => "once".to_owned(),
+            n => format!("{n} times"),
+        };
+        let last = self
+            .last_exit_code
+            .map(|code| format!(", last failed with {}", exit::describe(code)))
+            .unwrap_or_default();
+        let next = self
+            .starts_again_in_ms
+            .map(|ms| format!("; starts again in {:.1} s", ms as f64 / 1000.0))
+            .unwrap_or_default();
+        format!("restarted {times}{last}{next}")
+    }
+}
+
+/// A span of time for people: `850 ms`, `42 s`, `3.5 min`, `2.0 h`.
+pub fn duration(ms: u64) -> String {
+    match ms {
+        0..1_000 => format!("{ms} ms"),
+        1_000..60_000 => format!("{} s", ms / 1000),
+        60_000..3_600_000 => format!("{:.1} min", ms as f64 / 60_000.0),
+        _ => format!("{:.1} h", ms as f64 / 3_600_000.0),
+    }
 }
 
 /// What a process uses.
@@ -410,14 +473,21 @@ fn ended_app(a: &v1::AppStatus) -> EndedAppView {
 }
 
 fn driver(d: &v1::DriverStatus) -> DriverView {
+    let resources = d.resources.clone().unwrap_or_default();
     DriverView {
         id: d.id.clone(),
         name: d.name.clone(),
         queue: d.queue.clone(),
         user: set(&d.user),
         state: d.state(),
+        cores: resources.cores,
+        memory_mb: resources.memory_mb,
+        resources: custom(&resources),
+        submitted_at_ms: d.submitted_at_ms,
+        ended_at_ms: (d.ended_at_ms != 0).then_some(d.ended_at_ms),
         worker: set(&d.worker),
         pid: (d.pid != 0).then_some(d.pid),
+        restarts: d.restarts.as_ref().map(RestartsView::from),
         usage: d.usage.as_ref().map(usage),
         addresses: addresses(&d.addresses),
         exit_code: d.exit_code,

@@ -2,6 +2,8 @@
 //! [`Event`]s and the log's [`Op`]s: the one translation from the wire, without I/O, so the
 //! services only carry messages and tests and fuzzing feed the same checks the master runs.
 
+use std::time::Duration;
+
 use muster_core::ids::{AppId, DriverId, ExecutorId, WorkId, WorkerId};
 use muster_core::limits;
 use muster_core::model::WorkerState;
@@ -18,7 +20,9 @@ use muster_state::model::{DriverState, ExecutorState};
 use muster_state::{ApplyError, ClusterState, Op};
 use tonic::Status;
 
-use crate::leader::{AppRequest, Event, LinkId, ProcessKey, Registration, Report, Update};
+use crate::leader::{
+    AppRequest, Event, LinkId, ProcessKey, Registration, Report, Restarts, RunningProcess, Update,
+};
 
 /// The op a kill request writes. Ids say what they name, so the op is chosen without reading
 /// the state and a retried kill is deduplicated like any other write.
@@ -167,12 +171,19 @@ pub fn registration(register: Register) -> Result<Registration, Status> {
         .map_err(|e| Status::invalid_argument(e.to_string()))?;
     let executors = register.executors.into_iter().map(|e| {
         let key = ProcessKey::Executor(e.app_id.as_str().into(), ExecutorId(e.executor_id));
-        (key, e.pid)
+        let runs = RunningProcess {
+            pid: e.pid,
+            restarts: None,
+        };
+        (key, runs)
     });
-    let drivers = register
-        .drivers
-        .into_iter()
-        .map(|d| (ProcessKey::Driver(d.driver_id.as_str().into()), d.pid));
+    let drivers = register.drivers.into_iter().map(|d| {
+        let runs = RunningProcess {
+            pid: d.pid,
+            restarts: d.restarts.map(restarts),
+        };
+        (ProcessKey::Driver(d.driver_id.as_str().into()), runs)
+    });
     let mut reports = register
         .executor_updates
         .into_iter()
@@ -250,8 +261,19 @@ fn driver_report(update: DriverUpdate) -> Result<Report, Status> {
             state,
             exit_code: update.exit_code,
             pid: update.pid,
+            restarts: update.restarts.map(restarts),
         },
     })
+}
+
+/// A supervised driver's restarts, as its worker reported them.
+fn restarts(reported: muster_proto::v1::Restarts) -> Restarts {
+    Restarts {
+        count: reported.count,
+        last_exit_code: reported.last_exit_code,
+        starts_again_in: (reported.starts_again_in_ms > 0)
+            .then(|| Duration::from_millis(reported.starts_again_in_ms)),
+    }
 }
 
 /// The leader's event for one message on worker `worker`'s stream, if it means one.

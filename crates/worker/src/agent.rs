@@ -280,6 +280,9 @@ impl Agent {
                     });
                 }
                 Workload::Driver { driver } => drivers.push(RunningDriver {
+                    restarts: self.restarts(&Workload::Driver {
+                        driver: driver.clone(),
+                    }),
                     driver_id: driver.0,
                     pid,
                 }),
@@ -446,6 +449,9 @@ impl Agent {
         }
         self.metrics.running(&self.supervisor.running());
         let mut report = report(event)?;
+        if let (Up::Driver(update), ProcessState::Running { .. }) = (&mut report, &event.state) {
+            update.restarts = self.restarts(&event.workload);
+        }
         if event.state == ProcessState::Killed && self.fenced.remove(&event.workload) {
             // Not asked for by any leader: a supervised driver must run again elsewhere.
             if let Up::Driver(update) = &mut report {
@@ -462,6 +468,20 @@ impl Agent {
         self.unacknowledged.insert(seq, report.clone());
         self.metrics.unacknowledged(self.unacknowledged.len());
         Some(report)
+    }
+
+    /// What the leader is told of `workload`'s restarts, a supervised driver started again
+    /// here.
+    fn restarts(&self, workload: &Workload) -> Option<v1::Restarts> {
+        let restarts = self.supervisor.restarts(workload)?;
+        let starts_again_in = restarts.starts_again_at.map_or(Duration::ZERO, |at| {
+            at.saturating_duration_since(std::time::Instant::now())
+        });
+        Some(v1::Restarts {
+            count: restarts.count,
+            last_exit_code: restarts.last_exit_code,
+            starts_again_in_ms: millis(starts_again_in),
+        })
     }
 
     /// Carries out one command from the leader, unless an older term sent it.
@@ -672,15 +692,16 @@ fn last_fence(work_dir: &std::path::Path) -> Option<(Duration, Instant)> {
     ))
 }
 
-/// The report a process event makes to the leader, if any (restarts are local), not yet
-/// numbered.
+/// The report a process event makes to the leader, if any, not yet numbered. A supervised
+/// driver's failed run is reported as RUNNING without a process, with its restarts.
 fn report(event: &ProcessEvent) -> Option<Up> {
     let (pid, exit_code) = match event.state {
         ProcessState::Running { pid } => (pid, None),
         ProcessState::Exited { code } => (0, Some(code)),
         ProcessState::OutOfMemory => (0, Some(exit::OVER_MEMORY_LIMIT)),
-        ProcessState::Restarting { .. } => return None,
-        ProcessState::Killed | ProcessState::Failed { .. } => (0, None),
+        ProcessState::Killed | ProcessState::Failed { .. } | ProcessState::Restarting { .. } => {
+            (0, None)
+        }
     };
     let body = match &event.workload {
         Workload::Executor { app, executor } => {
@@ -688,9 +709,11 @@ fn report(event: &ProcessEvent) -> Option<Up> {
                 ProcessState::Running { .. } => v1::ExecutorState::Running,
                 ProcessState::Killed => v1::ExecutorState::Killed,
                 ProcessState::Exited { .. } => v1::ExecutorState::Exited,
-                ProcessState::OutOfMemory
-                | ProcessState::Failed { .. }
-                | ProcessState::Restarting { .. } => v1::ExecutorState::Failed,
+                ProcessState::OutOfMemory | ProcessState::Failed { .. } => {
+                    v1::ExecutorState::Failed
+                }
+                // Only drivers are supervised.
+                ProcessState::Restarting { .. } => return None,
             };
             Up::Executor(ExecutorUpdate {
                 app_id: app.to_string(),
@@ -703,13 +726,25 @@ fn report(event: &ProcessEvent) -> Option<Up> {
         }
         Workload::Driver { driver } => {
             let state = match event.state {
-                ProcessState::Running { .. } => v1::DriverState::Running,
+                ProcessState::Running { .. } | ProcessState::Restarting { .. } => {
+                    v1::DriverState::Running
+                }
                 ProcessState::Killed => v1::DriverState::Killed,
                 ProcessState::Exited { code: 0 } => v1::DriverState::Finished,
                 ProcessState::Exited { .. } | ProcessState::OutOfMemory => v1::DriverState::Failed,
-                ProcessState::Failed { .. } | ProcessState::Restarting { .. } => {
-                    v1::DriverState::Error
-                }
+                ProcessState::Failed { .. } => v1::DriverState::Error,
+            };
+            let restarts = match event.state {
+                ProcessState::Restarting {
+                    attempt,
+                    after,
+                    last_exit_code,
+                } => Some(v1::Restarts {
+                    count: attempt,
+                    last_exit_code,
+                    starts_again_in_ms: millis(after),
+                }),
+                _ => None,
             };
             Up::Driver(DriverUpdate {
                 driver_id: driver.0.clone(),
@@ -717,6 +752,7 @@ fn report(event: &ProcessEvent) -> Option<Up> {
                 exit_code,
                 pid,
                 seq: 0,
+                restarts,
             })
         }
     };

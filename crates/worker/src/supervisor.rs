@@ -30,6 +30,7 @@ use muster_core::ids::{AppId, DriverId, ExecutorId};
 use muster_core::limits::names_a_directory;
 use muster_core::resources::{ResourceAddresses, Resources, Usage};
 use muster_proto::auth::{CREDENTIAL_VARIABLE, SECRET_FILE_VARIABLE};
+use muster_proto::exit;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
@@ -288,6 +289,9 @@ pub enum ProcessState {
         attempt: u32,
         /// The back-off before it.
         after: Duration,
+        /// The exit code of the run that failed, when it had one (the over-memory code when
+        /// the kernel killed it).
+        last_exit_code: Option<i32>,
     },
     /// A restart could not start the program; the workload is over.
     Failed {
@@ -325,9 +329,22 @@ pub enum LaunchError {
     Isolation(#[from] IsolationError),
 }
 
+/// A supervised driver's restarts on this worker: how many, how its last failed run ended,
+/// and while it waits to start again, when it does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Restarts {
+    /// How many times it was started again.
+    pub count: u32,
+    /// The exit code of its last failed run, when it had one.
+    pub last_exit_code: Option<i32>,
+    /// When it starts again, while it waits to.
+    pub starts_again_at: Option<Instant>,
+}
+
 /// A running workload: its current process id and the way to ask its monitor to kill it.
 struct Running {
     pid: Arc<Mutex<u32>>,
+    restarts: Arc<Mutex<Restarts>>,
     /// Taken once a kill is asked: the process is stopping.
     kill: Option<oneshot::Sender<Duration>>,
     done: oneshot::Receiver<()>,
@@ -430,10 +447,12 @@ impl Supervisor {
         let (kill, kill_requested) = oneshot::channel();
         let (finished, done) = oneshot::channel();
         let pid_cell = Arc::new(Mutex::new(pid));
+        let restarts = Arc::new(Mutex::new(Restarts::default()));
         running.insert(
             launcher.spec.workload.clone(),
             Running {
                 pid: Arc::clone(&pid_cell),
+                restarts: Arc::clone(&restarts),
                 kill: Some(kill),
                 done,
             },
@@ -445,6 +464,7 @@ impl Supervisor {
             events: self.events.clone(),
             running: Arc::clone(&self.running),
             pid: pid_cell,
+            restarts,
             group,
             kill_requested,
             _finished: finished,
@@ -603,6 +623,18 @@ impl Supervisor {
         running
             .get(workload)
             .map(|r| *r.pid.lock().expect("pid lock"))
+    }
+
+    /// The restarts of `workload`, a supervised driver started again here since this agent
+    /// watches it; `None` for one never started again.
+    pub fn restarts(&self, workload: &Workload) -> Option<Restarts> {
+        let running = self.running.lock().expect("running lock");
+        let restarts = *running
+            .get(workload)?
+            .restarts
+            .lock()
+            .expect("restarts lock");
+        (restarts.count > 0).then_some(restarts)
     }
 
     /// The workloads running now, with their process ids.
@@ -786,6 +818,7 @@ struct Monitor {
     events: mpsc::UnboundedSender<ProcessEvent>,
     running: Arc<Mutex<BTreeMap<Workload, Running>>>,
     pid: Arc<Mutex<u32>>,
+    restarts: Arc<Mutex<Restarts>>,
     /// The control group of the current run, when processes are limited.
     group: Option<ProcessGroup>,
     kill_requested: oneshot::Receiver<Duration>,
@@ -807,8 +840,12 @@ impl Monitor {
     fn report(&self, state: ProcessState) {
         match &state {
             ProcessState::Running { pid } => tracing::info!(pid, "running"),
-            ProcessState::Restarting { attempt, after } => {
-                tracing::info!(attempt, ?after, "restarting");
+            ProcessState::Restarting {
+                attempt,
+                after,
+                last_exit_code,
+            } => {
+                tracing::info!(attempt, ?after, ?last_exit_code, "restarting");
             }
             ended => tracing::info!(state = ?ended, "ended"),
         }
@@ -842,7 +879,6 @@ impl Monitor {
 
     async fn run(mut self, mut child: Child) {
         let mut backoff = self.config.restart_backoff;
-        let mut attempt = 0;
         loop {
             let pid = child.id().expect("a running child has an id");
             *self.pid.lock().expect("pid lock") = pid;
@@ -876,8 +912,12 @@ impl Monitor {
             if started.elapsed() >= self.config.successful_run {
                 backoff = self.config.restart_backoff;
             }
-            attempt += 1;
-            match self.restart(attempt, backoff).await {
+            let last_exit_code = if out_of_memory {
+                exit::OVER_MEMORY_LIMIT
+            } else {
+                code
+            };
+            match self.restart(backoff, Some(last_exit_code)).await {
                 Some(next) => child = next,
                 None => return,
             }
@@ -885,13 +925,24 @@ impl Monitor {
         }
     }
 
-    /// Reports a restart, waits `backoff` and starts the program again; `None` when it was
-    /// killed meanwhile or could not start (reported).
-    async fn restart(&mut self, attempt: u32, backoff: Duration) -> Option<Child> {
+    /// Reports a restart after a run that ended with `last_exit_code`, waits `backoff` and
+    /// starts the program again; `None` when it was killed meanwhile or could not start
+    /// (reported).
+    async fn restart(&mut self, backoff: Duration, last_exit_code: Option<i32>) -> Option<Child> {
         self.records.remove(self.current_pid());
+        let attempt = {
+            let mut restarts = self.restarts.lock().expect("restarts lock");
+            *restarts = Restarts {
+                count: restarts.count + 1,
+                last_exit_code,
+                starts_again_at: Some(Instant::now() + backoff),
+            };
+            restarts.count
+        };
         self.report(ProcessState::Restarting {
             attempt,
             after: backoff,
+            last_exit_code,
         });
         tokio::select! {
             () = tokio::time::sleep(backoff) => {}
@@ -907,6 +958,7 @@ impl Monitor {
                 if let Err(error) = self.records.write(&self.launcher.spec, pid) {
                     tracing::warn!(%error, "cannot record a restarted process");
                 }
+                self.restarts.lock().expect("restarts lock").starts_again_at = None;
                 Some(child)
             }
             Err(e) => {
@@ -939,7 +991,12 @@ impl Monitor {
         let out_of_memory = self.release_group(code).await;
         if self.launcher.spec.supervise && (out_of_memory || code.is_some_and(|code| code != 0)) {
             let backoff = self.config.restart_backoff;
-            if let Some(child) = self.restart(1, backoff).await {
+            let last_exit_code = if out_of_memory {
+                Some(exit::OVER_MEMORY_LIMIT)
+            } else {
+                code
+            };
+            if let Some(child) = self.restart(backoff, last_exit_code).await {
                 self.run(child).await;
             }
             return;

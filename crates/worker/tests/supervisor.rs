@@ -250,9 +250,20 @@ async fn a_failing_supervised_driver_restarts_with_doubling_back_off() {
     while waits.len() < 3 {
         match next(&mut events).await.state {
             ProcessState::Running { .. } => {}
-            ProcessState::Restarting { attempt, after } => {
-                assert_eq!(attempt as usize, waits.len() + 1);
+            ProcessState::Restarting {
+                attempt,
+                after,
+                last_exit_code,
+            } => {
+                assert_eq!(
+                    (attempt as usize, last_exit_code),
+                    (waits.len() + 1, Some(1))
+                );
                 waits.push(after);
+                // What the agent tells the leader: this restart or a later one, and the exit.
+                let restarts = supervisor.restarts(&workload).expect("restarted");
+                assert!(restarts.count >= attempt, "{restarts:?}");
+                assert_eq!(restarts.last_exit_code, Some(1));
             }
             other => panic!("unexpected {other:?}"),
         }

@@ -80,11 +80,11 @@ use liveness::Liveness;
 use passes::Passes;
 pub use preemption::PreemptionPolicy;
 use preemption::Preemptor;
-pub use processes::LAUNCH_ATTEMPTS;
+pub use processes::{DriverRestarts, LAUNCH_ATTEMPTS};
 use processes::{Processes, Unconfirmed, placed_on};
 pub use protocol::{
-    Action, AppRequest, Close, Event, LinkId, ProcessKey, ProposalId, Registration, Report, ToApp,
-    ToWorker, Update,
+    Action, AppRequest, Close, Event, LinkId, ProcessKey, ProposalId, Registration, Report,
+    Restarts, RunningProcess, ToApp, ToWorker, Update,
 };
 use recovery::Recovery;
 pub use recovery::RecoveryState;
@@ -140,7 +140,7 @@ enum Purpose {
     Register {
         link: LinkId,
         worker: WorkerId,
-        running: BTreeMap<ProcessKey, u32>,
+        running: BTreeMap<ProcessKey, RunningProcess>,
     },
     /// A worker lost to silence, on the link it had then.
     Lost {
@@ -244,6 +244,11 @@ impl Leader {
         self.processes.pid(key)
     }
 
+    /// The restarts a worker reported for `key`, a supervised driver started again.
+    pub fn restarts(&self, key: &ProcessKey) -> Option<DriverRestarts> {
+        self.processes.restarts(key)
+    }
+
     /// What the process `key` on `worker` uses, as the worker last measured it, while it
     /// runs.
     pub fn usage(&self, worker: &WorkerId, key: &ProcessKey) -> Option<Usage> {
@@ -304,7 +309,7 @@ impl Leader {
             }
             Event::WorkerReport { link, report } => {
                 if let Some(worker) = self.current_worker(now, link, state) {
-                    self.report(state, link, &worker, Some(report.seq), report.update);
+                    self.report(now, state, link, &worker, Some(report.seq), report.update);
                 }
             }
             Event::AppAttached {
@@ -474,7 +479,7 @@ impl Leader {
             .attach_worker(link, worker.clone(), registration.build, now);
         // Reports first: what ended during the failover is in the log before reconciliation.
         for report in registration.reports {
-            self.report(state, link, &worker, Some(report.seq), report.update);
+            self.report(now, state, link, &worker, Some(report.seq), report.update);
         }
         self.propose(
             registration.worker.op(registration.addresses),
@@ -490,6 +495,7 @@ impl Leader {
     /// without the log; either way the worker hears that report `seq` is done with.
     fn report(
         &mut self,
+        now: Instant,
         state: &ClusterState,
         link: LinkId,
         worker: &WorkerId,
@@ -498,7 +504,7 @@ impl Leader {
     ) {
         let process = update.process();
         let started = update.started();
-        let Some(op) = self.report_op(state, link, worker, update) else {
+        let Some(op) = self.report_op(now, state, link, worker, update) else {
             if let Some(seq) = seq {
                 self.send(link, ToWorker::Acknowledged(vec![seq]));
             }
@@ -520,6 +526,7 @@ impl Leader {
     /// end, the worker it was stopped on.
     fn report_op(
         &mut self,
+        now: Instant,
         state: &ClusterState,
         link: LinkId,
         worker: &WorkerId,
@@ -541,9 +548,13 @@ impl Leader {
             Update::Driver {
                 state: DriverState::Running,
                 pid,
+                restarts,
                 ..
             } => {
-                self.processes.running(process, pid);
+                self.processes.running(process.clone(), pid);
+                if let Some(restarts) = restarts {
+                    self.processes.restarted(now, process, restarts);
+                }
                 None
             }
             Update::Driver {
@@ -856,7 +867,7 @@ impl Leader {
         state: &ClusterState,
         link: LinkId,
         worker: &WorkerId,
-        running: &BTreeMap<ProcessKey, u32>,
+        running: &BTreeMap<ProcessKey, RunningProcess>,
     ) {
         if !self.links.registered(worker, link) {
             // Gone, or a newer stream registered since; that one reconciles.
@@ -877,11 +888,14 @@ impl Leader {
                 expected.insert(ProcessKey::Driver(driver.id.clone()), None);
             }
         }
-        for (process, pid) in running {
+        for (process, runs) in running {
             match expected.get(process) {
                 None => self.send(link, process.kill()),
                 Some(executor_state) => {
-                    self.processes.running(process.clone(), *pid);
+                    self.processes.running(process.clone(), runs.pid);
+                    if let Some(restarts) = runs.restarts {
+                        self.processes.restarted(now, process.clone(), restarts);
+                    }
                     if let (ProcessKey::Executor(app, executor), Some(ExecutorState::Launching)) =
                         (process, executor_state)
                     {
@@ -890,9 +904,9 @@ impl Leader {
                             executor: *executor,
                             state: ExecutorState::Running,
                             exit_code: None,
-                            pid: *pid,
+                            pid: runs.pid,
                         };
-                        self.report(state, link, worker, None, update);
+                        self.report(now, state, link, worker, None, update);
                     }
                 }
             }

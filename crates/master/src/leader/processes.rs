@@ -1,6 +1,7 @@
 //! The processes workers run for the log, as this leader has heard of them: launches sent and
 //! not yet confirmed by a RUNNING report (sent again after the launch timeout, given up
-//! after [`LAUNCH_ATTEMPTS`]), the process id of each that runs, and what each uses.
+//! after [`LAUNCH_ATTEMPTS`]), the process id of each that runs, what each uses, and the
+//! restarts of supervised drivers that failed.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -10,7 +11,7 @@ use muster_core::resources::Usage;
 use muster_state::ClusterState;
 use muster_state::model::ExecutorState;
 
-use super::protocol::ProcessKey;
+use super::protocol::{ProcessKey, Restarts};
 
 /// How many times a launch is sent before it is given up as lost.
 pub const LAUNCH_ATTEMPTS: u32 = 3;
@@ -32,6 +33,17 @@ pub(super) enum Unconfirmed {
     GiveUp(AppId, ExecutorId),
 }
 
+/// A supervised driver's restarts, as this leader heard of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DriverRestarts {
+    /// How many times it was started again.
+    pub count: u32,
+    /// The exit code of its last failed run, when it had one.
+    pub last_exit_code: Option<i32>,
+    /// When it starts again, while it waits to.
+    pub starts_again_at: Option<Instant>,
+}
+
 /// Launches in flight, and the processes known to run.
 #[derive(Debug, Default)]
 pub(super) struct Processes {
@@ -39,9 +51,28 @@ pub(super) struct Processes {
     pids: BTreeMap<ProcessKey, u32>,
     /// What each worker's running processes use, as its last heartbeat measured it.
     usage: BTreeMap<WorkerId, BTreeMap<ProcessKey, Usage>>,
+    restarts: BTreeMap<ProcessKey, DriverRestarts>,
 }
 
 impl Processes {
+    /// The restarts a worker reported for `process`, a supervised driver.
+    pub(super) fn restarts(&self, process: &ProcessKey) -> Option<DriverRestarts> {
+        self.restarts.get(process).copied()
+    }
+
+    /// `process` was started again on its worker, as reported at `now`; while it waits to
+    /// start again, no process of it runs.
+    pub(super) fn restarted(&mut self, now: Instant, process: ProcessKey, restarts: Restarts) {
+        if restarts.starts_again_in.is_some() {
+            self.pids.remove(&process);
+        }
+        let seen = DriverRestarts {
+            count: restarts.count,
+            last_exit_code: restarts.last_exit_code,
+            starts_again_at: restarts.starts_again_in.map(|wait| now + wait),
+        };
+        self.restarts.insert(process, seen);
+    }
     /// The process id a worker reported for `process`.
     pub(super) fn pid(&self, process: &ProcessKey) -> Option<u32> {
         self.pids.get(process).copied()
@@ -95,6 +126,7 @@ impl Processes {
     pub(super) fn ended(&mut self, process: &ProcessKey) {
         self.pids.remove(process);
         self.launches.remove(process);
+        self.restarts.remove(process);
     }
 
     /// Launches unconfirmed for `timeout` at `now`, and what to do about each. A launch the

@@ -71,7 +71,8 @@ pub enum Update {
         /// Its process id, when it runs.
         pid: u32,
     },
-    /// A driver started (RUNNING, with its pid) or ended.
+    /// A driver started (RUNNING, with its pid) or ended; or, supervised, it failed and
+    /// waits to start again (RUNNING without a pid).
     Driver {
         /// The driver.
         driver: DriverId,
@@ -81,7 +82,29 @@ pub enum Update {
         exit_code: Option<i32>,
         /// Its process id, when it runs.
         pid: u32,
+        /// Its restarts on its worker, when it was started again.
+        restarts: Option<Restarts>,
     },
+}
+
+/// A process a registering worker runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunningProcess {
+    /// Its process id.
+    pub pid: u32,
+    /// A supervised driver's restarts, when it was started again.
+    pub restarts: Option<Restarts>,
+}
+
+/// A supervised driver that failed and was started again on its worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Restarts {
+    /// How many times.
+    pub count: u32,
+    /// The exit code of its last failed run, when it had one.
+    pub last_exit_code: Option<i32>,
+    /// While it waits to start again, how long after the report it does.
+    pub starts_again_in: Option<Duration>,
 }
 
 impl Update {
@@ -124,8 +147,8 @@ pub struct Registration {
     pub worker: RegisterWorker,
     /// The addresses of its custom resources, where it named them.
     pub addresses: ResourceAddresses,
-    /// What it runs now, with process ids.
-    pub running: BTreeMap<ProcessKey, u32>,
+    /// What it runs now.
+    pub running: BTreeMap<ProcessKey, RunningProcess>,
     /// Reports no leader has acknowledged, oldest first.
     pub reports: Vec<Report>,
     /// The build its agent runs, if it said (agents of release 0.1.0 do not).

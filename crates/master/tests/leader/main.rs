@@ -24,10 +24,12 @@
 //!   ticked every 100 ms as the session does; `alive=LINK` heartbeats on that link before
 //!   every tick, quietly), `pause ms=N` (the leader stood still: one tick
 //!   after the gap);
-//! * `register link=N worker=ID [cores=4] [mem=4096] [running=PROCESS@PID]...
+//! * `register link=N worker=ID [cores=4] [mem=4096] [running=PROCESS@PID[@RESTARTS]]...
 //!   [report=SEQ@PROCESS@STATE[@CODE]]...` (keys repeat);
-//! * `heartbeat link=N`, `report link=N seq=N PROCESS STATE [code=N] [pid=N]`, `close
-//!   link=N`;
+//! * `heartbeat link=N`, `report link=N seq=N PROCESS STATE [code=N] [pid=N]
+//!   [restarts=COUNT@LAST_EXIT[@IN_MS]]` (a supervised driver started again on its worker,
+//!   waiting IN_MS to), `close link=N`; `processes PROCESS...` (the pid and restarts the
+//!   leader keeps);
 //! * `attach link=N app=ID [user=NAME] [live=ID]...` (attached with NAME's credential as it
 //!   is now; naming the executors its client has not seen end),
 //!   `app_request link=N heartbeat|finish|unlimited|limit n=N|release id=N...`;
@@ -47,7 +49,7 @@ use muster_core::model::PassConfig;
 use muster_core::resources::{ResourceAmounts, Resources, Usage};
 use muster_master::leader::{
     Action, AppRequest, Event, Leader, LeaderConfig, LinkId, PreemptionPolicy, ProcessKey,
-    ProposalId, Registration, Report, ToApp, ToWorker, Update,
+    ProposalId, Registration, Report, Restarts, RunningProcess, ToApp, ToWorker, Update,
 };
 use muster_state::commands::{
     AddUser, ApplyPlan, By, DrainWorker, ExecutorStateChanged, KillApp, KillDriver, RaiseLogFormat,
@@ -252,8 +254,11 @@ impl goldenscript::Runner for Runner {
                     .list("running")
                     .into_iter()
                     .map(|item| {
-                        let (process, pid) = item.rsplit_once('@').ok_or("PROCESS@PID")?;
-                        Ok((parse_process(process)?, pid.parse()?))
+                        let mut parts = item.splitn(3, '@');
+                        let process = parse_process(parts.next().unwrap_or_default())?;
+                        let pid = parts.next().ok_or("PROCESS@PID[@RESTARTS]")?.parse()?;
+                        let restarts = parts.next().map(parse_restarts).transpose()?;
+                        Ok((process, RunningProcess { pid, restarts }))
                     })
                     .collect::<Result<_, Box<dyn Error>>>()?;
                 let reports = args
@@ -289,6 +294,32 @@ impl goldenscript::Runner for Runner {
                     .collect::<Result<_, Box<dyn Error>>>()?;
                 self.step(Event::WorkerHeartbeat { link, usage })?
             }
+            // The process id and restarts the leader keeps of each named process.
+            "processes" => {
+                let leader = self.leader.as_ref().ok_or("no leader elected")?;
+                let mut output = String::new();
+                loop {
+                    let process = args.positional_or_empty();
+                    if process.is_empty() {
+                        break;
+                    }
+                    let key = parse_process(process)?;
+                    let pid = leader
+                        .pid(&key)
+                        .map_or("no pid".to_owned(), |pid| format!("pid {pid}"));
+                    let restarts = leader.restarts(&key).map_or(String::new(), |r| {
+                        let next = r.starts_again_at.map_or(String::new(), |at| {
+                            format!(", starts again in {:?}", at.duration_since(self.now))
+                        });
+                        format!(
+                            ", restarts {} last exit {:?}{next}",
+                            r.count, r.last_exit_code
+                        )
+                    });
+                    output += &format!("{process}: {pid}{restarts}\n");
+                }
+                output
+            }
             // What the leader keeps of each named process's use on worker `worker=`.
             "usage" => {
                 let worker = WorkerId::from(args.key("worker")?);
@@ -319,7 +350,14 @@ impl goldenscript::Runner for Runner {
                 let state = args.positional()?;
                 let code = args.optional::<i32>("code")?;
                 let pid = args.number("pid", 0)?;
-                let update = update(process, state, code, pid)?;
+                let mut update = update(process, state, code, pid)?;
+                if let Update::Driver { restarts, .. } = &mut update {
+                    *restarts = args
+                        .optional::<String>("restarts")?
+                        .as_deref()
+                        .map(parse_restarts)
+                        .transpose()?;
+                }
                 self.step(Event::WorkerReport {
                     link,
                     report: Report { seq, update },
@@ -771,6 +809,22 @@ fn parse_process(text: &str) -> Result<ProcessKey, Box<dyn Error>> {
     })
 }
 
+/// `COUNT@LAST_EXIT[@IN_MS]`: restarted COUNT times, the last run exited LAST_EXIT, and it
+/// starts again IN_MS after the report (running again without it).
+fn parse_restarts(text: &str) -> Result<Restarts, Box<dyn Error>> {
+    let parts: Vec<&str> = text.split('@').collect();
+    let (count, last, wait) = match parts.as_slice() {
+        [count, last] => (count, last, None),
+        [count, last, wait] => (count, last, Some(Duration::from_millis(wait.parse()?))),
+        _ => return Err(format!("bad restarts {text}").into()),
+    };
+    Ok(Restarts {
+        count: count.parse()?,
+        last_exit_code: Some(last.parse()?),
+        starts_again_in: wait,
+    })
+}
+
 /// `SEQ@PROCESS@STATE[@CODE]`.
 fn parse_report(text: &str) -> Result<Report, Box<dyn Error>> {
     let parts: Vec<&str> = text.split('@').collect();
@@ -817,6 +871,7 @@ fn update(
             },
             exit_code: code,
             pid,
+            restarts: None,
         },
     })
 }
