@@ -346,6 +346,20 @@ fn a_lost_workers_supervised_driver_relaunches_elsewhere_under_a_new_id() {
         .iter()
         .find(|d| d["state"] == "RUNNING")
         .unwrap();
+    // The old id names its successor.
+    assert_eq!(
+        driver(&status, &id).unwrap()["relaunched_as"],
+        relaunched["id"],
+        "{status}"
+    );
+    let table = stdout(&Masters::client(&masters.list_from(1), &["drivers", &id]));
+    assert!(
+        table.contains(&format!(
+            "relaunched as {}",
+            relaunched["id"].as_str().unwrap()
+        )),
+        "{table}"
+    );
     let host = status["workers"]
         .as_array()
         .unwrap()

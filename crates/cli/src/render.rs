@@ -150,6 +150,9 @@ pub fn drivers(status: &StatusView) -> String {
         if let Some(restarts) = &d.restarts {
             let _ = writeln!(out, "  {}", restarts.describe());
         }
+        if let Some(successor) = &d.relaunched_as {
+            let _ = writeln!(out, "  relaunched as {successor}");
+        }
     }
     out
 }

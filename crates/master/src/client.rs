@@ -271,6 +271,10 @@ impl ClusterService {
                     resources: Some((&d.desc.resources).into()),
                     submitted_at_ms: d.submitted_at.0,
                     ended_at_ms: d.ended_at.map_or(0, |at| at.0),
+                    relaunched_as: state
+                        .relaunched_as(&d.id)
+                        .map(ToString::to_string)
+                        .unwrap_or_default(),
                     addresses: address_lists(state.driver_addresses(&d.id)),
                     exit_code: d.exit_code,
                     waiting: if d.state == DriverState::Submitted {

@@ -607,9 +607,12 @@ impl Reply {
             (DriverState::Error, _) => {
                 Some("the driver's worker was lost and it was not supervised".to_owned())
             }
-            (DriverState::Relaunching, _) => {
-                Some("the driver's worker was lost: it was relaunched under a new id".to_owned())
-            }
+            (DriverState::Relaunching, _) => Some(match driver.relaunched_as.as_str() {
+                "" => "the driver's worker was lost: it was relaunched under a new id".to_owned(),
+                successor => {
+                    format!("the driver's worker was lost: it was relaunched as {successor}")
+                }
+            }),
             (DriverState::Running, _) => driver.restarts.as_ref().map(|restarts| {
                 format!(
                     "{}; `muster logs --stderr {id}` shows why",
@@ -992,6 +995,26 @@ mod tests {
             panic!("not a status")
         };
         assert!(!success, "an unknown driver is not found");
+    }
+
+    #[test]
+    fn a_relaunched_drivers_status_names_the_driver_that_replaced_it() {
+        let status = StatusReply {
+            drivers: vec![v1::DriverStatus {
+                id: "driver-1".to_owned(),
+                state: DriverState::Relaunching.into(),
+                relaunched_as: "driver-2".to_owned(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let Reply::Status { message, .. } = Reply::status("driver-1", &status) else {
+            panic!("not a status")
+        };
+        assert_eq!(
+            message.as_deref(),
+            Some("the driver's worker was lost: it was relaunched as driver-2")
+        );
     }
 
     #[test]

@@ -326,6 +326,9 @@ pub(crate) fn driver(status: &StatusView, id: &str) -> Option<Markup> {
         html! {
             p { a href="../" { "Muster" } }
             h1 { "Driver " (id) }
+            @if let Some(successor) = &d.relaunched_as {
+                p { "Its worker was lost: it was relaunched as " a href=(successor) { (successor) } "." }
+            }
             table {
                 @for (field, value) in rows {
                     tr { th { (field) } td { (value) } }
@@ -521,5 +524,23 @@ mod tests {
         );
         assert!(app(&status(), "app-9").is_none());
         assert!(driver(&status(), "driver-9").is_none());
+    }
+
+    #[test]
+    fn a_relaunched_drivers_page_links_the_driver_that_replaced_it() {
+        let status = StatusView::of(&StatusReply {
+            drivers: vec![DriverStatus {
+                id: "driver-1".into(),
+                state: DriverState::Relaunching.into(),
+                relaunched_as: "driver-2".into(),
+                ..DriverStatus::default()
+            }],
+            ..StatusReply::default()
+        });
+        let page = driver(&status, "driver-1").unwrap().into_string();
+        assert!(
+            page.contains(r#"relaunched as <a href="driver-2">driver-2</a>"#),
+            "{page}"
+        );
     }
 }

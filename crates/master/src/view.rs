@@ -221,6 +221,8 @@ pub struct DriverView {
     pub pid: Option<u32>,
     /// A supervised driver's restarts on its worker, once it failed and was started again.
     pub restarts: Option<RestartsView>,
+    /// For a driver that ended RELAUNCHING, the driver it was submitted again as.
+    pub relaunched_as: Option<String>,
     /// What it uses, where measured.
     pub usage: Option<UsageView>,
     /// The addresses it holds, by resource.
@@ -488,6 +490,7 @@ fn driver(d: &v1::DriverStatus) -> DriverView {
         worker: set(&d.worker),
         pid: (d.pid != 0).then_some(d.pid),
         restarts: d.restarts.as_ref().map(RestartsView::from),
+        relaunched_as: set(&d.relaunched_as),
         usage: d.usage.as_ref().map(usage),
         addresses: addresses(&d.addresses),
         exit_code: d.exit_code,

@@ -160,7 +160,26 @@ impl ClusterState {
         }
 
         self.check_addresses()?;
+        self.check_relaunches()?;
         self.check_ids_unique()
+    }
+
+    /// A relaunched driver names its successor only while it is retained, ended
+    /// RELAUNCHING, and the successor is known (it ends after it, so it is retained longer).
+    fn check_relaunches(&self) -> Result<(), InvariantViolation> {
+        for (old, new) in &self.relaunched {
+            let ended_relaunching = self
+                .completed_drivers
+                .iter()
+                .any(|d| &d.id == old && d.state == DriverState::Relaunching);
+            if !ended_relaunching || self.known_driver(new).is_none() {
+                return violated(format!(
+                    "driver {old} names {new} as relaunched, but is not a retained RELAUNCHING \
+                     driver or {new} is unknown"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Ids are never reused: every app and driver id, active or completed, is unique and was

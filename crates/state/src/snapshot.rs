@@ -8,17 +8,18 @@ use crate::version::LogFormat;
 /// (reservations) at the end of the state, format 4 the draining workers after it, format 5
 /// the named users, the queues' access lists and the drivers' and applications' users,
 /// format 6 the queues' capacities, format 7 the resource addresses, format 8 the raised
-/// log format, and format 9 the stopped processes that keep their custom resources. A state
-/// without a format's fields is still written in the older format, which replicas of the
-/// previous builds read, and an older format reads as a state without them: until the
-/// cluster's log format is raised, its snapshots are of format 7 at the most, which release
-/// 0.1.0 reads, and until it is raised to 3, of format 8 at the most, which 0.2.0 reads.
-pub const SNAPSHOT_FORMAT: u8 = 9;
+/// log format, format 9 the stopped processes that keep their custom resources, and format
+/// 10 the relaunched drivers' successors. A state without a format's fields is still
+/// written in the older format, which replicas of the previous builds read, and an older
+/// format reads as a state without them: until the cluster's log format is raised, its
+/// snapshots are of format 7 at the most, which release 0.1.0 reads, and until it is raised
+/// to 3, of format 8 at the most, which 0.2.0 reads.
+pub const SNAPSHOT_FORMAT: u8 = 10;
 
 /// The log format a replica needs to take snapshot `bytes`: format 8 holds the raised log
-/// format, which the first log format's replicas cannot read, and format 9 the stopped
-/// processes, which only the third's read; and a state raised to a format needs its readers,
-/// whatever the snapshot format it was written in.
+/// format, which the first log format's replicas cannot read, and formats 9 and 10 what
+/// only the third's keep; and a state raised to a format needs its readers, whatever the
+/// snapshot format it was written in.
 pub(crate) fn log_format_of(bytes: &[u8]) -> LogFormat {
     let written = match bytes.first() {
         Some(&format) if format >= 9 => LogFormat::THIRD,
@@ -33,7 +34,7 @@ pub(crate) fn log_format_of(bytes: &[u8]) -> LogFormat {
 const OLDEST_FORMAT: u8 = 2;
 
 /// How many fields each format adds at the end of the state, from format 3 on.
-const FIELDS_ADDED: [usize; 7] = [1, 1, 4, 1, 3, 1, 1];
+const FIELDS_ADDED: [usize; 8] = [1, 1, 4, 1, 3, 1, 1, 1];
 
 /// Why a snapshot could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -86,6 +87,7 @@ impl ClusterState {
             self.addresses.is_empty(),
             self.raised_format.is_none(),
             self.stopping.is_empty(),
+            self.relaunched.is_empty(),
         ];
         for (empty, fields) in added_empty.into_iter().zip(FIELDS_ADDED).rev() {
             if !empty {

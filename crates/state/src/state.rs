@@ -62,6 +62,8 @@ impl Default for StateConfig {
 /// * every live executor and running driver holds as many addresses of each custom resource
 ///   as it was granted, addresses its worker has, and no address is held twice, a stopped
 ///   process that has not ended included (it is on an ALIVE worker, and no longer live);
+/// * a driver that names its relaunched successor is retained, ended RELAUNCHING, and the
+///   successor is known;
 /// * ids are never reused.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClusterState {
@@ -119,6 +121,10 @@ pub struct ClusterState {
     /// with the custom resources and addresses they keep until then. Came with format 9:
     /// kept only from log format 3, so a snapshot of format 8 reads as one with none.
     pub(crate) stopping: BTreeMap<Stopped, Stopping>,
+    /// The driver each relaunched driver was submitted again as, by the old one's id, while
+    /// the old one is retained. Came with format 10: kept only from log format 3, so a
+    /// snapshot of format 9 reads as one with none.
+    pub(crate) relaunched: BTreeMap<DriverId, DriverId>,
 }
 
 /// The results of recent client requests, oldest first.
@@ -217,6 +223,11 @@ impl ClusterState {
     /// Ended drivers, oldest first.
     pub fn completed_drivers(&self) -> &VecDeque<Driver> {
         &self.completed_drivers
+    }
+
+    /// The driver that driver `id`, relaunched, was submitted again as (from log format 3).
+    pub fn relaunched_as(&self, id: &DriverId) -> Option<&DriverId> {
+        self.relaunched.get(id)
     }
 
     /// Driver `id`, active or among the ended ones kept.
@@ -339,7 +350,7 @@ impl ClusterState {
     }
 
     /// Submits `desc` again under a new id for driver `old`, which ended RELAUNCHING; the
-    /// new driver keeps `old`'s user.
+    /// new driver keeps `old`'s user, and from log format 3, `old` names it.
     pub(crate) fn relaunch_driver(
         &mut self,
         old: &DriverId,
@@ -349,6 +360,9 @@ impl ClusterState {
         let id = self.add_driver(desc, at);
         if let Some(user) = self.driver_users.get(old).cloned() {
             self.driver_users.insert(id.clone(), user);
+        }
+        if self.log_format() >= LogFormat::THIRD {
+            self.relaunched.insert(old.clone(), id.clone());
         }
         id
     }
@@ -487,6 +501,7 @@ impl ClusterState {
         );
         for driver in forgotten {
             self.driver_users.remove(&driver.id);
+            self.relaunched.remove(&driver.id);
         }
     }
 

@@ -544,9 +544,13 @@ impl Runner {
                 .exit_code
                 .map(|c| format!(" exit {c}"))
                 .unwrap_or_default();
+            let successor = state
+                .relaunched_as(&d.id)
+                .map(|new| format!(", relaunched as {}", short_driver(new)))
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "completed driver {} {:?}{exit}",
+                "completed driver {} {:?}{exit}{successor}",
                 short_driver(&d.id),
                 d.state
             );

@@ -4,10 +4,10 @@ use muster_core::access::QueueSpec;
 use muster_core::ids::{Timestamp, WorkId};
 use muster_core::resources::Resources;
 use muster_state::commands::{
-    AddUser, By, DecommissionWorker, DrainWorker, ExecutorStateChanged, KillExecutors, Preempt,
-    RaiseLogFormat, RegisterWorker, Restore, SubmitDriver, set_queues_op,
+    AddUser, By, DecommissionWorker, DrainWorker, DriverStateChanged, ExecutorStateChanged,
+    KillExecutors, Preempt, RaiseLogFormat, RegisterWorker, Restore, SubmitDriver, set_queues_op,
 };
-use muster_state::model::{ExecutorState, Reservation};
+use muster_state::model::{DriverState, ExecutorState, Reservation};
 use muster_state::version::LogFormat;
 use muster_state::{ClusterState, Op, SNAPSHOT_FORMAT, SnapshotError, Stopped};
 
@@ -188,6 +188,28 @@ fn busy_cluster_with_a_stopping_process() -> Cluster {
     c
 }
 
+/// [`busy_cluster_with_a_stopping_process`] whose supervised driver was relaunched: its
+/// worker gave it up.
+fn busy_cluster_with_a_relaunch() -> Cluster {
+    let mut c = busy_cluster_with_a_stopping_process();
+    let running = c
+        .state
+        .drivers()
+        .values()
+        .find(|d| d.desc.supervise && d.worker.is_some())
+        .unwrap()
+        .id
+        .clone();
+    c.ok(Op::DriverStateChanged(DriverStateChanged {
+        driver: running.clone(),
+        state: DriverState::Relaunching,
+        exit_code: None,
+    }));
+    let successor = c.state.relaunched_as(&running).expect("named").clone();
+    assert_eq!(c.state.drivers()[&successor].state, DriverState::Submitted);
+    c
+}
+
 #[test]
 fn until_the_log_format_is_raised_to_3_snapshots_are_what_release_0_2_reads() {
     let mut c = busy_cluster_with_addresses();
@@ -208,6 +230,10 @@ fn until_the_log_format_is_raised_to_3_snapshots_are_what_release_0_2_reads() {
     }));
     let format_8 = stopping.state.encode_snapshot();
     assert_eq!(format_8[0], 8);
+    assert_eq!(
+        busy_cluster_with_a_relaunch().state.encode_snapshot()[0],
+        10
+    );
     // Raised to 3 all the same: a restore of it needs every master to read format 3.
     let restore = Op::Restore(Restore { snapshot: format_8 });
     assert_eq!(restore.introduced_in(), LogFormat::THIRD);
@@ -215,7 +241,7 @@ fn until_the_log_format_is_raised_to_3_snapshots_are_what_release_0_2_reads() {
 
 #[test]
 fn a_snapshot_restores_the_same_state() {
-    let c = busy_cluster_with_a_stopping_process();
+    let c = busy_cluster_with_a_relaunch();
     assert_eq!(c.state.users().len(), 1);
     assert_eq!(c.state.queues()[0].capacity, Some(0.5));
     let bytes = c.state.encode_snapshot();
