@@ -157,6 +157,18 @@ fn logs_follow_an_executor_past_its_end_and_refuse_what_nothing_can_serve() {
     let ended = logs(&masters, &["--worker", worker.as_str().unwrap(), &executor]);
     assert!(ended.status.success(), "{ended:?}");
     assert_eq!(ended.stdout, b"executor-up\nexecutor-done\n");
+    // The masters remember where it ran: no worker needs naming.
+    let ended = logs(&masters, &[&executor]);
+    assert!(ended.status.success(), "{ended:?}");
+    assert_eq!(ended.stdout, b"executor-up\nexecutor-done\n");
+    let kept = &crate::support::app(&status, &app).unwrap()["ended_executors"];
+    assert!(
+        kept.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["id"] == first && e["worker"] == worker && e["exit_code"] == 0),
+        "{kept}"
+    );
 
     // Malformed ids are bad input (exit 2); unknown ones are refused (exit 3); neither waits.
     let malformed = logs(&masters, &["not-an-id"]);

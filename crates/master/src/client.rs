@@ -151,6 +151,19 @@ impl ClusterService {
             queue: a.desc.queue.0.clone(),
             state: v1::AppState::from(a.state).into(),
             user: a.desc.user.clone(),
+            ended_executors: state
+                .ended_executors(&a.id)
+                .map(|e| ExecutorStatus {
+                    id: e.id.0,
+                    worker: e.worker.to_string(),
+                    resources: Some((&e.resources).into()),
+                    state: v1::ExecutorState::from(e.state).into(),
+                    exit_code: e.exit_code,
+                    ..ExecutorStatus::default()
+                })
+                .collect(),
+            submitted_at_ms: a.submitted_at.0,
+            ended_at_ms: a.ended_at.map_or(0, |at| at.0),
             ..AppStatus::default()
         };
         let leadership = self.node.leadership().borrow().clone();
@@ -245,6 +258,7 @@ impl ClusterService {
                             pid: pid(ProcessKey::Executor(a.id.clone(), e.id)),
                             usage: usage(Some(&e.worker), ProcessKey::Executor(a.id.clone(), e.id)),
                             addresses: address_lists(state.executor_addresses(&a.id, e.id)),
+                            exit_code: None,
                         })
                         .collect(),
                     ..app_status(a)

@@ -9,7 +9,10 @@ use maud::{DOCTYPE, Markup, html};
 use muster_core::ids::Timestamp;
 use muster_proto::v1::{DriverState, WorkerState};
 
-use crate::view::{AppView, BuildView, DriverView, QueueRow, StatusView, WorkerView, duration};
+use crate::view::{
+    AppView, BuildView, DriverView, EndedAppView, ExecutorView, QueueRow, StatusView, WorkerView,
+    duration,
+};
 
 /// How often a page reloads itself, in seconds.
 const REFRESH_S: u32 = 5;
@@ -110,14 +113,19 @@ pub(crate) fn overview(status: &StatusView) -> Markup {
             @if !status.completed_apps.is_empty() {
                 h2 { "Completed applications" }
                 table {
-                    tr { th { "id" } th { "name" } th { "user" } th { "queue" } th { "state" } }
+                    tr {
+                        th { "id" } th { "name" } th { "user" } th { "queue" } th { "state" }
+                        th { "submitted" } th { "from submission to end" }
+                    }
                     @for a in status.completed_apps.iter().rev() {
                         tr {
-                            td { (a.id) }
+                            td { a href={ "app/" (a.id) } { (a.id) } }
                             td { (a.name) }
                             td { (or_blank(a.user.as_ref())) }
                             td { (a.queue) }
                             td { (a.state.name()) }
+                            td { (Timestamp(a.submitted_at_ms).utc()) }
+                            td { (or_blank(a.ended_at_ms.map(|ended| duration(ended.saturating_sub(a.submitted_at_ms))))) }
                         }
                     }
                 }
@@ -243,10 +251,75 @@ fn name_linked_to_ui(app: &AppView) -> Markup {
     }
 }
 
-/// The page of application `id`, if the status has it.
+/// The page of application `id`, active or completed, if the status has it.
 pub(crate) fn app(status: &StatusView, id: &str) -> Option<Markup> {
-    let app = status.apps.iter().find(|a| a.id == id)?;
-    Some(page(
+    match status.apps.iter().find(|a| a.id == id) {
+        Some(app) => Some(active_app(app)),
+        None => status
+            .completed_apps
+            .iter()
+            .find(|a| a.id == id)
+            .map(completed_app),
+    }
+}
+
+/// An application's ended executors: where each ran, how it ended, and how to read its
+/// output.
+fn ended_executors(app: &str, executors: &[ExecutorView]) -> Markup {
+    html! {
+        h2 { "Ended executors" }
+        @if executors.is_empty() {
+            p { "None kept." }
+        } @else {
+            table {
+                tr {
+                    th { "id" } th { "worker" } th { "state" } th { "exit code" } th { "cores" }
+                    th { "memory (MB)" } th { "output" }
+                }
+                @for e in executors {
+                    tr {
+                        td { (e.id) }
+                        td { (e.worker) }
+                        td { (e.state.name()) }
+                        td { (or_blank(e.exit_code)) }
+                        td { (e.cores) }
+                        td { (e.memory_mb) }
+                        td { code { "muster logs " (app) "/" (e.id) } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The page of a completed application.
+fn completed_app(app: &EndedAppView) -> Markup {
+    let id = &app.id;
+    let took = app
+        .ended_at_ms
+        .map(|ended| duration(ended.saturating_sub(app.submitted_at_ms)));
+    page(
+        id,
+        html! {
+            p { a href="../" { "Muster" } }
+            h1 { "Application " (id) }
+            p.summary {
+                span { "name " (app.name) }
+                span { "user " (or_blank(app.user.as_ref())) }
+                span { "queue " (app.queue) }
+                span { (app.state.name()) }
+                span { "submitted " (Timestamp(app.submitted_at_ms).utc()) }
+                span { "from submission to end " (or_blank(took)) }
+            }
+            (ended_executors(id, &app.ended_executors))
+        },
+    )
+}
+
+/// The page of an active application.
+fn active_app(app: &AppView) -> Markup {
+    let id = &app.id;
+    page(
         id,
         html! {
             p { a href="../" { "Muster" } }
@@ -257,6 +330,7 @@ pub(crate) fn app(status: &StatusView, id: &str) -> Option<Markup> {
                 span { "queue " (app.queue) }
                 span { (app.state.name()) }
                 span { "cores " (app.cores_granted) }
+                span { "submitted " (Timestamp(app.submitted_at_ms).utc()) }
             }
             @if let Some(ui) = &app.ui_address {
                 p { "Its own UI: " a href=(ui) { (ui) } }
@@ -282,8 +356,9 @@ pub(crate) fn app(status: &StatusView, id: &str) -> Option<Markup> {
                     }
                 }
             }
+            (ended_executors(id, &app.ended_executors))
         },
-    ))
+    )
 }
 
 /// The page of driver `id`, if the status has it.
@@ -432,6 +507,12 @@ mod tests {
                 user: "bob".into(),
                 queue: "default".into(),
                 state: AppState::Finished.into(),
+                submitted_at_ms: 1_709_210_096_789,
+                ended_at_ms: 1_709_210_138_789,
+                ended_executors: vec![ExecutorStatus {
+                    exit_code: Some(0),
+                    ..executor(3, ExecutorState::Exited, 0)
+                }],
                 ..AppStatus::default()
             }],
             drivers: vec![DriverStatus {
@@ -475,7 +556,7 @@ mod tests {
             "drivers 0 running, 1 ended",
             "applications 1 running, 1 completed",
             "<td>follower (silent: not heard from)</td>",
-            "<td>app-0</td><td>old</td><td>bob</td><td>default</td><td>FINISHED</td>",
+            r#"<td><a href="app/app-0">app-0</a></td><td>old</td><td>bob</td><td>default</td><td>FINISHED</td><td>2024-02-29 12:34:56</td><td>42 s</td>"#,
             "DRAINING",
             "<td>4 / 16</td>",
             "width:25.0%",
@@ -522,6 +603,15 @@ mod tests {
                 .contains("<td>2024-02-29 12:34:56</td><td>1</td><td>1024</td><td>FINISHED</td>"),
             "{overview}"
         );
+        // A completed application's page: where its executors ran and how they ended.
+        let page = app(&status(), "app-0").unwrap().into_string();
+        for part in [
+            "from submission to end 42 s",
+            "<td>3</td><td>w1</td><td>EXITED</td><td>0</td><td>2</td><td>512</td>",
+            "<code>muster logs app-0/3</code>",
+        ] {
+            assert!(page.contains(part), "{part} in {page}");
+        }
         assert!(app(&status(), "app-9").is_none());
         assert!(driver(&status(), "driver-9").is_none());
     }

@@ -150,8 +150,12 @@ pub struct AppView {
     pub waiting: Option<String>,
     /// Its own web UI, if it gave one.
     pub ui_address: Option<String>,
+    /// When it was submitted, in Unix milliseconds.
+    pub submitted_at_ms: u64,
     /// Its executors.
     pub executors: Vec<ExecutorView>,
+    /// Its ended executors the masters keep, oldest first.
+    pub ended_executors: Vec<ExecutorView>,
 }
 
 /// An executor.
@@ -175,6 +179,8 @@ pub struct ExecutorView {
     pub pid: Option<u32>,
     /// What it uses, where measured.
     pub usage: Option<UsageView>,
+    /// Its exit code, once it exited.
+    pub exit_code: Option<i32>,
 }
 
 /// An ended application.
@@ -190,6 +196,12 @@ pub struct EndedAppView {
     pub user: Option<String>,
     /// How it ended.
     pub state: AppState,
+    /// When it was submitted, in Unix milliseconds.
+    pub submitted_at_ms: u64,
+    /// When it ended, in Unix milliseconds.
+    pub ended_at_ms: Option<u64>,
+    /// Its executors the masters keep, oldest first: where each ran and how it ended.
+    pub ended_executors: Vec<ExecutorView>,
 }
 
 /// A driver.
@@ -445,7 +457,9 @@ fn app(a: &v1::AppStatus) -> AppView {
         cores_granted: a.cores_granted,
         waiting: set(&a.waiting),
         ui_address: set(&a.ui_address),
+        submitted_at_ms: a.submitted_at_ms,
         executors: a.executors.iter().map(executor).collect(),
+        ended_executors: a.ended_executors.iter().map(executor).collect(),
     }
 }
 
@@ -461,6 +475,7 @@ fn executor(e: &v1::ExecutorStatus) -> ExecutorView {
         state: e.state(),
         pid: (e.pid != 0).then_some(e.pid),
         usage: e.usage.as_ref().map(usage),
+        exit_code: e.exit_code,
     }
 }
 
@@ -471,6 +486,9 @@ fn ended_app(a: &v1::AppStatus) -> EndedAppView {
         queue: a.queue.clone(),
         user: set(&a.user),
         state: a.state(),
+        submitted_at_ms: a.submitted_at_ms,
+        ended_at_ms: (a.ended_at_ms != 0).then_some(a.ended_at_ms),
+        ended_executors: a.ended_executors.iter().map(executor).collect(),
     }
 }
 

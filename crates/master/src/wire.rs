@@ -17,7 +17,7 @@ use muster_proto::v1::{
 };
 use muster_state::commands::{DrainWorker, KillApp, KillDriver, RegisterWorker};
 use muster_state::model::{DriverState, ExecutorState};
-use muster_state::{ApplyError, ClusterState, Op};
+use muster_state::{ApplyError, ClusterState, ENDED_EXECUTORS_KEPT, Op};
 use tonic::Status;
 
 use crate::leader::{
@@ -135,15 +135,24 @@ pub fn log_read(state: &ClusterState, request: &ReadLogRequest) -> Result<LogRea
             .apps()
             .get(&app)
             .and_then(|a| a.executors.get(&ExecutorId(executor)));
+        let ended = || {
+            state
+                .ended_executors(&app)
+                .find(|e| e.id == ExecutorId(executor))
+        };
         match (live, named) {
             (_, Some(named)) => (Some(named), live.is_some()),
             (Some(live), None) => (Some(live.worker.clone()), true),
-            (None, None) => {
-                return Err(ApplyError::Conflict(format!(
-                    "executor {executor} of `{app}` is not live, and the masters keep only live \
-                     executors: name the worker that ran it"
-                )));
-            }
+            (None, None) => match ended() {
+                Some(ended) => (Some(ended.worker.clone()), false),
+                None => {
+                    return Err(ApplyError::Conflict(format!(
+                        "executor {executor} of `{app}` is neither live nor among the ended \
+                         executors the masters keep ({ENDED_EXECUTORS_KEPT} an application): \
+                         name the worker that ran it (--worker ID)"
+                    )));
+                }
+            },
         }
     };
     if let Some(worker) = &worker {

@@ -9,6 +9,7 @@ use muster_core::resources::Resources;
 
 use crate::ClusterState;
 use crate::model::DriverState;
+use crate::state::ENDED_EXECUTORS_KEPT;
 
 /// An invariant of [`ClusterState`] that does not hold: which, and the thing that breaks it.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -161,7 +162,24 @@ impl ClusterState {
 
         self.check_addresses()?;
         self.check_relaunches()?;
+        self.check_ended_executors()?;
         self.check_ids_unique()
+    }
+
+    /// Ended executors are kept only of active or retained applications, ended, and no more
+    /// than [`ENDED_EXECUTORS_KEPT`] of each.
+    fn check_ended_executors(&self) -> Result<(), InvariantViolation> {
+        for (app, ended) in &self.ended_executors {
+            if self.known_app(app).is_none()
+                || ended.len() > ENDED_EXECUTORS_KEPT
+                || ended.iter().any(|e| !e.state.is_finished())
+            {
+                return violated(format!(
+                    "ended executors kept of {app}: not a known app, too many, or not ended"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// A relaunched driver names its successor only while it is retained, ended

@@ -9,7 +9,8 @@ use crate::version::LogFormat;
 /// the named users, the queues' access lists and the drivers' and applications' users,
 /// format 6 the queues' capacities, format 7 the resource addresses, format 8 the raised
 /// log format, format 9 the stopped processes that keep their custom resources, and format
-/// 10 the relaunched drivers' successors. A state without a format's fields is still
+/// 10 the relaunched drivers' successors and the ended executors. A state without a
+/// format's fields is still
 /// written in the older format, which replicas of the previous builds read, and an older
 /// format reads as a state without them: until the cluster's log format is raised, its
 /// snapshots are of format 7 at the most, which release 0.1.0 reads, and until it is raised
@@ -34,7 +35,7 @@ pub(crate) fn log_format_of(bytes: &[u8]) -> LogFormat {
 const OLDEST_FORMAT: u8 = 2;
 
 /// How many fields each format adds at the end of the state, from format 3 on.
-const FIELDS_ADDED: [usize; 8] = [1, 1, 4, 1, 3, 1, 1, 1];
+const FIELDS_ADDED: [usize; 8] = [1, 1, 4, 1, 3, 1, 1, 2];
 
 /// Why a snapshot could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -87,7 +88,7 @@ impl ClusterState {
             self.addresses.is_empty(),
             self.raised_format.is_none(),
             self.stopping.is_empty(),
-            self.relaunched.is_empty(),
+            self.relaunched.is_empty() && self.ended_executors.is_empty(),
         ];
         for (empty, fields) in added_empty.into_iter().zip(FIELDS_ADDED).rev() {
             if !empty {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::addresses::{AddressBook, Holder, Stopped, Stopping};
 use crate::commands::QueueSettings;
 use crate::model::{
-    App, AppState, Drain, Driver, DriverDescription, DriverState, ExecutorState, Owner,
+    App, AppState, Drain, Driver, DriverDescription, DriverState, Executor, ExecutorState, Owner,
     Reservation, User, Worker,
 };
 use crate::response::{ApplyError, Effects, Rejection, Response};
@@ -64,6 +64,8 @@ impl Default for StateConfig {
 ///   process that has not ended included (it is on an ALIVE worker, and no longer live);
 /// * a driver that names its relaunched successor is retained, ended RELAUNCHING, and the
 ///   successor is known;
+/// * ended executors are kept only of known applications, ended, at most
+///   [`ENDED_EXECUTORS_KEPT`] of each;
 /// * ids are never reused.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClusterState {
@@ -125,7 +127,14 @@ pub struct ClusterState {
     /// the old one is retained. Came with format 10: kept only from log format 3, so a
     /// snapshot of format 9 reads as one with none.
     pub(crate) relaunched: BTreeMap<DriverId, DriverId>,
+    /// The latest [`ENDED_EXECUTORS_KEPT`] ended executors of each active or retained
+    /// application, oldest first: where each ran and how it ended. Came with format 10 as
+    /// well, and kept only from log format 3.
+    pub(crate) ended_executors: BTreeMap<AppId, VecDeque<Executor>>,
 }
+
+/// How many ended executors of one application the state keeps.
+pub const ENDED_EXECUTORS_KEPT: usize = 128;
 
 /// The results of recent client requests, oldest first.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -223,6 +232,11 @@ impl ClusterState {
     /// Ended drivers, oldest first.
     pub fn completed_drivers(&self) -> &VecDeque<Driver> {
         &self.completed_drivers
+    }
+
+    /// The ended executors kept of application `id`, oldest first (from log format 3).
+    pub fn ended_executors(&self, id: &AppId) -> impl Iterator<Item = &Executor> {
+        self.ended_executors.get(id).into_iter().flatten()
     }
 
     /// The driver that driver `id`, relaunched, was submitted again as (from log format 3).
@@ -419,6 +433,10 @@ impl ClusterState {
         self.free_addresses(Holder::Executor(app, id));
         executor.state = state;
         executor.exit_code = exit_code;
+        if self.log_format() >= LogFormat::THIRD {
+            let ended = self.ended_executors.entry(app.clone()).or_default();
+            retain_last(ended, executor.clone(), ENDED_EXECUTORS_KEPT);
+        }
         effects.ended_executors.push((app.clone(), executor));
     }
 
@@ -465,6 +483,7 @@ impl ClusterState {
         let forgotten = retain_last(&mut self.completed_apps, app, self.config.retained_apps);
         for app in forgotten {
             self.app_users.remove(&app.id);
+            self.ended_executors.remove(&app.id);
         }
         effects.removed_apps.push((id.clone(), state));
     }

@@ -539,6 +539,27 @@ impl Runner {
         for a in state.completed_apps() {
             let _ = writeln!(out, "completed app {} {:?}", short_app(&a.id), a.state);
         }
+        for a in state.apps().values().chain(state.completed_apps()) {
+            let ended: Vec<String> = state
+                .ended_executors(&a.id)
+                .map(|e| {
+                    let exit = e
+                        .exit_code
+                        .map(|c| format!(" exit {c}"))
+                        .unwrap_or_default();
+                    format!(
+                        "{}/{} on {} {:?}{exit}",
+                        short_app(&a.id),
+                        e.id,
+                        e.worker,
+                        e.state
+                    )
+                })
+                .collect();
+            if !ended.is_empty() {
+                let _ = writeln!(out, "ended executors: {}", ended.join(", "));
+            }
+        }
         for d in state.completed_drivers() {
             let exit = d
                 .exit_code

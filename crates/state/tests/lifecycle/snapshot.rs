@@ -1,7 +1,7 @@
 //! Snapshot encoding round trips and refuses what it cannot read.
 
 use muster_core::access::QueueSpec;
-use muster_core::ids::{Timestamp, WorkId};
+use muster_core::ids::{ExecutorId, Timestamp, WorkId};
 use muster_core::resources::Resources;
 use muster_state::commands::{
     AddUser, By, DecommissionWorker, DrainWorker, DriverStateChanged, ExecutorStateChanged,
@@ -9,7 +9,7 @@ use muster_state::commands::{
 };
 use muster_state::model::{DriverState, ExecutorState, Reservation};
 use muster_state::version::LogFormat;
-use muster_state::{ClusterState, Op, SNAPSHOT_FORMAT, SnapshotError, Stopped};
+use muster_state::{ClusterState, ENDED_EXECUTORS_KEPT, Op, SNAPSHOT_FORMAT, SnapshotError};
 
 use crate::snapshot_bytes::decode_hostile;
 use crate::support::{Cluster, app_desc, driver_desc};
@@ -215,28 +215,18 @@ fn until_the_log_format_is_raised_to_3_snapshots_are_what_release_0_2_reads() {
     let mut c = busy_cluster_with_addresses();
     c.ok(raise_to_0_2());
     assert_eq!(c.state.encode_snapshot()[0], 8);
-    let mut stopping = busy_cluster_with_a_stopping_process();
-    assert_eq!(stopping.state.encode_snapshot()[0], 9);
-    // Once every stopped process has ended, format 8 holds the state again.
-    let (process, _, _) = stopping.state.stopping().next().unwrap();
-    let Stopped::Executor(app, executor) = process.clone() else {
-        panic!("an executor");
-    };
-    stopping.ok(Op::ExecutorStateChanged(ExecutorStateChanged {
-        app,
-        executor,
-        state: ExecutorState::Killed,
-        exit_code: None,
+    // Raised to 3 with nothing yet that only 0.3.0 keeps, format 8 still holds it; but a
+    // restore of it needs every master to read format 3.
+    c.ok(Op::RaiseLogFormat(RaiseLogFormat {
+        to: LogFormat::THIRD,
     }));
-    let format_8 = stopping.state.encode_snapshot();
+    let format_8 = c.state.encode_snapshot();
     assert_eq!(format_8[0], 8);
-    assert_eq!(
-        busy_cluster_with_a_relaunch().state.encode_snapshot()[0],
-        10
-    );
-    // Raised to 3 all the same: a restore of it needs every master to read format 3.
     let restore = Op::Restore(Restore { snapshot: format_8 });
     assert_eq!(restore.introduced_in(), LogFormat::THIRD);
+    // A process stopped and not ended, and the executors ended since, take format 10.
+    let stopping = busy_cluster_with_a_stopping_process();
+    assert_eq!(stopping.state.encode_snapshot()[0], 10);
 }
 
 #[test]
@@ -459,4 +449,44 @@ fn a_restore_keeps_the_log_format_in_force() {
     }));
     assert_eq!(raised.state.log_format(), LogFormat::RAISABLE);
     assert_eq!(raised.state.apps(), saved.state.apps());
+}
+
+#[test]
+fn an_applications_ended_executors_are_kept_up_to_a_bound_newest_last() {
+    let mut c = Cluster::new();
+    c.worker("w1", 4, 4096);
+    c.ok(raise_to_0_2());
+    c.ok(Op::RaiseLogFormat(RaiseLogFormat {
+        to: LogFormat::THIRD,
+    }));
+    let app = c.submit_app(app_desc(Some(4), Some(1), 256));
+    // Four executors at a time exit and are replaced, until far more have ended than kept.
+    let mut ended = 0;
+    while ended < 2 * ENDED_EXECUTORS_KEPT {
+        c.schedule();
+        let live: Vec<ExecutorId> = c.state.apps()[&app].executors.keys().copied().collect();
+        for executor in live {
+            c.ok(Op::ExecutorStateChanged(ExecutorStateChanged {
+                app: app.clone(),
+                executor,
+                state: ExecutorState::Exited,
+                exit_code: Some(0),
+            }));
+            ended += 1;
+        }
+    }
+    let kept: Vec<u32> = c.state.ended_executors(&app).map(|e| e.id.0).collect();
+    assert!(
+        !kept.is_empty() && kept.len() <= ENDED_EXECUTORS_KEPT,
+        "{}",
+        kept.len()
+    );
+    assert_eq!(
+        kept.last(),
+        Some(&(ended as u32 - 1)),
+        "the newest kept last"
+    );
+    assert!(kept.windows(2).all(|w| w[0] < w[1]), "oldest first");
+    let bytes = c.state.encode_snapshot();
+    assert_eq!(ClusterState::decode_snapshot(&bytes).unwrap(), c.state);
 }
