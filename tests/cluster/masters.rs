@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::support::{
     DEADLINE, Masters, driver_ids, driver_state, free_port, lone_master_command, master_command,
-    stderr, stdout, wait_for,
+    muster, stderr, stdout, wait_for,
 };
 
 #[test]
@@ -607,6 +607,22 @@ fn a_saved_snapshot_restores_the_same_state_into_a_new_cluster() {
             &["snapshot", "save", file],
         ));
         assert!(saved.contains("bytes written"), "{saved}");
+        // The saved state is a plan input too: the waiting driver is placed nowhere (no
+        // worker), and `--input` shows what the pass reads.
+        let plan: Value =
+            serde_json::from_str(&stdout(&muster().args(["plan", file]).output().unwrap()))
+                .unwrap();
+        assert_eq!(plan["drivers"].as_array().map(Vec::len), Some(0), "{plan}");
+        let input: Value = serde_json::from_str(&stdout(
+            &muster().args(["plan", "--input", file]).output().unwrap(),
+        ))
+        .unwrap();
+        assert_eq!(
+            input["drivers"].as_array().map(Vec::len),
+            Some(1),
+            "{input}"
+        );
+        assert_eq!(input["queues"][0]["name"], "prod", "{input}");
         status
         // Every master and its data dir go with `masters`.
     };

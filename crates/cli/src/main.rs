@@ -41,8 +41,12 @@ struct Cli {
 enum Command {
     /// Run one scheduling pass over a JSON cluster snapshot and print the plan as JSON.
     Plan {
-        /// The snapshot file, or `-` for standard input.
+        /// The pass's input as JSON, or a `muster snapshot save` file; `-` for standard
+        /// input.
         file: PathBuf,
+        /// Print the pass's input (JSON, as `muster plan` reads it) instead of the plan.
+        #[arg(long)]
+        input: bool,
     },
     /// Start a whole local cluster (masters and workers) and stop it on Ctrl-C.
     Dev(dev::DevArgs),
@@ -124,7 +128,7 @@ fn main() -> ExitCode {
         .get_matches_from(connection_flags_after_command(std::env::args_os()));
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
     let result = match cli.command {
-        Command::Plan { file } => plan::run(&file),
+        Command::Plan { file, input } => plan::run(&file, input),
         Command::Dev(args) => dev::run(args),
         Command::Master(args) => master::run(args),
         Command::Worker(args) => worker::run(args),

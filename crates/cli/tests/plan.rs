@@ -119,3 +119,17 @@ fn the_shipped_example_plans() {
     let plan: serde_json::Value = serde_json::from_slice(&output.stdout).expect("a JSON plan");
     assert!(!plan["executors"].as_array().expect("executors").is_empty());
 }
+
+#[test]
+fn bytes_that_are_neither_json_nor_a_saved_state_exit_2_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk");
+    std::fs::write(&junk, [10, 0xff, 0xfe, 1, 2, 3]).unwrap();
+    let output = muster_plan(&junk);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("is neither a plan input (JSON) nor a state `muster snapshot save` wrote"),
+        "{said}"
+    );
+}
