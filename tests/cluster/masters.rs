@@ -834,6 +834,16 @@ fn the_lead_moves_to_the_master_named_and_what_runs_keeps_running() {
         .map(|m| m["id"].as_u64().unwrap())
         .collect();
     assert_eq!(silent, [down]);
+    // Then a transfer to it is refused at once, saying why.
+    let refused = Masters::client(
+        &masters.list_from(target as usize),
+        &["members", "transfer-leader", &down.to_string()],
+    );
+    assert_eq!(refused.status.code(), Some(3), "{refused:?}");
+    assert!(
+        stderr(&refused).contains(&format!("master {down} has not answered this leader")),
+        "{refused:?}"
+    );
 }
 
 #[test]

@@ -625,6 +625,12 @@ impl RaftNode {
         let Some((term, addr)) = self.handover_to(target)? else {
             return Ok(());
         };
+        if self.silent_members().contains(&target) {
+            return Err(WriteError::Unavailable(format!(
+                "master {target} has not answered this leader for an election timeout: it is \
+                 down or cut off, so the lead stays here"
+            )));
+        }
         // Most of the log reaches the target before writes are held, so that they are held
         // only for the last entries.
         let lag = |m: &RaftMetrics<NodeId, Node>| {
