@@ -444,6 +444,10 @@ fn a_master_serves_the_status_over_https() {
         crate::support::https_get(&http, "/app/app-none").is_none(),
         "no such application: not found"
     );
+    assert!(
+        crate::support::https_get(&http, "/worker/worker-none").is_none(),
+        "no such worker: not found"
+    );
 
     // The driver waits for a worker, and the metrics say so once the leader has passed.
     let start = Instant::now();

@@ -1,7 +1,8 @@
 //! The master's HTTP endpoint, for people and scripts without the CLI (Spark's master UI):
 //! `/json` is the cluster status exactly as `muster status --json` prints it, and `/` with
-//! `/app/ID` and `/driver/ID` the pages of the same ([`crate::ui`]). Both ask the master's own client API, so any master shows the leader's
-//! view. `/metrics` is this replica's own Prometheus metrics ([`crate::metrics`]). A master
+//! `/app/ID`, `/driver/ID` and `/worker/ID` the pages of the same ([`crate::ui`]). Both ask
+//! the master's own client API, so any master shows the leader's view. `/metrics` is this
+//! replica's own Prometheus metrics ([`crate::metrics`]). A master
 //! with a TLS certificate serves it over HTTPS only.
 
 use std::sync::Arc;
@@ -58,6 +59,7 @@ pub(crate) async fn serve(
         .route("/", get(page))
         .route("/app/{id}", get(app_page))
         .route("/driver/{id}", get(driver_page))
+        .route("/worker/{id}", get(worker_page))
         .with_state(Grpc {
             channel: grpc,
             credential,
@@ -111,7 +113,17 @@ async fn app_page(
     let status = status(&grpc).await?;
     ui::app(&status, &id)
         .map(|page| Html(page.into_string()))
-        .ok_or((StatusCode::NOT_FOUND, format!("no active application {id}")))
+        .ok_or((StatusCode::NOT_FOUND, format!("no application {id}")))
+}
+
+async fn worker_page(
+    State(grpc): State<Grpc>,
+    Path(id): Path<String>,
+) -> Result<Html<String>, Failure> {
+    let status = status(&grpc).await?;
+    ui::worker(&status, &id)
+        .map(|page| Html(page.into_string()))
+        .ok_or((StatusCode::NOT_FOUND, format!("no worker {id}")))
 }
 
 async fn driver_page(

@@ -1,7 +1,8 @@
 //! The status pages (Spark's master UI), rendered with `maud` from the status view that
 //! `/json` serves as JSON: an overview (a summary, each queue's use against its limits, workers,
-//! applications, drivers and masters), and a page for one application (its executors) and
-//! for one driver. Every page refreshes itself every few seconds.
+//! applications, drivers and masters), and a page for each application (its executors, and
+//! the ended ones kept), each driver and each worker (its resources and what runs there).
+//! Every page refreshes itself every few seconds.
 
 use std::fmt::Display;
 
@@ -86,7 +87,7 @@ pub(crate) fn overview(status: &StatusView) -> Markup {
                 tr { th { "id" } th { "host" } th { "state" } th { "cores" } th { "memory (MB)" } }
                 @for w in workers {
                     tr {
-                        td { (w.id) }
+                        td { a href={ "worker/" (w.id) } { (w.id) } }
                         td { (w.host) }
                         td { @if w.draining { "DRAINING" } @else { (w.state.name()) } }
                         td { (w.cores_used) " / " (w.cores) }
@@ -361,6 +362,91 @@ fn active_app(app: &AppView) -> Markup {
     )
 }
 
+/// The page of worker `id`, if the status has it: its resources and what runs there.
+pub(crate) fn worker(status: &StatusView, id: &str) -> Option<Markup> {
+    let w = status.workers.iter().find(|w| w.id == id)?;
+    let executors: Vec<(&AppView, &ExecutorView)> = status
+        .apps
+        .iter()
+        .flat_map(|a| a.executors.iter().map(move |e| (a, e)))
+        .filter(|(_, e)| e.worker == id)
+        .collect();
+    let drivers: Vec<&DriverView> = status
+        .drivers
+        .iter()
+        .filter(|d| d.worker.as_deref() == Some(id) && d.ended_at_ms.is_none())
+        .collect();
+    let custom = |name: &String, total: &u32| {
+        let used = w.resources_used.get(name).copied().unwrap_or(0);
+        let addresses = w
+            .addresses
+            .get(name)
+            .map(|a| a.join(", "))
+            .unwrap_or_default();
+        html! { tr { td { (name) } td { (used) " / " (total) } td { (addresses) } } }
+    };
+    Some(page(
+        id,
+        html! {
+            p { a href="../" { "Muster" } }
+            h1 { "Worker " (id) }
+            p.summary {
+                span { "host " (w.host) }
+                span { @if w.draining { "DRAINING" } @else { (w.state.name()) } }
+                span { "cores " (w.cores_used) " / " (w.cores) }
+                span { "memory (MB) " (w.memory_used_mb) " / " (w.memory_mb) }
+                @if let Some(build) = &w.build { span { "build " (build.version) } }
+            }
+            @if !w.resources.is_empty() {
+                h2 { "Custom resources" }
+                table {
+                    tr { th { "name" } th { "used" } th { "addresses" } }
+                    @for (name, total) in &w.resources { (custom(name, total)) }
+                }
+            }
+            h2 { "Executors" }
+            table {
+                tr {
+                    th { "application" } th { "id" } th { "state" } th { "cores" }
+                    th { "memory (MB)" } th { "memory used (MB)" } th { "CPU (s)" } th { "pid" }
+                    th { "output" }
+                }
+                @for (a, e) in &executors {
+                    tr {
+                        td { a href={ "../app/" (a.id) } { (a.id) } }
+                        td { (e.id) }
+                        td { (e.state.name()) }
+                        td { (e.cores) }
+                        td { (e.memory_mb) }
+                        td { (or_blank(e.usage.map(|u| u.memory_mb))) }
+                        td { (or_blank(e.usage.and_then(|u| u.cpu_seconds))) }
+                        td { (or_blank(e.pid)) }
+                        td { code { "muster logs " (a.id) "/" (e.id) } }
+                    }
+                }
+            }
+            h2 { "Drivers" }
+            table {
+                tr {
+                    th { "id" } th { "name" } th { "state" } th { "cores" } th { "memory (MB)" }
+                    th { "memory used (MB)" } th { "pid" }
+                }
+                @for d in &drivers {
+                    tr {
+                        td { a href={ "../driver/" (d.id) } { (d.id) } }
+                        td { (d.name) }
+                        td { (d.state.name()) }
+                        td { (d.cores) }
+                        td { (d.memory_mb) }
+                        td { (or_blank(d.usage.map(|u| u.memory_mb))) }
+                        td { (or_blank(d.pid)) }
+                    }
+                }
+            }
+        },
+    ))
+}
+
 /// The page of driver `id`, if the status has it.
 pub(crate) fn driver(status: &StatusView, id: &str) -> Option<Markup> {
     let d = status.drivers.iter().find(|d| d.id == id)?;
@@ -614,6 +700,26 @@ mod tests {
         }
         assert!(app(&status(), "app-9").is_none());
         assert!(driver(&status(), "driver-9").is_none());
+    }
+
+    #[test]
+    fn a_workers_page_shows_its_resources_and_what_runs_there() {
+        let page = worker(&status(), "w1").unwrap().into_string();
+        for part in [
+            "<span>cores 6 / 8</span>",
+            r#"<td><a href="../app/app-1">app-1</a></td><td>0</td><td>RUNNING</td><td>2</td><td>512</td><td>300</td><td>12.5</td><td>41</td>"#,
+            "<code>muster logs app-1/1</code>",
+        ] {
+            assert!(page.contains(part), "{part} in {page}");
+        }
+        // The ended driver that ran there is on its own page, not among what runs.
+        assert!(!page.contains("driver-1"), "{page}");
+        let overview = overview(&status()).into_string();
+        assert!(
+            overview.contains(r#"<a href="worker/w1">w1</a>"#),
+            "{overview}"
+        );
+        assert!(worker(&status(), "w9").is_none());
     }
 
     #[test]
