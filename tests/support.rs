@@ -1073,3 +1073,28 @@ pub async fn register_app(
     };
     (sender, events, registered)
 }
+
+/// The metrics the Grafana dashboard in `deploy/grafana` plots, by the name of their `# TYPE`
+/// line (without `_total`, `_bucket`, ...): the workers' (`muster_worker_*`), or else the
+/// masters'.
+pub fn dashboard_metrics(of_workers: bool) -> std::collections::BTreeSet<String> {
+    let dashboard = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/grafana/muster.json"
+    ))
+    .expect("the dashboard");
+    let names = dashboard
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|word| word.starts_with("muster_"))
+        .filter(|name| name.starts_with("muster_worker_") == of_workers)
+        .map(|name| {
+            ["_total", "_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|suffix| name.strip_suffix(suffix))
+                .unwrap_or(name)
+                .to_owned()
+        })
+        .collect::<std::collections::BTreeSet<_>>();
+    assert!(!names.is_empty(), "the dashboard plots metrics");
+    names
+}

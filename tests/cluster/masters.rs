@@ -927,3 +927,61 @@ fn a_client_that_connects_and_sends_nothing_holds_up_no_other() {
         "the idle connection was dropped before the others were answered"
     );
 }
+
+#[test]
+fn the_grafana_dashboard_plots_what_a_leading_master_exports() {
+    let mut masters = Masters::start();
+    let first = masters.leader(0);
+    // A follower started again serving HTTP, then handed the lead.
+    let serving = (1..=3).find(|&id| id != first as usize).unwrap();
+    masters.running[serving - 1].take().unwrap().crash();
+    let http = format!("127.0.0.1:{}", free_port());
+    masters.running[serving - 1] = Some(masters.spawn_from(
+        serving,
+        &crate::support::muster_binary(),
+        &["--http", &http],
+    ));
+    let list = masters.list_from(1);
+    let start = Instant::now();
+    while !Masters::client(&list, &["members", "transfer-leader", &serving.to_string()])
+        .status
+        .success()
+    {
+        assert!(start.elapsed() < DEADLINE, "the lead did not move");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // A peer down, a named user's driver waiting for a worker: every family has a sample.
+    let other = (1..=3).find(|&id| id != serving).unwrap();
+    masters.running[other - 1].take().unwrap().crash();
+    let dir = tempfile::tempdir().unwrap();
+    let alice = dir.path().join("alice");
+    stdout(&Masters::client(
+        &list,
+        &["users", "add", "alice", "--out", alice.to_str().unwrap()],
+    ));
+    stdout(
+        &muster()
+            .env("MUSTER_MASTERS", &list)
+            .env("MUSTER_SECRET_FILE", &alice)
+            .args(["submit", "--", "/bin/true"])
+            .output()
+            .unwrap(),
+    );
+    let wanted = crate::support::dashboard_metrics(false);
+    let start = Instant::now();
+    loop {
+        let metrics = crate::support::https_get(&http, "/metrics").unwrap_or_default();
+        let missing: Vec<&String> = wanted
+            .iter()
+            .filter(|name| !metrics.contains(&format!("# TYPE {name} ")))
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the dashboard plots {missing:?}, which the leader does not export: {metrics}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

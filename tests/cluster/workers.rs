@@ -92,6 +92,13 @@ fn a_driver_over_its_memory_fails_saying_so_and_its_neighbour_runs_on() {
         .parse()
         .unwrap();
     assert!(held >= 38 * 1024 * 1024, "{held} bytes");
+    // Every worker metric the shipped Grafana dashboard plots is one the worker exports.
+    for name in crate::support::dashboard_metrics(true) {
+        assert!(
+            metrics.contains(&format!("# TYPE {name} ")),
+            "{name} in {metrics}"
+        );
+    }
 }
 
 #[test]
