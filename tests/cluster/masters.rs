@@ -388,6 +388,8 @@ fn a_master_serves_the_status_over_https() {
         page.contains("<h1>Muster</h1>") && page.contains(&grpc),
         "{page}"
     );
+    // The queues' charts fill as the master samples what they hold.
+    assert!(page.contains("Held per queue, the last hour"), "{page}");
 
     // Prometheus metrics: this replica's Raft, its leader, the cluster as it applied it.
     let metrics = crate::support::https_get(&http, "/metrics").expect("the metrics");

@@ -5,7 +5,8 @@
 //! replica's own Prometheus metrics ([`crate::metrics`]). A master
 //! with a TLS certificate serves it over HTTPS only.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -21,6 +22,7 @@ use tokio_rustls::TlsAcceptor;
 use tonic::Request;
 use tonic::transport::Channel;
 
+use crate::history::{self, QueueHistory};
 use crate::listener::{Connections, Serving};
 use crate::metrics::Metrics;
 use crate::session::Sessions;
@@ -28,11 +30,13 @@ use crate::ui;
 use crate::view::StatusView;
 use muster_raft::RaftNode;
 
-/// This master's own client API, and the credential to call it with.
+/// This master's own client API, the credential to call it with, and what the queues held
+/// as sampled through it.
 #[derive(Clone)]
 struct Grpc {
     channel: Channel,
     credential: Credential,
+    history: Arc<Mutex<QueueHistory>>,
 }
 
 /// What `/metrics` reads: this replica's node, its leader sessions and its metrics.
@@ -54,21 +58,46 @@ pub(crate) async fn serve(
     replica: Replica,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let grpc = Grpc {
+        channel: grpc,
+        credential,
+        history: Arc::default(),
+    };
+    let sampler = tokio::spawn(sample(grpc.clone()));
     let app = Router::new()
         .route("/json", get(json))
         .route("/", get(page))
         .route("/app/{id}", get(app_page))
         .route("/driver/{id}", get(driver_page))
         .route("/worker/{id}", get(worker_page))
-        .with_state(Grpc {
-            channel: grpc,
-            credential,
-        })
+        .with_state(grpc)
         .route("/metrics", get(metrics).with_state(replica));
     let serving = https.map_or(Serving::Plain, Serving::Tls);
-    axum::serve(Connections::start(listener, serving)?, app)
+    let served = axum::serve(Connections::start(listener, serving)?, app)
         .with_graceful_shutdown(shutdown)
-        .await
+        .await;
+    sampler.abort();
+    served
+}
+
+/// Records what the queues hold every [`history::SAMPLE_EVERY_MS`], for the overview's
+/// charts; a status that cannot be had (no leader) is a gap.
+async fn sample(grpc: Grpc) {
+    let mut every = tokio::time::interval(Duration::from_millis(history::SAMPLE_EVERY_MS));
+    loop {
+        every.tick().await;
+        if let Ok(status) = status(&grpc).await {
+            let mut history = grpc.history.lock().expect("history lock");
+            history.record(now_ms(), &status);
+        }
+    }
+}
+
+/// The wall clock in Unix milliseconds.
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, muster_core::ids::millis)
 }
 
 type Failure = (StatusCode, String);
@@ -103,7 +132,8 @@ async fn json(State(grpc): State<Grpc>) -> Result<Json<Value>, Failure> {
 
 async fn page(State(grpc): State<Grpc>) -> Result<Html<String>, Failure> {
     let status = status(&grpc).await?;
-    Ok(Html(ui::overview(&status).into_string()))
+    let charts = grpc.history.lock().expect("history lock").charts(now_ms());
+    Ok(Html(ui::overview(&status, charts).into_string()))
 }
 
 async fn app_page(

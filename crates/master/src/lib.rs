@@ -34,6 +34,7 @@ mod apps;
 mod call;
 mod client;
 pub mod config;
+mod history;
 mod http;
 pub mod leader;
 mod listener;

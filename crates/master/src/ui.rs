@@ -47,8 +47,8 @@ fn or_blank<T: Display>(value: Option<T>) -> String {
     value.map(|v| v.to_string()).unwrap_or_default()
 }
 
-/// The overview of the cluster.
-pub(crate) fn overview(status: &StatusView) -> Markup {
+/// The overview of the cluster, with `charts` of what the queues held below their table.
+pub(crate) fn overview(status: &StatusView, charts: Markup) -> Markup {
     let workers = &status.workers;
     let alive: Vec<&WorkerView> = workers
         .iter()
@@ -82,6 +82,7 @@ pub(crate) fn overview(status: &StatusView) -> Markup {
                 span { "drivers " (running_drivers) " running, " (ended_drivers) " ended" }
             }
             (queues(&status.queues, cores))
+            (charts)
             h2 { "Workers" }
             table {
                 tr { th { "id" } th { "host" } th { "state" } th { "cores" } th { "memory (MB)" } }
@@ -635,7 +636,7 @@ mod tests {
 
     #[test]
     fn the_overview_sums_up_the_cluster_and_each_queue() {
-        let page = overview(&status()).into_string();
+        let page = overview(&status(), html! {}).into_string();
         for part in [
             "workers 2 ALIVE of 2",
             "cores 6 / 16",
@@ -683,7 +684,7 @@ mod tests {
         ] {
             assert!(page.contains(part), "{part} in {page}");
         }
-        let overview = overview(&status()).into_string();
+        let overview = overview(&status(), html! {}).into_string();
         assert!(
             overview
                 .contains("<td>2024-02-29 12:34:56</td><td>1</td><td>1024</td><td>FINISHED</td>"),
@@ -714,7 +715,7 @@ mod tests {
         }
         // The ended driver that ran there is on its own page, not among what runs.
         assert!(!page.contains("driver-1"), "{page}");
-        let overview = overview(&status()).into_string();
+        let overview = overview(&status(), html! {}).into_string();
         assert!(
             overview.contains(r#"<a href="worker/w1">w1</a>"#),
             "{overview}"
