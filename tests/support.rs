@@ -144,9 +144,10 @@ pub fn plain_http(addr: &str, method: &str, path: &str, headers: &[&str], body: 
     response
 }
 
-/// `GET path` over HTTPS from `addr`, verifying the server against the test CA (test
-/// masters serve TLS): the body of a 200 answer.
-pub fn https_get(addr: &str, path: &str) -> Option<String> {
+/// `GET path` over HTTPS from the master's status endpoint at `addr` (the test CA), with
+/// `headers` (`Name: value`): the status line and headers, and the body; `None` if it could
+/// not be had.
+pub fn https_request(addr: &str, path: &str, headers: &[&str]) -> Option<(String, String)> {
     use std::io::{Read, Write};
     use tokio_rustls::rustls::pki_types::pem::PemObject as _;
     use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
@@ -162,9 +163,10 @@ pub fn https_get(addr: &str, path: &str) -> Option<String> {
     let mut connection = ClientConnection::new(std::sync::Arc::new(config), host).ok()?;
     let mut socket = std::net::TcpStream::connect(addr).ok()?;
     let mut stream = Stream::new(&mut connection, &mut socket);
+    let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{extra}Connection: close\r\n\r\n"
     )
     .ok()?;
     let mut response = Vec::new();
@@ -172,7 +174,13 @@ pub fn https_get(addr: &str, path: &str) -> Option<String> {
     let _ = stream.read_to_end(&mut response);
     let response = String::from_utf8(response).ok()?;
     let (head, body) = response.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
+    Some((head.to_owned(), body.to_owned()))
+}
+
+/// The body of a successful `GET path` over HTTPS (see [`https_request`]).
+pub fn https_get(addr: &str, path: &str) -> Option<String> {
+    let (head, body) = https_request(addr, path, &[])?;
+    head.starts_with("HTTP/1.1 200").then_some(body)
 }
 
 /// A free loopback port (bound, read, released).

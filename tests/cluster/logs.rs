@@ -184,3 +184,89 @@ fn logs_follow_an_executor_past_its_end_and_refuse_what_nothing_can_serve() {
     assert_eq!(nowhere.status.code(), Some(3), "{nowhere:?}");
     assert!(stderr(&nowhere).contains("unknown worker"));
 }
+
+#[test]
+fn a_status_page_links_what_a_process_wrote_for_whoever_may_read_it() {
+    let mut masters = Masters::start();
+    let leader = masters.leader(0);
+    // A follower serving the pages: it reads through the leader as `muster logs` does.
+    let serving = (1..=3).find(|&id| id != leader as usize).unwrap();
+    masters.running[serving - 1].take().unwrap().crash();
+    let http = format!("127.0.0.1:{}", crate::support::free_port());
+    masters.running[serving - 1] = Some(masters.spawn_from(
+        serving,
+        &crate::support::muster_binary(),
+        &["--http", &http],
+    ));
+    let _worker = start_worker(&masters, "w1", 2);
+    let id = submit(
+        &masters,
+        &["--", "/bin/sh", "-c", "echo to-stdout; echo to-stderr >&2"],
+    );
+    wait_for(&masters, "the driver finished", |s| {
+        driver(s, &id).is_some_and(|d| d["state"] == "FINISHED")
+    });
+    let get = |path: &str, headers: &[&str]| {
+        let start = Instant::now();
+        loop {
+            if let Some(answer) = crate::support::https_request(&http, path, headers) {
+                return answer;
+            }
+            assert!(
+                start.elapsed() < crate::support::DEADLINE,
+                "{http} serves no pages"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let page = get(&format!("/driver/{id}"), &[]).1;
+    assert!(
+        page.contains(&format!(r#"href="../logs/{id}?stream=stderr""#)),
+        "{page}"
+    );
+
+    // Without a token: a page that asks for one, and nothing of the output.
+    let (head, body) = get(&format!("/logs/{id}"), &[]);
+    assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+    assert!(
+        body.contains("muster rest-token") && !body.contains("to-stdout"),
+        "{body}"
+    );
+    // A token given once is kept in a cookie, and the browser sent back without it.
+    let token = crate::support::stdout(&muster().arg("rest-token").output().unwrap());
+    let token = token.trim();
+    let (head, _) = get(&format!("/logs/{id}?token={token}"), &[]);
+    assert!(head.starts_with("HTTP/1.1 303"), "{head}");
+    assert!(
+        head.contains(&format!(
+            "set-cookie: muster_token={token}; Path=/; HttpOnly; SameSite=Strict; Secure"
+        )) && head.contains(&format!("location: /logs/{id}?stream=stdout")),
+        "{head}"
+    );
+    let cookie = format!("Cookie: muster_token={token}");
+    let (head, body) = get(&format!("/logs/{id}"), &[&cookie]);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, "to-stdout\n");
+    let bearer = format!("Authorization: Bearer {token}");
+    let (_, body) = get(&format!("/logs/{id}?stream=stderr"), &[&bearer]);
+    assert_eq!(body, "to-stderr\n");
+
+    // A named user reads only their own work's output.
+    let dir = tempfile::tempdir().unwrap();
+    let alice = dir.path().join("alice");
+    crate::support::stdout(&Masters::client(
+        &masters.list_from(1),
+        &["users", "add", "alice", "--out", alice.to_str().unwrap()],
+    ));
+    let hers = crate::support::stdout(
+        &muster()
+            .args(["rest-token", "--secret-file", alice.to_str().unwrap()])
+            .output()
+            .unwrap(),
+    );
+    let (head, body) = get(
+        &format!("/logs/{id}"),
+        &[&format!("Authorization: Bearer {}", hers.trim())],
+    );
+    assert!(head.starts_with("HTTP/1.1 403"), "{head} {body}");
+}

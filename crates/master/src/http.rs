@@ -9,19 +9,21 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use axum::response::{Html, Json};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{Html, IntoResponse, Json, Response};
 use axum::routing::get;
+use muster_core::limits::MAX_LOG_CHUNK_BYTES;
 use muster_proto::auth::Credential;
-use muster_proto::v1::StatusRequest;
 use muster_proto::v1::cluster_client::ClusterClient;
+use muster_proto::v1::{LogStream, ReadLogRequest, StatusRequest};
 use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
-use tonic::Request;
 use tonic::transport::Channel;
+use tonic::{Code, Request};
 
+use crate::callers::{Caller, Callers};
 use crate::history::{self, QueueHistory};
 use crate::listener::{Connections, Serving};
 use crate::metrics::Metrics;
@@ -30,12 +32,15 @@ use crate::ui;
 use crate::view::StatusView;
 use muster_raft::RaftNode;
 
-/// This master's own client API, the credential to call it with, and what the queues held
-/// as sampled through it.
+/// This master's own client API, the credential to call it with, whom an output page's
+/// token names, and what the queues held as sampled through it.
 #[derive(Clone)]
 struct Grpc {
     channel: Channel,
     credential: Credential,
+    callers: Callers,
+    /// Whether the endpoint serves HTTPS, where its cookies are marked `Secure`.
+    https: bool,
     history: Arc<Mutex<QueueHistory>>,
 }
 
@@ -55,12 +60,15 @@ pub(crate) async fn serve(
     https: Option<TlsAcceptor>,
     grpc: Channel,
     credential: Credential,
+    callers: Callers,
     replica: Replica,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let grpc = Grpc {
         channel: grpc,
         credential,
+        callers,
+        https: https.is_some(),
         history: Arc::default(),
     };
     let sampler = tokio::spawn(sample(grpc.clone()));
@@ -70,6 +78,7 @@ pub(crate) async fn serve(
         .route("/app/{id}", get(app_page))
         .route("/driver/{id}", get(driver_page))
         .route("/worker/{id}", get(worker_page))
+        .route("/logs/{*id}", get(output))
         .with_state(grpc)
         .route("/metrics", get(metrics).with_state(replica));
     let serving = https.map_or(Serving::Plain, Serving::Tls);
@@ -164,4 +173,130 @@ async fn driver_page(
     ui::driver(&status, &id)
         .map(|page| Html(page.into_string()))
         .ok_or((StatusCode::NOT_FOUND, format!("no driver {id}")))
+}
+
+/// What an output page's URL may carry.
+#[derive(serde::Deserialize)]
+struct OutputQuery {
+    /// `stdout` (the default) or `stderr`.
+    stream: Option<String>,
+    /// A token of `muster rest-token`, given once: it is kept in a cookie.
+    token: Option<String>,
+}
+
+/// The cookie that keeps an output page's token.
+const TOKEN_COOKIE: &str = "muster_token";
+
+/// `/logs/ID` (a driver, or an executor as `APP/N`): the last [`MAX_LOG_CHUNK_BYTES`] the
+/// process wrote (`?stream=stderr` for its standard error), read from its worker as `muster
+/// logs` reads it, for the caller its token names, who must be allowed to read it. The
+/// token comes in an `Authorization: Bearer` header, a cookie, or once as `?token=`, which
+/// sets the cookie and sends the browser to the same page without it.
+async fn output(
+    State(grpc): State<Grpc>,
+    Path(id): Path<String>,
+    Query(query): Query<OutputQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let stream = match query.stream.as_deref() {
+        None | Some("stdout") => LogStream::Stdout,
+        Some("stderr") => LogStream::Stderr,
+        Some(other) => {
+            let message = format!("no output stream `{other}`: stdout or stderr");
+            return (StatusCode::BAD_REQUEST, message).into_response();
+        }
+    };
+    let token = query
+        .token
+        .as_deref()
+        .or_else(|| bearer(&headers))
+        .or_else(|| cookie(&headers, TOKEN_COOKIE));
+    let caller = match grpc.callers.caller(token) {
+        Ok(caller) => caller,
+        Err(refused) => {
+            let page = ui::sign_in(&id, stream_name(stream), &refused.to_string());
+            return (StatusCode::UNAUTHORIZED, Html(page.into_string())).into_response();
+        }
+    };
+    if let Some(token) = &query.token {
+        let secure = if grpc.https { "; Secure" } else { "" };
+        let cookie = format!("{TOKEN_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict{secure}");
+        let location = format!("/logs/{id}?stream={}", stream_name(stream));
+        return (
+            StatusCode::SEE_OTHER,
+            [(header::SET_COOKIE, cookie), (header::LOCATION, location)],
+        )
+            .into_response();
+    }
+    match last_output(&grpc, &caller, &id, stream).await {
+        Ok(text) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response(),
+        Err(status) => {
+            let code = match status.code() {
+                Code::PermissionDenied | Code::Unauthenticated => StatusCode::FORBIDDEN,
+                Code::InvalidArgument => StatusCode::BAD_REQUEST,
+                Code::NotFound | Code::FailedPrecondition => StatusCode::NOT_FOUND,
+                _ => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            (code, status.message().to_owned()).into_response()
+        }
+    }
+}
+
+/// The last [`MAX_LOG_CHUNK_BYTES`] of process `id`'s `stream`, read for `caller`, saying
+/// what was left out before them.
+async fn last_output(
+    grpc: &Grpc,
+    caller: &Caller,
+    id: &str,
+    stream: LogStream,
+) -> Result<String, tonic::Status> {
+    let read = |offset: u64, max_bytes: u32| {
+        let mut request = Request::new(ReadLogRequest {
+            id: id.to_owned(),
+            stream: stream.into(),
+            offset,
+            max_bytes,
+            worker_id: String::new(),
+        });
+        caller.credential.attach(request.metadata_mut());
+        let mut client = ClusterClient::new(grpc.channel.clone())
+            .max_decoding_message_size(muster_raft::MAX_MESSAGE_BYTES);
+        async move { Ok::<_, tonic::Status>(client.read_log(request).await?.into_inner()) }
+    };
+    let size = read(0, 1).await?.size;
+    let from = size.saturating_sub(u64::from(MAX_LOG_CHUNK_BYTES));
+    let chunk = read(from, MAX_LOG_CHUNK_BYTES).await?;
+    let left_out = if from > 0 {
+        format!("[the first {from} bytes are left out: `muster logs {id}` prints them]\n")
+    } else {
+        String::new()
+    };
+    Ok(left_out + &String::from_utf8_lossy(&chunk.data))
+}
+
+/// `stdout` or `stderr`, as an output page's URL names it.
+fn stream_name(stream: LogStream) -> &'static str {
+    match stream {
+        LogStream::Stdout => "stdout",
+        LogStream::Stderr => "stderr",
+    }
+}
+
+/// The token of an `Authorization: Bearer` header.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+}
+
+/// The value of cookie `name`.
+fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .find_map(|pair| pair.trim().strip_prefix(name)?.strip_prefix('='))
 }

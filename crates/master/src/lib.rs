@@ -32,6 +32,7 @@
 
 mod apps;
 mod call;
+mod callers;
 mod client;
 pub mod config;
 mod history;
@@ -229,8 +230,17 @@ pub async fn run(
     if let Some(snapshot) = config.restore.clone() {
         tokio::spawn(restore(Arc::clone(&node), Arc::clone(&sessions), snapshot));
     }
-    // What the HTTP endpoints call: this master's own client API, on one lazy connection.
+    // What the HTTP endpoints call: this master's own client API, on one lazy connection,
+    // for the callers their tokens name.
     let own_api = call::own_api(&config.listen, &dialer)?;
+    let mut clients = vec![credential(Role::Client)];
+    clients.extend(
+        config
+            .client_secret
+            .iter()
+            .map(|s| s.credential(Role::Client)),
+    );
+    let callers = callers::Callers::new(clients, tokens.clone());
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(http) = &config.http {
         let listener = bind(http).await?;
@@ -242,6 +252,7 @@ pub async fn run(
             config.tls.https()?,
             own_api.clone(),
             credential(Role::Client),
+            callers.clone(),
             http::Replica {
                 node: Arc::clone(&node),
                 sessions: Arc::clone(&sessions),
@@ -253,17 +264,9 @@ pub async fn run(
     let (stop_spark_rest, spark_rest_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(spark_rest) = &config.spark_rest {
         let listener = bind(&spark_rest.listen).await?;
-        let mut clients = vec![credential(Role::Client)];
-        clients.extend(
-            config
-                .client_secret
-                .iter()
-                .map(|s| s.credential(Role::Client)),
-        );
         let gateway = spark_rest::Gateway::new(
             own_api.clone(),
-            clients,
-            tokens.clone(),
+            callers.clone(),
             spark_rest.submissions.clone(),
         );
         let stopped = async {

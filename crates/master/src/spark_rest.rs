@@ -15,7 +15,6 @@
 //! gateway over TLS as well, on the same port, to clients that start a TLS handshake.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Body;
@@ -24,8 +23,6 @@ use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use muster_core::ids::WorkId;
 use muster_core::limits::MAX_REQUEST_BYTES;
-use muster_proto::auth::{Credential, Tokens};
-use muster_proto::rest_token::{self, RestCaller, RestTokenError};
 use muster_proto::v1::cluster_client::ClusterClient;
 use muster_proto::v1::{DriverState, KillRequest, StatusReply, StatusRequest};
 use tokio::net::TcpListener;
@@ -33,6 +30,7 @@ use tokio_rustls::TlsAcceptor;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
+use crate::callers::{Caller, Callers};
 use crate::listener::{Connections, Serving};
 use crate::submission::{Action, Reply, SERVER_SPARK_VERSION, Submissions, route};
 
@@ -50,86 +48,19 @@ pub struct SparkRest {
 pub(crate) struct Gateway {
     /// This master's own client API.
     channel: Channel,
-    /// The cluster-level client credentials (the cluster secret's, then the second client
-    /// secret's, if any), whose tokens name nobody.
-    clients: Vec<Credential>,
-    /// What derives named users' credentials.
-    tokens: Tokens,
+    /// Whom each call acts for.
+    callers: Callers,
     submissions: Arc<Submissions>,
 }
 
-/// Why a call may not be made, as Spark's `JWSFilter` words it.
-#[derive(Debug, thiserror::Error)]
-enum Unauthorized {
-    /// No token.
-    #[error(
-        "Authorization header is missing: give a token of `muster rest-token` \
-         (Authorization: Bearer TOKEN, or the master URL spark://HOST:PORT/TOKEN)"
-    )]
-    Missing,
-    /// A token that lets nobody call.
-    #[error("Failed to verify the token: {0}")]
-    Invalid(RestTokenError),
-}
-
-/// Whom a call acts for.
-struct Caller {
-    /// What its calls on the masters carry.
-    credential: Credential,
-    /// The named user, if it is one.
-    user: Option<String>,
-}
-
 impl Gateway {
-    /// A gateway calling the client API on `channel` ([`crate::call::own_api`]); `clients`
-    /// are the cluster-level client credentials, the cluster secret's first.
-    pub(crate) fn new(
-        channel: Channel,
-        clients: Vec<Credential>,
-        tokens: Tokens,
-        submissions: Submissions,
-    ) -> Self {
+    /// A gateway calling the client API on `channel` ([`crate::call::own_api`]) for the
+    /// callers its tokens name.
+    pub(crate) fn new(channel: Channel, callers: Callers, submissions: Submissions) -> Self {
         Self {
             channel,
-            clients,
-            tokens,
+            callers,
             submissions: Arc::new(submissions),
-        }
-    }
-
-    /// Whom a call with `token` acts for.
-    fn caller(&self, token: Option<&str>) -> Result<Caller, Unauthorized> {
-        let client = |index: usize| Caller {
-            credential: self.clients[index].clone(),
-            user: None,
-        };
-        if self.tokens.is_open() {
-            return Ok(client(0));
-        }
-        let Some(token) = token else {
-            return Err(Unauthorized::Missing);
-        };
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let clients: Vec<String> = self
-            .clients
-            .iter()
-            .filter_map(Credential::to_text)
-            .collect();
-        match rest_token::check(token, now, &clients, &self.tokens) {
-            Ok(RestCaller::Client(index)) => Ok(client(index)),
-            Ok(RestCaller::User(user)) => {
-                let text = self
-                    .tokens
-                    .user_credential(&user.name, user.generation)
-                    .expect("a secret derives users' credentials");
-                Ok(Caller {
-                    credential: Credential::from_text(&text).expect("a credential is ASCII"),
-                    user: Some(user.name),
-                })
-            }
-            Err(error) => Err(Unauthorized::Invalid(error)),
         }
     }
 
@@ -352,7 +283,7 @@ async fn handle(State(gateway): State<Gateway>, request: Request<Body>) -> Respo
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("Bearer "));
-    let caller = match gateway.caller(header_token.or(path_token)) {
+    let caller = match gateway.callers.caller(header_token.or(path_token)) {
         Ok(caller) => caller,
         Err(refused) => {
             return respond(StatusCode::FORBIDDEN, &Reply::error(refused.to_string()));

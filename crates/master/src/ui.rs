@@ -286,7 +286,7 @@ fn ended_executors(app: &str, executors: &[ExecutorView]) -> Markup {
                         td { (or_blank(e.exit_code)) }
                         td { (e.cores) }
                         td { (e.memory_mb) }
-                        td { code { "muster logs " (app) "/" (e.id) } }
+                        td { (output_links(&format!("{app}/{}", e.id))) " or " code { "muster logs " (app) "/" (e.id) } }
                     }
                 }
             }
@@ -354,7 +354,7 @@ fn active_app(app: &AppView) -> Markup {
                         td { (or_blank(e.usage.map(|u| u.memory_mb))) }
                         td { (or_blank(e.usage.and_then(|u| u.cpu_seconds))) }
                         td { (or_blank(e.pid)) }
-                        td { code { "muster logs " (id) "/" (e.id) } }
+                        td { (output_links(&format!("{id}/{}", e.id))) " or " code { "muster logs " (id) "/" (e.id) } }
                     }
                 }
             }
@@ -422,7 +422,7 @@ pub(crate) fn worker(status: &StatusView, id: &str) -> Option<Markup> {
                         td { (or_blank(e.usage.map(|u| u.memory_mb))) }
                         td { (or_blank(e.usage.and_then(|u| u.cpu_seconds))) }
                         td { (or_blank(e.pid)) }
-                        td { code { "muster logs " (a.id) "/" (e.id) } }
+                        td { (output_links(&format!("{}/{}", a.id, e.id))) " or " code { "muster logs " (a.id) "/" (e.id) } }
                     }
                 }
             }
@@ -446,6 +446,37 @@ pub(crate) fn worker(status: &StatusView, id: &str) -> Option<Markup> {
             }
         },
     ))
+}
+
+/// The page that asks for a token before the output of process `id` (its `stream`) can be
+/// read, saying why the one given (if any) was refused.
+pub(crate) fn sign_in(id: &str, stream: &str, refused: &str) -> Markup {
+    page(
+        "a token, please",
+        html! {
+            p { a href="/" { "Muster" } }
+            h1 { "The " (stream) " of " (id) }
+            p { "Reading what a process wrote needs a token, as " code { "muster logs" } " needs a credential: "
+                code { "muster rest-token" } " prints the cluster's, and "
+                code { "muster rest-token --secret-file USER.credential" } " a named user's, who may read only their own work's. "
+                "This browser keeps it in a cookie." }
+            p { "Refused: " (refused) }
+            form method="get" action={ "/logs/" (id) } {
+                input type="hidden" name="stream" value=(stream);
+                input type="password" name="token" placeholder="token" size="60";
+                " "
+                input type="submit" value="Read";
+            }
+        },
+    )
+}
+
+/// Links to the pages of what process `id` (a driver, or an executor as `APP/N`) wrote, from
+/// a page one level below the top.
+fn output_links(id: &str) -> Markup {
+    html! {
+        a href={ "../logs/" (id) } { "stdout" } " " a href={ "../logs/" (id) "?stream=stderr" } { "stderr" }
+    }
 }
 
 /// The page of driver `id`, if the status has it.
@@ -496,7 +527,7 @@ pub(crate) fn driver(status: &StatusView, id: &str) -> Option<Markup> {
                     tr { th { (field) } td { (value) } }
                 }
             }
-            p { "Its output: " code { "muster logs " (id) } " (" code { "--stderr" } ", "
+            p { "Its output: " (output_links(id)) ", or " code { "muster logs " (id) } " (" code { "--stderr" } ", "
                 code { "--follow" } ")." }
         },
     ))
