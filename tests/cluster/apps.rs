@@ -98,12 +98,21 @@ fn executors_land_where_muster_plan_says_and_ctrl_c_finishes_the_app() {
         "every executor was reported killed: {rest}"
     );
     let status = wait_for(&masters, "the app gone", |s| app(s, &id).is_none());
+    let completed = &status["completed_apps"];
     assert_eq!(
-        status["completed_apps"],
-        serde_json::json!([
-            {"id": id, "name": "", "queue": "default", "user": null, "state": "FINISHED"}
-        ]),
-        "it is listed as completed"
+        [
+            &completed[0]["id"],
+            &completed[0]["name"],
+            &completed[0]["state"]
+        ],
+        [&json!(id), &json!("sleep"), &json!("FINISHED")],
+        "it is listed as completed, named after its program: {completed}"
+    );
+    let ended = completed[0]["ended_executors"].as_array().unwrap();
+    assert_eq!(
+        (ended.len(), ended.iter().all(|e| e["state"] == "KILLED")),
+        (5, true),
+        "where its executors ran is kept: {completed}"
     );
     assert!(
         status["workers"]
