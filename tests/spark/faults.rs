@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support::{DEADLINE, Process, wait_for};
-use crate::{Spark, app, app_id_of, cluster, spark, status, succeeded};
+use crate::{Spark, app, app_id_of, cluster, spark, status, succeeded, with_every_spark};
 
 /// `sleepy.py` as a running spark-submit, once its first task has run.
 struct SleepyRun {
@@ -131,62 +131,61 @@ fn log_lines(output: &Output, containing: &str) -> Vec<String> {
 
 #[test]
 fn a_job_survives_the_leader_killed_with_its_executors_and_no_task_failed() {
-    let Some((spark, _one_at_a_time)) = spark() else {
-        return;
-    };
-    let (mut masters, _workers) = cluster(2);
-    let list = masters.list_from(1);
-    let settings = [
-        "--total-executor-cores",
-        "4",
-        "--executor-cores",
-        "1",
-        "--conf",
-        "spark.ui.enabled=true",
-        "--conf",
-        "spark.ui.port=0",
-    ];
-    // Its tasks run until the failover has been checked.
-    let hold = masters.dir.path().join("hold");
-    std::fs::write(&hold, "").unwrap();
-    let run = SleepyRun::start(spark, &list, &settings, 24, 0, Some(&hold));
-    let before = executor_pids(&list);
-    assert_eq!(before.len(), 4, "{}", status(&list));
-    // The application's Spark UI, as Muster shows it.
-    let ui = status(&list)["apps"][0]["ui_address"]
-        .as_str()
-        .expect("the Spark UI's address")
-        .to_owned();
-    let page = crate::support::plain_http_get(
-        ui.strip_prefix("http://").expect("an http:// address"),
-        "/jobs/",
-    );
-    assert!(
-        page.starts_with("HTTP/1.1 200") && page.contains("sleepy"),
-        "{page}"
-    );
+    with_every_spark(|spark| {
+        let (mut masters, _workers) = cluster(2);
+        let list = masters.list_from(1);
+        let settings = [
+            "--total-executor-cores",
+            "4",
+            "--executor-cores",
+            "1",
+            "--conf",
+            "spark.ui.enabled=true",
+            "--conf",
+            "spark.ui.port=0",
+        ];
+        // Its tasks run until the failover has been checked.
+        let hold = masters.dir.path().join("hold");
+        std::fs::write(&hold, "").unwrap();
+        let run = SleepyRun::start(spark, &list, &settings, 24, 0, Some(&hold));
+        let before = executor_pids(&list);
+        assert_eq!(before.len(), 4, "{}", status(&list));
+        // The application's Spark UI, as Muster shows it.
+        let ui = status(&list)["apps"][0]["ui_address"]
+            .as_str()
+            .expect("the Spark UI's address")
+            .to_owned();
+        let page = crate::support::plain_http_get(
+            ui.strip_prefix("http://").expect("an http:// address"),
+            "/jobs/",
+        );
+        assert!(
+            page.starts_with("HTTP/1.1 200") && page.contains("sleepy"),
+            "{page}"
+        );
 
-    let leader = masters.leader(0);
-    masters.running[leader as usize - 1].take().unwrap().crash();
-    let killed = Instant::now();
-    let new_leader = masters.leader(leader);
-    wait_for(&masters, "a new leader ALIVE", |s| {
-        s["recovery_state"] == "ALIVE"
-    });
-    eprintln!(
-        "master {new_leader} ALIVE {:?} after the kill",
-        killed.elapsed()
-    );
-    assert_eq!(executor_pids(&list), before, "the same executor processes");
-    // The new leader learns the UI's address from the re-attached link.
-    wait_for(&masters, "the Spark UI's address again", |s| {
-        s["apps"][0]["ui_address"] == ui.as_str()
-    });
-    std::fs::remove_file(&hold).unwrap();
+        let leader = masters.leader(0);
+        masters.running[leader as usize - 1].take().unwrap().crash();
+        let killed = Instant::now();
+        let new_leader = masters.leader(leader);
+        wait_for(&masters, "a new leader ALIVE", |s| {
+            s["recovery_state"] == "ALIVE"
+        });
+        eprintln!(
+            "master {new_leader} ALIVE {:?} after the kill",
+            killed.elapsed()
+        );
+        assert_eq!(executor_pids(&list), before, "the same executor processes");
+        // The new leader learns the UI's address from the re-attached link.
+        wait_for(&masters, "the Spark UI's address again", |s| {
+            s["apps"][0]["ui_address"] == ui.as_str()
+        });
+        std::fs::remove_file(&hold).unwrap();
 
-    let output = run.finish();
-    assert_eq!(failed_tasks(&output), Vec::<String>::new());
-    assert_eq!(rerun_tasks(&output), Vec::<String>::new());
+        let output = run.finish();
+        assert_eq!(failed_tasks(&output), Vec::<String>::new());
+        assert_eq!(rerun_tasks(&output), Vec::<String>::new());
+    });
 }
 
 #[test]
@@ -322,44 +321,43 @@ fn running(status: &Value) -> usize {
 
 #[test]
 fn dynamic_allocation_grows_with_a_backlog_and_gives_idle_executors_back() {
-    let Some((spark, _one_at_a_time)) = spark() else {
-        return;
-    };
-    let (masters, _workers) = cluster(2);
-    let list = masters.list_from(1);
-    let settings = [
-        "--executor-cores",
-        "1",
-        "--conf",
-        "spark.dynamicAllocation.enabled=true",
-        "--conf",
-        "spark.dynamicAllocation.shuffleTracking.enabled=true",
-        "--conf",
-        "spark.dynamicAllocation.schedulerBacklogTimeout=1s",
-        "--conf",
-        "spark.dynamicAllocation.executorIdleTimeout=2s",
-        "--conf",
-        "spark.dynamicAllocation.maxExecutors=3",
-    ];
-    // 12 s idle after the job, for the executors to be given back while the driver runs.
-    let run = SleepyRun::start(spark, &list, &settings, 24, 12, None);
-    let grown = wait_for(&masters, "executors added for the backlog", |s| {
-        running(s) == 3
+    with_every_spark(|spark| {
+        let (masters, _workers) = cluster(2);
+        let list = masters.list_from(1);
+        let settings = [
+            "--executor-cores",
+            "1",
+            "--conf",
+            "spark.dynamicAllocation.enabled=true",
+            "--conf",
+            "spark.dynamicAllocation.shuffleTracking.enabled=true",
+            "--conf",
+            "spark.dynamicAllocation.schedulerBacklogTimeout=1s",
+            "--conf",
+            "spark.dynamicAllocation.executorIdleTimeout=2s",
+            "--conf",
+            "spark.dynamicAllocation.maxExecutors=3",
+        ];
+        // 12 s idle after the job, for the executors to be given back while the driver runs.
+        let run = SleepyRun::start(spark, &list, &settings, 24, 12, None);
+        let grown = wait_for(&masters, "executors added for the backlog", |s| {
+            running(s) == 3
+        });
+        let app_id = grown["apps"][0]["id"].clone();
+        wait_for(&masters, "idle executors given back", |s| {
+            s["apps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a["id"] == app_id)
+                && running(s) == 0
+        });
+        let output = run.finish();
+        assert_eq!(failed_tasks(&output), Vec::<String>::new());
+        // Never more than maxExecutors, and none added once the backlog was gone.
+        let app_id = app_id.as_str().unwrap();
+        assert_eq!(crate::executors_that_registered(&masters, app_id).len(), 3);
     });
-    let app_id = grown["apps"][0]["id"].clone();
-    wait_for(&masters, "idle executors given back", |s| {
-        s["apps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|a| a["id"] == app_id)
-            && running(s) == 0
-    });
-    let output = run.finish();
-    assert_eq!(failed_tasks(&output), Vec::<String>::new());
-    // Never more than maxExecutors, and none added once the backlog was gone.
-    let app_id = app_id.as_str().unwrap();
-    assert_eq!(crate::executors_that_registered(&masters, app_id).len(), 3);
 }
 
 #[test]

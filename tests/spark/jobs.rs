@@ -3,103 +3,103 @@
 use std::collections::BTreeMap;
 
 use crate::support::{DEADLINE, Masters};
-use crate::{app, app_id_of, cluster, executors_that_registered, spark, succeeded};
+use crate::{
+    app, app_id_of, cluster, executors_that_registered, spark, succeeded, with_every_spark,
+};
 
 #[test]
 fn pyspark_pi_runs_on_as_many_muster_executors_as_it_asks_for() {
-    let Some((spark, _one_at_a_time)) = spark() else {
-        return;
-    };
-    let (masters, _workers) = cluster(2);
-    let output = spark.run(
-        &masters.list_from(1),
-        &[
-            "--total-executor-cores",
-            "4",
-            "--executor-cores",
-            "1",
-            "--executor-memory",
-            "512m",
-            &app("pi.py"),
-            "8",
-        ],
-    );
-    let printed = succeeded(&output);
-    let pi: f64 = printed
-        .lines()
-        .find_map(|line| line.strip_prefix("pi "))
-        .unwrap_or_else(|| panic!("no estimate printed: {printed}"))
-        .parse()
-        .unwrap();
-    assert!((pi - std::f64::consts::PI).abs() < 0.05, "pi {pi}");
-    // cores.max 4 in one-core executors: four executors, on the two workers.
-    let executors = executors_that_registered(&masters, &app_id_of(&output));
-    assert_eq!(executors.len(), 4, "{executors:?}");
-    let workers: std::collections::BTreeSet<_> = executors
-        .iter()
-        .map(|e| e.parent().unwrap().parent().unwrap())
-        .collect();
-    assert_eq!(workers.len(), 2, "spread over both workers: {executors:?}");
+    with_every_spark(|spark| {
+        let (masters, _workers) = cluster(2);
+        let output = spark.run(
+            &masters.list_from(1),
+            &[
+                "--total-executor-cores",
+                "4",
+                "--executor-cores",
+                "1",
+                "--executor-memory",
+                "512m",
+                &app("pi.py"),
+                "8",
+            ],
+        );
+        let printed = succeeded(&output);
+        let pi: f64 = printed
+            .lines()
+            .find_map(|line| line.strip_prefix("pi "))
+            .unwrap_or_else(|| panic!("no estimate printed: {printed}"))
+            .parse()
+            .unwrap();
+        assert!((pi - std::f64::consts::PI).abs() < 0.05, "pi {pi}");
+        // cores.max 4 in one-core executors: four executors, on the two workers.
+        let executors = executors_that_registered(&masters, &app_id_of(&output));
+        assert_eq!(executors.len(), 4, "{executors:?}");
+        let workers: std::collections::BTreeSet<_> = executors
+            .iter()
+            .map(|e| e.parent().unwrap().parent().unwrap())
+            .collect();
+        assert_eq!(workers.len(), 2, "spread over both workers: {executors:?}");
+    });
 }
 
 #[test]
 fn pyspark_word_count_agrees_with_a_count_made_here() {
-    let Some((spark, _one_at_a_time)) = spark() else {
-        return;
-    };
-    let (masters, _workers) = cluster(2);
-    let dir = tempfile::tempdir().unwrap();
-    let source = dir.path().join("words.txt");
-    let target = dir.path().join("counts.txt");
-    // 20,000 lines of words drawn from a small vocabulary, deterministically.
-    let vocabulary = [
-        "muster", "spark", "raft", "queue", "prior", "executor", "driver", "worker",
-    ];
-    let mut text = String::new();
-    let mut expected: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut seed: u64 = 7;
-    for _ in 0..20_000 {
-        for _ in 0..(seed % 5 + 1) {
-            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-            let word = vocabulary[(seed >> 33) as usize % vocabulary.len()];
-            *expected.entry(word).or_default() += 1;
-            text.push_str(word);
-            text.push(' ');
+    with_every_spark(|spark| {
+        let (masters, _workers) = cluster(2);
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("words.txt");
+        let target = dir.path().join("counts.txt");
+        // 20,000 lines of words drawn from a small vocabulary, deterministically.
+        let vocabulary = [
+            "muster", "spark", "raft", "queue", "prior", "executor", "driver", "worker",
+        ];
+        let mut text = String::new();
+        let mut expected: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut seed: u64 = 7;
+        for _ in 0..20_000 {
+            for _ in 0..(seed % 5 + 1) {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                let word = vocabulary[(seed >> 33) as usize % vocabulary.len()];
+                *expected.entry(word).or_default() += 1;
+                text.push_str(word);
+                text.push(' ');
+            }
+            text.push('\n');
         }
-        text.push('\n');
-    }
-    std::fs::write(&source, text).unwrap();
-    let output = spark.run(
-        &masters.list_from(2),
-        &[
-            "--executor-cores",
-            "1",
-            "--executor-memory",
-            "512m",
-            &app("wordcount.py"),
-            source.to_str().unwrap(),
-            target.to_str().unwrap(),
-        ],
-    );
-    succeeded(&output);
-    let counted: BTreeMap<String, u64> = std::fs::read_to_string(&target)
-        .unwrap()
-        .lines()
-        .map(|line| {
-            let (word, count) = line.split_once(' ').unwrap();
-            (word.to_owned(), count.parse().unwrap())
-        })
-        .collect();
-    let expected: BTreeMap<String, u64> = expected
-        .into_iter()
-        .map(|(w, c)| (w.to_owned(), c))
-        .collect();
-    assert_eq!(counted, expected);
-    // Without cores.max, every core of both workers: four one-core executors.
-    assert_eq!(
-        executors_that_registered(&masters, &app_id_of(&output)).len(),
-        4
-    );
+        std::fs::write(&source, text).unwrap();
+        let output = spark.run(
+            &masters.list_from(2),
+            &[
+                "--executor-cores",
+                "1",
+                "--executor-memory",
+                "512m",
+                &app("wordcount.py"),
+                source.to_str().unwrap(),
+                target.to_str().unwrap(),
+            ],
+        );
+        succeeded(&output);
+        let counted: BTreeMap<String, u64> = std::fs::read_to_string(&target)
+            .unwrap()
+            .lines()
+            .map(|line| {
+                let (word, count) = line.split_once(' ').unwrap();
+                (word.to_owned(), count.parse().unwrap())
+            })
+            .collect();
+        let expected: BTreeMap<String, u64> = expected
+            .into_iter()
+            .map(|(w, c)| (w.to_owned(), c))
+            .collect();
+        assert_eq!(counted, expected);
+        // Without cores.max, every core of both workers: four one-core executors.
+        assert_eq!(
+            executors_that_registered(&masters, &app_id_of(&output)).len(),
+            4
+        );
+    });
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! started by real Muster workers.
 //!
 //! They need Java 17 and the pinned pyspark (`.ci/run` installs both): the pyspark of the
-//! virtual environment at `MUSTER_SPARK_VENV`, by default `~/.cache/muster/pyspark-4.3.0`.
+//! virtual environment at `MUSTER_SPARK_VENV`, by default `~/.cache/muster/pyspark-4.3.0`;
+//! a core of them runs again with pyspark 3.5 ([`with_every_spark`]).
 //! Without them the tests say so and pass, unless `MUSTER_REQUIRE_SPARK` is set (as in CI),
 //! when they fail. Spark applications are run one at a time: each starts several JVMs.
 
@@ -38,16 +39,51 @@ struct Spark {
     examples: PathBuf,
 }
 
-/// The Spark to test with, and a lock that runs Spark applications one at a time; `None`
-/// (after saying so) when this machine has no Java or no pinned pyspark.
+/// The Spark to test with (4.3), and a lock that runs Spark applications one at a time;
+/// `None` (after saying so) when this machine has no Java or no pinned pyspark.
 fn spark() -> Option<(&'static Spark, MutexGuard<'static, ()>)> {
     static SPARK: OnceLock<Result<Spark, String>> = OnceLock::new();
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-    match SPARK.get_or_init(find_spark) {
-        Ok(spark) => Some((
-            spark,
-            ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()),
-        )),
+    let found = SPARK.get_or_init(|| {
+        // Where the build puts the jars by default under XDG_CACHE_HOME, which `muster dev`
+        // knows too: see [`spark_cache`].
+        find_spark(
+            "MUSTER_SPARK_VENV",
+            "pyspark-4.3.0",
+            &spark_cache().join("muster/spark"),
+        )
+    });
+    let spark = required(found)?;
+    Some((
+        spark,
+        ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()),
+    ))
+}
+
+/// Runs `test` with Spark 4.3 and then Spark 3.5 (the pyspark of the virtual environment at
+/// `MUSTER_SPARK35_VENV`, by default `~/.cache/muster/pyspark-3.5`), one application at a
+/// time: the core of the tests that every Spark the plug-in supports must pass.
+fn with_every_spark(test: impl Fn(&Spark)) {
+    static SPARK_3_5: OnceLock<Result<Spark, String>> = OnceLock::new();
+    let Some((newest, _one_at_a_time)) = spark() else {
+        return;
+    };
+    test(newest);
+    let found = SPARK_3_5.get_or_init(|| {
+        let out = spark_cache().join("spark-3.5");
+        find_spark("MUSTER_SPARK35_VENV", "pyspark-3.5", &out)
+    });
+    if let Some(older) = required(found) {
+        eprintln!("and again with Spark 3.5");
+        test(older);
+    }
+}
+
+/// The Spark `found`, or `None` after saying what is missing; a panic when
+/// `MUSTER_REQUIRE_SPARK` is set (as in CI).
+fn required(found: &Result<Spark, String>) -> Option<&Spark> {
+    match found {
+        Ok(spark) => Some(spark),
         Err(missing) if std::env::var_os("MUSTER_REQUIRE_SPARK").is_some() => {
             panic!("MUSTER_REQUIRE_SPARK is set, but {missing}")
         }
@@ -58,11 +94,15 @@ fn spark() -> Option<(&'static Spark, MutexGuard<'static, ()>)> {
     }
 }
 
-fn find_spark() -> Result<Spark, String> {
-    let venv = std::env::var_os("MUSTER_SPARK_VENV").map_or_else(
+/// The Spark of the pyspark in the virtual environment that `venv_variable` names (by
+/// default `~/.cache/muster/DEFAULT_VENV`), with the plug-in and examples built for it into
+/// `out`.
+fn find_spark(venv_variable: &str, default_venv: &str, out: &Path) -> Result<Spark, String> {
+    let venv = std::env::var_os(venv_variable).map_or_else(
         || {
             PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/muster/pyspark-4.3.0")
+                .join(".cache/muster")
+                .join(default_venv)
         },
         PathBuf::from,
     );
@@ -81,14 +121,11 @@ fn find_spark() -> Result<Spark, String> {
     if !java.is_ok_and(|output| output.status.success()) {
         return Err("no java on the PATH".to_owned());
     }
-    // Where the build puts the jars by default under XDG_CACHE_HOME, which `muster dev`
-    // knows too: see [`spark_cache`].
-    let out = spark_cache().join("muster/spark");
     let build = Command::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../integrations/spark/build"
     ))
-    .arg(&out)
+    .arg(out)
     .env("SPARK_HOME", &home)
     .output()
     .map_err(|e| format!("cannot run integrations/spark/build: {e}"))?;

@@ -11,7 +11,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::support::{DEADLINE, Masters, Process, plain_http, stdout, wait_for, worker_command};
-use crate::{FAST_START, Spark, spark, square_sums};
+use crate::{FAST_START, Spark, spark, square_sums, with_every_spark};
 
 /// Three masters serving the gateway with the plug-in, and two two-core workers whose
 /// drivers find Spark in their `SPARK_HOME`, every worker ALIVE.
@@ -166,66 +166,65 @@ fn create_body(resource: &str, properties: &str) -> String {
 
 #[test]
 fn a_supervised_submission_through_a_follower_outlives_the_leader_and_its_own_process() {
-    let Some((spark, _one_at_a_time)) = spark() else {
-        return;
-    };
-    let (mut masters, _workers) = gateway_cluster(spark, &[]);
-    let token = cluster_token();
-    let leader = masters.leader(0);
-    let follower = if leader == 1 { 2 } else { 1 };
-    let third = 6 - leader - follower;
-    // Only a follower's gateway in the URL: it reaches the leader itself.
-    let via_follower = url(&[&masters.spark_rest[follower as usize - 1]], &token);
-    let id = spark.create(
-        &via_follower,
-        &[
-            "--supervise",
-            "--driver-memory",
-            "1g",
-            "--conf",
-            "spark.executor.cores=1",
-            "--conf",
-            "spark.executor.memory=512m",
-            &format!("--conf=spark.executor.extraJavaOptions={FAST_START}"),
-            "--class",
-            "SquareSums",
-            spark.examples.to_str().unwrap(),
-            "10000",
-        ],
-    );
-    let pid = crate::support::driver_pid(&masters, &id);
-    wait_for(&masters, "the driver's application", |s| {
-        !s["apps"].as_array().unwrap().is_empty()
+    with_every_spark(|spark| {
+        let (mut masters, _workers) = gateway_cluster(spark, &[]);
+        let token = cluster_token();
+        let leader = masters.leader(0);
+        let follower = if leader == 1 { 2 } else { 1 };
+        let third = 6 - leader - follower;
+        // Only a follower's gateway in the URL: it reaches the leader itself.
+        let via_follower = url(&[&masters.spark_rest[follower as usize - 1]], &token);
+        let id = spark.create(
+            &via_follower,
+            &[
+                "--supervise",
+                "--driver-memory",
+                "1g",
+                "--conf",
+                "spark.executor.cores=1",
+                "--conf",
+                "spark.executor.memory=512m",
+                &format!("--conf=spark.executor.extraJavaOptions={FAST_START}"),
+                "--class",
+                "SquareSums",
+                spark.examples.to_str().unwrap(),
+                "10000",
+            ],
+        );
+        let pid = crate::support::driver_pid(&masters, &id);
+        wait_for(&masters, "the driver's application", |s| {
+            !s["apps"].as_array().unwrap().is_empty()
+        });
+
+        // The leader dies, then the driver's whole process group: the new leader starts it again.
+        masters.running[leader as usize - 1].take().unwrap().crash();
+        masters.leader(leader);
+        let group = nix::unistd::Pid::from_raw(pid as i32);
+        nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).unwrap();
+        wait_until_finished(&masters.spark_rest[third as usize - 1], &token, &id);
+        // spark-submit --status finds it through any master of the URL, the dead one first.
+        let all = url(&masters.spark_rest.iter().collect::<Vec<_>>(), &token);
+        let status = spark.standalone_submit(&all, &["--status", &id]);
+        assert!(
+            status.status.success(),
+            "{}",
+            String::from_utf8_lossy(&status.stderr)
+        );
+
+        let list = masters.list_from(follower as usize);
+        let printed = stdout(&Masters::client(&list, &["logs", &id]));
+        let summed: std::collections::BTreeMap<u64, u64> = printed
+            .lines()
+            .filter_map(|line| {
+                let (remainder, sum) = line.split_once(' ')?;
+                Some((remainder.parse().ok()?, sum.parse().ok()?))
+            })
+            .collect();
+        assert_eq!(summed, square_sums(10_000));
+        // One submission, one driver: started twice, under one id.
+        let status = crate::status(&list);
+        assert_eq!(drivers(&status), [id.as_str()], "{status}");
     });
-
-    // The leader dies, then the driver's whole process group: the new leader starts it again.
-    masters.running[leader as usize - 1].take().unwrap().crash();
-    masters.leader(leader);
-    let group = nix::unistd::Pid::from_raw(pid as i32);
-    nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).unwrap();
-    wait_until_finished(&masters.spark_rest[third as usize - 1], &token, &id);
-    // spark-submit --status finds it through any master of the URL, the dead one first.
-    let all = url(&masters.spark_rest.iter().collect::<Vec<_>>(), &token);
-    let status = spark.standalone_submit(&all, &["--status", &id]);
-    assert!(
-        status.status.success(),
-        "{}",
-        String::from_utf8_lossy(&status.stderr)
-    );
-
-    let list = masters.list_from(follower as usize);
-    let printed = stdout(&Masters::client(&list, &["logs", &id]));
-    let summed: std::collections::BTreeMap<u64, u64> = printed
-        .lines()
-        .filter_map(|line| {
-            let (remainder, sum) = line.split_once(' ')?;
-            Some((remainder.parse().ok()?, sum.parse().ok()?))
-        })
-        .collect();
-    assert_eq!(summed, square_sums(10_000));
-    // One submission, one driver: started twice, under one id.
-    let status = crate::status(&list);
-    assert_eq!(drivers(&status), [id.as_str()], "{status}");
 }
 
 #[test]

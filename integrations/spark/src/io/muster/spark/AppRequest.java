@@ -13,7 +13,6 @@ import org.apache.spark.scheduler.cluster.CoarseGrainedSchedulerBackend;
 import org.apache.spark.util.Utils;
 import scala.Option;
 import scala.Tuple2;
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * What a Spark application asks Muster for, from its settings: the command line of the
@@ -142,7 +141,7 @@ final class AppRequest {
      * spark.executorEnv.*}, and the authentication secret when there is one.
      */
     static Map<String, String> linkEnvironment(SparkContext sc) {
-        Map<String, String> environment = new TreeMap<>(CollectionConverters.asJava(sc.executorEnvs()));
+        Map<String, String> environment = new TreeMap<>(ScalaCollections.map(sc.executorEnvs()));
         if (sc.env().securityManager().isAuthenticationEnabled()) {
             environment.put(AUTH_SECRET_VARIABLE, sc.env().securityManager().getSecretKey());
         }
@@ -163,7 +162,12 @@ final class AppRequest {
                 CoarseGrainedSchedulerBackend.ENDPOINT_NAME()).toString();
         List<String> java = new ArrayList<>();
         java.add("-Xmx" + heapMb + "m");
-        java.addAll(List.of(JavaModuleOptions.defaultModuleOptionArray()));
+        // As one string: Spark 3.5 has no array of them.
+        for (String option : JavaModuleOptions.defaultModuleOptions().split("\\s+")) {
+            if (!option.isEmpty()) {
+                java.add(option);
+            }
+        }
         // What an executor needs before it can fetch the rest from its driver.
         for (Tuple2<String, String> setting : conf.getAll()) {
             if (SparkConf.isExecutorStartupConf(setting._1())) {
@@ -174,7 +178,7 @@ final class AppRequest {
         // here, and once the option is quoted, replaced by the shell variables that hold them.
         for (String key : List.of("spark.executor.defaultJavaOptions", "spark.executor.extraJavaOptions")) {
             if (conf.contains(key)) {
-                for (String option : CollectionConverters.asJava(Utils.splitCommandString(conf.get(key)))) {
+                for (String option : ScalaCollections.list(Utils.splitCommandString(conf.get(key)))) {
                     java.add(option.replace("{{APP_ID}}", "\u0000APP").replace("{{EXECUTOR_ID}}", "\u0000EXECUTOR"));
                 }
             }

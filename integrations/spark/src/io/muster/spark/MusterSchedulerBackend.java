@@ -21,12 +21,10 @@ import org.apache.spark.scheduler.ExecutorProcessLost;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerExecutorAdded;
 import org.apache.spark.scheduler.TaskSchedulerImpl;
-import org.apache.spark.scheduler.cluster.CoarseGrainedSchedulerBackend;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import scala.Option;
 import scala.concurrent.Future;
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Spark's scheduler backend on Muster. Spark's CoarseGrainedSchedulerBackend does the work with
@@ -44,7 +42,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * {@code spark.muster.executorRemoveDelayOnDisconnection} (default 30s; keep it above the
  * masters' worker timeout), Spark removes it as lost, without counting its tasks.
  */
-public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
+public final class MusterSchedulerBackend extends ScalaBackend
         implements MusterLink.Events {
     private static final Logger LOG = LoggerFactory.getLogger(MusterSchedulerBackend.class);
     /** The exit code of a process the kernel killed for going over its memory limit. */
@@ -156,7 +154,7 @@ public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
     public Future<Object> doRequestTotalExecutors(
             scala.collection.immutable.Map<ResourceProfile, Object> totals) {
         int total = 0;
-        for (Map.Entry<ResourceProfile, Object> entry : CollectionConverters.asJava(totals).entrySet()) {
+        for (Map.Entry<ResourceProfile, Object> entry : ScalaCollections.map(totals).entrySet()) {
             if (entry.getKey().id() == ResourceProfile.DEFAULT_RESOURCE_PROFILE_ID()) {
                 total = (Integer) entry.getValue();
             } else if ((Integer) entry.getValue() > 0) {
@@ -170,11 +168,10 @@ public final class MusterSchedulerBackend extends CoarseGrainedSchedulerBackend
     }
 
     @Override
-    public Future<Object> doKillExecutors(scala.collection.immutable.Seq<String> ids) {
-        List<String> given = CollectionConverters.asJava(ids);
-        released.addAll(given);
+    Future<Object> releaseExecutors(List<String> ids) {
+        released.addAll(ids);
         MusterLink registered = link;
-        return Future.successful(registered != null && registered.release(given));
+        return Future.successful(registered != null && registered.release(ids));
     }
 
     @Override
