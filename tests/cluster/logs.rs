@@ -270,3 +270,36 @@ fn a_status_page_links_what_a_process_wrote_for_whoever_may_read_it() {
     );
     assert!(head.starts_with("HTTP/1.1 403"), "{head} {body}");
 }
+
+#[test]
+fn a_worker_cleans_up_what_ended_processes_left_and_logs_say_so() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let _worker = crate::support::start_worker_via(
+        &masters,
+        "w1",
+        2,
+        &masters.list_from(1),
+        &["--cleanup-ttl", "0", "--cleanup-interval", "1"],
+    );
+    let id = submit(&masters, &["--", "/bin/sh", "-c", "echo written"]);
+    wait_for(&masters, "the driver finished", |s| {
+        driver(s, &id).is_some_and(|d| d["state"] == "FINISHED")
+    });
+    let directory = masters.dir.path().join("w1").join(&id);
+    let start = Instant::now();
+    while directory.exists() {
+        assert!(
+            start.elapsed() < crate::support::DEADLINE,
+            "{} stays",
+            directory.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let gone = logs(&masters, &[&id]);
+    assert_eq!(gone.status.code(), Some(3), "{gone:?}");
+    assert!(
+        stderr(&gone).contains("was cleaned up from this worker's work dir after it ended"),
+        "{gone:?}"
+    );
+}

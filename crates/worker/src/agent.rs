@@ -42,6 +42,7 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 
+use crate::cleanup::CleanupPolicy;
 use crate::isolation::Cgroups;
 use crate::metrics::Metrics;
 use crate::output::{Stream, read_chunk};
@@ -93,6 +94,8 @@ pub struct AgentConfig {
     /// adopts them, as it does after a crash (YARN's work-preserving NodeManager restart,
     /// Nomad's client restart).
     pub stop_work_on_exit: bool,
+    /// When the directories of ended processes are removed.
+    pub cleanup: CleanupPolicy,
 }
 
 /// The id kept in `work_dir/worker-id`, created on first start, so that a restarted worker
@@ -159,6 +162,7 @@ pub async fn run(config: AgentConfig, metrics: Arc<Metrics>, shutdown: impl Futu
         let _ = std::fs::remove_file(config.work_dir.join(FENCE_FILE));
     }
     let (supervisor, events) = Supervisor::new(supervisor_config);
+    let supervisor = Arc::new(supervisor);
     // What a crashed predecessor started is taken over (or killed) before registering, so
     // the first registration reports it.
     supervisor.adopt();
@@ -168,6 +172,7 @@ pub async fn run(config: AgentConfig, metrics: Arc<Metrics>, shutdown: impl Futu
         Some(Some((after, contact))) => (Some(after), contact),
         _ => (None, Instant::now()),
     };
+    let cleaner = tokio::spawn(clean_up(Arc::clone(&supervisor), config.cleanup));
     let mut agent = Agent {
         config,
         metrics,
@@ -185,6 +190,7 @@ pub async fn run(config: AgentConfig, metrics: Arc<Metrics>, shutdown: impl Futu
         () = agent.serve() => {}
         () = shutdown => {}
     }
+    cleaner.abort();
     if agent.config.stop_work_on_exit {
         agent.supervisor.shutdown().await;
     } else {
@@ -199,7 +205,7 @@ pub async fn run(config: AgentConfig, metrics: Arc<Metrics>, shutdown: impl Futu
 struct Agent {
     config: AgentConfig,
     metrics: Arc<Metrics>,
-    supervisor: Supervisor,
+    supervisor: Arc<Supervisor>,
     events: mpsc::UnboundedReceiver<ProcessEvent>,
     /// Reports no leader has acknowledged yet, by sequence number.
     unacknowledged: BTreeMap<u64, Up>,
@@ -604,6 +610,7 @@ impl Agent {
         };
         let read_request = read.request;
         let running = self.supervisor.pid(&workload).is_some();
+        let cleaned_up = !running && self.supervisor.cleaned_up(&workload);
         let path = self.supervisor.output_file(&workload, stream);
         let up = up.clone();
         tokio::spawn(async move {
@@ -615,6 +622,12 @@ impl Agent {
                             && (running || path.parent().is_some_and(std::path::Path::exists)) =>
                     {
                         Ok((Vec::new(), 0))
+                    }
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound && cleaned_up => {
+                        Err(format!(
+                            "the output of {workload} was cleaned up from this worker's work dir \
+                             after it ended (muster worker --cleanup-ttl)"
+                        ))
                     }
                     Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                         Err(format!("this worker has no output of {workload}"))
@@ -677,6 +690,31 @@ impl Agent {
 /// Where a fencing worker keeps the leader's worker timeout (in ms); the file's modification
 /// time is its last contact with a leader, give or take a second.
 const FENCE_FILE: &str = ".fence";
+
+/// Removes what ended processes left in the work dir, every `policy.every`, for as long as
+/// the agent runs.
+async fn clean_up(supervisor: Arc<Supervisor>, policy: CleanupPolicy) {
+    let mut every = tokio::time::interval(policy.every);
+    loop {
+        every.tick().await;
+        let supervisor = Arc::clone(&supervisor);
+        let cleaned = tokio::task::spawn_blocking(move || {
+            supervisor.clean_up(std::time::SystemTime::now(), &policy)
+        })
+        .await;
+        match cleaned {
+            Ok(Ok(removed)) if !removed.is_empty() => {
+                tracing::info!(
+                    removed = removed.len(),
+                    "removed the directories of ended processes"
+                );
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "cannot clean up the work dir"),
+            Err(error) => tracing::warn!(%error, "the work dir cleanup failed"),
+        }
+    }
+}
 
 /// The fence a predecessor kept in `work_dir`: the worker timeout and the last contact.
 fn last_fence(work_dir: &std::path::Path) -> Option<(Duration, Instant)> {

@@ -13,6 +13,7 @@
 //! * [`records`]: what runs, recorded in the work dir so a restarted agent can adopt it.
 
 pub mod agent;
+pub mod cleanup;
 pub mod isolation;
 pub mod metrics;
 pub mod output;

@@ -18,13 +18,13 @@
 //! Everything that happens to a process is reported as a [`ProcessEvent`] on one channel, in
 //! the order it happened for that process.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use muster_core::ids::{AppId, DriverId, ExecutorId};
 use muster_core::limits::names_a_directory;
@@ -38,6 +38,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
+use crate::cleanup::{self, CleanupPolicy, Ended};
 use crate::isolation::{Cgroups, IsolationError, ProcessGroup};
 use crate::output::Stream;
 use crate::records::{Record, Records, exit_code, process_group, still_runs};
@@ -358,6 +359,65 @@ pub struct Supervisor {
     running: Arc<Mutex<BTreeMap<Workload, Running>>>,
 }
 
+/// The work dir's list of directories [`Supervisor::clean_up`] removed, relative to it, one a
+/// line.
+pub const CLEANED_UP_FILE: &str = "cleaned-up";
+
+/// How many removed directories [`CLEANED_UP_FILE`] remembers.
+const CLEANED_UP_KEPT: usize = 10_000;
+
+/// The directories of drivers (`driver-*`) and executors (`app-*/N`) in `work_dir`.
+fn process_directories(work_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut directories = Vec::new();
+    for entry in fs::read_dir(work_dir)?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if !is_dir {
+            continue;
+        }
+        if name.starts_with("driver-") {
+            directories.push(entry.path());
+        } else if name.starts_with("app-") {
+            let executors = fs::read_dir(entry.path())?.flatten();
+            directories.extend(
+                executors
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path()),
+            );
+        }
+    }
+    Ok(directories)
+}
+
+/// What `directory` holds, in bytes, and when anything in it was last written; symbolic
+/// links are not followed.
+fn size_and_last_write(directory: &Path) -> (u64, SystemTime) {
+    let mut bytes = 0;
+    let mut last = fs::symlink_metadata(directory)
+        .and_then(|m| m.modified())
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let mut pending = vec![directory.to_path_buf()];
+    while let Some(next) = pending.pop() {
+        let Ok(entries) = fs::read_dir(&next) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(metadata) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            if let Ok(modified) = metadata.modified() {
+                last = last.max(modified);
+            }
+            if metadata.is_dir() {
+                pending.push(entry.path());
+            } else {
+                bytes += metadata.len();
+            }
+        }
+    }
+    (bytes, last)
+}
+
 fn safe_component(id: &str) -> Result<&str, LaunchError> {
     if names_a_directory(id) {
         Ok(id)
@@ -593,6 +653,90 @@ impl Supervisor {
             tracing::warn!(pid, "killing a process nobody accounts for");
             let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
         }
+    }
+
+    /// Removes the directories of ended processes that `policy` says go at `now` (see
+    /// [`crate::cleanup`]), never one of a process that runs, waits to start again, or whose
+    /// end the leader may not have yet, and notes each in [`CLEANED_UP_FILE`]: the
+    /// directories removed.
+    ///
+    /// # Errors
+    ///
+    /// The work dir cannot be read.
+    pub fn clean_up(
+        &self,
+        now: SystemTime,
+        policy: &CleanupPolicy,
+    ) -> std::io::Result<Vec<PathBuf>> {
+        let busy: BTreeSet<PathBuf> = self
+            .running()
+            .into_iter()
+            .map(|(workload, _)| workload)
+            .chain(self.records.all().into_iter().map(|r| r.spec.workload))
+            .filter_map(|workload| self.directory(&workload).ok())
+            .collect();
+        let mut ended = Vec::new();
+        let mut live_bytes = 0;
+        for directory in process_directories(&self.config.work_dir)? {
+            let (bytes, last_write) = size_and_last_write(&directory);
+            if busy.contains(&directory) {
+                live_bytes += bytes;
+                continue;
+            }
+            // The wrapper writes `exit` as the process ends.
+            let at = fs::metadata(directory.join("exit"))
+                .and_then(|m| m.modified())
+                .unwrap_or(last_write);
+            ended.push(Ended {
+                path: directory,
+                at,
+                bytes,
+            });
+        }
+        let removed: Vec<PathBuf> = cleanup::to_remove(&ended, live_bytes, now, policy)
+            .into_iter()
+            .filter(|directory| fs::remove_dir_all(directory).is_ok())
+            .collect();
+        for directory in &removed {
+            // An application's directory goes with its last executor's.
+            if let Some(app) = directory.parent().filter(|p| *p != self.config.work_dir) {
+                let _ = fs::remove_dir(app);
+            }
+        }
+        if !removed.is_empty() {
+            self.note_cleaned_up(&removed);
+        }
+        Ok(removed)
+    }
+
+    /// Adds `removed` to [`CLEANED_UP_FILE`], keeping its latest [`CLEANED_UP_KEPT`] lines.
+    fn note_cleaned_up(&self, removed: &[PathBuf]) {
+        let path = self.config.work_dir.join(CLEANED_UP_FILE);
+        let mut lines: Vec<String> = fs::read_to_string(&path)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        lines.extend(removed.iter().filter_map(|directory| {
+            let relative = directory.strip_prefix(&self.config.work_dir).ok()?;
+            Some(relative.display().to_string())
+        }));
+        let keep = lines.len().saturating_sub(CLEANED_UP_KEPT);
+        let _ = fs::write(&path, lines[keep..].join("\n") + "\n");
+    }
+
+    /// Whether `workload`'s directory was removed by [`Supervisor::clean_up`] (among the
+    /// latest [`CLEANED_UP_KEPT`]).
+    pub fn cleaned_up(&self, workload: &Workload) -> bool {
+        let Ok(directory) = self.directory(workload) else {
+            return false;
+        };
+        let Ok(relative) = directory.strip_prefix(&self.config.work_dir) else {
+            return false;
+        };
+        let relative = relative.display().to_string();
+        fs::read_to_string(self.config.work_dir.join(CLEANED_UP_FILE))
+            .is_ok_and(|noted| noted.lines().any(|line| line == relative))
     }
 
     /// Forgets the records of `workload`'s ended processes, once the leader has their end.

@@ -115,6 +115,7 @@ async fn commands_from_an_older_term_are_ignored() {
         fence: false,
         build: Default::default(),
         stop_work_on_exit: true,
+        cleanup: Default::default(),
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let metrics = Arc::new(Metrics::new());

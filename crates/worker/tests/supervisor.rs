@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use muster_core::ids::{ExecutorId, WorkerId};
 use muster_core::resources::Resources;
+use muster_worker::cleanup::CleanupPolicy;
 use muster_worker::isolation::{Cgroups, Limits};
 use muster_worker::supervisor::{
     LaunchError, LaunchSpec, ProcessEvent, ProcessState, Supervisor, SupervisorConfig, Workload,
@@ -686,4 +687,50 @@ fn a_restarted_supervisor_keeps_the_groups_of_what_it_adopts_and_removes_the_res
         assert!(cgroups.groups().is_empty());
         supervisor.shutdown().await;
     });
+}
+
+#[tokio::test]
+async fn cleanup_removes_what_ended_processes_left_once_the_leader_has_their_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let (supervisor, mut events) = supervisor(dir.path());
+    let (done, long) = (executor("app-1", 0), driver("driver-long"));
+    supervisor
+        .launch(shell(done.clone(), "echo out", false))
+        .unwrap();
+    supervisor
+        .launch(shell(long.clone(), "echo running; sleep 30", false))
+        .unwrap();
+    loop {
+        let event = next(&mut events).await;
+        if event.workload == done && matches!(event.state, ProcessState::Exited { .. }) {
+            break;
+        }
+    }
+    let now_and_always = CleanupPolicy {
+        ttl: Duration::ZERO,
+        ..CleanupPolicy::default()
+    };
+    // Its end is not the leader's yet: its directory stays.
+    let later = std::time::SystemTime::now() + Duration::from_secs(1);
+    assert_eq!(
+        supervisor.clean_up(later, &now_and_always).unwrap(),
+        Vec::<std::path::PathBuf>::new()
+    );
+    supervisor.forget(&done);
+    let removed = supervisor.clean_up(later, &now_and_always).unwrap();
+    assert_eq!(removed, [dir.path().join("app-1/0")]);
+    assert!(
+        !dir.path().join("app-1").exists(),
+        "the app's directory went with it"
+    );
+    assert!(supervisor.cleaned_up(&done) && !supervisor.cleaned_up(&long));
+    // What runs stays, whatever its age.
+    assert!(dir.path().join("driver-long/stdout").exists());
+    // Kept for a day, nothing goes now.
+    let a_day = CleanupPolicy {
+        ttl: Duration::from_secs(24 * 3600),
+        ..CleanupPolicy::default()
+    };
+    assert!(supervisor.clean_up(later, &a_day).unwrap().is_empty());
+    supervisor.shutdown().await;
 }

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use muster_core::ids::WorkerId;
@@ -12,6 +13,7 @@ use muster_core::resources::{
 };
 use muster_master::config::seconds;
 use muster_worker::agent::{AgentConfig, lock_work_dir, stable_id};
+use muster_worker::cleanup::CleanupPolicy;
 use muster_worker::isolation::{Cgroups, Limits};
 use muster_worker::metrics::{Metrics, serve};
 use tracing::Instrument;
@@ -95,6 +97,17 @@ pub struct WorkerArgs {
     /// it where only your Prometheus reaches).
     #[arg(long, value_name = "HOST:PORT")]
     http: Option<String>,
+    /// Remove the directory of a driver or executor this many seconds after it ended
+    /// (standalone's `spark.worker.cleanup.appDataTtl`: seven days).
+    #[arg(long, value_name = "SECONDS", default_value_t = 7 * 24 * 3600)]
+    cleanup_ttl: u64,
+    /// Remove the oldest directories of ended processes early while the work dir holds
+    /// more than this many MB.
+    #[arg(long, value_name = "MB")]
+    work_dir_cap: Option<u64>,
+    /// How often to look for directories to remove, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30 * 60)]
+    cleanup_interval: u64,
 }
 
 /// The custom resources a worker offers and their addresses, from `--resources` and the
@@ -302,6 +315,11 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
         fence: args.fence,
         build: crate::build::worker(),
         stop_work_on_exit: args.stop_work_on_exit,
+        cleanup: CleanupPolicy {
+            ttl: Duration::from_secs(args.cleanup_ttl),
+            cap_bytes: args.work_dir_cap.map(|mb| mb.saturating_mul(1024 * 1024)),
+            every: Duration::from_secs(args.cleanup_interval.max(1)),
+        },
     };
     // Everything the worker logs carries its id.
     let span = tracing::info_span!("worker", worker = %config.id);
