@@ -32,6 +32,10 @@ pub const MAX_WEB_ADDRESS_BYTES: usize = 2048;
 /// The largest gRPC message a client or worker may send a master, in bytes.
 pub const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 
+/// The largest answer a client takes from the masters: the status of a large cluster, with
+/// its retained applications' ended executors, runs past gRPC's default of 4 MiB.
+pub const MAX_REPLY_BYTES: usize = 64 * 1024 * 1024;
+
 /// The most bytes of a process's output one read returns.
 pub const MAX_LOG_CHUNK_BYTES: u32 = 1024 * 1024;
 

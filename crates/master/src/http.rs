@@ -113,7 +113,8 @@ type Failure = (StatusCode, String);
 
 async fn status(grpc: &Grpc) -> Result<StatusView, Failure> {
     let unavailable = |e: String| (StatusCode::SERVICE_UNAVAILABLE, e);
-    let mut client = ClusterClient::new(grpc.channel.clone());
+    let mut client = ClusterClient::new(grpc.channel.clone())
+        .max_decoding_message_size(muster_core::limits::MAX_REPLY_BYTES);
     let mut request = Request::new(StatusRequest { local: false });
     grpc.credential.attach(request.metadata_mut());
     let reply = client

@@ -124,10 +124,10 @@ impl Masters {
             .connect()
             .await
             .map_err(unreachable)?;
-        Ok(ClusterClient::with_interceptor(
-            channel,
-            self.credential.clone(),
-        ))
+        Ok(
+            ClusterClient::with_interceptor(channel, self.credential.clone())
+                .max_decoding_message_size(muster_core::limits::MAX_REPLY_BYTES),
+        )
     }
 
     /// Calls `rpc` on the masters until one answers.
