@@ -683,3 +683,56 @@ fn a_worker_agent_stopped_with_sigterm_leaves_its_work_running_for_the_next_to_a
         },
     );
 }
+
+#[test]
+fn a_drained_workers_executors_apps_hear_of_it_before_anything_is_killed() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let _worker = start_worker(&masters, "w1", 2);
+    let (_run, id, mut out) = app_run(
+        &masters,
+        &[
+            "--cores-max",
+            "2",
+            "--executor-cores",
+            "1",
+            "--executor-memory",
+            "64",
+            "--",
+            "/bin/sleep",
+            "600",
+        ],
+    );
+    let status = wait_for(&masters, "two executors running", |s| {
+        running_executors(s, &id).len() == 2
+    });
+    let w1 = crate::support::worker_on(&status, "w1");
+    stdout(&Masters::client(
+        &masters.list_from(1),
+        &[
+            "workers",
+            "drain",
+            w1.as_str().unwrap(),
+            "--kill-after",
+            "30",
+        ],
+    ));
+    let mut told = std::collections::BTreeSet::new();
+    let mut line = String::new();
+    while told.len() < 2 {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut out, &mut line).unwrap() > 0,
+            "app run ended before it heard of the drain"
+        );
+        if let Some(rest) = line.strip_prefix("executor ")
+            && let Some((executor, said)) = rest.split_once("'s worker is drained: ")
+        {
+            assert_eq!(said.trim(), "killed within 30.0 s", "{line}");
+            told.insert(executor.to_owned());
+        }
+    }
+    // Nothing was killed meanwhile.
+    let status = masters.status(&masters.list_from(1));
+    assert_eq!(running_executors(&status, &id).len(), 2, "{status}");
+}

@@ -42,6 +42,13 @@ pub enum AppUpdate {
         /// Its process gets SIGTERM now and SIGKILL after this.
         grace: Duration,
     },
+    /// An executor's worker is drained; its end follows as an [`AppUpdate::Executor`].
+    Draining {
+        /// The executor.
+        executor_id: u32,
+        /// It is killed after this long, if at all.
+        kill_after: Option<Duration>,
+    },
     /// The link to the leader broke; it is being found again.
     Reconnecting(String),
 }
@@ -234,6 +241,12 @@ impl Attachment<'_> {
                             let _ = self.updates.send(AppUpdate::Preempted {
                                 executor_id: preempted.executor_id,
                                 grace: Duration::from_millis(preempted.grace_ms),
+                            });
+                        }
+                        Some(Event::Draining(draining)) => {
+                            let _ = self.updates.send(AppUpdate::Draining {
+                                executor_id: draining.executor_id,
+                                kill_after: draining.kill_after_ms.map(Duration::from_millis),
                             });
                         }
                         Some(Event::Ended(ended)) => {

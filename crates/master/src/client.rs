@@ -400,6 +400,12 @@ impl Cluster for ClusterService {
                 let op = drain_op(&body)?;
                 this.write(client_command(&body.request_id, user, op))
                     .await?;
+                if let Some(session) = this.sessions.current() {
+                    session.step(Event::WorkerDrained {
+                        worker: body.worker_id.as_str().into(),
+                        kill_after: body.kill_after_ms.map(Duration::from_millis),
+                    });
+                }
                 Ok(DrainWorkerReply {})
             },
             async |mut leader, request| leader.drain_worker(request).await,

@@ -30,9 +30,9 @@ use muster_proto::v1::BuildInfo;
 use muster_proto::v1::app_event::Body as AppBody;
 use muster_proto::v1::master_message::Body;
 use muster_proto::v1::{
-    Acknowledged, AppEnded, AppEvent, AppHeartbeatAck, AppRegistered, ExecutorEvent,
-    ExecutorPreempted, HeartbeatAck, KillDriver, KillExecutor, LaunchDriver, LaunchExecutor,
-    LogChunk, MasterMessage, ReadLog, Registered,
+    Acknowledged, AppEnded, AppEvent, AppHeartbeatAck, AppRegistered, ExecutorDraining,
+    ExecutorEvent, ExecutorPreempted, HeartbeatAck, KillDriver, KillExecutor, LaunchDriver,
+    LaunchExecutor, LogChunk, MasterMessage, ReadLog, Registered,
 };
 use muster_raft::{Applied, Leadership, RaftNode, WriteError};
 use muster_state::{ClusterState, Command};
@@ -643,6 +643,10 @@ impl Session {
             ToApp::Preempted(executor, grace) => AppBody::Preempted(ExecutorPreempted {
                 executor_id: executor.0,
                 grace_ms: millis(grace),
+            }),
+            ToApp::Draining(executor, kill_after) => AppBody::Draining(ExecutorDraining {
+                executor_id: executor.0,
+                kill_after_ms: kill_after.map(millis),
             }),
             ToApp::Ended(state) => AppBody::Ended(AppEnded {
                 state: v1::AppState::from(state).into(),

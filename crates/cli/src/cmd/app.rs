@@ -250,6 +250,16 @@ fn print_text(update: AppUpdate) -> bool {
             "executor {executor_id} preempted for prior work: killed within {:.1} s",
             grace.as_secs_f64()
         )),
+        AppUpdate::Draining {
+            executor_id,
+            kill_after,
+        } => output::line(format_args!(
+            "executor {executor_id}'s worker is drained: {}",
+            kill_after.map_or("it may finish".to_owned(), |after| format!(
+                "killed within {:.1} s",
+                after.as_secs_f64()
+            ))
+        )),
         AppUpdate::Reconnecting(reason) => {
             eprintln!("lost the leader ({reason}); reconnecting");
             true
@@ -279,6 +289,14 @@ fn update_json(update: AppUpdate) -> serde_json::Value {
             "event": "preempted",
             "executor_id": executor_id,
             "grace_ms": millis(grace),
+        }),
+        AppUpdate::Draining {
+            executor_id,
+            kill_after,
+        } => json!({
+            "event": "draining",
+            "executor_id": executor_id,
+            "kill_after_ms": kill_after.map(millis),
         }),
         AppUpdate::Reconnecting(reason) => json!({"event": "reconnecting", "reason": reason}),
     }

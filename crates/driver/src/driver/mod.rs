@@ -395,6 +395,11 @@ pub async fn run(
                     tracing::info!(executor = executor_id, ?grace, "executor preempted");
                     driver.step(Instant::now(), Input::Preempted(ExecutorId(executor_id)))
                 }
+                AppUpdate::Draining { executor_id, kill_after } => {
+                    // Its tasks finish or are killed with it; nothing moves in a job's run.
+                    tracing::info!(executor = executor_id, ?kill_after, "executor's worker drained");
+                    Vec::new()
+                }
                 AppUpdate::Reconnecting(reason) => {
                     tracing::warn!(%reason, "lost the leader; reconnecting");
                     Vec::new()

@@ -343,6 +343,9 @@ impl Leader {
                 self.carry_out(&effects, None, None);
                 self.passes.want();
             }
+            Event::WorkerDrained { worker, kill_after } => {
+                self.worker_drained(state, &worker, kill_after);
+            }
         }
         if self.recovery.all_back() {
             self.complete_recovery(state);
@@ -1135,6 +1138,25 @@ impl Leader {
     fn tell_worker(&mut self, worker: &WorkerId, message: ToWorker) {
         if let Some(link) = self.links.worker_link(worker) {
             self.send(link, message);
+        }
+    }
+
+    /// Tells the application of each executor on drained `worker` that it is killed after
+    /// `kill_after`, so that it moves its data off in time (from log format 3: an older
+    /// client would not know the message).
+    fn worker_drained(
+        &mut self,
+        state: &ClusterState,
+        worker: &WorkerId,
+        kill_after: Option<Duration>,
+    ) {
+        if state.log_format() < LogFormat::THIRD {
+            return;
+        }
+        for app in state.apps().values() {
+            for executor in app.executors.values().filter(|e| &e.worker == worker) {
+                self.tell_app(&app.id, ToApp::Draining(executor.id, kill_after));
+            }
         }
     }
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use muster_core::ids::{AppId, DriverId, ExecutorId, RequestId};
+use muster_core::ids::{AppId, DriverId, ExecutorId, RequestId, WorkerId};
 use muster_core::resources::{ResourceAddresses, Usage};
 use muster_proto::v1::BuildInfo;
 use muster_state::commands::RegisterWorker;
@@ -237,6 +237,13 @@ pub enum Event {
         /// What the leader must carry out.
         effects: Effects,
     },
+    /// A client's drain of a worker was committed.
+    WorkerDrained {
+        /// The worker.
+        worker: WorkerId,
+        /// How long what runs there may take; `None`: as long as it takes.
+        kill_after: Option<Duration>,
+    },
 }
 
 /// A message for a worker.
@@ -269,6 +276,8 @@ pub enum ToApp {
     /// This executor is stopped for prior work, its process killed within this grace; its
     /// end follows as an [`ToApp::Executor`].
     Preempted(ExecutorId, Duration),
+    /// This executor's worker is drained: it is killed after this long, if at all.
+    Draining(ExecutorId, Option<Duration>),
     /// The application ended in this state.
     Ended(AppState),
     /// The answer to a heartbeat.

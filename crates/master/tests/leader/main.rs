@@ -464,10 +464,22 @@ impl goldenscript::Runner for Runner {
                     }),
                     other => return Err(format!("unknown client op {other}").into()),
                 };
+                let drained = match &op {
+                    Op::DrainWorker(drain) => Some(Event::WorkerDrained {
+                        worker: drain.id.clone(),
+                        kill_after: drain.kill_after_ms.map(Duration::from_millis),
+                    }),
+                    _ => None,
+                };
                 let response = self.apply_setup(op)?;
-                self.step(Event::ClientCommitted {
+                let mut output = self.step(Event::ClientCommitted {
                     effects: response.effects,
-                })?
+                })?;
+                // As the client API does once a drain is committed.
+                if let Some(drained) = drained {
+                    output += &self.step(drained)?;
+                }
+                output
             }
             "state" => self.dump(),
             "leader" => {
@@ -673,6 +685,10 @@ fn app_message(message: &ToApp) -> String {
         ),
         ToApp::Registered(app) => format!("registered {app}"),
         ToApp::Preempted(id, grace) => format!("preempted {id} grace={}s", grace.as_secs_f64()),
+        ToApp::Draining(id, kill_after) => match kill_after {
+            Some(after) => format!("draining {id} kill_after={}s", after.as_secs_f64()),
+            None => format!("draining {id}"),
+        },
         ToApp::Ended(state) => format!("ended {state:?}"),
         ToApp::HeartbeatAck => "HeartbeatAck".into(),
     }

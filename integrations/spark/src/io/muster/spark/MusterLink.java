@@ -43,6 +43,9 @@ final class MusterLink {
         /** An executor is stopped for prior work; its end follows. */
         void preempted(int id, long graceMs);
 
+        /** An executor's worker is drained: it is killed after {@code killAfterMs} (negative: never). */
+        void draining(int id, long killAfterMs);
+
         /** The link ended: the application ended as {@code state}, or the link broke ({@code null}). */
         void ended(String state, String reason);
     }
@@ -170,6 +173,8 @@ final class MusterLink {
                     event.path("exit_code").isInt() ? event.path("exit_code").asInt() : null);
             case "preempted" -> events.preempted(
                     event.path("executor_id").asInt(), event.path("grace_ms").asLong());
+            case "draining" -> events.draining(
+                    event.path("executor_id").asInt(), event.path("kill_after_ms").asLong(-1));
             case "reconnecting" -> LOG.warn("Muster: lost the leader ({}); reconnecting",
                     event.path("reason").asText());
             case "ended" -> {

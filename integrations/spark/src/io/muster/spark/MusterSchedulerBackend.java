@@ -56,8 +56,8 @@ public final class MusterSchedulerBackend extends ScalaBackend
     private final Map<String, String> hosts = new ConcurrentHashMap<>();
     /** Executors Spark gave back: their end is the kill it asked for. */
     private final Set<String> released = ConcurrentHashMap.newKeySet();
-    /** Executors Muster stops for prior work. */
-    private final Set<String> preempted = ConcurrentHashMap.newKeySet();
+    /** Executors Muster decommissions (for prior work, or a drained worker), and why. */
+    private final Map<String, String> decommissioned = new ConcurrentHashMap<>();
     /** How long a disconnected executor waits for Muster's word before Spark removes it. */
     private final long removeDelayMs;
     private final ScheduledExecutorService delayedRemovals =
@@ -187,7 +187,7 @@ public final class MusterSchedulerBackend extends ScalaBackend
         ExecutorLossReason reason = lossReason(id, worker, state, exitCode);
         // It has ended: nothing is kept about it.
         hosts.remove(id);
-        preempted.remove(id);
+        decommissioned.remove(id);
         released.remove(id);
         if (reason != null) {
             removeExecutor(id, reason);
@@ -203,8 +203,9 @@ public final class MusterSchedulerBackend extends ScalaBackend
             case "LOST" -> new ExecutorProcessLost(where + " was lost with its worker",
                     worker.isEmpty() ? Option.empty() : Option.apply(hosts.get(id)), false);
             case "KILLED" -> {
-                if (preempted.contains(id)) {
-                    yield new ExecutorDecommission(Option.empty(), where + " was preempted for prior work");
+                String why = decommissioned.get(id);
+                if (why != null) {
+                    yield new ExecutorDecommission(Option.empty(), where + " " + why);
                 }
                 // Spark asked for this end and removes the executor itself, deciding whether its
                 // lost tasks count (they do when it replaces an executor that stopped answering).
@@ -236,10 +237,24 @@ public final class MusterSchedulerBackend extends ScalaBackend
             return;
         }
         String id = Integer.toString(number);
-        preempted.add(id);
+        decommissioned.put(id, "was preempted for prior work");
         LOG.info("Muster preempts executor {} for prior work within {} ms", id, graceMs);
         decommissionExecutor(id, new ExecutorDecommissionInfo(
                 "preempted by Muster for prior work", Option.empty()), false, false);
+    }
+
+    @Override
+    public void draining(int number, long killAfterMs) {
+        if (stopping.get()) {
+            return;
+        }
+        String id = Integer.toString(number);
+        decommissioned.put(id, "was stopped with its drained worker");
+        LOG.info("Muster drains the worker of executor {} (killed {})", id,
+                killAfterMs < 0 ? "never" : "within " + killAfterMs + " ms");
+        // The host goes with the worker: its shuffle output is lost unless it moves first.
+        decommissionExecutor(id, new ExecutorDecommissionInfo(
+                "its worker is drained by Muster", Option.apply(hosts.get(id))), false, false);
     }
 
     @Override
