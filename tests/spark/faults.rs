@@ -396,3 +396,75 @@ fn a_driver_that_dies_ends_its_application_and_a_link_that_dies_stops_its_driver
         "{log}"
     );
 }
+
+#[test]
+fn a_drained_workers_cached_blocks_move_to_another_executor_before_it_goes() {
+    let Some((spark, _one_at_a_time)) = spark() else {
+        return;
+    };
+    let (masters, _workers) = cluster(2);
+    let list = masters.list_from(1);
+    let go = masters.dir.path().join("go");
+    let mut child = spark
+        .submit(
+            &list,
+            &[
+                "--total-executor-cores",
+                "2",
+                "--executor-cores",
+                "1",
+                "--executor-memory",
+                "512m",
+                "--conf",
+                "spark.decommission.enabled=true",
+                "--conf",
+                "spark.storage.decommission.enabled=true",
+                "--conf",
+                "spark.storage.decommission.rddBlocks.enabled=true",
+                &app("drained.py"),
+                "100000",
+                go.to_str().unwrap(),
+            ],
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let log = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut child = Process(child);
+    assert!(
+        lines.by_ref().map_while(Result::ok).any(|l| l == "cached"),
+        "not cached: {}",
+        log.join().unwrap()
+    );
+    // One executor on each worker holds cached partitions; drain the first worker.
+    let status = status(&list);
+    let drained = status["apps"][0]["executors"][0]["worker"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    crate::support::stdout(&crate::support::Masters::client(
+        &list,
+        &["workers", "drain", &drained, "--kill-after", "60"],
+    ));
+    // Its executor moves its blocks and leaves; then the worker is decommissioned.
+    wait_for(&masters, "the drained worker decommissioned", |s| {
+        s["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["id"] == drained.as_str() && w["state"] == "DECOMMISSIONED")
+    });
+    std::fs::write(&go, "").unwrap();
+    let printed: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.0.wait().unwrap();
+    let log = log.join().unwrap();
+    assert!(status.success(), "{log}");
+    assert!(
+        printed.iter().any(|l| l == "computed 4"),
+        "the cache was rebuilt: {printed:?} {log}"
+    );
+}
