@@ -300,40 +300,66 @@ fn completed_app(app: &EndedAppView) -> Markup {
     let took = app
         .ended_at_ms
         .map(|ended| duration(ended.saturating_sub(app.submitted_at_ms)));
+    let heading = AppHeading {
+        id,
+        name: &app.name,
+        user: app.user.as_deref(),
+        queue: &app.queue,
+        state: app.state.name(),
+        submitted_at_ms: app.submitted_at_ms,
+    };
     page(
         id,
         html! {
-            p { a href="../" { "Muster" } }
-            h1 { "Application " (id) }
-            p.summary {
-                span { "name " (app.name) }
-                span { "user " (or_blank(app.user.as_ref())) }
-                span { "queue " (app.queue) }
-                span { (app.state.name()) }
-                span { "submitted " (Timestamp(app.submitted_at_ms).utc()) }
-                span { "from submission to end " (or_blank(took)) }
-            }
+            (heading.render(html! { span { "from submission to end " (or_blank(took)) } }))
             (ended_executors(id, &app.ended_executors))
         },
     )
 }
 
+/// The top of an application's page.
+struct AppHeading<'a> {
+    id: &'a str,
+    name: &'a str,
+    user: Option<&'a str>,
+    queue: &'a str,
+    state: &'a str,
+    submitted_at_ms: u64,
+}
+
+impl AppHeading<'_> {
+    /// The heading, with `more` at the end of its summary.
+    fn render(&self, more: Markup) -> Markup {
+        html! {
+            p { a href="../" { "Muster" } }
+            h1 { "Application " (self.id) }
+            p.summary {
+                span { "name " (self.name) }
+                span { "user " (or_blank(self.user)) }
+                span { "queue " (self.queue) }
+                span { (self.state) }
+                span { "submitted " (Timestamp(self.submitted_at_ms).utc()) }
+                (more)
+            }
+        }
+    }
+}
+
 /// The page of an active application.
 fn active_app(app: &AppView) -> Markup {
     let id = &app.id;
+    let heading = AppHeading {
+        id,
+        name: &app.name,
+        user: app.user.as_deref(),
+        queue: &app.queue,
+        state: app.state.name(),
+        submitted_at_ms: app.submitted_at_ms,
+    };
     page(
         id,
         html! {
-            p { a href="../" { "Muster" } }
-            h1 { "Application " (id) }
-            p.summary {
-                span { "name " (app.name) }
-                span { "user " (or_blank(app.user.as_ref())) }
-                span { "queue " (app.queue) }
-                span { (app.state.name()) }
-                span { "cores " (app.cores_granted) }
-                span { "submitted " (Timestamp(app.submitted_at_ms).utc()) }
-            }
+            (heading.render(html! { span { "cores " (app.cores_granted) } }))
             @if let Some(ui) = &app.ui_address {
                 p { "Its own UI: " a href=(ui) { (ui) } }
             }
