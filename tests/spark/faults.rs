@@ -13,12 +13,59 @@ use serde_json::Value;
 use crate::support::{DEADLINE, Process, wait_for};
 use crate::{Spark, app, app_id_of, cluster, spark, status, succeeded, with_every_spark};
 
-/// `sleepy.py` as a running spark-submit, once its first task has run.
-struct SleepyRun {
+/// A running spark-submit, once it has printed a given line.
+struct SubmitRun {
     process: Process,
     lines: Lines<BufReader<ChildStdout>>,
     /// Its standard error, read as it comes (Spark logs a lot there).
     log: JoinHandle<String>,
+}
+
+impl SubmitRun {
+    /// `spark-submit` of `args`, once it has printed the line `ready`.
+    fn start(spark: &Spark, masters: &str, args: &[&str], ready: &str) -> Self {
+        let mut child = spark
+            .submit(masters, args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let log = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let process = Process(child);
+        if !lines
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|line| line == ready)
+        {
+            panic!(
+                "the application never printed `{ready}`: {}",
+                log.join().unwrap()
+            );
+        }
+        Self {
+            process,
+            lines,
+            log,
+        }
+    }
+
+    /// Waits for spark-submit to end and returns its output.
+    fn wait(mut self) -> Output {
+        let printed: Vec<String> = self.lines.by_ref().map_while(Result::ok).collect();
+        Output {
+            status: self.process.0.wait().unwrap(),
+            stdout: printed.join("\n").into_bytes(),
+            stderr: self.log.join().unwrap().into_bytes(),
+        }
+    }
+}
+
+/// `sleepy.py` as a running spark-submit, once its first task has run.
+struct SleepyRun {
+    run: SubmitRun,
     tasks: u32,
 }
 
@@ -50,38 +97,15 @@ impl SleepyRun {
         ]);
         args.extend(hold.map(|path| path.to_str().unwrap().to_owned()));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mut child = spark
-            .submit(masters, &args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let log = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let started = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .any(|line| line == "started");
-        let process = Process(child);
-        assert!(started, "the application did not start its job");
         Self {
-            process,
-            lines,
-            log,
+            run: SubmitRun::start(spark, masters, &args, "started"),
             tasks,
         }
     }
 
     /// Waits for spark-submit to end and returns its output.
-    fn wait(mut self) -> Output {
-        let printed: Vec<String> = self.lines.by_ref().map_while(Result::ok).collect();
-        Output {
-            status: self.process.0.wait().unwrap(),
-            stdout: printed.join("\n").into_bytes(),
-            stderr: self.log.join().unwrap().into_bytes(),
-        }
+    fn wait(self) -> Output {
+        self.run.wait()
     }
 
     /// Waits for spark-submit to end and returns its output; the job's sum must be right.
@@ -372,7 +396,7 @@ fn a_driver_that_dies_ends_its_application_and_a_link_that_dies_stops_its_driver
     // executors with it.
     let run = SleepyRun::start(spark, &list, &["--executor-cores", "1"], 60, 0, None);
     let app_id = status(&list)["apps"][0]["id"].as_str().unwrap().to_owned();
-    crate::support::signal(run.process.pid(), nix::sys::signal::Signal::SIGKILL);
+    crate::support::signal(run.run.process.pid(), nix::sys::signal::Signal::SIGKILL);
     let ended = wait_for(&masters, "the application finished", |s| {
         s["completed_apps"]
             .as_array()
@@ -405,40 +429,27 @@ fn a_drained_workers_cached_blocks_move_to_another_executor_before_it_goes() {
     let (masters, _workers) = cluster(2);
     let list = masters.list_from(1);
     let go = masters.dir.path().join("go");
-    let mut child = spark
-        .submit(
-            &list,
-            &[
-                "--total-executor-cores",
-                "2",
-                "--executor-cores",
-                "1",
-                "--executor-memory",
-                "512m",
-                "--conf",
-                "spark.decommission.enabled=true",
-                "--conf",
-                "spark.storage.decommission.enabled=true",
-                "--conf",
-                "spark.storage.decommission.rddBlocks.enabled=true",
-                &app("drained.py"),
-                "100000",
-                go.to_str().unwrap(),
-            ],
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let log = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut child = Process(child);
-    assert!(
-        lines.by_ref().map_while(Result::ok).any(|l| l == "cached"),
-        "not cached: {}",
-        log.join().unwrap()
+    let run = SubmitRun::start(
+        spark,
+        &list,
+        &[
+            "--total-executor-cores",
+            "2",
+            "--executor-cores",
+            "1",
+            "--executor-memory",
+            "512m",
+            "--conf",
+            "spark.decommission.enabled=true",
+            "--conf",
+            "spark.storage.decommission.enabled=true",
+            "--conf",
+            "spark.storage.decommission.rddBlocks.enabled=true",
+            &app("drained.py"),
+            "100000",
+            go.to_str().unwrap(),
+        ],
+        "cached",
     );
     // One executor on each worker holds cached partitions; drain the first worker.
     let status = status(&list);
@@ -459,12 +470,10 @@ fn a_drained_workers_cached_blocks_move_to_another_executor_before_it_goes() {
             .any(|w| w["id"] == drained.as_str() && w["state"] == "DECOMMISSIONED")
     });
     std::fs::write(&go, "").unwrap();
-    let printed: Vec<String> = lines.map_while(Result::ok).collect();
-    let status = child.0.wait().unwrap();
-    let log = log.join().unwrap();
-    assert!(status.success(), "{log}");
+    let output = run.wait();
+    let printed = succeeded(&output);
     assert!(
-        printed.iter().any(|l| l == "computed 4"),
-        "the cache was rebuilt: {printed:?} {log}"
+        printed.lines().any(|l| l == "computed 4"),
+        "the cache was rebuilt: {printed}"
     );
 }
