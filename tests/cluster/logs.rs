@@ -245,7 +245,10 @@ fn a_status_page_links_what_a_process_wrote_for_whoever_may_read_it() {
     );
     let cookie = format!("Cookie: muster_token={token}");
     let (head, body) = get(&format!("/logs/{id}"), &[&cookie]);
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.starts_with("HTTP/1.1 200") && head.contains("x-content-type-options: nosniff"),
+        "{head}"
+    );
     assert_eq!(body, "to-stdout\n");
     let bearer = format!("Authorization: Bearer {token}");
     let (_, body) = get(&format!("/logs/{id}?stream=stderr"), &[&bearer]);

@@ -230,7 +230,15 @@ async fn output(
             .into_response();
     }
     match last_output(&grpc, &caller, &id, stream).await {
-        Ok(text) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response(),
+        // Whatever a process wrote is shown as text, never taken for a page.
+        Ok(text) => (
+            [
+                (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            ],
+            text,
+        )
+            .into_response(),
         Err(status) => {
             let code = match status.code() {
                 Code::PermissionDenied | Code::Unauthenticated => StatusCode::FORBIDDEN,
