@@ -109,7 +109,8 @@ impl ClusterService {
                 channel
             }
         };
-        Ok(ClusterClient::new(channel))
+        Ok(ClusterClient::new(channel)
+            .max_decoding_message_size(muster_core::limits::MAX_REPLY_BYTES))
     }
 
     /// The outcome of handling a call here, or the leader's answer to it when this replica
