@@ -385,6 +385,165 @@ fn dynamic_allocation_grows_with_a_backlog_and_gives_idle_executors_back() {
 }
 
 #[test]
+fn with_the_shuffle_service_given_back_executors_leave_their_shuffle_output_served() {
+    with_every_spark(|spark| {
+        let masters = crate::support::Masters::start();
+        let port = crate::support::free_port().to_string();
+        let service = ["--shuffle-service", "--shuffle-service-port", &port];
+        let _worker = Process(
+            crate::support::worker_command(
+                &masters,
+                "worker-1",
+                2,
+                &masters.list_from(1),
+                &service,
+            )
+            .env("SPARK_HOME", &spark.home)
+            .spawn()
+            .unwrap(),
+        );
+        let ready = wait_for(&masters, "the worker with its shuffle service", |s| {
+            s["recovery_state"] == "ALIVE" && s["workers"][0]["shuffle_service"]["ready"] == true
+        });
+        assert_eq!(
+            ready["workers"][0]["shuffle_service"]["port"].to_string(),
+            port
+        );
+
+        let list = masters.list_from(1);
+        let go = masters.dir.path().join("go");
+        let run = SubmitRun::start(
+            spark,
+            &list,
+            &[
+                "--executor-cores",
+                "1",
+                "--conf",
+                "spark.shuffle.service.enabled=true",
+                "--conf",
+                "spark.dynamicAllocation.enabled=true",
+                "--conf",
+                "spark.dynamicAllocation.executorIdleTimeout=1s",
+                "--conf",
+                "spark.dynamicAllocation.maxExecutors=2",
+                &app("shuffled.py"),
+                "1000",
+                go.to_str().unwrap(),
+            ],
+            "shuffled",
+        );
+        let app_id = status(&list)["apps"][0]["id"].as_str().unwrap().to_owned();
+        // Idle, the executors go, shuffle output and all: no shuffle tracking holds them.
+        wait_for(&masters, "every executor given back", |s| running(s) == 0);
+        let data = masters.dir.path().join("worker-1/local").join(&app_id);
+        assert!(data.is_dir(), "the executors wrote into {}", data.display());
+        std::fs::write(&go, "").unwrap();
+        let output = run.wait();
+        let printed = succeeded(&output);
+        // New executors read the map output from the service: no map partition ran twice.
+        assert!(printed.contains("computed 4"), "{printed}");
+        for remainder in 0..10 {
+            let line = format!("{remainder} {}", 100 * remainder + 49_500);
+            assert!(printed.lines().any(|l| l == line), "{line}: {printed}");
+        }
+        assert_eq!(failed_tasks(&output), Vec::<String>::new());
+        // Once the application ended, its worker removes its data.
+        let deadline = Instant::now() + DEADLINE;
+        while data.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "{} is still there",
+                data.display()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+}
+
+#[test]
+fn a_workers_shuffle_service_starts_again_when_it_dies_and_outlives_an_agent_restart() {
+    let Some((spark, _one_at_a_time)) = spark() else {
+        return;
+    };
+    let masters = crate::support::Masters::start();
+    let port = crate::support::free_port().to_string();
+    // An agent that leaves its work running when it stops, unless told to stop it.
+    let agent = |stop_work: &str| {
+        let service = ["--shuffle-service", "--shuffle-service-port", &port];
+        let mut command = crate::support::worker_command(
+            &masters,
+            "worker-1",
+            2,
+            &masters.list_from(1),
+            &service,
+        );
+        command
+            .env("SPARK_HOME", &spark.home)
+            .env("MUSTER_STOP_WORK_ON_EXIT", stop_work);
+        Process(command.spawn().unwrap())
+    };
+    // The service's JVM (its wrapper shell names the class too).
+    let service_pids = || {
+        let named = crate::support::processes_with_args(&[
+            "org.apache.spark.deploy.ExternalShuffleService",
+        ]);
+        named
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|c| c.trim() == "java")
+            })
+            .collect::<Vec<_>>()
+    };
+    let service = |s: &Value| s["workers"][0]["shuffle_service"].clone();
+    let mut first = agent("false");
+    wait_for(&masters, "the shuffle service up", |s| {
+        service(s)["ready"] == true
+    });
+    let [killed] = service_pids()[..] else {
+        panic!("one shuffle service: {:?}", service_pids());
+    };
+
+    // Killed, it is started again, and says so.
+    crate::support::signal(killed as u32, nix::sys::signal::Signal::SIGKILL);
+    let again = wait_for(&masters, "the shuffle service up again", |s| {
+        service(s)["ready"] == true && service(s)["restarts"] == 1
+    });
+    let listed = crate::support::Masters::client(&masters.list_from(1), &["workers"]);
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.contains(&format!(":{port} up, restarted once")),
+        "{listed}"
+    );
+    let [restarted] = service_pids()[..] else {
+        panic!("one shuffle service: {:?}", service_pids());
+    };
+    assert_ne!(restarted, killed, "{again}");
+
+    // The agent stops and the next one takes the same service over.
+    crate::support::signal(first.pid(), nix::sys::signal::Signal::SIGTERM);
+    assert!(first.exited("the agent after SIGTERM").success());
+    assert_eq!(service_pids(), [restarted]);
+    let second = agent("true");
+    crate::support::wait_for_text(
+        &masters.dir.path().join("worker-1.log"),
+        "the next agent adopting the service",
+        |log| log.contains("adopted") && log.contains("registered with the leader"),
+    );
+    wait_for(&masters, "the adopted service up", |s| {
+        service(s)["ready"] == true
+    });
+    assert_eq!(service_pids(), [restarted]);
+    // An agent that stops its work stops the service too.
+    drop(second);
+    let deadline = Instant::now() + DEADLINE;
+    while !service_pids().is_empty() {
+        assert!(Instant::now() < deadline, "the service outlived its agent");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
 fn a_driver_that_dies_ends_its_application_and_a_link_that_dies_stops_its_driver() {
     let Some((spark, _one_at_a_time)) = spark() else {
         return;

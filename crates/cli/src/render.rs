@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use muster_master::view::{BuildView, StatusView, UsageView};
+use muster_master::view::{BuildView, ShuffleServiceView, StatusView, UsageView};
 use muster_proto::exit;
 
 /// The members: id, address, role.
@@ -35,14 +35,15 @@ pub fn members(status: &StatusView) -> String {
 /// The workers: id, host, state, cores and memory used of their capacity.
 pub fn workers(status: &StatusView) -> String {
     let mut out = format!(
-        "{:<34} {:<12} {:<14} {:<9} {:<13} BUILD\n",
-        "ID", "HOST", "STATE", "CORES", "MEMORY (MB)"
+        "{:<34} {:<12} {:<14} {:<9} {:<13} {:<16} BUILD\n",
+        "ID", "HOST", "STATE", "CORES", "MEMORY (MB)", "SHUFFLE SERVICE"
     );
     for w in &status.workers {
         let build = BuildView::line(w.build.as_ref());
+        let shuffle_service = ShuffleServiceView::line(w.shuffle_service.as_ref());
         let _ = writeln!(
             out,
-            "{:<34} {:<12} {:<14} {:<9} {:<13} {build}",
+            "{:<34} {:<12} {:<14} {:<9} {:<13} {shuffle_service:<16} {build}",
             w.id,
             w.host,
             if w.draining {

@@ -234,6 +234,7 @@ impl ClusterService {
                     draining: state.draining().contains_key(&w.id),
                     addresses: address_lists(state.worker_addresses(&w.id)),
                     build: session.as_ref().and_then(|s| s.worker_build(&w.id)),
+                    shuffle_service: session.as_ref().and_then(|s| s.shuffle_service(&w.id)),
                     ..WorkerStatus::from(w)
                 })
                 .collect(),

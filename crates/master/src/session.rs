@@ -26,14 +26,14 @@ use muster_core::resources::Usage;
 use muster_proto::auth::Tokens;
 use muster_proto::convert::address_lists;
 use muster_proto::v1;
-use muster_proto::v1::BuildInfo;
 use muster_proto::v1::app_event::Body as AppBody;
 use muster_proto::v1::master_message::Body;
 use muster_proto::v1::{
-    Acknowledged, AppEnded, AppEvent, AppHeartbeatAck, AppRegistered, ExecutorDraining,
+    Acknowledged, AppEnded, AppEvent, AppHeartbeatAck, AppRegistered, AppsEnded, ExecutorDraining,
     ExecutorEvent, ExecutorPreempted, HeartbeatAck, KillDriver, KillExecutor, LaunchDriver,
     LaunchExecutor, LogChunk, MasterMessage, ReadLog, Registered,
 };
+use muster_proto::v1::{BuildInfo, ShuffleService};
 use muster_raft::{Applied, Leadership, RaftNode, WriteError};
 use muster_state::{ClusterState, Command};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
@@ -212,6 +212,11 @@ impl Session {
     /// The build `worker`'s agent said it runs when it registered with this leader.
     pub fn worker_build(&self, worker: &WorkerId) -> Option<BuildInfo> {
         self.lock().leader.worker_build(worker).cloned()
+    }
+
+    /// `worker`'s shuffle service as it last told this leader, when it runs one.
+    pub fn shuffle_service(&self, worker: &WorkerId) -> Option<ShuffleService> {
+        self.lock().leader.shuffle_service(worker).copied()
     }
 
     /// How many apps and drivers wait, by reason, as of the last scheduling pass.
@@ -589,6 +594,9 @@ impl Session {
                 worker_timeout_ms: millis(self.worker_timeout),
             }),
             ToWorker::HeartbeatAck => Body::HeartbeatAck(HeartbeatAck {}),
+            ToWorker::AppsEnded(apps) => Body::AppsEnded(AppsEnded {
+                app_ids: apps.iter().map(ToString::to_string).collect(),
+            }),
             ToWorker::Acknowledged(seqs) => Body::Acknowledged(Acknowledged { seqs }),
             ToWorker::LaunchExecutor(app, id) => {
                 let app = state.apps().get(&app)?;

@@ -11,8 +11,8 @@ use muster_core::ids::Timestamp;
 use muster_proto::v1::{DriverState, WorkerState};
 
 use crate::view::{
-    AppView, BuildView, DriverView, EndedAppView, ExecutorView, QueueRow, StatusView, WorkerView,
-    duration,
+    AppView, BuildView, DriverView, EndedAppView, ExecutorView, QueueRow, ShuffleServiceView,
+    StatusView, WorkerView, duration,
 };
 
 /// How often a page reloads itself, in seconds.
@@ -423,6 +423,9 @@ pub(crate) fn worker(status: &StatusView, id: &str) -> Option<Markup> {
                 span { "cores " (w.cores_used) " / " (w.cores) }
                 span { "memory (MB) " (w.memory_used_mb) " / " (w.memory_mb) }
                 @if let Some(build) = &w.build { span { "build " (build.version) } }
+                @if w.shuffle_service.is_some() {
+                    span { "shuffle service " (ShuffleServiceView::line(w.shuffle_service.as_ref())) }
+                }
             }
             @if !w.resources.is_empty() {
                 h2 { "Custom resources" }

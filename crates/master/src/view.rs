@@ -129,6 +129,34 @@ pub struct WorkerView {
     pub addresses: BTreeMap<String, Vec<String>>,
     /// The build its agent runs, as it told the leader.
     pub build: Option<BuildView>,
+    /// Its shuffle service, when it runs one.
+    pub shuffle_service: Option<ShuffleServiceView>,
+}
+
+/// Spark's external shuffle service on a worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ShuffleServiceView {
+    /// Its port.
+    pub port: u32,
+    /// It accepts connections.
+    pub ready: bool,
+    /// Times it was started again after it failed.
+    pub restarts: u32,
+}
+
+impl ShuffleServiceView {
+    /// `:7337 up`, `:7337 down, restarted 2 times`; `-` for none.
+    pub fn line(service: Option<&Self>) -> String {
+        let Some(service) = service else {
+            return "-".to_owned();
+        };
+        let state = if service.ready { "up" } else { "down" };
+        match service.restarts {
+            0 => format!(":{} {state}", service.port),
+            1 => format!(":{} {state}, restarted once", service.port),
+            n => format!(":{} {state}, restarted {n} times", service.port),
+        }
+    }
 }
 
 /// An active application.
@@ -444,6 +472,11 @@ fn worker(w: &v1::WorkerStatus) -> WorkerView {
         resources_used: custom(&used),
         addresses: addresses(&w.addresses),
         build: w.build.as_ref().map(build),
+        shuffle_service: w.shuffle_service.map(|s| ShuffleServiceView {
+            port: s.port,
+            ready: s.ready,
+            restarts: s.restarts,
+        }),
     }
 }
 

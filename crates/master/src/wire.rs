@@ -206,6 +206,7 @@ pub fn registration(register: Register) -> Result<Registration, Status> {
         running: executors.chain(drivers).collect(),
         reports,
         build: register.build,
+        shuffle_service: register.shuffle_service,
     })
 }
 
@@ -301,8 +302,16 @@ pub fn worker_event(worker: &WorkerId, link: LinkId, body: WorkerUp) -> Option<E
                 };
                 (process, usage)
             });
-            let usage = usage.collect();
-            return Some(Event::WorkerHeartbeat { link, usage });
+            return Some(Event::WorkerHeartbeat {
+                link,
+                usage: usage.collect(),
+                shuffle_service: heartbeat.shuffle_service,
+                apps_with_data: heartbeat
+                    .apps_with_data
+                    .iter()
+                    .map(|app| app.as_str().into())
+                    .collect(),
+            });
         }
         WorkerUp::Executor(update) => executor_report(update),
         WorkerUp::Driver(update) => driver_report(update),

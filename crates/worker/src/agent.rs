@@ -37,7 +37,7 @@ use muster_proto::v1::{
     DriverUpdate, ExecutorUpdate, Heartbeat, LogChunk, MasterMessage, ReadLog, Register,
     RunningDriver, RunningExecutor, WorkerMessage,
 };
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
@@ -46,6 +46,7 @@ use crate::cleanup::CleanupPolicy;
 use crate::isolation::Cgroups;
 use crate::metrics::Metrics;
 use crate::output::{Stream, read_chunk};
+use crate::shuffle::{self, ShuffleServiceConfig, ShuffleServiceStatus};
 use crate::supervisor::{
     LaunchError, LaunchSpec, ProcessEvent, ProcessState, Supervisor, SupervisorConfig, Workload,
 };
@@ -96,6 +97,8 @@ pub struct AgentConfig {
     pub stop_work_on_exit: bool,
     /// When the directories of ended processes are removed.
     pub cleanup: CleanupPolicy,
+    /// Spark's external shuffle service, when this worker runs one for its host.
+    pub shuffle_service: Option<ShuffleServiceConfig>,
 }
 
 /// The id kept in `work_dir/worker-id`, created on first start, so that a restarted worker
@@ -147,6 +150,11 @@ pub async fn run(config: AgentConfig, metrics: Arc<Metrics>, shutdown: impl Futu
         host: config.host.clone(),
         rack: config.rack.clone(),
         driver_environment: config.driver_environment.clone(),
+        executor_environment: config
+            .shuffle_service
+            .iter()
+            .map(|service| (shuffle::PORT_VARIABLE, service.port.to_string()))
+            .collect(),
         isolation: config.isolation.clone(),
         // Absolute: the wrapper runs in the process's own directory.
         fence_file: config.fence.then(|| {
@@ -173,6 +181,15 @@ pub async fn run(config: AgentConfig, metrics: Arc<Metrics>, shutdown: impl Futu
         _ => (None, Instant::now()),
     };
     let cleaner = tokio::spawn(clean_up(Arc::clone(&supervisor), config.cleanup));
+    let (shuffle_status, shuffle_service) = watch::channel(ShuffleServiceStatus::default());
+    let shuffle_keeper = config.shuffle_service.clone().map(|service| {
+        tokio::spawn(shuffle::keep_running(
+            Arc::clone(&supervisor),
+            service,
+            Arc::clone(&metrics),
+            shuffle_status,
+        ))
+    });
     let mut agent = Agent {
         config,
         metrics,
@@ -185,12 +202,16 @@ pub async fn run(config: AgentConfig, metrics: Arc<Metrics>, shutdown: impl Futu
         fence_after,
         fenced: BTreeSet::new(),
         highest_term: Term::default(),
+        shuffle_service,
     };
     tokio::select! {
         () = agent.serve() => {}
         () = shutdown => {}
     }
     cleaner.abort();
+    if let Some(keeper) = shuffle_keeper {
+        keeper.abort();
+    }
     if agent.config.stop_work_on_exit {
         agent.supervisor.shutdown().await;
     } else {
@@ -222,6 +243,8 @@ struct Agent {
     fenced: BTreeSet<Workload>,
     /// The newest leader term seen.
     highest_term: Term,
+    /// The shuffle service as last probed, when the worker runs one.
+    shuffle_service: watch::Receiver<ShuffleServiceStatus>,
 }
 
 /// Why a stream ended.
@@ -292,6 +315,7 @@ impl Agent {
                     driver_id: driver.0,
                     pid,
                 }),
+                Workload::ShuffleService => {}
             }
         }
         let mut executor_updates = Vec::new();
@@ -317,8 +341,20 @@ impl Agent {
                 fence: self.config.fence,
                 kill_grace_ms: millis(self.config.kill_grace),
                 build: Some(self.config.build.clone()),
+                shuffle_service: self.shuffle_service_status(),
             })),
         }
+    }
+
+    /// The shuffle service as the leader is told of it, when this worker runs one.
+    fn shuffle_service_status(&self) -> Option<v1::ShuffleService> {
+        self.config.shuffle_service.as_ref()?;
+        let status = *self.shuffle_service.borrow();
+        Some(v1::ShuffleService {
+            port: u32::from(status.port),
+            ready: status.ready,
+            restarts: status.restarts,
+        })
     }
 
     /// One stream to `addr`: register, then relay until it breaks or the leader falls silent.
@@ -367,7 +403,11 @@ impl Agent {
                     }
                     let usage = self.supervisor.usage();
                     self.metrics.usage(&usage);
-                    let heartbeat = Heartbeat { usage: usage.iter().map(process_usage).collect() };
+                    let heartbeat = Heartbeat {
+                        usage: usage.iter().filter_map(process_usage).collect(),
+                        shuffle_service: self.shuffle_service_status(),
+                        apps_with_data: self.supervisor.apps_with_data().iter().map(ToString::to_string).collect(),
+                    };
                     if up.send(WorkerMessage { body: Some(Up::Heartbeat(heartbeat)) }).await.is_err() {
                         return Broken::Ended("stream closed".into());
                     }
@@ -426,7 +466,12 @@ impl Agent {
             return;
         }
         let mut killed = 0;
-        for (workload, _) in self.supervisor.running() {
+        let assigned = self
+            .supervisor
+            .running()
+            .into_iter()
+            .filter(|(w, _)| w.is_assigned());
+        for (workload, _) in assigned {
             if self.supervisor.kill(&workload, None) {
                 self.fenced.insert(workload);
                 killed += 1;
@@ -452,6 +497,10 @@ impl Agent {
         };
         if let Some(code) = end {
             self.metrics.ended(&event.workload, code);
+            if !event.workload.is_assigned() {
+                // No leader hears of it: its record goes now.
+                self.supervisor.forget(&event.workload);
+            }
         }
         self.metrics.running(&self.supervisor.running());
         let mut report = report(event)?;
@@ -518,6 +567,13 @@ impl Agent {
                 }
             }
             Down::HeartbeatAck(_) => {}
+            Down::AppsEnded(ended) => {
+                for app in ended.app_ids {
+                    if self.supervisor.remove_app_data(&app.as_str().into()) {
+                        tracing::info!(%app, "removed the data of an ended application");
+                    }
+                }
+            }
             Down::Acknowledged(acknowledged) => {
                 for seq in acknowledged.seqs {
                     match self.unacknowledged.remove(&seq) {
@@ -793,21 +849,23 @@ fn report(event: &ProcessEvent) -> Option<Up> {
                 restarts,
             })
         }
+        Workload::ShuffleService => return None,
     };
     Some(body)
 }
 
-/// What `workload`'s process uses, as a heartbeat carries it.
-fn process_usage((workload, usage): &(Workload, Usage)) -> v1::ProcessUsage {
+/// What `workload`'s process uses, as a heartbeat carries it: a driver's or an executor's.
+fn process_usage((workload, usage): &(Workload, Usage)) -> Option<v1::ProcessUsage> {
     let (app_id, executor_id, driver_id) = match workload {
         Workload::Executor { app, executor } => (app.to_string(), executor.0, String::new()),
         Workload::Driver { driver } => (String::new(), 0, driver.to_string()),
+        Workload::ShuffleService => return None,
     };
-    v1::ProcessUsage {
+    Some(v1::ProcessUsage {
         app_id,
         executor_id,
         driver_id,
         memory_bytes: usage.memory_bytes,
         cpu_ms: usage.cpu_ms,
-    }
+    })
 }

@@ -1,7 +1,10 @@
 //! Work-dir cleanup: which directories of ended drivers and executors a worker removes, as
 //! Spark's standalone worker does with `spark.worker.cleanup.*` and Nomad's client with its
 //! allocation garbage collection. A directory goes once its process ended longer than the TTL
-//! ago, and the oldest go first while the work dir holds more than its cap. The choice is a
+//! ago, and the oldest go first while the work dir holds more than its cap. An application's
+//! data (`local/<app>`) counts as ended while none of its executors runs on the worker: the
+//! leader's word that the application ended removes it sooner, and this catches what a leader
+//! never named (one of a release that does not). The choice is a
 //! pure function of what the work dir holds and the time; [`crate::supervisor`] scans and
 //! removes.
 

@@ -11,6 +11,8 @@
 //! * [`metrics`]: the worker's Prometheus metrics and the `/metrics` endpoint.
 //! * [`output`]: reading what a process wrote, a part at a time, for `muster logs`.
 //! * [`records`]: what runs, recorded in the work dir so a restarted agent can adopt it.
+//! * [`cleanup`]: which directories of ended processes go, by age and size.
+//! * [`shuffle`]: Spark's external shuffle service, run for the executors on the host.
 
 pub mod agent;
 pub mod cleanup;
@@ -18,4 +20,5 @@ pub mod isolation;
 pub mod metrics;
 pub mod output;
 pub mod records;
+pub mod shuffle;
 pub mod supervisor;

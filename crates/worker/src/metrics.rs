@@ -49,6 +49,8 @@ pub struct Metrics {
     unacknowledged: Gauge,
     memory: Family<ProcessLabels, Gauge>,
     cpu: Family<ProcessLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    shuffle_service_up: Gauge,
+    shuffle_service_restarts: Gauge,
 }
 
 impl Default for Metrics {
@@ -57,11 +59,12 @@ impl Default for Metrics {
     }
 }
 
-/// `driver` or `executor`.
+/// `driver`, `executor` or `shuffle-service`.
 fn kind(workload: &Workload) -> &'static str {
     match workload {
         Workload::Driver { .. } => "driver",
         Workload::Executor { .. } => "executor",
+        Workload::ShuffleService => "shuffle-service",
     }
 }
 
@@ -77,6 +80,8 @@ impl Metrics {
             unacknowledged: Gauge::default(),
             memory: Family::default(),
             cpu: Family::default(),
+            shuffle_service_up: Gauge::default(),
+            shuffle_service_restarts: Gauge::default(),
         };
         let r = &mut metrics.registry;
         r.register(
@@ -113,6 +118,16 @@ impl Metrics {
             "process_cpu_seconds",
             "CPU time each running process has taken, by kind and id, from its control group",
             metrics.cpu.clone(),
+        );
+        r.register(
+            "shuffle_service_up",
+            "1 while the worker's shuffle service accepts connections on its port",
+            metrics.shuffle_service_up.clone(),
+        );
+        r.register(
+            "shuffle_service_restarts",
+            "Times the worker's shuffle service was started again after it failed, since the agent started",
+            metrics.shuffle_service_restarts.clone(),
         );
         // At zero from the start, not absent until the first launch.
         for kind in ["driver", "executor"] {
@@ -157,6 +172,7 @@ impl Metrics {
                 id: match workload {
                     Workload::Executor { app, executor } => format!("{app}/{executor}"),
                     Workload::Driver { driver } => driver.to_string(),
+                    Workload::ShuffleService => String::new(),
                 },
             };
             self.memory
@@ -166,6 +182,12 @@ impl Metrics {
                 self.cpu.get_or_create(&labels).set(cpu_ms as f64 / 1000.0);
             }
         }
+    }
+
+    /// The shuffle service, as last probed.
+    pub(crate) fn shuffle_service(&self, up: bool, restarts: u32) {
+        self.shuffle_service_up.set(i64::from(up));
+        self.shuffle_service_restarts.set(i64::from(restarts));
     }
 
     /// Whether a leader stream is open.

@@ -3,7 +3,10 @@
 //!
 //! Each launch gets its own directory under the work dir (`<app>/<executor>/` or `<driver>/`)
 //! holding its `stdout` and `stderr`, and its own process group, so that a kill reaches every
-//! process it started: SIGTERM to the group, then SIGKILL once the grace period is over. A
+//! process it started: SIGTERM to the group, then SIGKILL once the grace period is over. An
+//! application's executors here also share `local/<app>/` (in `MUSTER_LOCAL_DIR`), for what
+//! outlives one executor (shuffle files a shuffle service serves); it goes when the leader
+//! says the application ended ([`Supervisor::remove_app_data`]). A
 //! supervised driver that exits with a non-zero code is started again after a back-off that
 //! doubles from [`SupervisorConfig::restart_backoff`] and starts over once a run lasted
 //! [`SupervisorConfig::successful_run`] (Spark's `DriverRunner.runCommandWithRetry`).
@@ -97,6 +100,9 @@ pub enum Workload {
         /// The driver.
         driver: DriverId,
     },
+    /// Spark's external shuffle service, which the worker runs for itself (see
+    /// [`crate::shuffle`]), not for a leader.
+    ShuffleService,
 }
 
 impl fmt::Display for Workload {
@@ -104,6 +110,7 @@ impl fmt::Display for Workload {
         match self {
             Self::Executor { app, executor } => write!(f, "executor {executor} of {app}"),
             Self::Driver { driver } => write!(f, "driver {driver}"),
+            Self::ShuffleService => write!(f, "the shuffle service"),
         }
     }
 }
@@ -114,9 +121,26 @@ impl Workload {
         match self {
             Self::Executor { app, executor } => format!("{app}-{executor}"),
             Self::Driver { driver } => driver.to_string(),
+            Self::ShuffleService => SHUFFLE_SERVICE_DIRECTORY.to_owned(),
         }
     }
+
+    /// Whether a leader assigned it (a driver or an executor): its process is reported,
+    /// held to its grant and fenced; the worker's own service is none of that.
+    pub fn is_assigned(&self) -> bool {
+        !matches!(self, Self::ShuffleService)
+    }
 }
+
+/// The work dir's directory of the shuffle service.
+pub const SHUFFLE_SERVICE_DIRECTORY: &str = "shuffle-service";
+
+/// The work dir's directory of applications' data, one directory per application.
+pub const LOCAL_DIRECTORY: &str = "local";
+
+/// The variable that gives an executor the directory its application's executors on this
+/// worker share.
+pub const LOCAL_DIR_VARIABLE: &str = "MUSTER_LOCAL_DIR";
 
 /// What to start.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -183,8 +207,8 @@ impl LaunchSpec {
     /// `spark.executor` or `spark.driver`).
     fn resources_file(&self) -> String {
         let component = match self.workload {
-            Workload::Executor { .. } => "spark.executor",
             Workload::Driver { .. } => "spark.driver",
+            Workload::Executor { .. } | Workload::ShuffleService => "spark.executor",
         };
         let allocations: Vec<serde_json::Value> = self
             .addresses
@@ -215,6 +239,8 @@ pub struct SupervisorConfig {
     /// credential (`MUSTER_CREDENTIAL`), the CA (`MUSTER_TLS_CA`) and the `muster` binary
     /// (`MUSTER_BIN`).
     pub driver_environment: Vec<(&'static str, String)>,
+    /// What executors get on top: the port of the worker's shuffle service.
+    pub executor_environment: Vec<(&'static str, String)>,
     /// Time between SIGTERM and SIGKILL.
     pub kill_grace: Duration,
     /// First wait before restarting a failed supervised driver.
@@ -230,8 +256,8 @@ pub struct SupervisorConfig {
 
 impl SupervisorConfig {
     /// What the process of `spec` learns about its worker: `MUSTER_MASTERS`, `MUSTER_HOST`,
-    /// with a label `MUSTER_RACK`, and for a driver how to call the masters, with its own
-    /// credential if it has one.
+    /// with a label `MUSTER_RACK`; for a driver how to call the masters, with its own
+    /// credential if it has one; for an executor the executors' extra environment.
     fn environment(&self, spec: &LaunchSpec) -> Vec<(&'static str, String)> {
         let mut environment = vec![
             ("MUSTER_MASTERS", self.masters.clone()),
@@ -240,12 +266,18 @@ impl SupervisorConfig {
         if !self.rack.is_empty() {
             environment.push(("MUSTER_RACK", self.rack.clone()));
         }
-        if matches!(spec.workload, Workload::Driver { .. }) {
-            environment.extend(self.driver_environment.iter().cloned());
-            if let Some(credential) = &spec.credential {
-                environment.retain(|(name, _)| *name != CREDENTIAL_VARIABLE);
-                environment.push((CREDENTIAL_VARIABLE, credential.clone()));
+        match spec.workload {
+            Workload::Driver { .. } => {
+                environment.extend(self.driver_environment.iter().cloned());
+                if let Some(credential) = &spec.credential {
+                    environment.retain(|(name, _)| *name != CREDENTIAL_VARIABLE);
+                    environment.push((CREDENTIAL_VARIABLE, credential.clone()));
+                }
             }
+            Workload::Executor { .. } => {
+                environment.extend(self.executor_environment.iter().cloned());
+            }
+            Workload::ShuffleService => {}
         }
         environment
     }
@@ -258,6 +290,7 @@ impl SupervisorConfig {
             host: String::new(),
             rack: String::new(),
             driver_environment: Vec::new(),
+            executor_environment: Vec::new(),
             kill_grace: Duration::from_secs(10),
             restart_backoff: Duration::from_secs(1),
             successful_run: Duration::from_secs(5),
@@ -366,7 +399,8 @@ pub const CLEANED_UP_FILE: &str = "cleaned-up";
 /// How many removed directories [`CLEANED_UP_FILE`] remembers.
 const CLEANED_UP_KEPT: usize = 10_000;
 
-/// The directories of drivers (`driver-*`) and executors (`app-*/N`) in `work_dir`.
+/// The directories of drivers (`driver-*`), executors (`app-*/N`) and applications' data
+/// (`local/app-*`) in `work_dir`.
 fn process_directories(work_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut directories = Vec::new();
     for entry in fs::read_dir(work_dir)?.flatten() {
@@ -386,7 +420,20 @@ fn process_directories(work_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
             );
         }
     }
+    directories.extend(app_data_directories(work_dir));
     Ok(directories)
+}
+
+/// The directories of applications' data in `work_dir`.
+fn app_data_directories(work_dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(work_dir.join(LOCAL_DIRECTORY)) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect()
 }
 
 /// What `directory` holds, in bytes, and when anything in it was last written; symbolic
@@ -449,7 +496,45 @@ impl Supervisor {
                 .join(safe_component(&app.0)?)
                 .join(executor.to_string()),
             Workload::Driver { driver } => self.config.work_dir.join(safe_component(&driver.0)?),
+            Workload::ShuffleService => self.config.work_dir.join(SHUFFLE_SERVICE_DIRECTORY),
         })
+    }
+
+    /// The directory application `app`'s executors here share.
+    fn data_directory(&self, app: &AppId) -> Result<PathBuf, LaunchError> {
+        Ok(self
+            .config
+            .work_dir
+            .join(LOCAL_DIRECTORY)
+            .join(safe_component(&app.0)?))
+    }
+
+    /// The applications whose data this worker keeps.
+    pub fn apps_with_data(&self) -> Vec<AppId> {
+        app_data_directories(&self.config.work_dir)
+            .iter()
+            .filter_map(|d| Some(d.file_name()?.to_str()?.into()))
+            .collect()
+    }
+
+    /// Removes the data of `app`, which has ended, unless one of its executors still runs
+    /// here (its end is not in yet): the next heartbeat asks again. Returns whether it went.
+    pub fn remove_app_data(&self, app: &AppId) -> bool {
+        let runs_here = self
+            .running()
+            .iter()
+            .any(|(w, _)| matches!(w, Workload::Executor { app: a, .. } if a == app));
+        let Some(directory) = self.data_directory(app).ok().filter(|_| !runs_here) else {
+            return false;
+        };
+        match fs::remove_dir_all(&directory) {
+            Ok(()) => true,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => true,
+            Err(error) => {
+                tracing::warn!(%app, %error, "cannot remove an ended application's data");
+                false
+            }
+        }
     }
 
     /// Where `workload`'s process writes `stream`, whether it runs now, ran before or never.
@@ -533,13 +618,23 @@ impl Supervisor {
 
     /// What starts `spec`'s process in `directory`, again on every restart.
     fn launcher(&self, spec: LaunchSpec, directory: PathBuf) -> Launcher {
+        let work_dir = self.work_dir_marker();
+        // Absolute: the process runs in its own directory.
+        let data_directory = match &spec.workload {
+            Workload::Executor { app, .. } => {
+                Some(Path::new(&work_dir).join(LOCAL_DIRECTORY).join(&*app.0))
+            }
+            Workload::Driver { .. } | Workload::ShuffleService => None,
+        };
+        let assigned = spec.workload.is_assigned();
         Launcher {
             environment: self.config.environment(&spec),
             spec,
             directory,
-            work_dir: self.work_dir_marker(),
-            isolation: self.config.isolation.clone(),
-            fence_file: self.config.fence_file.clone(),
+            data_directory,
+            work_dir,
+            isolation: self.config.isolation.clone().filter(|_| assigned),
+            fence_file: self.config.fence_file.clone().filter(|_| assigned),
         }
     }
 
@@ -610,10 +705,12 @@ impl Supervisor {
 
     /// The work dir as every process started for it sees it in its environment.
     fn work_dir_marker(&self) -> String {
-        fs::canonicalize(&self.config.work_dir)
-            .unwrap_or_else(|_| self.config.work_dir.clone())
-            .display()
-            .to_string()
+        self.canonical_work_dir().display().to_string()
+    }
+
+    /// The work dir, as an absolute path without links.
+    pub fn canonical_work_dir(&self) -> PathBuf {
+        fs::canonicalize(&self.config.work_dir).unwrap_or_else(|_| self.config.work_dir.clone())
     }
 
     fn report_end(&self, record: &Record, state: ProcessState) {
@@ -668,12 +765,21 @@ impl Supervisor {
         now: SystemTime,
         policy: &CleanupPolicy,
     ) -> std::io::Result<Vec<PathBuf>> {
-        let busy: BTreeSet<PathBuf> = self
+        let busy_workloads: Vec<Workload> = self
             .running()
             .into_iter()
             .map(|(workload, _)| workload)
             .chain(self.records.all().into_iter().map(|r| r.spec.workload))
-            .filter_map(|workload| self.directory(&workload).ok())
+            .collect();
+        // An application's data stays while any of its executors may run here.
+        let busy_data = busy_workloads.iter().filter_map(|workload| match workload {
+            Workload::Executor { app, .. } => self.data_directory(app).ok(),
+            _ => None,
+        });
+        let busy: BTreeSet<PathBuf> = busy_workloads
+            .iter()
+            .filter_map(|workload| self.directory(workload).ok())
+            .chain(busy_data)
             .collect();
         let mut ended = Vec::new();
         let mut live_bytes = 0;
@@ -797,6 +903,7 @@ impl Supervisor {
         };
         self.running()
             .into_iter()
+            .filter(|(workload, _)| workload.is_assigned())
             .filter_map(|(workload, _)| {
                 let usage = cgroups.existing(&workload.group_name()).usage()?;
                 Some((workload, usage))
@@ -853,6 +960,8 @@ struct Launcher {
     directory: PathBuf,
     /// The worker's `MUSTER_*` variables.
     environment: Vec<(&'static str, String)>,
+    /// The directory its application's executors here share, for an executor.
+    data_directory: Option<PathBuf>,
     /// The work dir, canonical, passed as `MUSTER_WORK_DIR`.
     work_dir: String,
     /// Limits each run of the process to its grant, in a fresh control group.
@@ -884,6 +993,10 @@ impl Launcher {
                 RESOURCES_FILE_VARIABLE.to_owned(),
                 file.display().to_string(),
             ));
+        }
+        if let Some(data) = &self.data_directory {
+            fs::create_dir_all(data)?;
+            command_environment.push((LOCAL_DIR_VARIABLE.to_owned(), data.display().to_string()));
         }
         let group = match &self.isolation {
             Some(cgroups) => Some(cgroups.create(&spec.workload.group_name(), &spec.resources)?),
@@ -932,6 +1045,7 @@ impl Launcher {
             Workload::Driver { driver } => {
                 command.env("MUSTER_DRIVER_ID", &driver.0);
             }
+            Workload::ShuffleService => {}
         }
         match command.spawn() {
             Ok(child) => Ok((child, group)),
@@ -977,6 +1091,7 @@ fn process_span(workload: &Workload) -> tracing::Span {
         Workload::Executor { app, executor } => {
             tracing::info_span!("executor", app = %app, executor = %executor)
         }
+        Workload::ShuffleService => tracing::info_span!("shuffle_service"),
     }
 }
 

@@ -116,6 +116,7 @@ async fn commands_from_an_older_term_are_ignored() {
         build: Default::default(),
         stop_work_on_exit: true,
         cleanup: Default::default(),
+        shuffle_service: None,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let metrics = Arc::new(Metrics::new());

@@ -128,6 +128,42 @@ async fn an_executor_runs_with_its_environment_and_reports_its_exit_code() {
 }
 
 #[tokio::test]
+async fn an_applications_executors_share_its_data_until_it_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let (supervisor, mut events) = supervisor(dir.path());
+    // Each executor leaves a file in the application's directory.
+    let script = "echo $MUSTER_EXECUTOR_ID > \"$MUSTER_LOCAL_DIR/$MUSTER_EXECUTOR_ID\"";
+    for id in [1, 2] {
+        supervisor
+            .launch(shell(executor("app-1", id), script, false))
+            .unwrap();
+        next(&mut events).await;
+        assert_eq!(
+            next(&mut events).await.state,
+            ProcessState::Exited { code: 0 }
+        );
+    }
+    let data = dir.path().join("local").join("app-1");
+    assert!(data.join("1").is_file() && data.join("2").is_file());
+    assert_eq!(supervisor.apps_with_data(), ["app-1".into()]);
+
+    // Not while one of its executors runs here: its end is not in yet.
+    supervisor
+        .launch(shell(executor("app-1", 3), IGNORES_SIGTERM, false))
+        .unwrap();
+    next(&mut events).await;
+    assert!(!supervisor.remove_app_data(&"app-1".into()));
+    assert!(data.join("1").is_file());
+    supervisor.kill(&executor("app-1", 3), None);
+    assert_eq!(next(&mut events).await.state, ProcessState::Killed);
+    assert!(supervisor.remove_app_data(&"app-1".into()));
+    assert!(!data.exists());
+    assert!(supervisor.apps_with_data().is_empty());
+    // What is gone already is no error.
+    assert!(supervisor.remove_app_data(&"app-1".into()));
+}
+
+#[tokio::test]
 async fn a_driver_gets_its_id_and_an_unsupervised_failure_is_not_restarted() {
     let dir = tempfile::tempdir().unwrap();
     let (supervisor, mut events) = supervisor(dir.path());
@@ -718,7 +754,11 @@ async fn cleanup_removes_what_ended_processes_left_once_the_leader_has_their_end
     );
     supervisor.forget(&done);
     let removed = supervisor.clean_up(later, &now_and_always).unwrap();
-    assert_eq!(removed, [dir.path().join("app-1/0")]);
+    // The application's data goes too, none of its executors running here.
+    assert_eq!(
+        removed,
+        [dir.path().join("local/app-1"), dir.path().join("app-1/0")]
+    );
     assert!(
         !dir.path().join("app-1").exists(),
         "the app's directory went with it"

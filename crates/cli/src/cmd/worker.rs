@@ -16,6 +16,7 @@ use muster_worker::agent::{AgentConfig, lock_work_dir, stable_id};
 use muster_worker::cleanup::CleanupPolicy;
 use muster_worker::isolation::{Cgroups, Limits};
 use muster_worker::metrics::{Metrics, serve};
+use muster_worker::shuffle::ShuffleServiceConfig;
 use tracing::Instrument;
 
 use muster_proto::auth::{CREDENTIAL_VARIABLE, Role};
@@ -108,6 +109,16 @@ pub struct WorkerArgs {
     /// How often to look for directories to remove, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 30 * 60)]
     cleanup_interval: u64,
+    /// Run Spark's external shuffle service (from $SPARK_HOME) for the executors on this
+    /// host, as a standalone Worker does: applications that set
+    /// spark.shuffle.service.enabled=true keep their shuffle output when dynamic allocation
+    /// gives executors back. One per host.
+    #[arg(long, env = "MUSTER_SHUFFLE_SERVICE")]
+    shuffle_service: bool,
+    /// The shuffle service's port (Spark's spark.shuffle.service.port); executors here are
+    /// told it.
+    #[arg(long, value_name = "PORT", default_value_t = 7337)]
+    shuffle_service_port: u16,
 }
 
 /// The custom resources a worker offers and their addresses, from `--resources` and the
@@ -277,6 +288,18 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
             .map_err(|e| CliError::Failed(format!("{}: {e}", args.work_dir.display())))?,
     };
     let isolation = args.isolation(&id)?;
+    let shuffle_service = match (args.shuffle_service, std::env::var_os("SPARK_HOME")) {
+        (false, _) => None,
+        (true, None) => {
+            return Err(CliError::BadInput(
+                "--shuffle-service runs Spark's own service: set SPARK_HOME to a Spark".into(),
+            ));
+        }
+        (true, Some(home)) => Some(
+            ShuffleServiceConfig::new(std::path::Path::new(&home), args.shuffle_service_port)
+                .map_err(|e| CliError::BadInput(format!("--shuffle-service: {e}")))?,
+        ),
+    };
     let leader_timeout = seconds("--leader-timeout", args.leader_timeout)?;
     let masters = args.masters.parse()?.addrs().to_vec();
     let secret = args.masters.secret.read()?;
@@ -320,6 +343,7 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
             cap_bytes: args.work_dir_cap.map(|mb| mb.saturating_mul(1024 * 1024)),
             every: Duration::from_secs(args.cleanup_interval.max(1)),
         },
+        shuffle_service,
     };
     // Everything the worker logs carries its id.
     let span = tracing::info_span!("worker", worker = %config.id);

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use muster_core::ids::{AppId, ExecutorId, WorkerId};
-use muster_proto::v1::BuildInfo;
+use muster_proto::v1::{BuildInfo, ShuffleService};
 use muster_state::model::{Executor, Owner};
 
 use super::protocol::LinkId;
@@ -29,6 +29,8 @@ struct KnownWorker {
     registered: bool,
     /// The build its agent said it runs.
     build: Option<BuildInfo>,
+    /// Its shuffle service as it last said, when it runs one.
+    shuffle_service: Option<ShuffleService>,
 }
 
 /// An application's client as this leader knows it.
@@ -110,6 +112,22 @@ impl Links {
         self.workers.get(worker)?.build.as_ref()
     }
 
+    /// `worker`'s shuffle service as it last said, when it runs one.
+    pub(super) fn shuffle_service(&self, worker: &WorkerId) -> Option<&ShuffleService> {
+        self.workers.get(worker)?.shuffle_service.as_ref()
+    }
+
+    /// `worker` says how its shuffle service is.
+    pub(super) fn set_shuffle_service(
+        &mut self,
+        worker: &WorkerId,
+        service: Option<ShuffleService>,
+    ) {
+        if let Some(known) = self.workers.get_mut(worker) {
+            known.shuffle_service = service;
+        }
+    }
+
     /// Whether this leader keeps `worker` (it has registered and not been forgotten).
     pub(super) fn knows_worker(&self, worker: &WorkerId) -> bool {
         self.workers.contains_key(worker)
@@ -121,6 +139,7 @@ impl Links {
         link: LinkId,
         worker: WorkerId,
         build: Option<BuildInfo>,
+        shuffle_service: Option<ShuffleService>,
         now: Instant,
     ) {
         self.open.insert(link, Peer::Worker(worker.clone()));
@@ -129,6 +148,7 @@ impl Links {
             heard: now,
             registered: false,
             build,
+            shuffle_service,
         };
         self.workers.insert(worker, known);
     }

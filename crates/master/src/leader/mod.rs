@@ -65,7 +65,7 @@ use muster_core::access::QueueSpec;
 use muster_core::ids::{AppId, ExecutorId, RequestId, Term, WorkId, WorkerId};
 use muster_core::model::{PassConfig, WorkerState};
 use muster_core::resources::{Resources, Usage};
-use muster_proto::v1::BuildInfo;
+use muster_proto::v1::{BuildInfo, ShuffleService};
 use muster_state::commands::{
     AppFinished, ApplyPlan, By, DecommissionWorker, DriverStateChanged, ExecutorStateChanged,
     KillExecutors, QueueSettings, SetExecutorLimit, WorkerLost, set_queues_op,
@@ -270,6 +270,11 @@ impl Leader {
         self.links.worker_build(worker)
     }
 
+    /// `worker`'s shuffle service as it last said, when it runs one.
+    pub fn shuffle_service(&self, worker: &WorkerId) -> Option<&ShuffleService> {
+        self.links.shuffle_service(worker)
+    }
+
     /// The web UI app `app`'s client gave when it attached to this leader; empty if none.
     pub fn ui_address(&self, app: &AppId) -> &str {
         self.links.ui_address(app)
@@ -301,10 +306,25 @@ impl Leader {
             Event::WorkerAttached { link, registration } => {
                 self.worker_attached(now, state, link, registration);
             }
-            Event::WorkerHeartbeat { link, usage } => {
+            Event::WorkerHeartbeat {
+                link,
+                usage,
+                shuffle_service,
+                apps_with_data,
+            } => {
                 if let Some(worker) = self.current_worker(now, link, state) {
                     self.send(link, ToWorker::HeartbeatAck);
+                    self.links.set_shuffle_service(&worker, shuffle_service);
                     self.processes.measured(state, worker, usage);
+                    // Only a recovered leader's state has every application that runs: one
+                    // that is still catching up could take a new one for ended.
+                    let ended: Vec<AppId> = apps_with_data
+                        .into_iter()
+                        .filter(|app| !state.apps().contains_key(app))
+                        .collect();
+                    if self.recovery.is_alive() && !ended.is_empty() {
+                        self.send(link, ToWorker::AppsEnded(ended));
+                    }
                 }
             }
             Event::WorkerReport { link, report } => {
@@ -478,8 +498,13 @@ impl Leader {
         if let Some(old) = self.links.worker_link(&worker) {
             self.close(old, Close::Superseded);
         }
-        self.links
-            .attach_worker(link, worker.clone(), registration.build, now);
+        self.links.attach_worker(
+            link,
+            worker.clone(),
+            registration.build,
+            registration.shuffle_service,
+            now,
+        );
         // Reports first: what ended during the failover is in the log before reconciliation.
         for report in registration.reports {
             self.report(now, state, link, &worker, Some(report.seq), report.update);

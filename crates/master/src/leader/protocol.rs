@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use muster_core::ids::{AppId, DriverId, ExecutorId, RequestId, WorkerId};
 use muster_core::resources::{ResourceAddresses, Usage};
-use muster_proto::v1::BuildInfo;
+use muster_proto::v1::{BuildInfo, ShuffleService};
 use muster_state::commands::RegisterWorker;
 use muster_state::model::{AppState, DriverState, Executor, ExecutorState, Owner};
 use muster_state::{ApplyError, Effects, Op, Response, Stopped};
@@ -153,6 +153,8 @@ pub struct Registration {
     pub reports: Vec<Report>,
     /// The build its agent runs, if it said (agents of release 0.1.0 do not).
     pub build: Option<BuildInfo>,
+    /// Its shuffle service, when it runs one.
+    pub shuffle_service: Option<ShuffleService>,
 }
 
 /// What an application's client asks on its stream.
@@ -186,6 +188,10 @@ pub enum Event {
         link: LinkId,
         /// What its processes use, where it measures them.
         usage: Vec<(ProcessKey, Usage)>,
+        /// Its shuffle service, when it runs one.
+        shuffle_service: Option<ShuffleService>,
+        /// The applications whose data it keeps.
+        apps_with_data: Vec<AppId>,
     },
     /// A worker reported a process change on `link`.
     WorkerReport {
@@ -253,6 +259,8 @@ pub enum ToWorker {
     Registered,
     /// The answer to a heartbeat.
     HeartbeatAck,
+    /// These applications, whose data the worker keeps, have ended: it may remove it.
+    AppsEnded(Vec<AppId>),
     /// These reports are in the log.
     Acknowledged(Vec<u64>),
     /// Start this executor (its grant is in the log).

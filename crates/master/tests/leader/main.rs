@@ -26,7 +26,8 @@
 //!   after the gap);
 //! * `register link=N worker=ID [cores=4] [mem=4096] [running=PROCESS@PID[@RESTARTS]]...
 //!   [report=SEQ@PROCESS@STATE[@CODE]]...` (keys repeat);
-//! * `heartbeat link=N`, `report link=N seq=N PROCESS STATE [code=N] [pid=N]
+//! * `heartbeat link=N [usage=PROCESS@BYTES@CPU_MS]... [data=APP]...` (what the worker
+//!   measured; the applications whose data it keeps), `report link=N seq=N PROCESS STATE [code=N] [pid=N]
 //!   [restarts=COUNT@LAST_EXIT[@IN_MS]]` (a supervised driver started again on its worker,
 //!   waiting IN_MS to), `close link=N`; `processes PROCESS...` (the pid and restarts the
 //!   leader keeps);
@@ -235,6 +236,8 @@ impl goldenscript::Runner for Runner {
                         let answer = self.step(Event::WorkerHeartbeat {
                             link,
                             usage: Vec::new(),
+                            shuffle_service: None,
+                            apps_with_data: Vec::new(),
                         })?;
                         output += &answer.replace(&format!("link{} ← HeartbeatAck\n", link.0), "");
                     }
@@ -272,10 +275,12 @@ impl goldenscript::Runner for Runner {
                     running,
                     reports,
                     build: None,
+                    shuffle_service: None,
                 };
                 self.step(Event::WorkerAttached { link, registration })?
             }
-            // `usage=PROCESS@BYTES@CPU_MS`, repeated: what the worker measured.
+            // `usage=PROCESS@BYTES@CPU_MS`, repeated: what the worker measured; `data=APP`,
+            // repeated: the applications whose data it keeps.
             "heartbeat" => {
                 let link = args.link()?;
                 let usage = args
@@ -292,7 +297,17 @@ impl goldenscript::Runner for Runner {
                         Ok((parse_process(process)?, usage))
                     })
                     .collect::<Result<_, Box<dyn Error>>>()?;
-                self.step(Event::WorkerHeartbeat { link, usage })?
+                let apps_with_data = args
+                    .list("data")
+                    .into_iter()
+                    .map(|app| AppId::from(expand(app)))
+                    .collect();
+                self.step(Event::WorkerHeartbeat {
+                    link,
+                    usage,
+                    shuffle_service: None,
+                    apps_with_data,
+                })?
             }
             // The process id and restarts the leader keeps of each named process.
             "processes" => {
@@ -668,6 +683,10 @@ fn worker_message(message: &ToWorker) -> String {
         }
         ToWorker::KillDriver(driver) => format!("kill {driver}"),
         ToWorker::Acknowledged(seqs) => format!("ack {seqs:?}"),
+        ToWorker::AppsEnded(apps) => {
+            let apps: Vec<String> = apps.iter().map(ToString::to_string).collect();
+            format!("ended {}", apps.join(" "))
+        }
         other => format!("{other:?}"),
     }
 }

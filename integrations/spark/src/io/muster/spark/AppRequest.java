@@ -153,6 +153,11 @@ final class AppRequest {
      * the path) and Spark ({@code SPARK_HOME} on the worker, else this driver's) and runs
      * Spark's executor with the id, cores and app id Muster gives it in its environment, and
      * the file of the resource addresses it holds, if it holds any.
+     *
+     * <p>As on a standalone worker, the executor writes its blocks and shuffle files into the
+     * directory the application's executors share on the worker, which the worker removes once
+     * the application ended, and where the worker runs a shuffle service, it uses that
+     * service's port.
      */
     static List<String> executorCommand(SparkContext sc, long heapMb) {
         SparkConf conf = sc.conf();
@@ -188,7 +193,9 @@ final class AppRequest {
         if (driverSparkHome != null) {
             script.append("[ -n \"$SPARK_HOME\" ] || SPARK_HOME=").append(quote(driverSparkHome)).append("; ");
         }
-        script.append("export SPARK_HOME; exec \"${JAVA_HOME:+$JAVA_HOME/bin/}java\" -cp ");
+        script.append("export SPARK_HOME; ")
+                .append("[ -z \"$MUSTER_LOCAL_DIR\" ] || export SPARK_EXECUTOR_DIRS=\"$MUSTER_LOCAL_DIR\"; ")
+                .append("exec \"${JAVA_HOME:+$JAVA_HOME/bin/}java\" -cp ");
         String classPath = conf.contains("spark.executor.extraClassPath")
                 ? quote(conf.get("spark.executor.extraClassPath")) + ":"
                 : "";
@@ -201,6 +208,8 @@ final class AppRequest {
                     .replace("\u0000APP", "'\"$MUSTER_APP_ID\"'")
                     .replace("\u0000EXECUTOR", "'\"$MUSTER_EXECUTOR_ID\"'"));
         }
+        // Last, so that it wins over the application's own setting.
+        script.append(" ${MUSTER_SHUFFLE_SERVICE_PORT:+\"-Dspark.shuffle.service.port=$MUSTER_SHUFFLE_SERVICE_PORT\"}");
         script.append(" org.apache.spark.executor.CoarseGrainedExecutorBackend")
                 .append(" --driver-url ").append(quote(driverUrl))
                 .append(" --executor-id \"$MUSTER_EXECUTOR_ID\" --cores \"$MUSTER_CORES\"")
