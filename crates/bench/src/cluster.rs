@@ -155,6 +155,9 @@ pub struct Shape {
     pub master_args: Vec<String>,
     /// Whether each master serves Spark's REST submission protocol (`--spark-rest`).
     pub spark_rest: bool,
+    /// Whether each worker runs Spark's shuffle service (from `SPARK_HOME`), on a free port
+    /// (Spark takes one per host: one worker only).
+    pub shuffle_service: bool,
 }
 
 /// A cluster of child processes on loopback ports, with the secret and TLS on: what `muster
@@ -305,11 +308,19 @@ impl LocalCluster {
                 "--tls-ca",
                 &ca,
             ];
+            let mut worker_args = worker_args.map(str::to_owned).to_vec();
+            if shape.shuffle_service {
+                worker_args.extend([
+                    "--shuffle-service".to_owned(),
+                    "--shuffle-service-port".to_owned(),
+                    free_port()?.to_string(),
+                ]);
+            }
             members.push(spawn(
                 &shape.program,
                 &format!("worker-{i}"),
                 &dir,
-                worker_args.map(str::to_owned).to_vec(),
+                worker_args,
             )?);
         }
         Ok(Self {

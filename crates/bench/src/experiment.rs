@@ -236,6 +236,7 @@ pub fn run(options: &Options) -> Result<PriorityReport, BenchError> {
             queues.display().to_string(),
         ],
         spark_rest: false,
+        shuffle_service: false,
     };
     let cluster = LocalCluster::start(shape, &runtime)?;
     let experiment = Experiment {

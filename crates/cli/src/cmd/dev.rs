@@ -34,6 +34,11 @@ pub struct DevArgs {
     /// `integrations/spark/build` puts it (~/.cache/muster/spark/muster-spark.jar).
     #[arg(long, value_name = "PATH")]
     spark_plugin: Option<PathBuf>,
+    /// The worker runs Spark's external shuffle service from $SPARK_HOME, for applications
+    /// that set spark.shuffle.service.enabled=true. Spark takes one per host: with one
+    /// worker only.
+    #[arg(long)]
+    shuffle_service: bool,
 }
 
 /// Where `integrations/spark/build` puts the plug-in and the examples by default.
@@ -84,6 +89,20 @@ fn spark_lines(plugin: Option<&Path>, gateways: &[String]) -> Vec<String> {
 /// Starts the cluster, prints how to reach it, and runs until Ctrl-C or SIGTERM, starting a
 /// member again when `restart NAME` is typed on standard input.
 pub fn run(args: DevArgs) -> Result<String, CliError> {
+    if args.shuffle_service && std::env::var_os("SPARK_HOME").is_none() {
+        return Err(CliError::BadInput(
+            "--shuffle-service runs Spark's own service: set SPARK_HOME to a Spark".to_owned(),
+        ));
+    }
+    if args.shuffle_service && args.workers > 1 {
+        // Spark reads a same-host executor's shuffle files through the reader's own host's
+        // service, which knows only its own worker's executors.
+        return Err(CliError::BadInput(
+            "--shuffle-service: Spark takes one shuffle service per host, and these workers \
+             share one: use --workers 1"
+                .to_owned(),
+        ));
+    }
     let runtime = runtime()?;
     let spark_plugin = args
         .spark_plugin
@@ -100,6 +119,7 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
             .flat_map(|jar| ["--spark-plugin".to_owned(), jar.display().to_string()])
             .collect(),
         spark_rest: true,
+        shuffle_service: args.shuffle_service,
     };
     let mut cluster = LocalCluster::start(shape, &runtime)?;
     let (dir, leader) = (cluster.dir.clone(), cluster.leader);
