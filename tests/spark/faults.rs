@@ -461,25 +461,21 @@ fn with_the_shuffle_service_given_back_executors_leave_their_shuffle_output_serv
 }
 
 #[test]
-fn a_workers_shuffle_service_starts_again_when_it_dies_and_outlives_an_agent_restart() {
+fn a_workers_shuffle_service_starts_again_when_it_dies_and_lives_as_long_as_agents_run_it() {
     let Some((spark, _one_at_a_time)) = spark() else {
         return;
     };
     let masters = crate::support::Masters::start();
     let port = crate::support::free_port().to_string();
-    // An agent that leaves its work running when it stops, unless told to stop it.
-    let agent = |stop_work: &str| {
+    // An agent that leaves its work running when it stops, with the service or without.
+    let agent = |with_service: bool| {
         let service = ["--shuffle-service", "--shuffle-service-port", &port];
-        let mut command = crate::support::worker_command(
-            &masters,
-            "worker-1",
-            2,
-            &masters.list_from(1),
-            &service,
-        );
+        let args: &[&str] = if with_service { &service } else { &[] };
+        let mut command =
+            crate::support::worker_command(&masters, "worker-1", 2, &masters.list_from(1), args);
         command
             .env("SPARK_HOME", &spark.home)
-            .env("MUSTER_STOP_WORK_ON_EXIT", stop_work);
+            .env_remove("MUSTER_STOP_WORK_ON_EXIT");
         Process(command.spawn().unwrap())
     };
     // The service's JVM (its wrapper shell names the class too).
@@ -496,7 +492,7 @@ fn a_workers_shuffle_service_starts_again_when_it_dies_and_outlives_an_agent_res
             .collect::<Vec<_>>()
     };
     let service = |s: &Value| s["workers"][0]["shuffle_service"].clone();
-    let mut first = agent("false");
+    let mut first = agent(true);
     wait_for(&masters, "the shuffle service up", |s| {
         service(s)["ready"] == true
     });
@@ -524,7 +520,7 @@ fn a_workers_shuffle_service_starts_again_when_it_dies_and_outlives_an_agent_res
     crate::support::signal(first.pid(), nix::sys::signal::Signal::SIGTERM);
     assert!(first.exited("the agent after SIGTERM").success());
     assert_eq!(service_pids(), [restarted]);
-    let second = agent("true");
+    let mut second = agent(true);
     crate::support::wait_for_text(
         &masters.dir.path().join("worker-1.log"),
         "the next agent adopting the service",
@@ -534,13 +530,21 @@ fn a_workers_shuffle_service_starts_again_when_it_dies_and_outlives_an_agent_res
         service(s)["ready"] == true
     });
     assert_eq!(service_pids(), [restarted]);
-    // An agent that stops its work stops the service too.
-    drop(second);
+    // The next agent runs none: it stops the one it finds.
+    crate::support::signal(second.pid(), nix::sys::signal::Signal::SIGTERM);
+    assert!(second.exited("the agent after SIGTERM").success());
+    let _third = agent(false);
     let deadline = Instant::now() + DEADLINE;
     while !service_pids().is_empty() {
-        assert!(Instant::now() < deadline, "the service outlived its agent");
+        assert!(
+            Instant::now() < deadline,
+            "the service outlived an agent without one"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
+    wait_for(&masters, "the worker without a shuffle service", |s| {
+        s["workers"][0]["state"] == "ALIVE" && s["workers"][0]["shuffle_service"].is_null()
+    });
 }
 
 #[test]

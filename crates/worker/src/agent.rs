@@ -180,6 +180,9 @@ pub async fn run(config: AgentConfig, metrics: Arc<Metrics>, shutdown: impl Futu
         Some(Some((after, contact))) => (Some(after), contact),
         _ => (None, Instant::now()),
     };
+    if config.shuffle_service.is_none() && supervisor.kill(&Workload::ShuffleService, None) {
+        tracing::info!("stopping the shuffle service a predecessor ran: this agent runs none");
+    }
     let cleaner = tokio::spawn(clean_up(Arc::clone(&supervisor), config.cleanup));
     let (shuffle_status, shuffle_service) = watch::channel(ShuffleServiceStatus::default());
     let shuffle_keeper = config.shuffle_service.clone().map(|service| {
