@@ -184,7 +184,10 @@ pub async fn run(config: AgentConfig, metrics: Arc<Metrics>, shutdown: impl Futu
         tracing::info!("stopping the shuffle service a predecessor ran: this agent runs none");
     }
     let cleaner = tokio::spawn(clean_up(Arc::clone(&supervisor), config.cleanup));
-    let (shuffle_status, shuffle_service) = watch::channel(ShuffleServiceStatus::default());
+    let (shuffle_status, shuffle_service) = watch::channel(ShuffleServiceStatus {
+        port: config.shuffle_service.as_ref().map_or(0, |s| s.port),
+        ..ShuffleServiceStatus::default()
+    });
     let shuffle_keeper = config.shuffle_service.clone().map(|service| {
         tokio::spawn(shuffle::keep_running(
             Arc::clone(&supervisor),

@@ -2,9 +2,8 @@
 //! Spark's standalone worker does with `spark.worker.cleanup.*` and Nomad's client with its
 //! allocation garbage collection. A directory goes once its process ended longer than the TTL
 //! ago, and the oldest go first while the work dir holds more than its cap. An application's
-//! data (`local/<app>`) counts as ended while none of its executors runs on the worker: the
-//! leader's word that the application ended removes it sooner, and this catches what a leader
-//! never named (one of a release that does not). The choice is a
+//! data (`local/<app>`) is not theirs to remove: a shuffle service serves it after its
+//! executors ended, while the application runs. The choice is a
 //! pure function of what the work dir holds and the time; [`crate::supervisor`] scans and
 //! removes.
 

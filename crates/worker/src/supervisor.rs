@@ -399,8 +399,9 @@ pub const CLEANED_UP_FILE: &str = "cleaned-up";
 /// How many removed directories [`CLEANED_UP_FILE`] remembers.
 const CLEANED_UP_KEPT: usize = 10_000;
 
-/// The directories of drivers (`driver-*`), executors (`app-*/N`) and applications' data
-/// (`local/app-*`) in `work_dir`.
+/// The directories of drivers (`driver-*`) and executors (`app-*/N`) in `work_dir`. An
+/// application's data is not among them: a shuffle service may serve it long after its
+/// executors here ended, so only the leader's word that the application ended removes it.
 fn process_directories(work_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut directories = Vec::new();
     for entry in fs::read_dir(work_dir)?.flatten() {
@@ -420,7 +421,6 @@ fn process_directories(work_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
             );
         }
     }
-    directories.extend(app_data_directories(work_dir));
     Ok(directories)
 }
 
@@ -765,21 +765,12 @@ impl Supervisor {
         now: SystemTime,
         policy: &CleanupPolicy,
     ) -> std::io::Result<Vec<PathBuf>> {
-        let busy_workloads: Vec<Workload> = self
+        let busy: BTreeSet<PathBuf> = self
             .running()
             .into_iter()
             .map(|(workload, _)| workload)
             .chain(self.records.all().into_iter().map(|r| r.spec.workload))
-            .collect();
-        // An application's data stays while any of its executors may run here.
-        let busy_data = busy_workloads.iter().filter_map(|workload| match workload {
-            Workload::Executor { app, .. } => self.data_directory(app).ok(),
-            _ => None,
-        });
-        let busy: BTreeSet<PathBuf> = busy_workloads
-            .iter()
-            .filter_map(|workload| self.directory(workload).ok())
-            .chain(busy_data)
+            .filter_map(|workload| self.directory(&workload).ok())
             .collect();
         let mut ended = Vec::new();
         let mut live_bytes = 0;
