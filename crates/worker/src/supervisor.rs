@@ -424,7 +424,8 @@ fn process_directories(work_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(directories)
 }
 
-/// The directories of applications' data in `work_dir`.
+/// The directories of applications' data (`local/app-*`) in `work_dir`; nothing else there
+/// (the shuffle service reads `local/` too) is taken for one.
 fn app_data_directories(work_dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = fs::read_dir(work_dir.join(LOCAL_DIRECTORY)) else {
         return Vec::new();
@@ -432,6 +433,7 @@ fn app_data_directories(work_dir: &Path) -> Vec<PathBuf> {
     entries
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| e.file_name().to_string_lossy().starts_with("app-"))
         .map(|e| e.path())
         .collect()
 }
