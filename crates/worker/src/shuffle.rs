@@ -64,17 +64,22 @@ impl ShuffleServiceConfig {
         if port == 0 {
             return Err("the shuffle service needs a port other than 0".to_owned());
         }
-        let spark_class = spark_home.join("bin").join("spark-class");
-        if !spark_class.is_file() {
-            return Err(format!(
-                "the shuffle service runs Spark's own, and {} is not there: set SPARK_HOME to a Spark",
-                spark_class.display()
-            ));
-        }
-        Ok(Self {
+        let config = Self {
             spark_home: spark_home.to_path_buf(),
             port,
-        })
+        };
+        if !config.spark_class().is_file() {
+            return Err(format!(
+                "the shuffle service runs Spark's own, and {} is not there: set SPARK_HOME to a Spark",
+                config.spark_class().display()
+            ));
+        }
+        Ok(config)
+    }
+
+    /// Spark's launcher of its classes, which runs the service.
+    fn spark_class(&self) -> PathBuf {
+        self.spark_home.join("bin").join("spark-class")
     }
 
     /// The service's launch for the work dir `work_dir` (absolute): Spark's class on the
@@ -93,12 +98,7 @@ impl ShuffleServiceConfig {
         );
         LaunchSpec {
             workload: Workload::ShuffleService,
-            command: self
-                .spark_home
-                .join("bin")
-                .join("spark-class")
-                .display()
-                .to_string(),
+            command: self.spark_class().display().to_string(),
             args: vec![SERVICE_CLASS.to_owned()],
             env: [
                 (

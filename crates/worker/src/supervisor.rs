@@ -502,11 +502,11 @@ impl Supervisor {
         })
     }
 
-    /// The directory application `app`'s executors here share.
+    /// The directory application `app`'s executors here share, absolute: a process runs in
+    /// its own directory.
     fn data_directory(&self, app: &AppId) -> Result<PathBuf, LaunchError> {
         Ok(self
-            .config
-            .work_dir
+            .canonical_work_dir()
             .join(LOCAL_DIRECTORY)
             .join(safe_component(&app.0)?))
     }
@@ -620,12 +620,9 @@ impl Supervisor {
 
     /// What starts `spec`'s process in `directory`, again on every restart.
     fn launcher(&self, spec: LaunchSpec, directory: PathBuf) -> Launcher {
-        let work_dir = self.work_dir_marker();
-        // Absolute: the process runs in its own directory.
+        // Its id names a directory: `directory` was found for it.
         let data_directory = match &spec.workload {
-            Workload::Executor { app, .. } => {
-                Some(Path::new(&work_dir).join(LOCAL_DIRECTORY).join(&*app.0))
-            }
+            Workload::Executor { app, .. } => self.data_directory(app).ok(),
             Workload::Driver { .. } | Workload::ShuffleService => None,
         };
         let assigned = spec.workload.is_assigned();
@@ -634,7 +631,7 @@ impl Supervisor {
             spec,
             directory,
             data_directory,
-            work_dir,
+            work_dir: self.work_dir_marker(),
             isolation: self.config.isolation.clone().filter(|_| assigned),
             fence_file: self.config.fence_file.clone().filter(|_| assigned),
         }

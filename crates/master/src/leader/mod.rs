@@ -320,9 +320,9 @@ impl Leader {
                     // that is still catching up could take a new one for ended.
                     let ended: Vec<AppId> = apps_with_data
                         .into_iter()
-                        .filter(|app| !state.apps().contains_key(app))
+                        .filter(|app| self.recovery.is_alive() && !state.apps().contains_key(app))
                         .collect();
-                    if self.recovery.is_alive() && !ended.is_empty() {
+                    if !ended.is_empty() {
                         self.send(link, ToWorker::AppsEnded(ended));
                     }
                 }
