@@ -358,6 +358,33 @@ pub struct AppRequest {
     /// Executors the app already holds.
     #[serde(default)]
     pub executors: Vec<HeldExecutor>,
+    /// Executor sizes beyond its own, in id order: Spark's resource profiles (stage-level
+    /// scheduling), each placed as Spark's Master places a profile's executors, under the
+    /// app's `cores_max` and queue, and its own limit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub profiles: Vec<ProfileRequest>,
+}
+
+/// Executors of another size than its own an app asks for: a resource profile of Spark's
+/// stage-level scheduling (Spark's `ExecutorResourceDescription` of a profile).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileRequest {
+    /// Its id, 1 or more (Spark's `ResourceProfile.id`); the app's own size is profile 0.
+    pub id: u32,
+    /// Cores per executor; `None`, as an app's unset `executor_cores`, one executor per
+    /// worker absorbing cores.
+    #[serde(default)]
+    pub executor_cores: Option<u32>,
+    /// Memory per executor in MB.
+    #[serde(default = "default_memory_mb")]
+    pub executor_memory_mb: u64,
+    /// Custom resources per executor.
+    #[serde(default, deserialize_with = "nonzero_amounts")]
+    pub executor_resources: ResourceAmounts,
+    /// Cap on the app's executors of this profile, held ones included (Spark asks for a
+    /// number of executors of each profile).
+    pub executor_limit: u32,
 }
 
 impl AppRequest {
@@ -373,6 +400,7 @@ impl AppRequest {
             executor_resources: ResourceAmounts::new(),
             executor_limit: None,
             executors: Vec::new(),
+            profiles: Vec::new(),
         }
     }
 
@@ -396,10 +424,13 @@ pub struct HeldExecutor {
     pub worker: WorkerId,
     /// What it holds there: cores, memory and custom resources.
     pub resources: Resources,
+    /// The app's resource profile it is of; 0, the app's own size, for most.
+    pub profile: u32,
 }
 
 /// A [`HeldExecutor`] as a snapshot file writes it: its amounts as a driver request's are,
-/// `cores`, `memory_mb` and `resources` (custom, absent when none).
+/// `cores`, `memory_mb` and `resources` (custom, absent when none), and its `profile` when
+/// it is not the app's own size.
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct HeldExecutorFields {
@@ -414,6 +445,12 @@ struct HeldExecutorFields {
         skip_serializing_if = "ResourceAmounts::is_empty"
     )]
     resources: ResourceAmounts,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    profile: u32,
+}
+
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }
 
 impl From<HeldExecutorFields> for HeldExecutor {
@@ -422,6 +459,7 @@ impl From<HeldExecutorFields> for HeldExecutor {
             id: fields.id,
             worker: fields.worker,
             resources: Resources::new(fields.cores, fields.memory_mb).with_custom(fields.resources),
+            profile: fields.profile,
         }
     }
 }
@@ -434,6 +472,7 @@ impl From<HeldExecutor> for HeldExecutorFields {
             cores: executor.resources.cores,
             memory_mb: executor.resources.memory_mb,
             resources: executor.resources.custom,
+            profile: executor.profile,
         }
     }
 }
@@ -582,7 +621,35 @@ impl Snapshot {
                 format_args!("apps[{i}].executor_resources"),
                 &app.executor_resources,
             )?;
+            let mut profiles = HashSet::new();
+            for (j, profile) in app.profiles.iter().enumerate() {
+                let field = format!("apps[{i}].profiles[{j}]");
+                positive(format_args!("{field}.id"), profile.id)?;
+                if !profiles.insert(profile.id) {
+                    return refuse(
+                        format_args!("{field}.id"),
+                        format!("duplicate profile {}", profile.id),
+                    );
+                }
+                if let Some(cores) = profile.executor_cores {
+                    positive(format_args!("{field}.executor_cores"), cores)?;
+                }
+                positive(
+                    format_args!("{field}.executor_memory_mb"),
+                    profile.executor_memory_mb,
+                )?;
+                resource_amounts(
+                    format_args!("{field}.executor_resources"),
+                    &profile.executor_resources,
+                )?;
+            }
             for (j, executor) in app.executors.iter().enumerate() {
+                if executor.profile != 0 && !profiles.contains(&executor.profile) {
+                    return refuse(
+                        format_args!("apps[{i}].executors[{j}].profile"),
+                        format!("the app has no profile {}", executor.profile),
+                    );
+                }
                 if !workers.contains(&executor.worker) {
                     return refuse(
                         format_args!("apps[{i}].executors[{j}].worker"),

@@ -11,6 +11,7 @@ use crate::ledger::{Ledger, share};
 use crate::model::{AppRequest, Snapshot};
 use crate::plan::{ExecutorGrant, Kind, Plan, WaitReason, Waiting};
 use crate::queues::{Admission, Bound, Queues};
+use crate::resources::ResourceAmounts;
 use crate::resources::Resources;
 use crate::wait::why_nothing_fits;
 
@@ -62,10 +63,44 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
     plan
 }
 
+/// One executor size an app asks for: its own (profile 0) or a resource profile's.
+#[derive(Clone, Copy)]
+struct Shape<'s> {
+    profile: u32,
+    executor_cores: Option<u32>,
+    memory_mb: u64,
+    resources: &'s ResourceAmounts,
+    /// Cap on the app's executors of this size.
+    limit: Option<u32>,
+}
+
+/// The sizes `app` asks for, its own first, then its profiles by id, as Spark's Master
+/// serves an application's resource profiles.
+fn shapes(app: &AppRequest) -> Vec<Shape<'_>> {
+    let own = Shape {
+        profile: 0,
+        executor_cores: app.executor_cores,
+        memory_mb: app.executor_memory_mb,
+        resources: &app.executor_resources,
+        limit: app.executor_limit,
+    };
+    let mut shapes = vec![own];
+    shapes.extend(app.profiles.iter().map(|profile| Shape {
+        profile: profile.id,
+        executor_cores: profile.executor_cores,
+        memory_mb: profile.executor_memory_mb,
+        resources: &profile.executor_resources,
+        limit: Some(profile.executor_limit),
+    }));
+    shapes.sort_by_key(|shape| shape.profile);
+    shapes
+}
+
 /// A grant as the pass makes it: the plan's [`ExecutorGrant`] once the pass is over, without
 /// the ids and resources copied into it before then.
 struct Grant<'s> {
     app: &'s AppRequest,
+    shape: Shape<'s>,
     worker: &'s WorkerId,
     /// Each executor's cores.
     cores: u32,
@@ -83,14 +118,16 @@ struct AppPass<'s> {
     queues: &'s Queues,
     /// Executor cores held and granted in this pass below each queue, parents included.
     queue_used: BTreeMap<&'s QueueName, u64>,
-    /// Cores and executors granted to each app in this pass.
-    granted: BTreeMap<&'s AppId, (u64, u64)>,
+    /// Cores granted to each app in this pass.
+    granted_cores: BTreeMap<&'s AppId, u64>,
+    /// Executors granted to each app in this pass, by profile.
+    granted_executors: BTreeMap<(&'s AppId, u32), u64>,
     /// The grants made so far, in the order they were made.
     grants: Vec<Grant<'s>>,
-    /// The grant (its index in `grants`) of each app's executor on each worker this pass,
-    /// for apps without `executor_cores`, whose one executor per worker absorbs the cores
-    /// of every round (see `grow_sole_executors`).
-    sole_executors: BTreeMap<(&'s AppId, usize), usize>,
+    /// The grant (its index in `grants`) of each app's executor of each profile on each
+    /// worker this pass, for sizes without `executor_cores`, whose one executor per worker
+    /// absorbs the cores of every round (see `grow_sole_executors`).
+    sole_executors: BTreeMap<(&'s AppId, u32, usize), usize>,
     /// Steps taken: grants made or grown.
     steps: usize,
     /// Total cores of ALIVE workers, the base of every queue's share.
@@ -103,7 +140,8 @@ impl<'s> AppPass<'s> {
             snapshot,
             queues,
             queue_used: queues.sum_below(snapshot.apps.iter().map(|a| (&a.queue, a.held_cores()))),
-            granted: BTreeMap::new(),
+            granted_cores: BTreeMap::new(),
+            granted_executors: BTreeMap::new(),
             grants: Vec::new(),
             sole_executors: BTreeMap::new(),
             steps: 0,
@@ -133,9 +171,10 @@ impl<'s> AppPass<'s> {
             .map(|grant| ExecutorGrant {
                 app: grant.app.id.clone(),
                 worker: grant.worker.clone(),
-                resources: Resources::new(grant.cores, grant.app.executor_memory_mb)
-                    .with_custom(grant.app.executor_resources.clone()),
+                resources: Resources::new(grant.cores, grant.shape.memory_mb)
+                    .with_custom(grant.shape.resources.clone()),
                 count: grant.count,
+                profile: grant.shape.profile,
             })
             .collect()
     }
@@ -162,22 +201,23 @@ impl<'s> AppPass<'s> {
         tightest
     }
 
-    /// Adds up to `cores` to the executors `app` (without `executor_cores`) got earlier in
-    /// this pass, as Spark adds cores to an executor it is launching: whatever the worker
-    /// still offers the app's queue, without memory or the executor limit, one core per
-    /// worker in turn when spreading out, else each worker filled in turn. Returns the cores
-    /// added and the workers they went to.
+    /// Adds up to `cores` to the executors of `profile` (a size without `executor_cores`)
+    /// `app` got earlier in this pass, as Spark adds cores to an executor it is launching:
+    /// whatever the worker still offers the app's queue, without memory or the executor
+    /// limit, one core per worker in turn when spreading out, else each worker filled in
+    /// turn. Returns the cores added and the workers they went to.
     fn grow_sole_executors(
         &mut self,
         app: &'s AppRequest,
+        profile: u32,
         mut cores: u64,
         ledger: &mut Ledger<'_>,
     ) -> (u64, Vec<usize>) {
         let admission = self.queues.admission(&app.queue);
         let mut executors: Vec<(usize, usize, u32)> = self
             .sole_executors
-            .range((&app.id, 0)..=(&app.id, usize::MAX))
-            .map(|(&(_, w), &grant)| (grant, w, 0))
+            .range((&app.id, profile, 0)..=(&app.id, profile, usize::MAX))
+            .map(|(&(_, _, w), &grant)| (grant, w, 0))
             .collect();
         // In the order they were granted. An executor on a worker whose memory in use went
         // over the queue's threshold since (others' grants) does not grow: listed where it
@@ -212,8 +252,10 @@ impl<'s> AppPass<'s> {
         grown
     }
 
-    /// Grants `app` what the placer assigns within the room `bound` leaves its queue, then,
-    /// when this is the app's `last` round, records why it still waits, if it does.
+    /// Grants `app` what the placer assigns within the room `bound` leaves its queue, each
+    /// of its sizes in turn, then, when this is the app's `last` round, records why it still
+    /// waits, if it does: for the first of its sizes that waits for more than its limit,
+    /// else for the first that waits at all.
     fn place<P: ExecutorPlacer>(
         &mut self,
         app: &'s AppRequest,
@@ -223,32 +265,66 @@ impl<'s> AppPass<'s> {
         placer: &mut P,
         plan: &mut Plan,
     ) {
-        let cpe = app.executor_cores.unwrap_or(1);
+        let mut reasons = Vec::new();
+        for shape in shapes(app) {
+            reasons.extend(self.place_shape(app, shape, bound, last, ledger, placer));
+        }
+        let first_for_room = reasons
+            .iter()
+            .position(|reason| !matches!(reason, WaitReason::ExecutorLimit { .. }));
+        if !reasons.is_empty() {
+            plan.waiting.push(Waiting {
+                id: WorkId::App(app.id.clone()),
+                reason: reasons.swap_remove(first_for_room.unwrap_or(0)),
+            });
+        }
+    }
+
+    /// Grants `app` executors of `shape` as [`AppPass::place`] does, and returns why more of
+    /// them wait, if they do and this is the app's `last` round.
+    fn place_shape<P: ExecutorPlacer>(
+        &mut self,
+        app: &'s AppRequest,
+        shape: Shape<'s>,
+        bound: Bound,
+        last: bool,
+        ledger: &mut Ledger<'s>,
+        placer: &mut P,
+    ) -> Option<WaitReason> {
+        let cpe = shape.executor_cores.unwrap_or(1);
         let requested = app
             .cores_max
             .or(self.snapshot.config.default_cores)
             .map_or(u64::MAX, u64::from);
-        let (before_cores, before_executors) =
-            self.granted.get(&app.id).copied().unwrap_or_default();
+        let before_cores = self.granted_cores.get(&app.id).copied().unwrap_or_default();
         let own_left = requested.saturating_sub(app.held_cores() + before_cores);
         let (queue_left, _) = self.room(&app.queue, bound);
-        let held_executors = app.executors.len() as u64 + before_executors;
-        let executors_left = app.executor_limit.map_or(u64::MAX, |limit| {
+        let granted_before = (&app.id, shape.profile);
+        let held_executors = app
+            .executors
+            .iter()
+            .filter(|e| e.profile == shape.profile)
+            .count() as u64
+            + self
+                .granted_executors
+                .get(&granted_before)
+                .copied()
+                .unwrap_or_default();
+        let executors_left = shape.limit.map_or(u64::MAX, |limit| {
             u64::from(limit).saturating_sub(held_executors)
         });
         let admission = self.queues.admission(&app.queue);
-        let need = &Resources::new(cpe, app.executor_memory_mb)
-            .with_custom(app.executor_resources.clone());
+        let need = &Resources::new(cpe, shape.memory_mb).with_custom(shape.resources.clone());
         let mut cores_left = own_left.min(queue_left);
         let (mut granted_cores, mut granted_executors) = (0u64, 0u64);
-        if app.executor_cores.is_none() {
-            let (grown, changed) = self.grow_sole_executors(app, cores_left, ledger);
+        if shape.executor_cores.is_none() {
+            let (grown, changed) = self.grow_sole_executors(app, shape.profile, cores_left, ledger);
             cores_left -= grown;
             granted_cores += grown;
             placer.workers_changed(ledger, &changed);
         }
         let request = ExecutorRequest {
-            cores_per_executor: app.executor_cores,
+            cores_per_executor: shape.executor_cores,
             need,
             cores_left,
             executors_left,
@@ -259,7 +335,7 @@ impl<'s> AppPass<'s> {
             let assigned = placer.assign(ledger, &request);
             for &(w, cores) in &assigned {
                 // allocateWorkerResourceToExecutors: `cores / cpe` executors, or one with all.
-                let (count, cores_each) = app
+                let (count, cores_each) = shape
                     .executor_cores
                     .map_or((1, cores), |cpe| (cores / cpe, cpe));
                 let executors = Resources {
@@ -268,15 +344,18 @@ impl<'s> AppPass<'s> {
                 }
                 .times(count);
                 ledger.take(w, &executors, admission == Admission::Prior);
-                if app.executor_cores.is_none() {
+                if shape.executor_cores.is_none() {
                     // Its executors there took every core offered: a worker the placer
-                    // picks has none of this app's yet.
-                    let earlier = self.sole_executors.insert((&app.id, w), self.grants.len());
+                    // picks has none of this app's of this size yet.
+                    let earlier = self
+                        .sole_executors
+                        .insert((&app.id, shape.profile, w), self.grants.len());
                     debug_assert!(earlier.is_none(), "one executor per worker");
                 }
                 let step = self.next_step();
                 self.grants.push(Grant {
                     app,
+                    shape,
                     worker: &ledger.worker(w).id,
                     cores: cores_each,
                     count,
@@ -289,16 +368,11 @@ impl<'s> AppPass<'s> {
             placer.workers_changed(ledger, &changed);
         }
         self.add_used(&app.queue, granted_cores);
-        self.granted.insert(
-            &app.id,
-            (
-                before_cores + granted_cores,
-                before_executors + granted_executors,
-            ),
-        );
+        *self.granted_cores.entry(&app.id).or_default() += granted_cores;
+        *self.granted_executors.entry(granted_before).or_default() += granted_executors;
 
         if !last || own_left - granted_cores < u64::from(cpe) {
-            return;
+            return None;
         }
         // A queue allowed the whole cluster is never the reason: the cluster is.
         let (room_after, tightest) = self.room(&app.queue, bound);
@@ -307,7 +381,7 @@ impl<'s> AppPass<'s> {
         });
         let reason = if executors_left == granted_executors {
             WaitReason::ExecutorLimit {
-                limit: app.executor_limit.expect("only a set limit runs out"),
+                limit: shape.limit.expect("only a set limit runs out"),
                 held: held_executors + granted_executors,
             }
         } else {
@@ -331,9 +405,6 @@ impl<'s> AppPass<'s> {
                 (reason, None) => reason,
             }
         };
-        plan.waiting.push(Waiting {
-            id: WorkId::App(app.id.clone()),
-            reason,
-        });
+        Some(reason)
     }
 }

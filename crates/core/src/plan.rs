@@ -41,6 +41,13 @@ pub struct ExecutorGrant {
     pub resources: Resources,
     /// How many executors, one or more.
     pub count: u32,
+    /// The app's resource profile they are of; 0 for the app's own size.
+    #[serde(default, skip_serializing_if = "is_own_size")]
+    pub profile: u32,
+}
+
+fn is_own_size(profile: &u32) -> bool {
+    *profile == 0
 }
 
 /// An app or driver left waiting. An app waits while it could use another executor of its

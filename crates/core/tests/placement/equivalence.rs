@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 
 use muster_core::model::{
-    AppRequest, DriverRequest, HeldExecutor, PassConfig, QueueConfig, Snapshot, Worker,
-    WorkerSelection, WorkerState,
+    AppRequest, DriverRequest, HeldExecutor, PassConfig, ProfileRequest, QueueConfig, Snapshot,
+    Worker, WorkerSelection, WorkerState,
 };
 use muster_core::resources::Resources;
 use muster_core::{Plan, schedule, spark_reference};
@@ -171,9 +171,19 @@ fn app() -> impl Strategy<Value = AppRequest> {
         prop::option::weighted(0.2, 1..3u32),
         prop::option::weighted(0.3, 0..8u32),
         prop::collection::vec((any::<prop::sample::Index>(), 1..4u32), 0..3),
+        prop::option::weighted(0.3, profile()),
     )
         .prop_map(
-            |(queue, cores_max, executor_cores, executor_memory_mb, gpus, executor_limit, held)| {
+            |(
+                queue,
+                cores_max,
+                executor_cores,
+                executor_memory_mb,
+                gpus,
+                executor_limit,
+                held,
+                profile,
+            )| {
                 AppRequest {
                     id: "".into(),
                     queue: queue.into(),
@@ -191,9 +201,32 @@ fn app() -> impl Strategy<Value = AppRequest> {
                             id: None,
                             worker: index.index(usize::MAX).to_string().as_str().into(),
                             resources: Resources::new(cores, 64),
+                            profile: 0,
                         })
                         .collect(),
+                    profiles: profile.into_iter().collect(),
                 }
+            },
+        )
+}
+
+/// A resource profile: another executor size, often with a GPU.
+fn profile() -> impl Strategy<Value = ProfileRequest> {
+    (
+        prop::option::weighted(0.7, 1..4u32),
+        prop::sample::select(vec![64u64, 512, 2048]),
+        prop::option::weighted(0.5, 1..3u32),
+        0..6u32,
+    )
+        .prop_map(
+            |(executor_cores, executor_memory_mb, gpus, executor_limit)| ProfileRequest {
+                id: 1,
+                executor_cores,
+                executor_memory_mb,
+                executor_resources: gpus
+                    .map(|g| [("gpu".to_string(), g)].into())
+                    .unwrap_or_default(),
+                executor_limit,
             },
         )
 }
@@ -363,7 +396,11 @@ fn check_safety(snapshot: &Snapshot, plan: &Plan) -> Result<(), TestCaseError> {
     let mut normal_grants: BTreeMap<String, u64> = BTreeMap::new();
     for grant in &plan.executors {
         let a = snapshot.apps.iter().find(|a| a.id == grant.app).unwrap();
-        if let Some(cpe) = a.executor_cores {
+        let executor_cores = match grant.profile {
+            0 => a.executor_cores,
+            id => a.profiles.iter().find(|p| p.id == id).unwrap().executor_cores,
+        };
+        if let Some(cpe) = executor_cores {
             prop_assert_eq!(grant.resources.cores, cpe);
         } else {
             prop_assert_eq!(grant.count, 1, "one executor per worker");

@@ -14,15 +14,18 @@
 //!   `workers N cores=N mem=MB` adds `wK`, `wK+1`, ... after the K workers there are;
 //! * `driver ID [cores=1] [mem=1024] [queue=Q] [NAME=AMOUNT]...`;
 //! * `app ID [queue=Q] [cores_max=N] [executor_cores=N] [mem=1024] [limit=N]
-//!   [NAME=AMOUNT]...`, replacing an app of the same id; `held APP WORKER cores=N mem=MB`
-//!   gives it an executor it already holds (the worker's usage is set separately);
+//!   [NAME=AMOUNT]...`, replacing an app of the same id; `profile APP ID
+//!   [executor_cores=N] [mem=1024] limit=N [NAME=AMOUNT]...` adds a resource profile to it;
+//!   `held APP WORKER cores=N mem=MB [profile=N]` gives it an executor it already holds
+//!   (the worker's usage is set separately);
 //! * `running_drivers N`, `clear` (no drivers and no apps), `reset` (an empty cluster);
 //! * `preempt [queue=Q] [capacities=B] [fraction=F]` prints which executors the waiting work
 //!   of prior queue `Q` (or, with `capacities`, of ordinary queues below their guarantee)
 //!   would have stopped (`stop APP/EXECUTOR on WORKER`), held executors numbered in the
 //!   order given, and the room reserved for it;
 //! * `schedule [spread_out=B]` prints `launch DRIVER on WORKER` per driver, `grant APP:
-//!   WORKER=COUNTxCORES ...` per app (workers in id order), and `wait ID: REASON`.
+//!   WORKER=COUNTxCORES ...` per app (workers in id order; `grant APP profile N: ...` for
+//!   a resource profile's executors), and `wait ID: REASON`.
 
 use std::collections::BTreeMap;
 use std::error::Error;
@@ -30,8 +33,8 @@ use std::fmt::Write as _;
 
 use muster_core::ids::QueueName;
 use muster_core::model::{
-    AppRequest, DriverRequest, HeldExecutor, QueueConfig, Snapshot, Worker, WorkerSelection,
-    WorkerState,
+    AppRequest, DriverRequest, HeldExecutor, ProfileRequest, QueueConfig, Snapshot, Worker,
+    WorkerSelection, WorkerState,
 };
 use muster_core::preempt::PreemptionSettings;
 use muster_core::resources::{ResourceAmounts, Resources};
@@ -122,6 +125,19 @@ enum Command {
         #[arg(key, many, optional)]
         custom: ResourceAmounts,
     },
+    /// Executors of another size `app` asks for: its resource profile `id`.
+    Profile {
+        app: String,
+        id: u32,
+        #[arg(key)]
+        executor_cores: Option<u32>,
+        #[arg(key)]
+        mem: Option<u64>,
+        #[arg(key)]
+        limit: u32,
+        #[arg(key, many, optional)]
+        custom: ResourceAmounts,
+    },
     /// An executor `app` holds on `worker`; the custom resources it names (`gpu=1`) are
     /// added to the worker's usage, which has no key of its own for them.
     Held {
@@ -131,6 +147,8 @@ enum Command {
         cores: u32,
         #[arg(key)]
         mem: u64,
+        #[arg(key)]
+        profile: Option<u32>,
         #[arg(key, many, optional)]
         custom: ResourceAmounts,
     },
@@ -275,11 +293,33 @@ impl goldenscript::Runner for Runner {
                 app.executor_resources = custom.clone();
                 snapshot.apps.push(app);
             }
+            Command::Profile {
+                app,
+                id,
+                executor_cores,
+                mem,
+                limit,
+                custom,
+            } => {
+                let app = snapshot
+                    .apps
+                    .iter_mut()
+                    .find(|a| *a.id.0 == **app)
+                    .ok_or_else(|| format!("no app {app}"))?;
+                app.profiles.push(ProfileRequest {
+                    id: *id,
+                    executor_cores: *executor_cores,
+                    executor_memory_mb: mem.unwrap_or(1024),
+                    executor_resources: custom.clone(),
+                    executor_limit: *limit,
+                });
+            }
             Command::Held {
                 app,
                 worker,
                 cores,
                 mem,
+                profile,
                 custom,
             } => {
                 let host = snapshot
@@ -299,6 +339,7 @@ impl goldenscript::Runner for Runner {
                     id: None,
                     worker: worker.as_str().into(),
                     resources: Resources::new(*cores, *mem).with_custom(custom.clone()),
+                    profile: profile.unwrap_or(0),
                 });
             }
             Command::RunningDrivers(count) => snapshot.running_drivers = *count,
@@ -373,33 +414,38 @@ fn describe(plan: &Plan) -> String {
     for launch in &plan.drivers {
         let _ = writeln!(out, "launch {} on {}", launch.driver, launch.worker);
     }
-    let mut apps: Vec<&str> = Vec::new();
-    let mut grants: BTreeMap<(&str, &str), Vec<u32>> = BTreeMap::new();
+    // An app's grants of one size, its resource profile's beyond its own: `a1 profile 1`.
+    let mut apps: Vec<(&str, u32)> = Vec::new();
+    let mut grants: BTreeMap<(&str, u32, &str), Vec<u32>> = BTreeMap::new();
     for grant in &plan.executors {
-        let app = grant.app.as_ref();
+        let app = (grant.app.as_ref(), grant.profile);
         if !apps.contains(&app) {
             apps.push(app);
         }
         grants
-            .entry((app, &grant.worker.0))
+            .entry((app.0, app.1, &grant.worker.0))
             .or_default()
             .extend(std::iter::repeat_n(
                 grant.resources.cores,
                 grant.count as usize,
             ));
     }
-    for app in apps {
+    for (app, profile) in apps {
         let on: Vec<String> = grants
-            .range((app, "")..)
-            .take_while(|((a, _), _)| *a == app)
-            .map(|((_, worker), cores)| match cores.as_slice() {
+            .range((app, profile, "")..)
+            .take_while(|((a, p, _), _)| *a == app && *p == profile)
+            .map(|((_, _, worker), cores)| match cores.as_slice() {
                 [first, rest @ ..] if rest.iter().all(|c| c == first) => {
                     format!("{worker}={}x{first}", cores.len())
                 }
                 _ => format!("{worker}={cores:?}"),
             })
             .collect();
-        let _ = writeln!(out, "grant {app}: {}", on.join(" "));
+        let size = match profile {
+            0 => String::new(),
+            profile => format!(" profile {profile}"),
+        };
+        let _ = writeln!(out, "grant {app}{size}: {}", on.join(" "));
     }
     for waiting in &plan.waiting {
         let _ = writeln!(out, "wait {}: {}", waiting.id, waiting.reason);

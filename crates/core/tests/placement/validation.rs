@@ -111,6 +111,7 @@ fn unknown_names_are_refused() {
         id: None,
         worker: "w9".into(),
         resources: Resources::new(1, 1),
+        profile: 0,
     });
     assert_eq!(
         refused(&s),
