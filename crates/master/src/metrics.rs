@@ -530,7 +530,7 @@ mod tests {
     use muster_core::ids::Timestamp;
     use muster_core::model::PassConfig;
     use muster_core::resources::Resources;
-    use muster_state::commands::{AddUser, ApplyPlan, By, RegisterWorker, SubmitApp, SubmitDriver};
+    use muster_state::commands::{AddUser, By, RegisterWorker, SubmitApp, SubmitDriver, plan_op};
     use muster_state::model::{AppDescription, DriverDescription};
     use muster_state::{Command, Op};
 
@@ -616,13 +616,7 @@ mod tests {
         );
         let plan = muster_core::schedule(&state.scheduling_snapshot(PassConfig::default()))
             .expect("a valid snapshot");
-        apply(
-            &mut state,
-            Op::ApplyPlan(ApplyPlan {
-                drivers: plan.drivers,
-                executors: plan.executors,
-            }),
-        );
+        apply(&mut state, plan_op(&plan));
         let metrics = Metrics::new();
         metrics.read_state(&state);
         metrics.built_from(&muster_raft::this_build("1a72777c4f0e".into()));

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use muster_core::ids::Timestamp;
 use muster_core::limits::{MAX_CORES, MAX_MEMORY_MB};
-use muster_core::plan::ExecutorGrant;
+
 use muster_core::resources::Resources;
 use muster_raft::local::LocalCluster;
 use muster_raft::{Disk, RaftSettings};
-use muster_state::commands::{ApplyPlan, RegisterWorker, SubmitApp};
+use muster_state::commands::{ApplyPlan, Grant, RegisterWorker, SubmitApp};
 use muster_state::model::AppDescription;
 use muster_state::{Command, Op, Outcome};
 
@@ -120,7 +120,7 @@ async fn run(grants: usize, writers: usize, entries: usize) -> Run {
                 let mut latencies = Vec::new();
                 for entry in (writer..entries).step_by(writers) {
                     let executors = (0..grants)
-                        .map(|g| ExecutorGrant {
+                        .map(|g| Grant {
                             app: app.clone(),
                             worker: format!("w{:03}", (entry + g) % WORKERS).as_str().into(),
                             resources: Resources::new(1, 1),

@@ -394,11 +394,11 @@ mod tests {
     use std::collections::BTreeMap;
 
     use muster_core::ids::{QueueName, Timestamp};
-    use muster_core::plan::ExecutorGrant;
+
     use muster_core::resources::Resources;
 
     use super::*;
-    use crate::commands::{ApplyPlan, RegisterWorker, SubmitApp};
+    use crate::commands::{ApplyPlan, Grant, RegisterWorker, SubmitApp};
     use crate::model::AppDescription;
     use crate::{Command, Op, Outcome, StateConfig};
 
@@ -445,7 +445,7 @@ mod tests {
         ) else {
             panic!("not submitted");
         };
-        let grant = ExecutorGrant {
+        let grant = Grant {
             app: id.clone(),
             worker: "w1".into(),
             resources: Resources::new(1, 512).with_custom(gpu(1)),

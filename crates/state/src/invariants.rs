@@ -8,6 +8,7 @@ use muster_core::model::{WorkerState, validate_queues};
 use muster_core::resources::Resources;
 
 use crate::ClusterState;
+use crate::commands::MAX_PROFILES;
 use crate::model::DriverState;
 use crate::state::ENDED_EXECUTORS_KEPT;
 
@@ -163,7 +164,37 @@ impl ClusterState {
         self.check_addresses()?;
         self.check_relaunches()?;
         self.check_ended_executors()?;
+        self.check_profiles()?;
         self.check_ids_unique()
+    }
+
+    /// Resource profiles are kept only of active applications, at most [`MAX_PROFILES`]
+    /// with ids of 1 or more, and each executor said to be of one is a live executor of its
+    /// app, of a profile it has, and of that profile's size.
+    fn check_profiles(&self) -> Result<(), InvariantViolation> {
+        for (id, profiles) in &self.profiles {
+            let Some(app) = self.apps.get(id) else {
+                return violated(format!("resource profiles kept of {id}, not an active app"));
+            };
+            if profiles.profiles.len() > MAX_PROFILES || profiles.profiles.contains_key(&0) {
+                return violated(format!("{id}: too many resource profiles, or a profile 0"));
+            }
+            for (executor, profile) in &profiles.executors {
+                let of_its_size = app.executors.get(executor).is_some_and(|e| {
+                    profiles
+                        .profiles
+                        .get(profile)
+                        .is_some_and(|p| p.fits(&e.resources))
+                });
+                if !of_its_size {
+                    return violated(format!(
+                        "{id}: executor {executor} of profile {profile} is not live, or the \
+                         profile is unknown or of another size"
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Ended executors are kept only of active or retained applications, ended, and no more

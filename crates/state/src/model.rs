@@ -105,6 +105,64 @@ pub struct AppDescription {
     pub env: BTreeMap<String, String>,
 }
 
+impl AppDescription {
+    /// Whether its executors are of `resources`' size.
+    pub fn fits(&self, resources: &Resources) -> bool {
+        resources.cores > 0
+            && self
+                .executor_cores
+                .is_none_or(|cores| cores == resources.cores)
+            && resources.memory_mb == self.executor_memory_mb
+            && resources.custom == self.executor_resources
+    }
+}
+
+/// Executors of another size than its own an application asks for: one of Spark's resource
+/// profiles (stage-level scheduling), which never changes once registered, with the number
+/// of its executors the application wants now.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Profile {
+    /// Cores per executor; `None`: one executor per worker absorbing cores.
+    pub executor_cores: Option<u32>,
+    /// Memory per executor in MB.
+    pub executor_memory_mb: u64,
+    /// Custom resources per executor.
+    pub executor_resources: ResourceAmounts,
+    /// Its executors' environment, on top of the application's.
+    pub env: BTreeMap<String, String>,
+    /// Cap on the application's executors of this profile.
+    pub executor_limit: u32,
+}
+
+impl Profile {
+    /// Whether its executors are of `resources`' size.
+    pub fn fits(&self, resources: &Resources) -> bool {
+        resources.cores > 0
+            && self
+                .executor_cores
+                .is_none_or(|cores| cores == resources.cores)
+            && resources.memory_mb == self.executor_memory_mb
+            && resources.custom == self.executor_resources
+    }
+}
+
+/// An application's resource profiles beyond its own executor size, and which of its live
+/// executors are of one.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppProfiles {
+    /// Its profiles by id (Spark's `ResourceProfile.id`, 1 or more).
+    pub profiles: BTreeMap<u32, Profile>,
+    /// The profile of each of its live executors that is of one.
+    pub executors: BTreeMap<ExecutorId, u32>,
+}
+
+impl AppProfiles {
+    /// How many of its live executors are of profile `id`.
+    pub fn held(&self, id: u32) -> usize {
+        self.executors.values().filter(|&&of| of == id).count()
+    }
+}
+
 /// An application and its live executors.
 ///
 /// Invariant: `cores_granted` is the sum of the cores of `executors`, all of them live.

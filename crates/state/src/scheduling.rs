@@ -53,23 +53,40 @@ impl ClusterState {
         apps.sort_by_key(|a| a.submission);
         let apps = apps
             .into_iter()
-            .map(|a| core::AppRequest {
-                id: a.id.clone(),
-                queue: a.desc.queue.clone(),
-                cores_max: a.desc.cores_max,
-                executor_cores: a.desc.executor_cores,
-                executor_memory_mb: a.desc.executor_memory_mb,
-                executor_resources: a.desc.executor_resources.clone(),
-                executor_limit: a.executor_limit,
-                executors: a
-                    .executors
-                    .values()
-                    .map(|e| core::HeldExecutor {
-                        id: Some(e.id),
-                        worker: e.worker.clone(),
-                        resources: e.resources.clone(),
-                    })
-                    .collect(),
+            .map(|a| {
+                let profiles = self.profiles.get(&a.id);
+                core::AppRequest {
+                    id: a.id.clone(),
+                    queue: a.desc.queue.clone(),
+                    cores_max: a.desc.cores_max,
+                    executor_cores: a.desc.executor_cores,
+                    executor_memory_mb: a.desc.executor_memory_mb,
+                    executor_resources: a.desc.executor_resources.clone(),
+                    executor_limit: a.executor_limit,
+                    executors: a
+                        .executors
+                        .values()
+                        .map(|e| core::HeldExecutor {
+                            id: Some(e.id),
+                            worker: e.worker.clone(),
+                            resources: e.resources.clone(),
+                            profile: profiles
+                                .and_then(|p| p.executors.get(&e.id).copied())
+                                .unwrap_or(0),
+                        })
+                        .collect(),
+                    profiles: profiles
+                        .into_iter()
+                        .flat_map(|p| &p.profiles)
+                        .map(|(&id, profile)| core::ProfileRequest {
+                            id,
+                            executor_cores: profile.executor_cores,
+                            executor_memory_mb: profile.executor_memory_mb,
+                            executor_resources: profile.executor_resources.clone(),
+                            executor_limit: profile.executor_limit,
+                        })
+                        .collect(),
+                }
             })
             .collect();
 

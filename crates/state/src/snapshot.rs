@@ -8,17 +8,18 @@ use crate::version::LogFormat;
 /// (reservations) at the end of the state, format 4 the draining workers after it, format 5
 /// the named users, the queues' access lists and the drivers' and applications' users,
 /// format 6 the queues' capacities, format 7 the resource addresses, format 8 the raised
-/// log format, format 9 the stopped processes that keep their custom resources, and format
-/// 10 the relaunched drivers' successors and the ended executors. A state without a
+/// log format, format 9 the stopped processes that keep their custom resources, format 10
+/// the relaunched drivers' successors and the ended executors, and format 11 the
+/// applications' resource profiles. A state without a
 /// format's fields is still
 /// written in the older format, which replicas of the previous builds read, and an older
 /// format reads as a state without them: until the cluster's log format is raised, its
 /// snapshots are of format 7 at the most, which release 0.1.0 reads, and until it is raised
 /// to 3, of format 8 at the most, which 0.2.0 reads.
-pub const SNAPSHOT_FORMAT: u8 = 10;
+pub const SNAPSHOT_FORMAT: u8 = 11;
 
 /// The log format a replica needs to take snapshot `bytes`: format 8 holds the raised log
-/// format, which the first log format's replicas cannot read, and formats 9 and 10 what
+/// format, which the first log format's replicas cannot read, and formats 9 to 11 what
 /// only the third's keep; and a state raised to a format needs its readers, whatever the
 /// snapshot format it was written in.
 pub(crate) fn log_format_of(bytes: &[u8]) -> LogFormat {
@@ -35,7 +36,7 @@ pub(crate) fn log_format_of(bytes: &[u8]) -> LogFormat {
 const OLDEST_FORMAT: u8 = 2;
 
 /// How many fields each format adds at the end of the state, from format 3 on.
-const FIELDS_ADDED: [usize; 8] = [1, 1, 4, 1, 3, 1, 1, 2];
+const FIELDS_ADDED: [usize; 9] = [1, 1, 4, 1, 3, 1, 1, 2, 1];
 
 /// Why a snapshot could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -89,6 +90,7 @@ impl ClusterState {
             self.raised_format.is_none(),
             self.stopping.is_empty(),
             self.relaunched.is_empty() && self.ended_executors.is_empty(),
+            self.profiles.is_empty(),
         ];
         for (empty, fields) in added_empty.into_iter().zip(FIELDS_ADDED).rev() {
             if !empty {

@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 use crate::addresses::{AddressBook, Holder, Stopped, Stopping};
 use crate::commands::QueueSettings;
 use crate::model::{
-    App, AppState, Drain, Driver, DriverDescription, DriverState, Executor, ExecutorState, Owner,
-    Reservation, User, Worker,
+    App, AppProfiles, AppState, Drain, Driver, DriverDescription, DriverState, Executor,
+    ExecutorState, Owner, Profile, Reservation, User, Worker,
 };
 use crate::response::{ApplyError, Effects, Rejection, Response};
 use crate::version::LogFormat;
@@ -131,6 +131,10 @@ pub struct ClusterState {
     /// application, oldest first: where each ran and how it ended. Came with format 10 as
     /// well, and kept only from log format 3.
     pub(crate) ended_executors: BTreeMap<AppId, VecDeque<Executor>>,
+    /// The resource profiles of the active applications that asked for any (Spark's
+    /// stage-level scheduling), and their executors of them. Came with format 11, written
+    /// only from log format 3: a snapshot of format 10 reads as one without.
+    pub(crate) profiles: BTreeMap<AppId, AppProfiles>,
 }
 
 /// How many ended executors of one application the state keeps.
@@ -237,6 +241,19 @@ impl ClusterState {
     /// The ended executors kept of application `id`, oldest first (from log format 3).
     pub fn ended_executors(&self, id: &AppId) -> impl Iterator<Item = &Executor> {
         self.ended_executors.get(id).into_iter().flatten()
+    }
+
+    /// The resource profiles of active application `id` (from log format 3).
+    pub fn app_profiles(&self, id: &AppId) -> Option<&AppProfiles> {
+        self.profiles.get(id)
+    }
+
+    /// The resource profile live executor `executor` of `app` is of, with its id, unless it
+    /// is of the application's own size.
+    pub fn executor_profile(&self, app: &AppId, executor: ExecutorId) -> Option<(u32, &Profile)> {
+        let profiles = self.profiles.get(app)?;
+        let id = *profiles.executors.get(&executor)?;
+        Some((id, &profiles.profiles[&id]))
     }
 
     /// The driver that driver `id`, relaunched, was submitted again as (from log format 3).
@@ -424,6 +441,9 @@ impl ClusterState {
             .remove(&id)
             .expect("ending a live executor");
         app_info.cores_granted -= u64::from(executor.resources.cores);
+        if let Some(profiles) = self.profiles.get_mut(app) {
+            profiles.executors.remove(&id);
+        }
         let worker = self
             .workers
             .get_mut(&executor.worker)
@@ -478,6 +498,7 @@ impl ClusterState {
             self.stop_executor(id, executor, effects);
         }
         let mut app = self.apps.remove(id).expect("removing an active app");
+        self.profiles.remove(id);
         app.state = state;
         app.ended_at = Some(at);
         let forgotten = retain_last(&mut self.completed_apps, app, self.config.retained_apps);

@@ -36,8 +36,9 @@ impl LogFormat {
     pub const RAISABLE: Self = Self(2);
     /// Release 0.3.0's log: an application's own requests (its executor limit, releases,
     /// finishing) made as its named user's, so that a revoked credential stops them
-    /// ([`Op::By`] holding one); and the custom resources of a process the masters stop kept
-    /// its until its worker reports its end (snapshot format 9).
+    /// ([`Op::By`] holding one); the custom resources of a process the masters stop kept
+    /// its until its worker reports its end (snapshot format 9); and applications' resource
+    /// profiles ([`Op::SetProfileLimit`], [`Op::ApplyPlanWithProfiles`], snapshot format 11).
     pub const THIRD: Self = Self(3);
     /// The newest format this build reads and, once the cluster is raised to it, writes.
     pub const NEWEST: Self = Self::THIRD;
@@ -93,6 +94,7 @@ impl Op {
             Op::By(by) if by.op.is_app_request() => LogFormat::THIRD,
             Op::By(by) => by.op.introduced_in(),
             Op::Restore(restore) => crate::snapshot::log_format_of(&restore.snapshot),
+            Op::SetProfileLimit(_) | Op::ApplyPlanWithProfiles(_) => LogFormat::THIRD,
             Op::RegisterWorker(_)
             | Op::WorkerLost(_)
             | Op::DecommissionWorker(_)

@@ -398,7 +398,13 @@ fn check_safety(snapshot: &Snapshot, plan: &Plan) -> Result<(), TestCaseError> {
         let a = snapshot.apps.iter().find(|a| a.id == grant.app).unwrap();
         let executor_cores = match grant.profile {
             0 => a.executor_cores,
-            id => a.profiles.iter().find(|p| p.id == id).unwrap().executor_cores,
+            id => {
+                a.profiles
+                    .iter()
+                    .find(|p| p.id == id)
+                    .unwrap()
+                    .executor_cores
+            }
         };
         if let Some(cpe) = executor_cores {
             prop_assert_eq!(grant.resources.cores, cpe);

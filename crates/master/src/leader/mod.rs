@@ -67,8 +67,8 @@ use muster_core::model::{PassConfig, WorkerState};
 use muster_core::resources::{Resources, Usage};
 use muster_proto::v1::{BuildInfo, ShuffleService};
 use muster_state::commands::{
-    AppFinished, ApplyPlan, By, DecommissionWorker, DriverStateChanged, ExecutorStateChanged,
-    KillExecutors, QueueSettings, SetExecutorLimit, WorkerLost, set_queues_op,
+    AppFinished, By, DecommissionWorker, DriverStateChanged, ExecutorStateChanged, KillExecutors,
+    QueueSettings, SetExecutorLimit, WorkerLost, plan_op, set_queues_op,
 };
 use muster_state::model::{AppState, DriverState, Executor, ExecutorState, Owner};
 use muster_state::version::LogFormat;
@@ -1134,11 +1134,7 @@ impl Leader {
             return;
         }
         self.passes.planned();
-        let op = Op::ApplyPlan(ApplyPlan {
-            drivers: plan.drivers,
-            executors: plan.executors,
-        });
-        self.propose(op, Purpose::Plan);
+        self.propose(plan_op(&plan), Purpose::Plan);
     }
 
     fn propose(&mut self, op: Op, purpose: Purpose) {

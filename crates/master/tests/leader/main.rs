@@ -53,8 +53,8 @@ use muster_master::leader::{
     ProposalId, Registration, Report, Restarts, RunningProcess, ToApp, ToWorker, Update,
 };
 use muster_state::commands::{
-    AddUser, ApplyPlan, By, DrainWorker, ExecutorStateChanged, KillApp, KillDriver, RaiseLogFormat,
-    RegisterWorker, RevokeUser, SubmitApp, SubmitDriver, WorkerLost, set_queues_op,
+    AddUser, By, DrainWorker, ExecutorStateChanged, Grant, KillApp, KillDriver, RaiseLogFormat,
+    RegisterWorker, RevokeUser, SubmitApp, SubmitDriver, WorkerLost, plan_op, set_queues_op,
 };
 use muster_state::model::{AppDescription, DriverDescription, DriverState, ExecutorState, Owner};
 use muster_state::version::LogFormat;
@@ -161,10 +161,7 @@ impl goldenscript::Runner for Runner {
             "place" => {
                 let plan =
                     muster_core::schedule(&self.state.scheduling_snapshot(PassConfig::default()))?;
-                let op = Op::ApplyPlan(ApplyPlan {
-                    drivers: plan.drivers,
-                    executors: plan.executors,
-                });
+                let op = plan_op(&plan);
                 let line = describe(&op);
                 self.apply_setup(op)?;
                 format!("{line}\n")
@@ -737,20 +734,17 @@ fn describe(op: &Op) -> String {
                 .unwrap_or_default()
         ),
         Op::ApplyPlan(plan) => {
-            let drivers = plan
-                .drivers
-                .iter()
-                .map(|d| format!("{} on {}", d.driver, d.worker));
-            // One per executor, however the plan groups them.
-            let executors = plan.executors.iter().flat_map(|e| {
-                let executor = format!("{} {} cores on {}", e.app, e.resources.cores, e.worker);
-                std::iter::repeat_n(executor, e.count as usize)
-            });
-            format!(
-                "ApplyPlan [{}]",
-                drivers.chain(executors).collect::<Vec<_>>().join(", ")
-            )
+            let grants = plan.executors.iter().map(|grant| (grant, 0));
+            describe_plan(&plan.drivers, grants)
         }
+        Op::ApplyPlanWithProfiles(plan) => {
+            let grants = plan.executors.iter().map(|g| (&g.grant, g.profile));
+            describe_plan(&plan.drivers, grants)
+        }
+        Op::SetProfileLimit(op) => format!(
+            "SetProfileLimit {} profile {}: {}",
+            op.app, op.id, op.profile.executor_limit
+        ),
         Op::AppFinished(op) => format!("AppFinished {} {:?}", op.id, op.state),
         Op::By(by) => format!("By {} ({})", by.user, describe(&by.op)),
         Op::SetExecutorLimit(op) => match op.limit {
@@ -997,4 +991,30 @@ impl<'a> Args<'a> {
             None => Ok(()),
         }
     }
+}
+
+/// A plan as `ApplyPlan [DRIVER on WORKER, APP CORES cores on WORKER (profile N), ...]`: one
+/// entry per executor, however the plan groups them.
+fn describe_plan<'g>(
+    drivers: &[muster_core::plan::DriverLaunch],
+    grants: impl Iterator<Item = (&'g Grant, u32)>,
+) -> String {
+    let drivers = drivers
+        .iter()
+        .map(|d| format!("{} on {}", d.driver, d.worker));
+    let executors = grants.flat_map(|(e, profile)| {
+        let profile = match profile {
+            0 => String::new(),
+            profile => format!(" (profile {profile})"),
+        };
+        let executor = format!(
+            "{} {} cores on {}{profile}",
+            e.app, e.resources.cores, e.worker
+        );
+        std::iter::repeat_n(executor, e.count as usize)
+    });
+    format!(
+        "ApplyPlan [{}]",
+        drivers.chain(executors).collect::<Vec<_>>().join(", ")
+    )
 }

@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 use super::{Apply, program};
 use crate::ClusterState;
 use crate::addresses::Stopped;
-use crate::model::{App, AppDescription, AppState, ExecutorState};
+use crate::model::{App, AppDescription, AppState, ExecutorState, Profile};
 use crate::response::{ApplyError, Effects, Outcome, Response};
+use crate::version::LogFormat;
 
 /// An application is submitted.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -132,6 +133,87 @@ impl Apply for SetExecutorLimit {
         state.app_mut(&self.app)?.executor_limit = self.limit;
         Ok(Response::default())
     }
+}
+
+/// The most resource profiles one application may have.
+pub const MAX_PROFILES: usize = 64;
+
+/// An application asks for executors of one of its resource profiles (Spark's
+/// `RequestExecutors` for a profile other than the default; from log format 3): the
+/// profile's size the first time, and how many of its executors it wants now. A profile's
+/// size never changes; lowering its limit kills nothing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SetProfileLimit {
+    /// The app.
+    pub app: AppId,
+    /// The profile's id, 1 or more: 0 is the app's own size, whose limit
+    /// [`SetExecutorLimit`] sets.
+    pub id: u32,
+    /// Its size and limit.
+    pub profile: Profile,
+}
+
+impl Apply for SetProfileLimit {
+    fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
+        let effective = state.log_format();
+        if effective < LogFormat::THIRD {
+            return Err(ApplyError::Conflict(format!(
+                "resource profiles need every master on {}; the cluster is at {effective}",
+                LogFormat::THIRD.readers()
+            )));
+        }
+        let profile = &self.profile;
+        positive("profile", self.id)?;
+        if let Some(cores) = profile.executor_cores {
+            positive("executor_cores", cores)?;
+        }
+        positive("executor_memory_mb", profile.executor_memory_mb)?;
+        resource_amounts("executor_resources", &profile.executor_resources)?;
+        limits::amounts(
+            "executor_",
+            profile.executor_cores.unwrap_or(1),
+            profile.executor_memory_mb,
+            &profile.executor_resources,
+        )?;
+        let app = state
+            .apps
+            .get(&self.app)
+            .ok_or_else(|| ApplyError::UnknownApp(self.app.clone()))?;
+        program(&app.desc.command, &app.desc.args, &profile.env)?;
+        let profiles = state.profiles.get(&self.app);
+        match profiles.and_then(|p| p.profiles.get(&self.id)) {
+            Some(known) if !same_size(known, profile) => {
+                return Err(ApplyError::Conflict(format!(
+                    "resource profile {} of `{}` has another size: a profile never changes",
+                    self.id, self.app
+                )));
+            }
+            Some(_) => {}
+            None if profiles.is_some_and(|p| p.profiles.len() >= MAX_PROFILES) => {
+                return Err(ApplyError::Conflict(format!(
+                    "`{}` has {MAX_PROFILES} resource profiles, the most an application may have",
+                    self.app
+                )));
+            }
+            None => {}
+        }
+        state
+            .profiles
+            .entry(self.app.clone())
+            .or_default()
+            .profiles
+            .insert(self.id, profile.clone());
+        Ok(Response::default())
+    }
+}
+
+/// Whether two descriptions of a profile have the same size and environment: all but the
+/// limit.
+fn same_size(known: &Profile, asked: &Profile) -> bool {
+    Profile {
+        executor_limit: asked.executor_limit,
+        ..known.clone()
+    } == *asked
 }
 
 /// An application gives back executors (Spark's `KillExecutors`).

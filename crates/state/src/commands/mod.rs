@@ -15,10 +15,14 @@ mod workers;
 
 pub use crate::version::RaiseLogFormat;
 pub use apps::{
-    AppFinished, ExecutorStateChanged, KillApp, KillExecutors, SetExecutorLimit, SubmitApp,
+    AppFinished, ExecutorStateChanged, KillApp, KillExecutors, MAX_PROFILES, SetExecutorLimit,
+    SetProfileLimit, SubmitApp,
 };
 pub use drivers::{DriverStateChanged, KillDriver, SubmitDriver};
-pub use plan::{ApplyPlan, ApplyPlanPerExecutor, GrantOfOne};
+pub use plan::{
+    ApplyPlan, ApplyPlanPerExecutor, ApplyPlanWithProfiles, Grant, GrantOfOne, ProfileGrant,
+    plan_op,
+};
 pub use preempt::{GrantReservations, Preempt};
 pub use queues::{ConfigureQueues, QueueSettings, ReplaceQueues, SetQueues, set_queues_op};
 pub use restore::Restore;
@@ -114,6 +118,10 @@ pub enum Op {
     ApplyPlan(ApplyPlan),
     /// The cluster's effective log format is raised (see [`crate::version`]).
     RaiseLogFormat(RaiseLogFormat),
+    /// An application asks for executors of one of its resource profiles.
+    SetProfileLimit(SetProfileLimit),
+    /// One scheduling pass whose grants include executors of resource profiles.
+    ApplyPlanWithProfiles(ApplyPlanWithProfiles),
 }
 
 /// How an op changes the state.
@@ -218,6 +226,8 @@ impl ClusterState {
             }
             Op::RegisterWorkerWithAddresses(op) => op.apply(self, at),
             Op::RaiseLogFormat(op) => op.apply(self, at),
+            Op::SetProfileLimit(op) => op.apply(self, at),
+            Op::ApplyPlanWithProfiles(op) => op.apply(self, at),
         }
     }
 }

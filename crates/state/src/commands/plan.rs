@@ -2,10 +2,10 @@
 //! a grant is checked again against the current state and applied only if it still fits;
 //! what no longer fits is reported.
 
-use muster_core::plan::{DriverLaunch, ExecutorGrant};
+use muster_core::plan::{DriverLaunch, ExecutorGrant, Plan};
 use serde::{Deserialize, Serialize};
 
-use super::Apply;
+use super::{Apply, Op};
 use crate::ClusterState;
 use crate::addresses::Holder;
 use crate::model::{AppState, DriverState, Executor, ExecutorState};
@@ -14,13 +14,80 @@ use crate::state::take;
 use muster_core::ids::{AppId, ExecutorId, Timestamp, WorkerId};
 use muster_core::resources::Resources;
 
-/// The launches and grants of one scheduling pass, as `muster-core` produced them.
+/// The launches and grants of one scheduling pass, as `muster-core` produced them, all of
+/// its grants of the applications' own executor sizes.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ApplyPlan {
     /// Drivers to launch, in order.
     pub drivers: Vec<DriverLaunch>,
     /// Executors to grant, in order.
-    pub executors: Vec<ExecutorGrant>,
+    pub executors: Vec<Grant>,
+}
+
+/// One scheduling pass whose grants include executors of applications' resource profiles
+/// (from log format 3).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ApplyPlanWithProfiles {
+    /// Drivers to launch, in order.
+    pub drivers: Vec<DriverLaunch>,
+    /// Executors to grant, in order.
+    pub executors: Vec<ProfileGrant>,
+}
+
+/// Executors of one size granted to an app on a worker at once, as the log holds them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    /// The app that receives the executors.
+    pub app: AppId,
+    /// The worker that runs them.
+    pub worker: WorkerId,
+    /// Each executor's cores, memory and custom resources.
+    pub resources: Resources,
+    /// How many executors, one or more.
+    pub count: u32,
+}
+
+/// A grant of executors of an app's resource profile (0: its own size).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfileGrant {
+    /// The executors.
+    pub grant: Grant,
+    /// Their profile.
+    pub profile: u32,
+}
+
+impl From<&ExecutorGrant> for Grant {
+    fn from(grant: &ExecutorGrant) -> Self {
+        Self {
+            app: grant.app.clone(),
+            worker: grant.worker.clone(),
+            resources: grant.resources.clone(),
+            count: grant.count,
+        }
+    }
+}
+
+/// The op that commits `plan`: an [`ApplyPlan`], which every release reads, unless it grants
+/// executors of a resource profile (which exist only from log format 3).
+pub fn plan_op(plan: &Plan) -> Op {
+    let drivers = plan.drivers.clone();
+    if plan.executors.iter().all(|grant| grant.profile == 0) {
+        return Op::ApplyPlan(ApplyPlan {
+            drivers,
+            executors: plan.executors.iter().map(Grant::from).collect(),
+        });
+    }
+    Op::ApplyPlanWithProfiles(ApplyPlanWithProfiles {
+        drivers,
+        executors: plan
+            .executors
+            .iter()
+            .map(|grant| ProfileGrant {
+                grant: grant.into(),
+                profile: grant.profile,
+            })
+            .collect(),
+    })
 }
 
 /// One scheduling pass as builds before grants had a count wrote it: one grant per executor.
@@ -50,7 +117,7 @@ impl Apply for ApplyPlanPerExecutor {
         let executors = self
             .executors
             .iter()
-            .map(|grant| ExecutorGrant {
+            .map(|grant| Grant {
                 app: grant.app.clone(),
                 worker: grant.worker.clone(),
                 resources: grant.resources.clone(),
@@ -68,44 +135,64 @@ impl Apply for ApplyPlanPerExecutor {
 impl Apply for ApplyPlan {
     /// Never refused as a whole: each part that no longer fits is reported in `rejected`.
     fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
-        let mut drivers = Vec::new();
-        let mut executors = Vec::new();
-        let mut rejected = Vec::new();
-        for launch in &self.drivers {
-            match launch_driver(state, launch) {
-                Ok(()) => drivers.push((launch.driver.clone(), launch.worker.clone())),
-                Err(reason) => rejected.push(Rejected {
-                    id: launch.driver.to_string(),
-                    worker: launch.worker.clone(),
-                    reason,
-                }),
-            }
+        let grants = self.executors.iter().map(|grant| (grant, Some(0)));
+        Ok(apply_plan(state, &self.drivers, grants))
+    }
+}
+
+impl Apply for ApplyPlanWithProfiles {
+    /// Never refused as a whole, as an [`ApplyPlan`].
+    fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
+        let grants = self.executors.iter().map(|g| (&g.grant, Some(g.profile)));
+        Ok(apply_plan(state, &self.drivers, grants))
+    }
+}
+
+/// Launches `drivers` and grants `grants`, each of the profile it names or, for `None`, of
+/// the first of its app's sizes it fits ([`grant_executor`]); what no longer fits is
+/// reported in `rejected`.
+pub(crate) fn apply_plan<'g>(
+    state: &mut ClusterState,
+    drivers: &[DriverLaunch],
+    grants: impl Iterator<Item = (&'g Grant, Option<u32>)>,
+) -> Response {
+    let mut launched = Vec::new();
+    let mut executors = Vec::new();
+    let mut rejected = Vec::new();
+    for launch in drivers {
+        match launch_driver(state, launch) {
+            Ok(()) => launched.push((launch.driver.clone(), launch.worker.clone())),
+            Err(reason) => rejected.push(Rejected {
+                id: launch.driver.to_string(),
+                worker: launch.worker.clone(),
+                reason,
+            }),
         }
-        for grant in &self.executors {
-            for _ in 0..grant.count {
-                match grant_executor(state, grant) {
-                    Ok(executor) => executors.push((grant.app.clone(), executor)),
-                    // Its further executors, of the same size for the same app on the
-                    // same worker, would be refused for the same reason.
-                    Err(reason) => {
-                        rejected.push(Rejected {
-                            id: grant.app.to_string(),
-                            worker: grant.worker.clone(),
-                            reason,
-                        });
-                        break;
-                    }
+    }
+    for (grant, profile) in grants {
+        for _ in 0..grant.count {
+            match grant_executor(state, grant, profile) {
+                Ok(executor) => executors.push((grant.app.clone(), executor)),
+                // Its further executors, of the same size for the same app on the
+                // same worker, would be refused for the same reason.
+                Err(reason) => {
+                    rejected.push(Rejected {
+                        id: grant.app.to_string(),
+                        worker: grant.worker.clone(),
+                        reason,
+                    });
+                    break;
                 }
             }
         }
-        Ok(Response {
-            outcome: Outcome::PlanApplied {
-                drivers,
-                executors,
-                rejected,
-            },
-            effects: Effects::default(),
-        })
+    }
+    Response {
+        outcome: Outcome::PlanApplied {
+            drivers: launched,
+            executors,
+            rejected,
+        },
+        effects: Effects::default(),
     }
 }
 
@@ -135,17 +222,39 @@ fn launch_driver(state: &mut ClusterState, launch: &DriverLaunch) -> Result<(), 
     Ok(())
 }
 
-fn grant_executor(state: &mut ClusterState, grant: &ExecutorGrant) -> Result<Executor, Rejection> {
+/// Grants one executor of `grant` as `profile` of its app, or, for `None` (room kept by a
+/// preemption, which knows only the size), as the first of the app's sizes, its own and
+/// then its profiles by id, that it fits and whose limit is not reached.
+fn grant_executor(
+    state: &mut ClusterState,
+    grant: &Grant,
+    profile: Option<u32>,
+) -> Result<Executor, Rejection> {
     let app = state.apps.get(&grant.app).ok_or(Rejection::UnknownApp)?;
-    let (desc, need) = (&app.desc, &grant.resources);
-    if need.cores == 0
-        || desc.executor_cores.is_some_and(|cores| cores != need.cores)
-        || need.memory_mb != desc.executor_memory_mb
-        || need.custom != desc.executor_resources
-    {
-        return Err(Rejection::NotTheExecutorSize);
-    }
-    if let Some(max) = desc.cores_max
+    let need = &grant.resources;
+    let profiles = state.profiles.get(&grant.app);
+    // The app's sizes `need` fits, with their limits and how many executors of each it holds.
+    let of_profiles = profiles.map_or(0, |p| p.executors.len());
+    let own = app
+        .desc
+        .fits(need)
+        .then(|| (0, app.executor_limit, app.executors.len() - of_profiles));
+    let sizes = own.into_iter().chain(profiles.into_iter().flat_map(|p| {
+        p.profiles
+            .iter()
+            .filter(|(_, profile)| profile.fits(need))
+            .map(|(&id, profile)| (id, Some(profile.executor_limit), p.held(id)))
+    }));
+    let fitting: Vec<(u32, Option<u32>, usize)> = match profile {
+        Some(id) => sizes.filter(|&(size, ..)| size == id).collect(),
+        None => sizes.collect(),
+    };
+    let &(profile, limit, held) = fitting
+        .iter()
+        .find(|&&(_, limit, held)| limit.is_none_or(|limit| held < limit as usize))
+        .or(fitting.first())
+        .ok_or(Rejection::NotTheExecutorSize)?;
+    if let Some(max) = app.desc.cores_max
         && app.cores_granted + u64::from(need.cores) > u64::from(max)
     {
         return Err(Rejection::CoresMax {
@@ -153,8 +262,8 @@ fn grant_executor(state: &mut ClusterState, grant: &ExecutorGrant) -> Result<Exe
             max,
         });
     }
-    if let Some(limit) = app.executor_limit
-        && app.executors.len() >= limit as usize
+    if let Some(limit) = limit
+        && held >= limit as usize
     {
         return Err(Rejection::ExecutorLimit { limit });
     }
@@ -173,6 +282,13 @@ fn grant_executor(state: &mut ClusterState, grant: &ExecutorGrant) -> Result<Exe
     app.executors.insert(id, executor.clone());
     app.cores_granted += u64::from(need.cores);
     app.state = AppState::Running;
+    if profile != 0 {
+        let profiles = state
+            .profiles
+            .get_mut(&grant.app)
+            .expect("a profile it fits");
+        profiles.executors.insert(id, profile);
+    }
     let worker = state
         .workers
         .get_mut(&grant.worker)

@@ -7,11 +7,12 @@
 
 use muster_core::ids::{AppId, ExecutorId, Timestamp, WorkId};
 use muster_core::model::PassConfig;
-use muster_core::plan::{DriverLaunch, ExecutorGrant};
+use muster_core::plan::DriverLaunch;
 use muster_core::preempt::{Preempting, Preemption, check_for_guarantees};
 use serde::{Deserialize, Serialize};
 
-use super::{Apply, ApplyPlan};
+use super::Apply;
+use super::plan::{Grant, apply_plan};
 use crate::ClusterState;
 use crate::model::{DriverState, ExecutorState, Reservation};
 use crate::response::{ApplyError, Effects, Outcome, Response};
@@ -64,14 +65,14 @@ pub struct GrantReservations {
 }
 
 impl Apply for GrantReservations {
-    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+    fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
         let (granted, kept) = std::mem::take(&mut state.reservations)
             .into_iter()
             .partition(|r| self.owners.contains(&r.owner));
         state.reservations = kept;
         let granted: Vec<Reservation> = granted;
         state.release_reservations(&granted);
-        let mut plan = ApplyPlan::default();
+        let (mut drivers, mut grants) = (Vec::new(), Vec::new());
         for room in granted {
             match room.owner {
                 WorkId::Driver(driver)
@@ -80,13 +81,13 @@ impl Apply for GrantReservations {
                         .get(&driver)
                         .is_some_and(|d| d.state == DriverState::Submitted) =>
                 {
-                    plan.drivers.push(DriverLaunch {
+                    drivers.push(DriverLaunch {
                         driver,
                         worker: room.worker,
                     });
                 }
                 WorkId::App(app) if state.apps.contains_key(&app) => {
-                    plan.executors.push(ExecutorGrant {
+                    grants.push(Grant {
                         app,
                         worker: room.worker,
                         resources: room.resources,
@@ -97,7 +98,10 @@ impl Apply for GrantReservations {
                 WorkId::Driver(_) | WorkId::App(_) => {}
             }
         }
-        plan.apply(state, at)
+        // The room was kept for a size, not a profile: each grant is of the first of its
+        // app's sizes it fits.
+        let grants = grants.iter().map(|grant| (grant, None));
+        Ok(apply_plan(state, &drivers, grants))
     }
 }
 

@@ -9,7 +9,7 @@ use muster_core::access::user_name;
 use muster_core::ids::{QueueName, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use super::{AppFinished, Apply, KillExecutors, Op, SetExecutorLimit};
+use super::{AppFinished, Apply, KillExecutors, Op, SetExecutorLimit, SetProfileLimit};
 use crate::ClusterState;
 use crate::model::{Owner, User};
 use crate::response::{ApplyError, Outcome, Response};
@@ -197,6 +197,7 @@ fn authorize(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyError
         // Written as a user's only from the format that made them theirs; before it, as
         // release 0.2.0 applies them, they are an admin's.
         Op::SetExecutorLimit(SetExecutorLimit { app: id, .. })
+        | Op::SetProfileLimit(SetProfileLimit { app: id, .. })
         | Op::KillExecutors(KillExecutors { app: id, .. })
         | Op::AppFinished(AppFinished { id, .. })
             if state.log_format() >= LogFormat::THIRD =>
@@ -217,12 +218,15 @@ fn authorize(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyError
 }
 
 impl Op {
-    /// Whether this is an application's own request on its stream: its executor limit, a
-    /// release of executors, or its end.
+    /// Whether this is an application's own request on its stream: its executor limit or a
+    /// profile's, a release of executors, or its end.
     pub fn is_app_request(&self) -> bool {
         matches!(
             self,
-            Op::SetExecutorLimit(_) | Op::KillExecutors(_) | Op::AppFinished(_)
+            Op::SetExecutorLimit(_)
+                | Op::SetProfileLimit(_)
+                | Op::KillExecutors(_)
+                | Op::AppFinished(_)
         )
     }
 }

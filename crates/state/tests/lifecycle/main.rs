@@ -6,6 +6,7 @@
 
 mod dedup;
 mod plans;
+mod profiles;
 mod properties;
 mod queues;
 mod releases;

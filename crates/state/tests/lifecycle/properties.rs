@@ -23,10 +23,10 @@ use muster_core::model::{PassConfig, WorkerSelection};
 use muster_core::preempt::Preempting;
 use muster_core::resources::{ResourceAddresses, Resources};
 use muster_state::commands::{
-    AddUser, AppFinished, ApplyPlan, By, DecommissionWorker, DrainWorker, DriverStateChanged,
+    AddUser, AppFinished, By, DecommissionWorker, DrainWorker, DriverStateChanged,
     ExecutorStateChanged, GrantReservations, KillApp, KillDriver, KillExecutors, Preempt,
     QueueSettings, RaiseLogFormat, RegisterWorker, Restore, RevokeUser, SetExecutorLimit,
-    SetQueues, SubmitApp, SubmitDriver, WorkerLost, set_queues_op,
+    SetQueues, SubmitApp, SubmitDriver, WorkerLost, plan_op, set_queues_op,
 };
 use muster_state::model::{AppState, DriverState, ExecutorState};
 use muster_state::version::LogFormat;
@@ -418,10 +418,7 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
             };
             let plan = muster_core::schedule(&state.scheduling_snapshot(config))
                 .expect("the state gives a valid snapshot");
-            Op::ApplyPlan(ApplyPlan {
-                drivers: plan.drivers,
-                executors: plan.executors,
-            })
+            plan_op(&plan)
         }
         Action::ExecutorReport {
             app,

@@ -29,13 +29,13 @@ use std::fmt::Write as _;
 use goldenscript::{Argument, Command, Context};
 use muster_core::ids::{AppId, DriverId, ExecutorId, WorkId};
 use muster_core::model::{PassConfig, WorkerSelection};
-use muster_core::plan::{DriverLaunch, ExecutorGrant};
+use muster_core::plan::DriverLaunch;
 use muster_core::resources::{ListedAddresses, ResourceAddresses, ResourceAmounts, Resources};
 use muster_state::commands::{
     AppFinished, ApplyPlan, DecommissionWorker, DrainWorker, DriverStateChanged,
-    ExecutorStateChanged, GrantReservations, KillApp, KillDriver, KillExecutors, Preempt,
+    ExecutorStateChanged, Grant, GrantReservations, KillApp, KillDriver, KillExecutors, Preempt,
     QueueSettings, RaiseLogFormat, RegisterWorker, SetExecutorLimit, SetQueues, SubmitApp,
-    SubmitDriver, WorkerLost,
+    SubmitDriver, WorkerLost, plan_op,
 };
 use muster_state::model::{AppState, DriverState, ExecutorState, Reservation};
 use muster_state::version::LogFormat;
@@ -147,10 +147,7 @@ impl goldenscript::Runner for Runner {
                     ..PassConfig::default()
                 };
                 let plan = muster_core::schedule(&self.0.state.scheduling_snapshot(config))?;
-                Op::ApplyPlan(ApplyPlan {
-                    drivers: plan.drivers,
-                    executors: plan.executors,
-                })
+                plan_op(&plan)
             }
             "plan" => self.plan(&mut args)?,
             "preempt" => self.preempt(&mut args)?,
@@ -289,7 +286,7 @@ impl Runner {
         }
         plan.executors = grants
             .into_iter()
-            .map(|(app, worker, cores, count)| ExecutorGrant {
+            .map(|(app, worker, cores, count)| Grant {
                 app,
                 worker,
                 resources: Resources::new(cores, memory_mb),

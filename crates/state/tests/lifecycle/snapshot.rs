@@ -1,13 +1,16 @@
 //! Snapshot encoding round trips and refuses what it cannot read.
 
+use std::collections::BTreeMap;
+
 use muster_core::access::QueueSpec;
 use muster_core::ids::{ExecutorId, Timestamp, WorkId};
 use muster_core::resources::Resources;
 use muster_state::commands::{
     AddUser, By, DecommissionWorker, DrainWorker, DriverStateChanged, ExecutorStateChanged,
-    KillExecutors, Preempt, RaiseLogFormat, RegisterWorker, Restore, SubmitDriver, set_queues_op,
+    KillExecutors, Preempt, RaiseLogFormat, RegisterWorker, Restore, SetProfileLimit, SubmitDriver,
+    set_queues_op,
 };
-use muster_state::model::{DriverState, ExecutorState, Reservation};
+use muster_state::model::{DriverState, ExecutorState, Profile, Reservation};
 use muster_state::version::LogFormat;
 use muster_state::{ClusterState, ENDED_EXECUTORS_KEPT, Op, SNAPSHOT_FORMAT, SnapshotError};
 
@@ -231,7 +234,21 @@ fn until_the_log_format_is_raised_to_3_snapshots_are_what_release_0_2_reads() {
 
 #[test]
 fn a_snapshot_restores_the_same_state() {
-    let c = busy_cluster_with_a_relaunch();
+    let mut c = busy_cluster_with_a_relaunch();
+    assert_eq!(c.state.encode_snapshot()[0], 10);
+    // An application with a resource profile takes format 11.
+    let app = c.state.apps().keys().next().unwrap().clone();
+    c.ok(Op::SetProfileLimit(SetProfileLimit {
+        app,
+        id: 1,
+        profile: Profile {
+            executor_cores: Some(2),
+            executor_memory_mb: 2048,
+            executor_resources: [("gpu".to_owned(), 1)].into(),
+            env: BTreeMap::new(),
+            executor_limit: 1,
+        },
+    }));
     assert_eq!(c.state.users().len(), 1);
     assert_eq!(c.state.queues()[0].capacity, Some(0.5));
     let bytes = c.state.encode_snapshot();

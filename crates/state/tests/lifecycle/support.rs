@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use muster_core::ids::{AppId, DriverId, QueueName, RequestId, Timestamp};
 use muster_core::model::PassConfig;
 use muster_core::resources::Resources;
-use muster_state::commands::{ApplyPlan, RegisterWorker, SubmitApp, SubmitDriver};
+use muster_state::commands::{RegisterWorker, SubmitApp, SubmitDriver, plan_op};
 use muster_state::model::{AppDescription, DriverDescription};
 use muster_state::{ApplyError, ClusterState, Command, Op, Outcome, Response, StateConfig};
 
@@ -107,10 +107,7 @@ impl Cluster {
         };
         let plan = muster_core::schedule(&self.state.scheduling_snapshot(config))
             .expect("the state gives a valid snapshot");
-        let response = self.ok(Op::ApplyPlan(ApplyPlan {
-            drivers: plan.drivers,
-            executors: plan.executors,
-        }));
+        let response = self.ok(plan_op(&plan));
         match &response.outcome {
             Outcome::PlanApplied { rejected, .. } => assert!(
                 rejected.is_empty(),
