@@ -6,7 +6,7 @@
 //! [`LEADER_TIMEOUT`] is left for the next one found ([`muster_proto::discovery`]), and the
 //! application re-attaches with its id and token, keeping its executors.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use muster_proto::discovery::{LeaderFinder, leader_hint, worth_retrying};
@@ -16,7 +16,7 @@ use muster_proto::v1::app_link_client::AppLinkClient;
 use muster_proto::v1::app_message::Body as Message;
 use muster_proto::v1::{
     AppHeartbeat, AppMessage, ExecutorEvent, ExecutorState, FinishApp, RegisterApp,
-    ReleaseExecutors, SetExecutorLimit,
+    ReleaseExecutors, SetExecutorLimit, SetProfileLimit,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -96,6 +96,7 @@ pub async fn run(
         register: &mut register,
         finishing: false,
         limit: None,
+        profile_limits: BTreeMap::new(),
         released: BTreeSet::new(),
         live: BTreeSet::new(),
         requests: &mut requests,
@@ -138,6 +139,9 @@ struct Attachment<'a> {
     /// The last executor limit asked for, asked again on every attachment (the stream it
     /// went on may have broken before the leader read it).
     limit: Option<SetExecutorLimit>,
+    /// The last limit asked for each resource profile, asked again on every attachment, as
+    /// `limit`.
+    profile_limits: BTreeMap<u32, SetProfileLimit>,
     /// Executors given back and not yet seen ending, asked again on every attachment (a
     /// broken stream may have lost the request).
     released: BTreeSet<u32>,
@@ -176,7 +180,9 @@ impl Attachment<'_> {
             released,
             self.finishing.then_some(Message::Finish(FinishApp {})),
         ];
-        for body in carried.into_iter().flatten() {
+        let profile_limits = self.profile_limits.values().cloned();
+        let profile_limits = profile_limits.map(|set| Some(Message::SetProfileLimit(set)));
+        for body in profile_limits.chain(carried).flatten() {
             let _ = up.send(send(body)).await;
         }
         // A frozen master accepts connections and never answers: bound the whole attempt.
@@ -262,6 +268,9 @@ impl Attachment<'_> {
                     match &body {
                         Message::Finish(_) => self.finishing = true,
                         Message::SetLimit(limit) => self.limit = Some(*limit),
+                        Message::SetProfileLimit(set) => {
+                            self.profile_limits.insert(set.profile_id, set.clone());
+                        }
                         Message::Release(release) => self.released.extend(&release.executor_ids),
                         _ => {}
                     }

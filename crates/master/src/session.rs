@@ -59,6 +59,10 @@ const LINK_CAPACITY: usize = 1024;
 const LOG_READ_TIMEOUT: Duration = Duration::from_secs(2);
 /// How many reads of process output the leader has under way at once.
 const LOG_READS: usize = 8;
+/// The variable that names the resource profile an executor is of, set for the executors
+/// of an application's profiles (Spark's `--resourceProfileId`); unset, it is of the
+/// application's own size, profile 0.
+pub const PROFILE_VARIABLE: &str = "MUSTER_RESOURCE_PROFILE_ID";
 
 /// A proposal's result, once Raft has it.
 type Pending = std::pin::Pin<Box<dyn Future<Output = Result<Applied, WriteError>> + Send>>;
@@ -601,13 +605,19 @@ impl Session {
             ToWorker::LaunchExecutor(app, id) => {
                 let app = state.apps().get(&app)?;
                 let executor = app.executors.get(&id)?;
+                let mut env = app.desc.env.clone();
+                // An executor of a resource profile: its own environment, and which it is.
+                if let Some((profile_id, profile)) = state.executor_profile(&app.id, id) {
+                    env.extend(profile.env.clone());
+                    env.insert(PROFILE_VARIABLE.to_owned(), profile_id.to_string());
+                }
                 Body::LaunchExecutor(LaunchExecutor {
                     app_id: app.id.to_string(),
                     executor_id: id.0,
                     resources: Some((&executor.resources).into()),
                     command: app.desc.command.clone(),
                     args: app.desc.args.clone(),
-                    env: app.desc.env.clone().into_iter().collect(),
+                    env: env.into_iter().collect(),
                     addresses: address_lists(state.executor_addresses(&app.id, id)),
                 })
             }

@@ -16,7 +16,7 @@ use muster_proto::v1::{
     ReadLogRequest, Register,
 };
 use muster_state::commands::{DrainWorker, KillApp, KillDriver, RegisterWorker};
-use muster_state::model::{DriverState, ExecutorState};
+use muster_state::model::{DriverState, ExecutorState, Profile};
 use muster_state::{ApplyError, ClusterState, ENDED_EXECUTORS_KEPT, Op};
 use tonic::Status;
 
@@ -337,6 +337,16 @@ pub fn app_event(app: &AppId, link: LinkId, body: AppUp) -> Option<Event> {
         AppUp::Heartbeat(_) => AppRequest::Heartbeat,
         AppUp::Finish(_) => AppRequest::Finish,
         AppUp::SetLimit(set) => AppRequest::SetLimit(set.executor_limit),
+        AppUp::SetProfileLimit(set) => AppRequest::SetProfileLimit(
+            set.profile_id,
+            Profile {
+                executor_cores: set.executor_cores,
+                executor_memory_mb: set.executor_memory_mb,
+                executor_resources: set.executor_resources.into_iter().collect(),
+                env: set.env.into_iter().collect(),
+                executor_limit: set.executor_limit,
+            },
+        ),
         AppUp::Release(release) => {
             AppRequest::Release(release.executor_ids.into_iter().map(ExecutorId).collect())
         }

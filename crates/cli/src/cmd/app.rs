@@ -4,20 +4,28 @@
 //! ([`muster_driver::app`]).
 //!
 //! While attached it reads dynamic-allocation commands on standard input, one per line:
-//! `limit N` (cap the executor count; lowering it kills nothing), `limit none`, and
-//! `release ID ...` (give executors back; set a limit first or they are replaced).
+//! `limit N` (cap the executor count; lowering it kills nothing), `limit none`,
+//! `release ID ...` (give executors back; set a limit first or they are replaced), and
+//! `profile {"id": N, "executor_limit": N, "executor_memory_mb": MB, ...}` (executors of
+//! another size, one of Spark's resource profiles: also `executor_cores`,
+//! `executor_resources` as `{"gpu": 1}` and `env`; a profile's size never changes).
 //!
 //! With `--json` it is the link a program drives an application through (the Spark plug-in
 //! does): every event is one JSON object per line, and the end of standard input (or SIGTERM,
 //! but not Ctrl-C, which is the program's) finishes the application, so that an owner that
 //! dies takes its application with it.
 
+use std::collections::BTreeMap;
+
 use clap::Args;
 use muster_core::ids::millis;
 use muster_driver::app::AppUpdate;
 use muster_proto::exit;
 use muster_proto::v1::app_message::Body as Message;
-use muster_proto::v1::{FinishApp, RegisterApp, ReleaseExecutors, SetExecutorLimit};
+use muster_proto::v1::{
+    FinishApp, RegisterApp, ReleaseExecutors, SetExecutorLimit, SetProfileLimit,
+};
+use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -99,8 +107,41 @@ pub fn run(args: AppRunArgs) -> Result<String, CliError> {
     runtime()?.block_on(follow(masters, register, format))
 }
 
+/// A `profile` command's JSON: the executors of one of the application's resource profiles
+/// it wants, and their size.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileCommand {
+    id: u32,
+    executor_limit: u32,
+    #[serde(default)]
+    executor_cores: Option<u32>,
+    executor_memory_mb: u64,
+    #[serde(default)]
+    executor_resources: BTreeMap<String, u32>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+}
+
 /// Parses one standard-input command.
 fn parse_command(line: &str) -> Result<Message, CliError> {
+    if let Some(json) = line.trim_start().strip_prefix("profile ") {
+        let profile: ProfileCommand =
+            serde_json::from_str(json).map_err(|e| CliError::BadInput(format!("profile: {e}")))?;
+        if profile.id == 0 {
+            return Err(CliError::BadInput(
+                "profile: ids start at 1; `limit N` sets the application's own size's".to_owned(),
+            ));
+        }
+        return Ok(Message::SetProfileLimit(SetProfileLimit {
+            profile_id: profile.id,
+            executor_limit: profile.executor_limit,
+            executor_cores: profile.executor_cores,
+            executor_memory_mb: profile.executor_memory_mb,
+            executor_resources: profile.executor_resources.into_iter().collect(),
+            env: profile.env.into_iter().collect(),
+        }));
+    }
     let words: Vec<&str> = line.split_whitespace().collect();
     let body = match words.as_slice() {
         ["limit", "none"] => Message::SetLimit(SetExecutorLimit {
@@ -126,7 +167,7 @@ fn parse_command(line: &str) -> Result<Message, CliError> {
         }
         _ => {
             return Err(CliError::BadInput(
-                "use `limit N`, `limit none` or `release ID ...`".to_owned(),
+                "use `limit N`, `limit none`, `release ID ...` or `profile {JSON}`".to_owned(),
             ));
         }
     };

@@ -68,7 +68,7 @@ use muster_core::resources::{Resources, Usage};
 use muster_proto::v1::{BuildInfo, ShuffleService};
 use muster_state::commands::{
     AppFinished, By, DecommissionWorker, DriverStateChanged, ExecutorStateChanged, KillExecutors,
-    QueueSettings, SetExecutorLimit, WorkerLost, plan_op, set_queues_op,
+    QueueSettings, SetExecutorLimit, SetProfileLimit, WorkerLost, plan_op, set_queues_op,
 };
 use muster_state::model::{AppState, DriverState, Executor, ExecutorState, Owner};
 use muster_state::version::LogFormat;
@@ -679,6 +679,17 @@ impl Leader {
             AppRequest::SetLimit(limit) => Op::SetExecutorLimit(SetExecutorLimit {
                 app: app.clone(),
                 limit,
+            }),
+            // A master of an older release could not read it: the client asks again when
+            // it next attaches.
+            AppRequest::SetProfileLimit(..) if state.log_format() < LogFormat::THIRD => {
+                tracing::warn!(%app, "resource profiles wait for every master to run release 0.3.0");
+                return;
+            }
+            AppRequest::SetProfileLimit(id, profile) => Op::SetProfileLimit(SetProfileLimit {
+                app: app.clone(),
+                id,
+                profile,
             }),
             AppRequest::Release(executors) => Op::KillExecutors(KillExecutors {
                 app: app.clone(),

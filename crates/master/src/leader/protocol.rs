@@ -8,7 +8,7 @@ use muster_core::ids::{AppId, DriverId, ExecutorId, RequestId, WorkerId};
 use muster_core::resources::{ResourceAddresses, Usage};
 use muster_proto::v1::{BuildInfo, ShuffleService};
 use muster_state::commands::RegisterWorker;
-use muster_state::model::{AppState, DriverState, Executor, ExecutorState, Owner};
+use muster_state::model::{AppState, DriverState, Executor, ExecutorState, Owner, Profile};
 use muster_state::{ApplyError, Effects, Op, Response, Stopped};
 
 /// One stream between the leader and a worker or an application, numbered by the session.
@@ -166,6 +166,9 @@ pub enum AppRequest {
     Finish,
     /// Dynamic allocation: a new executor limit (`None`: unlimited).
     SetLimit(Option<u32>),
+    /// Stage-level scheduling: the executors of resource profile `id` it wants, and their
+    /// size.
+    SetProfileLimit(u32, Profile),
     /// Dynamic allocation: executors given back.
     Release(Vec<ExecutorId>),
 }

@@ -56,7 +56,9 @@ use muster_state::commands::{
     AddUser, By, DrainWorker, ExecutorStateChanged, Grant, KillApp, KillDriver, RaiseLogFormat,
     RegisterWorker, RevokeUser, SubmitApp, SubmitDriver, WorkerLost, plan_op, set_queues_op,
 };
-use muster_state::model::{AppDescription, DriverDescription, DriverState, ExecutorState, Owner};
+use muster_state::model::{
+    AppDescription, DriverDescription, DriverState, ExecutorState, Owner, Profile,
+};
 use muster_state::version::LogFormat;
 use muster_state::{ClusterState, Op, StateConfig, Stopped};
 
@@ -416,6 +418,16 @@ impl goldenscript::Runner for Runner {
                     "finish" => AppRequest::Finish,
                     "unlimited" => AppRequest::SetLimit(None),
                     "limit" => AppRequest::SetLimit(Some(args.number("n", 0)?)),
+                    "profile" => AppRequest::SetProfileLimit(
+                        args.number("id", 1)?,
+                        Profile {
+                            executor_cores: args.optional("executor_cores")?,
+                            executor_memory_mb: args.number("mem", 256)?,
+                            executor_resources: gpus(&mut args)?,
+                            env: Default::default(),
+                            executor_limit: args.number("n", 0)?,
+                        },
+                    ),
                     "release" => AppRequest::Release(
                         args.list("id")
                             .into_iter()
