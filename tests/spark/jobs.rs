@@ -185,6 +185,83 @@ fn in_cluster_mode_a_supervised_spark_driver_runs_on_a_worker_and_starts_again_w
 }
 
 #[test]
+fn a_stage_with_a_resource_profile_runs_on_executors_of_its_size_with_their_gpus() {
+    with_every_spark(|spark| {
+        let masters = Masters::start();
+        let _worker = crate::support::start_worker_via(
+            &masters,
+            "worker-1",
+            4,
+            &masters.list_from(1),
+            &["--resources", "gpu=GPU-a,GPU-b"],
+        );
+        crate::support::wait_for(&masters, "the worker", |s| {
+            crate::support::alive_workers(s) == 1 && s["recovery_state"] == "ALIVE"
+        });
+        // Stage-level scheduling needs dynamic allocation, as on standalone.
+        let output = spark.run(
+            &masters.list_from(1),
+            &[
+                "--executor-cores",
+                "1",
+                "--executor-memory",
+                "512m",
+                "--conf",
+                "spark.dynamicAllocation.enabled=true",
+                "--conf",
+                "spark.dynamicAllocation.shuffleTracking.enabled=true",
+                "--conf",
+                "spark.dynamicAllocation.maxExecutors=2",
+                "--conf",
+                "spark.dynamicAllocation.schedulerBacklogTimeout=1s",
+                &app("profiles.py"),
+                "6",
+            ],
+        );
+        let printed = succeeded(&output);
+        let profile = printed
+            .lines()
+            .find_map(|line| line.strip_prefix("profile "))
+            .expect("the profile's id");
+        assert_ne!(profile, "0", "{printed}");
+        // (stage, partition) -> (executor, its profile, the GPUs the task was given)
+        let ran: BTreeMap<(String, u32), (String, String, String)> = printed
+            .lines()
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split(' ').collect();
+                let [stage @ ("own" | "gpu"), partition, executor, of, gpus] = fields[..] else {
+                    return None;
+                };
+                let key = (stage.to_owned(), partition.parse().unwrap());
+                Some((key, (executor.into(), of.into(), gpus.into())))
+            })
+            .collect();
+        assert_eq!(ran.len(), 12, "every task of both stages: {printed}");
+        let executors = |stage: &str| -> std::collections::BTreeSet<&str> {
+            ran.iter()
+                .filter(|((s, _), _)| s == stage)
+                .map(|(_, (executor, ..))| executor.as_str())
+                .collect()
+        };
+        for ((stage, partition), (_, of, gpus)) in &ran {
+            if stage == "own" {
+                assert_eq!((of.as_str(), gpus.as_str()), ("0", "-"), "task {partition}");
+            } else {
+                assert_eq!(of, profile, "task {partition} on the profile's executors");
+                assert!(
+                    ["GPU-a", "GPU-b"].contains(&gpus.as_str()),
+                    "task {partition} was given one GPU: {gpus}"
+                );
+            }
+        }
+        assert!(
+            executors("own").is_disjoint(&executors("gpu")),
+            "the GPU stage ran on executors of its own: {ran:?}"
+        );
+    });
+}
+
+#[test]
 fn spark_tasks_that_ask_for_a_gpu_get_the_address_their_executor_holds() {
     let Some((spark, _one_at_a_time)) = spark() else {
         return;

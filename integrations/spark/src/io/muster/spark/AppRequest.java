@@ -3,11 +3,16 @@ package io.muster.spark;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
 import org.apache.spark.launcher.JavaModuleOptions;
+import org.apache.spark.resource.ExecutorResourceRequest;
+import org.apache.spark.resource.ResourceProfile;
 import org.apache.spark.rpc.RpcEndpointAddress;
 import org.apache.spark.scheduler.cluster.CoarseGrainedSchedulerBackend;
 import org.apache.spark.util.Utils;
@@ -81,19 +86,77 @@ final class AppRequest {
      * {@code spark.executor.minMemoryOverhead}; plus PySpark's and off-heap memory when set.
      */
     static long overheadMb(SparkConf conf, long heapMb) {
-        long overhead = conf.contains("spark.executor.memoryOverhead")
+        return overheadMb(conf, heapMb, Map.of());
+    }
+
+    /**
+     * Memory beyond the heap of a resource profile's executors, as {@link #overheadMb(SparkConf,
+     * long)} with the amounts the profile sets ({@code memoryOverhead}, {@code pyspark.memory},
+     * {@code offHeap}, in MiB) in place of the settings.
+     */
+    static long overheadMb(SparkConf conf, long heapMb, Map<String, ExecutorResourceRequest> asked) {
+        long overhead = asked.containsKey(ResourceProfile.OVERHEAD_MEM())
+                ? asked.get(ResourceProfile.OVERHEAD_MEM()).amount()
+                : conf.contains("spark.executor.memoryOverhead")
                 ? conf.getSizeAsMb("spark.executor.memoryOverhead")
                 : Math.max(
                         conf.getSizeAsMb("spark.executor.minMemoryOverhead", MIN_OVERHEAD_MB + "m"),
                         (long) (heapMb * factor(conf)));
-        if (conf.contains("spark.executor.pyspark.memory")) {
+        if (asked.containsKey(ResourceProfile.PYSPARK_MEM())) {
+            overhead += asked.get(ResourceProfile.PYSPARK_MEM()).amount();
+        } else if (conf.contains("spark.executor.pyspark.memory")) {
             overhead += conf.getSizeAsMb("spark.executor.pyspark.memory");
         }
-        if (conf.getBoolean("spark.memory.offHeap.enabled", false)) {
+        if (asked.containsKey(ResourceProfile.OFFHEAP_MEM())) {
+            overhead += asked.get(ResourceProfile.OFFHEAP_MEM()).amount();
+        } else if (conf.getBoolean("spark.memory.offHeap.enabled", false)) {
             overhead += conf.getSizeAsMb("spark.memory.offHeap.size", "0");
         }
         return overhead;
     }
+
+    /**
+     * The variable that tells an executor of a resource profile its heap: the profile's
+     * executor command is the application's, and Muster sets the profile's environment.
+     */
+    static final String HEAP_VARIABLE = "MUSTER_SPARK_EXECUTOR_HEAP_MB";
+
+    /**
+     * The link's {@code profile} command: {@code total} executors of resource profile {@code
+     * rp}, of its size as Spark's standalone Master takes it: the profile's cores, memory and
+     * custom resources, and the application's settings for what it leaves out (custom
+     * resources excepted).
+     */
+    static String profileCommand(SparkContext sc, ResourceProfile rp, int total) {
+        SparkConf conf = sc.conf();
+        Map<String, ExecutorResourceRequest> asked = rp.executorResourcesJMap();
+        long heapMb = asked.containsKey(ResourceProfile.MEMORY())
+                ? asked.get(ResourceProfile.MEMORY()).amount()
+                : sc.executorMemory();
+        ObjectNode command = JSON.createObjectNode()
+                .put("id", rp.id())
+                .put("executor_limit", total)
+                .put("executor_memory_mb", heapMb + overheadMb(conf, heapMb, asked));
+        if (asked.containsKey(ResourceProfile.CORES())) {
+            command.put("executor_cores", asked.get(ResourceProfile.CORES()).amount());
+        } else if (conf.contains("spark.executor.cores")) {
+            command.put("executor_cores", positive(conf, "spark.executor.cores"));
+        }
+        ObjectNode resources = command.putObject("executor_resources");
+        for (ExecutorResourceRequest request : asked.values()) {
+            if (!STANDARD_RESOURCES.contains(request.resourceName())) {
+                resources.put(request.resourceName(), request.amount());
+            }
+        }
+        command.putObject("env").put(HEAP_VARIABLE, Long.toString(heapMb));
+        return command.toString();
+    }
+
+    private static final ObjectMapper JSON = new ObjectMapper();
+    /** A profile's executor amounts that are not custom resources. */
+    private static final Set<String> STANDARD_RESOURCES = Set.of(ResourceProfile.CORES(),
+            ResourceProfile.MEMORY(), ResourceProfile.OVERHEAD_MEM(), ResourceProfile.PYSPARK_MEM(),
+            ResourceProfile.OFFHEAP_MEM());
 
     private static double factor(SparkConf conf) {
         return Double.parseDouble(conf.get("spark.executor.memoryOverheadFactor", Double.toString(OVERHEAD_FACTOR)));
@@ -166,7 +229,6 @@ final class AppRequest {
                 Integer.parseInt(conf.get("spark.driver.port")),
                 CoarseGrainedSchedulerBackend.ENDPOINT_NAME()).toString();
         List<String> java = new ArrayList<>();
-        java.add("-Xmx" + heapMb + "m");
         // As one string: Spark 3.5 has no array of them.
         for (String option : JavaModuleOptions.defaultModuleOptions().split("\\s+")) {
             if (!option.isEmpty()) {
@@ -200,6 +262,8 @@ final class AppRequest {
                 ? quote(conf.get("spark.executor.extraClassPath")) + ":"
                 : "";
         script.append(classPath).append("\"$SPARK_HOME/jars/*\"");
+        // A resource profile's executors are told their heap.
+        script.append(" \"-Xmx${").append(HEAP_VARIABLE).append(":-").append(heapMb).append("}m\"");
         if (conf.contains("spark.executor.extraLibraryPath")) {
             java.add("-Djava.library.path=" + conf.get("spark.executor.extraLibraryPath"));
         }
@@ -213,7 +277,9 @@ final class AppRequest {
         script.append(" org.apache.spark.executor.CoarseGrainedExecutorBackend")
                 .append(" --driver-url ").append(quote(driverUrl))
                 .append(" --executor-id \"$MUSTER_EXECUTOR_ID\" --cores \"$MUSTER_CORES\"")
-                .append(" --app-id \"$MUSTER_APP_ID\" --resourceProfileId 0")
+                .append(" --app-id \"$MUSTER_APP_ID\"")
+                // Set for the executors of a resource profile other than the default.
+                .append(" --resourceProfileId \"${MUSTER_RESOURCE_PROFILE_ID:-0}\"")
                 // Which GPUs (or other resources) are this executor's, as the worker wrote them.
                 .append(" ${MUSTER_RESOURCES_FILE:+--resourcesFile \"$MUSTER_RESOURCES_FILE\"}");
         return List.of("/bin/sh", "-c", script.toString(), "spark-executor");

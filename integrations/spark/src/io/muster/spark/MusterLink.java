@@ -26,8 +26,8 @@ import org.slf4j.LoggerFactory;
  * so that leader discovery, failover, the app token and TLS live in one place, Muster's own
  * client. It prints one JSON object per line (the registration, executor changes, preemption
  * notices, reconnections, the end) and takes commands on its standard input ({@code limit N},
- * {@code release ID ...}); closing its input finishes the application, so a driver that dies
- * ends its application too.
+ * {@code release ID ...}, {@code profile JSON}); closing its input finishes the application, so
+ * a driver that dies ends its application too.
  */
 final class MusterLink {
     private static final Logger LOG = LoggerFactory.getLogger(MusterLink.class);
@@ -104,6 +104,11 @@ final class MusterLink {
     /** Caps the executors at {@code total}: Spark's total request. Whether it was passed on. */
     boolean limit(int total) {
         return send("limit " + total);
+    }
+
+    /** Asks for executors of a resource profile: the link's {@code profile} command's JSON. */
+    boolean profile(String json) {
+        return send("profile " + json);
     }
 
     /** Gives these executors back. Whether it was passed on. */

@@ -1,5 +1,6 @@
 package io.muster.spark;
 
+import java.lang.reflect.Field;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -120,6 +121,7 @@ public final class MusterSchedulerBackend extends ScalaBackend
     @Override
     public void start() {
         super.start();
+        serveResourceProfiles(sc);
         sc.addSparkListener(new SparkListener() {
             @Override
             public void onExecutorAdded(SparkListenerExecutorAdded added) {
@@ -150,21 +152,44 @@ public final class MusterSchedulerBackend extends ScalaBackend
         }
     }
 
+    /**
+     * Spark's executor totals: the default profile's is the application's executor limit, and
+     * every other profile's is asked for with its size (stage-level scheduling).
+     */
     @Override
     public Future<Object> doRequestTotalExecutors(
             scala.collection.immutable.Map<ResourceProfile, Object> totals) {
-        int total = 0;
-        for (Map.Entry<ResourceProfile, Object> entry : ScalaCollections.map(totals).entrySet()) {
-            if (entry.getKey().id() == ResourceProfile.DEFAULT_RESOURCE_PROFILE_ID()) {
-                total = (Integer) entry.getValue();
-            } else if ((Integer) entry.getValue() > 0) {
-                LOG.warn("Muster runs the default resource profile only; profile {} is not served",
-                        entry.getKey().id());
-                return Future.successful(Boolean.FALSE);
-            }
-        }
         MusterLink registered = link;
-        return Future.successful(registered != null && registered.limit(total));
+        if (registered == null) {
+            return Future.successful(Boolean.FALSE);
+        }
+        boolean passedOn = true;
+        for (Map.Entry<ResourceProfile, Object> entry : ScalaCollections.map(totals).entrySet()) {
+            ResourceProfile profile = entry.getKey();
+            int total = (Integer) entry.getValue();
+            passedOn &= profile.id() == ResourceProfile.DEFAULT_RESOURCE_PROFILE_ID()
+                    ? registered.limit(total)
+                    : registered.profile(AppRequest.profileCommand(sc, profile, total));
+        }
+        return Future.successful(passedOn);
+    }
+
+    /**
+     * Lets the application use resource profiles other than the default: Spark allows them
+     * only on the cluster managers it knows by their master's name (standalone's {@code
+     * spark://}, YARN, Kubernetes), and Muster serves them as standalone does (with dynamic
+     * allocation), so its profile manager is told it runs on one. Without the field (a Spark
+     * this plug-in was not built for), Spark refuses profiles with its own message.
+     */
+    private static void serveResourceProfiles(SparkContext sc) {
+        Object manager = sc.resourceProfileManager();
+        try {
+            Field standalone = manager.getClass().getDeclaredField("isStandaloneOrLocalCluster");
+            standalone.setAccessible(true);
+            standalone.setBoolean(manager, true);
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            LOG.warn("resource profiles other than the default are not served: {}", e.toString());
+        }
     }
 
     @Override
