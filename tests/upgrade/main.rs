@@ -23,7 +23,7 @@ use muster_state::version::LogFormat;
 use serde_json::Value;
 
 use support::{
-    DEADLINE, Masters, Process, Rng, SLEEPERS, TWO_SLEEPERS, alive, app_run_from, driver,
+    DEADLINE, Masters, Process, Rng, SLEEPERS, TWO_SLEEPERS, alive, app, app_run_from, driver,
     muster_binary, muster_from, running_executors, signal, wait_for, wait_for_text,
     worker_command_from,
 };
@@ -547,8 +547,25 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
         |s| running_executors(s, &four).len() == 4,
     );
     let four_pids = executor_pids(&placed, &four);
+    // A resource profile asked for now waits for the raise: the old followers could not read
+    // it. The masters keep it until then, whichever leads.
+    let (staged_client, staged, _staged_events) = app_run_from(
+        &cluster.new,
+        &cluster.masters,
+        None,
+        &[&["--executor-limit", "0"], SLEEPERS].concat(),
+    );
+    let mut stage = staged_client.0.stdin.as_ref().unwrap();
+    let profile =
+        r#"{"id": 1, "executor_limit": 1, "executor_cores": 1, "executor_memory_mb": 128}"#;
+    writeln!(stage, "profile {profile}").unwrap();
     cluster.submit(false);
     cluster.assert_all_running("an application placed by the upgraded leader");
+    let unraised = cluster.masters.status(&cluster.list());
+    assert!(
+        app(&unraised, &staged).is_some_and(|a| a["executors"].as_array().unwrap().is_empty()),
+        "no executor of a profile before the raise: {unraised}"
+    );
 
     // Her application's requests, written as the previous release reads them.
     let mut steer = steered.0.stdin.take().unwrap();
@@ -579,6 +596,18 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
     cluster.submit(true);
     cluster.wait_raised();
     cluster.assert_all_running("every master upgraded");
+
+    // Raised, the profile is served.
+    wait_for(
+        &cluster.masters,
+        "the profile's executor after the raise",
+        |s| {
+            let running = running_executors(s, &staged);
+            running.len() == 1
+                && running[0]["resource_profile"] == 1
+                && running[0]["memory_mb"] == 128
+        },
+    );
 
     // Raised, they are written as hers.
     writeln!(steer, "limit 2").unwrap();

@@ -261,6 +261,9 @@ impl ClusterService {
                             usage: usage(Some(&e.worker), ProcessKey::Executor(a.id.clone(), e.id)),
                             addresses: address_lists(state.executor_addresses(&a.id, e.id)),
                             exit_code: None,
+                            resource_profile: state
+                                .executor_profile(&a.id, e.id)
+                                .map_or(0, |(id, _)| id),
                         })
                         .collect(),
                     ..app_status(a)

@@ -209,6 +209,9 @@ pub struct ExecutorView {
     pub usage: Option<UsageView>,
     /// Its exit code, once it exited.
     pub exit_code: Option<i32>,
+    /// The application's resource profile it is of, when not the application's own size.
+    #[serde(skip_serializing_if = "is_own_size")]
+    pub resource_profile: u32,
 }
 
 /// An ended application.
@@ -509,7 +512,12 @@ fn executor(e: &v1::ExecutorStatus) -> ExecutorView {
         pid: (e.pid != 0).then_some(e.pid),
         usage: e.usage.as_ref().map(usage),
         exit_code: e.exit_code,
+        resource_profile: e.resource_profile,
     }
+}
+
+fn is_own_size(profile: &u32) -> bool {
+    *profile == 0
 }
 
 fn ended_app(a: &v1::AppStatus) -> EndedAppView {

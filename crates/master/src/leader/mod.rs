@@ -70,7 +70,7 @@ use muster_state::commands::{
     AppFinished, By, DecommissionWorker, DriverStateChanged, ExecutorStateChanged, KillExecutors,
     QueueSettings, SetExecutorLimit, SetProfileLimit, WorkerLost, plan_op, set_queues_op,
 };
-use muster_state::model::{AppState, DriverState, Executor, ExecutorState, Owner};
+use muster_state::model::{AppState, DriverState, Executor, ExecutorState, Owner, Profile};
 use muster_state::version::LogFormat;
 use muster_state::{ApplyError, ClusterState, Effects, Op, Outcome, Response};
 
@@ -211,6 +211,10 @@ pub struct Leader {
     /// When the leader was last ticked: a longer gap than a few heartbeats means it stood
     /// still.
     last_tick: Instant,
+    /// Resource profiles applications asked for before every master read log format 3,
+    /// proposed once the cluster is raised to it (its client asks again only when it next
+    /// attaches).
+    deferred_profiles: BTreeMap<AppId, BTreeMap<u32, Profile>>,
     /// What the current step, tick or pass decided, in order.
     actions: Vec<Action>,
 }
@@ -230,6 +234,7 @@ impl Leader {
             proposals: BTreeMap::new(),
             next_proposal: 0,
             last_tick: now,
+            deferred_profiles: BTreeMap::new(),
             actions: Vec::new(),
         }
     }
@@ -403,6 +408,7 @@ impl Leader {
             self.finish_vanished_apps(now, state);
             self.retry_launches(now, state);
             self.decommission_drained(now, state);
+            self.propose_deferred_profiles(state);
         }
         if self.recovery.all_back() {
             self.complete_recovery(state);
@@ -654,8 +660,7 @@ impl Leader {
         self.passes.want();
     }
 
-    /// An application's request, proposed as its named user's once every master reads that
-    /// (the state then refuses it when their credential was revoked).
+    /// An application's request on `link`, proposed ([`Leader::propose_app_request`]).
     fn app_request(&mut self, link: LinkId, request: AppRequest, state: &ClusterState) {
         let Some(Peer::App(app)) = self.links.peer(link).cloned() else {
             return;
@@ -680,10 +685,13 @@ impl Leader {
                 app: app.clone(),
                 limit,
             }),
-            // A master of an older release could not read it: the client asks again when
-            // it next attaches.
-            AppRequest::SetProfileLimit(..) if state.log_format() < LogFormat::THIRD => {
-                tracing::warn!(%app, "resource profiles wait for every master to run release 0.3.0");
+            // A master of an older release could not read it: kept until they all do.
+            AppRequest::SetProfileLimit(id, profile) if state.log_format() < LogFormat::THIRD => {
+                tracing::info!(%app, "resource profiles wait for every master to run release 0.3.0");
+                self.deferred_profiles
+                    .entry(app)
+                    .or_default()
+                    .insert(id, profile);
                 return;
             }
             AppRequest::SetProfileLimit(id, profile) => Op::SetProfileLimit(SetProfileLimit {
@@ -696,7 +704,14 @@ impl Leader {
                 executors,
             }),
         };
-        let op = match self.links.app_user(&app) {
+        self.propose_app_request(&app, link, op, state);
+    }
+
+    /// Proposes application `app`'s request `op`, made on `link`, as its named user's once
+    /// every master reads that (the state then refuses it when their credential was
+    /// revoked).
+    fn propose_app_request(&mut self, app: &AppId, link: LinkId, op: Op, state: &ClusterState) {
+        let op = match self.links.app_user(app) {
             Some(owner) if state.log_format() >= LogFormat::THIRD => Op::By(By {
                 user: owner.user.clone(),
                 generation: owner.generation,
@@ -705,6 +720,27 @@ impl Leader {
             _ => op,
         };
         self.propose(op, Purpose::AppRequest { link });
+    }
+
+    /// Proposes the resource profiles deferred until the cluster read log format 3, once it
+    /// does, for the applications still attached.
+    fn propose_deferred_profiles(&mut self, state: &ClusterState) {
+        if state.log_format() < LogFormat::THIRD {
+            return;
+        }
+        for (app, profiles) in std::mem::take(&mut self.deferred_profiles) {
+            let Some(link) = self.links.app_link(&app) else {
+                continue;
+            };
+            for (id, profile) in profiles {
+                let op = Op::SetProfileLimit(SetProfileLimit {
+                    app: app.clone(),
+                    id,
+                    profile,
+                });
+                self.propose_app_request(&app, link, op, state);
+            }
+        }
     }
 
     /// A proposal was committed (and applied to `state`) with `result`.
