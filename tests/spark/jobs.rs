@@ -262,6 +262,91 @@ fn a_stage_with_a_resource_profile_runs_on_executors_of_its_size_with_their_gpus
 }
 
 #[test]
+fn sparks_ui_links_each_executors_output_to_the_masters_pages() {
+    let Some((spark, _one_at_a_time)) = spark() else {
+        return;
+    };
+    // Masters that serve pages, which the leader links its executors' output to.
+    let mut masters = Masters::stopped();
+    let pages: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", crate::support::free_port()))
+        .collect();
+    for (id, http) in (1..=3).zip(&pages) {
+        let master = masters.spawn_from(id, &crate::support::muster_binary(), &["--http", http]);
+        masters.running[id - 1] = Some(master);
+    }
+    let _worker = crate::support::start_worker(&masters, "worker-1", 2);
+    crate::support::wait_for(&masters, "the worker", |s| {
+        crate::support::alive_workers(s) == 1 && s["recovery_state"] == "ALIVE"
+    });
+    let output = spark.run(
+        &masters.list_from(1),
+        &[
+            "--total-executor-cores",
+            "2",
+            "--executor-cores",
+            "1",
+            "--executor-memory",
+            "512m",
+            // Spark's UI, where the links are.
+            "--conf",
+            "spark.ui.enabled=true",
+            "--conf",
+            "spark.ui.port=0",
+            &app("logs.py"),
+            "4",
+        ],
+    );
+    let printed = succeeded(&output);
+    let links: Vec<(&str, &str, &str)> = printed
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.strip_prefix("log ")?.split(' ');
+            Some((fields.next()?, fields.next()?, fields.next()?))
+        })
+        .collect();
+    assert_eq!(
+        links
+            .iter()
+            .map(|(_, stream, _)| *stream)
+            .collect::<Vec<_>>(),
+        ["stderr", "stdout", "stderr", "stdout"],
+        "both streams of both executors: {printed}"
+    );
+    // Each link is a page of a master's, which shows the output to whoever may read it.
+    let token =
+        crate::support::stdout(&crate::support::muster().arg("rest-token").output().unwrap());
+    let bearer = format!("Authorization: Bearer {}", token.trim());
+    let mut written = String::new();
+    for (executor, stream, link) in links {
+        let (page, path) = link
+            .strip_prefix("https://")
+            .and_then(|rest| rest.split_once('/'))
+            .unwrap_or_else(|| panic!("not a link to the masters' pages over TLS: {link}"));
+        assert!(pages.iter().any(|p| p == page), "{link} is not a master's");
+        let app = app_id_of(&output);
+        assert_eq!(path, format!("logs/{app}/{executor}?stream={stream}"));
+        let (head, body) = crate::support::https_request(page, &format!("/{path}"), &[&bearer])
+            .unwrap_or_else(|| panic!("{link} unanswered"));
+        assert!(head.starts_with("HTTP/1.1 200"), "{link}: {head}");
+        if stream == "stderr" {
+            written.push_str(&body);
+        }
+        let (head, _) = crate::support::https_request(page, &format!("/{path}"), &[]).unwrap();
+        assert!(
+            head.starts_with("HTTP/1.1 401"),
+            "{link} without a token: {head}"
+        );
+    }
+    for partition in 0..4 {
+        assert!(
+            written.contains(&format!("task-output {partition}\n")),
+            "task {partition}'s output on its executor's page: {written}"
+        );
+    }
+}
+
+#[test]
 fn spark_tasks_that_ask_for_a_gpu_get_the_address_their_executor_holds() {
     let Some((spark, _one_at_a_time)) = spark() else {
         return;

@@ -217,9 +217,10 @@ fn square_sums(n: u64) -> std::collections::BTreeMap<u64, u64> {
 fn succeeded(output: &Output) -> String {
     assert!(
         output.status.success(),
-        "spark-submit failed ({}): {}",
+        "spark-submit failed ({}): {}\nand printed: {}",
         output.status,
-        String::from_utf8_lossy(&output.stderr)
+        String::from_utf8_lossy(&output.stderr),
+        String::from_utf8_lossy(&output.stdout)
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
 }

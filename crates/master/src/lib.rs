@@ -90,6 +90,9 @@ pub struct MasterConfig {
     pub leader: LeaderConfig,
     /// Where to serve the HTTP status endpoint, `host:port`, if at all.
     pub http: Option<String>,
+    /// Where people reach those pages (`https://host:port`), for the links to them that
+    /// executors are given: the pages of their output.
+    pub pages: Option<String>,
     /// Where to serve Spark's REST submission protocol, and how, if at all.
     pub spark_rest: Option<SparkRest>,
     /// The cluster's secret: every call must carry the credential of a role the called
@@ -225,6 +228,7 @@ pub async fn run(
         Arc::clone(&node),
         config.leader.clone(),
         tokens.clone(),
+        config.pages.clone(),
         Arc::clone(&metrics),
     );
     if let Some(snapshot) = config.restore.clone() {

@@ -59,6 +59,13 @@ const LINK_CAPACITY: usize = 1024;
 const LOG_READ_TIMEOUT: Duration = Duration::from_secs(2);
 /// How many reads of process output the leader has under way at once.
 const LOG_READS: usize = 8;
+/// The variables that give an executor the addresses of the pages that show its standard
+/// output and error (what a standalone worker gives Spark's executors as
+/// `SPARK_LOG_URL_STDOUT` and `_STDERR`), set where the masters serve pages.
+pub const LOG_URL_VARIABLES: [(&str, &str); 2] = [
+    ("MUSTER_LOG_URL_STDOUT", "stdout"),
+    ("MUSTER_LOG_URL_STDERR", "stderr"),
+];
 /// The variable that names the resource profile an executor is of, set for the executors
 /// of an application's profiles (Spark's `--resourceProfileId`); unset, it is of the
 /// application's own size, profile 0.
@@ -86,6 +93,8 @@ pub struct Session {
     worker_timeout: Duration,
     /// Handed to an application's client when it registers.
     tokens: Tokens,
+    /// Where people reach this master's pages, for the links to executors' output.
+    pages: Option<Arc<str>>,
     inner: Mutex<Inner>,
     proposals: mpsc::UnboundedSender<(ProposalId, Command)>,
     /// Wakes the pass task: a pass is wanted.
@@ -120,19 +129,15 @@ struct Inner {
 
 impl Session {
     /// Starts the session of `term`: its writer, its ticks and the read that begins recovery.
-    fn start(
-        node: Arc<RaftNode>,
-        config: LeaderConfig,
-        tokens: Tokens,
-        metrics: Arc<Metrics>,
-        term: Term,
-    ) -> Arc<Self> {
+    fn start(sessions: &Sessions, term: Term) -> Arc<Self> {
+        let config = sessions.config.clone();
         let (proposals, to_write) = mpsc::unbounded_channel();
         let session = Arc::new(Self {
-            node,
+            node: Arc::clone(&sessions.node),
             term,
             worker_timeout: config.worker_timeout,
-            tokens,
+            tokens: sessions.tokens.clone(),
+            pages: sessions.pages.clone(),
             inner: Mutex::new(Inner {
                 leader: Leader::new(term, config, Instant::now()),
                 recovery_timed: false,
@@ -145,7 +150,7 @@ impl Session {
             proposals,
             pass_wanted: Notify::new(),
             ended: watch::channel(false).0,
-            metrics,
+            metrics: Arc::clone(&sessions.metrics),
             log_slots: tokio::sync::Semaphore::new(LOG_READS),
             started: Instant::now(),
         });
@@ -611,6 +616,12 @@ impl Session {
                     env.extend(profile.env.clone());
                     env.insert(PROFILE_VARIABLE.to_owned(), profile_id.to_string());
                 }
+                if let Some(pages) = &self.pages {
+                    for (variable, stream) in LOG_URL_VARIABLES {
+                        let url = format!("{pages}/logs/{}/{}?stream={stream}", app.id, id.0);
+                        env.insert(variable.to_owned(), url);
+                    }
+                }
                 Body::LaunchExecutor(LaunchExecutor {
                     app_id: app.id.to_string(),
                     executor_id: id.0,
@@ -718,22 +729,26 @@ pub struct Sessions {
     node: Arc<RaftNode>,
     config: LeaderConfig,
     tokens: Tokens,
+    pages: Option<Arc<str>>,
     metrics: Arc<Metrics>,
     current: Mutex<Option<Arc<Session>>>,
 }
 
 impl Sessions {
-    /// Starts following `node`'s leadership; its sessions count into `metrics`.
+    /// Starts following `node`'s leadership; its sessions count into `metrics`, and link
+    /// executors' output to the pages at `pages` (this master's, as people reach them).
     pub fn start(
         node: Arc<RaftNode>,
         config: LeaderConfig,
         tokens: Tokens,
+        pages: Option<String>,
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
         let sessions = Arc::new(Self {
             node,
             config,
             tokens,
+            pages: pages.map(Arc::from),
             metrics,
             current: Mutex::new(None),
         });
@@ -827,13 +842,7 @@ impl Sessions {
         }
         if leads {
             tracing::info!(%term, "leader: recovering");
-            *current = Some(Session::start(
-                Arc::clone(&self.node),
-                self.config.clone(),
-                self.tokens.clone(),
-                Arc::clone(&self.metrics),
-                term,
-            ));
+            *current = Some(Session::start(self, term));
         }
     }
 }
@@ -860,6 +869,7 @@ mod tests {
             Arc::new(node),
             LeaderConfig::default(),
             Tokens::open(),
+            None,
             Arc::new(Metrics::new()),
         )
     }

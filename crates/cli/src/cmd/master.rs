@@ -59,6 +59,11 @@ pub struct MasterArgs {
     /// Serve the cluster status over HTTP here: `/json`, and a page at `/`.
     #[arg(long)]
     http: Option<String>,
+    /// Where people reach those pages, for the links to them that executors are given
+    /// (Spark's UI links each executor's output there); by default `http://` or, with TLS,
+    /// `https://` and --http, with --listen's host when --http binds every address.
+    #[arg(long, value_name = "URL", requires = "http")]
+    pages_url: Option<String>,
     /// Serve Spark's REST submission protocol here (HOST:PORT; Spark's port is 6066):
     /// `spark-submit --deploy-mode cluster --master spark://HOST:PORT/TOKEN` runs its
     /// application as a Muster driver; TOKEN is what `muster rest-token` prints.
@@ -135,6 +140,11 @@ pub fn run(args: MasterArgs) -> Result<String, CliError> {
     let tls = args.tls_cert.is_some();
     refuse_open(secret.as_ref(), tls, args.insecure, &addrs)?;
     let insecure = args.insecure;
+    let pages = match (args.pages_url, &args.http) {
+        (Some(url), _) => Some(url),
+        (None, Some(http)) => Some(pages_url(http, &args.listen, tls)),
+        (None, None) => None,
+    };
     let config = MasterConfig {
         id: args.id,
         listen: args.listen,
@@ -147,6 +157,7 @@ pub fn run(args: MasterArgs) -> Result<String, CliError> {
         })?,
         state: file.state(),
         leader: file.leader(args.worker_timeout, args.recovery_timeout, queues)?,
+        pages,
         http: args.http,
         spark_rest: args
             .spark_rest
@@ -202,4 +213,38 @@ fn read_snapshot(path: &std::path::Path) -> Result<Vec<u8>, CliError> {
     muster_state::ClusterState::decode_snapshot(&bytes)
         .map_err(|e| CliError::BadInput(format!("--restore: {}: {e}", path.display())))?;
     Ok(bytes)
+}
+
+/// Where people reach pages served at `http` (`HOST:PORT`): that host, or `listen`'s when
+/// it binds every address, by `https` with TLS.
+fn pages_url(http: &str, listen: &str, tls: bool) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    let (host, port) = http.rsplit_once(':').unwrap_or((http, ""));
+    let host = match host {
+        "" | "0.0.0.0" | "[::]" => listen.rsplit_once(':').map_or(listen, |(host, _)| host),
+        host => host,
+    };
+    format!("{scheme}://{host}:{port}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pages_url;
+
+    #[test]
+    fn pages_are_linked_by_a_host_people_reach() {
+        let listen = "m1.example:7077";
+        assert_eq!(
+            pages_url("m1.example:8080", listen, false),
+            "http://m1.example:8080"
+        );
+        assert_eq!(
+            pages_url("0.0.0.0:8080", listen, true),
+            "https://m1.example:8080"
+        );
+        assert_eq!(
+            pages_url("[::]:8080", listen, false),
+            "http://m1.example:8080"
+        );
+    }
 }

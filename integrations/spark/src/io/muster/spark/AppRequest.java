@@ -220,7 +220,7 @@ final class AppRequest {
      * <p>As on a standalone worker, the executor writes its blocks and shuffle files into the
      * directory the application's executors share on the worker, which the worker removes once
      * the application ended, and where the worker runs a shuffle service, it uses that
-     * service's port.
+     * service's port. Where the masters serve pages, Spark's UI links its output to them.
      */
     static List<String> executorCommand(SparkContext sc, long heapMb) {
         SparkConf conf = sc.conf();
@@ -257,6 +257,9 @@ final class AppRequest {
         }
         script.append("export SPARK_HOME; ")
                 .append("[ -z \"$MUSTER_LOCAL_DIR\" ] || export SPARK_EXECUTOR_DIRS=\"$MUSTER_LOCAL_DIR\"; ")
+                // Spark's UI links the executor's output to the masters' pages of it.
+                .append("[ -z \"$MUSTER_LOG_URL_STDOUT\" ] || export SPARK_LOG_URL_STDOUT=\"$MUSTER_LOG_URL_STDOUT\"")
+                .append(" SPARK_LOG_URL_STDERR=\"$MUSTER_LOG_URL_STDERR\"; ")
                 .append("exec \"${JAVA_HOME:+$JAVA_HOME/bin/}java\" -cp ");
         String classPath = conf.contains("spark.executor.extraClassPath")
                 ? quote(conf.get("spark.executor.extraClassPath")) + ":"
