@@ -55,8 +55,8 @@
 //!
 //! # Left out on purpose
 //!
-//! Multiple resource profiles per app, and anything time-based (timeouts, heartbeats, how
-//! long work has waited before it may preempt) belong to the callers; a pass sees one
+//! Anything time-based (timeouts, heartbeats, how
+//! long work has waited before it may preempt) belongs to the callers; a pass sees one
 //! moment.
 
 pub mod access;

@@ -164,7 +164,9 @@ impl Attachment<'_> {
                 .keep_alive_timeout(LEADER_TIMEOUT),
             Err(e) => return retry(e.to_string()),
         };
-        let (up, outbound) = mpsc::channel(16);
+        // Room for everything carried over (registration, limit, release, finish, and a
+        // request per resource profile) before the stream is read, and the requests after.
+        let (up, outbound) = mpsc::channel(16 + self.profile_limits.len());
         let send = |body| AppMessage { body: Some(body) };
         self.register.live_executor_ids = self.live.iter().copied().collect();
         let _ = up

@@ -694,11 +694,17 @@ impl Leader {
                     .insert(id, profile);
                 return;
             }
-            AppRequest::SetProfileLimit(id, profile) => Op::SetProfileLimit(SetProfileLimit {
-                app: app.clone(),
-                id,
-                profile,
-            }),
+            AppRequest::SetProfileLimit(id, profile) => {
+                // Newer than what was kept for it, if anything was.
+                if let Some(kept) = self.deferred_profiles.get_mut(&app) {
+                    kept.remove(&id);
+                }
+                Op::SetProfileLimit(SetProfileLimit {
+                    app: app.clone(),
+                    id,
+                    profile,
+                })
+            }
             AppRequest::Release(executors) => Op::KillExecutors(KillExecutors {
                 app: app.clone(),
                 executors,

@@ -107,9 +107,11 @@ final class AppRequest {
         } else if (conf.contains("spark.executor.pyspark.memory")) {
             overhead += conf.getSizeAsMb("spark.executor.pyspark.memory");
         }
-        if (asked.containsKey(ResourceProfile.OFFHEAP_MEM())) {
+        // As Spark: off-heap memory counts only where it is enabled.
+        boolean offHeap = conf.getBoolean("spark.memory.offHeap.enabled", false);
+        if (offHeap && asked.containsKey(ResourceProfile.OFFHEAP_MEM())) {
             overhead += asked.get(ResourceProfile.OFFHEAP_MEM()).amount();
-        } else if (conf.getBoolean("spark.memory.offHeap.enabled", false)) {
+        } else if (offHeap) {
             overhead += conf.getSizeAsMb("spark.memory.offHeap.size", "0");
         }
         return overhead;
