@@ -394,7 +394,6 @@ mod tests {
     use std::collections::BTreeMap;
 
     use muster_core::ids::{QueueName, Timestamp};
-
     use muster_core::resources::Resources;
 
     use super::*;
