@@ -108,13 +108,27 @@ pub struct AppDescription {
 impl AppDescription {
     /// Whether its executors are of `resources`' size.
     pub fn fits(&self, resources: &Resources) -> bool {
-        resources.cores > 0
-            && self
-                .executor_cores
-                .is_none_or(|cores| cores == resources.cores)
-            && resources.memory_mb == self.executor_memory_mb
-            && resources.custom == self.executor_resources
+        executor_of_size(
+            resources,
+            self.executor_cores,
+            self.executor_memory_mb,
+            &self.executor_resources,
+        )
     }
+}
+
+/// Whether an executor holding `resources` is of the size `cores` (`None`: any number),
+/// `memory_mb` and `custom` describe.
+fn executor_of_size(
+    resources: &Resources,
+    cores: Option<u32>,
+    memory_mb: u64,
+    custom: &ResourceAmounts,
+) -> bool {
+    resources.cores > 0
+        && cores.is_none_or(|cores| cores == resources.cores)
+        && resources.memory_mb == memory_mb
+        && &resources.custom == custom
 }
 
 /// Executors of another size than its own an application asks for: one of Spark's resource
@@ -137,12 +151,12 @@ pub struct Profile {
 impl Profile {
     /// Whether its executors are of `resources`' size.
     pub fn fits(&self, resources: &Resources) -> bool {
-        resources.cores > 0
-            && self
-                .executor_cores
-                .is_none_or(|cores| cores == resources.cores)
-            && resources.memory_mb == self.executor_memory_mb
-            && resources.custom == self.executor_resources
+        executor_of_size(
+            resources,
+            self.executor_cores,
+            self.executor_memory_mb,
+            &self.executor_resources,
+        )
     }
 }
 

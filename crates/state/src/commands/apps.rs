@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use muster_core::ids::{AppId, ExecutorId, Timestamp};
 use muster_core::limits;
 use muster_core::model::{positive, resource_amounts};
+use muster_core::resources::ResourceAmounts;
 use serde::{Deserialize, Serialize};
 
 use super::{Apply, program};
@@ -32,14 +33,8 @@ impl Apply for SubmitApp {
         if let Some(cores) = desc.cores_max {
             positive("cores_max", cores)?;
         }
-        if let Some(cores) = desc.executor_cores {
-            positive("executor_cores", cores)?;
-        }
-        positive("executor_memory_mb", desc.executor_memory_mb)?;
-        resource_amounts("executor_resources", &desc.executor_resources)?;
-        limits::amounts(
-            "executor_",
-            desc.executor_cores.unwrap_or(1),
+        executor_size(
+            desc.executor_cores,
             desc.executor_memory_mb,
             &desc.executor_resources,
         )?;
@@ -135,6 +130,22 @@ impl Apply for SetExecutorLimit {
     }
 }
 
+/// Checks an executor size: cores (when set), memory and custom amounts at least 1, and
+/// all within the limits.
+fn executor_size(
+    cores: Option<u32>,
+    memory_mb: u64,
+    resources: &ResourceAmounts,
+) -> Result<(), ApplyError> {
+    if let Some(cores) = cores {
+        positive("executor_cores", cores)?;
+    }
+    positive("executor_memory_mb", memory_mb)?;
+    resource_amounts("executor_resources", resources)?;
+    limits::amounts("executor_", cores.unwrap_or(1), memory_mb, resources)?;
+    Ok(())
+}
+
 /// The most resource profiles one application may have.
 pub const MAX_PROFILES: usize = 64;
 
@@ -164,14 +175,8 @@ impl Apply for SetProfileLimit {
         }
         let profile = &self.profile;
         positive("profile", self.id)?;
-        if let Some(cores) = profile.executor_cores {
-            positive("executor_cores", cores)?;
-        }
-        positive("executor_memory_mb", profile.executor_memory_mb)?;
-        resource_amounts("executor_resources", &profile.executor_resources)?;
-        limits::amounts(
-            "executor_",
-            profile.executor_cores.unwrap_or(1),
+        executor_size(
+            profile.executor_cores,
             profile.executor_memory_mb,
             &profile.executor_resources,
         )?;
