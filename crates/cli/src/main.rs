@@ -23,7 +23,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use cmd::{
     app, bench, dev, executor, experiment, job, kill, logs, master, members, plan, queues,
-    rest_token, secrets, snapshot, status, submit, users, worker, workers,
+    rest_token, secrets, simulate, snapshot, status, submit, users, worker, workers,
 };
 
 #[derive(Parser)]
@@ -67,6 +67,9 @@ enum Command {
     /// An application's executor, as workers start it for `muster job run`.
     #[command(hide = true)]
     Executor,
+    /// Run a trace through Muster's own scheduling code in virtual time, on simulated
+    /// workers; `muster simulate generate` writes built-in workloads.
+    Simulate(simulate::SimulateArgs),
     /// Reproduce an experiment on a local cluster of its own.
     #[command(subcommand)]
     Experiment(ExperimentCommand),
@@ -138,6 +141,7 @@ fn main() -> ExitCode {
         Command::Job(JobCommand::Run(args)) => job::run(args),
         Command::Executor => executor::run(),
         Command::Experiment(ExperimentCommand::Priority(args)) => experiment::run(args),
+        Command::Simulate(args) => simulate::run(args),
         Command::Kill(args) => kill::run(args),
         Command::Logs(args) => logs::run(args),
         Command::Queues(args) => queues::run(args),

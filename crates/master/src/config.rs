@@ -164,15 +164,25 @@ pub fn read_queues(path: &Path) -> Result<Vec<QueueSpec>, ConfigError> {
 /// As [`parse_json`], or a queue setting out of range.
 pub fn parse_queues(text: &str, path: &Path) -> Result<Vec<QueueSpec>, ConfigError> {
     let queues: Vec<QueueSpec> = parse_json(text, path)?;
+    check_queues(&queues, path)?;
+    Ok(queues)
+}
+
+/// Checks queues read from `path` as a queue file's are: settings in range, one `default`,
+/// parents before their children.
+///
+/// # Errors
+///
+/// The first queue setting that is out of range or inconsistent, naming its field.
+pub fn check_queues(queues: &[QueueSpec], path: &Path) -> Result<(), ConfigError> {
     let configs: Vec<QueueConfig> = queues.iter().map(|q| q.split().0).collect();
     validate_queues(&configs)
-        .and_then(|()| check_paths(&queues))
+        .and_then(|()| check_paths(queues))
         .map_err(|e| ConfigError::Invalid {
             path: path.to_owned(),
             field: e.field,
             message: e.message,
-        })?;
-    Ok(queues)
+        })
 }
 
 fn read_text(path: &Path) -> Result<String, ConfigError> {

@@ -15,6 +15,7 @@ pub mod plan;
 pub mod queues;
 pub mod rest_token;
 pub mod secrets;
+pub mod simulate;
 pub mod snapshot;
 pub mod status;
 pub mod submit;

@@ -1,0 +1,950 @@
+//! The simulation: Muster's leader ([`Leader`]: its steps, ticks and scheduling passes) and
+//! replicated state ([`ClusterState::apply`], over a log kept in memory) driven in virtual
+//! time by an agenda of what happens next.
+//!
+//! Everything a real session would do with the network, Raft and processes happens here as
+//! an entry of the agenda, at the virtual time the cluster file's timings give: a proposal
+//! commits `commit_ms` after it is made (in the order made, as Raft's), a launch is reported
+//! started `launch_ms` later, a kill ended `stop_ms` later. Workers heartbeat, report with
+//! numbers and re-send what is unacknowledged when they register again; applications attach,
+//! run their tasks on their executors and finish. Faults go through the same paths a real
+//! cluster's take: a lost worker falls silent until the leader loses it, a new leader starts
+//! from the state and recovers.
+//!
+//! Entries of the agenda at the same time run in the order they were added, so one trace,
+//! one cluster file and one seed always give the same run.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use muster_core::ids::{AppId, DriverId, ExecutorId, Term, Timestamp, WorkerId};
+use muster_core::resources::Resources;
+use muster_master::leader::{
+    Action, AppRequest, Close, Event, Leader, LinkId, ProcessKey, ProposalId, Registration, ToApp,
+    ToWorker, Update,
+};
+use muster_state::commands::{DrainWorker, RaiseLogFormat, SubmitApp, SubmitDriver};
+use muster_state::model::{AppDescription, DriverDescription, DriverState, ExecutorState};
+use muster_state::version::LogFormat;
+use muster_state::{ClusterState, Command, Op, Response};
+
+use crate::cluster::Cluster;
+use crate::report::Recorder;
+use crate::trace::Entry;
+use crate::world::{App, Process, Slots, Worker, driver_entry};
+
+/// What happens next, at a virtual time.
+#[derive(Debug)]
+enum Happening {
+    /// Trace entry `i` comes due.
+    Entry(usize),
+    /// A client's write of trace entry `i` (a submission, a drain) commits.
+    ClientWrite(usize),
+    /// The oldest proposal of the leader of this term commits.
+    Commit(Term),
+    /// The leader is ticked.
+    Tick,
+    /// The leader runs the pass it wants.
+    Pass,
+    /// What the cluster holds is sampled.
+    Sample,
+    /// A worker heartbeats.
+    Heartbeat(WorkerId),
+    /// A worker registers with the leader (again).
+    Register(WorkerId),
+    /// An application's client attaches (again).
+    Attach(AppId),
+    /// A launched process started.
+    Started(WorkerId, ProcessKey, u64),
+    /// A process told to stop ended.
+    Stopped(WorkerId, ProcessKey, u64),
+    /// A driver's work is done: it exits.
+    DriverDone(WorkerId, DriverId, u64),
+    /// A task on an executor (of this serial) is done.
+    TaskDone(AppId, ExecutorId, u64),
+    /// A message reaches a worker.
+    ToWorker(LinkId, ToWorker),
+    /// A message reaches an application's client.
+    ToApp(LinkId, ToApp),
+    /// A worker's machine comes back, empty.
+    WorkerBack(WorkerId),
+    /// A new leader is elected.
+    Elected,
+}
+
+/// The agenda: happenings by virtual time (ms), in the order added within a time.
+#[derive(Default)]
+struct Agenda {
+    items: BTreeMap<(u64, u64), Happening>,
+    added: u64,
+}
+
+impl Agenda {
+    fn at(&mut self, time: u64, happening: Happening) {
+        self.items.insert((time, self.added), happening);
+        self.added += 1;
+    }
+
+    fn next(&mut self) -> Option<(u64, Happening)> {
+        self.items.pop_first().map(|((time, _), h)| (time, h))
+    }
+}
+
+/// Who is at the other end of a stream.
+#[derive(Clone, Debug)]
+enum Peer {
+    Worker(WorkerId),
+    App(AppId),
+}
+
+/// How a run goes beyond its cluster file and trace.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Seeds the spread of process start times.
+    pub seed: u64,
+    /// Stop at this virtual time (ms) even if work remains; unset: a day after the trace's
+    /// last entry.
+    pub until_ms: Option<u64>,
+    /// Sample what the cluster holds this often (ms).
+    pub sample_ms: u64,
+}
+
+/// One simulated run.
+pub struct Simulation<'a> {
+    cluster: &'a Cluster,
+    trace: &'a [Entry],
+    options: Options,
+    /// Virtual time, in ms from the start.
+    now: u64,
+    /// The real instant virtual time 0 stands for; the leader measures time in instants.
+    origin: Instant,
+    agenda: Agenda,
+    state: ClusterState,
+    leader: Option<Leader>,
+    term: Term,
+    /// Proposals made and not yet committed, oldest first.
+    log: VecDeque<(ProposalId, Command)>,
+    pass_due: bool,
+    links: BTreeMap<LinkId, Peer>,
+    next_link: u64,
+    workers: BTreeMap<WorkerId, Worker>,
+    apps: BTreeMap<AppId, App>,
+    next_pid: u32,
+    next_serial: u64,
+    /// Trace entries of work not ended yet.
+    unfinished: usize,
+    random: u64,
+    recorder: Recorder,
+}
+
+impl<'a> Simulation<'a> {
+    /// A cluster of `cluster`'s workers, about to run `trace` (in time order).
+    pub fn new(cluster: &'a Cluster, trace: &'a [Entry], options: Options) -> Self {
+        let mut state = ClusterState::new(cluster.state.clone());
+        // Every master of a simulated cluster runs this build.
+        let raise = Op::RaiseLogFormat(RaiseLogFormat {
+            to: LogFormat::NEWEST,
+        });
+        state
+            .apply(&Command {
+                at: Timestamp(0),
+                request_id: None,
+                term: None,
+                op: raise,
+            })
+            .expect("a new state takes the newest log format");
+        let workers = cluster
+            .workers
+            .iter()
+            .map(|w| (w.id.clone(), Worker::new(w.clone())))
+            .collect();
+        let unfinished = trace
+            .iter()
+            .filter(|e| matches!(e, Entry::App(_) | Entry::Driver(_)))
+            .count();
+        Self {
+            cluster,
+            trace,
+            recorder: Recorder::new(trace, cluster),
+            random: options.seed ^ 0x5DEE_CE66_D1CE_4E5B,
+            options,
+            now: 0,
+            origin: Instant::now(),
+            agenda: Agenda::default(),
+            state,
+            leader: None,
+            term: Term(0),
+            log: VecDeque::new(),
+            pass_due: false,
+            links: BTreeMap::new(),
+            next_link: 0,
+            workers,
+            apps: BTreeMap::new(),
+            next_pid: 1000,
+            next_serial: 0,
+            unfinished,
+        }
+    }
+
+    /// Runs until every app and driver of the trace has ended (or the time limit), calling
+    /// `progress` with the virtual time now and then; returns what was recorded.
+    pub fn run(mut self, progress: &mut dyn FnMut(u64)) -> Recorder {
+        let last = self
+            .trace
+            .last()
+            .map_or(0, |entry| seconds_to_ms(entry.at_s()));
+        let until = self.options.until_ms.unwrap_or(last + 24 * 3_600_000);
+        self.agenda.at(0, Happening::Elected);
+        let heartbeat = millis(self.cluster.heartbeat());
+        let count = self.workers.len() as u64;
+        for (i, id) in self.workers.keys().enumerate() {
+            // Spread over one interval, as workers started at different moments.
+            let offset = heartbeat * i as u64 / count.max(1);
+            self.agenda.at(0, Happening::Register(id.clone()));
+            self.agenda.at(offset, Happening::Heartbeat(id.clone()));
+        }
+        for i in 0..self.trace.len() {
+            self.agenda
+                .at(seconds_to_ms(self.trace[i].at_s()), Happening::Entry(i));
+        }
+        self.agenda.at(0, Happening::Tick);
+        self.agenda.at(0, Happening::Sample);
+        let mut reported = 0;
+        while let Some((time, happening)) = self.agenda.next() {
+            if time > until || (self.unfinished == 0 && self.all_entries_due(time)) {
+                break;
+            }
+            self.now = time;
+            if time >= reported + 60_000 {
+                reported = time;
+                progress(time);
+            }
+            self.happen(happening);
+        }
+        self.recorder.end(self.now, &self.state);
+        self.recorder
+    }
+
+    /// Whether every trace entry has come due by `time`.
+    fn all_entries_due(&self, time: u64) -> bool {
+        self.trace
+            .last()
+            .is_none_or(|entry| seconds_to_ms(entry.at_s()) <= time)
+    }
+
+    fn happen(&mut self, happening: Happening) {
+        match happening {
+            Happening::Entry(i) => self.entry(i),
+            Happening::ClientWrite(i) => self.client_write(i),
+            Happening::Commit(term) => self.commit(term),
+            Happening::Tick => {
+                self.agenda
+                    .at(self.now + self.cluster.timings.tick_ms, Happening::Tick);
+                self.timed(Leader::tick);
+            }
+            Happening::Pass => {
+                self.pass_due = false;
+                self.timed(Leader::pass);
+            }
+            Happening::Sample => {
+                self.agenda
+                    .at(self.now + self.options.sample_ms, Happening::Sample);
+                let waiting = self.leader.as_ref().map(Leader::waiting_by_reason);
+                self.recorder.sample(self.now, &self.state, waiting);
+            }
+            Happening::Heartbeat(id) => self.heartbeat(&id),
+            Happening::Register(id) => self.register(&id),
+            Happening::Attach(id) => self.attach(&id),
+            Happening::Started(worker, key, serial) => self.started(&worker, key, serial),
+            Happening::Stopped(worker, key, serial) => self.stopped(&worker, &key, serial),
+            Happening::DriverDone(worker, driver, serial) => {
+                self.driver_done(&worker, driver, serial);
+            }
+            Happening::TaskDone(app, executor, serial) => self.task_done(&app, executor, serial),
+            Happening::ToWorker(link, message) => self.worker_hears(link, message),
+            Happening::ToApp(link, message) => self.app_hears(link, message),
+            Happening::WorkerBack(id) => {
+                if let Some(worker) = self.workers.get_mut(&id)
+                    && !worker.up
+                {
+                    worker.up = true;
+                    self.agenda.at(self.now, Happening::Register(id.clone()));
+                    self.agenda.at(self.now, Happening::Heartbeat(id));
+                }
+            }
+            Happening::Elected => self.elected(),
+        }
+    }
+
+    /// The instant the leader is told for virtual time now.
+    fn instant(&self) -> Instant {
+        self.origin + Duration::from_millis(self.now)
+    }
+
+    /// Runs the leader's `call` (a tick or a pass), timing it when it runs a scheduling
+    /// pass.
+    fn timed(&mut self, call: fn(&mut Leader, Instant, &ClusterState) -> Vec<Action>) {
+        let now = self.instant();
+        let Some(leader) = self.leader.as_mut() else {
+            return;
+        };
+        let passes = leader.passes();
+        let start = Instant::now();
+        let actions = call(leader, now, &self.state);
+        if leader.passes() > passes {
+            self.recorder.pass(start.elapsed());
+        }
+        self.carry_out(actions);
+    }
+
+    /// Steps the leader with `event`, if there is one.
+    fn step(&mut self, event: Event) {
+        let now = self.instant();
+        let Some(leader) = self.leader.as_mut() else {
+            return;
+        };
+        let actions = leader.step(now, &self.state, event);
+        self.carry_out(actions);
+    }
+
+    fn carry_out(&mut self, actions: Vec<Action>) {
+        for action in actions {
+            match action {
+                Action::Propose {
+                    proposal,
+                    op,
+                    request_id,
+                } => {
+                    let command = Command {
+                        at: Timestamp(self.now),
+                        request_id,
+                        term: Some(self.term),
+                        op,
+                    };
+                    self.log.push_back((proposal, command));
+                    let at = self.now + self.cluster.timings.commit_ms;
+                    self.agenda.at(at, Happening::Commit(self.term));
+                }
+                Action::ToWorker { link, message } => {
+                    self.agenda.at(self.now, Happening::ToWorker(link, message));
+                }
+                Action::ToApp { link, message } => {
+                    if let ToApp::Preempted(..) = message {
+                        self.recorder.preempted();
+                    }
+                    self.agenda.at(self.now, Happening::ToApp(link, message));
+                }
+                Action::Close { link, reason } => self.closed(link, &reason),
+            }
+        }
+        if !self.pass_due && self.leader.as_ref().is_some_and(Leader::wants_pass) {
+            self.pass_due = true;
+            self.agenda.at(self.now, Happening::Pass);
+        }
+    }
+
+    /// The leader closed `link`: its peer reconnects as a real one would.
+    fn closed(&mut self, link: LinkId, reason: &Close) {
+        match self.links.remove(&link) {
+            Some(Peer::Worker(id)) => {
+                let worker = self.workers.get_mut(&id).expect("a simulated worker");
+                if worker.link == Some(link) {
+                    worker.link = None;
+                    if matches!(reason, Close::Reregister) {
+                        let at = self.now + self.cluster.timings.reconnect_ms;
+                        self.agenda.at(at, Happening::Register(id));
+                    }
+                }
+            }
+            Some(Peer::App(id)) => {
+                if let Some(app) = self.apps.get_mut(&id)
+                    && app.link == Some(link)
+                {
+                    app.link = None;
+                }
+            }
+            None => {}
+        }
+    }
+
+    fn new_link(&mut self, peer: Peer) -> LinkId {
+        let link = LinkId(self.next_link);
+        self.next_link += 1;
+        self.links.insert(link, peer);
+        link
+    }
+
+    /// A client write: applied when it commits, at `at`.
+    fn write(&mut self, op: Op) -> Result<Response, muster_state::ApplyError> {
+        let command = Command {
+            at: Timestamp(self.now),
+            request_id: None,
+            term: None,
+            op,
+        };
+        self.recorder.logged(&command);
+        let response = self.state.apply(&command)?;
+        self.ended(&response);
+        Ok(response)
+    }
+
+    fn entry(&mut self, i: usize) {
+        match &self.trace[i] {
+            Entry::App(_) | Entry::Driver(_) | Entry::Drain { .. } => {
+                let at = self.now + self.cluster.timings.commit_ms;
+                self.agenda.at(at, Happening::ClientWrite(i));
+            }
+            Entry::LoseWorker { worker, down_s, .. } => {
+                let id = WorkerId::from(worker.as_str());
+                self.lose_worker(&id);
+                if let Some(down) = down_s {
+                    let at = self.now + seconds_to_ms(*down);
+                    self.agenda.at(at, Happening::WorkerBack(id));
+                }
+            }
+            Entry::LeaderChange { .. } => self.leader_lost(),
+        }
+    }
+
+    /// Entry `i`'s client write commits, if a leader takes it; otherwise its client tries
+    /// again once one may.
+    fn client_write(&mut self, i: usize) {
+        if self.leader.is_none() {
+            let at = self.now + self.cluster.timings.reconnect_ms;
+            self.agenda.at(at, Happening::ClientWrite(i));
+            return;
+        }
+        match &self.trace[i] {
+            Entry::App(app) => {
+                let desc = AppDescription {
+                    name: app.name.clone(),
+                    user: app.user.clone(),
+                    queue: app.queue.clone(),
+                    cores_max: app.cores_max,
+                    executor_cores: app.executor_cores,
+                    executor_memory_mb: app.executor_memory_mb,
+                    executor_resources: BTreeMap::new(),
+                    command: "simulated".into(),
+                    args: Vec::new(),
+                    env: BTreeMap::new(),
+                };
+                let op = Op::SubmitApp(SubmitApp {
+                    desc,
+                    executor_limit: app.executor_limit,
+                });
+                let Ok(response) = self.write(op) else {
+                    self.refused(i);
+                    return;
+                };
+                let muster_state::Outcome::AppSubmitted { id } = response.outcome else {
+                    unreachable!("a submission's outcome names the app");
+                };
+                self.recorder.submitted(i, id.as_ref());
+                self.apps.insert(
+                    id.clone(),
+                    App {
+                        entry: i,
+                        link: None,
+                        task_ms: seconds_to_ms(app.task_s).max(1),
+                        tasks_left: app.tasks,
+                        executors: BTreeMap::new(),
+                        done: false,
+                    },
+                );
+                self.attach(&id);
+            }
+            Entry::Driver(driver) => {
+                let desc = DriverDescription {
+                    name: driver.name.clone(),
+                    queue: driver.queue.clone(),
+                    resources: Resources::new(driver.cores, driver.memory_mb),
+                    command: "simulated".into(),
+                    args: vec![i.to_string()],
+                    env: BTreeMap::new(),
+                    supervise: driver.supervise,
+                };
+                let Ok(response) = self.write(Op::SubmitDriver(SubmitDriver { desc })) else {
+                    self.refused(i);
+                    return;
+                };
+                if let muster_state::Outcome::DriverSubmitted { id } = &response.outcome {
+                    self.recorder.submitted(i, &id.0);
+                }
+                self.step(Event::ClientCommitted {
+                    effects: response.effects,
+                });
+            }
+            Entry::Drain {
+                worker,
+                kill_after_s,
+                ..
+            } => {
+                let kill_after_ms = kill_after_s.map(seconds_to_ms);
+                let op = Op::DrainWorker(DrainWorker {
+                    id: worker.as_str().into(),
+                    kill_after_ms,
+                });
+                if let Ok(response) = self.write(op) {
+                    self.step(Event::ClientCommitted {
+                        effects: response.effects,
+                    });
+                    self.step(Event::WorkerDrained {
+                        worker: worker.as_str().into(),
+                        kill_after: kill_after_ms.map(Duration::from_millis),
+                    });
+                }
+            }
+            Entry::LoseWorker { .. } | Entry::LeaderChange { .. } => {}
+        }
+    }
+
+    /// Entry `i`'s submission was refused: it ends there.
+    fn refused(&mut self, i: usize) {
+        self.recorder.refused(i);
+        self.unfinished -= 1;
+    }
+
+    fn commit(&mut self, term: Term) {
+        if term != self.term {
+            // Its leader is gone, and its proposals with it.
+            return;
+        }
+        let (proposal, command) = self.log.pop_front().expect("a proposal per commit");
+        self.recorder.logged(&command);
+        let result = self.state.apply_in_term(term, &command);
+        if let Ok(response) = &result {
+            self.ended(response);
+        }
+        self.step(Event::Committed { proposal, result });
+    }
+
+    /// Records the apps and drivers of the trace that `response` ended.
+    fn ended(&mut self, response: &Response) {
+        if let muster_state::Outcome::Batch(results) = &response.outcome {
+            for response in results.iter().flatten() {
+                self.ended(response);
+            }
+        }
+        for (id, state) in &response.effects.removed_apps {
+            if let Some(app) = self.apps.get(id)
+                && self.recorder.ended(app.entry, self.now, &state.to_string())
+            {
+                self.unfinished -= 1;
+            }
+        }
+        for (id, _, state) in &response.effects.ended_drivers {
+            let entry = self
+                .state
+                .known_driver(id)
+                .and_then(|d| driver_entry(&d.desc.args));
+            if let Some(entry) = entry
+                && *state != DriverState::Relaunching
+                && self.recorder.ended(entry, self.now, &state.to_string())
+            {
+                self.unfinished -= 1;
+            }
+        }
+    }
+
+    fn elected(&mut self) {
+        self.term = Term(self.term.0 + 1);
+        self.leader = Some(Leader::new(
+            self.term,
+            self.cluster.leader.clone(),
+            self.instant(),
+        ));
+        self.step(Event::StateRead);
+        if self.term.0 > 1 {
+            let at = self.now + self.cluster.timings.reconnect_ms;
+            let workers: Vec<WorkerId> = self.workers.keys().cloned().collect();
+            for id in workers {
+                self.agenda.at(at, Happening::Register(id));
+            }
+            let apps: Vec<AppId> = self.apps.keys().cloned().collect();
+            for id in apps {
+                self.agenda.at(at, Happening::Attach(id));
+            }
+        }
+    }
+
+    /// The leader fails: its streams break, its proposals in flight are lost, and another
+    /// is elected.
+    fn leader_lost(&mut self) {
+        if self.leader.take().is_none() {
+            return;
+        }
+        self.recorder.leader_changed();
+        self.log.clear();
+        self.links.clear();
+        self.pass_due = false;
+        for worker in self.workers.values_mut() {
+            worker.link = None;
+        }
+        for app in self.apps.values_mut() {
+            app.link = None;
+        }
+        let at = self.now + self.cluster.timings.election_ms;
+        self.agenda.at(at, Happening::Elected);
+    }
+
+    fn register(&mut self, id: &WorkerId) {
+        let Some(worker) = self.workers.get(id) else {
+            return;
+        };
+        if !worker.up || self.leader.is_none() {
+            return;
+        }
+        if let Some(old) = worker.link {
+            self.links.remove(&old);
+            self.step(Event::LinkClosed { link: old });
+        }
+        let link = self.new_link(Peer::Worker(id.clone()));
+        let worker = self.workers.get_mut(id).expect("a simulated worker");
+        worker.link = Some(link);
+        let registration = Registration {
+            worker: worker.registration.clone(),
+            addresses: Default::default(),
+            running: worker.running(),
+            reports: worker.unacked.values().cloned().collect(),
+            build: None,
+            shuffle_service: None,
+        };
+        self.step(Event::WorkerAttached { link, registration });
+    }
+
+    fn heartbeat(&mut self, id: &WorkerId) {
+        let Some(worker) = self.workers.get(id) else {
+            return;
+        };
+        if !worker.up {
+            return;
+        }
+        let at = self.now + millis(self.cluster.heartbeat());
+        self.agenda.at(at, Happening::Heartbeat(id.clone()));
+        if let Some(link) = worker.link {
+            self.step(Event::WorkerHeartbeat {
+                link,
+                usage: Vec::new(),
+                shuffle_service: None,
+                apps_with_data: Vec::new(),
+            });
+        }
+    }
+
+    fn lose_worker(&mut self, id: &WorkerId) {
+        let Some(worker) = self.workers.get_mut(id) else {
+            return;
+        };
+        if !worker.up {
+            return;
+        }
+        self.recorder.worker_lost();
+        let link = worker.link;
+        for key in worker.fail() {
+            // Its executors stop running their tasks with it.
+            if let ProcessKey::Executor(app_id, executor) = key
+                && let Some(app) = self.apps.get_mut(&app_id)
+            {
+                let (lost, _) = app.remove(executor, self.now);
+                self.recorder.lost(lost, false);
+                self.run_tasks(&app_id);
+            }
+        }
+        if let Some(link) = link {
+            self.links.remove(&link);
+            self.step(Event::LinkClosed { link });
+        }
+    }
+
+    /// Worker `id` reports `update`, now or when it next registers.
+    fn report(&mut self, id: &WorkerId, update: Update) {
+        let worker = self.workers.get_mut(id).expect("a simulated worker");
+        let report = worker.report(update);
+        if let Some(link) = worker.link {
+            self.step(Event::WorkerReport { link, report });
+        }
+    }
+
+    fn worker_hears(&mut self, link: LinkId, message: ToWorker) {
+        let Some(Peer::Worker(id)) = self.links.get(&link).cloned() else {
+            return;
+        };
+        let worker = self.workers.get_mut(&id).expect("a simulated worker");
+        match message {
+            ToWorker::Registered | ToWorker::HeartbeatAck | ToWorker::AppsEnded(_) => {}
+            ToWorker::Acknowledged(seqs) => {
+                for seq in seqs {
+                    worker.unacked.remove(&seq);
+                }
+            }
+            ToWorker::LaunchExecutor(app, executor) => {
+                self.launch(&id, ProcessKey::Executor(app, executor));
+            }
+            ToWorker::LaunchDriver(driver) => self.launch(&id, ProcessKey::Driver(driver)),
+            ToWorker::KillExecutor(app, executor, _) => {
+                self.stop(&id, ProcessKey::Executor(app, executor));
+            }
+            ToWorker::KillDriver(driver) => self.stop(&id, ProcessKey::Driver(driver)),
+        }
+    }
+
+    fn launch(&mut self, id: &WorkerId, key: ProcessKey) {
+        let worker = self.workers.get_mut(id).expect("a simulated worker");
+        if worker.processes.contains_key(&key) {
+            return;
+        }
+        let process = Process {
+            pid: self.next_pid,
+            serial: self.next_serial,
+            stopping: false,
+        };
+        self.next_pid += 1;
+        self.next_serial += 1;
+        worker.processes.insert(key.clone(), process);
+        let at = self.now + self.spread(self.cluster.timings.launch_ms);
+        self.agenda
+            .at(at, Happening::Started(id.clone(), key, process.serial));
+    }
+
+    fn stop(&mut self, id: &WorkerId, key: ProcessKey) {
+        let worker = self.workers.get_mut(id).expect("a simulated worker");
+        let Some(process) = worker.processes.get_mut(&key) else {
+            return;
+        };
+        if !process.stopping {
+            process.stopping = true;
+            let at = self.now + self.cluster.timings.stop_ms;
+            self.agenda
+                .at(at, Happening::Stopped(id.clone(), key, process.serial));
+        }
+    }
+
+    /// `ms`, spread by a quarter either way: processes do not all start equally fast.
+    fn spread(&mut self, ms: u64) -> u64 {
+        self.random = splitmix(self.random);
+        let quarter = ms / 4;
+        ms - quarter + self.random % (2 * quarter + 1)
+    }
+
+    /// A launched process started (unless it was told to stop, or its worker failed).
+    fn started(&mut self, id: &WorkerId, key: ProcessKey, serial: u64) {
+        let worker = self.workers.get(id).expect("a simulated worker");
+        let Some(process) = worker.processes.get(&key).copied() else {
+            return;
+        };
+        if process.serial != serial || process.stopping {
+            return;
+        }
+        let update = match &key {
+            ProcessKey::Executor(app, executor) => Update::Executor {
+                app: app.clone(),
+                executor: *executor,
+                state: ExecutorState::Running,
+                exit_code: None,
+                pid: process.pid,
+            },
+            ProcessKey::Driver(driver) => {
+                let entry = self
+                    .state
+                    .drivers()
+                    .get(driver)
+                    .and_then(|d| driver_entry(&d.desc.args));
+                if let Some(Entry::Driver(spec)) = entry.map(|i| &self.trace[i]) {
+                    let at = self.now + seconds_to_ms(spec.duration_s);
+                    self.agenda.at(
+                        at,
+                        Happening::DriverDone(id.clone(), driver.clone(), serial),
+                    );
+                    self.recorder.started(entry.expect("an entry"), self.now);
+                }
+                Update::Driver {
+                    driver: driver.clone(),
+                    state: DriverState::Running,
+                    exit_code: None,
+                    pid: process.pid,
+                    restarts: None,
+                }
+            }
+        };
+        self.report(id, update);
+    }
+
+    /// A process told to stop ended.
+    fn stopped(&mut self, id: &WorkerId, key: &ProcessKey, serial: u64) {
+        let worker = self.workers.get_mut(id).expect("a simulated worker");
+        if worker.processes.get(key).is_none_or(|p| p.serial != serial) {
+            return;
+        }
+        let process = worker.processes.remove(key).expect("checked");
+        let update = match key {
+            ProcessKey::Executor(app, executor) => Update::Executor {
+                app: app.clone(),
+                executor: *executor,
+                state: ExecutorState::Killed,
+                exit_code: None,
+                pid: process.pid,
+            },
+            ProcessKey::Driver(driver) => Update::Driver {
+                driver: driver.clone(),
+                state: DriverState::Killed,
+                exit_code: None,
+                pid: process.pid,
+                restarts: None,
+            },
+        };
+        self.report(id, update);
+    }
+
+    fn driver_done(&mut self, id: &WorkerId, driver: DriverId, serial: u64) {
+        let worker = self.workers.get_mut(id).expect("a simulated worker");
+        let key = ProcessKey::Driver(driver.clone());
+        if worker
+            .processes
+            .get(&key)
+            .is_none_or(|p| p.serial != serial || p.stopping)
+        {
+            return;
+        }
+        let process = worker.processes.remove(&key).expect("checked");
+        self.report(
+            id,
+            Update::Driver {
+                driver,
+                state: DriverState::Finished,
+                exit_code: Some(0),
+                pid: process.pid,
+                restarts: None,
+            },
+        );
+    }
+
+    fn attach(&mut self, id: &AppId) {
+        let Some(app) = self.apps.get(id) else {
+            return;
+        };
+        if self.leader.is_none() || !self.state.apps().contains_key(id) {
+            return;
+        }
+        let believed_live = app.executors.keys().copied().collect();
+        let done = app.done;
+        let link = self.new_link(Peer::App(id.clone()));
+        self.apps.get_mut(id).expect("checked").link = Some(link);
+        self.step(Event::AppAttached {
+            link,
+            app: id.clone(),
+            ui_address: String::new(),
+            user: None,
+            believed_live,
+        });
+        if done {
+            self.finish(id);
+        }
+    }
+
+    fn app_hears(&mut self, link: LinkId, message: ToApp) {
+        let Some(Peer::App(id)) = self.links.get(&link).cloned() else {
+            return;
+        };
+        let Some(app) = self.apps.get_mut(&id) else {
+            return;
+        };
+        match message {
+            ToApp::Registered(_) | ToApp::HeartbeatAck | ToApp::Draining(..) => {}
+            ToApp::Preempted(executor, _) => {
+                if let Some(slots) = app.executors.get_mut(&executor) {
+                    slots.preempted = true;
+                }
+            }
+            ToApp::Executor(executor) => match executor.state {
+                ExecutorState::Launching => {}
+                ExecutorState::Running => {
+                    if app.executors.contains_key(&executor.id) {
+                        return;
+                    }
+                    let entry = app.entry;
+                    app.executors.insert(
+                        executor.id,
+                        Slots {
+                            serial: self.next_serial,
+                            cores: executor.resources.cores,
+                            running: VecDeque::new(),
+                            preempted: false,
+                        },
+                    );
+                    self.next_serial += 1;
+                    self.recorder.started(entry, self.now);
+                    self.run_tasks(&id);
+                }
+                ExecutorState::Killed
+                | ExecutorState::Failed
+                | ExecutorState::Lost
+                | ExecutorState::Exited => {
+                    let (lost, preempted) = app.remove(executor.id, self.now);
+                    self.recorder.lost(lost, preempted);
+                    self.run_tasks(&id);
+                }
+            },
+            ToApp::Ended(_) => {
+                // Its end is recorded as it commits.
+                self.links.remove(&link);
+                self.apps.remove(&id);
+            }
+        }
+    }
+
+    /// Starts app `id`'s waiting tasks on its free cores.
+    fn run_tasks(&mut self, id: &AppId) {
+        let app = self.apps.get_mut(id).expect("a simulated app");
+        let done_at = self.now + app.task_ms;
+        for (executor, serial) in app.fill(self.now) {
+            self.agenda
+                .at(done_at, Happening::TaskDone(id.clone(), executor, serial));
+        }
+    }
+
+    fn task_done(&mut self, id: &AppId, executor: ExecutorId, serial: u64) {
+        let Some(app) = self.apps.get_mut(id) else {
+            return;
+        };
+        if !app.task_done(executor, serial) {
+            return;
+        }
+        self.recorder.task_done(app.entry, app.task_ms);
+        if app.all_run() && !app.done {
+            app.done = true;
+            let entry = app.entry;
+            self.recorder.finished(entry, self.now);
+            self.finish(id);
+        } else {
+            self.run_tasks(id);
+        }
+    }
+
+    /// App `id`'s client asks to finish, if it is attached (else when it attaches again).
+    fn finish(&mut self, id: &AppId) {
+        if let Some(link) = self.apps.get(id).and_then(|app| app.link) {
+            self.step(Event::AppRequest {
+                link,
+                request: AppRequest::Finish,
+            });
+        }
+    }
+}
+
+/// `seconds` in whole ms.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+pub fn seconds_to_ms(seconds: f64) -> u64 {
+    (seconds * 1000.0).round() as u64
+}
+
+fn millis(duration: Duration) -> u64 {
+    muster_core::ids::millis(duration)
+}
+
+/// The next of a splitmix64 sequence: small, fast, and the same everywhere.
+pub fn splitmix(state: u64) -> u64 {
+    let mut z = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}

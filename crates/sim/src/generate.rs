@@ -1,0 +1,246 @@
+//! Built-in workloads, each a cluster file and a trace.
+//!
+//! * [`paper`]: the priority experiment (`muster experiment priority`) at any multiple of its
+//!   four two-core workers. Per four workers: two long jobs (`default` and `food`, 4 cores
+//!   each, 500 ms tasks) that fill them, then three `pi` jobs of 8 tasks on 2 cores each, in
+//!   `prod` (prior, preempting) or, as the control, in `food`.
+//! * [`mix`]: a synthetic production day: Poisson arrivals whose rate follows the day (half
+//!   again at the afternoon peak, half at night), heavy-tailed sizes and durations, three
+//!   queues and fifty users.
+
+use muster_core::access::QueueSpec;
+use muster_core::ids::QueueName;
+use serde_json::json;
+
+use crate::engine::splitmix;
+use crate::trace::{AppEntry, Entry};
+
+/// Where the paper's `pi` jobs go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scenario {
+    /// To `prod` on an idle cluster.
+    Idle,
+    /// To `prod` (prior) under full load.
+    Prior,
+    /// To `food` (ordinary) under full load: the control.
+    Ordinary,
+}
+
+/// The paper's experiment's settings.
+#[derive(Clone, Debug)]
+pub struct Paper {
+    /// Workers, a multiple of 4.
+    pub workers: u32,
+    /// Where the pi jobs go.
+    pub scenario: Scenario,
+    /// Whether `prod` preempts.
+    pub preempt: bool,
+    /// Rounds of 500 ms tasks of each long job on its 4 cores (160: 80 s).
+    pub long_rounds: u32,
+    /// How long a pi task takes, in seconds: a quarter of a pi job's time on an idle
+    /// cluster, as measured by `muster experiment priority`.
+    pub pi_task_s: f64,
+}
+
+/// A generated workload: a cluster file (JSON) and a trace.
+pub struct Workload {
+    /// The cluster file.
+    pub cluster: serde_json::Value,
+    /// The trace, in time order.
+    pub trace: Vec<Entry>,
+}
+
+/// When the pi jobs are submitted under load: the long jobs hold every core by then.
+const LOADED_AT_S: f64 = 5.0;
+
+/// The paper's experiment at `paper.workers` workers.
+pub fn paper(paper: &Paper) -> Workload {
+    let groups = (paper.workers / 4).max(1);
+    let mut master = json!({});
+    if paper.preempt {
+        master = json!({"preemption": {"queues": ["prod"], "delay_s": 1, "grace_s": 1, "max_fraction": 0.25}});
+    }
+    let queues = [
+        QueueSpec {
+            prior: true,
+            ..QueueSpec::named("prod")
+        },
+        QueueSpec {
+            threshold: 0.8,
+            ..QueueSpec::named("default")
+        },
+        QueueSpec::named("food"),
+    ];
+    let cluster = json!({
+        "workers": [{"count": groups * 4, "cores": 2, "memory_mb": 4096}],
+        "queues": queues,
+        "master": master,
+    });
+    let job = |at_s: f64, name: &str, queue: &str, cores_max: u32, tasks: u32, task_s: f64| {
+        Entry::App(AppEntry {
+            at_s,
+            name: name.into(),
+            queue: QueueName::from(queue),
+            user: "experiment".into(),
+            cores_max: Some(cores_max),
+            executor_cores: Some(1),
+            executor_memory_mb: 256,
+            executor_limit: None,
+            tasks,
+            task_s,
+        })
+    };
+    let mut trace = Vec::new();
+    let (pi_at, pi_queue) = match paper.scenario {
+        Scenario::Idle => (0.0, "prod"),
+        Scenario::Prior => (LOADED_AT_S, "prod"),
+        Scenario::Ordinary => (LOADED_AT_S, "food"),
+    };
+    if paper.scenario != Scenario::Idle {
+        for _ in 0..groups {
+            let tasks = 4 * paper.long_rounds;
+            trace.push(job(0.0, "long-default", "default", 4, tasks, 0.5));
+            trace.push(job(0.0, "long-food", "food", 4, tasks, 0.5));
+        }
+    }
+    // As the experiment submits them: each a moment after the one before.
+    for n in 0..3 {
+        for _ in 0..groups {
+            let at_s = pi_at + 0.3 * f64::from(n);
+            trace.push(job(at_s, "pi", pi_queue, 2, 8, paper.pi_task_s));
+        }
+    }
+    Workload { cluster, trace }
+}
+
+/// The synthetic production mix's settings.
+#[derive(Clone, Debug)]
+pub struct Mix {
+    /// Workers of 16 cores and 64 GB.
+    pub workers: u32,
+    /// Applications over the day.
+    pub apps: u32,
+    /// Simulated hours.
+    pub hours: f64,
+    /// Seeds every draw.
+    pub seed: u64,
+}
+
+/// A day of a synthetic production mix: see the module's documentation.
+///
+/// * Arrivals: Poisson, at a rate that follows `1 + 0.5 sin(2 pi (t - 6 h) / 24 h)`.
+/// * Queues: `prod` (prior, preempting, 10% of apps), `etl` (capacity 0.6, 60%), `adhoc`
+///   (capacity 0.4, threshold 0.8, 30%); users `user-01` to `user-50`, the first ten
+///   submitting half of all apps.
+/// * Size: executors of 1, 2, 4 or 8 cores (weights 2, 4, 3, 1), 4 GB per core; `cores.max`
+///   a Pareto draw (shape 1.2) of 1 to 64 executors.
+/// * Work: tasks of log-normal length (median 60 s, sigma 1, at most an hour), one to
+///   eight waves of them on its cores.
+pub fn mix(mix: &Mix) -> Workload {
+    let mut random = Random(mix.seed);
+    let queues = [
+        QueueSpec {
+            prior: true,
+            ..QueueSpec::named("prod")
+        },
+        QueueSpec {
+            capacity: Some(0.6),
+            ..QueueSpec::named("etl")
+        },
+        QueueSpec {
+            capacity: Some(0.4),
+            threshold: 0.8,
+            ..QueueSpec::named("adhoc")
+        },
+    ];
+    let cluster = json!({
+        "workers": [{"count": mix.workers, "cores": 16, "memory_mb": 65536}],
+        "queues": queues,
+        "master": {
+            "worker_timeout_s": 60,
+            "heartbeat_interval_s": 15,
+            "preemption": {"queues": ["prod"], "delay_s": 5, "grace_s": 10, "max_fraction": 0.1},
+        },
+        "timings": {"tick_ms": 1000},
+    });
+    let span_s = mix.hours * 3600.0;
+    let mean_rate = f64::from(mix.apps) / span_s;
+    let mut trace = Vec::new();
+    let mut at_s = 0.0;
+    while trace.len() < mix.apps as usize {
+        // Thinning: draw at the peak rate, keep with the rate now over the peak.
+        at_s += random.exponential(1.5 * mean_rate);
+        let phase = 2.0 * std::f64::consts::PI * (at_s - 6.0 * 3600.0) / 86_400.0;
+        if random.unit() * 1.5 > 1.0 + 0.5 * phase.sin() {
+            continue;
+        }
+        let queue = match random.unit() {
+            u if u < 0.1 => "prod",
+            u if u < 0.7 => "etl",
+            _ => "adhoc",
+        };
+        let user = if random.unit() < 0.5 {
+            1 + random.below(10)
+        } else {
+            1 + random.below(50)
+        };
+        let executor_cores = [1, 2, 2, 2, 2, 4, 4, 4, 8, 1][random.below(10) as usize];
+        let executors = random.pareto(1.2).min(64.0).floor().max(1.0);
+        let cores_max = executor_cores * f64_to_u32(executors);
+        let waves = 1 + random.below(8);
+        let task_s = (60.0 * random.normal().exp()).clamp(1.0, 3600.0);
+        trace.push(Entry::App(AppEntry {
+            at_s: (at_s * 1000.0).round() / 1000.0,
+            name: format!("app-{}", trace.len()),
+            queue: QueueName::from(queue),
+            user: format!("user-{user:02}"),
+            cores_max: Some(cores_max),
+            executor_cores: Some(executor_cores),
+            executor_memory_mb: 4096 * u64::from(executor_cores),
+            executor_limit: None,
+            tasks: cores_max * waves,
+            task_s: (task_s * 10.0).round() / 10.0,
+        }));
+    }
+    Workload { cluster, trace }
+}
+
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+fn f64_to_u32(value: f64) -> u32 {
+    value as u32
+}
+
+/// Seeded draws: splitmix64, so the same seed gives the same workload everywhere.
+struct Random(u64);
+
+impl Random {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        splitmix(self.0)
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform in 0..n.
+    fn below(&mut self, n: u32) -> u32 {
+        u32::try_from(self.next() % u64::from(n)).expect("below n")
+    }
+
+    fn exponential(&mut self, rate: f64) -> f64 {
+        -(1.0 - self.unit()).ln() / rate
+    }
+
+    /// Pareto with scale 1.
+    fn pareto(&mut self, shape: f64) -> f64 {
+        (1.0 - self.unit()).powf(-1.0 / shape)
+    }
+
+    /// Standard normal (Box-Muller).
+    fn normal(&mut self) -> f64 {
+        let (u, v) = (1.0 - self.unit(), self.unit());
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+}

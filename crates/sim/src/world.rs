@@ -1,0 +1,167 @@
+//! The simulated world around the leader: workers that launch, stop and lose processes and
+//! report it, applications whose tasks run on the executors they are given, and the clients
+//! that submit them. Pure bookkeeping: [`crate::engine`] decides when things happen.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use muster_core::ids::ExecutorId;
+use muster_master::leader::{LinkId, ProcessKey, Report, RunningProcess, Update};
+use muster_state::commands::RegisterWorker;
+
+/// A simulated worker agent and its machine.
+pub struct Worker {
+    /// What it registers as.
+    pub registration: RegisterWorker,
+    /// Whether its machine runs.
+    pub up: bool,
+    /// Its stream to the leader, when it has one.
+    pub link: Option<LinkId>,
+    /// What it runs, launching or started.
+    pub processes: BTreeMap<ProcessKey, Process>,
+    /// Reports the leader has not acknowledged, by number.
+    pub unacked: BTreeMap<u64, Report>,
+    next_seq: u64,
+}
+
+/// A process a worker runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Process {
+    /// Its process id.
+    pub pid: u32,
+    /// Distinguishes it from an earlier process of the same key on the same worker.
+    pub serial: u64,
+    /// Whether it was told to stop.
+    pub stopping: bool,
+}
+
+impl Worker {
+    /// A worker that is up and not connected.
+    pub fn new(registration: RegisterWorker) -> Self {
+        Self {
+            registration,
+            up: true,
+            link: None,
+            processes: BTreeMap::new(),
+            unacked: BTreeMap::new(),
+            next_seq: 1,
+        }
+    }
+
+    /// Numbers `update` and keeps it until it is acknowledged.
+    pub fn report(&mut self, update: Update) -> Report {
+        let report = Report {
+            seq: self.next_seq,
+            update,
+        };
+        self.next_seq += 1;
+        self.unacked.insert(report.seq, report.clone());
+        report
+    }
+
+    /// What it runs, as its registration says.
+    pub fn running(&self) -> BTreeMap<ProcessKey, RunningProcess> {
+        self.processes
+            .iter()
+            .map(|(key, process)| {
+                let running = RunningProcess {
+                    pid: process.pid,
+                    restarts: None,
+                };
+                (key.clone(), running)
+            })
+            .collect()
+    }
+
+    /// Its machine failed: everything it ran is gone, unreported.
+    pub fn fail(&mut self) -> Vec<ProcessKey> {
+        self.up = false;
+        self.link = None;
+        self.unacked.clear();
+        std::mem::take(&mut self.processes).into_keys().collect()
+    }
+}
+
+/// A simulated application: its client, and the tasks it runs on its executors.
+pub struct App {
+    /// Its trace entry.
+    pub entry: usize,
+    /// Its client's stream, when attached.
+    pub link: Option<LinkId>,
+    /// How long a task takes, in ms.
+    pub task_ms: u64,
+    /// Tasks not running and not done.
+    pub tasks_left: u32,
+    /// The executors it runs tasks on.
+    pub executors: BTreeMap<ExecutorId, Slots>,
+    /// Every task has run; its client asked to finish.
+    pub done: bool,
+}
+
+/// The tasks one executor runs.
+#[derive(Debug)]
+pub struct Slots {
+    /// Distinguishes its task ends from those of an earlier executor.
+    pub serial: u64,
+    /// How many tasks it runs at once: its cores.
+    pub cores: u32,
+    /// When each running task started, oldest first (tasks of an app take equally long).
+    pub running: VecDeque<u64>,
+    /// It was stopped for prior work.
+    pub preempted: bool,
+}
+
+/// Work lost when an executor ended under its tasks.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Lost {
+    /// Tasks that must run again.
+    pub tasks: u32,
+    /// Core time they had run, in ms.
+    pub core_ms: u64,
+}
+
+impl App {
+    /// Removes executor `id`; its running tasks wait to run again.
+    pub fn remove(&mut self, id: ExecutorId, now: u64) -> (Lost, bool) {
+        let Some(slots) = self.executors.remove(&id) else {
+            return (Lost::default(), false);
+        };
+        let lost = Lost {
+            tasks: u32::try_from(slots.running.len()).expect("a few tasks"),
+            core_ms: slots.running.iter().map(|start| now - start).sum(),
+        };
+        self.tasks_left += lost.tasks;
+        (lost, slots.preempted)
+    }
+
+    /// Starts tasks on free cores at `now`: the executors and serials they run on, one per
+    /// task.
+    pub fn fill(&mut self, now: u64) -> Vec<(ExecutorId, u64)> {
+        let mut started = Vec::new();
+        for (id, slots) in &mut self.executors {
+            while self.tasks_left > 0 && slots.running.len() < slots.cores as usize {
+                slots.running.push_back(now);
+                self.tasks_left -= 1;
+                started.push((*id, slots.serial));
+            }
+        }
+        started
+    }
+
+    /// A task on executor `id` (of `serial`) ended; whether it was still running there.
+    pub fn task_done(&mut self, id: ExecutorId, serial: u64) -> bool {
+        match self.executors.get_mut(&id) {
+            Some(slots) if slots.serial == serial => slots.running.pop_front().is_some(),
+            _ => false,
+        }
+    }
+
+    /// Whether every task has run.
+    pub fn all_run(&self) -> bool {
+        self.tasks_left == 0 && self.executors.values().all(|s| s.running.is_empty())
+    }
+}
+
+/// Which trace entry a simulated process runs: drivers carry it in their command line.
+pub fn driver_entry(args: &[String]) -> Option<usize> {
+    args.first()?.parse().ok()
+}
