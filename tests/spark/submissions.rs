@@ -127,11 +127,18 @@ fn submission_status(gateway: &str, token: &str, id: &str) -> Value {
 }
 
 /// Polls submission `id` through `gateway` until it is FINISHED, within three deadlines;
-/// any state but SUBMITTED, RUNNING and FINISHED fails the test.
+/// any state but SUBMITTED, RUNNING and FINISHED fails the test. While the masters elect a
+/// leader the gateway answers 503 (try again), and the poll does.
 fn wait_until_finished(gateway: &str, token: &str, id: &str) {
     let start = Instant::now();
     loop {
-        let status = submission_status(gateway, token, id);
+        let path = format!("/{token}/v1/submissions/status/{id}");
+        let (code, status) = call(gateway, "GET", &path, &[], "");
+        if code == 503 && start.elapsed() < DEADLINE {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            continue;
+        }
+        assert_eq!(code, 200, "{status}");
         let state = status["driverState"].as_str().unwrap_or_default();
         assert!(
             ["SUBMITTED", "RUNNING", "FINISHED"].contains(&state),
