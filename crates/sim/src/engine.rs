@@ -107,6 +107,8 @@ pub struct Options {
     pub until_ms: Option<u64>,
     /// Sample what the cluster holds this often (ms).
     pub sample_ms: u64,
+    /// Check the replicated state's invariants after every entry (slow at scale).
+    pub check_invariants: bool,
 }
 
 /// One simulated run.
@@ -129,6 +131,9 @@ pub struct Simulation<'a> {
     next_link: u64,
     workers: BTreeMap<WorkerId, Worker>,
     apps: BTreeMap<AppId, App>,
+    /// Which worker runs each process: a process launched while another worker still runs
+    /// it runs twice.
+    placed: BTreeMap<ProcessKey, WorkerId>,
     next_pid: u32,
     next_serial: u64,
     /// Trace entries of work not ended yet.
@@ -180,6 +185,7 @@ impl<'a> Simulation<'a> {
             next_link: 0,
             workers,
             apps: BTreeMap::new(),
+            placed: BTreeMap::new(),
             next_pid: 1000,
             next_serial: 0,
             unfinished,
@@ -512,6 +518,11 @@ impl<'a> Simulation<'a> {
         let (proposal, command) = self.log.pop_front().expect("a proposal per commit");
         self.recorder.logged(&command);
         let result = self.state.apply_in_term(term, &command);
+        if self.options.check_invariants
+            && let Err(broken) = self.state.check_invariants()
+        {
+            panic!("after {command:?}: {broken}");
+        }
         if let Ok(response) = &result {
             self.ended(response);
         }
@@ -641,6 +652,7 @@ impl<'a> Simulation<'a> {
         self.recorder.worker_lost();
         let link = worker.link;
         for key in worker.fail() {
+            self.placed.remove(&key);
             // Its executors stop running their tasks with it.
             if let ProcessKey::Executor(app_id, executor) = key
                 && let Some(app) = self.apps.get_mut(&app_id)
@@ -701,6 +713,11 @@ impl<'a> Simulation<'a> {
         self.next_pid += 1;
         self.next_serial += 1;
         worker.processes.insert(key.clone(), process);
+        if let Some(other) = self.placed.insert(key.clone(), id.clone())
+            && other != *id
+        {
+            self.recorder.ran_twice();
+        }
         let at = self.now + self.spread(self.cluster.timings.launch_ms);
         self.agenda
             .at(at, Happening::Started(id.clone(), key, process.serial));
@@ -776,6 +793,7 @@ impl<'a> Simulation<'a> {
             return;
         }
         let process = worker.processes.remove(key).expect("checked");
+        self.placed.remove(key);
         let update = match key {
             ProcessKey::Executor(app, executor) => Update::Executor {
                 app: app.clone(),
@@ -806,6 +824,7 @@ impl<'a> Simulation<'a> {
             return;
         }
         let process = worker.processes.remove(&key).expect("checked");
+        self.placed.remove(&key);
         self.report(
             id,
             Update::Driver {

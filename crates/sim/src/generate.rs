@@ -129,8 +129,8 @@ pub struct Mix {
 /// A day of a synthetic production mix: see the module's documentation.
 ///
 /// * Arrivals: Poisson, at a rate that follows `1 + 0.5 sin(2 pi (t - 6 h) / 24 h)`.
-/// * Queues: `prod` (prior, preempting, 10% of apps), `etl` (capacity 0.6, 60%), `adhoc`
-///   (capacity 0.4, threshold 0.8, 30%); users `user-01` to `user-50`, the first ten
+/// * Queues: `prod` (prior, preempting, capacity 0.1, 10% of apps), `etl` (capacity 0.5,
+///   60%), `adhoc` (capacity 0.4, threshold 0.8, 30%); users `user-01` to `user-50`, the first ten
 ///   submitting half of all apps.
 /// * Size: executors of 1, 2, 4 or 8 cores (weights 2, 4, 3, 1), 4 GB per core; `cores.max`
 ///   a Pareto draw (shape 1.2) of 1 to 64 executors.
@@ -141,10 +141,11 @@ pub fn mix(mix: &Mix) -> Workload {
     let queues = [
         QueueSpec {
             prior: true,
+            capacity: Some(0.1),
             ..QueueSpec::named("prod")
         },
         QueueSpec {
-            capacity: Some(0.6),
+            capacity: Some(0.5),
             ..QueueSpec::named("etl")
         },
         QueueSpec {

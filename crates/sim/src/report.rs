@@ -71,6 +71,7 @@ pub struct Recorder {
     lost: Lost,
     workers_lost: u64,
     leader_changes: u64,
+    ran_twice: u64,
     snapshot_bytes: usize,
     end_ms: u64,
 }
@@ -114,6 +115,7 @@ impl Recorder {
             lost: Lost::default(),
             workers_lost: 0,
             leader_changes: 0,
+            ran_twice: 0,
             snapshot_bytes: 0,
             end_ms: 0,
         }
@@ -196,6 +198,11 @@ impl Recorder {
     /// The leader failed.
     pub fn leader_changed(&mut self) {
         self.leader_changes += 1;
+    }
+
+    /// A process was launched while another worker still ran it.
+    pub fn ran_twice(&mut self) {
+        self.ran_twice += 1;
     }
 
     /// What `state` holds at `now`, and what waited (as of the leader's last pass).
@@ -300,6 +307,7 @@ impl Recorder {
                 passes: self.passes.len(),
                 workers_lost: self.workers_lost,
                 leader_changes: self.leader_changes,
+                ran_twice: self.ran_twice,
             },
             measured: Measured {
                 pass_ms: Distribution::of(
@@ -360,6 +368,8 @@ pub struct Simulated {
     pub workers_lost: u64,
     /// Leaders that failed.
     pub leader_changes: u64,
+    /// Processes launched while another worker still ran them: never two copies, so 0.
+    pub ran_twice: u64,
 }
 
 /// How a group of apps and drivers went.

@@ -142,6 +142,7 @@ fn run_trace(args: &RunArgs) -> Result<String, CliError> {
         seed: args.seed,
         until_ms: args.until_s.map(muster_sim::seconds_to_ms),
         sample_ms: muster_sim::seconds_to_ms(args.sample_s),
+        check_invariants: false,
     };
     if let Some([a, b]) = args.compare.as_deref() {
         let a_report = run_one(&read_cluster(a)?, &trace, &options, args, None)?;
@@ -294,11 +295,12 @@ fn render(report: &Report) -> String {
     );
     if s.other_losses.tasks_rerun > 0 || s.workers_lost > 0 || s.leader_changes > 0 {
         out += &format!(
-            "faults: {} workers lost, {} leader changes; {} tasks ran again, {:.1} core-s lost\n",
+            "faults: {} workers lost, {} leader changes; {} tasks ran again, {:.1} core-s lost; {} processes ran twice\n",
             s.workers_lost,
             s.leader_changes,
             s.other_losses.tasks_rerun,
-            s.other_losses.core_s_lost
+            s.other_losses.core_s_lost,
+            s.ran_twice
         );
     }
     if !s.waiting.is_empty() {

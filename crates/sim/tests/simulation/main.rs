@@ -1,0 +1,113 @@
+//! Simulations driven by scripts (`tests/simulation/scripts`): each sets up a cluster file
+//! and a trace exactly as their files have them, one JSON document per command, runs them,
+//! and prints what became of every app and driver, in the order they ended, and what the
+//! run cost. The state's invariants are checked after every log entry.
+//!
+//! Commands:
+//!
+//! * `cluster 'JSON'`: the cluster file;
+//! * `trace 'JSON'`: one more line of the trace; `clear`: none yet;
+//! * `run [seed=N] [until_s=S]`: a run from scratch, printing one line per app or driver
+//!   (`NAME QUEUE submitted S started S ended S OUTCOME`, `waits` for those unfinished)
+//!   and what preemptions and faults cost.
+
+use std::error::Error;
+use std::path::Path;
+
+use goldenscript::{Argument, Command, Context};
+use muster_sim::Options;
+use muster_sim::cluster::Cluster;
+use muster_sim::trace::{self, Entry};
+
+fn run_script(path: &Path) {
+    goldenscript::run(&mut Runner::default(), path).expect("goldenscript failed");
+}
+
+test_each_file::test_each_path! { in "crates/sim/tests/simulation/scripts" as simulation => run_script }
+
+#[derive(Default)]
+struct Runner {
+    cluster: Option<Cluster>,
+    trace: Vec<Entry>,
+}
+
+impl goldenscript::Runner for Runner {
+    type Command = Command;
+
+    fn run(&mut self, command: &Command, _context: &Context) -> Result<String, Box<dyn Error>> {
+        let mut seed = 1;
+        let mut until_s = None;
+        let mut json = None;
+        for arg in &command.args {
+            match arg {
+                Argument::Positional(text) => json = Some(text.as_str()),
+                Argument::KeyValue(key, value) if key == "seed" => seed = value.parse()?,
+                Argument::KeyValue(key, value) if key == "until_s" => {
+                    until_s = Some(value.parse::<f64>()?);
+                }
+                other => return Err(format!("unexpected argument {other}").into()),
+            }
+        }
+        match command.name.as_str() {
+            "cluster" => {
+                let text = json.ok_or("cluster 'JSON'")?;
+                self.cluster = Some(Cluster::parse(text, Path::new("cluster.json"))?);
+                Ok(String::new())
+            }
+            "trace" => {
+                let text = json.ok_or("trace 'JSON'")?;
+                self.trace.extend(trace::parse(text, "trace.jsonl")?);
+                // In time order, as a trace file is read.
+                self.trace.sort_by(|a, b| a.at_s().total_cmp(&b.at_s()));
+                Ok(String::new())
+            }
+            "clear" => {
+                self.trace.clear();
+                Ok(String::new())
+            }
+            "run" => {
+                let cluster = self.cluster.as_ref().ok_or("no cluster yet")?;
+                let options = Options {
+                    seed,
+                    until_ms: until_s.map(muster_sim::seconds_to_ms),
+                    sample_ms: 1000,
+                    check_invariants: true,
+                };
+                let recorder = muster_sim::simulate(cluster, &self.trace, options, &mut |_| {});
+                let mut out = String::new();
+                for &i in recorder.order.iter().chain(&recorder.unfinished()) {
+                    let w = recorder.work[i].as_ref().expect("work");
+                    let time = |t: Option<f64>| t.map_or("-".into(), |t| format!("{t:.1}"));
+                    out += &format!(
+                        "{} {} submitted {:.1} started {} ended {} {}\n",
+                        w.name,
+                        w.queue,
+                        w.submitted_s,
+                        time(w.started_s),
+                        time(w.ended_s),
+                        w.outcome.as_deref().unwrap_or("waits")
+                    );
+                }
+                let s = recorder.report().simulated;
+                out += &format!(
+                    "preempted {}: {} tasks ran again ({:.1} core-s)\n",
+                    s.preemption.executors, s.preemption.tasks_rerun, s.preemption.core_s_lost
+                );
+                if s.workers_lost + s.leader_changes > 0 || s.other_losses.tasks_rerun > 0 {
+                    out += &format!(
+                        "workers lost {}, leader changes {}: {} tasks ran again ({:.1} core-s)\n",
+                        s.workers_lost,
+                        s.leader_changes,
+                        s.other_losses.tasks_rerun,
+                        s.other_losses.core_s_lost
+                    );
+                }
+                if s.ran_twice > 0 {
+                    out += &format!("RAN TWICE: {}\n", s.ran_twice);
+                }
+                Ok(out)
+            }
+            other => Err(format!("unknown command {other}").into()),
+        }
+    }
+}
