@@ -9,10 +9,13 @@
 //!   youngest executor (the highest id) first;
 //! * no more than `max_fraction` of the ALIVE cores per round (an executor larger than what
 //!   is left of that is passed over for smaller ones);
-//! * only as many as the eligible work needs: each candidate is removed from a copy of the
-//!   snapshot and the real scheduling pass runs on it, so every placement rule (spreadOut,
-//!   memory, custom resources, queue capacity, the threshold on prior-hosting workers) is
-//!   taken into account; candidates that placed nothing more are given back.
+//! * only as many as the eligible work needs: the real scheduling pass runs on copies of the
+//!   snapshot without the first candidates, so every placement rule (spreadOut, memory,
+//!   custom resources, queue capacity, the threshold on prior-hosting workers) is taken into
+//!   account. The shortest prefix of candidates that serves the most is found by doubling
+//!   and halving (a logarithmic number of passes, not one per candidate: a round at 10,000
+//!   workers may stop thousands of executors), and victims whose room the eligible work
+//!   does not use are given back.
 //!
 //! Queues with capacities preempt the same way for their guarantees ([`Preempting::
 //! BelowGuarantee`], YARN's proportional capacity preemption): work of an ordinary queue
@@ -214,49 +217,39 @@ fn choose_for(
         budget = budget.min(lacking.iter().map(|q| guarantees.lack(q)).sum());
     }
 
-    // Take candidates in order until the eligible work no longer waits for room or the
-    // budget is spent; keep the prefix after which nothing more was placed.
+    // The candidates in the order they are taken, within the budget; those larger than
+    // what is left of it are passed over for smaller ones.
+    let mut candidates = Vec::new();
     let mut current = snapshot.clone();
-    let mut victims = Vec::new();
     let mut spent = 0u64;
-    let mut best = (served(&base, snapshot, eligible), 0);
-    // Candidates larger than what is left of the budget are passed over for smaller ones.
     let mut passed_over = BTreeSet::new();
-    while let Some(victim) = next_candidate(&current, &passed_over, preempting, &queues) {
-        if spent + u64::from(victim.resources.cores) > budget {
-            passed_over.insert((victim.app, victim.executor));
+    while spent < budget
+        && let Some(victim) = next_candidate(&current, &passed_over, preempting, &queues)
+    {
+        let left = budget - spent;
+        if u64::from(victim.resources.cores) > left {
+            // What is left of the budget only shrinks: every executor this large is passed
+            // over at once.
+            for app in &current.apps {
+                for executor in &app.executors {
+                    if u64::from(executor.resources.cores) > left {
+                        let id = executor.id.expect("named first");
+                        passed_over.insert((app.id.clone(), id));
+                    }
+                }
+            }
             continue;
         }
         spent += u64::from(victim.resources.cores);
         remove(&mut current, &victim);
-        victims.push(victim);
-        let plan = crate::schedule(&current)?;
-        let now = served(&plan, &current, eligible);
-        if now > best.0 {
-            best = (now, victims.len());
-        }
-        if !plan
-            .waiting
-            .iter()
-            .any(|w| waiting.contains(&w.id) && waits_for_room(&w.reason))
-        {
-            break;
-        }
+        candidates.push(victim);
     }
-    victims.truncate(best.1);
-    // Give back every victim the others do without.
-    for i in (0..victims.len()).rev() {
-        let mut fewer = victims.clone();
-        fewer.remove(i);
-        if served(
-            &crate::schedule(&without(snapshot, &fewer))?,
-            snapshot,
-            eligible,
-        ) >= best.0
-        {
-            victims = fewer;
-        }
-    }
+    let unpreempted = served(&base, snapshot, eligible);
+    let Some(taken) = shortest_prefix(snapshot, &candidates, eligible, &waiting, unpreempted)?
+    else {
+        return Ok(None);
+    };
+    let victims = give_back(snapshot, &candidates[..taken.count], eligible, taken.served)?;
     if victims.is_empty() {
         return Ok(None);
     }
@@ -265,6 +258,141 @@ fn choose_for(
         victims,
         reservations: reservations(&plan, snapshot, eligible),
     }))
+}
+
+/// How many of the candidates a round takes, and the cores the eligible work then gets.
+struct Prefix {
+    count: usize,
+    served: u64,
+}
+
+/// The shortest prefix of `candidates` that serves the eligible work as much as any prefix
+/// up to the first after which none of it waits for room, or `None` if none serves more
+/// than stopping nothing (`unpreempted`). Room only grows with each victim, so both what is served and
+/// whether work still waits change one way along the candidates: the prefix is found by
+/// doubling, then halving, in a logarithmic number of passes rather than one per
+/// candidate.
+fn shortest_prefix(
+    snapshot: &Snapshot,
+    candidates: &[Victim],
+    eligible: &BTreeSet<WorkId>,
+    waiting: &BTreeSet<&WorkId>,
+    unpreempted: u64,
+) -> Result<Option<Prefix>, InputError> {
+    let probe = |count: usize| -> Result<(u64, bool), InputError> {
+        let rest = without(snapshot, &candidates[..count]);
+        let plan = crate::schedule(&rest)?;
+        let still_waits = plan
+            .waiting
+            .iter()
+            .any(|w| waiting.contains(&w.id) && waits_for_room(&w.reason));
+        Ok((served(&plan, &rest, eligible), still_waits))
+    };
+    if candidates.is_empty() {
+        return Ok(None);
+    }
+    // The first prefix after which nothing eligible waits for room, or all of them.
+    let (mut low, mut high) = (0, 1);
+    let mut end = loop {
+        let (served, still_waits) = probe(high)?;
+        if !still_waits {
+            break (high, served);
+        }
+        if high == candidates.len() {
+            break (high, served);
+        }
+        low = high;
+        high = (2 * high).min(candidates.len());
+    };
+    if end.0 > low + 1 && !probe(end.0)?.1 {
+        // Halve (low, end]: the first of it after which nothing waits.
+        let mut high = end.0;
+        while high - low > 1 {
+            let middle = low + (high - low) / 2;
+            let (served, still_waits) = probe(middle)?;
+            if still_waits {
+                low = middle;
+            } else {
+                high = middle;
+                end = (middle, served);
+            }
+        }
+    }
+    let (end, most) = end;
+    if most <= unpreempted {
+        return Ok(None);
+    }
+    // The shortest prefix that serves as much.
+    let (mut low, mut high) = (0, end);
+    while high - low > 1 {
+        let middle = low + (high - low) / 2;
+        if probe(middle)?.0 >= most {
+            high = middle;
+        } else {
+            low = middle;
+        }
+    }
+    Ok(Some(Prefix {
+        count: high,
+        served: most,
+    }))
+}
+
+/// `victims` less those whose room the eligible work does without: on each worker, the
+/// last victims whose room, with what was free there, holds what the pass then gives
+/// eligible work there are kept; the rest are given back if the pass still serves
+/// `served_with_all` without them.
+fn give_back(
+    snapshot: &Snapshot,
+    victims: &[Victim],
+    eligible: &BTreeSet<WorkId>,
+    served_with_all: u64,
+) -> Result<Vec<Victim>, InputError> {
+    let plan = crate::schedule(&without(snapshot, victims))?;
+    let mut need: BTreeMap<&WorkerId, Resources> = BTreeMap::new();
+    for reservation in reservations(&plan, snapshot, eligible) {
+        let on = snapshot
+            .workers
+            .iter()
+            .find(|w| w.id == reservation.worker)
+            .map(|w| &w.id);
+        if let Some(worker) = on {
+            let sum = need.entry(worker).or_default();
+            *sum = sum.checked_add(&reservation.resources).unwrap_or_default();
+        }
+    }
+    let mut room: BTreeMap<&WorkerId, Resources> = snapshot
+        .workers
+        .iter()
+        .map(|w| (&w.id, w.capacity.saturating_sub(&w.used)))
+        .collect();
+    // The last victims first: the last was taken because the others did not suffice.
+    let mut keep = vec![false; victims.len()];
+    for (i, victim) in victims.iter().enumerate().rev() {
+        let Some(need) = need.get(&victim.worker) else {
+            continue;
+        };
+        let room = room.entry(&victim.worker).or_default();
+        if room.fits(need).is_err() {
+            *room = room.checked_add(&victim.resources).unwrap_or_default();
+            keep[i] = true;
+        }
+    }
+    let kept: Vec<Victim> = victims
+        .iter()
+        .zip(keep)
+        .filter_map(|(victim, keep)| keep.then(|| victim.clone()))
+        .collect();
+    if kept.len() < victims.len()
+        && served(
+            &crate::schedule(&without(snapshot, &kept))?,
+            snapshot,
+            eligible,
+        ) >= served_with_all
+    {
+        return Ok(kept);
+    }
+    Ok(victims.to_vec())
 }
 
 /// `choose` for `muster plan`: everything of the preempting queues that waits is eligible.

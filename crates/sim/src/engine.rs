@@ -311,6 +311,12 @@ impl<'a> Simulation<'a> {
         };
         let actions = leader.step(now, &self.state, event);
         self.carry_out(actions);
+        // As the session does: a step that leaves a pass wanted wakes the pass, which runs
+        // unless a plan is in flight (its commit is a step, and wakes it again).
+        if !self.pass_due && self.leader.as_ref().is_some_and(Leader::wants_pass) {
+            self.pass_due = true;
+            self.agenda.at(self.now, Happening::Pass);
+        }
     }
 
     fn carry_out(&mut self, actions: Vec<Action>) {
@@ -342,10 +348,6 @@ impl<'a> Simulation<'a> {
                 }
                 Action::Close { link, reason } => self.closed(link, &reason),
             }
-        }
-        if !self.pass_due && self.leader.as_ref().is_some_and(Leader::wants_pass) {
-            self.pass_due = true;
-            self.agenda.at(self.now, Happening::Pass);
         }
     }
 
