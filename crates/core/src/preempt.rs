@@ -381,7 +381,8 @@ fn give_back(
     let kept: Vec<Victim> = victims
         .iter()
         .zip(keep)
-        .filter_map(|(victim, keep)| keep.then(|| victim.clone()))
+        .filter(|(_, keep)| *keep)
+        .map(|(victim, _)| victim.clone())
         .collect();
     if kept.len() < victims.len()
         && served(
