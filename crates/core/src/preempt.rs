@@ -223,8 +223,15 @@ fn choose_for(
     let mut current = snapshot.clone();
     let mut spent = 0u64;
     let mut passed_over = BTreeSet::new();
+    // Victims free room, never kill workers: who is ALIVE stays as it is.
+    let alive: BTreeSet<&WorkerId> = snapshot
+        .workers
+        .iter()
+        .filter(|w| w.state == WorkerState::Alive)
+        .map(|w| &w.id)
+        .collect();
     while spent < budget
-        && let Some(victim) = next_candidate(&current, &passed_over, preempting, &queues)
+        && let Some(victim) = next_candidate(&current, &passed_over, preempting, &queues, &alive)
     {
         let left = budget - spent;
         if u64::from(victim.resources.cores) > left {
@@ -662,24 +669,14 @@ fn next_candidate(
     passed_over: &BTreeSet<(AppId, ExecutorId)>,
     preempting: Preempting,
     queues: &Queues,
+    alive: &BTreeSet<&WorkerId>,
 ) -> Option<Victim> {
-    let guarantees = Guarantees::of(snapshot, queues);
-    let prior: BTreeSet<&QueueName> = snapshot
-        .queues
-        .iter()
-        .filter(|q| q.prior)
-        .map(|q| &q.name)
-        .collect();
-    let alive: BTreeSet<&WorkerId> = snapshot
-        .workers
-        .iter()
-        .filter(|w| w.state == WorkerState::Alive)
-        .map(|w| &w.id)
-        .collect();
+    let guarantees = (preempting == Preempting::BelowGuarantee)
+        .then(|| Guarantees::of(snapshot, queues));
     snapshot
         .apps
         .iter()
-        .filter(|a| !prior.contains(&a.queue))
+        .filter(|a| !queues.get(&a.queue).prior)
         .filter_map(|app| {
             let held = app.held_cores();
             let youngest = app
@@ -691,13 +688,14 @@ fn next_candidate(
                         .is_some_and(|id| passed_over.contains(&(app.id.clone(), id)))
                 })
                 .filter(|e| {
-                    preempting == Preempting::Prior
-                        || guarantees
+                    guarantees.as_ref().is_none_or(|guarantees| {
+                        guarantees
                             .taken_below(&BTreeMap::from([(
                                 &app.queue,
                                 u64::from(e.resources.cores),
                             )]))
                             .is_none()
+                    })
                 })
                 .max_by_key(|e| e.id)?;
             Some((held, app, youngest))
