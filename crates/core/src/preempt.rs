@@ -220,17 +220,19 @@ fn choose_for(
 
     // The candidates in the order they are taken, within the budget.
     let mut order = Candidates::new(snapshot, &queues);
-    let mut current = snapshot.clone();
+    // What queues hold as the round goes, where guarantees decide.
+    let mut current = (preempting == Preempting::BelowGuarantee).then(|| snapshot.clone());
     let mut candidates = Vec::new();
     let mut spent = 0u64;
     while spent < budget {
-        let guarantees =
-            (preempting == Preempting::BelowGuarantee).then(|| Guarantees::of(&current, &queues));
+        let guarantees = current.as_ref().map(|c| Guarantees::of(c, &queues));
         let Some(victim) = order.next(budget - spent, guarantees.as_ref()) else {
             break;
         };
         spent += u64::from(victim.resources.cores);
-        remove(&mut current, &victim);
+        if let Some(current) = &mut current {
+            remove(current, &victim);
+        }
         candidates.push(victim);
     }
     let unpreempted = served(&base, snapshot, eligible);
@@ -718,10 +720,32 @@ fn remove(snapshot: &mut Snapshot, victim: &Victim) {
     }
 }
 
+/// `snapshot` with every victim stopped, as [`remove`] stops one, in one sweep of its apps
+/// and workers.
 fn without(snapshot: &Snapshot, victims: &[Victim]) -> Snapshot {
-    let mut rest = snapshot.clone();
+    let mut stopped: BTreeMap<&AppId, BTreeSet<ExecutorId>> = BTreeMap::new();
+    let mut freed: BTreeMap<&WorkerId, Vec<&Resources>> = BTreeMap::new();
     for victim in victims {
-        remove(&mut rest, victim);
+        stopped
+            .entry(&victim.app)
+            .or_default()
+            .insert(victim.executor);
+        freed
+            .entry(&victim.worker)
+            .or_default()
+            .push(&victim.resources);
+    }
+    let mut rest = snapshot.clone();
+    for app in &mut rest.apps {
+        if let Some(ids) = stopped.get(&app.id) {
+            app.executors
+                .retain(|e| e.id.is_none_or(|id| !ids.contains(&id)));
+        }
+    }
+    for worker in &mut rest.workers {
+        for resources in freed.get(&worker.id).into_iter().flatten() {
+            worker.used = worker.used.saturating_sub(resources);
+        }
     }
     rest
 }
