@@ -133,9 +133,9 @@ pub struct Mix {
 ///   60%), `adhoc` (capacity 0.4, threshold 0.8, 30%); users `user-01` to `user-50`, the first ten
 ///   submitting half of all apps.
 /// * Size: executors of 1, 2, 4 or 8 cores (weights 2, 4, 3, 1), 4 GB per core; `cores.max`
-///   a Pareto draw (shape 1.2) of 1 to 64 executors.
-/// * Work: tasks of log-normal length (median 60 s, sigma 1, at most an hour), one to
-///   eight waves of them on its cores.
+///   a Pareto draw (shape 0.8) of 1 to 400 executors.
+/// * Work: tasks of log-normal length (median 90 s, sigma 1, at most an hour), one to
+///   32 waves of them on its cores.
 pub fn mix(mix: &Mix) -> Workload {
     let mut random = Random(mix.seed);
     let queues = [
@@ -186,10 +186,10 @@ pub fn mix(mix: &Mix) -> Workload {
             1 + random.below(50)
         };
         let executor_cores = [1, 2, 2, 2, 2, 4, 4, 4, 8, 1][random.below(10) as usize];
-        let executors = random.pareto(1.2).min(64.0).floor().max(1.0);
+        let executors = random.pareto(0.8).min(400.0).floor().max(1.0);
         let cores_max = executor_cores * f64_to_u32(executors);
-        let waves = 1 + random.below(8);
-        let task_s = (60.0 * random.normal().exp()).clamp(1.0, 3600.0);
+        let waves = 1 + random.below(32);
+        let task_s = (90.0 * random.normal().exp()).clamp(1.0, 3600.0);
         trace.push(Entry::App(AppEntry {
             at_s: (at_s * 1000.0).round() / 1000.0,
             name: format!("app-{}", trace.len()),

@@ -10,7 +10,7 @@ use muster_sim::{Options, simulate};
 fn workload(seed: u64) -> (Cluster, Vec<Entry>) {
     let workload = mix(&Mix {
         workers: 40,
-        apps: 300,
+        apps: 100,
         hours: 1.0,
         seed,
     });
@@ -49,6 +49,7 @@ fn a_run_with_faults_runs_every_task_once_and_repeats_exactly() {
     assert_eq!(s.ran_twice, 0, "a process ran on two workers at once");
     assert_eq!(s.unfinished, 0, "work left at the end");
     assert!(s.passes > 100, "{} passes", s.passes);
+    assert!(s.preemption.executors > 0, "nothing preempted: {s:?}");
     let mut finished = 0;
     for (entry, work) in trace.iter().zip(&recorder.work) {
         let (Entry::App(app), Some(work)) = (entry, work) else {
@@ -64,7 +65,7 @@ fn a_run_with_faults_runs_every_task_once_and_repeats_exactly() {
         );
         finished += 1;
     }
-    assert_eq!(finished, 300);
+    assert_eq!(finished, 100);
 
     let again = simulate(&cluster, &trace, options(false), &mut |_| {}).report();
     assert_eq!(
@@ -86,5 +87,5 @@ fn the_mix_is_the_same_for_the_same_seed_and_another_for_another() {
         .filter(|e| matches!(e, Entry::App(a) if a.queue.as_ref() == "prod"))
         .count();
     // About a tenth of the apps are prior.
-    assert!((10..=60).contains(&prod), "{prod} prod apps of 300");
+    assert!((3..=25).contains(&prod), "{prod} prod apps of 100");
 }
