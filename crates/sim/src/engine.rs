@@ -48,8 +48,9 @@ enum Happening {
     Pass,
     /// What the cluster holds is sampled.
     Sample,
-    /// A worker heartbeats.
-    Heartbeat(WorkerId),
+    /// A worker heartbeats, unless its machine failed since this was planned (it counts
+    /// its failures).
+    Heartbeat(WorkerId, u64),
     /// A worker registers with the leader (again).
     Register(WorkerId),
     /// An application's client attaches (again).
@@ -207,7 +208,7 @@ impl<'a> Simulation<'a> {
             // Spread over one interval, as workers started at different moments.
             let offset = heartbeat * i as u64 / count.max(1);
             self.agenda.at(0, Happening::Register(id.clone()));
-            self.agenda.at(offset, Happening::Heartbeat(id.clone()));
+            self.agenda.at(offset, Happening::Heartbeat(id.clone(), 0));
         }
         for i in 0..self.trace.len() {
             self.agenda
@@ -258,7 +259,7 @@ impl<'a> Simulation<'a> {
                 let waiting = self.leader.as_ref().map(Leader::waiting_by_reason);
                 self.recorder.sample(self.now, &self.state, waiting);
             }
-            Happening::Heartbeat(id) => self.heartbeat(&id),
+            Happening::Heartbeat(id, failures) => self.heartbeat(&id, failures),
             Happening::Register(id) => self.register(&id),
             Happening::Attach(id) => self.attach(&id),
             Happening::Started(worker, key, serial) => self.started(&worker, key, serial),
@@ -275,7 +276,8 @@ impl<'a> Simulation<'a> {
                 {
                     worker.up = true;
                     self.agenda.at(self.now, Happening::Register(id.clone()));
-                    self.agenda.at(self.now, Happening::Heartbeat(id));
+                    let failures = worker.failures;
+                    self.agenda.at(self.now, Happening::Heartbeat(id, failures));
                 }
             }
             Happening::Elected => self.elected(),
@@ -625,15 +627,16 @@ impl<'a> Simulation<'a> {
         self.step(Event::WorkerAttached { link, registration });
     }
 
-    fn heartbeat(&mut self, id: &WorkerId) {
+    fn heartbeat(&mut self, id: &WorkerId, failures: u64) {
         let Some(worker) = self.workers.get(id) else {
             return;
         };
-        if !worker.up {
+        if !worker.up || worker.failures != failures {
             return;
         }
         let at = self.now + millis(self.cluster.heartbeat());
-        self.agenda.at(at, Happening::Heartbeat(id.clone()));
+        self.agenda
+            .at(at, Happening::Heartbeat(id.clone(), failures));
         if let Some(link) = worker.link {
             self.step(Event::WorkerHeartbeat {
                 link,

@@ -20,6 +20,8 @@ pub struct Worker {
     pub processes: BTreeMap<ProcessKey, Process>,
     /// Reports the leader has not acknowledged, by number.
     pub unacked: BTreeMap<u64, Report>,
+    /// How many times its machine failed.
+    pub failures: u64,
     next_seq: u64,
 }
 
@@ -43,6 +45,7 @@ impl Worker {
             link: None,
             processes: BTreeMap::new(),
             unacked: BTreeMap::new(),
+            failures: 0,
             next_seq: 1,
         }
     }
@@ -75,6 +78,7 @@ impl Worker {
     /// Its machine failed: everything it ran is gone, unreported.
     pub fn fail(&mut self) -> Vec<ProcessKey> {
         self.up = false;
+        self.failures += 1;
         self.link = None;
         self.unacked.clear();
         std::mem::take(&mut self.processes).into_keys().collect()
