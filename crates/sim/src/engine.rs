@@ -255,7 +255,7 @@ impl<'a> Simulation<'a> {
             }
             Happening::Sample => {
                 self.agenda
-                    .at(self.now + self.options.sample_ms, Happening::Sample);
+                    .at(self.now + self.options.sample_ms.max(1), Happening::Sample);
                 let waiting = self.leader.as_ref().map(Leader::waiting_by_reason);
                 self.recorder.sample(self.now, &self.state, waiting);
             }
@@ -515,7 +515,7 @@ impl<'a> Simulation<'a> {
     }
 
     fn commit(&mut self, term: Term) {
-        if term != self.term {
+        if term != self.term || self.leader.is_none() {
             // Its leader is gone, and its proposals with it.
             return;
         }
@@ -634,7 +634,7 @@ impl<'a> Simulation<'a> {
         if !worker.up || worker.failures != failures {
             return;
         }
-        let at = self.now + millis(self.cluster.heartbeat());
+        let at = self.now + millis(self.cluster.heartbeat()).max(1);
         self.agenda
             .at(at, Happening::Heartbeat(id.clone(), failures));
         if let Some(link) = worker.link {
@@ -882,7 +882,13 @@ impl<'a> Simulation<'a> {
             ToApp::Executor(executor) => match executor.state {
                 ExecutorState::Launching => {}
                 ExecutorState::Running => {
-                    if app.executors.contains_key(&executor.id) {
+                    // A new leader tells a re-attached client of executors on a machine that
+                    // failed and is not yet lost: they run no tasks.
+                    let runs = self.workers.get(&executor.worker).is_some_and(|w| {
+                        w.processes
+                            .contains_key(&ProcessKey::Executor(id.clone(), executor.id))
+                    });
+                    if !runs || app.executors.contains_key(&executor.id) {
                         return;
                     }
                     let entry = app.entry;
