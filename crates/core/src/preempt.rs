@@ -259,9 +259,9 @@ struct Prefix {
 
 /// The shortest prefix of `candidates` that serves the eligible work as much as any prefix
 /// up to the first after which none of it waits for room, or `None` if none serves more
-/// than stopping nothing (`unpreempted`). Room only grows with each victim, so both what is served and
-/// whether work still waits change one way along the candidates: the prefix is found by
-/// doubling, then halving, in a logarithmic number of passes rather than one per
+/// than stopping nothing (`unpreempted`). Room only grows with each victim, so both what is
+/// served and whether work still waits change one way along the candidates: the prefix is
+/// found by doubling, then halving, in a logarithmic number of passes rather than one per
 /// candidate.
 fn shortest_prefix(
     snapshot: &Snapshot,
@@ -284,18 +284,15 @@ fn shortest_prefix(
     }
     // The first prefix after which nothing eligible waits for room, or all of them.
     let (mut low, mut high) = (0, 1);
-    let mut end = loop {
+    let (mut end, still_waits) = loop {
         let (served, still_waits) = probe(high)?;
-        if !still_waits {
-            break (high, served);
-        }
-        if high == candidates.len() {
-            break (high, served);
+        if !still_waits || high == candidates.len() {
+            break ((high, served), still_waits);
         }
         low = high;
         high = (2 * high).min(candidates.len());
     };
-    if end.0 > low + 1 && !probe(end.0)?.1 {
+    if !still_waits && end.0 > low + 1 {
         // Halve (low, end]: the first of it after which nothing waits.
         let mut high = end.0;
         while high - low > 1 {
@@ -340,17 +337,10 @@ fn give_back(
     served_with_all: u64,
 ) -> Result<Vec<Victim>, InputError> {
     let plan = crate::schedule(&without(snapshot, victims))?;
-    let mut need: BTreeMap<&WorkerId, Resources> = BTreeMap::new();
+    let mut need: BTreeMap<WorkerId, Resources> = BTreeMap::new();
     for reservation in reservations(&plan, snapshot, eligible) {
-        let on = snapshot
-            .workers
-            .iter()
-            .find(|w| w.id == reservation.worker)
-            .map(|w| &w.id);
-        if let Some(worker) = on {
-            let sum = need.entry(worker).or_default();
-            *sum = sum.checked_add(&reservation.resources).unwrap_or_default();
-        }
+        let sum = need.entry(reservation.worker).or_default();
+        *sum = sum.checked_add(&reservation.resources).unwrap_or_default();
     }
     let mut room: BTreeMap<&WorkerId, Resources> = snapshot
         .workers
