@@ -6,6 +6,40 @@ use crate::ClusterState;
 use crate::model::DriverState;
 
 impl ClusterState {
+    /// Whether a scheduling pass has anything to do: a driver is submitted, or an app has
+    /// cores left below its `cores_max` (`default_cores` for one without) for an executor of
+    /// one of its sizes. When not, a pass would plan nothing and list nothing as waiting, so
+    /// the leader need not build its snapshot, which costs a copy of every worker.
+    pub fn has_work_to_place(&self, default_cores: Option<u32>) -> bool {
+        let app_wants_more = |app: &crate::model::App| {
+            let requested = app
+                .desc
+                .cores_max
+                .or(default_cores)
+                .map_or(u64::MAX, u64::from);
+            let held: u64 = app
+                .executors
+                .values()
+                .map(|e| u64::from(e.resources.cores))
+                .sum();
+            let profiles = self
+                .profiles
+                .get(&app.id)
+                .into_iter()
+                .flat_map(|p| p.profiles.values());
+            let smallest = std::iter::once(app.desc.executor_cores)
+                .chain(profiles.map(|profile| profile.executor_cores))
+                .map(|cores| u64::from(cores.unwrap_or(1)))
+                .min()
+                .unwrap_or(1);
+            requested.saturating_sub(held) >= smallest
+        };
+        self.drivers
+            .values()
+            .any(|d| d.state == DriverState::Submitted)
+            || self.apps.values().any(app_wants_more)
+    }
+
     /// What a scheduling pass needs: workers with their usage and whether they run prior
     /// work, waiting drivers and active apps in submission order, and the queues.
     pub fn scheduling_snapshot(&self, config: PassConfig) -> core::Snapshot {

@@ -1165,11 +1165,16 @@ impl Leader {
         if let Some(grant) = self.preemptor.grant(now, state) {
             self.propose(grant, Purpose::Grant);
         }
-        let Some(seed) = self.passes.start(now, self.config.schedule_tick, self.term) else {
+        if !self.passes.due(now, self.config.schedule_tick) {
             return;
-        };
+        }
+        if !state.has_work_to_place(self.config.pass.default_cores) {
+            self.passes.nothing_to_place(now);
+            self.preemptor.nothing_waits();
+            return;
+        }
         let pass = PassConfig {
-            seed,
+            seed: self.passes.start(now, self.term),
             ..self.config.pass.clone()
         };
         let snapshot = state.scheduling_snapshot(pass);

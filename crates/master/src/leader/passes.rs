@@ -1,6 +1,6 @@
 //! When an ALIVE leader runs its scheduling pass, and what the last pass left waiting.
 //!
-//! Events want a pass ([`Passes::want`]); [`Passes::start`] says whether one runs now: it
+//! Events want a pass ([`Passes::want`]); [`Passes::due`] says whether one runs now: it
 //! does when one is wanted or a tick has passed since the last, unless a plan is still in
 //! flight. A burst of events is thus followed by one pass, not one each.
 
@@ -35,24 +35,31 @@ impl Passes {
         self.wanted
     }
 
-    /// Whether a pass runs at `now`: one is wanted or `tick` has passed since the last, and
-    /// no plan is in flight. If so, it is counted, and its seed (drawn afresh from the term
-    /// and the pass number: the plan carries the outcome, so replicas never need it)
-    /// returned.
-    pub(super) fn start(&mut self, now: Instant, tick: Duration, term: Term) -> Option<u64> {
-        if self.in_flight {
-            return None;
-        }
-        let due = self
+    /// Whether a pass is due at `now`: one is wanted or `tick` has passed since the last, and
+    /// no plan is in flight.
+    pub(super) fn due(&self, now: Instant, tick: Duration) -> bool {
+        let ticked = self
             .last
             .is_none_or(|last| now.saturating_duration_since(last) >= tick);
-        if !(self.wanted || due) {
-            return None;
-        }
+        !self.in_flight && (self.wanted || ticked)
+    }
+
+    /// A due pass runs at `now`: it is counted, and its seed (drawn afresh from the term and
+    /// the pass number: the plan carries the outcome, so replicas never need it) returned.
+    pub(super) fn start(&mut self, now: Instant, term: Term) -> u64 {
         self.wanted = false;
         self.last = Some(now);
         self.count += 1;
-        Some(term.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ self.count)
+        term.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ self.count
+    }
+
+    /// A due pass at `now` had nothing to place: it stands for a pass that left nothing
+    /// waiting, without being run or counted.
+    pub(super) fn nothing_to_place(&mut self, now: Instant) {
+        self.wanted = false;
+        self.last = Some(now);
+        self.waiting.clear();
+        self.waiting_reasons.clear();
     }
 
     /// The pass left `plan`'s work waiting.

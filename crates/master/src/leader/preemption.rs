@@ -115,6 +115,11 @@ impl Preemptor {
         self.grant_in_flight = false;
     }
 
+    /// Nothing waits for room any more.
+    pub(super) fn nothing_waits(&mut self) {
+        self.room_waits.clear();
+    }
+
     /// Notes since when the work of preempting queues has waited for room, as `plan` (of
     /// `snapshot`, at `now`) has it.
     pub(super) fn note_room_waits(&mut self, now: Instant, snapshot: &Snapshot, plan: &Plan) {

@@ -641,7 +641,27 @@ fn run(cluster: &mut Cluster, actions: &[Action]) {
             if let Some((state, Op::By(by))) = before {
                 check_access(&state, &cluster.state, &by, result.is_ok());
             }
+            check_work_to_place(&cluster.state);
         }
+    }
+}
+
+/// A state with no work to place gives a pass that plans nothing and leaves nothing waiting,
+/// with or without default cores: the leader skips such passes.
+fn check_work_to_place(state: &ClusterState) {
+    for default_cores in [None, Some(2)] {
+        if state.has_work_to_place(default_cores) {
+            continue;
+        }
+        let config = PassConfig {
+            default_cores,
+            ..PassConfig::default()
+        };
+        let plan = muster_core::schedule(&state.scheduling_snapshot(config)).unwrap();
+        assert!(
+            plan.drivers.is_empty() && plan.executors.is_empty() && plan.waiting.is_empty(),
+            "a state with no work to place planned {plan:?}"
+        );
     }
 }
 
