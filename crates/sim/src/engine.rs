@@ -14,7 +14,8 @@
 //! Entries of the agenda at the same time run in the order they were added, so one trace,
 //! one cluster file and one seed always give the same run.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
 
 use muster_core::ids::{AppId, DriverId, ExecutorId, Term, Timestamp, WorkerId};
@@ -76,18 +77,52 @@ enum Happening {
 /// The agenda: happenings by virtual time (ms), in the order added within a time.
 #[derive(Default)]
 struct Agenda {
-    items: BTreeMap<(u64, u64), Happening>,
+    items: BinaryHeap<Reverse<Scheduled>>,
     added: u64,
+}
+
+/// A happening on the agenda, ordered by its time and then by when it was added.
+struct Scheduled {
+    time: u64,
+    added: u64,
+    happening: Happening,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        (self.time, self.added) == (other.time, other.added)
+    }
+}
+
+impl Eq for Scheduled {}
+
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Scheduled {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.time, self.added).cmp(&(other.time, other.added))
+    }
 }
 
 impl Agenda {
     fn at(&mut self, time: u64, happening: Happening) {
-        self.items.insert((time, self.added), happening);
+        let added = self.added;
         self.added += 1;
+        self.items.push(Reverse(Scheduled {
+            time,
+            added,
+            happening,
+        }));
     }
 
     fn next(&mut self) -> Option<(u64, Happening)> {
-        self.items.pop_first().map(|((time, _), h)| (time, h))
+        self.items
+            .pop()
+            .map(|Reverse(scheduled)| (scheduled.time, scheduled.happening))
     }
 }
 
@@ -339,6 +374,11 @@ impl<'a> Simulation<'a> {
                     let at = self.now + self.cluster.timings.commit_ms;
                     self.agenda.at(at, Happening::Commit(self.term));
                 }
+                // What a simulated worker does nothing on need not wait its turn.
+                Action::ToWorker {
+                    message: ToWorker::Registered | ToWorker::HeartbeatAck | ToWorker::AppsEnded(_),
+                    ..
+                } => {}
                 Action::ToWorker { link, message } => {
                     self.agenda.at(self.now, Happening::ToWorker(link, message));
                 }
@@ -688,7 +728,9 @@ impl<'a> Simulation<'a> {
         };
         let worker = self.workers.get_mut(&id).expect("a simulated worker");
         match message {
-            ToWorker::Registered | ToWorker::HeartbeatAck | ToWorker::AppsEnded(_) => {}
+            ToWorker::Registered | ToWorker::HeartbeatAck | ToWorker::AppsEnded(_) => {
+                unreachable!("dropped when sent")
+            }
             ToWorker::Acknowledged(seqs) => {
                 for seq in seqs {
                     worker.unacked.remove(&seq);

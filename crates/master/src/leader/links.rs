@@ -18,6 +18,20 @@ pub(super) enum Peer {
     App(AppId),
 }
 
+/// What a message from a worker on a link is, to this leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Hearing {
+    /// This leader does not keep the worker.
+    Unknown,
+    /// The link is not the worker's current stream.
+    Superseded,
+    /// From the worker's current stream; noted as heard.
+    Current {
+        /// Whether its registration is committed and reconciled in this term.
+        registered: bool,
+    },
+}
+
 /// A worker as this leader knows it.
 #[derive(Clone, Debug)]
 struct KnownWorker {
@@ -87,9 +101,9 @@ impl Links {
         self.apps.get(app)?.link
     }
 
-    /// When `worker` was last heard from, if this leader knows it.
-    pub(super) fn heard(&self, worker: &WorkerId) -> Option<Instant> {
-        self.workers.get(worker).map(|w| w.heard)
+    /// When each worker this leader knows was last heard from, in the order of their ids.
+    pub(super) fn heard(&self) -> impl Iterator<Item = (&WorkerId, Instant)> {
+        self.workers.iter().map(|(id, known)| (id, known.heard))
     }
 
     /// Whether `worker`'s registration is committed and reconciled in this term.
@@ -126,11 +140,6 @@ impl Links {
         if let Some(known) = self.workers.get_mut(worker) {
             known.shuffle_service = service;
         }
-    }
-
-    /// Whether this leader keeps `worker` (it has registered and not been forgotten).
-    pub(super) fn knows_worker(&self, worker: &WorkerId) -> bool {
-        self.workers.contains_key(worker)
     }
 
     /// `worker` registered on `link` at `now`, which becomes its current stream.
@@ -171,10 +180,17 @@ impl Links {
         self.apps.insert(app, known);
     }
 
-    /// `worker` was heard from on its current stream at `now`.
-    pub(super) fn heard_from(&mut self, worker: &WorkerId, now: Instant) {
-        if let Some(known) = self.workers.get_mut(worker) {
-            known.heard = now;
+    /// `worker` was heard from on `link` at `now`: noted if `link` is its current stream.
+    pub(super) fn heard_on(&mut self, worker: &WorkerId, link: LinkId, now: Instant) -> Hearing {
+        match self.workers.get_mut(worker) {
+            None => Hearing::Unknown,
+            Some(known) if known.link != Some(link) => Hearing::Superseded,
+            Some(known) => {
+                known.heard = now;
+                Hearing::Current {
+                    registered: known.registered,
+                }
+            }
         }
     }
 

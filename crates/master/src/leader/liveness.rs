@@ -45,14 +45,21 @@ impl Liveness {
         worker_timeout: Duration,
     ) -> Vec<(WorkerId, Duration)> {
         let alive_at = *self.alive_at.get_or_insert(now);
+        // Both in the order of worker ids: one walk, not a search for each worker.
+        let mut heard = links.heard().peekable();
         let silent: Vec<(WorkerId, Duration)> = state
             .workers()
             .values()
-            .filter(|w| w.state == WorkerState::Alive && !self.losing.contains(&w.id))
             .filter_map(|w| {
+                while heard.next_if(|&(id, _)| id < &w.id).is_some() {}
+                let heard = heard
+                    .next_if(|&(id, _)| id == &w.id)
+                    .map_or(alive_at, |(_, at)| at);
                 let timeout = loss_timeout(w, worker_timeout);
-                let heard = links.heard(&w.id).unwrap_or(alive_at);
-                (now.saturating_duration_since(heard) > timeout).then(|| (w.id.clone(), timeout))
+                let silent = w.state == WorkerState::Alive
+                    && now.saturating_duration_since(heard) > timeout
+                    && !self.losing.contains(&w.id);
+                silent.then(|| (w.id.clone(), timeout))
             })
             .collect();
         self.losing

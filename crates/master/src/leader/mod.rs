@@ -74,7 +74,7 @@ use muster_state::model::{AppState, DriverState, Executor, ExecutorState, Owner,
 use muster_state::version::LogFormat;
 use muster_state::{ApplyError, ClusterState, Effects, Op, Outcome, Response};
 
-use links::{Links, Peer};
+use links::{Hearing, Links, Peer};
 pub use liveness::FENCE_MARGIN;
 use liveness::Liveness;
 use passes::Passes;
@@ -466,25 +466,29 @@ impl Leader {
         let Some(Peer::Worker(worker)) = self.links.peer(link).cloned() else {
             return None;
         };
-        if !self.links.knows_worker(&worker) {
-            self.close(link, Close::Reregister);
-            return None;
+        match self.links.heard_on(&worker, link, now) {
+            Hearing::Unknown => {
+                self.close(link, Close::Reregister);
+                None
+            }
+            Hearing::Superseded => {
+                self.close(link, Close::Superseded);
+                None
+            }
+            Hearing::Current { registered } => {
+                let dead = registered
+                    && state
+                        .workers()
+                        .get(&worker)
+                        .is_some_and(|w| w.state == WorkerState::Dead);
+                if dead {
+                    self.links.forget_worker(&worker);
+                    self.close(link, Close::Reregister);
+                    return None;
+                }
+                Some(worker)
+            }
         }
-        if self.links.worker_link(&worker) != Some(link) {
-            self.close(link, Close::Superseded);
-            return None;
-        }
-        let dead = state
-            .workers()
-            .get(&worker)
-            .is_some_and(|w| w.state == WorkerState::Dead);
-        if self.links.is_registered(&worker) && dead {
-            self.links.forget_worker(&worker);
-            self.close(link, Close::Reregister);
-            return None;
-        }
-        self.links.heard_from(&worker, now);
-        Some(worker)
     }
 
     fn worker_attached(
