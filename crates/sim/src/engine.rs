@@ -74,55 +74,41 @@ enum Happening {
     Elected,
 }
 
-/// The agenda: happenings by virtual time (ms), in the order added within a time.
+/// The agenda: happenings by virtual time (ms), in the order added within a time. The heap
+/// orders small keys; the happenings wait in slots of their own.
 #[derive(Default)]
 struct Agenda {
-    items: BinaryHeap<Reverse<Scheduled>>,
+    /// When each waiting happening is due, the order it was added in, and its slot.
+    due: BinaryHeap<Reverse<(u64, u64, usize)>>,
+    slots: Vec<Option<Happening>>,
+    /// Slots whose happenings have happened.
+    free: Vec<usize>,
     added: u64,
-}
-
-/// A happening on the agenda, ordered by its time and then by when it was added.
-struct Scheduled {
-    time: u64,
-    added: u64,
-    happening: Happening,
-}
-
-impl PartialEq for Scheduled {
-    fn eq(&self, other: &Self) -> bool {
-        (self.time, self.added) == (other.time, other.added)
-    }
-}
-
-impl Eq for Scheduled {}
-
-impl PartialOrd for Scheduled {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Scheduled {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.time, self.added).cmp(&(other.time, other.added))
-    }
 }
 
 impl Agenda {
     fn at(&mut self, time: u64, happening: Happening) {
-        let added = self.added;
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot] = Some(happening);
+                slot
+            }
+            None => {
+                self.slots.push(Some(happening));
+                self.slots.len() - 1
+            }
+        };
+        self.due.push(Reverse((time, self.added, slot)));
         self.added += 1;
-        self.items.push(Reverse(Scheduled {
-            time,
-            added,
-            happening,
-        }));
     }
 
     fn next(&mut self) -> Option<(u64, Happening)> {
-        self.items
-            .pop()
-            .map(|Reverse(scheduled)| (scheduled.time, scheduled.happening))
+        let Reverse((time, _, slot)) = self.due.pop()?;
+        self.free.push(slot);
+        let happening = self.slots[slot]
+            .take()
+            .expect("a due slot holds its happening");
+        Some((time, happening))
     }
 }
 

@@ -2,7 +2,7 @@
 //! [`LinkId`], each one's current stream (a newer one supersedes it), and when each worker
 //! was last heard from and each client went away.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use muster_core::ids::{AppId, ExecutorId, WorkerId};
@@ -65,6 +65,8 @@ struct KnownApp {
 pub(super) struct Links {
     open: BTreeMap<LinkId, Peer>,
     workers: BTreeMap<WorkerId, KnownWorker>,
+    /// The workers of `workers` by when they were last heard from, the longest silent first.
+    silence: BTreeSet<(Instant, WorkerId)>,
     apps: BTreeMap<AppId, KnownApp>,
     /// The latest ends of each application's executors in this term (at most
     /// [`ENDS_KEPT`]), told again to a client that attaches again without having seen them:
@@ -106,6 +108,18 @@ impl Links {
         self.workers.iter().map(|(id, known)| (id, known.heard))
     }
 
+    /// The workers this leader knows that were last heard from before `cutoff`, with when,
+    /// the longest silent first.
+    pub(super) fn heard_before(
+        &self,
+        cutoff: Instant,
+    ) -> impl Iterator<Item = (&WorkerId, Instant)> {
+        self.silence
+            .iter()
+            .take_while(move |(heard, _)| *heard < cutoff)
+            .map(|(heard, id)| (id, *heard))
+    }
+
     /// Whether `worker`'s registration is committed and reconciled in this term.
     pub(super) fn is_registered(&self, worker: &WorkerId) -> bool {
         self.workers.get(worker).is_some_and(|w| w.registered)
@@ -142,6 +156,11 @@ impl Links {
         }
     }
 
+    /// Whether this leader keeps `worker` (it has registered and not been forgotten).
+    pub(super) fn knows_worker(&self, worker: &WorkerId) -> bool {
+        self.workers.contains_key(worker)
+    }
+
     /// `worker` registered on `link` at `now`, which becomes its current stream.
     pub(super) fn attach_worker(
         &mut self,
@@ -152,6 +171,8 @@ impl Links {
         now: Instant,
     ) {
         self.open.insert(link, Peer::Worker(worker.clone()));
+        self.forget_worker(&worker);
+        self.silence.insert((now, worker.clone()));
         let known = KnownWorker {
             link: Some(link),
             heard: now,
@@ -186,7 +207,12 @@ impl Links {
             None => Hearing::Unknown,
             Some(known) if known.link != Some(link) => Hearing::Superseded,
             Some(known) => {
-                known.heard = now;
+                let before = std::mem::replace(&mut known.heard, now);
+                if before != now {
+                    let key = (before, worker.clone());
+                    let (_, id) = self.silence.take(&key).unwrap_or(key);
+                    self.silence.insert((now, id));
+                }
                 Hearing::Current {
                     registered: known.registered,
                 }
@@ -215,7 +241,9 @@ impl Links {
 
     /// This leader no longer keeps `worker`: it must register again.
     pub(super) fn forget_worker(&mut self, worker: &WorkerId) {
-        self.workers.remove(worker);
+        if let Some(known) = self.workers.remove(worker) {
+            self.silence.remove(&(known.heard, worker.clone()));
+        }
     }
 
     /// `executor` of `app` ended.
@@ -269,6 +297,7 @@ impl Links {
         for worker in self.workers.values_mut() {
             worker.heard = now;
         }
+        self.silence = self.workers.keys().map(|id| (now, id.clone())).collect();
         for app in self.apps.values_mut() {
             if app.detached_at.is_some() {
                 app.detached_at = Some(now);

@@ -24,6 +24,10 @@ pub(super) struct Liveness {
     /// When liveness was first checked in ALIVE: a worker this leader has never heard from
     /// is counted from then.
     alive_at: Option<Instant>,
+    /// When every worker of the log was last checked for silence.
+    all_checked_at: Option<Instant>,
+    /// The workers of the log this leader had not heard from then.
+    unheard: BTreeSet<WorkerId>,
     /// Workers whose loss is proposed and not committed yet.
     losing: BTreeSet<WorkerId>,
     /// Applications being finished for a vanished client.
@@ -37,6 +41,11 @@ pub(super) struct Liveness {
 impl Liveness {
     /// Workers the log has ALIVE that have been silent past their loss timeout at `now`,
     /// with that timeout; each is noted as being lost.
+    ///
+    /// A worker this leader never heard from (or forgot) counts from when liveness was first
+    /// checked. Every `worker_timeout / 4` all the log's workers are looked at, which finds
+    /// those; in between, only the ones found then and those `links` has as silent past the
+    /// worker timeout.
     pub(super) fn silent_workers(
         &mut self,
         now: Instant,
@@ -45,16 +54,45 @@ impl Liveness {
         worker_timeout: Duration,
     ) -> Vec<(WorkerId, Duration)> {
         let alive_at = *self.alive_at.get_or_insert(now);
-        // Both in the order of worker ids: one walk, not a search for each worker.
-        let mut heard = links.heard().peekable();
-        let silent: Vec<(WorkerId, Duration)> = state
-            .workers()
-            .values()
-            .filter_map(|w| {
+        let all = self
+            .all_checked_at
+            .is_none_or(|at| now.saturating_duration_since(at) >= worker_timeout / 4);
+        let heard: Vec<(&Worker, Instant)> = if all {
+            self.all_checked_at = Some(now);
+            self.unheard.clear();
+            // Both in the order of worker ids: one walk, not a search for each worker.
+            let mut heard = links.heard().peekable();
+            let mut all = Vec::new();
+            for w in state.workers().values() {
                 while heard.next_if(|&(id, _)| id < &w.id).is_some() {}
-                let heard = heard
-                    .next_if(|&(id, _)| id == &w.id)
-                    .map_or(alive_at, |(_, at)| at);
+                match heard.next_if(|&(id, _)| id == &w.id) {
+                    Some((_, at)) => all.push((w, at)),
+                    None => {
+                        self.unheard.insert(w.id.clone());
+                        all.push((w, alive_at));
+                    }
+                }
+            }
+            all
+        } else {
+            let unheard = self
+                .unheard
+                .iter()
+                .filter(|id| !links.knows_worker(id))
+                .filter_map(|id| Some((state.workers().get(id)?, alive_at)));
+            let heard_long_ago = now
+                .checked_sub(worker_timeout)
+                .into_iter()
+                .flat_map(|cutoff| {
+                    links
+                        .heard_before(cutoff)
+                        .filter_map(|(id, at)| Some((state.workers().get(id)?, at)))
+                });
+            unheard.chain(heard_long_ago).collect()
+        };
+        let silent: Vec<(WorkerId, Duration)> = heard
+            .into_iter()
+            .filter_map(|(w, heard)| {
                 let timeout = loss_timeout(w, worker_timeout);
                 let silent = w.state == WorkerState::Alive
                     && now.saturating_duration_since(heard) > timeout

@@ -94,13 +94,17 @@ impl Processes {
         worker: WorkerId,
         usage: Vec<(ProcessKey, Usage)>,
     ) {
-        let measured = usage
+        let measured: BTreeMap<ProcessKey, Usage> = usage
             .into_iter()
             .filter(|(process, _)| {
                 self.pids.contains_key(process) && placed_on(state, process) == Some(&worker)
             })
             .collect();
-        self.usage.insert(worker, measured);
+        if measured.is_empty() {
+            self.usage.remove(&worker);
+        } else {
+            self.usage.insert(worker, measured);
+        }
     }
 
     /// `process` is sent to `worker` at `now` (again, if it was before).
