@@ -321,3 +321,53 @@ impl Links {
             .map(|(app, _)| app)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn silent_before(links: &Links, cutoff: Instant) -> Vec<(String, Instant)> {
+        links
+            .heard_before(cutoff)
+            .map(|(id, at)| (id.0.to_string(), at))
+            .collect()
+    }
+
+    #[test]
+    fn the_silence_index_follows_every_hearing_forgetting_and_standstill() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let (a, b) = (WorkerId("a".into()), WorkerId("b".into()));
+        let mut links = Links::default();
+        links.attach_worker(LinkId(1), a.clone(), None, None, at(0));
+        links.attach_worker(LinkId(2), b.clone(), None, None, at(1));
+        assert_eq!(
+            silent_before(&links, at(5)),
+            [("a".into(), at(0)), ("b".into(), at(1))]
+        );
+        // Heard again on its stream: no longer the longest silent.
+        assert_eq!(
+            links.heard_on(&a, LinkId(1), at(3)),
+            Hearing::Current { registered: false }
+        );
+        assert_eq!(
+            silent_before(&links, at(5)),
+            [("b".into(), at(1)), ("a".into(), at(3))]
+        );
+        // Not on its stream: not heard.
+        assert_eq!(links.heard_on(&b, LinkId(9), at(4)), Hearing::Superseded);
+        assert_eq!(silent_before(&links, at(2)), [("b".into(), at(1))]);
+        // Registered again: its silence starts over, once.
+        links.attach_worker(LinkId(3), b.clone(), None, None, at(4));
+        assert_eq!(
+            silent_before(&links, at(5)),
+            [("a".into(), at(3)), ("b".into(), at(4))]
+        );
+        links.forget_worker(&a);
+        assert_eq!(links.heard_on(&a, LinkId(1), at(5)), Hearing::Unknown);
+        assert_eq!(silent_before(&links, at(9)), [("b".into(), at(4))]);
+        links.stood_still(at(8));
+        assert_eq!(silent_before(&links, at(8)), []);
+        assert_eq!(silent_before(&links, at(9)), [("b".into(), at(8))]);
+    }
+}
