@@ -581,11 +581,14 @@ impl Snapshot {
         validate_queues(&self.queues)?;
         // Work already in a parent queue (set up by a build before queue trees) is served
         // like a leaf's: only a new submission must name a leaf.
-        let known_queue =
-            |field: fmt::Arguments<'_>, queue: &QueueName| match takes_work(&self.queues, queue) {
-                Err(unknown @ NotALeaf::Unknown(_)) => refuse(field, unknown.to_string()),
-                Ok(()) | Err(NotALeaf::Parent { .. }) => Ok(()),
-            };
+        let names: HashSet<&QueueName> = self.queues.iter().map(|q| &q.name).collect();
+        let known_queue = |field: fmt::Arguments<'_>, queue: &QueueName| {
+            if queue.0 == crate::ids::DEFAULT_QUEUE || names.contains(queue) {
+                Ok(())
+            } else {
+                refuse(field, NotALeaf::Unknown(queue.clone()).to_string())
+            }
+        };
 
         let workers = unique("worker id", self.workers.iter().map(|w| &w.id), |i| {
             format!("workers[{i}].id")

@@ -1,5 +1,8 @@
 //! The bridge to `muster-core`: the snapshot a scheduling pass sees of this state.
 
+use std::collections::HashSet;
+
+use muster_core::ids::{AppId, DriverId};
 use muster_core::model::{self as core, PassConfig, WorkerState};
 
 use crate::ClusterState;
@@ -43,6 +46,18 @@ impl ClusterState {
     /// What a scheduling pass needs: workers with their usage and whether they run prior
     /// work, waiting drivers and active apps in submission order, and the queues.
     pub fn scheduling_snapshot(&self, config: PassConfig) -> core::Snapshot {
+        let prior_apps: HashSet<&AppId> = self
+            .apps
+            .values()
+            .filter(|a| self.is_prior(&a.desc.queue))
+            .map(|a| &a.id)
+            .collect();
+        let prior_drivers: HashSet<&DriverId> = self
+            .drivers
+            .values()
+            .filter(|d| d.worker.is_some() && self.is_prior(&d.desc.queue))
+            .map(|d| &d.id)
+            .collect();
         let workers = self
             .workers
             .values()
@@ -58,13 +73,10 @@ impl ClusterState {
                 } else {
                     w.state
                 },
-                hosts_prior: w
-                    .executors
-                    .iter()
-                    .any(|(app, _)| self.is_prior(&self.apps[app].desc.queue))
-                    || w.drivers
-                        .iter()
-                        .any(|d| self.is_prior(&self.drivers[d].desc.queue)),
+                hosts_prior: (!prior_apps.is_empty()
+                    && w.executors.iter().any(|(app, _)| prior_apps.contains(app)))
+                    || (!prior_drivers.is_empty()
+                        && w.drivers.iter().any(|d| prior_drivers.contains(d))),
             })
             .collect();
 
