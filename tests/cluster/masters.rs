@@ -194,7 +194,7 @@ fn bad_input_is_refused_with_one_line_and_changes_nothing() {
     let all = masters.list_from(1);
     let before = masters.status(&all);
 
-    // Bad input exits 2, a refusal 3 (README, "Exit codes").
+    // Bad input exits 2, a refusal 3 (the book, "Bad input and exit codes").
     let zero = Masters::client(&all, &["submit", "--cores", "0", "--", "/bin/true"]);
     assert_eq!(stderr(&zero), "error: cores: must be at least 1");
     assert_eq!(zero.status.code(), Some(2));

@@ -1,6 +1,6 @@
 //! The status page in a real browser (headless Chromium), where one is installed: the DOM
 //! it builds holds the summary and the tables, and a screenshot is taken (written to
-//! `MUSTER_UI_SCREENSHOT` when set: the README's picture comes from there). Without
+//! `MUSTER_UI_SCREENSHOT` when set: the book's picture comes from there). Without
 //! Chromium the test says so and checks nothing more (the pages are also tested at the HTTP
 //! level in `masters.rs`, and their rendering by unit tests), unless `MUSTER_REQUIRE_CHROMIUM`
 //! is set, as `.ci/run` sets it: then it fails.

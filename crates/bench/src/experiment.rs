@@ -108,7 +108,7 @@ impl Runner {
         let from_environment = |name: &str| {
             std::env::var(name).map_err(|_| {
                 BenchError::BadInput(format!(
-                    "--spark needs {name} set (the README's \"Spark on Muster\" shows how)"
+                    "--spark needs {name} set (the book's \"Spark on Muster\" shows how)"
                 ))
             })
         };

@@ -1,5 +1,5 @@
 //! Harnesses that measure Muster with real processes, so that anyone can measure again what
-//! the README reports. `muster bench`, `muster experiment` and `muster dev` are these with
+//! the book reports. `muster bench`, `muster experiment` and `muster dev` are these with
 //! arguments and rendering; a test or a benchmark can call them directly (those that start
 //! processes take the `muster` binary to run).
 //!

@@ -1,5 +1,5 @@
 //! The command's one error type: what went wrong, and the exit code that tells a script
-//! what to do about it (README, "Exit codes").
+//! what to do about it (the book, "Bad input and exit codes").
 
 use muster_bench::BenchError;
 use muster_driver::app::LinkError;

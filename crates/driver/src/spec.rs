@@ -1,6 +1,6 @@
 //! The job file `muster job run` reads (TOML): the application's resources, how its driver
 //! schedules, its pools, and its jobs of stages of tasks. Every field is documented in the
-//! README; an unknown field or a bad value is refused with its path, e.g.
+//! book (docs/src/user/jobs.md); an unknown field or a bad value is refused with its path, e.g.
 //! `jobs[0].stages[1].run: sleep needs ms`.
 
 use std::path::Path;

@@ -1,6 +1,7 @@
 //! `muster bench`: load against a running cluster, so that anyone can measure again what the
-//! README reports. The harnesses are [`muster_bench::load`] and [`muster_bench::workers`];
-//! this module parses their options and renders what they measured.
+//! book's "Benchmarks" page reports. The harnesses are [`muster_bench::load`] and
+//! [`muster_bench::workers`]; this module parses their options and renders what they
+//! measured.
 
 use clap::{Args, Subcommand};
 use muster_bench::load::{self, Load, LoadReport};

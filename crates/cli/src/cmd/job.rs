@@ -29,7 +29,7 @@ pub const JOB_SPEC_VARIABLE: &str = "MUSTER_JOB_SPEC";
 pub struct JobRunArgs {
     #[command(flatten)]
     masters: MastersArg,
-    /// The job file (TOML; fields in the README). Without it, the job file's text in
+    /// The job file (TOML; fields in the book's "Jobs" page). Without it, the job file's text in
     /// `MUSTER_JOB_SPEC`, as `muster submit --job` hands it to the driver.
     file: Option<PathBuf>,
     /// Print the report as JSON.

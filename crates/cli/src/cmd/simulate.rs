@@ -34,7 +34,7 @@ enum SimulateCommand {
 /// `muster simulate TRACE`.
 #[derive(Args)]
 struct RunArgs {
-    /// The trace: one JSON object per line (README, "muster simulate").
+    /// The trace: one JSON object per line (the book, "muster simulate").
     trace: Option<PathBuf>,
     /// The cluster file: workers, queues, master settings, timings.
     #[arg(long, required_unless_present = "compare")]
