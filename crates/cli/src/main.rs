@@ -8,11 +8,14 @@
 //! * `render`: the tables client commands print.
 //! * `output`: printing, and ending quietly once the reader has gone.
 //! * `error`: the one error type and its exit codes.
+//! * `reference`: the book's command-line reference, checked against these definitions.
 
 mod build;
 mod cmd;
 mod error;
 mod output;
+#[cfg(test)]
+mod reference;
 mod render;
 
 use std::ffi::OsString;

@@ -1,0 +1,131 @@
+//! The book's command-line reference (`docs/src/reference/cli.md`), made from the command's
+//! own definitions: a test fails when the committed page differs from what they give, and
+//! `UPDATE_GOLDENFILES=1` writes it again.
+
+use std::fmt::Write as _;
+
+use clap::{Arg, Command, CommandFactory};
+
+use crate::Cli;
+
+/// The page: every visible command, its usage and its arguments, depth first.
+fn page() -> String {
+    let mut page = String::from(
+        "# Command-line reference\n\n\
+         Every `muster` command and its arguments, as `muster help COMMAND` gives them. This \
+         page is made from the command's own definitions, and a test keeps it so.\n",
+    );
+    let mut root = Cli::command();
+    root.build();
+    for command in root.get_subcommands().filter(|c| !c.is_hide_set()) {
+        section(&mut page, "muster", command);
+    }
+    page
+}
+
+/// `command`'s section, then its subcommands'.
+fn section(page: &mut String, parent: &str, command: &Command) {
+    let path = format!("{parent} {}", command.get_name());
+    let about = command
+        .get_long_about()
+        .or(command.get_about())
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let usage = command
+        .clone()
+        .bin_name(&path)
+        .render_usage()
+        .to_string()
+        .trim_start_matches("Usage: ")
+        .to_owned();
+    write!(page, "\n## `{path}`\n\n{about}\n\n```text\n{usage}\n```\n").unwrap();
+    let arguments: Vec<&Arg> = command
+        .get_arguments()
+        .filter(|a| !a.is_hide_set() && !matches!(a.get_id().as_str(), "help" | "version"))
+        .collect();
+    if !arguments.is_empty() {
+        page.push_str("\n| Argument | What it is |\n|---|---|\n");
+        for argument in arguments {
+            writeln!(page, "| {} | {} |", name(argument), description(argument)).unwrap();
+        }
+    }
+    for sub in command.get_subcommands().filter(|c| !c.is_hide_set()) {
+        if sub.get_name() != "help" {
+            section(page, &path, sub);
+        }
+    }
+}
+
+/// How an argument is written: `<FILE>`, `--cores <CORES>`, `-f, --follow`.
+fn name(argument: &Arg) -> String {
+    let value = argument
+        .get_value_names()
+        .map(|names| {
+            names
+                .iter()
+                .map(|n| format!("<{n}>"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|| format!("<{}>", argument.get_id().as_str().to_uppercase()));
+    let Some(long) = argument.get_long() else {
+        return format!("`{value}`");
+    };
+    let mut name = match argument.get_short() {
+        Some(short) => format!("`-{short}`, `--{long}"),
+        None => format!("`--{long}"),
+    };
+    if argument.get_action().takes_values() {
+        name.push(' ');
+        name.push_str(&value);
+    }
+    name.push('`');
+    name
+}
+
+/// What an argument is, its default and its environment variable, on one table row.
+fn description(argument: &Arg) -> String {
+    let mut text = argument
+        .get_long_help()
+        .or(argument.get_help())
+        .map(ToString::to_string)
+        .unwrap_or_default()
+        .replace("\n\n", "<br>")
+        .replace('\n', " ")
+        .replace('|', "\\|");
+    if !text.is_empty() && !text.ends_with(['.', '!', '?']) {
+        text.push('.');
+    }
+    let defaults: Vec<String> = argument
+        .get_default_values()
+        .iter()
+        .map(|v| v.to_string_lossy().into_owned())
+        .collect();
+    if !defaults.is_empty() && argument.get_action().takes_values() {
+        write!(text, " Default: `{}`.", defaults.join(",")).unwrap();
+    }
+    if let Some(variable) = argument.get_env() {
+        write!(text, " Environment: `{}`.", variable.to_string_lossy()).unwrap();
+    }
+    text.trim().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    #[test]
+    fn the_books_command_line_reference_is_what_the_commands_define() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/src/reference/cli.md");
+        let page = super::page();
+        if std::env::var_os("UPDATE_GOLDENFILES").is_some() {
+            std::fs::write(&path, &page).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == page,
+            "docs/src/reference/cli.md differs from the commands' definitions: run \
+             `UPDATE_GOLDENFILES=1 cargo test -p muster-cli reference` and commit it"
+        );
+    }
+}
