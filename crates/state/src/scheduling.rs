@@ -6,7 +6,7 @@ use muster_core::ids::{AppId, DriverId};
 use muster_core::model::{self as core, PassConfig, WorkerState};
 
 use crate::ClusterState;
-use crate::model::DriverState;
+use crate::model::{App, DriverState};
 
 impl ClusterState {
     /// Whether a scheduling pass has anything to do: a driver is submitted, or an app has
@@ -14,7 +14,7 @@ impl ClusterState {
     /// one of its sizes. When not, a pass would plan nothing and list nothing as waiting, so
     /// the leader need not build its snapshot, which costs a copy of every worker.
     pub fn has_work_to_place(&self, default_cores: Option<u32>) -> bool {
-        let app_wants_more = |app: &crate::model::App| {
+        let app_wants_more = |app: &App| {
             let requested = app
                 .desc
                 .cores_max
