@@ -17,10 +17,17 @@ fn page() -> String {
     );
     let mut root = Cli::command();
     root.build();
-    for command in root.get_subcommands().filter(|c| !c.is_hide_set()) {
+    for command in visible(&root) {
         section(&mut page, "muster", command);
     }
     page
+}
+
+/// `command`'s subcommands a user is shown, without clap's own `help`.
+fn visible(command: &Command) -> impl Iterator<Item = &Command> {
+    command
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set() && c.get_name() != "help")
 }
 
 /// `command`'s section, then its subcommands'.
@@ -49,10 +56,8 @@ fn section(page: &mut String, parent: &str, command: &Command) {
             writeln!(page, "| {} | {} |", name(argument), description(argument)).unwrap();
         }
     }
-    for sub in command.get_subcommands().filter(|c| !c.is_hide_set()) {
-        if sub.get_name() != "help" {
-            section(page, &path, sub);
-        }
+    for sub in visible(command) {
+        section(page, &path, sub);
     }
 }
 
