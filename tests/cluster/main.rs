@@ -3,6 +3,7 @@
 mod apps;
 mod auth;
 mod bench;
+mod book;
 mod clients;
 mod deploy;
 mod dev;
