@@ -104,6 +104,10 @@ fn malformed_traces_and_cluster_files_exit_2_naming_the_line_and_field() {
         "{\"kind\": \"app\", \"at_s\": 0, \"task\": 1, \"task_s\": 1}\n",
     );
     write(
+        "stranger.jsonl",
+        "{\"kind\": \"lose_worker\", \"at_s\": 0, \"worker\": \"worker-9\"}\n",
+    );
+    write(
         "bad-cluster.json",
         r#"{"workers": [{"count": 0, "cores": 4, "memory_mb": 4096}]}"#,
     );
@@ -115,6 +119,10 @@ fn malformed_traces_and_cluster_files_exit_2_naming_the_line_and_field() {
         (
             ["typo.jsonl", "--cluster", "cluster.json"],
             "typo.jsonl:1: unknown field `task`",
+        ),
+        (
+            ["stranger.jsonl", "--cluster", "cluster.json"],
+            "the trace names worker `worker-9`, which the cluster file does not have",
         ),
         (
             ["ok.jsonl", "--cluster", "bad-cluster.json"],

@@ -2,6 +2,7 @@
 //! settings (exactly a `muster master --config` file's), and how long what the simulation
 //! does not run takes (a commit, a process start, a stop, an election).
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
@@ -12,6 +13,8 @@ use muster_master::config::{ConfigError, MasterFile, check_queues, parse_json};
 use muster_state::StateConfig;
 use muster_state::commands::RegisterWorker;
 use serde::Deserialize;
+
+use crate::trace::Entry;
 
 /// A cluster file as written.
 #[derive(Debug, Deserialize)]
@@ -100,6 +103,19 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// The first worker `trace` loses or drains that this cluster does not have.
+    pub fn unknown_worker<'t>(&self, trace: &'t [Entry]) -> Option<&'t str> {
+        let ids: BTreeSet<&str> = self.workers.iter().map(|w| &*w.id.0).collect();
+        trace.iter().find_map(|entry| match entry {
+            Entry::LoseWorker { worker, .. } | Entry::Drain { worker, .. }
+                if !ids.contains(worker.as_str()) =>
+            {
+                Some(worker.as_str())
+            }
+            _ => None,
+        })
+    }
+
     /// Reads the cluster file at `path`.
     ///
     /// # Errors

@@ -180,6 +180,11 @@ fn run_one(
     args: &RunArgs,
     plot: Option<&Path>,
 ) -> Result<Report, CliError> {
+    if let Some(worker) = cluster.unknown_worker(trace) {
+        return Err(CliError::BadInput(format!(
+            "the trace names worker `{worker}`, which the cluster file does not have"
+        )));
+    }
     let last_s = trace.last().map_or(0.0, Entry::at_s);
     let bar = ProgressBar::new(last_s.ceil() as u64).with_style(
         ProgressStyle::with_template(
