@@ -20,11 +20,6 @@ impl ClusterState {
                 .cores_max
                 .or(default_cores)
                 .map_or(u64::MAX, u64::from);
-            let held: u64 = app
-                .executors
-                .values()
-                .map(|e| u64::from(e.resources.cores))
-                .sum();
             let profiles = self
                 .profiles
                 .get(&app.id)
@@ -35,7 +30,7 @@ impl ClusterState {
                 .map(|cores| u64::from(cores.unwrap_or(1)))
                 .min()
                 .unwrap_or(1);
-            requested.saturating_sub(held) >= smallest
+            requested.saturating_sub(app.cores_granted) >= smallest
         };
         self.drivers
             .values()
