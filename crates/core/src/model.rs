@@ -148,6 +148,11 @@ pub enum NotALeaf {
     },
 }
 
+/// Whether `queues` has a queue named `name` (`default` is always there).
+fn is_known(queues: &[QueueConfig], name: &QueueName) -> bool {
+    name.0 == crate::ids::DEFAULT_QUEUE || queues.iter().any(|q| &q.name == name)
+}
+
 /// Refuses new work for the queue named `name` unless it is a leaf of `queues`: known
 /// (`default` always is) and without children.
 ///
@@ -155,7 +160,7 @@ pub enum NotALeaf {
 ///
 /// An unknown queue, or a parent with the leaves below it.
 pub fn takes_work(queues: &[QueueConfig], name: &QueueName) -> Result<(), NotALeaf> {
-    if name.0 != crate::ids::DEFAULT_QUEUE && !queues.iter().any(|q| &q.name == name) {
+    if !is_known(queues, name) {
         return Err(NotALeaf::Unknown(name.clone()));
     }
     let tree = crate::queues::Queues::new(queues);
@@ -581,9 +586,8 @@ impl Snapshot {
         validate_queues(&self.queues)?;
         // Work already in a parent queue (set up by a build before queue trees) is served
         // like a leaf's: only a new submission must name a leaf.
-        let names: HashSet<&QueueName> = self.queues.iter().map(|q| &q.name).collect();
         let known_queue = |field: fmt::Arguments<'_>, queue: &QueueName| {
-            if queue.0 == crate::ids::DEFAULT_QUEUE || names.contains(queue) {
+            if is_known(&self.queues, queue) {
                 Ok(())
             } else {
                 refuse(field, NotALeaf::Unknown(queue.clone()).to_string())
