@@ -26,7 +26,7 @@ pub(super) struct Liveness {
     alive_at: Option<Instant>,
     /// When every worker of the log was last checked for silence.
     all_checked_at: Option<Instant>,
-    /// The workers of the log this leader had not heard from then.
+    /// The ALIVE workers of the log this leader had not heard from then.
     unheard: BTreeSet<WorkerId>,
     /// Workers whose loss is proposed and not committed yet.
     losing: BTreeSet<WorkerId>,
@@ -68,7 +68,11 @@ impl Liveness {
                 match heard.next_if(|&(id, _)| id == &w.id) {
                     Some((_, at)) => all.push((w, at)),
                     None => {
-                        self.unheard.insert(w.id.clone());
+                        // Only an ALIVE one can be lost: the dead ones the log keeps are
+                        // not looked at again each tick.
+                        if w.state == WorkerState::Alive {
+                            self.unheard.insert(w.id.clone());
+                        }
                         all.push((w, alive_at));
                     }
                 }
