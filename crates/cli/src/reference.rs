@@ -1,6 +1,9 @@
-//! The book's command-line reference (`docs/src/reference/cli.md`), made from the command's
-//! own definitions: a test fails when the committed page differs from what they give, and
-//! `UPDATE_GOLDENFILES=1` writes it again.
+//! The book's references made from the code: the command line (`reference/cli.md`) from the
+//! command's own definitions, and the files Muster reads (`reference/files.md`) from the
+//! types they are read into. A test fails when a committed page differs from what the code
+//! gives, and `UPDATE_GOLDENFILES=1` writes it again.
+
+mod files;
 
 use std::fmt::Write as _;
 
@@ -117,20 +120,31 @@ fn description(argument: &Arg) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write as _;
     use std::path::Path;
+
+    use goldenfile::Mint;
+
+    fn root() -> &'static Path {
+        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+    }
+
+    /// `page` is what `docs/src/reference/NAME` holds.
+    fn check(name: &str, page: &str) {
+        let mut mint = Mint::new(root().join("docs/src/reference"));
+        mint.new_goldenfile(name)
+            .unwrap()
+            .write_all(page.as_bytes())
+            .unwrap();
+    }
 
     #[test]
     fn the_books_command_line_reference_is_what_the_commands_define() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/src/reference/cli.md");
-        let page = super::page();
-        if std::env::var_os("UPDATE_GOLDENFILES").is_some() {
-            std::fs::write(&path, &page).unwrap();
-        }
-        let committed = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            committed == page,
-            "docs/src/reference/cli.md differs from the commands' definitions: run \
-             `UPDATE_GOLDENFILES=1 cargo test -p muster-cli reference` and commit it"
-        );
+        check("cli.md", &super::page());
+    }
+
+    #[test]
+    fn the_books_file_reference_is_what_the_types_define() {
+        check("files.md", &super::files::page(root()));
     }
 }

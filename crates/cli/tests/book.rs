@@ -65,12 +65,19 @@ fn links(markdown: &str) -> Vec<String> {
     links
 }
 
-/// The ids mdBook gives the headings of `markdown`.
+/// The ids mdBook gives the headings of `markdown`: their text, inline code included,
+/// lower case, spaces as dashes, other punctuation dropped.
 fn heading_ids(markdown: &str) -> BTreeSet<String> {
-    prose(markdown)
-        .lines()
-        .filter_map(|line| line.strip_prefix('#'))
-        .map(|heading| {
+    let mut fenced = false;
+    let mut ids = BTreeSet::new();
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        }
+        let Some(heading) = line.strip_prefix('#').filter(|_| !fenced) else {
+            continue;
+        };
+        ids.insert(
             heading
                 .trim_start_matches('#')
                 .trim()
@@ -82,9 +89,10 @@ fn heading_ids(markdown: &str) -> BTreeSet<String> {
                     c if c.is_whitespace() => Some('-'),
                     _ => None,
                 })
-                .collect()
-        })
-        .collect()
+                .collect(),
+        );
+    }
+    ids
 }
 
 #[test]

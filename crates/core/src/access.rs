@@ -47,12 +47,12 @@ pub fn user_name(field: &str, name: &str) -> Result<(), InputError> {
 /// Who may submit to a queue, who may administer it, and how much each user may have in it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueAccess {
-    /// Who may submit; `None`: everyone to an ordinary queue, only admins to a prior one.
+    /// Who may submit; unset: everyone to an ordinary queue, only admins to a prior one.
     pub submit: Option<Vec<String>>,
     /// Who may kill others' work in the queue.
     pub administer: Vec<String>,
     /// How many active (waiting or running) applications and drivers each named user may
-    /// have in the queue (YARN's maximum applications per user); `None`: no cap.
+    /// have in the queue (YARN's maximum applications per user); unset: no cap.
     pub max_per_user: Option<u32>,
 }
 

@@ -51,9 +51,9 @@ pub struct PassConfig {
     pub spread_out_drivers: bool,
     /// Order in which workers are offered to an app (`spark.deploy.workerSelectionPolicy`).
     pub worker_selection: WorkerSelection,
-    /// Cores for apps that set no `cores_max`; `None` is unlimited (`spark.deploy.defaultCores`).
+    /// Cores for apps that set no `cores_max`; unset: unlimited (`spark.deploy.defaultCores`).
     pub default_cores: Option<u32>,
-    /// Cap on running drivers; `None` is unlimited (`spark.deploy.maxDrivers`).
+    /// Cap on running drivers; unset: unlimited (`spark.deploy.maxDrivers`).
     pub max_drivers: Option<u32>,
     /// Seed of the pass's random choices (the drivers' starting worker).
     pub seed: u64,

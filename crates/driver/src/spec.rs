@@ -16,7 +16,7 @@ use muster_core::tasks::pools::{PoolConfig, SchedulingMode};
 use muster_core::tasks::scheduler::SchedulerConfig;
 use serde::Deserialize;
 
-/// A job file.
+/// A job file: an application, how its driver schedules, and what it runs.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobFile {
@@ -38,7 +38,7 @@ pub struct JobFile {
     pub jobs: Vec<JobEntry>,
 }
 
-/// `[resources]`: today's `muster app run` knobs.
+/// `[resources]`: what the application asks the masters for, as `muster app run` does.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResourceSpec {

@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use crate::trace::Entry;
 
-/// A cluster file as written.
+/// A cluster file as written: the workers, the queues, the masters' settings and the timings.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterFile {
