@@ -1,9 +1,11 @@
 //! The book's references made from the code: the command line (`reference/cli.md`) from the
-//! command's own definitions, and the files Muster reads (`reference/files.md`) from the
-//! types they are read into. A test fails when a committed page differs from what the code
-//! gives, and `UPDATE_GOLDENFILES=1` writes it again.
+//! command's own definitions, the files Muster reads (`reference/files.md`) from the types
+//! they are read into, and the metrics (`reference/metrics.md`) from the registries. A test
+//! fails when a committed page differs from what the code gives, and `UPDATE_GOLDENFILES=1`
+//! writes it again.
 
 mod files;
+mod metrics;
 
 use std::fmt::Write as _;
 
@@ -146,5 +148,10 @@ mod tests {
     #[test]
     fn the_books_file_reference_is_what_the_types_define() {
         check("files.md", &super::files::page(root()));
+    }
+
+    #[test]
+    fn the_books_metric_reference_is_what_the_registries_export() {
+        check("metrics.md", &super::metrics::page());
     }
 }

@@ -30,38 +30,38 @@ use prometheus_client::registry::Registry;
 use crate::leader::RecoveryState;
 use crate::session::Sessions;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabel {
     state: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueueLabel {
     queue: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UserLabels {
     queue: String,
     user: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabel {
     reason: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PeerLabel {
     peer: u64,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
     kind: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
     method: &'static str,
     code: &'static str,
@@ -91,7 +91,7 @@ fn code_name(code: tonic::Code) -> &'static str {
     }
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: String,
     commit: String,
@@ -225,7 +225,7 @@ impl Metrics {
         );
         r.register(
             "raft_peer_failed_attempts",
-            "Calls to each peer that failed since this replica started",
+            "Calls to each peer that failed since this replica started (a cut or refused link is tried again about ten times a second)",
             self.peer_failed_attempts.clone(),
         );
         r.register(
@@ -243,7 +243,7 @@ impl Metrics {
         r.register("drivers", "Active drivers by state", self.drivers.clone());
         r.register(
             "waiting",
-            "Applications and drivers waiting, by reason, as of the leader's last pass",
+            "Applications and drivers waiting, by reason (no_room, held_by_threshold, queue_at_capacity, ...), as of the leader's last pass",
             self.waiting.clone(),
         );
         r.register(
@@ -288,7 +288,7 @@ impl Metrics {
         );
         r.register(
             "pass_seconds",
-            "Time of one scheduling pass",
+            "Time of one scheduling pass (a pass with nothing to place is skipped)",
             self.pass_seconds.clone(),
         );
         r.register(
@@ -351,6 +351,47 @@ impl Metrics {
         self.last_recovery_seconds.set(elapsed.as_secs_f64());
     }
 
+    /// Every metric at zero, each family with one series of empty labels so that its label
+    /// names show: what the book's metric reference is made from. A family added to
+    /// [`Metrics`] belongs here too.
+    pub fn sample() -> String {
+        let metrics = Self::new();
+        let _ = metrics.build_info.get_or_create(&BuildLabels::default());
+        let _ = metrics
+            .peer_failed_attempts
+            .get_or_create(&PeerLabel::default());
+        for family in [&metrics.recovery, &metrics.workers, &metrics.drivers] {
+            let _ = family.get_or_create(&StateLabel::default());
+        }
+        let _ = metrics.waiting.get_or_create(&ReasonLabel::default());
+        for family in [
+            &metrics.queue_cores_used,
+            &metrics.queue_memory_used_mb,
+            &metrics.queue_prior,
+        ] {
+            let _ = family.get_or_create(&QueueLabel::default());
+        }
+        for family in [
+            &metrics.queue_threshold,
+            &metrics.queue_max_capacity,
+            &metrics.queue_capacity,
+        ] {
+            let _ = family.get_or_create(&QueueLabel::default());
+        }
+        for family in [&metrics.user_active, &metrics.user_cores_used] {
+            let _ = family.get_or_create(&UserLabels::default());
+        }
+        let _ = metrics.calls.get_or_create(&CallLabels::default());
+        metrics.encoded()
+    }
+
+    /// The text exposition of every metric as it stands.
+    fn encoded(&self) -> String {
+        let mut text = String::new();
+        encode(&mut text, &self.registry).expect("writing to a String cannot fail");
+        text
+    }
+
     /// The text exposition of every metric, with the scrape-time gauges read from `node` and
     /// `sessions` now.
     pub fn render(&self, node: &RaftNode, sessions: &Sessions) -> String {
@@ -377,9 +418,7 @@ impl Metrics {
                 self.waiting.get_or_create(&reason).set(gauge(count as u64));
             }
         }
-        let mut text = String::new();
-        encode(&mut text, &self.registry).expect("writing to a String cannot fail");
-        text
+        self.encoded()
     }
 
     fn read_raft(&self, node: &RaftNode) {

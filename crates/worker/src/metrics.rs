@@ -19,19 +19,19 @@ use muster_core::resources::Usage;
 
 use crate::supervisor::Workload;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
     kind: &'static str,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProcessLabels {
     kind: &'static str,
     /// The driver id, or `APP/EXECUTOR`.
     id: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EndLabels {
     kind: &'static str,
     /// The exit code, or `killed` or `failed` (it could not be started).
@@ -96,7 +96,7 @@ impl Metrics {
         );
         r.register(
             "process_ends",
-            "Processes that ended, by kind and exit code (`killed`, or `failed` to start); a supervised driver's runs that are restarted are not counted",
+            "Processes that ended, by kind and exit code (or `killed`, `oom` when the kernel killed it for going over its memory limit, `failed` when it could not start); a supervised driver's runs that are restarted are not counted",
             metrics.ends.clone(),
         );
         r.register(
@@ -199,6 +199,17 @@ impl Metrics {
     pub(crate) fn unacknowledged(&self, count: usize) {
         self.unacknowledged
             .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Every metric at zero, each family with one series of empty labels so that its label
+    /// names show: what the book's metric reference is made from. A family added to
+    /// [`Metrics`] belongs here too.
+    pub fn sample() -> String {
+        let metrics = Self::new();
+        let _ = metrics.ends.get_or_create(&EndLabels::default());
+        let _ = metrics.memory.get_or_create(&ProcessLabels::default());
+        let _ = metrics.cpu.get_or_create(&ProcessLabels::default());
+        metrics.render()
     }
 
     /// The text exposition of every metric.
