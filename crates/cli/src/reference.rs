@@ -1,10 +1,11 @@
 //! The book's references made from the code: the command line (`reference/cli.md`) from the
 //! command's own definitions, the files Muster reads (`reference/files.md`) from the types
-//! they are read into, and the metrics (`reference/metrics.md`) from the registries. A test
-//! fails when a committed page differs from what the code gives, and `UPDATE_GOLDENFILES=1`
-//! writes it again.
+//! they are read into, the metrics (`reference/metrics.md`) from the registries, and the
+//! gRPC API (`reference/grpc.md`) from the `.proto` files. A test fails when a committed page
+//! differs from what the code gives, and `UPDATE_GOLDENFILES=1` writes it again.
 
 mod files;
+mod grpc;
 mod metrics;
 
 use std::fmt::Write as _;
@@ -153,5 +154,10 @@ mod tests {
     #[test]
     fn the_books_metric_reference_is_what_the_registries_export() {
         check("metrics.md", &super::metrics::page());
+    }
+
+    #[test]
+    fn the_books_grpc_reference_is_what_the_proto_files_define() {
+        check("grpc.md", &super::grpc::page(root()));
     }
 }
