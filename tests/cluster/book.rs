@@ -1,21 +1,25 @@
-//! The book's walk-through as written: the commands of its first block
-//! (`docs/src/getting-started/walk-through.md`) run by a shell against a real cluster, with
-//! the exports a reader copies from `muster dev` made for this cluster and the placeholders a
-//! reader fills in filled in.
+//! The book's walk-through as written (`docs/src/getting-started/walk-through.md`): `muster
+//! dev` started as the first cluster page starts it, the exports it prints taken into a second
+//! terminal, the commands of the page's first block run by a shell with the placeholders a
+//! reader fills in filled in, then the leader killed by typing `kill leader` where `muster
+//! dev` runs, and the failover block's commands run against what is left.
 
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{ChildStdin, Command, Output, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use crate::support::{
-    Masters, alive_workers, muster_binary, start_worker, wait_for, with_test_cluster_files,
-};
+use serde_json::Value;
 
-/// The commands of the first `sh` block of `markdown`, each with what its comment says.
-fn first_block(markdown: &str) -> Vec<(String, String)> {
+use crate::support::{DEADLINE, Process, alive_workers, driver, muster_binary};
+
+/// The commands of the `n`th `sh` block of `markdown` (from 0), each with what its comment
+/// says, without the exports.
+fn sh_block(markdown: &str, n: usize) -> Vec<(String, String)> {
     markdown
         .split("```sh\n")
-        .nth(1)
+        .nth(n + 1)
         .and_then(|rest| rest.split("```").next())
         .expect("a block of commands")
         .lines()
@@ -27,40 +31,166 @@ fn first_block(markdown: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// `command` run by `sh` as a reader's second terminal runs it: the cluster's variables
-/// exported and `muster` on the `PATH`.
-fn run(masters: &Masters, command: &str) -> Output {
-    let bin = muster_binary();
-    let path = format!(
-        "{}:{}",
-        bin.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let mut shell = Command::new("sh");
-    with_test_cluster_files(&mut shell)
-        .args(["-c", command])
-        .env("MUSTER_MASTERS", masters.list_from(1))
-        .env("PATH", path);
-    shell.output().unwrap()
+/// `muster dev` running: what it prints arrives line by line, what is typed goes to it.
+struct Dev {
+    /// Stopped with SIGTERM, as Ctrl-C stops it, when the test ends.
+    _running: Process,
+    typed: ChildStdin,
+    lines: Receiver<String>,
+    /// The variables it says to export.
+    exports: Vec<(String, String)>,
+}
+
+impl Dev {
+    fn start(data: &Path) -> Self {
+        // As a reader runs it: none of the test clusters' files in its environment.
+        let mut child = Command::new(muster_binary())
+            .args(["dev", "--data-dir"])
+            .arg(data)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("muster dev starts");
+        let typed = child.stdin.take().unwrap();
+        let printed = BufReader::new(child.stdout.take().unwrap());
+        let (sender, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in printed.lines().map_while(Result::ok) {
+                if sender.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut dev = Self {
+            _running: Process(child),
+            typed,
+            lines,
+            exports: Vec::new(),
+        };
+        while dev.exports.len() < 3 {
+            let line = dev.next_line("the exports");
+            if let Some((name, value)) = line
+                .strip_prefix("export ")
+                .and_then(|rest| rest.split_once('='))
+            {
+                dev.exports.push((name.to_owned(), value.to_owned()));
+            }
+        }
+        dev
+    }
+
+    /// The next line it prints, within [`DEADLINE`].
+    fn next_line(&self, what: &str) -> String {
+        match self.lines.recv_timeout(DEADLINE) {
+            Ok(line) => line,
+            Err(RecvTimeoutError::Timeout) => panic!("muster dev did not print {what}"),
+            Err(RecvTimeoutError::Disconnected) => panic!("muster dev exited before {what}"),
+        }
+    }
+
+    /// Types `line` where it runs, and returns the first line it prints that holds `answer`.
+    fn type_line(&mut self, line: &str, answer: &str) -> String {
+        writeln!(self.typed, "{line}").unwrap();
+        loop {
+            let printed = self.next_line(answer);
+            if printed.contains(answer) {
+                return printed;
+            }
+        }
+    }
+
+    /// `command` run by `sh` as a reader's second terminal runs it: the exports made and
+    /// `muster` on the `PATH`.
+    fn run(&self, command: &str) -> Output {
+        let bin = muster_binary();
+        let path = format!(
+            "{}:{}",
+            bin.parent().unwrap().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut shell = Command::new("sh");
+        shell
+            .args(["-c", command])
+            .envs(self.exports.iter().map(|(name, value)| (name, value)))
+            .env("PATH", path);
+        shell.output().unwrap()
+    }
+
+    /// `muster status --json`, once it answers and `done` holds for it.
+    fn status_when(&self, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let start = Instant::now();
+        loop {
+            let output = self.run("muster status --json");
+            if output.status.success() {
+                let status: Value = serde_json::from_slice(&output.stdout).unwrap();
+                if done(&status) {
+                    return status;
+                }
+            }
+            assert!(start.elapsed() < DEADLINE, "{what} not seen");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Runs `command` until it succeeds with `expected` in its output, within [`DEADLINE`].
+    fn run_until(&self, command: &str, expected: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let output = self.run(command);
+            let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+            if output.status.success() && stdout.contains(expected) {
+                return stdout;
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "`{command}` did not {}: {stdout}{}",
+                if expected.is_empty() {
+                    "succeed".to_owned()
+                } else {
+                    format!("print {expected}")
+                },
+                String::from_utf8_lossy(&output.stderr)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+/// The id of the driver named `name` in `status`, and its process id once it has one.
+fn named_driver(status: &Value, name: &str) -> Option<(String, Option<u64>)> {
+    status["drivers"]
+        .as_array()?
+        .iter()
+        .find(|d| d["name"] == name)
+        .map(|d| (d["id"].as_str().unwrap().to_owned(), d["pid"].as_u64()))
 }
 
 #[test]
-fn the_walk_throughs_first_commands_run_as_written() {
-    let page = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../docs/src/getting-started/walk-through.md");
-    let commands = first_block(&std::fs::read_to_string(page).unwrap());
-    assert!(
-        commands.len() >= 8,
-        "the block has its commands: {commands:?}"
-    );
-    let masters = Masters::start();
-    let _worker = start_worker(&masters, "worker-1", 4);
-    wait_for(&masters, "the worker", |s| {
-        alive_workers(s) == 1 && s["recovery_state"] == "ALIVE"
+fn the_walk_through_runs_as_written_through_a_leader_killed() {
+    let page = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../docs/src/getting-started/walk-through.md"),
+    )
+    .unwrap();
+    let first = sh_block(&page, 0);
+    let failover = sh_block(&page, 1);
+    assert!(first.len() >= 8, "the block has its commands: {first:?}");
+    let data = tempfile::tempdir().unwrap();
+    let mut dev = Dev::start(data.path());
+    dev.status_when("the workers", |s| {
+        alive_workers(s) == 2 && s["recovery_state"] == "ALIVE"
     });
-    let first_master = masters.list_from(1).split(',').next().unwrap().to_owned();
+    let masters = &dev
+        .exports
+        .iter()
+        .find(|(n, _)| n == "MUSTER_MASTERS")
+        .unwrap()
+        .1;
+    let first_master = masters.split(',').next().unwrap().to_owned();
+
     let mut first_driver: Option<String> = None;
-    for (written, comment) in commands {
+    for (written, comment) in first {
         let command = written
             .replace("DRIVER_ID", first_driver.as_deref().unwrap_or("DRIVER_ID"))
             .replace("ONE_OF_THE_ADDRESSES", &first_master);
@@ -71,30 +201,46 @@ fn the_walk_throughs_first_commands_run_as_written() {
         } else {
             ""
         };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let output = loop {
-            let output = run(&masters, &command);
-            let done = output.status.success()
-                && String::from_utf8_lossy(&output.stdout).contains(expected);
-            if done || Instant::now() > deadline {
-                break output;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        };
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(
-            output.status.success() && stdout.contains(expected),
-            "`{command}` did not {}: {stdout}{}",
-            if expected.is_empty() {
-                "succeed".to_owned()
-            } else {
-                format!("print {expected}")
-            },
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let stdout = dev.run_until(&command, expected);
         if command.starts_with("muster submit ") && first_driver.is_none() {
-            first_driver = Some(String::from_utf8_lossy(&output.stdout).trim().to_owned());
+            first_driver = Some(stdout.trim().to_owned());
         }
     }
     assert!(first_driver.is_some(), "the block submits a driver");
+
+    // The leader killed as the page says, with `long` running.
+    let before = dev.status_when("`long` running", |s| {
+        named_driver(s, "long").is_some_and(|(_, pid)| pid.is_some())
+    });
+    let leader = before["leader"].as_u64().unwrap();
+    let (long, pid) = named_driver(&before, "long").unwrap();
+    let answer = dev.type_line("kill leader", " killed ");
+    assert!(
+        answer.starts_with(&format!("master-{leader} killed (pid ")),
+        "{answer}"
+    );
+    let after = dev.status_when("a new leader ALIVE", |s| {
+        s["leader"] != leader && s["leader"] != 0 && s["recovery_state"] == "ALIVE"
+    });
+    assert_eq!(
+        driver(&after, &long).unwrap()["pid"].as_u64(),
+        pid,
+        "`long` is the same process after the failover"
+    );
+    for (command, _) in &failover {
+        dev.run_until(command, "");
+    }
+    let placed = dev.status_when("the driver submitted after the failover ran", |s| {
+        s["drivers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["name"] == "after" && d["state"] == "FINISHED")
+    });
+    assert_ne!(placed["leader"], leader);
+    // And the killed master comes back as the page says.
+    dev.type_line(
+        &format!("restart master-{leader}"),
+        &format!("master-{leader} started again"),
+    );
 }

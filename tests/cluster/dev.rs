@@ -1,4 +1,4 @@
-//! `muster dev` starts a whole local cluster, starts a member that exited again on request,
+//! `muster dev` starts a whole local cluster, kills a member and starts it again on request,
 //! and stops all of it on SIGTERM.
 
 use std::io::{BufRead, BufReader, Write};
@@ -67,17 +67,20 @@ fn dev_starts_masters_and_workers_and_stops_them_all() {
     assert_eq!(status["recovery_state"], "ALIVE");
     assert_eq!(status["members"].as_array().unwrap().len(), 3);
 
-    // Killing the leader is what a local cluster is for: dev reports it and carries on.
+    // Killing the leader is what a local cluster is for: `kill leader` does it, and dev
+    // reports the exit and carries on.
     let leader = status["leader"].as_u64().unwrap() as usize;
     let leader_addr = masters.split(',').nth(leader - 1).unwrap().to_owned();
     let pid = *processes_with_args(&["--listen", &leader_addr])
         .first()
         .expect("the leader's process");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    writeln!(typed, "kill leader").unwrap();
+    let killed = lines
+        .by_ref()
+        .map(|line| line.unwrap())
+        .find(|line| line.contains(" killed "))
+        .expect("dev answers");
+    assert_eq!(killed, format!("master-{leader} killed (pid {pid})"));
     let reported = lines
         .by_ref()
         .map(|line| line.unwrap())

@@ -339,6 +339,25 @@ impl LocalCluster {
     }
 }
 
+/// The member `name` of `members`, or an error naming which there are.
+fn member<'m>(members: &'m mut [Member], name: &str) -> Result<&'m mut Member, BenchError> {
+    let names: Vec<String> = members.iter().map(|c| c.name.clone()).collect();
+    members.iter_mut().find(|c| c.name == name).ok_or_else(|| {
+        BenchError::BadInput(format!(
+            "no member {name}: the members are {}",
+            names.join(", ")
+        ))
+    })
+}
+
+/// `master-N` for `N`, else `name` as it is.
+fn member_name(name: &str) -> String {
+    match name.parse::<usize>() {
+        Ok(id) => format!("master-{id}"),
+        Err(_) => name.to_owned(),
+    }
+}
+
 /// A member that exited.
 pub struct Exited {
     /// `master-1`, `worker-2`, ...
@@ -357,17 +376,8 @@ impl LocalCluster {
     ///
     /// No such member, it still runs, or it cannot start.
     pub fn restart(&mut self, name: &str) -> Result<String, BenchError> {
-        let name = match name.parse::<usize>() {
-            Ok(id) => format!("master-{id}"),
-            Err(_) => name.to_owned(),
-        };
-        let Some(member) = self.members.iter_mut().find(|c| c.name == name) else {
-            let names: Vec<&str> = self.members.iter().map(|c| c.name.as_str()).collect();
-            return Err(BenchError::BadInput(format!(
-                "no member {name}: the members are {}",
-                names.join(", ")
-            )));
-        };
+        let name = member_name(name);
+        let member = member(&mut self.members, &name)?;
         if member.process.try_wait()?.is_none() {
             return Err(BenchError::Refused(format!("{name} is running")));
         }
@@ -376,6 +386,31 @@ impl LocalCluster {
             "{name} started again (pid {})",
             member.process.id()
         ))
+    }
+
+    /// Kills the member `name` with SIGKILL, as a machine failing would end it: `leader` is
+    /// the master that leads now, `master-1` (or `1` for short) and `worker-2` are members.
+    ///
+    /// # Errors
+    ///
+    /// No such member, it has exited already, or no master leads.
+    pub async fn kill(&mut self, name: &str) -> Result<String, BenchError> {
+        let name = match name {
+            "leader" => {
+                let status = self
+                    .masters
+                    .call(async |mut c| c.status(StatusRequest { local: false }).await)
+                    .await?;
+                format!("master-{}", status.leader)
+            }
+            _ => member_name(name),
+        };
+        let member = member(&mut self.members, &name)?;
+        if member.process.try_wait()?.is_some() {
+            return Err(BenchError::Refused(format!("{name} has exited already")));
+        }
+        member.process.kill()?;
+        Ok(format!("{name} killed (pid {})", member.process.id()))
     }
 
     /// The members that exited since the last call, with how and where their logs are; each

@@ -52,6 +52,9 @@ enum Command {
         input: bool,
     },
     /// Start a whole local cluster (masters and workers) and stop it on Ctrl-C.
+    ///
+    /// Typed on its standard input, `kill leader` (or `kill master-2`, `kill worker-1`) kills
+    /// a member with SIGKILL, and `restart NAME` starts it again with its data.
     Dev(dev::DevArgs),
     /// Run a master replica.
     Master(master::MasterArgs),

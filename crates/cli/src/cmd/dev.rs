@@ -86,8 +86,9 @@ fn spark_lines(plugin: Option<&Path>, gateways: &[String]) -> Vec<String> {
     lines
 }
 
-/// Starts the cluster, prints how to reach it, and runs until Ctrl-C or SIGTERM, starting a
-/// member again when `restart NAME` is typed on standard input.
+/// Starts the cluster, prints how to reach it, and runs until Ctrl-C or SIGTERM, killing a
+/// member when `kill leader` or `kill NAME` is typed on standard input and starting one again
+/// on `restart NAME`.
 pub fn run(args: DevArgs) -> Result<String, CliError> {
     if args.shuffle_service && std::env::var_os("SPARK_HOME").is_none() {
         return Err(CliError::BadInput(
@@ -141,7 +142,10 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
     for line in spark_lines(spark_plugin.as_deref(), &cluster.spark_rest) {
         output::line(line);
     }
-    output::line("Ctrl-C stops everything; `restart NAME` starts a stopped member again.");
+    output::line(
+        "Ctrl-C stops everything; type `kill leader` (or `kill NAME`) to kill a member, \
+         `restart NAME` to start it again.",
+    );
 
     let (typed, mut commands) = tokio::sync::mpsc::unbounded_channel();
     std::thread::spawn(move || {
@@ -168,7 +172,8 @@ pub fn run(args: DevArgs) -> Result<String, CliError> {
                     let answer = match line.split_whitespace().collect::<Vec<_>>()[..] {
                         [] => continue,
                         ["restart", name] => cluster.restart(name).map_err(CliError::from),
-                        _ => Err(CliError::BadInput(format!("`{line}`: type `restart NAME`, such as `restart master-1`"))),
+                        ["kill", name] => cluster.kill(name).await.map_err(CliError::from),
+                        _ => Err(CliError::BadInput(format!("`{line}`: type `kill leader`, `kill NAME` or `restart NAME`, such as `restart master-1`"))),
                     };
                     match answer {
                         Ok(done) => {
