@@ -21,6 +21,7 @@ use crate::support::{Masters, Process, start_worker, wait_for, with_test_cluster
 #[path = "../support.rs"]
 mod support;
 
+mod book;
 mod faults;
 mod jobs;
 mod refusals;
@@ -147,6 +148,28 @@ fn find_spark(venv_variable: &str, default_venv: &str, out: &Path) -> Result<Spa
 /// The directory the tests' `XDG_CACHE_HOME` is, under which the build put the jars.
 fn spark_cache() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("cache")
+}
+
+/// `muster dev` started with `spark`'s `SPARK_HOME`, its data under `dir`, and what it
+/// printed once it says how to stop it.
+fn muster_dev(spark: &Spark, dir: &Path) -> (Process, String) {
+    let printed = dir.join("printed");
+    let dev = Process(
+        crate::support::muster()
+            .args(["dev", "--data-dir"])
+            .arg(dir.join("data"))
+            .env("SPARK_HOME", &spark.home)
+            .env("XDG_CACHE_HOME", spark_cache())
+            .stdin(Stdio::piped())
+            .stdout(std::fs::File::create(&printed).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("muster dev starts"),
+    );
+    let printed = crate::support::wait_for_text(&printed, "muster dev's banner", |text| {
+        text.contains("Ctrl-C")
+    });
+    (dev, printed)
 }
 
 /// One of the test applications in `tests/spark/apps`.

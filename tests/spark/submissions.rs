@@ -526,22 +526,7 @@ fn the_submit_line_muster_dev_prints_runs_its_example_as_printed() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let printed = dir.path().join("printed");
-    let mut dev = Process(
-        crate::support::muster()
-            .args(["dev", "--data-dir"])
-            .arg(dir.path().join("data"))
-            .env("SPARK_HOME", &spark.home)
-            .env("XDG_CACHE_HOME", crate::spark_cache())
-            .stdin(Stdio::piped())
-            .stdout(std::fs::File::create(&printed).unwrap())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("muster dev starts"),
-    );
-    let printed = crate::support::wait_for_text(&printed, "muster dev's banner", |text| {
-        text.contains("Ctrl-C")
-    });
+    let (mut dev, printed) = crate::muster_dev(spark, dir.path());
     let lines: Vec<&str> = printed.lines().collect();
     let exported = |name: &str| {
         lines
