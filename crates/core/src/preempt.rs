@@ -326,16 +326,27 @@ fn shortest_prefix(
     }))
 }
 
-/// `victims` less those whose room the eligible work does without: on each worker, the
-/// last victims whose room, with what was free there, holds what the pass then gives
-/// eligible work there are kept; the rest are given back if the pass still serves
-/// `served_with_all` without them.
+/// Give-back probes a round makes one victim at a time, each a scheduling pass: every victim
+/// of a round of up to this many is checked, and the last this many of a larger one.
+const GIVE_BACK_PROBES: usize = 64;
+
+/// `victims` less those whose room the eligible work does without, as long as the pass
+/// still serves `served_with_all`. First in one checked step: on each worker, the last
+/// victims whose room, with what was free there, holds what the pass then gives eligible
+/// work there are kept, and the rest given back. Then one victim at a time, the last first
+/// (the last was taken because the others did not suffice), up to [`GIVE_BACK_PROBES`]: each
+/// is given back if the pass serves as much without it, so no victim of a round of up to
+/// that many is stopped in vain.
 fn give_back(
     snapshot: &Snapshot,
     victims: &[Victim],
     eligible: &BTreeSet<WorkId>,
     served_with_all: u64,
 ) -> Result<Vec<Victim>, InputError> {
+    let serves = |victims: &[Victim]| -> Result<bool, InputError> {
+        let rest = without(snapshot, victims);
+        Ok(served(&crate::schedule(&rest)?, &rest, eligible) >= served_with_all)
+    };
     let plan = crate::schedule(&without(snapshot, victims))?;
     let mut need: BTreeMap<WorkerId, Resources> = BTreeMap::new();
     for reservation in reservations(&plan, snapshot, eligible) {
@@ -347,7 +358,6 @@ fn give_back(
         .iter()
         .map(|w| (&w.id, w.capacity.saturating_sub(&w.used)))
         .collect();
-    // The last victims first: the last was taken because the others did not suffice.
     let mut keep = vec![false; victims.len()];
     for (i, victim) in victims.iter().enumerate().rev() {
         let Some(need) = need.get(&victim.worker) else {
@@ -365,16 +375,20 @@ fn give_back(
         .filter(|(_, keep)| *keep)
         .map(|(victim, _)| victim.clone())
         .collect();
-    if kept.len() < victims.len()
-        && served(
-            &crate::schedule(&without(snapshot, &kept))?,
-            snapshot,
-            eligible,
-        ) >= served_with_all
-    {
-        return Ok(kept);
+    let mut victims = if kept.len() < victims.len() && serves(&kept)? {
+        kept
+    } else {
+        victims.to_vec()
+    };
+    let probed = victims.len().saturating_sub(GIVE_BACK_PROBES);
+    for i in (probed..victims.len()).rev() {
+        let mut fewer = victims.clone();
+        fewer.remove(i);
+        if serves(&fewer)? {
+            victims = fewer;
+        }
     }
-    Ok(victims.to_vec())
+    Ok(victims)
 }
 
 /// `choose` for `muster plan`: everything of the preempting queues that waits is eligible.

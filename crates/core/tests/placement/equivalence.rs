@@ -612,3 +612,198 @@ proptest! {
         }
     }
 }
+
+/// A cluster whose ALIVE workers ordinary executors fill, as a replicated state shows it (what
+/// each worker uses is what it holds), and prior applications and drivers in `prod` that wait.
+fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
+    (
+        config(),
+        prop::collection::vec((1..9u32, prop::collection::vec(1..4u32, 8)), 1..8),
+        prop::collection::vec(any::<prop::sample::Index>(), 64),
+        prop::collection::vec(
+            (
+                prop::option::of(1..4u32),
+                prop::option::of(1..9u32),
+                1..3u64,
+            ),
+            1..4,
+        ),
+        prop::option::of(1..3u32),
+    )
+        .prop_map(|(config, workers, owners, prior_apps, prior_driver)| {
+            let ordinary = ["default", "team.batch", "team.etl"];
+            let mut apps: Vec<AppRequest> = ordinary
+                .iter()
+                .enumerate()
+                .map(|(i, queue)| AppRequest {
+                    id: format!("app-{i}").as_str().into(),
+                    queue: (*queue).into(),
+                    cores_max: None,
+                    executor_cores: None,
+                    executor_memory_mb: 256,
+                    executor_resources: BTreeMap::new(),
+                    executor_limit: None,
+                    executors: Vec::new(),
+                    profiles: Vec::new(),
+                })
+                .collect();
+            let mut owner = owners.iter().cycle();
+            let mut snapshot_workers = Vec::new();
+            for (w, (cores, sizes)) in workers.iter().enumerate() {
+                let id: muster_core::ids::WorkerId = format!("w{w}").as_str().into();
+                let mut used = Resources {
+                    cores: 0,
+                    memory_mb: 0,
+                    custom: BTreeMap::new(),
+                };
+                for size in sizes {
+                    let size = (*size).min(cores - used.cores);
+                    if size == 0 {
+                        break;
+                    }
+                    let app = owner.next().unwrap().index(apps.len());
+                    let resources = Resources {
+                        cores: size,
+                        memory_mb: 256,
+                        custom: BTreeMap::new(),
+                    };
+                    used = used.checked_add(&resources).unwrap();
+                    let executors = &mut apps[app].executors;
+                    executors.push(HeldExecutor {
+                        id: Some(muster_core::ids::ExecutorId(executors.len() as u32)),
+                        worker: id.clone(),
+                        resources,
+                        profile: 0,
+                    });
+                }
+                snapshot_workers.push(Worker {
+                    id,
+                    host: String::new(),
+                    capacity: Resources {
+                        cores: *cores,
+                        memory_mb: 256 * u64::from(*cores) + 512,
+                        custom: BTreeMap::new(),
+                    },
+                    used,
+                    state: WorkerState::Alive,
+                    hosts_prior: false,
+                });
+            }
+            for (i, (executor_cores, cores_max, _)) in prior_apps.iter().enumerate() {
+                apps.push(AppRequest {
+                    id: format!("prior-{i}").as_str().into(),
+                    queue: "prod".into(),
+                    cores_max: *cores_max,
+                    executor_cores: *executor_cores,
+                    executor_memory_mb: 256,
+                    executor_resources: BTreeMap::new(),
+                    executor_limit: None,
+                    executors: Vec::new(),
+                    profiles: Vec::new(),
+                });
+            }
+            let queues = QUEUES
+                .iter()
+                .map(|name| QueueConfig {
+                    prior: *name == "prod",
+                    ..QueueConfig::named(name)
+                })
+                .chain([QueueConfig::named("team")])
+                .collect();
+            Snapshot {
+                config,
+                queues,
+                workers: snapshot_workers,
+                running_drivers: 0,
+                drivers: prior_driver
+                    .map(|cores| DriverRequest {
+                        id: "driver-prior".into(),
+                        need: Resources {
+                            cores,
+                            memory_mb: 256,
+                            custom: BTreeMap::new(),
+                        },
+                        queue: "prod".into(),
+                    })
+                    .into_iter()
+                    .collect(),
+                apps,
+                preemption: None,
+            }
+        })
+}
+
+/// `snapshot` with the executors `victims` name stopped and their room free.
+fn without_victims(snapshot: &Snapshot, victims: &[muster_core::preempt::Victim]) -> Snapshot {
+    let mut rest = snapshot.clone();
+    for app in &mut rest.apps {
+        let mut index = 0;
+        app.executors.retain(|e| {
+            let id = e.id.unwrap_or(muster_core::ids::ExecutorId(index));
+            index += 1;
+            !victims.iter().any(|v| v.app == app.id && v.executor == id)
+        });
+    }
+    for victim in victims {
+        let worker = rest
+            .workers
+            .iter_mut()
+            .find(|w| w.id == victim.worker)
+            .unwrap();
+        worker.used = worker.used.saturating_sub(&victim.resources);
+    }
+    rest
+}
+
+/// The cores a pass over `snapshot` gives the drivers and applications of `queues`.
+fn served_to(snapshot: &Snapshot, queues: &[muster_core::ids::QueueName]) -> u64 {
+    let plan = schedule(snapshot).unwrap();
+    let drivers: u64 = plan
+        .drivers
+        .iter()
+        .filter_map(|d| snapshot.drivers.iter().find(|r| r.id == d.driver))
+        .filter(|d| queues.contains(&d.queue))
+        .map(|d| u64::from(d.need.cores))
+        .sum();
+    let executors: u64 = plan
+        .executors
+        .iter()
+        .filter(|g| {
+            snapshot
+                .apps
+                .iter()
+                .any(|a| a.id == g.app && queues.contains(&a.queue))
+        })
+        .map(|g| u64::from(g.resources.cores) * u64::from(g.count))
+        .sum();
+    drivers + executors
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// No executor is stopped in vain: with any one victim kept running, a pass serves the
+    /// prior work less than with all of them stopped, and with all of them stopped more than
+    /// with none.
+    #[test]
+    fn preemption_stops_no_executor_the_prior_work_does_without(
+        snapshot in full_cluster_with_prior_work(),
+        fraction in 0.05f64..=1.0,
+    ) {
+        let prior = vec![muster_core::ids::QueueName::from("prod")];
+        let settings = muster_core::preempt::PreemptionSettings { queues: prior.clone(), max_fraction: fraction, capacities: false };
+        let Some(preemption) = muster_core::preempt::dry_run(&snapshot, &settings).unwrap() else {
+            return Ok(());
+        };
+        let served = served_to(&without_victims(&snapshot, &preemption.victims), &prior);
+        prop_assert!(served > served_to(&snapshot, &prior), "the victims serve nothing more");
+        for i in 0..preemption.victims.len() {
+            let mut kept = preemption.victims.clone();
+            let spared = kept.remove(i);
+            prop_assert!(
+                served_to(&without_victims(&snapshot, &kept), &prior) < served,
+                "{spared:?} was stopped, and the prior work is served as much without stopping it"
+            );
+        }
+    }
+}
