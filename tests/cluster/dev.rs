@@ -7,23 +7,25 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{DEADLINE, muster, processes_with_args, stdout};
+use crate::support::{DEADLINE, Process, muster, processes_with_args, stdout};
 
 #[test]
 fn dev_starts_masters_and_workers_and_stops_them_all() {
     let dir = tempfile::tempdir().unwrap();
-    let mut dev = muster()
-        .args(["dev", "--masters", "3", "--workers", "2", "--data-dir"])
-        .arg(dir.path())
-        // Its workers stop their work with them by themselves.
-        .env_remove("MUSTER_STOP_WORK_ON_EXIT")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("muster dev starts");
-    let mut typed = dev.stdin.take().unwrap();
-    let mut lines = BufReader::new(dev.stdout.take().unwrap()).lines();
+    let mut dev = Process(
+        muster()
+            .args(["dev", "--masters", "3", "--workers", "2", "--data-dir"])
+            .arg(dir.path())
+            // Its workers stop their work with them by themselves.
+            .env_remove("MUSTER_STOP_WORK_ON_EXIT")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("muster dev starts"),
+    );
+    let mut typed = dev.0.stdin.take().unwrap();
+    let mut lines = BufReader::new(dev.0.stdout.take().unwrap()).lines();
     let mut exported = |name: &str| loop {
         let line = lines
             .next()
@@ -102,7 +104,7 @@ fn dev_starts_masters_and_workers_and_stops_them_all() {
         assert!(start.elapsed() < DEADLINE, "no new leader after the kill");
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(dev.try_wait().unwrap().is_none(), "dev keeps running");
+    assert!(dev.0.try_wait().unwrap().is_none(), "dev keeps running");
 
     // `restart NAME` on its standard input brings the killed master back, which answers
     // again from its own copy of the state.
@@ -159,11 +161,11 @@ fn dev_starts_masters_and_workers_and_stops_them_all() {
     };
 
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(dev.id() as i32),
+        nix::unistd::Pid::from_raw(dev.pid() as i32),
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
-    assert!(dev.wait().unwrap().success());
+    assert!(dev.exited("muster dev").success());
     for addr in masters.split(',') {
         assert!(
             std::net::TcpStream::connect(addr).is_err(),
@@ -178,15 +180,17 @@ fn dev_starts_masters_and_workers_and_stops_them_all() {
 
 #[test]
 fn dev_keeps_its_temporary_data_and_logs_when_a_member_exited() {
-    let mut dev = muster()
-        .args(["dev", "--masters", "1", "--workers", "1"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("muster dev starts");
-    let _typed = dev.stdin.take().unwrap();
-    let mut lines = BufReader::new(dev.stdout.take().unwrap()).lines();
+    let mut dev = Process(
+        muster()
+            .args(["dev", "--masters", "1", "--workers", "1"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("muster dev starts"),
+    );
+    let _typed = dev.0.stdin.take().unwrap();
+    let mut lines = BufReader::new(dev.0.stdout.take().unwrap()).lines();
     let dir = lines
         .by_ref()
         .map(|line| line.unwrap())
@@ -213,12 +217,12 @@ fn dev_keeps_its_temporary_data_and_logs_when_a_member_exited() {
         .find(|line| line.starts_with("worker-1 exited"))
         .expect("dev reports the exit");
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(dev.id() as i32),
+        nix::unistd::Pid::from_raw(dev.pid() as i32),
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
     let last = lines.map(|line| line.unwrap()).last().unwrap_or_default();
-    assert!(dev.wait().unwrap().success());
+    assert!(dev.exited("muster dev").success());
     assert!(
         last.ends_with(&format!("its data and logs stay in {dir}")),
         "{last}"

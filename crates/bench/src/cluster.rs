@@ -401,6 +401,9 @@ impl LocalCluster {
                     .masters
                     .call(async |mut c| c.status(StatusRequest { local: false }).await)
                     .await?;
+                if status.leader == 0 {
+                    return Err(BenchError::Refused("no master leads now".to_owned()));
+                }
                 format!("master-{}", status.leader)
             }
             _ => member_name(name),
