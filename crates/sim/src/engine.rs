@@ -75,7 +75,10 @@ enum Happening {
 }
 
 /// The agenda: happenings by virtual time (ms), in the order added within a time. The heap
-/// orders small keys; the happenings wait in slots of their own.
+/// orders small keys; the happenings wait in slots of their own. Heartbeats, the bulk of a
+/// run at scale, come due in the order they are added (each a fixed interval after the
+/// last): they wait in a queue of their own, and each next happening is the earlier of the
+/// heap's first and the queue's.
 #[derive(Default)]
 struct Agenda {
     /// When each waiting happening is due, the order it was added in, and its slot.
@@ -83,6 +86,8 @@ struct Agenda {
     slots: Vec<Option<Happening>>,
     /// Slots whose happenings have happened.
     free: Vec<usize>,
+    /// Happenings added no earlier than the last of them, with when and the order added.
+    in_order: VecDeque<(u64, u64, Happening)>,
     added: u64,
 }
 
@@ -102,7 +107,23 @@ impl Agenda {
         self.added += 1;
     }
 
+    /// As [`Agenda::at`], for a happening that mostly comes due after every one added this
+    /// way before it: queued, not heaped, when it does.
+    fn at_in_order(&mut self, time: u64, happening: Happening) {
+        if self.in_order.back().is_some_and(|&(last, _, _)| time < last) {
+            return self.at(time, happening);
+        }
+        self.in_order.push_back((time, self.added, happening));
+        self.added += 1;
+    }
+
     fn next(&mut self) -> Option<(u64, Happening)> {
+        let queued = self.in_order.front().map(|&(time, added, _)| (time, added));
+        let heaped = self.due.peek().map(|&Reverse((time, added, _))| (time, added));
+        if queued.is_some_and(|queued| heaped.is_none_or(|heaped| queued < heaped)) {
+            let (time, _, happening) = self.in_order.pop_front()?;
+            return Some((time, happening));
+        }
         let Reverse((time, _, slot)) = self.due.pop()?;
         self.free.push(slot);
         let happening = self.slots[slot]
@@ -229,7 +250,8 @@ impl<'a> Simulation<'a> {
             // Spread over one interval, as workers started at different moments.
             let offset = heartbeat * i as u64 / count.max(1);
             self.agenda.at(0, Happening::Register(id.clone()));
-            self.agenda.at(offset, Happening::Heartbeat(id.clone(), 0));
+            self.agenda
+                .at_in_order(offset, Happening::Heartbeat(id.clone(), 0));
         }
         for i in 0..self.trace.len() {
             self.agenda
@@ -662,7 +684,7 @@ impl<'a> Simulation<'a> {
         }
         let at = self.now + millis(self.cluster.heartbeat()).max(1);
         self.agenda
-            .at(at, Happening::Heartbeat(id.clone(), failures));
+            .at_in_order(at, Happening::Heartbeat(id.clone(), failures));
         if let Some(link) = worker.link {
             self.step(Event::WorkerHeartbeat {
                 link,
