@@ -110,7 +110,11 @@ impl Agenda {
     /// As [`Agenda::at`], for a happening that mostly comes due after every one added this
     /// way before it: queued, not heaped, when it does.
     fn at_in_order(&mut self, time: u64, happening: Happening) {
-        if self.in_order.back().is_some_and(|&(last, _, _)| time < last) {
+        if self
+            .in_order
+            .back()
+            .is_some_and(|&(last, _, _)| time < last)
+        {
             return self.at(time, happening);
         }
         self.in_order.push_back((time, self.added, happening));
@@ -119,7 +123,10 @@ impl Agenda {
 
     fn next(&mut self) -> Option<(u64, Happening)> {
         let queued = self.in_order.front().map(|&(time, added, _)| (time, added));
-        let heaped = self.due.peek().map(|&Reverse((time, added, _))| (time, added));
+        let heaped = self
+            .due
+            .peek()
+            .map(|&Reverse((time, added, _))| (time, added));
         if queued.is_some_and(|queued| heaped.is_none_or(|heaped| queued < heaped)) {
             let (time, _, happening) = self.in_order.pop_front()?;
             return Some((time, happening));

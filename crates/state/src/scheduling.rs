@@ -1,8 +1,6 @@
 //! The bridge to `muster-core`: the snapshot a scheduling pass sees of this state.
 
-use std::collections::HashSet;
-
-use muster_core::ids::{AppId, DriverId};
+use muster_core::ids::WorkerId;
 use muster_core::model::{self as core, PassConfig, WorkerState};
 
 use crate::ClusterState;
@@ -41,37 +39,42 @@ impl ClusterState {
     /// What a scheduling pass needs: workers with their usage and whether they run prior
     /// work, waiting drivers and active apps in submission order, and the queues.
     pub fn scheduling_snapshot(&self, config: PassConfig) -> core::Snapshot {
-        let prior_apps: HashSet<&AppId> = self
+        // The workers running prior work, in id order: walked beside the workers (also in
+        // id order) instead of looking up each worker's every executor.
+        let mut hosting_prior: Vec<&WorkerId> = self
             .apps
             .values()
             .filter(|a| self.is_prior(&a.desc.queue))
-            .map(|a| &a.id)
+            .flat_map(|a| a.executors.values().map(|e| &e.worker))
+            .chain(
+                self.drivers
+                    .values()
+                    .filter(|d| self.is_prior(&d.desc.queue))
+                    .filter_map(|d| d.worker.as_ref()),
+            )
             .collect();
-        let prior_drivers: HashSet<&DriverId> = self
-            .drivers
-            .values()
-            .filter(|d| d.worker.is_some() && self.is_prior(&d.desc.queue))
-            .map(|d| &d.id)
-            .collect();
+        hosting_prior.sort_unstable();
+        hosting_prior.dedup();
+        let mut hosting_prior = hosting_prior.into_iter().peekable();
         let workers = self
             .workers
             .values()
-            .map(|w| core::Worker {
-                id: w.id.clone(),
-                host: w.host.clone(),
-                capacity: w.capacity.clone(),
-                used: w.used.clone(),
-                // A draining worker is offered nothing, as a decommissioned one; what it
-                // holds still counts.
-                state: if self.draining.contains_key(&w.id) {
-                    WorkerState::Decommissioned
-                } else {
-                    w.state
-                },
-                hosts_prior: (!prior_apps.is_empty()
-                    && w.executors.iter().any(|(app, _)| prior_apps.contains(app)))
-                    || (!prior_drivers.is_empty()
-                        && w.drivers.iter().any(|d| prior_drivers.contains(d))),
+            .map(|w| {
+                while hosting_prior.next_if(|&id| id < &w.id).is_some() {}
+                core::Worker {
+                    id: w.id.clone(),
+                    host: w.host.clone(),
+                    capacity: w.capacity.clone(),
+                    used: w.used.clone(),
+                    // A draining worker is offered nothing, as a decommissioned one; what it
+                    // holds still counts.
+                    state: if self.draining.contains_key(&w.id) {
+                        WorkerState::Decommissioned
+                    } else {
+                        w.state
+                    },
+                    hosts_prior: hosting_prior.next_if(|&id| id == &w.id).is_some(),
+                }
             })
             .collect();
 

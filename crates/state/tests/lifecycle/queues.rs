@@ -282,3 +282,76 @@ fn names_earlier_builds_took_still_apply_from_their_ops_and_are_refused_in_a_tre
         "{error}"
     );
 }
+
+#[test]
+fn the_pass_sees_which_workers_run_prior_work() {
+    let mut c = Cluster::new();
+    for id in ["w1", "w2", "w3", "w4"] {
+        c.worker(id, 2, 4096);
+    }
+    c.ok(set_queues_op(vec![
+        QueueSpec {
+            prior: true,
+            ..QueueSpec::named("prod")
+        },
+        QueueSpec::named("default"),
+    ]));
+    // A prior driver, a prior app's executor and an ordinary one, each filling a worker.
+    let mut driver = crate::support::driver_desc(2, 512, false);
+    driver.queue = "prod".into();
+    c.submit_driver(driver);
+    c.submit_app(in_queue("prod", Some(2), Some(2)));
+    c.submit_app(in_queue("default", Some(2), Some(2)));
+    c.schedule();
+    let hosts_prior = |c: &Cluster| -> Vec<(String, bool)> {
+        c.state
+            .scheduling_snapshot(PassConfig::default())
+            .workers
+            .iter()
+            .map(|w| (w.id.0.to_string(), w.hosts_prior))
+            .collect()
+    };
+    // What each worker's own records say: an executor of a `prod` app, or a `prod` driver.
+    let runs_prior = |c: &Cluster| -> Vec<(String, bool)> {
+        let prod = |queue: &muster_core::ids::QueueName| queue.0 == "prod";
+        c.state
+            .workers()
+            .values()
+            .map(|w| {
+                let executor = w
+                    .executors
+                    .iter()
+                    .any(|(app, _)| c.state.apps().get(app).is_some_and(|a| prod(&a.desc.queue)));
+                let driver = w.drivers.iter().any(|d| {
+                    c.state
+                        .drivers()
+                        .get(d)
+                        .is_some_and(|d| prod(&d.desc.queue))
+                });
+                (w.id.0.to_string(), executor || driver)
+            })
+            .collect()
+    };
+    let expected = runs_prior(&c);
+    assert_eq!(
+        expected.iter().filter(|(_, prior)| *prior).count(),
+        2,
+        "the prior driver and executor run on two workers: {expected:?}"
+    );
+    assert_eq!(hosts_prior(&c), expected);
+    // Once the prior app has ended, only the driver's worker runs prior work.
+    let prior_app = c
+        .state
+        .apps()
+        .values()
+        .find(|a| a.desc.queue.0 == "prod")
+        .map(|a| a.id.clone())
+        .unwrap();
+    c.ok(Op::AppFinished(muster_state::commands::AppFinished {
+        id: prior_app,
+        state: muster_state::model::AppState::Finished,
+    }));
+    let expected = runs_prior(&c);
+    assert_eq!(expected.iter().filter(|(_, prior)| *prior).count(), 1);
+    assert_eq!(hosts_prior(&c), expected);
+}
