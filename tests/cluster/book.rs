@@ -1,8 +1,9 @@
-//! The book's walk-through as written (`docs/src/getting-started/walk-through.md`): `muster
-//! dev` started as the first cluster page starts it, the exports it prints taken into a second
-//! terminal, the commands of the page's first block run by a shell with the placeholders a
-//! reader fills in filled in, then the leader killed by typing `kill leader` where `muster
-//! dev` runs, and the failover block's commands run against what is left.
+//! The book's pages as written, run by a shell as a reader types them in a second terminal
+//! of `muster dev`, started as the first cluster page starts it, with the exports it prints:
+//! the walk-through (`getting-started/walk-through.md`: its first block with the placeholders
+//! a reader fills in filled in, then the leader killed by typing `kill leader` where `muster
+//! dev` runs, and the failover block's commands) and the jobs page (`user/jobs.md`: its job
+//! files in client and in cluster mode).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -13,6 +14,16 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support::{DEADLINE, Process, alive_workers, driver, muster_binary};
+
+/// The repository's root.
+fn root() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The book's page at `page`, under `docs/src`.
+fn book_page(page: &str) -> String {
+    std::fs::read_to_string(root().join("docs/src").join(page)).unwrap()
+}
 
 /// The commands of the `n`th `sh` block of `markdown` (from 0), each with what its comment
 /// says, without the exports.
@@ -100,8 +111,8 @@ impl Dev {
         }
     }
 
-    /// `command` run by `sh` as a reader's second terminal runs it: the exports made and
-    /// `muster` on the `PATH`.
+    /// `command` run by `sh` as a reader's second terminal runs it, in the repository's
+    /// root: the exports made and `muster` on the `PATH`.
     fn run(&self, command: &str) -> Output {
         let bin = muster_binary();
         let path = format!(
@@ -112,6 +123,7 @@ impl Dev {
         let mut shell = Command::new("sh");
         shell
             .args(["-c", command])
+            .current_dir(root())
             .envs(self.exports.iter().map(|(name, value)| (name, value)))
             .env("PATH", path);
         shell.output().unwrap()
@@ -168,11 +180,7 @@ fn named_driver(status: &Value, name: &str) -> Option<(String, Option<u64>)> {
 
 #[test]
 fn the_walk_through_runs_as_written_through_a_leader_killed() {
-    let page = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../docs/src/getting-started/walk-through.md"),
-    )
-    .unwrap();
+    let page = book_page("getting-started/walk-through.md");
     let first = sh_block(&page, 0);
     let failover = sh_block(&page, 1);
     assert!(first.len() >= 8, "the block has its commands: {first:?}");
@@ -243,4 +251,45 @@ fn the_walk_through_runs_as_written_through_a_leader_killed() {
         &format!("restart master-{leader}"),
         &format!("master-{leader} started again"),
     );
+}
+
+#[test]
+fn the_jobs_pages_commands_run_as_written() {
+    let page = book_page("user/jobs.md");
+    let (client_mode, cluster_mode) = (sh_block(&page, 0), sh_block(&page, 1));
+    assert!(client_mode.len() >= 4 && cluster_mode.len() == 2, "{page}");
+    let data = tempfile::tempdir().unwrap();
+    let dev = Dev::start(data.path());
+    dev.status_when("the workers", |s| {
+        alive_workers(s) == 2 && s["recovery_state"] == "ALIVE"
+    });
+    // Each job file runs to its end, every job succeeding (exit 0), once.
+    for (command, _) in &client_mode {
+        let output = dev.run(command);
+        assert!(
+            output.status.success(),
+            "`{command}`: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        if command.ends_with("--json") {
+            let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+            let jobs = report["jobs"].as_array().unwrap();
+            assert!(
+                !jobs.is_empty() && jobs.iter().all(|j| j["state"] == "SUCCEEDED"),
+                "{report}"
+            );
+        }
+    }
+    // In cluster mode the masters place the driver, which ends FINISHED with exit 0.
+    let (submit, _) = &cluster_mode[0];
+    let id = String::from_utf8_lossy(&dev.run(submit).stdout)
+        .trim()
+        .to_owned();
+    let status = dev.status_when("the job file's driver finished", |s| {
+        driver(s, &id).is_some_and(|d| d["state"] == "FINISHED")
+    });
+    assert_eq!(driver(&status, &id).unwrap()["exit_code"], 0, "{status}");
+    let (drivers, _) = &cluster_mode[1];
+    assert!(dev.run_until(drivers, "FINISHED").contains(&id));
 }
