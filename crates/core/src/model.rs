@@ -9,6 +9,8 @@ use std::collections::HashSet;
 use std::fmt;
 use std::hash::Hash;
 
+use foldhash::fast::FixedState;
+
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{AppId, DriverId, ExecutorId, QueueName, WorkerId};
@@ -546,8 +548,8 @@ fn unique<'a, T: Eq + Hash + AsRef<str> + fmt::Display + 'a>(
     what: &str,
     ids: impl Iterator<Item = &'a T>,
     field: impl Fn(usize) -> String,
-) -> Result<HashSet<&'a T>, InputError> {
-    let mut seen = HashSet::with_capacity(ids.size_hint().0);
+) -> Result<HashSet<&'a T, FixedState>, InputError> {
+    let mut seen = HashSet::with_capacity_and_hasher(ids.size_hint().0, FixedState::default());
     for (i, id) in ids.enumerate() {
         if id.as_ref().is_empty() {
             return refuse(field(i), format!("{what} must not be empty"));
