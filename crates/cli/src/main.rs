@@ -8,7 +8,8 @@
 //! * `render`: the tables client commands print.
 //! * `output`: printing, and ending quietly once the reader has gone.
 //! * `error`: the one error type and its exit codes.
-//! * `reference`: the book's command-line reference, checked against these definitions.
+//! * `reference`: the book's references (commands, files, metrics, gRPC API), checked
+//!   against the code.
 
 mod build;
 mod cmd;

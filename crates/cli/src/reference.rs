@@ -14,6 +14,23 @@ use clap::{Arg, Command, CommandFactory};
 
 use crate::Cli;
 
+/// The id mdBook gives a heading.
+fn anchor(heading: &str) -> String {
+    heading
+        .chars()
+        .filter_map(|c| match c {
+            c if c.is_alphanumeric() || c == '_' || c == '-' => Some(c.to_ascii_lowercase()),
+            c if c.is_whitespace() => Some('-'),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `text` safe in a table's cell: one line, its bars escaped.
+fn cell(text: &str) -> String {
+    text.replace('\n', " ").replace('|', "\\|")
+}
+
 /// The page: every visible command, its usage and its arguments, depth first.
 fn page() -> String {
     let mut page = String::from(

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::path::Path;
 
+use super::{anchor, cell};
 use syn::{Attribute, Expr, Fields, Item, ItemEnum, ItemStruct, Lit, Meta, Type};
 
 /// The sources that define the types below, from the workspace's root.
@@ -380,21 +381,4 @@ fn renamed(variant: &str, rule: Option<&str>) -> String {
         Some("SCREAMING_SNAKE_CASE") => words.join("_").to_uppercase(),
         Some(other) => panic!("serde's rename_all = {other:?} is not written here"),
     }
-}
-
-/// The id mdBook gives a heading.
-fn anchor(heading: &str) -> String {
-    heading
-        .chars()
-        .filter_map(|c| match c {
-            c if c.is_alphanumeric() || c == '_' || c == '-' => Some(c.to_ascii_lowercase()),
-            c if c.is_whitespace() => Some('-'),
-            _ => None,
-        })
-        .collect()
-}
-
-/// `text` safe in a table's cell.
-fn cell(text: &str) -> String {
-    text.replace('|', "\\|")
 }

@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use prost_types::field_descriptor_proto::{Label, Type};
+
+use super::{anchor, cell};
 use prost_types::{
     DescriptorProto, EnumDescriptorProto, FieldDescriptorProto, FileDescriptorProto, SourceCodeInfo,
 };
@@ -85,7 +87,11 @@ fn describe_file(page: &mut String, file: &FileDescriptorProto) {
                 type_link(method.input_type()),
                 stream(method.server_streaming()),
                 type_link(method.output_type()),
-                cell(comments.leading(&[&path[..], &[SERVICE_METHODS, m as i32]].concat()))
+                cell(
+                    &comments
+                        .leading(&[&path[..], &[SERVICE_METHODS, m as i32]].concat())
+                        .unwrap_or_default()
+                )
             )
             .unwrap();
         }
@@ -131,7 +137,7 @@ fn describe_message(
                 field.name(),
                 field.number(),
                 field_type(message, field),
-                cell(about)
+                cell(&about.unwrap_or_default())
             )
             .unwrap();
         }
@@ -166,7 +172,7 @@ fn describe_enum(
             "| `{}` | {} | {} |",
             value.name(),
             value.number(),
-            cell(about)
+            cell(&about.unwrap_or_default())
         )
         .unwrap();
     }
@@ -208,20 +214,7 @@ fn scalar_or_link(field: &FieldDescriptorProto) -> String {
 /// A link to the section of the message or enum `.muster.v1.Name`.
 fn type_link(full_name: &str) -> String {
     let name = full_name.trim_start_matches(".muster.v1.");
-    let anchor: String = name
-        .chars()
-        .filter(|c| c.is_alphanumeric() || *c == '_')
-        .map(|c| c.to_ascii_lowercase())
-        .collect();
-    format!("[`{name}`](#{anchor})")
-}
-
-/// `about` safe in a table's cell: one line, no bars.
-fn cell(about: Option<String>) -> String {
-    about
-        .unwrap_or_default()
-        .replace('\n', " ")
-        .replace('|', "\\|")
+    format!("[`{name}`](#{})", anchor(name))
 }
 
 /// A file's comments, by the path of what they are attached to.

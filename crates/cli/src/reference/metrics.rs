@@ -4,6 +4,8 @@
 
 use std::fmt::Write as _;
 
+use super::cell;
+
 /// The page.
 pub(super) fn page() -> String {
     let mut page = String::from(
@@ -50,7 +52,7 @@ fn section(page: &mut String, title: &str, intro: &str, exposition: &str) {
             "| `{}` | {} | {labels} | {} |",
             metric.name,
             metric.kind,
-            metric.help.replace('|', "\\|")
+            cell(&metric.help)
         )
         .unwrap();
     }
