@@ -9,10 +9,12 @@
 //! * [`load`]: committed writes from concurrent clients, against Muster or etcd.
 //! * [`workers`]: thousands of simulated worker agents against the leader.
 //! * [`experiment`]: the high-priority queue experiment on a local cluster.
+//! * [`plots`]: the benchmarks' results, drawn for the book.
 
 pub mod cluster;
 pub mod experiment;
 pub mod load;
+pub mod plots;
 pub mod workers;
 
 use tonic::Status;

@@ -4,6 +4,8 @@
 //! same rounds, is the election alone: until another master reports itself leader.
 //!
 //! Run with `cargo bench -p muster-cli --bench failover` (`MUSTER_BENCH_ROUNDS`, default 10).
+//! With `MUSTER_BENCH_DATA=DIR` every round is also written to `DIR/failover.json`, which
+//! `muster bench plot` draws.
 
 use std::time::{Duration, Instant};
 
@@ -201,7 +203,7 @@ fn main() {
             let (e, a) = round(&mut cluster, &runtime, fault);
             elected.push(e);
             alive.push(a);
-            samples.push((name, e, a));
+            samples.push(serde_json::json!({"fault": name, "elected_s": e, "alive_s": a}));
         }
         let elect_p50 = percentile(&mut elected, 0.5);
         let alive_p50 = percentile(&mut alive, 0.5);
@@ -213,7 +215,10 @@ fn main() {
         );
     }
     println!("ratio: ALIVE with every worker over the election alone (median over median)");
-    if std::env::var_os("MUSTER_BENCH_SAMPLES").is_some() {
-        println!("samples (elected, ALIVE): {samples:?}");
+    if let Some(data) = std::env::var_os("MUSTER_BENCH_DATA") {
+        let path = std::path::Path::new(&data).join("failover.json");
+        let json = serde_json::to_string_pretty(&samples).expect("JSON prints");
+        std::fs::write(&path, json).expect("the rounds are written");
+        println!("wrote {}", path.display());
     }
 }

@@ -12,7 +12,8 @@
 //!   two leaves), so the pass serves guarantees first and then maxima; against `mixed` in
 //!   the same run it is the cost of the capacity rounds.
 //!
-//! Run with `cargo bench -p muster-core --bench placement`.
+//! Run with `cargo bench -p muster-core --bench placement`. With `MUSTER_BENCH_DATA=DIR` the
+//! summary is also written to `DIR/placement.json`, which `muster bench plot` draws.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -233,12 +234,15 @@ fn medians(snapshot: &Snapshot, runs: usize) -> [f64; 2] {
     })
 }
 
+/// Prints the ratio of the two placers on each workload and size, and writes it to
+/// `MUSTER_BENCH_DATA` when that is set.
 fn summary() {
     println!("\nplacement summary (median of interleaved runs; ratio = spark_loop / indexed)");
     println!(
         "{:<8} {:>8} {:>14} {:>14} {:>8}  placed (grants)",
         "workload", "workers", "indexed", "spark_loop", "ratio"
     );
+    let mut passes = Vec::new();
     for (workload, build) in WORKLOADS {
         for size in SIZES {
             let snapshot = build(size);
@@ -253,7 +257,19 @@ fn summary() {
                 executors + plan.drivers.len() as u64,
                 plan.executors.len() + plan.drivers.len()
             );
+            passes.push(serde_json::json!({
+                "workload": workload,
+                "workers": size,
+                "indexed_ms": indexed * 1e3,
+                "spark_loop_ms": spark * 1e3,
+            }));
         }
+    }
+    if let Some(data) = std::env::var_os("MUSTER_BENCH_DATA") {
+        let path = std::path::Path::new(&data).join("placement.json");
+        let json = serde_json::to_string_pretty(&passes).expect("JSON prints");
+        std::fs::write(&path, json).expect("the summary is written");
+        println!("wrote {}", path.display());
     }
 }
 

@@ -1,10 +1,13 @@
 //! `muster bench`: load against a running cluster, so that anyone can measure again what the
-//! book's "Benchmarks" page reports. The harnesses are [`muster_bench::load`] and
-//! [`muster_bench::workers`]; this module parses their options and renders what they
-//! measured.
+//! book's "Benchmarks" page reports, and the benchmarks' plots for that page. The harnesses
+//! are [`muster_bench::load`] and [`muster_bench::workers`], the plots
+//! [`muster_bench::plots`]; this module parses their options and renders what they measured.
+
+use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use muster_bench::load::{self, Load, LoadReport};
+use muster_bench::plots;
 use muster_bench::workers::{self, WorkersReport};
 use muster_proto::auth::Role;
 
@@ -20,6 +23,19 @@ pub enum BenchCommand {
     Etcd(EtcdBenchArgs),
     /// Simulated workers: registration, heartbeats, the leader's CPU and memory, failover.
     Workers(WorkersBenchArgs),
+    /// Draw the plots of the results the `placement` and `failover` benchmarks wrote into
+    /// `MUSTER_BENCH_DATA`.
+    Plot(PlotArgs),
+}
+
+/// `muster bench plot`.
+#[derive(Args)]
+pub struct PlotArgs {
+    /// The directory the benchmarks wrote their results into (`MUSTER_BENCH_DATA`).
+    data: PathBuf,
+    /// Where to write the plots (`placement.svg`, `failover.svg`).
+    #[arg(long, default_value = ".")]
+    out: PathBuf,
 }
 
 /// How much load, and how to print what it measured.
@@ -127,6 +143,14 @@ pub fn run(command: BenchCommand) -> Result<String, CliError> {
             };
             let report = runtime()?.block_on(workers::run(&masters, credential, &options))?;
             Ok(render_workers(&report, args.json))
+        }
+        BenchCommand::Plot(args) => {
+            let drawn = plots::draw(&args.data, &args.out)?;
+            Ok(drawn
+                .iter()
+                .map(|path| format!("wrote {}", path.display()))
+                .collect::<Vec<_>>()
+                .join("\n"))
         }
     }
 }
