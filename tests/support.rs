@@ -291,6 +291,127 @@ impl Process {
     }
 }
 
+/// `muster dev` running, started as a reader starts it (none of the test clusters' files in
+/// its environment): what it prints arrives line by line, what is typed goes to it, and it is
+/// stopped with SIGTERM, as Ctrl-C stops it, when dropped.
+pub struct Dev {
+    pub process: Process,
+    typed: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+    /// What it printed up to the line that says how to stop it.
+    pub banner: Vec<String>,
+}
+
+impl Dev {
+    /// `muster dev` with `args` and the extra environment `env`, once it has printed its
+    /// banner.
+    pub fn start(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Self {
+        let mut child = Command::new(muster_binary())
+            .arg("dev")
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("muster dev starts");
+        let typed = child.stdin.take().unwrap();
+        let printed = BufReader::new(child.stdout.take().unwrap());
+        let (sender, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in printed.lines().map_while(Result::ok) {
+                if sender.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut dev = Self {
+            process: Process(child),
+            typed,
+            lines,
+            banner: Vec::new(),
+        };
+        while !dev
+            .banner
+            .last()
+            .is_some_and(|line| line.contains("Ctrl-C"))
+        {
+            let line = dev.next_line("its banner");
+            dev.banner.push(line);
+        }
+        dev
+    }
+
+    /// The value its banner says to export as `name`.
+    pub fn exported(&self, name: &str) -> &str {
+        let prefix = format!("export {name}=");
+        self.banner
+            .iter()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("no {name} in {:?}", self.banner))
+    }
+
+    /// `command` as a reader's second terminal runs it: the exports made, the client's own
+    /// TLS files unset, and this `muster` first on the `PATH`.
+    pub fn second_terminal<'c>(&self, command: &'c mut Command) -> &'c mut Command {
+        let path = format!(
+            "{}:{}",
+            muster_binary().parent().unwrap().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        for name in ["MUSTER_MASTERS", "MUSTER_SECRET_FILE", "MUSTER_TLS_CA"] {
+            command.env(name, self.exported(name));
+        }
+        command
+            .env_remove("MUSTER_TLS_CERT")
+            .env_remove("MUSTER_TLS_KEY")
+            .env("PATH", path)
+    }
+
+    /// The next line it prints, within [`DEADLINE`].
+    pub fn next_line(&self, what: &str) -> String {
+        match self.lines.recv_timeout(DEADLINE) {
+            Ok(line) => line,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                panic!("muster dev did not print {what}")
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                panic!("muster dev exited before {what}")
+            }
+        }
+    }
+
+    /// The next line it prints that holds `text`.
+    pub fn line_with(&self, text: &str) -> String {
+        loop {
+            let line = self.next_line(text);
+            if line.contains(text) {
+                return line;
+            }
+        }
+    }
+
+    /// Types `line` where it runs, and returns the first line it prints that holds `answer`.
+    pub fn type_line(&mut self, line: &str, answer: &str) -> String {
+        writeln!(self.typed, "{line}").unwrap();
+        self.line_with(answer)
+    }
+
+    /// Stops it as Ctrl-C does (SIGTERM); its exit status and the last line it printed.
+    pub fn stop(mut self) -> (std::process::ExitStatus, String) {
+        signal(self.process.pid(), nix::sys::signal::Signal::SIGTERM);
+        let mut last = String::new();
+        loop {
+            match self.lines.recv_timeout(DEADLINE) {
+                Ok(line) => last = line,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("muster dev runs on"),
+            }
+        }
+        (self.process.exited("muster dev"), last)
+    }
+}
+
 /// The processes whose command line holds `args`, one after another.
 pub fn processes_with_args(args: &[&str]) -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {

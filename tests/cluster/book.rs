@@ -5,15 +5,13 @@
 //! dev` runs, and the failover block's commands) and the jobs page (`user/jobs.md`: its job
 //! files in client and in cluster mode).
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{ChildStdin, Command, Output, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{DEADLINE, Process, alive_workers, driver, muster_binary};
+use crate::support::{DEADLINE, Dev, alive_workers, driver};
 
 /// The repository's root.
 fn root() -> std::path::PathBuf {
@@ -42,91 +40,22 @@ fn sh_block(markdown: &str, n: usize) -> Vec<(String, String)> {
         .collect()
 }
 
-/// `muster dev` running: what it prints arrives line by line, what is typed goes to it.
-struct Dev {
-    /// Stopped with SIGTERM, as Ctrl-C stops it, when the test ends.
-    _running: Process,
-    typed: ChildStdin,
-    lines: Receiver<String>,
-    /// The variables it says to export.
-    exports: Vec<(String, String)>,
-}
+/// A reader's second terminal beside `muster dev`.
+struct Terminal(Dev);
 
-impl Dev {
+impl Terminal {
+    /// `muster dev` as the first cluster page starts it, its data under `data`.
     fn start(data: &Path) -> Self {
-        // As a reader runs it: none of the test clusters' files in its environment.
-        let mut child = Command::new(muster_binary())
-            .args(["dev", "--data-dir"])
-            .arg(data)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("muster dev starts");
-        let typed = child.stdin.take().unwrap();
-        let printed = BufReader::new(child.stdout.take().unwrap());
-        let (sender, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in printed.lines().map_while(Result::ok) {
-                if sender.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut dev = Self {
-            _running: Process(child),
-            typed,
-            lines,
-            exports: Vec::new(),
-        };
-        while dev.exports.len() < 3 {
-            let line = dev.next_line("the exports");
-            if let Some((name, value)) = line
-                .strip_prefix("export ")
-                .and_then(|rest| rest.split_once('='))
-            {
-                dev.exports.push((name.to_owned(), value.to_owned()));
-            }
-        }
-        dev
+        Self(Dev::start(&["--data-dir", data.to_str().unwrap()], &[]))
     }
 
-    /// The next line it prints, within [`DEADLINE`].
-    fn next_line(&self, what: &str) -> String {
-        match self.lines.recv_timeout(DEADLINE) {
-            Ok(line) => line,
-            Err(RecvTimeoutError::Timeout) => panic!("muster dev did not print {what}"),
-            Err(RecvTimeoutError::Disconnected) => panic!("muster dev exited before {what}"),
-        }
-    }
-
-    /// Types `line` where it runs, and returns the first line it prints that holds `answer`.
-    fn type_line(&mut self, line: &str, answer: &str) -> String {
-        writeln!(self.typed, "{line}").unwrap();
-        loop {
-            let printed = self.next_line(answer);
-            if printed.contains(answer) {
-                return printed;
-            }
-        }
-    }
-
-    /// `command` run by `sh` as a reader's second terminal runs it, in the repository's
-    /// root: the exports made and `muster` on the `PATH`.
+    /// `command` run by `sh` in the repository's root.
     fn run(&self, command: &str) -> Output {
-        let bin = muster_binary();
-        let path = format!(
-            "{}:{}",
-            bin.parent().unwrap().display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        let mut shell = Command::new("sh");
-        shell
-            .args(["-c", command])
+        self.0
+            .second_terminal(Command::new("sh").args(["-c", command]))
             .current_dir(root())
-            .envs(self.exports.iter().map(|(name, value)| (name, value)))
-            .env("PATH", path);
-        shell.output().unwrap()
+            .output()
+            .unwrap()
     }
 
     /// `muster status --json`, once it answers and `done` holds for it.
@@ -185,17 +114,17 @@ fn the_walk_through_runs_as_written_through_a_leader_killed() {
     let failover = sh_block(&page, 1);
     assert!(first.len() >= 8, "the block has its commands: {first:?}");
     let data = tempfile::tempdir().unwrap();
-    let mut dev = Dev::start(data.path());
+    let mut dev = Terminal::start(data.path());
     dev.status_when("the workers", |s| {
         alive_workers(s) == 2 && s["recovery_state"] == "ALIVE"
     });
-    let masters = &dev
-        .exports
-        .iter()
-        .find(|(n, _)| n == "MUSTER_MASTERS")
+    let first_master = dev
+        .0
+        .exported("MUSTER_MASTERS")
+        .split(',')
+        .next()
         .unwrap()
-        .1;
-    let first_master = masters.split(',').next().unwrap().to_owned();
+        .to_owned();
 
     let mut first_driver: Option<String> = None;
     for (written, comment) in first {
@@ -222,7 +151,7 @@ fn the_walk_through_runs_as_written_through_a_leader_killed() {
     });
     let leader = before["leader"].as_u64().unwrap();
     let (long, pid) = named_driver(&before, "long").unwrap();
-    let answer = dev.type_line("kill leader", " killed ");
+    let answer = dev.0.type_line("kill leader", " killed ");
     assert!(
         answer.starts_with(&format!("master-{leader} killed (pid ")),
         "{answer}"
@@ -247,7 +176,7 @@ fn the_walk_through_runs_as_written_through_a_leader_killed() {
     });
     assert_ne!(placed["leader"], leader);
     // And the killed master comes back as the page says.
-    dev.type_line(
+    dev.0.type_line(
         &format!("restart master-{leader}"),
         &format!("master-{leader} started again"),
     );
@@ -259,7 +188,7 @@ fn the_jobs_pages_commands_run_as_written() {
     let (client_mode, cluster_mode) = (sh_block(&page, 0), sh_block(&page, 1));
     assert!(client_mode.len() >= 4 && cluster_mode.len() == 2, "{page}");
     let data = tempfile::tempdir().unwrap();
-    let dev = Dev::start(data.path());
+    let dev = Terminal::start(data.path());
     dev.status_when("the workers", |s| {
         alive_workers(s) == 2 && s["recovery_state"] == "ALIVE"
     });

@@ -1,43 +1,23 @@
 //! `muster dev` starts a whole local cluster, kills a member and starts it again on request,
 //! and stops all of it on SIGTERM.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{DEADLINE, Process, muster, processes_with_args, stdout};
+use crate::support::{DEADLINE, Dev, muster, processes_with_args, stdout};
 
 #[test]
 fn dev_starts_masters_and_workers_and_stops_them_all() {
     let dir = tempfile::tempdir().unwrap();
-    let mut dev = Process(
-        muster()
-            .args(["dev", "--masters", "3", "--workers", "2", "--data-dir"])
-            .arg(dir.path())
-            // Its workers stop their work with them by themselves.
-            .env_remove("MUSTER_STOP_WORK_ON_EXIT")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("muster dev starts"),
+    let data = dir.path().to_str().unwrap();
+    let mut dev = Dev::start(
+        &["--masters", "3", "--workers", "2", "--data-dir", data],
+        &[],
     );
-    let mut typed = dev.0.stdin.take().unwrap();
-    let mut lines = BufReader::new(dev.0.stdout.take().unwrap()).lines();
-    let mut exported = |name: &str| loop {
-        let line = lines
-            .next()
-            .expect("muster dev prints what a second terminal needs")
-            .unwrap();
-        if let Some(value) = line.strip_prefix(&format!("export {name}=")) {
-            break value.to_owned();
-        }
-    };
-    let masters = exported("MUSTER_MASTERS");
-    let secret = exported("MUSTER_SECRET_FILE");
-    let ca = exported("MUSTER_TLS_CA");
+    let masters = dev.exported("MUSTER_MASTERS").to_owned();
+    let secret = dev.exported("MUSTER_SECRET_FILE").to_owned();
+    let ca = dev.exported("MUSTER_TLS_CA").to_owned();
     assert_eq!(masters.split(',').count(), 3);
     // The cluster runs with its own secret and CA: the test clusters' secret is refused, its
     // own accepted.
@@ -76,18 +56,9 @@ fn dev_starts_masters_and_workers_and_stops_them_all() {
     let pid = *processes_with_args(&["--listen", &leader_addr])
         .first()
         .expect("the leader's process");
-    writeln!(typed, "kill leader").unwrap();
-    let killed = lines
-        .by_ref()
-        .map(|line| line.unwrap())
-        .find(|line| line.contains(" killed "))
-        .expect("dev answers");
+    let killed = dev.type_line("kill leader", " killed ");
     assert_eq!(killed, format!("master-{leader} killed (pid {pid})"));
-    let reported = lines
-        .by_ref()
-        .map(|line| line.unwrap())
-        .find(|line| line.contains(" exited "))
-        .expect("dev reports the exit");
+    let reported = dev.line_with(" exited ");
     assert!(
         reported.starts_with(&format!("master-{leader} exited")),
         "{reported}"
@@ -104,12 +75,14 @@ fn dev_starts_masters_and_workers_and_stops_them_all() {
         assert!(start.elapsed() < DEADLINE, "no new leader after the kill");
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(dev.0.try_wait().unwrap().is_none(), "dev keeps running");
+    assert!(
+        dev.process.0.try_wait().unwrap().is_none(),
+        "dev keeps running"
+    );
 
     // `restart NAME` on its standard input brings the killed master back, which answers
     // again from its own copy of the state.
-    writeln!(typed, "restart {leader}").unwrap();
-    let restarted = lines.next().expect("dev answers").unwrap();
+    let restarted = dev.type_line(&format!("restart {leader}"), " started again ");
     assert!(
         restarted.starts_with(&format!("master-{leader} started again (pid ")),
         "{restarted}"
@@ -160,12 +133,7 @@ fn dev_starts_masters_and_workers_and_stops_them_all() {
         std::thread::sleep(Duration::from_millis(100));
     };
 
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(dev.pid() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    assert!(dev.exited("muster dev").success());
+    assert!(dev.stop().0.success());
     for addr in masters.split(',') {
         assert!(
             std::net::TcpStream::connect(addr).is_err(),
@@ -180,22 +148,13 @@ fn dev_starts_masters_and_workers_and_stops_them_all() {
 
 #[test]
 fn dev_keeps_its_temporary_data_and_logs_when_a_member_exited() {
-    let mut dev = Process(
-        muster()
-            .args(["dev", "--masters", "1", "--workers", "1"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("muster dev starts"),
-    );
-    let _typed = dev.0.stdin.take().unwrap();
-    let mut lines = BufReader::new(dev.0.stdout.take().unwrap()).lines();
-    let dir = lines
-        .by_ref()
-        .map(|line| line.unwrap())
-        .find_map(|line| line.strip_prefix("data and logs: ").map(str::to_owned))
-        .expect("dev names its directory");
+    let dev = Dev::start(&["--masters", "1", "--workers", "1"], &[]);
+    let dir = dev
+        .banner
+        .iter()
+        .find_map(|line| line.strip_prefix("data and logs: "))
+        .expect("dev names its directory")
+        .to_owned();
     // The worker exits (it is stopped, as an operator might).
     let start = Instant::now();
     let worker = loop {
@@ -211,18 +170,10 @@ fn dev_keeps_its_temporary_data_and_logs_when_a_member_exited() {
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
-    lines
-        .by_ref()
-        .map(|line| line.unwrap())
-        .find(|line| line.starts_with("worker-1 exited"))
-        .expect("dev reports the exit");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(dev.pid() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let last = lines.map(|line| line.unwrap()).last().unwrap_or_default();
-    assert!(dev.exited("muster dev").success());
+    let reported = dev.line_with(" exited ");
+    assert!(reported.starts_with("worker-1 exited"), "{reported}");
+    let (stopped, last) = dev.stop();
+    assert!(stopped.success());
     assert!(
         last.ends_with(&format!("its data and logs stay in {dir}")),
         "{last}"

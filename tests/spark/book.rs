@@ -31,22 +31,10 @@ fn the_first_spark_job_page_runs_as_written() {
     assert!(script.contains("spark-submit"), "{script}");
 
     let dir = tempfile::tempdir().unwrap();
-    let (_dev, printed) = muster_dev(spark, dir.path());
-    let exported = |name: &str| {
-        printed
-            .lines()
-            .find_map(|line| line.strip_prefix(&format!("export {name}=")))
-            .unwrap_or_else(|| panic!("no {name} in {printed}"))
-            .to_owned()
-    };
-    let output = Command::new("bash")
-        .args(["-c", &script])
+    let dev = muster_dev(spark, dir.path());
+    let output = dev
+        .second_terminal(Command::new("bash").args(["-c", &script]))
         .current_dir(&root)
-        .env("MUSTER_MASTERS", exported("MUSTER_MASTERS"))
-        .env("MUSTER_SECRET_FILE", exported("MUSTER_SECRET_FILE"))
-        .env("MUSTER_TLS_CA", exported("MUSTER_TLS_CA"))
-        .env_remove("MUSTER_TLS_CERT")
-        .env_remove("MUSTER_TLS_KEY")
         .env_remove("SPARK_HOME")
         // Where the block's build puts the plug-in, not the reader's cache.
         .env("XDG_CACHE_HOME", dir.path().join("cache"))

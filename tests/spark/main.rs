@@ -14,7 +14,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use serde_json::Value;
 
-use crate::support::{Masters, Process, start_worker, wait_for, with_test_cluster_files};
+use crate::support::{Dev, Masters, Process, start_worker, wait_for, with_test_cluster_files};
 
 // Shared by every end-to-end test binary; each uses part of it.
 #[allow(dead_code)]
@@ -150,26 +150,17 @@ fn spark_cache() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("cache")
 }
 
-/// `muster dev` started with `spark`'s `SPARK_HOME`, its data under `dir`, and what it
-/// printed once it says how to stop it.
-fn muster_dev(spark: &Spark, dir: &Path) -> (Process, String) {
-    let printed = dir.join("printed");
-    let dev = Process(
-        crate::support::muster()
-            .args(["dev", "--data-dir"])
-            .arg(dir.join("data"))
-            .env("SPARK_HOME", &spark.home)
-            .env("XDG_CACHE_HOME", spark_cache())
-            .stdin(Stdio::piped())
-            .stdout(std::fs::File::create(&printed).unwrap())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("muster dev starts"),
-    );
-    let printed = crate::support::wait_for_text(&printed, "muster dev's banner", |text| {
-        text.contains("Ctrl-C")
-    });
-    (dev, printed)
+/// `muster dev` started with `spark`'s `SPARK_HOME`, its data under `dir`.
+fn muster_dev(spark: &Spark, dir: &Path) -> Dev {
+    let data = dir.join("data");
+    let cache = spark_cache();
+    Dev::start(
+        &["--data-dir", data.to_str().unwrap()],
+        &[
+            ("SPARK_HOME", spark.home.as_os_str()),
+            ("XDG_CACHE_HOME", cache.as_os_str()),
+        ],
+    )
 }
 
 /// One of the test applications in `tests/spark/apps`.

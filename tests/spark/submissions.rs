@@ -4,7 +4,6 @@
 //! leader killed between create and status, and what is refused (no token, a wrong one, a
 //! revoked user's, bad JSON, a resource not allowed or not there).
 
-use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Instant;
 
@@ -526,37 +525,20 @@ fn the_submit_line_muster_dev_prints_runs_its_example_as_printed() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let (mut dev, printed) = crate::muster_dev(spark, dir.path());
-    let lines: Vec<&str> = printed.lines().collect();
-    let exported = |name: &str| {
-        lines
-            .iter()
-            .find_map(|line| line.strip_prefix(&format!("export {name}=")))
-            .unwrap_or_else(|| panic!("no {name} in {lines:?}"))
-    };
-    let submit = lines
+    let dev = crate::muster_dev(spark, dir.path());
+    let submit = dev
+        .banner
         .iter()
         .find(|line| line.starts_with("T=$(muster rest-token); "))
-        .unwrap_or_else(|| panic!("no submit line in {lines:?}"));
+        .unwrap_or_else(|| panic!("no submit line in {:?}", dev.banner));
     assert!(
-        !lines.iter().any(|line| line.contains("not built yet")),
-        "{lines:?}"
-    );
-    let muster_dir = Path::new(env!("CARGO_BIN_EXE_muster")).parent().unwrap();
-    let path = format!(
-        "{}:{}",
-        muster_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
+        !dev.banner.iter().any(|line| line.contains("not built yet")),
+        "{:?}",
+        dev.banner
     );
     let in_second_terminal = |command: &mut Command| {
-        command
-            .env("PATH", &path)
+        dev.second_terminal(command)
             .env("SPARK_HOME", &spark.home)
-            .env("MUSTER_MASTERS", exported("MUSTER_MASTERS"))
-            .env("MUSTER_SECRET_FILE", exported("MUSTER_SECRET_FILE"))
-            .env("MUSTER_TLS_CA", exported("MUSTER_TLS_CA"))
-            .env_remove("MUSTER_TLS_CERT")
-            .env_remove("MUSTER_TLS_KEY")
             .stdin(Stdio::null())
             .output()
             .unwrap()
@@ -596,10 +578,5 @@ fn the_submit_line_muster_dev_prints_runs_its_example_as_printed() {
     ));
     let errors: Vec<&str> = logged.lines().filter(|l| l.contains(" ERROR ")).collect();
     assert!(errors.is_empty(), "{errors:?}");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(dev.pid() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    assert!(dev.exited("muster dev").success());
+    assert!(dev.stop().0.success());
 }
