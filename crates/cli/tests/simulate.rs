@@ -136,3 +136,39 @@ fn malformed_traces_and_cluster_files_exit_2_naming_the_line_and_field() {
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
     }
 }
+
+#[test]
+fn the_books_csv_trace_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/src/user/simulate.md"
+    ))
+    .unwrap();
+    let csv = page
+        .split("A trace named `*.csv`")
+        .nth(1)
+        .and_then(|rest| rest.split("```\n").nth(1))
+        .expect("the page's CSV trace");
+    std::fs::write(dir.path().join("trace.csv"), csv).unwrap();
+    std::fs::write(
+        dir.path().join("cluster.json"),
+        r#"{"workers": [{"count": 50, "cores": 4, "memory_mb": 16384}],
+            "queues": [{"name": "etl"}, {"name": "adhoc"}]}"#,
+    )
+    .unwrap();
+    let report: serde_json::Value = serde_json::from_str(&success(&muster(
+        &[
+            "simulate",
+            "trace.csv",
+            "--cluster",
+            "cluster.json",
+            "--json",
+        ],
+        dir.path(),
+    )))
+    .unwrap();
+    let queues = &report["simulated"]["queues"];
+    assert_eq!(queues["etl"]["finished"], 1, "{report}");
+    assert_eq!(queues["adhoc"]["finished"], 1, "{report}");
+}

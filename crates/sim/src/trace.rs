@@ -1,5 +1,6 @@
-//! The trace: what happens to a simulated cluster and when, one JSON object per line, each
-//! with `at_s` (seconds from the start) and a `kind`:
+//! The trace: what happens to a simulated cluster and when, one JSON object per line, or, in
+//! a file named `*.csv`, one CSV row per entry under a header row of the same keys (an empty
+//! cell leaves its key out). Each entry has `at_s` (seconds from the start) and a `kind`:
 //!
 //! * `app`: an application submitted, whose client attaches at once and runs `tasks` tasks
 //!   of `task_s` seconds each, one per core of its executors, as Spark runs a stage; a task
@@ -202,37 +203,143 @@ pub fn read(path: &Path) -> Result<Vec<Entry>, TraceError> {
     parse(&text, &path.display().to_string())
 }
 
-/// The entries of trace `text`, read from `path`, in time order. Blank lines are skipped.
+/// The entries of trace `text`, read from `path`, in time order: CSV when `path` ends in
+/// `.csv`, JSON Lines otherwise. Blank lines are skipped.
 ///
 /// # Errors
 ///
 /// A line is not an entry (naming the line and the field).
 pub fn parse(text: &str, path: &str) -> Result<Vec<Entry>, TraceError> {
+    let mut entries = if path.ends_with(".csv") {
+        csv_rows(text, path)?
+    } else {
+        json_lines(text, path)?
+    };
+    entries.sort_by(|a, b| a.at_s().total_cmp(&b.at_s()));
+    Ok(entries)
+}
+
+/// Each non-blank line of `text` as an entry.
+fn json_lines(text: &str, path: &str) -> Result<Vec<Entry>, TraceError> {
     let mut entries = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let error = |message: String| TraceError {
-            path: path.to_owned(),
-            line: i + 1,
-            message,
-        };
-        let mut json = serde_json::Deserializer::from_str(line);
-        let entry: Entry = serde_path_to_error::deserialize(&mut json).map_err(|e| {
-            let field = e.path().to_string();
-            match field.as_str() {
-                "." => error(e.inner().to_string()),
-                _ => error(format!("{field}: {}", e.inner())),
-            }
-        })?;
-        entry
-            .check()
-            .map_err(|(field, message)| error(format!("{field}: {message}")))?;
-        entries.push(entry);
+        let error = error_at(path, i + 1);
+        entries.push(entry(
+            &mut serde_json::Deserializer::from_str(line),
+            &error,
+        )?);
     }
-    entries.sort_by(|a, b| a.at_s().total_cmp(&b.at_s()));
     Ok(entries)
+}
+
+/// The columns a CSV trace may have: every key of every kind of entry.
+const CSV_COLUMNS: [(&str, CsvCell); 18] = [
+    ("kind", CsvCell::Text),
+    ("at_s", CsvCell::Number),
+    ("name", CsvCell::Text),
+    ("queue", CsvCell::Text),
+    ("user", CsvCell::Text),
+    ("cores_max", CsvCell::Number),
+    ("executor_cores", CsvCell::Number),
+    ("executor_memory_mb", CsvCell::Number),
+    ("executor_limit", CsvCell::Number),
+    ("tasks", CsvCell::Number),
+    ("task_s", CsvCell::Number),
+    ("cores", CsvCell::Number),
+    ("memory_mb", CsvCell::Number),
+    ("duration_s", CsvCell::Number),
+    ("supervise", CsvCell::Bool),
+    ("worker", CsvCell::Text),
+    ("down_s", CsvCell::Number),
+    ("kill_after_s", CsvCell::Number),
+];
+
+/// What a CSV column holds.
+#[derive(Clone, Copy)]
+enum CsvCell {
+    Text,
+    Number,
+    Bool,
+}
+
+/// Each row of CSV `text` under its header row as an entry: the object of the row's
+/// non-empty cells, read as its JSON line would be.
+fn csv_rows(text: &str, path: &str) -> Result<Vec<Entry>, TraceError> {
+    let mut reader = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .from_reader(text.as_bytes());
+    let line_of = |position: Option<&csv::Position>| position.map_or(0, |p| p.line() as usize);
+    let header = reader
+        .headers()
+        .map_err(|e| error_at(path, line_of(e.position()))(e.to_string()))?
+        .clone();
+    let mut columns = Vec::new();
+    for name in &header {
+        let Some(&(name, cell)) = CSV_COLUMNS.iter().find(|(known, _)| *known == name) else {
+            let known: Vec<&str> = CSV_COLUMNS.iter().map(|(known, _)| *known).collect();
+            return Err(error_at(path, 1)(format!(
+                "unknown column `{name}`, expected some of {}",
+                known.join(", ")
+            )));
+        };
+        columns.push((name, cell));
+    }
+    let mut entries = Vec::new();
+    for row in reader.records() {
+        let row = row.map_err(|e| error_at(path, line_of(e.position()))(e.to_string()))?;
+        let error = error_at(path, line_of(row.position()));
+        let mut object = serde_json::Map::new();
+        for (&(name, cell), text) in columns.iter().zip(&row) {
+            if text.is_empty() {
+                continue;
+            }
+            let value = match cell {
+                CsvCell::Text => serde_json::Value::from(text),
+                CsvCell::Number => text
+                    .parse::<serde_json::Number>()
+                    .map(serde_json::Value::Number)
+                    .map_err(|_| error(format!("{name}: `{text}` is not a number")))?,
+                CsvCell::Bool => match text {
+                    "true" => true.into(),
+                    "false" => false.into(),
+                    _ => return Err(error(format!("{name}: `{text}` is not true or false"))),
+                },
+            };
+            object.insert(name.to_owned(), value);
+        }
+        entries.push(entry(serde_json::Value::Object(object), &error)?);
+    }
+    Ok(entries)
+}
+
+/// Makes the error of line `line` of `path`.
+fn error_at(path: &str, line: usize) -> impl Fn(String) -> TraceError + '_ {
+    move |message| TraceError {
+        path: path.to_owned(),
+        line,
+        message,
+    }
+}
+
+/// The entry `json` holds, checked, or an error naming its field.
+fn entry<'de>(
+    json: impl serde::Deserializer<'de>,
+    error: &impl Fn(String) -> TraceError,
+) -> Result<Entry, TraceError> {
+    let entry: Entry = serde_path_to_error::deserialize(json).map_err(|e| {
+        let field = e.path().to_string();
+        match field.as_str() {
+            "." => error(e.inner().to_string()),
+            _ => error(format!("{field}: {}", e.inner())),
+        }
+    })?;
+    entry
+        .check()
+        .map_err(|(field, message)| error(format!("{field}: {message}")))?;
+    Ok(entry)
 }
 
 /// `entries` as a trace file: one line each.
@@ -241,4 +348,59 @@ pub fn write(entries: &[Entry]) -> String {
         .iter()
         .map(|entry| serde_json::to_string(entry).expect("an entry prints") + "\n")
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_csv_trace_reads_as_the_same_trace_in_json_lines() {
+        let csv = "\
+kind,at_s,name,queue,cores_max,executor_cores,tasks,task_s,duration_s,supervise,worker,down_s
+app,1.5,\"etl, nightly\",etl,8,2,40,30,,,,
+driver,0,report,,,,,,600,true,,
+
+lose_worker,90,,,,,,,,, w-0002 ,
+lose_worker,95,,,,,,,,,w-0003,120
+leader_change,100,,,,,,,,,,
+";
+        let json = r#"{"kind": "app", "at_s": 1.5, "name": "etl, nightly", "queue": "etl", "cores_max": 8, "executor_cores": 2, "tasks": 40, "task_s": 30}
+{"kind": "driver", "at_s": 0, "name": "report", "duration_s": 600, "supervise": true}
+{"kind": "lose_worker", "at_s": 90, "worker": "w-0002"}
+{"kind": "lose_worker", "at_s": 95, "worker": "w-0003", "down_s": 120}
+{"kind": "leader_change", "at_s": 100}
+"#;
+        let from_csv = parse(csv, "trace.csv").unwrap();
+        assert_eq!(from_csv.len(), 5);
+        assert_eq!(from_csv, parse(json, "trace.jsonl").unwrap());
+    }
+
+    #[test]
+    fn a_malformed_csv_trace_is_refused_naming_the_line_and_column() {
+        let header = "kind,at_s,tasks,task_s,duration_s,supervise\n";
+        for (rows, message) in [
+            ("app,0,x,1,,\n", "trace.csv:2: tasks: `x` is not a number"),
+            (
+                "app,0,1,1,,\ndriver,3,,,60,yes\n",
+                "trace.csv:3: supervise: `yes` is not true or false",
+            ),
+            ("driver,0,4,,60,\n", "trace.csv:2: unknown field `tasks`"),
+            ("app,0,0,1,,\n", "trace.csv:2: tasks: must be at least 1"),
+            ("app,0,1,1\n", "trace.csv:2: "),
+        ] {
+            let error = parse(&format!("{header}{rows}"), "trace.csv").unwrap_err();
+            assert!(
+                error.to_string().starts_with(message),
+                "{rows}: {error} is not {message}"
+            );
+        }
+        let error = parse("kind,at_s,task\napp,0,1\n", "trace.csv").unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with("trace.csv:1: unknown column `task`, expected some of kind, at_s"),
+            "{error}"
+        );
+    }
 }

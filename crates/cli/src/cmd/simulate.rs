@@ -34,7 +34,8 @@ enum SimulateCommand {
 /// `muster simulate TRACE`.
 #[derive(Args)]
 struct RunArgs {
-    /// The trace: one JSON object per line (the book, "muster simulate").
+    /// The trace: one JSON object per line, or CSV if its name ends in `.csv` (the book,
+    /// "muster simulate").
     trace: Option<PathBuf>,
     /// The cluster file: workers, queues, master settings, timings.
     #[arg(long, required_unless_present = "compare")]

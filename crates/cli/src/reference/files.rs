@@ -51,7 +51,9 @@ const FORMATS: [Format; 5] = [
     Format {
         title: "Simulation trace",
         intro: "`muster simulate TRACE` reads JSON Lines: one object per line, each with \
-                `kind` set to one of the kinds below.",
+                `kind` set to one of the kinds below. A file named `*.csv` is read as CSV \
+                instead: a header row of these keys (any of them, in any order), then a row \
+                per entry, where an empty cell leaves its key out.",
         root: "Entry",
     },
     Format {
