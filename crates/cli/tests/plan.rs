@@ -1,5 +1,6 @@
 //! `muster plan` on files: golden input/output pairs under `tests/plan/ok`, refused inputs
-//! with their one-line errors under `tests/plan/errors`, and the shipped example.
+//! with their one-line errors under `tests/plan/errors`, and the book's page with the shipped
+//! example.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -108,9 +109,30 @@ fn an_unreadable_file_exits_2() {
 }
 
 #[test]
-fn the_shipped_example_plans() {
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/examples/snapshot.json");
-    let output = muster_plan(&example);
+fn the_books_plan_page_runs_as_written() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let page = std::fs::read_to_string(root.join("docs/src/user/plan.md")).unwrap();
+    let block = |fence: &str| {
+        page.split(fence)
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .unwrap_or_else(|| panic!("no {fence} block"))
+            .to_owned()
+    };
+    // The page's command, run by `sh` in the repository's root with this `muster` on the
+    // `PATH`.
+    let muster_dir = Path::new(env!("CARGO_BIN_EXE_muster")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        muster_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let output = Command::new("sh")
+        .args(["-c", &block("```sh\n")])
+        .current_dir(&root)
+        .env("PATH", path)
+        .output()
+        .unwrap();
     assert!(
         output.status.success(),
         "{}",
@@ -118,6 +140,12 @@ fn the_shipped_example_plans() {
     );
     let plan: serde_json::Value = serde_json::from_slice(&output.stdout).expect("a JSON plan");
     assert!(!plan["executors"].as_array().expect("executors").is_empty());
+    // What the page shows waiting is what waits.
+    let shown: serde_json::Value = serde_json::from_str(&block("```json\n")).unwrap();
+    assert!(
+        plan["waiting"].as_array().unwrap().contains(&shown),
+        "{shown} is not in {plan}"
+    );
 }
 
 #[test]
