@@ -1,21 +1,24 @@
-//! The book's first Spark job (`docs/src/getting-started/first-spark-job.md`) as written: its
-//! block of commands run by one shell in the repository's root, in a second terminal of a
-//! `muster dev` cluster, with the Spark this machine has in place of the one the block's first
-//! line installs.
+//! The book's Spark pages as written (the first Spark job, and Spark on Muster in client and
+//! in cluster mode): each page's block of commands run by one shell in the repository's root,
+//! in a second terminal of a `muster dev` cluster, with the Spark this machine has in place of
+//! the one the block's first line installs.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
-use crate::{muster_dev, spark};
+use serde_json::Value;
 
-#[test]
-fn the_first_spark_job_page_runs_as_written() {
-    let Some((spark, _one_at_a_time)) = spark() else {
-        return;
-    };
+use crate::support::{DEADLINE, Dev};
+use crate::{Spark, muster_dev, spark};
+
+/// The first block of commands of the book's page at `page`, run by one `bash` in the
+/// repository's root in a second terminal of a `muster dev` cluster (data under `dir`), with
+/// `spark`'s venv in place of the one the block's first line makes; the cluster and what
+/// the block printed.
+fn run_first_block(spark: &Spark, page: &str, dir: &Path) -> (Dev, Output) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let page =
-        std::fs::read_to_string(root.join("docs/src/getting-started/first-spark-job.md")).unwrap();
+    let page = std::fs::read_to_string(root.join("docs/src").join(page)).unwrap();
     let block = page
         .split("```sh\n")
         .nth(1)
@@ -30,21 +33,78 @@ fn the_first_spark_job_page_runs_as_written() {
         .replace("$PWD/target/release/muster", env!("CARGO_BIN_EXE_muster"));
     assert!(script.contains("spark-submit"), "{script}");
 
-    let dir = tempfile::tempdir().unwrap();
-    let dev = muster_dev(spark, dir.path());
+    let dev = muster_dev(spark, dir);
     let output = dev
         .second_terminal(Command::new("bash").args(["-c", &script]))
         .current_dir(&root)
         .env_remove("SPARK_HOME")
         // Where the block's build puts the plug-in, not the reader's cache.
-        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .env("XDG_CACHE_HOME", dir.join("cache"))
         .stdin(Stdio::null())
         .output()
         .unwrap();
+    (dev, output)
+}
+
+/// Whether `said` has the line pi.py prints.
+fn prints_pi(said: &str) -> bool {
+    said.lines().any(|line| line.starts_with("pi 3.1"))
+}
+
+#[test]
+fn the_first_spark_job_page_runs_as_written() {
+    let Some((spark, _one_at_a_time)) = spark() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_dev, output) = run_first_block(spark, "getting-started/first-spark-job.md", dir.path());
     let said = String::from_utf8_lossy(&output.stdout);
     assert!(
-        output.status.success() && said.lines().any(|line| line.starts_with("pi 3.1")),
+        output.status.success() && prints_pi(&said),
         "the page's job did not print pi: {said}{}",
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+#[test]
+fn the_spark_pages_client_and_cluster_mode_run_as_written() {
+    let Some((spark, _one_at_a_time)) = spark() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (dev, output) = run_first_block(spark, "user/spark.md", dir.path());
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && prints_pi(&said),
+        "the client-mode job did not print pi: {said}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // `muster submit` printed the cluster-mode driver's id last: spark-submit runs on a
+    // worker, and its pi is in the driver's log.
+    let id = said.lines().last().unwrap().trim().to_owned();
+    assert!(id.starts_with("driver-"), "{said}");
+    let muster = |args: &[&str]| {
+        let output = dev
+            .second_terminal(Command::new(env!("CARGO_BIN_EXE_muster")).args(args))
+            .output()
+            .unwrap();
+        crate::support::stdout(&output)
+    };
+    let start = Instant::now();
+    loop {
+        let shown: Value = serde_json::from_str(&muster(&["drivers", "--json", &id])).unwrap();
+        let state = shown[0]["state"].as_str().unwrap_or_default().to_owned();
+        assert!(
+            ["SUBMITTED", "RUNNING", "FINISHED"].contains(&state.as_str()),
+            "{shown}"
+        );
+        if state == "FINISHED" {
+            assert_eq!(shown[0]["exit_code"], 0, "{shown}");
+            break;
+        }
+        assert!(start.elapsed() < 3 * DEADLINE, "not finished: {shown}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let logged = muster(&["logs", &id]);
+    assert!(prints_pi(&logged), "{logged}");
 }
