@@ -2,16 +2,19 @@
 //! of `muster dev`, started as the first cluster page starts it, with the exports it prints:
 //! the walk-through (`getting-started/walk-through.md`: its first block with the placeholders
 //! a reader fills in filled in, then the leader killed by typing `kill leader` where `muster
-//! dev` runs, and the failover block's commands) and the jobs page (`user/jobs.md`: its job
+//! dev` runs, and the failover block's commands; then an application attached and Ctrl-C,
+//! and the block of kills, queues and users) and the jobs page (`user/jobs.md`: its job
 //! files in client and in cluster mode).
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+
+use nix::sys::signal::Signal;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{DEADLINE, Dev, alive_workers, driver};
+use crate::support::{DEADLINE, Dev, Process, alive_workers, driver, running_executors, signal};
 
 /// The repository's root.
 fn root() -> std::path::PathBuf {
@@ -221,4 +224,69 @@ fn the_jobs_pages_commands_run_as_written() {
     assert_eq!(driver(&status, &id).unwrap()["exit_code"], 0, "{status}");
     let (drivers, _) = &cluster_mode[1];
     assert!(dev.run_until(drivers, "FINISHED").contains(&id));
+}
+
+#[test]
+fn the_walk_throughs_applications_and_queues_run_as_written() {
+    let page = book_page("getting-started/walk-through.md");
+    let (application, housekeeping) = (sh_block(&page, 2), sh_block(&page, 3));
+    assert!(
+        application.len() == 2 && housekeeping.len() == 4,
+        "{application:?} {housekeeping:?}"
+    );
+    let data = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let dev = Terminal::start(data.path());
+    dev.status_when("the workers", |s| {
+        alive_workers(s) == 2 && s["recovery_state"] == "ALIVE"
+    });
+
+    // `muster app run` stays attached in its terminal; `muster apps` in another shows its
+    // executors, and Ctrl-C there finishes it.
+    let (attach, _) = &application[0];
+    let attached = Process(
+        dev.0
+            .second_terminal(Command::new("sh").args(["-c", &format!("exec {attach}")]))
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let status = dev.status_when("etl's four executors", |s| {
+        s["apps"].as_array().unwrap().iter().any(|a| {
+            a["name"] == "etl" && running_executors(s, a["id"].as_str().unwrap()).len() == 4
+        })
+    });
+    let app = status["apps"][0]["id"].as_str().unwrap().to_owned();
+    let (apps, _) = &application[1];
+    dev.run_until(apps, &app);
+    signal(attached.pid(), Signal::SIGINT);
+    dev.status_when("etl finished", |s| crate::support::app(s, &app).is_none());
+
+    // A driver killed by id, a queue file set and listed, a named user's file written.
+    let sleeper = dev.run_until("muster submit -- /bin/sleep 600", "driver-");
+    let sleeper = sleeper.trim();
+    let queues = files.path().join("queues.json");
+    let credential = files.path().join("alice.credential");
+    for (written, comment) in housekeeping {
+        if let Some(example) = comment.strip_prefix("e.g. ") {
+            std::fs::write(&queues, example).unwrap();
+        }
+        let command = written
+            .replace("driver-...", sleeper)
+            .replace("queues.json", queues.to_str().unwrap())
+            .replace("alice.credential", credential.to_str().unwrap());
+        let expected = match command.as_str() {
+            "muster queues" => "prod",
+            kill if kill.starts_with("muster kill ") => "killed",
+            _ => "",
+        };
+        dev.run_until(&command, expected);
+    }
+    dev.status_when("the driver killed", |s| {
+        driver(s, sleeper).is_some_and(|d| d["state"] == "KILLED")
+    });
+    assert!(
+        std::fs::metadata(&credential).unwrap().len() > 0,
+        "alice's credential is written"
+    );
 }
