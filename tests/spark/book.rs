@@ -1,7 +1,7 @@
-//! The book's Spark pages as written (the first Spark job, and Spark on Muster in client and
-//! in cluster mode): each page's block of commands run by one shell in the repository's root,
-//! in a second terminal of a `muster dev` cluster, with the Spark this machine has in place of
-//! the one the block's first line installs.
+//! The book's Spark pages as written (the first Spark job, Spark on Muster in client and in
+//! cluster mode, and Spark's REST gateway): each page's block of commands run by a shell in
+//! the repository's root, in a second terminal of a `muster dev` cluster, with the Spark this
+//! machine has in place of the one the block's first line installs.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -107,4 +107,95 @@ fn the_spark_pages_client_and_cluster_mode_run_as_written() {
     }
     let logged = muster(&["logs", &id]);
     assert!(prints_pi(&logged), "{logged}");
+}
+
+#[test]
+fn the_rest_gateway_pages_block_runs_as_written() {
+    let Some((spark, _one_at_a_time)) = spark() else {
+        return;
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let page = std::fs::read_to_string(root.join("docs/src/user/spark-rest.md")).unwrap();
+    let block: Vec<&str> = page
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the page's block of commands")
+        .lines()
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let dev = muster_dev(spark, dir.path());
+    // The master URL `muster dev` printed in place of the page's example addresses.
+    let url = dev
+        .banner
+        .iter()
+        .find_map(|line| line.split("--master ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no master URL in {:?}", dev.banner));
+    let mut setup: Vec<String> = block[..2].iter().map(|line| line.to_string()).collect();
+    assert!(setup[1].starts_with("M=spark://"), "{setup:?}");
+    setup[1] = format!("M={url}");
+    let first_by_id = block
+        .iter()
+        .position(|line| line.contains("driver-2026"))
+        .expect("commands on the submitted driver");
+    let bash = |lines: &[String]| {
+        dev.second_terminal(Command::new("bash").args(["-c", &lines.join("\n")]))
+            .current_dir(&root)
+            .env("SPARK_HOME", &spark.home)
+            .env("JAR", &spark.jar)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let submit: Vec<String> = setup
+        .iter()
+        .cloned()
+        .chain(block[2..first_by_id].iter().map(|line| line.to_string()))
+        .collect();
+    let output = bash(&submit);
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{log}");
+    let id = log
+        .split("Submission successfully created as ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("not submitted: {log}"))
+        .trim_end_matches('.')
+        .to_owned();
+
+    let by_id: Vec<String> = block[first_by_id..]
+        .iter()
+        .map(|line| {
+            line.split("  #")
+                .next()
+                .unwrap()
+                .trim()
+                .replace("driver-20261205...", &id)
+        })
+        .collect();
+    let start = Instant::now();
+    let state = loop {
+        let shown = bash(&[by_id[0].clone()]);
+        let shown = crate::support::stdout(&shown);
+        if shown.contains("FINISHED") || shown.contains("FAILED") {
+            break shown;
+        }
+        assert!(start.elapsed() < 3 * DEADLINE, "not finished: {shown}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(state.contains("FINISHED"), "{state}");
+    let sums = crate::square_sums(100_000);
+    let logged = crate::support::stdout(&bash(&[by_id[1].clone()]));
+    assert!(logged.contains(&format!("9 {}", sums[&9])), "{logged}");
+    // Killing it once it has finished answers and changes nothing.
+    let kill: Vec<String> = setup.iter().cloned().chain([by_id[2].clone()]).collect();
+    let killed = bash(&kill);
+    assert!(
+        killed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&killed.stderr)
+    );
+    let after = crate::support::stdout(&bash(&[by_id[0].clone()]));
+    assert!(after.contains("FINISHED"), "{after}");
 }
