@@ -39,6 +39,7 @@
 //!   every crate shares.
 //! * [`plan`]: the output [`Plan`].
 //! * [`preempt`]: which ordinary executors to stop for prior work that waited for room.
+//! * [`restarts`]: the back-off between a supervised driver's runs on its worker.
 //! * [`rng`]: the seeded generator behind every random choice that must repeat.
 //! * [`tasks`]: scheduling inside one application (jobs, stages, tasks), as a Spark driver
 //!   does.
@@ -71,6 +72,7 @@ pub mod plan;
 pub mod preempt;
 pub mod queues;
 pub mod resources;
+pub mod restarts;
 pub mod rng;
 pub mod tasks;
 mod wait;

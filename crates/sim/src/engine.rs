@@ -20,9 +20,10 @@ use std::time::{Duration, Instant};
 
 use muster_core::ids::{AppId, DriverId, ExecutorId, Term, Timestamp, WorkerId};
 use muster_core::resources::Resources;
+use muster_core::restarts::Backoff;
 use muster_master::leader::{
-    Action, AppRequest, Close, Event, Leader, LinkId, ProcessKey, ProposalId, Registration, ToApp,
-    ToWorker, Update,
+    Action, AppRequest, Close, Event, Leader, LinkId, ProcessKey, ProposalId, Registration,
+    Restarts, ToApp, ToWorker, Update,
 };
 use muster_state::commands::{DrainWorker, RaiseLogFormat, SubmitApp, SubmitDriver};
 use muster_state::model::{AppDescription, DriverDescription, DriverState, ExecutorState};
@@ -60,8 +61,10 @@ enum Happening {
     Started(WorkerId, ProcessKey, u64),
     /// A process told to stop ended.
     Stopped(WorkerId, ProcessKey, u64),
-    /// A driver's work is done: it exits.
+    /// A driver's run is done: it exits.
     DriverDone(WorkerId, DriverId, u64),
+    /// A supervised driver's worker starts it again after its back-off.
+    DriverRestart(WorkerId, DriverId, u64),
     /// A task on an executor (of this serial) is done.
     TaskDone(AppId, ExecutorId, u64),
     /// A message reaches a worker.
@@ -186,6 +189,8 @@ pub struct Simulation<'a> {
     placed: BTreeMap<ProcessKey, WorkerId>,
     next_pid: u32,
     next_serial: u64,
+    /// The failed runs of each driver of the trace so far, by entry.
+    failed_runs: BTreeMap<usize, u32>,
     /// Trace entries of work not ended yet.
     unfinished: usize,
     random: u64,
@@ -238,6 +243,7 @@ impl<'a> Simulation<'a> {
             placed: BTreeMap::new(),
             next_pid: 1000,
             next_serial: 0,
+            failed_runs: BTreeMap::new(),
             unfinished,
         }
     }
@@ -316,6 +322,9 @@ impl<'a> Simulation<'a> {
             Happening::Stopped(worker, key, serial) => self.stopped(&worker, &key, serial),
             Happening::DriverDone(worker, driver, serial) => {
                 self.driver_done(&worker, driver, serial);
+            }
+            Happening::DriverRestart(worker, driver, serial) => {
+                self.driver_restart(&worker, driver, serial);
             }
             Happening::TaskDone(app, executor, serial) => self.task_done(&app, executor, serial),
             Happening::ToWorker(link, message) => self.worker_hears(link, message),
@@ -674,7 +683,7 @@ impl<'a> Simulation<'a> {
         let registration = Registration {
             worker: worker.registration.clone(),
             addresses: Default::default(),
-            running: worker.running(),
+            running: worker.running(self.now),
             reports: worker.unacked.values().cloned().collect(),
             build: None,
             shuffle_service: None,
@@ -771,6 +780,10 @@ impl<'a> Simulation<'a> {
             pid: self.next_pid,
             serial: self.next_serial,
             stopping: false,
+            started_ms: self.now,
+            restarts: 0,
+            starts_again_ms: None,
+            backoff: Backoff::default(),
         };
         self.next_pid += 1;
         self.next_serial += 1;
@@ -807,13 +820,12 @@ impl<'a> Simulation<'a> {
 
     /// A launched process started (unless it was told to stop, or its worker failed).
     fn started(&mut self, id: &WorkerId, key: ProcessKey, serial: u64) {
-        let worker = self.workers.get(id).expect("a simulated worker");
-        let Some(process) = worker.processes.get(&key).copied() else {
+        let worker = self.workers.get_mut(id).expect("a simulated worker");
+        let Some(process) = worker.live_process(&key, serial) else {
             return;
         };
-        if process.serial != serial || process.stopping {
-            return;
-        }
+        process.started_ms = self.now;
+        let process = *process;
         let update = match &key {
             ProcessKey::Executor(app, executor) => Update::Executor {
                 app: app.clone(),
@@ -875,28 +887,103 @@ impl<'a> Simulation<'a> {
         self.report(id, update);
     }
 
+    /// A driver's run is done: it finishes, or, while its trace entry has failures left, it
+    /// fails, and a supervised one waits its back-off to start again as a real worker has it.
     fn driver_done(&mut self, id: &WorkerId, driver: DriverId, serial: u64) {
         let worker = self.workers.get_mut(id).expect("a simulated worker");
         let key = ProcessKey::Driver(driver.clone());
-        if worker
-            .processes
-            .get(&key)
-            .is_none_or(|p| p.serial != serial || p.stopping)
-        {
+        let Some(process) = worker.live_process(&key, serial) else {
             return;
-        }
-        let process = worker.processes.remove(&key).expect("checked");
-        self.placed.remove(&key);
-        self.report(
-            id,
-            Update::Driver {
-                driver,
-                state: DriverState::Finished,
-                exit_code: Some(0),
-                pid: process.pid,
-                restarts: None,
-            },
+        };
+        let spec = (self.state.drivers().get(&driver))
+            .and_then(|d| driver_entry(&d.desc.args))
+            .map(|entry| (entry, &self.trace[entry]));
+        let fails = match spec {
+            Some((entry, Entry::Driver(spec))) => {
+                let failed = self.failed_runs.entry(entry).or_default();
+                let fails = *failed < spec.failures;
+                if fails {
+                    *failed += 1;
+                    self.recorder.failed_run(entry);
+                }
+                fails.then_some(spec.supervise)
+            }
+            _ => None,
+        };
+        let update = match fails {
+            Some(true) => {
+                let ran = Duration::from_millis(self.now - process.started_ms);
+                let wait = process.backoff.after_failure(ran);
+                process.restarts += 1;
+                let again = self.now + u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+                process.starts_again_ms = Some(again);
+                self.agenda.at(
+                    again,
+                    Happening::DriverRestart(id.clone(), driver.clone(), serial),
+                );
+                Update::Driver {
+                    driver,
+                    state: DriverState::Running,
+                    exit_code: None,
+                    pid: 0,
+                    restarts: Some(Restarts {
+                        count: process.restarts,
+                        last_exit_code: Some(1),
+                        starts_again_in: Some(wait),
+                    }),
+                }
+            }
+            ended => {
+                let process = worker.processes.remove(&key).expect("checked");
+                self.placed.remove(&key);
+                let (state, code) = match ended {
+                    Some(_) => (DriverState::Failed, 1),
+                    None => (DriverState::Finished, 0),
+                };
+                Update::Driver {
+                    driver,
+                    state,
+                    exit_code: Some(code),
+                    pid: process.pid,
+                    restarts: None,
+                }
+            }
+        };
+        self.report(id, update);
+    }
+
+    /// A supervised driver's worker starts it again (unless it was told to stop meanwhile,
+    /// or its worker failed): a new process, running for the driver's duration again.
+    fn driver_restart(&mut self, id: &WorkerId, driver: DriverId, serial: u64) {
+        let worker = self.workers.get_mut(id).expect("a simulated worker");
+        let key = ProcessKey::Driver(driver.clone());
+        let Some(process) = worker.live_process(&key, serial) else {
+            return;
+        };
+        process.pid = self.next_pid;
+        self.next_pid += 1;
+        process.started_ms = self.now;
+        process.starts_again_ms = None;
+        let pid = process.pid;
+        let duration_s = (self.state.drivers().get(&driver))
+            .and_then(|d| driver_entry(&d.desc.args))
+            .and_then(|entry| match &self.trace[entry] {
+                Entry::Driver(spec) => Some(spec.duration_s),
+                _ => None,
+            })
+            .expect("a driver of the trace");
+        self.agenda.at(
+            self.now + seconds_to_ms(duration_s),
+            Happening::DriverDone(id.clone(), driver.clone(), serial),
         );
+        let update = Update::Driver {
+            driver,
+            state: DriverState::Running,
+            exit_code: None,
+            pid,
+            restarts: None,
+        };
+        self.report(id, update);
     }
 
     fn attach(&mut self, id: &AppId) {

@@ -35,6 +35,9 @@ pub struct Work {
     pub ended_s: Option<f64>,
     /// How it ended: FINISHED, KILLED, FAILED, ..., or REFUSED at submission.
     pub outcome: Option<String>,
+    /// A driver's runs that failed (exit 1) before it ended.
+    #[serde(skip_serializing_if = "crate::trace::is_zero")]
+    pub failed_runs: u32,
     /// Core time its tasks ran, in seconds (apps).
     #[serde(skip)]
     pub core_ms: u64,
@@ -98,6 +101,7 @@ impl Recorder {
                     ended_s: None,
                     outcome: None,
                     core_ms: 0,
+                    failed_runs: 0,
                 })
             })
             .collect();
@@ -198,6 +202,11 @@ impl Recorder {
     /// The leader failed.
     pub fn leader_changed(&mut self) {
         self.leader_changes += 1;
+    }
+
+    /// A run of driver `entry` failed.
+    pub fn failed_run(&mut self, entry: usize) {
+        self.work(entry).failed_runs += 1;
     }
 
     /// A process was launched while another worker still ran it.

@@ -5,7 +5,9 @@
 //! * `app`: an application submitted, whose client attaches at once and runs `tasks` tasks
 //!   of `task_s` seconds each, one per core of its executors, as Spark runs a stage; a task
 //!   on an executor that ends runs again elsewhere. It finishes when every task has run.
-//! * `driver`: a driver (cluster mode) submitted, that runs `duration_s` seconds once started.
+//! * `driver`: a driver (cluster mode) submitted, that runs `duration_s` seconds once started;
+//!   its first `failures` runs then fail (exit 1), and a supervised one is started again by
+//!   its worker after the back-off a real worker waits.
 //! * `lose_worker`: a worker's machine fails, and what ran on it with it; it comes back
 //!   empty after `down_s`, if given.
 //! * `drain`: `muster workers drain WORKER [--kill-after kill_after_s]`.
@@ -110,6 +112,14 @@ pub struct DriverEntry {
     /// Whether it is supervised.
     #[serde(default)]
     pub supervise: bool,
+    /// How many of its runs fail (exit 1 after `duration_s`) before one finishes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failures: u32,
+}
+
+/// Whether a count is zero, and so left out of JSON.
+pub(crate) fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 fn default_memory_mb() -> u64 {
@@ -236,7 +246,7 @@ fn json_lines(text: &str, path: &str) -> Result<Vec<Entry>, TraceError> {
 }
 
 /// The columns a CSV trace may have: every key of every kind of entry.
-const CSV_COLUMNS: [(&str, CsvCell); 18] = [
+const CSV_COLUMNS: [(&str, CsvCell); 19] = [
     ("kind", CsvCell::Text),
     ("at_s", CsvCell::Number),
     ("name", CsvCell::Text),
@@ -252,6 +262,7 @@ const CSV_COLUMNS: [(&str, CsvCell); 18] = [
     ("memory_mb", CsvCell::Number),
     ("duration_s", CsvCell::Number),
     ("supervise", CsvCell::Bool),
+    ("failures", CsvCell::Number),
     ("worker", CsvCell::Text),
     ("down_s", CsvCell::Number),
     ("kill_after_s", CsvCell::Number),

@@ -3,9 +3,11 @@
 //! that submit them. Pure bookkeeping: [`crate::engine`] decides when things happen.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
 
 use muster_core::ids::ExecutorId;
-use muster_master::leader::{LinkId, ProcessKey, Report, RunningProcess, Update};
+use muster_core::restarts::Backoff;
+use muster_master::leader::{LinkId, ProcessKey, Report, Restarts, RunningProcess, Update};
 use muster_state::commands::RegisterWorker;
 
 /// A simulated worker agent and its machine.
@@ -34,6 +36,14 @@ pub struct Process {
     pub serial: u64,
     /// Whether it was told to stop.
     pub stopping: bool,
+    /// When its current run started (ms).
+    pub started_ms: u64,
+    /// How many times a supervised driver was started again after a failed run.
+    pub restarts: u32,
+    /// While a supervised driver waits to start again, when it does (ms).
+    pub starts_again_ms: Option<u64>,
+    /// The wait before its next restart.
+    pub backoff: Backoff,
 }
 
 impl Worker {
@@ -61,14 +71,26 @@ impl Worker {
         report
     }
 
-    /// What it runs, as its registration says.
-    pub fn running(&self) -> BTreeMap<ProcessKey, RunningProcess> {
+    /// Its process of `key` launched as `serial`, unless it was told to stop.
+    pub fn live_process(&mut self, key: &ProcessKey, serial: u64) -> Option<&mut Process> {
+        self.processes
+            .get_mut(key)
+            .filter(|p| p.serial == serial && !p.stopping)
+    }
+
+    /// What it runs at `now_ms`, as its registration says.
+    pub fn running(&self, now_ms: u64) -> BTreeMap<ProcessKey, RunningProcess> {
         self.processes
             .iter()
             .map(|(key, process)| {
                 let running = RunningProcess {
                     pid: process.pid,
-                    restarts: None,
+                    restarts: (process.restarts > 0).then(|| Restarts {
+                        count: process.restarts,
+                        last_exit_code: Some(1),
+                        starts_again_in: (process.starts_again_ms)
+                            .map(|at| Duration::from_millis(at.saturating_sub(now_ms))),
+                    }),
                 };
                 (key.clone(), running)
             })

@@ -9,7 +9,8 @@
 //! says the application ended ([`Supervisor::remove_app_data`]). A
 //! supervised driver that exits with a non-zero code is started again after a back-off that
 //! doubles from [`SupervisorConfig::restart_backoff`] and starts over once a run lasted
-//! [`SupervisorConfig::successful_run`] (Spark's `DriverRunner.runCommandWithRetry`).
+//! [`SupervisorConfig::successful_run`] ([`muster_core::restarts`], Spark's
+//! `DriverRunner.runCommandWithRetry`).
 //!
 //! Each process runs under a small `/bin/sh` wrapper that writes the program's exit code to
 //! `exit` in its directory, and is written down in the work dir ([`crate::records`]). A
@@ -32,6 +33,7 @@ use std::time::{Duration, Instant, SystemTime};
 use muster_core::ids::{AppId, DriverId, ExecutorId};
 use muster_core::limits::names_a_directory;
 use muster_core::resources::{ResourceAddresses, Resources, Usage};
+use muster_core::restarts::{self, Backoff};
 use muster_proto::auth::{CREDENTIAL_VARIABLE, SECRET_FILE_VARIABLE};
 use muster_proto::exit;
 use nix::sys::signal::{Signal, kill, killpg};
@@ -292,8 +294,8 @@ impl SupervisorConfig {
             driver_environment: Vec::new(),
             executor_environment: Vec::new(),
             kill_grace: Duration::from_secs(10),
-            restart_backoff: Duration::from_secs(1),
-            successful_run: Duration::from_secs(5),
+            restart_backoff: restarts::FIRST_BACKOFF,
+            successful_run: restarts::SUCCESSFUL_RUN,
             isolation: None,
             fence_file: None,
         }
@@ -1127,7 +1129,7 @@ impl Monitor {
     }
 
     async fn run(mut self, mut child: Child) {
-        let mut backoff = self.config.restart_backoff;
+        let mut backoff = Backoff::new(self.config.restart_backoff, self.config.successful_run);
         loop {
             let pid = child.id().expect("a running child has an id");
             *self.pid.lock().expect("pid lock") = pid;
@@ -1158,19 +1160,16 @@ impl Monitor {
                     ProcessState::Exited { code }
                 });
             }
-            if started.elapsed() >= self.config.successful_run {
-                backoff = self.config.restart_backoff;
-            }
+            let wait = backoff.after_failure(started.elapsed());
             let last_exit_code = if out_of_memory {
                 exit::OVER_MEMORY_LIMIT
             } else {
                 code
             };
-            match self.restart(backoff, Some(last_exit_code)).await {
+            match self.restart(wait, Some(last_exit_code)).await {
                 Some(next) => child = next,
                 None => return,
             }
-            backoff *= 2;
         }
     }
 

@@ -79,7 +79,7 @@ impl goldenscript::Runner for Runner {
                     let w = recorder.work[i].as_ref().expect("work");
                     let time = |t: Option<f64>| t.map_or("-".into(), |t| format!("{t:.1}"));
                     out += &format!(
-                        "{} {} submitted {:.1} started {} ended {} {}\n",
+                        "{} {} submitted {:.1} started {} ended {} {}",
                         w.name,
                         w.queue,
                         w.submitted_s,
@@ -87,6 +87,10 @@ impl goldenscript::Runner for Runner {
                         time(w.ended_s),
                         w.outcome.as_deref().unwrap_or("waits")
                     );
+                    if w.failed_runs > 0 {
+                        out += &format!(" (failed runs: {})", w.failed_runs);
+                    }
+                    out += "\n";
                 }
                 let s = recorder.report().simulated;
                 out += &format!(
