@@ -1,7 +1,7 @@
 //! How long a supervised driver waits before its worker starts it again after a failed run,
 //! as Spark's `DriverRunner.runCommandWithRetry` has it: one second after the first failure,
 //! twice as long after each failure that follows, and one second again after a run that
-//! lasted long enough to count as successful. The worker's supervisor waits this long, and
+//! lasted longer than five seconds, long enough to count as successful. The worker's supervisor waits this long, and
 //! `muster simulate` waits the same.
 
 use std::time::Duration;
@@ -9,7 +9,7 @@ use std::time::Duration;
 /// The wait before the first restart.
 pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 
-/// A run at least this long starts the back-off over.
+/// A run longer than this starts the back-off over.
 pub const SUCCESSFUL_RUN: Duration = Duration::from_secs(5);
 
 /// One supervised driver's back-off between its runs.
@@ -27,8 +27,8 @@ impl Default for Backoff {
 }
 
 impl Backoff {
-    /// A back-off that waits `first` after a first failure, and starts over after a run of
-    /// at least `successful_run`.
+    /// A back-off that waits `first` after a first failure, and starts over after a run
+    /// longer than `successful_run`.
     pub fn new(first: Duration, successful_run: Duration) -> Self {
         Self {
             first,
@@ -39,7 +39,7 @@ impl Backoff {
 
     /// A run that lasted `ran` failed: how long to wait before the next start.
     pub fn after_failure(&mut self, ran: Duration) -> Duration {
-        if ran >= self.successful_run {
+        if ran > self.successful_run {
             self.next = self.first;
         }
         let wait = self.next;
@@ -56,10 +56,11 @@ mod tests {
     fn doubles_after_each_quick_failure_and_starts_over_after_a_long_run() {
         let mut backoff = Backoff::default();
         let quick = Duration::from_millis(100);
-        let waits: Vec<u64> = [quick, quick, quick, SUCCESSFUL_RUN, quick]
+        let long = SUCCESSFUL_RUN + Duration::from_millis(1);
+        let waits: Vec<u64> = [quick, quick, quick, SUCCESSFUL_RUN, long, quick]
             .into_iter()
             .map(|ran| backoff.after_failure(ran).as_secs())
             .collect();
-        assert_eq!(waits, [1, 2, 4, 1, 2]);
+        assert_eq!(waits, [1, 2, 4, 8, 1, 2]);
     }
 }

@@ -803,6 +803,20 @@ impl<'a> Simulation<'a> {
         let Some(process) = worker.processes.get_mut(&key) else {
             return;
         };
+        if let (Some(_), ProcessKey::Driver(driver)) = (process.starts_again_ms, &key) {
+            // A supervised driver waiting to start again has no process: it ends at once.
+            let update = Update::Driver {
+                driver: driver.clone(),
+                state: DriverState::Killed,
+                exit_code: None,
+                pid: 0,
+                restarts: None,
+            };
+            worker.processes.remove(&key);
+            self.placed.remove(&key);
+            self.report(id, update);
+            return;
+        }
         if !process.stopping {
             process.stopping = true;
             let at = self.now + self.cluster.timings.stop_ms;
@@ -915,7 +929,8 @@ impl<'a> Simulation<'a> {
                 let ran = Duration::from_millis(self.now - process.started_ms);
                 let wait = process.backoff.after_failure(ran);
                 process.restarts += 1;
-                let again = self.now + u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+                let again =
+                    (self.now).saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
                 process.starts_again_ms = Some(again);
                 self.agenda.at(
                     again,
@@ -960,18 +975,21 @@ impl<'a> Simulation<'a> {
         let Some(process) = worker.live_process(&key, serial) else {
             return;
         };
-        process.pid = self.next_pid;
-        self.next_pid += 1;
-        process.started_ms = self.now;
-        process.starts_again_ms = None;
-        let pid = process.pid;
-        let duration_s = (self.state.drivers().get(&driver))
+        // The log may have ended the driver while its kill is still on the way.
+        let Some(duration_s) = (self.state.drivers().get(&driver))
             .and_then(|d| driver_entry(&d.desc.args))
             .and_then(|entry| match &self.trace[entry] {
                 Entry::Driver(spec) => Some(spec.duration_s),
                 _ => None,
             })
-            .expect("a driver of the trace");
+        else {
+            return;
+        };
+        process.pid = self.next_pid;
+        self.next_pid += 1;
+        process.started_ms = self.now;
+        process.starts_again_ms = None;
+        let (pid, count) = (process.pid, process.restarts);
         self.agenda.at(
             self.now + seconds_to_ms(duration_s),
             Happening::DriverDone(id.clone(), driver.clone(), serial),
@@ -981,7 +999,11 @@ impl<'a> Simulation<'a> {
             state: DriverState::Running,
             exit_code: None,
             pid,
-            restarts: None,
+            restarts: Some(Restarts {
+                count,
+                last_exit_code: Some(1),
+                starts_again_in: None,
+            }),
         };
         self.report(id, update);
     }

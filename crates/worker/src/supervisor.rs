@@ -247,7 +247,7 @@ pub struct SupervisorConfig {
     pub kill_grace: Duration,
     /// First wait before restarting a failed supervised driver.
     pub restart_backoff: Duration,
-    /// A run at least this long resets the back-off.
+    /// A run longer than this resets the back-off.
     pub successful_run: Duration,
     /// The control groups that limit each process to its grant; `None` runs them unlimited.
     pub isolation: Option<Cgroups>,
@@ -575,7 +575,8 @@ impl Supervisor {
         self.record(&launcher.spec, pid);
         let monitor = self.monitor(&mut running, launcher, pid, group);
         let span = process_span(&monitor.launcher.spec.workload);
-        tokio::spawn(async move { monitor.run(child).await }.instrument(span));
+        let backoff = monitor.backoff();
+        tokio::spawn(async move { monitor.run(child, backoff).await }.instrument(span));
         Ok(pid)
     }
 
@@ -1128,8 +1129,14 @@ impl Monitor {
         out_of_memory
     }
 
-    async fn run(mut self, mut child: Child) {
-        let mut backoff = Backoff::new(self.config.restart_backoff, self.config.successful_run);
+    /// A new back-off, for a process's first failure.
+    fn backoff(&self) -> Backoff {
+        Backoff::new(self.config.restart_backoff, self.config.successful_run)
+    }
+
+    /// Watches `child` until it ends, starting a failed supervised driver again after
+    /// `backoff`.
+    async fn run(mut self, mut child: Child, mut backoff: Backoff) {
         loop {
             let pid = child.id().expect("a running child has an id");
             *self.pid.lock().expect("pid lock") = pid;
@@ -1238,14 +1245,16 @@ impl Monitor {
         let code = exit_code(&self.launcher.directory);
         let out_of_memory = self.release_group(code).await;
         if self.launcher.spec.supervise && (out_of_memory || code.is_some_and(|code| code != 0)) {
-            let backoff = self.config.restart_backoff;
+            // How long the run took is not known: it began before this agent.
+            let mut backoff = self.backoff();
+            let wait = backoff.after_failure(Duration::ZERO);
             let last_exit_code = if out_of_memory {
                 Some(exit::OVER_MEMORY_LIMIT)
             } else {
                 code
             };
-            if let Some(child) = self.restart(backoff, last_exit_code).await {
-                self.run(child).await;
+            if let Some(child) = self.restart(wait, last_exit_code).await {
+                self.run(child, backoff).await;
             }
             return;
         }
