@@ -1,6 +1,6 @@
 //! The trace: what happens to a simulated cluster and when, one JSON object per line, or, in
 //! a file named `*.csv`, one CSV row per entry under a header row of the same keys (an empty
-//! cell leaves its key out). Each entry has `at_s` (seconds from the start) and a `kind`:
+//! cell leaves its key out; cells are taken as written, spaces included, as CSV has it). Each entry has `at_s` (seconds from the start) and a `kind`:
 //!
 //! * `app`: an application submitted, whose client attaches at once and runs `tasks` tasks
 //!   of `task_s` seconds each, one per core of its executors, as Spark runs a stage; a task
@@ -112,7 +112,8 @@ pub struct DriverEntry {
     /// Whether it is supervised.
     #[serde(default)]
     pub supervise: bool,
-    /// How many of its runs fail (exit 1 after `duration_s`) before one finishes.
+    /// How many of its runs fail (exit 1 after `duration_s`) before one finishes; an
+    /// unsupervised driver's first run that fails ends it, FAILED.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub failures: u32,
 }
@@ -279,23 +280,25 @@ enum CsvCell {
 /// Each row of CSV `text` under its header row as an entry: the object of the row's
 /// non-empty cells, read as its JSON line would be.
 fn csv_rows(text: &str, path: &str) -> Result<Vec<Entry>, TraceError> {
-    let mut reader = csv::ReaderBuilder::new()
-        .trim(csv::Trim::All)
-        .from_reader(text.as_bytes());
+    let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
     let line_of = |position: Option<&csv::Position>| position.map_or(0, |p| p.line() as usize);
     let header = reader
         .headers()
         .map_err(|e| error_at(path, line_of(e.position()))(e.to_string()))?
         .clone();
-    let mut columns = Vec::new();
+    let header_error = error_at(path, line_of(header.position()));
+    let mut columns: Vec<(&str, CsvCell)> = Vec::new();
     for name in &header {
         let Some(&(name, cell)) = CSV_COLUMNS.iter().find(|(known, _)| *known == name) else {
             let known: Vec<&str> = CSV_COLUMNS.iter().map(|(known, _)| *known).collect();
-            return Err(error_at(path, 1)(format!(
+            return Err(header_error(format!(
                 "unknown column `{name}`, expected some of {}",
                 known.join(", ")
             )));
         };
+        if columns.iter().any(|(seen, _)| *seen == name) {
+            return Err(header_error(format!("column `{name}` appears twice")));
+        }
         columns.push((name, cell));
     }
     let mut entries = Vec::new();
@@ -372,7 +375,7 @@ kind,at_s,name,queue,cores_max,executor_cores,tasks,task_s,duration_s,supervise,
 app,1.5,\"etl, nightly\",etl,8,2,40,30,,,,
 driver,0,report,,,,,,600,true,,
 
-lose_worker,90,,,,,,,,, w-0002 ,
+lose_worker,90,,,,,,,,,w-0002,
 lose_worker,95,,,,,,,,,w-0003,120
 leader_change,100,,,,,,,,,,
 ";
@@ -412,6 +415,11 @@ leader_change,100,,,,,,,,,,
                 .to_string()
                 .starts_with("trace.csv:1: unknown column `task`, expected some of kind, at_s"),
             "{error}"
+        );
+        let error = parse("kind,at_s,at_s\nleader_change,0,1\n", "trace.csv").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "trace.csv:1: column `at_s` appears twice"
         );
     }
 }
