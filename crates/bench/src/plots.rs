@@ -84,6 +84,14 @@ fn read<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<Vec<T>>, B
     Ok(Some(values))
 }
 
+/// The lines' colours, dark enough to read on white.
+const COLORS: [RGBColor; 4] = [
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+];
+
 fn failed(path: &Path) -> impl Fn(&dyn std::fmt::Display) -> BenchError + '_ {
     move |e| BenchError::Failed(format!("cannot draw {}: {e}", path.display()))
 }
@@ -145,10 +153,13 @@ fn placement(path: &Path, passes: &[PlacementPass]) -> Result<(), BenchError> {
         .draw()
         .map_err(|e| failed(&e))?;
     let mut workloads: Vec<&str> = passes.iter().map(|p| p.workload.as_str()).collect();
+    workloads.sort_unstable();
     workloads.dedup();
     for (i, workload) in workloads.into_iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        let ours: Vec<&PlacementPass> = passes.iter().filter(|p| p.workload == workload).collect();
+        let color = COLORS[i % COLORS.len()];
+        let mut ours: Vec<&PlacementPass> =
+            passes.iter().filter(|p| p.workload == workload).collect();
+        ours.sort_by_key(|p| p.workers);
         chart
             .draw_series(LineSeries::new(
                 ours.iter().map(|p| (workers(p), p.indexed_ms)),
@@ -169,8 +180,8 @@ fn placement(path: &Path, passes: &[PlacementPass]) -> Result<(), BenchError> {
     finish(&mut chart, &root, path)
 }
 
-/// Seconds after each fault, sorted, per fault: until another master led (thin) and until
-/// it was ALIVE with every worker (thick).
+/// Seconds after each fault, per fault, its rounds sorted by when the new leader was ALIVE
+/// with every worker (thick), and in the same rounds when another master led (thin).
 fn failover(path: &Path, rounds: &[FailoverRound]) -> Result<(), BenchError> {
     let failed = failed(path);
     let mut faults: Vec<&str> = rounds.iter().map(|r| r.fault.as_str()).collect();
@@ -195,24 +206,21 @@ fn failover(path: &Path, rounds: &[FailoverRound]) -> Result<(), BenchError> {
         .map_err(|e| failed(&e))?;
     chart
         .configure_mesh()
-        .x_desc("rounds, fastest first")
+        .x_desc("rounds, the fastest to ALIVE first")
         .x_label_formatter(&|round| format!("{round:.0}"))
         .y_desc("seconds after the fault")
         .draw()
         .map_err(|e| failed(&e))?;
     for (i, fault) in faults.into_iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        let sorted = |of: fn(&FailoverRound) -> f64| {
-            let mut seconds: Vec<f64> =
-                rounds.iter().filter(|r| r.fault == fault).map(of).collect();
-            seconds.sort_by(f64::total_cmp);
-            seconds
-                .into_iter()
-                .enumerate()
-                .map(|(i, s)| (i as f64 + 1.0, s))
+        let color = COLORS[i % COLORS.len()];
+        let mut ours: Vec<&FailoverRound> = rounds.iter().filter(|r| r.fault == fault).collect();
+        ours.sort_by(|a, b| a.alive_s.total_cmp(&b.alive_s));
+        let in_order = |of: fn(&FailoverRound) -> f64| {
+            (ours.iter().enumerate())
+                .map(|(i, round)| (i as f64 + 1.0, of(round)))
                 .collect::<Vec<_>>()
         };
-        let alive = sorted(|r| r.alive_s);
+        let alive = in_order(|r| r.alive_s);
         chart
             .draw_series(LineSeries::new(alive.clone(), color.stroke_width(3)))
             .map_err(|e| failed(&e))?
@@ -223,7 +231,7 @@ fn failover(path: &Path, rounds: &[FailoverRound]) -> Result<(), BenchError> {
             .map_err(|e| failed(&e))?;
         chart
             .draw_series(LineSeries::new(
-                sorted(|r| r.elected_s),
+                in_order(|r| r.elected_s),
                 color.stroke_width(1),
             ))
             .map_err(|e| failed(&e))?;
