@@ -370,7 +370,11 @@ impl Dev {
 
     /// The next line it prints, within [`DEADLINE`].
     pub fn next_line(&self, what: &str) -> String {
-        match self.lines.recv_timeout(DEADLINE) {
+        self.next_line_by(Instant::now() + DEADLINE, what)
+    }
+
+    fn next_line_by(&self, deadline: Instant, what: &str) -> String {
+        match (self.lines).recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(line) => line,
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 panic!("muster dev did not print {what}")
@@ -381,10 +385,11 @@ impl Dev {
         }
     }
 
-    /// The next line it prints that holds `text`.
+    /// The next line it prints that holds `text`, within [`DEADLINE`].
     pub fn line_with(&self, text: &str) -> String {
+        let deadline = Instant::now() + DEADLINE;
         loop {
-            let line = self.next_line(text);
+            let line = self.next_line_by(deadline, text);
             if line.contains(text) {
                 return line;
             }
@@ -400,12 +405,15 @@ impl Dev {
     /// Stops it as Ctrl-C does (SIGTERM); its exit status and the last line it printed.
     pub fn stop(mut self) -> (std::process::ExitStatus, String) {
         signal(self.process.pid(), nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + DEADLINE;
         let mut last = String::new();
         loop {
-            match self.lines.recv_timeout(DEADLINE) {
+            match (self.lines).recv_timeout(deadline.saturating_duration_since(Instant::now())) {
                 Ok(line) => last = line,
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("muster dev runs on"),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("muster dev's output did not end within {DEADLINE:?} of SIGTERM")
+                }
             }
         }
         (self.process.exited("muster dev"), last)

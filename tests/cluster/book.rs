@@ -147,6 +147,17 @@ fn the_walk_through_runs_as_written_through_a_leader_killed() {
         }
     }
     assert!(first_driver.is_some(), "the block submits a driver");
+    // As the block's comments say: `hello` FAILED with exit code 3, `ok` FINISHED.
+    dev.status_when("hello failed and ok finished", |s| {
+        let ended = |name: &str, state: &str, code: i64| {
+            s["drivers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|d| d["name"] == name && d["state"] == state && d["exit_code"] == code)
+        };
+        ended("hello", "FAILED", 3) && ended("ok", "FINISHED", 0)
+    });
 
     // The leader killed as the page says, with `long` running.
     let before = dev.status_when("`long` running", |s| {
@@ -244,7 +255,7 @@ fn the_walk_throughs_applications_and_queues_run_as_written() {
     // `muster app run` stays attached in its terminal; `muster apps` in another shows its
     // executors, and Ctrl-C there finishes it.
     let (attach, _) = &application[0];
-    let attached = Process(
+    let mut attached = Process(
         dev.0
             .second_terminal(Command::new("sh").args(["-c", &format!("exec {attach}")]))
             .stdout(Stdio::null())
@@ -260,7 +271,15 @@ fn the_walk_throughs_applications_and_queues_run_as_written() {
     let (apps, _) = &application[1];
     dev.run_until(apps, &app);
     signal(attached.pid(), Signal::SIGINT);
-    dev.status_when("etl finished", |s| crate::support::app(s, &app).is_none());
+    let status = dev.status_when("etl finished", |s| crate::support::app(s, &app).is_none());
+    let ended = status["completed_apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == app.as_str())
+        .unwrap_or_else(|| panic!("etl among the completed apps: {status}"));
+    assert_eq!(ended["state"], "FINISHED", "{ended}");
+    assert!(attached.exited("muster app run").success());
 
     // A driver killed by id, a queue file set and listed, a named user's file written.
     let sleeper = dev.run_until("muster submit -- /bin/sleep 600", "driver-");

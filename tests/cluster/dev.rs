@@ -11,9 +11,20 @@ use crate::support::{DEADLINE, Dev, muster, processes_with_args, stdout};
 fn dev_starts_masters_and_workers_and_stops_them_all() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_str().unwrap();
+    // Started with the test clusters' secret and TLS files in its environment, which it
+    // must not take for its own.
+    let tls = crate::support::tls_files();
     let mut dev = Dev::start(
         &["--masters", "3", "--workers", "2", "--data-dir", data],
-        &[],
+        &[
+            (
+                "MUSTER_SECRET_FILE",
+                crate::support::secret_file().as_os_str(),
+            ),
+            ("MUSTER_TLS_CERT", tls.cert.as_deref().unwrap().as_os_str()),
+            ("MUSTER_TLS_KEY", tls.key.as_deref().unwrap().as_os_str()),
+            ("MUSTER_TLS_CA", tls.ca.as_deref().unwrap().as_os_str()),
+        ],
     );
     let masters = dev.exported("MUSTER_MASTERS").to_owned();
     let secret = dev.exported("MUSTER_SECRET_FILE").to_owned();
