@@ -303,7 +303,16 @@ fn csv_rows(text: &str, path: &str) -> Result<Vec<Entry>, TraceError> {
     }
     let mut entries = Vec::new();
     for row in reader.records() {
-        let row = row.map_err(|e| error_at(path, line_of(e.position()))(e.to_string()))?;
+        let row = row.map_err(|e| {
+            let error = error_at(path, line_of(e.position()));
+            match e.kind() {
+                csv::ErrorKind::UnequalLengths { len, .. } => error(format!(
+                    "{len} cells, where the header has {}",
+                    columns.len()
+                )),
+                _ => error(e.to_string()),
+            }
+        })?;
         let error = error_at(path, line_of(row.position()));
         let mut object = serde_json::Map::new();
         for (&(name, cell), text) in columns.iter().zip(&row) {
@@ -390,6 +399,33 @@ leader_change,100,,,,,,,,,,
         assert_eq!(from_csv, parse(json, "trace.jsonl").unwrap());
     }
 
+    /// A key added to an entry must be added to [`CSV_COLUMNS`] too: each kind of entry with
+    /// every key set, written back, has only keys that are columns.
+    #[test]
+    fn every_key_of_every_kind_of_entry_is_a_csv_column() {
+        let every_field = [
+            r#"{"kind": "app", "at_s": 0, "name": "a", "queue": "q", "user": "u", "cores_max": 1,
+                "executor_cores": 1, "executor_memory_mb": 1, "executor_limit": 1, "tasks": 1,
+                "task_s": 1}"#,
+            r#"{"kind": "driver", "at_s": 0, "name": "d", "queue": "q", "user": "u", "cores": 1,
+                "memory_mb": 1, "duration_s": 1, "supervise": true, "failures": 1}"#,
+            r#"{"kind": "lose_worker", "at_s": 0, "worker": "w", "down_s": 1}"#,
+            r#"{"kind": "drain", "at_s": 0, "worker": "w", "kill_after_s": 1}"#,
+            r#"{"kind": "leader_change", "at_s": 0}"#,
+        ];
+        for text in every_field {
+            let entry: Entry = serde_json::from_str(text).unwrap();
+            let written = serde_json::to_value(&entry).unwrap();
+            let keys = written.as_object().unwrap().keys();
+            for key in keys {
+                assert!(
+                    CSV_COLUMNS.iter().any(|(column, _)| column == key),
+                    "`{key}` is no CSV column"
+                );
+            }
+        }
+    }
+
     #[test]
     fn a_malformed_csv_trace_is_refused_naming_the_line_and_column() {
         let header = "kind,at_s,tasks,task_s,duration_s,supervise\n";
@@ -401,7 +437,10 @@ leader_change,100,,,,,,,,,,
             ),
             ("driver,0,4,,60,\n", "trace.csv:2: unknown field `tasks`"),
             ("app,0,0,1,,\n", "trace.csv:2: tasks: must be at least 1"),
-            ("app,0,1,1\n", "trace.csv:2: "),
+            (
+                "app,0,1,1\n",
+                "trace.csv:2: 4 cells, where the header has 6",
+            ),
         ] {
             let error = parse(&format!("{header}{rows}"), "trace.csv").unwrap_err();
             assert!(
