@@ -374,7 +374,10 @@ impl Dev {
     }
 
     fn next_line_by(&self, deadline: Instant, what: &str) -> String {
-        match (self.lines).recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        match self
+            .lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
             Ok(line) => line,
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 panic!("muster dev did not print {what}")
@@ -408,7 +411,10 @@ impl Dev {
         let deadline = Instant::now() + DEADLINE;
         let mut last = String::new();
         loop {
-            match (self.lines).recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            match self
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
                 Ok(line) => last = line,
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {

@@ -929,8 +929,9 @@ impl<'a> Simulation<'a> {
                 let ran = Duration::from_millis(self.now - process.started_ms);
                 let wait = process.backoff.after_failure(ran);
                 process.restarts += 1;
-                let again =
-                    (self.now).saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
+                let again = self
+                    .now
+                    .saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
                 process.starts_again_ms = Some(again);
                 self.agenda.at(
                     again,
