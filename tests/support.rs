@@ -292,9 +292,10 @@ impl Process {
 }
 
 /// `muster dev` running, started as a reader starts it (none of the test clusters' files in
-/// its environment): what it prints arrives line by line, what is typed goes to it, and it is
-/// stopped with SIGTERM, as Ctrl-C stops it, when dropped.
+/// its environment, unless a test gives them): what it prints arrives line by line, what is
+/// typed goes to it, and it is stopped with SIGTERM, as Ctrl-C stops it, when dropped.
 pub struct Dev {
+    /// The `muster dev` process.
     pub process: Process,
     typed: std::process::ChildStdin,
     lines: std::sync::mpsc::Receiver<String>,
