@@ -3,8 +3,9 @@
 //! the walk-through (`getting-started/walk-through.md`: its first block with the placeholders
 //! a reader fills in filled in, then the leader killed by typing `kill leader` where `muster
 //! dev` runs, and the failover block's commands; then an application attached and Ctrl-C,
-//! and the block of kills, queues and users) and the jobs page (`user/jobs.md`: its job
-//! files in client and in cluster mode).
+//! and the block of kills, queues and users), the queues page's block as the named user it
+//! made (`user/queues.md`), and the jobs page (`user/jobs.md`: its job files in client and in
+//! cluster mode).
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -307,5 +308,22 @@ fn the_walk_throughs_applications_and_queues_run_as_written() {
     assert!(
         std::fs::metadata(&credential).unwrap().len() > 0,
         "alice's credential is written"
+    );
+
+    // The queues page's block, as alice: her credential in place of the page's file.
+    let page = book_page("user/queues.md");
+    let block = page
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the queues page's block");
+    assert!(block.contains("~/you.credential"), "{block}");
+    let as_alice = block.replace("~/you.credential", credential.to_str().unwrap());
+    let output = dev.run(&as_alice);
+    assert!(
+        output.status.success() && String::from_utf8_lossy(&output.stdout).contains("ALIVE"),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
     );
 }
