@@ -2,6 +2,7 @@
 //! what it measured into `DIR` as JSON (`placement.json`, `failover.json`); [`draw`] turns
 //! each file it finds there into an SVG line chart. `deploy/bench/plots` does both.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use plotters::coord::{CoordTranslate, Shift};
@@ -96,6 +97,15 @@ fn failed(path: &Path) -> impl Fn(&dyn std::fmt::Display) -> BenchError + '_ {
     move |e| BenchError::Failed(format!("cannot draw {}: {e}", path.display()))
 }
 
+/// `items` grouped by `key`, in the order of the keys.
+fn by<T>(items: &[T], key: impl Fn(&T) -> &String) -> BTreeMap<&str, Vec<&T>> {
+    let mut groups: BTreeMap<&str, Vec<&T>> = BTreeMap::new();
+    for item in items {
+        groups.entry(key(item).as_str()).or_default().push(item);
+    }
+    groups
+}
+
 /// A white SVG canvas for `path`.
 fn canvas(path: &Path) -> Result<DrawingArea<SVGBackend<'_>, Shift>, BenchError> {
     let root = SVGBackend::new(path, (900, 450)).into_drawing_area();
@@ -152,13 +162,8 @@ fn placement(path: &Path, passes: &[PlacementPass]) -> Result<(), BenchError> {
         .y_desc("milliseconds per pass")
         .draw()
         .map_err(|e| failed(&e))?;
-    let mut workloads: Vec<&str> = passes.iter().map(|p| p.workload.as_str()).collect();
-    workloads.sort_unstable();
-    workloads.dedup();
-    for (i, workload) in workloads.into_iter().enumerate() {
+    for (i, (workload, mut ours)) in by(passes, |p| &p.workload).into_iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        let mut ours: Vec<&PlacementPass> =
-            passes.iter().filter(|p| p.workload == workload).collect();
         ours.sort_by_key(|p| p.workers);
         chart
             .draw_series(LineSeries::new(
@@ -184,14 +189,8 @@ fn placement(path: &Path, passes: &[PlacementPass]) -> Result<(), BenchError> {
 /// with every worker (thick), and in the same rounds when another master led (thin).
 fn failover(path: &Path, rounds: &[FailoverRound]) -> Result<(), BenchError> {
     let failed = failed(path);
-    let mut faults: Vec<&str> = rounds.iter().map(|r| r.fault.as_str()).collect();
-    faults.sort_unstable();
-    faults.dedup();
-    let most = faults
-        .iter()
-        .map(|f| rounds.iter().filter(|r| r.fault == *f).count())
-        .max()
-        .unwrap_or(1);
+    let faults = by(rounds, |r| &r.fault);
+    let most = faults.values().map(Vec::len).max().unwrap_or(1);
     let slowest = rounds.iter().map(|r| r.alive_s).fold(0.0, f64::max);
     let root = canvas(path)?;
     let mut chart = ChartBuilder::on(&root)
@@ -211,12 +210,12 @@ fn failover(path: &Path, rounds: &[FailoverRound]) -> Result<(), BenchError> {
         .y_desc("seconds after the fault")
         .draw()
         .map_err(|e| failed(&e))?;
-    for (i, fault) in faults.into_iter().enumerate() {
+    for (i, (fault, mut ours)) in faults.into_iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        let mut ours: Vec<&FailoverRound> = rounds.iter().filter(|r| r.fault == fault).collect();
         ours.sort_by(|a, b| a.alive_s.total_cmp(&b.alive_s));
         let in_order = |of: fn(&FailoverRound) -> f64| {
-            (ours.iter().enumerate())
+            ours.iter()
+                .enumerate()
                 .map(|(i, round)| (i as f64 + 1.0, of(round)))
                 .collect::<Vec<_>>()
         };

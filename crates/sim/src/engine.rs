@@ -22,8 +22,8 @@ use muster_core::ids::{AppId, DriverId, ExecutorId, Term, Timestamp, WorkerId};
 use muster_core::resources::Resources;
 use muster_core::restarts::Backoff;
 use muster_master::leader::{
-    Action, AppRequest, Close, Event, Leader, LinkId, ProcessKey, ProposalId, Registration,
-    Restarts, ToApp, ToWorker, Update,
+    Action, AppRequest, Close, Event, Leader, LinkId, ProcessKey, ProposalId, Registration, ToApp,
+    ToWorker, Update,
 };
 use muster_state::commands::{DrainWorker, RaiseLogFormat, SubmitApp, SubmitDriver};
 use muster_state::model::{AppDescription, DriverDescription, DriverState, ExecutorState};
@@ -32,7 +32,7 @@ use muster_state::{ClusterState, Command, Op, Response};
 
 use crate::cluster::Cluster;
 use crate::report::Recorder;
-use crate::trace::Entry;
+use crate::trace::{DriverEntry, Entry};
 use crate::world::{App, Process, Slots, Worker, driver_entry};
 
 /// What happens next, at a virtual time.
@@ -849,18 +849,13 @@ impl<'a> Simulation<'a> {
                 pid: process.pid,
             },
             ProcessKey::Driver(driver) => {
-                let entry = self
-                    .state
-                    .drivers()
-                    .get(driver)
-                    .and_then(|d| driver_entry(&d.desc.args));
-                if let Some(Entry::Driver(spec)) = entry.map(|i| &self.trace[i]) {
+                if let Some((entry, spec)) = self.driver_spec(driver) {
                     let at = self.now + seconds_to_ms(spec.duration_s);
                     self.agenda.at(
                         at,
                         Happening::DriverDone(id.clone(), driver.clone(), serial),
                     );
-                    self.recorder.started(entry.expect("an entry"), self.now);
+                    self.recorder.started(entry, self.now);
                 }
                 Update::Driver {
                     driver: driver.clone(),
@@ -901,19 +896,26 @@ impl<'a> Simulation<'a> {
         self.report(id, update);
     }
 
+    /// The trace entry of driver `id` while the log has it, with its place in the trace.
+    fn driver_spec(&self, id: &DriverId) -> Option<(usize, &'a DriverEntry)> {
+        let entry = driver_entry(&self.state.drivers().get(id)?.desc.args)?;
+        match &self.trace[entry] {
+            Entry::Driver(spec) => Some((entry, spec)),
+            _ => None,
+        }
+    }
+
     /// A driver's run is done: it finishes, or, while its trace entry has failures left, it
     /// fails, and a supervised one waits its back-off to start again as a real worker has it.
     fn driver_done(&mut self, id: &WorkerId, driver: DriverId, serial: u64) {
+        let spec = self.driver_spec(&driver);
         let worker = self.workers.get_mut(id).expect("a simulated worker");
         let key = ProcessKey::Driver(driver.clone());
         let Some(process) = worker.live_process(&key, serial) else {
             return;
         };
-        let spec = (self.state.drivers().get(&driver))
-            .and_then(|d| driver_entry(&d.desc.args))
-            .map(|entry| (entry, &self.trace[entry]));
         let fails = match spec {
-            Some((entry, Entry::Driver(spec))) => {
+            Some((entry, spec)) => {
                 let failed = self.failed_runs.entry(entry).or_default();
                 let fails = *failed < spec.failures;
                 if fails {
@@ -922,7 +924,7 @@ impl<'a> Simulation<'a> {
                 }
                 fails.then_some(spec.supervise)
             }
-            _ => None,
+            None => None,
         };
         let update = match fails {
             Some(true) => {
@@ -942,11 +944,7 @@ impl<'a> Simulation<'a> {
                     state: DriverState::Running,
                     exit_code: None,
                     pid: 0,
-                    restarts: Some(Restarts {
-                        count: process.restarts,
-                        last_exit_code: Some(1),
-                        starts_again_in: Some(wait),
-                    }),
+                    restarts: process.reported_restarts(self.now),
                 }
             }
             ended => {
@@ -971,28 +969,22 @@ impl<'a> Simulation<'a> {
     /// A supervised driver's worker starts it again (unless it was told to stop meanwhile,
     /// or its worker failed): a new process, running for the driver's duration again.
     fn driver_restart(&mut self, id: &WorkerId, driver: DriverId, serial: u64) {
+        // The log may have ended the driver while its kill is still on the way.
+        let Some((_, spec)) = self.driver_spec(&driver) else {
+            return;
+        };
         let worker = self.workers.get_mut(id).expect("a simulated worker");
         let key = ProcessKey::Driver(driver.clone());
         let Some(process) = worker.live_process(&key, serial) else {
-            return;
-        };
-        // The log may have ended the driver while its kill is still on the way.
-        let Some(duration_s) = (self.state.drivers().get(&driver))
-            .and_then(|d| driver_entry(&d.desc.args))
-            .and_then(|entry| match &self.trace[entry] {
-                Entry::Driver(spec) => Some(spec.duration_s),
-                _ => None,
-            })
-        else {
             return;
         };
         process.pid = self.next_pid;
         self.next_pid += 1;
         process.started_ms = self.now;
         process.starts_again_ms = None;
-        let (pid, count) = (process.pid, process.restarts);
+        let (pid, restarts) = (process.pid, process.reported_restarts(self.now));
         self.agenda.at(
-            self.now + seconds_to_ms(duration_s),
+            self.now + seconds_to_ms(spec.duration_s),
             Happening::DriverDone(id.clone(), driver.clone(), serial),
         );
         let update = Update::Driver {
@@ -1000,11 +992,7 @@ impl<'a> Simulation<'a> {
             state: DriverState::Running,
             exit_code: None,
             pid,
-            restarts: Some(Restarts {
-                count,
-                last_exit_code: Some(1),
-                starts_again_in: None,
-            }),
+            restarts,
         };
         self.report(id, update);
     }

@@ -46,6 +46,20 @@ pub struct Process {
     pub backoff: Backoff,
 }
 
+impl Process {
+    /// A supervised driver's restarts as its worker tells the leader at `now_ms`, once it
+    /// was started again: every failed run of a simulated driver exits 1.
+    pub fn reported_restarts(&self, now_ms: u64) -> Option<Restarts> {
+        (self.restarts > 0).then(|| Restarts {
+            count: self.restarts,
+            last_exit_code: Some(1),
+            starts_again_in: self
+                .starts_again_ms
+                .map(|at| Duration::from_millis(at.saturating_sub(now_ms))),
+        })
+    }
+}
+
 impl Worker {
     /// A worker that is up and not connected.
     pub fn new(registration: RegisterWorker) -> Self {
@@ -85,12 +99,7 @@ impl Worker {
             .map(|(key, process)| {
                 let running = RunningProcess {
                     pid: process.pid,
-                    restarts: (process.restarts > 0).then(|| Restarts {
-                        count: process.restarts,
-                        last_exit_code: Some(1),
-                        starts_again_in: (process.starts_again_ms)
-                            .map(|at| Duration::from_millis(at.saturating_sub(now_ms))),
-                    }),
+                    restarts: process.reported_restarts(now_ms),
                 };
                 (key.clone(), running)
             })
