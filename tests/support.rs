@@ -291,6 +291,25 @@ impl Process {
     }
 }
 
+/// The repository's root.
+pub fn repository_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The book's page at `page`, under `docs/src`.
+pub fn book_page(page: &str) -> String {
+    std::fs::read_to_string(repository_root().join("docs/src").join(page)).unwrap()
+}
+
+/// The text of the `n`th `sh` block of `markdown` (from 0).
+pub fn sh_block(markdown: &str, n: usize) -> &str {
+    markdown
+        .split("```sh\n")
+        .nth(n + 1)
+        .and_then(|rest| rest.split("```").next())
+        .unwrap_or_else(|| panic!("no sh block {n}"))
+}
+
 /// `muster dev` running, started as a reader starts it (none of the test clusters' files in
 /// its environment, unless a test gives them): what it prints arrives line by line, what is
 /// typed goes to it, and it is stopped with SIGTERM, as Ctrl-C stops it, when dropped.

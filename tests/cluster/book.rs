@@ -15,26 +15,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{DEADLINE, Dev, Process, alive_workers, driver, running_executors, signal};
-
-/// The repository's root.
-fn root() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The book's page at `page`, under `docs/src`.
-fn book_page(page: &str) -> String {
-    std::fs::read_to_string(root().join("docs/src").join(page)).unwrap()
-}
+use crate::support::{
+    DEADLINE, Dev, Process, alive_workers, book_page, driver, repository_root, running_executors,
+    sh_block, signal,
+};
 
 /// The commands of the `n`th `sh` block of `markdown` (from 0), each with what its comment
 /// says, without the exports.
-fn sh_block(markdown: &str, n: usize) -> Vec<(String, String)> {
-    markdown
-        .split("```sh\n")
-        .nth(n + 1)
-        .and_then(|rest| rest.split("```").next())
-        .expect("a block of commands")
+fn commands(markdown: &str, n: usize) -> Vec<(String, String)> {
+    sh_block(markdown, n)
         .lines()
         .filter(|line| !line.trim().is_empty() && !line.starts_with("export "))
         .map(|line| match line.split_once("  #") {
@@ -57,7 +46,7 @@ impl Terminal {
     fn run(&self, command: &str) -> Output {
         self.0
             .second_terminal(Command::new("sh").args(["-c", command]))
-            .current_dir(root())
+            .current_dir(repository_root())
             .output()
             .unwrap()
     }
@@ -114,8 +103,8 @@ fn named_driver(status: &Value, name: &str) -> Option<(String, Option<u64>)> {
 #[test]
 fn the_walk_through_runs_as_written_through_a_leader_killed() {
     let page = book_page("getting-started/walk-through.md");
-    let first = sh_block(&page, 0);
-    let failover = sh_block(&page, 1);
+    let first = commands(&page, 0);
+    let failover = commands(&page, 1);
     assert!(first.len() >= 8, "the block has its commands: {first:?}");
     let data = tempfile::tempdir().unwrap();
     let mut dev = Terminal::start(data.path());
@@ -200,7 +189,7 @@ fn the_walk_through_runs_as_written_through_a_leader_killed() {
 #[test]
 fn the_jobs_pages_commands_run_as_written() {
     let page = book_page("user/jobs.md");
-    let (client_mode, cluster_mode) = (sh_block(&page, 0), sh_block(&page, 1));
+    let (client_mode, cluster_mode) = (commands(&page, 0), commands(&page, 1));
     assert!(client_mode.len() >= 4 && cluster_mode.len() == 2, "{page}");
     let data = tempfile::tempdir().unwrap();
     let dev = Terminal::start(data.path());
@@ -241,7 +230,7 @@ fn the_jobs_pages_commands_run_as_written() {
 #[test]
 fn the_walk_throughs_applications_and_queues_run_as_written() {
     let page = book_page("getting-started/walk-through.md");
-    let (application, housekeeping) = (sh_block(&page, 2), sh_block(&page, 3));
+    let (application, housekeeping) = (commands(&page, 2), commands(&page, 3));
     assert!(
         application.len() == 2 && housekeeping.len() == 4,
         "{application:?} {housekeeping:?}"
@@ -312,11 +301,7 @@ fn the_walk_throughs_applications_and_queues_run_as_written() {
 
     // The queues page's block, as alice: her credential in place of the page's file.
     let page = book_page("user/queues.md");
-    let block = page
-        .split("```sh\n")
-        .nth(1)
-        .and_then(|rest| rest.split("```").next())
-        .expect("the queues page's block");
+    let block = sh_block(&page, 0);
     assert!(block.contains("~/you.credential"), "{block}");
     let as_alice = block.replace("~/you.credential", credential.to_str().unwrap());
     let output = dev.run(&as_alice);

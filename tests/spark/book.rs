@@ -7,24 +7,18 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
-use crate::support::{DEADLINE, Dev};
-use crate::{Spark, muster_dev, spark};
+use crate::support::{DEADLINE, Dev, book_page, repository_root, sh_block};
+use crate::{Spark, finished_driver, muster_dev, spark, submission_id};
 
 /// The first block of commands of the book's page at `page`, run by one `bash` in the
 /// repository's root in a second terminal of a `muster dev` cluster (data under `dir`), with
 /// `spark`'s venv in place of the one the block's first line makes; the cluster and what
 /// the block printed.
 fn run_first_block(spark: &Spark, page: &str, dir: &Path) -> (Dev, Output) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let page = std::fs::read_to_string(root.join("docs/src").join(page)).unwrap();
-    let block = page
-        .split("```sh\n")
-        .nth(1)
-        .and_then(|rest| rest.split("```").next())
-        .expect("the page's block of commands");
-    let (install, rest) = block.split_once('\n').expect("the install line first");
+    let page = book_page(page);
+    let (install, rest) = sh_block(&page, 0)
+        .split_once('\n')
+        .expect("the install line first");
     assert!(install.contains("pip install pyspark=="), "{install}");
     // The venv the block would make is the one the tests have, and its `muster` this build.
     let venv = spark.python.parent().unwrap().parent().unwrap();
@@ -36,7 +30,7 @@ fn run_first_block(spark: &Spark, page: &str, dir: &Path) -> (Dev, Output) {
     let dev = muster_dev(spark, dir);
     let output = dev
         .second_terminal(Command::new("bash").args(["-c", &script]))
-        .current_dir(&root)
+        .current_dir(repository_root())
         .env_remove("SPARK_HOME")
         // Where the block's build puts the plug-in, not the reader's cache.
         .env("XDG_CACHE_HOME", dir.join("cache"))
@@ -83,29 +77,13 @@ fn the_spark_pages_client_and_cluster_mode_run_as_written() {
     // worker, and its pi is in the driver's log.
     let id = said.lines().last().unwrap().trim().to_owned();
     assert!(id.starts_with("driver-"), "{said}");
-    let muster = |args: &[&str]| {
-        let output = dev
-            .second_terminal(Command::new(env!("CARGO_BIN_EXE_muster")).args(args))
+    let finished = finished_driver(&dev, &id);
+    assert_eq!(finished["exit_code"], 0, "{finished}");
+    let logged = crate::support::stdout(
+        &dev.second_terminal(Command::new(env!("CARGO_BIN_EXE_muster")).args(["logs", &id]))
             .output()
-            .unwrap();
-        crate::support::stdout(&output)
-    };
-    let start = Instant::now();
-    loop {
-        let shown: Value = serde_json::from_str(&muster(&["drivers", "--json", &id])).unwrap();
-        let state = shown[0]["state"].as_str().unwrap_or_default().to_owned();
-        assert!(
-            ["SUBMITTED", "RUNNING", "FINISHED"].contains(&state.as_str()),
-            "{shown}"
-        );
-        if state == "FINISHED" {
-            assert_eq!(shown[0]["exit_code"], 0, "{shown}");
-            break;
-        }
-        assert!(start.elapsed() < 3 * DEADLINE, "not finished: {shown}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    let logged = muster(&["logs", &id]);
+            .unwrap(),
+    );
     assert!(prints_pi(&logged), "{logged}");
 }
 
@@ -114,15 +92,8 @@ fn the_rest_gateway_pages_block_runs_as_written() {
     let Some((spark, _one_at_a_time)) = spark() else {
         return;
     };
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let page = std::fs::read_to_string(root.join("docs/src/user/spark-rest.md")).unwrap();
-    let block: Vec<&str> = page
-        .split("```sh\n")
-        .nth(1)
-        .and_then(|rest| rest.split("```").next())
-        .expect("the page's block of commands")
-        .lines()
-        .collect();
+    let page = book_page("user/spark-rest.md");
+    let block: Vec<&str> = sh_block(&page, 0).lines().collect();
     let dir = tempfile::tempdir().unwrap();
     let dev = muster_dev(spark, dir.path());
     // The master URL `muster dev` printed in place of the page's example addresses.
@@ -141,7 +112,7 @@ fn the_rest_gateway_pages_block_runs_as_written() {
         .expect("commands on the submitted driver");
     let bash = |lines: &[String]| {
         dev.second_terminal(Command::new("bash").args(["-c", &lines.join("\n")]))
-            .current_dir(&root)
+            .current_dir(repository_root())
             .env("SPARK_HOME", &spark.home)
             .env("JAR", &spark.jar)
             .stdin(Stdio::null())
@@ -156,13 +127,7 @@ fn the_rest_gateway_pages_block_runs_as_written() {
     let output = bash(&submit);
     let log = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{log}");
-    let id = log
-        .split("Submission successfully created as ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("not submitted: {log}"))
-        .trim_end_matches('.')
-        .to_owned();
+    let id = submission_id(&log);
 
     let by_id: Vec<String> = block[first_by_id..]
         .iter()

@@ -150,6 +150,44 @@ fn spark_cache() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("cache")
 }
 
+/// The id spark-submit's `log` says its cluster-mode submission was created as.
+fn submission_id(log: &str) -> String {
+    log.split("Submission successfully created as ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("not submitted: {log}"))
+        .trim_end_matches('.')
+        .to_owned()
+}
+
+/// Driver `id` as `muster drivers --json` shows it in a second terminal of `dev`, once
+/// FINISHED; until then it is SUBMITTED or RUNNING.
+fn finished_driver(dev: &Dev, id: &str) -> Value {
+    let start = std::time::Instant::now();
+    loop {
+        let output = dev
+            .second_terminal(
+                Command::new(env!("CARGO_BIN_EXE_muster")).args(["drivers", "--json", id]),
+            )
+            .output()
+            .unwrap();
+        let shown: Value = serde_json::from_str(&crate::support::stdout(&output)).unwrap();
+        let state = shown[0]["state"].as_str().unwrap_or_default();
+        assert!(
+            ["SUBMITTED", "RUNNING", "FINISHED"].contains(&state),
+            "{shown}"
+        );
+        if state == "FINISHED" {
+            return shown[0].clone();
+        }
+        assert!(
+            start.elapsed() < 3 * crate::support::DEADLINE,
+            "not finished: {shown}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
 /// `muster dev` started with `spark`'s `SPARK_HOME`, its data under `dir`.
 fn muster_dev(spark: &Spark, dir: &Path) -> Dev {
     let data = dir.join("data");

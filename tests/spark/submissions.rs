@@ -10,7 +10,9 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::support::{DEADLINE, Masters, Process, plain_http, stdout, wait_for, worker_command};
-use crate::{FAST_START, Spark, spark, square_sums, with_every_spark};
+use crate::{
+    FAST_START, Spark, finished_driver, spark, square_sums, submission_id, with_every_spark,
+};
 
 /// Three masters serving the gateway with the plug-in, and two two-core workers whose
 /// drivers find Spark in their `SPARK_HOME`, every worker ALIVE.
@@ -77,15 +79,7 @@ impl Spark {
         let output = self.standalone_submit(master_url, &all);
         let log = String::from_utf8_lossy(&output.stderr);
         assert!(output.status.success(), "spark-submit failed: {log}");
-        let at = log
-            .find("Submission successfully created as ")
-            .unwrap_or_else(|| panic!("no submission in the log: {log}"));
-        log[at..]
-            .split_whitespace()
-            .nth(4)
-            .expect("an id")
-            .trim_end_matches('.')
-            .to_owned()
+        submission_id(&log)
     }
 }
 
@@ -544,29 +538,8 @@ fn the_submit_line_muster_dev_prints_runs_its_example_as_printed() {
             .unwrap()
     };
     let output = in_second_terminal(Command::new("sh").args(["-c", submit]));
-    let log = String::from_utf8_lossy(&output.stderr);
-    let id = log
-        .split("Submission successfully created as ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("not submitted: {log}"))
-        .trim_end_matches('.')
-        .to_owned();
-    let start = Instant::now();
-    loop {
-        let shown = in_second_terminal(crate::support::muster().args(["drivers", "--json", &id]));
-        let shown: Value = serde_json::from_str(&stdout(&shown)).unwrap();
-        let state = shown[0]["state"].as_str().unwrap_or_default().to_owned();
-        assert!(
-            ["SUBMITTED", "RUNNING", "FINISHED"].contains(&state.as_str()),
-            "{shown}"
-        );
-        if state == "FINISHED" {
-            break;
-        }
-        assert!(start.elapsed() < 3 * DEADLINE, "not finished: {shown}");
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    }
+    let id = submission_id(&String::from_utf8_lossy(&output.stderr));
+    finished_driver(&dev, &id);
     let said = stdout(&in_second_terminal(
         crate::support::muster().args(["logs", &id]),
     ));
