@@ -54,7 +54,7 @@ fn workers(count: usize, rng: &mut Lcg) -> Vec<Worker> {
             let gpus = if rng.chance(10) { 4 } else { 0 };
             Worker {
                 id: format!("worker-{i:05}").as_str().into(),
-                host: format!("node-{i:05}"),
+                host: format!("node-{i:05}").into(),
                 capacity: Resources::new(cores, memory_mb).with_custom(if gpus > 0 {
                     [("gpu".to_string(), gpus)].into()
                 } else {

@@ -7,14 +7,16 @@
 //! `app-yyyyMMddHHmmss-NNNN`), never from a replica's own clock.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+pub use smol_str::SmolStr;
 
 /// An id type over its text: `String`, or for the ids that every executor grant and every
-/// scheduling snapshot repeats (workers', applications'), a shared `Arc<str>`, so that a copy
-/// costs a reference count rather than an allocation. Both serialize as a plain string.
+/// scheduling snapshot repeats (workers', applications'), a [`SmolStr`]: up to 23 bytes held
+/// in place (Spark's `app-yyyyMMddHHmmss-NNNN` is 23), longer ones shared, so that a copy
+/// costs no allocation and a comparison reads no other memory. Both serialize as a plain
+/// string.
 macro_rules! name_type {
     ($(#[$doc:meta])* $name:ident($text:ty)) => {
         $(#[$doc])*
@@ -50,11 +52,11 @@ macro_rules! name_type {
 
 name_type!(
     /// A worker's id, chosen by the worker. Ordering is string ordering, as in Spark.
-    WorkerId(Arc<str>)
+    WorkerId(SmolStr)
 );
 name_type!(
     /// An application's id, `app-yyyyMMddHHmmss-NNNN`.
-    AppId(Arc<str>)
+    AppId(SmolStr)
 );
 name_type!(
     /// A driver's id, `driver-yyyyMMddHHmmss-NNNN`.

@@ -13,7 +13,7 @@ use foldhash::fast::FixedState;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{AppId, DriverId, ExecutorId, QueueName, WorkerId};
+use crate::ids::{AppId, DriverId, ExecutorId, QueueName, SmolStr, WorkerId};
 use crate::resources::{ResourceAmounts, Resources, nonzero_amounts, validate_amounts};
 
 /// Everything one scheduling pass looks at.
@@ -210,7 +210,7 @@ pub struct Worker {
     /// Unique worker id.
     pub id: WorkerId,
     /// Host name, for people.
-    pub host: String,
+    pub host: SmolStr,
     /// Its capacity: at least 1 core and 1 MB; a custom amount of 0 means none.
     pub capacity: Resources,
     /// What everything running on it uses (the apps' listed executors included); every
@@ -229,7 +229,7 @@ pub struct Worker {
 struct WorkerFields {
     id: WorkerId,
     #[serde(default)]
-    host: String,
+    host: SmolStr,
     cores: u32,
     memory_mb: u64,
     #[serde(default)]

@@ -146,7 +146,7 @@ impl From<&Worker> for v1::WorkerStatus {
     fn from(worker: &Worker) -> Self {
         Self {
             id: worker.id.to_string(),
-            host: worker.host.clone(),
+            host: worker.host.to_string(),
             state: v1::WorkerState::from(worker.state).into(),
             capacity: Some((&worker.capacity).into()),
             used: Some((&worker.used).into()),

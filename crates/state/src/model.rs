@@ -5,7 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use muster_core::ids::{AppId, DriverId, ExecutorId, QueueName, Timestamp, WorkId, WorkerId};
+use muster_core::ids::{
+    AppId, DriverId, ExecutorId, QueueName, SmolStr, Timestamp, WorkId, WorkerId,
+};
 use muster_core::model::WorkerState;
 use muster_core::resources::{ResourceAmounts, Resources};
 use serde::{Deserialize, Serialize};
@@ -16,7 +18,7 @@ pub struct Worker {
     /// Id chosen by the worker, stable across its restarts.
     pub id: WorkerId,
     /// Host name.
-    pub host: String,
+    pub host: SmolStr,
     /// Address the master reaches it at.
     pub address: String,
     /// Its cores, memory and custom resources.

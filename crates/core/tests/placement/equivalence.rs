@@ -140,7 +140,7 @@ fn worker() -> impl Strategy<Value = Worker> {
                 let memory_mb = memory_units * 256;
                 Worker {
                     id: "".into(),
-                    host: String::new(),
+                    host: Default::default(),
                     capacity: Resources::new(cores, memory_mb).with_custom(if gpus > 0 {
                         [("gpu".into(), gpus)].into()
                     } else {
@@ -678,7 +678,7 @@ fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
                 }
                 snapshot_workers.push(Worker {
                     id,
-                    host: String::new(),
+                    host: Default::default(),
                     capacity: Resources {
                         cores: *cores,
                         memory_mb: 256 * u64::from(*cores) + 512,

@@ -11,7 +11,7 @@ use muster_core::{Plan, spark_reference};
 pub fn worker(id: &str, cores: u32, memory_mb: u64) -> Worker {
     Worker {
         id: id.into(),
-        host: format!("host-{id}"),
+        host: format!("host-{id}").into(),
         capacity: Resources::new(cores, memory_mb),
         used: Resources::default(),
         state: WorkerState::Alive,

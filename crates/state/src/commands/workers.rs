@@ -139,7 +139,7 @@ impl RegisterWorker {
                     worker.state = WorkerState::Alive;
                     worker.capacity = self.resources.clone();
                 }
-                worker.host = self.host.clone();
+                worker.host = self.host.as_str().into();
                 worker.address = self.address.clone();
                 worker.fence_grace_ms = self.fence_grace_ms;
                 worker.registered_at = at;
@@ -150,7 +150,7 @@ impl RegisterWorker {
                     self.id.clone(),
                     Worker {
                         id: self.id.clone(),
-                        host: self.host.clone(),
+                        host: self.host.as_str().into(),
                         address: self.address.clone(),
                         capacity: self.resources.clone(),
                         state: WorkerState::Alive,
