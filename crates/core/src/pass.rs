@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::drivers::place_drivers;
 use crate::executors::{ExecutorPlacer, ExecutorRequest};
-use crate::ids::{AppId, QueueName, WorkId, WorkerId};
+use crate::ids::{QueueName, WorkId, WorkerId};
 use crate::ledger::{Ledger, share};
 use crate::model::{AppRequest, Snapshot};
 use crate::plan::{ExecutorGrant, Kind, Plan, WaitReason, Waiting};
@@ -23,10 +23,12 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
     place_drivers(snapshot, &queues, &mut ledger, &mut plan);
     let mut placer = P::new(&ledger, &queues, snapshot.config.worker_selection);
     let mut apps = AppPass::new(snapshot, &queues, &ledger);
-    let (prior, normal): (Vec<&AppRequest>, Vec<&AppRequest>) = snapshot
+    // Each app with its slot: its place in the snapshot, which keys what the pass tallies.
+    let (prior, normal): (Vec<Slotted>, Vec<Slotted>) = snapshot
         .apps
         .iter()
-        .partition(|app| queues.get(&app.queue).prior);
+        .enumerate()
+        .partition(|(_, app)| queues.get(&app.queue).prior);
     for app in prior {
         apps.place(app, Bound::Max, true, &mut ledger, &mut placer, &mut plan);
     }
@@ -40,9 +42,9 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
     // Every queue up to its guarantee first, then up to its maximum; in each round the
     // queue furthest below its guarantee next, its apps in submission order.
     for bound in [Bound::Guaranteed, Bound::Max] {
-        let mut pending: BTreeMap<&QueueName, VecDeque<&AppRequest>> = BTreeMap::new();
+        let mut pending: BTreeMap<&QueueName, VecDeque<Slotted>> = BTreeMap::new();
         for &app in &normal {
-            pending.entry(&app.queue).or_default().push_back(app);
+            pending.entry(&app.1.queue).or_default().push_back(app);
         }
         loop {
             let leaves: BTreeSet<&QueueName> = pending.keys().copied().collect();
@@ -62,6 +64,9 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
     plan.executors = apps.into_grants();
     plan
 }
+
+/// An app of the snapshot with its slot, its index in the snapshot's apps.
+type Slotted<'s> = (usize, &'s AppRequest);
 
 /// One executor size an app asks for: its own (profile 0) or a resource profile's.
 #[derive(Clone, Copy)]
@@ -118,16 +123,16 @@ struct AppPass<'s> {
     queues: &'s Queues,
     /// Executor cores held and granted in this pass below each queue, parents included.
     queue_used: BTreeMap<&'s QueueName, u64>,
-    /// Cores granted to each app in this pass.
-    granted_cores: BTreeMap<&'s AppId, u64>,
+    /// Cores granted to each app in this pass, by slot.
+    granted_cores: Vec<u64>,
     /// Executors granted to each app in this pass, by profile.
-    granted_executors: BTreeMap<(&'s AppId, u32), u64>,
+    granted_executors: BTreeMap<(usize, u32), u64>,
     /// The grants made so far, in the order they were made.
     grants: Vec<Grant<'s>>,
     /// The grant (its index in `grants`) of each app's executor of each profile on each
     /// worker this pass, for sizes without `executor_cores`, whose one executor per worker
     /// absorbs the cores of every round (see `grow_sole_executors`).
-    sole_executors: BTreeMap<(&'s AppId, u32, usize), usize>,
+    sole_executors: BTreeMap<(usize, u32, usize), usize>,
     /// Steps taken: grants made or grown.
     steps: usize,
     /// Total cores of ALIVE workers, the base of every queue's share.
@@ -140,7 +145,7 @@ impl<'s> AppPass<'s> {
             snapshot,
             queues,
             queue_used: queues.sum_below(snapshot.apps.iter().map(|a| (&a.queue, a.held_cores()))),
-            granted_cores: BTreeMap::new(),
+            granted_cores: vec![0; snapshot.apps.len()],
             granted_executors: BTreeMap::new(),
             grants: Vec::new(),
             sole_executors: BTreeMap::new(),
@@ -208,7 +213,7 @@ impl<'s> AppPass<'s> {
     /// turn. Returns the cores added and the workers they went to.
     fn grow_sole_executors(
         &mut self,
-        app: &'s AppRequest,
+        (slot, app): Slotted<'s>,
         profile: u32,
         mut cores: u64,
         ledger: &mut Ledger<'_>,
@@ -216,7 +221,7 @@ impl<'s> AppPass<'s> {
         let admission = self.queues.admission(&app.queue);
         let mut executors: Vec<(usize, usize, u32)> = self
             .sole_executors
-            .range((&app.id, profile, 0)..=(&app.id, profile, usize::MAX))
+            .range((slot, profile, 0)..=(slot, profile, usize::MAX))
             .map(|(&(_, _, w), &grant)| (grant, w, 0))
             .collect();
         // In the order they were granted. An executor on a worker whose memory in use went
@@ -258,7 +263,7 @@ impl<'s> AppPass<'s> {
     /// else for the first that waits at all.
     fn place<P: ExecutorPlacer>(
         &mut self,
-        app: &'s AppRequest,
+        (slot, app): Slotted<'s>,
         bound: Bound,
         last: bool,
         ledger: &mut Ledger<'s>,
@@ -267,7 +272,7 @@ impl<'s> AppPass<'s> {
     ) {
         let mut reasons = Vec::new();
         for shape in shapes(app) {
-            reasons.extend(self.place_shape(app, shape, bound, last, ledger, placer));
+            reasons.extend(self.place_shape((slot, app), shape, bound, last, ledger, placer));
         }
         let first_for_room = reasons
             .iter()
@@ -284,7 +289,7 @@ impl<'s> AppPass<'s> {
     /// them wait, if they do and this is the app's `last` round.
     fn place_shape<P: ExecutorPlacer>(
         &mut self,
-        app: &'s AppRequest,
+        (slot, app): Slotted<'s>,
         shape: Shape<'s>,
         bound: Bound,
         last: bool,
@@ -296,10 +301,10 @@ impl<'s> AppPass<'s> {
             .cores_max
             .or(self.snapshot.config.default_cores)
             .map_or(u64::MAX, u64::from);
-        let before_cores = self.granted_cores.get(&app.id).copied().unwrap_or_default();
+        let before_cores = self.granted_cores[slot];
         let own_left = requested.saturating_sub(app.held_cores() + before_cores);
         let (queue_left, _) = self.room(&app.queue, bound);
-        let granted_before = (&app.id, shape.profile);
+        let granted_before = (slot, shape.profile);
         let held_executors = app
             .executors
             .iter()
@@ -318,7 +323,8 @@ impl<'s> AppPass<'s> {
         let mut cores_left = own_left.min(queue_left);
         let (mut granted_cores, mut granted_executors) = (0u64, 0u64);
         if shape.executor_cores.is_none() {
-            let (grown, changed) = self.grow_sole_executors(app, shape.profile, cores_left, ledger);
+            let (grown, changed) =
+                self.grow_sole_executors((slot, app), shape.profile, cores_left, ledger);
             cores_left -= grown;
             granted_cores += grown;
             placer.workers_changed(ledger, &changed);
@@ -349,7 +355,7 @@ impl<'s> AppPass<'s> {
                     // picks has none of this app's of this size yet.
                     let earlier = self
                         .sole_executors
-                        .insert((&app.id, shape.profile, w), self.grants.len());
+                        .insert((slot, shape.profile, w), self.grants.len());
                     debug_assert!(earlier.is_none(), "one executor per worker");
                 }
                 let step = self.next_step();
@@ -368,8 +374,10 @@ impl<'s> AppPass<'s> {
             placer.workers_changed(ledger, &changed);
         }
         self.add_used(&app.queue, granted_cores);
-        *self.granted_cores.entry(&app.id).or_default() += granted_cores;
-        *self.granted_executors.entry(granted_before).or_default() += granted_executors;
+        self.granted_cores[slot] += granted_cores;
+        if granted_executors > 0 {
+            *self.granted_executors.entry(granted_before).or_default() += granted_executors;
+        }
 
         if !last || own_left - granted_cores < u64::from(cpe) {
             return None;

@@ -1182,10 +1182,7 @@ impl Leader {
             ..self.config.pass.clone()
         };
         let snapshot = state.scheduling_snapshot(pass);
-        let plan = match muster_core::schedule(&snapshot) {
-            Ok(plan) => plan,
-            Err(error) => panic!("the state gave an invalid scheduling snapshot: {error}"),
-        };
+        let plan = muster_core::schedule_valid(&snapshot);
         self.passes.waited(&plan);
         self.preemptor.note_room_waits(now, &snapshot, &plan);
         if plan.drivers.is_empty() && plan.executors.is_empty() {
