@@ -123,8 +123,8 @@ struct AppPass<'s> {
     queues: &'s Queues,
     /// Executor cores held and granted in this pass below each queue, parents included.
     queue_used: BTreeMap<&'s QueueName, u64>,
-    /// Cores granted to each app in this pass, by slot.
-    granted_cores: Vec<u64>,
+    /// Executor cores each app holds, those granted in this pass included, by slot.
+    app_cores: Vec<u64>,
     /// Executors granted to each app in this pass, by profile.
     granted_executors: BTreeMap<(usize, u32), u64>,
     /// The grants made so far, in the order they were made.
@@ -141,11 +141,18 @@ struct AppPass<'s> {
 
 impl<'s> AppPass<'s> {
     fn new(snapshot: &'s Snapshot, queues: &'s Queues, ledger: &Ledger<'_>) -> Self {
+        let app_cores: Vec<u64> = snapshot.apps.iter().map(AppRequest::held_cores).collect();
         Self {
             snapshot,
             queues,
-            queue_used: queues.sum_below(snapshot.apps.iter().map(|a| (&a.queue, a.held_cores()))),
-            granted_cores: vec![0; snapshot.apps.len()],
+            queue_used: queues.sum_below(
+                snapshot
+                    .apps
+                    .iter()
+                    .zip(&app_cores)
+                    .map(|(a, &c)| (&a.queue, c)),
+            ),
+            app_cores,
             granted_executors: BTreeMap::new(),
             grants: Vec::new(),
             sole_executors: BTreeMap::new(),
@@ -301,20 +308,24 @@ impl<'s> AppPass<'s> {
             .cores_max
             .or(self.snapshot.config.default_cores)
             .map_or(u64::MAX, u64::from);
-        let before_cores = self.granted_cores[slot];
-        let own_left = requested.saturating_sub(app.held_cores() + before_cores);
+        let own_left = requested.saturating_sub(self.app_cores[slot]);
         let (queue_left, _) = self.room(&app.queue, bound);
         let granted_before = (slot, shape.profile);
-        let held_executors = app
-            .executors
-            .iter()
-            .filter(|e| e.profile == shape.profile)
-            .count() as u64
-            + self
-                .granted_executors
-                .get(&granted_before)
-                .copied()
-                .unwrap_or_default();
+        // Only a size with a limit counts its executors: a count of none is never the limit.
+        let held_executors = match shape.limit {
+            Some(_) => {
+                app.executors
+                    .iter()
+                    .filter(|e| e.profile == shape.profile)
+                    .count() as u64
+                    + self
+                        .granted_executors
+                        .get(&granted_before)
+                        .copied()
+                        .unwrap_or_default()
+            }
+            None => 0,
+        };
         let executors_left = shape.limit.map_or(u64::MAX, |limit| {
             u64::from(limit).saturating_sub(held_executors)
         });
@@ -374,7 +385,7 @@ impl<'s> AppPass<'s> {
             placer.workers_changed(ledger, &changed);
         }
         self.add_used(&app.queue, granted_cores);
-        self.granted_cores[slot] += granted_cores;
+        self.app_cores[slot] += granted_cores;
         if granted_executors > 0 {
             *self.granted_executors.entry(granted_before).or_default() += granted_executors;
         }
