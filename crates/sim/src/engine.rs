@@ -1100,8 +1100,10 @@ impl<'a> Simulation<'a> {
             let entry = app.entry;
             self.recorder.finished(entry, self.now);
             self.finish(id);
-        } else {
-            self.run_tasks(id);
+        } else if let Some(serial) = app.refill(executor, self.now) {
+            let done_at = self.now + app.task_ms;
+            self.agenda
+                .at(done_at, Happening::TaskDone(id.clone(), executor, serial));
         }
     }
 

@@ -190,6 +190,19 @@ impl App {
         }
     }
 
+    /// Starts a waiting task at `now` on the core a task of executor `id` just freed: its
+    /// serial, if a task waited. The same as [`App::fill`] then: every other core is busy
+    /// while tasks wait, as each fill leaves them.
+    pub fn refill(&mut self, id: ExecutorId, now: u64) -> Option<u64> {
+        let slots = self.executors.get_mut(&id)?;
+        if self.tasks_left == 0 || slots.running.len() >= slots.cores as usize {
+            return None;
+        }
+        slots.running.push_back(now);
+        self.tasks_left -= 1;
+        Some(slots.serial)
+    }
+
     /// Whether every task has run.
     pub fn all_run(&self) -> bool {
         self.tasks_left == 0 && self.executors.values().all(|s| s.running.is_empty())
