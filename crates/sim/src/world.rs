@@ -145,6 +145,18 @@ pub struct Slots {
     pub preempted: bool,
 }
 
+impl Slots {
+    /// Starts one of the `waiting` tasks at `now` if a core is free: whether it did.
+    fn start(&mut self, waiting: &mut u32, now: u64) -> bool {
+        if *waiting == 0 || self.running.len() >= self.cores as usize {
+            return false;
+        }
+        self.running.push_back(now);
+        *waiting -= 1;
+        true
+    }
+}
+
 /// Work lost when an executor ended under its tasks.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Lost {
@@ -173,9 +185,7 @@ impl App {
     pub fn fill(&mut self, now: u64) -> Vec<(ExecutorId, u64)> {
         let mut started = Vec::new();
         for (id, slots) in &mut self.executors {
-            while self.tasks_left > 0 && slots.running.len() < slots.cores as usize {
-                slots.running.push_back(now);
-                self.tasks_left -= 1;
+            while slots.start(&mut self.tasks_left, now) {
                 started.push((*id, slots.serial));
             }
         }
@@ -195,12 +205,9 @@ impl App {
     /// while tasks wait, as each fill leaves them.
     pub fn refill(&mut self, id: ExecutorId, now: u64) -> Option<u64> {
         let slots = self.executors.get_mut(&id)?;
-        if self.tasks_left == 0 || slots.running.len() >= slots.cores as usize {
-            return None;
-        }
-        slots.running.push_back(now);
-        self.tasks_left -= 1;
-        Some(slots.serial)
+        slots
+            .start(&mut self.tasks_left, now)
+            .then_some(slots.serial)
     }
 
     /// Whether every task has run.
