@@ -1,8 +1,8 @@
 //! How long a supervised driver waits before its worker starts it again after a failed run,
 //! as Spark's `DriverRunner.runCommandWithRetry` has it: one second after the first failure,
 //! twice as long after each failure that follows, and one second again after a run that
-//! lasted longer than five seconds, long enough to count as successful. The worker's supervisor waits this long, and
-//! `muster simulate` waits the same.
+//! lasted longer than five seconds, long enough to count as successful. The worker's
+//! supervisor waits this long, and `muster simulate` waits the same.
 
 use std::time::Duration;
 

@@ -1,6 +1,7 @@
 //! The trace: what happens to a simulated cluster and when, one JSON object per line, or, in
 //! a file named `*.csv`, one CSV row per entry under a header row of the same keys (an empty
-//! cell leaves its key out; cells are taken as written, spaces included, as CSV has it). Each entry has `at_s` (seconds from the start) and a `kind`:
+//! cell leaves its key out; cells are taken as written, spaces included, as CSV has it).
+//! Each entry has `at_s` (seconds from the start) and a `kind`:
 //!
 //! * `app`: an application submitted, whose client attaches at once and runs `tasks` tasks
 //!   of `task_s` seconds each, one per core of its executors, as Spark runs a stage; a task
