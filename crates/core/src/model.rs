@@ -8,6 +8,7 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::hash::Hash;
+use std::sync::Arc;
 
 use foldhash::fast::FixedState;
 
@@ -362,9 +363,11 @@ pub struct AppRequest {
     /// Cap on the app's executor count, held ones included (dynamic allocation's target).
     #[serde(default)]
     pub executor_limit: Option<u32>,
-    /// Executors the app already holds.
+    /// Executors the app already holds. Shared, so that a master builds each pass's snapshot
+    /// without copying every executor: a pass that changes them (a preemption's trial)
+    /// copies only the app's own.
     #[serde(default)]
-    pub executors: Vec<HeldExecutor>,
+    pub executors: Arc<Vec<HeldExecutor>>,
     /// Executor sizes beyond its own, in id order: Spark's resource profiles (stage-level
     /// scheduling), each placed as Spark's Master places a profile's executors, under the
     /// app's `cores_max` and queue, and its own limit.
@@ -406,7 +409,7 @@ impl AppRequest {
             executor_memory_mb: default_memory_mb(),
             executor_resources: ResourceAmounts::new(),
             executor_limit: None,
-            executors: Vec::new(),
+            executors: Arc::default(),
             profiles: Vec::new(),
         }
     }

@@ -27,6 +27,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -639,8 +640,12 @@ impl<'q> Guarantees<'q> {
 /// The snapshot with every held executor named: one without an id is named by its place.
 fn with_executor_ids(snapshot: &Snapshot) -> Snapshot {
     let mut named = snapshot.clone();
-    for app in &mut named.apps {
-        for (i, executor) in app.executors.iter_mut().enumerate() {
+    let unnamed = named
+        .apps
+        .iter_mut()
+        .filter(|a| a.executors.iter().any(|e| e.id.is_none()));
+    for app in unnamed {
+        for (i, executor) in Arc::make_mut(&mut app.executors).iter_mut().enumerate() {
             executor
                 .id
                 .get_or_insert(ExecutorId(u32::try_from(i).unwrap_or(u32::MAX)));
@@ -717,7 +722,7 @@ impl<'s> Candidates<'s> {
 /// Stops `victim` in `snapshot`: its app no longer holds it and its worker has the room.
 fn remove(snapshot: &mut Snapshot, victim: &Victim) {
     if let Some(app) = snapshot.apps.iter_mut().find(|a| a.id == victim.app) {
-        app.executors.retain(|e| e.id != Some(victim.executor));
+        Arc::make_mut(&mut app.executors).retain(|e| e.id != Some(victim.executor));
     }
     if let Some(worker) = snapshot.workers.iter_mut().find(|w| w.id == victim.worker) {
         worker.used = worker.used.saturating_sub(&victim.resources);
@@ -742,8 +747,7 @@ fn without(snapshot: &Snapshot, victims: &[Victim]) -> Snapshot {
     let mut rest = snapshot.clone();
     for app in &mut rest.apps {
         if let Some(ids) = stopped.get(&app.id) {
-            app.executors
-                .retain(|e| e.id.is_none_or(|id| !ids.contains(&id)));
+            Arc::make_mut(&mut app.executors).retain(|e| e.id.is_none_or(|id| !ids.contains(&id)));
         }
     }
     for worker in &mut rest.workers {

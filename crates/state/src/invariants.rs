@@ -80,6 +80,12 @@ impl ClusterState {
                     .or_default()
                     .insert((app.id.clone(), *id));
             }
+            if *app.held != app.held_executors(self.profiles.get(&app.id)) {
+                return violated(format!(
+                    "app {} lists other executors for scheduling passes than it holds",
+                    app.id
+                ));
+            }
         }
         for driver in self.drivers.values() {
             match (driver.state, &driver.worker) {

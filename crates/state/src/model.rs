@@ -4,11 +4,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::sync::Arc;
 
 use muster_core::ids::{
     AppId, DriverId, ExecutorId, QueueName, SmolStr, Timestamp, WorkId, WorkerId,
 };
-use muster_core::model::WorkerState;
+use muster_core::model::{HeldExecutor, WorkerState};
 use muster_core::resources::{ResourceAmounts, Resources};
 use serde::{Deserialize, Serialize};
 
@@ -181,7 +182,8 @@ impl AppProfiles {
 
 /// An application and its live executors.
 ///
-/// Invariant: `cores_granted` is the sum of the cores of `executors`, all of them live.
+/// Invariants: `cores_granted` is the sum of the cores of `executors`, all of them live;
+/// `held` lists `executors`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct App {
     /// `app-yyyyMMddHHmmss-NNNN`.
@@ -206,6 +208,50 @@ pub struct App {
     pub executors: BTreeMap<ExecutorId, Executor>,
     /// Cores of its live executors.
     pub cores_granted: u64,
+    /// Its live executors as a scheduling pass sees them, in id order, each with its
+    /// resource profile: the list each pass's snapshot shares instead of copying. Kept
+    /// beside `executors` as they change; not in snapshots, but rebuilt as one is decoded.
+    #[serde(skip)]
+    pub(crate) held: Arc<Vec<HeldExecutor>>,
+}
+
+impl App {
+    /// Adds live executor `executor`, of resource profile `profile`: newer than any it has.
+    pub(crate) fn add_executor(&mut self, executor: Executor, profile: u32) {
+        debug_assert!(
+            self.executors
+                .last_key_value()
+                .is_none_or(|(&id, _)| id < executor.id)
+        );
+        self.cores_granted += u64::from(executor.resources.cores);
+        Arc::make_mut(&mut self.held).push(executor.held(profile));
+        self.executors.insert(executor.id, executor);
+    }
+
+    /// Removes live executor `id`, if it has it.
+    pub(crate) fn remove_executor(&mut self, id: ExecutorId) -> Option<Executor> {
+        let executor = self.executors.remove(&id)?;
+        self.cores_granted -= u64::from(executor.resources.cores);
+        let held = Arc::make_mut(&mut self.held);
+        if let Ok(at) = held.binary_search_by_key(&Some(id), |e| e.id) {
+            held.remove(at);
+        }
+        Some(executor)
+    }
+
+    /// Its live executors as a scheduling pass sees them, each of its profile in
+    /// `profiles`: what `held` lists.
+    pub(crate) fn held_executors(&self, profiles: Option<&AppProfiles>) -> Vec<HeldExecutor> {
+        let profile_of = |id| {
+            profiles
+                .and_then(|p| p.executors.get(&id).copied())
+                .unwrap_or(0)
+        };
+        self.executors
+            .values()
+            .map(|e| e.held(profile_of(e.id)))
+            .collect()
+    }
 }
 
 /// An executor's state (Spark's `ExecutorState`, without DECOMMISSIONED: decommissioning a
@@ -260,6 +306,18 @@ pub struct Executor {
     pub state: ExecutorState,
     /// Its exit code, once it exited.
     pub exit_code: Option<i32>,
+}
+
+impl Executor {
+    /// It as a scheduling pass sees it, of resource profile `profile`.
+    pub(crate) fn held(&self, profile: u32) -> HeldExecutor {
+        HeldExecutor {
+            id: Some(self.id),
+            worker: self.worker.clone(),
+            resources: self.resources.clone(),
+            profile,
+        }
+    }
 }
 
 /// A driver's state (Spark's `DriverState`).

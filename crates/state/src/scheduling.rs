@@ -107,18 +107,7 @@ impl ClusterState {
                     executor_memory_mb: a.desc.executor_memory_mb,
                     executor_resources: a.desc.executor_resources.clone(),
                     executor_limit: a.executor_limit,
-                    executors: a
-                        .executors
-                        .values()
-                        .map(|e| core::HeldExecutor {
-                            id: Some(e.id),
-                            worker: e.worker.clone(),
-                            resources: e.resources.clone(),
-                            profile: profiles
-                                .and_then(|p| p.executors.get(&e.id).copied())
-                                .unwrap_or(0),
-                        })
-                        .collect(),
+                    executors: a.held.clone(),
                     profiles: profiles
                         .into_iter()
                         .flat_map(|p| &p.profiles)

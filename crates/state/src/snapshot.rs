@@ -1,6 +1,8 @@
 //! Snapshot encoding of the whole state: one format-version byte, then the state in bincode 2.
 //! A replica refuses a snapshot from a newer format or a corrupt one rather than guess.
 
+use std::sync::Arc;
+
 use crate::ClusterState;
 use crate::version::LogFormat;
 
@@ -134,6 +136,9 @@ impl ClusterState {
         }
         if format < 7 {
             state.hold_missing_addresses();
+        }
+        for app in state.apps.values_mut() {
+            app.held = Arc::new(app.held_executors(state.profiles.get(&app.id)));
         }
         state
             .check_invariants()

@@ -437,10 +437,8 @@ impl ClusterState {
             .get_mut(app)
             .expect("ending an executor of an active app");
         let mut executor = app_info
-            .executors
-            .remove(&id)
+            .remove_executor(id)
             .expect("ending a live executor");
-        app_info.cores_granted -= u64::from(executor.resources.cores);
         if let Some(profiles) = self.profiles.get_mut(app) {
             profiles.executors.remove(&id);
         }

@@ -7,6 +7,7 @@
 //! EXACTNESS: the indexed placer decides exactly what Spark's loop decides.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use muster_core::model::{
     AppRequest, DriverRequest, HeldExecutor, PassConfig, ProfileRequest, QueueConfig, Snapshot,
@@ -203,7 +204,8 @@ fn app() -> impl Strategy<Value = AppRequest> {
                             resources: Resources::new(cores, 64),
                             profile: 0,
                         })
-                        .collect(),
+                        .collect::<Vec<_>>()
+                        .into(),
                     profiles: profile.into_iter().collect(),
                 }
             },
@@ -275,7 +277,7 @@ fn snapshot_of(workers: std::ops::Range<usize>) -> impl Strategy<Value = Snapsho
                 let ids: Vec<_> = workers.iter().map(|w| w.id.clone()).collect();
                 for (i, a) in apps.iter_mut().enumerate() {
                     a.id = format!("app-{i}").as_str().into();
-                    for e in &mut a.executors {
+                    for e in Arc::make_mut(&mut a.executors) {
                         e.worker = ids[e.worker.0.parse::<usize>().unwrap() % n].clone();
                     }
                 }
@@ -643,7 +645,7 @@ fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
                     executor_memory_mb: 256,
                     executor_resources: BTreeMap::new(),
                     executor_limit: None,
-                    executors: Vec::new(),
+                    executors: Arc::default(),
                     profiles: Vec::new(),
                 })
                 .collect();
@@ -668,7 +670,7 @@ fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
                         custom: BTreeMap::new(),
                     };
                     used = used.checked_add(&resources).unwrap();
-                    let executors = &mut apps[app].executors;
+                    let executors = Arc::make_mut(&mut apps[app].executors);
                     executors.push(HeldExecutor {
                         id: Some(muster_core::ids::ExecutorId(executors.len() as u32)),
                         worker: id.clone(),
@@ -698,7 +700,7 @@ fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
                     executor_memory_mb: 256,
                     executor_resources: BTreeMap::new(),
                     executor_limit: None,
-                    executors: Vec::new(),
+                    executors: Arc::default(),
                     profiles: Vec::new(),
                 });
             }
@@ -738,7 +740,7 @@ fn without_victims(snapshot: &Snapshot, victims: &[muster_core::preempt::Victim]
     let mut rest = snapshot.clone();
     for app in &mut rest.apps {
         let mut index = 0;
-        app.executors.retain(|e| {
+        Arc::make_mut(&mut app.executors).retain(|e| {
             let id = e.id.unwrap_or(muster_core::ids::ExecutorId(index));
             index += 1;
             !victims.iter().any(|v| v.app == app.id && v.executor == id)

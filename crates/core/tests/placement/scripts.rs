@@ -30,6 +30,7 @@
 use std::collections::BTreeMap;
 use std::error::Error;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use muster_core::ids::QueueName;
 use muster_core::model::{
@@ -335,7 +336,7 @@ impl goldenscript::Runner for Runner {
                     .iter_mut()
                     .find(|a| *a.id.0 == **app)
                     .ok_or_else(|| format!("no app {app}"))?;
-                app.executors.push(HeldExecutor {
+                Arc::make_mut(&mut app.executors).push(HeldExecutor {
                     id: None,
                     worker: worker.as_str().into(),
                     resources: Resources::new(*cores, *mem).with_custom(custom.clone()),

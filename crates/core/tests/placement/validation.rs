@@ -1,5 +1,7 @@
 //! Malformed snapshots are refused with the offending field, and nothing is scheduled.
 
+use std::sync::Arc;
+
 use muster_core::access::QueueSpec;
 use muster_core::model::HeldExecutor;
 use muster_core::queues::check_paths;
@@ -107,7 +109,7 @@ fn unknown_names_are_refused() {
     assert_eq!(refused(&s), "drivers[0].queue: unknown queue `batch`");
 
     let mut s = base();
-    s.apps[0].executors.push(HeldExecutor {
+    Arc::make_mut(&mut s.apps[0].executors).push(HeldExecutor {
         id: None,
         worker: "w9".into(),
         resources: Resources::new(1, 1),

@@ -3,6 +3,7 @@
 //! `removeApplication`).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use muster_core::ids::{AppId, ExecutorId, Timestamp};
 use muster_core::limits;
@@ -58,6 +59,7 @@ impl Apply for SubmitApp {
                 next_executor_id: 0,
                 executors: BTreeMap::new(),
                 cores_granted: 0,
+                held: Arc::default(),
             },
         );
         Ok(Response {

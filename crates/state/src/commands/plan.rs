@@ -279,8 +279,7 @@ fn grant_executor(
         state: ExecutorState::Launching,
         exit_code: None,
     };
-    app.executors.insert(id, executor.clone());
-    app.cores_granted += u64::from(need.cores);
+    app.add_executor(executor.clone(), profile);
     app.state = AppState::Running;
     if profile != 0 {
         let profiles = state
