@@ -24,10 +24,14 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
     let mut placer = P::new(&ledger, &queues, snapshot.config.worker_selection);
     let mut apps = AppPass::new(snapshot, &queues, &ledger);
     // Each app with its slot: its place in the snapshot, which keys what the pass tallies.
+    // One whose cores left are fewer than any of its executors takes is passed over: it
+    // would take nothing and wait for nothing in every round, and serving it would change
+    // no queue's usage, so no other app's turn.
     let (prior, normal): (Vec<Slotted>, Vec<Slotted>) = snapshot
         .apps
         .iter()
         .enumerate()
+        .filter(|&(slot, app)| apps.cores_left(slot, app) >= smallest_executor(app))
         .partition(|(_, app)| queues.get(&app.queue).prior);
     for app in prior {
         apps.place(app, Bound::Max, true, &mut ledger, &mut placer, &mut plan);
@@ -99,6 +103,16 @@ fn shapes(app: &AppRequest) -> Vec<Shape<'_>> {
     }));
     shapes.sort_by_key(|shape| shape.profile);
     shapes
+}
+
+/// The fewest cores any executor of `app` takes: a size without `executor_cores` takes one
+/// or more.
+fn smallest_executor(app: &AppRequest) -> u64 {
+    std::iter::once(app.executor_cores)
+        .chain(app.profiles.iter().map(|profile| profile.executor_cores))
+        .map(|cores| u64::from(cores.unwrap_or(1)))
+        .min()
+        .unwrap_or(1)
 }
 
 /// A grant as the pass makes it: the plan's [`ExecutorGrant`] once the pass is over, without
@@ -189,6 +203,16 @@ impl<'s> AppPass<'s> {
                 profile: grant.shape.profile,
             })
             .collect()
+    }
+
+    /// The cores `app`, in `slot`, may still take under its `cores_max` (the default's for
+    /// one without), as of this point of the pass.
+    fn cores_left(&self, slot: usize, app: &AppRequest) -> u64 {
+        let requested = app
+            .cores_max
+            .or(self.snapshot.config.default_cores)
+            .map_or(u64::MAX, u64::from);
+        requested.saturating_sub(self.app_cores[slot])
     }
 
     fn used(&self, queue: &QueueName) -> u64 {
@@ -304,11 +328,7 @@ impl<'s> AppPass<'s> {
         placer: &mut P,
     ) -> Option<WaitReason> {
         let cpe = shape.executor_cores.unwrap_or(1);
-        let requested = app
-            .cores_max
-            .or(self.snapshot.config.default_cores)
-            .map_or(u64::MAX, u64::from);
-        let own_left = requested.saturating_sub(self.app_cores[slot]);
+        let own_left = self.cores_left(slot, app);
         let (queue_left, _) = self.room(&app.queue, bound);
         let granted_before = (slot, shape.profile);
         // Only a size with a limit counts its executors: a count of none is never the limit.
