@@ -237,15 +237,15 @@ fn choose_for(
         candidates.push(victim);
     }
     let unpreempted = served(&base, snapshot, eligible);
-    let Some(taken) = shortest_prefix(snapshot, &candidates, eligible, &waiting, unpreempted)?
+    let Some(taken) = shortest_prefix(snapshot, &candidates, eligible, &waiting, unpreempted)
     else {
         return Ok(None);
     };
-    let victims = give_back(snapshot, &candidates[..taken.count], eligible, taken.served)?;
+    let victims = give_back(snapshot, &candidates[..taken.count], eligible, taken.served);
     if victims.is_empty() {
         return Ok(None);
     }
-    let plan = crate::schedule(&without(snapshot, &victims))?;
+    let plan = crate::schedule_valid(&without(snapshot, &victims));
     Ok(Some(Preemption {
         victims,
         reservations: reservations(&plan, snapshot, eligible),
@@ -263,30 +263,30 @@ struct Prefix {
 /// than stopping nothing (`unpreempted`). Room only grows with each victim, so both what is
 /// served and whether work still waits change one way along the candidates: the prefix is
 /// found by doubling, then halving, in a logarithmic number of passes rather than one per
-/// candidate.
+/// candidate. `snapshot` is valid, and so is every one a prefix leaves.
 fn shortest_prefix(
     snapshot: &Snapshot,
     candidates: &[Victim],
     eligible: &BTreeSet<WorkId>,
     waiting: &BTreeSet<&WorkId>,
     unpreempted: u64,
-) -> Result<Option<Prefix>, InputError> {
-    let probe = |count: usize| -> Result<(u64, bool), InputError> {
+) -> Option<Prefix> {
+    let probe = |count: usize| -> (u64, bool) {
         let rest = without(snapshot, &candidates[..count]);
-        let plan = crate::schedule(&rest)?;
+        let plan = crate::schedule_valid(&rest);
         let still_waits = plan
             .waiting
             .iter()
             .any(|w| waiting.contains(&w.id) && waits_for_room(&w.reason));
-        Ok((served(&plan, &rest, eligible), still_waits))
+        (served(&plan, &rest, eligible), still_waits)
     };
     if candidates.is_empty() {
-        return Ok(None);
+        return None;
     }
     // The first prefix after which nothing eligible waits for room, or all of them.
     let (mut low, mut high) = (0, 1);
     let (mut end, still_waits) = loop {
-        let (served, still_waits) = probe(high)?;
+        let (served, still_waits) = probe(high);
         if !still_waits || high == candidates.len() {
             break ((high, served), still_waits);
         }
@@ -298,7 +298,7 @@ fn shortest_prefix(
         let mut high = end.0;
         while high - low > 1 {
             let middle = low + (high - low) / 2;
-            let (served, still_waits) = probe(middle)?;
+            let (served, still_waits) = probe(middle);
             if still_waits {
                 low = middle;
             } else {
@@ -309,22 +309,22 @@ fn shortest_prefix(
     }
     let (end, most) = end;
     if most <= unpreempted {
-        return Ok(None);
+        return None;
     }
     // The shortest prefix that serves as much.
     let (mut low, mut high) = (0, end);
     while high - low > 1 {
         let middle = low + (high - low) / 2;
-        if probe(middle)?.0 >= most {
+        if probe(middle).0 >= most {
             high = middle;
         } else {
             low = middle;
         }
     }
-    Ok(Some(Prefix {
+    Some(Prefix {
         count: high,
         served: most,
-    }))
+    })
 }
 
 /// Give-back probes a round makes one victim at a time, each a scheduling pass: every victim
@@ -337,18 +337,19 @@ const GIVE_BACK_PROBES: usize = 64;
 /// work there are kept, and the rest given back. Then one victim at a time, the last first
 /// (the last was taken because the others did not suffice), up to [`GIVE_BACK_PROBES`]: each
 /// is given back if the pass serves as much without it, so no victim of a round of up to
-/// that many is stopped in vain.
+/// that many is stopped in vain. `snapshot` is valid, and so is every one a set of victims
+/// leaves.
 fn give_back(
     snapshot: &Snapshot,
     victims: &[Victim],
     eligible: &BTreeSet<WorkId>,
     served_with_all: u64,
-) -> Result<Vec<Victim>, InputError> {
-    let serves = |victims: &[Victim]| -> Result<bool, InputError> {
+) -> Vec<Victim> {
+    let serves = |victims: &[Victim]| -> bool {
         let rest = without(snapshot, victims);
-        Ok(served(&crate::schedule(&rest)?, &rest, eligible) >= served_with_all)
+        served(&crate::schedule_valid(&rest), &rest, eligible) >= served_with_all
     };
-    let plan = crate::schedule(&without(snapshot, victims))?;
+    let plan = crate::schedule_valid(&without(snapshot, victims));
     let mut need: BTreeMap<WorkerId, Resources> = BTreeMap::new();
     for reservation in reservations(&plan, snapshot, eligible) {
         let sum = need.entry(reservation.worker).or_default();
@@ -376,7 +377,7 @@ fn give_back(
         .filter(|(_, keep)| *keep)
         .map(|(victim, _)| victim.clone())
         .collect();
-    let mut victims = if kept.len() < victims.len() && serves(&kept)? {
+    let mut victims = if kept.len() < victims.len() && serves(&kept) {
         kept
     } else {
         victims.to_vec()
@@ -385,11 +386,11 @@ fn give_back(
     for i in (probed..victims.len()).rev() {
         let mut fewer = victims.clone();
         fewer.remove(i);
-        if serves(&fewer)? {
+        if serves(&fewer) {
             victims = fewer;
         }
     }
-    Ok(victims)
+    victims
 }
 
 /// `choose` for `muster plan`: everything of the preempting queues that waits is eligible.
