@@ -126,40 +126,42 @@ impl Preemptor {
         let Some(policy) = &self.policy else {
             return;
         };
-        let queues: BTreeMap<WorkId, &QueueName> = snapshot
+        // A preempting queue that is not prior (any more) preempts nothing; with capacities,
+        // any ordinary queue's application may preempt for its guarantee.
+        let preempts = |queue: &QueueName, app: bool| {
+            let prior = snapshot.queues.iter().any(|c| &c.name == queue && c.prior);
+            (prior && policy.queues.contains(queue)) || (policy.capacities && app && !prior)
+        };
+        let (mut apps, mut drivers) = (BTreeSet::new(), BTreeSet::new());
+        let for_room = plan.waiting.iter().filter(|w| {
+            matches!(
+                w.reason,
+                WaitReason::NoRoom { .. } | WaitReason::HeldByThreshold { .. }
+            )
+        });
+        for waiting in for_room {
+            match &waiting.id {
+                WorkId::App(id) => apps.insert(id),
+                WorkId::Driver(id) => drivers.insert(id),
+            };
+        }
+        // Found by a walk of the snapshot that copies only the ids of work waiting for room.
+        let waits: BTreeSet<WorkId> = snapshot
             .apps
             .iter()
-            .map(|a| (WorkId::App(a.id.clone()), &a.queue))
+            .filter(|a| apps.contains(&a.id) && preempts(&a.queue, true))
+            .map(|a| WorkId::App(a.id.clone()))
             .chain(
                 snapshot
                     .drivers
                     .iter()
-                    .map(|d| (WorkId::Driver(d.id.clone()), &d.queue)),
+                    .filter(|d| drivers.contains(&d.id) && preempts(&d.queue, false))
+                    .map(|d| WorkId::Driver(d.id.clone())),
             )
             .collect();
-        let for_room: BTreeSet<&WorkId> = plan
-            .waiting
-            .iter()
-            .filter(|w| {
-                matches!(
-                    w.reason,
-                    WaitReason::NoRoom { .. } | WaitReason::HeldByThreshold { .. }
-                )
-            })
-            // A preempting queue that is not prior (any more) preempts nothing; with
-            // capacities, any ordinary queue's application may preempt for its guarantee.
-            .filter(|w| {
-                queues.get(&w.id).is_some_and(|&q| {
-                    let prior = snapshot.queues.iter().any(|c| &c.name == q && c.prior);
-                    let ordinary_app = !prior && matches!(w.id, WorkId::App(_));
-                    (prior && policy.queues.contains(q)) || (policy.capacities && ordinary_app)
-                })
-            })
-            .map(|w| &w.id)
-            .collect();
-        self.room_waits.retain(|id, _| for_room.contains(id));
-        for id in for_room {
-            self.room_waits.entry(id.clone()).or_insert(now);
+        self.room_waits.retain(|id, _| waits.contains(id));
+        for id in waits {
+            self.room_waits.entry(id).or_insert(now);
         }
     }
 
