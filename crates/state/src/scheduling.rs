@@ -1,5 +1,8 @@
 //! The bridge to `muster-core`: the snapshot a scheduling pass sees of this state.
 
+use std::collections::HashSet;
+
+use foldhash::fast::FixedState;
 use muster_core::ids::WorkerId;
 use muster_core::model::{self as core, PassConfig, WorkerState};
 
@@ -39,13 +42,13 @@ impl ClusterState {
     /// What a scheduling pass needs: workers with their usage and whether they run prior
     /// work, waiting drivers and active apps in submission order, and the queues.
     pub fn scheduling_snapshot(&self, config: PassConfig) -> core::Snapshot {
-        // The workers running prior work, in id order: walked beside the workers (also in
-        // id order) instead of looking up each worker's every executor.
-        let mut hosting_prior: Vec<&WorkerId> = self
+        // The workers running prior work, as a hash set: sorting them took longer than
+        // copying every worker.
+        let hosting_prior: HashSet<&WorkerId, FixedState> = self
             .apps
             .values()
             .filter(|a| self.is_prior(&a.desc.queue))
-            .flat_map(|a| a.executors.values().map(|e| &e.worker))
+            .flat_map(|a| a.held.iter().map(|e| &e.worker))
             .chain(
                 self.drivers
                     .values()
@@ -53,28 +56,22 @@ impl ClusterState {
                     .filter_map(|d| d.worker.as_ref()),
             )
             .collect();
-        hosting_prior.sort_unstable();
-        hosting_prior.dedup();
-        let mut hosting_prior = hosting_prior.into_iter().peekable();
         let workers = self
             .workers
             .values()
-            .map(|w| {
-                while hosting_prior.next_if(|&id| id < &w.id).is_some() {}
-                core::Worker {
-                    id: w.id.clone(),
-                    host: w.host.clone(),
-                    capacity: w.capacity.clone(),
-                    used: w.used.clone(),
-                    // A draining worker is offered nothing, as a decommissioned one; what it
-                    // holds still counts.
-                    state: if self.draining.contains_key(&w.id) {
-                        WorkerState::Decommissioned
-                    } else {
-                        w.state
-                    },
-                    hosts_prior: hosting_prior.next_if(|&id| id == &w.id).is_some(),
-                }
+            .map(|w| core::Worker {
+                id: w.id.clone(),
+                host: w.host.clone(),
+                capacity: w.capacity.clone(),
+                used: w.used.clone(),
+                // A draining worker is offered nothing, as a decommissioned one; what it
+                // holds still counts.
+                state: if self.draining.contains_key(&w.id) {
+                    WorkerState::Decommissioned
+                } else {
+                    w.state
+                },
+                hosts_prior: hosting_prior.contains(&w.id),
             })
             .collect();
 
