@@ -12,8 +12,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 pub use smol_str::SmolStr;
 
-/// An id type over its text: `String`, or for the ids that every executor grant and every
-/// scheduling snapshot repeats (workers', applications'), a [`SmolStr`]: up to 23 bytes held
+/// An id type over its text: `String`, or for the names that every executor grant and every
+/// scheduling snapshot repeats (workers', applications', queues'), a [`SmolStr`]: up to 23 bytes held
 /// in place (Spark's `app-yyyyMMddHHmmss-NNNN` is 23), longer ones shared, so that a copy
 /// costs no allocation and a comparison reads no other memory. Both serialize as a plain
 /// string.
@@ -64,7 +64,7 @@ name_type!(
 );
 name_type!(
     /// A queue's name.
-    QueueName(String)
+    QueueName(SmolStr)
 );
 name_type!(
     /// A client-chosen id that makes a write idempotent: applying a command whose request id
@@ -141,7 +141,7 @@ pub const DEFAULT_QUEUE: &str = "default";
 
 impl Default for QueueName {
     fn default() -> Self {
-        Self(DEFAULT_QUEUE.to_owned())
+        Self(SmolStr::new_static(DEFAULT_QUEUE))
     }
 }
 

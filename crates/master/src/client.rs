@@ -149,7 +149,7 @@ impl ClusterService {
         let app_status = |a: &App| AppStatus {
             id: a.id.to_string(),
             name: a.desc.name.clone(),
-            queue: a.desc.queue.0.clone(),
+            queue: a.desc.queue.to_string(),
             state: v1::AppState::from(a.state).into(),
             user: a.desc.user.clone(),
             ended_executors: state
@@ -277,7 +277,7 @@ impl ClusterService {
                 .map(|d| DriverStatus {
                     id: d.id.0.clone(),
                     name: d.desc.name.clone(),
-                    queue: d.desc.queue.0.clone(),
+                    queue: d.desc.queue.to_string(),
                     state: v1::DriverState::from(d.state).into(),
                     worker: d
                         .worker

@@ -497,7 +497,7 @@ impl Metrics {
         let queues = with_default(&state.queues());
         for (queue, view) in queues.iter().zip(views(&queues, &used)) {
             let name = QueueLabel {
-                queue: queue.name.0.clone(),
+                queue: queue.name.to_string(),
             };
             self.queue_cores_used
                 .get_or_create(&name)
@@ -526,7 +526,7 @@ impl Metrics {
         self.user_active.clear();
         self.user_cores_used.clear();
         let labels = |queue: &QueueName, user: &str| UserLabels {
-            queue: queue.0.clone(),
+            queue: queue.to_string(),
             user: user.to_owned(),
         };
         for app in state.apps().values() {

@@ -174,7 +174,7 @@ impl From<&Reservation> for v1::KeptRoom {
 impl From<&QueueSpec> for v1::Queue {
     fn from(queue: &QueueSpec) -> Self {
         Self {
-            name: queue.name.0.clone(),
+            name: queue.name.to_string(),
             prior: queue.prior,
             threshold: queue.threshold,
             max_capacity: queue.max_capacity,
