@@ -19,7 +19,6 @@ pub(crate) struct Offer {
 /// The workers of a pass and their usage as the pass places work.
 pub(crate) struct Ledger<'a> {
     workers: &'a [Worker],
-    capacity: Vec<Resources>,
     free: Vec<Resources>,
     hosts_prior: Vec<bool>,
     /// `rank[w]` is worker `w`'s position in worker-id order: comparing ranks compares ids.
@@ -31,12 +30,10 @@ pub(crate) struct Ledger<'a> {
 impl<'a> Ledger<'a> {
     /// The ledger of validated workers (usage within capacity).
     pub(crate) fn new(workers: &'a [Worker]) -> Self {
-        let capacity: Vec<Resources> = workers.iter().map(|w| w.capacity.clone()).collect();
         let free = workers
             .iter()
-            .zip(&capacity)
-            .map(|(w, capacity)| {
-                capacity
+            .map(|w| {
+                w.capacity
                     .checked_sub(&w.used)
                     .expect("validation keeps usage within capacity")
             })
@@ -53,7 +50,6 @@ impl<'a> Ledger<'a> {
             .collect();
         Self {
             workers,
-            capacity,
             free,
             hosts_prior: workers.iter().map(|w| w.hosts_prior).collect(),
             rank,
@@ -81,7 +77,7 @@ impl<'a> Ledger<'a> {
     pub(crate) fn alive_total_cores(&self) -> u64 {
         self.alive_by_id
             .iter()
-            .map(|&w| u64::from(self.capacity[w].cores))
+            .map(|&w| u64::from(self.workers[w].capacity.cores))
             .sum()
     }
 
@@ -92,7 +88,7 @@ impl<'a> Ledger<'a> {
     /// What worker `w` offers a request admitted as `admission`: its free cores and memory,
     /// capped on prior-hosting workers for normal queues at `floor(threshold * capacity) - used`.
     pub(crate) fn offer(&self, w: usize, admission: Admission) -> Offer {
-        let (capacity, free) = (&self.capacity[w], &self.free[w]);
+        let (capacity, free) = (&self.workers[w].capacity, &self.free[w]);
         let offer = Offer {
             cores: free.cores,
             memory_mb: free.memory_mb,
@@ -119,8 +115,9 @@ impl<'a> Ledger<'a> {
     pub(crate) fn memory_within_threshold(&self, w: usize, admission: Admission) -> bool {
         match admission {
             Admission::Normal { threshold } if self.hosts_prior[w] => {
-                let used = self.capacity[w].memory_mb - self.free[w].memory_mb;
-                used <= share(threshold, self.capacity[w].memory_mb)
+                let capacity = &self.workers[w].capacity;
+                let used = capacity.memory_mb - self.free[w].memory_mb;
+                used <= share(threshold, capacity.memory_mb)
             }
             _ => true,
         }
@@ -160,7 +157,7 @@ impl<'a> Ledger<'a> {
 
     /// Whether one `need` would fit on worker `w` were it empty: can it ever hold it?
     pub(crate) fn could_ever_fit(&self, w: usize, need: &Resources) -> bool {
-        self.capacity[w].fits(need).is_ok()
+        self.workers[w].capacity.fits(need).is_ok()
     }
 
     /// Records the placement of `need` (one driver's, or one or more executors') on worker
