@@ -363,11 +363,9 @@ pub struct AppRequest {
     /// Cap on the app's executor count, held ones included (dynamic allocation's target).
     #[serde(default)]
     pub executor_limit: Option<u32>,
-    /// Executors the app already holds. Shared, so that a master builds each pass's snapshot
-    /// without copying every executor: a pass that changes them (a preemption's trial)
-    /// copies only the app's own.
+    /// Executors the app already holds.
     #[serde(default)]
-    pub executors: Arc<Vec<HeldExecutor>>,
+    pub executors: HeldExecutors,
     /// Executor sizes beyond its own, in id order: Spark's resource profiles (stage-level
     /// scheduling), each placed as Spark's Master places a profile's executors, under the
     /// app's `cores_max` and queue, and its own limit.
@@ -409,17 +407,80 @@ impl AppRequest {
             executor_memory_mb: default_memory_mb(),
             executor_resources: ResourceAmounts::new(),
             executor_limit: None,
-            executors: Arc::default(),
+            executors: HeldExecutors::default(),
             profiles: Vec::new(),
         }
     }
+}
 
-    /// Cores the app holds in its existing executors.
-    pub fn held_cores(&self) -> u64 {
-        self.executors
-            .iter()
-            .map(|e| u64::from(e.resources.cores))
-            .sum()
+/// The executors an app holds, with their cores summed. Shared, so that a master builds each
+/// pass's snapshot without copying them: a change (a preemption's trial) copies only the
+/// app's own. Reads and writes as a plain list.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HeldExecutors(Arc<Held>);
+
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Held {
+    executors: Vec<HeldExecutor>,
+    cores: u64,
+}
+
+impl HeldExecutors {
+    /// The cores they hold.
+    pub fn cores(&self) -> u64 {
+        self.0.cores
+    }
+
+    /// Adds `executor` at the end.
+    pub fn push(&mut self, executor: HeldExecutor) {
+        let held = Arc::make_mut(&mut self.0);
+        held.cores += u64::from(executor.resources.cores);
+        held.executors.push(executor);
+    }
+
+    /// Changes the list with `edit`, and sums its cores again.
+    pub fn update<R>(&mut self, edit: impl FnOnce(&mut Vec<HeldExecutor>) -> R) -> R {
+        let held = Arc::make_mut(&mut self.0);
+        let result = edit(&mut held.executors);
+        held.cores = cores_of(&held.executors);
+        result
+    }
+}
+
+fn cores_of(executors: &[HeldExecutor]) -> u64 {
+    executors.iter().map(|e| u64::from(e.resources.cores)).sum()
+}
+
+impl std::ops::Deref for HeldExecutors {
+    type Target = [HeldExecutor];
+
+    fn deref(&self) -> &[HeldExecutor] {
+        &self.0.executors
+    }
+}
+
+impl From<Vec<HeldExecutor>> for HeldExecutors {
+    fn from(executors: Vec<HeldExecutor>) -> Self {
+        let cores = cores_of(&executors);
+        Self(Arc::new(Held { executors, cores }))
+    }
+}
+
+impl FromIterator<HeldExecutor> for HeldExecutors {
+    fn from_iter<I: IntoIterator<Item = HeldExecutor>>(executors: I) -> Self {
+        Vec::from_iter(executors).into()
+    }
+}
+
+impl Serialize for HeldExecutors {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.executors.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for HeldExecutors {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Vec::deserialize(deserializer).map(Self::from)
     }
 }
 
@@ -735,5 +796,43 @@ impl Worker {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HeldExecutor, HeldExecutors};
+    use crate::resources::Resources;
+
+    fn executor(id: u32, cores: u32) -> HeldExecutor {
+        HeldExecutor {
+            id: Some(crate::ids::ExecutorId(id)),
+            worker: "w1".into(),
+            resources: Resources::new(cores, 1024),
+            profile: 0,
+        }
+    }
+
+    #[test]
+    fn held_executors_keep_their_cores_summed_through_every_change() {
+        let mut held: HeldExecutors = [executor(0, 2), executor(1, 3)].into_iter().collect();
+        assert_eq!(held.cores(), 5);
+        let shared = held.clone();
+        held.push(executor(2, 4));
+        assert_eq!((held.cores(), held.len()), (9, 3));
+        held.update(|executors| executors.retain(|e| e.resources.cores != 3));
+        assert_eq!((held.cores(), held.len()), (6, 2));
+        // A copy taken before is not changed by the changes after.
+        assert_eq!((shared.cores(), shared.len()), (5, 2));
+    }
+
+    #[test]
+    fn held_executors_read_and_write_as_a_plain_list() {
+        let held: HeldExecutors = [executor(0, 2), executor(1, 3)].into_iter().collect();
+        let json = serde_json::to_value(&held).unwrap();
+        assert!(json.is_array());
+        let read: HeldExecutors = serde_json::from_value(json).unwrap();
+        assert_eq!(read, held);
+        assert_eq!(read.cores(), 5);
     }
 }

@@ -155,7 +155,7 @@ struct AppPass<'s> {
 
 impl<'s> AppPass<'s> {
     fn new(snapshot: &'s Snapshot, queues: &'s Queues, ledger: &Ledger<'_>) -> Self {
-        let app_cores: Vec<u64> = snapshot.apps.iter().map(AppRequest::held_cores).collect();
+        let app_cores: Vec<u64> = snapshot.apps.iter().map(|a| a.executors.cores()).collect();
         Self {
             snapshot,
             queues,

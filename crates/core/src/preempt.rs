@@ -27,7 +27,6 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -602,7 +601,12 @@ impl<'q> Guarantees<'q> {
     fn of(snapshot: &Snapshot, queues: &'q Queues) -> Self {
         Self {
             queues,
-            used: queues.sum_below(snapshot.apps.iter().map(|a| (&a.queue, a.held_cores()))),
+            used: queues.sum_below(
+                snapshot
+                    .apps
+                    .iter()
+                    .map(|a| (&a.queue, a.executors.cores())),
+            ),
             total_cores: snapshot.alive_cores(),
         }
     }
@@ -646,11 +650,13 @@ fn with_executor_ids(snapshot: &Snapshot) -> Snapshot {
         .iter_mut()
         .filter(|a| a.executors.iter().any(|e| e.id.is_none()));
     for app in unnamed {
-        for (i, executor) in Arc::make_mut(&mut app.executors).iter_mut().enumerate() {
-            executor
-                .id
-                .get_or_insert(ExecutorId(u32::try_from(i).unwrap_or(u32::MAX)));
-        }
+        app.executors.update(|executors| {
+            for (i, executor) in executors.iter_mut().enumerate() {
+                executor
+                    .id
+                    .get_or_insert(ExecutorId(u32::try_from(i).unwrap_or(u32::MAX)));
+            }
+        });
     }
     named
 }
@@ -688,7 +694,7 @@ impl<'s> Candidates<'s> {
                 .collect();
             executors.sort_by_key(|e| e.id);
             apps.insert(&app.id, (&app.queue, executors));
-            heap.push((app.held_cores(), Reverse(&app.id)));
+            heap.push((app.executors.cores(), Reverse(&app.id)));
         }
         Self { apps, heap }
     }
@@ -723,7 +729,8 @@ impl<'s> Candidates<'s> {
 /// Stops `victim` in `snapshot`: its app no longer holds it and its worker has the room.
 fn remove(snapshot: &mut Snapshot, victim: &Victim) {
     if let Some(app) = snapshot.apps.iter_mut().find(|a| a.id == victim.app) {
-        Arc::make_mut(&mut app.executors).retain(|e| e.id != Some(victim.executor));
+        app.executors
+            .update(|e| e.retain(|e| e.id != Some(victim.executor)));
     }
     if let Some(worker) = snapshot.workers.iter_mut().find(|w| w.id == victim.worker) {
         worker.used = worker.used.saturating_sub(&victim.resources);
@@ -748,7 +755,8 @@ fn without(snapshot: &Snapshot, victims: &[Victim]) -> Snapshot {
     let mut rest = snapshot.clone();
     for app in &mut rest.apps {
         if let Some(ids) = stopped.get(&app.id) {
-            Arc::make_mut(&mut app.executors).retain(|e| e.id.is_none_or(|id| !ids.contains(&id)));
+            app.executors
+                .update(|e| e.retain(|e| e.id.is_none_or(|id| !ids.contains(&id))));
         }
     }
     for worker in &mut rest.workers {

@@ -80,7 +80,7 @@ impl ClusterState {
                     .or_default()
                     .insert((app.id.clone(), *id));
             }
-            if *app.held != app.held_executors(self.profiles.get(&app.id)) {
+            if app.held != app.held_executors(self.profiles.get(&app.id)) {
                 return violated(format!(
                     "app {} lists other executors for scheduling passes than it holds",
                     app.id

@@ -4,12 +4,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::sync::Arc;
 
 use muster_core::ids::{
     AppId, DriverId, ExecutorId, QueueName, SmolStr, Timestamp, WorkId, WorkerId,
 };
-use muster_core::model::{HeldExecutor, WorkerState};
+use muster_core::model::{HeldExecutor, HeldExecutors, WorkerState};
 use muster_core::resources::{ResourceAmounts, Resources};
 use serde::{Deserialize, Serialize};
 
@@ -212,7 +211,7 @@ pub struct App {
     /// resource profile: the list each pass's snapshot shares instead of copying. Kept
     /// beside `executors` as they change; not in snapshots, but rebuilt as one is decoded.
     #[serde(skip)]
-    pub(crate) held: Arc<Vec<HeldExecutor>>,
+    pub(crate) held: HeldExecutors,
 }
 
 impl App {
@@ -224,7 +223,7 @@ impl App {
                 .is_none_or(|(&id, _)| id < executor.id)
         );
         self.cores_granted += u64::from(executor.resources.cores);
-        Arc::make_mut(&mut self.held).push(executor.held(profile));
+        self.held.push(executor.held(profile));
         self.executors.insert(executor.id, executor);
     }
 
@@ -232,16 +231,17 @@ impl App {
     pub(crate) fn remove_executor(&mut self, id: ExecutorId) -> Option<Executor> {
         let executor = self.executors.remove(&id)?;
         self.cores_granted -= u64::from(executor.resources.cores);
-        let held = Arc::make_mut(&mut self.held);
-        if let Ok(at) = held.binary_search_by_key(&Some(id), |e| e.id) {
-            held.remove(at);
-        }
+        self.held.update(|held| {
+            if let Ok(at) = held.binary_search_by_key(&Some(id), |e| e.id) {
+                held.remove(at);
+            }
+        });
         Some(executor)
     }
 
     /// Its live executors as a scheduling pass sees them, each of its profile in
     /// `profiles`: what `held` lists.
-    pub(crate) fn held_executors(&self, profiles: Option<&AppProfiles>) -> Vec<HeldExecutor> {
+    pub(crate) fn held_executors(&self, profiles: Option<&AppProfiles>) -> HeldExecutors {
         let profile_of = |id| {
             profiles
                 .and_then(|p| p.executors.get(&id).copied())

@@ -1,8 +1,6 @@
 //! Snapshot encoding of the whole state: one format-version byte, then the state in bincode 2.
 //! A replica refuses a snapshot from a newer format or a corrupt one rather than guess.
 
-use std::sync::Arc;
-
 use crate::ClusterState;
 use crate::version::LogFormat;
 
@@ -138,7 +136,7 @@ impl ClusterState {
             state.hold_missing_addresses();
         }
         for app in state.apps.values_mut() {
-            app.held = Arc::new(app.held_executors(state.profiles.get(&app.id)));
+            app.held = app.held_executors(state.profiles.get(&app.id));
         }
         state
             .check_invariants()

@@ -7,11 +7,10 @@
 //! EXACTNESS: the indexed placer decides exactly what Spark's loop decides.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use muster_core::model::{
-    AppRequest, DriverRequest, HeldExecutor, PassConfig, ProfileRequest, QueueConfig, Snapshot,
-    Worker, WorkerSelection, WorkerState,
+    AppRequest, DriverRequest, HeldExecutor, HeldExecutors, PassConfig, ProfileRequest,
+    QueueConfig, Snapshot, Worker, WorkerSelection, WorkerState,
 };
 use muster_core::resources::Resources;
 use muster_core::{Plan, schedule, spark_reference};
@@ -204,8 +203,7 @@ fn app() -> impl Strategy<Value = AppRequest> {
                             resources: Resources::new(cores, 64),
                             profile: 0,
                         })
-                        .collect::<Vec<_>>()
-                        .into(),
+                        .collect(),
                     profiles: profile.into_iter().collect(),
                 }
             },
@@ -277,9 +275,11 @@ fn snapshot_of(workers: std::ops::Range<usize>) -> impl Strategy<Value = Snapsho
                 let ids: Vec<_> = workers.iter().map(|w| w.id.clone()).collect();
                 for (i, a) in apps.iter_mut().enumerate() {
                     a.id = format!("app-{i}").as_str().into();
-                    for e in Arc::make_mut(&mut a.executors) {
-                        e.worker = ids[e.worker.0.parse::<usize>().unwrap() % n].clone();
-                    }
+                    a.executors.update(|executors| {
+                        for e in executors {
+                            e.worker = ids[e.worker.0.parse::<usize>().unwrap() % n].clone();
+                        }
+                    });
                 }
                 for (i, d) in drivers.iter_mut().enumerate() {
                     d.id = format!("driver-{i}").as_str().into();
@@ -392,7 +392,7 @@ fn check_safety(snapshot: &Snapshot, plan: &Plan) -> Result<(), TestCaseError> {
     let mut queue_cores: BTreeMap<String, u64> = BTreeMap::new();
     for a in &snapshot.apps {
         for q in path(&a.queue.0) {
-            *queue_cores.entry(q).or_default() += a.held_cores();
+            *queue_cores.entry(q).or_default() += a.executors.cores();
         }
     }
     let mut normal_grants: BTreeMap<String, u64> = BTreeMap::new();
@@ -645,7 +645,7 @@ fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
                     executor_memory_mb: 256,
                     executor_resources: BTreeMap::new(),
                     executor_limit: None,
-                    executors: Arc::default(),
+                    executors: HeldExecutors::default(),
                     profiles: Vec::new(),
                 })
                 .collect();
@@ -670,7 +670,7 @@ fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
                         custom: BTreeMap::new(),
                     };
                     used = used.checked_add(&resources).unwrap();
-                    let executors = Arc::make_mut(&mut apps[app].executors);
+                    let executors = &mut apps[app].executors;
                     executors.push(HeldExecutor {
                         id: Some(muster_core::ids::ExecutorId(executors.len() as u32)),
                         worker: id.clone(),
@@ -700,7 +700,7 @@ fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
                     executor_memory_mb: 256,
                     executor_resources: BTreeMap::new(),
                     executor_limit: None,
-                    executors: Arc::default(),
+                    executors: HeldExecutors::default(),
                     profiles: Vec::new(),
                 });
             }
@@ -740,10 +740,13 @@ fn without_victims(snapshot: &Snapshot, victims: &[muster_core::preempt::Victim]
     let mut rest = snapshot.clone();
     for app in &mut rest.apps {
         let mut index = 0;
-        Arc::make_mut(&mut app.executors).retain(|e| {
-            let id = e.id.unwrap_or(muster_core::ids::ExecutorId(index));
-            index += 1;
-            !victims.iter().any(|v| v.app == app.id && v.executor == id)
+        let app_id = app.id.clone();
+        app.executors.update(|executors| {
+            executors.retain(|e| {
+                let id = e.id.unwrap_or(muster_core::ids::ExecutorId(index));
+                index += 1;
+                !victims.iter().any(|v| v.app == app_id && v.executor == id)
+            })
         });
     }
     for victim in victims {

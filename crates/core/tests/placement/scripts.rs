@@ -27,11 +27,6 @@
 //!   WORKER=COUNTxCORES ...` per app (workers in id order; `grant APP profile N: ...` for
 //!   a resource profile's executors), and `wait ID: REASON`.
 
-use std::collections::BTreeMap;
-use std::error::Error;
-use std::fmt::Write as _;
-use std::sync::Arc;
-
 use muster_core::ids::QueueName;
 use muster_core::model::{
     AppRequest, DriverRequest, HeldExecutor, ProfileRequest, QueueConfig, Snapshot, Worker,
@@ -40,6 +35,9 @@ use muster_core::model::{
 use muster_core::preempt::PreemptionSettings;
 use muster_core::resources::{ResourceAmounts, Resources};
 use muster_core::{Plan, spark_reference};
+use std::collections::BTreeMap;
+use std::error::Error;
+use std::fmt::Write as _;
 
 use crate::support::worker;
 
@@ -336,7 +334,7 @@ impl goldenscript::Runner for Runner {
                     .iter_mut()
                     .find(|a| *a.id.0 == **app)
                     .ok_or_else(|| format!("no app {app}"))?;
-                Arc::make_mut(&mut app.executors).push(HeldExecutor {
+                app.executors.push(HeldExecutor {
                     id: None,
                     worker: worker.as_str().into(),
                     resources: Resources::new(*cores, *mem).with_custom(custom.clone()),

@@ -1,7 +1,5 @@
 //! Malformed snapshots are refused with the offending field, and nothing is scheduled.
 
-use std::sync::Arc;
-
 use muster_core::access::QueueSpec;
 use muster_core::model::HeldExecutor;
 use muster_core::queues::check_paths;
@@ -109,7 +107,7 @@ fn unknown_names_are_refused() {
     assert_eq!(refused(&s), "drivers[0].queue: unknown queue `batch`");
 
     let mut s = base();
-    Arc::make_mut(&mut s.apps[0].executors).push(HeldExecutor {
+    s.apps[0].executors.push(HeldExecutor {
         id: None,
         worker: "w9".into(),
         resources: Resources::new(1, 1),

@@ -3,11 +3,10 @@
 //! `removeApplication`).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use muster_core::ids::{AppId, ExecutorId, Timestamp};
 use muster_core::limits;
-use muster_core::model::{positive, resource_amounts};
+use muster_core::model::{HeldExecutors, positive, resource_amounts};
 use muster_core::resources::ResourceAmounts;
 use serde::{Deserialize, Serialize};
 
@@ -59,7 +58,7 @@ impl Apply for SubmitApp {
                 next_executor_id: 0,
                 executors: BTreeMap::new(),
                 cores_granted: 0,
-                held: Arc::default(),
+                held: HeldExecutors::default(),
             },
         );
         Ok(Response {
