@@ -136,6 +136,7 @@ impl ClusterState {
                 return violated(format!("work placed on unknown worker {worker}"));
             }
         }
+        let prior_work = self.prior_work_by_worker();
         for worker in self.workers.values() {
             let used = usage.remove(&worker.id).unwrap_or_default();
             if used != worker.used {
@@ -148,6 +149,13 @@ impl ClusterState {
                 return violated(format!(
                     "worker {} is over-allocated: {shortfall}",
                     worker.id
+                ));
+            }
+            let prior = prior_work.get(&worker.id).copied().unwrap_or(0);
+            if worker.prior_work != prior {
+                return violated(format!(
+                    "worker {} counts {} prior executors and drivers but runs {prior}",
+                    worker.id, worker.prior_work
                 ));
             }
             let executors = placed_executors.remove(&worker.id).unwrap_or_default();

@@ -36,6 +36,11 @@ pub struct Worker {
     pub fence_grace_ms: Option<u64>,
     /// When it last registered.
     pub registered_at: Timestamp,
+    /// How many of its live executors and drivers are of prior queues: whether a scheduling
+    /// pass sees it host prior work. Kept as they start and end; not in snapshots, but
+    /// counted anew as one is decoded, and as the queues change.
+    #[serde(skip)]
+    pub(crate) prior_work: u32,
 }
 
 impl Worker {

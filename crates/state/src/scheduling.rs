@@ -1,9 +1,5 @@
 //! The bridge to `muster-core`: the snapshot a scheduling pass sees of this state.
 
-use std::collections::HashSet;
-
-use foldhash::fast::FixedState;
-use muster_core::ids::WorkerId;
 use muster_core::model::{self as core, PassConfig, WorkerState};
 
 use crate::ClusterState;
@@ -42,20 +38,6 @@ impl ClusterState {
     /// What a scheduling pass needs: workers with their usage and whether they run prior
     /// work, waiting drivers and active apps in submission order, and the queues.
     pub fn scheduling_snapshot(&self, config: PassConfig) -> core::Snapshot {
-        // The workers running prior work, as a hash set: sorting them took longer than
-        // copying every worker.
-        let hosting_prior: HashSet<&WorkerId, FixedState> = self
-            .apps
-            .values()
-            .filter(|a| self.is_prior(&a.desc.queue))
-            .flat_map(|a| a.held.iter().map(|e| &e.worker))
-            .chain(
-                self.drivers
-                    .values()
-                    .filter(|d| self.is_prior(&d.desc.queue))
-                    .filter_map(|d| d.worker.as_ref()),
-            )
-            .collect();
         let workers = self
             .workers
             .values()
@@ -71,7 +53,7 @@ impl ClusterState {
                 } else {
                     w.state
                 },
-                hosts_prior: hosting_prior.contains(&w.id),
+                hosts_prior: w.prior_work > 0,
             })
             .collect();
 

@@ -361,6 +361,44 @@ impl ClusterState {
         self.queues.iter().any(|q| &q.name == name && q.prior)
     }
 
+    /// How many live executors and drivers of prior queues each worker runs, as its
+    /// `prior_work` should say.
+    pub(crate) fn prior_work_by_worker(&self) -> BTreeMap<&WorkerId, u32> {
+        let executors = self
+            .apps
+            .values()
+            .filter(|a| self.is_prior(&a.desc.queue))
+            .flat_map(|a| a.executors.values().map(|e| &e.worker));
+        let drivers = self
+            .drivers
+            .values()
+            .filter(|d| self.is_prior(&d.desc.queue))
+            .filter_map(|d| d.worker.as_ref());
+        let mut counts = BTreeMap::new();
+        for worker in executors.chain(drivers) {
+            *counts.entry(worker).or_default() += 1;
+        }
+        counts
+    }
+
+    /// Counts each worker's `prior_work` anew: after the queues change, or a snapshot, which
+    /// does not keep it, is decoded.
+    pub(crate) fn count_prior_work(&mut self) {
+        let counts: Vec<(WorkerId, u32)> = self
+            .prior_work_by_worker()
+            .into_iter()
+            .map(|(worker, count)| (worker.clone(), count))
+            .collect();
+        for worker in self.workers.values_mut() {
+            worker.prior_work = 0;
+        }
+        for (worker, count) in counts {
+            if let Some(worker) = self.workers.get_mut(&worker) {
+                worker.prior_work = count;
+            }
+        }
+    }
+
     pub(crate) fn take_submission(&mut self) -> u64 {
         self.next_submission += 1;
         self.next_submission - 1
@@ -432,6 +470,7 @@ impl ClusterState {
         effects: &mut Effects,
     ) {
         debug_assert!(state.is_finished());
+        let prior = self.is_prior(&self.apps[app].desc.queue);
         let app_info = self
             .apps
             .get_mut(app)
@@ -448,6 +487,7 @@ impl ClusterState {
             .expect("executors run on known workers");
         release(worker, &executor.resources);
         worker.executors.remove(&(app.clone(), id));
+        worker.prior_work -= u32::from(prior);
         self.free_addresses(Holder::Executor(app, id));
         executor.state = state;
         executor.exit_code = exit_code;
@@ -517,6 +557,7 @@ impl ClusterState {
         effects: &mut Effects,
     ) {
         let mut driver = self.drivers.remove(id).expect("ending an active driver");
+        let prior = self.is_prior(&driver.desc.queue);
         if let Some(worker_id) = &driver.worker {
             let worker = self
                 .workers
@@ -524,6 +565,7 @@ impl ClusterState {
                 .expect("drivers run on known workers");
             release(worker, &driver.desc.resources);
             worker.drivers.remove(id);
+            worker.prior_work -= u32::from(prior);
             self.free_addresses(Holder::Driver(id));
         }
         effects

@@ -205,6 +205,7 @@ fn launch_driver(state: &mut ClusterState, launch: &DriverLaunch) -> Result<(), 
         return Err(Rejection::DriverNotWaiting(driver.state));
     }
     let need = driver.desc.resources.clone();
+    let prior = state.is_prior(&driver.desc.queue);
     state.room_on(&launch.worker, &need)?;
     let worker = state
         .workers
@@ -212,6 +213,7 @@ fn launch_driver(state: &mut ClusterState, launch: &DriverLaunch) -> Result<(), 
         .expect("room_on checked it");
     take(worker, &need);
     worker.drivers.insert(launch.driver.clone());
+    worker.prior_work += u32::from(prior);
     let driver = state
         .drivers
         .get_mut(&launch.driver)
@@ -269,6 +271,7 @@ fn grant_executor(
     }
     state.room_on(&grant.worker, need)?;
 
+    let prior = state.is_prior(&app.desc.queue);
     let app = state.apps.get_mut(&grant.app).expect("checked above");
     let id = ExecutorId(app.next_executor_id);
     app.next_executor_id += 1;
@@ -294,6 +297,7 @@ fn grant_executor(
         .expect("room_on checked it");
     take(worker, need);
     worker.executors.insert((grant.app.clone(), id));
+    worker.prior_work += u32::from(prior);
     state.hold_addresses(
         &grant.worker,
         Holder::Executor(&grant.app, id),

@@ -159,6 +159,7 @@ impl RegisterWorker {
                         drivers: BTreeSet::new(),
                         fence_grace_ms: self.fence_grace_ms,
                         registered_at: at,
+                        prior_work: 0,
                     },
                 );
                 false
