@@ -17,6 +17,12 @@ impl ClusterState {
                 .cores_max
                 .or(default_cores)
                 .map_or(u64::MAX, u64::from);
+            let left = requested.saturating_sub(app.cores_granted);
+            // Every executor takes a core or more: most apps, with none left, are decided
+            // without looking up their profiles.
+            if left == 0 {
+                return false;
+            }
             let profiles = self
                 .profiles
                 .get(&app.id)
@@ -27,7 +33,7 @@ impl ClusterState {
                 .map(|cores| u64::from(cores.unwrap_or(1)))
                 .min()
                 .unwrap_or(1);
-            requested.saturating_sub(app.cores_granted) >= smallest
+            left >= smallest
         };
         self.drivers
             .values()
