@@ -14,9 +14,10 @@
 //! are in flight at a time; a refused preemption (the state moved on) is chosen again by a
 //! later pass.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
+use foldhash::fast::FixedState;
 use muster_core::ids::{QueueName, WorkId, millis};
 use muster_core::model::Snapshot;
 use muster_core::plan::{Plan, WaitReason};
@@ -132,7 +133,9 @@ impl Preemptor {
             let prior = snapshot.queues.iter().any(|c| &c.name == queue && c.prior);
             (prior && policy.queues.contains(queue)) || (policy.capacities && app && !prior)
         };
-        let (mut apps, mut drivers) = (BTreeSet::new(), BTreeSet::new());
+        // Hashed: every app of the snapshot is looked up in them.
+        let mut apps = HashSet::with_hasher(FixedState::default());
+        let mut drivers = HashSet::with_hasher(FixedState::default());
         let for_room = plan.waiting.iter().filter(|w| {
             matches!(
                 w.reason,
@@ -159,10 +162,17 @@ impl Preemptor {
                     .map(|d| WorkId::Driver(d.id.clone())),
             )
             .collect();
-        self.room_waits.retain(|id, _| waits.contains(id));
-        for id in waits {
-            self.room_waits.entry(id).or_insert(now);
-        }
+        // Each keeps the time it was first noted at: both are in id order, so merged in one
+        // walk.
+        let mut noted = std::mem::take(&mut self.room_waits).into_iter().peekable();
+        self.room_waits = waits
+            .into_iter()
+            .map(|id| {
+                while noted.next_if(|(earlier, _)| earlier < &id).is_some() {}
+                let since = noted.next_if(|(earlier, _)| earlier == &id);
+                (id, since.map_or(now, |(_, since)| since))
+            })
+            .collect();
     }
 
     /// The preemption `muster_core::preempt` chooses at `now` for the work that has waited
