@@ -13,10 +13,10 @@ use serde::{Deserialize, Serialize};
 pub use smol_str::SmolStr;
 
 /// An id type over its text: `String`, or for the names that every executor grant and every
-/// scheduling snapshot repeats (workers', applications', queues'), a [`SmolStr`]: up to 23 bytes held
-/// in place (Spark's `app-yyyyMMddHHmmss-NNNN` is 23), longer ones shared, so that a copy
-/// costs no allocation and a comparison reads no other memory. Both serialize as a plain
-/// string.
+/// scheduling snapshot repeats (workers', applications', queues'), a [`SmolStr`]: up to 23
+/// bytes held in place (Spark's `app-yyyyMMddHHmmss-NNNN` is 23), longer ones shared, so that
+/// a copy costs no allocation and a comparison reads no other memory. Both serialize as a
+/// plain string.
 macro_rules! name_type {
     ($(#[$doc:meta])* $name:ident($text:ty)) => {
         $(#[$doc])*
