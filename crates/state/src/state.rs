@@ -363,7 +363,7 @@ impl ClusterState {
 
     /// How many live executors and drivers of prior queues each worker runs, as its
     /// `prior_work` should say.
-    pub(crate) fn prior_work_by_worker(&self) -> BTreeMap<&WorkerId, u32> {
+    pub(crate) fn prior_work_by_worker(&self) -> BTreeMap<WorkerId, u32> {
         let executors = self
             .apps
             .values()
@@ -376,7 +376,7 @@ impl ClusterState {
             .filter_map(|d| d.worker.as_ref());
         let mut counts = BTreeMap::new();
         for worker in executors.chain(drivers) {
-            *counts.entry(worker).or_default() += 1;
+            *counts.entry(worker.clone()).or_default() += 1;
         }
         counts
     }
@@ -384,18 +384,9 @@ impl ClusterState {
     /// Counts each worker's `prior_work` anew: after the queues change, or a snapshot, which
     /// does not keep it, is decoded.
     pub(crate) fn count_prior_work(&mut self) {
-        let counts: Vec<(WorkerId, u32)> = self
-            .prior_work_by_worker()
-            .into_iter()
-            .map(|(worker, count)| (worker.clone(), count))
-            .collect();
+        let mut counts = self.prior_work_by_worker();
         for worker in self.workers.values_mut() {
-            worker.prior_work = 0;
-        }
-        for (worker, count) in counts {
-            if let Some(worker) = self.workers.get_mut(&worker) {
-                worker.prior_work = count;
-            }
+            worker.prior_work = counts.remove(&worker.id).unwrap_or(0);
         }
     }
 
