@@ -1080,8 +1080,20 @@ impl<'a> Simulation<'a> {
     /// Starts app `id`'s waiting tasks on its free cores.
     fn run_tasks(&mut self, id: &AppId) {
         let app = self.apps.get_mut(id).expect("a simulated app");
-        let done_at = self.now + app.task_ms;
-        for (executor, serial) in app.fill(self.now) {
+        let (task_ms, started) = (app.task_ms, app.fill(self.now));
+        self.tasks_started(id, task_ms, started);
+    }
+
+    /// App `id` started tasks of `task_ms` each on `started` (executor and its serial): each
+    /// ends that long from now.
+    fn tasks_started(
+        &mut self,
+        id: &AppId,
+        task_ms: u64,
+        started: impl IntoIterator<Item = (ExecutorId, u64)>,
+    ) {
+        let done_at = self.now + task_ms;
+        for (executor, serial) in started {
             self.agenda
                 .at(done_at, Happening::TaskDone(id.clone(), executor, serial));
         }
@@ -1101,9 +1113,8 @@ impl<'a> Simulation<'a> {
             self.recorder.finished(entry, self.now);
             self.finish(id);
         } else if let Some(serial) = app.refill(executor, self.now) {
-            let done_at = self.now + app.task_ms;
-            self.agenda
-                .at(done_at, Happening::TaskDone(id.clone(), executor, serial));
+            let task_ms = app.task_ms;
+            self.tasks_started(id, task_ms, [(executor, serial)]);
         }
     }
 
