@@ -130,7 +130,7 @@ fn mixed(worker_count: usize) -> Snapshot {
         .collect();
     let mut snapshot = Snapshot {
         queues: queues(),
-        workers: workers(worker_count, &mut rng),
+        workers: workers(worker_count, &mut rng).into(),
         drivers,
         apps,
         ..Snapshot::default()
@@ -183,7 +183,7 @@ fn wide(worker_count: usize) -> Snapshot {
         .collect();
     Snapshot {
         queues: queues(),
-        workers: workers(worker_count, &mut rng),
+        workers: workers(worker_count, &mut rng).into(),
         apps,
         ..Snapshot::default()
     }

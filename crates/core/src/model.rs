@@ -29,7 +29,7 @@ pub struct Snapshot {
     pub queues: Vec<QueueConfig>,
     /// All known workers, in any order; only ALIVE ones receive work.
     #[serde(default)]
-    pub workers: Vec<Worker>,
+    pub workers: WorkerList,
     /// Drivers already running, counted against `config.max_drivers`.
     #[serde(default)]
     pub running_drivers: u32,
@@ -221,6 +221,51 @@ pub struct Worker {
     pub state: WorkerState,
     /// Whether the worker already runs a driver or executor of a prior queue.
     pub hosts_prior: bool,
+}
+
+/// A snapshot's workers. Shared, so that a master keeps them as passes see them and builds
+/// each pass's snapshot without copying them: a change copies the list only while a snapshot
+/// still holds it. Reads and writes as a plain list.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WorkerList(Arc<Vec<Worker>>);
+
+impl WorkerList {
+    /// The list to change, copied first if another snapshot shares it.
+    pub fn make_mut(&mut self) -> &mut Vec<Worker> {
+        Arc::make_mut(&mut self.0)
+    }
+}
+
+impl std::ops::Deref for WorkerList {
+    type Target = [Worker];
+
+    fn deref(&self) -> &[Worker] {
+        &self.0
+    }
+}
+
+impl From<Vec<Worker>> for WorkerList {
+    fn from(workers: Vec<Worker>) -> Self {
+        Self(Arc::new(workers))
+    }
+}
+
+impl FromIterator<Worker> for WorkerList {
+    fn from_iter<I: IntoIterator<Item = Worker>>(workers: I) -> Self {
+        Vec::from_iter(workers).into()
+    }
+}
+
+impl Serialize for WorkerList {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for WorkerList {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Vec::deserialize(deserializer).map(Self::from)
+    }
 }
 
 /// A [`Worker`] as a snapshot file writes it: its capacity as `cores`, `memory_mb` and

@@ -732,7 +732,12 @@ fn remove(snapshot: &mut Snapshot, victim: &Victim) {
         app.executors
             .update(|e| e.retain(|e| e.id != Some(victim.executor)));
     }
-    if let Some(worker) = snapshot.workers.iter_mut().find(|w| w.id == victim.worker) {
+    if let Some(worker) = snapshot
+        .workers
+        .make_mut()
+        .iter_mut()
+        .find(|w| w.id == victim.worker)
+    {
         worker.used = worker.used.saturating_sub(&victim.resources);
     }
 }
@@ -759,7 +764,7 @@ fn without(snapshot: &Snapshot, victims: &[Victim]) -> Snapshot {
                 .update(|e| e.retain(|e| e.id.is_none_or(|id| !ids.contains(&id))));
         }
     }
-    for worker in &mut rest.workers {
+    for worker in rest.workers.make_mut() {
         for resources in freed.get(&worker.id).into_iter().flatten() {
             worker.used = worker.used.saturating_sub(resources);
         }

@@ -126,6 +126,7 @@ impl ClusterState {
             return;
         };
         crate::state::take(on, &Resources::default().with_custom(resources.clone()));
+        self.show_to_passes(worker);
         let stopping = Stopping {
             worker: worker.clone(),
             resources,
@@ -152,6 +153,7 @@ impl ClusterState {
                 worker,
                 &Resources::default().with_custom(stopping.resources),
             );
+            self.show_to_passes(&stopping.worker);
         }
         true
     }

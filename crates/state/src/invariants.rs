@@ -174,6 +174,9 @@ impl ClusterState {
                 ));
             }
         }
+        if self.pass_workers != self.workers_as_passes_see() {
+            return violated("the workers passes see are not the workers as they are".to_owned());
+        }
 
         self.check_addresses()?;
         self.check_relaunches()?;

@@ -1,15 +1,17 @@
-//! The bridge to `muster-core`: the snapshot a scheduling pass sees of this state.
+//! The bridge to `muster-core`: the snapshot a scheduling pass sees of this state, and the
+//! workers as passes see them, which the state keeps as they change.
 
+use muster_core::ids::WorkerId;
 use muster_core::model::{self as core, PassConfig, WorkerState};
 
 use crate::ClusterState;
-use crate::model::{App, DriverState};
+use crate::model::{App, DriverState, Worker};
 
 impl ClusterState {
     /// Whether a scheduling pass has anything to do: a driver is submitted, or an app has
     /// cores left below its `cores_max` (`default_cores` for one without) for an executor of
     /// one of its sizes. When not, a pass would plan nothing and list nothing as waiting, so
-    /// the leader need not build its snapshot, which costs a copy of every worker.
+    /// the leader need not build its snapshot, which costs a copy of every active app.
     pub fn has_work_to_place(&self, default_cores: Option<u32>) -> bool {
         let app_wants_more = |app: &App| {
             let requested = app
@@ -44,25 +46,6 @@ impl ClusterState {
     /// What a scheduling pass needs: workers with their usage and whether they run prior
     /// work, waiting drivers and active apps in submission order, and the queues.
     pub fn scheduling_snapshot(&self, config: PassConfig) -> core::Snapshot {
-        let workers = self
-            .workers
-            .values()
-            .map(|w| core::Worker {
-                id: w.id.clone(),
-                host: w.host.clone(),
-                capacity: w.capacity.clone(),
-                used: w.used.clone(),
-                // A draining worker is offered nothing, as a decommissioned one; what it
-                // holds still counts.
-                state: if self.draining.contains_key(&w.id) {
-                    WorkerState::Decommissioned
-                } else {
-                    w.state
-                },
-                hosts_prior: w.prior_work > 0,
-            })
-            .collect();
-
         let mut waiting: Vec<_> = self
             .drivers
             .values()
@@ -111,7 +94,7 @@ impl ClusterState {
         core::Snapshot {
             config,
             queues: self.queues(),
-            workers,
+            workers: self.pass_workers.clone(),
             running_drivers: self
                 .drivers
                 .values()
@@ -120,6 +103,45 @@ impl ClusterState {
             drivers,
             apps,
             preemption: None,
+        }
+    }
+}
+
+impl ClusterState {
+    /// Worker `worker` as a scheduling pass sees it.
+    fn seen_by_passes(&self, worker: &Worker) -> core::Worker {
+        core::Worker {
+            id: worker.id.clone(),
+            host: worker.host.clone(),
+            capacity: worker.capacity.clone(),
+            used: worker.used.clone(),
+            // A draining worker is offered nothing, as a decommissioned one; what it holds
+            // still counts.
+            state: if self.draining.contains_key(&worker.id) {
+                WorkerState::Decommissioned
+            } else {
+                worker.state
+            },
+            hosts_prior: worker.prior_work > 0,
+        }
+    }
+
+    /// Every worker as scheduling passes see it, in id order.
+    pub(crate) fn workers_as_passes_see(&self) -> core::WorkerList {
+        self.workers
+            .values()
+            .map(|worker| self.seen_by_passes(worker))
+            .collect()
+    }
+
+    /// Shows passes worker `id` as it is now, after its usage, state, drain or prior work
+    /// changed. Workers are never forgotten, so a worker unknown to passes is a new one.
+    pub(crate) fn show_to_passes(&mut self, id: &WorkerId) {
+        let seen = self.seen_by_passes(&self.workers[id]);
+        match self.pass_workers.binary_search_by(|w| w.id.cmp(id)) {
+            Ok(i) if self.pass_workers[i] == seen => {}
+            Ok(i) => self.pass_workers.make_mut()[i] = seen,
+            Err(i) => self.pass_workers.make_mut().insert(i, seen),
         }
     }
 }

@@ -138,7 +138,7 @@ impl ClusterState {
         for app in state.apps.values_mut() {
             app.held = app.held_executors(state.profiles.get(&app.id));
         }
-        state.count_prior_work();
+        state.recount_workers();
         state
             .check_invariants()
             .map_err(|broken| SnapshotError::Corrupt(format!("inconsistent state: {broken}")))?;

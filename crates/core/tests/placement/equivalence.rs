@@ -287,7 +287,7 @@ fn snapshot_of(workers: std::ops::Range<usize>) -> impl Strategy<Value = Snapsho
                 Snapshot {
                     config,
                     queues,
-                    workers,
+                    workers: workers.into(),
                     running_drivers,
                     drivers,
                     apps,
@@ -496,7 +496,7 @@ proptest! {
         executor_cores in any::<u32>(),
         cores_max in any::<u32>(),
     ) {
-        if let Some(worker) = snapshot.workers.first_mut() {
+        if let Some(worker) = snapshot.workers.make_mut().first_mut() {
             worker.capacity.cores = cores;
             worker.capacity.memory_mb = memory_mb;
             worker.used.cores = used;
@@ -715,7 +715,7 @@ fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
             Snapshot {
                 config,
                 queues,
-                workers: snapshot_workers,
+                workers: snapshot_workers.into(),
                 running_drivers: 0,
                 drivers: prior_driver
                     .map(|cores| DriverRequest {
@@ -752,6 +752,7 @@ fn without_victims(snapshot: &Snapshot, victims: &[muster_core::preempt::Victim]
     for victim in victims {
         let worker = rest
             .workers
+            .make_mut()
             .iter_mut()
             .find(|w| w.id == victim.worker)
             .unwrap();

@@ -242,8 +242,9 @@ impl goldenscript::Runner for Runner {
                     Some("DECOMMISSIONED") => WorkerState::Decommissioned,
                     Some(other) => return Err(format!("unknown worker state {other}").into()),
                 };
-                snapshot.workers.retain(|w| *w.id.0 != **id);
-                snapshot.workers.push(Worker {
+                let workers = snapshot.workers.make_mut();
+                workers.retain(|w| *w.id.0 != **id);
+                workers.push(Worker {
                     capacity: Resources::new(*cores, *mem).with_custom(custom.clone()),
                     used: Resources::new(used_cores.unwrap_or(0), used_mem.unwrap_or(0)),
                     state,
@@ -255,6 +256,7 @@ impl goldenscript::Runner for Runner {
                 let first = snapshot.workers.len();
                 snapshot
                     .workers
+                    .make_mut()
                     .extend((first..first + count).map(|i| worker(&format!("w{i}"), *cores, *mem)));
             }
             Command::Driver {
@@ -323,6 +325,7 @@ impl goldenscript::Runner for Runner {
             } => {
                 let host = snapshot
                     .workers
+                    .make_mut()
                     .iter_mut()
                     .find(|w| *w.id.0 == **worker)
                     .ok_or_else(|| format!("no worker {worker}"))?;

@@ -54,7 +54,7 @@ pub fn queue(name: &str, prior: bool, threshold: f64, max_capacity: f64) -> Queu
 /// A snapshot over `workers`, placing workers by id (the order Spark's placement tests use).
 pub fn cluster(workers: Vec<Worker>) -> Snapshot {
     let mut snapshot = Snapshot {
-        workers,
+        workers: workers.into(),
         ..Snapshot::default()
     };
     snapshot.config.worker_selection = WorkerSelection::WorkerId;

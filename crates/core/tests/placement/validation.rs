@@ -33,15 +33,18 @@ fn the_defaults_alone_are_valid() {
 #[test]
 fn zero_capacity_and_zero_demand_are_refused() {
     let mut s = base();
-    s.workers[1].capacity.cores = 0;
+    s.workers.make_mut()[1].capacity.cores = 0;
     assert_eq!(refused(&s), "workers[1].cores: must be at least 1");
 
     let mut s = base();
-    s.workers[0].capacity.memory_mb = 0;
+    s.workers.make_mut()[0].capacity.memory_mb = 0;
     assert_eq!(refused(&s), "workers[0].memory_mb: must be at least 1");
 
     let mut s = base();
-    s.workers[0].capacity.custom.insert("gpu".into(), 0);
+    s.workers.make_mut()[0]
+        .capacity
+        .custom
+        .insert("gpu".into(), 0);
     assert_eq!(refused(&s), "workers[0].resources.gpu: must be at least 1");
 
     let mut s = base();
@@ -64,14 +67,14 @@ fn zero_capacity_and_zero_demand_are_refused() {
 #[test]
 fn usage_above_capacity_is_refused() {
     let mut s = base();
-    s.workers[0].used.cores = 5;
+    s.workers.make_mut()[0].used.cores = 5;
     assert_eq!(
         refused(&s),
         "workers[0].cores_used: 5 exceeds the worker's 4 cores"
     );
 
     let mut s = base();
-    s.workers[0].used.custom.insert("gpu".into(), 1);
+    s.workers.make_mut()[0].used.custom.insert("gpu".into(), 1);
     assert_eq!(
         refused(&s),
         "workers[0].resources_used.gpu: 1 exceeds the worker's 0"
@@ -122,7 +125,7 @@ fn unknown_names_are_refused() {
 #[test]
 fn duplicates_are_refused() {
     let mut s = base();
-    s.workers[1].id = "w0".into();
+    s.workers.make_mut()[1].id = "w0".into();
     assert_eq!(refused(&s), "workers[1].id: duplicate worker id `w0`");
 
     let mut s = base();

@@ -214,6 +214,7 @@ fn launch_driver(state: &mut ClusterState, launch: &DriverLaunch) -> Result<(), 
     take(worker, &need);
     worker.drivers.insert(launch.driver.clone());
     worker.prior_work += u32::from(prior);
+    state.show_to_passes(&launch.worker);
     let driver = state
         .drivers
         .get_mut(&launch.driver)
@@ -298,6 +299,7 @@ fn grant_executor(
     take(worker, need);
     worker.executors.insert((grant.app.clone(), id));
     worker.prior_work += u32::from(prior);
+    state.show_to_passes(&grant.worker);
     state.hold_addresses(
         &grant.worker,
         Holder::Executor(&grant.app, id),

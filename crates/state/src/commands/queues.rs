@@ -175,7 +175,7 @@ fn replace(
         .map(|(q, access)| (q.name.clone(), access.clone()))
         .collect();
     state.queues = queues.iter().map(|(q, _)| q.clone()).collect();
-    state.count_prior_work();
+    state.recount_workers();
     state.capacities = configure.capacities;
     Ok(Response::default())
 }
