@@ -158,7 +158,7 @@ fn tree(worker_count: usize) -> Snapshot {
         queue("team.batch", false, 0.5, 0.5),
         queue("team.etl", false, 1.0, 0.5),
     ];
-    for app in &mut snapshot.apps {
+    for app in snapshot.apps.make_mut() {
         if app.queue.0 == "batch" {
             app.queue = if app.id.0.ends_with(['0', '2', '4', '6', '8']) {
                 "team.batch".into()

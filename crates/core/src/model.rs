@@ -29,7 +29,7 @@ pub struct Snapshot {
     pub queues: Vec<QueueConfig>,
     /// All known workers, in any order; only ALIVE ones receive work.
     #[serde(default)]
-    pub workers: WorkerList,
+    pub workers: Shared<Worker>,
     /// Drivers already running, counted against `config.max_drivers`.
     #[serde(default)]
     pub running_drivers: u32,
@@ -38,7 +38,7 @@ pub struct Snapshot {
     pub drivers: Vec<DriverRequest>,
     /// Active applications, in submission order.
     #[serde(default)]
-    pub apps: Vec<AppRequest>,
+    pub apps: Shared<AppRequest>,
     /// For `muster plan` only: show which executors prior queues would preempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemption: Option<crate::preempt::PreemptionSettings>,
@@ -223,46 +223,61 @@ pub struct Worker {
     pub hosts_prior: bool,
 }
 
-/// A snapshot's workers. Shared, so that a master keeps them as passes see them and builds
-/// each pass's snapshot without copying them: a change copies the list only while a snapshot
-/// still holds it. Reads and writes as a plain list.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct WorkerList(Arc<Vec<Worker>>);
+/// A snapshot's list of workers or of applications. Shared, so that a master keeps each as
+/// passes see it and builds each pass's snapshot without copying it: a change copies the list
+/// only while a snapshot still holds it. Reads and writes as a plain list.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shared<T>(Arc<Vec<T>>);
 
-impl WorkerList {
+impl<T: Clone> Shared<T> {
     /// The list to change, copied first if another snapshot shares it.
-    pub fn make_mut(&mut self) -> &mut Vec<Worker> {
+    pub fn make_mut(&mut self) -> &mut Vec<T> {
         Arc::make_mut(&mut self.0)
     }
 }
 
-impl std::ops::Deref for WorkerList {
-    type Target = [Worker];
+impl<T> Default for Shared<T> {
+    fn default() -> Self {
+        Self(Arc::default())
+    }
+}
 
-    fn deref(&self) -> &[Worker] {
+impl<T> std::ops::Deref for Shared<T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
         &self.0
     }
 }
 
-impl From<Vec<Worker>> for WorkerList {
-    fn from(workers: Vec<Worker>) -> Self {
-        Self(Arc::new(workers))
+impl<'a, T> IntoIterator for &'a Shared<T> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
     }
 }
 
-impl FromIterator<Worker> for WorkerList {
-    fn from_iter<I: IntoIterator<Item = Worker>>(workers: I) -> Self {
-        Vec::from_iter(workers).into()
+impl<T> From<Vec<T>> for Shared<T> {
+    fn from(items: Vec<T>) -> Self {
+        Self(Arc::new(items))
     }
 }
 
-impl Serialize for WorkerList {
+impl<T> FromIterator<T> for Shared<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(items: I) -> Self {
+        Vec::from_iter(items).into()
+    }
+}
+
+impl<T: Serialize> Serialize for Shared<T> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         self.0.serialize(serializer)
     }
 }
 
-impl<'de> Deserialize<'de> for WorkerList {
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Shared<T> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         Vec::deserialize(deserializer).map(Self::from)
     }

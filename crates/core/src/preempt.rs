@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{AppId, ExecutorId, QueueName, WorkId, WorkerId};
-use crate::model::{HeldExecutor, InputError, Snapshot, WorkerState};
+use crate::model::{AppRequest, HeldExecutor, InputError, Snapshot, WorkerState};
 use crate::plan::{Plan, WaitReason};
 use crate::queues::{Bound, Queues};
 use crate::resources::Resources;
@@ -645,11 +645,11 @@ impl<'q> Guarantees<'q> {
 /// The snapshot with every held executor named: one without an id is named by its place.
 fn with_executor_ids(snapshot: &Snapshot) -> Snapshot {
     let mut named = snapshot.clone();
-    let unnamed = named
-        .apps
-        .iter_mut()
-        .filter(|a| a.executors.iter().any(|e| e.id.is_none()));
-    for app in unnamed {
+    let unnamed = |app: &AppRequest| app.executors.iter().any(|e| e.id.is_none());
+    if !named.apps.iter().any(unnamed) {
+        return named;
+    }
+    for app in named.apps.make_mut().iter_mut().filter(|a| unnamed(a)) {
         app.executors.update(|executors| {
             for (i, executor) in executors.iter_mut().enumerate() {
                 executor
@@ -728,7 +728,12 @@ impl<'s> Candidates<'s> {
 
 /// Stops `victim` in `snapshot`: its app no longer holds it and its worker has the room.
 fn remove(snapshot: &mut Snapshot, victim: &Victim) {
-    if let Some(app) = snapshot.apps.iter_mut().find(|a| a.id == victim.app) {
+    if let Some(app) = snapshot
+        .apps
+        .make_mut()
+        .iter_mut()
+        .find(|a| a.id == victim.app)
+    {
         app.executors
             .update(|e| e.retain(|e| e.id != Some(victim.executor)));
     }
@@ -758,7 +763,7 @@ fn without(snapshot: &Snapshot, victims: &[Victim]) -> Snapshot {
             .push(&victim.resources);
     }
     let mut rest = snapshot.clone();
-    for app in &mut rest.apps {
+    for app in rest.apps.make_mut() {
         if let Some(ids) = stopped.get(&app.id) {
             app.executors
                 .update(|e| e.retain(|e| e.id.is_none_or(|id| !ids.contains(&id))));

@@ -126,7 +126,7 @@ impl ClusterState {
             return;
         };
         crate::state::take(on, &Resources::default().with_custom(resources.clone()));
-        self.show_to_passes(worker);
+        self.show_worker_to_passes(worker);
         let stopping = Stopping {
             worker: worker.clone(),
             resources,
@@ -153,7 +153,7 @@ impl ClusterState {
                 worker,
                 &Resources::default().with_custom(stopping.resources),
             );
-            self.show_to_passes(&stopping.worker);
+            self.show_worker_to_passes(&stopping.worker);
         }
         true
     }

@@ -80,12 +80,6 @@ impl ClusterState {
                     .or_default()
                     .insert((app.id.clone(), *id));
             }
-            if app.held != app.held_executors(self.profiles.get(&app.id)) {
-                return violated(format!(
-                    "app {} lists other executors for scheduling passes than it holds",
-                    app.id
-                ));
-            }
         }
         for driver in self.drivers.values() {
             match (driver.state, &driver.worker) {
@@ -176,6 +170,9 @@ impl ClusterState {
         }
         if self.pass_workers != self.workers_as_passes_see() {
             return violated("the workers passes see are not the workers as they are".to_owned());
+        }
+        if self.pass_apps != self.apps_as_passes_see() {
+            return violated("the apps passes see are not the apps as they are".to_owned());
         }
 
         self.check_addresses()?;

@@ -186,8 +186,7 @@ impl AppProfiles {
 
 /// An application and its live executors.
 ///
-/// Invariants: `cores_granted` is the sum of the cores of `executors`, all of them live;
-/// `held` lists `executors`.
+/// Invariant: `cores_granted` is the sum of the cores of `executors`, all of them live.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct App {
     /// `app-yyyyMMddHHmmss-NNNN`.
@@ -212,23 +211,17 @@ pub struct App {
     pub executors: BTreeMap<ExecutorId, Executor>,
     /// Cores of its live executors.
     pub cores_granted: u64,
-    /// Its live executors as a scheduling pass sees them, in id order, each with its
-    /// resource profile: the list each pass's snapshot shares instead of copying. Kept
-    /// beside `executors` as they change; not in snapshots, but rebuilt as one is decoded.
-    #[serde(skip)]
-    pub(crate) held: HeldExecutors,
 }
 
 impl App {
-    /// Adds live executor `executor`, of resource profile `profile`: newer than any it has.
-    pub(crate) fn add_executor(&mut self, executor: Executor, profile: u32) {
+    /// Adds live executor `executor`: newer than any it has.
+    pub(crate) fn add_executor(&mut self, executor: Executor) {
         debug_assert!(
             self.executors
                 .last_key_value()
                 .is_none_or(|(&id, _)| id < executor.id)
         );
         self.cores_granted += u64::from(executor.resources.cores);
-        self.held.push(executor.held(profile));
         self.executors.insert(executor.id, executor);
     }
 
@@ -236,16 +229,11 @@ impl App {
     pub(crate) fn remove_executor(&mut self, id: ExecutorId) -> Option<Executor> {
         let executor = self.executors.remove(&id)?;
         self.cores_granted -= u64::from(executor.resources.cores);
-        self.held.update(|held| {
-            if let Ok(at) = held.binary_search_by_key(&Some(id), |e| e.id) {
-                held.remove(at);
-            }
-        });
         Some(executor)
     }
 
-    /// Its live executors as a scheduling pass sees them, each of its profile in
-    /// `profiles`: what `held` lists.
+    /// Its live executors as a scheduling pass sees them, in id order, each of its profile
+    /// in `profiles`.
     pub(crate) fn held_executors(&self, profiles: Option<&AppProfiles>) -> HeldExecutors {
         let profile_of = |id| {
             profiles

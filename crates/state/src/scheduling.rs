@@ -1,8 +1,14 @@
-//! The bridge to `muster-core`: the snapshot a scheduling pass sees of this state, and the
-//! workers as passes see them, which the state keeps as they change.
+//! The bridge to `muster-core`: the snapshot a scheduling pass sees of this state.
+//!
+//! The state keeps its workers and active apps as passes see them, and each snapshot shares
+//! those lists instead of copying every worker and app. Wherever a worker's usage, state,
+//! drain or prior work changes, [`ClusterState::show_worker_to_passes`] shows it anew; wherever an
+//! app registers, ends, or changes its limit or profiles, [`ClusterState::show_app_to_passes`]
+//! or [`ClusterState::hide_app_from_passes`] does, and its executors change in
+//! [`ClusterState::held_by`]. `check_invariants` compares both lists with the state.
 
-use muster_core::ids::WorkerId;
-use muster_core::model::{self as core, PassConfig, WorkerState};
+use muster_core::ids::{AppId, WorkerId};
+use muster_core::model::{self as core, HeldExecutors, PassConfig, WorkerState};
 
 use crate::ClusterState;
 use crate::model::{App, DriverState, Worker};
@@ -61,36 +67,6 @@ impl ClusterState {
             })
             .collect();
 
-        let mut apps: Vec<_> = self.apps.values().collect();
-        apps.sort_by_key(|a| a.submission);
-        let apps = apps
-            .into_iter()
-            .map(|a| {
-                let profiles = self.profiles.get(&a.id);
-                core::AppRequest {
-                    id: a.id.clone(),
-                    queue: a.desc.queue.clone(),
-                    cores_max: a.desc.cores_max,
-                    executor_cores: a.desc.executor_cores,
-                    executor_memory_mb: a.desc.executor_memory_mb,
-                    executor_resources: a.desc.executor_resources.clone(),
-                    executor_limit: a.executor_limit,
-                    executors: a.held.clone(),
-                    profiles: profiles
-                        .into_iter()
-                        .flat_map(|p| &p.profiles)
-                        .map(|(&id, profile)| core::ProfileRequest {
-                            id,
-                            executor_cores: profile.executor_cores,
-                            executor_memory_mb: profile.executor_memory_mb,
-                            executor_resources: profile.executor_resources.clone(),
-                            executor_limit: profile.executor_limit,
-                        })
-                        .collect(),
-                }
-            })
-            .collect();
-
         core::Snapshot {
             config,
             queues: self.queues(),
@@ -101,7 +77,7 @@ impl ClusterState {
                 .filter(|d| d.state == DriverState::Running)
                 .count() as u32,
             drivers,
-            apps,
+            apps: self.pass_apps.clone(),
             preemption: None,
         }
     }
@@ -109,7 +85,7 @@ impl ClusterState {
 
 impl ClusterState {
     /// Worker `worker` as a scheduling pass sees it.
-    fn seen_by_passes(&self, worker: &Worker) -> core::Worker {
+    fn worker_as_passes_see(&self, worker: &Worker) -> core::Worker {
         core::Worker {
             id: worker.id.clone(),
             host: worker.host.clone(),
@@ -127,21 +103,90 @@ impl ClusterState {
     }
 
     /// Every worker as scheduling passes see it, in id order.
-    pub(crate) fn workers_as_passes_see(&self) -> core::WorkerList {
+    pub(crate) fn workers_as_passes_see(&self) -> core::Shared<core::Worker> {
         self.workers
             .values()
-            .map(|worker| self.seen_by_passes(worker))
+            .map(|worker| self.worker_as_passes_see(worker))
             .collect()
     }
 
     /// Shows passes worker `id` as it is now, after its usage, state, drain or prior work
     /// changed. Workers are never forgotten, so a worker unknown to passes is a new one.
-    pub(crate) fn show_to_passes(&mut self, id: &WorkerId) {
-        let seen = self.seen_by_passes(&self.workers[id]);
+    pub(crate) fn show_worker_to_passes(&mut self, id: &WorkerId) {
+        let seen = self.worker_as_passes_see(&self.workers[id]);
         match self.pass_workers.binary_search_by(|w| w.id.cmp(id)) {
             Ok(i) if self.pass_workers[i] == seen => {}
             Ok(i) => self.pass_workers.make_mut()[i] = seen,
             Err(i) => self.pass_workers.make_mut().insert(i, seen),
         }
+    }
+
+    /// Active app `app` as a scheduling pass sees it.
+    fn app_as_passes_see(&self, app: &App) -> core::AppRequest {
+        let profiles = self.profiles.get(&app.id);
+        core::AppRequest {
+            id: app.id.clone(),
+            queue: app.desc.queue.clone(),
+            cores_max: app.desc.cores_max,
+            executor_cores: app.desc.executor_cores,
+            executor_memory_mb: app.desc.executor_memory_mb,
+            executor_resources: app.desc.executor_resources.clone(),
+            executor_limit: app.executor_limit,
+            executors: app.held_executors(profiles),
+            profiles: profiles
+                .into_iter()
+                .flat_map(|p| &p.profiles)
+                .map(|(&id, profile)| core::ProfileRequest {
+                    id,
+                    executor_cores: profile.executor_cores,
+                    executor_memory_mb: profile.executor_memory_mb,
+                    executor_resources: profile.executor_resources.clone(),
+                    executor_limit: profile.executor_limit,
+                })
+                .collect(),
+        }
+    }
+
+    /// Every active app as scheduling passes see it, in submission order.
+    pub(crate) fn apps_as_passes_see(&self) -> core::Shared<core::AppRequest> {
+        let mut apps: Vec<&App> = self.apps.values().collect();
+        apps.sort_by_key(|a| a.submission);
+        apps.into_iter()
+            .map(|app| self.app_as_passes_see(app))
+            .collect()
+    }
+
+    /// Where active app `id` is, or belongs, among the apps passes see.
+    fn pass_app_position(&self, id: &AppId) -> Result<usize, usize> {
+        let submission = self.apps[id].submission;
+        self.pass_apps
+            .binary_search_by_key(&submission, |a| self.apps[&a.id].submission)
+    }
+
+    /// Shows passes active app `id` as it is now: registered, or with another limit or
+    /// profiles.
+    pub(crate) fn show_app_to_passes(&mut self, id: &AppId) {
+        let seen = self.app_as_passes_see(&self.apps[id]);
+        match self.pass_app_position(id) {
+            Ok(i) => self.pass_apps.make_mut()[i] = seen,
+            Err(i) => self.pass_apps.make_mut().insert(i, seen),
+        }
+    }
+
+    /// No longer shows passes app `id`, which ends: while it is still active.
+    pub(crate) fn hide_app_from_passes(&mut self, id: &AppId) {
+        let i = self
+            .pass_app_position(id)
+            .expect("passes see every active app");
+        self.pass_apps.make_mut().remove(i);
+    }
+
+    /// The executors active app `id` holds as passes see them, to change as its executors
+    /// start and end.
+    pub(crate) fn held_by(&mut self, id: &AppId) -> &mut HeldExecutors {
+        let i = self
+            .pass_app_position(id)
+            .expect("passes see every active app");
+        &mut self.pass_apps.make_mut()[i].executors
     }
 }

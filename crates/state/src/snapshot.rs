@@ -135,10 +135,7 @@ impl ClusterState {
         if format < 7 {
             state.hold_missing_addresses();
         }
-        for app in state.apps.values_mut() {
-            app.held = app.held_executors(state.profiles.get(&app.id));
-        }
-        state.recount_workers();
+        state.derive_pass_views();
         state
             .check_invariants()
             .map_err(|broken| SnapshotError::Corrupt(format!("inconsistent state: {broken}")))?;

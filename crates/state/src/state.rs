@@ -7,7 +7,7 @@ use muster_core::access::{QueueAccess, QueueSpec};
 use muster_core::ids::{
     AppId, DriverId, ExecutorId, QueueName, RequestId, Timestamp, WorkId, WorkerId,
 };
-use muster_core::model::{NotALeaf, QueueConfig, WorkerList, WorkerState};
+use muster_core::model::{self as core, NotALeaf, QueueConfig, Shared, WorkerState};
 use muster_core::resources::Resources;
 use serde::{Deserialize, Serialize};
 
@@ -135,12 +135,14 @@ pub struct ClusterState {
     /// stage-level scheduling), and their executors of them. Came with format 11, written
     /// only from log format 3: a snapshot of format 10 reads as one without.
     pub(crate) profiles: BTreeMap<AppId, AppProfiles>,
-    /// The workers as scheduling passes see them, in id order: each pass's snapshot shares
-    /// them rather than copying every worker. Kept as a worker's usage, state, drain or prior
-    /// work changes ([`ClusterState::show_to_passes`]); not in snapshots, but built anew as
-    /// one is decoded, and as the queues change.
+    /// The workers as scheduling passes see them, in id order, and the active apps, in
+    /// submission order: each pass's snapshot shares them rather than copying every worker
+    /// and app. Kept as they change (see `scheduling.rs`); not in snapshots, but built anew
+    /// as one is decoded, and as the queues change.
     #[serde(skip)]
-    pub(crate) pass_workers: WorkerList,
+    pub(crate) pass_workers: Shared<core::Worker>,
+    #[serde(skip)]
+    pub(crate) pass_apps: Shared<core::AppRequest>,
 }
 
 /// How many ended executors of one application the state keeps.
@@ -207,7 +209,7 @@ impl ClusterState {
         for reservation in ended {
             if let Some(worker) = self.workers.get_mut(&reservation.worker) {
                 release(worker, &reservation.resources);
-                self.show_to_passes(&reservation.worker);
+                self.show_worker_to_passes(&reservation.worker);
             }
         }
     }
@@ -388,14 +390,15 @@ impl ClusterState {
         counts
     }
 
-    /// Counts each worker's `prior_work` anew, and builds the workers passes see from them:
-    /// after the queues change, or a snapshot, which keeps neither, is decoded.
-    pub(crate) fn recount_workers(&mut self) {
+    /// Counts each worker's `prior_work` anew, and builds the workers and apps passes see:
+    /// after the queues change, or a snapshot, which keeps none of them, is decoded.
+    pub(crate) fn derive_pass_views(&mut self) {
         let mut counts = self.prior_work_by_worker();
         for worker in self.workers.values_mut() {
             worker.prior_work = counts.remove(&worker.id).unwrap_or(0);
         }
         self.pass_workers = self.workers_as_passes_see();
+        self.pass_apps = self.apps_as_passes_see();
     }
 
     pub(crate) fn take_submission(&mut self) -> u64 {
@@ -477,6 +480,12 @@ impl ClusterState {
         let mut executor = app_info
             .remove_executor(id)
             .expect("ending a live executor");
+        self.held_by(app).update(|held| {
+            let at = held
+                .binary_search_by_key(&Some(id), |e| e.id)
+                .expect("passes see every live executor");
+            held.remove(at);
+        });
         if let Some(profiles) = self.profiles.get_mut(app) {
             profiles.executors.remove(&id);
         }
@@ -487,7 +496,7 @@ impl ClusterState {
         release(worker, &executor.resources);
         worker.executors.remove(&(app.clone(), id));
         worker.prior_work -= u32::from(prior);
-        self.show_to_passes(&executor.worker);
+        self.show_worker_to_passes(&executor.worker);
         self.free_addresses(Holder::Executor(app, id));
         executor.state = state;
         executor.exit_code = exit_code;
@@ -535,6 +544,7 @@ impl ClusterState {
         for executor in executors {
             self.stop_executor(id, executor, effects);
         }
+        self.hide_app_from_passes(id);
         let mut app = self.apps.remove(id).expect("removing an active app");
         self.profiles.remove(id);
         app.state = state;
@@ -566,7 +576,7 @@ impl ClusterState {
             release(worker, &driver.desc.resources);
             worker.drivers.remove(id);
             worker.prior_work -= u32::from(prior);
-            self.show_to_passes(worker_id);
+            self.show_worker_to_passes(worker_id);
             self.free_addresses(Holder::Driver(id));
         }
         effects

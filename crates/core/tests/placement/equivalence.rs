@@ -290,7 +290,7 @@ fn snapshot_of(workers: std::ops::Range<usize>) -> impl Strategy<Value = Snapsho
                     workers: workers.into(),
                     running_drivers,
                     drivers,
-                    apps,
+                    apps: apps.into(),
                     preemption: None,
                 }
             },
@@ -501,7 +501,7 @@ proptest! {
             worker.capacity.memory_mb = memory_mb;
             worker.used.cores = used;
         }
-        if let Some(app) = snapshot.apps.first_mut() {
+        if let Some(app) = snapshot.apps.make_mut().first_mut() {
             // Executors of at least a thousandth of the worker keep a pass's grants bounded.
             app.executor_cores = Some(executor_cores.max(cores / 1000));
             app.cores_max = Some(cores_max);
@@ -729,7 +729,7 @@ fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
                     })
                     .into_iter()
                     .collect(),
-                apps,
+                apps: apps.into(),
                 preemption: None,
             }
         })
@@ -738,7 +738,7 @@ fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
 /// `snapshot` with the executors `victims` name stopped and their room free.
 fn without_victims(snapshot: &Snapshot, victims: &[muster_core::preempt::Victim]) -> Snapshot {
     let mut rest = snapshot.clone();
-    for app in &mut rest.apps {
+    for app in rest.apps.make_mut() {
         let mut index = 0;
         let app_id = app.id.clone();
         app.executors.update(|executors| {

@@ -282,7 +282,7 @@ impl goldenscript::Runner for Runner {
                 limit,
                 custom,
             } => {
-                snapshot.apps.retain(|a| *a.id.0 != **id);
+                snapshot.apps.make_mut().retain(|a| *a.id.0 != **id);
                 let mut app = AppRequest::new(id);
                 app.queue = queue
                     .as_deref()
@@ -292,7 +292,7 @@ impl goldenscript::Runner for Runner {
                 app.executor_memory_mb = mem.unwrap_or(app.executor_memory_mb);
                 app.executor_limit = *limit;
                 app.executor_resources = custom.clone();
-                snapshot.apps.push(app);
+                snapshot.apps.make_mut().push(app);
             }
             Command::Profile {
                 app,
@@ -304,6 +304,7 @@ impl goldenscript::Runner for Runner {
             } => {
                 let app = snapshot
                     .apps
+                    .make_mut()
                     .iter_mut()
                     .find(|a| *a.id.0 == **app)
                     .ok_or_else(|| format!("no app {app}"))?;
@@ -334,6 +335,7 @@ impl goldenscript::Runner for Runner {
                 }
                 let app = snapshot
                     .apps
+                    .make_mut()
                     .iter_mut()
                     .find(|a| *a.id.0 == **app)
                     .ok_or_else(|| format!("no app {app}"))?;
@@ -346,7 +348,7 @@ impl goldenscript::Runner for Runner {
             }
             Command::RunningDrivers(count) => snapshot.running_drivers = *count,
             Command::Clear => {
-                snapshot.apps.clear();
+                snapshot.apps.make_mut().clear();
                 snapshot.drivers.clear();
             }
             Command::Reset => *self = Self::default(),

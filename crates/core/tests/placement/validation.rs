@@ -19,7 +19,7 @@ fn refused(snapshot: &Snapshot) -> String {
 
 fn base() -> Snapshot {
     let mut snapshot = cluster(workers(2, 4, 4096));
-    snapshot.apps.push(app("a"));
+    snapshot.apps.make_mut().push(app("a"));
     snapshot.drivers.push(driver("d", 1, 512));
     snapshot
 }
@@ -48,11 +48,11 @@ fn zero_capacity_and_zero_demand_are_refused() {
     assert_eq!(refused(&s), "workers[0].resources.gpu: must be at least 1");
 
     let mut s = base();
-    s.apps[0].executor_cores = Some(0);
+    s.apps.make_mut()[0].executor_cores = Some(0);
     assert_eq!(refused(&s), "apps[0].executor_cores: must be at least 1");
 
     let mut s = base();
-    s.apps[0].cores_max = Some(0);
+    s.apps.make_mut()[0].cores_max = Some(0);
     assert_eq!(refused(&s), "apps[0].cores_max: must be at least 1");
 
     let mut s = base();
@@ -102,7 +102,7 @@ fn queue_fractions_must_be_in_zero_to_one() {
 #[test]
 fn unknown_names_are_refused() {
     let mut s = base();
-    s.apps[0].queue = "batch".into();
+    s.apps.make_mut()[0].queue = "batch".into();
     assert_eq!(refused(&s), "apps[0].queue: unknown queue `batch`");
 
     let mut s = base();
@@ -110,7 +110,7 @@ fn unknown_names_are_refused() {
     assert_eq!(refused(&s), "drivers[0].queue: unknown queue `batch`");
 
     let mut s = base();
-    s.apps[0].executors.push(HeldExecutor {
+    s.apps.make_mut()[0].executors.push(HeldExecutor {
         id: None,
         worker: "w9".into(),
         resources: Resources::new(1, 1),
@@ -129,7 +129,7 @@ fn duplicates_are_refused() {
     assert_eq!(refused(&s), "workers[1].id: duplicate worker id `w0`");
 
     let mut s = base();
-    s.apps.push(app("a"));
+    s.apps.make_mut().push(app("a"));
     assert_eq!(refused(&s), "apps[1].id: duplicate app id `a`");
 
     let mut s = base();
@@ -267,7 +267,7 @@ fn names_of_earlier_builds_read_as_a_lenient_tree() {
     etl.queue = "root.etl".into();
     let mut parent = app("parent");
     parent.queue = "team".into();
-    s.apps = vec![etl, parent];
+    s.apps = vec![etl, parent].into();
     let plan = schedule(&s).unwrap();
     let cores = |id: &str| -> u32 {
         plan.executors

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use muster_core::ids::{AppId, ExecutorId, Timestamp};
 use muster_core::limits;
-use muster_core::model::{HeldExecutors, positive, resource_amounts};
+use muster_core::model::{positive, resource_amounts};
 use muster_core::resources::ResourceAmounts;
 use serde::{Deserialize, Serialize};
 
@@ -58,9 +58,9 @@ impl Apply for SubmitApp {
                 next_executor_id: 0,
                 executors: BTreeMap::new(),
                 cores_granted: 0,
-                held: HeldExecutors::default(),
             },
         );
+        state.show_app_to_passes(&id);
         Ok(Response {
             outcome: Outcome::AppSubmitted { id },
             effects: Effects::default(),
@@ -127,6 +127,7 @@ pub struct SetExecutorLimit {
 impl Apply for SetExecutorLimit {
     fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
         state.app_mut(&self.app)?.executor_limit = self.limit;
+        state.show_app_to_passes(&self.app);
         Ok(Response::default())
     }
 }
@@ -209,6 +210,7 @@ impl Apply for SetProfileLimit {
             .or_default()
             .profiles
             .insert(self.id, profile.clone());
+        state.show_app_to_passes(&self.app);
         Ok(Response::default())
     }
 }

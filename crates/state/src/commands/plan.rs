@@ -214,7 +214,7 @@ fn launch_driver(state: &mut ClusterState, launch: &DriverLaunch) -> Result<(), 
     take(worker, &need);
     worker.drivers.insert(launch.driver.clone());
     worker.prior_work += u32::from(prior);
-    state.show_to_passes(&launch.worker);
+    state.show_worker_to_passes(&launch.worker);
     let driver = state
         .drivers
         .get_mut(&launch.driver)
@@ -283,7 +283,7 @@ fn grant_executor(
         state: ExecutorState::Launching,
         exit_code: None,
     };
-    app.add_executor(executor.clone(), profile);
+    app.add_executor(executor.clone());
     app.state = AppState::Running;
     if profile != 0 {
         let profiles = state
@@ -299,7 +299,8 @@ fn grant_executor(
     take(worker, need);
     worker.executors.insert((grant.app.clone(), id));
     worker.prior_work += u32::from(prior);
-    state.show_to_passes(&grant.worker);
+    state.show_worker_to_passes(&grant.worker);
+    state.held_by(&grant.app).push(executor.held(profile));
     state.hold_addresses(
         &grant.worker,
         Holder::Executor(&grant.app, id),

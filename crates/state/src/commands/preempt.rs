@@ -226,7 +226,7 @@ impl Preempt {
                 .get_mut(&reservation.worker)
                 .expect("room_on found it");
             crate::state::take(worker, &reservation.resources);
-            after.show_to_passes(&reservation.worker);
+            after.show_worker_to_passes(&reservation.worker);
             after.reservations.push(Reservation {
                 until,
                 ..reservation.clone()

@@ -175,7 +175,7 @@ fn replace(
         .map(|(q, access)| (q.name.clone(), access.clone()))
         .collect();
     state.queues = queues.iter().map(|(q, _)| q.clone()).collect();
-    state.recount_workers();
+    state.derive_pass_views();
     state.capacities = configure.capacities;
     Ok(Response::default())
 }

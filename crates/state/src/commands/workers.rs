@@ -165,7 +165,7 @@ impl RegisterWorker {
                 false
             }
         };
-        state.show_to_passes(&self.id);
+        state.show_worker_to_passes(&self.id);
         if fresh {
             state.set_worker_addresses(&self.id, without_default_addresses(addresses.clone()));
         }
@@ -227,7 +227,7 @@ impl Apply for WorkerLost {
         if state.draining.remove(&self.id).is_some() {
             state.worker_mut(&self.id)?.state = WorkerState::Decommissioned;
         }
-        state.show_to_passes(&self.id);
+        state.show_worker_to_passes(&self.id);
         let mut effects = Effects::default();
         state.evacuate_worker(
             &self.id,
@@ -268,7 +268,7 @@ impl Apply for DecommissionWorker {
             WorkerState::Alive => worker.state = WorkerState::Decommissioned,
         }
         state.draining.remove(&self.id);
-        state.show_to_passes(&self.id);
+        state.show_worker_to_passes(&self.id);
         let mut effects = Effects::default();
         state.evacuate_worker(
             &self.id,
@@ -312,7 +312,7 @@ impl Apply for DrainWorker {
                 kill_after_ms: self.kill_after_ms,
             },
         );
-        state.show_to_passes(&self.id);
+        state.show_worker_to_passes(&self.id);
         Ok(Response::default())
     }
 }
