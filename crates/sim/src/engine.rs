@@ -78,10 +78,10 @@ enum Happening {
 }
 
 /// The agenda: happenings by virtual time (ms), in the order added within a time. The heap
-/// orders small keys; the happenings wait in slots of their own. Heartbeats, the bulk of a
-/// run at scale, come due in the order they are added (each a fixed interval after the
-/// last): they wait in a queue of their own, and each next happening is the earlier of the
-/// heap's first and the queue's.
+/// orders small keys; the happenings wait in slots of their own. Two kinds come due in the
+/// order they are added: heartbeats, the bulk of a run at scale (each a fixed interval after
+/// the last), and the trace's entries (in time order). Each waits in a lane of its own, and
+/// each next happening is the earliest of the heap's first and the lanes'.
 #[derive(Default)]
 struct Agenda {
     /// When each waiting happening is due, the order it was added in, and its slot.
@@ -89,9 +89,17 @@ struct Agenda {
     slots: Vec<Option<Happening>>,
     /// Slots whose happenings have happened.
     free: Vec<usize>,
-    /// Happenings added no earlier than the last of them, with when and the order added.
-    in_order: VecDeque<(u64, u64, Happening)>,
+    /// Per [`Lane`], happenings added no earlier than the last of them, with when and the
+    /// order added.
+    lanes: [VecDeque<(u64, u64, Happening)>; 2],
     added: u64,
+}
+
+/// A kind of happening that mostly comes due in the order it is added.
+#[derive(Clone, Copy)]
+enum Lane {
+    Heartbeats,
+    Trace,
 }
 
 impl Agenda {
@@ -110,28 +118,34 @@ impl Agenda {
         self.added += 1;
     }
 
-    /// As [`Agenda::at`], for a happening that mostly comes due after every one added this
-    /// way before it: queued, not heaped, when it does.
-    fn at_in_order(&mut self, time: u64, happening: Happening) {
-        if self
-            .in_order
-            .back()
-            .is_some_and(|&(last, _, _)| time < last)
-        {
+    /// As [`Agenda::at`], for a happening that mostly comes due after every one added to
+    /// `lane` before it: queued there, not heaped, when it does.
+    fn at_in_order(&mut self, lane: Lane, time: u64, happening: Happening) {
+        let queue = &mut self.lanes[lane as usize];
+        if queue.back().is_some_and(|&(last, _, _)| time < last) {
             return self.at(time, happening);
         }
-        self.in_order.push_back((time, self.added, happening));
+        queue.push_back((time, self.added, happening));
         self.added += 1;
     }
 
     fn next(&mut self) -> Option<(u64, Happening)> {
-        let queued = self.in_order.front().map(|&(time, added, _)| (time, added));
         let heaped = self
             .due
             .peek()
             .map(|&Reverse((time, added, _))| (time, added));
-        if queued.is_some_and(|queued| heaped.is_none_or(|heaped| queued < heaped)) {
-            let (time, _, happening) = self.in_order.pop_front()?;
+        let first_queued = self
+            .lanes
+            .iter_mut()
+            .filter_map(|queue| {
+                let &(time, added, _) = queue.front()?;
+                Some(((time, added), queue))
+            })
+            .min_by_key(|&(key, _)| key);
+        if let Some((queued, queue)) = first_queued
+            && heaped.is_none_or(|heaped| queued < heaped)
+        {
+            let (time, _, happening) = queue.pop_front()?;
             return Some((time, happening));
         }
         let Reverse((time, _, slot)) = self.due.pop()?;
@@ -263,12 +277,16 @@ impl<'a> Simulation<'a> {
             // Spread over one interval, as workers started at different moments.
             let offset = heartbeat * i as u64 / count.max(1);
             self.agenda.at(0, Happening::Register(id.clone()));
-            self.agenda
-                .at_in_order(offset, Happening::Heartbeat(id.clone(), 0));
+            self.agenda.at_in_order(
+                Lane::Heartbeats,
+                offset,
+                Happening::Heartbeat(id.clone(), 0),
+            );
         }
         for i in 0..self.trace.len() {
+            let at = seconds_to_ms(self.trace[i].at_s());
             self.agenda
-                .at(seconds_to_ms(self.trace[i].at_s()), Happening::Entry(i));
+                .at_in_order(Lane::Trace, at, Happening::Entry(i));
         }
         self.agenda.at(0, Happening::Tick);
         self.agenda.at(0, Happening::Sample);
@@ -699,8 +717,11 @@ impl<'a> Simulation<'a> {
             return;
         }
         let at = self.now + millis(self.cluster.heartbeat()).max(1);
-        self.agenda
-            .at_in_order(at, Happening::Heartbeat(id.clone(), failures));
+        self.agenda.at_in_order(
+            Lane::Heartbeats,
+            at,
+            Happening::Heartbeat(id.clone(), failures),
+        );
         if let Some(link) = worker.link {
             self.step(Event::WorkerHeartbeat {
                 link,
