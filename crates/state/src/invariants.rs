@@ -245,8 +245,9 @@ impl ClusterState {
         Ok(())
     }
 
-    /// Ids are never reused: every app and driver id, active or completed, is unique and was
-    /// numbered below the counter.
+    /// Ids and places in submission order are never reused: every app and driver id, active
+    /// or completed, is unique and was numbered below the counter, and so is every active
+    /// app's and driver's place.
     fn check_ids_unique(&self) -> Result<(), InvariantViolation> {
         let numbered = |id: &str, next: u64| {
             id.rsplit('-')
@@ -273,6 +274,23 @@ impl ClusterState {
             if !drivers.insert(id) || !numbered(&id.0, self.next_driver_number) {
                 return violated(format!("driver id {id} reused or beyond the counter"));
             }
+        }
+        // The apps passes see are found by their place in submission order.
+        let mut taken = BTreeSet::new();
+        let mut place = |submission: u64| {
+            if taken.insert(submission) && submission < self.next_submission {
+                Ok(())
+            } else {
+                violated(format!(
+                    "place {submission} in submission order is taken or beyond the counter"
+                ))
+            }
+        };
+        for app in self.apps.values() {
+            place(app.submission)?;
+        }
+        for driver in self.drivers.values() {
+            place(driver.submission)?;
         }
         Ok(())
     }

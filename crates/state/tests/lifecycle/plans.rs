@@ -1,7 +1,10 @@
 //! Scheduling passes as the log carries them: a pass written by the build before grants had a
-//! count still reads, and applies as it did.
+//! count still reads, and applies as it did. And the snapshots passes read, which share the
+//! state's lists: one keeps what it saw.
 
+use muster_core::model::{PassConfig, WorkerState};
 use muster_core::resources::Resources;
+use muster_state::commands::DrainWorker;
 use muster_state::{Op, Outcome};
 
 use crate::support::{Cluster, app_desc, driver_desc, fixture};
@@ -48,4 +51,31 @@ fn a_plan_of_the_build_before_counted_grants_still_reads_and_applies() {
     assert_eq!(rejected.len(), 1, "{rejected:?}");
     assert_eq!(rejected[0].worker, "w2".into());
     assert_eq!(c.state.apps()[&app].cores_granted, 3);
+}
+
+#[test]
+fn a_snapshot_keeps_what_it_saw_while_the_state_moves_on() {
+    // A pass's snapshot shares the state's lists of workers and apps: the state copies a list
+    // before changing it while a snapshot holds it.
+    let mut c = Cluster::new();
+    c.worker("w1", 4, 4096);
+    c.worker("w2", 4, 4096);
+    c.submit_app(app_desc(Some(4), Some(1), 512));
+    let before = c.state.scheduling_snapshot(PassConfig::default());
+    let seen = format!("{before:?}");
+
+    c.schedule();
+    c.ok(Op::DrainWorker(DrainWorker {
+        id: "w1".into(),
+        kill_after_ms: None,
+    }));
+
+    assert_eq!(format!("{before:?}"), seen);
+    assert!(before.workers.iter().all(|w| w.used.cores == 0));
+    assert!(before.apps[0].executors.is_empty());
+    let now = c.state.scheduling_snapshot(PassConfig::default());
+    let used: Vec<u32> = now.workers.iter().map(|w| w.used.cores).collect();
+    assert_eq!(used, [2, 2]);
+    assert_eq!(now.workers[0].state, WorkerState::Decommissioned);
+    assert_eq!(now.apps[0].executors.cores(), 4);
 }
