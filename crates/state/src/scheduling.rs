@@ -1,11 +1,14 @@
 //! The bridge to `muster-core`: the snapshot a scheduling pass sees of this state.
 //!
 //! The state keeps its workers and active apps as passes see them, and each snapshot shares
-//! those lists instead of copying every worker and app. Wherever a worker's usage, state,
-//! drain or prior work changes, [`ClusterState::show_worker_to_passes`] shows it anew; wherever an
-//! app registers, ends, or changes its limit or profiles, [`ClusterState::show_app_to_passes`]
-//! or [`ClusterState::hide_app_from_passes`] does, and its executors change in
-//! [`ClusterState::held_by`]. `check_invariants` compares both lists with the state.
+//! those lists instead of copying every worker and app:
+//! * wherever a worker's usage, state, drain or prior work changes,
+//!   [`ClusterState::show_worker_to_passes`] shows it anew;
+//! * wherever an app registers, ends, or changes its limit or profiles,
+//!   [`ClusterState::show_app_to_passes`] or [`ClusterState::hide_app_from_passes`] does,
+//!   and its executors change in [`ClusterState::held_by`].
+//!
+//! `check_invariants` compares both lists with the state.
 
 use muster_core::ids::{AppId, WorkerId};
 use muster_core::model::{self as core, HeldExecutors, PassConfig, WorkerState};
@@ -17,7 +20,7 @@ impl ClusterState {
     /// Whether a scheduling pass has anything to do: a driver is submitted, or an app has
     /// cores left below its `cores_max` (`default_cores` for one without) for an executor of
     /// one of its sizes. When not, a pass would plan nothing and list nothing as waiting, so
-    /// the leader need not build its snapshot, which costs a copy of every active app.
+    /// the leader skips it.
     pub fn has_work_to_place(&self, default_cores: Option<u32>) -> bool {
         let app_wants_more = |app: &App| {
             let requested = app
