@@ -223,9 +223,10 @@ pub struct Worker {
     pub hosts_prior: bool,
 }
 
-/// A snapshot's list of workers or of applications. Shared, so that a master keeps each as
-/// passes see it and builds each pass's snapshot without copying it: a change copies the list
-/// only while a snapshot still holds it. Reads and writes as a plain list.
+/// A list a snapshot shares: its workers, its applications, an application's held executors.
+/// A master keeps each as passes see it and builds each pass's snapshot without copying it:
+/// a change copies the list only while a snapshot still holds it. Reads and writes as a
+/// plain list.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Shared<T>(Arc<Vec<T>>);
 
@@ -473,36 +474,31 @@ impl AppRequest {
     }
 }
 
-/// The executors an app holds, with their cores summed. Shared, so that a master builds each
-/// pass's snapshot without copying them: a change (a preemption's trial) copies only the
-/// app's own. Reads and writes as a plain list.
+/// The executors an app holds, with their cores summed. A [`Shared`] list, so that a master
+/// builds each pass's snapshot without copying them: a change (a preemption's trial) copies
+/// only the app's own. Reads and writes as a plain list.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct HeldExecutors(Arc<Held>);
-
-#[derive(Clone, Debug, Default, PartialEq)]
-struct Held {
-    executors: Vec<HeldExecutor>,
+pub struct HeldExecutors {
+    executors: Shared<HeldExecutor>,
     cores: u64,
 }
 
 impl HeldExecutors {
     /// The cores they hold.
     pub fn cores(&self) -> u64 {
-        self.0.cores
+        self.cores
     }
 
     /// Adds `executor` at the end.
     pub fn push(&mut self, executor: HeldExecutor) {
-        let held = Arc::make_mut(&mut self.0);
-        held.cores += u64::from(executor.resources.cores);
-        held.executors.push(executor);
+        self.cores += u64::from(executor.resources.cores);
+        self.executors.make_mut().push(executor);
     }
 
     /// Changes the list with `edit`, and sums its cores again.
     pub fn update<R>(&mut self, edit: impl FnOnce(&mut Vec<HeldExecutor>) -> R) -> R {
-        let held = Arc::make_mut(&mut self.0);
-        let result = edit(&mut held.executors);
-        held.cores = cores_of(&held.executors);
+        let result = edit(self.executors.make_mut());
+        self.cores = cores_of(&self.executors);
         result
     }
 }
@@ -515,14 +511,16 @@ impl std::ops::Deref for HeldExecutors {
     type Target = [HeldExecutor];
 
     fn deref(&self) -> &[HeldExecutor] {
-        &self.0.executors
+        &self.executors
     }
 }
 
 impl From<Vec<HeldExecutor>> for HeldExecutors {
     fn from(executors: Vec<HeldExecutor>) -> Self {
-        let cores = cores_of(&executors);
-        Self(Arc::new(Held { executors, cores }))
+        Self {
+            cores: cores_of(&executors),
+            executors: executors.into(),
+        }
     }
 }
 
@@ -534,7 +532,7 @@ impl FromIterator<HeldExecutor> for HeldExecutors {
 
 impl Serialize for HeldExecutors {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.0.executors.serialize(serializer)
+        self.executors.serialize(serializer)
     }
 }
 
