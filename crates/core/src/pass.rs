@@ -197,8 +197,12 @@ impl<'s> AppPass<'s> {
             .map(|grant| ExecutorGrant {
                 app: grant.app.id.clone(),
                 worker: grant.worker.clone(),
-                resources: Resources::new(grant.cores, grant.shape.memory_mb)
-                    .with_custom(grant.shape.resources.clone()),
+                // Field by field: no empty custom map made only to be replaced.
+                resources: Resources {
+                    cores: grant.cores,
+                    memory_mb: grant.shape.memory_mb,
+                    custom: grant.shape.resources.clone(),
+                },
                 count: grant.count,
                 profile: grant.shape.profile,
             })
