@@ -425,9 +425,6 @@ impl<'a> Simulation<'a> {
                     self.agenda.at(self.now, Happening::ToWorker(link, message));
                 }
                 Action::ToApp { link, message } => {
-                    if let ToApp::Preempted(..) = message {
-                        self.recorder.preempted();
-                    }
                     self.agenda.at(self.now, Happening::ToApp(link, message));
                 }
                 Action::Close { link, reason } => self.closed(link, &reason),
@@ -476,7 +473,7 @@ impl<'a> Simulation<'a> {
         };
         self.recorder.logged(&command);
         let response = self.state.apply(&command)?;
-        self.ended(&response);
+        self.applied(&command.op, &response);
         Ok(response)
     }
 
@@ -610,16 +607,34 @@ impl<'a> Simulation<'a> {
             panic!("after {command:?}: {broken}");
         }
         if let Ok(response) = &result {
-            self.ended(response);
+            self.applied(&command.op, response);
         }
         self.step(Event::Committed { proposal, result });
     }
 
-    /// Records the apps and drivers of the trace that `response` ended.
-    fn ended(&mut self, response: &Response) {
-        if let muster_state::Outcome::Batch(results) = &response.outcome {
-            for response in results.iter().flatten() {
-                self.ended(response);
+    /// Records what `op`, applied with `response`, did to the trace's work: the executors
+    /// it preempted (whether or not their apps are attached to hear it) and the apps and
+    /// drivers it ended.
+    fn applied(&mut self, op: &Op, response: &Response) {
+        if let (Op::Batch(commands), muster_state::Outcome::Batch(results)) =
+            (op, &response.outcome)
+        {
+            for (command, result) in commands.iter().zip(results) {
+                if let Ok(response) = result {
+                    self.applied(&command.op, response);
+                }
+            }
+        }
+        if let Op::Preempt(preempt) | Op::PreemptForGuarantees(preempt) = op {
+            for (app, executor) in &preempt.victims {
+                self.recorder.preempted();
+                let slots = self
+                    .apps
+                    .get_mut(app)
+                    .and_then(|app| app.executors.get_mut(executor));
+                if let Some(slots) = slots {
+                    slots.preempted = true;
+                }
             }
         }
         for (id, state) in &response.effects.removed_apps {
@@ -1049,12 +1064,11 @@ impl<'a> Simulation<'a> {
             return;
         };
         match message {
-            ToApp::Registered(_) | ToApp::HeartbeatAck | ToApp::Draining(..) => {}
-            ToApp::Preempted(executor, _) => {
-                if let Some(slots) = app.executors.get_mut(&executor) {
-                    slots.preempted = true;
-                }
-            }
+            // A preemption is recorded as it commits.
+            ToApp::Registered(_)
+            | ToApp::HeartbeatAck
+            | ToApp::Draining(..)
+            | ToApp::Preempted(..) => {}
             ToApp::Executor(executor) => match executor.state {
                 ExecutorState::Launching => {}
                 ExecutorState::Running => {
