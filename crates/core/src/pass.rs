@@ -119,7 +119,10 @@ fn smallest_executor(app: &AppRequest) -> u64 {
 /// the ids and resources copied into it before then.
 struct Grant<'s> {
     app: &'s AppRequest,
-    shape: Shape<'s>,
+    /// The size's profile, and each executor's memory and custom resources.
+    profile: u32,
+    memory_mb: u64,
+    resources: &'s ResourceAmounts,
     worker: &'s WorkerId,
     /// Each executor's cores.
     cores: u32,
@@ -200,11 +203,11 @@ impl<'s> AppPass<'s> {
                 // Field by field: no empty custom map made only to be replaced.
                 resources: Resources {
                     cores: grant.cores,
-                    memory_mb: grant.shape.memory_mb,
-                    custom: grant.shape.resources.clone(),
+                    memory_mb: grant.memory_mb,
+                    custom: grant.resources.clone(),
                 },
                 count: grant.count,
-                profile: grant.shape.profile,
+                profile: grant.profile,
             })
             .collect()
     }
@@ -396,7 +399,9 @@ impl<'s> AppPass<'s> {
                 let step = self.next_step();
                 self.grants.push(Grant {
                     app,
-                    shape,
+                    profile: shape.profile,
+                    memory_mb: shape.memory_mb,
+                    resources: shape.resources,
                     worker: &ledger.worker(w).id,
                     cores: cores_each,
                     count,

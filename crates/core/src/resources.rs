@@ -221,6 +221,8 @@ impl Resources {
     /// # Errors
     ///
     /// The first resource that is short.
+    // Inlined: a pass checks it for every worker it walks and every grant it makes.
+    #[inline]
     pub fn fits(&self, need: &Resources) -> Result<(), Shortfall> {
         let short = |resource, free: u64, needed: u64| {
             if free < needed {
