@@ -119,9 +119,11 @@ fn smallest_executor(app: &AppRequest) -> u64 {
 /// the ids and resources copied into it before then.
 struct Grant<'s> {
     app: &'s AppRequest,
-    /// The size's profile, and each executor's memory and custom resources.
+    /// The profile of the executors' size.
     profile: u32,
+    /// Each executor's memory.
     memory_mb: u64,
+    /// Each executor's custom resources.
     resources: &'s ResourceAmounts,
     worker: &'s WorkerId,
     /// Each executor's cores.
