@@ -424,6 +424,16 @@ impl<'a> Simulation<'a> {
                 Action::ToWorker { link, message } => {
                     self.agenda.at(self.now, Happening::ToWorker(link, message));
                 }
+                // Nor what a simulated app does nothing on; a preemption is recorded as it
+                // commits.
+                Action::ToApp {
+                    message:
+                        ToApp::Registered(_)
+                        | ToApp::HeartbeatAck
+                        | ToApp::Draining(..)
+                        | ToApp::Preempted(..),
+                    ..
+                } => {}
                 Action::ToApp { link, message } => {
                     self.agenda.at(self.now, Happening::ToApp(link, message));
                 }
@@ -1064,11 +1074,10 @@ impl<'a> Simulation<'a> {
             return;
         };
         match message {
-            // A preemption is recorded as it commits.
             ToApp::Registered(_)
             | ToApp::HeartbeatAck
             | ToApp::Draining(..)
-            | ToApp::Preempted(..) => {}
+            | ToApp::Preempted(..) => unreachable!("dropped when sent"),
             ToApp::Executor(executor) => match executor.state {
                 ExecutorState::Launching => {}
                 ExecutorState::Running => {
