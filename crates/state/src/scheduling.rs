@@ -178,18 +178,20 @@ impl ClusterState {
 
     /// No longer shows passes app `id`, which ends: while it is still active.
     pub(crate) fn hide_app_from_passes(&mut self, id: &AppId) {
-        let i = self
-            .pass_app_position(id)
-            .expect("passes see every active app");
+        let i = self.shown_app(id);
         self.pass_apps.make_mut().remove(i);
     }
 
     /// The executors active app `id` holds as passes see them, to change as its executors
     /// start and end.
     pub(crate) fn held_by(&mut self, id: &AppId) -> &mut HeldExecutors {
-        let i = self
-            .pass_app_position(id)
-            .expect("passes see every active app");
+        let i = self.shown_app(id);
         &mut self.pass_apps.make_mut()[i].executors
+    }
+
+    /// Where active app `id`, shown to passes, is among the apps they see.
+    fn shown_app(&self, id: &AppId) -> usize {
+        self.pass_app_position(id)
+            .expect("passes see every active app")
     }
 }
