@@ -80,6 +80,7 @@ fn queues() -> Vec<QueueConfig> {
             threshold: 1.0,
             max_capacity: 1.0,
             capacity: None,
+            driver_share: None,
         },
         QueueConfig {
             name: "default".into(),
@@ -87,6 +88,7 @@ fn queues() -> Vec<QueueConfig> {
             threshold: 0.8,
             max_capacity: 1.0,
             capacity: None,
+            driver_share: None,
         },
         QueueConfig {
             name: "batch".into(),
@@ -94,6 +96,7 @@ fn queues() -> Vec<QueueConfig> {
             threshold: 0.9,
             max_capacity: 0.5,
             capacity: None,
+            driver_share: None,
         },
     ]
 }
@@ -147,6 +150,7 @@ fn tree(worker_count: usize) -> Snapshot {
         threshold: if prior { 1.0 } else { 0.8 },
         max_capacity,
         capacity: Some(capacity),
+        driver_share: None,
     };
     snapshot.queues = vec![
         queue("prod", true, 1.0, 0.2),

@@ -138,6 +138,9 @@ pub struct QueueSpec {
     /// See [`QueueConfig::capacity`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<f64>,
+    /// See [`QueueConfig::driver_share`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_share: Option<f64>,
     /// See [`QueueAccess::submit`].
     #[serde(default)]
     pub submit: Option<Vec<String>>,
@@ -163,6 +166,7 @@ impl QueueSpec {
             threshold: self.threshold,
             max_capacity: self.max_capacity,
             capacity: self.capacity,
+            driver_share: self.driver_share,
         };
         let access = QueueAccess {
             submit: self.submit.clone(),
@@ -181,6 +185,7 @@ impl From<(QueueConfig, QueueAccess)> for QueueSpec {
             threshold: config.threshold,
             max_capacity: config.max_capacity,
             capacity: config.capacity,
+            driver_share: config.driver_share,
             submit: access.submit,
             administer: access.administer,
             max_per_user: access.max_per_user,

@@ -1,22 +1,33 @@
 //! Driver placement, the first half of Spark's `Master.schedule()`
-//! (`deploy/master/Master.scala`), with the queue rules on top: prior drivers go first, and a
-//! normal driver on a worker that runs prior work must stay within its queue's threshold.
+//! (`deploy/master/Master.scala`), with the queue rules on top: prior drivers go first, a
+//! normal driver on a worker that runs prior work must stay within its queue's threshold,
+//! and each queue's drivers hold at most its driver share.
+//!
+//! The driver share is YARN's `maximum-am-resource-percent`: in cluster mode every
+//! driver waits for executors of its own, so drivers that filled a queue's room would wait
+//! for ever (SPARK-27750). A queue's running drivers may hold at most a share of its room,
+//! its maximum in cores and in memory (all of the ALIVE workers for a prior queue), the
+//! rest staying for executors; a queue that runs no driver may always start one, so that a
+//! small queue is never starved.
 
-use crate::ids::WorkId;
-use crate::ledger::Ledger;
-use crate::model::Snapshot;
-use crate::plan::{DriverLaunch, Kind, Plan, WaitReason, Waiting};
-use crate::queues::{Admission, Queues, prior_first};
+use std::collections::BTreeMap;
+
+use crate::ids::{QueueName, WorkId};
+use crate::ledger::{Ledger, share};
+use crate::model::{DriverRequest, DriversHold, Snapshot};
+use crate::plan::{DriverLaunch, Kind, Plan, ShareBound, WaitReason, Waiting};
+use crate::queues::{Admission, Bound, Queues, prior_first};
 use crate::rng::SplitMix64;
-use crate::wait::why_nothing_fits;
+use crate::wait::{why_never_fits, why_nothing_fits};
 
 /// Places the snapshot's waiting drivers, recording launches and waits in `plan`.
 ///
 /// With `spread_out_drivers` the ALIVE workers are visited round-robin in id order from a
 /// starting worker drawn with the pass's seed, the cursor carrying over from one driver to the
 /// next (Spark shuffles the workers instead; a seeded start keeps the order one a person can
-/// predict from the ids). Otherwise each driver takes the first worker by id that fits. `max_drivers` caps running drivers, those
-/// launched in this pass included.
+/// predict from the ids). Otherwise each driver takes the first worker by id that fits.
+/// `max_drivers` caps running drivers, and each queue's driver share what its drivers hold,
+/// those launched in this pass included.
 pub(crate) fn place_drivers(
     snapshot: &Snapshot,
     queues: &Queues,
@@ -30,37 +41,42 @@ pub(crate) fn place_drivers(
         n => SplitMix64::new(config.seed).below(n),
     };
     let mut running = snapshot.running_drivers;
+    let mut shares = DriverShares::new(snapshot, queues, ledger);
     for driver in prior_first(&snapshot.drivers, queues, |d| &d.queue) {
         let need = &driver.need;
         let admission = queues.admission(&driver.queue);
         let placed = match config.max_drivers {
             Some(max) if running >= max => Err(WaitReason::MaxDrivers { max }),
-            _ if config.spread_out_drivers => {
-                let found = (0..order.len()).find_map(|_| {
-                    let w = order[cursor];
-                    cursor = (cursor + 1) % order.len();
-                    ledger.fits(w, need, admission).then_some(w)
-                });
-                found.ok_or_else(|| {
-                    why_nothing_fits(ledger, Kind::Driver, need, &driver.queue, queues, |a| {
-                        ledger.any_fits(need, a)
+            _ => match shares.refusal(driver) {
+                Some(reason) => Err(why_never_fits(ledger, Kind::Driver, need).unwrap_or(reason)),
+                None if config.spread_out_drivers => {
+                    let found = (0..order.len()).find_map(|_| {
+                        let w = order[cursor];
+                        cursor = (cursor + 1) % order.len();
+                        ledger.fits(w, need, admission).then_some(w)
+                    });
+                    found.ok_or_else(|| {
+                        why_nothing_fits(ledger, Kind::Driver, need, &driver.queue, queues, |a| {
+                            ledger.any_fits(need, a)
+                        })
                     })
-                })
-            }
-            _ => order
-                .iter()
-                .copied()
-                .find(|&w| ledger.fits(w, need, admission))
-                .ok_or_else(|| {
-                    why_nothing_fits(ledger, Kind::Driver, need, &driver.queue, queues, |a| {
-                        ledger.any_fits(need, a)
-                    })
-                }),
+                }
+                None => order
+                    .iter()
+                    .copied()
+                    .find(|&w| ledger.fits(w, need, admission))
+                    .ok_or_else(|| {
+                        why_nothing_fits(ledger, Kind::Driver, need, &driver.queue, queues, |a| {
+                            ledger.any_fits(need, a)
+                        })
+                    }),
+            },
         };
         match placed {
             Ok(w) => {
                 ledger.take(w, need, admission == Admission::Prior);
                 running += 1;
+                shares.take(driver);
                 plan.drivers.push(DriverLaunch {
                     driver: driver.id.clone(),
                     worker: ledger.worker(w).id.clone(),
@@ -71,5 +87,76 @@ pub(crate) fn place_drivers(
                 reason,
             }),
         }
+    }
+}
+
+/// Each queue's driver share through a pass: what its drivers hold and may hold.
+struct DriverShares<'s> {
+    snapshot: &'s Snapshot,
+    queues: &'s Queues,
+    /// What each queue's running drivers hold, those launched in this pass included.
+    hold: BTreeMap<&'s QueueName, DriversHold>,
+    /// The ALIVE workers' cores and memory: the room every queue's is a share of.
+    alive: DriversHold,
+}
+
+impl<'s> DriverShares<'s> {
+    fn new(snapshot: &'s Snapshot, queues: &'s Queues, ledger: &Ledger<'_>) -> Self {
+        Self {
+            snapshot,
+            queues,
+            hold: snapshot.drivers_hold.iter().map(|(q, &h)| (q, h)).collect(),
+            alive: DriversHold {
+                cores: ledger.alive_total_cores(),
+                memory_mb: ledger.alive_total_memory_mb(),
+            },
+        }
+    }
+
+    /// Why `driver` may not start now for its queue's driver share, if it may not: its
+    /// queue runs drivers, and with it they would hold more cores or memory than the share
+    /// of the queue's room allows.
+    fn refusal(&self, driver: &DriverRequest) -> Option<WaitReason> {
+        let queue = &driver.queue;
+        let held = self.hold.get(queue).copied().unwrap_or_default();
+        if held.cores == 0 && held.memory_mb == 0 {
+            return None;
+        }
+        let config = self.queues.get(queue);
+        let driver_share = config
+            .driver_share
+            .unwrap_or(self.snapshot.config.driver_share);
+        // Prior work may use the whole cluster.
+        let room = if config.prior {
+            1.0
+        } else {
+            self.queues.share(queue, Bound::Max)
+        };
+        let after = held.with(&driver.need);
+        let bounds = [
+            (ShareBound::Cores, held.cores, after.cores, self.alive.cores),
+            (
+                ShareBound::Memory,
+                held.memory_mb,
+                after.memory_mb,
+                self.alive.memory_mb,
+            ),
+        ];
+        bounds.into_iter().find_map(|(bound, held, after, alive)| {
+            let allowed = share(driver_share, share(room, alive));
+            (after > allowed).then(|| WaitReason::DriverShare {
+                queue: queue.clone(),
+                bound,
+                held,
+                allowed,
+                share: driver_share,
+            })
+        })
+    }
+
+    /// Records that `driver` starts.
+    fn take(&mut self, driver: &'s DriverRequest) {
+        let held = self.hold.entry(&driver.queue).or_default();
+        *held = held.with(&driver.need);
     }
 }

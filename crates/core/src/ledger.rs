@@ -81,6 +81,13 @@ impl<'a> Ledger<'a> {
             .sum()
     }
 
+    pub(crate) fn alive_total_memory_mb(&self) -> u64 {
+        self.alive_by_id
+            .iter()
+            .map(|&w| self.workers[w].capacity.memory_mb)
+            .sum()
+    }
+
     pub(crate) fn hosts_prior(&self, w: usize) -> bool {
         self.hosts_prior[w]
     }

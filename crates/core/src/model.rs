@@ -5,7 +5,7 @@
 //! so the smallest valid snapshot is `{}`. Unknown fields are refused, so a misspelt option is
 //! an error rather than a silently ignored setting.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -33,6 +33,10 @@ pub struct Snapshot {
     /// Drivers already running, counted against `config.max_drivers`.
     #[serde(default)]
     pub running_drivers: u32,
+    /// What running drivers hold, by leaf queue, counted against each queue's driver
+    /// share; a queue not listed runs none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub drivers_hold: BTreeMap<QueueName, DriversHold>,
     /// Drivers waiting to be placed, in submission order.
     #[serde(default)]
     pub drivers: Vec<DriverRequest>,
@@ -58,6 +62,11 @@ pub struct PassConfig {
     pub default_cores: Option<u32>,
     /// Cap on running drivers; unset: unlimited (`spark.deploy.maxDrivers`).
     pub max_drivers: Option<u32>,
+    /// The share of each queue's room (its maximum, in cores and in memory) its running
+    /// drivers may hold, for queues that set none (YARN's
+    /// `maximum-am-resource-percent`). In (0, 1]; 1 lets drivers hold everything, as
+    /// Spark does. A queue that runs no driver may always start one.
+    pub driver_share: f64,
     /// Seed of the pass's random choices (the drivers' starting worker).
     pub seed: u64,
 }
@@ -70,7 +79,36 @@ impl Default for PassConfig {
             worker_selection: WorkerSelection::CoresFreeDesc,
             default_cores: None,
             max_drivers: None,
+            driver_share: DEFAULT_DRIVER_SHARE,
             seed: 0,
+        }
+    }
+}
+
+/// The driver share of a cluster that sets none: half of each queue's room. Drivers then
+/// never hold more than executors may, so a burst of drivers leaves their applications room
+/// to start; YARN's CapacityScheduler's 0.1, meant for large clusters, would run one driver
+/// at a time on a small one (its FairScheduler's `maxAMShare` is 0.5).
+pub const DEFAULT_DRIVER_SHARE: f64 = 0.5;
+
+/// The cores and memory a queue's running drivers hold.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DriversHold {
+    /// Cores.
+    #[serde(default)]
+    pub cores: u64,
+    /// Memory in MB.
+    #[serde(default)]
+    pub memory_mb: u64,
+}
+
+impl DriversHold {
+    /// What they hold with `need` added.
+    pub fn with(self, need: &Resources) -> Self {
+        Self {
+            cores: self.cores + u64::from(need.cores),
+            memory_mb: self.memory_mb + need.memory_mb,
         }
     }
 }
@@ -115,6 +153,10 @@ pub struct QueueConfig {
     /// every queue has one, siblings summing to 1, or none has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<f64>,
+    /// The share of the queue's room its running drivers may hold; unset: the masters'
+    /// `driver_share`. In (0, 1].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_share: Option<f64>,
 }
 
 /// The default threshold and maximum capacity of a queue: all of it.
@@ -131,6 +173,7 @@ impl QueueConfig {
             threshold: 1.0,
             max_capacity: 1.0,
             capacity: None,
+            driver_share: None,
         }
     }
 }
@@ -706,6 +749,7 @@ impl Snapshot {
         if let Some(max) = self.config.max_drivers {
             positive("config.max_drivers", max)?;
         }
+        fraction("config.driver_share", self.config.driver_share)?;
 
         validate_queues(&self.queues)?;
         // Work already in a parent queue (set up by a build before queue trees) is served
@@ -731,6 +775,9 @@ impl Snapshot {
         for (i, driver) in self.drivers.iter().enumerate() {
             driver.need.validate(format_args!("drivers[{i}]."))?;
             known_queue(format_args!("drivers[{i}].queue"), &driver.queue)?;
+        }
+        for queue in self.drivers_hold.keys() {
+            known_queue(format_args!("drivers_hold.{queue}"), queue)?;
         }
 
         unique("app id", self.apps.iter().map(|a| &a.id), |i| {
@@ -811,6 +858,9 @@ pub fn validate_queues(queues: &[QueueConfig]) -> Result<(), InputError> {
         crate::limits::name(format_args!("queues[{i}].name"), &queue.name.0)?;
         fraction(format_args!("queues[{i}].threshold"), queue.threshold)?;
         fraction(format_args!("queues[{i}].max_capacity"), queue.max_capacity)?;
+        if let Some(share) = queue.driver_share {
+            fraction(format_args!("queues[{i}].driver_share"), share)?;
+        }
     }
     crate::queues::check_capacities(queues)
 }

@@ -84,6 +84,25 @@ impl fmt::Display for Kind {
     }
 }
 
+/// The resource a queue's driver share binds on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShareBound {
+    /// Cores.
+    Cores,
+    /// Memory, in MB.
+    Memory,
+}
+
+impl fmt::Display for ShareBound {
+    /// The unit amounts of it are counted in: `cores`, `MB`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Cores => "cores",
+            Self::Memory => "MB",
+        })
+    }
+}
+
 /// Why something waits, most actionable cause first.
 #[derive(Clone, Debug, PartialEq)]
 pub enum WaitReason {
@@ -91,6 +110,20 @@ pub enum WaitReason {
     MaxDrivers {
         /// The configured cap.
         max: u32,
+    },
+    /// The driver's queue runs drivers and they hold all the room its driver share allows.
+    DriverShare {
+        /// The queue.
+        queue: QueueName,
+        /// The resource the share binds on.
+        bound: ShareBound,
+        /// What the queue's running drivers hold of it, those launched in this pass
+        /// included: cores, or memory in MB.
+        held: u64,
+        /// What they may hold: the share of the queue's room, rounded down.
+        allowed: u64,
+        /// The queue's driver share.
+        share: f64,
     },
     /// No worker is ALIVE.
     NoAliveWorker,
@@ -144,6 +177,7 @@ impl WaitReason {
     pub fn code(&self) -> &'static str {
         match self {
             Self::MaxDrivers { .. } => "max_drivers",
+            Self::DriverShare { .. } => "driver_share",
             Self::NoAliveWorker => "no_alive_worker",
             Self::LargerThanAnyWorker { .. } => "larger_than_any_worker",
             Self::ExecutorLimit { .. } => "executor_limit",
@@ -160,6 +194,17 @@ impl fmt::Display for WaitReason {
             Self::MaxDrivers { max } => {
                 write!(f, "max_drivers reached: {max} drivers already running")
             }
+            Self::DriverShare {
+                queue,
+                bound,
+                held,
+                allowed,
+                share,
+            } => write!(
+                f,
+                "drivers of queue `{queue}` hold {held} of {allowed} {bound} allowed \
+                 (driver share {share})"
+            ),
             Self::NoAliveWorker => f.write_str("no ALIVE worker"),
             Self::LargerThanAnyWorker { kind, need } => {
                 write!(

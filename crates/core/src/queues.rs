@@ -275,6 +275,7 @@ pub fn check_paths(queues: &[QueueSpec]) -> Result<(), InputError> {
             ("submit", queue.submit.is_some()),
             ("administer", !queue.administer.is_empty()),
             ("max_per_user", queue.max_per_user.is_some()),
+            ("driver_share", queue.driver_share.is_some()),
         ];
         if let Some((setting, _)) = leaf_settings.iter().find(|(_, set)| *set) {
             return refuse(

@@ -3,14 +3,16 @@
 //! SAFETY: no worker is over-allocated in any dimension; nothing lands on a worker that is not
 //! ALIVE; executors have exactly `executor_cores` when it is set; the threshold holds on
 //! prior-hosting workers; a normal grant leaves its queue and every parent of it within their
-//! maximum.
+//! maximum; a queue's drivers hold at most its driver share of its room, or are the one
+//! driver it runs.
 //! EXACTNESS: the indexed placer decides exactly what Spark's loop decides.
 
 use std::collections::BTreeMap;
 
+use muster_core::ids::QueueName;
 use muster_core::model::{
-    AppRequest, DriverRequest, HeldExecutor, HeldExecutors, PassConfig, ProfileRequest,
-    QueueConfig, Snapshot, Worker, WorkerSelection, WorkerState,
+    AppRequest, DriverRequest, DriversHold, HeldExecutor, HeldExecutors, PassConfig,
+    ProfileRequest, QueueConfig, Snapshot, Worker, WorkerSelection, WorkerState,
 };
 use muster_core::resources::Resources;
 use muster_core::{Plan, schedule, spark_reference};
@@ -40,6 +42,7 @@ fn config() -> impl Strategy<Value = PassConfig> {
         policy(),
         prop::option::weighted(0.2, 1..20u32),
         prop::option::weighted(0.2, 1..4u32),
+        fraction(),
         any::<u64>(),
     )
         .prop_map(
@@ -49,6 +52,7 @@ fn config() -> impl Strategy<Value = PassConfig> {
                 worker_selection,
                 default_cores,
                 max_drivers,
+                driver_share,
                 seed,
             )| PassConfig {
                 spread_out_apps,
@@ -56,6 +60,7 @@ fn config() -> impl Strategy<Value = PassConfig> {
                 worker_selection,
                 default_cores,
                 max_drivers,
+                driver_share,
                 seed,
             },
         )
@@ -65,7 +70,15 @@ fn config() -> impl Strategy<Value = PassConfig> {
 /// normalised so that siblings sum to 1, each queue's maximum at least its guarantee).
 fn queues() -> impl Strategy<Value = Vec<QueueConfig>> {
     (
-        prop::collection::vec((any::<bool>(), fraction(), fraction()), QUEUES.len()),
+        prop::collection::vec(
+            (
+                any::<bool>(),
+                fraction(),
+                fraction(),
+                prop::option::weighted(0.3, fraction()),
+            ),
+            QUEUES.len(),
+        ),
         fraction(),
         prop::option::of(prop::collection::vec(0..4u32, 5)),
     )
@@ -73,12 +86,15 @@ fn queues() -> impl Strategy<Value = Vec<QueueConfig>> {
             let mut queues: Vec<QueueConfig> = QUEUES
                 .iter()
                 .zip(leaves)
-                .map(|(name, (prior, threshold, max_capacity))| QueueConfig {
-                    prior,
-                    threshold,
-                    max_capacity,
-                    ..QueueConfig::named(name)
-                })
+                .map(
+                    |(name, (prior, threshold, max_capacity, driver_share))| QueueConfig {
+                        prior,
+                        threshold,
+                        max_capacity,
+                        driver_share,
+                        ..QueueConfig::named(name)
+                    },
+                )
                 .collect();
             queues.push(QueueConfig {
                 max_capacity: team_max,
@@ -261,10 +277,23 @@ fn snapshot_of(workers: std::ops::Range<usize>) -> impl Strategy<Value = Snapsho
         prop::collection::vec(app(), 0..7),
         prop::collection::vec(driver(), 0..4),
         0..3u32,
+        prop::collection::vec(
+            prop::option::weighted(0.3, (1..4u64, 1..8u64)),
+            QUEUES.len(),
+        ),
         Just(()).prop_perturb(|_, mut rng| rng.random::<u64>()),
     )
         .prop_map(
-            |(config, queues, mut workers, mut apps, mut drivers, running_drivers, id_salt)| {
+            |(
+                config,
+                queues,
+                mut workers,
+                mut apps,
+                mut drivers,
+                running_drivers,
+                hold,
+                id_salt,
+            )| {
                 let n = workers.len();
                 for (i, w) in workers.iter_mut().enumerate() {
                     // Ids whose string order differs from index order.
@@ -284,11 +313,24 @@ fn snapshot_of(workers: std::ops::Range<usize>) -> impl Strategy<Value = Snapsho
                 for (i, d) in drivers.iter_mut().enumerate() {
                     d.id = format!("driver-{i}").as_str().into();
                 }
+                let drivers_hold = QUEUES
+                    .iter()
+                    .zip(hold)
+                    .filter_map(|(name, hold)| {
+                        let (cores, memory_units) = hold?;
+                        let hold = DriversHold {
+                            cores,
+                            memory_mb: memory_units * 256,
+                        };
+                        Some((QueueName::from(*name), hold))
+                    })
+                    .collect();
                 Snapshot {
                     config,
                     queues,
                     workers: workers.into(),
                     running_drivers,
+                    drivers_hold,
                     drivers,
                     apps: apps.into(),
                     preemption: None,
@@ -360,12 +402,45 @@ fn check_safety(snapshot: &Snapshot, plan: &Plan) -> Result<(), TestCaseError> {
         entry.3 |= q.prior;
         Ok(())
     };
+    let alive = |amount: fn(&Worker) -> u64| -> u64 {
+        snapshot
+            .workers
+            .iter()
+            .filter(|w| w.state == WorkerState::Alive)
+            .map(amount)
+            .sum()
+    };
+    let alive_cores = alive(|w| u64::from(w.capacity.cores));
+    let alive_memory = alive(|w| w.capacity.memory_mb);
+    let mut drivers_hold = snapshot.drivers_hold.clone();
     for launch in &plan.drivers {
         let d = snapshot
             .drivers
             .iter()
             .find(|d| d.id == launch.driver)
             .unwrap();
+        let q = queues[&d.queue];
+        let hold = drivers_hold.entry(d.queue.clone()).or_default();
+        if *hold != DriversHold::default() {
+            let room = if q.prior {
+                1.0
+            } else {
+                let path = [q.name.0.as_str()]
+                    .into_iter()
+                    .chain(q.name.0.rsplit_once('.').map(|(parent, _)| parent));
+                path.map(|name| queues[&QueueName::from(name)].max_capacity)
+                    .product()
+            };
+            let share = q.driver_share.unwrap_or(snapshot.config.driver_share);
+            let allowed = |alive: u64| ((room * alive as f64) as u64 as f64 * share) as u64;
+            let after = hold.with(&d.need);
+            prop_assert!(
+                after.cores <= allowed(alive_cores) && after.memory_mb <= allowed(alive_memory),
+                "{} holds {after:?} of drivers beyond its share",
+                d.queue
+            );
+        }
+        *hold = hold.with(&d.need);
         place(
             &launch.worker,
             d.need.cores,
@@ -717,6 +792,7 @@ fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
                 queues,
                 workers: snapshot_workers.into(),
                 running_drivers: 0,
+                drivers_hold: BTreeMap::new(),
                 drivers: prior_driver
                     .map(|cores| DriverRequest {
                         id: "driver-prior".into(),

@@ -6,8 +6,9 @@
 //! Commands:
 //!
 //! * `config [spread_out_apps=B] [spread_out_drivers=B] [worker_selection=POLICY]
-//!   [default_cores=N] [max_drivers=N] [seed=N]`;
-//! * `queue NAME [prior=B] [threshold=F] [max_capacity=F] [capacity=F]`, its name a path
+//!   [default_cores=N] [max_drivers=N] [driver_share=F] [seed=N]`;
+//! * `queue NAME [prior=B] [threshold=F] [max_capacity=F] [capacity=F] [driver_share=F]`,
+//!   its name a path
 //!   (`analytics.etl`) under a parent listed before;
 //! * `worker ID cores=N mem=MB [used_cores=N] [used_mem=MB] [state=DEAD|DECOMMISSIONED]
 //!   [prior=B] [NAME=AMOUNT]...` (custom resources), replacing a worker of the same id;
@@ -18,7 +19,9 @@
 //!   [executor_cores=N] [mem=1024] limit=N [NAME=AMOUNT]...` adds a resource profile to it;
 //!   `held APP WORKER cores=N mem=MB [profile=N]` gives it an executor it already holds
 //!   (the worker's usage is set separately);
-//! * `running_drivers N`, `clear` (no drivers and no apps), `reset` (an empty cluster);
+//! * `running_drivers N`; `drivers_hold QUEUE cores=N mem=MB`, what the queue's running
+//!   drivers hold (the workers' usage is set separately); `clear` (no drivers and no
+//!   apps), `reset` (an empty cluster);
 //! * `preempt [queue=Q] [capacities=B] [fraction=F]` prints which executors the waiting work
 //!   of prior queue `Q` (or, with `capacities`, of ordinary queues below their guarantee)
 //!   would have stopped (`stop APP/EXECUTOR on WORKER`), held executors numbered in the
@@ -29,8 +32,8 @@
 
 use muster_core::ids::QueueName;
 use muster_core::model::{
-    AppRequest, DriverRequest, HeldExecutor, ProfileRequest, QueueConfig, Snapshot, Worker,
-    WorkerSelection, WorkerState,
+    AppRequest, DriverRequest, DriversHold, HeldExecutor, ProfileRequest, QueueConfig, Snapshot,
+    Worker, WorkerSelection, WorkerState,
 };
 use muster_core::preempt::PreemptionSettings;
 use muster_core::resources::{ResourceAmounts, Resources};
@@ -61,6 +64,8 @@ enum Command {
         #[arg(key)]
         max_drivers: Option<u32>,
         #[arg(key)]
+        driver_share: Option<f64>,
+        #[arg(key)]
         seed: Option<u64>,
     },
     Queue {
@@ -73,6 +78,8 @@ enum Command {
         max_capacity: Option<f64>,
         #[arg(key)]
         capacity: Option<f64>,
+        #[arg(key)]
+        driver_share: Option<f64>,
     },
     Worker {
         id: String,
@@ -152,6 +159,13 @@ enum Command {
         custom: ResourceAmounts,
     },
     RunningDrivers(u32),
+    DriversHold {
+        queue: String,
+        #[arg(key)]
+        cores: u64,
+        #[arg(key)]
+        mem: u64,
+    },
     Clear,
     Reset,
     Schedule {
@@ -198,6 +212,7 @@ impl goldenscript::Runner for Runner {
                 worker_selection,
                 default_cores,
                 max_drivers,
+                driver_share,
                 seed,
             } => {
                 let config = &mut snapshot.config;
@@ -208,6 +223,7 @@ impl goldenscript::Runner for Runner {
                 }
                 config.default_cores = default_cores.or(config.default_cores);
                 config.max_drivers = max_drivers.or(config.max_drivers);
+                config.driver_share = driver_share.unwrap_or(config.driver_share);
                 config.seed = seed.unwrap_or(config.seed);
             }
             Command::Queue {
@@ -216,6 +232,7 @@ impl goldenscript::Runner for Runner {
                 threshold,
                 max_capacity,
                 capacity,
+                driver_share,
             } => {
                 snapshot.queues.retain(|q| q.name.0 != *name);
                 snapshot.queues.push(QueueConfig {
@@ -223,6 +240,7 @@ impl goldenscript::Runner for Runner {
                     threshold: threshold.unwrap_or(1.0),
                     max_capacity: max_capacity.unwrap_or(1.0),
                     capacity: *capacity,
+                    driver_share: *driver_share,
                     ..QueueConfig::named(name)
                 });
             }
@@ -347,6 +365,13 @@ impl goldenscript::Runner for Runner {
                 });
             }
             Command::RunningDrivers(count) => snapshot.running_drivers = *count,
+            Command::DriversHold { queue, cores, mem } => {
+                let hold = DriversHold {
+                    cores: *cores,
+                    memory_mb: *mem,
+                };
+                snapshot.drivers_hold.insert(queue.as_str().into(), hold);
+            }
             Command::Clear => {
                 snapshot.apps.make_mut().clear();
                 snapshot.drivers.clear();

@@ -48,6 +48,7 @@ pub fn queue(name: &str, prior: bool, threshold: f64, max_capacity: f64) -> Queu
         threshold,
         max_capacity,
         capacity: None,
+        driver_share: None,
     }
 }
 
