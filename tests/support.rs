@@ -859,6 +859,17 @@ pub fn wait_for(masters: &Masters, what: &str, done: impl Fn(&Value) -> bool) ->
 
 /// [`wait_for`] on the masters at `list` (a comma-separated list).
 pub fn wait_for_at(list: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    wait_within(list, what, DEADLINE, done)
+}
+
+/// [`wait_for_at`] with a deadline of its own, for work that takes longer than
+/// [`DEADLINE`] to run.
+pub fn wait_within(
+    list: &str,
+    what: &str,
+    deadline: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
     let start = Instant::now();
     loop {
         let output = Masters::client(list, &["status", "--json"]);
@@ -869,8 +880,8 @@ pub fn wait_for_at(list: &str, what: &str, done: impl Fn(&Value) -> bool) -> Val
             }
         }
         assert!(
-            start.elapsed() < DEADLINE,
-            "{what} not seen within {DEADLINE:?}"
+            start.elapsed() < deadline,
+            "{what} not seen within {deadline:?}"
         );
         std::thread::sleep(Duration::from_millis(100));
     }

@@ -1,5 +1,6 @@
 //! End-to-end tests with real `muster` processes: masters, workers and the CLI.
 
+mod admission;
 mod apps;
 mod auth;
 mod bench;

@@ -736,7 +736,7 @@ fn a_master_joins_the_group_and_leaves_it_again() {
 fn the_lead_moves_to_the_master_named_and_what_runs_keeps_running() {
     let mut masters = Masters::start();
     let leader = masters.leader(0);
-    let _worker = crate::support::start_worker(&masters, "w1", 2);
+    let _worker = crate::support::start_worker(&masters, "w1", 4);
     let long = crate::support::submit(&masters, &["--", "/bin/sleep", "600"]);
     let pid = crate::support::driver_pid(&masters, &long);
     let target = (1..=3u64).find(|&id| id != leader).unwrap();

@@ -277,7 +277,9 @@ fn a_revoked_users_attached_application_no_longer_steers_itself() {
     let dir = tempfile::tempdir().unwrap();
     let alice = add_user(&masters, dir.path(), "alice");
     // An application's requests are its user's once every master reads that.
-    wait_for(&masters, "log format 3", |s| s["log_format"] == 3);
+    wait_for(&masters, "log format 3 or newer", |s| {
+        s["log_format"].as_u64() >= Some(3)
+    });
     let (mut run, id, _events) = app_run_from(&muster_binary(), &masters, Some(&alice), SLEEPERS);
     let ids = |s: &Value| running_executor_ids(s, &id);
     wait_for(&masters, "four executors", |s| ids(s) == [0, 1, 2, 3]);

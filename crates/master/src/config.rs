@@ -250,7 +250,8 @@ impl MasterFile {
     ///
     /// # Errors
     ///
-    /// A duration that is not a positive number of seconds.
+    /// A duration that is not a positive number of seconds, or a scheduling setting out of
+    /// range.
     pub fn leader(
         &self,
         worker_timeout: Option<f64>,
@@ -258,6 +259,18 @@ impl MasterFile {
         queues: Option<Vec<QueueSpec>>,
     ) -> Result<LeaderConfig, ConfigError> {
         let defaults = LeaderConfig::default();
+        let pass = self.scheduling.clone().unwrap_or_default();
+        let checked = muster_core::Snapshot {
+            config: pass.clone(),
+            ..muster_core::Snapshot::default()
+        };
+        if let Err(error) = checked.validate() {
+            return Err(ConfigError::Invalid {
+                path: PathBuf::from("--config"),
+                field: error.field.replacen("config.", "scheduling.", 1),
+                message: error.message,
+            });
+        }
         let duration = |setting, value: Option<f64>, default| {
             value.map_or(Ok(default), |v| seconds(setting, v))
         };
@@ -278,7 +291,7 @@ impl MasterFile {
                 self.heartbeat_interval_s,
                 defaults.heartbeat_interval,
             )?,
-            pass: self.scheduling.clone().unwrap_or_default(),
+            pass,
             queues,
             preemption: self
                 .preemption
@@ -365,6 +378,27 @@ mod tests {
         let error = read_queues(queues.path()).unwrap_err().to_string();
         assert!(
             error.ends_with("queues[1].threshold: must be in (0, 1], got 2"),
+            "{error}"
+        );
+
+        let share: MasterFile = parse_json(
+            r#"{"scheduling": {"driver_share": 0}}"#,
+            Path::new("settings.json"),
+        )
+        .unwrap();
+        let error = share.leader(None, None, None).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "--config: scheduling.driver_share: must be in (0, 1], got 0"
+        );
+        let parent_share = file(
+            r#"[{"name": "team", "driver_share": 0.2}, {"name": "team.etl", "driver_share": 0.5}]"#,
+        );
+        let error = read_queues(parent_share.path()).unwrap_err().to_string();
+        assert!(
+            error.ends_with(
+                "queues[0].driver_share: `team` is a parent queue: `driver_share` belongs to its leaves"
+            ),
             "{error}"
         );
 

@@ -179,6 +179,7 @@ impl From<&QueueSpec> for v1::Queue {
             threshold: queue.threshold,
             max_capacity: queue.max_capacity,
             capacity: queue.capacity,
+            driver_share: queue.driver_share,
             submit: queue.submit.as_ref().map(|users| v1::AccessList {
                 users: users.clone(),
             }),
@@ -196,6 +197,7 @@ impl From<&v1::Queue> for QueueSpec {
             threshold: queue.threshold,
             max_capacity: queue.max_capacity,
             capacity: queue.capacity,
+            driver_share: queue.driver_share,
             submit: queue.submit.as_ref().map(|list| list.users.clone()),
             administer: queue.administer.clone(),
             max_per_user: queue.max_per_user,

@@ -10,8 +10,10 @@
 //!
 //! `check_invariants` compares both lists with the state.
 
-use muster_core::ids::{AppId, WorkerId};
-use muster_core::model::{self as core, HeldExecutors, PassConfig, WorkerState};
+use std::collections::BTreeMap;
+
+use muster_core::ids::{AppId, QueueName, WorkerId};
+use muster_core::model::{self as core, DriversHold, HeldExecutors, PassConfig, WorkerState};
 
 use crate::ClusterState;
 use crate::model::{App, DriverState, Worker};
@@ -53,7 +55,8 @@ impl ClusterState {
     }
 
     /// What a scheduling pass needs: workers with their usage and whether they run prior
-    /// work, waiting drivers and active apps in submission order, and the queues.
+    /// work, waiting drivers and active apps in submission order, what running drivers hold
+    /// in each queue, and the queues.
     pub fn scheduling_snapshot(&self, config: PassConfig) -> core::Snapshot {
         let mut waiting: Vec<_> = self
             .drivers
@@ -70,15 +73,21 @@ impl ClusterState {
             })
             .collect();
 
+        let mut running_drivers = 0;
+        let mut drivers_hold: BTreeMap<QueueName, DriversHold> = BTreeMap::new();
+        for driver in self.drivers.values() {
+            if driver.state == DriverState::Running {
+                running_drivers += 1;
+                let hold = drivers_hold.entry(driver.desc.queue.clone()).or_default();
+                *hold = hold.with(&driver.desc.resources);
+            }
+        }
         core::Snapshot {
             config,
             queues: self.queues(),
             workers: self.pass_workers.clone(),
-            running_drivers: self
-                .drivers
-                .values()
-                .filter(|d| d.state == DriverState::Running)
-                .count() as u32,
+            running_drivers,
+            drivers_hold,
             drivers,
             apps: self.pass_apps.clone(),
             preemption: None,

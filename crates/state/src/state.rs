@@ -12,7 +12,7 @@ use muster_core::resources::Resources;
 use serde::{Deserialize, Serialize};
 
 use crate::addresses::{AddressBook, Holder, Stopped, Stopping};
-use crate::commands::QueueSettings;
+use crate::commands::{QueueAdmission, QueueSettings};
 use crate::model::{
     App, AppProfiles, AppState, Drain, Driver, DriverDescription, DriverState, Executor,
     ExecutorState, Owner, Profile, Reservation, User, Worker,
@@ -135,6 +135,10 @@ pub struct ClusterState {
     /// stage-level scheduling), and their executors of them. Came with format 11, written
     /// only from log format 3: a snapshot of format 10 reads as one without.
     pub(crate) profiles: BTreeMap<AppId, AppProfiles>,
+    /// The admission settings of the queues that set any (their driver shares). Came with
+    /// format 12, written only from log format 4: a snapshot of format 11 reads as one
+    /// without.
+    pub(crate) admission: BTreeMap<QueueName, QueueAdmission>,
     /// The workers as scheduling passes see them, in id order, and the active apps, in
     /// submission order: each pass's snapshot shares them rather than copying every worker
     /// and app. Kept as they change (see `scheduling.rs`); not in snapshots, but built anew
@@ -233,7 +237,13 @@ impl ClusterState {
     pub fn queues(&self) -> Vec<QueueConfig> {
         self.queues
             .iter()
-            .map(|q| q.with_capacity(self.capacities.get(&q.name).copied()))
+            .map(|q| {
+                let capacity = self.capacities.get(&q.name).copied();
+                q.config(
+                    capacity,
+                    self.admission.get(&q.name).copied().unwrap_or_default(),
+                )
+            })
             .collect()
     }
 

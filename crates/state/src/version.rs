@@ -40,8 +40,11 @@ impl LogFormat {
     /// its until its worker reports its end (snapshot format 9); and applications' resource
     /// profiles ([`Op::SetProfileLimit`], [`Op::ApplyPlanWithProfiles`], snapshot format 11).
     pub const THIRD: Self = Self(3);
+    /// Release 0.4.0's log: each queue's admission settings, its driver share
+    /// ([`Op::ConfigureQueuesWithAdmission`], snapshot format 12).
+    pub const FOURTH: Self = Self(4);
     /// The newest format this build reads and, once the cluster is raised to it, writes.
-    pub const NEWEST: Self = Self::THIRD;
+    pub const NEWEST: Self = Self::FOURTH;
 
     /// The release that introduced this format, if this build knows it.
     pub fn release(self) -> Option<&'static str> {
@@ -49,6 +52,7 @@ impl LogFormat {
             1 => Some("0.1.0"),
             2 => Some("0.2.0"),
             3 => Some("0.3.0"),
+            4 => Some("0.4.0"),
             _ => None,
         }
     }
@@ -95,6 +99,7 @@ impl Op {
             Op::By(by) => by.op.introduced_in(),
             Op::Restore(restore) => crate::snapshot::log_format_of(&restore.snapshot),
             Op::SetProfileLimit(_) | Op::ApplyPlanWithProfiles(_) => LogFormat::THIRD,
+            Op::ConfigureQueuesWithAdmission(_) => LogFormat::FOURTH,
             Op::RegisterWorker(_)
             | Op::WorkerLost(_)
             | Op::DecommissionWorker(_)

@@ -215,6 +215,9 @@ pub struct Leader {
     /// proposed once the cluster is raised to it (its client asks again only when it next
     /// attaches).
     deferred_profiles: BTreeMap<AppId, BTreeMap<u32, Profile>>,
+    /// The configured queues, admission settings included, applied without those before
+    /// every master read log format 4 and proposed whole once the cluster is raised to it.
+    deferred_queues: Option<Vec<QueueSpec>>,
     /// What the current step, tick or pass decided, in order.
     actions: Vec<Action>,
 }
@@ -235,6 +238,7 @@ impl Leader {
             next_proposal: 0,
             last_tick: now,
             deferred_profiles: BTreeMap::new(),
+            deferred_queues: None,
             actions: Vec::new(),
         }
     }
@@ -409,6 +413,7 @@ impl Leader {
             self.retry_launches(now, state);
             self.decommission_drained(now, state);
             self.propose_deferred_profiles(state);
+            self.propose_deferred_queues(state);
         }
         if self.recovery.all_back() {
             self.complete_recovery(state);
@@ -436,7 +441,7 @@ impl Leader {
             completing.push((Op::AppFinished(AppFinished { id, state }), None));
         }
         if let Some(queues) = self.config.queues.clone() {
-            let op = set_queues_op(queues);
+            let op = self.configured_queues_op(queues, state);
             let request_id = configured_queues_request(&op);
             completing.push((op, Some(request_id)));
         }
@@ -447,6 +452,43 @@ impl Leader {
         if alive {
             self.become_alive();
         }
+    }
+
+    /// The op that applies the configured `queues`: without their admission settings while a
+    /// master of an older release could not read them, which are then kept until all can.
+    fn configured_queues_op(&mut self, queues: Vec<QueueSpec>, state: &ClusterState) -> Op {
+        let op = set_queues_op(queues.clone());
+        if op.introduced_in() <= state.log_format() {
+            return op;
+        }
+        tracing::info!(
+            "the queues' driver shares wait for every master to run release 0.4.0: the \
+             masters' driver_share applies to every queue until then"
+        );
+        let without: Vec<QueueSpec> = queues
+            .iter()
+            .map(|queue| QueueSpec {
+                driver_share: None,
+                ..queue.clone()
+            })
+            .collect();
+        self.deferred_queues = Some(queues);
+        set_queues_op(without)
+    }
+
+    /// Proposes the configured queues deferred until every master read their admission
+    /// settings, once all do.
+    fn propose_deferred_queues(&mut self, state: &ClusterState) {
+        let Some(queues) = &self.deferred_queues else {
+            return;
+        };
+        let op = set_queues_op(queues.clone());
+        if op.introduced_in() > state.log_format() {
+            return;
+        }
+        self.deferred_queues = None;
+        let request_id = configured_queues_request(&op);
+        self.propose_with(op, Some(request_id), Purpose::Other);
     }
 
     fn become_alive(&mut self) {

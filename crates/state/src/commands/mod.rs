@@ -24,7 +24,10 @@ pub use plan::{
     plan_op,
 };
 pub use preempt::{GrantReservations, Preempt};
-pub use queues::{ConfigureQueues, QueueSettings, ReplaceQueues, SetQueues, set_queues_op};
+pub use queues::{
+    ConfigureQueues, ConfigureQueuesWithAdmission, QueueAdmission, QueueSettings, ReplaceQueues,
+    SetQueues, set_queues_op,
+};
 pub use restore::Restore;
 pub use users::{AddUser, By, RevokeUser};
 pub use workers::{
@@ -122,6 +125,8 @@ pub enum Op {
     SetProfileLimit(SetProfileLimit),
     /// One scheduling pass whose grants include executors of resource profiles.
     ApplyPlanWithProfiles(ApplyPlanWithProfiles),
+    /// The queue configuration, access lists, capacities and admission settings change.
+    ConfigureQueuesWithAdmission(ConfigureQueuesWithAdmission),
 }
 
 /// How an op changes the state.
@@ -221,6 +226,7 @@ impl ClusterState {
             Op::By(op) => op.apply(self, at),
             Op::ReplaceQueues(op) => op.apply(self, at),
             Op::ConfigureQueues(op) => op.apply(self, at),
+            Op::ConfigureQueuesWithAdmission(op) => op.apply(self, at),
             Op::PreemptForGuarantees(op) => {
                 op.apply_for(self, at, muster_core::preempt::Preempting::BelowGuarantee)
             }

@@ -1,11 +1,13 @@
 //! Queue configuration changes, and the shape in which the log and snapshots keep queues.
 //!
-//! Three ops set the queues, each the form of the builds that introduced it, so that every
+//! Four ops set the queues, each the form of the builds that introduced it, so that every
 //! entry already in a log still reads and applies as it did: [`SetQueues`] (settings only),
-//! [`ReplaceQueues`] (with access lists) and [`ConfigureQueues`] (with capacities, and
-//! queue names checked as paths of a tree). [`set_queues_op`] writes the oldest that says
-//! what is asked, which replicas of older builds then also apply; a tree without capacities
-//! is checked as one where it is written (the master's API and its queue files).
+//! [`ReplaceQueues`] (with access lists), [`ConfigureQueues`] (with capacities, and queue
+//! names checked as paths of a tree) and, from log format 4, [`ConfigureQueuesWithAdmission`]
+//! (with each queue's admission settings: its driver share). [`set_queues_op`] writes the
+//! oldest that says what is asked, which replicas of older builds then also apply; a tree
+//! without capacities is checked as one where it is written (the master's API and its queue
+//! files).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -35,14 +37,31 @@ pub struct QueueSettings {
 }
 
 impl QueueSettings {
-    /// The queue's configuration with `capacity`.
-    pub fn with_capacity(&self, capacity: Option<f64>) -> QueueConfig {
+    /// The queue's configuration with `capacity` and `admission`.
+    pub fn config(&self, capacity: Option<f64>, admission: QueueAdmission) -> QueueConfig {
         QueueConfig {
             name: self.name.clone(),
             prior: self.prior,
             threshold: self.threshold,
             max_capacity: self.max_capacity,
             capacity,
+            driver_share: admission.driver_share,
+        }
+    }
+}
+
+/// How a queue admits work, where it sets anything: kept apart from its other settings (the
+/// state's `admission`), as capacities are, from log format 4.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueAdmission {
+    /// See [`QueueConfig::driver_share`].
+    pub driver_share: Option<f64>,
+}
+
+impl QueueAdmission {
+    fn of(spec: &QueueSpec) -> Self {
+        Self {
+            driver_share: spec.driver_share,
         }
     }
 }
@@ -64,11 +83,22 @@ pub fn set_queues_op(queues: Vec<QueueSpec>) -> super::Op {
         .iter()
         .filter_map(|q| Some((q.name.clone(), q.capacity?)))
         .collect();
+    let admission: BTreeMap<QueueName, QueueAdmission> = queues
+        .iter()
+        .map(|q| (q.name.clone(), QueueAdmission::of(q)))
+        .filter(|(_, admission)| *admission != QueueAdmission::default())
+        .collect();
     let queues: Vec<(QueueSettings, QueueAccess)> = queues
         .iter()
         .map(|spec| (QueueSettings::from(spec), spec.split().1))
         .collect();
-    if !capacities.is_empty() {
+    if !admission.is_empty() {
+        super::Op::ConfigureQueuesWithAdmission(ConfigureQueuesWithAdmission {
+            queues,
+            capacities,
+            admission,
+        })
+    } else if !capacities.is_empty() {
         super::Op::ConfigureQueues(ConfigureQueues { queues, capacities })
     } else if queues.iter().all(|(_, a)| *a == QueueAccess::default()) {
         super::Op::SetQueues(SetQueues {
@@ -90,6 +120,30 @@ pub struct ConfigureQueues {
 }
 
 impl Apply for ConfigureQueues {
+    /// Applied as [`ConfigureQueuesWithAdmission`] with no queue's admission set.
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        let configure = ConfigureQueuesWithAdmission {
+            queues: self.queues.clone(),
+            capacities: self.capacities.clone(),
+            admission: BTreeMap::new(),
+        };
+        configure.apply(state, at)
+    }
+}
+
+/// Replaces the queue configuration: settings, access lists, capacities and admission
+/// settings, validated as a whole (from log format 4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConfigureQueuesWithAdmission {
+    /// The new queues, each with its access lists; `default` exists even when not listed.
+    pub queues: Vec<(QueueSettings, QueueAccess)>,
+    /// The capacity of each queue, when they have them: all or none.
+    pub capacities: BTreeMap<QueueName, f64>,
+    /// The admission settings of the queues that set any.
+    pub admission: BTreeMap<QueueName, QueueAdmission>,
+}
+
+impl Apply for ConfigureQueuesWithAdmission {
     /// Refused when malformed (a tree whose capacities do not sum, a parent that is not
     /// listed, ...), when an access list names an unknown user, or when a queue that active
     /// apps or drivers use would be dropped or become a parent.
@@ -110,27 +164,34 @@ impl Apply for ConfigureQueues {
                 )));
             }
         }
-        replace(state, &self.queues, &self.capacities)
+        replace(state, self)
     }
 }
 
-impl ConfigureQueues {
-    /// The queues' configurations, capacities included.
+impl ConfigureQueuesWithAdmission {
+    /// The queues' configurations, capacities and admission settings included.
     fn configs(&self) -> Result<Vec<QueueConfig>, ApplyError> {
-        if let Some(name) = self
-            .capacities
-            .keys()
-            .find(|name| !self.queues.iter().any(|(q, _)| &q.name == *name))
-        {
+        let listed = |name: &&QueueName| self.queues.iter().any(|(q, _)| &q.name == *name);
+        let unknown = [
+            ("capacities", self.capacities.keys().find(|q| !listed(q))),
+            ("admission", self.admission.keys().find(|q| !listed(q))),
+        ];
+        if let Some((field, Some(name))) = unknown.into_iter().find(|(_, name)| name.is_some()) {
             return Err(ApplyError::Invalid {
-                field: "capacities".to_owned(),
+                field: field.to_owned(),
                 message: format!("unknown queue `{name}`"),
             });
         }
         Ok(self
             .queues
             .iter()
-            .map(|(q, _)| q.with_capacity(self.capacities.get(&q.name).copied()))
+            .map(|(q, _)| {
+                let capacity = self.capacities.get(&q.name).copied();
+                q.config(
+                    capacity,
+                    self.admission.get(&q.name).copied().unwrap_or_default(),
+                )
+            })
             .collect())
     }
 }
@@ -144,22 +205,17 @@ fn active_queues(state: &ClusterState) -> impl Iterator<Item = &QueueName> {
         .chain(state.drivers.values().map(|d| &d.desc.queue))
 }
 
-/// Replaces the queues, their access lists and capacities, as every queue op does after its
-/// own checks. Refused when a setting is malformed, an access list names an unknown user, or
-/// a queue that active apps or drivers use would be dropped.
+/// Replaces the queues, their access lists, capacities and admission settings, as every
+/// queue op does after its own checks. Refused when a setting is malformed, an access list
+/// names an unknown user, or a queue that active apps or drivers use would be dropped.
 fn replace(
     state: &mut ClusterState,
-    queues: &[(QueueSettings, QueueAccess)],
-    capacities: &BTreeMap<QueueName, f64>,
+    configure: &ConfigureQueuesWithAdmission,
 ) -> Result<Response, ApplyError> {
-    let configure = ConfigureQueues {
-        queues: queues.to_vec(),
-        capacities: capacities.clone(),
-    };
     let configs = configure.configs()?;
     validate_queues(&configs)?;
     let users: BTreeSet<&str> = state.users.keys().map(String::as_str).collect();
-    for (i, (_, access)) in queues.iter().enumerate() {
+    for (i, (_, access)) in configure.queues.iter().enumerate() {
         access.validate(&format!("queues[{i}]"), &users)?;
     }
     if let Some(queue) = active_queues(state)
@@ -169,14 +225,16 @@ fn replace(
             "queue `{queue}` still has active applications or drivers"
         )));
     }
-    state.access = queues
+    state.access = configure
+        .queues
         .iter()
         .filter(|(_, access)| *access != QueueAccess::default())
         .map(|(q, access)| (q.name.clone(), access.clone()))
         .collect();
-    state.queues = queues.iter().map(|(q, _)| q.clone()).collect();
+    state.queues = configure.queues.iter().map(|(q, _)| q.clone()).collect();
     state.derive_pass_views();
-    state.capacities = configure.capacities;
+    state.capacities = configure.capacities.clone();
+    state.admission = configure.admission.clone();
     Ok(Response::default())
 }
 
@@ -190,7 +248,12 @@ pub struct ReplaceQueues {
 
 impl Apply for ReplaceQueues {
     fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
-        replace(state, &self.queues, &BTreeMap::new())
+        let configure = ConfigureQueuesWithAdmission {
+            queues: self.queues.clone(),
+            capacities: BTreeMap::new(),
+            admission: BTreeMap::new(),
+        };
+        replace(state, &configure)
     }
 }
 
@@ -204,11 +267,15 @@ pub struct SetQueues {
 
 impl Apply for SetQueues {
     fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
-        let queues: Vec<_> = self
-            .queues
-            .iter()
-            .map(|q| (q.clone(), QueueAccess::default()))
-            .collect();
-        replace(state, &queues, &BTreeMap::new())
+        let configure = ConfigureQueuesWithAdmission {
+            queues: self
+                .queues
+                .iter()
+                .map(|q| (q.clone(), QueueAccess::default()))
+                .collect(),
+            capacities: BTreeMap::new(),
+            admission: BTreeMap::new(),
+        };
+        replace(state, &configure)
     }
 }

@@ -481,7 +481,9 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
             } else {
                 let mut specs: Vec<QueueSpec> = queues
                     .into_iter()
-                    .map(|q| QueueSpec::from((q.with_capacity(None), Default::default())))
+                    .map(|q| {
+                        QueueSpec::from((q.config(None, Default::default()), Default::default()))
+                    })
                     .collect();
                 specs[0].submit = prod_submit.map(|u| vec![USERS[usize::from(u)].to_owned()]);
                 specs[1].max_per_user = max_per_user;

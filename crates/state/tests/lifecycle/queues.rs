@@ -1,6 +1,7 @@
 //! Queue configuration: the tree with capacities is one command validated as a whole, work
-//! goes only to leaves, the ops of earlier builds still read and apply, and preemption for
-//! guarantees takes no queue below its own.
+//! goes only to leaves, the ops of earlier builds still read and apply, a queue's driver
+//! share is written only once every master reads it and bounds its drivers, and preemption
+//! for guarantees takes no queue below its own.
 
 use std::collections::BTreeSet;
 
@@ -8,10 +9,14 @@ use muster_core::access::QueueSpec;
 use muster_core::ids::WorkId;
 use muster_core::model::PassConfig;
 use muster_core::preempt::{Preempting, choose};
-use muster_state::commands::{AddUser, Preempt, QueueSettings, SetQueues, set_queues_op};
+use muster_state::commands::{
+    AddUser, Preempt, QueueSettings, RaiseLogFormat, SetQueues, set_queues_op,
+};
+use muster_state::model::DriverState;
+use muster_state::version::LogFormat;
 use muster_state::{ApplyError, Op};
 
-use crate::support::{Cluster, app_desc, fixture};
+use crate::support::{Cluster, app_desc, driver_desc, fixture};
 
 fn queue(name: &str, capacity: f64) -> QueueSpec {
     QueueSpec {
@@ -69,6 +74,80 @@ fn the_tree_with_capacities_is_set_as_a_whole_and_reaches_the_pass() {
         error.to_string(),
         "queues: the capacities of the top-level queues sum to 0.9, not 1: a 0.5, b 0.4, \
          default 0"
+    );
+    assert_eq!(c.state, before);
+}
+
+#[test]
+fn a_queues_driver_share_is_of_log_format_4_and_bounds_its_running_drivers() {
+    let mut c = Cluster::new();
+    c.worker("w1", 4, 4096);
+    c.worker("w2", 4, 4096);
+    let tree = vec![
+        QueueSpec {
+            driver_share: Some(0.25),
+            ..QueueSpec::named("etl")
+        },
+        QueueSpec::named("default"),
+    ];
+    // Without a share the older op is written; with one, the op of log format 4.
+    assert!(matches!(
+        set_queues_op(vec![QueueSpec::named("etl")]),
+        Op::SetQueues(_)
+    ));
+    let op = set_queues_op(tree.clone());
+    assert!(matches!(op, Op::ConfigureQueuesWithAdmission(_)), "{op:?}");
+    assert_eq!(op.introduced_in(), LogFormat::FOURTH);
+    c.ok(Op::RaiseLogFormat(RaiseLogFormat {
+        to: LogFormat::FOURTH,
+    }));
+    c.ok(op);
+    assert_eq!(c.state.queue_specs(), tree);
+
+    // Four drivers of etl: its share of 0.25 of 8 cores lets two run.
+    let mut desc = driver_desc(1, 256, false);
+    desc.queue = "etl".into();
+    let drivers: Vec<_> = (0..4).map(|_| c.submit_driver(desc.clone())).collect();
+    c.schedule();
+    let running = |c: &Cluster| {
+        drivers
+            .iter()
+            .filter(|d| c.state.drivers()[*d].state == DriverState::Running)
+            .count()
+    };
+    assert_eq!(running(&c), 2);
+    let snapshot = c.state.scheduling_snapshot(PassConfig::default());
+    let hold = snapshot.drivers_hold[&"etl".into()];
+    assert_eq!((hold.cores, hold.memory_mb), (2, 512));
+    assert_eq!(snapshot.queues[0].driver_share, Some(0.25));
+    let plan = muster_core::schedule(&snapshot).unwrap();
+    assert!(plan.drivers.is_empty());
+    assert_eq!(
+        plan.waiting[0].reason.to_string(),
+        "drivers of queue `etl` hold 2 of 2 cores allowed (driver share 0.25)"
+    );
+
+    // A share on a parent queue, or outside (0, 1], is refused and changes nothing.
+    let before = c.state.clone();
+    let parent = vec![
+        QueueSpec {
+            driver_share: Some(0.5),
+            ..QueueSpec::named("team")
+        },
+        QueueSpec::named("team.etl"),
+        QueueSpec::named("etl"),
+    ];
+    let error = c.apply(set_queues_op(parent)).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "queues[0].driver_share: `team` is a parent queue: `driver_share` belongs to its leaves"
+    );
+    let mut zero = tree;
+    zero[0].driver_share = Some(0.0);
+    let error = c.apply(set_queues_op(zero)).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "queues[0].driver_share: must be in (0, 1], got 0"
     );
     assert_eq!(c.state, before);
 }

@@ -249,8 +249,17 @@ fn a_snapshot_restores_the_same_state() {
             executor_limit: 1,
         },
     }));
+    assert_eq!(c.state.encode_snapshot()[0], 11);
+    // Raised to 4, a queue's driver share takes format 12.
+    c.ok(Op::RaiseLogFormat(RaiseLogFormat {
+        to: LogFormat::FOURTH,
+    }));
+    let mut queues = c.state.queue_specs();
+    queues[0].driver_share = Some(0.25);
+    c.ok(set_queues_op(queues));
     assert_eq!(c.state.users().len(), 1);
     assert_eq!(c.state.queues()[0].capacity, Some(0.5));
+    assert_eq!(c.state.queues()[0].driver_share, Some(0.25));
     let bytes = c.state.encode_snapshot();
     assert_eq!(bytes[0], SNAPSHOT_FORMAT);
     let restored = ClusterState::decode_snapshot(&bytes).unwrap();
