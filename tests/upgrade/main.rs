@@ -23,7 +23,7 @@ use muster_state::version::LogFormat;
 use serde_json::Value;
 
 use support::{
-    DEADLINE, Masters, Process, Rng, SLEEPERS, TWO_SLEEPERS, alive, app, app_run_from, driver,
+    DEADLINE, Masters, Process, Rng, SLEEPERS, TWO_SLEEPERS, alive, app_run_from, driver,
     muster_binary, muster_from, running_executors, signal, wait_for, wait_for_text,
     worker_command_from,
 };
@@ -547,8 +547,7 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
         |s| running_executors(s, &four).len() == 4,
     );
     let four_pids = executor_pids(&placed, &four);
-    // A resource profile asked for now waits for the raise: the old followers could not read
-    // it. The masters keep it until then, whichever leads.
+    // A resource profile asked for now is served: the old followers read it.
     let (staged_client, staged, _staged_events) = app_run_from(
         &cluster.new,
         &cluster.masters,
@@ -559,13 +558,33 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
     let profile =
         r#"{"id": 1, "executor_limit": 1, "executor_cores": 1, "executor_memory_mb": 128}"#;
     writeln!(stage, "profile {profile}").unwrap();
+    wait_for(
+        &cluster.masters,
+        "the profile's executor under old followers",
+        |s| {
+            let running = running_executors(s, &staged);
+            running.len() == 1
+                && running[0]["resource_profile"] == 1
+                && running[0]["memory_mb"] == 128
+        },
+    );
+    // A queue's own driver share waits for the raise: the old followers could not read it.
+    // Asked for now, it is refused, naming the masters that hold it back.
+    let shares = cluster.settings.path().join("shares.json");
+    std::fs::write(&shares, r#"[{"name": "default", "driver_share": 0.25}]"#).unwrap();
+    let set_shares = ["queues", "--set", shares.to_str().unwrap()];
+    let refused = Masters::client(&cluster.list(), &set_shares);
+    assert!(!refused.status.success(), "{refused:?}");
+    let line = support::stderr(&refused);
+    assert!(
+        line.contains(&format!(
+            "needs every master at {}",
+            LogFormat::NEWEST.readers()
+        )) && line.contains(&format!("runs {previous}")),
+        "{line}"
+    );
     cluster.submit(false);
     cluster.assert_all_running("an application placed by the upgraded leader");
-    let unraised = cluster.masters.status(&cluster.list());
-    assert!(
-        app(&unraised, &staged).is_some_and(|a| a["executors"].as_array().unwrap().is_empty()),
-        "no executor of a profile before the raise: {unraised}"
-    );
 
     // Her application's requests, written as the previous release reads them.
     let mut steer = steered.0.stdin.take().unwrap();
@@ -597,19 +616,24 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
     cluster.wait_raised();
     cluster.assert_all_running("every master upgraded");
 
-    // Raised, the profile is served.
-    wait_for(
-        &cluster.masters,
-        "the profile's executor after the raise",
-        |s| {
-            let running = running_executors(s, &staged);
-            running.len() == 1
-                && running[0]["resource_profile"] == 1
-                && running[0]["memory_mb"] == 128
-        },
-    );
+    // Raised, a queue's driver share is set, and every master has it.
+    let set = Masters::client(&cluster.list(), &set_shares);
+    assert!(set.status.success(), "{set:?}");
+    for id in 1..=3 {
+        support::wait_for_at(
+            &cluster.masters.addrs[id - 1],
+            "the default queue's driver share",
+            |s| {
+                s["queues"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|q| q["name"] == "default" && q["driver_share"] == 0.25)
+            },
+        );
+    }
 
-    // Raised, they are written as hers.
+    // Raised, she still steers her application.
     writeln!(steer, "limit 2").unwrap();
     let steered_to_two = wait_for(&cluster.masters, "her application at two again", |s| {
         executor_ids(s) == [1, 2]
@@ -617,8 +641,8 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
     let her_pids = executor_pids(&steered_to_two, &hers);
 
     // A GPU driver killed while it ignores SIGTERM keeps its GPU through its kill grace. A
-    // snapshot taken meanwhile holds it (what only this build reads), and a master restarted
-    // on that snapshot serves.
+    // snapshot taken meanwhile holds it and the raised format, and a master restarted on
+    // that snapshot serves.
     let stubborn = cluster.submit_gpu_driver("trap '' TERM; while :; do sleep 1; done");
     let killed = Masters::client(&cluster.list(), &["kill", &stubborn]);
     assert!(killed.status.success(), "{killed:?}");

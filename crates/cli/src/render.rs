@@ -162,8 +162,8 @@ pub fn drivers(status: &StatusView) -> String {
 /// executor cores held in each (below it, for a parent).
 pub fn queues(status: &StatusView) -> String {
     let mut out = format!(
-        "{:<20} {:<6} {:<9} {:<8} {:<12} {:<10} {:<12} SUBMIT\n",
-        "NAME", "PRIOR", "CAPACITY", "MAX", "THRESHOLD", "CORES", "MAX_PER_USER"
+        "{:<20} {:<6} {:<9} {:<8} {:<12} {:<13} {:<10} {:<12} SUBMIT\n",
+        "NAME", "PRIOR", "CAPACITY", "MAX", "THRESHOLD", "DRIVER_SHARE", "CORES", "MAX_PER_USER"
     );
     for q in &status.queues {
         let submit = if q.leaf {
@@ -175,10 +175,13 @@ pub fn queues(status: &StatusView) -> String {
             .max_per_user
             .map_or_else(|| "-".to_owned(), |n| n.to_string());
         let capacity = q.capacity.map_or_else(|| "-".to_owned(), |c| c.to_string());
+        let driver_share = q
+            .driver_share
+            .map_or_else(|| "-".to_owned(), |s| s.to_string());
         let name = format!("{}{}", "  ".repeat(q.depth), q.name);
         let _ = writeln!(
             out,
-            "{name:<20} {:<6} {capacity:<9} {:<8} {:<12} {:<10} {per_user:<12} {submit}",
+            "{name:<20} {:<6} {capacity:<9} {:<8} {:<12} {driver_share:<13} {:<10} {per_user:<12} {submit}",
             q.prior, q.max_capacity, q.threshold, q.cores_used
         );
     }

@@ -188,6 +188,9 @@ fn queues(queues: &[QueueRow], cores: u64) -> Markup {
                 parts.push(format!("threshold {:?}", q.threshold));
             }
         }
+        if let Some(share) = q.driver_share {
+            parts.push(format!("driver share {share:?}"));
+        }
         parts.join(", ")
     };
     html! {

@@ -351,6 +351,9 @@ pub struct QueueRow {
     pub max_capacity: f64,
     /// Its guaranteed share of its parent, when the queues have capacities.
     pub capacity: Option<f64>,
+    /// The share of its room its running drivers may hold, when it sets its own (the
+    /// masters' `driver_share` otherwise).
+    pub driver_share: Option<f64>,
     /// Who may submit besides the admins; `None`: everyone (admins only, for a prior queue).
     pub submit: Option<Vec<String>>,
     /// Who may administer it besides the admins.
@@ -565,6 +568,7 @@ fn queue(q: &v1::Queue, view: QueueView) -> QueueRow {
         threshold: q.threshold,
         max_capacity: q.max_capacity,
         capacity: q.capacity,
+        driver_share: q.driver_share,
         submit: q.submit.as_ref().map(|list| list.users.clone()),
         administer: q.administer.clone(),
         max_per_user: q.max_per_user,

@@ -54,23 +54,13 @@ pub(crate) fn held_back(
     members: &[(NodeId, String)],
     builds: &BTreeMap<NodeId, BuildInfo>,
 ) -> String {
-    let behind: Vec<String> = members
-        .iter()
-        .filter_map(|(id, _)| match builds.get(id) {
-            Some(build) if reads(build) >= needs => None,
-            Some(build) => Some(format!("master {id} runs {}", build.version)),
-            None => Some(format!("master {id} has not said which build it runs")),
-        })
-        .collect();
-    let why = if behind.is_empty() {
-        "the cluster's log format has not been raised yet: try again in a few seconds".to_owned()
-    } else {
-        behind.join(", ")
-    };
-    format!(
-        "needs every master at {} ({needs}; the cluster is at {effective}): {why}",
-        needs.readers()
-    )
+    let runs = members.iter().map(|(id, _)| {
+        let build = builds
+            .get(id)
+            .map(|build| (build.version.as_str(), reads(build)));
+        (*id, build)
+    });
+    muster_state::version::held_back(needs, effective, runs)
 }
 
 /// The members of the group and their addresses, as `metrics` has them.

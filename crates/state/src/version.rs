@@ -128,6 +128,33 @@ impl Op {
     }
 }
 
+/// Why `needs` may not be written yet, given each member's id and the build it runs (its
+/// release and the newest format it reads; `None` for one that has not said): the members
+/// whose builds do not read it, in a line for the person who asked.
+pub fn held_back<'b>(
+    needs: LogFormat,
+    effective: LogFormat,
+    members: impl IntoIterator<Item = (u64, Option<(&'b str, LogFormat)>)>,
+) -> String {
+    let behind: Vec<String> = members
+        .into_iter()
+        .filter_map(|(id, build)| match build {
+            Some((_, reads)) if reads >= needs => None,
+            Some((version, _)) => Some(format!("master {id} runs {version}")),
+            None => Some(format!("master {id} has not said which build it runs")),
+        })
+        .collect();
+    let why = if behind.is_empty() {
+        "the cluster's log format has not been raised yet: try again in a few seconds".to_owned()
+    } else {
+        behind.join(", ")
+    };
+    format!(
+        "needs every master at {} ({needs}; the cluster is at {effective}): {why}",
+        needs.readers()
+    )
+}
+
 /// The format the cluster can be raised to, if any: the oldest format its members read, when
 /// that is newer than `effective`. `members` holds what each member reads, `None` for a member
 /// whose build is not known yet (unreachable): nothing is raised until every member is known.

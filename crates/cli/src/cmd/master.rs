@@ -46,7 +46,7 @@ pub struct MasterArgs {
     /// Master settings: a JSON object with any of `worker_timeout_s`, `recovery_timeout_s`,
     /// `app_grace_s`, `heartbeat_interval_s`, `max_executor_retries`, `retained_apps`,
     /// `retained_drivers`, `scheduling` (spread_out_apps, spread_out_drivers,
-    /// worker_selection, default_cores, max_drivers), `preemption` (queues, delay_s,
+    /// worker_selection, default_cores, max_drivers, driver_share), `preemption` (queues, delay_s,
     /// grace_s, max_fraction, capacities), `snapshot_every` and `log_kept_after_snapshot`;
     /// the book's "Files" reference says what each means. Flags given too take precedence.
     #[arg(long)]

@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 use muster_master::config::read_queues;
+use muster_master::view::StatusView;
 use muster_proto::v1::{Queue, SetQueuesRequest};
+use muster_state::version::{LogFormat, held_back};
 
 use super::{MastersArg, runtime, status};
 use crate::error::CliError;
@@ -17,12 +19,31 @@ pub struct QueuesArgs {
     #[command(flatten)]
     masters: MastersArg,
     /// Replace the queues with those in this JSON file: `[{"name": "prod", "prior": true}, ...]`;
-    /// a tree names children by path (`team.etl`) and may give each queue a `capacity`.
+    /// a tree names children by path (`team.etl`) and may give each queue a `capacity`, and
+    /// each leaf a `driver_share`.
     #[arg(long)]
     set: Option<PathBuf>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// Refuses queues' own driver shares until the cluster's log format holds them: a master
+/// of an older release would drop them from the request unread.
+fn admits_driver_shares(status: &StatusView) -> Result<(), CliError> {
+    let effective = LogFormat(status.log_format);
+    if effective >= LogFormat::FOURTH {
+        return Ok(());
+    }
+    let members = status.members.iter().map(|m| {
+        let build = m.build.as_ref().map(|b| {
+            let reads = LogFormat(b.log_format.unwrap_or(LogFormat::FIRST.0));
+            (b.version.as_str(), reads)
+        });
+        (m.id, build)
+    });
+    let line = held_back(LogFormat::FOURTH, effective, members);
+    Err(CliError::Refused(format!("a queue's driver_share {line}")))
 }
 
 /// Shows the queues, or sets them and names them.
@@ -46,6 +67,9 @@ pub fn run(args: QueuesArgs) -> Result<String, CliError> {
             format!("{}{prior}", q.name)
         })
         .collect();
+    if queues.iter().any(|q| q.driver_share.is_some()) {
+        admits_driver_shares(&status::fetch(&args.masters, false)?)?;
+    }
     let masters = args.masters.parse()?;
     let request = SetQueuesRequest {
         request_id: request_id(),
