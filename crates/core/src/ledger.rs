@@ -162,6 +162,26 @@ impl<'a> Ledger<'a> {
             && self.free[w].fits(need).is_ok()
     }
 
+    /// How many executors of `need` fit on worker `w` as offered to `admission`: as many as
+    /// its cores, memory and custom resources hold.
+    pub(crate) fn executors_fitting(
+        &self,
+        w: usize,
+        need: &Resources,
+        admission: Admission,
+    ) -> u64 {
+        let offer = self.offer(w, admission);
+        let by_custom = need
+            .custom
+            .iter()
+            .map(|(name, &amount)| u64::from(self.resource_free(w, name)) / u64::from(amount));
+        std::iter::once(u64::from(offer.cores / need.cores))
+            .chain(std::iter::once(offer.memory_mb / need.memory_mb))
+            .chain(by_custom)
+            .min()
+            .unwrap_or(0)
+    }
+
     /// Whether one `need` would fit on worker `w` were it empty: can it ever hold it?
     pub(crate) fn could_ever_fit(&self, w: usize, need: &Resources) -> bool {
         self.workers[w].capacity.fits(need).is_ok()

@@ -467,6 +467,11 @@ pub struct AppRequest {
     /// Cap on the app's executor count, held ones included (dynamic allocation's target).
     #[serde(default)]
     pub executor_limit: Option<u32>,
+    /// The executors of its own size it needs to make progress: while it holds none, a pass
+    /// grants it these all at once or nothing (a gang). Fewer when its `cores_max` or
+    /// executor limit allows no more. Only with `executor_cores`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_executors: Option<u32>,
     /// Executors the app already holds.
     #[serde(default)]
     pub executors: HeldExecutors,
@@ -511,6 +516,7 @@ impl AppRequest {
             executor_memory_mb: default_memory_mb(),
             executor_resources: ResourceAmounts::new(),
             executor_limit: None,
+            min_executors: None,
             executors: HeldExecutors::default(),
             profiles: Vec::new(),
         }
@@ -790,6 +796,16 @@ impl Snapshot {
             }
             if let Some(cores) = app.executor_cores {
                 positive(format_args!("apps[{i}].executor_cores"), cores)?;
+            }
+            if let Some(minimum) = app.min_executors {
+                positive(format_args!("apps[{i}].min_executors"), minimum)?;
+                if app.executor_cores.is_none() {
+                    return refuse(
+                        format_args!("apps[{i}].min_executors"),
+                        "a gang needs executor_cores: without it an app has one executor a \
+                         worker, which takes all the cores it is given",
+                    );
+                }
             }
             positive(
                 format_args!("apps[{i}].executor_memory_mb"),

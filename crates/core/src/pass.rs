@@ -310,10 +310,29 @@ impl<'s> AppPass<'s> {
         placer: &mut P,
         plan: &mut Plan,
     ) {
+        let gang = self.gang_minimum((slot, app));
+        if let Some(minimum) = gang {
+            let fit = self.gang_fit((slot, app), bound, ledger, minimum);
+            if fit < minimum {
+                if last {
+                    plan.waiting.push(Waiting {
+                        id: WorkId::App(app.id.clone()),
+                        reason: WaitReason::Gang { minimum, fit },
+                    });
+                }
+                return;
+            }
+        }
         let mut reasons = Vec::new();
         for shape in shapes(app) {
             reasons.extend(self.place_shape((slot, app), shape, bound, last, ledger, placer));
         }
+        debug_assert!(
+            gang.is_none_or(|minimum| {
+                self.granted_executors.get(&(slot, 0)).copied().unwrap_or(0) >= minimum
+            }),
+            "a gang granted part of its minimum"
+        );
         let first_for_room = reasons
             .iter()
             .position(|reason| !matches!(reason, WaitReason::ExecutorLimit { .. }));
@@ -323,6 +342,55 @@ impl<'s> AppPass<'s> {
                 reason: reasons.swap_remove(first_for_room.unwrap_or(0)),
             });
         }
+    }
+
+    /// The executors of its own size `app` must be granted at once, if it is a gang that has
+    /// none yet: its `min_executors`, or as many as its `cores_max` and executor limit
+    /// allow when that is fewer.
+    fn gang_minimum(&self, (slot, app): Slotted<'s>) -> Option<u64> {
+        let minimum = u64::from(app.min_executors?);
+        let started = app.executors.iter().any(|e| e.profile == 0)
+            || self.granted_executors.contains_key(&(slot, 0));
+        if started {
+            return None;
+        }
+        let cpe = app
+            .executor_cores
+            .expect("validation: a gang has executor_cores");
+        let by_cores = self.cores_left(slot, app) / u64::from(cpe);
+        let by_limit = app.executor_limit.map_or(u64::MAX, u64::from);
+        Some(minimum.min(by_cores).min(by_limit))
+    }
+
+    /// How many executors of `app`'s own size fit now, counted up to `minimum`: on the ALIVE
+    /// workers as they offer its queue, within the room `bound` leaves the queue. Exactly
+    /// what placement would grant, up to `minimum`: Spark's loop places executors while any
+    /// worker takes one and cores are left.
+    fn gang_fit(
+        &self,
+        (slot, app): Slotted<'s>,
+        bound: Bound,
+        ledger: &Ledger<'_>,
+        minimum: u64,
+    ) -> u64 {
+        let admission = self.queues.admission(&app.queue);
+        let cpe = app
+            .executor_cores
+            .expect("validation: a gang has executor_cores");
+        let need =
+            Resources::new(cpe, app.executor_memory_mb).with_custom(app.executor_resources.clone());
+        let cores = self
+            .cores_left(slot, app)
+            .min(self.room(&app.queue, bound).0);
+        let most = minimum.min(cores / u64::from(cpe));
+        let mut fit = 0;
+        for &w in ledger.alive_by_id() {
+            if fit >= most {
+                break;
+            }
+            fit += ledger.executors_fitting(w, &need, admission);
+        }
+        fit.min(most)
     }
 
     /// Grants `app` executors of `shape` as [`AppPass::place`] does, and returns why more of

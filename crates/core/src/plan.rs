@@ -134,6 +134,13 @@ pub enum WaitReason {
         /// What one of it needs.
         need: Resources,
     },
+    /// The app is a gang that holds no executor yet, and not all of its minimum fit at once.
+    Gang {
+        /// The executors it must be granted at once.
+        minimum: u64,
+        /// How many of them fit now.
+        fit: u64,
+    },
     /// The app holds as many executors as its limit allows.
     ExecutorLimit {
         /// The app's executor limit.
@@ -173,6 +180,15 @@ pub enum WaitReason {
 }
 
 impl WaitReason {
+    /// Whether it waits for room that stopping executors could free: none is free now where
+    /// its queue may take it, or not all of a gang's minimum is.
+    pub fn is_for_room(&self) -> bool {
+        matches!(
+            self,
+            Self::NoRoom { .. } | Self::HeldByThreshold { .. } | Self::Gang { .. }
+        )
+    }
+
     /// The reason's kind, as a metric label: `no_room`, `held_by_threshold`, ...
     pub fn code(&self) -> &'static str {
         match self {
@@ -180,6 +196,7 @@ impl WaitReason {
             Self::DriverShare { .. } => "driver_share",
             Self::NoAliveWorker => "no_alive_worker",
             Self::LargerThanAnyWorker { .. } => "larger_than_any_worker",
+            Self::Gang { .. } => "gang",
             Self::ExecutorLimit { .. } => "executor_limit",
             Self::QueueAtCapacity { .. } => "queue_at_capacity",
             Self::HeldByThreshold { .. } => "held_by_threshold",
@@ -212,6 +229,10 @@ impl fmt::Display for WaitReason {
                     "{kind} needs {need}: more than any ALIVE worker has in total"
                 )
             }
+            Self::Gang { minimum, fit } => write!(
+                f,
+                "a gang of {minimum} executors starts when all fit at once: {fit} fit now"
+            ),
             Self::ExecutorLimit { limit, held } => {
                 write!(
                     f,

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::{AppId, ExecutorId, QueueName, WorkId, WorkerId};
 use crate::model::{AppRequest, HeldExecutor, InputError, Snapshot, WorkerState};
-use crate::plan::{Plan, WaitReason};
+use crate::plan::Plan;
 use crate::queues::{Bound, Queues};
 use crate::resources::Resources;
 
@@ -200,7 +200,7 @@ fn choose_for(
     let waiting: BTreeSet<&WorkId> = base
         .waiting
         .iter()
-        .filter(|w| eligible.contains(&w.id) && waits_for_room(&w.reason))
+        .filter(|w| eligible.contains(&w.id) && w.reason.is_for_room())
         .map(|w| &w.id)
         .collect();
     if waiting.is_empty() {
@@ -276,7 +276,7 @@ fn shortest_prefix(
         let still_waits = plan
             .waiting
             .iter()
-            .any(|w| waiting.contains(&w.id) && waits_for_room(&w.reason));
+            .any(|w| waiting.contains(&w.id) && w.reason.is_for_room());
         (served(&plan, &rest, eligible), still_waits)
     };
     if candidates.is_empty() {
@@ -444,14 +444,6 @@ pub fn dry_run(
         &ordinary,
         settings.max_fraction,
         Preempting::BelowGuarantee,
-    )
-}
-
-/// Whether waiting for `reason` is waiting for room that stopping executors could free.
-fn waits_for_room(reason: &WaitReason) -> bool {
-    matches!(
-        reason,
-        WaitReason::NoRoom { .. } | WaitReason::HeldByThreshold { .. }
     )
 }
 

@@ -4,7 +4,7 @@
 //! ALIVE; executors have exactly `executor_cores` when it is set; the threshold holds on
 //! prior-hosting workers; a normal grant leaves its queue and every parent of it within their
 //! maximum; a queue's drivers hold at most its driver share of its room, or are the one
-//! driver it runs.
+//! driver it runs; a gang is granted all of its minimum or nothing.
 //! EXACTNESS: the indexed placer decides exactly what Spark's loop decides.
 
 use std::collections::BTreeMap;
@@ -188,6 +188,7 @@ fn app() -> impl Strategy<Value = AppRequest> {
         prop::option::weighted(0.3, 0..8u32),
         prop::collection::vec((any::<prop::sample::Index>(), 1..4u32), 0..3),
         prop::option::weighted(0.3, profile()),
+        prop::option::weighted(0.3, 1..8u32),
     )
         .prop_map(
             |(
@@ -199,6 +200,7 @@ fn app() -> impl Strategy<Value = AppRequest> {
                 executor_limit,
                 held,
                 profile,
+                min_executors,
             )| {
                 AppRequest {
                     id: "".into(),
@@ -210,6 +212,8 @@ fn app() -> impl Strategy<Value = AppRequest> {
                         .map(|g| [("gpu".to_string(), g)].into())
                         .unwrap_or_default(),
                     executor_limit,
+                    // Only an app with executor_cores may be a gang.
+                    min_executors: min_executors.filter(|_| executor_cores.is_some()),
                     // Held executors name workers by index; the snapshot strategy fixes the names.
                     executors: held
                         .into_iter()
@@ -505,6 +509,36 @@ fn check_safety(snapshot: &Snapshot, plan: &Plan) -> Result<(), TestCaseError> {
             }
         }
     }
+    // A gang that held none of its own executors is granted all of its minimum or none:
+    // its minimum, or as many as its cores_max and executor limit allow when fewer.
+    for a in snapshot
+        .apps
+        .iter()
+        .filter(|a| a.executors.iter().all(|e| e.profile != 0))
+    {
+        let Some(minimum) = a.min_executors else {
+            continue;
+        };
+        let granted: u64 = plan
+            .executors
+            .iter()
+            .filter(|g| g.app == a.id && g.profile == 0)
+            .map(|g| u64::from(g.count))
+            .sum();
+        let requested = a
+            .cores_max
+            .or(snapshot.config.default_cores)
+            .map_or(u64::MAX, u64::from);
+        let by_cores =
+            requested.saturating_sub(a.executors.cores()) / u64::from(a.executor_cores.unwrap());
+        let by_limit = a.executor_limit.map_or(u64::MAX, u64::from);
+        let required = u64::from(minimum).min(by_cores).min(by_limit);
+        prop_assert!(
+            granted == 0 || granted >= required,
+            "gang {} granted {granted} of its {required}",
+            a.id
+        );
+    }
     // A normal grant below a queue leaves it within its maximum, the product of the
     // max_capacity along its path.
     for (name, granted) in normal_grants {
@@ -720,6 +754,7 @@ fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
                     executor_memory_mb: 256,
                     executor_resources: BTreeMap::new(),
                     executor_limit: None,
+                    min_executors: None,
                     executors: HeldExecutors::default(),
                     profiles: Vec::new(),
                 })
@@ -775,6 +810,7 @@ fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
                     executor_memory_mb: 256,
                     executor_resources: BTreeMap::new(),
                     executor_limit: None,
+                    min_executors: None,
                     executors: HeldExecutors::default(),
                     profiles: Vec::new(),
                 });

@@ -14,8 +14,8 @@
 //!   [prior=B] [NAME=AMOUNT]...` (custom resources), replacing a worker of the same id;
 //!   `workers N cores=N mem=MB` adds `wK`, `wK+1`, ... after the K workers there are;
 //! * `driver ID [cores=1] [mem=1024] [queue=Q] [NAME=AMOUNT]...`;
-//! * `app ID [queue=Q] [cores_max=N] [executor_cores=N] [mem=1024] [limit=N]
-//!   [NAME=AMOUNT]...`, replacing an app of the same id; `profile APP ID
+//! * `app ID [queue=Q] [cores_max=N] [executor_cores=N] [mem=1024] [limit=N] [min=N]
+//!   [NAME=AMOUNT]...`, replacing an app of the same id (`min`: its gang's minimum); `profile APP ID
 //!   [executor_cores=N] [mem=1024] limit=N [NAME=AMOUNT]...` adds a resource profile to it;
 //!   `held APP WORKER cores=N mem=MB [profile=N]` gives it an executor it already holds
 //!   (the worker's usage is set separately);
@@ -128,6 +128,8 @@ enum Command {
         mem: Option<u64>,
         #[arg(key)]
         limit: Option<u32>,
+        #[arg(key)]
+        min: Option<u32>,
         #[arg(key, many, optional)]
         custom: ResourceAmounts,
     },
@@ -298,6 +300,7 @@ impl goldenscript::Runner for Runner {
                 executor_cores,
                 mem,
                 limit,
+                min,
                 custom,
             } => {
                 snapshot.apps.make_mut().retain(|a| *a.id.0 != **id);
@@ -309,6 +312,7 @@ impl goldenscript::Runner for Runner {
                 app.executor_cores = *executor_cores;
                 app.executor_memory_mb = mem.unwrap_or(app.executor_memory_mb);
                 app.executor_limit = *limit;
+                app.min_executors = *min;
                 app.executor_resources = custom.clone();
                 snapshot.apps.make_mut().push(app);
             }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use foldhash::fast::FixedState;
 use muster_core::ids::{QueueName, WorkId, millis};
 use muster_core::model::Snapshot;
-use muster_core::plan::{Plan, WaitReason};
+use muster_core::plan::Plan;
 use muster_core::preempt::Preempting;
 use muster_state::commands::{GrantReservations, Preempt};
 use muster_state::{ClusterState, Op};
@@ -136,12 +136,7 @@ impl Preemptor {
         // Hashed: every app of the snapshot is looked up in them.
         let mut apps = HashSet::with_hasher(FixedState::default());
         let mut drivers = HashSet::with_hasher(FixedState::default());
-        let for_room = plan.waiting.iter().filter(|w| {
-            matches!(
-                w.reason,
-                WaitReason::NoRoom { .. } | WaitReason::HeldByThreshold { .. }
-            )
-        });
+        let for_room = plan.waiting.iter().filter(|w| w.reason.is_for_room());
         for waiting in for_room {
             match &waiting.id {
                 WorkId::App(id) => apps.insert(id),
