@@ -98,3 +98,92 @@ name = "tasks"
         );
     }
 }
+
+#[test]
+fn of_two_gangs_that_cannot_both_fit_one_is_granted_all_of_its_minimum_and_the_other_none() {
+    let masters = Masters::start();
+    let _w1 = start_worker(&masters, "w1", 4);
+    let _w2 = start_worker(&masters, "w2", 4);
+    wait_for(&masters, "two workers", |s| {
+        crate::support::alive_workers(s) == 2
+    });
+    // Each needs 5 of the 8 cores at once, and runs 5 tasks of 2 s.
+    let runs: Vec<crate::support::Process> = ["first", "second"]
+        .into_iter()
+        .map(|name| {
+            let file = masters.dir.path().join(format!("{name}.toml"));
+            std::fs::write(
+                &file,
+                format!(
+                    r#"name = "{name}"
+[resources]
+cores_max = 5
+executor_cores = 1
+executor_memory_mb = 64
+min_executors = 5
+[[jobs]]
+name = "tasks"
+  [[jobs.stages]]
+  name = "s"
+  tasks = 5
+  run = {{ builtin = "sleep", ms = 2000 }}
+"#
+                ),
+            )
+            .unwrap();
+            crate::support::Process(
+                crate::support::muster()
+                    .args(["job", "run"])
+                    .arg(&file)
+                    .env("MUSTER_MASTERS", masters.list_from(1))
+                    .stdout(std::process::Stdio::null())
+                    .stderr(
+                        std::fs::File::create(masters.dir.path().join(format!("{name}.log")))
+                            .unwrap(),
+                    )
+                    .spawn()
+                    .expect("muster job run starts"),
+            )
+        })
+        .collect();
+    // While both are active, one holds its 5 executors and the other none, saying why.
+    let executors = |app: &Value| app["executors"].as_array().unwrap().len();
+    let status = wait_for(&masters, "one gang granted, the other waiting", |s| {
+        let apps = s["apps"].as_array().unwrap();
+        apps.len() == 2 && apps.iter().any(|a| executors(a) == 5)
+    });
+    let waiting = status["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| executors(a) != 5)
+        .unwrap();
+    assert_eq!(executors(waiting), 0, "{status}");
+    assert_eq!(
+        waiting["waiting"], "a gang of 5 executors starts when all fit at once: 3 fit now",
+        "{status}"
+    );
+    assert_eq!(waiting["min_executors"], 5);
+    // No gang ever holds part of its minimum, and then the second runs: both finish.
+    let list = masters.list_from(1);
+    wait_within(&list, "both gangs finished", Duration::from_secs(60), |s| {
+        for app in s["apps"].as_array().unwrap() {
+            let held = executors(app);
+            assert!(
+                held == 0 || held == 5,
+                "a gang holds part of its minimum: {s}"
+            );
+        }
+        s["apps"].as_array().unwrap().is_empty()
+    });
+    for mut run in runs {
+        assert!(run.exited("muster job run").success());
+    }
+    let finished = masters.status(&list)["completed_apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["state"] == "FINISHED")
+        .count();
+    assert_eq!(finished, 2);
+}

@@ -89,6 +89,9 @@ pub fn apps(status: &StatusView) -> String {
         if let Some(ui) = &a.ui_address {
             let _ = writeln!(out, "  ui: {ui}");
         }
+        if let Some(minimum) = a.min_executors {
+            let _ = writeln!(out, "  gang: {minimum} executors at once");
+        }
         if let Some(waiting) = &a.waiting {
             let _ = writeln!(out, "  waiting: {waiting}");
         }

@@ -55,6 +55,9 @@ pub struct ResourceSpec {
     pub executor_resources: ResourceAmounts,
     /// Most executors held at once.
     pub executor_limit: Option<u32>,
+    /// The executors it needs at once (a gang): while it holds none, the masters grant it
+    /// all of them at once or nothing. Needs `executor_cores`.
+    pub min_executors: Option<u32>,
     /// Ask for executors as tasks wait and give idle ones back.
     pub dynamic_allocation: Option<DynamicAllocation>,
 }
@@ -101,6 +104,7 @@ impl Default for ResourceSpec {
             executor_memory_mb: default_memory(),
             executor_resources: ResourceAmounts::new(),
             executor_limit: None,
+            min_executors: None,
             dynamic_allocation: None,
         }
     }
@@ -335,6 +339,16 @@ impl JobFile {
                 "scheduler.max_task_failures".into(),
                 "must be at least 1".into(),
             ));
+        }
+        if let Some(minimum) = self.resources.min_executors {
+            let message = match self.resources.executor_cores {
+                _ if minimum == 0 => Some("must be at least 1"),
+                None => Some("a gang needs executor_cores"),
+                Some(_) => None,
+            };
+            if let Some(message) = message {
+                return Err(invalid("resources.min_executors".into(), message.into()));
+            }
         }
         if let Some(dynamic) = &self.resources.dynamic_allocation {
             let field = |name: &str| format!("resources.dynamic_allocation.{name}");

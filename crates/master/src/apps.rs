@@ -6,12 +6,13 @@ use std::sync::Arc;
 use muster_core::ids::{AppId, ExecutorId};
 use muster_core::limits::{self, MAX_REQUEST_BYTES};
 use muster_proto::auth::{NamedUser, Tokens};
+use muster_proto::convert::register_op;
 use muster_proto::v1::app_link_server::{AppLink, AppLinkServer};
 use muster_proto::v1::app_message::Body as Up;
 use muster_proto::v1::{AppEvent, AppMessage, RegisterApp};
 use muster_raft::RaftNode;
 use muster_state::model::Owner;
-use muster_state::{ApplyError, Op, Outcome};
+use muster_state::{ApplyError, Outcome};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
@@ -73,7 +74,7 @@ impl AppLinkService {
             };
         }
         let request_id = std::mem::take(&mut register.request_id);
-        let command = client_command(&request_id, user, Op::SubmitApp(register.into()));
+        let command = client_command(&request_id, user, register_op(register));
         match committed(self.node.write(command).await)?.outcome {
             Outcome::AppSubmitted { id } => Ok(id),
             other => Err(CallError::Internal(format!("unexpected outcome {other:?}"))),

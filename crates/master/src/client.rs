@@ -244,6 +244,7 @@ impl ClusterService {
                 .values()
                 .map(|a| AppStatus {
                     cores_granted: a.cores_granted,
+                    min_executors: state.gang(&a.id),
                     waiting: waiting(&WorkId::App(a.id.clone())),
                     ui_address: session
                         .as_ref()

@@ -174,6 +174,8 @@ pub struct AppView {
     pub state: AppState,
     /// Cores its executors hold.
     pub cores_granted: u64,
+    /// The executors of its own size it needs at once, if it is a gang.
+    pub min_executors: Option<u32>,
     /// Why it waits for more, if it does.
     pub waiting: Option<String>,
     /// Its own web UI, if it gave one.
@@ -494,6 +496,7 @@ fn app(a: &v1::AppStatus) -> AppView {
         user: set(&a.user),
         state: a.state(),
         cores_granted: a.cores_granted,
+        min_executors: a.min_executors,
         waiting: set(&a.waiting),
         ui_address: set(&a.ui_address),
         submitted_at_ms: a.submitted_at_ms,

@@ -10,7 +10,8 @@ use muster_core::access::QueueSpec;
 use muster_core::ids::QueueName;
 use muster_core::model::WorkerState;
 use muster_core::resources::{ResourceAddresses, Resources};
-use muster_state::commands::{RegisterWorker, SubmitApp, SubmitDriver};
+use muster_state::Op;
+use muster_state::commands::{RegisterWorker, SubmitApp, SubmitDriver, SubmitGang};
 use muster_state::model::{
     AppDescription, AppState, DriverDescription, DriverState, Executor, ExecutorState, Reservation,
     Worker,
@@ -96,6 +97,17 @@ impl From<v1::RegisterApp> for SubmitApp {
             },
             executor_limit: register.executor_limit,
         }
+    }
+}
+
+/// The op that submits the application a registration describes: a gang when it names a
+/// minimum of executors (its request id and re-attach id are the caller's to read first).
+pub fn register_op(register: v1::RegisterApp) -> Op {
+    let min_executors = register.min_executors;
+    let app = SubmitApp::from(register);
+    match min_executors {
+        Some(min_executors) => Op::SubmitGang(SubmitGang { app, min_executors }),
+        None => Op::SubmitApp(app),
     }
 }
 

@@ -179,6 +179,9 @@ impl ClusterState {
         self.check_relaunches()?;
         self.check_ended_executors()?;
         self.check_profiles()?;
+        if let Some(id) = self.gangs.keys().find(|id| !self.apps.contains_key(*id)) {
+            return violated(format!("a gang's minimum kept of {id}, not an active app"));
+        }
         self.check_ids_unique()
     }
 

@@ -144,7 +144,7 @@ impl ClusterState {
             executor_memory_mb: app.desc.executor_memory_mb,
             executor_resources: app.desc.executor_resources.clone(),
             executor_limit: app.executor_limit,
-            min_executors: None,
+            min_executors: self.gangs.get(&app.id).copied(),
             executors: app.held_executors(profiles),
             profiles: profiles
                 .into_iter()

@@ -64,6 +64,7 @@ impl Default for StateConfig {
 ///   process that has not ended included (it is on an ALIVE worker, and no longer live);
 /// * a driver that names its relaunched successor is retained, ended RELAUNCHING, and the
 ///   successor is known;
+/// * a gang's minimum is kept only of an active app;
 /// * ended executors are kept only of known applications, ended, at most
 ///   [`ENDED_EXECUTORS_KEPT`] of each;
 /// * ids are never reused.
@@ -139,6 +140,9 @@ pub struct ClusterState {
     /// format 12, written only from log format 4: a snapshot of format 11 reads as one
     /// without.
     pub(crate) admission: BTreeMap<QueueName, QueueAdmission>,
+    /// The minimum of each active application that is a gang: the executors of its own
+    /// size it needs at once. Came with format 12 as well, written only from log format 4.
+    pub(crate) gangs: BTreeMap<AppId, u32>,
     /// The workers as scheduling passes see them, in id order, and the active apps, in
     /// submission order: each pass's snapshot shares them rather than copying every worker
     /// and app. Kept as they change (see `scheduling.rs`); not in snapshots, but built anew
@@ -231,6 +235,11 @@ impl ClusterState {
     /// Active drivers, by id.
     pub fn drivers(&self) -> &BTreeMap<DriverId, Driver> {
         &self.drivers
+    }
+
+    /// The executors of its own size active application `id` needs at once, if it is a gang.
+    pub fn gang(&self, id: &AppId) -> Option<u32> {
+        self.gangs.get(id).copied()
     }
 
     /// The queue configuration as set (without the implicit `default`).
@@ -557,6 +566,7 @@ impl ClusterState {
         self.hide_app_from_passes(id);
         let mut app = self.apps.remove(id).expect("removing an active app");
         self.profiles.remove(id);
+        self.gangs.remove(id);
         app.state = state;
         app.ended_at = Some(at);
         let forgotten = retain_last(&mut self.completed_apps, app, self.config.retained_apps);

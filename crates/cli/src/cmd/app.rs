@@ -59,6 +59,10 @@ pub struct AppRunArgs {
     /// Most executors the application may hold.
     #[arg(long)]
     executor_limit: Option<u32>,
+    /// The executors the application needs at once (a gang): while it holds none, the
+    /// masters grant it all of them at once or nothing. Needs --executor-cores.
+    #[arg(long)]
+    min_executors: Option<u32>,
     /// A variable of the executors' environment: NAME=VALUE, or NAME for this command's own
     /// value of it. May be given more than once.
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
@@ -98,6 +102,7 @@ pub fn run(args: AppRunArgs) -> Result<String, CliError> {
         app_token: String::new(),
         ui_address: args.ui_address,
         live_executor_ids: Vec::new(),
+        min_executors: args.min_executors,
     };
     let format = if args.json {
         Format::Json

@@ -531,6 +531,7 @@ fn registration(config: &DriverConfig, secret: &Secret, ca: &str, port: u16) -> 
             .allocation()
             .map(|config| Allocation::new(config).target())
             .or(resources.executor_limit),
+        min_executors: resources.min_executors,
         ..RegisterApp::default()
     }
 }

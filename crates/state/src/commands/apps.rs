@@ -68,6 +68,52 @@ impl Apply for SubmitApp {
     }
 }
 
+/// An application that needs a minimum of executors to make progress, a gang: while it
+/// holds none, passes grant it all of them at once or nothing (from log format 4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubmitGang {
+    /// The application.
+    pub app: SubmitApp,
+    /// The executors of its own size it needs at once.
+    pub min_executors: u32,
+}
+
+impl Apply for SubmitGang {
+    /// Refused, as [`SubmitApp`] is, and for a minimum of none, without `executor_cores`
+    /// (an app without it has one executor a worker, taking all its cores), or more than
+    /// its `cores_max` holds.
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        let desc = &self.app.desc;
+        positive("min_executors", self.min_executors)?;
+        let invalid = |message: String| ApplyError::Invalid {
+            field: "min_executors".to_owned(),
+            message,
+        };
+        let Some(cores) = desc.executor_cores else {
+            return Err(invalid(
+                "a gang needs executor_cores: without it an application has one executor a \
+                 worker, which takes all the cores it is given"
+                    .to_owned(),
+            ));
+        };
+        let gang_cores = u64::from(self.min_executors) * u64::from(cores);
+        if let Some(cores_max) = desc.cores_max.filter(|&max| u64::from(max) < gang_cores) {
+            return Err(invalid(format!(
+                "{} executors of {cores} cores need {gang_cores} cores, more than cores_max \
+                 {cores_max}",
+                self.min_executors
+            )));
+        }
+        let response = self.app.apply(state, at)?;
+        let Outcome::AppSubmitted { id } = &response.outcome else {
+            unreachable!("a submitted app answers with its id");
+        };
+        state.gangs.insert(id.clone(), self.min_executors);
+        state.show_app_to_passes(id);
+        Ok(response)
+    }
+}
+
 /// A user kills an application.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct KillApp {

@@ -16,7 +16,7 @@ mod workers;
 pub use crate::version::RaiseLogFormat;
 pub use apps::{
     AppFinished, ExecutorStateChanged, KillApp, KillExecutors, MAX_PROFILES, SetExecutorLimit,
-    SetProfileLimit, SubmitApp,
+    SetProfileLimit, SubmitApp, SubmitGang,
 };
 pub use drivers::{DriverStateChanged, KillDriver, SubmitDriver};
 pub use plan::{
@@ -127,6 +127,8 @@ pub enum Op {
     ApplyPlanWithProfiles(ApplyPlanWithProfiles),
     /// The queue configuration, access lists, capacities and admission settings change.
     ConfigureQueuesWithAdmission(ConfigureQueuesWithAdmission),
+    /// An application that needs a minimum of executors at once is submitted.
+    SubmitGang(SubmitGang),
 }
 
 /// How an op changes the state.
@@ -227,6 +229,7 @@ impl ClusterState {
             Op::ReplaceQueues(op) => op.apply(self, at),
             Op::ConfigureQueues(op) => op.apply(self, at),
             Op::ConfigureQueuesWithAdmission(op) => op.apply(self, at),
+            Op::SubmitGang(op) => op.apply(self, at),
             Op::PreemptForGuarantees(op) => {
                 op.apply_for(self, at, muster_core::preempt::Preempting::BelowGuarantee)
             }

@@ -9,7 +9,7 @@ use muster_core::access::user_name;
 use muster_core::ids::{QueueName, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use super::{AppFinished, Apply, KillExecutors, Op, SetExecutorLimit, SetProfileLimit};
+use super::{AppFinished, Apply, KillExecutors, Op, SetExecutorLimit, SetProfileLimit, SubmitGang};
 use crate::ClusterState;
 use crate::model::{Owner, User};
 use crate::response::{ApplyError, Outcome, Response};
@@ -105,10 +105,14 @@ impl Apply for By {
         within_limit(state, &self.user, &self.op)?;
         match &*self.op {
             Op::Batch(_) | Op::By(_) => Err(ApplyError::Batch),
-            Op::SubmitApp(submit) => {
-                let mut submit = submit.clone();
-                submit.desc.user.clone_from(&self.user);
-                let response = submit.apply(state, at)?;
+            Op::SubmitApp(_) | Op::SubmitGang(_) => {
+                let mut op = (*self.op).clone();
+                if let Op::SubmitApp(submit) | Op::SubmitGang(SubmitGang { app: submit, .. }) =
+                    &mut op
+                {
+                    submit.desc.user.clone_from(&self.user);
+                }
+                let response = state.apply_op(&op, at)?;
                 if let Outcome::AppSubmitted { id } = &response.outcome {
                     state.app_users.insert(id.clone(), self.user.clone());
                 }
@@ -134,7 +138,9 @@ impl Apply for By {
 /// ([`ClusterState::active_of`]).
 fn within_limit(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyError> {
     let queue = match op {
-        Op::SubmitApp(submit) => &submit.desc.queue,
+        Op::SubmitApp(submit) | Op::SubmitGang(SubmitGang { app: submit, .. }) => {
+            &submit.desc.queue
+        }
         Op::SubmitDriver(submit) => &submit.desc.queue,
         _ => return Ok(()),
     };
@@ -176,7 +182,10 @@ fn authorize(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyError
         }
     };
     match op {
-        Op::SubmitApp(submit_app) => submit(&submit_app.desc.queue),
+        Op::SubmitApp(submit_app)
+        | Op::SubmitGang(SubmitGang {
+            app: submit_app, ..
+        }) => submit(&submit_app.desc.queue),
         Op::SubmitDriver(submit_driver) => submit(&submit_driver.desc.queue),
         Op::KillApp(kill_app) => match state.apps.get(&kill_app.id) {
             Some(app) => steer(

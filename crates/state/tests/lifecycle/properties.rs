@@ -26,7 +26,7 @@ use muster_state::commands::{
     AddUser, AppFinished, By, DecommissionWorker, DrainWorker, DriverStateChanged,
     ExecutorStateChanged, GrantReservations, KillApp, KillDriver, KillExecutors, Preempt,
     QueueSettings, RaiseLogFormat, RegisterWorker, Restore, RevokeUser, SetExecutorLimit,
-    SetQueues, SubmitApp, SubmitDriver, WorkerLost, plan_op, set_queues_op,
+    SetQueues, SubmitApp, SubmitDriver, SubmitGang, WorkerLost, plan_op, set_queues_op,
 };
 use muster_state::model::{AppState, DriverState, ExecutorState};
 use muster_state::version::LogFormat;
@@ -59,6 +59,8 @@ enum Action {
         executor_cores: Option<u32>,
         memory_mb: u64,
         limit: Option<u32>,
+        /// Its gang's minimum, if it is one.
+        gang: Option<u32>,
     },
     SubmitDriver {
         queue: u8,
@@ -155,8 +157,8 @@ fn action() -> impl Strategy<Value = Action> {
         4 => (0..6u8, small(16), small(16).prop_map(u64::from), 0..3u32, any::<bool>()).prop_map(|(worker, cores, memory_units, gpus, named)| Action::Register { worker, cores, memory_units, gpus, named }),
         1 => any::<u8>().prop_map(|worker| Action::Lose { worker }),
         1 => any::<u8>().prop_map(|worker| Action::Decommission { worker }),
-        4 => (0..3u8, prop::option::of(small(10)), prop::option::of(small(4)), small(4).prop_map(|m| u64::from(m) * 256), prop::option::of(0..5u32))
-            .prop_map(|(queue, cores_max, executor_cores, memory_mb, limit)| Action::SubmitApp { queue, cores_max, executor_cores, memory_mb, limit }),
+        4 => (0..3u8, prop::option::of(small(10)), prop::option::of(small(4)), small(4).prop_map(|m| u64::from(m) * 256), prop::option::of(0..5u32), prop::option::weighted(0.2, 0..4u32))
+            .prop_map(|(queue, cores_max, executor_cores, memory_mb, limit, gang)| Action::SubmitApp { queue, cores_max, executor_cores, memory_mb, limit, gang }),
         2 => (0..3u8, small(3), any::<bool>()).prop_map(|(queue, cores, supervise)| Action::SubmitDriver { queue, cores, supervise }),
         1 => any::<u8>().prop_map(|app| Action::KillApp { app }),
         4 => (0..4000u64).prop_map(|grace_ms| Action::Preempt { grace_ms }),
@@ -207,7 +209,7 @@ fn queues() -> impl Strategy<Value = Action> {
 fn users_action() -> impl Strategy<Value = Action> {
     prop_oneof![
         4 => (0..3u8, prop::option::of(small(10)), prop::option::of(small(4)), small(4).prop_map(|m| u64::from(m) * 256))
-            .prop_map(|(queue, cores_max, executor_cores, memory_mb)| Action::SubmitApp { queue, cores_max, executor_cores, memory_mb, limit: None }),
+            .prop_map(|(queue, cores_max, executor_cores, memory_mb)| Action::SubmitApp { queue, cores_max, executor_cores, memory_mb, limit: None, gang: None }),
         2 => (0..3u8, small(3), any::<bool>()).prop_map(|(queue, cores, supervise)| Action::SubmitDriver { queue, cores, supervise }),
         2 => any::<u8>().prop_map(|app| Action::KillApp { app }),
         2 => any::<u8>().prop_map(|driver| Action::KillDriver { driver }),
@@ -307,13 +309,18 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
             executor_cores,
             memory_mb,
             limit,
+            gang,
         } => {
             let mut desc = app_desc(cores_max, executor_cores, memory_mb);
             desc.queue = QUEUES[usize::from(queue)].into();
-            Op::SubmitApp(SubmitApp {
+            let app = SubmitApp {
                 desc,
                 executor_limit: limit,
-            })
+            };
+            match gang {
+                Some(min_executors) => Op::SubmitGang(SubmitGang { app, min_executors }),
+                None => Op::SubmitApp(app),
+            }
         }
         Action::SubmitDriver {
             queue,
@@ -560,6 +567,7 @@ fn donor_snapshot() -> &'static Vec<u8> {
                 executor_cores: Some(2),
                 memory_mb: 512,
                 limit: None,
+                gang: None,
             },
             Action::SubmitDriver {
                 queue: 1,
@@ -602,7 +610,11 @@ fn check_access(before: &ClusterState, after: &ClusterState, by: &By, accepted: 
     };
     let work = matches!(
         *by.op,
-        Op::SubmitApp(_) | Op::SubmitDriver(_) | Op::KillApp(_) | Op::KillDriver(_)
+        Op::SubmitApp(_)
+            | Op::SubmitGang(_)
+            | Op::SubmitDriver(_)
+            | Op::KillApp(_)
+            | Op::KillDriver(_)
     );
     assert!(
         !accepted || user.admin || work,

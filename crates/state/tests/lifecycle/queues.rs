@@ -1,7 +1,8 @@
 //! Queue configuration: the tree with capacities is one command validated as a whole, work
 //! goes only to leaves, the ops of earlier builds still read and apply, a queue's driver
-//! share is written only once every master reads it and bounds its drivers, and preemption
-//! for guarantees takes no queue below its own.
+//! share is written only once every master reads it and bounds its drivers, a gang is
+//! granted all of its minimum or nothing, and preemption for guarantees takes no queue below
+//! its own.
 
 use std::collections::BTreeSet;
 
@@ -10,7 +11,8 @@ use muster_core::ids::WorkId;
 use muster_core::model::PassConfig;
 use muster_core::preempt::{Preempting, choose};
 use muster_state::commands::{
-    AddUser, Preempt, QueueSettings, RaiseLogFormat, SetQueues, set_queues_op,
+    AddUser, Preempt, QueueSettings, RaiseLogFormat, SetQueues, SubmitApp, SubmitGang,
+    set_queues_op,
 };
 use muster_state::model::DriverState;
 use muster_state::version::LogFormat;
@@ -433,4 +435,70 @@ fn the_pass_sees_which_workers_run_prior_work() {
     let expected = runs_prior(&c);
     assert_eq!(expected.iter().filter(|(_, prior)| *prior).count(), 1);
     assert_eq!(hosts_prior(&c), expected);
+}
+
+#[test]
+fn a_gang_is_of_log_format_4_and_granted_all_of_its_minimum_or_nothing() {
+    let mut c = Cluster::new();
+    c.worker("w1", 4, 4096);
+    c.worker("w2", 4, 4096);
+    let gang = |min_executors, executor_cores| {
+        Op::SubmitGang(SubmitGang {
+            app: SubmitApp {
+                desc: in_queue("default", Some(5), executor_cores),
+                executor_limit: None,
+            },
+            min_executors,
+        })
+    };
+    assert_eq!(gang(5, Some(1)).introduced_in(), LogFormat::FOURTH);
+    // Bad minimums are refused and change nothing.
+    let before = c.state.clone();
+    for (op, error) in [
+        (gang(0, Some(1)), "min_executors: must be at least 1"),
+        (
+            gang(2, None),
+            "min_executors: a gang needs executor_cores: without it an application has one \
+             executor a worker, which takes all the cores it is given",
+        ),
+        (
+            gang(3, Some(2)),
+            "min_executors: 3 executors of 2 cores need 6 cores, more than cores_max 5",
+        ),
+    ] {
+        assert_eq!(c.apply(op).unwrap_err().to_string(), error);
+    }
+    assert_eq!(c.state, before);
+
+    // Two gangs of 5 one-core executors on 8 cores: the first gets its 5, the second none.
+    let first = match c.ok(gang(5, Some(1))).outcome {
+        muster_state::Outcome::AppSubmitted { id } => id,
+        other => panic!("{other:?}"),
+    };
+    let second = match c.ok(gang(5, Some(1))).outcome {
+        muster_state::Outcome::AppSubmitted { id } => id,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(c.state.gang(&first), Some(5));
+    c.schedule();
+    assert_eq!(c.state.apps()[&first].executors.len(), 5);
+    assert!(c.state.apps()[&second].executors.is_empty());
+    let bytes = c.state.encode_snapshot();
+    assert_eq!(
+        bytes[0],
+        muster_state::SNAPSHOT_FORMAT,
+        "a gang takes format 12"
+    );
+    assert_eq!(
+        muster_state::ClusterState::decode_snapshot(&bytes).unwrap(),
+        c.state
+    );
+
+    // Once the first ends, the second gets all of its 5; an ended gang is forgotten.
+    c.ok(Op::KillApp(muster_state::commands::KillApp {
+        id: first.clone(),
+    }));
+    assert_eq!(c.state.gang(&first), None);
+    c.schedule();
+    assert_eq!(c.state.apps()[&second].executors.len(), 5);
 }
