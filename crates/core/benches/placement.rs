@@ -12,6 +12,10 @@
 //!   two leaves), so the pass serves guarantees first and then maxima; against `mixed` in
 //!   the same run it is the cost of the capacity rounds.
 //!
+//! Then the cost of waiting gangs: `mixed` with 1,000 gangs after its apps that never fit
+//! (each counts the executors every ALIVE worker holds before it waits), against `mixed`
+//! alone, at 1,000 and 10,000 workers.
+//!
 //! Run with `cargo bench -p muster-core --bench placement`. With `MUSTER_BENCH_DATA=DIR` the
 //! summary is also written to `DIR/placement.json`, which `muster bench plot` draws.
 
@@ -203,6 +207,67 @@ type Workload = fn(usize) -> Snapshot;
 
 const WORKLOADS: [(&str, Workload); 3] = [("mixed", mixed), ("wide", wide), ("tree", tree)];
 
+/// `mixed` with 1,000 gangs after its apps, none of which fits: each asks for more executors
+/// at once than the cluster holds, so a pass counts what every ALIVE worker offers it.
+fn gangs(worker_count: usize) -> Snapshot {
+    let mut snapshot = mixed(worker_count);
+    let first = snapshot.apps.len();
+    snapshot
+        .apps
+        .make_mut()
+        .extend((first..first + 1_000).map(|i| {
+            let mut gang = app(i, ["default", "batch"][i % 2]);
+            gang.executor_cores = Some(4);
+            gang.executor_memory_mb = 16_384;
+            gang.min_executors = Some(1_000_000);
+            gang
+        }));
+    snapshot
+}
+
+/// Seconds one pass of `muster_core::schedule` over `snapshot` takes.
+fn pass_seconds(snapshot: &Snapshot) -> f64 {
+    let start = Instant::now();
+    black_box(muster_core::schedule(black_box(snapshot)).expect("valid snapshot"));
+    start.elapsed().as_secs_f64()
+}
+
+/// Prints the cost of 1,000 waiting gangs: a pass with them over a pass without, the two
+/// interleaved so both see the same noise.
+fn gang_summary() {
+    println!("\nwaiting gangs (median of interleaved runs; ratio = with gangs / without)");
+    println!(
+        "{:>8} {:>14} {:>14} {:>8}",
+        "workers", "mixed", "with gangs", "ratio"
+    );
+    for size in [1_000, 10_000] {
+        let (without, with) = (mixed(size), gangs(size));
+        let waiting = muster_core::schedule(&with)
+            .expect("valid snapshot")
+            .waiting
+            .iter()
+            .filter(|w| w.reason.code() == "gang")
+            .count();
+        assert_eq!(waiting, 1_000, "every gang waits");
+        let (mut plain, mut ganged) = (Vec::new(), Vec::new());
+        for _ in 0..15 {
+            plain.push(pass_seconds(&without));
+            ganged.push(pass_seconds(&with));
+        }
+        let middle = |mut t: Vec<f64>| {
+            t.sort_by(f64::total_cmp);
+            t[t.len() / 2]
+        };
+        let (plain, ganged) = (middle(plain), middle(ganged));
+        println!(
+            "{size:>8} {:>11.3} ms {:>11.3} ms {:>7.2}x",
+            plain * 1e3,
+            ganged * 1e3,
+            ganged / plain
+        );
+    }
+}
+
 fn bench_placement(c: &mut Criterion) {
     for (workload, build) in WORKLOADS {
         let mut group = c.benchmark_group(format!("placement/{workload}"));
@@ -282,4 +347,5 @@ fn main() {
     bench_placement(&mut criterion);
     criterion.final_summary();
     summary();
+    gang_summary();
 }

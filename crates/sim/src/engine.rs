@@ -25,7 +25,7 @@ use muster_master::leader::{
     Action, AppRequest, Close, Event, Leader, LinkId, ProcessKey, ProposalId, Registration, ToApp,
     ToWorker, Update,
 };
-use muster_state::commands::{DrainWorker, RaiseLogFormat, SubmitApp, SubmitDriver};
+use muster_state::commands::{DrainWorker, RaiseLogFormat, SubmitApp, SubmitDriver, SubmitGang};
 use muster_state::model::{AppDescription, DriverDescription, DriverState, ExecutorState};
 use muster_state::version::LogFormat;
 use muster_state::{ClusterState, Command, Op, Response};
@@ -527,10 +527,17 @@ impl<'a> Simulation<'a> {
                     args: Vec::new(),
                     env: BTreeMap::new(),
                 };
-                let op = Op::SubmitApp(SubmitApp {
+                let submit = SubmitApp {
                     desc,
                     executor_limit: app.executor_limit,
-                });
+                };
+                let op = match app.min_executors {
+                    Some(min_executors) => Op::SubmitGang(SubmitGang {
+                        app: submit,
+                        min_executors,
+                    }),
+                    None => Op::SubmitApp(submit),
+                };
                 let Ok(response) = self.write(op) else {
                     self.refused(i);
                     return;

@@ -86,6 +86,7 @@ pub fn paper(paper: &Paper) -> Workload {
             executor_cores: Some(1),
             executor_memory_mb: 256,
             executor_limit: None,
+            min_executors: None,
             tasks,
             task_s,
         })
@@ -199,6 +200,7 @@ pub fn mix(mix: &Mix) -> Workload {
             executor_cores: Some(executor_cores),
             executor_memory_mb: 4096 * u64::from(executor_cores),
             executor_limit: None,
+            min_executors: None,
             tasks: cores_max * waves,
             task_s: (task_s * 10.0).round() / 10.0,
         }));

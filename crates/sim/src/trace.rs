@@ -81,6 +81,9 @@ pub struct AppEntry {
     /// The most executors at once; unset: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor_limit: Option<u32>,
+    /// The executors it needs at once, a gang (with `executor_cores`); unset: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_executors: Option<u32>,
     /// How many tasks it runs.
     pub tasks: u32,
     /// How long each task takes on one core, in seconds.
@@ -248,7 +251,7 @@ fn json_lines(text: &str, path: &str) -> Result<Vec<Entry>, TraceError> {
 }
 
 /// The columns a CSV trace may have: every key of every kind of entry.
-const CSV_COLUMNS: [(&str, CsvCell); 19] = [
+const CSV_COLUMNS: [(&str, CsvCell); 20] = [
     ("kind", CsvCell::Text),
     ("at_s", CsvCell::Number),
     ("name", CsvCell::Text),
@@ -258,6 +261,7 @@ const CSV_COLUMNS: [(&str, CsvCell); 19] = [
     ("executor_cores", CsvCell::Number),
     ("executor_memory_mb", CsvCell::Number),
     ("executor_limit", CsvCell::Number),
+    ("min_executors", CsvCell::Number),
     ("tasks", CsvCell::Number),
     ("task_s", CsvCell::Number),
     ("cores", CsvCell::Number),
