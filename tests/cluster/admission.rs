@@ -1,5 +1,7 @@
 //! Admission: a burst of cluster-mode drivers on a cluster with no configuration never
-//! wedges it, since each queue's drivers hold at most its driver share.
+//! wedges it, since each queue's drivers hold at most its driver share; gangs are granted
+//! all of their minimum or nothing, and a driver whose application is a gang starts only
+//! with room for it.
 
 use std::time::Duration;
 
@@ -20,31 +22,38 @@ fn drivers_in<'s>(status: &'s Value, ids: &[String], state: &str) -> Vec<&'s Val
         .collect()
 }
 
-#[test]
-fn a_burst_of_cluster_mode_drivers_all_finish_on_a_cluster_with_no_configuration() {
+/// Two 4-core workers, ALIVE.
+fn cluster() -> (Masters, [crate::support::Process; 2]) {
     let masters = Masters::start();
-    let _w1 = start_worker(&masters, "w1", 4);
-    let _w2 = start_worker(&masters, "w2", 4);
+    let workers = [
+        start_worker(&masters, "w1", 4),
+        start_worker(&masters, "w2", 4),
+    ];
     wait_for(&masters, "two workers", |s| {
         crate::support::alive_workers(s) == 2
     });
-    // Each job asks for two one-core executors and runs 8 tasks of 3 s: the nightly burst
-    // of a workflow scheduler.
+    (masters, workers)
+}
+
+/// Submits ten cluster-mode drivers at once, each running the job file `resources` and
+/// `run` make, with one core and 64 MB: the nightly burst of a workflow scheduler. Their
+/// ids.
+fn burst(masters: &Masters, resources: &str, tasks: u32, task_ms: u64) -> Vec<String> {
     let file = masters.dir.path().join("burst.toml");
     std::fs::write(
         &file,
-        r#"name = "burst"
+        format!(
+            r#"name = "burst"
 [resources]
-cores_max = 2
-executor_cores = 1
-executor_memory_mb = 64
+{resources}
 [[jobs]]
 name = "tasks"
   [[jobs.stages]]
   name = "s"
-  tasks = 8
-  run = { builtin = "sleep", ms = 3000 }
-"#,
+  tasks = {tasks}
+  run = {{ builtin = "sleep", ms = {task_ms} }}
+"#
+        ),
     )
     .unwrap();
     let submit = [
@@ -64,6 +73,32 @@ name = "tasks"
         submitting.into_iter().map(|s| s.join().unwrap()).collect()
     });
     assert_eq!(ids.len(), 10);
+    ids
+}
+
+/// Waits until every driver of `ids` has ended, and checks each FINISHED with exit 0.
+fn all_finish(masters: &Masters, ids: &[String]) {
+    let list = masters.list_from(1);
+    let status = wait_within(&list, "every driver FINISHED", BURST_DEADLINE, |s| {
+        ids.iter()
+            .all(|id| driver_state(s, id) != "SUBMITTED" && driver_state(s, id) != "RUNNING")
+    });
+    for id in ids {
+        let driver = crate::support::driver(&status, id).unwrap();
+        assert_eq!(
+            (driver["state"].as_str(), driver["exit_code"].as_i64()),
+            (Some("FINISHED"), Some(0)),
+            "{driver}"
+        );
+    }
+}
+
+#[test]
+fn a_burst_of_cluster_mode_drivers_all_finish_on_a_cluster_with_no_configuration() {
+    let (masters, _workers) = cluster();
+    // Each job asks for two one-core executors and runs 8 tasks of 3 s.
+    let resources = "cores_max = 2\nexecutor_cores = 1\nexecutor_memory_mb = 64";
+    let ids = burst(&masters, resources, 8, 3000);
 
     // Drivers take at most half the cores (the default driver share); those held back say
     // so, and the applications of those running get executors.
@@ -84,19 +119,7 @@ name = "tasks"
         "{held_back:?}"
     );
 
-    // Every driver finishes.
-    let status = wait_within(&list, "every driver FINISHED", BURST_DEADLINE, |s| {
-        ids.iter()
-            .all(|id| driver_state(s, id) != "SUBMITTED" && driver_state(s, id) != "RUNNING")
-    });
-    for id in &ids {
-        let driver = crate::support::driver(&status, id).unwrap();
-        assert_eq!(
-            (driver["state"].as_str(), driver["exit_code"].as_i64()),
-            (Some("FINISHED"), Some(0)),
-            "{driver}"
-        );
-    }
+    all_finish(&masters, &ids);
 }
 
 #[test]
@@ -186,4 +209,33 @@ name = "tasks"
         .filter(|a| a["state"] == "FINISHED")
         .count();
     assert_eq!(finished, 2);
+}
+
+#[test]
+fn a_burst_of_drivers_whose_applications_are_gangs_all_finish() {
+    let (masters, _workers) = cluster();
+    // Each application needs 5 of the 8 cores at once: four drivers started together would
+    // leave no room for any gang, so a driver starts only beside room for its gang.
+    let resources = "cores_max = 5\nexecutor_cores = 1\nexecutor_memory_mb = 64\nmin_executors = 5";
+    let ids = burst(&masters, resources, 5, 1000);
+    let status = wait_for(
+        &masters,
+        "a gang driver waiting beside a running one",
+        |s| {
+            !drivers_in(s, &ids, "RUNNING").is_empty()
+                && !drivers_in(s, &ids, "SUBMITTED").is_empty()
+        },
+    );
+    let waiting = drivers_in(&status, &ids, "SUBMITTED");
+    assert!(
+        waiting
+            .iter()
+            .all(|d| d["waiting"].as_str().is_some_and(|w| {
+                w.starts_with(
+                    "its application's gang of 5 executors and the driver start when all fit",
+                )
+            })),
+        "{waiting:?}"
+    );
+    all_finish(&masters, &ids);
 }

@@ -133,6 +133,7 @@ fn mixed(worker_count: usize) -> Snapshot {
             id: format!("driver-{i:05}").as_str().into(),
             need: Resources::new(1 + rng.below(2) as u32, 1024 * (1 + rng.below(4))),
             queue: ["prod", "default"][rng.below(2) as usize].into(),
+            gang: None,
         })
         .collect();
     let mut snapshot = Snapshot {

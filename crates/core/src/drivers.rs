@@ -1,7 +1,8 @@
 //! Driver placement, the first half of Spark's `Master.schedule()`
 //! (`deploy/master/Master.scala`), with the queue rules on top: prior drivers go first, a
 //! normal driver on a worker that runs prior work must stay within its queue's threshold,
-//! and each queue's drivers hold at most its driver share.
+//! each queue's drivers hold at most its driver share, and a driver whose application is a
+//! gang starts only when it and all of the gang's minimum fit at once.
 //!
 //! The driver share is YARN's `maximum-am-resource-percent`: in cluster mode every
 //! driver waits for executors of its own, so drivers that filled a queue's room would wait
@@ -72,9 +73,29 @@ pub(crate) fn place_drivers(
                     }),
             },
         };
+        let placed = placed.and_then(|w| {
+            let hosted_prior = ledger.hosts_prior(w);
+            ledger.take(w, need, admission == Admission::Prior);
+            match &driver.gang {
+                Some(gang) if ledger.gang_fit(gang, admission) < u64::from(gang.min_executors) => {
+                    let fit = ledger.gang_fit(gang, admission);
+                    ledger.give_back(w, need, hosted_prior);
+                    Err(WaitReason::DriverGang {
+                        minimum: u64::from(gang.min_executors),
+                        fit,
+                    })
+                }
+                Some(gang) => {
+                    // Kept for the rest of the pass; later passes keep it while the gang is
+                    // pending.
+                    ledger.keep_for_gang(gang, admission);
+                    Ok(w)
+                }
+                None => Ok(w),
+            }
+        });
         match placed {
             Ok(w) => {
-                ledger.take(w, need, admission == Admission::Prior);
                 running += 1;
                 shares.take(driver);
                 plan.drivers.push(DriverLaunch {

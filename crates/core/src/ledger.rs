@@ -5,7 +5,7 @@
 //! [`Ledger::take`] is only called for what the placement found room for: a driver or an
 //! executor [`Ledger::fits`] admitted, or as many executors as the worker's offer holds.
 
-use crate::model::{Worker, WorkerState};
+use crate::model::{GangRequest, Worker, WorkerState};
 use crate::queues::Admission;
 use crate::resources::Resources;
 
@@ -199,6 +199,71 @@ impl<'a> Ledger<'a> {
         }
         self.hosts_prior[w] |= prior;
     }
+}
+
+impl Ledger<'_> {
+    /// Undoes a [`Ledger::take`] of `need` on worker `w`, which hosted prior work before it
+    /// as `hosted_prior` says.
+    pub(crate) fn give_back(&mut self, w: usize, need: &Resources, hosted_prior: bool) {
+        self.free[w] = self.free[w]
+            .checked_add(need)
+            .expect("giving back what was taken");
+        self.hosts_prior[w] = hosted_prior;
+    }
+
+    /// How many of `gang`'s executors fit now, counted up to its minimum, as offered to
+    /// `admission`.
+    pub(crate) fn gang_fit(&self, gang: &GangRequest, admission: Admission) -> u64 {
+        let executor = gang.executor();
+        let minimum = u64::from(gang.min_executors);
+        let mut fit = 0;
+        for &w in &self.alive_by_id {
+            if fit >= minimum {
+                break;
+            }
+            fit += self.executors_fitting(w, &executor, admission);
+        }
+        fit.min(minimum)
+    }
+
+    /// Takes the room of as many of `gang`'s executors as fit, up to its minimum, worker by
+    /// worker in id order, as offered to `admission`; what it took, to give back with
+    /// [`Ledger::give_back_kept`] if the room is kept only for a while. Kept room is not
+    /// prior work running: it marks no worker as hosting any.
+    pub(crate) fn keep_for_gang(&mut self, gang: &GangRequest, admission: Admission) -> Vec<Kept> {
+        let executor = gang.executor();
+        let mut left = u64::from(gang.min_executors);
+        let mut kept = Vec::new();
+        for i in 0..self.alive_by_id.len() {
+            let w = self.alive_by_id[i];
+            if left == 0 {
+                break;
+            }
+            let here = self.executors_fitting(w, &executor, admission).min(left);
+            if here > 0 {
+                let count = u32::try_from(here).expect("at most a gang's u32 minimum");
+                let need = executor.clone().times(count);
+                self.take(w, &need, false);
+                kept.push(Kept { w, need });
+                left -= here;
+            }
+        }
+        kept
+    }
+
+    /// Gives back the room [`Ledger::keep_for_gang`] took.
+    pub(crate) fn give_back_kept(&mut self, kept: Vec<Kept>) {
+        for kept in kept {
+            let hosts_prior = self.hosts_prior[kept.w];
+            self.give_back(kept.w, &kept.need, hosts_prior);
+        }
+    }
+}
+
+/// Room a gang's executors took on one worker.
+pub(crate) struct Kept {
+    w: usize,
+    need: Resources,
 }
 
 /// `floor(fraction * capacity)`, the share of a capacity a threshold or max capacity allows.

@@ -40,6 +40,9 @@ pub struct Snapshot {
     /// Drivers waiting to be placed, in submission order.
     #[serde(default)]
     pub drivers: Vec<DriverRequest>,
+    /// The gangs of running drivers whose applications have not started, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_gangs: Vec<PendingGang>,
     /// Active applications, in submission order.
     #[serde(default)]
     pub apps: Shared<AppRequest>,
@@ -393,6 +396,63 @@ pub struct DriverRequest {
     pub need: Resources,
     /// The queue the driver was submitted to.
     pub queue: QueueName,
+    /// The gang of the application it will start, if that is one: the driver starts only
+    /// when it and the gang fit at once.
+    pub gang: Option<GangRequest>,
+}
+
+/// The executors an application needs at once: a gang's minimum and their size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GangRequest {
+    /// How many.
+    pub min_executors: u32,
+    /// Each one's cores.
+    pub executor_cores: u32,
+    /// Each one's memory in MB.
+    #[serde(default = "default_memory_mb")]
+    pub executor_memory_mb: u64,
+    /// Each one's custom resources.
+    #[serde(default, deserialize_with = "nonzero_amounts")]
+    pub executor_resources: ResourceAmounts,
+}
+
+impl GangRequest {
+    /// What one of its executors needs.
+    pub fn executor(&self) -> Resources {
+        Resources::new(self.executor_cores, self.executor_memory_mb)
+            .with_custom(self.executor_resources.clone())
+    }
+
+    /// Checks it: at least one executor of at least one core and one MB.
+    ///
+    /// # Errors
+    ///
+    /// The first offending field, under `field`.
+    pub fn validate(&self, field: impl fmt::Display) -> Result<(), InputError> {
+        positive(format_args!("{field}.min_executors"), self.min_executors)?;
+        positive(format_args!("{field}.executor_cores"), self.executor_cores)?;
+        positive(
+            format_args!("{field}.executor_memory_mb"),
+            self.executor_memory_mb,
+        )?;
+        resource_amounts(
+            format_args!("{field}.executor_resources"),
+            &self.executor_resources,
+        )
+    }
+}
+
+/// A running driver whose application, a gang, has not started yet: room for the gang is
+/// kept at the start of every pass, so that nothing else takes what it will need.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PendingGang {
+    /// The driver's queue.
+    #[serde(default)]
+    pub queue: QueueName,
+    /// Its application's gang.
+    pub gang: GangRequest,
 }
 
 /// A [`DriverRequest`] as a snapshot file writes it: `cores`, `memory_mb` and `resources`
@@ -409,6 +469,8 @@ struct DriverRequestFields {
     resources: ResourceAmounts,
     #[serde(default)]
     queue: QueueName,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gang: Option<GangRequest>,
 }
 
 impl From<DriverRequestFields> for DriverRequest {
@@ -417,6 +479,7 @@ impl From<DriverRequestFields> for DriverRequest {
             id: fields.id,
             need: Resources::new(fields.cores, fields.memory_mb).with_custom(fields.resources),
             queue: fields.queue,
+            gang: fields.gang,
         }
     }
 }
@@ -429,6 +492,7 @@ impl From<DriverRequest> for DriverRequestFields {
             memory_mb: driver.need.memory_mb,
             resources: driver.need.custom,
             queue: driver.queue,
+            gang: driver.gang,
         }
     }
 }
@@ -781,6 +845,15 @@ impl Snapshot {
         for (i, driver) in self.drivers.iter().enumerate() {
             driver.need.validate(format_args!("drivers[{i}]."))?;
             known_queue(format_args!("drivers[{i}].queue"), &driver.queue)?;
+            if let Some(gang) = &driver.gang {
+                gang.validate(format_args!("drivers[{i}].gang"))?;
+            }
+        }
+        for (i, pending) in self.pending_gangs.iter().enumerate() {
+            known_queue(format_args!("pending_gangs[{i}].queue"), &pending.queue)?;
+            pending
+                .gang
+                .validate(format_args!("pending_gangs[{i}].gang"))?;
         }
         for queue in self.drivers_hold.keys() {
             known_queue(format_args!("drivers_hold.{queue}"), queue)?;

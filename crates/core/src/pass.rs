@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use crate::drivers::place_drivers;
 use crate::executors::{ExecutorPlacer, ExecutorRequest};
 use crate::ids::{QueueName, WorkId, WorkerId};
-use crate::ledger::{Ledger, share};
-use crate::model::{AppRequest, Snapshot};
+use crate::ledger::{Kept, Ledger, share};
+use crate::model::{AppRequest, GangRequest, Snapshot};
 use crate::plan::{ExecutorGrant, Kind, Plan, WaitReason, Waiting};
 use crate::queues::{Admission, Bound, Queues};
 use crate::resources::ResourceAmounts;
@@ -20,9 +20,18 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
     let queues = Queues::new(&snapshot.queues);
     let mut ledger = Ledger::new(&snapshot.workers);
     let mut plan = Plan::default();
-    place_drivers(snapshot, &queues, &mut ledger, &mut plan);
-    let mut placer = P::new(&ledger, &queues, snapshot.config.worker_selection);
+    // Room for the gangs of drivers that run but whose applications have not started comes
+    // first: the drivers were started only because it was there.
+    for pending in &snapshot.pending_gangs {
+        ledger.keep_for_gang(&pending.gang, queues.admission(&pending.queue));
+    }
     let mut apps = AppPass::new(snapshot, &queues, &ledger);
+    // Gangs that wait and fit now keep their room while drivers are placed, so that a
+    // driver placed first takes none of what they will be granted after.
+    let kept = apps.keep_for_fitting_gangs(&mut ledger);
+    place_drivers(snapshot, &queues, &mut ledger, &mut plan);
+    ledger.give_back_kept(kept);
+    let mut placer = P::new(&ledger, &queues, snapshot.config.worker_selection);
     // Each app with its slot: its place in the snapshot, which keys what the pass tallies.
     // One whose cores left are fewer than any of its executors takes is passed over: it
     // would take nothing and wait for nothing in every round, and serving it would change
@@ -360,6 +369,30 @@ impl<'s> AppPass<'s> {
         let by_cores = self.cores_left(slot, app) / u64::from(cpe);
         let by_limit = app.executor_limit.map_or(u64::MAX, u64::from);
         Some(minimum.min(by_cores).min(by_limit))
+    }
+
+    /// Keeps, in `ledger`, the room of every waiting gang all of whose minimum fits now,
+    /// oldest first; what it kept.
+    fn keep_for_fitting_gangs(&self, ledger: &mut Ledger<'_>) -> Vec<Kept> {
+        let mut kept = Vec::new();
+        for (slot, app) in self.snapshot.apps.iter().enumerate() {
+            let Some(minimum) = self.gang_minimum((slot, app)).filter(|&m| m > 0) else {
+                continue;
+            };
+            let gang = GangRequest {
+                min_executors: u32::try_from(minimum).expect("at most the app's u32 minimum"),
+                executor_cores: app
+                    .executor_cores
+                    .expect("validation: a gang has executor_cores"),
+                executor_memory_mb: app.executor_memory_mb,
+                executor_resources: app.executor_resources.clone(),
+            };
+            let admission = self.queues.admission(&app.queue);
+            if ledger.gang_fit(&gang, admission) >= minimum {
+                kept.extend(ledger.keep_for_gang(&gang, admission));
+            }
+        }
+        kept
     }
 
     /// How many executors of `app`'s own size fit now, counted up to `minimum`: on the ALIVE

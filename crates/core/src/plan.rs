@@ -141,6 +141,14 @@ pub enum WaitReason {
         /// How many of them fit now.
         fit: u64,
     },
+    /// The driver's application is a gang, and the driver and all of the gang's minimum do
+    /// not fit at once.
+    DriverGang {
+        /// The executors the gang needs at once.
+        minimum: u64,
+        /// How many of them fit beside the driver now.
+        fit: u64,
+    },
     /// The app holds as many executors as its limit allows.
     ExecutorLimit {
         /// The app's executor limit.
@@ -185,7 +193,10 @@ impl WaitReason {
     pub fn is_for_room(&self) -> bool {
         matches!(
             self,
-            Self::NoRoom { .. } | Self::HeldByThreshold { .. } | Self::Gang { .. }
+            Self::NoRoom { .. }
+                | Self::HeldByThreshold { .. }
+                | Self::Gang { .. }
+                | Self::DriverGang { .. }
         )
     }
 
@@ -197,6 +208,7 @@ impl WaitReason {
             Self::NoAliveWorker => "no_alive_worker",
             Self::LargerThanAnyWorker { .. } => "larger_than_any_worker",
             Self::Gang { .. } => "gang",
+            Self::DriverGang { .. } => "driver_gang",
             Self::ExecutorLimit { .. } => "executor_limit",
             Self::QueueAtCapacity { .. } => "queue_at_capacity",
             Self::HeldByThreshold { .. } => "held_by_threshold",
@@ -232,6 +244,11 @@ impl fmt::Display for WaitReason {
             Self::Gang { minimum, fit } => write!(
                 f,
                 "a gang of {minimum} executors starts when all fit at once: {fit} fit now"
+            ),
+            Self::DriverGang { minimum, fit } => write!(
+                f,
+                "its application's gang of {minimum} executors and the driver start when \
+                 all fit at once: {fit} fit beside it now"
             ),
             Self::ExecutorLimit { limit, held } => {
                 write!(

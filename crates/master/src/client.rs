@@ -11,7 +11,7 @@ use muster_core::ids::{WorkId, WorkerId, millis};
 use muster_core::limits::MAX_REQUEST_BYTES;
 use muster_core::queues::check_paths;
 use muster_proto::auth::{AUTHORIZATION, NamedUser, Tokens};
-use muster_proto::convert::address_lists;
+use muster_proto::convert::{address_lists, submit_driver_op};
 use muster_proto::transport::Dialer;
 use muster_proto::v1::change_members_request::Change;
 use muster_proto::v1::cluster_client::ClusterClient;
@@ -363,7 +363,7 @@ impl Cluster for ClusterService {
             request,
             async |this, user, mut body| {
                 let request_id = std::mem::take(&mut body.request_id);
-                let op = Op::SubmitDriver(body.into());
+                let op = submit_driver_op(body);
                 let response = this.write(client_command(&request_id, user, op)).await?;
                 match response.outcome {
                     Outcome::DriverSubmitted { id } => {

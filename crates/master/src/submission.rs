@@ -273,6 +273,7 @@ impl Submissions {
             ),
             env: environment(&request.environment_variables),
             supervise,
+            gang: None,
         })
     }
 

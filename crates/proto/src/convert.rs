@@ -8,10 +8,12 @@
 
 use muster_core::access::QueueSpec;
 use muster_core::ids::QueueName;
-use muster_core::model::WorkerState;
+use muster_core::model::{GangRequest, WorkerState};
 use muster_core::resources::{ResourceAddresses, Resources};
 use muster_state::Op;
-use muster_state::commands::{RegisterWorker, SubmitApp, SubmitDriver, SubmitGang};
+use muster_state::commands::{
+    RegisterWorker, SubmitApp, SubmitDriver, SubmitGang, SubmitGangDriver,
+};
 use muster_state::model::{
     AppDescription, AppState, DriverDescription, DriverState, Executor, ExecutorState, Reservation,
     Worker,
@@ -104,10 +106,34 @@ impl From<v1::RegisterApp> for SubmitApp {
 /// minimum of executors (its request id and re-attach id are the caller's to read first).
 pub fn register_op(register: v1::RegisterApp) -> Op {
     let min_executors = register.min_executors;
+    let driver = (!register.driver_id.is_empty()).then(|| register.driver_id.as_str().into());
     let app = SubmitApp::from(register);
     match min_executors {
-        Some(min_executors) => Op::SubmitGang(SubmitGang { app, min_executors }),
+        Some(min_executors) => Op::SubmitGang(SubmitGang {
+            app,
+            min_executors,
+            driver,
+        }),
         None => Op::SubmitApp(app),
+    }
+}
+
+/// The op that submits the driver a submission describes: with its application's gang when
+/// it names one (its request id is the caller's to read first).
+pub fn submit_driver_op(mut request: v1::SubmitDriverRequest) -> Op {
+    let gang = request.gang.take();
+    let driver = SubmitDriver::from(request);
+    match gang {
+        Some(gang) => Op::SubmitGangDriver(SubmitGangDriver {
+            driver,
+            gang: GangRequest {
+                min_executors: gang.min_executors,
+                executor_cores: gang.executor_cores,
+                executor_memory_mb: gang.executor_memory_mb,
+                executor_resources: gang.executor_resources.into_iter().collect(),
+            },
+        }),
+        None => Op::SubmitDriver(driver),
     }
 }
 

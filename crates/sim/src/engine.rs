@@ -535,6 +535,7 @@ impl<'a> Simulation<'a> {
                     Some(min_executors) => Op::SubmitGang(SubmitGang {
                         app: submit,
                         min_executors,
+                        driver: None,
                     }),
                     None => Op::SubmitApp(submit),
                 };

@@ -182,6 +182,13 @@ impl ClusterState {
         if let Some(id) = self.gangs.keys().find(|id| !self.apps.contains_key(*id)) {
             return violated(format!("a gang's minimum kept of {id}, not an active app"));
         }
+        if let Some(id) = self
+            .driver_gangs
+            .keys()
+            .find(|id| !self.drivers.contains_key(*id))
+        {
+            return violated(format!("a gang kept of driver {id}, not an active driver"));
+        }
         self.check_ids_unique()
     }
 

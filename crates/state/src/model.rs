@@ -8,7 +8,7 @@ use std::fmt;
 use muster_core::ids::{
     AppId, DriverId, ExecutorId, QueueName, SmolStr, Timestamp, WorkId, WorkerId,
 };
-use muster_core::model::{HeldExecutor, HeldExecutors, WorkerState};
+use muster_core::model::{GangRequest, HeldExecutor, HeldExecutors, WorkerState};
 use muster_core::resources::{ResourceAmounts, Resources};
 use serde::{Deserialize, Serialize};
 
@@ -444,4 +444,14 @@ pub struct Owner {
     pub user: String,
     /// The generation of their credential then.
     pub generation: u64,
+}
+
+/// The gang of a driver's application: the driver starts only when it and the gang fit at
+/// once, and until the application registers, the gang's room is kept.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DriverGang {
+    /// The executors the application needs at once.
+    pub gang: GangRequest,
+    /// Whether its application has registered (as a gang naming this driver).
+    pub started: bool,
 }

@@ -13,10 +13,12 @@
 use std::collections::BTreeMap;
 
 use muster_core::ids::{AppId, QueueName, WorkerId};
-use muster_core::model::{self as core, DriversHold, HeldExecutors, PassConfig, WorkerState};
+use muster_core::model::{
+    self as core, DriversHold, GangRequest, HeldExecutors, PassConfig, WorkerState,
+};
 
 use crate::ClusterState;
-use crate::model::{App, DriverState, Worker};
+use crate::model::{App, Driver, DriverState, Worker};
 
 impl ClusterState {
     /// Whether a scheduling pass has anything to do: a driver is submitted, or an app has
@@ -70,6 +72,24 @@ impl ClusterState {
                 id: d.id.clone(),
                 need: d.desc.resources.clone(),
                 queue: d.desc.queue.clone(),
+                gang: self.driver_gangs.get(&d.id).map(|g| g.gang.clone()),
+            })
+            .collect();
+        let mut pending: Vec<(&Driver, &GangRequest)> = self
+            .driver_gangs
+            .iter()
+            .filter(|(_, g)| !g.started)
+            .filter_map(|(id, g)| {
+                let driver = &self.drivers[id];
+                (driver.state == DriverState::Running).then_some((driver, &g.gang))
+            })
+            .collect();
+        pending.sort_by_key(|(d, _)| d.submission);
+        let pending_gangs = pending
+            .into_iter()
+            .map(|(d, gang)| core::PendingGang {
+                queue: d.desc.queue.clone(),
+                gang: gang.clone(),
             })
             .collect();
 
@@ -89,6 +109,7 @@ impl ClusterState {
             running_drivers,
             drivers_hold,
             drivers,
+            pending_gangs,
             apps: self.pass_apps.clone(),
             preemption: None,
         }

@@ -11,7 +11,7 @@ use crate::version::LogFormat;
 /// log format, format 9 the stopped processes that keep their custom resources, format 10
 /// the relaunched drivers' successors and the ended executors, format 11 the applications'
 /// resource profiles, and format 12 the queues' admission settings and the applications'
-/// gangs. A state without a format's fields is still written in the older format, which
+/// and drivers' gangs. A state without a format's fields is still written in the older format, which
 /// replicas of the previous builds read, and an older format reads as a state without them:
 /// until the cluster's log format is raised, its snapshots are of format 7 at the most,
 /// which release 0.1.0 reads; until it is raised to 3, of format 8 at the most, which 0.2.0
@@ -37,7 +37,7 @@ pub(crate) fn log_format_of(bytes: &[u8]) -> LogFormat {
 const OLDEST_FORMAT: u8 = 2;
 
 /// How many fields each format adds at the end of the state, from format 3 on.
-const FIELDS_ADDED: [usize; 10] = [1, 1, 4, 1, 3, 1, 1, 2, 1, 2];
+const FIELDS_ADDED: [usize; 10] = [1, 1, 4, 1, 3, 1, 1, 2, 1, 3];
 
 /// Why a snapshot could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -92,7 +92,7 @@ impl ClusterState {
             self.stopping.is_empty(),
             self.relaunched.is_empty() && self.ended_executors.is_empty(),
             self.profiles.is_empty(),
-            self.admission.is_empty() && self.gangs.is_empty(),
+            self.admission.is_empty() && self.gangs.is_empty() && self.driver_gangs.is_empty(),
         ];
         for (empty, fields) in added_empty.into_iter().zip(FIELDS_ADDED).rev() {
             if !empty {

@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 use crate::addresses::{AddressBook, Holder, Stopped, Stopping};
 use crate::commands::{QueueAdmission, QueueSettings};
 use crate::model::{
-    App, AppProfiles, AppState, Drain, Driver, DriverDescription, DriverState, Executor,
-    ExecutorState, Owner, Profile, Reservation, User, Worker,
+    App, AppProfiles, AppState, Drain, Driver, DriverDescription, DriverGang, DriverState,
+    Executor, ExecutorState, Owner, Profile, Reservation, User, Worker,
 };
 use crate::response::{ApplyError, Effects, Rejection, Response};
 use crate::version::LogFormat;
@@ -64,7 +64,8 @@ impl Default for StateConfig {
 ///   process that has not ended included (it is on an ALIVE worker, and no longer live);
 /// * a driver that names its relaunched successor is retained, ended RELAUNCHING, and the
 ///   successor is known;
-/// * a gang's minimum is kept only of an active app;
+/// * a gang's minimum is kept only of an active app, and a driver's gang only of an active
+///   driver;
 /// * ended executors are kept only of known applications, ended, at most
 ///   [`ENDED_EXECUTORS_KEPT`] of each;
 /// * ids are never reused.
@@ -143,6 +144,10 @@ pub struct ClusterState {
     /// The minimum of each active application that is a gang: the executors of its own
     /// size it needs at once. Came with format 12 as well, written only from log format 4.
     pub(crate) gangs: BTreeMap<AppId, u32>,
+    /// The gang of each active driver whose application is one, and whether that
+    /// application has registered yet. Came with format 12 as well, written only from log
+    /// format 4.
+    pub(crate) driver_gangs: BTreeMap<DriverId, DriverGang>,
     /// The workers as scheduling passes see them, in id order, and the active apps, in
     /// submission order: each pass's snapshot shares them rather than copying every worker
     /// and app. Kept as they change (see `scheduling.rs`); not in snapshots, but built anew
@@ -235,6 +240,11 @@ impl ClusterState {
     /// Active drivers, by id.
     pub fn drivers(&self) -> &BTreeMap<DriverId, Driver> {
         &self.drivers
+    }
+
+    /// The gang of active driver `id`'s application, if it is one.
+    pub fn driver_gang(&self, id: &DriverId) -> Option<&DriverGang> {
+        self.driver_gangs.get(id)
     }
 
     /// The executors of its own size active application `id` needs at once, if it is a gang.
@@ -451,6 +461,13 @@ impl ClusterState {
         if let Some(user) = self.driver_users.get(old).cloned() {
             self.driver_users.insert(id.clone(), user);
         }
+        if let Some(gang) = self.driver_gangs.remove(old) {
+            let gang = DriverGang {
+                started: false,
+                ..gang
+            };
+            self.driver_gangs.insert(id.clone(), gang);
+        }
         if self.log_format() >= LogFormat::THIRD {
             self.relaunched.insert(old.clone(), id.clone());
         }
@@ -587,6 +604,10 @@ impl ClusterState {
         effects: &mut Effects,
     ) {
         let mut driver = self.drivers.remove(id).expect("ending an active driver");
+        // A relaunched driver's gang goes to its successor (`relaunch_driver`).
+        if state != DriverState::Relaunching {
+            self.driver_gangs.remove(id);
+        }
         let prior = self.is_prior(&driver.desc.queue);
         if let Some(worker_id) = &driver.worker {
             let worker = self

@@ -41,8 +41,8 @@ impl LogFormat {
     /// profiles ([`Op::SetProfileLimit`], [`Op::ApplyPlanWithProfiles`], snapshot format 11).
     pub const THIRD: Self = Self(3);
     /// Release 0.4.0's log: each queue's admission settings, its driver share
-    /// ([`Op::ConfigureQueuesWithAdmission`]), and applications' gangs ([`Op::SubmitGang`]);
-    /// snapshot format 12.
+    /// ([`Op::ConfigureQueuesWithAdmission`]), and applications' and drivers' gangs
+    /// ([`Op::SubmitGang`], [`Op::SubmitGangDriver`]); snapshot format 12.
     pub const FOURTH: Self = Self(4);
     /// The newest format this build reads and, once the cluster is raised to it, writes.
     pub const NEWEST: Self = Self::FOURTH;
@@ -100,7 +100,9 @@ impl Op {
             Op::By(by) => by.op.introduced_in(),
             Op::Restore(restore) => crate::snapshot::log_format_of(&restore.snapshot),
             Op::SetProfileLimit(_) | Op::ApplyPlanWithProfiles(_) => LogFormat::THIRD,
-            Op::ConfigureQueuesWithAdmission(_) | Op::SubmitGang(_) => LogFormat::FOURTH,
+            Op::ConfigureQueuesWithAdmission(_) | Op::SubmitGang(_) | Op::SubmitGangDriver(_) => {
+                LogFormat::FOURTH
+            }
             Op::RegisterWorker(_)
             | Op::WorkerLost(_)
             | Op::DecommissionWorker(_)

@@ -103,6 +103,7 @@ pub fn run(args: AppRunArgs) -> Result<String, CliError> {
         ui_address: args.ui_address,
         live_executor_ids: Vec::new(),
         min_executors: args.min_executors,
+        driver_id: std::env::var("MUSTER_DRIVER_ID").unwrap_or_default(),
     };
     let format = if args.json {
         Format::Json

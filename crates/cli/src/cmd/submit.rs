@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use muster_core::resources::Resources;
 use muster_driver::spec::JobFile;
-use muster_proto::v1::{DriverState, StatusRequest, SubmitDriverRequest};
+use muster_proto::v1::{DriverState, Gang, StatusRequest, SubmitDriverRequest};
 
 use super::job::JOB_SPEC_VARIABLE;
 use super::{
@@ -63,7 +63,7 @@ pub struct SubmitArgs {
 /// The masters refused it, or none answered.
 pub fn run(args: SubmitArgs) -> Result<String, CliError> {
     let masters = args.masters.parse()?;
-    let (command, program_args, env, name) = match &args.job {
+    let (command, program_args, env, name, gang) = match &args.job {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| CliError::BadInput(format!("cannot read {}: {e}", path.display())))?;
@@ -75,9 +75,18 @@ pub fn run(args: SubmitArgs) -> Result<String, CliError> {
             if let Ok(host) = std::env::var("MUSTER_DRIVER_HOST") {
                 env.insert("MUSTER_DRIVER_HOST".to_owned(), host);
             }
+            let resources = &file.resources;
+            let gang = resources.min_executors.map(|min_executors| Gang {
+                min_executors,
+                executor_cores: resources
+                    .executor_cores
+                    .expect("a job file's gang has executor cores"),
+                executor_memory_mb: resources.executor_memory_mb,
+                executor_resources: resources.executor_resources.clone().into_iter().collect(),
+            });
             let name = args.work.name.clone().unwrap_or(file.name);
             let job_args = vec!["job".to_owned(), "run".to_owned()];
-            (program.display().to_string(), job_args, env, name)
+            (program.display().to_string(), job_args, env, name, gang)
         }
         None => {
             let (program, program_args) = program(&args.command)?;
@@ -86,6 +95,7 @@ pub fn run(args: SubmitArgs) -> Result<String, CliError> {
                 program_args.to_vec(),
                 BTreeMap::new(),
                 args.work.name_or_program(program),
+                None,
             )
         }
     };
@@ -102,6 +112,7 @@ pub fn run(args: SubmitArgs) -> Result<String, CliError> {
         args: program_args,
         env: env.into_iter().collect(),
         supervise: args.supervise,
+        gang,
     };
     let runtime = runtime()?;
     let reply =

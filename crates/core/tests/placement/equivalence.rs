@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 
 use muster_core::ids::QueueName;
 use muster_core::model::{
-    AppRequest, DriverRequest, DriversHold, HeldExecutor, HeldExecutors, PassConfig,
-    ProfileRequest, QueueConfig, Snapshot, Worker, WorkerSelection, WorkerState,
+    AppRequest, DriverRequest, DriversHold, GangRequest, HeldExecutor, HeldExecutors, PassConfig,
+    PendingGang, ProfileRequest, QueueConfig, Snapshot, Worker, WorkerSelection, WorkerState,
 };
 use muster_core::resources::Resources;
 use muster_core::{Plan, schedule, spark_reference};
@@ -257,15 +257,29 @@ fn driver() -> impl Strategy<Value = DriverRequest> {
         1..4u32,
         prop::sample::select(vec![256u64, 1024, 2048]),
         prop::option::weighted(0.2, 1..3u32),
+        prop::option::weighted(0.3, gang()),
     )
-        .prop_map(|(queue, cores, memory_mb, gpus)| DriverRequest {
+        .prop_map(|(queue, cores, memory_mb, gpus, gang)| DriverRequest {
             id: "".into(),
             need: Resources::new(cores, memory_mb).with_custom(
                 gpus.map(|g| [("gpu".to_string(), g)].into())
                     .unwrap_or_default(),
             ),
             queue: queue.into(),
+            gang,
         })
+}
+
+/// The gang of a driver's application, or of a running driver's that has not started.
+fn gang() -> impl Strategy<Value = GangRequest> {
+    (1..6u32, 1..3u32, prop::sample::select(vec![64u64, 512])).prop_map(
+        |(min_executors, executor_cores, executor_memory_mb)| GangRequest {
+            min_executors,
+            executor_cores,
+            executor_memory_mb,
+            executor_resources: BTreeMap::new(),
+        },
+    )
 }
 
 fn snapshot() -> impl Strategy<Value = Snapshot> {
@@ -285,6 +299,7 @@ fn snapshot_of(workers: std::ops::Range<usize>) -> impl Strategy<Value = Snapsho
             prop::option::weighted(0.3, (1..4u64, 1..8u64)),
             QUEUES.len(),
         ),
+        prop::collection::vec((prop::sample::select(QUEUES.to_vec()), gang()), 0..2),
         Just(()).prop_perturb(|_, mut rng| rng.random::<u64>()),
     )
         .prop_map(
@@ -296,6 +311,7 @@ fn snapshot_of(workers: std::ops::Range<usize>) -> impl Strategy<Value = Snapsho
                 mut drivers,
                 running_drivers,
                 hold,
+                pending_gangs,
                 id_salt,
             )| {
                 let n = workers.len();
@@ -336,6 +352,13 @@ fn snapshot_of(workers: std::ops::Range<usize>) -> impl Strategy<Value = Snapsho
                     running_drivers,
                     drivers_hold,
                     drivers,
+                    pending_gangs: pending_gangs
+                        .into_iter()
+                        .map(|(queue, gang)| PendingGang {
+                            queue: queue.into(),
+                            gang,
+                        })
+                        .collect(),
                     apps: apps.into(),
                     preemption: None,
                 }
@@ -838,9 +861,11 @@ fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
                             custom: BTreeMap::new(),
                         },
                         queue: "prod".into(),
+                        gang: None,
                     })
                     .into_iter()
                     .collect(),
+                pending_gangs: Vec::new(),
                 apps: apps.into(),
                 preemption: None,
             }

@@ -13,7 +13,10 @@
 //! * `worker ID cores=N mem=MB [used_cores=N] [used_mem=MB] [state=DEAD|DECOMMISSIONED]
 //!   [prior=B] [NAME=AMOUNT]...` (custom resources), replacing a worker of the same id;
 //!   `workers N cores=N mem=MB` adds `wK`, `wK+1`, ... after the K workers there are;
-//! * `driver ID [cores=1] [mem=1024] [queue=Q] [NAME=AMOUNT]...`;
+//! * `driver ID [cores=1] [mem=1024] [queue=Q] [gang=N] [gang_cores=1] [gang_mem=1024]
+//!   [NAME=AMOUNT]...`, `gang` the minimum of its application's gang, of executors of
+//!   `gang_cores` and `gang_mem`; `pending_gang [queue=Q] min=N cores=N mem=MB`, the gang of
+//!   a running driver whose application has not started;
 //! * `app ID [queue=Q] [cores_max=N] [executor_cores=N] [mem=1024] [limit=N] [min=N]
 //!   [NAME=AMOUNT]...`, replacing an app of the same id (`min`: its gang's minimum); `profile APP ID
 //!   [executor_cores=N] [mem=1024] limit=N [NAME=AMOUNT]...` adds a resource profile to it;
@@ -32,8 +35,8 @@
 
 use muster_core::ids::QueueName;
 use muster_core::model::{
-    AppRequest, DriverRequest, DriversHold, HeldExecutor, ProfileRequest, QueueConfig, Snapshot,
-    Worker, WorkerSelection, WorkerState,
+    AppRequest, DriverRequest, DriversHold, GangRequest, HeldExecutor, PendingGang, ProfileRequest,
+    QueueConfig, Snapshot, Worker, WorkerSelection, WorkerState,
 };
 use muster_core::preempt::PreemptionSettings;
 use muster_core::resources::{ResourceAmounts, Resources};
@@ -113,8 +116,24 @@ enum Command {
         mem: Option<u64>,
         #[arg(key)]
         queue: Option<String>,
+        #[arg(key)]
+        gang: Option<u32>,
+        #[arg(key)]
+        gang_cores: Option<u32>,
+        #[arg(key)]
+        gang_mem: Option<u64>,
         #[arg(key, many, optional)]
         custom: ResourceAmounts,
+    },
+    PendingGang {
+        #[arg(key)]
+        queue: Option<String>,
+        #[arg(key)]
+        min: u32,
+        #[arg(key)]
+        cores: u32,
+        #[arg(key)]
+        mem: u64,
     },
     App {
         id: String,
@@ -284,6 +303,9 @@ impl goldenscript::Runner for Runner {
                 cores,
                 mem,
                 queue,
+                gang,
+                gang_cores,
+                gang_mem,
                 custom,
             } => snapshot.drivers.push(DriverRequest {
                 id: id.as_str().into(),
@@ -292,6 +314,28 @@ impl goldenscript::Runner for Runner {
                 queue: queue
                     .as_deref()
                     .map_or_else(QueueName::default, QueueName::from),
+                gang: gang.map(|min_executors| GangRequest {
+                    min_executors,
+                    executor_cores: gang_cores.unwrap_or(1),
+                    executor_memory_mb: gang_mem.unwrap_or(1024),
+                    executor_resources: ResourceAmounts::new(),
+                }),
+            }),
+            Command::PendingGang {
+                queue,
+                min,
+                cores,
+                mem,
+            } => snapshot.pending_gangs.push(PendingGang {
+                queue: queue
+                    .as_deref()
+                    .map_or_else(QueueName::default, QueueName::from),
+                gang: GangRequest {
+                    min_executors: *min,
+                    executor_cores: *cores,
+                    executor_memory_mb: *mem,
+                    executor_resources: ResourceAmounts::new(),
+                },
             }),
             Command::App {
                 id,
@@ -379,6 +423,7 @@ impl goldenscript::Runner for Runner {
             Command::Clear => {
                 snapshot.apps.make_mut().clear();
                 snapshot.drivers.clear();
+                snapshot.pending_gangs.clear();
             }
             Command::Reset => *self = Self::default(),
             Command::Schedule { spread_out } => {

@@ -37,6 +37,7 @@ pub fn driver(id: &str, cores: u32, memory_mb: u64) -> DriverRequest {
         id: id.into(),
         need: Resources::new(cores, memory_mb),
         queue: QueueName::default(),
+        gang: None,
     }
 }
 

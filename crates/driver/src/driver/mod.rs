@@ -532,6 +532,8 @@ fn registration(config: &DriverConfig, secret: &Secret, ca: &str, port: u16) -> 
             .map(|config| Allocation::new(config).target())
             .or(resources.executor_limit),
         min_executors: resources.min_executors,
+        // A worker names the driver it starts; its gang's room is kept until this registers.
+        driver_id: std::env::var("MUSTER_DRIVER_ID").unwrap_or_default(),
         ..RegisterApp::default()
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use muster_core::ids::{AppId, ExecutorId, Timestamp};
+use muster_core::ids::{AppId, DriverId, ExecutorId, Timestamp};
 use muster_core::limits;
 use muster_core::model::{positive, resource_amounts};
 use muster_core::resources::ResourceAmounts;
@@ -76,6 +76,9 @@ pub struct SubmitGang {
     pub app: SubmitApp,
     /// The executors of its own size it needs at once.
     pub min_executors: u32,
+    /// The cluster-mode driver that registers it, when one does: that driver's gang has
+    /// started, and its room is no longer kept for it.
+    pub driver: Option<DriverId>,
 }
 
 impl Apply for SubmitGang {
@@ -110,6 +113,13 @@ impl Apply for SubmitGang {
         };
         state.gangs.insert(id.clone(), self.min_executors);
         state.show_app_to_passes(id);
+        if let Some(gang) = self
+            .driver
+            .as_ref()
+            .and_then(|driver| state.driver_gangs.get_mut(driver))
+        {
+            gang.started = true;
+        }
         Ok(response)
     }
 }

@@ -3,12 +3,13 @@
 
 use muster_core::ids::{DriverId, Timestamp};
 use muster_core::limits;
+use muster_core::model::GangRequest;
 use serde::{Deserialize, Serialize};
 
 use super::{Apply, program};
 use crate::ClusterState;
 use crate::addresses::Stopped;
-use crate::model::{DriverDescription, DriverState};
+use crate::model::{DriverDescription, DriverGang, DriverState};
 use crate::response::{ApplyError, Effects, Outcome, Response};
 
 /// A driver is submitted (Spark's cluster deploy mode).
@@ -30,6 +31,34 @@ impl Apply for SubmitDriver {
             outcome: Outcome::DriverSubmitted { id },
             effects: Effects::default(),
         })
+    }
+}
+
+/// A driver whose application is a gang is submitted: it starts only when it and the gang
+/// fit at once (from log format 4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubmitGangDriver {
+    /// The driver.
+    pub driver: SubmitDriver,
+    /// Its application's gang.
+    pub gang: GangRequest,
+}
+
+impl Apply for SubmitGangDriver {
+    /// Refused as [`SubmitDriver`] is, and for a gang of no executor, or of executors of no
+    /// core or memory.
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        self.gang.validate("gang")?;
+        let response = self.driver.apply(state, at)?;
+        let Outcome::DriverSubmitted { id } = &response.outcome else {
+            unreachable!("a submitted driver answers with its id");
+        };
+        let gang = DriverGang {
+            gang: self.gang.clone(),
+            started: false,
+        };
+        state.driver_gangs.insert(id.clone(), gang);
+        Ok(response)
     }
 }
 

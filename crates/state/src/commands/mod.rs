@@ -18,7 +18,7 @@ pub use apps::{
     AppFinished, ExecutorStateChanged, KillApp, KillExecutors, MAX_PROFILES, SetExecutorLimit,
     SetProfileLimit, SubmitApp, SubmitGang,
 };
-pub use drivers::{DriverStateChanged, KillDriver, SubmitDriver};
+pub use drivers::{DriverStateChanged, KillDriver, SubmitDriver, SubmitGangDriver};
 pub use plan::{
     ApplyPlan, ApplyPlanPerExecutor, ApplyPlanWithProfiles, Grant, GrantOfOne, ProfileGrant,
     plan_op,
@@ -129,6 +129,8 @@ pub enum Op {
     ConfigureQueuesWithAdmission(ConfigureQueuesWithAdmission),
     /// An application that needs a minimum of executors at once is submitted.
     SubmitGang(SubmitGang),
+    /// A driver whose application is a gang is submitted.
+    SubmitGangDriver(SubmitGangDriver),
 }
 
 /// How an op changes the state.
@@ -230,6 +232,7 @@ impl ClusterState {
             Op::ConfigureQueues(op) => op.apply(self, at),
             Op::ConfigureQueuesWithAdmission(op) => op.apply(self, at),
             Op::SubmitGang(op) => op.apply(self, at),
+            Op::SubmitGangDriver(op) => op.apply(self, at),
             Op::PreemptForGuarantees(op) => {
                 op.apply_for(self, at, muster_core::preempt::Preempting::BelowGuarantee)
             }

@@ -9,7 +9,10 @@ use muster_core::access::user_name;
 use muster_core::ids::{QueueName, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use super::{AppFinished, Apply, KillExecutors, Op, SetExecutorLimit, SetProfileLimit, SubmitGang};
+use super::{
+    AppFinished, Apply, KillExecutors, Op, SetExecutorLimit, SetProfileLimit, SubmitGang,
+    SubmitGangDriver,
+};
 use crate::ClusterState;
 use crate::model::{Owner, User};
 use crate::response::{ApplyError, Outcome, Response};
@@ -118,8 +121,8 @@ impl Apply for By {
                 }
                 Ok(response)
             }
-            Op::SubmitDriver(submit) => {
-                let response = submit.apply(state, at)?;
+            Op::SubmitDriver(_) | Op::SubmitGangDriver(_) => {
+                let response = state.apply_op(&self.op, at)?;
                 if let Outcome::DriverSubmitted { id } = &response.outcome {
                     let owner = Owner {
                         user: self.user.clone(),
@@ -141,7 +144,8 @@ fn within_limit(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyEr
         Op::SubmitApp(submit) | Op::SubmitGang(SubmitGang { app: submit, .. }) => {
             &submit.desc.queue
         }
-        Op::SubmitDriver(submit) => &submit.desc.queue,
+        Op::SubmitDriver(submit)
+        | Op::SubmitGangDriver(SubmitGangDriver { driver: submit, .. }) => &submit.desc.queue,
         _ => return Ok(()),
     };
     let Some(max) = state.access(queue).max_per_user else {
@@ -186,7 +190,11 @@ fn authorize(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyError
         | Op::SubmitGang(SubmitGang {
             app: submit_app, ..
         }) => submit(&submit_app.desc.queue),
-        Op::SubmitDriver(submit_driver) => submit(&submit_driver.desc.queue),
+        Op::SubmitDriver(submit_driver)
+        | Op::SubmitGangDriver(SubmitGangDriver {
+            driver: submit_driver,
+            ..
+        }) => submit(&submit_driver.desc.queue),
         Op::KillApp(kill_app) => match state.apps.get(&kill_app.id) {
             Some(app) => steer(
                 &format!("kill `{}`", app.id),

@@ -19,14 +19,15 @@ use std::sync::OnceLock;
 use muster_core::access::QueueSpec;
 use muster_core::ids::{ExecutorId, QueueName, WorkId};
 use muster_core::ids::{Term, Timestamp};
-use muster_core::model::{PassConfig, WorkerSelection};
+use muster_core::model::{GangRequest, PassConfig, WorkerSelection};
 use muster_core::preempt::Preempting;
 use muster_core::resources::{ResourceAddresses, Resources};
 use muster_state::commands::{
     AddUser, AppFinished, By, DecommissionWorker, DrainWorker, DriverStateChanged,
     ExecutorStateChanged, GrantReservations, KillApp, KillDriver, KillExecutors, Preempt,
     QueueSettings, RaiseLogFormat, RegisterWorker, Restore, RevokeUser, SetExecutorLimit,
-    SetQueues, SubmitApp, SubmitDriver, SubmitGang, WorkerLost, plan_op, set_queues_op,
+    SetQueues, SubmitApp, SubmitDriver, SubmitGang, SubmitGangDriver, WorkerLost, plan_op,
+    set_queues_op,
 };
 use muster_state::model::{AppState, DriverState, ExecutorState};
 use muster_state::version::LogFormat;
@@ -66,6 +67,8 @@ enum Action {
         queue: u8,
         cores: u32,
         supervise: bool,
+        /// Its application's gang's minimum, of one-core executors, if it is one.
+        gang: Option<u32>,
     },
     KillApp {
         app: u8,
@@ -159,7 +162,7 @@ fn action() -> impl Strategy<Value = Action> {
         1 => any::<u8>().prop_map(|worker| Action::Decommission { worker }),
         4 => (0..3u8, prop::option::of(small(10)), prop::option::of(small(4)), small(4).prop_map(|m| u64::from(m) * 256), prop::option::of(0..5u32), prop::option::weighted(0.2, 0..4u32))
             .prop_map(|(queue, cores_max, executor_cores, memory_mb, limit, gang)| Action::SubmitApp { queue, cores_max, executor_cores, memory_mb, limit, gang }),
-        2 => (0..3u8, small(3), any::<bool>()).prop_map(|(queue, cores, supervise)| Action::SubmitDriver { queue, cores, supervise }),
+        2 => (0..3u8, small(3), any::<bool>(), prop::option::weighted(0.2, 0..4u32)).prop_map(|(queue, cores, supervise, gang)| Action::SubmitDriver { queue, cores, supervise, gang }),
         1 => any::<u8>().prop_map(|app| Action::KillApp { app }),
         4 => (0..4000u64).prop_map(|grace_ms| Action::Preempt { grace_ms }),
         2 => (0..4000u64).prop_map(|grace_ms| Action::PreemptForGuarantees { grace_ms }),
@@ -210,7 +213,7 @@ fn users_action() -> impl Strategy<Value = Action> {
     prop_oneof![
         4 => (0..3u8, prop::option::of(small(10)), prop::option::of(small(4)), small(4).prop_map(|m| u64::from(m) * 256))
             .prop_map(|(queue, cores_max, executor_cores, memory_mb)| Action::SubmitApp { queue, cores_max, executor_cores, memory_mb, limit: None, gang: None }),
-        2 => (0..3u8, small(3), any::<bool>()).prop_map(|(queue, cores, supervise)| Action::SubmitDriver { queue, cores, supervise }),
+        2 => (0..3u8, small(3), any::<bool>()).prop_map(|(queue, cores, supervise)| Action::SubmitDriver { queue, cores, supervise, gang: None }),
         2 => any::<u8>().prop_map(|app| Action::KillApp { app }),
         2 => any::<u8>().prop_map(|driver| Action::KillDriver { driver }),
         1 => queues(),
@@ -318,7 +321,12 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
                 executor_limit: limit,
             };
             match gang {
-                Some(min_executors) => Op::SubmitGang(SubmitGang { app, min_executors }),
+                // Registered by a driver, as a cluster-mode driver's application is.
+                Some(min_executors) => Op::SubmitGang(SubmitGang {
+                    app,
+                    min_executors,
+                    driver: pick(&drivers, queue),
+                }),
                 None => Op::SubmitApp(app),
             }
         }
@@ -326,10 +334,23 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
             queue,
             cores,
             supervise,
+            gang,
         } => {
             let mut desc = driver_desc(cores, 512, supervise);
             desc.queue = QUEUES[usize::from(queue)].into();
-            Op::SubmitDriver(SubmitDriver { desc })
+            let driver = SubmitDriver { desc };
+            match gang {
+                Some(min_executors) => Op::SubmitGangDriver(SubmitGangDriver {
+                    driver,
+                    gang: GangRequest {
+                        min_executors,
+                        executor_cores: 1,
+                        executor_memory_mb: 256,
+                        executor_resources: BTreeMap::new(),
+                    },
+                }),
+                None => Op::SubmitDriver(driver),
+            }
         }
         Action::KillApp { app } => Op::KillApp(KillApp {
             id: pick(&apps, app)?,
@@ -573,6 +594,7 @@ fn donor_snapshot() -> &'static Vec<u8> {
                 queue: 1,
                 cores: 1,
                 supervise: true,
+                gang: None,
             },
             Action::Schedule {
                 spread_out: true,
@@ -588,6 +610,7 @@ fn donor_snapshot() -> &'static Vec<u8> {
                 queue: 0,
                 cores: 16,
                 supervise: false,
+                gang: None,
             },
         ];
         run(&mut donor, &actions);

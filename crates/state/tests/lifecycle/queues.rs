@@ -8,11 +8,11 @@ use std::collections::BTreeSet;
 
 use muster_core::access::QueueSpec;
 use muster_core::ids::WorkId;
-use muster_core::model::PassConfig;
+use muster_core::model::{GangRequest, PassConfig};
 use muster_core::preempt::{Preempting, choose};
 use muster_state::commands::{
     AddUser, Preempt, QueueSettings, RaiseLogFormat, SetQueues, SubmitApp, SubmitGang,
-    set_queues_op,
+    SubmitGangDriver, set_queues_op,
 };
 use muster_state::model::DriverState;
 use muster_state::version::LogFormat;
@@ -449,6 +449,7 @@ fn a_gang_is_of_log_format_4_and_granted_all_of_its_minimum_or_nothing() {
                 executor_limit: None,
             },
             min_executors,
+            driver: None,
         })
     };
     assert_eq!(gang(5, Some(1)).introduced_in(), LogFormat::FOURTH);
@@ -501,4 +502,76 @@ fn a_gang_is_of_log_format_4_and_granted_all_of_its_minimum_or_nothing() {
     assert_eq!(c.state.gang(&first), None);
     c.schedule();
     assert_eq!(c.state.apps()[&second].executors.len(), 5);
+}
+
+#[test]
+fn a_gang_drivers_room_for_its_gang_is_kept_until_its_application_registers() {
+    let mut c = Cluster::new();
+    c.worker("w1", 4, 4096);
+    c.worker("w2", 4, 4096);
+    let gang = GangRequest {
+        min_executors: 5,
+        executor_cores: 1,
+        executor_memory_mb: 256,
+        executor_resources: Default::default(),
+    };
+    let submit = |c: &mut Cluster| {
+        let op = Op::SubmitGangDriver(SubmitGangDriver {
+            driver: muster_state::commands::SubmitDriver {
+                desc: driver_desc(1, 256, false),
+            },
+            gang: gang.clone(),
+        });
+        assert_eq!(op.introduced_in(), LogFormat::FOURTH);
+        match c.ok(op).outcome {
+            muster_state::Outcome::DriverSubmitted { id } => id,
+            other => panic!("{other:?}"),
+        }
+    };
+    let (first, second) = (submit(&mut c), submit(&mut c));
+    // The first starts with its gang's room kept; the second would not fit beside both.
+    c.schedule();
+    assert_eq!(c.state.drivers()[&first].state, DriverState::Running);
+    assert_eq!(c.state.drivers()[&second].state, DriverState::Submitted);
+    let snapshot = c.state.scheduling_snapshot(PassConfig::default());
+    assert_eq!(snapshot.pending_gangs.len(), 1);
+    assert_eq!(snapshot.pending_gangs[0].gang, gang);
+    assert_eq!(snapshot.drivers[0].gang.as_ref(), Some(&gang));
+    let plan = muster_core::schedule(&snapshot).unwrap();
+    assert!(plan.drivers.is_empty(), "{plan:?}");
+
+    // Its application registers naming it: the room is no longer kept, and the gang gets it.
+    let mut desc = in_queue("default", Some(5), Some(1));
+    desc.executor_memory_mb = 256;
+    let app = match c
+        .ok(Op::SubmitGang(SubmitGang {
+            app: SubmitApp {
+                desc,
+                executor_limit: None,
+            },
+            min_executors: 5,
+            driver: Some(first.clone()),
+        }))
+        .outcome
+    {
+        muster_state::Outcome::AppSubmitted { id } => id,
+        other => panic!("{other:?}"),
+    };
+    assert!(c.state.driver_gang(&first).unwrap().started);
+    let snapshot = c.state.scheduling_snapshot(PassConfig::default());
+    assert!(snapshot.pending_gangs.is_empty());
+    c.schedule();
+    assert_eq!(c.state.apps()[&app].executors.len(), 5);
+    assert_eq!(c.state.drivers()[&second].state, DriverState::Submitted);
+
+    // An ended driver's gang is forgotten.
+    c.ok(Op::KillDriver(muster_state::commands::KillDriver {
+        id: first.clone(),
+    }));
+    assert!(c.state.driver_gang(&first).is_none());
+    let bytes = c.state.encode_snapshot();
+    assert_eq!(
+        muster_state::ClusterState::decode_snapshot(&bytes).unwrap(),
+        c.state
+    );
 }
