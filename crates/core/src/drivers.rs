@@ -76,23 +76,20 @@ pub(crate) fn place_drivers(
         let placed = placed.and_then(|w| {
             let hosted_prior = ledger.hosts_prior(w);
             ledger.take(w, need, admission == Admission::Prior);
-            match &driver.gang {
-                Some(gang) if ledger.gang_fit(gang, admission) < u64::from(gang.min_executors) => {
-                    let fit = ledger.gang_fit(gang, admission);
-                    ledger.give_back(w, need, hosted_prior);
-                    Err(WaitReason::DriverGang {
-                        minimum: u64::from(gang.min_executors),
-                        fit,
-                    })
-                }
-                Some(gang) => {
-                    // Kept for the rest of the pass; later passes keep it while the gang is
-                    // pending.
-                    ledger.keep_for_gang(gang, admission);
-                    Ok(w)
-                }
-                None => Ok(w),
+            let Some(gang) = &driver.gang else {
+                return Ok(w);
+            };
+            let (fit, minimum) = (
+                ledger.gang_fit(gang, admission),
+                u64::from(gang.min_executors),
+            );
+            if fit < minimum {
+                ledger.give_back(w, need, hosted_prior);
+                return Err(WaitReason::DriverGang { minimum, fit });
             }
+            // Kept for the rest of the pass; later passes keep it while the gang is pending.
+            ledger.keep_for_gang(gang, admission);
+            Ok(w)
         });
         match placed {
             Ok(w) => {

@@ -319,9 +319,11 @@ impl<'s> AppPass<'s> {
         placer: &mut P,
         plan: &mut Plan,
     ) {
-        let gang = self.gang_minimum((slot, app));
-        if let Some(minimum) = gang {
-            let fit = self.gang_fit((slot, app), bound, ledger, minimum);
+        let minimum = self.gang((slot, app)).map(|gang| {
+            let minimum = u64::from(gang.min_executors);
+            (minimum, self.gang_fit((slot, app), &gang, bound, ledger))
+        });
+        if let Some((minimum, fit)) = minimum {
             if fit < minimum {
                 if last {
                     plan.waiting.push(Waiting {
@@ -337,7 +339,7 @@ impl<'s> AppPass<'s> {
             reasons.extend(self.place_shape((slot, app), shape, bound, last, ledger, placer));
         }
         debug_assert!(
-            gang.is_none_or(|minimum| {
+            minimum.is_none_or(|(minimum, _)| {
                 self.granted_executors.get(&(slot, 0)).copied().unwrap_or(0) >= minimum
             }),
             "a gang granted part of its minimum"
@@ -354,10 +356,10 @@ impl<'s> AppPass<'s> {
     }
 
     /// The executors of its own size `app` must be granted at once, if it is a gang that has
-    /// none yet: its `min_executors`, or as many as its `cores_max` and executor limit
-    /// allow when that is fewer.
-    fn gang_minimum(&self, (slot, app): Slotted<'s>) -> Option<u64> {
-        let minimum = u64::from(app.min_executors?);
+    /// none yet: its `min_executors`, or as many as its `cores_max` and executor limit allow
+    /// when that is fewer (none: no gang to wait for).
+    fn gang(&self, (slot, app): Slotted<'s>) -> Option<GangRequest> {
+        let minimum = app.min_executors?;
         let started = app.executors.iter().any(|e| e.profile == 0)
             || self.granted_executors.contains_key(&(slot, 0));
         if started {
@@ -367,8 +369,16 @@ impl<'s> AppPass<'s> {
             .executor_cores
             .expect("validation: a gang has executor_cores");
         let by_cores = self.cores_left(slot, app) / u64::from(cpe);
-        let by_limit = app.executor_limit.map_or(u64::MAX, u64::from);
-        Some(minimum.min(by_cores).min(by_limit))
+        let by_limit = app.executor_limit.unwrap_or(u32::MAX);
+        let minimum = minimum
+            .min(by_limit)
+            .min(u32::try_from(by_cores).unwrap_or(u32::MAX));
+        (minimum > 0).then(|| GangRequest {
+            min_executors: minimum,
+            executor_cores: cpe,
+            executor_memory_mb: app.executor_memory_mb,
+            executor_resources: app.executor_resources.clone(),
+        })
     }
 
     /// Keeps, in `ledger`, the room of every waiting gang all of whose minimum fits now,
@@ -376,54 +386,35 @@ impl<'s> AppPass<'s> {
     fn keep_for_fitting_gangs(&self, ledger: &mut Ledger<'_>) -> Vec<Kept> {
         let mut kept = Vec::new();
         for (slot, app) in self.snapshot.apps.iter().enumerate() {
-            let Some(minimum) = self.gang_minimum((slot, app)).filter(|&m| m > 0) else {
+            let Some(gang) = self.gang((slot, app)) else {
                 continue;
             };
-            let gang = GangRequest {
-                min_executors: u32::try_from(minimum).expect("at most the app's u32 minimum"),
-                executor_cores: app
-                    .executor_cores
-                    .expect("validation: a gang has executor_cores"),
-                executor_memory_mb: app.executor_memory_mb,
-                executor_resources: app.executor_resources.clone(),
-            };
             let admission = self.queues.admission(&app.queue);
-            if ledger.gang_fit(&gang, admission) >= minimum {
+            if ledger.gang_fit(&gang, admission) >= u64::from(gang.min_executors) {
                 kept.extend(ledger.keep_for_gang(&gang, admission));
             }
         }
         kept
     }
 
-    /// How many executors of `app`'s own size fit now, counted up to `minimum`: on the ALIVE
-    /// workers as they offer its queue, within the room `bound` leaves the queue. Exactly
-    /// what placement would grant, up to `minimum`: Spark's loop places executors while any
-    /// worker takes one and cores are left.
+    /// How many of `app`'s `gang` fit now: on the ALIVE workers as they offer its queue,
+    /// within the room `bound` leaves the queue. Exactly what placement would grant, up to
+    /// the gang's minimum: Spark's loop places executors while any worker takes one and
+    /// cores are left.
     fn gang_fit(
         &self,
         (slot, app): Slotted<'s>,
+        gang: &GangRequest,
         bound: Bound,
         ledger: &Ledger<'_>,
-        minimum: u64,
     ) -> u64 {
         let admission = self.queues.admission(&app.queue);
-        let cpe = app
-            .executor_cores
-            .expect("validation: a gang has executor_cores");
-        let need =
-            Resources::new(cpe, app.executor_memory_mb).with_custom(app.executor_resources.clone());
         let cores = self
             .cores_left(slot, app)
             .min(self.room(&app.queue, bound).0);
-        let most = minimum.min(cores / u64::from(cpe));
-        let mut fit = 0;
-        for &w in ledger.alive_by_id() {
-            if fit >= most {
-                break;
-            }
-            fit += ledger.executors_fitting(w, &need, admission);
-        }
-        fit.min(most)
+        ledger
+            .gang_fit(gang, admission)
+            .min(cores / u64::from(gang.executor_cores))
     }
 
     /// Grants `app` executors of `shape` as [`AppPass::place`] does, and returns why more of
