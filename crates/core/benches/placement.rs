@@ -12,9 +12,9 @@
 //!   two leaves), so the pass serves guarantees first and then maxima; against `mixed` in
 //!   the same run it is the cost of the capacity rounds.
 //!
-//! Then the cost of waiting gangs: `mixed` with 1,000 gangs after its apps that never fit
-//! (each counts the executors every ALIVE worker holds before it waits), against `mixed`
-//! alone, at 1,000 and 10,000 workers.
+//! Then the cost of waiting gangs: `mixed` with a burst of 1,000 gangs after its apps that
+//! never fit (a pass counts the executors of each size every ALIVE worker holds before they
+//! wait), against `mixed` alone, at 1,000 and 10,000 workers.
 //!
 //! Run with `cargo bench -p muster-core --bench placement`. With `MUSTER_BENCH_DATA=DIR` the
 //! summary is also written to `DIR/placement.json`, which `muster bench plot` draws.
@@ -208,8 +208,9 @@ type Workload = fn(usize) -> Snapshot;
 
 const WORKLOADS: [(&str, Workload); 3] = [("mixed", mixed), ("wide", wide), ("tree", tree)];
 
-/// `mixed` with 1,000 gangs after its apps, none of which fits: each asks for more executors
-/// at once than the cluster holds, so a pass counts what every ALIVE worker offers it.
+/// `mixed` with a burst of 1,000 gangs after its apps, of six executor sizes in two queues,
+/// none of which fits: each asks for more executors at once than the cluster holds, so a
+/// pass counts what every ALIVE worker offers it.
 fn gangs(worker_count: usize) -> Snapshot {
     let mut snapshot = mixed(worker_count);
     let first = snapshot.apps.len();
@@ -218,8 +219,8 @@ fn gangs(worker_count: usize) -> Snapshot {
         .make_mut()
         .extend((first..first + 1_000).map(|i| {
             let mut gang = app(i, ["default", "batch"][i % 2]);
-            gang.executor_cores = Some(4);
-            gang.executor_memory_mb = 16_384;
+            gang.executor_cores = Some([1, 2, 4][i % 3]);
+            gang.executor_memory_mb = [4_096, 16_384][i / 3 % 2];
             gang.min_executors = Some(1_000_000);
             gang
         }));

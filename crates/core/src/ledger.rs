@@ -5,6 +5,11 @@
 //! [`Ledger::take`] is only called for what the placement found room for: a driver or an
 //! executor [`Ledger::fits`] admitted, or as many executors as the worker's offer holds.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use foldhash::fast::FixedState;
+
 use crate::model::{GangRequest, Worker, WorkerState};
 use crate::queues::Admission;
 use crate::resources::Resources;
@@ -25,6 +30,23 @@ pub(crate) struct Ledger<'a> {
     rank: Vec<u32>,
     /// Indexes of ALIVE workers, in worker-id order.
     alive_by_id: Vec<usize>,
+    /// Bumped by every change of what is free.
+    generation: u64,
+    /// How many executors of a size fit in all, counted when fewer than a gang needed fit,
+    /// by the size and the admission it was offered under, with the generation it was
+    /// counted at: the waiting gangs of one size count the workers once while nothing
+    /// changes.
+    counted: RefCell<HashMap<(Resources, AdmissionKey), (u64, u64), FixedState>>,
+}
+
+/// An [`Admission`] as a map key: prior, or a normal queue's threshold's bits.
+type AdmissionKey = Option<u64>;
+
+fn admission_key(admission: Admission) -> AdmissionKey {
+    match admission {
+        Admission::Prior => None,
+        Admission::Normal { threshold } => Some(threshold.to_bits()),
+    }
 }
 
 impl<'a> Ledger<'a> {
@@ -54,6 +76,8 @@ impl<'a> Ledger<'a> {
             hosts_prior: workers.iter().map(|w| w.hosts_prior).collect(),
             rank,
             alive_by_id,
+            generation: 0,
+            counted: RefCell::default(),
         }
     }
 
@@ -198,6 +222,7 @@ impl<'a> Ledger<'a> {
             panic!("worker {} over-allocated: {shortfall}", self.workers[w].id);
         }
         self.hosts_prior[w] |= prior;
+        self.generation += 1;
     }
 }
 
@@ -209,6 +234,7 @@ impl Ledger<'_> {
             .checked_add(need)
             .expect("giving back what was taken");
         self.hosts_prior[w] = hosted_prior;
+        self.generation += 1;
     }
 
     /// How many of `gang`'s executors fit now, counted up to its minimum, as offered to
@@ -216,13 +242,23 @@ impl Ledger<'_> {
     pub(crate) fn gang_fit(&self, gang: &GangRequest, admission: Admission) -> u64 {
         let executor = gang.executor();
         let minimum = u64::from(gang.min_executors);
+        let key = (executor, admission_key(admission));
+        if let Some(&(generation, all)) = self.counted.borrow().get(&key)
+            && generation == self.generation
+        {
+            return all.min(minimum);
+        }
         let mut fit = 0;
         for &w in &self.alive_by_id {
             if fit >= minimum {
-                break;
+                return minimum;
             }
-            fit += self.executors_fitting(w, &executor, admission);
+            fit += self.executors_fitting(w, &key.0, admission);
         }
+        // Every worker counted: all that fit.
+        self.counted
+            .borrow_mut()
+            .insert(key, (self.generation, fit));
         fit.min(minimum)
     }
 

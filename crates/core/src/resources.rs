@@ -137,7 +137,7 @@ pub(crate) fn nonzero_amounts<'de, D: Deserializer<'de>>(
 
 /// An amount of every resource: a worker's capacity or usage, or what one driver or executor
 /// needs.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Resources {
     /// Cores.
     pub cores: u32,
