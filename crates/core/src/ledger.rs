@@ -36,13 +36,17 @@ pub(crate) struct Ledger<'a> {
     /// by the size and the admission it was offered under, with the generation it was
     /// counted at: the waiting gangs of one size count the workers once while nothing
     /// changes.
-    counted: RefCell<HashMap<(Resources, AdmissionKey), (u64, u64), FixedState>>,
+    counted: RefCell<HashMap<SizeOffered, Counted, FixedState>>,
 }
 
-/// An [`Admission`] as a map key: prior, or a normal queue's threshold's bits.
-type AdmissionKey = Option<u64>;
+/// An executor size and the admission it is offered under (prior, or a normal queue's
+/// threshold's bits).
+type SizeOffered = (Resources, Option<u64>);
 
-fn admission_key(admission: Admission) -> AdmissionKey {
+/// The ledger's generation when counted, and how many executors of a size fit in all.
+type Counted = (u64, u64);
+
+fn admission_key(admission: Admission) -> Option<u64> {
     match admission {
         Admission::Prior => None,
         Admission::Normal { threshold } => Some(threshold.to_bits()),

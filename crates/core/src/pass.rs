@@ -319,27 +319,27 @@ impl<'s> AppPass<'s> {
         placer: &mut P,
         plan: &mut Plan,
     ) {
-        let minimum = self.gang((slot, app)).map(|gang| {
+        let gang = self.gang((slot, app)).map(|gang| {
             let minimum = u64::from(gang.min_executors);
             (minimum, self.gang_fit((slot, app), &gang, bound, ledger))
         });
-        if let Some((minimum, fit)) = minimum {
-            if fit < minimum {
-                if last {
-                    plan.waiting.push(Waiting {
-                        id: WorkId::App(app.id.clone()),
-                        reason: WaitReason::Gang { minimum, fit },
-                    });
-                }
-                return;
+        if let Some((minimum, fit)) = gang
+            && fit < minimum
+        {
+            if last {
+                plan.waiting.push(Waiting {
+                    id: WorkId::App(app.id.clone()),
+                    reason: WaitReason::Gang { minimum, fit },
+                });
             }
+            return;
         }
         let mut reasons = Vec::new();
         for shape in shapes(app) {
             reasons.extend(self.place_shape((slot, app), shape, bound, last, ledger, placer));
         }
         debug_assert!(
-            minimum.is_none_or(|(minimum, _)| {
+            gang.is_none_or(|(minimum, _)| {
                 self.granted_executors.get(&(slot, 0)).copied().unwrap_or(0) >= minimum
             }),
             "a gang granted part of its minimum"
