@@ -39,23 +39,7 @@ fn cluster() -> (Masters, [crate::support::Process; 2]) {
 /// `run` make, with one core and 64 MB: the nightly burst of a workflow scheduler. Their
 /// ids.
 fn burst(masters: &Masters, resources: &str, tasks: u32, task_ms: u64) -> Vec<String> {
-    let file = masters.dir.path().join("burst.toml");
-    std::fs::write(
-        &file,
-        format!(
-            r#"name = "burst"
-[resources]
-{resources}
-[[jobs]]
-name = "tasks"
-  [[jobs.stages]]
-  name = "s"
-  tasks = {tasks}
-  run = {{ builtin = "sleep", ms = {task_ms} }}
-"#
-        ),
-    )
-    .unwrap();
+    let file = job_file(masters, "burst", resources, tasks, task_ms);
     let submit = [
         "submit",
         "--cores",
@@ -74,6 +58,35 @@ name = "tasks"
     });
     assert_eq!(ids.len(), 10);
     ids
+}
+
+/// Writes job file `NAME.toml` to the masters' directory: application `name` with
+/// `resources`, running one stage of `tasks` tasks that each sleep `task_ms`.
+fn job_file(
+    masters: &Masters,
+    name: &str,
+    resources: &str,
+    tasks: u32,
+    task_ms: u64,
+) -> std::path::PathBuf {
+    let file = masters.dir.path().join(format!("{name}.toml"));
+    std::fs::write(
+        &file,
+        format!(
+            r#"name = "{name}"
+[resources]
+{resources}
+[[jobs]]
+name = "tasks"
+  [[jobs.stages]]
+  name = "s"
+  tasks = {tasks}
+  run = {{ builtin = "sleep", ms = {task_ms} }}
+"#
+        ),
+    )
+    .unwrap();
+    file
 }
 
 /// Waits until every driver of `ids` has ended, and checks each FINISHED with exit 0.
@@ -124,36 +137,14 @@ fn a_burst_of_cluster_mode_drivers_all_finish_on_a_cluster_with_no_configuration
 
 #[test]
 fn of_two_gangs_that_cannot_both_fit_one_is_granted_all_of_its_minimum_and_the_other_none() {
-    let masters = Masters::start();
-    let _w1 = start_worker(&masters, "w1", 4);
-    let _w2 = start_worker(&masters, "w2", 4);
-    wait_for(&masters, "two workers", |s| {
-        crate::support::alive_workers(s) == 2
-    });
+    let (masters, _workers) = cluster();
     // Each needs 5 of the 8 cores at once, and runs 5 tasks of 2 s.
     let runs: Vec<crate::support::Process> = ["first", "second"]
         .into_iter()
         .map(|name| {
-            let file = masters.dir.path().join(format!("{name}.toml"));
-            std::fs::write(
-                &file,
-                format!(
-                    r#"name = "{name}"
-[resources]
-cores_max = 5
-executor_cores = 1
-executor_memory_mb = 64
-min_executors = 5
-[[jobs]]
-name = "tasks"
-  [[jobs.stages]]
-  name = "s"
-  tasks = 5
-  run = {{ builtin = "sleep", ms = 2000 }}
-"#
-                ),
-            )
-            .unwrap();
+            let resources =
+                "cores_max = 5\nexecutor_cores = 1\nexecutor_memory_mb = 64\nmin_executors = 5";
+            let file = job_file(&masters, name, resources, 5, 2000);
             crate::support::Process(
                 crate::support::muster()
                     .args(["job", "run"])
