@@ -2,6 +2,7 @@
 //! the queue tree as status views show it, driver placement across seeds, and property tests
 //! that hold the indexed placer equal to the literal port of Spark's loop.
 
+mod admission;
 mod equivalence;
 mod plan_input;
 mod scripts;
