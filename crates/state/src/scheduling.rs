@@ -57,8 +57,9 @@ impl ClusterState {
     }
 
     /// What a scheduling pass needs: workers with their usage and whether they run prior
-    /// work, waiting drivers and active apps in submission order, what running drivers hold
-    /// in each queue, and the queues.
+    /// work, waiting drivers (with their applications' gangs) and active apps in submission
+    /// order, what running drivers hold in each queue, the gangs of running drivers whose
+    /// applications have not registered, and the queues.
     pub fn scheduling_snapshot(&self, config: PassConfig) -> core::Snapshot {
         let mut waiting: Vec<_> = self
             .drivers

@@ -80,7 +80,7 @@ pub fn run(args: SubmitArgs) -> Result<String, CliError> {
                 min_executors,
                 executor_cores: resources
                     .executor_cores
-                    .expect("a job file's gang has executor cores"),
+                    .expect("a job file with a gang is refused without executor cores"),
                 executor_memory_mb: resources.executor_memory_mb,
                 executor_resources: resources.executor_resources.clone().into_iter().collect(),
             });
