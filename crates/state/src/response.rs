@@ -123,6 +123,10 @@ pub enum Rejection {
     /// The worker is being drained: it takes no new work.
     #[error("the worker is being drained")]
     Draining,
+    /// The application is a gang that holds none of its executors, and not all of this
+    /// plan's grants to it fit any more: it is granted none of them (from log format 4).
+    #[error("not all of the gang's grants fit any more: none is granted")]
+    GangNoLongerFits,
 }
 
 /// Consequences of a command that reach outside the state machine. The leader acts on them

@@ -2,6 +2,8 @@
 //! a grant is checked again against the current state and applied only if it still fits;
 //! what no longer fits is reported.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use muster_core::plan::{DriverLaunch, ExecutorGrant, Plan};
 use serde::{Deserialize, Serialize};
 
@@ -156,6 +158,8 @@ pub(crate) fn apply_plan<'g>(
     drivers: &[DriverLaunch],
     grants: impl Iterator<Item = (&'g Grant, Option<u32>)>,
 ) -> Response {
+    let grants: Vec<(&Grant, Option<u32>)> = grants.collect();
+    let broken_gangs = gangs_that_no_longer_fit(state, drivers, &grants);
     let mut launched = Vec::new();
     let mut executors = Vec::new();
     let mut rejected = Vec::new();
@@ -170,6 +174,14 @@ pub(crate) fn apply_plan<'g>(
         }
     }
     for (grant, profile) in grants {
+        if broken_gangs.contains(&grant.app) {
+            rejected.push(Rejected {
+                id: grant.app.to_string(),
+                worker: grant.worker.clone(),
+                reason: Rejection::GangNoLongerFits,
+            });
+            continue;
+        }
         for _ in 0..grant.count {
             match grant_executor(state, grant, profile) {
                 Ok(executor) => executors.push((grant.app.clone(), executor)),
@@ -194,6 +206,52 @@ pub(crate) fn apply_plan<'g>(
         },
         effects: Effects::default(),
     }
+}
+
+/// The gangs among `grants`' applications that hold none of their own executors and some of
+/// whose grants would not fit any more, the plan's launches and grants before them taken:
+/// the state moved since the pass, and a gang is granted all of its minimum or nothing.
+fn gangs_that_no_longer_fit(
+    state: &ClusterState,
+    drivers: &[DriverLaunch],
+    grants: &[(&Grant, Option<u32>)],
+) -> BTreeSet<AppId> {
+    let starting = |app: &AppId| {
+        state.gangs.contains_key(app)
+            && state.apps.get(app).is_some_and(|a| {
+                let of_profiles = state.profiles.get(app).map_or(0, |p| p.executors.len());
+                a.executors.len() == of_profiles
+            })
+    };
+    if !grants.iter().any(|(grant, _)| starting(&grant.app)) {
+        return BTreeSet::new();
+    }
+    // What each worker has free as the plan is taken in order; none on one that takes
+    // no work.
+    let mut free: BTreeMap<WorkerId, Option<Resources>> = BTreeMap::new();
+    let mut take = |worker: &WorkerId, need: &Resources| -> bool {
+        let room = free.entry(worker.clone()).or_insert_with(|| {
+            state
+                .room_on(worker, &Resources::default())
+                .ok()
+                .map(|()| state.workers[worker].free())
+        });
+        room.as_mut()
+            .is_some_and(|room| room.subtract(need).is_ok())
+    };
+    for launch in drivers {
+        if let Some(driver) = state.drivers.get(&launch.driver) {
+            take(&launch.worker, &driver.desc.resources);
+        }
+    }
+    let mut broken = BTreeSet::new();
+    for (grant, _) in grants {
+        let fits = (0..grant.count).all(|_| take(&grant.worker, &grant.resources));
+        if !fits && starting(&grant.app) {
+            broken.insert(grant.app.clone());
+        }
+    }
+    broken
 }
 
 fn launch_driver(state: &mut ClusterState, launch: &DriverLaunch) -> Result<(), Rejection> {

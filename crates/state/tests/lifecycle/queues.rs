@@ -575,3 +575,54 @@ fn a_gang_drivers_room_for_its_gang_is_kept_until_its_application_registers() {
         c.state
     );
 }
+
+#[test]
+fn a_stale_plan_grants_a_gang_all_of_its_minimum_or_none() {
+    let mut c = Cluster::new();
+    c.worker("w1", 4, 4096);
+    c.worker("w2", 4, 4096);
+    let gang = match c
+        .ok(Op::SubmitGang(SubmitGang {
+            app: SubmitApp {
+                desc: in_queue("default", Some(6), Some(1)),
+                executor_limit: None,
+            },
+            min_executors: 6,
+            driver: None,
+        }))
+        .outcome
+    {
+        muster_state::Outcome::AppSubmitted { id } => id,
+        other => panic!("{other:?}"),
+    };
+    // The pass grants all 6; before its plan commits, a driver takes 3 cores of w2.
+    let stale = muster_core::schedule(&c.state.scheduling_snapshot(PassConfig::default())).unwrap();
+    let granted: u32 = stale.executors.iter().map(|g| g.count).sum();
+    assert_eq!(granted, 6);
+    let driver = c.submit_driver(driver_desc(3, 256, false));
+    c.ok(Op::ApplyPlan(muster_state::commands::ApplyPlan {
+        drivers: vec![muster_core::plan::DriverLaunch {
+            driver,
+            worker: "w2".into(),
+        }],
+        executors: Vec::new(),
+    }));
+    let response = c.ok(muster_state::commands::plan_op(&stale));
+    let muster_state::Outcome::PlanApplied { rejected, .. } = response.outcome else {
+        panic!("{response:?}");
+    };
+    assert!(
+        !rejected.is_empty()
+            && rejected
+                .iter()
+                .all(|r| r.reason == muster_state::Rejection::GangNoLongerFits),
+        "{rejected:?}"
+    );
+    assert!(c.state.apps()[&gang].executors.is_empty(), "none of its 6");
+    // The next pass finds it waiting with how many fit now.
+    let plan = muster_core::schedule(&c.state.scheduling_snapshot(PassConfig::default())).unwrap();
+    assert_eq!(
+        plan.waiting[0].reason.to_string(),
+        "a gang of 6 executors starts when all fit at once: 5 fit now"
+    );
+}
