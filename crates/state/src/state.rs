@@ -256,13 +256,7 @@ impl ClusterState {
     pub fn queues(&self) -> Vec<QueueConfig> {
         self.queues
             .iter()
-            .map(|q| {
-                let capacity = self.capacities.get(&q.name).copied();
-                q.config(
-                    capacity,
-                    self.admission.get(&q.name).copied().unwrap_or_default(),
-                )
-            })
+            .map(|q| q.config(&self.capacities, &self.admission))
             .collect()
     }
 

@@ -37,15 +37,20 @@ pub struct QueueSettings {
 }
 
 impl QueueSettings {
-    /// The queue's configuration with `capacity` and `admission`.
-    pub fn config(&self, capacity: Option<f64>, admission: QueueAdmission) -> QueueConfig {
+    /// The queue's configuration, with its capacity and admission settings from those kept
+    /// apart.
+    pub fn config(
+        &self,
+        capacities: &BTreeMap<QueueName, f64>,
+        admission: &BTreeMap<QueueName, QueueAdmission>,
+    ) -> QueueConfig {
         QueueConfig {
             name: self.name.clone(),
             prior: self.prior,
             threshold: self.threshold,
             max_capacity: self.max_capacity,
-            capacity,
-            driver_share: admission.driver_share,
+            capacity: capacities.get(&self.name).copied(),
+            driver_share: admission.get(&self.name).and_then(|a| a.driver_share),
         }
     }
 }
@@ -122,12 +127,11 @@ pub struct ConfigureQueues {
 impl Apply for ConfigureQueues {
     /// Applied as [`ConfigureQueuesWithAdmission`] with no queue's admission set.
     fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
-        let configure = ConfigureQueuesWithAdmission {
-            queues: self.queues.clone(),
-            capacities: self.capacities.clone(),
-            admission: BTreeMap::new(),
-        };
-        configure.apply(state, at)
+        ConfigureQueuesWithAdmission::without_admission(
+            self.queues.clone(),
+            self.capacities.clone(),
+        )
+        .apply(state, at)
     }
 }
 
@@ -169,6 +173,18 @@ impl Apply for ConfigureQueuesWithAdmission {
 }
 
 impl ConfigureQueuesWithAdmission {
+    /// The configuration of the ops of earlier formats: no queue's admission set.
+    fn without_admission(
+        queues: Vec<(QueueSettings, QueueAccess)>,
+        capacities: BTreeMap<QueueName, f64>,
+    ) -> Self {
+        Self {
+            queues,
+            capacities,
+            admission: BTreeMap::new(),
+        }
+    }
+
     /// The queues' configurations, capacities and admission settings included.
     fn configs(&self) -> Result<Vec<QueueConfig>, ApplyError> {
         let listed = |name: &&QueueName| self.queues.iter().any(|(q, _)| &q.name == *name);
@@ -185,13 +201,7 @@ impl ConfigureQueuesWithAdmission {
         Ok(self
             .queues
             .iter()
-            .map(|(q, _)| {
-                let capacity = self.capacities.get(&q.name).copied();
-                q.config(
-                    capacity,
-                    self.admission.get(&q.name).copied().unwrap_or_default(),
-                )
-            })
+            .map(|(q, _)| q.config(&self.capacities, &self.admission))
             .collect())
     }
 }
@@ -248,11 +258,8 @@ pub struct ReplaceQueues {
 
 impl Apply for ReplaceQueues {
     fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
-        let configure = ConfigureQueuesWithAdmission {
-            queues: self.queues.clone(),
-            capacities: BTreeMap::new(),
-            admission: BTreeMap::new(),
-        };
+        let configure =
+            ConfigureQueuesWithAdmission::without_admission(self.queues.clone(), BTreeMap::new());
         replace(state, &configure)
     }
 }
@@ -267,15 +274,12 @@ pub struct SetQueues {
 
 impl Apply for SetQueues {
     fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
-        let configure = ConfigureQueuesWithAdmission {
-            queues: self
-                .queues
-                .iter()
-                .map(|q| (q.clone(), QueueAccess::default()))
-                .collect(),
-            capacities: BTreeMap::new(),
-            admission: BTreeMap::new(),
-        };
+        let queues = self
+            .queues
+            .iter()
+            .map(|q| (q.clone(), QueueAccess::default()))
+            .collect();
+        let configure = ConfigureQueuesWithAdmission::without_admission(queues, BTreeMap::new());
         replace(state, &configure)
     }
 }

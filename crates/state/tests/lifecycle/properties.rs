@@ -510,7 +510,10 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
                 let mut specs: Vec<QueueSpec> = queues
                     .into_iter()
                     .map(|q| {
-                        QueueSpec::from((q.config(None, Default::default()), Default::default()))
+                        QueueSpec::from((
+                            q.config(&BTreeMap::new(), &BTreeMap::new()),
+                            Default::default(),
+                        ))
                     })
                     .collect();
                 specs[0].submit = prod_submit.map(|u| vec![USERS[usize::from(u)].to_owned()]);
