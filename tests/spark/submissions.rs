@@ -9,7 +9,10 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::support::{DEADLINE, Masters, Process, plain_http, stdout, wait_for, worker_command};
+use crate::support::{
+    DEADLINE, Masters, Process, app_run, plain_http, running_executors, stdout, wait_for,
+    worker_command,
+};
 use crate::{
     FAST_START, Spark, finished_driver, spark, square_sums, submission_id, with_every_spark,
 };
@@ -224,6 +227,145 @@ fn a_supervised_submission_through_a_follower_outlives_the_leader_and_its_own_pr
         // One submission, one driver: started twice, under one id.
         let status = crate::status(&list);
         assert_eq!(drivers(&status), [id.as_str()], "{status}");
+    });
+}
+
+#[test]
+fn a_burst_of_submissions_larger_than_the_cluster_all_finish() {
+    with_every_spark(|spark| {
+        let (masters, _workers) = gateway_cluster(spark, &[]);
+        let token = cluster_token();
+        let all = url(&masters.spark_rest.iter().collect::<Vec<_>>(), &token);
+        // Five drivers of one core and their two one-core executors each, on four cores: as
+        // on Spark's standalone master, drivers alone could take every core.
+        let args = [
+            "--driver-cores",
+            "1",
+            "--driver-memory",
+            "512m",
+            "--total-executor-cores",
+            "2",
+            "--executor-cores",
+            "1",
+            "--executor-memory",
+            "512m",
+            &format!("--conf=spark.executor.extraJavaOptions={FAST_START}"),
+            "--class",
+            "SquareSums",
+            spark.examples.to_str().unwrap(),
+            "1000",
+        ];
+        let ids: Vec<String> = std::thread::scope(|scope| {
+            let submitting: Vec<_> = (0..5)
+                .map(|_| scope.spawn(|| spark.create(&all, &args)))
+                .collect();
+            submitting.into_iter().map(|s| s.join().unwrap()).collect()
+        });
+        // The drivers' share (half of the four cores) holds the others back.
+        let status = wait_for(&masters, "drivers held back by the drivers' share", |s| {
+            s["drivers"].as_array().unwrap().iter().any(|d| {
+                d["waiting"]
+                    .as_str()
+                    .is_some_and(|w| w.starts_with("drivers of queue `default` hold 2 of 2 cores"))
+            })
+        });
+        let running = |s: &Value| {
+            s["drivers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|d| d["state"] == "RUNNING")
+                .count()
+        };
+        assert!(running(&status) <= 2, "{status}");
+        for id in &ids {
+            wait_until_finished(&masters.spark_rest[0], &token, id);
+        }
+        let list = masters.list_from(1);
+        for id in &ids {
+            let printed = stdout(&Masters::client(&list, &["logs", id]));
+            assert!(
+                printed.lines().any(|line| line.starts_with("0 ")),
+                "{id} printed its sums: {printed}"
+            );
+        }
+    });
+}
+
+#[test]
+fn a_submission_whose_settings_name_a_gang_starts_when_all_of_it_fits_and_gets_it_at_once() {
+    with_every_spark(|spark| {
+        let (masters, _workers) = gateway_cluster(spark, &[]);
+        let token = cluster_token();
+        let all = url(&masters.spark_rest.iter().collect::<Vec<_>>(), &token);
+        // Another application holds two of the four cores.
+        let (_blocker, blocker, _out) = app_run(
+            &masters,
+            &[
+                "--name",
+                "blocker",
+                "--executor-cores",
+                "2",
+                "--cores-max",
+                "2",
+                "--executor-memory",
+                "64",
+                "--",
+                "/bin/sleep",
+                "600",
+            ],
+        );
+        wait_for(&masters, "the blocker's executor", |s| {
+            !running_executors(s, &blocker).is_empty()
+        });
+        // A driver of one core whose application waits for all three of its executors.
+        let id = spark.create(
+            &all,
+            &[
+                "--driver-memory",
+                "512m",
+                "--conf",
+                "spark.executor.instances=3",
+                "--executor-cores",
+                "1",
+                "--executor-memory",
+                "512m",
+                "--conf",
+                "spark.scheduler.minRegisteredResourcesRatio=1.0",
+                &format!("--conf=spark.executor.extraJavaOptions={FAST_START}"),
+                "--class",
+                "SquareSums",
+                spark.examples.to_str().unwrap(),
+                "1000",
+            ],
+        );
+        let status = wait_for(&masters, "the driver waiting for its gang", |s| {
+            s["drivers"].as_array().unwrap().iter().any(|d| {
+                d["id"] == id.as_str()
+                    && d["waiting"].as_str().is_some_and(|w| {
+                        w.starts_with("its application's gang of 3 executors and the driver")
+                    })
+            })
+        });
+        assert_eq!(crate::support::driver_state(&status, &id), "SUBMITTED");
+        assert_eq!(status["apps"].as_array().unwrap().len(), 1, "{status}");
+
+        let list = masters.list_from(1);
+        stdout(&Masters::client(&list, &["kill", &blocker]));
+        // The driver starts, and its application, a gang of three, gets all three at once.
+        let status = wait_for(&masters, "the gang's application with its executors", |s| {
+            s["apps"].as_array().unwrap().iter().any(|a| {
+                a["min_executors"] == 3 && a["executors"].as_array().is_some_and(|e| !e.is_empty())
+            })
+        });
+        let app = status["apps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["min_executors"] == 3)
+            .unwrap();
+        assert_eq!(app["executors"].as_array().unwrap().len(), 3, "{status}");
+        wait_until_finished(&masters.spark_rest[0], &token, &id);
     });
 }
 

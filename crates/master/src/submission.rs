@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use muster_proto::v1::{self, DriverState, Resources, StatusReply, SubmitDriverRequest};
+use muster_proto::v1::{self, DriverState, Gang, Resources, StatusReply, SubmitDriverRequest};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -141,6 +141,11 @@ pub(crate) enum Refusal {
         /// The resource.
         resource: String,
     },
+    /// A gang asked for without the size of its executors.
+    #[error(
+        "{0} asks for a gang of executors, which needs spark.executor.cores: a gang's executors are all of one size"
+    )]
+    GangWithoutExecutorCores(&'static str),
     /// Under `--spark-rest-allow`, a setting that brings code from elsewhere.
     #[error(
         "{0} is not allowed: with --spark-rest-allow, a submission's code comes from allowed resources only"
@@ -273,7 +278,7 @@ impl Submissions {
             ),
             env: environment(&request.environment_variables),
             supervise,
-            gang: None,
+            gang: gang(properties)?,
         })
     }
 
@@ -366,50 +371,144 @@ fn jars<'p>(properties: &'p BTreeMap<String, String>, resource: &str) -> Vec<&'p
 
 /// The driver's cores, memory and custom resources, by its `spark.driver.*` settings.
 fn resources(properties: &BTreeMap<String, String>) -> Result<Resources, Refusal> {
-    let property = |key: &str| properties.get(key).map(String::as_str);
-    let cores = match property("spark.driver.cores") {
+    let cores = match properties.get("spark.driver.cores") {
         None => 1,
-        Some(text) => text
-            .trim()
-            .parse()
-            .ok()
-            .filter(|&cores| cores > 0)
+        Some(text) => whole_above_zero(text)
             .ok_or_else(|| bad_property("spark.driver.cores", text, "a whole number above 0"))?,
     };
-    let size = |key: &str, default_mb: u64| match property(key) {
+    Ok(Resources {
+        cores,
+        memory_mb: memory_with_overhead_mb(properties, "spark.driver")?,
+        custom: custom_resources(properties, "spark.driver")?
+            .into_iter()
+            .collect(),
+    })
+}
+
+/// The gang of executors the submitted application needs at once, if its settings name
+/// one, as the plug-in reads them when the driver registers the application:
+/// `spark.muster.minExecutors`, or `spark.executor.instances` when the application waits for
+/// all of them before it schedules a task (`spark.scheduler.minRegisteredResourcesRatio` of
+/// 1.0) and allocates no executors dynamically. At most what `spark.executor.instances` and
+/// `spark.cores.max` allow, as the masters count it.
+///
+/// # Errors
+///
+/// A setting that is not a number it can be, or a gang without `spark.executor.cores` (its
+/// executors are all of one size).
+fn gang(properties: &BTreeMap<String, String>) -> Result<Option<Gang>, Refusal> {
+    let property = |key: &str| properties.get(key).map(String::as_str);
+    let whole = |key: &'static str| match property(key) {
+        None => Ok(None),
+        Some(text) => whole_above_zero(text)
+            .map(Some)
+            .ok_or_else(|| bad_property(key, text, "a whole number above 0")),
+    };
+    let dynamic = property("spark.dynamicAllocation.enabled")
+        .is_some_and(|text| text.trim().eq_ignore_ascii_case("true"));
+    let instances = if dynamic {
+        None
+    } else {
+        whole("spark.executor.instances")?
+    };
+    let waits_for_all = match property("spark.scheduler.minRegisteredResourcesRatio") {
+        None => false,
+        Some(text) => {
+            text.trim().parse::<f64>().map_err(|_| {
+                bad_property(
+                    "spark.scheduler.minRegisteredResourcesRatio",
+                    text,
+                    "a ratio from 0 to 1",
+                )
+            })? >= 1.0
+        }
+    };
+    let (key, minimum) = match whole("spark.muster.minExecutors")? {
+        Some(minimum) => ("spark.muster.minExecutors", minimum),
+        None => match instances {
+            Some(instances) if waits_for_all => ("spark.executor.instances", instances),
+            _ => return Ok(None),
+        },
+    };
+    let Some(executor_cores) = whole("spark.executor.cores")? else {
+        return Err(Refusal::GangWithoutExecutorCores(key));
+    };
+    let by_cores = whole("spark.cores.max")?.map_or(u32::MAX, |cores| cores / executor_cores);
+    let min_executors = minimum.min(instances.unwrap_or(u32::MAX)).min(by_cores);
+    if min_executors == 0 {
+        return Ok(None);
+    }
+    Ok(Some(Gang {
+        min_executors,
+        executor_cores,
+        executor_memory_mb: memory_with_overhead_mb(properties, "spark.executor")?,
+        executor_resources: custom_resources(properties, "spark.executor")?
+            .into_iter()
+            .collect(),
+    }))
+}
+
+/// `text` as a whole number above 0, if it is one.
+fn whole_above_zero(text: &str) -> Option<u32> {
+    text.trim().parse().ok().filter(|&n| n > 0)
+}
+
+/// The memory a driver's or executor's container needs by Spark's rule, `role` being
+/// `spark.driver` or `spark.executor`: its heap (`ROLE.memory`, 1g by default) and the
+/// overhead set (`ROLE.memoryOverhead`), or a share of the heap
+/// (`ROLE.memoryOverheadFactor`) but at least a minimum (`ROLE.minMemoryOverhead`); for an
+/// executor, PySpark's memory and the off-heap memory where enabled too, as the plug-in
+/// counts them.
+fn memory_with_overhead_mb(
+    properties: &BTreeMap<String, String>,
+    role: &str,
+) -> Result<u64, Refusal> {
+    let property = |key: &str| properties.get(key).map(String::as_str);
+    let size = |key: String, default_mb: u64| match properties.get_key_value(&key) {
         None => Ok(default_mb),
-        Some(text) => memory_mb(text)
+        Some((key, text)) => memory_mb(text)
             .ok_or_else(|| bad_property(key, text, "a size such as 512m or 2g, of 1m at least")),
     };
-    let heap_mb = size("spark.driver.memory", 1024)?;
-    // Spark's rule: the overhead set, or a share of the heap but at least a minimum.
-    let overhead_mb = match property("spark.driver.memoryOverhead") {
-        Some(_) => size("spark.driver.memoryOverhead", 0)?,
+    let heap_mb = size(format!("{role}.memory"), 1024)?;
+    let overhead_mb = match property(&format!("{role}.memoryOverhead")) {
+        Some(_) => size(format!("{role}.memoryOverhead"), 0)?,
         None => {
-            let factor = match property("spark.driver.memoryOverheadFactor") {
+            let factor = match properties.get_key_value(&format!("{role}.memoryOverheadFactor")) {
                 None => 0.10,
-                Some(text) => text
+                Some((key, text)) => text
                     .trim()
                     .parse::<f64>()
                     .ok()
                     .filter(|f| (0.0..=1.0).contains(f))
-                    .ok_or_else(|| {
-                        bad_property(
-                            "spark.driver.memoryOverheadFactor",
-                            text,
-                            "a ratio from 0 to 1",
-                        )
-                    })?,
+                    .ok_or_else(|| bad_property(key, text, "a ratio from 0 to 1"))?,
             };
-            let minimum_mb = size("spark.driver.minMemoryOverhead", 384)?;
+            let minimum_mb = size(format!("{role}.minMemoryOverhead"), 384)?;
             ((heap_mb as f64 * factor) as u64).max(minimum_mb)
         }
     };
-    let memory_mb = heap_mb.saturating_add(overhead_mb);
+    let mut extra_mb = 0;
+    if role == "spark.executor" {
+        extra_mb += size("spark.executor.pyspark.memory".to_owned(), 0)?;
+        let off_heap = property("spark.memory.offHeap.enabled")
+            .is_some_and(|text| text.trim().eq_ignore_ascii_case("true"));
+        if off_heap {
+            extra_mb += size("spark.memory.offHeap.size".to_owned(), 0)?;
+        }
+    }
+    Ok(heap_mb.saturating_add(overhead_mb).saturating_add(extra_mb))
+}
+
+/// The custom resources `ROLE.resource.NAME.amount` settings ask for, `role` being
+/// `spark.driver` or `spark.executor`.
+fn custom_resources(
+    properties: &BTreeMap<String, String>,
+    role: &str,
+) -> Result<BTreeMap<String, u32>, Refusal> {
+    let prefix = format!("{role}.resource.");
     let mut custom = BTreeMap::new();
     for (key, value) in properties {
         let Some(name) = key
-            .strip_prefix("spark.driver.resource.")
+            .strip_prefix(&prefix)
             .and_then(|rest| rest.strip_suffix(".amount"))
         else {
             continue;
@@ -420,11 +519,7 @@ fn resources(properties: &BTreeMap<String, String>) -> Result<Resources, Refusal
             .map_err(|_| bad_property(key, value, "a whole number"))?;
         custom.insert(name.to_owned(), amount);
     }
-    Ok(Resources {
-        cores,
-        memory_mb,
-        custom: custom.into_iter().collect(),
-    })
+    Ok(custom)
 }
 
 /// The driver's environment: the submission's Spark settings (`SPARK_*`, all Spark's client
@@ -749,6 +844,77 @@ mod tests {
             submissions().driver(other.as_bytes()).unwrap().request_id,
             driver.request_id
         );
+    }
+
+    #[test]
+    fn a_submission_whose_settings_name_a_gang_sends_it_with_its_driver() {
+        let gang_of = |properties: &[(&str, &str)]| {
+            let properties = properties
+                .iter()
+                .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+                .collect();
+            gang(&properties)
+        };
+        let waits_for_three = [
+            ("spark.executor.instances", "3"),
+            ("spark.scheduler.minRegisteredResourcesRatio", "1.0"),
+            ("spark.executor.cores", "1"),
+            ("spark.executor.memory", "512m"),
+            ("spark.executor.resource.gpu.amount", "1"),
+        ];
+        assert_eq!(
+            gang_of(&waits_for_three),
+            Ok(Some(Gang {
+                min_executors: 3,
+                executor_cores: 1,
+                executor_memory_mb: 512 + 384,
+                executor_resources: [("gpu".to_owned(), 1)].into(),
+            }))
+        );
+        // Spark starts with fewer: no gang.
+        let mut fewer = waits_for_three;
+        fewer[1].1 = "0.8";
+        assert_eq!(gang_of(&fewer), Ok(None));
+        let dynamic = [
+            &waits_for_three[..],
+            &[("spark.dynamicAllocation.enabled", "true")],
+        ]
+        .concat();
+        assert_eq!(gang_of(&dynamic), Ok(None));
+        // Named, and at most what cores.max allows.
+        let named = gang_of(&[
+            ("spark.muster.minExecutors", "4"),
+            ("spark.executor.cores", "2"),
+            ("spark.cores.max", "6"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (named.min_executors, named.executor_memory_mb),
+            (3, 1024 + 384)
+        );
+        assert_eq!(gang_of(&[]), Ok(None));
+
+        for (properties, refusal) in [
+            (
+                &[("spark.muster.minExecutors", "2")][..],
+                "spark.muster.minExecutors asks for a gang of executors, which needs spark.executor.cores",
+            ),
+            (
+                &[("spark.muster.minExecutors", "none")],
+                "spark.muster.minExecutors is none",
+            ),
+            (
+                &[
+                    ("spark.executor.instances", "2"),
+                    ("spark.scheduler.minRegisteredResourcesRatio", "all"),
+                ],
+                "spark.scheduler.minRegisteredResourcesRatio is all",
+            ),
+        ] {
+            let error = gang_of(properties).unwrap_err().to_string();
+            assert!(error.starts_with(refusal), "{error}");
+        }
     }
 
     #[test]

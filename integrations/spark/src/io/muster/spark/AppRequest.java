@@ -67,6 +67,10 @@ final class AppRequest {
         if (limit != null) {
             args.addAll(List.of("--executor-limit", limit.toString()));
         }
+        Integer minimum = minExecutors(conf);
+        if (minimum != null) {
+            args.addAll(List.of("--min-executors", minimum.toString()));
+        }
         String resources = executorResources(conf);
         if (!resources.isEmpty()) {
             args.addAll(List.of("--executor-resources", resources));
@@ -177,6 +181,35 @@ final class AppRequest {
             return positive(conf, "spark.executor.instances");
         }
         return null;
+    }
+
+    /**
+     * The executors the application needs at once, its gang, if its settings name one: {@code
+     * spark.muster.minExecutors}, or {@code spark.executor.instances} when the application
+     * waits for all of them before it schedules a task ({@code
+     * spark.scheduler.minRegisteredResourcesRatio} of 1.0) and allocates no executors
+     * dynamically. Muster grants a gang all of it at once or nothing.
+     *
+     * @throws IllegalArgumentException a gang without {@code spark.executor.cores}: a gang's
+     *     executors are all of one size
+     */
+    static Integer minExecutors(SparkConf conf) {
+        String key;
+        if (conf.contains("spark.muster.minExecutors")) {
+            key = "spark.muster.minExecutors";
+        } else if (!conf.getBoolean("spark.dynamicAllocation.enabled", false)
+                && conf.contains("spark.executor.instances")
+                && conf.getDouble("spark.scheduler.minRegisteredResourcesRatio", 0.0) >= 1.0) {
+            key = "spark.executor.instances";
+        } else {
+            return null;
+        }
+        int minimum = positive(conf, key);
+        if (!conf.contains("spark.executor.cores")) {
+            throw new IllegalArgumentException(key + " asks for a gang of executors, which needs "
+                    + "spark.executor.cores: a gang's executors are all of one size");
+        }
+        return minimum;
     }
 
     /** {@code spark.executor.resource.NAME.amount} settings as {@code NAME=AMOUNT,...}. */
