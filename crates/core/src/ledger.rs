@@ -10,6 +10,7 @@ use std::collections::HashMap;
 
 use foldhash::fast::FixedState;
 
+use crate::ids::WorkerId;
 use crate::model::{GangRequest, Worker, WorkerState};
 use crate::queues::Admission;
 use crate::resources::Resources;
@@ -266,6 +267,40 @@ impl Ledger<'_> {
         fit.min(minimum)
     }
 
+    /// How many of `gang`'s executors would fit, counted up to its minimum, once the
+    /// executors that run now have ended: on each ALIVE worker, in its free room and the room
+    /// `held` says executors hold there (thresholds aside).
+    pub(crate) fn gang_fit_once_executors_end<'h>(
+        &self,
+        gang: &GangRequest,
+        held: impl Fn(&WorkerId) -> Option<&'h Resources>,
+    ) -> u64 {
+        let need = gang.executor();
+        let minimum = u64::from(gang.min_executors);
+        let mut fit = 0;
+        for &w in &self.alive_by_id {
+            let room = match held(&self.workers[w].id) {
+                Some(held) => self.free[w]
+                    .checked_add(held)
+                    .expect("held within capacity"),
+                None => self.free[w].clone(),
+            };
+            let by_custom = need
+                .custom
+                .iter()
+                .map(|(name, &amount)| u64::from(room.custom(name) / amount));
+            fit += std::iter::once(u64::from(room.cores / need.cores))
+                .chain(std::iter::once(room.memory_mb / need.memory_mb))
+                .chain(by_custom)
+                .min()
+                .unwrap_or(0);
+            if fit >= minimum {
+                return minimum;
+            }
+        }
+        fit
+    }
+
     /// Takes the room of as many of `gang`'s executors as fit, up to its minimum, worker by
     /// worker in id order, as offered to `admission`; what it took, to give back with
     /// [`Ledger::give_back_kept`] if the room is kept only for a while. Kept room is not
@@ -302,8 +337,10 @@ impl Ledger<'_> {
 
 /// Room a gang's executors took on one worker.
 pub(crate) struct Kept {
-    w: usize,
-    need: Resources,
+    /// The worker.
+    pub(crate) w: usize,
+    /// All they took there.
+    pub(crate) need: Resources,
 }
 
 /// `floor(fraction * capacity)`, the share of a capacity a threshold or max capacity allows.

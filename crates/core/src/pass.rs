@@ -2,14 +2,16 @@
 //! tracks what the pass has placed so far (Spark's `Master.schedule()`, in
 //! `deploy/master/Master.scala`).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use foldhash::fast::FixedState;
 
 use crate::drivers::place_drivers;
 use crate::executors::{ExecutorPlacer, ExecutorRequest};
 use crate::ids::{QueueName, WorkId, WorkerId};
 use crate::ledger::{Kept, Ledger, share};
 use crate::model::{AppRequest, GangRequest, Snapshot};
-use crate::plan::{ExecutorGrant, Kind, Plan, WaitReason, Waiting};
+use crate::plan::{ExecutorGrant, Kind, Plan, Reserved, WaitReason, Waiting};
 use crate::queues::{Admission, Bound, Queues};
 use crate::resources::ResourceAmounts;
 use crate::resources::Resources;
@@ -29,6 +31,8 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
     // Gangs that wait and fit now keep their room while drivers are placed, so that a
     // driver placed first takes none of what they will be granted after.
     let kept = apps.keep_for_fitting_gangs(&mut ledger);
+    // A gang that waits keeps the room it could use until its turn.
+    apps.reserve_for_waiting_gang(&mut ledger);
     place_drivers(snapshot, &queues, &mut ledger, &mut plan);
     ledger.give_back_kept(kept);
     let mut placer = P::new(&ledger, &queues, snapshot.config.worker_selection);
@@ -49,7 +53,7 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
         for app in normal {
             apps.place(app, Bound::Max, true, &mut ledger, &mut placer, &mut plan);
         }
-        plan.executors = apps.into_grants();
+        (plan.executors, plan.reserved) = apps.into_grants(&ledger);
         return plan;
     }
     // Every queue up to its guarantee first, then up to its maximum; in each round the
@@ -74,7 +78,7 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
             apps.place(app, bound, last, &mut ledger, &mut placer, &mut plan);
         }
     }
-    plan.executors = apps.into_grants();
+    (plan.executors, plan.reserved) = apps.into_grants(&ledger);
     plan
 }
 
@@ -165,6 +169,19 @@ struct AppPass<'s> {
     steps: usize,
     /// Total cores of ALIVE workers, the base of every queue's share.
     total_cores: u64,
+    /// The gang that keeps room this pass, and the room it keeps.
+    reserving: Option<Reserving>,
+}
+
+/// A waiting gang's kept room: what it takes when its turn comes and all of its minimum
+/// fits, and keeps again when not.
+struct Reserving {
+    /// The gang's slot.
+    slot: usize,
+    /// Its room, worker by worker.
+    kept: Vec<Kept>,
+    /// How many of its executors that room holds.
+    executors: u64,
 }
 
 impl<'s> AppPass<'s> {
@@ -186,6 +203,7 @@ impl<'s> AppPass<'s> {
             sole_executors: BTreeMap::new(),
             steps: 0,
             total_cores: ledger.alive_total_cores(),
+            reserving: None,
         }
     }
 
@@ -203,10 +221,27 @@ impl<'s> AppPass<'s> {
 
     /// The plan's grants, in the order they last grew: an executor that took more cores in
     /// a later round moves to where it took them. Made at once, in a list allocated once.
-    fn into_grants(mut self) -> Vec<ExecutorGrant> {
+    /// And the room kept for a waiting gang at the end of the pass.
+    fn into_grants(mut self, ledger: &Ledger<'_>) -> (Vec<ExecutorGrant>, Vec<Reserved>) {
+        let reserved = match self.reserving.take() {
+            Some(reserving) => {
+                let app = &self.snapshot.apps[reserving.slot].id;
+                reserving
+                    .kept
+                    .into_iter()
+                    .map(|kept| Reserved {
+                        app: app.clone(),
+                        worker: ledger.worker(kept.w).id.clone(),
+                        resources: kept.need,
+                    })
+                    .collect()
+            }
+            None => Vec::new(),
+        };
         // Steps are unique: an unstable sort orders them the same, with no scratch space.
         self.grants.sort_unstable_by_key(|grant| grant.step);
-        self.grants
+        let grants = self
+            .grants
             .iter()
             .map(|grant| ExecutorGrant {
                 app: grant.app.id.clone(),
@@ -220,7 +255,8 @@ impl<'s> AppPass<'s> {
                 count: grant.count,
                 profile: grant.profile,
             })
-            .collect()
+            .collect();
+        (grants, reserved)
     }
 
     /// The cores `app`, in `slot`, may still take under its `cores_max` (the default's for
@@ -319,17 +355,42 @@ impl<'s> AppPass<'s> {
         placer: &mut P,
         plan: &mut Plan,
     ) {
+        // Its kept room is its own to take now.
+        let reserving = self
+            .reserving
+            .take_if(|reserving| reserving.slot == slot)
+            .map(|reserving| {
+                let changed: Vec<usize> = reserving.kept.iter().map(|kept| kept.w).collect();
+                ledger.give_back_kept(reserving.kept);
+                placer.workers_changed(ledger, &changed);
+                reserving.executors
+            });
         let gang = self.gang((slot, app)).map(|gang| {
             let minimum = u64::from(gang.min_executors);
-            (minimum, self.gang_fit((slot, app), &gang, bound, ledger))
+            let fit = self.gang_fit((slot, app), &gang, bound, ledger);
+            (gang, minimum, fit)
         });
-        if let Some((minimum, fit)) = gang
+        if let Some((ref gang, minimum, fit)) = gang
             && fit < minimum
         {
+            if let Some(executors) = reserving {
+                let kept = ledger.keep_for_gang(gang, self.queues.admission(&app.queue));
+                let changed: Vec<usize> = kept.iter().map(|kept| kept.w).collect();
+                placer.workers_changed(ledger, &changed);
+                self.reserving = Some(Reserving {
+                    slot,
+                    kept,
+                    executors,
+                });
+            }
             if last {
+                let reason = match reserving {
+                    Some(reserved) => WaitReason::GangReserved { minimum, reserved },
+                    None => WaitReason::Gang { minimum, fit },
+                };
                 plan.waiting.push(Waiting {
                     id: WorkId::App(app.id.clone()),
-                    reason: WaitReason::Gang { minimum, fit },
+                    reason,
                 });
             }
             return;
@@ -339,7 +400,7 @@ impl<'s> AppPass<'s> {
             reasons.extend(self.place_shape((slot, app), shape, bound, last, ledger, placer));
         }
         debug_assert!(
-            gang.is_none_or(|(minimum, _)| {
+            gang.is_none_or(|(_, minimum, _)| {
                 self.granted_executors.get(&(slot, 0)).copied().unwrap_or(0) >= minimum
             }),
             "a gang granted part of its minimum"
@@ -395,6 +456,109 @@ impl<'s> AppPass<'s> {
             }
         }
         kept
+    }
+
+    /// Keeps, in `ledger`, the room free now that the first waiting gang all of whose
+    /// minimum does not fit could use, up to its minimum, until its turn: a gang that waits
+    /// behind others reserves room as it frees, pass after pass, so that a stream of smaller
+    /// work does not starve it.
+    ///
+    /// One gang at a time, the oldest of prior queues first, then the oldest of the others,
+    /// and only
+    /// - a gang that fits once the executors running now have ended, and its queue's maximum
+    ///   holds it: executors end as their applications progress, while a driver may wait
+    ///   for room itself, so kept room never waits for room held by what waits for it;
+    /// - of a normal queue, while no prior work wants room: prior work is served first.
+    fn reserve_for_waiting_gang(&mut self, ledger: &mut Ledger<'s>) {
+        let prior_wants_room = self.prior_wants_room();
+        let (prior, normal): (Vec<Slotted>, Vec<Slotted>) = self
+            .snapshot
+            .apps
+            .iter()
+            .enumerate()
+            .filter(|(_, app)| app.min_executors.is_some())
+            .partition(|(_, app)| self.queues.get(&app.queue).prior);
+        let normal = normal.into_iter().filter(|_| !prior_wants_room);
+        // Built once, for the first gang that gets this far.
+        let mut held: Option<HashMap<&WorkerId, Resources, FixedState>> = None;
+        for (slot, app) in prior.into_iter().chain(normal) {
+            let Some(gang) = self.gang((slot, app)) else {
+                continue;
+            };
+            let admission = self.queues.admission(&app.queue);
+            let minimum = u64::from(gang.min_executors);
+            if ledger.gang_fit(&gang, admission) >= minimum
+                || minimum * u64::from(gang.executor_cores) > self.most_cores(&app.queue)
+            {
+                continue;
+            }
+            let held = held.get_or_insert_with(|| self.held_by_executors());
+            if ledger.gang_fit_once_executors_end(&gang, |worker| held.get(worker)) < minimum {
+                continue;
+            }
+            let kept = ledger.keep_for_gang(&gang, admission);
+            let executors = kept
+                .iter()
+                .map(|kept| u64::from(kept.need.cores / gang.executor_cores))
+                .sum();
+            self.reserving = Some(Reserving {
+                slot,
+                kept,
+                executors,
+            });
+            return;
+        }
+    }
+
+    /// Whether a driver of a prior queue waits, or an application of one could take
+    /// another executor under its `cores_max` and limits.
+    fn prior_wants_room(&self) -> bool {
+        let prior = |queue: &QueueName| self.queues.get(queue).prior;
+        self.snapshot.drivers.iter().any(|d| prior(&d.queue))
+            || self.snapshot.apps.iter().enumerate().any(|(slot, app)| {
+                prior(&app.queue)
+                    && self.cores_left(slot, app) >= smallest_executor(app)
+                    && shapes(app).iter().any(|shape| {
+                        shape.limit.is_none_or(|limit| {
+                            app.executors
+                                .iter()
+                                .filter(|e| e.profile == shape.profile)
+                                .count()
+                                < limit as usize
+                        })
+                    })
+            })
+    }
+
+    /// The most cores `leaf`'s executors may ever hold: its maximum's share of the ALIVE
+    /// cores, the tightest along its path (all of them for a prior queue).
+    fn most_cores(&self, leaf: &QueueName) -> u64 {
+        if self.queues.get(leaf).prior {
+            return self.total_cores;
+        }
+        self.queues
+            .path(leaf)
+            .iter()
+            .map(|queue| share(self.queues.share(queue, Bound::Max), self.total_cores))
+            .min()
+            .unwrap_or(self.total_cores)
+    }
+
+    /// What the executors the applications hold take on each worker.
+    fn held_by_executors(&self) -> HashMap<&'s WorkerId, Resources, FixedState> {
+        let mut held: HashMap<&WorkerId, Resources, FixedState> = HashMap::default();
+        for executor in self
+            .snapshot
+            .apps
+            .iter()
+            .flat_map(|app| app.executors.iter())
+        {
+            let sum = held.entry(&executor.worker).or_default();
+            *sum = sum
+                .checked_add(&executor.resources)
+                .expect("what executors hold is within capacity");
+        }
+        held
     }
 
     /// How many of `app`'s `gang` fit now: on the ALIVE workers as they offer its queue,

@@ -19,6 +19,22 @@ pub struct Plan {
     pub executors: Vec<ExecutorGrant>,
     /// Drivers, then apps, that still wait after this pass, each with the reason.
     pub waiting: Vec<Waiting>,
+    /// Room the pass kept for a gang that waits for all of its minimum to fit, nobody else
+    /// taking it: what it will be granted once the rest frees. Passes keep it again, from
+    /// the state, as long as the gang waits; nothing of it is in the log.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reserved: Vec<Reserved>,
+}
+
+/// Room kept on a worker for a waiting gang.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reserved {
+    /// The gang's application.
+    pub app: AppId,
+    /// The worker.
+    pub worker: WorkerId,
+    /// All that is kept there: whole executors of the gang's size.
+    pub resources: Resources,
 }
 
 /// A driver placed on a worker.
@@ -141,6 +157,14 @@ pub enum WaitReason {
         /// How many of them fit now.
         fit: u64,
     },
+    /// The app is a gang that waits for all of its minimum to fit, and the room of some of
+    /// it is kept for it meanwhile (see [`Plan::reserved`]).
+    GangReserved {
+        /// The executors it must be granted at once.
+        minimum: u64,
+        /// How many of them the kept room holds.
+        reserved: u64,
+    },
     /// The driver's application is a gang, and the driver and all of the gang's minimum do
     /// not fit at once.
     DriverGang {
@@ -196,6 +220,7 @@ impl WaitReason {
             Self::NoRoom { .. }
                 | Self::HeldByThreshold { .. }
                 | Self::Gang { .. }
+                | Self::GangReserved { .. }
                 | Self::DriverGang { .. }
         )
     }
@@ -208,6 +233,7 @@ impl WaitReason {
             Self::NoAliveWorker => "no_alive_worker",
             Self::LargerThanAnyWorker { .. } => "larger_than_any_worker",
             Self::Gang { .. } => "gang",
+            Self::GangReserved { .. } => "gang_reserved",
             Self::DriverGang { .. } => "driver_gang",
             Self::ExecutorLimit { .. } => "executor_limit",
             Self::QueueAtCapacity { .. } => "queue_at_capacity",
@@ -244,6 +270,11 @@ impl fmt::Display for WaitReason {
             Self::Gang { minimum, fit } => write!(
                 f,
                 "a gang of {minimum} executors starts when all fit at once: {fit} fit now"
+            ),
+            Self::GangReserved { minimum, reserved } => write!(
+                f,
+                "a gang of {minimum} executors starts when all fit at once: room for \
+                 {reserved} is kept for it as it frees"
             ),
             Self::DriverGang { minimum, fit } => write!(
                 f,

@@ -2,8 +2,9 @@
 //! not) and client-mode applications (gangs or not) on random clusters, run pass after pass
 //! in a small world where a launched driver's application registers one pass later and an
 //! application that holds executors ends after a few passes, freeing them and its driver.
-//! From every state some work can go on, so everything ends; and no gang ever holds part
-//! of its minimum.
+//! From every state some work can go on, so everything ends (room kept for a waiting gang
+//! included); no gang ever holds part of its minimum; and room kept for a gang is one
+//! waiting gang's, and never promised twice.
 //!
 //! Executors here take one core each: room a burst leaves is never too scattered for one
 //! of them. (Larger executors can find every worker's leftover room too small once drivers
@@ -77,6 +78,11 @@ struct World {
     /// Active applications: what they ask, the executors they hold (by worker), the passes of
     /// work left, and their driver.
     apps: Vec<(AppRequest, Vec<usize>, u32, Option<String>)>,
+    /// Client-mode applications still to come, with the pass they arrive before, latest
+    /// first.
+    arriving: Vec<(u32, AppRequest, u32)>,
+    /// Passes run so far.
+    passes: u32,
 }
 
 /// Worlds run by the property.
@@ -153,11 +159,51 @@ impl World {
 
     /// One pass, then a pass's worth of time: applications registered and worked.
     fn step(&mut self) -> Result<(), TestCaseError> {
+        while self
+            .arriving
+            .last()
+            .is_some_and(|(at, ..)| *at <= self.passes)
+        {
+            let (_, request, passes) = self.arriving.pop().unwrap();
+            self.apps.push((request, Vec::new(), passes, None));
+        }
+        self.passes += 1;
         let snapshot = self.snapshot();
         let plan = muster_core::schedule(&snapshot).unwrap();
         let worker_of = |id: &muster_core::ids::WorkerId| {
             self.workers.iter().position(|w| &w.id == id).unwrap()
         };
+        // Room kept for a waiting gang: one gang's, that holds no executor and got none, and
+        // on no worker beyond what is left after everything placed.
+        if let Some(first) = plan.reserved.first() {
+            prop_assert!(plan.reserved.iter().all(|r| r.app == first.app));
+            let gang = snapshot.apps.iter().find(|a| a.id == first.app).unwrap();
+            prop_assert!(gang.min_executors.is_some() && gang.executors.is_empty());
+            prop_assert!(!plan.executors.iter().any(|g| g.app == first.app));
+        }
+        for worker in snapshot.workers.iter() {
+            let mut taken = worker.used.clone();
+            let launched = plan.drivers.iter().filter(|d| d.worker == worker.id);
+            for _ in launched {
+                taken = taken
+                    .checked_add(&Resources::new(DRIVER_CORES, DRIVER_MEMORY_MB))
+                    .unwrap();
+            }
+            for grant in plan.executors.iter().filter(|g| g.worker == worker.id) {
+                taken = taken
+                    .checked_add(&grant.resources.clone().times(grant.count))
+                    .unwrap();
+            }
+            for reserved in plan.reserved.iter().filter(|r| r.worker == worker.id) {
+                taken = taken.checked_add(&reserved.resources).unwrap();
+            }
+            prop_assert!(
+                worker.capacity.fits(&taken).is_ok(),
+                "{} promised {taken:?} of {:?}",
+                worker.id,
+                worker.capacity
+            );
+        }
         // Applications of drivers launched before this pass register now.
         for (driver, (_, spec, registered)) in &mut self.running {
             if !*registered {
@@ -220,7 +266,10 @@ impl World {
     }
 
     fn done(&self) -> bool {
-        self.waiting.is_empty() && self.running.is_empty() && self.apps.is_empty()
+        self.waiting.is_empty()
+            && self.running.is_empty()
+            && self.apps.is_empty()
+            && self.arriving.is_empty()
     }
 }
 
@@ -238,7 +287,9 @@ fn world() -> impl Strategy<Value = World> {
             (app_spec(), 1..12usize).prop_map(|(spec, n)| vec![spec; n]),
             prop::collection::vec(app_spec(), 0..12),
         ],
-        prop::collection::vec(app_spec(), 0..4),
+        // Client-mode applications, each arriving before one of the first passes: a gang
+        // that comes while drivers hold room must not wedge them.
+        prop::collection::vec((app_spec(), 0..4u32), 0..4),
     )
         .prop_map(|(workers, driver_share, drivers, clients)| {
             let workers: Vec<Worker> = workers
@@ -257,18 +308,22 @@ fn world() -> impl Strategy<Value = World> {
                     .map(|(i, spec)| (format!("driver-{i:02}"), spec))
                     .collect(),
                 running: BTreeMap::new(),
-                apps: clients
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, spec)| {
-                        (
-                            spec.request(&format!("client-{i}")),
-                            Vec::new(),
-                            spec.passes,
-                            None,
-                        )
-                    })
-                    .collect(),
+                apps: Vec::new(),
+                arriving: {
+                    let mut arriving: Vec<(u32, AppRequest, u32)> = clients
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, (spec, at))| {
+                            (at, spec.request(&format!("client-{i}")), spec.passes)
+                        })
+                        .collect();
+                    // Popped from the end: the earliest first, and of those arriving
+                    // together, the first submitted (the sort is stable).
+                    arriving.reverse();
+                    arriving.sort_by_key(|(at, ..)| std::cmp::Reverse(*at));
+                    arriving
+                },
+                passes: 0,
             }
         })
 }
@@ -292,9 +347,9 @@ fn each_fits_alone(world: &World) -> bool {
         .iter()
         .all(|(_, spec)| fits(spec.memory_mb, spec.min))
         && world
-            .apps
+            .arriving
             .iter()
-            .all(|(request, ..)| fits(request.executor_memory_mb, request.min_executors))
+            .all(|(_, request, _)| fits(request.executor_memory_mb, request.min_executors))
 }
 
 proptest! {

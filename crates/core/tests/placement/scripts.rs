@@ -31,7 +31,8 @@
 //!   order given, and the room reserved for it;
 //! * `schedule [spread_out=B]` prints `launch DRIVER on WORKER` per driver, `grant APP:
 //!   WORKER=COUNTxCORES ...` per app (workers in id order; `grant APP profile N: ...` for
-//!   a resource profile's executors), and `wait ID: REASON`.
+//!   a resource profile's executors), `wait ID: REASON`, and `reserve APP on WORKER:
+//!   RESOURCES` for the room kept for a waiting gang.
 
 use muster_core::ids::QueueName;
 use muster_core::model::{
@@ -527,6 +528,13 @@ fn describe(plan: &Plan) -> String {
     }
     for waiting in &plan.waiting {
         let _ = writeln!(out, "wait {}: {}", waiting.id, waiting.reason);
+    }
+    for reserved in &plan.reserved {
+        let _ = writeln!(
+            out,
+            "reserve {} on {}: {}",
+            reserved.app, reserved.worker, reserved.resources
+        );
     }
     out
 }
