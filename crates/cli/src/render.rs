@@ -55,6 +55,19 @@ pub fn workers(status: &StatusView) -> String {
             format!("{}/{}", w.memory_used_mb, w.memory_mb),
         );
     }
+    // Room kept, and for whom: no other work is placed there.
+    for k in &status.kept {
+        let why = if k.until_ms == 0 {
+            "a waiting gang"
+        } else {
+            "prior work that preempted"
+        };
+        let _ = writeln!(
+            out,
+            "kept on {}: {} cores, {} MB for {} ({why})",
+            k.worker, k.cores, k.memory_mb, k.owner
+        );
+    }
     out
 }
 

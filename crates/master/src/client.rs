@@ -323,6 +323,17 @@ impl ClusterService {
                 .reservations()
                 .iter()
                 .map(v1::KeptRoom::from)
+                .chain(
+                    session
+                        .iter()
+                        .flat_map(|s| s.reserved())
+                        .map(|room| v1::KeptRoom {
+                            owner: room.app.to_string(),
+                            worker: room.worker.to_string(),
+                            resources: Some((&room.resources).into()),
+                            until_ms: 0,
+                        }),
+                )
                 .collect(),
         }
     }

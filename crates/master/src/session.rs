@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use muster_core::ids::{AppId, Term, WorkId, WorkerId, millis};
+use muster_core::plan::Reserved;
 use muster_core::resources::Usage;
 use muster_proto::auth::Tokens;
 use muster_proto::convert::address_lists;
@@ -211,6 +212,11 @@ impl Session {
     /// Why app or driver `id` waits, as of the last scheduling pass.
     pub fn waiting(&self, id: &WorkId) -> Option<String> {
         self.lock().leader.waiting(id).map(str::to_owned)
+    }
+
+    /// The room the last scheduling pass kept for a waiting gang.
+    pub fn reserved(&self) -> Vec<Reserved> {
+        self.lock().leader.reserved().to_vec()
     }
 
     /// The web UI app `app` gave when it attached; empty if none.

@@ -151,7 +151,7 @@ pub(crate) fn overview(status: &StatusView, charts: Markup) -> Markup {
                 }
             }
             @if !status.kept.is_empty() {
-                h2 { "Room kept for prior work (preemption)" }
+                h2 { "Room kept (for prior work that preempted, or a waiting gang)" }
                 table {
                     tr { th { "for" } th { "worker" } th { "cores" } th { "memory (MB)" } }
                     @for k in &status.kept {

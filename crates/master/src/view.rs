@@ -53,7 +53,7 @@ pub struct StatusView {
     pub queues: Vec<QueueRow>,
     /// Named users.
     pub users: Vec<UserView>,
-    /// Room kept for work that preempted.
+    /// Room kept for work that preempted, or for a waiting gang.
     pub kept: Vec<KeptView>,
 }
 
@@ -402,7 +402,7 @@ pub struct UserView {
     pub generation: u64,
 }
 
-/// Room kept for work that preempted.
+/// Room kept for work that preempted, or for a waiting gang.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct KeptView {
     /// The driver or application it is kept for.
@@ -415,7 +415,8 @@ pub struct KeptView {
     pub memory_mb: u64,
     /// Its custom resources, by name.
     pub resources: BTreeMap<String, u32>,
-    /// When it goes to its owner, by the leader's clock when it was kept.
+    /// When it goes to its owner, by the leader's clock when it was kept; 0 for a waiting
+    /// gang's, kept until the gang starts.
     pub until_ms: u64,
 }
 

@@ -64,6 +64,7 @@ use std::time::{Duration, Instant};
 use muster_core::access::QueueSpec;
 use muster_core::ids::{AppId, ExecutorId, RequestId, Term, WorkId, WorkerId};
 use muster_core::model::{PassConfig, WorkerState};
+use muster_core::plan::Reserved;
 use muster_core::resources::{Resources, Usage};
 use muster_proto::v1::{BuildInfo, ShuffleService};
 use muster_state::commands::{
@@ -292,6 +293,11 @@ impl Leader {
     /// How many scheduling passes this leader has run.
     pub fn passes(&self) -> u64 {
         self.passes.count()
+    }
+
+    /// The room the last scheduling pass kept for a waiting gang.
+    pub fn reserved(&self) -> &[Reserved] {
+        self.passes.reserved()
     }
 
     /// How many apps and drivers wait, by reason, as of the last scheduling pass.

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use muster_core::ids::{Term, WorkId};
-use muster_core::plan::Plan;
+use muster_core::plan::{Plan, Reserved};
 
 /// The passes of one leader.
 #[derive(Debug, Default)]
@@ -23,6 +23,8 @@ pub(super) struct Passes {
     waiting: BTreeMap<WorkId, String>,
     /// How many wait, by [`muster_core::plan::WaitReason::code`], as of the last pass.
     waiting_reasons: BTreeMap<&'static str, usize>,
+    /// The room the last pass kept for a waiting gang.
+    reserved: Vec<Reserved>,
 }
 
 impl Passes {
@@ -60,6 +62,7 @@ impl Passes {
         self.last = Some(now);
         self.waiting.clear();
         self.waiting_reasons.clear();
+        self.reserved.clear();
     }
 
     /// The pass left `plan`'s work waiting.
@@ -69,6 +72,7 @@ impl Passes {
             .iter()
             .map(|w| (w.id.clone(), w.reason.to_string()))
             .collect();
+        self.reserved.clone_from(&plan.reserved);
         self.waiting_reasons.clear();
         for waiting in &plan.waiting {
             *self
@@ -98,5 +102,9 @@ impl Passes {
 
     pub(super) fn waiting_reasons(&self) -> &BTreeMap<&'static str, usize> {
         &self.waiting_reasons
+    }
+
+    pub(super) fn reserved(&self) -> &[Reserved] {
+        &self.reserved
     }
 }
