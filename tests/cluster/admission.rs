@@ -292,3 +292,87 @@ fn a_burst_of_drivers_whose_applications_are_gangs_all_finish() {
     );
     all_finish(&masters, &ids);
 }
+
+#[test]
+fn a_gang_that_waits_past_its_timeout_is_placed_as_any_app_or_fails_by_its_queues_style() {
+    // The masters' timeout is soft, after 2 s; queue `strict` fails its gangs after 2 s.
+    let (masters, _settings) = crate::support::configured_masters(
+        r#"{"gang_timeout_s": 2}"#,
+        r#"[{"name": "default"}, {"name": "strict", "gang_timeout_s": 2, "gang_style": "hard"}]"#,
+    );
+    let _worker = start_worker(&masters, "w1", 4);
+    wait_for(&masters, "the worker", |s| {
+        crate::support::alive_workers(s) == 1
+    });
+    let sleeper = |name: &str, queue: &str, cores_max: &str, min: Option<&str>| {
+        let mut args = vec![
+            "--name",
+            name,
+            "--queue",
+            queue,
+            "--executor-cores",
+            "1",
+            "--executor-memory",
+            "64",
+            "--cores-max",
+            cores_max,
+        ];
+        if let Some(min) = min {
+            args.extend(["--min-executors", min]);
+        }
+        args.extend(["--", "/bin/sleep", "600"]);
+        crate::support::app_run(&masters, &args)
+    };
+    // Three of the four cores are held for as long as the test runs.
+    let (_holder, holder, _out) = sleeper("holder", "default", "3", None);
+    wait_for(&masters, "the holder's executors", |s| {
+        crate::support::running_executors(s, &holder).len() == 3
+    });
+    let (_soft, soft, _out) = sleeper("soft", "default", "4", Some("4"));
+    let status = wait_for(&masters, "the soft gang placed as any app", |s| {
+        crate::support::app(s, &soft)
+            .is_some_and(|a| !a["executors"].as_array().unwrap().is_empty())
+    });
+    let app = crate::support::app(&status, &soft).unwrap();
+    assert_eq!(app["executors"].as_array().unwrap().len(), 1, "{status}");
+    assert_eq!(app["min_executors"], Value::Null, "{status}");
+    let timed_out = app["gang_timed_out"].as_str().unwrap();
+    assert!(
+        timed_out.starts_with("its gang of 4 executors did not fit within ")
+            && timed_out.ends_with(": placed as any application since (gang_style soft)"),
+        "{timed_out}"
+    );
+
+    let (mut strict_run, strict, strict_out) = sleeper("strict", "strict", "4", Some("4"));
+    let status = wait_for(&masters, "the strict gang failed", |s| {
+        s["completed_apps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["id"] == strict.as_str())
+    });
+    let ended = status["completed_apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == strict.as_str())
+        .unwrap();
+    assert_eq!(ended["state"], "FAILED", "{status}");
+    assert!(
+        ended["gang_timed_out"]
+            .as_str()
+            .unwrap()
+            .ends_with("failed (gang_style hard)"),
+        "{status}"
+    );
+    // Its client hears it failed, and ends.
+    strict_run.exited("muster app run");
+    let printed: Vec<String> = std::io::BufRead::lines(strict_out)
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        printed.last().map(String::as_str),
+        Some(format!("application {strict} FAILED").as_str()),
+        "{printed:?}"
+    );
+}

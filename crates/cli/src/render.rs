@@ -105,6 +105,9 @@ pub fn apps(status: &StatusView) -> String {
         if let Some(minimum) = a.min_executors {
             let _ = writeln!(out, "  gang: {minimum} executors at once");
         }
+        if let Some(timed_out) = &a.gang_timed_out {
+            let _ = writeln!(out, "  gang timed out: {timed_out}");
+        }
         if let Some(waiting) = &a.waiting {
             let _ = writeln!(out, "  waiting: {waiting}");
         }
@@ -178,8 +181,16 @@ pub fn drivers(status: &StatusView) -> String {
 /// executor cores held in each (below it, for a parent).
 pub fn queues(status: &StatusView) -> String {
     let mut out = format!(
-        "{:<20} {:<6} {:<9} {:<8} {:<12} {:<13} {:<10} {:<12} SUBMIT\n",
-        "NAME", "PRIOR", "CAPACITY", "MAX", "THRESHOLD", "DRIVER_SHARE", "CORES", "MAX_PER_USER"
+        "{:<20} {:<6} {:<9} {:<8} {:<12} {:<13} {:<13} {:<10} {:<12} SUBMIT\n",
+        "NAME",
+        "PRIOR",
+        "CAPACITY",
+        "MAX",
+        "THRESHOLD",
+        "DRIVER_SHARE",
+        "GANG_TIMEOUT",
+        "CORES",
+        "MAX_PER_USER"
     );
     for q in &status.queues {
         let submit = if q.leaf {
@@ -194,10 +205,18 @@ pub fn queues(status: &StatusView) -> String {
         let driver_share = q
             .driver_share
             .map_or_else(|| "-".to_owned(), |s| s.to_string());
+        let gang_timeout = match (q.gang_timeout_s, q.gang_style) {
+            (None, None) => "-".to_owned(),
+            (after, style) => format!(
+                "{} {}",
+                after.map_or_else(|| "-".to_owned(), |s| format!("{s}s")),
+                style.unwrap_or("-")
+            ),
+        };
         let name = format!("{}{}", "  ".repeat(q.depth), q.name);
         let _ = writeln!(
             out,
-            "{name:<20} {:<6} {capacity:<9} {:<8} {:<12} {driver_share:<13} {:<10} {per_user:<12} {submit}",
+            "{name:<20} {:<6} {capacity:<9} {:<8} {:<12} {driver_share:<13} {gang_timeout:<13} {:<10} {per_user:<12} {submit}",
             q.prior, q.max_capacity, q.threshold, q.cores_used
         );
     }

@@ -85,6 +85,8 @@ fn queues() -> Vec<QueueConfig> {
             max_capacity: 1.0,
             capacity: None,
             driver_share: None,
+            gang_timeout_s: None,
+            gang_style: None,
         },
         QueueConfig {
             name: "default".into(),
@@ -93,6 +95,8 @@ fn queues() -> Vec<QueueConfig> {
             max_capacity: 1.0,
             capacity: None,
             driver_share: None,
+            gang_timeout_s: None,
+            gang_style: None,
         },
         QueueConfig {
             name: "batch".into(),
@@ -101,6 +105,8 @@ fn queues() -> Vec<QueueConfig> {
             max_capacity: 0.5,
             capacity: None,
             driver_share: None,
+            gang_timeout_s: None,
+            gang_style: None,
         },
     ]
 }
@@ -156,6 +162,8 @@ fn tree(worker_count: usize) -> Snapshot {
         max_capacity,
         capacity: Some(capacity),
         driver_share: None,
+        gang_timeout_s: None,
+        gang_style: None,
     };
     snapshot.queues = vec![
         queue("prod", true, 1.0, 0.2),

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::QueueName;
-use crate::model::{InputError, QueueConfig};
+use crate::model::{GangStyle, InputError, QueueConfig};
 
 /// In an access list, every user.
 pub const EVERYONE: &str = "*";
@@ -141,6 +141,12 @@ pub struct QueueSpec {
     /// See [`QueueConfig::driver_share`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver_share: Option<f64>,
+    /// See [`QueueConfig::gang_timeout_s`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang_timeout_s: Option<u64>,
+    /// See [`QueueConfig::gang_style`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang_style: Option<GangStyle>,
     /// See [`QueueAccess::submit`].
     #[serde(default)]
     pub submit: Option<Vec<String>>,
@@ -167,6 +173,8 @@ impl QueueSpec {
             max_capacity: self.max_capacity,
             capacity: self.capacity,
             driver_share: self.driver_share,
+            gang_timeout_s: self.gang_timeout_s,
+            gang_style: self.gang_style,
         };
         let access = QueueAccess {
             submit: self.submit.clone(),
@@ -186,6 +194,8 @@ impl From<(QueueConfig, QueueAccess)> for QueueSpec {
             max_capacity: config.max_capacity,
             capacity: config.capacity,
             driver_share: config.driver_share,
+            gang_timeout_s: config.gang_timeout_s,
+            gang_style: config.gang_style,
             submit: access.submit,
             administer: access.administer,
             max_per_user: access.max_per_user,

@@ -160,6 +160,35 @@ pub struct QueueConfig {
     /// `driver_share`. In (0, 1].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver_share: Option<f64>,
+    /// How long a gang of this queue may wait for all of its minimum, in seconds, before
+    /// `gang_style` applies; unset: the masters'. The leader times gangs out, not the pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang_timeout_s: Option<u64>,
+    /// What becomes of a gang of this queue that waited `gang_timeout_s`; unset: the
+    /// masters'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang_style: Option<GangStyle>,
+}
+
+/// What becomes of a gang that waited its timeout for all of its minimum, as YuniKorn's
+/// gang scheduling styles.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GangStyle {
+    /// It is placed as any application from then on, an executor at a time.
+    #[default]
+    Soft,
+    /// It fails, saying why.
+    Hard,
+}
+
+impl fmt::Display for GangStyle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Soft => "soft",
+            Self::Hard => "hard",
+        })
+    }
 }
 
 /// The default threshold and maximum capacity of a queue: all of it.
@@ -177,6 +206,8 @@ impl QueueConfig {
             max_capacity: 1.0,
             capacity: None,
             driver_share: None,
+            gang_timeout_s: None,
+            gang_style: None,
         }
     }
 }
@@ -949,6 +980,9 @@ pub fn validate_queues(queues: &[QueueConfig]) -> Result<(), InputError> {
         fraction(format_args!("queues[{i}].max_capacity"), queue.max_capacity)?;
         if let Some(share) = queue.driver_share {
             fraction(format_args!("queues[{i}].driver_share"), share)?;
+        }
+        if let Some(timeout) = queue.gang_timeout_s {
+            positive(format_args!("queues[{i}].gang_timeout_s"), timeout)?;
         }
     }
     crate::queues::check_capacities(queues)

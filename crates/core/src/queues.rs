@@ -276,6 +276,8 @@ pub fn check_paths(queues: &[QueueSpec]) -> Result<(), InputError> {
             ("administer", !queue.administer.is_empty()),
             ("max_per_user", queue.max_per_user.is_some()),
             ("driver_share", queue.driver_share.is_some()),
+            ("gang_timeout_s", queue.gang_timeout_s.is_some()),
+            ("gang_style", queue.gang_style.is_some()),
         ];
         if let Some((setting, _)) = leaf_settings.iter().find(|(_, set)| *set) {
             return refuse(

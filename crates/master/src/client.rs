@@ -165,6 +165,10 @@ impl ClusterService {
                 .collect(),
             submitted_at_ms: a.submitted_at.0,
             ended_at_ms: a.ended_at.map_or(0, |at| at.0),
+            gang_timed_out: state
+                .timed_out_gang(&a.id)
+                .map(ToString::to_string)
+                .unwrap_or_default(),
             ..AppStatus::default()
         };
         let leadership = self.node.leadership().borrow().clone();

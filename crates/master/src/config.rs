@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use muster_core::access::QueueSpec;
 use muster_core::ids::QueueName;
-use muster_core::model::{PassConfig, QueueConfig, validate_queues};
+use muster_core::model::{GangStyle, PassConfig, QueueConfig, validate_queues};
 use muster_core::queues::check_paths;
 use muster_raft::RaftSettings;
 use muster_state::StateConfig;
@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::LeaderConfig;
-use crate::leader::PreemptionPolicy;
+use crate::leader::{GangTimeout, PreemptionPolicy};
 
 /// What `muster master --config FILE` may set. Every field is optional. The scheduling and
 /// retry settings must be the same on every master.
@@ -40,6 +40,11 @@ pub struct MasterFile {
     pub retained_drivers: Option<usize>,
     /// Prior queues whose waiting work may stop ordinary executors; off when unset.
     pub preemption: Option<PreemptionFile>,
+    /// Seconds a gang may wait for all of its minimum before `gang_style` applies (900),
+    /// where its queue sets none.
+    pub gang_timeout_s: Option<f64>,
+    /// What becomes of a gang that waited its timeout (`soft`), where its queue sets none.
+    pub gang_style: Option<GangStyle>,
     /// Log entries applied between two snapshots of the state (10,000).
     pub snapshot_every: Option<u64>,
     /// Log entries kept behind a snapshot, for followers a little behind (1,000); a follower
@@ -298,6 +303,14 @@ impl MasterFile {
                 .as_ref()
                 .map(PreemptionFile::policy)
                 .transpose()?,
+            gang_timeout: GangTimeout {
+                after: duration(
+                    "gang timeout",
+                    self.gang_timeout_s,
+                    defaults.gang_timeout.after,
+                )?,
+                style: self.gang_style.unwrap_or(defaults.gang_timeout.style),
+            },
             ..defaults
         })
     }

@@ -176,6 +176,8 @@ pub struct AppView {
     pub cores_granted: u64,
     /// The executors of its own size it needs at once, if it is a gang.
     pub min_executors: Option<u32>,
+    /// Why it is no longer a gang, if it waited its gang's timeout.
+    pub gang_timed_out: Option<String>,
     /// Why it waits for more, if it does.
     pub waiting: Option<String>,
     /// Its own web UI, if it gave one.
@@ -229,6 +231,9 @@ pub struct EndedAppView {
     pub user: Option<String>,
     /// How it ended.
     pub state: AppState,
+    /// Why it was no longer a gang, if it waited its gang's timeout (why it failed, for a
+    /// hard one).
+    pub gang_timed_out: Option<String>,
     /// When it was submitted, in Unix milliseconds.
     pub submitted_at_ms: u64,
     /// When it ended, in Unix milliseconds.
@@ -356,6 +361,11 @@ pub struct QueueRow {
     /// The share of its room its running drivers may hold, when it sets its own (the
     /// masters' `driver_share` otherwise).
     pub driver_share: Option<f64>,
+    /// How long its gangs may wait, in seconds, when it sets its own (the masters'
+    /// `gang_timeout_s` otherwise).
+    pub gang_timeout_s: Option<u64>,
+    /// What becomes of its gangs that waited that long (`soft`, `hard`), when it sets it.
+    pub gang_style: Option<&'static str>,
     /// Who may submit besides the admins; `None`: everyone (admins only, for a prior queue).
     pub submit: Option<Vec<String>>,
     /// Who may administer it besides the admins.
@@ -498,6 +508,7 @@ fn app(a: &v1::AppStatus) -> AppView {
         state: a.state(),
         cores_granted: a.cores_granted,
         min_executors: a.min_executors,
+        gang_timed_out: set(&a.gang_timed_out),
         waiting: set(&a.waiting),
         ui_address: set(&a.ui_address),
         submitted_at_ms: a.submitted_at_ms,
@@ -534,6 +545,7 @@ fn ended_app(a: &v1::AppStatus) -> EndedAppView {
         queue: a.queue.clone(),
         user: set(&a.user),
         state: a.state(),
+        gang_timed_out: set(&a.gang_timed_out),
         submitted_at_ms: a.submitted_at_ms,
         ended_at_ms: (a.ended_at_ms != 0).then_some(a.ended_at_ms),
         ended_executors: a.ended_executors.iter().map(executor).collect(),
@@ -573,6 +585,12 @@ fn queue(q: &v1::Queue, view: QueueView) -> QueueRow {
         max_capacity: q.max_capacity,
         capacity: q.capacity,
         driver_share: q.driver_share,
+        gang_timeout_s: q.gang_timeout_s,
+        gang_style: match q.gang_style.map(v1::GangStyle::try_from) {
+            Some(Ok(v1::GangStyle::Soft)) => Some("soft"),
+            Some(Ok(v1::GangStyle::Hard)) => Some("hard"),
+            _ => None,
+        },
         submit: q.submit.as_ref().map(|list| list.users.clone()),
         administer: q.administer.clone(),
         max_per_user: q.max_per_user,

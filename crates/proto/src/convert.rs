@@ -8,7 +8,7 @@
 
 use muster_core::access::QueueSpec;
 use muster_core::ids::QueueName;
-use muster_core::model::{GangRequest, WorkerState};
+use muster_core::model::{GangRequest, GangStyle, WorkerState};
 use muster_core::resources::{ResourceAddresses, Resources};
 use muster_state::Op;
 use muster_state::commands::{
@@ -218,6 +218,14 @@ impl From<&QueueSpec> for v1::Queue {
             max_capacity: queue.max_capacity,
             capacity: queue.capacity,
             driver_share: queue.driver_share,
+            gang_timeout_s: queue.gang_timeout_s,
+            gang_style: queue.gang_style.map(|style| {
+                match style {
+                    GangStyle::Soft => v1::GangStyle::Soft,
+                    GangStyle::Hard => v1::GangStyle::Hard,
+                }
+                .into()
+            }),
             submit: queue.submit.as_ref().map(|users| v1::AccessList {
                 users: users.clone(),
             }),
@@ -236,6 +244,13 @@ impl From<&v1::Queue> for QueueSpec {
             max_capacity: queue.max_capacity,
             capacity: queue.capacity,
             driver_share: queue.driver_share,
+            gang_timeout_s: queue.gang_timeout_s,
+            // An unknown style, from a newer client, reads as unset.
+            gang_style: match queue.gang_style.map(v1::GangStyle::try_from) {
+                Some(Ok(v1::GangStyle::Soft)) => Some(GangStyle::Soft),
+                Some(Ok(v1::GangStyle::Hard)) => Some(GangStyle::Hard),
+                _ => None,
+            },
             submit: queue.submit.as_ref().map(|list| list.users.clone()),
             administer: queue.administer.clone(),
             max_per_user: queue.max_per_user,

@@ -189,6 +189,11 @@ impl ClusterState {
         {
             return violated(format!("a gang kept of driver {id}, not an active driver"));
         }
+        if let Some(id) = self.timed_out_gangs.keys().find(|id| {
+            !self.apps.contains_key(*id) && !self.completed_apps.iter().any(|a| &a.id == *id)
+        }) {
+            return violated(format!("a timed-out gang kept of {id}, not a known app"));
+        }
         self.check_ids_unique()
     }
 

@@ -8,7 +8,7 @@ use std::fmt;
 use muster_core::ids::{
     AppId, DriverId, ExecutorId, QueueName, SmolStr, Timestamp, WorkId, WorkerId,
 };
-use muster_core::model::{GangRequest, HeldExecutor, HeldExecutors, WorkerState};
+use muster_core::model::{GangRequest, GangStyle, HeldExecutor, HeldExecutors, WorkerState};
 use muster_core::resources::{ResourceAmounts, Resources};
 use serde::{Deserialize, Serialize};
 
@@ -444,6 +444,32 @@ pub struct Owner {
     pub user: String,
     /// The generation of their credential then.
     pub generation: u64,
+}
+
+/// A gang that waited its timeout for all of its minimum, and what became of it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimedOutGang {
+    /// The executors it needed at once.
+    pub minimum: u32,
+    /// How long it waited, by the leader's clock, in milliseconds.
+    pub waited_ms: u64,
+    /// Soft: placed as any application since; hard: failed.
+    pub style: GangStyle,
+}
+
+impl fmt::Display for TimedOutGang {
+    /// Why it is no longer a gang, for people.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (minimum, waited_s) = (self.minimum, self.waited_ms / 1000);
+        write!(
+            f,
+            "its gang of {minimum} executors did not fit within {waited_s} s: "
+        )?;
+        f.write_str(match self.style {
+            GangStyle::Soft => "placed as any application since (gang_style soft)",
+            GangStyle::Hard => "failed (gang_style hard)",
+        })
+    }
 }
 
 /// The gang of a driver's application: the driver starts only when it and the gang fit at

@@ -37,7 +37,7 @@ pub(crate) fn log_format_of(bytes: &[u8]) -> LogFormat {
 const OLDEST_FORMAT: u8 = 2;
 
 /// How many fields each format adds at the end of the state, from format 3 on.
-const FIELDS_ADDED: [usize; 10] = [1, 1, 4, 1, 3, 1, 1, 2, 1, 3];
+const FIELDS_ADDED: [usize; 10] = [1, 1, 4, 1, 3, 1, 1, 2, 1, 4];
 
 /// Why a snapshot could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -92,7 +92,10 @@ impl ClusterState {
             self.stopping.is_empty(),
             self.relaunched.is_empty() && self.ended_executors.is_empty(),
             self.profiles.is_empty(),
-            self.admission.is_empty() && self.gangs.is_empty() && self.driver_gangs.is_empty(),
+            self.admission.is_empty()
+                && self.gangs.is_empty()
+                && self.driver_gangs.is_empty()
+                && self.timed_out_gangs.is_empty(),
         ];
         for (empty, fields) in added_empty.into_iter().zip(FIELDS_ADDED).rev() {
             if !empty {

@@ -15,7 +15,7 @@ use crate::addresses::{AddressBook, Holder, Stopped, Stopping};
 use crate::commands::{QueueAdmission, QueueSettings};
 use crate::model::{
     App, AppProfiles, AppState, Drain, Driver, DriverDescription, DriverGang, DriverState,
-    Executor, ExecutorState, Owner, Profile, Reservation, User, Worker,
+    Executor, ExecutorState, Owner, Profile, Reservation, TimedOutGang, User, Worker,
 };
 use crate::response::{ApplyError, Effects, Rejection, Response};
 use crate::version::LogFormat;
@@ -148,6 +148,9 @@ pub struct ClusterState {
     /// application has registered yet. Came with format 12 as well, written only from log
     /// format 4.
     pub(crate) driver_gangs: BTreeMap<DriverId, DriverGang>,
+    /// The gangs that waited their timeout for all of their minimum, of active and retained
+    /// applications. Came with format 12 as well, written only from log format 4.
+    pub(crate) timed_out_gangs: BTreeMap<AppId, TimedOutGang>,
     /// The workers as scheduling passes see them, in id order, and the active apps, in
     /// submission order: each pass's snapshot shares them rather than copying every worker
     /// and app. Kept as they change (see `scheduling.rs`); not in snapshots, but built anew
@@ -250,6 +253,11 @@ impl ClusterState {
     /// The executors of its own size active application `id` needs at once, if it is a gang.
     pub fn gang(&self, id: &AppId) -> Option<u32> {
         self.gangs.get(id).copied()
+    }
+
+    /// How active or retained application `id` waited its gang's timeout, if it did.
+    pub fn timed_out_gang(&self, id: &AppId) -> Option<&TimedOutGang> {
+        self.timed_out_gangs.get(id)
     }
 
     /// The queue configuration as set (without the implicit `default`).
@@ -583,6 +591,7 @@ impl ClusterState {
         let forgotten = retain_last(&mut self.completed_apps, app, self.config.retained_apps);
         for app in forgotten {
             self.app_users.remove(&app.id);
+            self.timed_out_gangs.remove(&app.id);
             self.ended_executors.remove(&app.id);
         }
         effects.removed_apps.push((id.clone(), state));

@@ -100,9 +100,10 @@ impl Op {
             Op::By(by) => by.op.introduced_in(),
             Op::Restore(restore) => crate::snapshot::log_format_of(&restore.snapshot),
             Op::SetProfileLimit(_) | Op::ApplyPlanWithProfiles(_) => LogFormat::THIRD,
-            Op::ConfigureQueuesWithAdmission(_) | Op::SubmitGang(_) | Op::SubmitGangDriver(_) => {
-                LogFormat::FOURTH
-            }
+            Op::ConfigureQueuesWithAdmission(_)
+            | Op::SubmitGang(_)
+            | Op::SubmitGangDriver(_)
+            | Op::EndGangWait(_) => LogFormat::FOURTH,
             Op::RegisterWorker(_)
             | Op::WorkerLost(_)
             | Op::DecommissionWorker(_)

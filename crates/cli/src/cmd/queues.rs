@@ -20,7 +20,7 @@ pub struct QueuesArgs {
     masters: MastersArg,
     /// Replace the queues with those in this JSON file: `[{"name": "prod", "prior": true}, ...]`;
     /// a tree names children by path (`team.etl`) and may give each queue a `capacity`, and
-    /// each leaf a `driver_share`.
+    /// each leaf a `driver_share`, `gang_timeout_s` and `gang_style` (`soft` or `hard`).
     #[arg(long)]
     set: Option<PathBuf>,
     /// Print JSON instead of a table.
@@ -28,9 +28,10 @@ pub struct QueuesArgs {
     json: bool,
 }
 
-/// Refuses queues' own driver shares until the cluster's log format holds them: a master
-/// of an older release would drop them from the request unread.
-fn admits_driver_shares(status: &StatusView) -> Result<(), CliError> {
+/// Refuses a queue's own admission `setting` (its driver share, its gangs' timeout) until
+/// the cluster's log format holds it: a master of an older release would drop it from the
+/// request unread.
+fn admits(setting: &str, status: &StatusView) -> Result<(), CliError> {
     let effective = LogFormat(status.log_format);
     if effective >= LogFormat::FOURTH {
         return Ok(());
@@ -43,7 +44,7 @@ fn admits_driver_shares(status: &StatusView) -> Result<(), CliError> {
         (m.id, build)
     });
     let line = held_back(LogFormat::FOURTH, effective, members);
-    Err(CliError::Refused(format!("a queue's driver_share {line}")))
+    Err(CliError::Refused(format!("a queue's {setting} {line}")))
 }
 
 /// Shows the queues, or sets them and names them.
@@ -67,8 +68,17 @@ pub fn run(args: QueuesArgs) -> Result<String, CliError> {
             format!("{}{prior}", q.name)
         })
         .collect();
-    if queues.iter().any(|q| q.driver_share.is_some()) {
-        admits_driver_shares(&status::fetch(&args.masters, false)?)?;
+    let admission = queues.iter().find_map(|q| {
+        [
+            ("driver_share", q.driver_share.is_some()),
+            ("gang_timeout_s", q.gang_timeout_s.is_some()),
+            ("gang_style", q.gang_style.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(setting, set)| set.then_some(setting))
+    });
+    if let Some(setting) = admission {
+        admits(setting, &status::fetch(&args.masters, false)?)?;
     }
     let masters = args.masters.parse()?;
     let request = SetQueuesRequest {

@@ -50,6 +50,8 @@ pub fn queue(name: &str, prior: bool, threshold: f64, max_capacity: f64) -> Queu
         max_capacity,
         capacity: None,
         driver_share: None,
+        gang_timeout_s: None,
+        gang_style: None,
     }
 }
 

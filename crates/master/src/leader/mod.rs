@@ -50,6 +50,7 @@
 //! [`Effects`] are carried out here: kills for what ended (except the process whose own report
 //! ended it), executor events and ends for applications.
 
+mod gangs;
 mod links;
 mod liveness;
 mod passes;
@@ -64,7 +65,7 @@ use std::time::{Duration, Instant};
 use muster_core::access::QueueSpec;
 use muster_core::ids::{AppId, ExecutorId, RequestId, Term, WorkId, WorkerId};
 use muster_core::model::{PassConfig, WorkerState};
-use muster_core::plan::Reserved;
+use muster_core::plan::{Plan, Reserved};
 use muster_core::resources::{Resources, Usage};
 use muster_proto::v1::{BuildInfo, ShuffleService};
 use muster_state::commands::{
@@ -75,6 +76,8 @@ use muster_state::model::{AppState, DriverState, Executor, ExecutorState, Owner,
 use muster_state::version::LogFormat;
 use muster_state::{ApplyError, ClusterState, Effects, Op, Outcome, Response};
 
+pub use gangs::GangTimeout;
+use gangs::GangWaits;
 use links::{Hearing, Links, Peer};
 pub use liveness::FENCE_MARGIN;
 use liveness::Liveness;
@@ -114,6 +117,9 @@ pub struct LeaderConfig {
     pub queues: Option<Vec<QueueSpec>>,
     /// When prior work may stop ordinary executors to fit, if ever.
     pub preemption: Option<PreemptionPolicy>,
+    /// How long gangs may wait for all of their minimum, and what becomes of them then,
+    /// where their queues set nothing.
+    pub gang_timeout: GangTimeout,
 }
 
 impl Default for LeaderConfig {
@@ -128,6 +134,7 @@ impl Default for LeaderConfig {
             pass: PassConfig::default(),
             queues: None,
             preemption: None,
+            gang_timeout: GangTimeout::default(),
         }
     }
 }
@@ -156,6 +163,8 @@ enum Purpose {
     Preempt { owners: Vec<WorkId> },
     /// Kept room granted to its owners after its grace.
     Grant,
+    /// A gang's wait ended by its timeout.
+    GangTimeout,
     /// An application finished for a client that did not come back.
     Vanished { app: AppId },
     /// A drained worker decommissioned.
@@ -207,6 +216,7 @@ pub struct Leader {
     processes: Processes,
     passes: Passes,
     preemptor: Preemptor,
+    gang_waits: GangWaits,
     proposals: BTreeMap<ProposalId, Purpose>,
     next_proposal: u64,
     /// When the leader was last ticked: a longer gap than a few heartbeats means it stood
@@ -234,6 +244,7 @@ impl Leader {
             processes: Processes::default(),
             passes: Passes::default(),
             preemptor: Preemptor::new(config.preemption.clone()),
+            gang_waits: GangWaits::default(),
             config,
             proposals: BTreeMap::new(),
             next_proposal: 0,
@@ -475,6 +486,8 @@ impl Leader {
             .iter()
             .map(|queue| QueueSpec {
                 driver_share: None,
+                gang_timeout_s: None,
+                gang_style: None,
                 ..queue.clone()
             })
             .collect();
@@ -891,6 +904,13 @@ impl Leader {
                     reason: Close::Denied(denied),
                 });
             }
+            (Purpose::GangTimeout, result) => {
+                self.gang_waits.settled();
+                if let Ok(response) = result {
+                    self.carry_out(&response.effects, None, None);
+                    self.passes.want();
+                }
+            }
             (Purpose::Vanished { .. } | Purpose::AppRequest { .. } | Purpose::Other, result) => {
                 if let Ok(response) = result {
                     self.carry_out(&response.effects, None, None);
@@ -972,6 +992,8 @@ impl Leader {
             // Decided again on a later pass, if still needed.
             Purpose::Preempt { .. } => self.preemptor.preempt_settled(),
             Purpose::Grant => self.preemptor.grant_settled(),
+            // Timed again from the next pass.
+            Purpose::GangTimeout => self.gang_waits.settled(),
             // Decided again on a later tick.
             Purpose::Lost { worker, .. } => self.liveness.loss_settled(&worker),
             Purpose::Vanished { app } => self.liveness.finish_settled(&app),
@@ -1217,12 +1239,16 @@ impl Leader {
         if let Some(grant) = self.preemptor.grant(now, state) {
             self.propose(grant, Purpose::Grant);
         }
+        if let Some(end) = self.gang_waits.due(now, state, self.config.gang_timeout) {
+            self.propose(end, Purpose::GangTimeout);
+        }
         if !self.passes.due(now, self.config.schedule_tick) {
             return;
         }
         if !state.has_work_to_place(self.config.pass.default_cores) {
             self.passes.nothing_to_place(now);
             self.preemptor.nothing_waits();
+            self.gang_waits.note(now, &Plan::default());
             return;
         }
         let pass = PassConfig {
@@ -1232,6 +1258,7 @@ impl Leader {
         let snapshot = state.scheduling_snapshot(pass);
         let plan = muster_core::schedule_valid(&snapshot);
         self.passes.waited(&plan);
+        self.gang_waits.note(now, &plan);
         self.preemptor.note_room_waits(now, &snapshot, &plan);
         if plan.drivers.is_empty() && plan.executors.is_empty() {
             // Nothing else can move: the only way prior work that waits gets room.

@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 
 use muster_core::ids::{AppId, DriverId, ExecutorId, Timestamp};
 use muster_core::limits;
-use muster_core::model::{positive, resource_amounts};
+use muster_core::model::{GangStyle, positive, resource_amounts};
 use muster_core::resources::ResourceAmounts;
 use serde::{Deserialize, Serialize};
 
 use super::{Apply, program};
 use crate::ClusterState;
 use crate::addresses::Stopped;
-use crate::model::{App, AppDescription, AppState, ExecutorState, Profile};
+use crate::model::{App, AppDescription, AppState, ExecutorState, Profile, TimedOutGang};
 use crate::response::{ApplyError, Effects, Outcome, Response};
 use crate::version::LogFormat;
 
@@ -121,6 +121,58 @@ impl Apply for SubmitGang {
             gang.started = true;
         }
         Ok(response)
+    }
+}
+
+/// A gang that waited its timeout for all of its minimum stops waiting: with `style` soft it
+/// is placed as any application from then on, with hard it fails (from log format 4). The
+/// leader times gangs out by its own clock, and says how long this one waited.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndGangWait {
+    /// The gang's application.
+    pub app: AppId,
+    /// What becomes of it.
+    pub style: GangStyle,
+    /// How long it waited, in milliseconds.
+    pub waited_ms: u64,
+}
+
+impl Apply for EndGangWait {
+    /// Refused, changing nothing, for an app that is not an active gang waiting for its
+    /// minimum (it ended, or was granted its executors meanwhile).
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        let Some(&minimum) = state.gangs.get(&self.app) else {
+            return Err(ApplyError::Conflict(format!(
+                "`{}` is not a gang that waits",
+                self.app
+            )));
+        };
+        let app = &state.apps[&self.app];
+        let own_size = |id| state.executor_profile(&self.app, id).is_none();
+        if app.executors.keys().any(|&id| own_size(id)) {
+            return Err(ApplyError::Conflict(format!(
+                "`{}` holds its gang's executors: it no longer waits",
+                self.app
+            )));
+        }
+        state.gangs.remove(&self.app);
+        state.timed_out_gangs.insert(
+            self.app.clone(),
+            TimedOutGang {
+                minimum,
+                waited_ms: self.waited_ms,
+                style: self.style,
+            },
+        );
+        let mut effects = Effects::default();
+        match self.style {
+            GangStyle::Soft => state.show_app_to_passes(&self.app),
+            GangStyle::Hard => state.remove_app(&self.app, AppState::Failed, at, &mut effects),
+        }
+        Ok(Response {
+            outcome: Outcome::Done,
+            effects,
+        })
     }
 }
 

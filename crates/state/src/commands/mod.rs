@@ -15,8 +15,8 @@ mod workers;
 
 pub use crate::version::RaiseLogFormat;
 pub use apps::{
-    AppFinished, ExecutorStateChanged, KillApp, KillExecutors, MAX_PROFILES, SetExecutorLimit,
-    SetProfileLimit, SubmitApp, SubmitGang,
+    AppFinished, EndGangWait, ExecutorStateChanged, KillApp, KillExecutors, MAX_PROFILES,
+    SetExecutorLimit, SetProfileLimit, SubmitApp, SubmitGang,
 };
 pub use drivers::{DriverStateChanged, KillDriver, SubmitDriver, SubmitGangDriver};
 pub use plan::{
@@ -131,6 +131,8 @@ pub enum Op {
     SubmitGang(SubmitGang),
     /// A driver whose application is a gang is submitted.
     SubmitGangDriver(SubmitGangDriver),
+    /// A gang that waited its timeout stops waiting.
+    EndGangWait(EndGangWait),
 }
 
 /// How an op changes the state.
@@ -233,6 +235,7 @@ impl ClusterState {
             Op::ConfigureQueuesWithAdmission(op) => op.apply(self, at),
             Op::SubmitGang(op) => op.apply(self, at),
             Op::SubmitGangDriver(op) => op.apply(self, at),
+            Op::EndGangWait(op) => op.apply(self, at),
             Op::PreemptForGuarantees(op) => {
                 op.apply_for(self, at, muster_core::preempt::Preempting::BelowGuarantee)
             }

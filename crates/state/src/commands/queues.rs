@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use muster_core::access::{QueueAccess, QueueSpec};
 use muster_core::ids::{QueueName, Timestamp};
-use muster_core::model::{NotALeaf, QueueConfig, takes_work, validate_queues};
+use muster_core::model::{GangStyle, NotALeaf, QueueConfig, takes_work, validate_queues};
 use muster_core::queues::check_paths;
 use serde::{Deserialize, Serialize};
 
@@ -51,6 +51,8 @@ impl QueueSettings {
             max_capacity: self.max_capacity,
             capacity: capacities.get(&self.name).copied(),
             driver_share: admission.get(&self.name).and_then(|a| a.driver_share),
+            gang_timeout_s: admission.get(&self.name).and_then(|a| a.gang_timeout_s),
+            gang_style: admission.get(&self.name).and_then(|a| a.gang_style),
         }
     }
 }
@@ -61,12 +63,18 @@ impl QueueSettings {
 pub struct QueueAdmission {
     /// See [`QueueConfig::driver_share`].
     pub driver_share: Option<f64>,
+    /// See [`QueueConfig::gang_timeout_s`].
+    pub gang_timeout_s: Option<u64>,
+    /// See [`QueueConfig::gang_style`].
+    pub gang_style: Option<GangStyle>,
 }
 
 impl QueueAdmission {
     fn of(spec: &QueueSpec) -> Self {
         Self {
             driver_share: spec.driver_share,
+            gang_timeout_s: spec.gang_timeout_s,
+            gang_style: spec.gang_style,
         }
     }
 }

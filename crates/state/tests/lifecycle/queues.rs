@@ -1,17 +1,18 @@
 //! Queue configuration: the tree with capacities is one command validated as a whole, work
 //! goes only to leaves, the ops of earlier builds still read and apply, a queue's driver
 //! share is written only once every master reads it and bounds its drivers, a gang is
-//! granted all of its minimum or nothing, and preemption for guarantees takes no queue below
+//! granted all of its minimum or nothing and stops waiting by its style at its timeout, and
+//! preemption for guarantees takes no queue below
 //! its own.
 
 use std::collections::BTreeSet;
 
 use muster_core::access::QueueSpec;
 use muster_core::ids::WorkId;
-use muster_core::model::{GangRequest, PassConfig};
+use muster_core::model::{GangRequest, GangStyle, PassConfig};
 use muster_core::preempt::{Preempting, choose};
 use muster_state::commands::{
-    AddUser, Preempt, QueueSettings, RaiseLogFormat, SetQueues, SubmitApp, SubmitGang,
+    AddUser, EndGangWait, Preempt, QueueSettings, RaiseLogFormat, SetQueues, SubmitApp, SubmitGang,
     SubmitGangDriver, set_queues_op,
 };
 use muster_state::model::DriverState;
@@ -502,6 +503,86 @@ fn a_gang_is_of_log_format_4_and_granted_all_of_its_minimum_or_nothing() {
     assert_eq!(c.state.gang(&first), None);
     c.schedule();
     assert_eq!(c.state.apps()[&second].executors.len(), 5);
+}
+
+#[test]
+fn a_gang_that_waited_its_timeout_is_placed_as_any_app_or_fails_by_its_style() {
+    let mut c = Cluster::new();
+    c.worker("w1", 4, 4096);
+    let gang = |min_executors| {
+        Op::SubmitGang(SubmitGang {
+            app: SubmitApp {
+                desc: in_queue("default", Some(6), Some(1)),
+                executor_limit: None,
+            },
+            min_executors,
+            driver: None,
+        })
+    };
+    let submitted = |c: &mut Cluster, op| match c.ok(op).outcome {
+        muster_state::Outcome::AppSubmitted { id } => id,
+        other => panic!("{other:?}"),
+    };
+    let end = |app: &muster_core::ids::AppId, style| {
+        Op::EndGangWait(EndGangWait {
+            app: app.clone(),
+            style,
+            waited_ms: 900_000,
+        })
+    };
+    // Six executors on four cores never fit at once.
+    let soft = submitted(&mut c, gang(6));
+    c.schedule();
+    assert!(c.state.apps()[&soft].executors.is_empty());
+    assert_eq!(
+        end(&soft, GangStyle::Soft).introduced_in(),
+        LogFormat::FOURTH
+    );
+
+    // Soft: no longer a gang, and placed as any app.
+    c.ok(end(&soft, GangStyle::Soft));
+    assert_eq!(c.state.gang(&soft), None);
+    assert_eq!(
+        c.state.timed_out_gang(&soft).unwrap().to_string(),
+        "its gang of 6 executors did not fit within 900 s: placed as any application since \
+         (gang_style soft)"
+    );
+    c.schedule();
+    assert_eq!(c.state.apps()[&soft].executors.len(), 4);
+    let bytes = c.state.encode_snapshot();
+    assert_eq!(
+        muster_state::ClusterState::decode_snapshot(&bytes).unwrap(),
+        c.state
+    );
+
+    // Not a waiting gang any more (nor an app that never was one): refused, nothing changes.
+    let before = c.state.clone();
+    for style in [GangStyle::Soft, GangStyle::Hard] {
+        assert!(matches!(
+            c.apply(end(&soft, style)),
+            Err(ApplyError::Conflict(_))
+        ));
+    }
+    assert_eq!(c.state, before);
+
+    // Hard: the app fails, saying why, and the reason stays with the ended app.
+    let hard = submitted(&mut c, gang(6));
+    c.ok(end(&hard, GangStyle::Hard));
+    assert!(!c.state.apps().contains_key(&hard));
+    let ended = c
+        .state
+        .completed_apps()
+        .iter()
+        .find(|a| a.id == hard)
+        .unwrap();
+    assert_eq!(ended.state, muster_state::model::AppState::Failed);
+    assert!(
+        c.state
+            .timed_out_gang(&hard)
+            .unwrap()
+            .to_string()
+            .ends_with("failed (gang_style hard)")
+    );
 }
 
 #[test]
