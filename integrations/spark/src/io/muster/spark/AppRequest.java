@@ -188,7 +188,8 @@ final class AppRequest {
      * spark.muster.minExecutors}, or {@code spark.executor.instances} when the application
      * waits for all of them before it schedules a task ({@code
      * spark.scheduler.minRegisteredResourcesRatio} of 1.0) and allocates no executors
-     * dynamically. Muster grants a gang all of it at once or nothing.
+     * dynamically; at most what {@code spark.executor.instances} and {@code spark.cores.max}
+     * allow. Muster grants a gang all of it at once or nothing.
      *
      * @throws IllegalArgumentException a gang without {@code spark.executor.cores}: a gang's
      *     executors are all of one size
@@ -209,7 +210,15 @@ final class AppRequest {
             throw new IllegalArgumentException(key + " asks for a gang of executors, which needs "
                     + "spark.executor.cores: a gang's executors are all of one size");
         }
-        return minimum;
+        // At most what the application may hold, as the REST gateway counts it.
+        Integer limit = executorLimit(conf);
+        if (limit != null && limit > 0) {
+            minimum = Math.min(minimum, limit);
+        }
+        if (conf.contains("spark.cores.max")) {
+            minimum = Math.min(minimum, positive(conf, "spark.cores.max") / positive(conf, "spark.executor.cores"));
+        }
+        return minimum > 0 ? minimum : null;
     }
 
     /** {@code spark.executor.resource.NAME.amount} settings as {@code NAME=AMOUNT,...}. */
