@@ -6,6 +6,10 @@
 //! reaches it while it reaches everyone, or the reverse), for masters and worker agents
 //! alike.
 //!
+//! Two applications run through it as gangs (all of their executors at once): one from the
+//! start, one that comes halfway, when drivers hold part of the room it needs, and keeps room
+//! as it frees through the faults.
+//!
 //! Every second through the run, `/proc` is sampled: no driver or executor ever runs twice at
 //! once. At the end, the history of submissions and reads must be linearizable
 //! ([`linearizable`]), and an audit over the status and `/proc` holds: every accepted
@@ -513,17 +517,23 @@ fn faults_of_every_kind_leave_every_piece_of_work_running_exactly_once() {
     if std::env::var_os("MUSTER_TEST_KEEP").is_some() {
         eprintln!("chaos: data in {}", cluster.dir.path().display());
     }
-    // An attached application with three executors, all through the run.
-    let mut app = Process(
-        muster()
-            .args(["app", "run", "--cores-max", "3", "--executor-cores", "1"])
-            .args(["--executor-memory", "256", "--", "/bin/sleep", "1000"])
-            .env("MUSTER_MASTERS", cluster.all())
-            .stdout(Stdio::null())
-            .stderr(cluster.log("app"))
-            .spawn()
-            .expect("muster app run starts"),
-    );
+    // An attached application, a gang of three executors, all through the run; another, a
+    // gang of five, comes halfway through, when drivers hold part of the room it needs.
+    let gang = |cluster: &Cluster, name: &str, executors: &str| {
+        Process(
+            muster()
+                .args(["app", "run", "--name", name, "--cores-max", executors])
+                .args(["--min-executors", executors, "--executor-cores", "1"])
+                .args(["--executor-memory", "256", "--", "/bin/sleep", "1000"])
+                .env("MUSTER_MASTERS", cluster.all())
+                .stdout(Stdio::null())
+                .stderr(cluster.log(name))
+                .spawn()
+                .expect("muster app run starts"),
+        )
+    };
+    let mut app = gang(&cluster, "first-gang", "3");
+    let mut late_gang = None;
     let stop = Arc::new(AtomicBool::new(false));
     let history = History::new();
     let submitter = {
@@ -545,6 +555,11 @@ fn faults_of_every_kind_leave_every_piece_of_work_running_exactly_once() {
     let mut injected: BTreeMap<&str, usize> = BTreeMap::new();
     while Instant::now() < until {
         std::thread::sleep(Duration::from_millis(rng.between(1000, 4000)));
+        if late_gang.is_none()
+            && until.saturating_duration_since(Instant::now()).as_secs() < secs / 2
+        {
+            late_gang = Some(gang(&cluster, "late-gang", "5"));
+        }
         let fault = Fault::pick(&mut rng, longest);
         eprintln!("chaos: {fault:?}");
         fault.inject(&mut cluster, &mut rng);
@@ -561,6 +576,8 @@ fn faults_of_every_kind_leave_every_piece_of_work_running_exactly_once() {
         *injected.entry(kind).or_default() += 1;
     }
     stop.store(true, Ordering::SeqCst);
+    // A run too short to reach halfway between two faults still has it come.
+    let mut late_gang = late_gang.unwrap_or_else(|| gang(&cluster, "late-gang", "5"));
     let accepted = submitter.join().unwrap();
     reader.join().unwrap();
     let copies = watcher.join().unwrap();
@@ -584,8 +601,34 @@ fn faults_of_every_kind_leave_every_piece_of_work_running_exactly_once() {
         panic!("the client history (replay with MUSTER_CHAOS_SEED={seed}): {problem}");
     }
     wait_until_sound(&cluster, &accepted, seed, Duration::from_secs(60));
-    assert!(
-        app.0.try_wait().unwrap().is_none(),
-        "the application's client gave up"
-    );
+    // Both gangs hold all they asked for (an executor lost with its worker is replaced).
+    let start = Instant::now();
+    loop {
+        let status = cluster.status(&cluster.all(), false);
+        let held = |name: &str| {
+            let apps = status
+                .as_ref()
+                .map(|s| s["apps"].clone())
+                .unwrap_or_default();
+            apps.as_array()
+                .and_then(|apps| apps.iter().find(|a| a["name"] == name).cloned())
+                .map(|a| a["executors"].as_array().map_or(0, Vec::len))
+        };
+        if held("first-gang") == Some(3) && held("late-gang") == Some(5) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the gangs hold {:?} and {:?} executors (replay with MUSTER_CHAOS_SEED={seed})",
+            held("first-gang"),
+            held("late-gang")
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    for (client, name) in [(&mut app, "first-gang"), (&mut late_gang, "late-gang")] {
+        assert!(
+            client.0.try_wait().unwrap().is_none(),
+            "the client of {name} gave up"
+        );
+    }
 }

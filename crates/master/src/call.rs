@@ -67,6 +67,8 @@ impl From<WriteError> for CallError {
         match error {
             WriteError::NotLeader(leader) => Self::NotLeader(leader),
             WriteError::Unavailable(_) => Self::Unavailable(error.to_string()),
+            // Raised within seconds: the caller tries again.
+            WriteError::NotRaisedYet(line) => Self::Unavailable(line),
             WriteError::TooNew(line) => Self::TooNew(line),
         }
     }

@@ -184,6 +184,11 @@ pub enum WriteError {
     /// a build that cannot read it. Says which.
     #[error("{0}")]
     TooNew(String),
+    /// The command is of a log format no master is known not to read, but the cluster has
+    /// not been raised to it yet (a new cluster raises it within seconds of hearing every
+    /// member's build): worth sending again.
+    #[error("{0}")]
+    NotRaisedYet(String),
 }
 
 fn not_leader<E>(error: RaftError<NodeId, E>) -> WriteError
@@ -564,9 +569,17 @@ impl RaftNode {
             if needs > effective {
                 let members = builds::members(&self.raft.metrics().borrow());
                 let builds = self.builds.lock().expect("builds lock");
-                return Err(WriteError::TooNew(held_back(
-                    needs, effective, &members, &builds,
-                )));
+                let line = held_back(needs, effective, &members, &builds);
+                // A member known to run an older build holds it back until upgraded; a
+                // member not heard from yet only until it is.
+                let held_back_by_a_build = members
+                    .iter()
+                    .any(|(id, _)| builds.get(id).is_some_and(|b| builds::reads(b) < needs));
+                return Err(if held_back_by_a_build {
+                    WriteError::TooNew(line)
+                } else {
+                    WriteError::NotRaisedYet(line)
+                });
             }
         }
         let (result, receiver) = oneshot::channel();

@@ -1,14 +1,15 @@
 //! Log formats across a group: the effective format is raised once every member reads a newer
-//! one, an op of a newer format is refused until then, and a replica sent entries it cannot
-//! read stops with one line.
+//! one, an op of a newer format is refused until then (worth sending again when only the raise
+//! is awaited), and a replica sent entries it cannot read stops with one line.
 
 use std::time::{Duration, Instant};
 
 use muster_core::ids::Timestamp;
+use muster_core::model::GangStyle;
 use muster_proto::v1::RaftBytes;
 use muster_proto::v1::replication_client::ReplicationClient;
 use muster_raft::{RaftSettings, WriteError, this_build};
-use muster_state::commands::RaiseLogFormat;
+use muster_state::commands::{EndGangWait, RaiseLogFormat};
 use muster_state::version::LogFormat;
 use muster_state::{Command, Op};
 
@@ -44,6 +45,38 @@ async fn a_group_of_one_build_raises_its_log_format_on_every_replica() {
     assert_eq!(builds.len(), 3, "{builds:?}");
     assert!(builds.values().all(|b| b.log_format == LogFormat::NEWEST.0));
     cluster.assert_replicas_agree(DEADLINE).await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_op_of_a_newer_format_written_before_a_new_group_raised_it_is_worth_sending_again() {
+    let _serial = support::serial().await;
+    let cluster = TestCluster::start(3, RaftSettings::default()).await;
+    let leader = cluster.leader(DEADLINE).await;
+    let newer = Command {
+        at: Timestamp(1),
+        request_id: None,
+        term: None,
+        op: Op::EndGangWait(EndGangWait {
+            app: "app-none".into(),
+            style: GangStyle::Soft,
+            waited_ms: 1,
+        }),
+    };
+    assert!(newer.op.introduced_in() > LogFormat::FIRST);
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        match cluster.node(leader).write(newer.clone()).await {
+            // Not raised yet: never refused as if a master could not read it.
+            Err(WriteError::NotRaisedYet(_)) => {
+                assert!(Instant::now() < deadline, "the log format was not raised");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(other) => panic!("{other:?}"),
+            // Written (and refused by the state: there is no such gang).
+            Ok(_) => break,
+        }
+    }
     cluster.shutdown().await;
 }
 
