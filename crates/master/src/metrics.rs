@@ -13,7 +13,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use muster_core::ids::QueueName;
-use muster_core::model::WorkerState;
+use muster_core::model::{GangStyle, WorkerState};
 use muster_core::queues::{views, with_default};
 use muster_proto::v1::BuildInfo;
 use muster_raft::RaftNode;
@@ -54,6 +54,11 @@ struct ReasonLabel {
 #[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PeerLabel {
     peer: u64,
+}
+
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StyleLabel {
+    style: String,
 }
 
 #[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -121,6 +126,8 @@ pub struct Metrics {
     apps: Gauge,
     drivers: ByState,
     waiting: Family<ReasonLabel, Gauge>,
+    kept_cores: Family<KindLabel, Gauge>,
+    gang_timeouts: Family<StyleLabel, Gauge>,
     queue_cores_used: ByQueue,
     queue_memory_used_mb: ByQueue,
     queue_prior: ByQueue,
@@ -162,6 +169,8 @@ impl Metrics {
             apps: Gauge::default(),
             drivers: ByState::default(),
             waiting: Family::default(),
+            kept_cores: Family::default(),
+            gang_timeouts: Family::default(),
             queue_cores_used: ByQueue::default(),
             queue_memory_used_mb: ByQueue::default(),
             queue_prior: ByQueue::default(),
@@ -245,6 +254,16 @@ impl Metrics {
             "waiting",
             "Applications and drivers waiting, by reason (no_room, held_by_threshold, queue_at_capacity, ...), as of the leader's last pass",
             self.waiting.clone(),
+        );
+        r.register(
+            "kept_cores",
+            "Cores kept free for work that waits, by kind: for prior work that preempted (preemption), and, as of the leader's last pass, for the oldest waiting gang (gang)",
+            self.kept_cores.clone(),
+        );
+        r.register(
+            "gang_timeouts",
+            "Active and retained applications whose gang waited its timeout, by gang_style (soft: placed as any application since; hard: failed)",
+            self.gang_timeouts.clone(),
         );
         r.register(
             "queue_cores_used",
@@ -364,6 +383,8 @@ impl Metrics {
             let _ = family.get_or_create(&StateLabel::default());
         }
         let _ = metrics.waiting.get_or_create(&ReasonLabel::default());
+        let _ = metrics.kept_cores.get_or_create(&KindLabel::default());
+        let _ = metrics.gang_timeouts.get_or_create(&StyleLabel::default());
         for family in [
             &metrics.queue_cores_used,
             &metrics.queue_memory_used_mb,
@@ -404,7 +425,17 @@ impl Metrics {
         }
         self.recovery.clear();
         self.waiting.clear();
+        let gang = KindLabel {
+            kind: "gang".to_owned(),
+        };
+        self.kept_cores.get_or_create(&gang).set(0);
         if let Some(session) = sessions.current() {
+            let kept: u64 = session
+                .reserved()
+                .iter()
+                .map(|room| u64::from(room.resources.cores))
+                .sum();
+            self.kept_cores.get_or_create(&gang).set(gauge(kept));
             let recovery = match session.recovery_state() {
                 RecoveryState::Recovering => "recovering",
                 RecoveryState::CompletingRecovery => "completing_recovery",
@@ -457,6 +488,30 @@ impl Metrics {
                 .set(gauge(count as u64));
         }
         self.apps.set(gauge(state.apps().len() as u64));
+        let preempted: u64 = state
+            .reservations()
+            .iter()
+            .map(|room| u64::from(room.resources.cores))
+            .sum();
+        self.kept_cores
+            .get_or_create(&KindLabel {
+                kind: "preemption".to_owned(),
+            })
+            .set(gauge(preempted));
+        self.gang_timeouts.clear();
+        for style in [GangStyle::Soft, GangStyle::Hard] {
+            let count = state
+                .apps()
+                .keys()
+                .chain(state.completed_apps().iter().map(|a| &a.id))
+                .filter(|id| state.timed_out_gang(id).is_some_and(|t| t.style == style))
+                .count();
+            self.gang_timeouts
+                .get_or_create(&StyleLabel {
+                    style: style.to_string(),
+                })
+                .set(gauge(count as u64));
+        }
         self.drivers.clear();
         for name in ["submitted", "running"] {
             self.drivers.get_or_create(&state_label(name)).set(0);
@@ -569,8 +624,12 @@ mod tests {
     use muster_core::ids::Timestamp;
     use muster_core::model::PassConfig;
     use muster_core::resources::Resources;
-    use muster_state::commands::{AddUser, By, RegisterWorker, SubmitApp, SubmitDriver, plan_op};
+    use muster_state::commands::{
+        AddUser, By, EndGangWait, RaiseLogFormat, RegisterWorker, SubmitApp, SubmitDriver,
+        SubmitGang, plan_op,
+    };
     use muster_state::model::{AppDescription, DriverDescription};
+    use muster_state::version::LogFormat;
     use muster_state::{Command, Op};
 
     use super::*;
@@ -675,5 +734,60 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "{line} in {text}");
         }
         assert!(!text.contains(r#"user="claimed""#), "{text}");
+    }
+
+    #[test]
+    fn gangs_that_waited_their_timeout_are_counted_by_style_ended_ones_too() {
+        let mut state = ClusterState::default();
+        apply(
+            &mut state,
+            Op::RaiseLogFormat(RaiseLogFormat {
+                to: LogFormat::NEWEST,
+            }),
+        );
+        let gang = || {
+            Op::SubmitGang(SubmitGang {
+                app: SubmitApp {
+                    desc: AppDescription {
+                        name: "gang".into(),
+                        user: String::new(),
+                        queue: QueueName::default(),
+                        cores_max: Some(4),
+                        executor_cores: Some(1),
+                        executor_memory_mb: 512,
+                        executor_resources: BTreeMap::new(),
+                        command: "/bin/true".into(),
+                        args: Vec::new(),
+                        env: BTreeMap::new(),
+                    },
+                    executor_limit: None,
+                },
+                min_executors: 4,
+                driver: None,
+            })
+        };
+        for style in [GangStyle::Soft, GangStyle::Hard, GangStyle::Hard] {
+            apply(&mut state, gang());
+            let app = state.apps().keys().last().unwrap().clone();
+            apply(
+                &mut state,
+                Op::EndGangWait(EndGangWait {
+                    app,
+                    style,
+                    waited_ms: 900_000,
+                }),
+            );
+        }
+        let metrics = Metrics::new();
+        metrics.read_state(&state);
+        let mut text = String::new();
+        encode(&mut text, &metrics.registry).unwrap();
+        for line in [
+            r#"muster_gang_timeouts{style="soft"} 1"#,
+            r#"muster_gang_timeouts{style="hard"} 2"#,
+            r#"muster_kept_cores{kind="preemption"} 0"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in {text}");
+        }
     }
 }
