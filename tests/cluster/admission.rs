@@ -1,7 +1,9 @@
 //! Admission: a burst of cluster-mode drivers on a cluster with no configuration never
 //! wedges it, since each queue's drivers hold at most its driver share; gangs are granted
-//! all of their minimum or nothing, and a driver whose application is a gang starts only
-//! with room for it.
+//! all of their minimum or nothing (in one queue and in sibling queues), a gang that waits
+//! keeps the room left for it through a leader's SIGKILL, a driver whose application is a
+//! gang starts only with room for it, and a gang that waits past its timeout is placed as
+//! any application or fails, by its queue's style.
 
 use std::time::Duration;
 
@@ -41,7 +43,7 @@ fn cluster() -> (Masters, [crate::support::Process; 2]) {
 /// `run` make, with one core and 64 MB: the nightly burst of a workflow scheduler. Their
 /// ids.
 fn burst(masters: &Masters, resources: &str, tasks: u32, task_ms: u64) -> Vec<String> {
-    let file = job_file(masters, "burst", resources, tasks, task_ms);
+    let file = job_file(masters, "burst", "default", resources, tasks, task_ms);
     let submit = [
         "submit",
         "--cores",
@@ -62,11 +64,12 @@ fn burst(masters: &Masters, resources: &str, tasks: u32, task_ms: u64) -> Vec<St
     ids
 }
 
-/// Writes job file `NAME.toml` to the masters' directory: application `name` with
-/// `resources`, running one stage of `tasks` tasks that each sleep `task_ms`.
+/// Writes job file `NAME.toml` to the masters' directory: application `name` of `queue`
+/// with `resources`, running one stage of `tasks` tasks that each sleep `task_ms`.
 fn job_file(
     masters: &Masters,
     name: &str,
+    queue: &str,
     resources: &str,
     tasks: u32,
     task_ms: u64,
@@ -76,6 +79,7 @@ fn job_file(
         &file,
         format!(
             r#"name = "{name}"
+queue = "{queue}"
 [resources]
 {resources}
 [[jobs]]
@@ -140,13 +144,40 @@ fn a_burst_of_cluster_mode_drivers_all_finish_on_a_cluster_with_no_configuration
 #[test]
 fn of_two_gangs_that_cannot_both_fit_one_is_granted_all_of_its_minimum_and_the_other_keeps_room() {
     let (mut masters, _workers) = cluster();
+    two_gangs(&mut masters, ["default", "default"], true);
+}
+
+#[test]
+fn of_two_gangs_in_sibling_queues_one_is_granted_all_of_its_minimum_and_the_other_keeps_room() {
+    // Two queues guaranteed half of the cluster each, either may take all of it.
+    let (mut masters, _settings) = crate::support::configured_masters(
+        "{}",
+        r#"[{"name": "default", "capacity": 0}, {"name": "a", "capacity": 0.5},
+            {"name": "b", "capacity": 0.5}]"#,
+    );
+    let _workers = [
+        start_worker(&masters, "w1", 4),
+        start_worker(&masters, "w2", 4),
+    ];
+    wait_for(&masters, "two workers", |s| {
+        crate::support::alive_workers(s) == 2
+    });
+    two_gangs(&mut masters, ["a", "b"], false);
+}
+
+/// Two gangs, each needing 5 of the 8 cores at once and running 5 tasks of 15 s, submitted
+/// together to `queues`: one is granted its 5 and the other none, keeping the 3 cores left,
+/// and then runs; with `kill_leader`, the leader is SIGKILLed while room is kept, and newer
+/// work gets none of it.
+fn two_gangs(masters: &mut Masters, queues: [&str; 2], kill_leader: bool) {
     // Each needs 5 of the 8 cores at once, and runs 5 tasks of 15 s.
     let runs: Vec<crate::support::Process> = ["first", "second"]
         .into_iter()
-        .map(|name| {
+        .zip(queues)
+        .map(|(name, queue)| {
             let resources =
                 "cores_max = 5\nexecutor_cores = 1\nexecutor_memory_mb = 64\nmin_executors = 5";
-            let file = job_file(&masters, name, resources, 5, 15_000);
+            let file = job_file(masters, name, queue, resources, 5, 15_000);
             crate::support::Process(
                 crate::support::muster()
                     .args(["job", "run"])
@@ -196,7 +227,7 @@ fn of_two_gangs_that_cannot_both_fit_one_is_granted_all_of_its_minimum_and_the_o
         "{status}"
     );
     assert_eq!(waiting["min_executors"], 5);
-    let list = masters.list_from(1);
+    let mut list = masters.list_from(1);
     let workers = stdout(&Masters::client(&list, &["workers"]));
     assert!(
         workers.contains(&format!(
@@ -206,16 +237,19 @@ fn of_two_gangs_that_cannot_both_fit_one_is_granted_all_of_its_minimum_and_the_o
         "{workers}"
     );
 
-    // The leader dies while room is kept: the next keeps the same, and newer work gets none.
-    let leader = masters.leader(0);
-    masters.running[leader as usize - 1].take().unwrap().crash();
-    masters.leader(leader);
-    let list = masters.list_from(leader as usize % 3 + 1);
-    wait_within(&list, "the same gang keeping room", DEADLINE, |s| {
-        s["recovery_state"] == "ALIVE" && one_granted_one_keeping(s)
-    });
+    // The leader dies while room is kept: the next keeps the same.
+    if kill_leader {
+        let leader = masters.leader(0);
+        masters.running[leader as usize - 1].take().unwrap().crash();
+        masters.leader(leader);
+        list = masters.list_from(leader as usize % 3 + 1);
+        wait_within(&list, "the same gang keeping room", DEADLINE, |s| {
+            s["recovery_state"] == "ALIVE" && one_granted_one_keeping(s)
+        });
+    }
+    // Newer work gets none of it.
     let (_newer, newer, _out) = crate::support::app_run(
-        &masters,
+        masters,
         &[
             "--name",
             "newer",

@@ -169,6 +169,8 @@ struct AppPass<'s> {
     steps: usize,
     /// Total cores of ALIVE workers, the base of every queue's share.
     total_cores: u64,
+    /// The gangs all of whose minimum fit at the start of the pass, by slot, in order.
+    fitting_gangs: Vec<usize>,
     /// The gang that keeps room this pass, and the room it keeps.
     reserving: Option<Reserving>,
 }
@@ -203,6 +205,7 @@ impl<'s> AppPass<'s> {
             sole_executors: BTreeMap::new(),
             steps: 0,
             total_cores: ledger.alive_total_cores(),
+            fitting_gangs: Vec::new(),
             reserving: None,
         }
     }
@@ -444,7 +447,7 @@ impl<'s> AppPass<'s> {
 
     /// Keeps, in `ledger`, the room of every waiting gang all of whose minimum fits now,
     /// oldest first; what it kept.
-    fn keep_for_fitting_gangs(&self, ledger: &mut Ledger<'_>) -> Vec<Kept> {
+    fn keep_for_fitting_gangs(&mut self, ledger: &mut Ledger<'_>) -> Vec<Kept> {
         let mut kept = Vec::new();
         for (slot, app) in self.snapshot.apps.iter().enumerate() {
             let Some(gang) = self.gang((slot, app)) else {
@@ -453,6 +456,7 @@ impl<'s> AppPass<'s> {
             let admission = self.queues.admission(&app.queue);
             if ledger.gang_fit(&gang, admission) >= u64::from(gang.min_executors) {
                 kept.extend(ledger.keep_for_gang(&gang, admission));
+                self.fitting_gangs.push(slot);
             }
         }
         kept
@@ -482,6 +486,9 @@ impl<'s> AppPass<'s> {
         // Built once, for the first gang that gets this far.
         let mut held: Option<HashMap<&WorkerId, Resources, FixedState>> = None;
         for (slot, app) in prior.into_iter().chain(normal) {
+            if self.fitting_gangs.binary_search(&slot).is_ok() {
+                continue;
+            }
             let Some(gang) = self.gang((slot, app)) else {
                 continue;
             };
