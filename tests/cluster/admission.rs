@@ -212,7 +212,7 @@ fn two_gangs(masters: &mut Masters, queues: [&str; 2], kill_leader: bool) {
                 kept == 3
             })
     };
-    let status = wait_for(&masters, "one gang granted, the other keeping room", |s| {
+    let status = wait_for(masters, "one gang granted, the other keeping room", |s| {
         one_granted_one_keeping(s)
     });
     let waiting = status["apps"]
