@@ -15,24 +15,27 @@
 //! one cluster file and one seed always give the same run.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
 
 use muster_core::ids::{AppId, DriverId, ExecutorId, Term, Timestamp, WorkerId};
+use muster_core::model::GangRequest;
 use muster_core::resources::Resources;
 use muster_core::restarts::Backoff;
 use muster_master::leader::{
     Action, AppRequest, Close, Event, Leader, LinkId, ProcessKey, ProposalId, Registration, ToApp,
     ToWorker, Update,
 };
-use muster_state::commands::{DrainWorker, RaiseLogFormat, SubmitApp, SubmitDriver, SubmitGang};
+use muster_state::commands::{
+    DrainWorker, RaiseLogFormat, SubmitApp, SubmitDriver, SubmitGang, SubmitGangDriver,
+};
 use muster_state::model::{AppDescription, DriverDescription, DriverState, ExecutorState};
 use muster_state::version::LogFormat;
 use muster_state::{ClusterState, Command, Op, Response};
 
 use crate::cluster::Cluster;
 use crate::report::Recorder;
-use crate::trace::{DriverEntry, Entry};
+use crate::trace::{AppEntry, DriverEntry, Entry};
 use crate::world::{App, Process, Slots, Worker, driver_entry};
 
 /// What happens next, at a virtual time.
@@ -205,6 +208,8 @@ pub struct Simulation<'a> {
     next_serial: u64,
     /// The failed runs of each driver of the trace so far, by entry.
     failed_runs: BTreeMap<usize, u32>,
+    /// The drivers that registered their applications.
+    driver_apps: BTreeSet<DriverId>,
     /// Trace entries of work not ended yet.
     unfinished: usize,
     random: u64,
@@ -258,6 +263,7 @@ impl<'a> Simulation<'a> {
             next_pid: 1000,
             next_serial: 0,
             failed_runs: BTreeMap::new(),
+            driver_apps: BTreeSet::new(),
             unfinished,
         }
     }
@@ -515,49 +521,11 @@ impl<'a> Simulation<'a> {
         }
         match &self.trace[i] {
             Entry::App(app) => {
-                let desc = AppDescription {
-                    name: app.name.clone(),
-                    user: app.user.clone(),
-                    queue: app.queue.clone(),
-                    cores_max: app.cores_max,
-                    executor_cores: app.executor_cores,
-                    executor_memory_mb: app.executor_memory_mb,
-                    executor_resources: BTreeMap::new(),
-                    command: "simulated".into(),
-                    args: Vec::new(),
-                    env: BTreeMap::new(),
-                };
-                let submit = SubmitApp {
-                    desc,
-                    executor_limit: app.executor_limit,
-                };
-                let op = match app.min_executors {
-                    Some(min_executors) => Op::SubmitGang(SubmitGang {
-                        app: submit,
-                        min_executors,
-                        driver: None,
-                    }),
-                    None => Op::SubmitApp(submit),
-                };
-                let Ok(response) = self.write(op) else {
+                let Some(id) = self.submit_app(i, app, None) else {
                     self.refused(i);
                     return;
                 };
-                let muster_state::Outcome::AppSubmitted { id } = response.outcome else {
-                    unreachable!("a submission's outcome names the app");
-                };
                 self.recorder.submitted(i, id.as_ref());
-                self.apps.insert(
-                    id.clone(),
-                    App {
-                        entry: i,
-                        link: None,
-                        task_ms: seconds_to_ms(app.task_s).max(1),
-                        tasks_left: app.tasks,
-                        executors: BTreeMap::new(),
-                        done: false,
-                    },
-                );
                 self.attach(&id);
             }
             Entry::Driver(driver) => {
@@ -570,7 +538,23 @@ impl<'a> Simulation<'a> {
                     env: BTreeMap::new(),
                     supervise: driver.supervise,
                 };
-                let Ok(response) = self.write(Op::SubmitDriver(SubmitDriver { desc })) else {
+                let submit = SubmitDriver { desc };
+                let gang = driver.app().and_then(|app| {
+                    Some(GangRequest {
+                        min_executors: app.min_executors?,
+                        executor_cores: app.executor_cores?,
+                        executor_memory_mb: app.executor_memory_mb,
+                        executor_resources: BTreeMap::new(),
+                    })
+                });
+                let op = match gang {
+                    Some(gang) => Op::SubmitGangDriver(SubmitGangDriver {
+                        driver: submit,
+                        gang,
+                    }),
+                    None => Op::SubmitDriver(submit),
+                };
+                let Ok(response) = self.write(op) else {
                     self.refused(i);
                     return;
                 };
@@ -603,6 +587,57 @@ impl<'a> Simulation<'a> {
             }
             Entry::LoseWorker { .. } | Entry::LeaderChange { .. } => {}
         }
+    }
+
+    /// Submits `app`, of trace entry `i`, registered by `driver` in cluster mode: its id,
+    /// or `None` if refused.
+    fn submit_app(
+        &mut self,
+        i: usize,
+        app: &AppEntry,
+        driver: Option<(WorkerId, DriverId, u64)>,
+    ) -> Option<AppId> {
+        let desc = AppDescription {
+            name: app.name.clone(),
+            user: app.user.clone(),
+            queue: app.queue.clone(),
+            cores_max: app.cores_max,
+            executor_cores: app.executor_cores,
+            executor_memory_mb: app.executor_memory_mb,
+            executor_resources: BTreeMap::new(),
+            command: "simulated".into(),
+            args: Vec::new(),
+            env: BTreeMap::new(),
+        };
+        let submit = SubmitApp {
+            desc,
+            executor_limit: app.executor_limit,
+        };
+        let op = match app.min_executors {
+            Some(min_executors) => Op::SubmitGang(SubmitGang {
+                app: submit,
+                min_executors,
+                driver: driver.as_ref().map(|(_, id, _)| id.clone()),
+            }),
+            None => Op::SubmitApp(submit),
+        };
+        let response = self.write(op).ok()?;
+        let muster_state::Outcome::AppSubmitted { id } = response.outcome else {
+            unreachable!("a submission's outcome names the app");
+        };
+        self.apps.insert(
+            id.clone(),
+            App {
+                entry: i,
+                link: None,
+                task_ms: seconds_to_ms(app.task_s).max(1),
+                tasks_left: app.tasks,
+                executors: BTreeMap::new(),
+                done: false,
+                driver,
+            },
+        );
+        Some(id)
     }
 
     /// Entry `i`'s submission was refused: it ends there.
@@ -963,12 +998,41 @@ impl<'a> Simulation<'a> {
     /// fails, and a supervised one waits its back-off to start again as a real worker has it.
     fn driver_done(&mut self, id: &WorkerId, driver: DriverId, serial: u64) {
         let spec = self.driver_spec(&driver);
+        // A driver that runs an application registers it first, and ends once it has.
+        let mut refused = false;
+        if let Some((entry, app)) = spec.and_then(|(entry, spec)| Some((entry, spec.app()?)))
+            && !self.driver_apps.contains(&driver)
+        {
+            let runs = self.workers[id]
+                .processes
+                .get(&ProcessKey::Driver(driver.clone()));
+            if runs.is_none_or(|process| process.serial != serial) {
+                return;
+            }
+            if self.leader.is_none() {
+                let at = self.now + self.cluster.timings.reconnect_ms;
+                self.agenda
+                    .at(at, Happening::DriverDone(id.clone(), driver, serial));
+                return;
+            }
+            self.driver_apps.insert(driver.clone());
+            let registered = (id.clone(), driver.clone(), serial);
+            match self.submit_app(entry, &app, Some(registered)) {
+                Some(app) => {
+                    self.attach(&app);
+                    return;
+                }
+                // Its registration was refused: it fails, as Spark's driver does.
+                None => refused = true,
+            }
+        }
         let worker = self.workers.get_mut(id).expect("a simulated worker");
         let key = ProcessKey::Driver(driver.clone());
         let Some(process) = worker.live_process(&key, serial) else {
             return;
         };
         let fails = match spec {
+            Some(_) if refused => Some(false),
             Some((entry, spec)) => {
                 let failed = self.failed_runs.entry(entry).or_default();
                 let fails = *failed < spec.failures;
@@ -1161,9 +1225,13 @@ impl<'a> Simulation<'a> {
         self.recorder.task_done(app.entry, app.task_ms);
         if app.all_run() && !app.done {
             app.done = true;
-            let entry = app.entry;
+            let (entry, driver) = (app.entry, app.driver.clone());
             self.recorder.finished(entry, self.now);
             self.finish(id);
+            if let Some((worker, driver, serial)) = driver {
+                self.agenda
+                    .at(self.now, Happening::DriverDone(worker, driver, serial));
+            }
         } else if let Some(serial) = app.refill(executor, self.now) {
             let task_ms = app.task_ms;
             self.tasks_started(id, task_ms, [(executor, serial)]);

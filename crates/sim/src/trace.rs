@@ -8,7 +8,11 @@
 //!   on an executor that ends runs again elsewhere. It finishes when every task has run.
 //! * `driver`: a driver (cluster mode) submitted, that runs `duration_s` seconds once started;
 //!   its first `failures` runs then fail (exit 1), and a supervised one is started again by
-//!   its worker after the back-off a real worker waits.
+//!   its worker after the back-off a real worker waits. A driver with `tasks` runs an
+//!   application, as a job's driver does: `duration_s` after it starts it registers the
+//!   application (its `cores_max`, `executor_cores`, `executor_memory_mb`, and
+//!   `min_executors`, which it was submitted with too), which runs `tasks` tasks of `task_s`
+//!   as an `app` does, and the driver ends when it has.
 //! * `lose_worker`: a worker's machine fails, and what ran on it with it; it comes back
 //!   empty after `down_s`, if given.
 //! * `drain`: `muster workers drain WORKER [--kill-after kill_after_s]`.
@@ -120,6 +124,45 @@ pub struct DriverEntry {
     /// unsupervised driver's first run that fails ends it, FAILED.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub failures: u32,
+    /// Its application's `spark.cores.max`, when it runs one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores_max: Option<u32>,
+    /// Its application's `spark.executor.cores`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor_cores: Option<u32>,
+    /// Its application's executor memory in MB (1024).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor_memory_mb: Option<u64>,
+    /// The executors its application needs at once, a gang (with `executor_cores`): the
+    /// driver is submitted with it and starts only beside room for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_executors: Option<u32>,
+    /// How many tasks its application runs; unset: it runs none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<u32>,
+    /// How long each of its application's tasks takes on one core, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_s: Option<f64>,
+}
+
+impl DriverEntry {
+    /// The application it runs, as an `app` entry of its own would ask for it, if it runs
+    /// one.
+    pub fn app(&self) -> Option<AppEntry> {
+        Some(AppEntry {
+            at_s: self.at_s,
+            name: self.name.clone(),
+            queue: self.queue.clone(),
+            user: self.user.clone(),
+            cores_max: self.cores_max,
+            executor_cores: self.executor_cores,
+            executor_memory_mb: self.executor_memory_mb.unwrap_or_else(default_memory_mb),
+            executor_limit: None,
+            min_executors: self.min_executors,
+            tasks: self.tasks?,
+            task_s: self.task_s?,
+        })
+    }
 }
 
 /// Whether a count is zero, and so left out of JSON.
@@ -174,6 +217,29 @@ impl Entry {
                 }
                 if !(seconds(driver.duration_s) && driver.duration_s > 0.0) {
                     return Err(("duration_s", "must be a positive number of seconds"));
+                }
+                if driver.tasks.is_some() != driver.task_s.is_some() {
+                    return Err(("tasks", "a driver's application needs tasks and task_s"));
+                }
+                let app_keys = driver.cores_max.is_some()
+                    || driver.executor_cores.is_some()
+                    || driver.executor_memory_mb.is_some()
+                    || driver.min_executors.is_some();
+                match driver.app() {
+                    None if app_keys => {
+                        return Err(("tasks", "a driver's application needs tasks and task_s"));
+                    }
+                    Some(_) if driver.supervise || driver.failures > 0 => {
+                        return Err((
+                            "supervise",
+                            "a driver that runs an application is neither supervised nor failing",
+                        ));
+                    }
+                    Some(app) => Self::App(app).check()?,
+                    None => {}
+                }
+                if driver.min_executors.is_some() && driver.executor_cores.is_none() {
+                    return Err(("min_executors", "a gang needs executor_cores"));
                 }
             }
             Self::LoseWorker { down_s, .. } => {
@@ -414,6 +480,8 @@ leader_change,100,,,,,,,,,,
                 "task_s": 1}"#,
             r#"{"kind": "driver", "at_s": 0, "name": "d", "queue": "q", "user": "u", "cores": 1,
                 "memory_mb": 1, "duration_s": 1, "supervise": true, "failures": 1}"#,
+            r#"{"kind": "driver", "at_s": 0, "duration_s": 1, "cores_max": 2, "executor_cores": 1,
+                "executor_memory_mb": 1, "min_executors": 2, "tasks": 1, "task_s": 1}"#,
             r#"{"kind": "lose_worker", "at_s": 0, "worker": "w", "down_s": 1}"#,
             r#"{"kind": "drain", "at_s": 0, "worker": "w", "kill_after_s": 1}"#,
             r#"{"kind": "leader_change", "at_s": 0}"#,
@@ -440,7 +508,10 @@ leader_change,100,,,,,,,,,,
                 "app,0,1,1,,\ndriver,3,,,60,yes\n",
                 "trace.csv:3: supervise: `yes` is not true or false",
             ),
-            ("driver,0,4,,60,\n", "trace.csv:2: unknown field `tasks`"),
+            (
+                "driver,0,4,,60,\n",
+                "trace.csv:2: tasks: a driver's application needs tasks and task_s",
+            ),
             ("app,0,0,1,,\n", "trace.csv:2: tasks: must be at least 1"),
             (
                 "app,0,1,1\n",

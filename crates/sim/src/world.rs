@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use muster_core::ids::ExecutorId;
+use muster_core::ids::{DriverId, ExecutorId, WorkerId};
 use muster_core::restarts::Backoff;
 use muster_master::leader::{LinkId, ProcessKey, Report, Restarts, RunningProcess, Update};
 use muster_state::commands::RegisterWorker;
@@ -130,6 +130,9 @@ pub struct App {
     pub executors: BTreeMap<ExecutorId, Slots>,
     /// Every task has run; its client asked to finish.
     pub done: bool,
+    /// The driver that registered it, in cluster mode: its worker, id and run (serial),
+    /// which ends once the application has.
+    pub driver: Option<(WorkerId, DriverId, u64)>,
 }
 
 /// The tasks one executor runs.
