@@ -164,6 +164,9 @@ pub fn drivers(status: &StatusView) -> String {
             d.worker.as_deref().unwrap_or_default(),
             used(d.usage, None)
         );
+        if let Some(timed_out) = &d.gang_timed_out {
+            let _ = writeln!(out, "  gang timed out: {timed_out}");
+        }
         if let Some(waiting) = &d.waiting {
             let _ = writeln!(out, "  waiting: {waiting}");
         }

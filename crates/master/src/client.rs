@@ -166,7 +166,7 @@ impl ClusterService {
             submitted_at_ms: a.submitted_at.0,
             ended_at_ms: a.ended_at.map_or(0, |at| at.0),
             gang_timed_out: state
-                .timed_out_gang(&a.id)
+                .timed_out_gang(&WorkId::App(a.id.clone()))
                 .map(ToString::to_string)
                 .unwrap_or_default(),
             ..AppStatus::default()
@@ -306,6 +306,10 @@ impl ClusterService {
                     } else {
                         String::new()
                     },
+                    gang_timed_out: state
+                        .timed_out_gang(&WorkId::Driver(d.id.clone()))
+                        .map(ToString::to_string)
+                        .unwrap_or_default(),
                     user: state
                         .driver_owner(&d.id)
                         .map(|o| o.user.clone())

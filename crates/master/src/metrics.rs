@@ -262,7 +262,7 @@ impl Metrics {
         );
         r.register(
             "gang_timeouts",
-            "Active and retained applications whose gang waited its timeout, by gang_style (soft: placed as any application since; hard: failed)",
+            "Active and retained applications, and drivers, whose gang waited its timeout, by gang_style (soft: placed as any application or driver since; hard: failed)",
             self.gang_timeouts.clone(),
         );
         r.register(
@@ -501,10 +501,9 @@ impl Metrics {
         self.gang_timeouts.clear();
         for style in [GangStyle::Soft, GangStyle::Hard] {
             let count = state
-                .apps()
-                .keys()
-                .chain(state.completed_apps().iter().map(|a| &a.id))
-                .filter(|id| state.timed_out_gang(id).is_some_and(|t| t.style == style))
+                .timed_out_gangs()
+                .values()
+                .filter(|t| t.style == style)
                 .count();
             self.gang_timeouts
                 .get_or_create(&StyleLabel {
@@ -772,7 +771,7 @@ mod tests {
             apply(
                 &mut state,
                 Op::EndGangWait(EndGangWait {
-                    app,
+                    work: muster_core::ids::WorkId::App(app),
                     style,
                     waited_ms: 900_000,
                 }),

@@ -283,6 +283,9 @@ pub struct DriverView {
     pub exit_reason: Option<&'static str>,
     /// Why it waits, if it does.
     pub waiting: Option<String>,
+    /// Why it no longer waits for room for its application's gang, if it waited the
+    /// gang's timeout.
+    pub gang_timed_out: Option<String>,
 }
 
 /// A supervised driver's restarts on its worker.
@@ -574,6 +577,7 @@ fn driver(d: &v1::DriverStatus) -> DriverView {
         exit_code: d.exit_code,
         exit_reason: d.exit_code.and_then(exit::reason),
         waiting: set(&d.waiting),
+        gang_timed_out: set(&d.gang_timed_out),
     }
 }
 

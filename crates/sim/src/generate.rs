@@ -7,13 +7,16 @@
 //! * [`mix`]: a synthetic production day: Poisson arrivals whose rate follows the day (half
 //!   again at the afternoon peak, half at night), heavy-tailed sizes and durations, three
 //!   queues and fifty users.
+//! * [`bursts`]: a day of a workflow scheduler's bursts on a cluster that set nothing: each
+//!   hour, more cluster-mode job drivers at once than the cluster has cores, a third of
+//!   their applications gangs, and client applications (gangs among them) between bursts.
 
 use muster_core::access::QueueSpec;
 use muster_core::ids::QueueName;
 use serde_json::json;
 
 use crate::engine::splitmix;
-use crate::trace::{AppEntry, Entry};
+use crate::trace::{AppEntry, DriverEntry, Entry};
 
 /// Where the paper's `pi` jobs go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,6 +208,92 @@ pub fn mix(mix: &Mix) -> Workload {
             task_s: (task_s * 10.0).round() / 10.0,
         }));
     }
+    Workload { cluster, trace }
+}
+
+/// The burst day's settings.
+#[derive(Clone, Debug)]
+pub struct Bursts {
+    /// Workers of 16 cores and 64 GB.
+    pub workers: u32,
+    /// Hours, each starting with a burst.
+    pub hours: u32,
+    /// Seeds every draw.
+    pub seed: u64,
+}
+
+/// A day of bursts: see the module's documentation.
+///
+/// * Each hour on the hour, a burst of job drivers (one core, 1 GB) twice as many as the
+///   cluster has cores, submitted within a second: each registers its application a few
+///   seconds after it starts; a third of those applications are gangs of all their
+///   executors.
+/// * Between bursts, client applications arrive, Poisson, about one a minute, a third of
+///   them gangs.
+/// * Jobs: 2 to 8 executors of 1, 2 or 4 cores and 2 GB a core, one to four waves of tasks of
+///   log-normal length (median 30 s, sigma 0.5, at most 10 minutes).
+pub fn bursts(bursts: &Bursts) -> Workload {
+    let mut random = Random(bursts.seed);
+    let cluster = json!({
+        "workers": [{"count": bursts.workers, "cores": 16, "memory_mb": 65536}],
+        "timings": {"tick_ms": 1000},
+    });
+    let mut trace = Vec::new();
+    let job = |random: &mut Random, at_s: f64| {
+        let executor_cores = [1, 2, 4][random.below(3) as usize];
+        let executors = 2 + random.below(7);
+        let gang = random.below(3) == 0;
+        let waves = 1 + random.below(4);
+        let task_s = (30.0 * (0.5 * random.normal()).exp()).clamp(1.0, 600.0);
+        AppEntry {
+            at_s: (at_s * 1000.0).round() / 1000.0,
+            name: String::new(),
+            queue: QueueName::default(),
+            user: String::new(),
+            cores_max: Some(executor_cores * executors),
+            executor_cores: Some(executor_cores),
+            executor_memory_mb: 2048 * u64::from(executor_cores),
+            executor_limit: None,
+            min_executors: gang.then_some(executors),
+            tasks: executor_cores * executors * waves,
+            task_s: (task_s * 10.0).round() / 10.0,
+        }
+    };
+    for hour in 0..bursts.hours {
+        let start = f64::from(hour) * 3600.0;
+        for i in 0..bursts.workers * 32 {
+            let at_s = start + random.unit();
+            let app = job(&mut random, at_s);
+            trace.push(Entry::Driver(DriverEntry {
+                at_s: app.at_s,
+                name: format!("burst-{hour}-{i}"),
+                queue: app.queue,
+                user: String::new(),
+                cores: 1,
+                memory_mb: 1024,
+                duration_s: 2.0 + 3.0 * random.unit(),
+                supervise: false,
+                failures: 0,
+                cores_max: app.cores_max,
+                executor_cores: app.executor_cores,
+                executor_memory_mb: Some(app.executor_memory_mb),
+                min_executors: app.min_executors,
+                tasks: Some(app.tasks),
+                task_s: Some(app.task_s),
+            }));
+        }
+        let mut at_s = start;
+        loop {
+            at_s += random.exponential(1.0 / 60.0);
+            if at_s >= start + 3600.0 {
+                break;
+            }
+            let mut app = job(&mut random, at_s);
+            app.name = format!("client-{}", trace.len());
+            trace.push(Entry::App(app));
+        }
+    }
+    trace.sort_by(|a, b| a.at_s().total_cmp(&b.at_s()));
     Workload { cluster, trace }
 }
 

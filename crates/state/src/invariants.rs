@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use muster_core::ids::WorkerId;
+use muster_core::ids::{WorkId, WorkerId};
 use muster_core::model::{WorkerState, validate_queues};
 use muster_core::resources::Resources;
 
@@ -189,10 +189,16 @@ impl ClusterState {
         {
             return violated(format!("a gang kept of driver {id}, not an active driver"));
         }
-        if let Some(id) = self.timed_out_gangs.keys().find(|id| {
-            !self.apps.contains_key(*id) && !self.completed_apps.iter().any(|a| &a.id == *id)
+        if let Some(id) = self.timed_out_gangs.keys().find(|id| match id {
+            WorkId::App(id) => {
+                !self.apps.contains_key(id) && !self.completed_apps.iter().any(|a| &a.id == id)
+            }
+            WorkId::Driver(id) => {
+                !self.drivers.contains_key(id)
+                    && !self.completed_drivers.iter().any(|d| &d.id == id)
+            }
         }) {
-            return violated(format!("a timed-out gang kept of {id}, not a known app"));
+            return violated(format!("a timed-out gang kept of {id}, not known"));
         }
         self.check_ids_unique()
     }

@@ -150,7 +150,7 @@ pub struct ClusterState {
     pub(crate) driver_gangs: BTreeMap<DriverId, DriverGang>,
     /// The gangs that waited their timeout for all of their minimum, of active and retained
     /// applications. Came with format 12 as well, written only from log format 4.
-    pub(crate) timed_out_gangs: BTreeMap<AppId, TimedOutGang>,
+    pub(crate) timed_out_gangs: BTreeMap<WorkId, TimedOutGang>,
     /// The workers as scheduling passes see them, in id order, and the active apps, in
     /// submission order: each pass's snapshot shares them rather than copying every worker
     /// and app. Kept as they change (see `scheduling.rs`); not in snapshots, but built anew
@@ -255,9 +255,15 @@ impl ClusterState {
         self.gangs.get(id).copied()
     }
 
-    /// How active or retained application `id` waited its gang's timeout, if it did.
-    pub fn timed_out_gang(&self, id: &AppId) -> Option<&TimedOutGang> {
+    /// How active or retained application or driver `id` waited its gang's timeout, if it
+    /// did.
+    pub fn timed_out_gang(&self, id: &WorkId) -> Option<&TimedOutGang> {
         self.timed_out_gangs.get(id)
+    }
+
+    /// The applications and drivers, active or retained, whose gangs waited their timeout.
+    pub fn timed_out_gangs(&self) -> &BTreeMap<WorkId, TimedOutGang> {
+        &self.timed_out_gangs
     }
 
     /// The queue configuration as set (without the implicit `default`).
@@ -591,8 +597,8 @@ impl ClusterState {
         let forgotten = retain_last(&mut self.completed_apps, app, self.config.retained_apps);
         for app in forgotten {
             self.app_users.remove(&app.id);
-            self.timed_out_gangs.remove(&app.id);
             self.ended_executors.remove(&app.id);
+            self.timed_out_gangs.remove(&WorkId::App(app.id));
         }
         effects.removed_apps.push((id.clone(), state));
     }
@@ -637,6 +643,7 @@ impl ClusterState {
         for driver in forgotten {
             self.driver_users.remove(&driver.id);
             self.relaunched.remove(&driver.id);
+            self.timed_out_gangs.remove(&WorkId::Driver(driver.id));
         }
     }
 

@@ -8,7 +8,7 @@ use std::time::Instant;
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use muster_sim::cluster::Cluster;
-use muster_sim::generate::{self, Mix, Paper, Scenario, Workload};
+use muster_sim::generate::{self, Bursts, Mix, Paper, Scenario, Workload};
 use muster_sim::report::{Distribution, Group, Report};
 use muster_sim::trace::{self, Entry};
 use muster_sim::{Options, simulate};
@@ -92,10 +92,11 @@ struct GenerateArgs {
     /// mix: applications over the run.
     #[arg(long, default_value_t = 100_000)]
     apps: u32,
-    /// mix: simulated hours the applications arrive over.
+    /// mix: simulated hours the applications arrive over; bursts: hours, each starting
+    /// with a burst (whole hours).
     #[arg(long, default_value_t = 24.0)]
     hours: f64,
-    /// mix: seeds every draw.
+    /// mix, bursts: seeds every draw.
     #[arg(long, default_value_t = 1)]
     seed: u64,
 }
@@ -107,6 +108,8 @@ enum Builtin {
     Paper,
     /// A synthetic production mix.
     Mix,
+    /// A day of a workflow scheduler's bursts of job drivers, gangs among them.
+    Bursts,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -260,6 +263,22 @@ fn generate(args: &GenerateArgs) -> Result<String, CliError> {
                 workers: args.workers,
                 apps: args.apps,
                 hours: args.hours,
+                seed: args.seed,
+            })
+        }
+        Builtin::Bursts => {
+            let whole = args.hours.fract() == 0.0 && (1.0..=8760.0).contains(&args.hours);
+            if args.workers == 0 || !whole {
+                return Err(CliError::BadInput(
+                    "--workers must be positive and --hours a whole number of hours, up to a year"
+                        .into(),
+                ));
+            }
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let hours = args.hours as u32;
+            generate::bursts(&Bursts {
+                workers: args.workers,
+                hours,
                 seed: args.seed,
             })
         }

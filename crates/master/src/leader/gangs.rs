@@ -2,17 +2,18 @@
 //! placeholder timeout).
 //!
 //! Each pass notes since when each gang has waited for all of its minimum, by this leader's
-//! clock ([`GangWaits::note`]): a gang that fits nowhere, or keeps room as it frees. Once one
-//! has waited its queue's `gang_timeout_s` (or the masters'), the leader proposes an
-//! `EndGangWait` with its queue's `gang_style` ([`GangWaits::due`]): soft, it is placed as
-//! any application from then on; hard, it fails. A new leader counts afresh, so a failover
+//! clock ([`GangWaits::note`]): an application's that fits nowhere or keeps room as it
+//! frees, or a driver's waiting to start beside its application's gang. Once one has waited
+//! its queue's `gang_timeout_s` (or the masters'), the leader proposes an `EndGangWait` with
+//! its queue's `gang_style` ([`GangWaits::due`]): soft, it is placed as any application (or
+//! driver) from then on; hard, it fails. A new leader counts afresh, so a failover
 //! can only lengthen a wait, never cut one short. One is in flight at a time; a refused one
 //! (the gang was granted, or ended, meanwhile) is forgotten.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use muster_core::ids::{AppId, WorkId, millis};
+use muster_core::ids::{QueueName, WorkId, millis};
 use muster_core::model::{GangStyle, QueueConfig};
 use muster_core::plan::{Plan, WaitReason};
 use muster_state::commands::EndGangWait;
@@ -41,7 +42,7 @@ impl Default for GangTimeout {
 /// Since when each gang has waited, and the end of a wait in flight.
 #[derive(Debug, Default)]
 pub(super) struct GangWaits {
-    since: BTreeMap<AppId, Instant>,
+    since: BTreeMap<WorkId, Instant>,
     in_flight: bool,
 }
 
@@ -51,11 +52,12 @@ impl GangWaits {
     pub(super) fn note(&mut self, now: Instant, plan: &Plan) {
         let mut waiting = BTreeMap::new();
         for w in &plan.waiting {
-            if let (WorkId::App(app), WaitReason::Gang { .. } | WaitReason::GangReserved { .. }) =
-                (&w.id, &w.reason)
+            if let WaitReason::Gang { .. }
+            | WaitReason::GangReserved { .. }
+            | WaitReason::DriverGang { .. } = w.reason
             {
-                let since = self.since.get(app).copied().unwrap_or(now);
-                waiting.insert(app.clone(), since);
+                let since = self.since.get(&w.id).copied().unwrap_or(now);
+                waiting.insert(w.id.clone(), since);
             }
         }
         self.since = waiting;
@@ -73,22 +75,25 @@ impl GangWaits {
             return None;
         }
         let queues = state.queues();
-        let timeout = |app: &AppId| {
-            let queue = state.apps().get(app).map(|a| &a.desc.queue);
+        let timeout = |work: &WorkId| {
+            let queue: Option<&QueueName> = match work {
+                WorkId::App(app) => state.apps().get(app).map(|a| &a.desc.queue),
+                WorkId::Driver(driver) => state.drivers().get(driver).map(|d| &d.desc.queue),
+            };
             let config = queues.iter().find(|q| Some(&q.name) == queue);
             timeout_of(config, default)
         };
-        let (app, waited, style) = self
+        let (work, waited, style) = self
             .since
             .iter()
-            .map(|(app, since)| (app, now.saturating_duration_since(*since), timeout(app)))
+            .map(|(work, since)| (work, now.saturating_duration_since(*since), timeout(work)))
             .filter(|(_, waited, timeout)| *waited >= timeout.after)
             .max_by_key(|(_, waited, _)| *waited)
-            .map(|(app, waited, timeout)| (app.clone(), waited, timeout.style))?;
-        self.since.remove(&app);
+            .map(|(work, waited, timeout)| (work.clone(), waited, timeout.style))?;
+        self.since.remove(&work);
         self.in_flight = true;
         Some(Op::EndGangWait(EndGangWait {
-            app,
+            work,
             style,
             waited_ms: millis(waited),
         }))
@@ -122,11 +127,20 @@ mod tests {
             waiting: apps
                 .iter()
                 .map(|(app, reason)| Waiting {
-                    id: WorkId::App(AppId::from(*app)),
+                    id: work(app),
                     reason: reason.clone(),
                 })
                 .collect(),
             ..Plan::default()
+        }
+    }
+
+    /// An application, or a driver when `id` starts with `driver-`.
+    fn work(id: &str) -> WorkId {
+        if id.starts_with("driver-") {
+            WorkId::Driver(id.into())
+        } else {
+            WorkId::App(id.into())
         }
     }
 
@@ -141,15 +155,16 @@ mod tests {
         let mut waits = GangWaits::default();
         waits.note(start, &plan_waiting(&[("a", gang.clone())]));
         // Keeping room is waiting still; its start stays.
+        let beside = WaitReason::DriverGang { minimum: 5, fit: 2 };
+        let later = start + Duration::from_secs(5);
         waits.note(
-            start + Duration::from_secs(5),
-            &plan_waiting(&[("a", reserved), ("b", gang)]),
+            later,
+            &plan_waiting(&[("a", reserved), ("b", gang), ("driver-c", beside)]),
         );
-        assert_eq!(waits.since[&AppId::from("a")], start);
-        assert_eq!(
-            waits.since[&AppId::from("b")],
-            start + Duration::from_secs(5)
-        );
+        assert_eq!(waits.since[&work("a")], start);
+        assert_eq!(waits.since[&work("b")], later);
+        // A driver waiting beside its application's gang waits for the gang too.
+        assert_eq!(waits.since[&work("driver-c")], later);
         // Waiting for something else is not a gang's wait.
         let limit = WaitReason::ExecutorLimit { limit: 1, held: 1 };
         waits.note(

@@ -58,7 +58,7 @@ async fn an_op_of_a_newer_format_written_before_a_new_group_raised_it_is_worth_s
         request_id: None,
         term: None,
         op: Op::EndGangWait(EndGangWait {
-            app: "app-none".into(),
+            work: muster_core::ids::WorkId::App("app-none".into()),
             style: GangStyle::Soft,
             waited_ms: 1,
         }),

@@ -10,6 +10,8 @@
 //! * `run [seed=N] [until_s=S]`: a run from scratch, printing one line per app or driver
 //!   (`NAME QUEUE submitted S started S ended S OUTCOME`, `waits` for those unfinished)
 //!   and what preemptions and faults cost.
+//!
+//! And a generated day of bursts, which must all end.
 
 use std::error::Error;
 use std::path::Path;
@@ -114,4 +116,59 @@ impl goldenscript::Runner for Runner {
             other => Err(format!("unknown command {other}").into()),
         }
     }
+}
+
+/// A generated day of bursts (`generate bursts`): every hour more cluster-mode job drivers
+/// than the cluster has cores, a third of their applications gangs, and client applications
+/// between: everything ends FINISHED, nothing waits for ever, nothing runs twice.
+#[test]
+fn a_day_of_bursts_of_job_drivers_and_gangs_all_ends() {
+    let workload = muster_sim::generate::bursts(&muster_sim::generate::Bursts {
+        workers: 2,
+        hours: 3,
+        seed: 7,
+    });
+    let cluster = Cluster::parse(&workload.cluster.to_string(), Path::new("cluster.json"))
+        .expect("a valid cluster file");
+    let options = Options {
+        seed: 1,
+        until_ms: None,
+        sample_ms: 60_000,
+        check_invariants: true,
+    };
+    let recorder = muster_sim::simulate(&cluster, &workload.trace, options, &mut |_| {});
+    let waiting: Vec<String> = recorder
+        .unfinished()
+        .iter()
+        .map(|&i| {
+            let w = recorder.work[i].as_ref().expect("work");
+            format!(
+                "{} {:?} started {:?}",
+                w.name, workload.trace[i], w.started_s
+            )
+        })
+        .collect();
+    assert!(waiting.is_empty(), "waits for ever: {waiting:#?}");
+    let outcomes: Vec<&str> = recorder
+        .work
+        .iter()
+        .flatten()
+        .map(|w| w.outcome.as_deref().unwrap_or("waits"))
+        .collect();
+    let gangs = workload
+        .trace
+        .iter()
+        .filter(|e| match e {
+            Entry::App(app) => app.min_executors.is_some(),
+            Entry::Driver(driver) => driver.min_executors.is_some(),
+            _ => false,
+        })
+        .count();
+    assert!(
+        gangs > 0 && outcomes.len() > 200,
+        "{gangs} gangs of {}",
+        outcomes.len()
+    );
+    assert!(outcomes.iter().all(|o| *o == "FINISHED"), "{outcomes:?}");
+    assert_eq!(recorder.report().simulated.ran_twice, 0);
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use muster_core::ids::{AppId, DriverId, ExecutorId, Timestamp};
+use muster_core::ids::{AppId, DriverId, ExecutorId, Timestamp, WorkId};
 use muster_core::limits;
 use muster_core::model::{GangStyle, positive, resource_amounts};
 use muster_core::resources::ResourceAmounts;
@@ -13,7 +13,9 @@ use serde::{Deserialize, Serialize};
 use super::{Apply, program};
 use crate::ClusterState;
 use crate::addresses::Stopped;
-use crate::model::{App, AppDescription, AppState, ExecutorState, Profile, TimedOutGang};
+use crate::model::{
+    App, AppDescription, AppState, DriverState, ExecutorState, Profile, TimedOutGang,
+};
 use crate::response::{ApplyError, Effects, Outcome, Response};
 use crate::version::LogFormat;
 
@@ -124,13 +126,15 @@ impl Apply for SubmitGang {
     }
 }
 
-/// A gang that waited its timeout for all of its minimum stops waiting: with `style` soft it
-/// is placed as any application from then on, with hard it fails (from log format 4). The
-/// leader times gangs out by its own clock, and says how long this one waited.
+/// A gang that waited its timeout for all of its minimum stops waiting (from log format 4):
+/// an application's, or a waiting driver's whose application is one. With `style` soft it
+/// is placed as any application (a driver as any driver, its application's gang no longer
+/// kept beside it) from then on; with hard it fails. The leader times gangs out by its own
+/// clock, and says how long this one waited.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EndGangWait {
-    /// The gang's application.
-    pub app: AppId,
+    /// The gang's application, or the driver submitted with it.
+    pub work: WorkId,
     /// What becomes of it.
     pub style: GangStyle,
     /// How long it waited, in milliseconds.
@@ -138,26 +142,33 @@ pub struct EndGangWait {
 }
 
 impl Apply for EndGangWait {
-    /// Refused, changing nothing, for an app that is not an active gang waiting for its
-    /// minimum (it ended, or was granted its executors meanwhile).
+    /// Refused, changing nothing, for work that is not a gang waiting for its minimum: an
+    /// application that ended or holds its gang's executors, a driver that ended or started.
     fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
-        let Some(&minimum) = state.gangs.get(&self.app) else {
-            return Err(ApplyError::Conflict(format!(
-                "`{}` is not a gang that waits",
-                self.app
-            )));
+        let no_longer_waits =
+            || ApplyError::Conflict(format!("`{}` is not a gang that waits", self.work));
+        let minimum = match &self.work {
+            WorkId::App(app) => {
+                let &minimum = state.gangs.get(app).ok_or_else(no_longer_waits)?;
+                let own_size = |id| state.executor_profile(app, id).is_none();
+                if state.apps[app].executors.keys().any(|&id| own_size(id)) {
+                    return Err(no_longer_waits());
+                }
+                minimum
+            }
+            WorkId::Driver(driver) => {
+                let submitted = state
+                    .drivers
+                    .get(driver)
+                    .is_some_and(|d| d.state == DriverState::Submitted);
+                match state.driver_gangs.get(driver) {
+                    Some(gang) if submitted => gang.gang.min_executors,
+                    _ => return Err(no_longer_waits()),
+                }
+            }
         };
-        let app = &state.apps[&self.app];
-        let own_size = |id| state.executor_profile(&self.app, id).is_none();
-        if app.executors.keys().any(|&id| own_size(id)) {
-            return Err(ApplyError::Conflict(format!(
-                "`{}` holds its gang's executors: it no longer waits",
-                self.app
-            )));
-        }
-        state.gangs.remove(&self.app);
         state.timed_out_gangs.insert(
-            self.app.clone(),
+            self.work.clone(),
             TimedOutGang {
                 minimum,
                 waited_ms: self.waited_ms,
@@ -165,9 +176,20 @@ impl Apply for EndGangWait {
             },
         );
         let mut effects = Effects::default();
-        match self.style {
-            GangStyle::Soft => state.show_app_to_passes(&self.app),
-            GangStyle::Hard => state.remove_app(&self.app, AppState::Failed, at, &mut effects),
+        match (&self.work, self.style) {
+            (WorkId::App(app), GangStyle::Soft) => {
+                state.gangs.remove(app);
+                state.show_app_to_passes(app);
+            }
+            (WorkId::App(app), GangStyle::Hard) => {
+                state.remove_app(app, AppState::Failed, at, &mut effects);
+            }
+            (WorkId::Driver(driver), GangStyle::Soft) => {
+                state.driver_gangs.remove(driver);
+            }
+            (WorkId::Driver(driver), GangStyle::Hard) => {
+                state.end_driver(driver, DriverState::Failed, None, at, &mut effects);
+            }
         }
         Ok(Response {
             outcome: Outcome::Done,

@@ -525,7 +525,7 @@ fn a_gang_that_waited_its_timeout_is_placed_as_any_app_or_fails_by_its_style() {
     };
     let end = |app: &muster_core::ids::AppId, style| {
         Op::EndGangWait(EndGangWait {
-            app: app.clone(),
+            work: WorkId::App(app.clone()),
             style,
             waited_ms: 900_000,
         })
@@ -543,7 +543,10 @@ fn a_gang_that_waited_its_timeout_is_placed_as_any_app_or_fails_by_its_style() {
     c.ok(end(&soft, GangStyle::Soft));
     assert_eq!(c.state.gang(&soft), None);
     assert_eq!(
-        c.state.timed_out_gang(&soft).unwrap().to_string(),
+        c.state
+            .timed_out_gang(&WorkId::App(soft.clone()))
+            .unwrap()
+            .to_string(),
         "its gang of 6 executors did not fit within 900 s: placed as any application since \
          (gang_style soft)"
     );
@@ -578,10 +581,75 @@ fn a_gang_that_waited_its_timeout_is_placed_as_any_app_or_fails_by_its_style() {
     assert_eq!(ended.state, muster_state::model::AppState::Failed);
     assert!(
         c.state
-            .timed_out_gang(&hard)
+            .timed_out_gang(&WorkId::App(hard.clone()))
             .unwrap()
             .to_string()
             .ends_with("failed (gang_style hard)")
+    );
+}
+
+#[test]
+fn a_driver_that_waited_its_gangs_timeout_starts_as_any_driver_or_fails_by_its_style() {
+    let mut c = Cluster::new();
+    c.worker("w1", 4, 4096);
+    // The driver and all four of its gang's executors never fit on four cores.
+    let submit = |c: &mut Cluster| {
+        let op = Op::SubmitGangDriver(SubmitGangDriver {
+            driver: muster_state::commands::SubmitDriver {
+                desc: driver_desc(1, 256, false),
+            },
+            gang: GangRequest {
+                min_executors: 4,
+                executor_cores: 1,
+                executor_memory_mb: 256,
+                executor_resources: Default::default(),
+            },
+        });
+        match c.ok(op).outcome {
+            muster_state::Outcome::DriverSubmitted { id } => id,
+            other => panic!("{other:?}"),
+        }
+    };
+    let end = |driver: &muster_core::ids::DriverId, style| {
+        Op::EndGangWait(EndGangWait {
+            work: WorkId::Driver(driver.clone()),
+            style,
+            waited_ms: 900_000,
+        })
+    };
+    let soft = submit(&mut c);
+    let hard = submit(&mut c);
+    c.schedule();
+    assert_eq!(c.state.drivers()[&soft].state, DriverState::Submitted);
+
+    // Soft: it starts as any driver, its gang no longer kept beside it.
+    c.ok(end(&soft, GangStyle::Soft));
+    assert!(
+        c.state
+            .timed_out_gang(&WorkId::Driver(soft.clone()))
+            .unwrap()
+            .to_string()
+            .starts_with("its gang of 4 executors did not fit within 900 s")
+    );
+    c.schedule();
+    assert_eq!(c.state.drivers()[&soft].state, DriverState::Running);
+    // A started driver waits for no gang: refused, nothing changes.
+    let before = c.state.clone();
+    assert!(matches!(
+        c.apply(end(&soft, GangStyle::Hard)),
+        Err(ApplyError::Conflict(_))
+    ));
+    assert_eq!(c.state, before);
+
+    // Hard: it fails, and the reason stays with the ended driver.
+    c.ok(end(&hard, GangStyle::Hard));
+    let ended = c.state.known_driver(&hard).unwrap();
+    assert_eq!(ended.state, DriverState::Failed);
+    assert!(c.state.timed_out_gang(&WorkId::Driver(hard)).is_some());
+    let bytes = c.state.encode_snapshot();
+    assert_eq!(
+        muster_state::ClusterState::decode_snapshot(&bytes).unwrap(),
+        c.state
     );
 }
 
