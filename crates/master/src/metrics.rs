@@ -137,6 +137,7 @@ pub struct Metrics {
     user_active: Family<UserLabels, Gauge>,
     user_cores_used: Family<UserLabels, Gauge>,
     pass_seconds: Histogram,
+    placement_wait_seconds: Family<KindLabel, Histogram, fn() -> Histogram>,
     launches: Family<KindLabel, Counter>,
     heartbeats: Counter,
     calls: Family<CallLabels, Counter>,
@@ -180,6 +181,10 @@ impl Metrics {
             user_active: Family::default(),
             user_cores_used: Family::default(),
             pass_seconds: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
+            // From 10 ms to about an hour and a half.
+            placement_wait_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.01, 2.0, 20))
+            }),
             launches: Family::default(),
             heartbeats: Counter::default(),
             calls: Family::default(),
@@ -311,6 +316,11 @@ impl Metrics {
             self.pass_seconds.clone(),
         );
         r.register(
+            "placement_wait_seconds",
+            "How long work waited to be placed, by kind (app: its first executors; driver: its launch), from the first scheduling pass of this replica's leader that left it waiting (0 if the first that saw it placed it) to the commit of the plan that placed it",
+            self.placement_wait_seconds.clone(),
+        );
+        r.register(
             "launches",
             "Drivers and executors this replica's leader launched, by kind",
             self.launches.clone(),
@@ -351,6 +361,15 @@ impl Metrics {
         self.pass_seconds.observe(elapsed.as_secs_f64());
     }
 
+    /// Work of `kind` (`app`, `driver`) waited `waited` to be placed.
+    pub(crate) fn placement_waited(&self, kind: &str, waited: Duration) {
+        self.placement_wait_seconds
+            .get_or_create(&KindLabel {
+                kind: kind.to_owned(),
+            })
+            .observe(waited.as_secs_f64());
+    }
+
     /// A launch was sent to a worker: `kind` is `driver` or `executor`.
     pub(crate) fn launched(&self, kind: &str) {
         self.launches
@@ -384,6 +403,9 @@ impl Metrics {
         }
         let _ = metrics.waiting.get_or_create(&ReasonLabel::default());
         let _ = metrics.kept_cores.get_or_create(&KindLabel::default());
+        let _ = metrics
+            .placement_wait_seconds
+            .get_or_create(&KindLabel::default());
         let _ = metrics.gang_timeouts.get_or_create(&StyleLabel::default());
         for family in [
             &metrics.queue_cores_used,

@@ -426,6 +426,13 @@ impl Session {
             inner.recovery_timed = true;
             self.metrics.recovered(self.started.elapsed());
         }
+        for (work, waited) in inner.leader.take_placement_waits() {
+            let kind = match work {
+                WorkId::App(_) => "app",
+                WorkId::Driver(_) => "driver",
+            };
+            self.metrics.placement_waited(kind, waited);
+        }
         for action in actions {
             match action {
                 Action::Propose {

@@ -311,6 +311,12 @@ impl Leader {
         self.passes.reserved()
     }
 
+    /// How long the apps and drivers that plans committed since last asked placed for the
+    /// first time had waited.
+    pub fn take_placement_waits(&mut self) -> Vec<(WorkId, Duration)> {
+        self.passes.take_placement_waits()
+    }
+
     /// How many apps and drivers wait, by reason, as of the last scheduling pass.
     pub fn waiting_by_reason(&self) -> &BTreeMap<&'static str, usize> {
         self.passes.waiting_reasons()
@@ -866,7 +872,7 @@ impl Leader {
                 }
             }
             (Purpose::Plan, result) => {
-                self.passes.settled();
+                self.passes.settled(result.is_ok());
                 self.launch_placed(now, result.ok());
             }
             (Purpose::Grant, result) => {
@@ -988,7 +994,7 @@ impl Leader {
     fn not_committed(&mut self, purpose: Purpose) {
         match purpose {
             // Planned again on a later tick.
-            Purpose::Plan => self.passes.settled(),
+            Purpose::Plan => self.passes.settled(false),
             // Decided again on a later pass, if still needed.
             Purpose::Preempt { .. } => self.preemptor.preempt_settled(),
             Purpose::Grant => self.preemptor.grant_settled(),
@@ -1258,6 +1264,7 @@ impl Leader {
         let snapshot = state.scheduling_snapshot(pass);
         let plan = muster_core::schedule_valid(&snapshot);
         self.passes.waited(&plan);
+        self.passes.placing(now, &snapshot, &plan);
         self.gang_waits.note(now, &plan);
         self.preemptor.note_room_waits(now, &snapshot, &plan);
         if plan.drivers.is_empty() && plan.executors.is_empty() {

@@ -1,13 +1,20 @@
-//! When an ALIVE leader runs its scheduling pass, and what the last pass left waiting.
+//! When an ALIVE leader runs its scheduling pass, what the last pass left waiting, and how
+//! long work waited to be placed.
 //!
 //! Events want a pass ([`Passes::want`]); [`Passes::due`] says whether one runs now: it
 //! does when one is wanted or a tick has passed since the last, unless a plan is still in
 //! flight. A burst of events is thus followed by one pass, not one each.
+//!
+//! Work a pass leaves waiting is noted with the time it was first seen waiting; when a plan
+//! that places it (a driver's launch, an application's first executors) commits, how long
+//! it waited is told once ([`Passes::take_placement_waits`]): from this leader's first sight
+//! of it waiting, nothing for work placed by the first pass that saw it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use muster_core::ids::{Term, WorkId};
+use muster_core::model::Snapshot;
 use muster_core::plan::{Plan, Reserved};
 
 /// The passes of one leader.
@@ -25,6 +32,12 @@ pub(super) struct Passes {
     waiting_reasons: BTreeMap<&'static str, usize>,
     /// The room the last pass kept for a waiting gang.
     reserved: Vec<Reserved>,
+    /// Since when each app or driver not placed yet has waited, as passes saw it.
+    waiting_since: BTreeMap<WorkId, Instant>,
+    /// The work the plan in flight places for the first time, since when it waited.
+    placing: Vec<(WorkId, Instant, Duration)>,
+    /// How long the work committed plans placed first waited, not yet taken.
+    placed: Vec<(WorkId, Duration)>,
 }
 
 impl Passes {
@@ -63,6 +76,47 @@ impl Passes {
         self.waiting.clear();
         self.waiting_reasons.clear();
         self.reserved.clear();
+        self.waiting_since.clear();
+    }
+
+    /// The pass at `now` over `snapshot` made `plan`: what it places for the first time
+    /// waited since it was first seen waiting (if it was), and what it leaves waiting waits
+    /// from now on, if not already.
+    pub(super) fn placing(&mut self, now: Instant, snapshot: &Snapshot, plan: &Plan) {
+        let held_none: BTreeSet<&str> = snapshot
+            .apps
+            .iter()
+            .filter(|app| app.executors.is_empty())
+            .map(|app| app.id.as_ref())
+            .collect();
+        let first_grants = plan
+            .executors
+            .iter()
+            .filter(|grant| held_none.contains(grant.app.as_ref()))
+            .map(|grant| WorkId::App(grant.app.clone()));
+        let launches = plan
+            .drivers
+            .iter()
+            .map(|d| WorkId::Driver(d.driver.clone()));
+        let placed: BTreeSet<WorkId> = first_grants.chain(launches).collect();
+        self.placing = placed
+            .into_iter()
+            .map(|work| {
+                let since = self.waiting_since.remove(&work).unwrap_or(now);
+                (work, since, now.saturating_duration_since(since))
+            })
+            .collect();
+        let mut waiting = BTreeMap::new();
+        for w in &plan.waiting {
+            let since = self.waiting_since.get(&w.id).copied().unwrap_or(now);
+            waiting.insert(w.id.clone(), since);
+        }
+        self.waiting_since = waiting;
+    }
+
+    /// How long the work placed by plans committed since last asked had waited.
+    pub(super) fn take_placement_waits(&mut self) -> Vec<(WorkId, Duration)> {
+        std::mem::take(&mut self.placed)
     }
 
     /// The pass left `plan`'s work waiting.
@@ -87,9 +141,17 @@ impl Passes {
         self.in_flight = true;
     }
 
-    /// The plan in flight was settled, committed or not.
-    pub(super) fn settled(&mut self) {
+    /// The plan in flight was settled: `committed` or not (its work waits on, from when it
+    /// was first seen waiting).
+    pub(super) fn settled(&mut self, committed: bool) {
         self.in_flight = false;
+        for (work, since, waited) in std::mem::take(&mut self.placing) {
+            if committed {
+                self.placed.push((work, waited));
+            } else {
+                self.waiting_since.entry(work).or_insert(since);
+            }
+        }
     }
 
     pub(super) fn count(&self) -> u64 {
@@ -106,5 +168,110 @@ impl Passes {
 
     pub(super) fn reserved(&self) -> &[Reserved] {
         &self.reserved
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use muster_core::model::{AppRequest, HeldExecutor};
+    use muster_core::plan::{DriverLaunch, ExecutorGrant, WaitReason, Waiting};
+    use muster_core::resources::Resources;
+
+    use super::*;
+
+    fn snapshot(apps: &[(&str, bool)]) -> Snapshot {
+        let apps: Vec<AppRequest> = apps
+            .iter()
+            .map(|&(id, holds)| {
+                let mut app = AppRequest::new(id);
+                if holds {
+                    app.executors.push(HeldExecutor {
+                        id: None,
+                        worker: "w1".into(),
+                        resources: Resources::new(1, 64),
+                        profile: 0,
+                    });
+                }
+                app
+            })
+            .collect();
+        Snapshot {
+            apps: apps.into(),
+            ..Snapshot::default()
+        }
+    }
+
+    fn plan(granted: &[&str], launched: &[&str], waiting: &[WorkId]) -> Plan {
+        Plan {
+            executors: granted
+                .iter()
+                .map(|&app| ExecutorGrant {
+                    app: app.into(),
+                    worker: "w1".into(),
+                    resources: Resources::new(1, 64),
+                    count: 1,
+                    profile: 0,
+                })
+                .collect(),
+            drivers: launched
+                .iter()
+                .map(|&driver| DriverLaunch {
+                    driver: driver.into(),
+                    worker: "w1".into(),
+                })
+                .collect(),
+            waiting: waiting
+                .iter()
+                .map(|id| Waiting {
+                    id: id.clone(),
+                    reason: WaitReason::NoAliveWorker,
+                })
+                .collect(),
+            reserved: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn work_is_told_once_how_long_it_waited_from_first_seen_waiting_to_a_committed_placement() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let (app, driver) = (WorkId::App("a".into()), WorkId::Driver("d".into()));
+        let mut passes = Passes::default();
+        passes.placing(
+            at(0),
+            &snapshot(&[("a", false)]),
+            &plan(&[], &[], &[app.clone(), driver.clone()]),
+        );
+        passes.placing(
+            at(5),
+            &snapshot(&[("a", false)]),
+            &plan(&["a"], &["d"], &[]),
+        );
+        // Nothing is told before its plan commits.
+        assert!(passes.take_placement_waits().is_empty());
+        passes.settled(true);
+        let five = Duration::from_secs(5);
+        assert_eq!(
+            passes.take_placement_waits(),
+            [(app.clone(), five), (driver, five)]
+        );
+        // More executors for an app that holds some is no first placement.
+        passes.placing(at(7), &snapshot(&[("a", true)]), &plan(&["a"], &[], &[]));
+        passes.settled(true);
+        assert!(passes.take_placement_waits().is_empty());
+
+        // A plan that does not commit leaves its work waiting since it was first seen.
+        let b = WorkId::App("b".into());
+        passes.placing(
+            at(10),
+            &snapshot(&[("b", false)]),
+            &plan(&[], &[], std::slice::from_ref(&b)),
+        );
+        passes.placing(at(12), &snapshot(&[("b", false)]), &plan(&["b"], &[], &[]));
+        passes.settled(false);
+        assert!(passes.take_placement_waits().is_empty());
+        passes.placing(at(14), &snapshot(&[("b", false)]), &plan(&["b"], &[], &[]));
+        passes.settled(true);
+        assert_eq!(passes.take_placement_waits(), [(b, Duration::from_secs(4))]);
     }
 }
