@@ -199,16 +199,11 @@ impl<'a> Ledger<'a> {
         need: &Resources,
         admission: Admission,
     ) -> u64 {
-        let offer = self.offer(w, admission);
-        let by_custom = need
-            .custom
-            .iter()
-            .map(|(name, &amount)| u64::from(self.resource_free(w, name)) / u64::from(amount));
-        std::iter::once(u64::from(offer.cores / need.cores))
-            .chain(std::iter::once(offer.memory_mb / need.memory_mb))
-            .chain(by_custom)
-            .min()
-            .unwrap_or(0)
+        count_fitting(
+            self.offer(w, admission),
+            |name| self.resource_free(w, name),
+            need,
+        )
     }
 
     /// Whether one `need` would fit on worker `w` were it empty: can it ever hold it?
@@ -285,15 +280,11 @@ impl Ledger<'_> {
                     .expect("held within capacity"),
                 None => self.free[w].clone(),
             };
-            let by_custom = need
-                .custom
-                .iter()
-                .map(|(name, &amount)| u64::from(room.custom(name) / amount));
-            fit += std::iter::once(u64::from(room.cores / need.cores))
-                .chain(std::iter::once(room.memory_mb / need.memory_mb))
-                .chain(by_custom)
-                .min()
-                .unwrap_or(0);
+            let offer = Offer {
+                cores: room.cores,
+                memory_mb: room.memory_mb,
+            };
+            fit += count_fitting(offer, |name| room.custom(name), &need);
             if fit >= minimum {
                 return minimum;
             }
@@ -341,6 +332,20 @@ pub(crate) struct Kept {
     pub(crate) w: usize,
     /// All they took there.
     pub(crate) need: Resources,
+}
+
+/// How many of `need` fit in `offer`'s cores and memory and in the custom resources
+/// `custom_free` says are free.
+fn count_fitting(offer: Offer, custom_free: impl Fn(&str) -> u32, need: &Resources) -> u64 {
+    let by_custom = need
+        .custom
+        .iter()
+        .map(|(name, &amount)| u64::from(custom_free(name)) / u64::from(amount));
+    std::iter::once(u64::from(offer.cores / need.cores))
+        .chain(std::iter::once(offer.memory_mb / need.memory_mb))
+        .chain(by_custom)
+        .min()
+        .unwrap_or(0)
 }
 
 /// `floor(fraction * capacity)`, the share of a capacity a threshold or max capacity allows.
