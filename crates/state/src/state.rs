@@ -255,6 +255,15 @@ impl ClusterState {
         self.gangs.get(id).copied()
     }
 
+    /// The minimum of active application `id`, if it is a gang that holds none of its
+    /// own size's executors yet: one that waits to be granted all of it at once.
+    pub(crate) fn waiting_gang(&self, id: &AppId) -> Option<u32> {
+        let minimum = self.gang(id)?;
+        // Every executor a profile lists is a live one of the app's (the invariants).
+        let of_profiles = self.profiles.get(id).map_or(0, |p| p.executors.len());
+        (self.apps.get(id)?.executors.len() == of_profiles).then_some(minimum)
+    }
+
     /// How active or retained application or driver `id` waited its gang's timeout, if it
     /// did.
     pub fn timed_out_gang(&self, id: &WorkId) -> Option<&TimedOutGang> {

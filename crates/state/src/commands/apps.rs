@@ -148,14 +148,7 @@ impl Apply for EndGangWait {
         let no_longer_waits =
             || ApplyError::Conflict(format!("`{}` is not a gang that waits", self.work));
         let minimum = match &self.work {
-            WorkId::App(app) => {
-                let &minimum = state.gangs.get(app).ok_or_else(no_longer_waits)?;
-                let own_size = |id| state.executor_profile(app, id).is_none();
-                if state.apps[app].executors.keys().any(|&id| own_size(id)) {
-                    return Err(no_longer_waits());
-                }
-                minimum
-            }
+            WorkId::App(app) => state.waiting_gang(app).ok_or_else(no_longer_waits)?,
             WorkId::Driver(driver) => {
                 let submitted = state
                     .drivers

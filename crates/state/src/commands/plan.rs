@@ -216,13 +216,7 @@ fn gangs_that_no_longer_fit(
     drivers: &[DriverLaunch],
     grants: &[(&Grant, Option<u32>)],
 ) -> BTreeSet<AppId> {
-    let starting = |app: &AppId| {
-        state.gangs.contains_key(app)
-            && state.apps.get(app).is_some_and(|a| {
-                let of_profiles = state.profiles.get(app).map_or(0, |p| p.executors.len());
-                a.executors.len() == of_profiles
-            })
-    };
+    let starting = |app: &AppId| state.waiting_gang(app).is_some();
     if !grants.iter().any(|(grant, _)| starting(&grant.app)) {
         return BTreeSet::new();
     }
