@@ -213,7 +213,7 @@ pub fn queues(status: &StatusView) -> String {
             (after, style) => format!(
                 "{} {}",
                 after.map_or_else(|| "-".to_owned(), |s| format!("{s}s")),
-                style.unwrap_or("-")
+                style.map_or_else(|| "-".to_owned(), |style| style.to_string())
             ),
         };
         let name = format!("{}{}", "  ".repeat(q.depth), q.name);

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use muster_core::access::QueueSpec;
 use muster_core::ids::QueueName;
+use muster_core::model::GangStyle;
 use muster_core::queues::{self, QueueView};
 use muster_proto::exit;
 use muster_proto::v1::{
@@ -368,7 +369,7 @@ pub struct QueueRow {
     /// `gang_timeout_s` otherwise).
     pub gang_timeout_s: Option<u64>,
     /// What becomes of its gangs that waited that long (`soft`, `hard`), when it sets it.
-    pub gang_style: Option<&'static str>,
+    pub gang_style: Option<GangStyle>,
     /// Who may submit besides the admins; `None`: everyone (admins only, for a prior queue).
     pub submit: Option<Vec<String>>,
     /// Who may administer it besides the admins.
@@ -590,11 +591,7 @@ fn queue(q: &v1::Queue, view: QueueView) -> QueueRow {
         capacity: q.capacity,
         driver_share: q.driver_share,
         gang_timeout_s: q.gang_timeout_s,
-        gang_style: match q.gang_style.map(v1::GangStyle::try_from) {
-            Some(Ok(v1::GangStyle::Soft)) => Some("soft"),
-            Some(Ok(v1::GangStyle::Hard)) => Some("hard"),
-            _ => None,
-        },
+        gang_style: muster_proto::convert::gang_style(q),
         submit: q.submit.as_ref().map(|list| list.users.clone()),
         administer: q.administer.clone(),
         max_per_user: q.max_per_user,

@@ -235,6 +235,16 @@ impl From<&QueueSpec> for v1::Queue {
     }
 }
 
+/// The gang style `queue` sets, if it sets one: an unknown one, from a newer client, reads
+/// as unset.
+pub fn gang_style(queue: &v1::Queue) -> Option<GangStyle> {
+    match queue.gang_style.map(v1::GangStyle::try_from) {
+        Some(Ok(v1::GangStyle::Soft)) => Some(GangStyle::Soft),
+        Some(Ok(v1::GangStyle::Hard)) => Some(GangStyle::Hard),
+        _ => None,
+    }
+}
+
 impl From<&v1::Queue> for QueueSpec {
     fn from(queue: &v1::Queue) -> Self {
         Self {
@@ -245,12 +255,7 @@ impl From<&v1::Queue> for QueueSpec {
             capacity: queue.capacity,
             driver_share: queue.driver_share,
             gang_timeout_s: queue.gang_timeout_s,
-            // An unknown style, from a newer client, reads as unset.
-            gang_style: match queue.gang_style.map(v1::GangStyle::try_from) {
-                Some(Ok(v1::GangStyle::Soft)) => Some(GangStyle::Soft),
-                Some(Ok(v1::GangStyle::Hard)) => Some(GangStyle::Hard),
-                _ => None,
-            },
+            gang_style: gang_style(queue),
             submit: queue.submit.as_ref().map(|list| list.users.clone()),
             administer: queue.administer.clone(),
             max_per_user: queue.max_per_user,
