@@ -13,8 +13,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use muster_core::ids::{Term, WorkId};
-use muster_core::model::Snapshot;
+use muster_core::ids::{AppId, Term, WorkId};
+use muster_core::model::{AppRequest, Snapshot};
 use muster_core::plan::{Plan, Reserved};
 
 /// The passes of one leader.
@@ -83,17 +83,17 @@ impl Passes {
     /// waited since it was first seen waiting (if it was), and what it leaves waiting waits
     /// from now on, if not already.
     pub(super) fn placing(&mut self, now: Instant, snapshot: &Snapshot, plan: &Plan) {
-        let held_none: BTreeSet<&str> = snapshot
-            .apps
+        // The few apps the plan grants to, then those of them that held none.
+        let granted: BTreeSet<&AppId> = plan.executors.iter().map(|grant| &grant.app).collect();
+        let apps: &[AppRequest] = if granted.is_empty() {
+            &[]
+        } else {
+            &snapshot.apps
+        };
+        let first_grants = apps
             .iter()
-            .filter(|app| app.executors.is_empty())
-            .map(|app| app.id.as_ref())
-            .collect();
-        let first_grants = plan
-            .executors
-            .iter()
-            .filter(|grant| held_none.contains(grant.app.as_ref()))
-            .map(|grant| WorkId::App(grant.app.clone()));
+            .filter(|app| app.executors.is_empty() && granted.contains(&app.id))
+            .map(|app| WorkId::App(app.id.clone()));
         let launches = plan
             .drivers
             .iter()
