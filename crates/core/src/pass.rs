@@ -474,15 +474,17 @@ impl<'s> AppPass<'s> {
     ///   for room itself, so kept room never waits for room held by what waits for it;
     /// - of a normal queue, while no prior work wants room: prior work is served first.
     fn reserve_for_waiting_gang(&mut self, ledger: &mut Ledger<'s>) {
-        let prior_wants_room = self.prior_wants_room();
-        let (prior, normal): (Vec<Slotted>, Vec<Slotted>) = self
+        let (prior, mut normal): (Vec<Slotted>, Vec<Slotted>) = self
             .snapshot
             .apps
             .iter()
             .enumerate()
             .filter(|(_, app)| app.min_executors.is_some())
             .partition(|(_, app)| self.queues.get(&app.queue).prior);
-        let normal = normal.into_iter().filter(|_| !prior_wants_room);
+        // Asked only where an ordinary queue has a gang: most passes have none.
+        if !normal.is_empty() && self.prior_wants_room() {
+            normal.clear();
+        }
         // Built once, for the first gang that gets this far.
         let mut held: Option<HashMap<&WorkerId, Resources, FixedState>> = None;
         for (slot, app) in prior.into_iter().chain(normal) {
