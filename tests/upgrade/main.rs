@@ -583,6 +583,25 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
         )) && line.contains(&format!("runs {previous}")),
         "{line}"
     );
+    // So does a gang, registered through the new leader.
+    let mut gang = Process(
+        muster_from(&cluster.new)
+            .args(["app", "run", "--min-executors", "1", "--cores-max", "1"])
+            .args(SLEEPERS)
+            .env("MUSTER_MASTERS", cluster.list())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    assert!(!gang.exited("the refused gang's client").success());
+    let mut refusal = String::new();
+    std::io::Read::read_to_string(&mut gang.0.stderr.take().unwrap(), &mut refusal).unwrap();
+    assert!(
+        refusal.contains("needs every master at") && refusal.contains(&format!("runs {previous}")),
+        "{refusal}"
+    );
     cluster.submit(false);
     cluster.assert_all_running("an application placed by the upgraded leader");
 
@@ -631,6 +650,19 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
                     .any(|q| q["name"] == "default" && q["driver_share"] == 0.25)
             },
         );
+    }
+
+    // Raised, a gang registers, and every master has its minimum.
+    let (_gang, gang, _gang_events) = app_run_from(
+        &cluster.new,
+        &cluster.masters,
+        None,
+        &[&["--min-executors", "1", "--cores-max", "1"], SLEEPERS].concat(),
+    );
+    for id in 1..=3 {
+        support::wait_for_at(&cluster.masters.addrs[id - 1], "the gang's minimum", |s| {
+            support::app(s, &gang).is_some_and(|a| a["min_executors"] == 1)
+        });
     }
 
     // Raised, she still steers her application.
