@@ -280,17 +280,29 @@ fn succeeded(output: &Output) -> String {
 /// The executors an application ran on the workers of `masters`: the directories its
 /// executors had in the workers' work dirs, for those that reached their driver.
 fn executors_that_registered(masters: &Masters, app_id: &str) -> Vec<PathBuf> {
+    executors_started(masters, app_id)
+        .into_iter()
+        .filter(|executor| {
+            std::fs::read_to_string(executor.join("stderr"))
+                .unwrap_or_default()
+                .contains("Successfully registered with driver")
+        })
+        .collect()
+}
+
+/// The work directories of the executors workers started for `app_id`, registered or not.
+fn executors_started(masters: &Masters, app_id: &str) -> Vec<PathBuf> {
     let mut found = Vec::new();
     for worker in std::fs::read_dir(masters.dir.path()).unwrap().flatten() {
         let Ok(executors) = std::fs::read_dir(worker.path().join(app_id)) else {
             continue;
         };
-        for executor in executors.flatten() {
-            let log = std::fs::read_to_string(executor.path().join("stderr")).unwrap_or_default();
-            if log.contains("Successfully registered with driver") {
-                found.push(executor.path());
-            }
-        }
+        found.extend(
+            executors
+                .flatten()
+                .map(|executor| executor.path())
+                .filter(|path| path.is_dir()),
+        );
     }
     found
 }

@@ -184,6 +184,23 @@ final class AppRequest {
     }
 
     /**
+     * The cores the application expects to register, which {@code
+     * spark.scheduler.minRegisteredResourcesRatio} is a share of: {@code spark.cores.max}, as on
+     * Spark's standalone cluster; else {@code spark.executor.instances} executors of {@code
+     * spark.executor.cores}, as on YARN; else none, and tasks never wait.
+     */
+    static int expectedCores(SparkConf conf) {
+        if (conf.contains("spark.cores.max")) {
+            return positive(conf, "spark.cores.max");
+        }
+        Integer limit = executorLimit(conf);
+        if (limit != null && conf.contains("spark.executor.cores")) {
+            return limit * positive(conf, "spark.executor.cores");
+        }
+        return 0;
+    }
+
+    /**
      * The executors the application needs at once, its gang, if its settings name one: {@code
      * spark.muster.minExecutors}, or {@code spark.executor.instances} when the application
      * waits for all of them before it schedules a task ({@code

@@ -59,6 +59,8 @@ public final class MusterSchedulerBackend extends ScalaBackend
     private final Set<String> released = ConcurrentHashMap.newKeySet();
     /** Executors Muster decommissions (for prior work, or a drained worker), and why. */
     private final Map<String, String> decommissioned = new ConcurrentHashMap<>();
+    /** The cores whose registration {@code minRegisteredResourcesRatio} counts. */
+    private final int expectedCores;
     /** How long a disconnected executor waits for Muster's word before Spark removes it. */
     private final long removeDelayMs;
     private final ScheduledExecutorService delayedRemovals =
@@ -74,6 +76,7 @@ public final class MusterSchedulerBackend extends ScalaBackend
         this.scheduler = scheduler;
         this.sc = sc;
         this.masters = masters;
+        this.expectedCores = AppRequest.expectedCores(sc.conf());
         this.removeDelayMs = sc.conf().getTimeAsMs("spark.muster.executorRemoveDelayOnDisconnection", "30s");
     }
 
@@ -130,6 +133,16 @@ public final class MusterSchedulerBackend extends ScalaBackend
         });
         link = MusterLink.start(AppRequest.command(sc, masters), AppRequest.linkEnvironment(sc), this);
         LOG.info("registered with Muster at {} as {}", masters, link.appId());
+    }
+
+    /**
+     * Whether Spark may schedule tasks yet: as on Spark's standalone cluster, once {@code
+     * spark.scheduler.minRegisteredResourcesRatio} of the cores the application expects have
+     * registered (or Spark's {@code maxRegisteredResourcesWaitingTime} has passed).
+     */
+    @Override
+    public boolean sufficientResourcesRegistered() {
+        return totalCoreCount().get() >= expectedCores * minRegisteredRatio();
     }
 
     @Override
