@@ -1,15 +1,19 @@
 //! Driver placement, the first half of Spark's `Master.schedule()`
 //! (`deploy/master/Master.scala`), with the queue rules on top: prior drivers go first, a
 //! normal driver on a worker that runs prior work must stay within its queue's threshold,
-//! each queue's drivers hold at most its driver share, and a driver whose application is a
-//! gang starts only when it and all of the gang's minimum fit at once.
+//! each queue's drivers hold at most its driver share, and a driver starts only when it and
+//! the room its application needs first fit at once: all of a gang's minimum, or one
+//! executor of the size the application will ask for.
 //!
 //! The driver share is YARN's `maximum-am-resource-percent`: in cluster mode every
 //! driver waits for executors of its own, so drivers that filled a queue's room would wait
 //! for ever (SPARK-27750). A queue's running drivers may hold at most a share of its room,
 //! its maximum in cores and in memory (all of the ALIVE workers for a prior queue), the
 //! rest staying for executors; a queue that runs no driver may always start one, so that a
-//! small queue is never starved.
+//! small queue is never starved. The driver share alone does not keep the rest usable:
+//! drivers spread over the workers can leave each with less than one executor needs, so a
+//! driver that says its executors' size starts only beside room for the first of them, kept
+//! until its application registers.
 
 use std::collections::BTreeMap;
 
@@ -85,7 +89,10 @@ pub(crate) fn place_drivers(
             );
             if fit < minimum {
                 ledger.give_back(w, need, hosted_prior);
-                return Err(WaitReason::DriverGang { minimum, fit });
+                return Err(match minimum {
+                    1 => WaitReason::FirstExecutor,
+                    _ => WaitReason::DriverGang { minimum, fit },
+                });
             }
             // Kept for the rest of the pass; later passes keep it while the gang is pending.
             ledger.keep_for_gang(gang, admission);

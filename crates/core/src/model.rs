@@ -427,8 +427,9 @@ pub struct DriverRequest {
     pub need: Resources,
     /// The queue the driver was submitted to.
     pub queue: QueueName,
-    /// The gang of the application it will start, if that is one: the driver starts only
-    /// when it and the gang fit at once.
+    /// The room the application it will start needs first, if the driver says: all of its
+    /// gang's minimum, or one executor (a minimum of 1). The driver starts only when it and
+    /// that room fit at once.
     pub gang: Option<GangRequest>,
 }
 
@@ -474,16 +475,22 @@ impl GangRequest {
     }
 }
 
-/// A running driver whose application, a gang, has not started yet: room for the gang is
-/// kept at the start of every pass, so that nothing else takes what it will need.
+/// Room kept beside a running driver for its application: the room it needs first (its
+/// gang's minimum, or one executor). Until the application registers, the room is kept at
+/// the start of every pass, so that nothing else takes it; once it has registered, and until
+/// it holds an executor, it is kept while drivers are placed, so that no other driver takes
+/// it first.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PendingGang {
     /// The driver's queue.
     #[serde(default)]
     pub queue: QueueName,
-    /// Its application's gang.
+    /// The room its application needs first.
     pub gang: GangRequest,
+    /// Whether its application has registered.
+    #[serde(default)]
+    pub registered: bool,
 }
 
 /// A [`DriverRequest`] as a snapshot file writes it: `cores`, `memory_mb` and `resources`

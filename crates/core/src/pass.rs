@@ -22,10 +22,15 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
     let queues = Queues::new(&snapshot.queues);
     let mut ledger = Ledger::new(&snapshot.workers);
     let mut plan = Plan::default();
-    // Room for the gangs of drivers that run but whose applications have not started comes
-    // first: the drivers were started only because it was there.
+    // Room kept beside running drivers comes first: the drivers were started only because
+    // it was there. An application that has registered takes its room back once drivers
+    // are placed.
+    let mut registered = Vec::new();
     for pending in &snapshot.pending_gangs {
-        ledger.keep_for_gang(&pending.gang, queues.admission(&pending.queue));
+        let kept = ledger.keep_for_gang(&pending.gang, queues.admission(&pending.queue));
+        if pending.registered {
+            registered.extend(kept);
+        }
     }
     let mut apps = AppPass::new(snapshot, &queues, &ledger);
     // Gangs that wait and fit now keep their room while drivers are placed, so that a
@@ -35,6 +40,7 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
     apps.reserve_for_waiting_gang(&mut ledger);
     place_drivers(snapshot, &queues, &mut ledger, &mut plan);
     ledger.give_back_kept(kept);
+    ledger.give_back_kept(registered);
     let mut placer = P::new(&ledger, &queues, snapshot.config.worker_selection);
     // Each app with its slot: its place in the snapshot, which keys what the pass tallies.
     // One whose cores left are fewer than any of its executors takes is passed over: it

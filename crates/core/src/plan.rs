@@ -173,6 +173,10 @@ pub enum WaitReason {
         /// How many of them fit beside the driver now.
         fit: u64,
     },
+    /// The driver and its application's first executor do not fit at once: a cluster-mode
+    /// driver starts only beside room for it, so that drivers never hold the room their
+    /// executors need.
+    FirstExecutor,
     /// The app holds as many executors as its limit allows.
     ExecutorLimit {
         /// The app's executor limit.
@@ -222,6 +226,7 @@ impl WaitReason {
                 | Self::Gang { .. }
                 | Self::GangReserved { .. }
                 | Self::DriverGang { .. }
+                | Self::FirstExecutor
         )
     }
 
@@ -235,6 +240,7 @@ impl WaitReason {
             Self::Gang { .. } => "gang",
             Self::GangReserved { .. } => "gang_reserved",
             Self::DriverGang { .. } => "driver_gang",
+            Self::FirstExecutor => "first_executor",
             Self::ExecutorLimit { .. } => "executor_limit",
             Self::QueueAtCapacity { .. } => "queue_at_capacity",
             Self::HeldByThreshold { .. } => "held_by_threshold",
@@ -280,6 +286,11 @@ impl fmt::Display for WaitReason {
                 f,
                 "its application's gang of {minimum} executors and the driver start when \
                  all fit at once: {fit} fit beside it now"
+            ),
+            Self::FirstExecutor => write!(
+                f,
+                "the driver starts where its application's first executor fits beside it: \
+                 none does now"
             ),
             Self::ExecutorLimit { limit, held } => {
                 write!(

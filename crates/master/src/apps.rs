@@ -74,7 +74,13 @@ impl AppLinkService {
             };
         }
         let request_id = std::mem::take(&mut register.request_id);
-        let command = client_command(&request_id, user, register_op(register));
+        // As this master applied it: the room kept beside a driver that registers its
+        // application was kept before the driver started.
+        let op = register_op(
+            register,
+            &self.node.local_state().read().expect("state lock"),
+        );
+        let command = client_command(&request_id, user, op);
         match committed(self.node.write(command).await)?.outcome {
             Outcome::AppSubmitted { id } => Ok(id),
             other => Err(CallError::Internal(format!("unexpected outcome {other:?}"))),

@@ -382,7 +382,14 @@ impl Cluster for ClusterService {
             request,
             async |this, user, mut body| {
                 let request_id = std::mem::take(&mut body.request_id);
-                let op = submit_driver_op(body);
+                // A format raised since this master applied it only admits more.
+                let format = this
+                    .node
+                    .local_state()
+                    .read()
+                    .expect("state lock")
+                    .log_format();
+                let op = submit_driver_op(body, format);
                 let response = this.write(client_command(&request_id, user, op)).await?;
                 match response.outcome {
                     Outcome::DriverSubmitted { id } => {

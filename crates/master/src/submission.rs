@@ -278,7 +278,7 @@ impl Submissions {
             ),
             env: environment(&request.environment_variables),
             supervise,
-            gang: gang(properties)?,
+            gang: first_room(properties)?,
         })
     }
 
@@ -385,18 +385,21 @@ fn resources(properties: &BTreeMap<String, String>) -> Result<Resources, Refusal
     })
 }
 
-/// The gang of executors the submitted application needs at once, if its settings name
-/// one, as the plug-in reads them when the driver registers the application:
-/// `spark.muster.minExecutors`, or `spark.executor.instances` when the application waits for
-/// all of them before it schedules a task (`spark.scheduler.minRegisteredResourcesRatio` of
-/// 1.0) and allocates no executors dynamically. At most what `spark.executor.instances` and
-/// `spark.cores.max` allow, as the masters count it.
+/// The room the submitted application needs first, which its driver starts beside: all of
+/// its gang when its settings name one, as the plug-in reads them when the driver registers
+/// the application (`spark.muster.minExecutors`, or `spark.executor.instances` when the
+/// application waits for all of them before it schedules a task,
+/// `spark.scheduler.minRegisteredResourcesRatio` of 1.0, and allocates no executors
+/// dynamically), else one executor. Executors of `spark.executor.cores`, or of one core for
+/// executors that take every core a worker gives; a gang at most what
+/// `spark.executor.instances` and `spark.cores.max` allow, as the masters count it. None when
+/// `spark.cores.max` allows no executor at all.
 ///
 /// # Errors
 ///
 /// A setting that is not a number it can be, or a gang without `spark.executor.cores` (its
 /// executors are all of one size).
-fn gang(properties: &BTreeMap<String, String>) -> Result<Option<Gang>, Refusal> {
+fn first_room(properties: &BTreeMap<String, String>) -> Result<Option<Gang>, Refusal> {
     let property = |key: &str| properties.get(key).map(String::as_str);
     let whole = |key: &'static str| match property(key) {
         None => Ok(None),
@@ -423,18 +426,22 @@ fn gang(properties: &BTreeMap<String, String>) -> Result<Option<Gang>, Refusal> 
             })? >= 1.0
         }
     };
-    let (key, minimum) = match whole("spark.muster.minExecutors")? {
-        Some(minimum) => ("spark.muster.minExecutors", minimum),
+    let gang = match whole("spark.muster.minExecutors")? {
+        Some(minimum) => Some(("spark.muster.minExecutors", minimum)),
         None => match instances {
-            Some(instances) if waits_for_all => ("spark.executor.instances", instances),
-            _ => return Ok(None),
+            Some(instances) if waits_for_all => Some(("spark.executor.instances", instances)),
+            _ => None,
         },
     };
-    let Some(executor_cores) = whole("spark.executor.cores")? else {
-        return Err(Refusal::GangWithoutExecutorCores(key));
+    let executor_cores = match (whole("spark.executor.cores")?, gang) {
+        (Some(cores), _) => cores,
+        (None, Some((key, _))) => return Err(Refusal::GangWithoutExecutorCores(key)),
+        (None, None) => 1,
     };
     let by_cores = whole("spark.cores.max")?.map_or(u32::MAX, |cores| cores / executor_cores);
-    let min_executors = minimum.min(instances.unwrap_or(u32::MAX)).min(by_cores);
+    let min_executors = gang
+        .map_or(1, |(_, minimum)| minimum.min(instances.unwrap_or(u32::MAX)))
+        .min(by_cores);
     if min_executors == 0 {
         return Ok(None);
     }
@@ -847,13 +854,21 @@ mod tests {
     }
 
     #[test]
-    fn a_submission_whose_settings_name_a_gang_sends_it_with_its_driver() {
-        let gang_of = |properties: &[(&str, &str)]| {
+    fn a_submission_sends_the_room_its_application_needs_first_with_its_driver() {
+        let room_of = |properties: &[(&str, &str)]| {
             let properties = properties
                 .iter()
                 .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
                 .collect();
-            gang(&properties)
+            first_room(&properties)
+        };
+        let first_executor = |cores, memory_mb| {
+            Ok(Some(Gang {
+                min_executors: 1,
+                executor_cores: cores,
+                executor_memory_mb: memory_mb,
+                executor_resources: [("gpu".to_owned(), 1)].into(),
+            }))
         };
         let waits_for_three = [
             ("spark.executor.instances", "3"),
@@ -863,7 +878,7 @@ mod tests {
             ("spark.executor.resource.gpu.amount", "1"),
         ];
         assert_eq!(
-            gang_of(&waits_for_three),
+            room_of(&waits_for_three),
             Ok(Some(Gang {
                 min_executors: 3,
                 executor_cores: 1,
@@ -871,18 +886,18 @@ mod tests {
                 executor_resources: [("gpu".to_owned(), 1)].into(),
             }))
         );
-        // Spark starts with fewer: no gang.
+        // Spark starts with fewer: no gang, room for the first executor.
         let mut fewer = waits_for_three;
         fewer[1].1 = "0.8";
-        assert_eq!(gang_of(&fewer), Ok(None));
+        assert_eq!(room_of(&fewer), first_executor(1, 512 + 384));
         let dynamic = [
             &waits_for_three[..],
             &[("spark.dynamicAllocation.enabled", "true")],
         ]
         .concat();
-        assert_eq!(gang_of(&dynamic), Ok(None));
+        assert_eq!(room_of(&dynamic), first_executor(1, 512 + 384));
         // Named, and at most what cores.max allows.
-        let named = gang_of(&[
+        let named = room_of(&[
             ("spark.muster.minExecutors", "4"),
             ("spark.executor.cores", "2"),
             ("spark.cores.max", "6"),
@@ -893,7 +908,13 @@ mod tests {
             (named.min_executors, named.executor_memory_mb),
             (3, 1024 + 384)
         );
-        assert_eq!(gang_of(&[]), Ok(None));
+        // Spark's defaults: an executor of 1g that takes every core a worker gives, at
+        // least one; none at all when cores.max is below an executor's cores.
+        let default = room_of(&[]).unwrap().unwrap();
+        assert_eq!((default.min_executors, default.executor_cores), (1, 1));
+        assert_eq!(default.executor_memory_mb, 1024 + 384);
+        let no_executor = [("spark.executor.cores", "4"), ("spark.cores.max", "2")];
+        assert_eq!(room_of(&no_executor), Ok(None));
 
         for (properties, refusal) in [
             (
@@ -912,7 +933,7 @@ mod tests {
                 "spark.scheduler.minRegisteredResourcesRatio is all",
             ),
         ] {
-            let error = gang_of(properties).unwrap_err().to_string();
+            let error = room_of(properties).unwrap_err().to_string();
             assert!(error.starts_with(refusal), "{error}");
         }
     }

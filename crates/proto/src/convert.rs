@@ -10,14 +10,15 @@ use muster_core::access::QueueSpec;
 use muster_core::ids::QueueName;
 use muster_core::model::{GangRequest, GangStyle, WorkerState};
 use muster_core::resources::{ResourceAddresses, Resources};
-use muster_state::Op;
 use muster_state::commands::{
-    RegisterWorker, SubmitApp, SubmitDriver, SubmitGang, SubmitGangDriver,
+    RegisterWorker, SubmitApp, SubmitDriver, SubmitGangDriver, submit_app_op,
 };
 use muster_state::model::{
     AppDescription, AppState, DriverDescription, DriverState, Executor, ExecutorState, Reservation,
     Worker,
 };
+use muster_state::version::LogFormat;
+use muster_state::{ClusterState, Op};
 
 use crate::v1;
 
@@ -102,26 +103,23 @@ impl From<v1::RegisterApp> for SubmitApp {
     }
 }
 
-/// The op that submits the application a registration describes: a gang when it names a
-/// minimum of executors (its request id and re-attach id are the caller's to read first).
-pub fn register_op(register: v1::RegisterApp) -> Op {
+/// The op that submits the application a registration describes, as [`submit_app_op`]
+/// chooses it with `state` (its request id and re-attach id are the caller's to read first).
+pub fn register_op(register: v1::RegisterApp, state: &ClusterState) -> Op {
     let min_executors = register.min_executors;
     let driver = (!register.driver_id.is_empty()).then(|| register.driver_id.as_str().into());
-    let app = SubmitApp::from(register);
-    match min_executors {
-        Some(min_executors) => Op::SubmitGang(SubmitGang {
-            app,
-            min_executors,
-            driver,
-        }),
-        None => Op::SubmitApp(app),
-    }
+    submit_app_op(SubmitApp::from(register), min_executors, driver, state)
 }
 
-/// The op that submits the driver a submission describes: with its application's gang when
-/// it names one (its request id is the caller's to read first).
-pub fn submit_driver_op(mut request: v1::SubmitDriverRequest) -> Op {
-    let gang = request.gang.take();
+/// The op that submits the driver a submission describes: with the room its application
+/// needs first when it names one (its request id is the caller's to read first). Room for
+/// one executor is asked for only once the cluster's log `format` admits it: before, the
+/// driver is submitted as before it did.
+pub fn submit_driver_op(mut request: v1::SubmitDriverRequest, format: LogFormat) -> Op {
+    let gang = request
+        .gang
+        .take()
+        .filter(|gang| gang.min_executors > 1 || format >= LogFormat::FOURTH);
     let driver = SubmitDriver::from(request);
     match gang {
         Some(gang) => Op::SubmitGangDriver(SubmitGangDriver {

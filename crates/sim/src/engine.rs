@@ -27,7 +27,7 @@ use muster_master::leader::{
     ToWorker, Update,
 };
 use muster_state::commands::{
-    DrainWorker, RaiseLogFormat, SubmitApp, SubmitDriver, SubmitGang, SubmitGangDriver,
+    DrainWorker, RaiseLogFormat, SubmitApp, SubmitDriver, SubmitGangDriver, submit_app_op,
 };
 use muster_state::model::{AppDescription, DriverDescription, DriverState, ExecutorState};
 use muster_state::version::LogFormat;
@@ -539,13 +539,12 @@ impl<'a> Simulation<'a> {
                     supervise: driver.supervise,
                 };
                 let submit = SubmitDriver { desc };
-                let gang = driver.app().and_then(|app| {
-                    Some(GangRequest {
-                        min_executors: app.min_executors?,
-                        executor_cores: app.executor_cores?,
-                        executor_memory_mb: app.executor_memory_mb,
-                        executor_resources: BTreeMap::new(),
-                    })
+                // A job driver starts beside room for its gang, or for its first executor.
+                let gang = driver.app().map(|app| GangRequest {
+                    min_executors: app.min_executors.unwrap_or(1),
+                    executor_cores: app.executor_cores.unwrap_or(1),
+                    executor_memory_mb: app.executor_memory_mb,
+                    executor_resources: BTreeMap::new(),
                 });
                 let op = match gang {
                     Some(gang) => Op::SubmitGangDriver(SubmitGangDriver {
@@ -613,14 +612,8 @@ impl<'a> Simulation<'a> {
             desc,
             executor_limit: app.executor_limit,
         };
-        let op = match app.min_executors {
-            Some(min_executors) => Op::SubmitGang(SubmitGang {
-                app: submit,
-                min_executors,
-                driver: driver.as_ref().map(|(_, id, _)| id.clone()),
-            }),
-            None => Op::SubmitApp(submit),
-        };
+        let driver_id = driver.as_ref().map(|(_, id, _)| id.clone());
+        let op = submit_app_op(submit, app.min_executors, driver_id, &self.state);
         let response = self.write(op).ok()?;
         let muster_state::Outcome::AppSubmitted { id } = response.outcome else {
             unreachable!("a submission's outcome names the app");

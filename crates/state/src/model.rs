@@ -472,12 +472,14 @@ impl fmt::Display for TimedOutGang {
     }
 }
 
-/// The gang of a driver's application: the driver starts only when it and the gang fit at
-/// once, and until the application registers, the gang's room is kept.
+/// The room a driver's application needs first: its gang's minimum, or one executor (a
+/// minimum of 1). The driver starts only when it and that room fit at once; until the
+/// application registers, the room is kept, and until one executor of an application that
+/// is no gang is placed, it is kept from other drivers.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DriverGang {
     /// The executors the application needs at once.
     pub gang: GangRequest,
-    /// Whether its application has registered (as a gang naming this driver).
-    pub started: bool,
+    /// The application, once it has registered naming this driver.
+    pub app: Option<AppId>,
 }

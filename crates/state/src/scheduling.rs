@@ -58,8 +58,8 @@ impl ClusterState {
 
     /// What a scheduling pass needs: workers with their usage and whether they run prior
     /// work, waiting drivers (with their applications' gangs) and active apps in submission
-    /// order, what running drivers hold in each queue, the gangs of running drivers whose
-    /// applications have not registered, and the queues.
+    /// order, what running drivers hold in each queue, the room kept beside running drivers
+    /// for their applications, and the queues.
     pub fn scheduling_snapshot(&self, config: PassConfig) -> core::Snapshot {
         let mut waiting: Vec<_> = self
             .drivers
@@ -76,21 +76,31 @@ impl ClusterState {
                 gang: self.driver_gangs.get(&d.id).map(|g| g.gang.clone()),
             })
             .collect();
-        let mut pending: Vec<(&Driver, &GangRequest)> = self
+        // Kept until the application registers; then, for one that is no gang (a gang's
+        // room is kept by its own rule), from drivers until it holds an executor.
+        let mut pending: Vec<(&Driver, &GangRequest, bool)> = self
             .driver_gangs
             .iter()
-            .filter(|(_, g)| !g.started)
             .filter_map(|(id, g)| {
                 let driver = &self.drivers[id];
-                (driver.state == DriverState::Running).then_some((driver, &g.gang))
+                let registered = match &g.app {
+                    None => false,
+                    Some(app) if self.gangs.contains_key(app) => return None,
+                    Some(app) => match self.apps.get(app) {
+                        Some(app) if app.executors.is_empty() => true,
+                        _ => return None,
+                    },
+                };
+                (driver.state == DriverState::Running).then_some((driver, &g.gang, registered))
             })
             .collect();
-        pending.sort_by_key(|(d, _)| d.submission);
+        pending.sort_by_key(|(d, ..)| d.submission);
         let pending_gangs = pending
             .into_iter()
-            .map(|(d, gang)| core::PendingGang {
+            .map(|(d, gang, registered)| core::PendingGang {
                 queue: d.desc.queue.clone(),
                 gang: gang.clone(),
+                registered,
             })
             .collect();
 

@@ -245,9 +245,24 @@ impl ClusterState {
         &self.drivers
     }
 
-    /// The gang of active driver `id`'s application, if it is one.
+    /// The room active driver `id`'s application needs first, if the driver said.
     pub fn driver_gang(&self, id: &DriverId) -> Option<&DriverGang> {
         self.driver_gangs.get(id)
+    }
+
+    /// Whether room is kept beside driver `id` until its application registers.
+    pub fn keeps_room_for_app_of(&self, id: &DriverId) -> bool {
+        self.driver_gangs
+            .get(id)
+            .is_some_and(|gang| gang.app.is_none())
+    }
+
+    /// Driver `id` registered application `app`: the room kept beside the driver is the
+    /// application's now.
+    pub(crate) fn driver_registered_its_app(&mut self, id: &DriverId, app: &AppId) {
+        if let Some(gang) = self.driver_gangs.get_mut(id) {
+            gang.app = Some(app.clone());
+        }
     }
 
     /// The executors of its own size active application `id` needs at once, if it is a gang.
@@ -479,10 +494,7 @@ impl ClusterState {
             self.driver_users.insert(id.clone(), user);
         }
         if let Some(gang) = self.driver_gangs.remove(old) {
-            let gang = DriverGang {
-                started: false,
-                ..gang
-            };
+            let gang = DriverGang { app: None, ..gang };
             self.driver_gangs.insert(id.clone(), gang);
         }
         if self.log_format() >= LogFormat::THIRD {

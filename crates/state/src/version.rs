@@ -41,8 +41,10 @@ impl LogFormat {
     /// profiles ([`Op::SetProfileLimit`], [`Op::ApplyPlanWithProfiles`], snapshot format 11).
     pub const THIRD: Self = Self(3);
     /// Release 0.4.0's log: each queue's admission settings, its driver share
-    /// ([`Op::ConfigureQueuesWithAdmission`]), and applications' and drivers' gangs
-    /// ([`Op::SubmitGang`], [`Op::SubmitGangDriver`]); snapshot format 12.
+    /// ([`Op::ConfigureQueuesWithAdmission`]), applications' and drivers' gangs
+    /// ([`Op::SubmitGang`], [`Op::SubmitGangDriver`], [`Op::EndGangWait`]), and room kept
+    /// beside a cluster-mode driver for its application's first executor until the
+    /// application registers ([`Op::SubmitDriverApp`]); snapshot format 12.
     pub const FOURTH: Self = Self(4);
     /// The newest format this build reads and, once the cluster is raised to it, writes.
     pub const NEWEST: Self = Self::FOURTH;
@@ -103,7 +105,8 @@ impl Op {
             Op::ConfigureQueuesWithAdmission(_)
             | Op::SubmitGang(_)
             | Op::SubmitGangDriver(_)
-            | Op::EndGangWait(_) => LogFormat::FOURTH,
+            | Op::EndGangWait(_)
+            | Op::SubmitDriverApp(_) => LogFormat::FOURTH,
             Op::RegisterWorker(_)
             | Op::WorkerLost(_)
             | Op::DecommissionWorker(_)

@@ -75,12 +75,12 @@ pub fn run(args: SubmitArgs) -> Result<String, CliError> {
             if let Ok(host) = std::env::var("MUSTER_DRIVER_HOST") {
                 env.insert("MUSTER_DRIVER_HOST".to_owned(), host);
             }
+            // The driver starts beside room for its gang, or for its first executor (one
+            // core, for executors that take every core a worker gives).
             let resources = &file.resources;
-            let gang = resources.min_executors.map(|min_executors| Gang {
-                min_executors,
-                executor_cores: resources
-                    .executor_cores
-                    .expect("a job file with a gang is refused without executor cores"),
+            let gang = Some(Gang {
+                min_executors: resources.min_executors.unwrap_or(1),
+                executor_cores: resources.executor_cores.unwrap_or(1),
                 executor_memory_mb: resources.executor_memory_mb,
                 executor_resources: resources.executor_resources.clone().into_iter().collect(),
             });

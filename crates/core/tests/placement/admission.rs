@@ -6,9 +6,10 @@
 //! included); no gang ever holds part of its minimum; and room kept for a gang is one
 //! waiting gang's, and never promised twice.
 //!
-//! Executors here take one core each: room a burst leaves is never too scattered for one
-//! of them. (Larger executors can find every worker's leftover room too small once drivers
-//! take a core on each, a fragmentation the driver share does not prevent.)
+//! Executors take one to three cores: once drivers take a core on each worker, the room
+//! left can be too scattered for one executor, a fragmentation the driver share alone does
+//! not prevent. A cluster-mode driver therefore says its executors' size, and starts only
+//! beside room for the first of them (or for its gang), kept until its application registers.
 
 use std::collections::BTreeMap;
 
@@ -19,10 +20,12 @@ use muster_core::model::{
 use muster_core::resources::Resources;
 use proptest::prelude::*;
 
-/// What an application asks for: one-core executors of `memory_mb`, at most `cores_max` of
-/// them, all `min` at once when it is a gang; it works for `passes` passes once it holds any.
+/// What an application asks for: executors of `executor_cores` and `memory_mb`, at most
+/// `cores_max` cores of them, all `min` at once when it is a gang; it works for `passes`
+/// passes once it holds any.
 #[derive(Clone, Debug)]
 struct AppSpec {
+    executor_cores: u32,
     memory_mb: u64,
     cores_max: u32,
     min: Option<u32>,
@@ -30,19 +33,20 @@ struct AppSpec {
 }
 
 impl AppSpec {
-    fn gang(&self) -> Option<GangRequest> {
-        self.min.map(|min_executors| GangRequest {
-            min_executors,
-            executor_cores: 1,
+    /// The room its cluster-mode driver starts beside: its gang, or its first executor.
+    fn first_room(&self) -> GangRequest {
+        GangRequest {
+            min_executors: self.min.unwrap_or(1),
+            executor_cores: self.executor_cores,
             executor_memory_mb: self.memory_mb,
             executor_resources: BTreeMap::new(),
-        })
+        }
     }
 
     fn request(&self, id: &str) -> AppRequest {
         AppRequest {
             cores_max: Some(self.cores_max),
-            executor_cores: Some(1),
+            executor_cores: Some(self.executor_cores),
             executor_memory_mb: self.memory_mb,
             min_executors: self.min,
             ..AppRequest::new(id)
@@ -52,18 +56,22 @@ impl AppSpec {
 
 fn app_spec() -> impl Strategy<Value = AppSpec> {
     (
+        1..4u32,
         prop::sample::select(vec![256u64, 512, 1024]),
-        1..6u32,
+        1..3u32,
         prop::option::weighted(0.5, 1..6u32),
         1..4u32,
     )
-        .prop_map(|(memory_mb, cores_max, min, passes)| AppSpec {
-            memory_mb,
-            cores_max,
-            // A gang asks for no more than its cores_max allows.
-            min: min.map(|m| m.min(cores_max)),
-            passes,
-        })
+        .prop_map(
+            |(executor_cores, memory_mb, executors_max, min, passes)| AppSpec {
+                executor_cores,
+                memory_mb,
+                cores_max: executor_cores * executors_max,
+                // A gang asks for no more than its cores_max allows.
+                min: min.map(|m| m.min(executors_max)),
+                passes,
+            },
+        )
 }
 
 /// A world: the cluster, and what runs and waits on it.
@@ -104,7 +112,8 @@ impl World {
         for (request, executors, _, _) in &self.apps {
             let mut request = request.clone();
             for &w in executors {
-                let executor = Resources::new(1, request.executor_memory_mb);
+                let executor =
+                    Resources::new(request.executor_cores.unwrap(), request.executor_memory_mb);
                 used[w] = used[w].checked_add(&executor).unwrap();
                 request.executors.push(HeldExecutor {
                     id: None,
@@ -135,18 +144,21 @@ impl World {
                     id: id.as_str().into(),
                     need: driver.clone(),
                     queue: "default".into(),
-                    gang: spec.gang(),
+                    gang: Some(spec.first_room()),
                 })
                 .collect(),
+            // Room beside a driver until its application registers, then, for one that is
+            // no gang, from drivers until it holds an executor.
             pending_gangs: self
                 .running
-                .values()
-                .filter(|(_, _, registered)| !registered)
-                .filter_map(|(_, spec, _)| {
-                    Some(PendingGang {
-                        queue: "default".into(),
-                        gang: spec.gang()?,
-                    })
+                .iter()
+                .filter(|(driver, (_, spec, registered))| {
+                    !registered || (spec.min.is_none() && !self.holds_executors(driver))
+                })
+                .map(|(_, (_, spec, registered))| PendingGang {
+                    queue: "default".into(),
+                    gang: spec.first_room(),
+                    registered: *registered,
                 })
                 .collect(),
             apps: apps.into(),
@@ -155,6 +167,13 @@ impl World {
         snapshot.config.driver_share = self.driver_share;
         snapshot.config.worker_selection = WorkerSelection::WorkerId;
         snapshot
+    }
+
+    /// Whether the application of running driver `driver` holds executors.
+    fn holds_executors(&self, driver: &str) -> bool {
+        self.apps
+            .iter()
+            .any(|(_, executors, _, of)| of.as_deref() == Some(driver) && !executors.is_empty())
     }
 
     /// One pass, then a pass's worth of time: applications registered and worked.
@@ -331,13 +350,13 @@ fn world() -> impl Strategy<Value = World> {
 /// Whether every driver and application of `world` could run alone on the empty cluster:
 /// its gang's minimum (or one executor) fits beside a driver on any worker.
 fn each_fits_alone(world: &World) -> bool {
-    let fits = |memory_mb: u64, min: Option<u32>| {
+    let fits = |cores: u32, memory_mb: u64, min: Option<u32>| {
         let room: u64 = world
             .workers
             .iter()
             .map(|w| {
-                let cores = u64::from(w.capacity.cores - DRIVER_CORES);
-                cores.min((w.capacity.memory_mb - DRIVER_MEMORY_MB) / memory_mb)
+                let by_cores = u64::from((w.capacity.cores - DRIVER_CORES) / cores);
+                by_cores.min((w.capacity.memory_mb - DRIVER_MEMORY_MB) / memory_mb)
             })
             .sum();
         room >= u64::from(min.unwrap_or(1))
@@ -345,11 +364,14 @@ fn each_fits_alone(world: &World) -> bool {
     world
         .waiting
         .iter()
-        .all(|(_, spec)| fits(spec.memory_mb, spec.min))
-        && world
-            .arriving
-            .iter()
-            .all(|(_, request, _)| fits(request.executor_memory_mb, request.min_executors))
+        .all(|(_, spec)| fits(spec.executor_cores, spec.memory_mb, spec.min))
+        && world.arriving.iter().all(|(_, request, _)| {
+            fits(
+                request.executor_cores.unwrap(),
+                request.executor_memory_mb,
+                request.min_executors,
+            )
+        })
 }
 
 proptest! {

@@ -299,7 +299,10 @@ fn snapshot_of(workers: std::ops::Range<usize>) -> impl Strategy<Value = Snapsho
             prop::option::weighted(0.3, (1..4u64, 1..8u64)),
             QUEUES.len(),
         ),
-        prop::collection::vec((prop::sample::select(QUEUES.to_vec()), gang()), 0..2),
+        prop::collection::vec(
+            (prop::sample::select(QUEUES.to_vec()), gang(), any::<bool>()),
+            0..2,
+        ),
         Just(()).prop_perturb(|_, mut rng| rng.random::<u64>()),
     )
         .prop_map(
@@ -354,9 +357,10 @@ fn snapshot_of(workers: std::ops::Range<usize>) -> impl Strategy<Value = Snapsho
                     drivers,
                     pending_gangs: pending_gangs
                         .into_iter()
-                        .map(|(queue, gang)| PendingGang {
+                        .map(|(queue, gang, registered)| PendingGang {
                             queue: queue.into(),
                             gang,
+                            registered,
                         })
                         .collect(),
                     apps: apps.into(),

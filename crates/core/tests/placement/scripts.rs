@@ -135,6 +135,8 @@ enum Command {
         cores: u32,
         #[arg(key)]
         mem: u64,
+        #[arg(key)]
+        registered: Option<bool>,
     },
     App {
         id: String,
@@ -327,6 +329,7 @@ impl goldenscript::Runner for Runner {
                 min,
                 cores,
                 mem,
+                registered,
             } => snapshot.pending_gangs.push(PendingGang {
                 queue: queue
                     .as_deref()
@@ -337,6 +340,7 @@ impl goldenscript::Runner for Runner {
                     executor_memory_mb: *mem,
                     executor_resources: ResourceAmounts::new(),
                 },
+                registered: registered.unwrap_or(false),
             }),
             Command::App {
                 id,

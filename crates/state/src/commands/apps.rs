@@ -10,7 +10,7 @@ use muster_core::model::{GangStyle, positive, resource_amounts};
 use muster_core::resources::ResourceAmounts;
 use serde::{Deserialize, Serialize};
 
-use super::{Apply, program};
+use super::{Apply, Op, program};
 use crate::ClusterState;
 use crate::addresses::Stopped;
 use crate::model::{
@@ -78,8 +78,8 @@ pub struct SubmitGang {
     pub app: SubmitApp,
     /// The executors of its own size it needs at once.
     pub min_executors: u32,
-    /// The cluster-mode driver that registers it, when one does: that driver's gang has
-    /// started, and its room is no longer kept for it.
+    /// The cluster-mode driver that registers it, when one does: the room kept beside that
+    /// driver for the gang is no longer kept.
     pub driver: Option<DriverId>,
 }
 
@@ -115,13 +115,54 @@ impl Apply for SubmitGang {
         };
         state.gangs.insert(id.clone(), self.min_executors);
         state.show_app_to_passes(id);
-        if let Some(gang) = self
-            .driver
-            .as_ref()
-            .and_then(|driver| state.driver_gangs.get_mut(driver))
-        {
-            gang.started = true;
+        if let Some(driver) = &self.driver {
+            state.driver_registered_its_app(driver, id);
         }
+        Ok(response)
+    }
+}
+
+/// The op that submits `app`, which `driver` registers if it names one: a gang when it
+/// needs `min_executors` at once; one that frees the room kept beside its driver when that
+/// driver keeps room for it in `state`; else a plain submission.
+pub fn submit_app_op(
+    app: SubmitApp,
+    min_executors: Option<u32>,
+    driver: Option<DriverId>,
+    state: &ClusterState,
+) -> Op {
+    match (min_executors, driver) {
+        (Some(min_executors), driver) => Op::SubmitGang(SubmitGang {
+            app,
+            min_executors,
+            driver,
+        }),
+        (None, Some(driver)) if state.keeps_room_for_app_of(&driver) => {
+            Op::SubmitDriverApp(SubmitDriverApp { app, driver })
+        }
+        (None, _) => Op::SubmitApp(app),
+    }
+}
+
+/// An application its cluster-mode driver registers, the driver having started beside room
+/// for the application's first executor (from log format 4): that room is the application's
+/// now, kept from other drivers until one of its executors is placed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubmitDriverApp {
+    /// The application.
+    pub app: SubmitApp,
+    /// The driver that registers it.
+    pub driver: DriverId,
+}
+
+impl Apply for SubmitDriverApp {
+    /// Refused as [`SubmitApp`] is.
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        let response = self.app.apply(state, at)?;
+        let Outcome::AppSubmitted { id } = &response.outcome else {
+            unreachable!("a submitted app answers with its id");
+        };
+        state.driver_registered_its_app(&self.driver, id);
         Ok(response)
     }
 }

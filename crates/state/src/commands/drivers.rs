@@ -34,13 +34,14 @@ impl Apply for SubmitDriver {
     }
 }
 
-/// A driver whose application is a gang is submitted: it starts only when it and the gang
-/// fit at once (from log format 4).
+/// A driver that says the room its application needs first is submitted: it starts only
+/// when it and that room fit at once, all of a gang's minimum or one executor (from log
+/// format 4).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SubmitGangDriver {
     /// The driver.
     pub driver: SubmitDriver,
-    /// Its application's gang.
+    /// The room its application needs first: its gang, or one executor (a minimum of 1).
     pub gang: GangRequest,
 }
 
@@ -55,7 +56,7 @@ impl Apply for SubmitGangDriver {
         };
         let gang = DriverGang {
             gang: self.gang.clone(),
-            started: false,
+            app: None,
         };
         state.driver_gangs.insert(id.clone(), gang);
         Ok(response)

@@ -16,7 +16,7 @@ mod workers;
 pub use crate::version::RaiseLogFormat;
 pub use apps::{
     AppFinished, EndGangWait, ExecutorStateChanged, KillApp, KillExecutors, MAX_PROFILES,
-    SetExecutorLimit, SetProfileLimit, SubmitApp, SubmitGang,
+    SetExecutorLimit, SetProfileLimit, SubmitApp, SubmitDriverApp, SubmitGang, submit_app_op,
 };
 pub use drivers::{DriverStateChanged, KillDriver, SubmitDriver, SubmitGangDriver};
 pub use plan::{
@@ -129,10 +129,12 @@ pub enum Op {
     ConfigureQueuesWithAdmission(ConfigureQueuesWithAdmission),
     /// An application that needs a minimum of executors at once is submitted.
     SubmitGang(SubmitGang),
-    /// A driver whose application is a gang is submitted.
+    /// A driver that says the room its application needs first is submitted.
     SubmitGangDriver(SubmitGangDriver),
     /// A gang that waited its timeout stops waiting.
     EndGangWait(EndGangWait),
+    /// An application its cluster-mode driver registers.
+    SubmitDriverApp(SubmitDriverApp),
 }
 
 /// How an op changes the state.
@@ -236,6 +238,7 @@ impl ClusterState {
             Op::SubmitGang(op) => op.apply(self, at),
             Op::SubmitGangDriver(op) => op.apply(self, at),
             Op::EndGangWait(op) => op.apply(self, at),
+            Op::SubmitDriverApp(op) => op.apply(self, at),
             Op::PreemptForGuarantees(op) => {
                 op.apply_for(self, at, muster_core::preempt::Preempting::BelowGuarantee)
             }

@@ -10,8 +10,8 @@ use muster_core::ids::{QueueName, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    AppFinished, Apply, KillExecutors, Op, SetExecutorLimit, SetProfileLimit, SubmitGang,
-    SubmitGangDriver,
+    AppFinished, Apply, KillExecutors, Op, SetExecutorLimit, SetProfileLimit, SubmitApp,
+    SubmitDriverApp, SubmitGang, SubmitGangDriver,
 };
 use crate::ClusterState;
 use crate::model::{Owner, User};
@@ -108,11 +108,9 @@ impl Apply for By {
         within_limit(state, &self.user, &self.op)?;
         match &*self.op {
             Op::Batch(_) | Op::By(_) => Err(ApplyError::Batch),
-            Op::SubmitApp(_) | Op::SubmitGang(_) => {
-                let mut op = (*self.op).clone();
-                if let Op::SubmitApp(submit) | Op::SubmitGang(SubmitGang { app: submit, .. }) =
-                    &mut op
-                {
+            op if op.app_submitted().is_some() => {
+                let mut op = op.clone();
+                if let Some(submit) = op.app_submitted_mut() {
                     submit.desc.user.clone_from(&self.user);
                 }
                 let response = state.apply_op(&op, at)?;
@@ -140,12 +138,13 @@ impl Apply for By {
 /// Whether a submission leaves `user` within their queue's cap per user
 /// ([`ClusterState::active_of`]).
 fn within_limit(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyError> {
-    let queue = match op {
-        Op::SubmitApp(submit) | Op::SubmitGang(SubmitGang { app: submit, .. }) => {
-            &submit.desc.queue
-        }
-        Op::SubmitDriver(submit)
-        | Op::SubmitGangDriver(SubmitGangDriver { driver: submit, .. }) => &submit.desc.queue,
+    let queue = match (op.app_submitted(), op) {
+        (Some(submit), _) => &submit.desc.queue,
+        (
+            None,
+            Op::SubmitDriver(submit)
+            | Op::SubmitGangDriver(SubmitGangDriver { driver: submit, .. }),
+        ) => &submit.desc.queue,
         _ => return Ok(()),
     };
     let Some(max) = state.access(queue).max_per_user else {
@@ -185,11 +184,10 @@ fn authorize(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyError
             )))
         }
     };
+    if let Some(submit_app) = op.app_submitted() {
+        return submit(&submit_app.desc.queue);
+    }
     match op {
-        Op::SubmitApp(submit_app)
-        | Op::SubmitGang(SubmitGang {
-            app: submit_app, ..
-        }) => submit(&submit_app.desc.queue),
         Op::SubmitDriver(submit_driver)
         | Op::SubmitGangDriver(SubmitGangDriver {
             driver: submit_driver,
@@ -235,6 +233,25 @@ fn authorize(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyError
 }
 
 impl Op {
+    /// The application this op submits, if it submits one.
+    pub fn app_submitted(&self) -> Option<&SubmitApp> {
+        match self {
+            Op::SubmitApp(submit)
+            | Op::SubmitGang(SubmitGang { app: submit, .. })
+            | Op::SubmitDriverApp(SubmitDriverApp { app: submit, .. }) => Some(submit),
+            _ => None,
+        }
+    }
+
+    fn app_submitted_mut(&mut self) -> Option<&mut SubmitApp> {
+        match self {
+            Op::SubmitApp(submit)
+            | Op::SubmitGang(SubmitGang { app: submit, .. })
+            | Op::SubmitDriverApp(SubmitDriverApp { app: submit, .. }) => Some(submit),
+            _ => None,
+        }
+    }
+
     /// Whether this is an application's own request on its stream: its executor limit or a
     /// profile's, a release of executors, or its end.
     pub fn is_app_request(&self) -> bool {

@@ -10,10 +10,11 @@ use std::collections::BTreeSet;
 use muster_core::access::QueueSpec;
 use muster_core::ids::WorkId;
 use muster_core::model::{GangRequest, GangStyle, PassConfig};
+use muster_core::plan::WaitReason;
 use muster_core::preempt::{Preempting, choose};
 use muster_state::commands::{
     AddUser, EndGangWait, Preempt, QueueSettings, RaiseLogFormat, SetQueues, SubmitApp, SubmitGang,
-    SubmitGangDriver, set_queues_op,
+    SubmitGangDriver, set_queues_op, submit_app_op,
 };
 use muster_state::model::DriverState;
 use muster_state::version::LogFormat;
@@ -706,7 +707,10 @@ fn a_gang_drivers_room_for_its_gang_is_kept_until_its_application_registers() {
         muster_state::Outcome::AppSubmitted { id } => id,
         other => panic!("{other:?}"),
     };
-    assert!(c.state.driver_gang(&first).unwrap().started);
+    assert_eq!(
+        c.state.driver_gang(&first).unwrap().app.as_ref(),
+        Some(&app)
+    );
     let snapshot = c.state.scheduling_snapshot(PassConfig::default());
     assert!(snapshot.pending_gangs.is_empty());
     c.schedule();
@@ -718,6 +722,83 @@ fn a_gang_drivers_room_for_its_gang_is_kept_until_its_application_registers() {
         id: first.clone(),
     }));
     assert!(c.state.driver_gang(&first).is_none());
+    let bytes = c.state.encode_snapshot();
+    assert_eq!(
+        muster_state::ClusterState::decode_snapshot(&bytes).unwrap(),
+        c.state
+    );
+}
+
+#[test]
+fn a_drivers_room_for_its_first_executor_is_kept_from_other_drivers_until_it_has_one() {
+    // Executors of 3 cores on workers of 4 and 2: drivers spread one to a worker would
+    // leave no room for any.
+    let mut c = Cluster::new();
+    c.worker("w1", 4, 4096);
+    c.worker("w2", 4, 4096);
+    c.worker("w3", 2, 4096);
+    let first_executor = GangRequest {
+        min_executors: 1,
+        executor_cores: 3,
+        executor_memory_mb: 256,
+        executor_resources: Default::default(),
+    };
+    let mut drivers = Vec::new();
+    for _ in 0..3 {
+        let op = Op::SubmitGangDriver(SubmitGangDriver {
+            driver: muster_state::commands::SubmitDriver {
+                desc: driver_desc(1, 256, false),
+            },
+            gang: first_executor.clone(),
+        });
+        match c.ok(op).outcome {
+            muster_state::Outcome::DriverSubmitted { id } => drivers.push(id),
+            other => panic!("{other:?}"),
+        }
+    }
+    // Two start, each beside room for its first executor; the third, which would fit alone,
+    // waits for room for both.
+    c.schedule();
+    let running = |c: &Cluster| {
+        drivers
+            .iter()
+            .filter(|d| c.state.drivers()[*d].state == DriverState::Running)
+            .count()
+    };
+    assert_eq!(running(&c), 2);
+    let plan = muster_core::schedule(&c.state.scheduling_snapshot(PassConfig::default())).unwrap();
+    assert_eq!(plan.waiting[0].reason, WaitReason::FirstExecutor);
+
+    // Both register their applications, which are no gangs, naming their drivers.
+    let mut apps = Vec::new();
+    for driver in &drivers[..2] {
+        assert!(c.state.keeps_room_for_app_of(driver));
+        let mut desc = in_queue("default", Some(3), Some(3));
+        desc.executor_memory_mb = 256;
+        let submit = SubmitApp {
+            desc,
+            executor_limit: None,
+        };
+        let op = submit_app_op(submit, None, Some(driver.clone()), &c.state);
+        assert!(matches!(op, Op::SubmitDriverApp(_)), "{op:?}");
+        assert_eq!(op.introduced_in(), LogFormat::FOURTH);
+        match c.ok(op).outcome {
+            muster_state::Outcome::AppSubmitted { id } => apps.push(id),
+            other => panic!("{other:?}"),
+        }
+        assert!(!c.state.keeps_room_for_app_of(driver));
+    }
+    // Their room is kept from the third driver, and each gets its executor.
+    let snapshot = c.state.scheduling_snapshot(PassConfig::default());
+    assert!(snapshot.pending_gangs.iter().all(|p| p.registered));
+    c.schedule();
+    for app in &apps {
+        assert_eq!(c.state.apps()[app].executors.len(), 1, "{app}");
+    }
+    assert_eq!(running(&c), 2);
+    // Holding an executor, an application has no room kept for it.
+    let snapshot = c.state.scheduling_snapshot(PassConfig::default());
+    assert!(snapshot.pending_gangs.is_empty());
     let bytes = c.state.encode_snapshot();
     assert_eq!(
         muster_state::ClusterState::decode_snapshot(&bytes).unwrap(),
