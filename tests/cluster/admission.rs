@@ -1,8 +1,8 @@
 //! Admission: a burst of cluster-mode drivers on a cluster with no configuration never
 //! wedges it, since each queue's drivers hold at most its driver share; gangs are granted
 //! all of their minimum or nothing (in one queue and in sibling queues), a gang that waits
-//! keeps the room left for it through a leader's SIGKILL, a driver whose application is a
-//! gang starts only with room for it, and a gang that waits past its timeout is placed as
+//! keeps the room left for it through a leader's SIGKILL, a driver starts only with room for
+//! its application's gang or first executor, and a gang that waits past its timeout is placed as
 //! any application or fails, by its queue's style.
 
 use std::time::Duration;
@@ -138,6 +138,34 @@ fn a_burst_of_cluster_mode_drivers_all_finish_on_a_cluster_with_no_configuration
         "{held_back:?}"
     );
 
+    all_finish(&masters, &ids);
+}
+
+#[test]
+fn a_burst_of_drivers_whose_executors_are_larger_than_what_drivers_leave_all_finish() {
+    let (masters, _workers) = cluster();
+    // Executors of 3 cores on workers of 4: four drivers, two to a worker, would leave 2
+    // cores on each, too few for any executor, so a driver starts only beside room for its
+    // first executor.
+    let resources = "cores_max = 3\nexecutor_cores = 3\nexecutor_memory_mb = 64";
+    let ids = burst(&masters, resources, 3, 1000);
+    let status = wait_for(&masters, "a driver's application with its executor", |s| {
+        s["apps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| !a["executors"].as_array().unwrap().is_empty())
+    });
+    assert!(drivers_in(&status, &ids, "RUNNING").len() <= 2, "{status}");
+    let waiting = drivers_in(&status, &ids, "SUBMITTED");
+    assert!(
+        waiting.iter().all(|d| d["waiting"].as_str().is_some_and(|w| {
+            w == "the driver starts where its application's first executor fits beside it: \
+                  none does now"
+                || w.starts_with("no ALIVE worker has 1 core, 64 MB free")
+        })),
+        "{waiting:?}"
+    );
     all_finish(&masters, &ids);
 }
 
