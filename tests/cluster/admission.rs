@@ -159,11 +159,13 @@ fn a_burst_of_drivers_whose_executors_are_larger_than_what_drivers_leave_all_fin
     assert!(drivers_in(&status, &ids, "RUNNING").len() <= 2, "{status}");
     let waiting = drivers_in(&status, &ids, "SUBMITTED");
     assert!(
-        waiting.iter().all(|d| d["waiting"].as_str().is_some_and(|w| {
-            w == "the driver starts where its application's first executor fits beside it: \
+        waiting
+            .iter()
+            .all(|d| d["waiting"].as_str().is_some_and(|w| {
+                w == "the driver starts where its application's first executor fits beside it: \
                   none does now"
-                || w.starts_with("no ALIVE worker has 1 core, 64 MB free")
-        })),
+                    || w.starts_with("no ALIVE worker has 1 core, 64 MB free")
+            })),
         "{waiting:?}"
     );
     all_finish(&masters, &ids);

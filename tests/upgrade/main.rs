@@ -359,6 +359,35 @@ impl Cluster {
         self.submitted.push(id);
     }
 
+    /// Submits a job driver with this build's CLI to the leader itself (a master of the
+    /// previous release would forward it without the size of its executors): its job file
+    /// says its executors' size, so from log format 4 it starts beside room for its first
+    /// executor.
+    fn submit_job(&mut self) {
+        let file = self.settings.path().join("job.toml");
+        let job = r#"name = "job"
+[resources]
+cores_max = 1
+executor_cores = 1
+executor_memory_mb = 64
+[[jobs]]
+name = "tasks"
+  [[jobs.stages]]
+  name = "s"
+  tasks = 2
+  run = { builtin = "sleep", ms = 10 }
+"#;
+        std::fs::write(&file, job).unwrap();
+        let output = muster_from(&self.new)
+            .args(["submit", "--memory", "64", "--job", file.to_str().unwrap()])
+            .env("MUSTER_MASTERS", &self.masters.addrs[self.leader() as usize - 1])
+            .output()
+            .unwrap();
+        let id = support::stdout(&output);
+        assert!(id.starts_with("driver-"), "{output:?}");
+        self.submitted.push(id);
+    }
+
     /// Restarts worker `index` on the build under test: by SIGKILL when it runs the previous
     /// release (the next agent adopts a crashed one's work across builds), by SIGTERM when it
     /// runs this one. Waits until the next agent has registered.
@@ -602,6 +631,9 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
         refusal.contains("needs every master at") && refusal.contains(&format!("runs {previous}")),
         "{refusal}"
     );
+    // A job driver is submitted without room for its first executor, which the old
+    // followers could not read, and runs to its end (the audit checks it).
+    cluster.submit_job();
     cluster.submit(false);
     cluster.assert_all_running("an application placed by the upgraded leader");
 
@@ -664,6 +696,11 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
             support::app(s, &gang).is_some_and(|a| a["min_executors"] == 1)
         });
     }
+
+    // Raised, a job driver starts beside room for its first executor, which its
+    // application takes when it registers, on every master (the audit checks it ran and
+    // that the replicas agree).
+    cluster.submit_job();
 
     // Raised, she still steers her application.
     writeln!(steer, "limit 2").unwrap();
