@@ -89,10 +89,12 @@ pub(crate) fn place_drivers(
             );
             if fit < minimum {
                 ledger.give_back(w, need, hosted_prior);
-                return Err(match minimum {
+                // An executor no worker could ever hold says so first.
+                let never = why_never_fits(ledger, Kind::Executor, &gang.executor());
+                return Err(never.unwrap_or(match minimum {
                     1 => WaitReason::FirstExecutor,
                     _ => WaitReason::DriverGang { minimum, fit },
-                });
+                }));
             }
             // Kept for the rest of the pass; later passes keep it while the gang is pending.
             ledger.keep_for_gang(gang, admission);
