@@ -380,7 +380,10 @@ name = "tasks"
         std::fs::write(&file, job).unwrap();
         let output = muster_from(&self.new)
             .args(["submit", "--memory", "64", "--job", file.to_str().unwrap()])
-            .env("MUSTER_MASTERS", &self.masters.addrs[self.leader() as usize - 1])
+            .env(
+                "MUSTER_MASTERS",
+                &self.masters.addrs[self.leader() as usize - 1],
+            )
             .output()
             .unwrap();
         let id = support::stdout(&output);

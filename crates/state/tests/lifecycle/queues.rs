@@ -30,6 +30,21 @@ fn queue(name: &str, capacity: f64) -> QueueSpec {
 }
 
 /// An application of `queue` with these cores and 256 MB executors.
+/// Submits a one-core driver whose application needs `room` first; its id.
+fn submit_driver_beside(c: &mut Cluster, room: &GangRequest) -> muster_core::ids::DriverId {
+    let op = Op::SubmitGangDriver(SubmitGangDriver {
+        driver: muster_state::commands::SubmitDriver {
+            desc: driver_desc(1, 256, false),
+        },
+        gang: room.clone(),
+    });
+    assert_eq!(op.introduced_in(), LogFormat::FOURTH);
+    match c.ok(op).outcome {
+        muster_state::Outcome::DriverSubmitted { id } => id,
+        other => panic!("{other:?}"),
+    }
+}
+
 fn in_queue(
     queue: &str,
     cores_max: Option<u32>,
@@ -594,23 +609,13 @@ fn a_driver_that_waited_its_gangs_timeout_starts_as_any_driver_or_fails_by_its_s
     let mut c = Cluster::new();
     c.worker("w1", 4, 4096);
     // The driver and all four of its gang's executors never fit on four cores.
-    let submit = |c: &mut Cluster| {
-        let op = Op::SubmitGangDriver(SubmitGangDriver {
-            driver: muster_state::commands::SubmitDriver {
-                desc: driver_desc(1, 256, false),
-            },
-            gang: GangRequest {
-                min_executors: 4,
-                executor_cores: 1,
-                executor_memory_mb: 256,
-                executor_resources: Default::default(),
-            },
-        });
-        match c.ok(op).outcome {
-            muster_state::Outcome::DriverSubmitted { id } => id,
-            other => panic!("{other:?}"),
-        }
+    let gang = GangRequest {
+        min_executors: 4,
+        executor_cores: 1,
+        executor_memory_mb: 256,
+        executor_resources: Default::default(),
     };
+    let submit = |c: &mut Cluster| submit_driver_beside(c, &gang);
     let end = |driver: &muster_core::ids::DriverId, style| {
         Op::EndGangWait(EndGangWait {
             work: WorkId::Driver(driver.clone()),
@@ -665,19 +670,7 @@ fn a_gang_drivers_room_for_its_gang_is_kept_until_its_application_registers() {
         executor_memory_mb: 256,
         executor_resources: Default::default(),
     };
-    let submit = |c: &mut Cluster| {
-        let op = Op::SubmitGangDriver(SubmitGangDriver {
-            driver: muster_state::commands::SubmitDriver {
-                desc: driver_desc(1, 256, false),
-            },
-            gang: gang.clone(),
-        });
-        assert_eq!(op.introduced_in(), LogFormat::FOURTH);
-        match c.ok(op).outcome {
-            muster_state::Outcome::DriverSubmitted { id } => id,
-            other => panic!("{other:?}"),
-        }
-    };
+    let submit = |c: &mut Cluster| submit_driver_beside(c, &gang);
     let (first, second) = (submit(&mut c), submit(&mut c));
     // The first starts with its gang's room kept; the second would not fit beside both.
     c.schedule();
@@ -743,19 +736,9 @@ fn a_drivers_room_for_its_first_executor_is_kept_from_other_drivers_until_it_has
         executor_memory_mb: 256,
         executor_resources: Default::default(),
     };
-    let mut drivers = Vec::new();
-    for _ in 0..3 {
-        let op = Op::SubmitGangDriver(SubmitGangDriver {
-            driver: muster_state::commands::SubmitDriver {
-                desc: driver_desc(1, 256, false),
-            },
-            gang: first_executor.clone(),
-        });
-        match c.ok(op).outcome {
-            muster_state::Outcome::DriverSubmitted { id } => drivers.push(id),
-            other => panic!("{other:?}"),
-        }
-    }
+    let drivers: Vec<_> = (0..3)
+        .map(|_| submit_driver_beside(&mut c, &first_executor))
+        .collect();
     // Two start, each beside room for its first executor; the third, which would fit alone,
     // waits for room for both.
     c.schedule();
