@@ -14,7 +14,8 @@
 //!
 //! Then the cost of waiting gangs: `mixed` with a burst of 1,000 gangs after its apps that
 //! never fit (a pass counts the executors of each size every ALIVE worker holds before they
-//! wait), against `mixed` alone, at 1,000 and 10,000 workers.
+//! wait), against `mixed` alone, at 1,000 and 10,000 workers. And the cost of a burst of
+//! drivers that all wait on 5,000 full workers, 1,000 and 80,000 of them, per driver.
 //!
 //! Run with `cargo bench -p muster-core --bench placement`. With `MUSTER_BENCH_DATA=DIR` the
 //! summary is also written to `DIR/placement.json`, which `muster bench plot` draws.
@@ -235,6 +236,51 @@ fn gangs(worker_count: usize) -> Snapshot {
     snapshot
 }
 
+/// A burst of `drivers` one-core drivers on `worker_count` workers that are all full, as
+/// when submissions outrun the cluster: every driver waits.
+fn driver_burst(worker_count: usize, drivers: usize) -> Snapshot {
+    let mut snapshot = mixed(worker_count);
+    for worker in snapshot.workers.make_mut() {
+        worker.used = worker.capacity.clone();
+    }
+    snapshot.drivers = (0..drivers)
+        .map(|i| DriverRequest {
+            id: format!("burst-{i:06}").as_str().into(),
+            need: Resources::new(1, [1024, 2048][i % 2]),
+            queue: ["default", "batch"][i / 2 % 2].into(),
+            gang: None,
+        })
+        .collect();
+    snapshot.apps = Vec::new().into();
+    snapshot
+}
+
+/// Prints the cost of a pass over a burst of drivers that all wait, 1,000 and 80,000 of
+/// them on 5,000 full workers: a driver that fits nowhere should cost no search of its own
+/// once one of its size and queue found no room.
+fn driver_burst_summary() {
+    println!("\nwaiting drivers on 5,000 full workers (median of interleaved runs)");
+    println!("{:>8} {:>14} {:>16}", "drivers", "pass", "per driver");
+    let bursts = [1_000, 80_000].map(|drivers| (drivers, driver_burst(5_000, drivers)));
+    let mut times = [Vec::new(), Vec::new()];
+    for _ in 0..5 {
+        for (i, (_, snapshot)) in bursts.iter().enumerate() {
+            times[i].push(pass_seconds(snapshot));
+        }
+    }
+    for ((drivers, snapshot), mut times) in bursts.into_iter().zip(times) {
+        let plan = muster_core::schedule(&snapshot).expect("valid snapshot");
+        assert_eq!(plan.waiting.len(), drivers, "every driver waits");
+        times.sort_by(f64::total_cmp);
+        let pass = times[times.len() / 2];
+        println!(
+            "{drivers:>8} {:>11.3} ms {:>13.3} us",
+            pass * 1e3,
+            pass * 1e6 / drivers as f64
+        );
+    }
+}
+
 /// Seconds one pass of `muster_core::schedule` over `snapshot` takes.
 fn pass_seconds(snapshot: &Snapshot) -> f64 {
     let start = Instant::now();
@@ -358,4 +404,5 @@ fn main() {
     criterion.final_summary();
     summary();
     gang_summary();
+    driver_burst_summary();
 }

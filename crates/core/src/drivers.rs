@@ -22,6 +22,7 @@ use crate::ledger::{Ledger, share};
 use crate::model::{DriverRequest, DriversHold, Snapshot};
 use crate::plan::{DriverLaunch, Kind, Plan, ShareBound, WaitReason, Waiting};
 use crate::queues::{Admission, Bound, Queues, prior_first};
+use crate::resources::Resources;
 use crate::rng::SplitMix64;
 use crate::wait::{why_never_fits, why_nothing_fits};
 
@@ -47,34 +48,44 @@ pub(crate) fn place_drivers(
     };
     let mut running = snapshot.running_drivers;
     let mut shares = DriverShares::new(snapshot, queues, ledger);
+    let mut nowhere = Nowhere::default();
     for driver in prior_first(&snapshot.drivers, queues, |d| &d.queue) {
         let need = &driver.need;
         let admission = queues.admission(&driver.queue);
         let placed = match config.max_drivers {
             Some(max) if running >= max => Err(WaitReason::MaxDrivers { max }),
             _ => match shares.refusal(driver) {
-                Some(reason) => Err(why_never_fits(ledger, Kind::Driver, need).unwrap_or(reason)),
-                None if config.spread_out_drivers => {
-                    let found = (0..order.len()).find_map(|_| {
-                        let w = order[cursor];
-                        cursor = (cursor + 1) % order.len();
-                        ledger.fits(w, need, admission).then_some(w)
-                    });
-                    found.ok_or_else(|| {
-                        why_nothing_fits(ledger, Kind::Driver, need, &driver.queue, queues, |a| {
-                            ledger.any_fits(need, a)
+                Some(reason) => Err(nowhere.never_fits(ledger, need).unwrap_or(reason)),
+                // A search would visit every worker again, and leave the cursor where it is.
+                None => match nowhere.found_none(need, &driver.queue) {
+                    Some(reason) => Err(reason),
+                    None => {
+                        let found = if config.spread_out_drivers {
+                            (0..order.len()).find_map(|_| {
+                                let w = order[cursor];
+                                cursor = (cursor + 1) % order.len();
+                                ledger.fits(w, need, admission).then_some(w)
+                            })
+                        } else {
+                            order
+                                .iter()
+                                .copied()
+                                .find(|&w| ledger.fits(w, need, admission))
+                        };
+                        found.ok_or_else(|| {
+                            let reason = why_nothing_fits(
+                                ledger,
+                                Kind::Driver,
+                                need,
+                                &driver.queue,
+                                queues,
+                                |a| ledger.any_fits(need, a),
+                            );
+                            nowhere.note(need, &driver.queue, &reason);
+                            reason
                         })
-                    })
-                }
-                None => order
-                    .iter()
-                    .copied()
-                    .find(|&w| ledger.fits(w, need, admission))
-                    .ok_or_else(|| {
-                        why_nothing_fits(ledger, Kind::Driver, need, &driver.queue, queues, |a| {
-                            ledger.any_fits(need, a)
-                        })
-                    }),
+                    }
+                },
             },
         };
         let placed = placed.and_then(|w| {
@@ -102,6 +113,7 @@ pub(crate) fn place_drivers(
         });
         match placed {
             Ok(w) => {
+                nowhere.room_taken();
                 running += 1;
                 shares.take(driver);
                 plan.drivers.push(DriverLaunch {
@@ -115,6 +127,60 @@ pub(crate) fn place_drivers(
             }),
         }
     }
+}
+
+/// What a pass learned of drivers that fit nowhere, so that a burst larger than the cluster
+/// costs a search per size of driver, not one per driver: whether a size fits on no worker
+/// whatever runs there (fixed through the pass), and why drivers of a size and queue found
+/// no room since room was last taken (room only shrinks while drivers are placed, so a
+/// driver of the same size and queue would find none either, for the same reason). A few
+/// sizes are remembered, the latest.
+#[derive(Default)]
+struct Nowhere<'s> {
+    never: Vec<(&'s Resources, Option<WaitReason>)>,
+    since_taken: Vec<(&'s Resources, &'s QueueName, WaitReason)>,
+}
+
+/// How many sizes [`Nowhere`] remembers of each kind.
+const SIZES_REMEMBERED: usize = 8;
+
+impl<'s> Nowhere<'s> {
+    /// [`why_never_fits`] for a driver of `need`.
+    fn never_fits(&mut self, ledger: &Ledger<'_>, need: &'s Resources) -> Option<WaitReason> {
+        if let Some((_, reason)) = self.never.iter().find(|(n, _)| *n == need) {
+            return reason.clone();
+        }
+        let reason = why_never_fits(ledger, Kind::Driver, need);
+        remember(&mut self.never, (need, reason.clone()));
+        reason
+    }
+
+    /// Why a driver of `need` and `queue` found no room since room was last taken, if one
+    /// did.
+    fn found_none(&self, need: &Resources, queue: &QueueName) -> Option<WaitReason> {
+        self.since_taken
+            .iter()
+            .find(|(n, q, _)| *n == need && *q == queue)
+            .map(|(_, _, reason)| reason.clone())
+    }
+
+    /// A driver of `need` and `queue` found no room, for `reason`.
+    fn note(&mut self, need: &'s Resources, queue: &'s QueueName, reason: &WaitReason) {
+        remember(&mut self.since_taken, (need, queue, reason.clone()));
+    }
+
+    /// A driver was placed: room was taken.
+    fn room_taken(&mut self) {
+        self.since_taken.clear();
+    }
+}
+
+/// Adds `entry` to `entries`, forgetting the oldest past [`SIZES_REMEMBERED`].
+fn remember<T>(entries: &mut Vec<T>, entry: T) {
+    if entries.len() == SIZES_REMEMBERED {
+        entries.remove(0);
+    }
+    entries.push(entry);
 }
 
 /// Each queue's driver share through a pass: what its drivers hold and may hold.
