@@ -211,7 +211,7 @@ impl Session {
 
     /// Why app or driver `id` waits, as of the last scheduling pass.
     pub fn waiting(&self, id: &WorkId) -> Option<String> {
-        self.lock().leader.waiting(id).map(str::to_owned)
+        self.lock().leader.waiting(id).map(ToString::to_string)
     }
 
     /// The room the last scheduling pass kept for a waiting gang.
@@ -405,11 +405,7 @@ impl Session {
         if self.is_over() {
             return;
         }
-        let (passes, start) = (inner.leader.passes(), Instant::now());
-        let actions = inner.leader.pass(start, &state);
-        if inner.leader.passes() > passes {
-            self.metrics.pass(start.elapsed());
-        }
+        let actions = self.timing_passes(&mut inner, |leader, now| leader.pass(now, &state));
         self.carry_out(&mut inner, &state, actions);
     }
 
@@ -417,8 +413,25 @@ impl Session {
         let state = self.node.local_state();
         let state = state.read().expect("state lock");
         let mut inner = self.lock();
-        let actions = inner.leader.tick(Instant::now(), &state);
+        let actions = self.timing_passes(&mut inner, |leader, now| leader.tick(now, &state));
         self.carry_out(&mut inner, &state, actions);
+    }
+
+    /// Runs `call` on the leader at the time it starts, telling the leader (and the
+    /// metrics) how long it took when it ran a scheduling pass.
+    fn timing_passes(
+        &self,
+        inner: &mut Inner,
+        call: impl FnOnce(&mut Leader, Instant) -> Vec<Action>,
+    ) -> Vec<Action> {
+        let (passes, start) = (inner.leader.passes(), Instant::now());
+        let actions = call(&mut inner.leader, start);
+        if inner.leader.passes() > passes {
+            let took = start.elapsed();
+            inner.leader.pass_took(took);
+            self.metrics.pass(took);
+        }
+        actions
     }
 
     fn carry_out(&self, inner: &mut Inner, state: &ClusterState, actions: Vec<Action>) {

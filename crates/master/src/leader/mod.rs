@@ -65,7 +65,7 @@ use std::time::{Duration, Instant};
 use muster_core::access::QueueSpec;
 use muster_core::ids::{AppId, ExecutorId, RequestId, Term, WorkId, WorkerId};
 use muster_core::model::{PassConfig, WorkerState};
-use muster_core::plan::{Plan, Reserved};
+use muster_core::plan::{Plan, Reserved, WaitReason};
 use muster_core::resources::{Resources, Usage};
 use muster_proto::v1::{BuildInfo, ShuffleService};
 use muster_state::commands::{
@@ -282,8 +282,14 @@ impl Leader {
     }
 
     /// Why app or driver `id` waits, as of the last scheduling pass.
-    pub fn waiting(&self, id: &WorkId) -> Option<&str> {
+    pub fn waiting(&self, id: &WorkId) -> Option<&WaitReason> {
         self.passes.waiting(id)
+    }
+
+    /// The last scheduling pass took `took`, as the shell measured it: the next starts no
+    /// sooner than [`passes::PACE`] times that after it.
+    pub fn pass_took(&mut self, took: Duration) {
+        self.passes.took(took);
     }
 
     /// The build `worker`'s agent said it runs when it registered with this leader.
@@ -1035,18 +1041,27 @@ impl Leader {
             return;
         }
         self.recovery.worker_back(worker);
+        // What the log has on the worker, from the worker's own index of it: a registration
+        // storm after a failover costs what runs on each worker, not the whole state each.
         let mut expected: BTreeMap<ProcessKey, Option<ExecutorState>> = BTreeMap::new();
-        for app in state.apps().values() {
-            for executor in app.executors.values().filter(|e| &e.worker == worker) {
-                expected.insert(
-                    ProcessKey::Executor(app.id.clone(), executor.id),
-                    Some(executor.state),
-                );
+        if let Some(on) = state.workers().get(worker) {
+            for (app, id) in &on.executors {
+                let executor = state.apps().get(app).and_then(|a| a.executors.get(id));
+                if let Some(executor) = executor.filter(|e| &e.worker == worker) {
+                    expected.insert(
+                        ProcessKey::Executor(app.clone(), *id),
+                        Some(executor.state),
+                    );
+                }
             }
-        }
-        for driver in state.drivers().values() {
-            if driver.worker.as_ref() == Some(worker) {
-                expected.insert(ProcessKey::Driver(driver.id.clone()), None);
+            for driver in &on.drivers {
+                if state
+                    .drivers()
+                    .get(driver)
+                    .is_some_and(|d| d.worker.as_ref() == Some(worker))
+                {
+                    expected.insert(ProcessKey::Driver(driver.clone()), None);
+                }
             }
         }
         for (process, runs) in running {
@@ -1262,11 +1277,11 @@ impl Leader {
             ..self.config.pass.clone()
         };
         let snapshot = state.scheduling_snapshot(pass);
-        let plan = muster_core::schedule_valid(&snapshot);
-        self.passes.waited(&plan);
+        let mut plan = muster_core::schedule_valid(&snapshot);
         self.passes.placing(now, &snapshot, &plan);
         self.gang_waits.note(now, &plan);
         self.preemptor.note_room_waits(now, &snapshot, &plan);
+        self.passes.waited(&mut plan);
         if plan.drivers.is_empty() && plan.executors.is_empty() {
             // Nothing else can move: the only way prior work that waits gets room.
             if let Some((op, owners)) = self.preemptor.choose(now, state, &snapshot) {

@@ -3,7 +3,10 @@
 //!
 //! Events want a pass ([`Passes::want`]); [`Passes::due`] says whether one runs now: it
 //! does when one is wanted or a tick has passed since the last, unless a plan is still in
-//! flight. A burst of events is thus followed by one pass, not one each.
+//! flight. A burst of events is thus followed by one pass, not one each. Nor does a pass
+//! start sooner after the last than [`PACE`] times as long as the last took: with a
+//! hundred thousand drivers waiting a pass takes tens of milliseconds, and passes run back
+//! to back would leave the leader no time to answer its peers and workers.
 //!
 //! Work a pass leaves waiting is noted with the time it was first seen waiting; when a plan
 //! that places it (a driver's launch, an application's first executors) commits, how long
@@ -15,7 +18,11 @@ use std::time::{Duration, Instant};
 
 use muster_core::ids::{AppId, Term, WorkId};
 use muster_core::model::{AppRequest, Snapshot};
-use muster_core::plan::{Plan, Reserved};
+use muster_core::plan::{Plan, Reserved, WaitReason};
+
+/// How many times as long as the last pass took must pass from its start before the next
+/// starts: passes take at most a fifth of the leader's time.
+pub(super) const PACE: u32 = 5;
 
 /// The passes of one leader.
 #[derive(Debug, Default)]
@@ -25,9 +32,11 @@ pub(super) struct Passes {
     /// A plan is proposed and not settled yet.
     in_flight: bool,
     last: Option<Instant>,
+    /// How long the last pass took, as the shell measured it.
+    last_took: Duration,
     count: u64,
     /// Why each app or driver waits, as of the last pass.
-    waiting: BTreeMap<WorkId, String>,
+    waiting: BTreeMap<WorkId, WaitReason>,
     /// How many wait, by [`muster_core::plan::WaitReason::code`], as of the last pass.
     waiting_reasons: BTreeMap<&'static str, usize>,
     /// The room the last pass kept for a waiting gang.
@@ -50,13 +59,18 @@ impl Passes {
         self.wanted
     }
 
-    /// Whether a pass is due at `now`: one is wanted or `tick` has passed since the last, and
-    /// no plan is in flight.
+    /// Whether a pass is due at `now`: one is wanted or `tick` has passed since the last, no
+    /// plan is in flight, and the last pass started [`PACE`] times as long ago as it took.
     pub(super) fn due(&self, now: Instant, tick: Duration) -> bool {
-        let ticked = self
-            .last
-            .is_none_or(|last| now.saturating_duration_since(last) >= tick);
-        !self.in_flight && (self.wanted || ticked)
+        let since = self.last.map(|last| now.saturating_duration_since(last));
+        let ticked = since.is_none_or(|since| since >= tick);
+        let paced = since.is_none_or(|since| since >= self.last_took * PACE);
+        !self.in_flight && paced && (self.wanted || ticked)
+    }
+
+    /// The last pass took `took`.
+    pub(super) fn took(&mut self, took: Duration) {
+        self.last_took = took;
     }
 
     /// A due pass runs at `now`: it is counted, and its seed (drawn afresh from the term and
@@ -119,13 +133,8 @@ impl Passes {
         std::mem::take(&mut self.placed)
     }
 
-    /// The pass left `plan`'s work waiting.
-    pub(super) fn waited(&mut self, plan: &Plan) {
-        self.waiting = plan
-            .waiting
-            .iter()
-            .map(|w| (w.id.clone(), w.reason.to_string()))
-            .collect();
+    /// The pass left `plan`'s work waiting (taken from it: the pass is done with it).
+    pub(super) fn waited(&mut self, plan: &mut Plan) {
         self.reserved.clone_from(&plan.reserved);
         self.waiting_reasons.clear();
         for waiting in &plan.waiting {
@@ -134,6 +143,10 @@ impl Passes {
                 .entry(waiting.reason.code())
                 .or_default() += 1;
         }
+        self.waiting = std::mem::take(&mut plan.waiting)
+            .into_iter()
+            .map(|w| (w.id, w.reason))
+            .collect();
     }
 
     /// The pass's plan is proposed.
@@ -158,8 +171,8 @@ impl Passes {
         self.count
     }
 
-    pub(super) fn waiting(&self, id: &WorkId) -> Option<&str> {
-        self.waiting.get(id).map(String::as_str)
+    pub(super) fn waiting(&self, id: &WorkId) -> Option<&WaitReason> {
+        self.waiting.get(id)
     }
 
     pub(super) fn waiting_reasons(&self) -> &BTreeMap<&'static str, usize> {
@@ -229,6 +242,25 @@ mod tests {
                 .collect(),
             reserved: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_wanted_pass_waits_until_the_last_started_five_times_as_long_ago_as_it_took() {
+        let t0 = Instant::now();
+        let tick = Duration::from_secs(1);
+        let mut passes = Passes::default();
+        passes.want();
+        assert!(passes.due(t0, tick));
+        passes.start(t0, Term(1));
+        passes.took(Duration::from_millis(80));
+        passes.want();
+        assert!(!passes.due(t0 + Duration::from_millis(399), tick));
+        assert!(passes.due(t0 + Duration::from_millis(400), tick));
+        // A quick pass: the next wanted one runs at once.
+        passes.start(t0 + Duration::from_millis(400), Term(1));
+        passes.took(Duration::from_micros(100));
+        passes.want();
+        assert!(passes.due(t0 + Duration::from_millis(401), tick));
     }
 
     #[test]
