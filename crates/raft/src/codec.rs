@@ -24,6 +24,13 @@ pub fn encoded_len<T: Serialize>(value: &T) -> usize {
 /// an error, not an attempt to allocate it.
 const DECODE_LIMIT: usize = 1 << 30;
 
+/// Decodes the `T` that `bytes` start with, whatever follows it: the head of a larger
+/// value, read without decoding the rest.
+pub fn decode_head<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, bincode::error::DecodeError> {
+    let limited = config().with_limit::<DECODE_LIMIT>();
+    Ok(bincode::serde::decode_from_slice(bytes, limited)?.0)
+}
+
 /// Decodes a whole `T` from `bytes`.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, bincode::error::DecodeError> {
     let limited = config().with_limit::<DECODE_LIMIT>();

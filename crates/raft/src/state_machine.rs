@@ -20,7 +20,7 @@ use openraft::{
     StoredMembership,
 };
 
-use crate::codec::{decode, encode};
+use crate::codec::{decode, decode_head, encode};
 use crate::disk::Disk;
 use crate::types::{Applied, Entry, Node, NodeId, StorageError, TypeConfig};
 
@@ -129,19 +129,27 @@ struct Snapshots {
 impl Snapshots {
     /// Writes a snapshot as the current one, durably, unless the current one is newer: a
     /// build that started before a newer snapshot was installed must not replace it.
+    ///
+    /// A snapshot of a large state is megabytes: it is written on a blocking thread, not on
+    /// those that answer the leader's peers, and the current one's position is read from its
+    /// head alone.
     async fn store(&self, meta: &Meta, data: &[u8]) -> Result<(), StorageError> {
         let bytes = encode(&(meta, data));
-        self.tree
-            .update_and_fetch(CURRENT, |current| {
+        let (tree, last) = (self.tree.clone(), meta.last_log_id);
+        let written = tokio::task::spawn_blocking(move || {
+            tree.update_and_fetch(CURRENT, |current| {
                 let newer = current
-                    .and_then(|current| decode::<(Meta, Vec<u8>)>(current).ok())
-                    .is_some_and(|(current, _)| current.last_log_id > meta.last_log_id);
+                    .and_then(|current| decode_head::<Meta>(current).ok())
+                    .is_some_and(|current| current.last_log_id > last);
                 match current {
                     Some(current) if newer => Some(current.to_vec()),
                     _ => Some(bytes.clone()),
                 }
             })
-            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        })
+        .await
+        .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        written.map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
         self.disk
             .flush()
             .await

@@ -1048,10 +1048,7 @@ impl Leader {
             for (app, id) in &on.executors {
                 let executor = state.apps().get(app).and_then(|a| a.executors.get(id));
                 if let Some(executor) = executor.filter(|e| &e.worker == worker) {
-                    expected.insert(
-                        ProcessKey::Executor(app.clone(), *id),
-                        Some(executor.state),
-                    );
+                    expected.insert(ProcessKey::Executor(app.clone(), *id), Some(executor.state));
                 }
             }
             for driver in &on.drivers {
