@@ -145,6 +145,9 @@ fn drivers_submitted_at_once_are_all_placed_on_simulated_workers() {
         report["placements_per_s"].as_f64().unwrap() > 0.0,
         "{report}"
     );
+    // A quiet cluster: one leader throughout, and whatever was sent again counted.
+    assert_eq!(report["leader_changes"], 0, "{report}");
+    assert!(report["submission_retries"].is_u64(), "{report}");
     // Every driver was placed once: the log has each RUNNING on a simulated worker.
     let status = masters.status(&masters.list_from(1));
     let running = status["drivers"]

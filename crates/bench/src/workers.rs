@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use muster_proto::auth::Credential;
-use muster_proto::discovery::leader_hint;
+use muster_proto::discovery::{leader_hint, worth_retrying};
 use muster_proto::masters::Masters;
 use muster_proto::transport::Dialer;
 use muster_proto::v1::master_message::Body as Down;
@@ -78,6 +78,11 @@ pub struct WorkersReport {
     pub placements_per_s: Option<f64>,
     /// From the first submission until all were accepted.
     pub submitted_s: Option<f64>,
+    /// Submissions sent again, as a client does, after an answer that asked for it (an
+    /// election, a leader stepping down, no answer in time).
+    pub submission_retries: Option<u64>,
+    /// Leaders elected while the drivers were submitted and placed.
+    pub leader_changes: Option<u64>,
     /// From the leader's SIGKILL until every worker was ALIVE with the next leader.
     pub failover_s: Option<f64>,
 }
@@ -157,9 +162,10 @@ pub async fn run(
     } else {
         None
     };
-    let placements_per_s =
-        placement.map(|(_, placed)| options.drivers as f64 / placed.as_secs_f64());
-    let submitted_s = placement.map(|(submitted, _)| submitted.as_secs_f64());
+    let placements_per_s = placement
+        .as_ref()
+        .map(|p| options.drivers as f64 / p.placed.as_secs_f64());
+    let submitted_s = placement.as_ref().map(|p| p.submitted.as_secs_f64());
 
     let failover = if options.kill_leader {
         let pid = leader_pid.ok_or_else(|| {
@@ -189,8 +195,18 @@ pub async fn run(
         drivers: options.drivers,
         placements_per_s,
         submitted_s,
+        submission_retries: placement.as_ref().map(|p| p.retries),
+        leader_changes: placement.as_ref().map(|p| p.leader_changes),
         failover_s: failover.map(|d| d.as_secs_f64()),
     })
+}
+
+/// The current term, as the masters' status names it.
+async fn term(masters: &Masters) -> Result<u64, BenchError> {
+    let status = masters
+        .call(async |mut c| c.status(StatusRequest { local: false }).await)
+        .await?;
+    Ok(status.term)
 }
 
 /// The leader's address, as its status names it.
@@ -206,45 +222,85 @@ async fn leader(masters: &Masters) -> Result<String, BenchError> {
         .ok_or_else(|| BenchError::Unavailable("no leader is known".to_owned()))
 }
 
-/// Submits `count` one-core drivers from `clients` clients at once; the time from the
-/// first submission until all were accepted, and until every one was placed (its launch,
-/// sent once the plan placing it is committed, reached its simulated worker).
+/// What placing drivers measured.
+struct Placement {
+    /// From the first submission until all were accepted.
+    submitted: Duration,
+    /// From the first submission until every driver was placed.
+    placed: Duration,
+    /// Submissions sent again.
+    retries: u64,
+    /// Leaders elected meanwhile.
+    leader_changes: u64,
+}
+
+/// Submits `count` one-core drivers from `clients` clients at once, each to the leader on a
+/// connection of its own; a submission the leader could not take now (an election, a leader
+/// stepping down, no answer in time) is sent again once the clients are done, with the same
+/// request id, to whichever master leads, as the CLI does. Measures the time
+/// from the first submission until all were accepted, and until every one was placed (its
+/// launch, sent once the plan placing it is committed, reached its simulated worker).
 async fn place_drivers(
     masters: &Masters,
     fleet: &Fleet,
     leader: &str,
     count: usize,
     clients: usize,
-) -> Result<(Duration, Duration), BenchError> {
+) -> Result<Placement, BenchError> {
     let clients = clients.clamp(1, count);
     let mut connected = Vec::with_capacity(clients);
     for _ in 0..clients {
         connected.push(masters.connect(leader).await?);
     }
+    let first_term = term(masters).await?;
     let start = Instant::now();
+    // Each client sends its share; what the leader could not take now is kept to be sent
+    // again.
     let submitters: Vec<_> = connected
         .into_iter()
         .enumerate()
         .map(|(c, mut client)| {
             tokio::spawn(async move {
+                let mut again = Vec::new();
                 for _ in (c..count).step_by(clients) {
-                    client.submit_driver(bench_driver()).await?;
+                    let request = bench_driver();
+                    match client.submit_driver(request.clone()).await {
+                        Ok(_) => {}
+                        Err(status) if worth_retrying(&status) => again.push(request),
+                        Err(status) => return Err(status),
+                    }
                 }
-                Ok::<_, tonic::Status>(())
+                Ok::<_, tonic::Status>(again)
             })
         })
         .collect();
+    let mut again = Vec::new();
     for submitter in submitters {
-        submitter
-            .await
-            .map_err(|e| BenchError::Failed(format!("a client failed: {e}")))??;
+        again.extend(
+            submitter
+                .await
+                .map_err(|e| BenchError::Failed(format!("a client failed: {e}")))??,
+        );
+    }
+    // Sent again with the same request ids, to whichever master leads: applied once.
+    let retries = again.len() as u64;
+    for request in again {
+        masters
+            .call(async |mut c| c.submit_driver(request.clone()).await)
+            .await?;
     }
     let submitted = start.elapsed();
     wait_until("every driver placed", || {
         fleet.launched.lock().expect("launched lock").len() >= count
     })
     .await?;
-    Ok((submitted, start.elapsed()))
+    let placed = start.elapsed();
+    Ok(Placement {
+        submitted,
+        placed,
+        retries,
+        leader_changes: term(masters).await?.saturating_sub(first_term),
+    })
 }
 
 /// SIGKILLs the leader and waits until every simulated worker has registered again and the

@@ -190,6 +190,8 @@ fn render_workers(report: &WorkersReport, json: bool) -> String {
     let or_dash = |value: Option<f64>, unit: &str| {
         value.map_or_else(|| "-".to_owned(), |v| format!("{v:.2}{unit}"))
     };
+    let count_or_dash =
+        |value: Option<u64>| value.map_or_else(|| "-".to_owned(), |v| v.to_string());
     format!(
         "workers                 {}\n\
          all registered in       {:.2} s\n\
@@ -199,6 +201,8 @@ fn render_workers(report: &WorkersReport, json: bool) -> String {
          leader CPU              {}\n\
          leader memory (RSS)     {}\n\
          drivers placed          {} ({}; all submitted in {})\n\
+         submissions sent again  {}\n\
+         leader changes          {}\n\
          all ALIVE after a kill  {}",
         report.workers,
         report.registration_s,
@@ -210,6 +214,8 @@ fn render_workers(report: &WorkersReport, json: bool) -> String {
         report.drivers,
         or_dash(report.placements_per_s, " /s"),
         or_dash(report.submitted_s, " s"),
+        count_or_dash(report.submission_retries),
+        count_or_dash(report.leader_changes),
         or_dash(report.failover_s, " s"),
     )
 }
