@@ -60,11 +60,12 @@ impl Passes {
     }
 
     /// Whether a pass is due at `now`: one is wanted or `tick` has passed since the last, no
-    /// plan is in flight, and the last pass started [`PACE`] times as long ago as it took.
+    /// plan is in flight, and the last pass started [`PACE`] times as long ago as it took, or
+    /// a `tick` ago (a pass the machine stalled in holds the next back no longer).
     pub(super) fn due(&self, now: Instant, tick: Duration) -> bool {
         let since = self.last.map(|last| now.saturating_duration_since(last));
         let ticked = since.is_none_or(|since| since >= tick);
-        let paced = since.is_none_or(|since| since >= self.last_took * PACE);
+        let paced = since.is_none_or(|since| since >= (self.last_took * PACE).min(tick));
         !self.in_flight && paced && (self.wanted || ticked)
     }
 
@@ -261,6 +262,12 @@ mod tests {
         passes.took(Duration::from_micros(100));
         passes.want();
         assert!(passes.due(t0 + Duration::from_millis(401), tick));
+        // A pass the machine stalled in holds the next back a tick at most.
+        passes.start(t0 + Duration::from_secs(1), Term(1));
+        passes.took(Duration::from_secs(3));
+        passes.want();
+        assert!(!passes.due(t0 + Duration::from_millis(1_999), tick));
+        assert!(passes.due(t0 + Duration::from_secs(2), tick));
     }
 
     #[test]
