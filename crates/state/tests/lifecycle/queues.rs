@@ -568,11 +568,7 @@ fn a_gang_that_waited_its_timeout_is_placed_as_any_app_or_fails_by_its_style() {
     );
     c.schedule();
     assert_eq!(c.state.apps()[&soft].executors.len(), 4);
-    let bytes = c.state.encode_snapshot();
-    assert_eq!(
-        muster_state::ClusterState::decode_snapshot(&bytes).unwrap(),
-        c.state
-    );
+    c.assert_snapshot_round_trips();
 
     // Not a waiting gang any more (nor an app that never was one): refused, nothing changes.
     let before = c.state.clone();
@@ -652,11 +648,7 @@ fn a_driver_that_waited_its_gangs_timeout_starts_as_any_driver_or_fails_by_its_s
     let ended = c.state.known_driver(&hard).unwrap();
     assert_eq!(ended.state, DriverState::Failed);
     assert!(c.state.timed_out_gang(&WorkId::Driver(hard)).is_some());
-    let bytes = c.state.encode_snapshot();
-    assert_eq!(
-        muster_state::ClusterState::decode_snapshot(&bytes).unwrap(),
-        c.state
-    );
+    c.assert_snapshot_round_trips();
 }
 
 #[test]
@@ -715,11 +707,7 @@ fn a_gang_drivers_room_for_its_gang_is_kept_until_its_application_registers() {
         id: first.clone(),
     }));
     assert!(c.state.driver_gang(&first).is_none());
-    let bytes = c.state.encode_snapshot();
-    assert_eq!(
-        muster_state::ClusterState::decode_snapshot(&bytes).unwrap(),
-        c.state
-    );
+    c.assert_snapshot_round_trips();
 }
 
 #[test]
@@ -782,11 +770,7 @@ fn a_drivers_room_for_its_first_executor_is_kept_from_other_drivers_until_it_has
     // Holding an executor, an application has no room kept for it.
     let snapshot = c.state.scheduling_snapshot(PassConfig::default());
     assert!(snapshot.pending_gangs.is_empty());
-    let bytes = c.state.encode_snapshot();
-    assert_eq!(
-        muster_state::ClusterState::decode_snapshot(&bytes).unwrap(),
-        c.state
-    );
+    c.assert_snapshot_round_trips();
 }
 
 #[test]

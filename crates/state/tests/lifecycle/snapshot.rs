@@ -513,6 +513,5 @@ fn an_applications_ended_executors_are_kept_up_to_a_bound_newest_last() {
         "the newest kept last"
     );
     assert!(kept.windows(2).all(|w| w[0] < w[1]), "oldest first");
-    let bytes = c.state.encode_snapshot();
-    assert_eq!(ClusterState::decode_snapshot(&bytes).unwrap(), c.state);
+    c.assert_snapshot_round_trips();
 }

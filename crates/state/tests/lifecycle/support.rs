@@ -30,6 +30,12 @@ impl Cluster {
         }
     }
 
+    /// Checks that the state comes back the same from a snapshot of it.
+    pub fn assert_snapshot_round_trips(&self) {
+        let bytes = self.state.encode_snapshot();
+        assert_eq!(ClusterState::decode_snapshot(&bytes).unwrap(), self.state);
+    }
+
     /// Applies `op` as a command with an optional request id, then checks the invariants and
     /// that a refusal changed nothing.
     pub fn command(&mut self, op: Op, request_id: Option<&str>) -> Result<Response, ApplyError> {
