@@ -138,14 +138,8 @@ impl Apply for By {
 /// Whether a submission leaves `user` within their queue's cap per user
 /// ([`ClusterState::active_of`]).
 fn within_limit(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyError> {
-    let queue = match (op.app_submitted(), op) {
-        (Some(submit), _) => &submit.desc.queue,
-        (
-            None,
-            Op::SubmitDriver(submit)
-            | Op::SubmitGangDriver(SubmitGangDriver { driver: submit, .. }),
-        ) => &submit.desc.queue,
-        _ => return Ok(()),
+    let Some(queue) = op.submitted_to() else {
+        return Ok(());
     };
     let Some(max) = state.access(queue).max_per_user else {
         return Ok(());
@@ -184,15 +178,10 @@ fn authorize(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyError
             )))
         }
     };
-    if let Some(submit_app) = op.app_submitted() {
-        return submit(&submit_app.desc.queue);
+    if let Some(queue) = op.submitted_to() {
+        return submit(queue);
     }
     match op {
-        Op::SubmitDriver(submit_driver)
-        | Op::SubmitGangDriver(SubmitGangDriver {
-            driver: submit_driver,
-            ..
-        }) => submit(&submit_driver.desc.queue),
         Op::KillApp(kill_app) => match state.apps.get(&kill_app.id) {
             Some(app) => steer(
                 &format!("kill `{}`", app.id),
@@ -240,6 +229,17 @@ impl Op {
             | Op::SubmitGang(SubmitGang { app: submit, .. })
             | Op::SubmitDriverApp(SubmitDriverApp { app: submit, .. }) => Some(submit),
             _ => None,
+        }
+    }
+
+    /// The queue of the application or driver this op submits, if it submits one.
+    fn submitted_to(&self) -> Option<&QueueName> {
+        match self {
+            Op::SubmitDriver(submit)
+            | Op::SubmitGangDriver(SubmitGangDriver { driver: submit, .. }) => {
+                Some(&submit.desc.queue)
+            }
+            op => op.app_submitted().map(|submit| &submit.desc.queue),
         }
     }
 
