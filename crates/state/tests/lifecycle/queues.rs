@@ -30,6 +30,16 @@ fn queue(name: &str, capacity: f64) -> QueueSpec {
 }
 
 /// An application of `queue` with these cores and 256 MB executors.
+/// Room for `min` executors of `cores` cores and 256 MB each.
+fn executors(min: u32, cores: u32) -> GangRequest {
+    GangRequest {
+        min_executors: min,
+        executor_cores: cores,
+        executor_memory_mb: 256,
+        executor_resources: Default::default(),
+    }
+}
+
 /// Submits a one-core driver whose application needs `room` first; its id.
 fn submit_driver_beside(c: &mut Cluster, room: &GangRequest) -> muster_core::ids::DriverId {
     let op = Op::SubmitGangDriver(SubmitGangDriver {
@@ -605,12 +615,7 @@ fn a_driver_that_waited_its_gangs_timeout_starts_as_any_driver_or_fails_by_its_s
     let mut c = Cluster::new();
     c.worker("w1", 4, 4096);
     // The driver and all four of its gang's executors never fit on four cores.
-    let gang = GangRequest {
-        min_executors: 4,
-        executor_cores: 1,
-        executor_memory_mb: 256,
-        executor_resources: Default::default(),
-    };
+    let gang = executors(4, 1);
     let submit = |c: &mut Cluster| submit_driver_beside(c, &gang);
     let end = |driver: &muster_core::ids::DriverId, style| {
         Op::EndGangWait(EndGangWait {
@@ -656,12 +661,7 @@ fn a_gang_drivers_room_for_its_gang_is_kept_until_its_application_registers() {
     let mut c = Cluster::new();
     c.worker("w1", 4, 4096);
     c.worker("w2", 4, 4096);
-    let gang = GangRequest {
-        min_executors: 5,
-        executor_cores: 1,
-        executor_memory_mb: 256,
-        executor_resources: Default::default(),
-    };
+    let gang = executors(5, 1);
     let submit = |c: &mut Cluster| submit_driver_beside(c, &gang);
     let (first, second) = (submit(&mut c), submit(&mut c));
     // The first starts with its gang's room kept; the second would not fit beside both.
@@ -718,12 +718,7 @@ fn a_drivers_room_for_its_first_executor_is_kept_from_other_drivers_until_it_has
     c.worker("w1", 4, 4096);
     c.worker("w2", 4, 4096);
     c.worker("w3", 2, 4096);
-    let first_executor = GangRequest {
-        min_executors: 1,
-        executor_cores: 3,
-        executor_memory_mb: 256,
-        executor_resources: Default::default(),
-    };
+    let first_executor = executors(1, 3);
     let drivers: Vec<_> = (0..3)
         .map(|_| submit_driver_beside(&mut c, &first_executor))
         .collect();
