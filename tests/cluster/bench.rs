@@ -158,3 +158,54 @@ fn drivers_submitted_at_once_are_all_placed_on_simulated_workers() {
         .count();
     assert_eq!(running, 60, "{status}");
 }
+
+#[test]
+fn a_leader_under_more_submissions_than_it_queues_refuses_them_busy_and_loses_none() {
+    // A leader that keeps only 4 client writes waiting, under 32 clients submitting at once:
+    // about eight times what it queues. Drivers end a second after their launch, so that the
+    // workers' cores are used again.
+    let (masters, _dir) = crate::support::configured_masters(
+        r#"{"max_queued_writes": 4, "retained_drivers": 1000}"#,
+        r#"[{"name": "default", "driver_share": 1}]"#,
+    );
+    let report = bench(
+        &masters,
+        &[
+            "workers",
+            "--count",
+            "10",
+            "--seconds",
+            "1",
+            "--drivers",
+            "600",
+            "--clients",
+            "32",
+            "--driver-s",
+            "1",
+        ],
+    );
+    // The clients were slowed down, not failed, and the leader stayed.
+    assert!(report["busy_refusals"].as_u64().unwrap() > 0, "{report}");
+    assert_eq!(report["leader_changes"], 0, "{report}");
+    assert_eq!(report["duplicate_launches"], 0, "{report}");
+    let each_second: u64 = report["placed_each_s"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(each_second, 600, "{report}");
+    // Every accepted submission is in the log once, and was placed: it runs or has run.
+    let status = masters.status(&masters.list_from(1));
+    let drivers = status["drivers"].as_array().unwrap();
+    assert_eq!(drivers.len(), 600, "{status}");
+    let ids: std::collections::HashSet<&str> =
+        drivers.iter().map(|d| d["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 600, "{status}");
+    assert!(
+        drivers
+            .iter()
+            .all(|d| matches!(d["state"].as_str(), Some("RUNNING" | "FINISHED"))),
+        "{status}"
+    );
+}

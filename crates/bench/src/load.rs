@@ -5,7 +5,8 @@
 //! concurrent clients over [`Load::connections`] connections to the leader (one each unless
 //! fewer are asked for: clients then share them, as HTTP/2 streams), and kills each driver
 //! right after it is accepted, so the cluster stays empty: every submission and every kill is
-//! one committed write. [`etcd`] puts 256-byte values into an etcd cluster the same way
+//! one committed write (a write a busy leader refused is sent again after the wait it asked
+//! for, and its latency counts the wait). [`etcd`] puts 256-byte values into an etcd cluster the same way
 //! (connections spread over its members, as etcd's own benchmark does), through the same gRPC
 //! stack.
 
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use muster_proto::etcd::PutRequest;
 use muster_proto::etcd::kv_client::KvClient;
-use muster_proto::masters::{Client, Masters, request_id};
+use muster_proto::masters::{Client, Masters, PATIENCE_WITH_A_BUSY_LEADER, request_id, while_busy};
 use muster_proto::v1::{KillRequest, Resources, StatusRequest, SubmitDriverRequest};
 use serde::Serialize;
 use tonic::Status;
@@ -101,15 +102,27 @@ impl Writer {
         match self {
             Self::Muster { client, submitted } => match submitted.take() {
                 None => {
-                    let reply = client.submit_driver(bench_driver()).await?;
-                    *submitted = Some(reply.into_inner().driver_id);
+                    let request = bench_driver();
+                    let (reply, _) = while_busy(PATIENCE_WITH_A_BUSY_LEADER, || {
+                        let mut client = client.clone();
+                        let request = request.clone();
+                        async move { client.submit_driver(request).await }
+                    })
+                    .await;
+                    *submitted = Some(reply?.into_inner().driver_id);
                 }
                 Some(id) => {
                     let request = KillRequest {
                         request_id: request_id(),
                         id,
                     };
-                    match client.kill(request).await {
+                    let (answer, _) = while_busy(PATIENCE_WITH_A_BUSY_LEADER, || {
+                        let mut client = client.clone();
+                        let request = request.clone();
+                        async move { client.kill(request).await }
+                    })
+                    .await;
+                    match answer {
                         // On a cluster with workers the driver may have run and ended
                         // already: the kill was still committed, and refused when applied.
                         Err(status) if status.code() == tonic::Code::NotFound => {}

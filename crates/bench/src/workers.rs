@@ -5,25 +5,29 @@
 //! the leader runs on this machine, its CPU and memory (from `/proc`); with `--drivers N`,
 //! how fast N one-core drivers submitted at once are placed (placements committed per
 //! second, from the first submission until every driver's launch, which the leader sends
-//! once the plan placing it is committed, has reached its worker); with
-//! `--kill-leader`, the time from a SIGKILL of the leader until every worker is registered
-//! with the new one and the log has them all ALIVE.
+//! once the plan placing it is committed, has reached its worker), each second's placements,
+//! the submissions' latencies, the refusals of a busy leader, leader changes, launches of a
+//! driver already launched, and the size of the state's snapshot at the end; with
+//! `--driver-s S` each driver ends S seconds after its launch, so that more drivers than the
+//! workers hold at once can be placed (a C1M-style run); with `--kill-leader`, the time from
+//! a SIGKILL of the leader until every worker is registered with the new one and the log has
+//! them all ALIVE.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use muster_proto::auth::Credential;
 use muster_proto::discovery::{leader_hint, worth_retrying};
-use muster_proto::masters::Masters;
+use muster_proto::masters::{Masters, PATIENCE_WITH_A_BUSY_LEADER, while_busy};
 use muster_proto::transport::Dialer;
 use muster_proto::v1::master_message::Body as Down;
 use muster_proto::v1::worker_link_client::WorkerLinkClient;
 use muster_proto::v1::worker_message::Body as Up;
 use muster_proto::v1::{
     DriverState, DriverUpdate, ExecutorState, ExecutorUpdate, Heartbeat, Register, Resources,
-    StatusRequest, WorkerMessage, WorkerState,
+    SaveSnapshotRequest, StatusRequest, SubmitDriverRequest, WorkerMessage, WorkerState,
 };
 use serde::Serialize;
 use tokio::sync::mpsc;
@@ -37,7 +41,8 @@ use crate::load::bench_driver;
 const STREAMS_PER_CONNECTION: usize = 100;
 /// How often each simulated worker heartbeats.
 const HEARTBEAT: Duration = Duration::from_secs(1);
-/// How long a phase may take before the benchmark gives up.
+/// How long a phase may take (placing drivers: may go without a placement) before the
+/// benchmark gives up.
 const PATIENCE: Duration = Duration::from_secs(120);
 
 /// What to measure: the fields are `muster bench workers`'s options of the same names.
@@ -50,6 +55,9 @@ pub struct Options {
     pub drivers: usize,
     /// Concurrent clients submitting the drivers, each with its own connection.
     pub clients: usize,
+    /// How long each driver runs once launched before it ends (FINISHED); `None`: until the
+    /// benchmark ends.
+    pub driver_run: Option<Duration>,
     /// Then SIGKILL the leader (it must run on this machine) and measure until every worker
     /// is registered with the new leader and ALIVE in its log.
     pub kill_leader: bool,
@@ -76,13 +84,33 @@ pub struct WorkersReport {
     pub drivers: usize,
     /// Drivers placed per second, from the first submission until the last was placed.
     pub placements_per_s: Option<f64>,
+    /// Drivers placed in each second from the first submission.
+    pub placed_each_s: Vec<u64>,
     /// From the first submission until all were accepted.
     pub submitted_s: Option<f64>,
+    /// The median time from sending a submission until it was accepted, waits for a busy
+    /// leader included.
+    pub submission_p50_ms: Option<f64>,
+    /// The 99th percentile.
+    pub submission_p99_ms: Option<f64>,
     /// Submissions sent again, as a client does, after an answer that asked for it (an
     /// election, a leader stepping down, no answer in time).
     pub submission_retries: Option<u64>,
+    /// Submissions a busy leader refused (backpressure), each sent again after the wait it
+    /// asked for.
+    pub busy_refusals: Option<u64>,
     /// Leaders elected while the drivers were submitted and placed.
     pub leader_changes: Option<u64>,
+    /// Launches of a driver that had been launched already (never, unless a worker was lost).
+    pub duplicate_launches: Option<u64>,
+    /// The leader's CPU while the drivers were submitted and placed, in cores.
+    pub placement_leader_cores: Option<f64>,
+    /// The leader's resident memory once they were placed, in MB.
+    pub placement_leader_rss_mb: Option<f64>,
+    /// The state's snapshot once they were placed (`muster snapshot save`), in MB.
+    pub snapshot_mb: Option<f64>,
+    /// How long the leader took to encode and send it.
+    pub snapshot_s: Option<f64>,
     /// From the leader's SIGKILL until every worker was ALIVE with the next leader.
     pub failover_s: Option<f64>,
 }
@@ -97,9 +125,13 @@ struct Fleet {
     registered: AtomicUsize,
     /// Heartbeat answer times, while `measuring`.
     answers: Mutex<Vec<Duration>>,
-    /// Drivers whose launch reached a simulated worker.
-    launched: Mutex<HashSet<String>>,
+    /// Launches that reached a simulated worker, by driver.
+    launched: Mutex<HashMap<String, u32>>,
+    /// Drivers launched at least once.
+    placed: AtomicUsize,
     measuring: AtomicBool,
+    /// How long a launched driver runs before it ends.
+    driver_run: Option<Duration>,
 }
 
 /// Runs the simulated workers against `masters`, each with the worker `credential`.
@@ -124,8 +156,10 @@ pub async fn run(
         connections: tokio::sync::Mutex::new(HashMap::new()),
         registered: AtomicUsize::new(0),
         answers: Mutex::new(Vec::new()),
-        launched: Mutex::new(HashSet::new()),
+        launched: Mutex::new(HashMap::new()),
+        placed: AtomicUsize::new(0),
         measuring: AtomicBool::new(false),
+        driver_run: options.driver_run,
     });
     let addrs = masters.addrs().to_vec();
     let start = Instant::now();
@@ -153,12 +187,24 @@ pub async fn run(
     let cpu = cpu_before
         .zip(leader_pid.and_then(cpu_time))
         .map(|(before, after)| (after - before).as_secs_f64() / elapsed.as_secs_f64());
-    let rss_mb = leader_pid.and_then(rss_mb);
+    let steady_rss_mb = leader_pid.and_then(rss_mb);
     let mut answers = std::mem::take(&mut *fleet.answers.lock().expect("answers lock"));
     answers.sort();
 
     let placement = if options.drivers > 0 {
-        Some(place_drivers(masters, &fleet, &leader, options.drivers, options.clients).await?)
+        let cpu_before = leader_pid.and_then(cpu_time);
+        let mut placement =
+            place_drivers(masters, &fleet, &leader, options.drivers, options.clients).await?;
+        placement.leader_cores = cpu_before
+            .zip(leader_pid.and_then(cpu_time))
+            .map(|(before, after)| (after - before).as_secs_f64() / placement.placed.as_secs_f64());
+        placement.leader_rss_mb = leader_pid.and_then(rss_mb);
+        Some(placement)
+    } else {
+        None
+    };
+    let snapshot = if options.drivers > 0 {
+        Some(snapshot(masters).await?)
     } else {
         None
     };
@@ -166,6 +212,11 @@ pub async fn run(
         .as_ref()
         .map(|p| options.drivers as f64 / p.placed.as_secs_f64());
     let submitted_s = placement.as_ref().map(|p| p.submitted.as_secs_f64());
+    let submission_ms = |p: f64| {
+        placement
+            .as_ref()
+            .map(|placement| percentile_ms(&placement.latencies, p))
+    };
 
     let failover = if options.kill_leader {
         let pid = leader_pid.ok_or_else(|| {
@@ -178,27 +229,49 @@ pub async fn run(
         None
     };
 
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let percentile = |p: f64| {
-        answers
-            .get(((answers.len().max(1) - 1) as f64 * p).round() as usize)
-            .map_or(f64::NAN, |d| ms(*d))
-    };
     Ok(WorkersReport {
         workers: options.count,
         registration_s: registration.as_secs_f64(),
         heartbeats_per_s: answers.len() as f64 / elapsed.as_secs_f64(),
-        heartbeat_p50_ms: percentile(0.5),
-        heartbeat_p99_ms: percentile(0.99),
+        heartbeat_p50_ms: percentile_ms(&answers, 0.5),
+        heartbeat_p99_ms: percentile_ms(&answers, 0.99),
         leader_cores: cpu,
-        leader_rss_mb: rss_mb,
+        leader_rss_mb: steady_rss_mb,
         drivers: options.drivers,
         placements_per_s,
+        placed_each_s: placement
+            .as_ref()
+            .map(|p| p.each_second.clone())
+            .unwrap_or_default(),
         submitted_s,
+        submission_p50_ms: submission_ms(0.5),
+        submission_p99_ms: submission_ms(0.99),
         submission_retries: placement.as_ref().map(|p| p.retries),
+        busy_refusals: placement.as_ref().map(|p| p.busy_refusals),
         leader_changes: placement.as_ref().map(|p| p.leader_changes),
+        duplicate_launches: placement.as_ref().map(|_| fleet.duplicate_launches()),
+        placement_leader_cores: placement.as_ref().and_then(|p| p.leader_cores),
+        placement_leader_rss_mb: placement.as_ref().and_then(|p| p.leader_rss_mb),
+        snapshot_mb: snapshot.map(|(bytes, _)| bytes as f64 / 1e6),
+        snapshot_s: snapshot.map(|(_, took)| took.as_secs_f64()),
         failover_s: failover.map(|d| d.as_secs_f64()),
     })
+}
+
+/// The `p` percentile of `sorted`, in milliseconds (`NaN` when empty).
+fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
+    sorted
+        .get(((sorted.len().max(1) - 1) as f64 * p).round() as usize)
+        .map_or(f64::NAN, |d| d.as_secs_f64() * 1e3)
+}
+
+/// Saves the state's snapshot from the leader: its size in bytes, and how long it took.
+async fn snapshot(masters: &Masters) -> Result<(usize, Duration), BenchError> {
+    let start = Instant::now();
+    let reply = masters
+        .call(async |mut c| c.save_snapshot(SaveSnapshotRequest {}).await)
+        .await?;
+    Ok((reply.snapshot.len(), start.elapsed()))
 }
 
 /// The current term, as the masters' status names it.
@@ -228,21 +301,40 @@ struct Placement {
     submitted: Duration,
     /// From the first submission until every driver was placed.
     placed: Duration,
+    /// Drivers placed in each second from the first submission.
+    each_second: Vec<u64>,
+    /// Each accepted submission's time from first sending, sorted.
+    latencies: Vec<Duration>,
     /// Submissions sent again.
     retries: u64,
+    /// Busy refusals, each followed by the same submission after the wait it asked for.
+    busy_refusals: u64,
     /// Leaders elected meanwhile.
     leader_changes: u64,
+    /// The leader's CPU meanwhile, in cores, and its memory at the end, in MB.
+    leader_cores: Option<f64>,
+    leader_rss_mb: Option<f64>,
+}
+
+/// What one client submitting drivers measured.
+#[derive(Default)]
+struct Submitted {
+    /// Submissions to send again once the clients are done (the answer asked for it).
+    again: Vec<SubmitDriverRequest>,
+    latencies: Vec<Duration>,
+    busy_refusals: u64,
 }
 
 /// Submits `count` one-core drivers from `clients` clients at once, each to the leader on a
-/// connection of its own; a submission the leader could not take now (an election, a leader
-/// stepping down, no answer in time) is sent again once the clients are done, with the same
-/// request id, to whichever master leads, as the CLI does. Measures the time
-/// from the first submission until all were accepted, and until every one was placed (its
-/// launch, sent once the plan placing it is committed, reached its simulated worker).
+/// connection of its own. A submission a busy leader refused is sent again after the wait it
+/// asked for; one the leader could not take now (an election, a leader stepping down, no
+/// answer in time) is sent again once the clients are done, with the same request id, to
+/// whichever master leads, as the CLI does. Measures the time from the first submission until
+/// all were accepted, and until every one was placed (its launch, sent once the plan placing
+/// it is committed, reached its simulated worker), and the placements of each second.
 async fn place_drivers(
     masters: &Masters,
-    fleet: &Fleet,
+    fleet: &Arc<Fleet>,
     leader: &str,
     count: usize,
     clients: usize,
@@ -254,53 +346,101 @@ async fn place_drivers(
     }
     let first_term = term(masters).await?;
     let start = Instant::now();
-    // Each client sends its share; what the leader could not take now is kept to be sent
-    // again.
     let submitters: Vec<_> = connected
         .into_iter()
         .enumerate()
-        .map(|(c, mut client)| {
+        .map(|(c, client)| {
             tokio::spawn(async move {
-                let mut again = Vec::new();
+                let mut submitted = Submitted::default();
                 for _ in (c..count).step_by(clients) {
                     let request = bench_driver();
-                    match client.submit_driver(request.clone()).await {
-                        Ok(_) => {}
-                        Err(status) if worth_retrying(&status) => again.push(request),
+                    let sent = Instant::now();
+                    let (answer, refusals) = while_busy(PATIENCE_WITH_A_BUSY_LEADER, || {
+                        let mut client = client.clone();
+                        let request = request.clone();
+                        async move { client.submit_driver(request).await }
+                    })
+                    .await;
+                    submitted.busy_refusals += refusals;
+                    match answer {
+                        Ok(_) => submitted.latencies.push(sent.elapsed()),
+                        Err(status) if worth_retrying(&status) => submitted.again.push(request),
                         Err(status) => return Err(status),
                     }
                 }
-                Ok::<_, tonic::Status>(again)
+                Ok::<_, tonic::Status>(submitted)
             })
         })
         .collect();
-    let mut again = Vec::new();
+    let sampler = tokio::spawn(sample_placements(Arc::clone(fleet), start, count));
+    let mut all = Submitted::default();
     for submitter in submitters {
-        again.extend(
-            submitter
-                .await
-                .map_err(|e| BenchError::Failed(format!("a client failed: {e}")))??,
-        );
+        let submitted = submitter
+            .await
+            .map_err(|e| BenchError::Failed(format!("a client failed: {e}")))??;
+        all.again.extend(submitted.again);
+        all.latencies.extend(submitted.latencies);
+        all.busy_refusals += submitted.busy_refusals;
     }
     // Sent again with the same request ids, to whichever master leads: applied once.
-    let retries = again.len() as u64;
-    for request in again {
+    let retries = all.again.len() as u64;
+    for request in all.again {
+        let sent = Instant::now();
         masters
             .call(async |mut c| c.submit_driver(request.clone()).await)
             .await?;
+        all.latencies.push(sent.elapsed());
     }
     let submitted = start.elapsed();
-    wait_until("every driver placed", || {
-        fleet.launched.lock().expect("launched lock").len() >= count
-    })
-    .await?;
+    let each_second = sampler
+        .await
+        .map_err(|e| BenchError::Failed(format!("the sampler failed: {e}")))??;
     let placed = start.elapsed();
+    all.latencies.sort();
     Ok(Placement {
         submitted,
         placed,
+        each_second,
+        latencies: all.latencies,
         retries,
+        busy_refusals: all.busy_refusals,
         leader_changes: term(masters).await?.saturating_sub(first_term),
+        leader_cores: None,
+        leader_rss_mb: None,
     })
+}
+
+/// Counts the drivers placed in each second from `start` until `count` are (the last count
+/// is of the part of a second that ended it); gives up when none was placed for
+/// [`PATIENCE`].
+async fn sample_placements(
+    fleet: Arc<Fleet>,
+    start: Instant,
+    count: usize,
+) -> Result<Vec<u64>, BenchError> {
+    let mut each_second = Vec::new();
+    // Placed by the end of the last whole second.
+    let mut counted = 0;
+    let mut progress = (0, Instant::now());
+    loop {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let placed = fleet.placed.load(Ordering::SeqCst);
+        while start.elapsed() >= Duration::from_secs(each_second.len() as u64 + 1) {
+            each_second.push((placed - counted) as u64);
+            counted = placed;
+        }
+        if placed >= count {
+            each_second.push((placed - counted) as u64);
+            return Ok(each_second);
+        }
+        if placed > progress.0 {
+            progress = (placed, Instant::now());
+        } else if progress.1.elapsed() > PATIENCE {
+            return Err(BenchError::Failed(format!(
+                "only {placed} of {count} drivers placed, and none for {PATIENCE:?}"
+            )));
+        }
+    }
 }
 
 /// SIGKILLs the leader and waits until every simulated worker has registered again and the
@@ -427,8 +567,26 @@ async fn attach(id: usize, fleet: &Fleet, addr: &str) -> Ended {
     let mut registered = false;
     let mut sent: Option<Instant> = None;
     let mut seq = 0;
+    // Drivers running here that end, with when: launched in order, they end in order.
+    let mut ending: VecDeque<(tokio::time::Instant, String)> = VecDeque::new();
     let ended = loop {
+        let next_end = ending.front().map(|(at, _)| *at);
         tokio::select! {
+            () = sleep_until(next_end) => {
+                let (_, driver_id) = ending.pop_front().expect("a driver that ends");
+                seq += 1;
+                let finished = Up::Driver(DriverUpdate {
+                    driver_id,
+                    state: DriverState::Finished.into(),
+                    exit_code: Some(0),
+                    pid: 1,
+                    seq,
+                    ..DriverUpdate::default()
+                });
+                if up.send(WorkerMessage { body: Some(finished) }).await.is_err() {
+                    break Ended::Broken;
+                }
+            }
             _ = heartbeats.tick(), if registered => {
                 sent.get_or_insert_with(Instant::now);
                 let heartbeat = WorkerMessage { body: Some(Up::Heartbeat(Heartbeat::default())) };
@@ -465,11 +623,11 @@ async fn attach(id: usize, fleet: &Fleet, addr: &str) -> Ended {
                         ..ExecutorUpdate::default()
                     })),
                     Some(Down::LaunchDriver(launch)) => {
-                        fleet
-                            .launched
-                            .lock()
-                            .expect("launched lock")
-                            .insert(launch.driver_id.clone());
+                        fleet.launch(&launch.driver_id);
+                        if let Some(run) = fleet.driver_run {
+                            let at = tokio::time::Instant::now() + run;
+                            ending.push_back((at, launch.driver_id.clone()));
+                        }
                         Some(Up::Driver(DriverUpdate {
                             driver_id: launch.driver_id,
                             state: DriverState::Running.into(),
@@ -503,7 +661,31 @@ async fn attach(id: usize, fleet: &Fleet, addr: &str) -> Ended {
     ended
 }
 
+/// Sleeps until `at`; for ever when `None`.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 impl Fleet {
+    /// A launch of `driver` reached a simulated worker.
+    fn launch(&self, driver: &str) {
+        let mut launched = self.launched.lock().expect("launched lock");
+        let launches = launched.entry(driver.to_owned()).or_default();
+        *launches += 1;
+        if *launches == 1 {
+            self.placed.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Launches of drivers launched before.
+    fn duplicate_launches(&self) -> u64 {
+        let launched = self.launched.lock().expect("launched lock");
+        launched.values().map(|&n| u64::from(n - 1)).sum()
+    }
+
     /// The connection to `addr` that worker `id` shares with a hundred others.
     async fn channel(&self, addr: &str, id: usize) -> Option<Channel> {
         let mut connections = self.connections.lock().await;

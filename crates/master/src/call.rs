@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use muster_core::ids::{RequestId, WorkId};
 use muster_proto::auth::NamedUser;
-use muster_proto::discovery::LEADER_HEADER;
+use muster_proto::discovery::{LEADER_HEADER, RETRY_AFTER_HEADER};
 use muster_proto::transport::Dialer;
 use muster_raft::{Applied, NodeId, RaftNode, WriteError};
 use muster_state::commands::By;
@@ -47,6 +47,14 @@ pub(crate) enum CallError {
     /// No quorum now: try again later.
     #[error("{0}")]
     Unavailable(String),
+    /// The leader takes no more writes now (backpressure): send it again after the wait.
+    #[error("{line}")]
+    Busy {
+        /// What the leader said.
+        line: String,
+        /// How long it asked the caller to wait.
+        retry_after: Duration,
+    },
     /// The request is malformed or does not apply: retrying will not help.
     #[error(transparent)]
     Refused(#[from] ApplyError),
@@ -70,6 +78,10 @@ impl From<WriteError> for CallError {
             // Raised within seconds: the caller tries again.
             WriteError::NotRaisedYet(line) => Self::Unavailable(line),
             WriteError::TooNew(line) => Self::TooNew(line),
+            WriteError::Busy { retry_after, .. } => Self::Busy {
+                line: error.to_string(),
+                retry_after,
+            },
         }
     }
 }
@@ -93,6 +105,13 @@ impl From<CallError> for Status {
                 status
             }
             CallError::Unavailable(_) => Status::unavailable(message),
+            CallError::Busy { retry_after, .. } => {
+                let mut status = Status::resource_exhausted(message);
+                let millis = muster_core::ids::millis(retry_after).to_string();
+                let value = millis.parse().expect("digits are a metadata value");
+                status.metadata_mut().insert(RETRY_AFTER_HEADER, value);
+                status
+            }
             CallError::Refused(
                 ApplyError::UnknownWorker(_)
                 | ApplyError::UnknownApp(_)
@@ -218,4 +237,28 @@ pub(crate) fn may_act_on(
 /// The response of a committed write, or why there is none.
 pub(crate) fn committed(written: Result<Applied, WriteError>) -> Result<Response, CallError> {
     Ok(written??)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_busy_leaders_refusal_tells_clients_how_long_to_wait() {
+        let busy = WriteError::Busy {
+            queued: 2048,
+            retry_after: Duration::from_millis(120),
+        };
+        let status = Status::from(CallError::from(busy));
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(
+            muster_proto::discovery::retry_after(&status),
+            Some(Duration::from_millis(120))
+        );
+        assert_eq!(
+            status.message(),
+            "the leader is busy: 2048 client writes wait to be committed; send this one again \
+             in 120 ms"
+        );
+    }
 }

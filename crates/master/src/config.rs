@@ -50,6 +50,10 @@ pub struct MasterFile {
     /// Log entries kept behind a snapshot, for followers a little behind (1,000); a follower
     /// further behind is sent the snapshot.
     pub log_kept_after_snapshot: Option<u64>,
+    /// Client writes the leader keeps waiting to be committed at the most (2,048); past it,
+    /// it refuses the next with `RESOURCE_EXHAUSTED` and how long to wait, which clients
+    /// honour.
+    pub max_queued_writes: Option<usize>,
 }
 
 /// `"preemption": {"queues": ["prod"], "delay_s": 5, "grace_s": 10, "max_fraction": 0.1,
@@ -228,20 +232,25 @@ impl PreemptionFile {
 }
 
 impl MasterFile {
-    /// `raft` with this file's snapshot policy, where it sets one.
+    /// `raft` with this file's snapshot policy and write bound, where it sets them.
     ///
     /// # Errors
     ///
-    /// `snapshot_every` is zero.
+    /// `snapshot_every` or `max_queued_writes` is zero.
     pub fn raft(&self, raft: RaftSettings) -> Result<RaftSettings, ConfigError> {
+        let zero = |field: &str| ConfigError::Invalid {
+            path: PathBuf::from("--config"),
+            field: field.to_owned(),
+            message: "must be at least 1".to_owned(),
+        };
         if self.snapshot_every == Some(0) {
-            return Err(ConfigError::Invalid {
-                path: PathBuf::from("--config"),
-                field: "snapshot_every".to_owned(),
-                message: "must be at least 1".to_owned(),
-            });
+            return Err(zero("snapshot_every"));
+        }
+        if self.max_queued_writes == Some(0) {
+            return Err(zero("max_queued_writes"));
         }
         Ok(RaftSettings {
+            max_queued_writes: self.max_queued_writes.unwrap_or(raft.max_queued_writes),
             snapshot_every: self.snapshot_every.unwrap_or(raft.snapshot_every),
             keep_after_snapshot: self
                 .log_kept_after_snapshot
@@ -371,6 +380,23 @@ mod tests {
         assert_eq!(
             zero.raft(defaults).unwrap_err().to_string(),
             "--config: snapshot_every: must be at least 1"
+        );
+    }
+
+    #[test]
+    fn the_write_bound_is_set_by_the_file_and_never_to_zero() {
+        let master: MasterFile = read_json(file(r#"{"max_queued_writes": 8}"#).path()).unwrap();
+        assert_eq!(
+            master
+                .raft(RaftSettings::default())
+                .unwrap()
+                .max_queued_writes,
+            8
+        );
+        let zero: MasterFile = read_json(file(r#"{"max_queued_writes": 0}"#).path()).unwrap();
+        assert_eq!(
+            zero.raft(RaftSettings::default()).unwrap_err().to_string(),
+            "--config: max_queued_writes: must be at least 1"
         );
     }
 

@@ -9,12 +9,15 @@
 //! them everywhere. A call needs a token ([`muster_proto::rest_token`]): in an
 //! `Authorization: Bearer` header (Spark's `JWSFilter` scheme), or, since `spark-submit`
 //! sends no header, as the first segment of the path. A refused token changes nothing and is
-//! answered 403, as Spark's filter answers it.
+//! answered 403, as Spark's filter answers it. A submission a busy leader refuses
+//! (backpressure) is sent again after the wait it asks for, within the time Spark's client
+//! waits for an answer.
 //!
 //! `spark-submit`'s client speaks plain HTTP only; a master with a certificate serves the
 //! gateway over TLS as well, on the same port, to clients that start a TLS handshake.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -23,8 +26,11 @@ use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use muster_core::ids::WorkId;
 use muster_core::limits::MAX_REQUEST_BYTES;
+use muster_proto::masters::while_busy;
 use muster_proto::v1::cluster_client::ClusterClient;
-use muster_proto::v1::{DriverState, KillRequest, StatusReply, StatusRequest};
+use muster_proto::v1::{
+    DriverState, KillRequest, StatusReply, StatusRequest, SubmitDriverReply, SubmitDriverRequest,
+};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tonic::transport::Channel;
@@ -33,6 +39,10 @@ use tonic::{Code, Status};
 use crate::callers::{Caller, Callers};
 use crate::listener::{Connections, Serving};
 use crate::submission::{Action, Reply, SERVER_SPARK_VERSION, Submissions, route};
+
+/// How long a submission may wait for a busy leader: within the 10 s Spark's REST client
+/// gives a master to answer.
+const BUSY_PATIENCE: Duration = Duration::from_secs(7);
 
 /// Where the gateway listens and how it makes drivers of submissions.
 #[derive(Clone, Debug)]
@@ -75,6 +85,22 @@ impl Gateway {
         request
     }
 
+    /// Submits `driver` for `caller`, sending it again while the leader is busy and the wait
+    /// it asks for ends within [`BUSY_PATIENCE`]: a refusal for being busy left it unqueued.
+    async fn submit(
+        &self,
+        caller: &Caller,
+        driver: SubmitDriverRequest,
+    ) -> Result<SubmitDriverReply, Status> {
+        let (answer, _) = while_busy(BUSY_PATIENCE, || {
+            let request = Self::request(caller, driver.clone());
+            let mut cluster = self.cluster();
+            async move { cluster.submit_driver(request).await }
+        })
+        .await;
+        answer.map(tonic::Response::into_inner)
+    }
+
     async fn status(&self, caller: &Caller) -> Result<StatusReply, Status> {
         let request = Self::request(caller, StatusRequest { local: false });
         Ok(self.cluster().status(request).await?.into_inner())
@@ -111,13 +137,9 @@ impl Gateway {
                         return (StatusCode::BAD_REQUEST, Reply::error(refused.to_string()));
                     }
                 };
-                match self
-                    .cluster()
-                    .submit_driver(Self::request(caller, driver))
-                    .await
-                {
+                match self.submit(caller, driver).await {
                     Ok(reply) => {
-                        let id = reply.into_inner().driver_id;
+                        let id = reply.driver_id;
                         let message = format!("Driver successfully submitted as {id}");
                         let created = Reply::Created {
                             server_spark_version: SERVER_SPARK_VERSION,

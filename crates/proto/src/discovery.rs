@@ -6,6 +6,12 @@
 //! one at once; only when every master failed in a row does the caller back off, with
 //! jitter, up to [`MAX_BACKOFF`]. A leader the caller gave up because it fell silent (frozen,
 //! cut off) is asked last.
+//!
+//! A leader with more client writes waiting than it takes refuses the next with
+//! `RESOURCE_EXHAUSTED` and how long to wait in the [`RETRY_AFTER_HEADER`] metadata (in
+//! milliseconds): the write was not queued, and the caller sends it again to the same leader
+//! after that wait and a jitter of up to as long again, so that the callers refused together
+//! come back spread out.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -13,6 +19,9 @@ use muster_core::ids::millis;
 
 /// Metadata key in which a follower names the leader's address.
 pub const LEADER_HEADER: &str = "x-muster-leader";
+
+/// Metadata key in which a busy leader says how many milliseconds to wait before retrying.
+pub const RETRY_AFTER_HEADER: &str = "x-muster-retry-after-ms";
 
 /// The longest wait between rounds over all masters: short, because a new leader waits in
 /// RECOVERING for every worker and application before it schedules anything.
@@ -24,10 +33,12 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// master's answer came back (a connection refused, reset or closed, a stream broken, no
 /// answer in time: an error made on this side, which carries its cause), or when a master
 /// answered that it cannot take the call now (`UNAVAILABLE`: a follower, an election, a
-/// leader stepping down; `CANCELLED`, `DEADLINE_EXCEEDED`). Every other status is the
-/// masters' answer (bad input, unknown ids, refused credentials) and is passed on.
+/// leader stepping down; `CANCELLED`, `DEADLINE_EXCEEDED`) or that it is busy ([`retry_after`]).
+/// Every other status is the masters' answer (bad input, unknown ids, refused credentials) and
+/// is passed on.
 pub fn worth_retrying(status: &tonic::Status) -> bool {
     std::error::Error::source(status).is_some()
+        || retry_after(status).is_some()
         || matches!(
             status.code(),
             tonic::Code::Unavailable | tonic::Code::Cancelled | tonic::Code::DeadlineExceeded
@@ -42,6 +53,22 @@ pub fn jitter(most: Duration) -> Duration {
         .map_or(0, |d| u64::from(d.subsec_nanos()));
     let most = millis(most);
     Duration::from_millis(nanos % most.saturating_add(1))
+}
+
+/// How long a busy leader asked to wait before the call is made again: `None` unless the
+/// status is a busy leader's refusal (`RESOURCE_EXHAUSTED` naming a wait).
+pub fn retry_after(status: &tonic::Status) -> Option<Duration> {
+    if status.code() != tonic::Code::ResourceExhausted {
+        return None;
+    }
+    let millis = status.metadata().get(RETRY_AFTER_HEADER)?.to_str().ok()?;
+    millis.parse().ok().map(Duration::from_millis)
+}
+
+/// How long to wait before sending again a call a busy leader refused, asking to wait
+/// `hint`: the hint and a jitter of up to as long again.
+pub fn busy_wait(hint: Duration) -> Duration {
+    hint + jitter(hint)
 }
 
 /// The leader's address a refusal names, if it names one other than `asked`.
@@ -122,6 +149,16 @@ impl LeaderFinder {
         self.failed = 0;
         self.backoff = FIRST_BACKOFF;
         Duration::ZERO
+    }
+
+    /// The leader at `addr` is busy and asked to wait `hint`: it is asked again, after the
+    /// returned wait ([`busy_wait`]).
+    pub fn busy(&mut self, addr: &str, hint: Duration) -> Duration {
+        self.hinted = Some(addr.to_owned());
+        self.hints = 0;
+        self.failed = 0;
+        self.backoff = FIRST_BACKOFF;
+        busy_wait(hint)
     }
 
     /// The leader at `addr` stopped answering: it is asked last.
@@ -247,5 +284,29 @@ mod tests {
         assert_eq!(f.next_master(), "m3", "m2 is skipped");
         assert_eq!(f.next_master(), "m1");
         assert_eq!(f.next_master(), "m2", "and asked again later");
+    }
+
+    #[test]
+    fn a_busy_leader_is_asked_again_after_the_wait_it_names_and_jitter() {
+        let mut busy = tonic::Status::resource_exhausted("the leader is busy");
+        busy.metadata_mut()
+            .insert(RETRY_AFTER_HEADER, "250".parse().unwrap());
+        assert_eq!(retry_after(&busy), Some(Duration::from_millis(250)));
+        assert!(worth_retrying(&busy));
+        // Resources exhausted otherwise (a message too large) are an answer, not a wait.
+        let too_large = tonic::Status::resource_exhausted("message too large");
+        assert_eq!(retry_after(&too_large), None);
+        assert!(!worth_retrying(&too_large));
+
+        let mut f = finder();
+        assert_eq!(f.next_master(), "m1");
+        assert_eq!(f.failed(), Duration::ZERO);
+        assert_eq!(f.next_master(), "m2");
+        let wait = f.busy("m2", Duration::from_millis(250));
+        assert!(
+            (Duration::from_millis(250)..=Duration::from_millis(500)).contains(&wait),
+            "{wait:?}"
+        );
+        assert_eq!(f.next_master(), "m2", "the busy leader is asked again");
     }
 }

@@ -12,7 +12,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 use crate::auth::{Credential, random_hex};
-use crate::discovery::{LeaderFinder, leader_hint, worth_retrying};
+use crate::discovery::{LeaderFinder, busy_wait, leader_hint, retry_after, worth_retrying};
 use crate::transport::Dialer;
 use crate::v1::cluster_client::ClusterClient;
 
@@ -21,6 +21,9 @@ const PATIENCE: Duration = Duration::from_secs(10);
 /// How long it keeps trying while no master of its list has so much as taken a connection
 /// (each refused it: nothing listens there), as long as it has tried them all.
 const PATIENCE_WITH_NONE_LISTENING: Duration = Duration::from_secs(2);
+/// How long it keeps trying while the leader answers that it is busy (backpressure): a
+/// client slows down under load rather than fail.
+pub const PATIENCE_WITH_A_BUSY_LEADER: Duration = Duration::from_secs(60);
 /// The longest one master may take to answer one call.
 const ATTEMPT: Duration = Duration::from_secs(5);
 
@@ -130,7 +133,8 @@ impl Masters {
         )
     }
 
-    /// Calls `rpc` on the masters until one answers.
+    /// Calls `rpc` on the masters until one answers; a busy leader is asked again after the
+    /// wait it asks for, for up to a minute.
     ///
     /// # Errors
     ///
@@ -145,10 +149,14 @@ impl Masters {
         // The last reason each master gave.
         let mut tried: Vec<(String, String)> = Vec::new();
         let mut finder = LeaderFinder::new(self.addrs.clone());
+        // Whether the last answer was a busy leader's.
+        let mut busy = false;
         loop {
             let none_listening = tried.len() == self.addrs.len()
                 && tried.iter().all(|(_, reason)| reason == NOTHING_LISTENS);
-            let patience = if none_listening {
+            let patience = if busy {
+                PATIENCE_WITH_A_BUSY_LEADER
+            } else if none_listening {
                 PATIENCE_WITH_NONE_LISTENING
             } else {
                 PATIENCE
@@ -181,6 +189,7 @@ impl Masters {
                     return Err(Status::invalid_argument(hint));
                 }
                 Err(status) if worth_retrying(&status) => {
+                    busy = retry_after(&status).is_some();
                     let reason = status.message();
                     let reason = reason
                         .strip_prefix(&format!("{addr}: "))
@@ -190,14 +199,40 @@ impl Masters {
                         Some((_, last)) => *last = reason,
                         None => tried.push((addr.clone(), reason)),
                     }
-                    let wait = match leader_hint(&status, &addr) {
-                        Some(leader) => finder.hinted(leader),
-                        None => finder.failed(),
+                    let wait = if let Some(hint) = retry_after(&status) {
+                        finder.busy(&addr, hint)
+                    } else if let Some(leader) = leader_hint(&status, &addr) {
+                        finder.hinted(leader)
+                    } else {
+                        finder.failed()
                     };
                     tokio::time::sleep(wait).await;
                 }
                 Err(status) => return Err(status),
             }
+        }
+    }
+}
+
+/// Makes `call` again, after the wait each refusal asks for ([`busy_wait`]), for as long as
+/// the master answers that it is busy and the wait would end within `patience`: its last
+/// answer, and how many busy refusals came before it.
+pub async fn while_busy<T, F: Future<Output = Result<T, Status>>>(
+    patience: Duration,
+    call: impl Fn() -> F,
+) -> (Result<T, Status>, u64) {
+    let start = Instant::now();
+    let mut refusals = 0;
+    loop {
+        match call().await {
+            Err(status)
+                if let Some(hint) = retry_after(&status)
+                    && start.elapsed() + hint < patience =>
+            {
+                refusals += 1;
+                tokio::time::sleep(busy_wait(hint)).await;
+            }
+            answer => return (answer, refusals),
         }
     }
 }

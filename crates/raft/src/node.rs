@@ -11,6 +11,15 @@
 //! as if each had an entry of its own. A command alone is written as itself. Commands reach
 //! the log in the order they were proposed.
 //!
+//! # Backpressure
+//!
+//! Client writes wait for an entry in a bounded queue ([`RaftSettings::max_queued_writes`]):
+//! past the bound a write is refused at once, unqueued, as [`WriteError::Busy`] with how long
+//! the writes ahead should take to commit, so that clients slow down instead of the queue,
+//! its memory and every write's wait growing without end. The leader session's own
+//! proposals (placements, launches, reports) are never refused, and Raft's traffic between
+//! replicas does not pass through the queue.
+//!
 //! # Leadership transfer
 //!
 //! openraft 0.9 cannot hand the lead to a chosen replica, so [`RaftNode::transfer_leadership`]
@@ -42,8 +51,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use muster_core::ids::Term;
 use muster_proto::auth::Credential;
@@ -54,7 +63,7 @@ use muster_state::version::LogFormat;
 use muster_state::{ClusterState, Command, Op, Outcome, StateConfig};
 use openraft::error::{ForwardToLeader, InitializeError, RaftError};
 use openraft::{ChangeMembers, Config, RaftMetrics, ServerState, SnapshotPolicy, TryAsRef};
-use tokio::sync::{Semaphore, mpsc, oneshot, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 
 use crate::builds::{self, Builds, held_back, reads};
 use crate::codec::encoded_len;
@@ -89,6 +98,9 @@ pub struct RaftSettings {
     pub peer_dialer: Dialer,
     /// The build this replica runs, which it tells its peers.
     pub build: BuildInfo,
+    /// The most client writes waiting for an entry at once; past it a write is refused as
+    /// [`WriteError::Busy`] (backpressure). The leader's own proposals are never refused.
+    pub max_queued_writes: usize,
 }
 
 impl Default for RaftSettings {
@@ -106,6 +118,7 @@ impl Default for RaftSettings {
             peer_credential: Credential::none(),
             peer_dialer: Dialer::plain(),
             build: this_build(String::new()),
+            max_queued_writes: 2048,
         }
     }
 }
@@ -189,6 +202,19 @@ pub enum WriteError {
     /// member's build): worth sending again.
     #[error("{0}")]
     NotRaisedYet(String),
+    /// The leader has as many client writes waiting for an entry as it takes: this one was
+    /// not queued, so sending it again (after `retry_after`) applies it once.
+    #[error(
+        "the leader is busy: {queued} client writes wait to be committed; send this one \
+         again in {} ms",
+        retry_after.as_millis()
+    )]
+    Busy {
+        /// Client writes waiting.
+        queued: usize,
+        /// How long the leader expects to take to commit them.
+        retry_after: Duration,
+    },
 }
 
 fn not_leader<E>(error: RaftError<NodeId, E>) -> WriteError
@@ -213,6 +239,10 @@ pub const IN_FLIGHT: usize = 1;
 /// The most commands in one entry (and at most [`APPEND_BUDGET`] bytes of them): a batch
 /// must fit an AppendEntries message within its deadline.
 pub const MAX_BATCH: usize = 256;
+
+/// The least and the most a busy leader asks a client to wait before writing again.
+const MIN_RETRY_AFTER: Duration = Duration::from_millis(20);
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(2);
 
 /// How long each step of a transfer may take: the target nearly catching up, the writes
 /// under way finishing, the target catching up, and the target taking over. With the lease
@@ -262,6 +292,8 @@ struct Proposal {
     /// Turns true when whoever proposed it no longer wants it written (a leader session
     /// that ended); `None` for a client's write.
     withdrawn: Option<watch::Receiver<bool>>,
+    /// A client write's place among the queued ones, given back once it is in an entry.
+    _queued: Option<OwnedSemaphorePermit>,
 }
 
 impl Proposal {
@@ -280,6 +312,12 @@ pub struct RaftNode {
     /// The group-commit task's room for entries in flight; a transfer takes all of it to
     /// hold new writes.
     in_flight: Arc<Semaphore>,
+    /// Room for client writes waiting for an entry ([`RaftSettings::max_queued_writes`]).
+    queued_writes: Arc<Semaphore>,
+    max_queued_writes: usize,
+    /// How long the last entry took to commit, in microseconds: what a busy leader's retry
+    /// hint is made of.
+    last_commit_us: Arc<AtomicU64>,
     /// Set while this replica hands the lead over: reads are refused, and it counts as
     /// without a quorum (its leader session ends).
     transferring: AtomicBool,
@@ -338,9 +376,11 @@ impl RaftNode {
         let leadership = watch_leadership(id, &raft);
         let (proposals, queued) = mpsc::unbounded_channel();
         let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
+        let last_commit_us = Arc::new(AtomicU64::new(0));
         tokio::spawn(commit_in_batches(
             raft.clone(),
             Arc::clone(&in_flight),
+            Arc::clone(&last_commit_us),
             queued,
         ));
         let builds = Builds::default();
@@ -359,6 +399,7 @@ impl RaftNode {
                     command,
                     result,
                     withdrawn: None,
+                    _queued: None,
                 });
                 async move {
                     applied
@@ -373,6 +414,9 @@ impl RaftNode {
             network,
             proposals,
             in_flight,
+            queued_writes: Arc::new(Semaphore::new(settings.max_queued_writes)),
+            max_queued_writes: settings.max_queued_writes,
+            last_commit_us,
             transferring: AtomicBool::new(false),
             changes,
             heartbeat_ms: settings.heartbeat_ms,
@@ -531,11 +575,27 @@ impl RaftNode {
     ///
     /// # Errors
     ///
-    /// [`WriteError::NotLeader`] with the leader to retry at, or [`WriteError::Unavailable`].
-    /// A write that fails after a leader change may still have been committed: retry it with
-    /// the same request id.
+    /// [`WriteError::NotLeader`] with the leader to retry at, [`WriteError::Busy`] when
+    /// [`RaftSettings::max_queued_writes`] client writes wait already (this one was not
+    /// queued), or [`WriteError::Unavailable`]. A write that fails after a leader change may
+    /// still have been committed: retry it with the same request id.
     pub async fn write(&self, command: Command) -> Result<Applied, WriteError> {
-        self.submit(command, None)?.await
+        let Ok(queued) = Arc::clone(&self.queued_writes).try_acquire_owned() else {
+            return Err(self.busy());
+        };
+        self.submit(command, None, Some(queued))?.await
+    }
+
+    /// The refusal of a client write past the bound, with how long the queued writes should
+    /// take to commit: as many entries as they fill, each as long as the last one took.
+    fn busy(&self) -> WriteError {
+        let queued = self.max_queued_writes - self.queued_writes.available_permits();
+        let entries = u32::try_from(queued / MAX_BATCH + 1).unwrap_or(u32::MAX);
+        let entry = Duration::from_micros(self.last_commit_us.load(Ordering::Relaxed));
+        WriteError::Busy {
+            queued,
+            retry_after: (entry * entries).clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER),
+        }
     }
 
     /// Submits `command` to the log and returns at once with a future of its result, so that
@@ -554,13 +614,14 @@ impl RaftNode {
         withdrawn: watch::Receiver<bool>,
     ) -> Result<impl Future<Output = Result<Applied, WriteError>> + Send + 'static, WriteError>
     {
-        self.submit(command, Some(withdrawn))
+        self.submit(command, Some(withdrawn), None)
     }
 
     fn submit(
         &self,
         command: Command,
         withdrawn: Option<watch::Receiver<bool>>,
+        queued: Option<OwnedSemaphorePermit>,
     ) -> Result<impl Future<Output = Result<Applied, WriteError>> + Send + 'static, WriteError>
     {
         let needs = command.op.introduced_in();
@@ -588,6 +649,7 @@ impl RaftNode {
                 command,
                 result,
                 withdrawn,
+                _queued: queued,
             })
             .map_err(|_| WriteError::Unavailable("Raft stopped".into()))?;
         Ok(async move {
@@ -863,6 +925,7 @@ impl RaftNode {
 async fn commit_in_batches(
     raft: Raft,
     in_flight: Arc<Semaphore>,
+    last_commit_us: Arc<AtomicU64>,
     mut queued: mpsc::UnboundedReceiver<Proposal>,
 ) {
     // A command that did not fit the last batch: it opens the next one.
@@ -922,8 +985,10 @@ async fn commit_in_batches(
             let m = metrics.borrow_and_update();
             (m.state == ServerState::Leader).then_some(m.current_term)
         };
+        let written = Instant::now();
         match raft.client_write_ff(entry).await {
             Ok(committed) => {
+                let last_commit_us = Arc::clone(&last_commit_us);
                 tokio::spawn(async move {
                     let result = tokio::select! {
                         biased;
@@ -939,6 +1004,8 @@ async fn commit_in_batches(
                         )),
                     };
                     drop(slot);
+                    let took = u64::try_from(written.elapsed().as_micros()).unwrap_or(u64::MAX);
+                    last_commit_us.store(took, Ordering::Relaxed);
                     answer(waiters, result);
                 });
             }

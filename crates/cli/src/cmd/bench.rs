@@ -9,6 +9,7 @@ use clap::{Args, Subcommand};
 use muster_bench::load::{self, Load, LoadReport};
 use muster_bench::plots;
 use muster_bench::workers::{self, WorkersReport};
+use muster_master::config::seconds;
 use muster_proto::auth::Role;
 
 use super::{MastersArg, runtime};
@@ -94,6 +95,11 @@ pub struct WorkersBenchArgs {
     /// Concurrent clients submitting the drivers, each with its own connection.
     #[arg(long, default_value_t = 256)]
     clients: usize,
+    /// Each driver ends (FINISHED) this many seconds after its launch, so that more drivers
+    /// than the workers' cores can be placed, as in a C1M-style run; unset, they run until
+    /// the benchmark ends.
+    #[arg(long, value_name = "SECONDS")]
+    driver_s: Option<f64>,
     /// Then SIGKILL the leader (it must run on this machine) and measure until every worker
     /// is registered with the new leader and ALIVE in its log.
     #[arg(long)]
@@ -139,6 +145,10 @@ pub fn run(command: BenchCommand) -> Result<String, CliError> {
                 seconds: args.seconds,
                 drivers: args.drivers,
                 clients: args.clients,
+                driver_run: args
+                    .driver_s
+                    .map(|s| seconds("--driver-s", s))
+                    .transpose()?,
                 kill_leader: args.kill_leader,
             };
             let report = runtime()?.block_on(workers::run(&masters, credential, &options))?;
@@ -201,8 +211,13 @@ fn render_workers(report: &WorkersReport, json: bool) -> String {
          leader CPU              {}\n\
          leader memory (RSS)     {}\n\
          drivers placed          {} ({}; all submitted in {})\n\
+         submission p50 / p99    {} / {}\n\
+         busy refusals           {}\n\
          submissions sent again  {}\n\
          leader changes          {}\n\
+         duplicate launches      {}\n\
+         leader while placing    {}, {}\n\
+         snapshot at the end     {} (saved in {})\n\
          all ALIVE after a kill  {}",
         report.workers,
         report.registration_s,
@@ -214,8 +229,16 @@ fn render_workers(report: &WorkersReport, json: bool) -> String {
         report.drivers,
         or_dash(report.placements_per_s, " /s"),
         or_dash(report.submitted_s, " s"),
+        or_dash(report.submission_p50_ms, " ms"),
+        or_dash(report.submission_p99_ms, " ms"),
+        count_or_dash(report.busy_refusals),
         count_or_dash(report.submission_retries),
         count_or_dash(report.leader_changes),
+        count_or_dash(report.duplicate_launches),
+        or_dash(report.placement_leader_cores, " cores"),
+        or_dash(report.placement_leader_rss_mb, " MB"),
+        or_dash(report.snapshot_mb, " MB"),
+        or_dash(report.snapshot_s, " s"),
         or_dash(report.failover_s, " s"),
     )
 }
