@@ -1,6 +1,8 @@
 //! The benchmarks' plots for the book. A benchmark run with `MUSTER_BENCH_DATA=DIR` writes
-//! what it measured into `DIR` as JSON (`placement.json`, `failover.json`); [`draw`] turns
-//! each file it finds there into an SVG line chart. `deploy/bench/plots` does both.
+//! what it measured into `DIR` as JSON (`placement.json`, `failover.json`), and
+//! `deploy/bench/c1m` writes `muster bench workers --json`'s report of a C1M-style run as
+//! `c1m.json`; [`draw`] turns each file it finds there into an SVG line chart.
+//! `deploy/bench/plots` does both for the first two.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -36,6 +38,22 @@ pub struct FailoverRound {
     pub alive_s: f64,
 }
 
+/// A C1M-style run of `muster bench workers`, as its JSON report has it.
+#[derive(Debug, Deserialize)]
+pub struct PlacementRun {
+    /// Simulated workers.
+    pub workers: usize,
+    /// Drivers placed.
+    pub drivers: usize,
+    /// Drivers placed in each second of the run.
+    pub placed_each_s: Vec<u64>,
+    /// Over the whole run.
+    pub placements_per_s: f64,
+}
+
+/// Nomad's C1M: a million containers placed in under five minutes, about 3,750 a second.
+const NOMAD_C1M_PER_S: f64 = 3_750.0;
+
 /// Draws a plot for each benchmark whose results are in `data` into `out`, and returns the
 /// plots' paths. Fails when `data` holds none.
 ///
@@ -46,10 +64,11 @@ pub fn draw(data: &Path, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
     // Every file is read before any plot is drawn, so a malformed one changes nothing.
     let passes = read::<PlacementPass>(&data.join("placement.json"))?;
     let rounds = read::<FailoverRound>(&data.join("failover.json"))?;
-    if passes.is_none() && rounds.is_none() {
+    let run = read_one::<PlacementRun>(&data.join("c1m.json"))?;
+    if passes.is_none() && rounds.is_none() && run.is_none() {
         return Err(BenchError::BadInput(format!(
-            "{} holds no benchmark results (placement.json, failover.json): run the \
-             benchmarks with MUSTER_BENCH_DATA set to it",
+            "{} holds no benchmark results (placement.json, failover.json, c1m.json): run \
+             the benchmarks with MUSTER_BENCH_DATA set to it",
             data.display()
         )));
     }
@@ -64,18 +83,31 @@ pub fn draw(data: &Path, out: &Path) -> Result<Vec<PathBuf>, BenchError> {
         failover(&path, &rounds)?;
         drawn.push(path);
     }
+    if let Some(run) = run {
+        let path = out.join("c1m.svg");
+        placements_over_time(&path, &run)?;
+        drawn.push(path);
+    }
     Ok(drawn)
 }
 
-/// The JSON array in `path`, or `None` when there is no such file.
-fn read<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<Vec<T>>, BenchError> {
+/// The JSON object in `path`, or `None` when there is no such file.
+fn read_one<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, BenchError> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(BenchError::Failed(format!("{}: {e}", path.display()))),
     };
-    let values: Vec<T> = serde_json::from_str(&text)
-        .map_err(|e| BenchError::BadInput(format!("{}: {e}", path.display())))?;
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| BenchError::BadInput(format!("{}: {e}", path.display())))
+}
+
+/// The JSON array in `path`, or `None` when there is no such file.
+fn read<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<Vec<T>>, BenchError> {
+    let Some(values) = read_one::<Vec<T>>(path)? else {
+        return Ok(None);
+    };
     if values.is_empty() {
         return Err(BenchError::BadInput(format!(
             "{}: no measurements",
@@ -238,6 +270,64 @@ fn failover(path: &Path, rounds: &[FailoverRound]) -> Result<(), BenchError> {
     finish(&mut chart, &root, path)
 }
 
+/// Drivers placed in each second of a C1M-style run (solid), beside its average over the run
+/// and Nomad's C1M rate (dashed).
+fn placements_over_time(path: &Path, run: &PlacementRun) -> Result<(), BenchError> {
+    let failed = failed(path);
+    let most = run.placed_each_s.iter().copied().max().unwrap_or(0) as f64;
+    let seconds = run.placed_each_s.len() as f64;
+    let root = canvas(path)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "{} drivers placed on {} simulated workers through three masters",
+                run.drivers, run.workers
+            ),
+            ("sans-serif", 18),
+        )
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..seconds.max(1.0), 0.0..most.max(NOMAD_C1M_PER_S) * 1.15)
+        .map_err(|e| failed(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds from the first submission")
+        .x_label_formatter(&|second| format!("{second:.0}"))
+        .y_desc("drivers placed in that second")
+        .y_label_formatter(&|placed| format!("{placed:.0}"))
+        .draw()
+        .map_err(|e| failed(&e))?;
+    let color = COLORS[0];
+    chart
+        .draw_series(LineSeries::new(
+            run.placed_each_s
+                .iter()
+                .enumerate()
+                .map(|(second, &placed)| (second as f64 + 1.0, placed as f64)),
+            color.stroke_width(2),
+        ))
+        .map_err(|e| failed(&e))?
+        .label("placed each second")
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+    for (rate, label, color) in [
+        (run.placements_per_s, "average over the run", COLORS[2]),
+        (NOMAD_C1M_PER_S, "Nomad's C1M (3,750 a second)", COLORS[1]),
+    ] {
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(0.0, rate), (seconds, rate)],
+                6,
+                4,
+                color.stroke_width(2),
+            ))
+            .map_err(|e| failed(&e))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+    }
+    finish(&mut chart, &root, path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,9 +364,24 @@ mod tests {
         let drawn = draw(data.path(), out.path()).unwrap();
         assert_eq!(drawn.len(), 2);
         let svg = std::fs::read_to_string(&drawn[1]).unwrap();
-        let texts = texts(&svg);
+        let faults = texts(&svg);
         assert!(
-            texts.contains(&"SIGKILL") && texts.contains(&"SIGSTOP"),
+            faults.contains(&"SIGKILL") && faults.contains(&"SIGSTOP"),
+            "{svg}"
+        );
+
+        std::fs::write(
+            data.path().join("c1m.json"),
+            r#"{"workers":5000,"drivers":12000,"placed_each_s":[5000,4000,3000],
+                "placements_per_s":4000.0,"leader_changes":0}"#,
+        )
+        .unwrap();
+        let drawn = draw(data.path(), out.path()).unwrap();
+        assert_eq!(drawn[2], out.path().join("c1m.svg"));
+        let svg = std::fs::read_to_string(&drawn[2]).unwrap();
+        assert!(
+            texts(&svg)
+                .contains(&"12000 drivers placed on 5000 simulated workers through three masters"),
             "{svg}"
         );
     }

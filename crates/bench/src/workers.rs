@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use muster_proto::auth::Credential;
 use muster_proto::discovery::{leader_hint, worth_retrying};
-use muster_proto::masters::{Masters, PATIENCE_WITH_A_BUSY_LEADER, while_busy};
+use muster_proto::masters::{Masters, PATIENCE_WITH_A_BUSY_LEADER, request_id, while_busy};
 use muster_proto::transport::Dialer;
 use muster_proto::v1::master_message::Body as Down;
 use muster_proto::v1::worker_link_client::WorkerLinkClient;
@@ -125,7 +125,10 @@ struct Fleet {
     registered: AtomicUsize,
     /// Heartbeat answer times, while `measuring`.
     answers: Mutex<Vec<Duration>>,
-    /// Launches that reached a simulated worker, by driver.
+    /// What this run's drivers are given as their one argument: launches of others (left by
+    /// an earlier run on the same cluster) are answered but not counted.
+    run: String,
+    /// Launches of this run's drivers that reached a simulated worker, by driver.
     launched: Mutex<HashMap<String, u32>>,
     /// Drivers launched at least once.
     placed: AtomicUsize,
@@ -156,6 +159,7 @@ pub async fn run(
         connections: tokio::sync::Mutex::new(HashMap::new()),
         registered: AtomicUsize::new(0),
         answers: Mutex::new(Vec::new()),
+        run: format!("bench-run-{}", request_id()),
         launched: Mutex::new(HashMap::new()),
         placed: AtomicUsize::new(0),
         measuring: AtomicBool::new(false),
@@ -350,10 +354,14 @@ async fn place_drivers(
         .into_iter()
         .enumerate()
         .map(|(c, client)| {
+            let run = fleet.run.clone();
             tokio::spawn(async move {
                 let mut submitted = Submitted::default();
                 for _ in (c..count).step_by(clients) {
-                    let request = bench_driver();
+                    let request = SubmitDriverRequest {
+                        args: vec![run.clone()],
+                        ..bench_driver()
+                    };
                     let sent = Instant::now();
                     let (answer, refusals) = while_busy(PATIENCE_WITH_A_BUSY_LEADER, || {
                         let mut client = client.clone();
@@ -623,7 +631,9 @@ async fn attach(id: usize, fleet: &Fleet, addr: &str) -> Ended {
                         ..ExecutorUpdate::default()
                     })),
                     Some(Down::LaunchDriver(launch)) => {
-                        fleet.launch(&launch.driver_id);
+                        if launch.args == [fleet.run.as_str()] {
+                            fleet.launch(&launch.driver_id);
+                        }
                         if let Some(run) = fleet.driver_run {
                             let at = tokio::time::Instant::now() + run;
                             ending.push_back((at, launch.driver_id.clone()));
