@@ -115,10 +115,7 @@ fn calls_without_the_secret_or_with_another_roles_credential_change_nothing() {
         assert_eq!(denied.code(), Code::PermissionDenied);
         // The client credential still reads the status.
         let mut cluster = ClusterClient::with_interceptor(channel, credential(Role::Client));
-        cluster
-            .status(StatusRequest { local: false })
-            .await
-            .unwrap();
+        cluster.status(StatusRequest::default()).await.unwrap();
     });
 
     let after = masters.status(&all);

@@ -430,7 +430,10 @@ fn a_master_serves_the_status_over_https() {
         "{page}"
     );
     // The summary, a refresh, and a page for the driver, linked from the overview.
-    assert!(page.contains("drivers 0 running, 0 ended"), "{page}");
+    assert!(
+        page.contains("drivers 0 running, 1 waiting, 0 ended"),
+        "{page}"
+    );
     assert!(page.contains(r#"http-equiv="refresh""#), "{page}");
     let id = driver_ids(&masters_status(&grpc))[0].to_owned();
     assert!(page.contains(&format!(r#"href="driver/{id}""#)), "{page}");
@@ -494,6 +497,40 @@ fn a_master_serves_the_status_over_https() {
     ] {
         assert!(metrics.lines().any(|l| l == line), "{line} in {metrics}");
     }
+
+    // Drivers a page at a time, in id order: over HTTP and with the CLI, each page naming
+    // where the next starts, with the counts of all.
+    for _ in 0..2 {
+        stdout(&Masters::client(&grpc, &["submit", "--", "/bin/true"]));
+    }
+    let ids = driver_ids(&masters_status(&grpc))
+        .into_iter()
+        .map(str::to_owned)
+        .collect::<Vec<_>>();
+    assert_eq!(ids.len(), 3);
+    let page: Value = serde_json::from_str(
+        &crate::support::https_get(&http, "/json?drivers_limit=2").expect("a page"),
+    )
+    .unwrap();
+    assert_eq!(page["drivers"].as_array().unwrap().len(), 2, "{page}");
+    assert_eq!(page["drivers"][0]["id"], ids[0], "{page}");
+    assert_eq!(page["drivers_next"], ids[2], "{page}");
+    assert_eq!(page["driver_counts"]["waiting"], 3, "{page}");
+    let first = stdout(&Masters::client(&grpc, &["drivers", "--limit", "2"]));
+    let more = format!("more: muster drivers --limit 2 --from {}", ids[2]);
+    assert!(first.contains(&ids[1]) && first.ends_with(&more), "{first}");
+    let last = stdout(&Masters::client(
+        &grpc,
+        &["drivers", "--limit", "2", "--from", &ids[2], "--json"],
+    ));
+    let last: Value = serde_json::from_str(&last).unwrap();
+    assert_eq!(last["drivers"][0]["id"], ids[2], "{last}");
+    assert_eq!(last["next"], Value::Null, "{last}");
+    let named = stdout(&Masters::client(&grpc, &["drivers", &ids[1]]));
+    assert!(
+        named.contains(&ids[1]) && !named.contains(&ids[0]),
+        "{named}"
+    );
 }
 
 fn masters_status(grpc: &str) -> Value {

@@ -261,7 +261,7 @@ fn a_request_id_replayed_by_another_user_or_for_another_write_gives_nothing_away
             channel,
             Credential::from_text(&carol.credential).unwrap(),
         );
-        let status = muster_proto::v1::StatusRequest { local: false };
+        let status = muster_proto::v1::StatusRequest::default();
         assert!(as_carol.status(status).await.is_ok());
     });
     let users = masters.status(&masters.list_from(1))["users"].clone();

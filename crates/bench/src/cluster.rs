@@ -276,7 +276,7 @@ impl LocalCluster {
         // Masters just started may not listen yet, and a call gives up early on those.
         let started = Instant::now();
         let status = loop {
-            let asked = masters.call(async |mut c| c.status(StatusRequest { local: false }).await);
+            let asked = masters.call(async |mut c| c.status(StatusRequest::default()).await);
             match runtime.block_on(asked) {
                 Err(status)
                     if status.code() == tonic::Code::Unavailable
@@ -399,7 +399,7 @@ impl LocalCluster {
             "leader" => {
                 let status = self
                     .masters
-                    .call(async |mut c| c.status(StatusRequest { local: false }).await)
+                    .call(async |mut c| c.status(StatusRequest::default()).await)
                     .await?;
                 if status.leader == 0 {
                     return Err(BenchError::Refused("no master leads now".to_owned()));

@@ -294,7 +294,7 @@ impl Experiment<'_> {
         let reply = self.runtime.block_on(
             self.cluster
                 .masters
-                .call(async |mut c| c.status(StatusRequest { local: false }).await),
+                .call(async |mut c| c.status(StatusRequest::default()).await),
         )?;
         Ok(StatusView::of(&reply))
     }

@@ -163,7 +163,7 @@ pub(crate) fn bench_driver() -> SubmitDriverRequest {
 /// The clients, sharing their connections to the leader.
 async fn muster_writers(masters: &Masters, load: &Load) -> Result<Vec<Writer>, BenchError> {
     let status = masters
-        .call(async |mut c| c.status(StatusRequest { local: false }).await)
+        .call(async |mut c| c.status(StatusRequest::without_drivers()).await)
         .await?;
     let leader = status
         .members

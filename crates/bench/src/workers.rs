@@ -281,7 +281,7 @@ async fn snapshot(masters: &Masters) -> Result<(usize, Duration), BenchError> {
 /// The current term, as the masters' status names it.
 async fn term(masters: &Masters) -> Result<u64, BenchError> {
     let status = masters
-        .call(async |mut c| c.status(StatusRequest { local: false }).await)
+        .call(async |mut c| c.status(StatusRequest::without_drivers()).await)
         .await?;
     Ok(status.term)
 }
@@ -289,7 +289,7 @@ async fn term(masters: &Masters) -> Result<u64, BenchError> {
 /// The leader's address, as its status names it.
 async fn leader(masters: &Masters) -> Result<String, BenchError> {
     let status = masters
-        .call(async |mut c| c.status(StatusRequest { local: false }).await)
+        .call(async |mut c| c.status(StatusRequest::without_drivers()).await)
         .await?;
     status
         .members
@@ -476,7 +476,7 @@ async fn failover(
     .await?;
     loop {
         let alive = masters
-            .call(async |mut c| c.status(StatusRequest { local: false }).await)
+            .call(async |mut c| c.status(StatusRequest::without_drivers()).await)
             .await
             .map(|s| {
                 s.workers

@@ -55,7 +55,10 @@ fn ask(runtime: &tokio::runtime::Runtime, addr: &str) -> Option<View> {
             );
             // Local: this master's own view; a leader's own view includes its recovery state.
             let reply = client
-                .status(StatusRequest { local: true })
+                .status(StatusRequest {
+                    local: true,
+                    ..StatusRequest::default()
+                })
                 .await
                 .ok()?
                 .into_inner();

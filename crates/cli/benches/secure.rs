@@ -52,7 +52,13 @@ async fn leader(mode: &Mode, masters: &Masters) -> String {
             let Ok(mut client) = connect(mode, addr).await else {
                 continue;
             };
-            if let Ok(reply) = client.status(StatusRequest { local: true }).await {
+            if let Ok(reply) = client
+                .status(StatusRequest {
+                    local: true,
+                    ..StatusRequest::default()
+                })
+                .await
+            {
                 let reply = reply.into_inner();
                 if reply.leader != 0 {
                     return masters.addrs[reply.leader as usize - 1].clone();

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use muster_core::access::QueueSpec;
-use muster_core::ids::{WorkId, WorkerId, millis};
+use muster_core::ids::{DriverId, WorkId, WorkerId, millis};
 use muster_core::limits::MAX_REQUEST_BYTES;
 use muster_core::queues::check_paths;
 use muster_proto::auth::{AUTHORIZATION, NamedUser, Tokens};
@@ -19,7 +19,7 @@ use muster_proto::v1::cluster_server::{Cluster, ClusterServer};
 use muster_proto::v1::{
     self, AddUserReply, AddUserRequest, AppStatus, ChangeMembersReply, ChangeMembersRequest,
     DrainWorkerReply, DrainWorkerRequest, DriverStatus, ExecutorStatus, KillReply, KillRequest,
-    Member, MemberRole, ReadLogReply, ReadLogRequest, RevokeUserReply, RevokeUserRequest,
+    Member, MemberRole, Page, ReadLogReply, ReadLogRequest, RevokeUserReply, RevokeUserRequest,
     SaveSnapshotReply, SaveSnapshotRequest, SetQueuesReply, SetQueuesRequest, StatusReply,
     StatusRequest, SubmitDriverReply, SubmitDriverRequest, WorkerStatus,
 };
@@ -145,7 +145,8 @@ impl ClusterService {
         }
     }
 
-    fn status_reply(&self, state: &ClusterState) -> StatusReply {
+    /// The status of `state`, with all of its drivers or the `drivers` page of them.
+    fn status_reply(&self, state: &ClusterState, drivers: Option<&Page>) -> StatusReply {
         let app_status = |a: &App| AppStatus {
             id: a.id.to_string(),
             name: a.desc.name.clone(),
@@ -221,6 +222,23 @@ impl ClusterService {
                 .and_then(|s| s.waiting(id))
                 .unwrap_or_default()
         };
+        let (listed, drivers_next) = match drivers {
+            Some(page) => {
+                let from = DriverId(page.from.clone());
+                state.drivers_page(&from, page.limit as usize)
+            }
+            // Active drivers, then the retained completed ones, newest last.
+            None => (
+                state
+                    .drivers()
+                    .values()
+                    .chain(state.completed_drivers())
+                    .collect(),
+                None,
+            ),
+        };
+        let counts = state.driver_counts();
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         StatusReply {
             leader: leadership.leader.map_or(0, |(id, _)| id),
             term: leadership.term.0,
@@ -274,11 +292,14 @@ impl ClusterService {
                     ..app_status(a)
                 })
                 .collect(),
-            // Active drivers, then the retained completed ones, newest last.
-            drivers: state
-                .drivers()
-                .values()
-                .chain(state.completed_drivers())
+            driver_counts: Some(v1::DriverCounts {
+                waiting: count(counts.waiting),
+                running: count(counts.running),
+                ended: count(counts.ended),
+            }),
+            drivers_next: drivers_next.map(|id| id.0).unwrap_or_default(),
+            drivers: listed
+                .into_iter()
                 .map(|d| DriverStatus {
                     id: d.id.0.clone(),
                     name: d.desc.name.clone(),
@@ -358,14 +379,15 @@ impl Cluster for ClusterService {
             let state = self.node.local_state();
             let state = state.read().expect("state lock");
             admit(&state, user, false)?;
-            return Ok(tonic::Response::new(self.status_reply(&state)));
+            let page = request.get_ref().drivers.as_ref();
+            return Ok(tonic::Response::new(self.status_reply(&state, page)));
         }
         self.answer(
             request,
-            async |this, user, _| {
+            async |this, user, body| {
                 let reply = this.node.read(|state| {
                     admit(state, user, false)?;
-                    Ok::<_, CallError>(this.status_reply(state))
+                    Ok::<_, CallError>(this.status_reply(state, body.drivers.as_ref()))
                 });
                 reply.await?
             },

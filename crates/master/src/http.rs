@@ -95,7 +95,8 @@ async fn sample(grpc: Grpc) {
     let mut every = tokio::time::interval(Duration::from_millis(history::SAMPLE_EVERY_MS));
     loop {
         every.tick().await;
-        if let Ok(status) = status(&grpc).await {
+        // The queues' charts need no driver: a cluster with many is not sent them all.
+        if let Ok(status) = status(&grpc, StatusRequest::without_drivers()).await {
             let mut history = grpc.history.lock().expect("history lock");
             history.record(now_ms(), &status);
         }
@@ -111,11 +112,12 @@ fn now_ms() -> u64 {
 
 type Failure = (StatusCode, String);
 
-async fn status(grpc: &Grpc) -> Result<StatusView, Failure> {
+/// The status `asked` (all of it, or a page of the drivers).
+async fn status(grpc: &Grpc, asked: StatusRequest) -> Result<StatusView, Failure> {
     let unavailable = |e: String| (StatusCode::SERVICE_UNAVAILABLE, e);
     let mut client = ClusterClient::new(grpc.channel.clone())
         .max_decoding_message_size(muster_core::limits::MAX_REPLY_BYTES);
-    let mut request = Request::new(StatusRequest { local: false });
+    let mut request = Request::new(asked);
     grpc.credential.attach(request.metadata_mut());
     let reply = client
         .status(request)
@@ -136,12 +138,41 @@ async fn metrics(State(replica): State<Replica>) -> impl axum::response::IntoRes
     )
 }
 
-async fn json(State(grpc): State<Grpc>) -> Result<Json<Value>, Failure> {
-    status(&grpc).await.map(|view| Json(view.to_json()))
+/// Which drivers a status asks for: `?drivers_from=ID&drivers_limit=N` (both optional) for a
+/// page of them in id order.
+#[derive(serde::Deserialize)]
+struct DriversQuery {
+    drivers_from: Option<String>,
+    drivers_limit: Option<u32>,
 }
 
-async fn page(State(grpc): State<Grpc>) -> Result<Html<String>, Failure> {
-    let status = status(&grpc).await?;
+impl DriversQuery {
+    /// The status request for these drivers: a page when either is given, `or` otherwise.
+    fn request(&self, or: Option<u32>) -> StatusRequest {
+        match (self.drivers_limit.or(or), &self.drivers_from) {
+            (None, None) => StatusRequest::default(),
+            (limit, from) => StatusRequest::drivers_from(
+                from.as_deref().unwrap_or_default(),
+                limit.unwrap_or(ui::DRIVERS_PER_PAGE),
+            ),
+        }
+    }
+}
+
+async fn json(
+    State(grpc): State<Grpc>,
+    Query(drivers): Query<DriversQuery>,
+) -> Result<Json<Value>, Failure> {
+    status(&grpc, drivers.request(None))
+        .await
+        .map(|view| Json(view.to_json()))
+}
+
+async fn page(
+    State(grpc): State<Grpc>,
+    Query(drivers): Query<DriversQuery>,
+) -> Result<Html<String>, Failure> {
+    let status = status(&grpc, drivers.request(Some(ui::DRIVERS_PER_PAGE))).await?;
     let charts = grpc.history.lock().expect("history lock").charts(now_ms());
     Ok(Html(ui::overview(&status, charts).into_string()))
 }
@@ -150,7 +181,7 @@ async fn app_page(
     State(grpc): State<Grpc>,
     Path(id): Path<String>,
 ) -> Result<Html<String>, Failure> {
-    let status = status(&grpc).await?;
+    let status = status(&grpc, StatusRequest::without_drivers()).await?;
     ui::app(&status, &id)
         .map(|page| Html(page.into_string()))
         .ok_or((StatusCode::NOT_FOUND, format!("no application {id}")))
@@ -160,7 +191,7 @@ async fn worker_page(
     State(grpc): State<Grpc>,
     Path(id): Path<String>,
 ) -> Result<Html<String>, Failure> {
-    let status = status(&grpc).await?;
+    let status = status(&grpc, StatusRequest::default()).await?;
     ui::worker(&status, &id)
         .map(|page| Html(page.into_string()))
         .ok_or((StatusCode::NOT_FOUND, format!("no worker {id}")))
@@ -170,7 +201,7 @@ async fn driver_page(
     State(grpc): State<Grpc>,
     Path(id): Path<String>,
 ) -> Result<Html<String>, Failure> {
-    let status = status(&grpc).await?;
+    let status = status(&grpc, StatusRequest::drivers_from(&id, 1)).await?;
     ui::driver(&status, &id)
         .map(|page| Html(page.into_string()))
         .ok_or((StatusCode::NOT_FOUND, format!("no driver {id}")))

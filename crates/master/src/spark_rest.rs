@@ -102,7 +102,7 @@ impl Gateway {
     }
 
     async fn status(&self, caller: &Caller) -> Result<StatusReply, Status> {
-        let request = Self::request(caller, StatusRequest { local: false });
+        let request = Self::request(caller, StatusRequest::default());
         Ok(self.cluster().status(request).await?.into_inner())
     }
 

@@ -8,7 +8,7 @@ use std::fmt::Display;
 
 use maud::{DOCTYPE, Markup, html};
 use muster_core::ids::Timestamp;
-use muster_proto::v1::{DriverState, WorkerState};
+use muster_proto::v1::WorkerState;
 
 use crate::view::{
     AppView, BuildView, DriverView, EndedAppView, ExecutorView, QueueRow, ShuffleServiceView,
@@ -48,6 +48,9 @@ fn or_blank<T: Display>(value: Option<T>) -> String {
 }
 
 /// The overview of the cluster, with `charts` of what the queues held below their table.
+/// How many drivers the overview lists at once; the rest are a link away.
+pub(crate) const DRIVERS_PER_PAGE: u32 = 500;
+
 pub(crate) fn overview(status: &StatusView, charts: Markup) -> Markup {
     let workers = &status.workers;
     let alive: Vec<&WorkerView> = workers
@@ -58,15 +61,8 @@ pub(crate) fn overview(status: &StatusView, charts: Markup) -> Markup {
     let cores_used: u64 = alive.iter().map(|w| u64::from(w.cores_used)).sum();
     let memory: u64 = alive.iter().map(|w| w.memory_mb).sum();
     let memory_used: u64 = alive.iter().map(|w| w.memory_used_mb).sum();
-    let drivers = &status.drivers;
-    let running_drivers = drivers
-        .iter()
-        .filter(|d| d.state == DriverState::Running)
-        .count();
-    let ended_drivers = drivers
-        .iter()
-        .filter(|d| !matches!(d.state, DriverState::Submitted | DriverState::Running))
-        .count();
+    let counts = status.driver_counts;
+    let all_drivers = counts.waiting + counts.running + counts.ended;
     page(
         "Muster",
         html! {
@@ -79,7 +75,7 @@ pub(crate) fn overview(status: &StatusView, charts: Markup) -> Markup {
                 span { "cores " (cores_used) " / " (cores) }
                 span { "memory " (memory_used) " / " (memory) " MB" }
                 span { "applications " (status.apps.len()) " running, " (status.completed_apps.len()) " completed" }
-                span { "drivers " (running_drivers) " running, " (ended_drivers) " ended" }
+                span { "drivers " (counts.running) " running, " (counts.waiting) " waiting, " (counts.ended) " ended" }
             }
             (queues(&status.queues, cores))
             (charts)
@@ -133,7 +129,16 @@ pub(crate) fn overview(status: &StatusView, charts: Markup) -> Markup {
                 }
             }
             h2 { "Drivers" }
-            (drivers_table(drivers))
+            (drivers_table(&status.drivers))
+            @if status.drivers.len() < all_drivers as usize {
+                p {
+                    (status.drivers.len()) " of " (all_drivers) " drivers, in id order: "
+                    a href="?" { "the first" }
+                    @if let Some(next) = &status.drivers_next {
+                        ", " a href={ "?drivers_from=" (next) } { "the next " (DRIVERS_PER_PAGE) " →" }
+                    }
+                }
+            }
             h2 { "Masters" }
             p {
                 "Cluster log format " (status.log_format) " (release "
@@ -568,8 +573,8 @@ pub(crate) fn driver(status: &StatusView, id: &str) -> Option<Markup> {
 #[cfg(test)]
 mod tests {
     use muster_proto::v1::{
-        AccessList, AppState, AppStatus, DriverStatus, ExecutorState, ExecutorStatus, Member,
-        MemberRole, ProcessUsage, Queue, RecoveryState, Resources, Restarts, StatusReply,
+        AccessList, AppState, AppStatus, DriverState, DriverStatus, ExecutorState, ExecutorStatus,
+        Member, MemberRole, ProcessUsage, Queue, RecoveryState, Resources, Restarts, StatusReply,
         WorkerStatus,
     };
 
@@ -703,7 +708,7 @@ mod tests {
         for part in [
             "workers 2 ALIVE of 2",
             "cores 6 / 16",
-            "drivers 0 running, 1 ended",
+            "drivers 0 running, 0 waiting, 1 ended",
             "applications 1 running, 1 completed",
             "<td>follower (silent: not heard from)</td>",
             r#"<td><a href="app/app-0">app-0</a></td><td>old</td><td>bob</td><td>default</td><td>FINISHED</td><td>2024-02-29 12:34:56</td><td>42 s</td>"#,
@@ -802,5 +807,43 @@ mod tests {
             page.contains(r#"relaunched as <a href="driver-2">driver-2</a>"#),
             "{page}"
         );
+    }
+
+    #[test]
+    fn an_overview_of_a_page_of_the_drivers_counts_them_all_and_links_the_next() {
+        let listed = |id: &str| DriverStatus {
+            id: id.into(),
+            state: DriverState::Running.into(),
+            ..DriverStatus::default()
+        };
+        let status = StatusView::of(&StatusReply {
+            drivers: vec![listed("driver-1"), listed("driver-2")],
+            driver_counts: Some(muster_proto::v1::DriverCounts {
+                waiting: 2,
+                running: 2,
+                ended: 1,
+            }),
+            drivers_next: "driver-3".into(),
+            ..StatusReply::default()
+        });
+        let page = overview(&status, html! {}).into_string();
+        for part in [
+            "drivers 2 running, 2 waiting, 1 ended",
+            "2 of 5 drivers, in id order: ",
+            r#"<a href="?drivers_from=driver-3">the next 500 →</a>"#,
+        ] {
+            assert!(page.contains(part), "{part} in {page}");
+        }
+        // A reply with every driver and no counts (a master of 0.3.0) is counted here.
+        let all = StatusView::of(&StatusReply {
+            drivers: vec![listed("driver-1")],
+            ..StatusReply::default()
+        });
+        let page = overview(&all, html! {}).into_string();
+        assert!(
+            page.contains("drivers 1 running, 0 waiting, 0 ended"),
+            "{page}"
+        );
+        assert!(!page.contains("in id order"), "{page}");
     }
 }

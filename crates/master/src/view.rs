@@ -48,14 +48,30 @@ pub struct StatusView {
     pub apps: Vec<AppView>,
     /// Ended applications, the most recent last.
     pub completed_apps: Vec<EndedAppView>,
-    /// Drivers, active and ended.
+    /// Drivers, active and ended: all of them, or the page asked for.
     pub drivers: Vec<DriverView>,
+    /// How many drivers the cluster holds, whichever of them `drivers` lists.
+    pub driver_counts: DriverCountsView,
+    /// When `drivers` is a page and more follow: the driver the next page starts from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drivers_next: Option<String>,
     /// The queue tree, parents before their children.
     pub queues: Vec<QueueRow>,
     /// Named users.
     pub users: Vec<UserView>,
     /// Room kept for work that preempted, or for a waiting gang.
     pub kept: Vec<KeptView>,
+}
+
+/// Drivers by where they are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct DriverCountsView {
+    /// Waiting to start.
+    pub waiting: u32,
+    /// Started, not ended.
+    pub running: u32,
+    /// Ended, and retained.
+    pub ended: u32,
 }
 
 /// A master.
@@ -450,6 +466,8 @@ impl StatusView {
             apps: status.apps.iter().map(app).collect(),
             completed_apps: status.completed_apps.iter().map(ended_app).collect(),
             drivers: status.drivers.iter().map(driver).collect(),
+            driver_counts: driver_counts(status),
+            drivers_next: set(&status.drivers_next),
             queues: status
                 .queues
                 .iter()
@@ -623,6 +641,27 @@ fn kept(k: &v1::KeptRoom) -> KeptView {
         resources: custom(&resources),
         until_ms: k.until_ms,
     }
+}
+
+/// The counts a master gives, or, from a master of 0.3.0, which gives none and every driver,
+/// those of its drivers.
+fn driver_counts(status: &StatusReply) -> DriverCountsView {
+    if let Some(counts) = &status.driver_counts {
+        return DriverCountsView {
+            waiting: counts.waiting,
+            running: counts.running,
+            ended: counts.ended,
+        };
+    }
+    let mut counts = DriverCountsView::default();
+    for d in &status.drivers {
+        match d.state() {
+            v1::DriverState::Submitted => counts.waiting += 1,
+            v1::DriverState::Running => counts.running += 1,
+            _ => counts.ended += 1,
+        }
+    }
+    counts
 }
 
 /// The status's queues in the tree, with the executor cores and memory held below each.

@@ -30,4 +30,24 @@ pub mod etcd {
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 pub mod v1 {
     tonic::include_proto!("muster.v1");
+
+    impl StatusRequest {
+        /// The leader's status with no driver in it, only their counts: for callers that
+        /// read the members, workers, applications or queues of a cluster that may hold a
+        /// great many drivers.
+        pub fn without_drivers() -> Self {
+            Self::drivers_from("", 0)
+        }
+
+        /// The leader's status with `limit` drivers, from driver `from` on in id order.
+        pub fn drivers_from(from: &str, limit: u32) -> Self {
+            Self {
+                local: false,
+                drivers: Some(Page {
+                    limit,
+                    from: from.to_owned(),
+                }),
+            }
+        }
+    }
 }

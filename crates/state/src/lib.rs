@@ -52,4 +52,4 @@ pub use commands::{Command, Op};
 pub use invariants::InvariantViolation;
 pub use response::{ApplyError, Effects, Outcome, Rejected, Rejection, Response};
 pub use snapshot::{SNAPSHOT_FORMAT, SnapshotError};
-pub use state::{ClusterState, ENDED_EXECUTORS_KEPT, StateConfig};
+pub use state::{ClusterState, DriverCounts, ENDED_EXECUTORS_KEPT, StateConfig};

@@ -161,6 +161,17 @@ pub struct ClusterState {
     pub(crate) pass_apps: Shared<core::AppRequest>,
 }
 
+/// The drivers a state holds, by where they are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DriverCounts {
+    /// Waiting to start (SUBMITTED).
+    pub waiting: usize,
+    /// Started and not ended (RUNNING).
+    pub running: usize,
+    /// Ended, and retained.
+    pub ended: usize,
+}
+
 /// How many ended executors of one application the state keeps.
 pub const ENDED_EXECUTORS_KEPT: usize = 128;
 
@@ -306,6 +317,44 @@ impl ClusterState {
     /// Ended drivers, oldest first.
     pub fn completed_drivers(&self) -> &VecDeque<Driver> {
         &self.completed_drivers
+    }
+
+    /// Up to `limit` drivers, active or retained, in id order from `from` on; and the id the
+    /// next page starts from, if any is left.
+    pub fn drivers_page(&self, from: &DriverId, limit: usize) -> (Vec<&Driver>, Option<DriverId>) {
+        let mut ended: Vec<&Driver> = self
+            .completed_drivers
+            .iter()
+            .filter(|d| d.id >= *from)
+            .collect();
+        ended.sort_by(|a, b| a.id.cmp(&b.id));
+        let mut active = self
+            .drivers
+            .range(from.clone()..)
+            .map(|(_, d)| d)
+            .peekable();
+        let mut ended = ended.into_iter().peekable();
+        let mut next = move || match (active.peek(), ended.peek()) {
+            (Some(a), Some(e)) if e.id < a.id => ended.next(),
+            (Some(_), _) => active.next(),
+            (None, _) => ended.next(),
+        };
+        let page: Vec<&Driver> = std::iter::from_fn(&mut next).take(limit).collect();
+        (page, next().map(|d| d.id.clone()))
+    }
+
+    /// How many drivers wait to start, run, and have ended (retained).
+    pub fn driver_counts(&self) -> DriverCounts {
+        let waiting = self
+            .drivers
+            .values()
+            .filter(|d| d.state == DriverState::Submitted)
+            .count();
+        DriverCounts {
+            waiting,
+            running: self.drivers.len() - waiting,
+            ended: self.completed_drivers.len(),
+        }
     }
 
     /// The ended executors kept of application `id`, oldest first (from log format 3).

@@ -31,9 +31,23 @@ pub struct ReadArgs {
 ///
 /// No master answered.
 pub fn fetch(masters: &MastersArg, local: bool) -> Result<StatusView, CliError> {
+    fetch_as(
+        masters,
+        StatusRequest {
+            local,
+            ..StatusRequest::default()
+        },
+    )
+}
+
+/// The status `request` asks for.
+///
+/// # Errors
+///
+/// No master answered.
+fn fetch_as(masters: &MastersArg, request: StatusRequest) -> Result<StatusView, CliError> {
     let masters = masters.parse()?;
-    let request = StatusRequest { local };
-    let reply = runtime()?.block_on(masters.call(async |mut c| c.status(request).await))?;
+    let reply = runtime()?.block_on(masters.call(async |mut c| c.status(request.clone()).await))?;
     Ok(StatusView::of(&reply))
 }
 
@@ -93,8 +107,15 @@ pub struct DriversArgs {
     #[command(flatten)]
     read: ReadArgs,
     /// Only these drivers.
-    #[arg(value_name = "ID")]
+    #[arg(value_name = "ID", conflicts_with_all = ["limit", "from"])]
     ids: Vec<String>,
+    /// Only this many drivers, in id order (from the first, or from `--from`), and the
+    /// command that shows the next ones: for a cluster with too many to list at once.
+    #[arg(long, value_name = "N")]
+    limit: Option<u32>,
+    /// With `--limit`: from this driver on (the id the previous page named).
+    #[arg(long, value_name = "ID", requires = "limit")]
+    from: Option<String>,
 }
 
 /// `muster drivers [ID...]`: the drivers, or only those named.
@@ -103,16 +124,53 @@ pub struct DriversArgs {
 ///
 /// No master answered, or one of the ids names no driver the masters know.
 pub fn drivers(args: DriversArgs) -> Result<String, CliError> {
-    let mut status = fetch(&args.read.masters, args.read.local)?;
-    if !args.ids.is_empty() {
-        let known = |id: &String| status.drivers.iter().any(|d| &d.id == id);
-        if let Some(unknown) = args.ids.iter().find(|id| !known(id)) {
+    let page = |from: &str, limit: u32| StatusRequest {
+        local: args.read.local,
+        ..StatusRequest::drivers_from(from, limit)
+    };
+    if let Some(limit) = args.limit {
+        let from = args.from.as_deref().unwrap_or_default();
+        let status = fetch_as(&args.read.masters, page(from, limit))?;
+        return Ok(paged(&status, args.read.json, limit));
+    }
+    if args.ids.is_empty() {
+        let status = fetch(&args.read.masters, args.read.local)?;
+        return Ok(shown(&status, args.read.json, "drivers", render::drivers));
+    }
+    // Each named driver is the first of a page of one from it.
+    let mut named: Option<StatusView> = None;
+    for id in &args.ids {
+        let mut one = fetch_as(&args.read.masters, page(id, 1))?;
+        one.drivers.retain(|d| d.id == *id);
+        if one.drivers.is_empty() {
             return Err(CliError::Refused(format!(
-                "no driver `{unknown}`: the masters know every active driver and the latest \
-                 ended ones (retained_drivers)"
+                "no driver `{id}`: the masters know every active driver and the latest ended \
+                 ones (retained_drivers)"
             )));
         }
-        status.drivers.retain(|d| args.ids.contains(&d.id));
+        match &mut named {
+            Some(status) => status.drivers.append(&mut one.drivers),
+            None => named = Some(one),
+        }
     }
+    let status = named.expect("at least one id");
     Ok(shown(&status, args.read.json, "drivers", render::drivers))
+}
+
+/// A page of `limit` drivers: their table and the command that shows the next page, or as
+/// JSON `{"drivers": [...], "next": ID}` (`next` null after the last page).
+fn paged(status: &StatusView, json: bool, limit: u32) -> String {
+    if json {
+        let json = status.to_json();
+        return serde_json::json!({
+            "drivers": json["drivers"],
+            "next": status.drivers_next,
+        })
+        .to_string();
+    }
+    let table = render::drivers(status).trim_end().to_owned();
+    match &status.drivers_next {
+        Some(next) => format!("{table}\nmore: muster drivers --limit {limit} --from {next}"),
+        None => table,
+    }
 }

@@ -131,7 +131,7 @@ async fn follow(masters: &Masters, id: &str) -> Result<(), CliError> {
     let mut shown = String::new();
     loop {
         let status = masters
-            .call(async |mut c| c.status(StatusRequest { local: false }).await)
+            .call(async |mut c| c.status(StatusRequest::drivers_from(id, 1)).await)
             .await?;
         let driver = status
             .drivers
