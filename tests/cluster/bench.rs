@@ -209,3 +209,45 @@ fn a_leader_under_more_submissions_than_it_queues_refuses_them_busy_and_loses_no
         "{status}"
     );
 }
+
+#[test]
+fn drivers_placed_while_the_leader_is_killed_are_each_placed_once() {
+    let (masters, _dir) = crate::support::configured_masters(
+        r#"{"retained_drivers": 5000}"#,
+        r#"[{"name": "default", "driver_share": 1}]"#,
+    );
+    let leader = masters.leader(0);
+    let report = bench(
+        &masters,
+        &[
+            "workers",
+            "--count",
+            "20",
+            "--seconds",
+            "1",
+            "--drivers",
+            "1500",
+            "--clients",
+            "16",
+            "--driver-s",
+            "1",
+            "--kill-leader-while-placing",
+            "0.5",
+        ],
+    );
+    // Another master took over; the clients sent what was cut off again, to it.
+    assert!(report["leader_changes"].as_u64().unwrap() >= 1, "{report}");
+    assert_eq!(report["duplicate_launches"], 0, "{report}");
+    let next = masters.leader(leader);
+    let status = masters.status(&masters.list_from(next as usize));
+    let drivers = status["drivers"].as_array().unwrap();
+    let ids: std::collections::HashSet<&str> =
+        drivers.iter().map(|d| d["id"].as_str().unwrap()).collect();
+    assert_eq!((drivers.len(), ids.len()), (1500, 1500), "{status}");
+    assert!(
+        drivers
+            .iter()
+            .all(|d| matches!(d["state"].as_str(), Some("RUNNING" | "FINISHED"))),
+        "{status}"
+    );
+}

@@ -9,9 +9,11 @@
 //! the submissions' latencies, the refusals of a busy leader, leader changes, launches of a
 //! driver already launched, and the size of the state's snapshot at the end; with
 //! `--driver-s S` each driver ends S seconds after its launch, so that more drivers than the
-//! workers hold at once can be placed (a C1M-style run); with `--kill-leader`, the time from
-//! a SIGKILL of the leader until every worker is registered with the new one and the log has
-//! them all ALIVE.
+//! workers hold at once can be placed (a C1M-style run); with `--kill-leader-while-placing
+//! S` the leader is killed S seconds into it, and the clients and the workers follow the
+//! next (a worker registers again with the drivers it runs); with `--kill-leader`, the time
+//! from a SIGKILL of the leader until every worker is registered with the new one and the
+//! log has them all ALIVE.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -20,14 +22,15 @@ use std::time::{Duration, Instant};
 
 use muster_proto::auth::Credential;
 use muster_proto::discovery::{leader_hint, worth_retrying};
-use muster_proto::masters::{Masters, PATIENCE_WITH_A_BUSY_LEADER, request_id, while_busy};
+use muster_proto::masters::{Client, Masters, PATIENCE_WITH_A_BUSY_LEADER, request_id, while_busy};
 use muster_proto::transport::Dialer;
 use muster_proto::v1::master_message::Body as Down;
 use muster_proto::v1::worker_link_client::WorkerLinkClient;
 use muster_proto::v1::worker_message::Body as Up;
 use muster_proto::v1::{
     DriverState, DriverUpdate, ExecutorState, ExecutorUpdate, Heartbeat, Register, Resources,
-    SaveSnapshotRequest, StatusRequest, SubmitDriverRequest, WorkerMessage, WorkerState,
+    RunningDriver, SaveSnapshotRequest, StatusRequest, SubmitDriverRequest, WorkerMessage,
+    WorkerState,
 };
 use serde::Serialize;
 use tokio::sync::mpsc;
@@ -61,6 +64,9 @@ pub struct Options {
     /// Then SIGKILL the leader (it must run on this machine) and measure until every worker
     /// is registered with the new leader and ALIVE in its log.
     pub kill_leader: bool,
+    /// SIGKILL the leader (it must run on this machine) this long after the first
+    /// submission, while the drivers are submitted and placed.
+    pub kill_leader_while_placing: Option<Duration>,
 }
 
 /// What the simulated workers measured, as `muster bench workers --json` prints it.
@@ -197,6 +203,13 @@ pub async fn run(
 
     let placement = if options.drivers > 0 {
         let cpu_before = leader_pid.and_then(cpu_time);
+        if let Some(after) = options.kill_leader_while_placing {
+            let pid = local_pid(leader_pid, &leader)?;
+            tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                let _ = sigkill(pid);
+            });
+        }
         let mut placement =
             place_drivers(masters, &fleet, &leader, options.drivers, options.clients).await?;
         placement.leader_cores = cpu_before
@@ -223,11 +236,7 @@ pub async fn run(
     };
 
     let failover = if options.kill_leader {
-        let pid = leader_pid.ok_or_else(|| {
-            BenchError::BadInput(format!(
-                "--kill-leader: the leader at {leader} does not run on this machine"
-            ))
-        })?;
+        let pid = local_pid(leader_pid, &leader)?;
         Some(failover(masters, &fleet, pid, options.count).await?)
     } else {
         None
@@ -323,17 +332,39 @@ struct Placement {
 /// What one client submitting drivers measured.
 #[derive(Default)]
 struct Submitted {
-    /// Submissions to send again once the clients are done (the answer asked for it).
-    again: Vec<SubmitDriverRequest>,
     latencies: Vec<Duration>,
+    /// Submissions sent again, to the master that leads then, after an answer that asked
+    /// for it.
+    retries: u64,
     busy_refusals: u64,
+}
+
+/// A connection to the master that leads now, for a client whose call to the last one
+/// failed (a leader that stepped down or died, an election); given up [`PATIENCE`] after
+/// `since`.
+async fn reconnect(masters: &Masters, since: Instant) -> Result<Client, tonic::Status> {
+    loop {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let leader = leader(masters).await;
+        match leader {
+            Ok(addr) => match masters.connect(&addr).await {
+                Ok(client) => return Ok(client),
+                Err(status) if since.elapsed() > PATIENCE => return Err(status),
+                Err(_) => {}
+            },
+            Err(error) if since.elapsed() > PATIENCE => {
+                return Err(tonic::Status::unavailable(error.to_string()));
+            }
+            Err(_) => {}
+        }
+    }
 }
 
 /// Submits `count` one-core drivers from `clients` clients at once, each to the leader on a
 /// connection of its own. A submission a busy leader refused is sent again after the wait it
-/// asked for; one the leader could not take now (an election, a leader stepping down, no
-/// answer in time) is sent again once the clients are done, with the same request id, to
-/// whichever master leads, as the CLI does. Measures the time from the first submission until
+/// asked for; one the leader could not take now (an election, a leader stepping down or
+/// killed, no answer in time) is sent again at once, with the same request id, to whichever
+/// master leads then, as the CLI does. Measures the time from the first submission until
 /// all were accepted, and until every one was placed (its launch, sent once the plan placing
 /// it is committed, reached its simulated worker), and the placements of each second.
 async fn place_drivers(
@@ -353,8 +384,9 @@ async fn place_drivers(
     let submitters: Vec<_> = connected
         .into_iter()
         .enumerate()
-        .map(|(c, client)| {
+        .map(|(c, mut client)| {
             let run = fleet.run.clone();
+            let masters = masters.clone();
             tokio::spawn(async move {
                 let mut submitted = Submitted::default();
                 for _ in (c..count).step_by(clients) {
@@ -363,18 +395,24 @@ async fn place_drivers(
                         ..bench_driver()
                     };
                     let sent = Instant::now();
-                    let (answer, refusals) = while_busy(PATIENCE_WITH_A_BUSY_LEADER, || {
-                        let mut client = client.clone();
-                        let request = request.clone();
-                        async move { client.submit_driver(request).await }
-                    })
-                    .await;
-                    submitted.busy_refusals += refusals;
-                    match answer {
-                        Ok(_) => submitted.latencies.push(sent.elapsed()),
-                        Err(status) if worth_retrying(&status) => submitted.again.push(request),
-                        Err(status) => return Err(status),
+                    loop {
+                        let (answer, refusals) = while_busy(PATIENCE_WITH_A_BUSY_LEADER, || {
+                            let mut client = client.clone();
+                            let request = request.clone();
+                            async move { client.submit_driver(request).await }
+                        })
+                        .await;
+                        submitted.busy_refusals += refusals;
+                        match answer {
+                            Ok(_) => break,
+                            Err(status) if worth_retrying(&status) => {
+                                submitted.retries += 1;
+                                client = reconnect(&masters, sent).await?;
+                            }
+                            Err(status) => return Err(status),
+                        }
                     }
+                    submitted.latencies.push(sent.elapsed());
                 }
                 Ok::<_, tonic::Status>(submitted)
             })
@@ -386,18 +424,9 @@ async fn place_drivers(
         let submitted = submitter
             .await
             .map_err(|e| BenchError::Failed(format!("a client failed: {e}")))??;
-        all.again.extend(submitted.again);
         all.latencies.extend(submitted.latencies);
         all.busy_refusals += submitted.busy_refusals;
-    }
-    // Sent again with the same request ids, to whichever master leads: applied once.
-    let retries = all.again.len() as u64;
-    for request in all.again {
-        let sent = Instant::now();
-        masters
-            .call(async |mut c| c.submit_driver(request.clone()).await)
-            .await?;
-        all.latencies.push(sent.elapsed());
+        all.retries += submitted.retries;
     }
     let submitted = start.elapsed();
     let each_second = sampler
@@ -410,7 +439,7 @@ async fn place_drivers(
         placed,
         each_second,
         latencies: all.latencies,
-        retries,
+        retries: all.retries,
         busy_refusals: all.busy_refusals,
         leader_changes: term(masters).await?.saturating_sub(first_term),
         leader_cores: None,
@@ -460,11 +489,7 @@ async fn failover(
     count: usize,
 ) -> Result<Duration, BenchError> {
     let killed = Instant::now();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .map_err(|e| BenchError::Failed(format!("cannot kill the leader: {e}")))?;
+    sigkill(pid)?;
     // The old leader's streams break at once; wait for them to be counted.
     wait_until("the old leader's streams closed", || {
         fleet.registered.load(Ordering::SeqCst) < count
@@ -516,8 +541,9 @@ async fn wait_until(what: &str, done: impl Fn() -> bool) -> Result<(), BenchErro
 /// breaks.
 async fn simulate(id: usize, fleet: Arc<Fleet>, mut addr: String, masters: Vec<String>) {
     let mut next = 0;
+    let mut drivers = VecDeque::new();
     loop {
-        match attach(id, &fleet, &addr).await {
+        match attach(id, &fleet, &addr, &mut drivers).await {
             Ended::LeaderAt(leader) => addr = leader,
             Ended::Broken => {
                 tokio::time::sleep(Duration::from_millis(50 + (id % 100) as u64)).await;
@@ -536,8 +562,12 @@ enum Ended {
     Broken,
 }
 
-/// One stream: register, then heartbeat and answer until it breaks.
-async fn attach(id: usize, fleet: &Fleet, addr: &str) -> Ended {
+/// The drivers a simulated worker runs, in launch order, each with when it ends (all or
+/// none end, each the same time after its launch, so they end in this order too).
+type Running = VecDeque<(String, Option<tokio::time::Instant>)>;
+
+/// One stream: register with the drivers it runs, then heartbeat and answer until it breaks.
+async fn attach(id: usize, fleet: &Fleet, addr: &str, drivers: &mut Running) -> Ended {
     let Some(channel) = fleet.channel(addr, id).await else {
         return Ended::Broken;
     };
@@ -552,6 +582,14 @@ async fn attach(id: usize, fleet: &Fleet, addr: &str) -> Ended {
                 memory_mb: 65_536,
                 ..Resources::default()
             }),
+            drivers: drivers
+                .iter()
+                .map(|(driver_id, _)| RunningDriver {
+                    driver_id: driver_id.clone(),
+                    pid: 1,
+                    ..RunningDriver::default()
+                })
+                .collect(),
             ..Register::default()
         })),
     };
@@ -575,13 +613,11 @@ async fn attach(id: usize, fleet: &Fleet, addr: &str) -> Ended {
     let mut registered = false;
     let mut sent: Option<Instant> = None;
     let mut seq = 0;
-    // Drivers running here that end, with when: launched in order, they end in order.
-    let mut ending: VecDeque<(tokio::time::Instant, String)> = VecDeque::new();
     let ended = loop {
-        let next_end = ending.front().map(|(at, _)| *at);
+        let next_end = drivers.front().and_then(|(_, at)| *at);
         tokio::select! {
             () = sleep_until(next_end) => {
-                let (_, driver_id) = ending.pop_front().expect("a driver that ends");
+                let (driver_id, _) = drivers.pop_front().expect("a driver that ends");
                 seq += 1;
                 let finished = Up::Driver(DriverUpdate {
                     driver_id,
@@ -634,21 +670,22 @@ async fn attach(id: usize, fleet: &Fleet, addr: &str) -> Ended {
                         if launch.args == [fleet.run.as_str()] {
                             fleet.launch(&launch.driver_id);
                         }
-                        if let Some(run) = fleet.driver_run {
-                            let at = tokio::time::Instant::now() + run;
-                            ending.push_back((at, launch.driver_id.clone()));
-                        }
+                        let ends = fleet.driver_run.map(|run| tokio::time::Instant::now() + run);
+                        drivers.push_back((launch.driver_id.clone(), ends));
                         Some(Up::Driver(DriverUpdate {
                             driver_id: launch.driver_id,
                             state: DriverState::Running.into(),
                             ..DriverUpdate::default()
                         }))
                     }
-                    Some(Down::KillDriver(kill)) => Some(Up::Driver(DriverUpdate {
-                        driver_id: kill.driver_id,
-                        state: DriverState::Killed.into(),
-                        ..DriverUpdate::default()
-                    })),
+                    Some(Down::KillDriver(kill)) => {
+                        drivers.retain(|(id, _)| *id != kill.driver_id);
+                        Some(Up::Driver(DriverUpdate {
+                            driver_id: kill.driver_id,
+                            state: DriverState::Killed.into(),
+                            ..DriverUpdate::default()
+                        }))
+                    }
                     _ => None,
                 };
                 if let Some(mut report) = report {
@@ -712,6 +749,24 @@ impl Fleet {
         }
         Some(pool[slot].clone())
     }
+}
+
+/// The leader's process, `pid`, when it runs on this machine (at `leader`).
+fn local_pid(pid: Option<u32>, leader: &str) -> Result<u32, BenchError> {
+    pid.ok_or_else(|| {
+        BenchError::BadInput(format!(
+            "the leader at {leader} does not run on this machine: it cannot be killed"
+        ))
+    })
+}
+
+/// SIGKILLs the leader's process `pid`.
+fn sigkill(pid: u32) -> Result<(), BenchError> {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .map_err(|e| BenchError::Failed(format!("cannot kill the leader: {e}")))
 }
 
 /// The process on this machine that serves the master at `addr` (`--listen ADDR`).

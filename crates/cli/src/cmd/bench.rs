@@ -104,6 +104,15 @@ pub struct WorkersBenchArgs {
     /// is registered with the new leader and ALIVE in its log.
     #[arg(long)]
     kill_leader: bool,
+    /// SIGKILL the leader (it must run on this machine) this many seconds after the first
+    /// submission, while the drivers are placed: the clients and workers follow the next.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        conflicts_with = "kill_leader",
+        requires = "drivers"
+    )]
+    kill_leader_while_placing: Option<f64>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -150,6 +159,10 @@ pub fn run(command: BenchCommand) -> Result<String, CliError> {
                     .map(|s| seconds("--driver-s", s))
                     .transpose()?,
                 kill_leader: args.kill_leader,
+                kill_leader_while_placing: args
+                    .kill_leader_while_placing
+                    .map(|s| seconds("--kill-leader-while-placing", s))
+                    .transpose()?,
             };
             let report = runtime()?.block_on(workers::run(&masters, credential, &options))?;
             Ok(render_workers(&report, args.json))
