@@ -15,7 +15,7 @@
 //! from a SIGKILL of the leader until every worker is registered with the new one and the
 //! log has them all ALIVE.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -541,9 +541,9 @@ async fn wait_until(what: &str, done: impl Fn() -> bool) -> Result<(), BenchErro
 /// breaks.
 async fn simulate(id: usize, fleet: Arc<Fleet>, mut addr: String, masters: Vec<String>) {
     let mut next = 0;
-    let mut drivers = VecDeque::new();
+    let mut agent = Agent::default();
     loop {
-        match attach(id, &fleet, &addr, &mut drivers).await {
+        match attach(id, &fleet, &addr, &mut agent).await {
             Ended::LeaderAt(leader) => addr = leader,
             Ended::Broken => {
                 tokio::time::sleep(Duration::from_millis(50 + (id % 100) as u64)).await;
@@ -562,18 +562,43 @@ enum Ended {
     Broken,
 }
 
-/// The drivers a simulated worker runs, in launch order, each with when it ends (all or
-/// none end, each the same time after its launch, so they end in this order too).
-type Running = VecDeque<(String, Option<tokio::time::Instant>)>;
+/// What a simulated worker keeps from one stream to the next, as a worker agent does.
+#[derive(Default)]
+struct Agent {
+    /// The drivers it runs, in launch order, each with when it ends (all or none end, each
+    /// the same time after its launch, so they end in this order too).
+    drivers: VecDeque<(String, Option<tokio::time::Instant>)>,
+    /// The last process change's number.
+    seq: u64,
+    /// The process changes no leader has acknowledged yet, by number: sent again when it
+    /// registers.
+    unacked: BTreeMap<u64, Up>,
+}
 
-/// One stream: register with the drivers it runs, then heartbeat and answer until it breaks.
-async fn attach(id: usize, fleet: &Fleet, addr: &str, drivers: &mut Running) -> Ended {
-    let Some(channel) = fleet.channel(addr, id).await else {
-        return Ended::Broken;
-    };
-    let (up, outbound) = mpsc::channel(16);
-    let register = WorkerMessage {
-        body: Some(Up::Register(Register {
+impl Agent {
+    /// `change`, numbered and kept until a leader acknowledges it.
+    fn change(&mut self, mut change: Up) -> Up {
+        self.seq += 1;
+        match &mut change {
+            Up::Executor(update) => (update.pid, update.seq) = (1, self.seq),
+            Up::Driver(update) => (update.pid, update.seq) = (1, self.seq),
+            Up::Register(_) | Up::Heartbeat(_) | Up::LogChunk(_) => {}
+        }
+        self.unacked.insert(self.seq, change.clone());
+        change
+    }
+
+    /// The registration of worker `id`: what it runs and the changes not acknowledged.
+    fn register(&self, id: usize) -> Register {
+        let (mut driver_updates, mut executor_updates) = (Vec::new(), Vec::new());
+        for change in self.unacked.values() {
+            match change {
+                Up::Driver(update) => driver_updates.push(update.clone()),
+                Up::Executor(update) => executor_updates.push(update.clone()),
+                Up::Register(_) | Up::Heartbeat(_) | Up::LogChunk(_) => {}
+            }
+        }
+        Register {
             worker_id: format!("sim-{id:05}"),
             host: format!("sim-{id:05}"),
             address: format!("sim-{id:05}"),
@@ -582,7 +607,8 @@ async fn attach(id: usize, fleet: &Fleet, addr: &str, drivers: &mut Running) -> 
                 memory_mb: 65_536,
                 ..Resources::default()
             }),
-            drivers: drivers
+            drivers: self
+                .drivers
                 .iter()
                 .map(|(driver_id, _)| RunningDriver {
                     driver_id: driver_id.clone(),
@@ -590,8 +616,22 @@ async fn attach(id: usize, fleet: &Fleet, addr: &str, drivers: &mut Running) -> 
                     ..RunningDriver::default()
                 })
                 .collect(),
+            driver_updates,
+            executor_updates,
             ..Register::default()
-        })),
+        }
+    }
+}
+
+/// One stream: register with what it runs and what no leader acknowledged, then heartbeat
+/// and answer until it breaks.
+async fn attach(id: usize, fleet: &Fleet, addr: &str, agent: &mut Agent) -> Ended {
+    let Some(channel) = fleet.channel(addr, id).await else {
+        return Ended::Broken;
+    };
+    let (up, outbound) = mpsc::channel(16);
+    let register = WorkerMessage {
+        body: Some(Up::Register(agent.register(id))),
     };
     if up.send(register).await.is_err() {
         return Ended::Broken;
@@ -612,21 +652,17 @@ async fn attach(id: usize, fleet: &Fleet, addr: &str, drivers: &mut Running) -> 
     let mut heartbeats = tokio::time::interval_at(tokio::time::Instant::now() + phase, HEARTBEAT);
     let mut registered = false;
     let mut sent: Option<Instant> = None;
-    let mut seq = 0;
     let ended = loop {
-        let next_end = drivers.front().and_then(|(_, at)| *at);
+        let next_end = agent.drivers.front().and_then(|(_, at)| *at);
         tokio::select! {
             () = sleep_until(next_end) => {
-                let (driver_id, _) = drivers.pop_front().expect("a driver that ends");
-                seq += 1;
-                let finished = Up::Driver(DriverUpdate {
+                let (driver_id, _) = agent.drivers.pop_front().expect("a driver that ends");
+                let finished = agent.change(Up::Driver(DriverUpdate {
                     driver_id,
                     state: DriverState::Finished.into(),
                     exit_code: Some(0),
-                    pid: 1,
-                    seq,
                     ..DriverUpdate::default()
-                });
+                }));
                 if up.send(WorkerMessage { body: Some(finished) }).await.is_err() {
                     break Ended::Broken;
                 }
@@ -644,6 +680,12 @@ async fn attach(id: usize, fleet: &Fleet, addr: &str, drivers: &mut Running) -> 
                     Some(Down::Registered(_)) if !registered => {
                         registered = true;
                         fleet.registered.fetch_add(1, Ordering::SeqCst);
+                        None
+                    }
+                    Some(Down::Acknowledged(acknowledged)) => {
+                        for seq in acknowledged.seqs {
+                            agent.unacked.remove(&seq);
+                        }
                         None
                     }
                     Some(Down::HeartbeatAck(_)) => {
@@ -671,7 +713,7 @@ async fn attach(id: usize, fleet: &Fleet, addr: &str, drivers: &mut Running) -> 
                             fleet.launch(&launch.driver_id);
                         }
                         let ends = fleet.driver_run.map(|run| tokio::time::Instant::now() + run);
-                        drivers.push_back((launch.driver_id.clone(), ends));
+                        agent.drivers.push_back((launch.driver_id.clone(), ends));
                         Some(Up::Driver(DriverUpdate {
                             driver_id: launch.driver_id,
                             state: DriverState::Running.into(),
@@ -679,7 +721,7 @@ async fn attach(id: usize, fleet: &Fleet, addr: &str, drivers: &mut Running) -> 
                         }))
                     }
                     Some(Down::KillDriver(kill)) => {
-                        drivers.retain(|(id, _)| *id != kill.driver_id);
+                        agent.drivers.retain(|(id, _)| *id != kill.driver_id);
                         Some(Up::Driver(DriverUpdate {
                             driver_id: kill.driver_id,
                             state: DriverState::Killed.into(),
@@ -688,13 +730,8 @@ async fn attach(id: usize, fleet: &Fleet, addr: &str, drivers: &mut Running) -> 
                     }
                     _ => None,
                 };
-                if let Some(mut report) = report {
-                    seq += 1;
-                    match &mut report {
-                        Up::Executor(update) => (update.pid, update.seq) = (1, seq),
-                        Up::Driver(update) => (update.pid, update.seq) = (1, seq),
-                        Up::Register(_) | Up::Heartbeat(_) | Up::LogChunk(_) => {}
-                    }
+                if let Some(report) = report {
+                    let report = agent.change(report);
                     if up.send(WorkerMessage { body: Some(report) }).await.is_err() {
                         break Ended::Broken;
                     }
