@@ -8,7 +8,9 @@
 //!
 //! Two applications run through it as gangs (all of their executors at once): one from the
 //! start, one that comes halfway, when drivers hold part of the room it needs, and keeps room
-//! as it frees through the faults.
+//! as it frees through the faults. Halfway too, a burst of submissions at once meets leaders
+//! that keep at most two client writes waiting: the rest are refused as busy, and the clients
+//! send them again (backpressure).
 //!
 //! Every second through the run, `/proc` is sampled: no driver or executor ever runs twice at
 //! once. At the end, the history of submissions and reads must be linearizable
@@ -52,6 +54,8 @@ struct Cluster {
 
 const MASTERS: usize = 3;
 const WORKERS: usize = 3;
+/// Submissions sent at once halfway through.
+const BURST: usize = 16;
 
 impl Cluster {
     fn start() -> Self {
@@ -68,10 +72,11 @@ impl Cluster {
             .disable_cleanup(keep)
             .tempdir()
             .unwrap();
-        // Every ended driver stays in the status, for the audit to find.
+        // Every ended driver stays in the status, for the audit to find. Two client writes
+        // waiting at most: a burst of submissions meets busy leaders.
         std::fs::write(
             dir.path().join("master.json"),
-            r#"{"retained_drivers": 1000000, "retained_apps": 1000000}"#,
+            r#"{"retained_drivers": 1000000, "retained_apps": 1000000, "max_queued_writes": 2}"#,
         )
         .unwrap();
         let mut cluster = Self {
@@ -292,33 +297,58 @@ fn submit_steadily(masters: &str, stop: &AtomicBool, history: &History) -> Vec<S
     while !stop.load(Ordering::SeqCst) {
         turn += 1;
         let supervised = turn % 2 == 0 && long < LONG;
-        let name = format!("chaos-{turn}");
-        let mut command = muster();
-        command
-            .args(["submit", "--name", &name])
-            .args(["--cores", "1", "--memory", "256"])
-            .env("MUSTER_MASTERS", masters);
-        if supervised {
-            command.args(["--supervise", "--", "/bin/sleep", "1000"]);
-        } else {
-            command.args(["--", "/bin/sleep", "1"]);
-        }
-        let invoked = history.now();
-        match command.output() {
-            Ok(output) if output.status.success() => {
-                let id = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-                history.record(invoked, Some(history.now()), Kind::Submit(Some(id.clone())));
-                if supervised {
-                    long += 1;
-                }
-                accepted.push(id);
+        if let Some(id) = submit(masters, &format!("chaos-{turn}"), supervised, history) {
+            if supervised {
+                long += 1;
             }
-            // It may have taken effect or not, under an id nobody was told.
-            _ => history.record(invoked, None, Kind::Submit(None)),
+            accepted.push(id);
         }
         std::thread::sleep(Duration::from_millis(1500));
     }
     accepted
+}
+
+/// Submits `count` short drivers at once, each from a client of its own. Returns the ids the
+/// masters accepted; `history` gets every submission.
+fn submit_burst(masters: &str, count: usize, history: &History) -> Vec<String> {
+    let clients: Vec<_> = (0..count)
+        .map(|n| {
+            let (masters, history) = (masters.to_owned(), history.clone());
+            std::thread::spawn(move || submit(&masters, &format!("burst-{n}"), false, &history))
+        })
+        .collect();
+    clients
+        .into_iter()
+        .filter_map(|client| client.join().unwrap())
+        .collect()
+}
+
+/// Submits a one-core driver named `name` (`supervised`: one that runs on, or else one that
+/// ends within a second), recording it in `history`; its id if the masters accepted it.
+fn submit(masters: &str, name: &str, supervised: bool, history: &History) -> Option<String> {
+    let mut command = muster();
+    command
+        .args(["submit", "--name", name])
+        .args(["--cores", "1", "--memory", "256"])
+        .env("MUSTER_MASTERS", masters);
+    if supervised {
+        command.args(["--supervise", "--", "/bin/sleep", "1000"]);
+    } else {
+        command.args(["--", "/bin/sleep", "1"]);
+    }
+    let invoked = history.now();
+    match command.output() {
+        Ok(output) if output.status.success() => {
+            let id = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+            history.record(invoked, Some(history.now()), Kind::Submit(Some(id.clone())));
+            Some(id)
+        }
+        // It may have taken effect or not, under an id nobody was told.
+        _ => {
+            history.record(invoked, None, Kind::Submit(None));
+            None
+        }
+    }
 }
 
 /// Reads the status steadily until told to stop, recording in `history` the submitted
@@ -534,6 +564,7 @@ fn faults_of_every_kind_leave_every_piece_of_work_running_exactly_once() {
     };
     let mut app = gang(&cluster, "first-gang", "3");
     let mut late_gang = None;
+    let mut burst = None;
     let stop = Arc::new(AtomicBool::new(false));
     let history = History::new();
     let submitter = {
@@ -559,6 +590,10 @@ fn faults_of_every_kind_leave_every_piece_of_work_running_exactly_once() {
             && until.saturating_duration_since(Instant::now()).as_secs() < secs / 2
         {
             late_gang = Some(gang(&cluster, "late-gang", "5"));
+            let (masters, history) = (cluster.all(), history.clone());
+            burst = Some(std::thread::spawn(move || {
+                submit_burst(&masters, BURST, &history)
+            }));
         }
         let fault = Fault::pick(&mut rng, longest);
         eprintln!("chaos: {fault:?}");
@@ -576,9 +611,13 @@ fn faults_of_every_kind_leave_every_piece_of_work_running_exactly_once() {
         *injected.entry(kind).or_default() += 1;
     }
     stop.store(true, Ordering::SeqCst);
-    // A run too short to reach halfway between two faults still has it come.
+    // A run too short to reach halfway between two faults still has them come.
     let mut late_gang = late_gang.unwrap_or_else(|| gang(&cluster, "late-gang", "5"));
-    let accepted = submitter.join().unwrap();
+    let mut accepted = submitter.join().unwrap();
+    accepted.extend(match burst {
+        Some(burst) => burst.join().unwrap(),
+        None => submit_burst(&cluster.all(), BURST, &history),
+    });
     reader.join().unwrap();
     let copies = watcher.join().unwrap();
     let operations = history.operations.lock().unwrap().clone();
