@@ -195,19 +195,7 @@ fn a_leader_under_more_submissions_than_it_queues_refuses_them_busy_and_loses_no
         .map(|n| n.as_u64().unwrap())
         .sum();
     assert_eq!(each_second, 600, "{report}");
-    // Every accepted submission is in the log once, and was placed: it runs or has run.
-    let status = masters.status(&masters.list_from(1));
-    let drivers = status["drivers"].as_array().unwrap();
-    assert_eq!(drivers.len(), 600, "{status}");
-    let ids: std::collections::HashSet<&str> =
-        drivers.iter().map(|d| d["id"].as_str().unwrap()).collect();
-    assert_eq!(ids.len(), 600, "{status}");
-    assert!(
-        drivers
-            .iter()
-            .all(|d| matches!(d["state"].as_str(), Some("RUNNING" | "FINISHED"))),
-        "{status}"
-    );
+    assert_each_placed_once(&masters.status(&masters.list_from(1)), 600);
 }
 
 #[test]
@@ -239,11 +227,16 @@ fn drivers_placed_while_the_leader_is_killed_are_each_placed_once() {
     assert!(report["leader_changes"].as_u64().unwrap() >= 1, "{report}");
     assert_eq!(report["duplicate_launches"], 0, "{report}");
     let next = masters.leader(leader);
-    let status = masters.status(&masters.list_from(next as usize));
+    assert_each_placed_once(&masters.status(&masters.list_from(next as usize)), 1500);
+}
+
+/// Every accepted submission of a bench, `count` in all, is in the log once and was placed:
+/// it runs or has run.
+fn assert_each_placed_once(status: &Value, count: usize) {
     let drivers = status["drivers"].as_array().unwrap();
     let ids: std::collections::HashSet<&str> =
         drivers.iter().map(|d| d["id"].as_str().unwrap()).collect();
-    assert_eq!((drivers.len(), ids.len()), (1500, 1500), "{status}");
+    assert_eq!((drivers.len(), ids.len()), (count, count), "{status}");
     assert!(
         drivers
             .iter()
