@@ -4,12 +4,13 @@
 //!
 //! The link heartbeats and expects every heartbeat answered; a leader silent for
 //! [`LEADER_TIMEOUT`] is left for the next one found ([`muster_proto::discovery`]), and the
-//! application re-attaches with its id and token, keeping its executors.
+//! application re-attaches with its id and token, keeping its executors. A registration a
+//! busy leader refuses is made again after the wait the leader names.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use muster_proto::discovery::{LeaderFinder, leader_hint, worth_retrying};
+use muster_proto::discovery::{LeaderFinder, leader_hint, retry_after, worth_retrying};
 use muster_proto::masters::Masters;
 use muster_proto::v1::app_event::Body as Event;
 use muster_proto::v1::app_link_client::AppLinkClient;
@@ -72,6 +73,8 @@ enum Detached {
     LeaderAt(String),
     /// Try the next master.
     Retry(String),
+    /// The leader is busy (backpressure): ask it again after this wait.
+    Busy(Duration),
     /// The stream to the leader broke: find the leader again.
     Broken(String),
 }
@@ -118,6 +121,11 @@ pub async fn run(
                 )));
             }
             Detached::LeaderAt(leader) => tokio::time::sleep(finder.hinted(&leader)).await,
+            // A busy leader answers: it is reachable, and asks to be asked again later.
+            Detached::Busy(hint) => {
+                unreachable_since = Instant::now();
+                tokio::time::sleep(finder.busy(&addr, hint)).await;
+            }
             Detached::Retry(_) => tokio::time::sleep(finder.failed()).await,
             // The patience counts from when the last good stream broke.
             Detached::Broken(reason) => {
@@ -206,6 +214,9 @@ impl Attachment<'_> {
             Ok(response) => response.into_inner(),
             Err(status) if let Some(hint) = self.masters.dialer().mismatch(&status, addr) => {
                 return Err(LinkError::Refused(Status::invalid_argument(hint)));
+            }
+            Err(status) if let Some(hint) = retry_after(&status) => {
+                return Ok(Detached::Busy(hint));
             }
             // Lost on the way (a transport error), or not the leader: never a reason to give
             // up the application while the masters may still answer.
