@@ -14,9 +14,13 @@ fn git(args: &[&str]) -> Option<String> {
 fn main() {
     let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_default();
     println!("cargo:rustc-env=MUSTER_COMMIT={commit}");
-    // Built again when HEAD moves: a commit, a checkout, or a branch's ref moving.
+    // Built again when HEAD moves: a commit, a checkout, or a branch's ref moving. Only
+    // files that exist are named: cargo takes a missing one as changed, and would run this
+    // script again on every build (git writes `packed-refs` only on some operations).
     for path in ["HEAD", "refs/heads", "packed-refs"] {
-        if let Some(file) = git(&["rev-parse", "--git-path", path]) {
+        if let Some(file) = git(&["rev-parse", "--git-path", path])
+            && std::path::Path::new(&file).exists()
+        {
             println!("cargo:rerun-if-changed={file}");
         }
     }
