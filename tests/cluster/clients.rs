@@ -157,6 +157,27 @@ fn successes_say_what_was_done_and_a_wait_says_why() {
 
     let killed = stdout(&Masters::client(&list, &["kill", &id]));
     assert_eq!(killed, format!("{id} killed"));
+    // Several at once, each in turn: one that cannot be killed does not stop the others, and
+    // the command says which were and why the others were not.
+    let (a, b) = (
+        submit(&masters, &["--cores", "2", "--", "/bin/true"]),
+        submit(&masters, &["--cores", "2", "--", "/bin/true"]),
+    );
+    let several = Masters::client(&list, &["kill", &a, "driver-none", &b]);
+    let said = stderr(&several);
+    assert_eq!(several.status.code(), Some(3), "{said}");
+    assert!(
+        said.contains(&format!("{a} killed\n{b} killed\ndriver-none not killed: ")),
+        "{said}"
+    );
+    let after = masters.status(&list);
+    for killed in [&a, &b] {
+        assert_eq!(
+            crate::support::driver_state(&after, killed),
+            "KILLED",
+            "{after}"
+        );
+    }
     // `muster drivers ID` shows that driver alone, named after its program by default.
     let shown = Masters::client(&list, &["drivers", "--json", &id]);
     let shown: Value = serde_json::from_str(&stdout(&shown)).unwrap();

@@ -45,6 +45,20 @@ impl CliError {
             Self::DriverEnded { code, .. } => *code,
         }
     }
+
+    /// The same error, with the same exit code, saying `message` instead.
+    pub fn with_message(&self, message: String) -> Self {
+        match self {
+            Self::Failed(_) => Self::Failed(message),
+            Self::BadInput(_) => Self::BadInput(message),
+            Self::Refused(_) => Self::Refused(message),
+            Self::Unavailable(_) => Self::Unavailable(message),
+            Self::DriverEnded { code, .. } => Self::DriverEnded {
+                message,
+                code: *code,
+            },
+        }
+    }
 }
 
 impl From<Status> for CliError {
@@ -58,9 +72,11 @@ impl From<Status> for CliError {
             | Code::PermissionDenied
             | Code::Unauthenticated
             | Code::Aborted => Self::Refused(message),
-            Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => {
-                Self::Unavailable(message)
-            }
+            // A busy leader's refusal outlasted the client's patience: try again later.
+            Code::Unavailable
+            | Code::DeadlineExceeded
+            | Code::Cancelled
+            | Code::ResourceExhausted => Self::Unavailable(message),
             _ => Self::Failed(message),
         }
     }

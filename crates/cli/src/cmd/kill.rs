@@ -12,21 +12,43 @@ use muster_proto::masters::request_id;
 pub struct KillArgs {
     #[command(flatten)]
     masters: MastersArg,
-    /// An application or driver id.
-    id: String,
+    /// Application or driver ids.
+    #[arg(required = true, value_name = "ID")]
+    ids: Vec<String>,
 }
 
-/// Kills it, and says so.
+/// Kills each in turn, and says so; one that cannot be killed does not stop the others.
 ///
 /// # Errors
 ///
-/// No such active application or driver, or no master answered.
+/// One of them is no active application or driver, or no master answered: the error says
+/// which were killed and why the others were not, with the first failure's exit code.
 pub fn run(args: KillArgs) -> Result<String, CliError> {
     let masters = args.masters.parse()?;
-    let request = KillRequest {
-        request_id: request_id(),
-        id: args.id,
+    let runtime = runtime()?;
+    let mut killed = Vec::new();
+    let mut failed: Vec<(String, CliError)> = Vec::new();
+    for id in args.ids {
+        let request = KillRequest {
+            request_id: request_id(),
+            id,
+        };
+        match runtime.block_on(masters.call(async |mut c| c.kill(request.clone()).await)) {
+            Ok(_) => killed.push(format!("{} killed", request.id)),
+            Err(status) => failed.push((request.id, status.into())),
+        }
+    }
+    let Some((_, first)) = failed.first() else {
+        return Ok(killed.join("\n"));
     };
-    runtime()?.block_on(masters.call(async |mut c| c.kill(request.clone()).await))?;
-    Ok(format!("{} killed", request.id))
+    let reasons: Vec<String> = failed
+        .iter()
+        .map(|(id, error)| format!("{id} not killed: {error}"))
+        .collect();
+    let message = killed
+        .into_iter()
+        .chain(reasons)
+        .collect::<Vec<_>>()
+        .join("\n");
+    Err(first.with_message(message))
 }
