@@ -72,7 +72,16 @@ fn malformed_requests_are_refused_and_change_nothing() {
                     args: vec!["a".repeat(40 * 1024), "b".repeat(30 * 1024)],
                     ..driver.clone()
                 },
-                "command: a program longer than 65536 bytes",
+                "args: the command, arguments and environment come to 71689 bytes, more than \
+                 65536 (the arguments: 71680)",
+            ),
+            (
+                SubmitDriverRequest {
+                    env: [("BIG".to_owned(), "e".repeat(100 * 1024))].into(),
+                    ..driver.clone()
+                },
+                "env: the command, arguments and environment come to 102412 bytes, more than \
+                 65536 (the environment: 102403)",
             ),
             (
                 SubmitDriverRequest {

@@ -72,19 +72,37 @@ pub fn name(field: impl fmt::Display, value: &str) -> Result<(), InputError> {
 ///
 /// # Errors
 ///
-/// `command: a program longer than 65536 bytes`.
+/// Named after the largest of the three: `env: the command, arguments and environment come
+/// to 102461 bytes, more than 65536 (the environment: 102400)`.
 pub fn program(
     command: &str,
     args: &[String],
     env: &BTreeMap<String, String>,
 ) -> Result<(), InputError> {
-    let bytes = command.len()
-        + args.iter().map(String::len).sum::<usize>()
-        + env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
-    if bytes > MAX_PROGRAM_BYTES {
-        return Err(too_long("command", "a program", MAX_PROGRAM_BYTES));
+    let parts = [
+        ("command", "the command", command.len()),
+        ("args", "the arguments", args.iter().map(String::len).sum()),
+        (
+            "env",
+            "the environment",
+            env.iter().map(|(k, v)| k.len() + v.len()).sum(),
+        ),
+    ];
+    let bytes: usize = parts.iter().map(|(_, _, bytes)| bytes).sum();
+    if bytes <= MAX_PROGRAM_BYTES {
+        return Ok(());
     }
-    Ok(())
+    let (field, largest, most) = parts
+        .into_iter()
+        .max_by_key(|(_, _, bytes)| *bytes)
+        .expect("three parts");
+    Err(InputError {
+        field: field.to_owned(),
+        message: format!(
+            "the command, arguments and environment come to {bytes} bytes, more than \
+             {MAX_PROGRAM_BYTES} ({largest}: {most})"
+        ),
+    })
 }
 
 /// Refuses a web address that is not `http://` or `https://` followed by printable
@@ -173,7 +191,16 @@ mod tests {
 
         let env = BTreeMap::from([("K".to_owned(), "v".repeat(MAX_PROGRAM_BYTES - 2))]);
         assert!(program("x", &[], &env).is_ok());
-        assert!(program("xy", &[], &env).is_err());
+        assert_eq!(
+            program("xy", &[], &env).unwrap_err().to_string(),
+            "env: the command, arguments and environment come to 65537 bytes, more than 65536 \
+             (the environment: 65535)"
+        );
+        let args = vec!["a".repeat(MAX_PROGRAM_BYTES)];
+        assert_eq!(
+            program("x", &args, &BTreeMap::new()).unwrap_err().field,
+            "args"
+        );
 
         let no_custom = BTreeMap::new();
         assert!(amounts("", MAX_CORES, MAX_MEMORY_MB, &no_custom).is_ok());

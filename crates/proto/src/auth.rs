@@ -83,9 +83,17 @@ impl fmt::Display for Role {
 /// Why a secret file was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
-    /// The file cannot be read (or, when creating it, written).
-    #[error("cannot read or write the secret file {path}: {source}")]
+    /// The file cannot be read.
+    #[error("cannot read the secret file {path}: {source}")]
     Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file cannot be created.
+    #[error("cannot write the secret file {path}: {source}")]
+    Write {
         /// The file.
         path: PathBuf,
         /// Why.
@@ -240,7 +248,7 @@ impl Secret {
     pub fn create(path: &Path) -> Result<(), SecretError> {
         use std::io::Write as _;
         use std::os::unix::fs::OpenOptionsExt as _;
-        let failed = |source| SecretError::Read {
+        let failed = |source| SecretError::Write {
             path: path.to_owned(),
             source,
         };
@@ -622,7 +630,19 @@ mod tests {
             SecretError::TooShort { len: 9, .. }
         ));
         let missing = Secret::read(Path::new("/nonexistent/secret")).unwrap_err();
-        assert!(matches!(missing, SecretError::Read { .. }));
+        assert!(
+            missing
+                .to_string()
+                .starts_with("cannot read the secret file /nonexistent/secret: "),
+            "{missing}"
+        );
+        let unwritable = Secret::create(Path::new("/nonexistent/secret")).unwrap_err();
+        assert!(
+            unwritable
+                .to_string()
+                .starts_with("cannot write the secret file /nonexistent/secret: "),
+            "{unwritable}"
+        );
         // Surrounding white space, such as a final newline, is not part of the secret.
         let with_newline = secret(&format!("{SECRET}\n"));
         let verifier = secret(SECRET).verifier();
