@@ -108,6 +108,11 @@ fn executors_land_where_muster_plan_says_and_ctrl_c_finishes_the_app() {
         [&json!(id), &json!("sleep"), &json!("FINISHED")],
         "it is listed as completed, named after its program: {completed}"
     );
+    let listed = crate::support::stdout(&Masters::client(&masters.list_from(1), &["apps"]));
+    assert!(
+        listed.lines().any(|l| l.starts_with(&id) && l.contains(" FINISHED ")),
+        "`muster apps` lists it too: {listed}"
+    );
     let ended = completed[0]["ended_executors"].as_array().unwrap();
     assert_eq!(
         (ended.len(), ended.iter().all(|e| e["state"] == "KILLED")),

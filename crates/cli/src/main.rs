@@ -92,7 +92,7 @@ enum Command {
     Workers(workers::WorkersArgs),
     /// Show the named users, or add (`--out FILE` gets their credential) or revoke one.
     Users(users::UsersArgs),
-    /// Show the applications and their executors.
+    /// Show the applications and their executors, then the ended ones the masters retain.
     Apps(status::ReadArgs),
     /// Show the drivers, running and recently ended.
     Drivers(status::DriversArgs),

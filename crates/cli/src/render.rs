@@ -124,6 +124,22 @@ pub fn apps(status: &StatusView) -> String {
             );
         }
     }
+    // Then the ended ones the masters retain, the most recent last, as `muster drivers`
+    // lists ended drivers.
+    for a in &status.completed_apps {
+        let _ = writeln!(
+            out,
+            "{:<28} {:<16} {:<12} {:<10} {:<8} -",
+            a.id,
+            a.name,
+            a.user.as_deref().unwrap_or_default(),
+            a.queue,
+            a.state.name(),
+        );
+        if let Some(timed_out) = &a.gang_timed_out {
+            let _ = writeln!(out, "  gang timed out: {timed_out}");
+        }
+    }
     out
 }
 
