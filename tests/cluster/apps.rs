@@ -110,7 +110,9 @@ fn executors_land_where_muster_plan_says_and_ctrl_c_finishes_the_app() {
     );
     let listed = crate::support::stdout(&Masters::client(&masters.list_from(1), &["apps"]));
     assert!(
-        listed.lines().any(|l| l.starts_with(&id) && l.contains(" FINISHED ")),
+        listed
+            .lines()
+            .any(|l| l.starts_with(&id) && l.contains(" FINISHED ")),
         "`muster apps` lists it too: {listed}"
     );
     let ended = completed[0]["ended_executors"].as_array().unwrap();

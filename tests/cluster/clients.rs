@@ -159,8 +159,16 @@ fn successes_say_what_was_done_and_a_wait_says_why() {
     assert_eq!(killed, format!("{id} killed"));
     // Several at once, each in turn: one that cannot be killed does not stop the others, and
     // the command says which were and why the others were not.
+    // A driver no worker could ever hold is accepted (workers may come that can), and says
+    // so at once.
+    let larger = Masters::client(&list, &["submit", "--cores", "2", "--", "/bin/true"]);
+    assert_eq!(
+        String::from_utf8_lossy(&larger.stderr).trim(),
+        "warning: no ALIVE worker could ever hold this driver (the largest has 1 core and \
+         4096 MB): it waits until one that can registers"
+    );
     let (a, b) = (
-        submit(&masters, &["--cores", "2", "--", "/bin/true"]),
+        stdout(&larger),
         submit(&masters, &["--cores", "2", "--", "/bin/true"]),
     );
     let several = Masters::client(&list, &["kill", &a, "driver-none", &b]);

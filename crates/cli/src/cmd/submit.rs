@@ -9,7 +9,8 @@ use std::time::Duration;
 use clap::Args;
 use muster_core::resources::Resources;
 use muster_driver::spec::JobFile;
-use muster_proto::v1::{DriverState, Gang, StatusRequest, SubmitDriverRequest};
+use muster_master::view::{StatusView, WorkerView};
+use muster_proto::v1::{DriverState, Gang, StatusRequest, SubmitDriverRequest, WorkerState};
 
 use super::job::JOB_SPEC_VARIABLE;
 use super::{
@@ -117,12 +118,49 @@ pub fn run(args: SubmitArgs) -> Result<String, CliError> {
     let runtime = runtime()?;
     let reply =
         runtime.block_on(masters.call(async |mut c| c.submit_driver(request.clone()).await))?;
+    // Accepted, since workers may come that hold it; said at once if none of today's can
+    // (asked briefly: the submission is done, and the warning is worth no wait).
+    let workers = runtime.block_on(async {
+        let status = masters.call(async |mut c| c.status(StatusRequest::without_drivers()).await);
+        tokio::time::timeout(WORKERS_PATIENCE, status).await
+    });
+    if let Ok(Ok(status)) = workers
+        && let Some(warning) = larger_than_any_worker(&resources, &StatusView::of(&status).workers)
+    {
+        eprintln!("warning: {warning}");
+    }
     if !args.wait {
         return Ok(reply.driver_id);
     }
     output::line(&reply.driver_id);
     runtime.block_on(follow(&masters, &reply.driver_id))?;
     Ok(String::new())
+}
+
+/// How long `muster submit` asks for the workers after a submission, to warn of a driver
+/// none of them could hold.
+const WORKERS_PATIENCE: Duration = Duration::from_secs(2);
+
+/// Why a driver needing `need` waits for ever among `workers`, when it does: some are ALIVE
+/// and none of them could hold it even empty.
+fn larger_than_any_worker(need: &Resources, workers: &[WorkerView]) -> Option<String> {
+    let alive: Vec<&WorkerView> = workers
+        .iter()
+        .filter(|w| w.state == WorkerState::Alive)
+        .collect();
+    let capacity = |w: &WorkerView| {
+        Resources::new(w.cores, w.memory_mb).with_custom(w.resources.clone().into_iter().collect())
+    };
+    let largest = alive.iter().max_by_key(|w| (w.cores, w.memory_mb))?;
+    if alive.iter().any(|w| capacity(w).fits(need).is_ok()) {
+        return None;
+    }
+    let cores = if largest.cores == 1 { "core" } else { "cores" };
+    Some(format!(
+        "no ALIVE worker could ever hold this driver (the largest has {} {cores} and {} MB): it \
+         waits until one that can registers",
+        largest.cores, largest.memory_mb
+    ))
 }
 
 /// Prints driver `id`'s state whenever it changes until it ends; an end other than FINISHED
