@@ -516,6 +516,17 @@ fn a_master_serves_the_status_over_https() {
     assert_eq!(page["drivers"][0]["id"], ids[0], "{page}");
     assert_eq!(page["drivers_next"], ids[2], "{page}");
     assert_eq!(page["driver_counts"]["waiting"], 3, "{page}");
+    // With no queue file, the queue every submission goes to is shown all the same.
+    assert_eq!(
+        (page["queues"].as_array().map(Vec::len), &page["queues"][0]["name"]),
+        (Some(1), &serde_json::json!("default")),
+        "{page}"
+    );
+    let queues = stdout(&Masters::client(&grpc, &["queues"]));
+    assert!(
+        queues.lines().nth(1).is_some_and(|l| l.starts_with("default ")),
+        "{queues}"
+    );
     let first = stdout(&Masters::client(&grpc, &["drivers", "--limit", "2"]));
     let more = format!("more: muster drivers --limit 2 --from {}", ids[2]);
     assert!(first.contains(&ids[1]) && first.ends_with(&more), "{first}");

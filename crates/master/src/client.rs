@@ -337,7 +337,11 @@ impl ClusterService {
                         .unwrap_or_default(),
                 })
                 .collect(),
-            queues: state.queue_specs().iter().map(v1::Queue::from).collect(),
+            queues: state
+                .queues_in_force()
+                .iter()
+                .map(v1::Queue::from)
+                .collect(),
             users: state
                 .users()
                 .iter()

@@ -401,7 +401,17 @@ impl ClusterState {
 
     /// The queue configuration as set, with each queue's access lists.
     pub fn queue_specs(&self) -> Vec<QueueSpec> {
-        self.queues()
+        self.specs(self.queues())
+    }
+
+    /// The queues in force: those set, and `default` after them when they do not list it,
+    /// as every pass has it ([`muster_core::queues::with_default`]).
+    pub fn queues_in_force(&self) -> Vec<QueueSpec> {
+        self.specs(muster_core::queues::with_default(&self.queues()))
+    }
+
+    fn specs(&self, configs: Vec<QueueConfig>) -> Vec<QueueSpec> {
+        configs
             .into_iter()
             .map(|config| {
                 let access = self.access(&config.name).clone();

@@ -22,7 +22,8 @@ pub struct KillArgs {
 /// # Errors
 ///
 /// One of them is no active application or driver, or no master answered: the error says
-/// which were killed and why the others were not, with the first failure's exit code.
+/// which were killed and why the others were not, with the first failure's exit code (a
+/// single id: its error as it is).
 pub fn run(args: KillArgs) -> Result<String, CliError> {
     let masters = args.masters.parse()?;
     let runtime = runtime()?;
@@ -41,6 +42,9 @@ pub fn run(args: KillArgs) -> Result<String, CliError> {
     let Some((_, first)) = failed.first() else {
         return Ok(killed.join("\n"));
     };
+    if killed.is_empty() && failed.len() == 1 {
+        return Err(failed.remove(0).1);
+    }
     let reasons: Vec<String> = failed
         .iter()
         .map(|(id, error)| format!("{id} not killed: {error}"))
