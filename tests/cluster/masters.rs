@@ -518,13 +518,19 @@ fn a_master_serves_the_status_over_https() {
     assert_eq!(page["driver_counts"]["waiting"], 3, "{page}");
     // With no queue file, the queue every submission goes to is shown all the same.
     assert_eq!(
-        (page["queues"].as_array().map(Vec::len), &page["queues"][0]["name"]),
+        (
+            page["queues"].as_array().map(Vec::len),
+            &page["queues"][0]["name"]
+        ),
         (Some(1), &serde_json::json!("default")),
         "{page}"
     );
     let queues = stdout(&Masters::client(&grpc, &["queues"]));
     assert!(
-        queues.lines().nth(1).is_some_and(|l| l.starts_with("default ")),
+        queues
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("default ")),
         "{queues}"
     );
     let first = stdout(&Masters::client(&grpc, &["drivers", "--limit", "2"]));
@@ -750,6 +756,18 @@ fn a_master_joins_the_group_and_leaves_it_again() {
     assert_eq!(joined.len(), 4, "{status}");
     assert!(joined.contains(&(4, "follower".to_owned())), "{status}");
 
+    // A check that can be typed, and that ends once the new member has applied what the
+    // leader had.
+    let caught_up = stdout(&Masters::client(
+        &masters.list_from(1),
+        &["members", "caught-up", "4"],
+    ));
+    let counts: Vec<u64> = caught_up
+        .strip_prefix("caught up: master 4 applied ")
+        .and_then(|rest| rest.split_once(" of "))
+        .map(|(applied, of)| vec![applied.parse().unwrap(), of.parse().unwrap()])
+        .unwrap_or_else(|| panic!("{caught_up}"));
+    assert!(counts[0] >= counts[1] && counts[1] > 0, "{caught_up}");
     // The new member holds the state: its own copy has the driver.
     let start = Instant::now();
     loop {
@@ -777,6 +795,9 @@ fn a_master_joins_the_group_and_leaves_it_again() {
     assert_eq!(malformed.status.code(), Some(2), "{malformed:?}");
     let unknown = Masters::client(&masters.list_from(1), &["members", "remove", "9"]);
     assert_eq!(unknown.status.code(), Some(3), "{unknown:?}");
+    let gone = Masters::client(&masters.list_from(1), &["members", "caught-up", "4"]);
+    assert_eq!(stderr(&gone), "error: master 4 is not a member");
+    assert_eq!(gone.status.code(), Some(3));
     assert_eq!(roles(&masters.status(&masters.list_from(1))).len(), 3);
 }
 

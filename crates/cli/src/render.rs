@@ -29,6 +29,11 @@ pub fn members(status: &StatusView) -> String {
         "cluster log format {} (release {}): masters of older releases can no longer join",
         status.log_format, status.log_format_release
     );
+    let _ = writeln!(
+        out,
+        "applied log index {} (by the master that answered)",
+        status.applied_index
+    );
     out
 }
 

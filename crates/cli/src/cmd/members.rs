@@ -1,10 +1,15 @@
 //! `muster members`: the master replicas and their roles, `muster members add ID=ADDR` /
-//! `remove ID` to change the group (one replica at a time), and `transfer-leader ID` to move
-//! the lead (before maintenance on the leader's machine).
+//! `remove ID` to change the group (one replica at a time), `transfer-leader ID` to move
+//! the lead (before maintenance on the leader's machine), and `caught-up ID` to wait until a
+//! restarted replica has applied what the leader had (between two masters of an upgrade).
+
+use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
+use muster_master::config::seconds;
+use muster_proto::masters::Masters;
 use muster_proto::v1::change_members_request::Change;
-use muster_proto::v1::{ChangeMembersRequest, Member};
+use muster_proto::v1::{ChangeMembersRequest, Member, StatusRequest};
 
 use super::status::{self, ReadArgs};
 use super::{MastersArg, runtime};
@@ -46,6 +51,18 @@ enum MembersAction {
         /// Its id.
         id: u64,
     },
+    /// Wait until a replica has applied the log as far as the leader had when asked (a
+    /// master restarted during an upgrade, before the next): `caught up: master 2 applied
+    /// 1240 of 1240`.
+    CaughtUp {
+        #[command(flatten)]
+        masters: MastersArg,
+        /// Its id.
+        id: u64,
+        /// Give up after this many seconds (exit 4).
+        #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+        within: f64,
+    },
 }
 
 /// Shows the members, or changes them.
@@ -75,6 +92,14 @@ pub fn run(args: MembersArgs) -> Result<String, CliError> {
         Some(MembersAction::TransferLeader { masters, id }) => {
             (masters, Change::TransferLeader(id))
         }
+        Some(MembersAction::CaughtUp {
+            masters,
+            id,
+            within,
+        }) => {
+            let within = seconds("--within", within)?;
+            return runtime()?.block_on(caught_up(&masters.parse()?, id, within));
+        }
     };
     let masters = masters.parse()?;
     let done = match &change {
@@ -88,3 +113,51 @@ pub fn run(args: MembersArgs) -> Result<String, CliError> {
     runtime()?.block_on(masters.call(async |mut c| c.change_members(request.clone()).await))?;
     Ok(done)
 }
+
+/// Waits until master `id` has applied the log up to the leader's applied index when asked,
+/// for at most `within`, asking it every half second for its own copy's index.
+///
+/// # Errors
+///
+/// No leader answered, `id` is no member, or it did not catch up in time (unavailable).
+async fn caught_up(masters: &Masters, id: u64, within: Duration) -> Result<String, CliError> {
+    let leader = masters
+        .call(async |mut c| c.status(StatusRequest::without_drivers()).await)
+        .await?;
+    let target = leader.applied_index;
+    let addr = leader
+        .members
+        .iter()
+        .find(|m| m.id == id)
+        .map(|m| m.addr.clone())
+        .ok_or_else(|| CliError::Refused(format!("master {id} is not a member")))?;
+    let local = StatusRequest {
+        local: true,
+        ..StatusRequest::without_drivers()
+    };
+    let start = Instant::now();
+    let mut applied = None;
+    loop {
+        if let Ok(mut client) = masters.connect(&addr).await
+            && let Ok(status) = client.status(local.clone()).await
+        {
+            applied = Some(status.into_inner().applied_index);
+        }
+        if let Some(applied) = applied.filter(|&applied| applied >= target) {
+            return Ok(format!(
+                "caught up: master {id} applied {applied} of {target}"
+            ));
+        }
+        if start.elapsed() >= within {
+            let applied = applied.map_or("nothing it answered".to_owned(), |a| a.to_string());
+            return Err(CliError::Unavailable(format!(
+                "not caught up within {within:?}: master {id} at {addr} applied {applied} of \
+                 {target}"
+            )));
+        }
+        tokio::time::sleep(CAUGHT_UP_POLL).await;
+    }
+}
+
+/// How often `caught-up` asks the replica.
+const CAUGHT_UP_POLL: Duration = Duration::from_millis(500);
