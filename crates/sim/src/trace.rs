@@ -289,13 +289,18 @@ pub fn read(path: &Path) -> Result<Vec<Entry>, TraceError> {
 ///
 /// # Errors
 ///
-/// A line is not an entry (naming the line and the field).
+/// A line is not an entry (naming the line and the field), or there is none.
 pub fn parse(text: &str, path: &str) -> Result<Vec<Entry>, TraceError> {
     let mut entries = if path.ends_with(".csv") {
         csv_rows(text, path)?
     } else {
         json_lines(text, path)?
     };
+    if entries.is_empty() {
+        return Err(error_at(path, 0)(
+            "no entries: a trace needs at least one (an app, a driver, ...)".to_owned(),
+        ));
+    }
     entries.sort_by(|a, b| a.at_s().total_cmp(&b.at_s()));
     Ok(entries)
 }
@@ -418,18 +423,45 @@ fn error_at(path: &str, line: usize) -> impl Fn(String) -> TraceError + '_ {
     }
 }
 
-/// The entry `json` holds, checked, or an error naming its field.
+/// The entry `json` holds, checked, or an error naming its field. An application's or a
+/// driver's keys are read as their own struct's, not through the enum, which would read
+/// them without their names (serde buffers an internally tagged enum's content).
 fn entry<'de>(
     json: impl serde::Deserializer<'de>,
     error: &impl Fn(String) -> TraceError,
 ) -> Result<Entry, TraceError> {
-    let entry: Entry = serde_path_to_error::deserialize(json).map_err(|e| {
-        let field = e.path().to_string();
-        match field.as_str() {
-            "." => error(e.inner().to_string()),
-            _ => error(format!("{field}: {}", e.inner())),
+    fn named<'de, T: Deserialize<'de>>(
+        json: impl serde::Deserializer<'de>,
+        error: &impl Fn(String) -> TraceError,
+    ) -> Result<T, TraceError> {
+        serde_path_to_error::deserialize(json).map_err(|e| {
+            let field = e.path().to_string();
+            let message = e.inner().to_string();
+            // An unknown key's path is that key, which the message names already.
+            if field == "." || message.starts_with("unknown field") {
+                error(message)
+            } else {
+                error(format!("{field}: {message}"))
+            }
+        })
+    }
+    let mut value: serde_json::Value = named(json, error)?;
+    let kind = value
+        .get("kind")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned);
+    let entry = match (kind.as_deref(), value.as_object_mut()) {
+        (Some(kind @ ("app" | "driver")), Some(object)) => {
+            object.remove("kind");
+            let fields = serde_json::Value::Object(std::mem::take(object));
+            if kind == "app" {
+                Entry::App(named(fields, error)?)
+            } else {
+                Entry::Driver(named(fields, error)?)
+            }
         }
-    })?;
+        _ => named(value, error)?,
+    };
     entry
         .check()
         .map_err(|(field, message)| error(format!("{field}: {message}")))?;
@@ -536,5 +568,48 @@ leader_change,100,,,,,,,,,,
             error.to_string(),
             "trace.csv:1: column `at_s` appears twice"
         );
+    }
+
+    #[test]
+    fn a_malformed_json_line_is_refused_naming_the_line_and_field() {
+        for (line, message) in [
+            (
+                r#"{"kind":"app","at_s":0,"tasks":-4,"task_s":3}"#,
+                "trace.jsonl:1: tasks: invalid value: integer `-4`, expected u32",
+            ),
+            (
+                r#"{"kind":"app","at_s":0,"tasks":"ten","task_s":3}"#,
+                "trace.jsonl:1: tasks: invalid type: string \"ten\", expected u32",
+            ),
+            (
+                r#"{"kind":"app","at_s":0,"cores_max":-1,"tasks":1,"task_s":3}"#,
+                "trace.jsonl:1: cores_max: invalid value: integer `-1`, expected u32",
+            ),
+            (
+                r#"{"kind":"driver","at_s":0,"duration_s":5,"supervise":"yes"}"#,
+                "trace.jsonl:1: supervise: invalid type: string \"yes\", expected a boolean",
+            ),
+            (
+                r#"{"kind":"app","at_s":0,"task":1,"task_s":3}"#,
+                "trace.jsonl:1: unknown field `task`",
+            ),
+            (
+                r#"{"kind":"job","at_s":0}"#,
+                "trace.jsonl:1: kind: unknown variant `job`, expected one of",
+            ),
+        ] {
+            let error = parse(line, "trace.jsonl").unwrap_err().to_string();
+            assert!(
+                error.starts_with(message),
+                "{line}: {error} is not {message}"
+            );
+            assert!(!error.contains("at line"), "{error}");
+        }
+        for empty in ["", "\n  \n"] {
+            let error = parse(empty, "trace.jsonl").unwrap_err().to_string();
+            assert!(error.contains("no entries"), "{error}");
+        }
+        let error = parse("kind,at_s\n", "trace.csv").unwrap_err().to_string();
+        assert!(error.contains("no entries"), "{error}");
     }
 }
