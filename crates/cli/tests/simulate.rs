@@ -108,6 +108,11 @@ fn malformed_traces_and_cluster_files_exit_2_naming_the_line_and_field() {
         "{\"kind\": \"lose_worker\", \"at_s\": 0, \"worker\": \"worker-9\"}\n",
     );
     write(
+        "elsewhere.jsonl",
+        "{\"kind\": \"app\", \"at_s\": 0, \"queue\": \"nightly\", \"tasks\": 1, \"task_s\": 1}\n",
+    );
+    write("empty.jsonl", "\n");
+    write(
         "bad-cluster.json",
         r#"{"workers": [{"count": 0, "cores": 4, "memory_mb": 4096}]}"#,
     );
@@ -123,6 +128,14 @@ fn malformed_traces_and_cluster_files_exit_2_naming_the_line_and_field() {
         (
             ["stranger.jsonl", "--cluster", "cluster.json"],
             "the trace names worker `worker-9`, which the cluster file does not have",
+        ),
+        (
+            ["elsewhere.jsonl", "--cluster", "cluster.json"],
+            "the trace submits to queue `nightly`, which the cluster file does not have",
+        ),
+        (
+            ["empty.jsonl", "--cluster", "cluster.json"],
+            "empty.jsonl:0: no entries",
         ),
         (
             ["ok.jsonl", "--cluster", "bad-cluster.json"],

@@ -116,6 +116,27 @@ impl Cluster {
         })
     }
 
+    /// The first queue an application or a driver of `trace` is submitted to that this
+    /// cluster does not have (`default` it always has), as the masters would refuse it.
+    pub fn unknown_queue<'t>(&self, trace: &'t [Entry]) -> Option<&'t str> {
+        let listed: BTreeSet<&str> = self
+            .leader
+            .queues
+            .iter()
+            .flatten()
+            .map(|q| &*q.name.0)
+            .chain([muster_core::ids::DEFAULT_QUEUE])
+            .collect();
+        trace.iter().find_map(|entry| {
+            let queue = match entry {
+                Entry::App(app) => &app.queue,
+                Entry::Driver(driver) => &driver.queue,
+                _ => return None,
+            };
+            (!listed.contains(&*queue.0)).then_some(&*queue.0)
+        })
+    }
+
     /// Reads the cluster file at `path`.
     ///
     /// # Errors

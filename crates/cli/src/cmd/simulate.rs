@@ -189,6 +189,11 @@ fn run_one(
             "the trace names worker `{worker}`, which the cluster file does not have"
         )));
     }
+    if let Some(queue) = cluster.unknown_queue(trace) {
+        return Err(CliError::BadInput(format!(
+            "the trace submits to queue `{queue}`, which the cluster file does not have"
+        )));
+    }
     let last_s = trace.last().map_or(0.0, Entry::at_s);
     let bar = ProgressBar::new(last_s.ceil() as u64).with_style(
         ProgressStyle::with_template(
