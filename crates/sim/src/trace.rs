@@ -192,9 +192,12 @@ impl Entry {
 
     /// What is out of range in it, if anything: `(field, message)`.
     fn check(&self) -> Result<(), (&'static str, &'static str)> {
-        let seconds = |s: f64| s.is_finite() && s >= 0.0;
+        let seconds = |s: f64| (0.0..=MAX_SECONDS).contains(&s);
         if !seconds(self.at_s()) {
-            return Err(("at_s", "must be a number of seconds, 0 or more"));
+            return Err((
+                "at_s",
+                "must be a number of seconds from 0 to a year (31536000)",
+            ));
         }
         match self {
             Self::App(app) => {
@@ -202,7 +205,10 @@ impl Entry {
                     return Err(("tasks", "must be at least 1"));
                 }
                 if !(seconds(app.task_s) && app.task_s > 0.0) {
-                    return Err(("task_s", "must be a positive number of seconds"));
+                    return Err((
+                        "task_s",
+                        "must be a positive number of seconds, at most a year (31536000)",
+                    ));
                 }
                 if app.cores_max == Some(0) || app.executor_cores == Some(0) {
                     return Err(("cores_max", "cores must be at least 1"));
@@ -216,7 +222,10 @@ impl Entry {
                     return Err(("cores", "cores and memory_mb must be at least 1"));
                 }
                 if !(seconds(driver.duration_s) && driver.duration_s > 0.0) {
-                    return Err(("duration_s", "must be a positive number of seconds"));
+                    return Err((
+                        "duration_s",
+                        "must be a positive number of seconds, at most a year (31536000)",
+                    ));
                 }
                 if driver.tasks.is_some() != driver.task_s.is_some() {
                     return Err(("tasks", "a driver's application needs tasks and task_s"));
@@ -244,12 +253,18 @@ impl Entry {
             }
             Self::LoseWorker { down_s, .. } => {
                 if down_s.is_some_and(|s| !seconds(s)) {
-                    return Err(("down_s", "must be a number of seconds, 0 or more"));
+                    return Err((
+                        "down_s",
+                        "must be a number of seconds from 0 to a year (31536000)",
+                    ));
                 }
             }
             Self::Drain { kill_after_s, .. } => {
                 if kill_after_s.is_some_and(|s| !seconds(s)) {
-                    return Err(("kill_after_s", "must be a number of seconds, 0 or more"));
+                    return Err((
+                        "kill_after_s",
+                        "must be a number of seconds from 0 to a year (31536000)",
+                    ));
                 }
             }
             Self::LeaderChange { .. } => {}
@@ -257,6 +272,10 @@ impl Entry {
         Ok(())
     }
 }
+
+/// The latest time and the longest duration a trace may give, in seconds: a year, far more
+/// than any simulation runs, and far less than its clock of milliseconds holds.
+const MAX_SECONDS: f64 = 31_536_000.0;
 
 /// Why a trace was refused.
 #[derive(Debug, thiserror::Error)]
@@ -611,5 +630,30 @@ leader_change,100,,,,,,,,,,
         }
         let error = parse("kind,at_s\n", "trace.csv").unwrap_err().to_string();
         assert!(error.contains("no entries"), "{error}");
+    }
+    #[test]
+    fn times_beyond_a_year_are_refused() {
+        for (line, message) in [
+            (
+                r#"{"kind":"app","at_s":0,"tasks":1,"task_s":1e17}"#,
+                "trace.jsonl:1: task_s: must be a positive number of seconds, at most a year",
+            ),
+            (
+                r#"{"kind":"app","at_s":1e18,"tasks":1,"task_s":1}"#,
+                "trace.jsonl:1: at_s: must be a number of seconds from 0 to a year",
+            ),
+            (
+                r#"{"kind":"driver","at_s":0,"duration_s":1e12}"#,
+                "trace.jsonl:1: duration_s: must be a positive number of seconds, at most a year",
+            ),
+        ] {
+            let error = parse(line, "trace.jsonl").unwrap_err().to_string();
+            assert!(
+                error.starts_with(message),
+                "{line}: {error} is not {message}"
+            );
+        }
+        let year = r#"{"kind":"app","at_s":31536000,"tasks":1,"task_s":31536000}"#;
+        assert!(parse(year, "trace.jsonl").is_ok());
     }
 }
