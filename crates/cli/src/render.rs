@@ -87,32 +87,28 @@ pub fn users(status: &StatusView) -> String {
     out
 }
 
-/// The applications, each followed by why it waits and its executors.
+/// The applications, each followed by why it waits and its executors, then the ended ones
+/// the masters retain, the most recent last (as `muster drivers` lists ended drivers).
 pub fn apps(status: &StatusView) -> String {
     let mut out = format!(
         "{:<28} {:<16} {:<12} {:<10} {:<8} CORES\n",
         "ID", "NAME", "USER", "QUEUE", "STATE"
     );
     for a in &status.apps {
-        let _ = writeln!(
-            out,
-            "{:<28} {:<16} {:<12} {:<10} {:<8} {}",
-            a.id,
-            a.name,
+        let row = [
+            &*a.id,
+            &a.name,
             a.user.as_deref().unwrap_or_default(),
-            a.queue,
-            a.state.name(),
-            a.cores_granted
-        );
+            &a.queue,
+        ];
+        app_row(&mut out, row, a.state.name(), &a.cores_granted.to_string());
         if let Some(ui) = &a.ui_address {
             let _ = writeln!(out, "  ui: {ui}");
         }
         if let Some(minimum) = a.min_executors {
             let _ = writeln!(out, "  gang: {minimum} executors at once");
         }
-        if let Some(timed_out) = &a.gang_timed_out {
-            let _ = writeln!(out, "  gang timed out: {timed_out}");
-        }
+        gang_timed_out(&mut out, a.gang_timed_out.as_ref());
         if let Some(waiting) = &a.waiting {
             let _ = writeln!(out, "  waiting: {waiting}");
         }
@@ -129,23 +125,32 @@ pub fn apps(status: &StatusView) -> String {
             );
         }
     }
-    // Then the ended ones the masters retain, the most recent last, as `muster drivers`
-    // lists ended drivers.
     for a in &status.completed_apps {
-        let _ = writeln!(
-            out,
-            "{:<28} {:<16} {:<12} {:<10} {:<8} -",
-            a.id,
-            a.name,
+        let row = [
+            &*a.id,
+            &a.name,
             a.user.as_deref().unwrap_or_default(),
-            a.queue,
-            a.state.name(),
-        );
-        if let Some(timed_out) = &a.gang_timed_out {
-            let _ = writeln!(out, "  gang timed out: {timed_out}");
-        }
+            &a.queue,
+        ];
+        app_row(&mut out, row, a.state.name(), "-");
+        gang_timed_out(&mut out, a.gang_timed_out.as_ref());
     }
     out
+}
+
+/// An application's row: its id, name, user and queue, its state, and the cores it holds.
+fn app_row(out: &mut String, [id, name, user, queue]: [&str; 4], state: &str, cores: &str) {
+    let _ = writeln!(
+        out,
+        "{id:<28} {name:<16} {user:<12} {queue:<10} {state:<8} {cores}"
+    );
+}
+
+/// Why an application was no longer a gang, when it waited its gang's timeout.
+fn gang_timed_out(out: &mut String, timed_out: Option<&String>) {
+    if let Some(timed_out) = timed_out {
+        let _ = writeln!(out, "  gang timed out: {timed_out}");
+    }
 }
 
 /// What a process uses, where its worker measures it: `, mem 40/512 MB, cpu 1.2 s` (the
