@@ -176,7 +176,13 @@ pub fn drivers(status: &StatusView) -> String {
     );
     for d in &status.drivers {
         let exit = d.exit_code.map(exit::describe).unwrap_or_default();
-        let pid = d.pid.map(|pid| format!("pid {pid}")).unwrap_or_default();
+        // Between the runs of a supervised driver its worker waits to start it again.
+        let waits_to_restart = d.restarts.as_ref().and_then(|r| r.starts_again_in_ms);
+        let pid = match (d.pid, waits_to_restart) {
+            (Some(pid), _) => format!("pid {pid}"),
+            (None, Some(ms)) => format!("restarting in {:.1} s", ms as f64 / 1000.0),
+            (None, None) => String::new(),
+        };
         let _ = writeln!(
             out,
             "{:<28} {:<16} {:<12} {:<10} {:<11} {:<5} {:<7} {:<34} {pid}{exit}{}",
@@ -250,4 +256,35 @@ pub fn queues(status: &StatusView) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use muster_master::view::StatusView;
+    use muster_proto::v1::{DriverState, DriverStatus, Restarts, StatusReply};
+
+    #[test]
+    fn a_supervised_driver_between_two_runs_says_it_is_restarting() {
+        let status = StatusView::of(&StatusReply {
+            drivers: vec![DriverStatus {
+                id: "driver-1".into(),
+                state: DriverState::Running.into(),
+                worker: "w1".into(),
+                restarts: Some(Restarts {
+                    count: 3,
+                    last_exit_code: Some(1),
+                    starts_again_in_ms: 2500,
+                }),
+                ..DriverStatus::default()
+            }],
+            ..StatusReply::default()
+        });
+        let table = super::drivers(&status);
+        let row = table.lines().nth(1).unwrap();
+        assert!(row.trim_end().ends_with("restarting in 2.5 s"), "{table}");
+        assert!(
+            table.contains("restarted 3 times, last failed with exit 1; starts again in 2.5 s"),
+            "{table}"
+        );
+    }
 }
