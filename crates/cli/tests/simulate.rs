@@ -113,6 +113,18 @@ fn malformed_traces_and_cluster_files_exit_2_naming_the_line_and_field() {
     );
     write("empty.jsonl", "\n");
     write(
+        "misspelt-preemption.json",
+        r#"{"workers": [{"count": 1, "cores": 4, "memory_mb": 4096}],
+            "queues": [{"name": "prod", "prior": true}],
+            "master": {"preemption": {"queues": ["Prod"]}}}"#,
+    );
+    write(
+        "ordinary-preemption.json",
+        r#"{"workers": [{"count": 1, "cores": 4, "memory_mb": 4096}],
+            "queues": [{"name": "prod"}],
+            "master": {"preemption": {"queues": ["prod"]}}}"#,
+    );
+    write(
         "bad-cluster.json",
         r#"{"workers": [{"count": 0, "cores": 4, "memory_mb": 4096}]}"#,
     );
@@ -136,6 +148,14 @@ fn malformed_traces_and_cluster_files_exit_2_naming_the_line_and_field() {
         (
             ["empty.jsonl", "--cluster", "cluster.json"],
             "empty.jsonl:0: no entries",
+        ),
+        (
+            ["ok.jsonl", "--cluster", "misspelt-preemption.json"],
+            "misspelt-preemption.json: master.preemption.queues: no queue `Prod` in the file's queues",
+        ),
+        (
+            ["ok.jsonl", "--cluster", "ordinary-preemption.json"],
+            "ordinary-preemption.json: master.preemption.queues: `prod` is not a prior queue: it would never preempt",
         ),
         (
             ["ok.jsonl", "--cluster", "bad-cluster.json"],

@@ -205,6 +205,28 @@ impl Cluster {
             ));
         }
         let leader = file.master.leader(None, None, file.queues)?;
+        // A preempting queue the file does not have, or that is not prior, would silently
+        // never preempt.
+        if let Some(policy) = &leader.preemption {
+            let queues = leader.queues.as_deref().unwrap_or_default();
+            for name in &policy.queues {
+                match queues.iter().find(|q| q.name == *name) {
+                    Some(queue) if queue.prior => {}
+                    Some(_) => {
+                        return Err(invalid(
+                            "master.preemption.queues".into(),
+                            &format!("`{name}` is not a prior queue: it would never preempt"),
+                        ));
+                    }
+                    None => {
+                        return Err(invalid(
+                            "master.preemption.queues".into(),
+                            &format!("no queue `{name}` in the file's queues"),
+                        ));
+                    }
+                }
+            }
+        }
         Ok(Self {
             workers,
             state: file.master.state(),
