@@ -134,10 +134,9 @@ struct Fleet {
     /// What this run's drivers are given as their one argument: launches of others (left by
     /// an earlier run on the same cluster) are answered but not counted.
     run: String,
-    /// Launches of this run's drivers that reached a simulated worker, by driver.
+    /// Launches of this run's drivers that reached a simulated worker, by driver: as many
+    /// drivers were placed as it has keys.
     launched: Mutex<HashMap<String, u32>>,
-    /// Drivers launched at least once.
-    placed: AtomicUsize,
     measuring: AtomicBool,
     /// How long a launched driver runs before it ends.
     driver_run: Option<Duration>,
@@ -167,7 +166,6 @@ pub async fn run(
         answers: Mutex::new(Vec::new()),
         run: format!("bench-run-{}", request_id()),
         launched: Mutex::new(HashMap::new()),
-        placed: AtomicUsize::new(0),
         measuring: AtomicBool::new(false),
         driver_run: options.driver_run,
     });
@@ -461,7 +459,7 @@ async fn sample_placements(
     let mut progress = (0, Instant::now());
     loop {
         tokio::time::sleep(Duration::from_millis(10)).await;
-        let placed = fleet.placed.load(Ordering::SeqCst);
+        let placed = fleet.placed();
         while start.elapsed() >= Duration::from_secs(each_second.len() as u64 + 1) {
             each_second.push((placed - counted) as u64);
             counted = placed;
@@ -590,14 +588,6 @@ impl Agent {
 
     /// The registration of worker `id`: what it runs and the changes not acknowledged.
     fn register(&self, id: usize) -> Register {
-        let (mut driver_updates, mut executor_updates) = (Vec::new(), Vec::new());
-        for change in self.unacked.values() {
-            match change {
-                Up::Driver(update) => driver_updates.push(update.clone()),
-                Up::Executor(update) => executor_updates.push(update.clone()),
-                Up::Register(_) | Up::Heartbeat(_) | Up::LogChunk(_) => {}
-            }
-        }
         Register {
             worker_id: format!("sim-{id:05}"),
             host: format!("sim-{id:05}"),
@@ -616,10 +606,9 @@ impl Agent {
                     ..RunningDriver::default()
                 })
                 .collect(),
-            driver_updates,
-            executor_updates,
             ..Register::default()
         }
+        .unacknowledged(self.unacked.values())
     }
 }
 
@@ -757,11 +746,12 @@ impl Fleet {
     /// A launch of `driver` reached a simulated worker.
     fn launch(&self, driver: &str) {
         let mut launched = self.launched.lock().expect("launched lock");
-        let launches = launched.entry(driver.to_owned()).or_default();
-        *launches += 1;
-        if *launches == 1 {
-            self.placed.fetch_add(1, Ordering::SeqCst);
-        }
+        *launched.entry(driver.to_owned()).or_default() += 1;
+    }
+
+    /// Drivers launched at least once.
+    fn placed(&self) -> usize {
+        self.launched.lock().expect("launched lock").len()
     }
 
     /// Launches of drivers launched before.

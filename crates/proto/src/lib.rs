@@ -31,6 +31,31 @@ pub mod etcd {
 pub mod v1 {
     tonic::include_proto!("muster.v1");
 
+    impl Register {
+        /// This registration carrying `changes` again, the process changes no leader has
+        /// acknowledged yet, oldest first: executors' and drivers' apart (nothing else is a
+        /// process change).
+        pub fn unacknowledged<'c>(
+            mut self,
+            changes: impl IntoIterator<Item = &'c worker_message::Body>,
+        ) -> Self {
+            for change in changes {
+                match change {
+                    worker_message::Body::Executor(update) => {
+                        self.executor_updates.push(update.clone());
+                    }
+                    worker_message::Body::Driver(update) => {
+                        self.driver_updates.push(update.clone());
+                    }
+                    worker_message::Body::Register(_)
+                    | worker_message::Body::Heartbeat(_)
+                    | worker_message::Body::LogChunk(_) => {}
+                }
+            }
+            self
+        }
+    }
+
     impl StatusRequest {
         /// The leader's status with no driver in it, only their counts: for callers that
         /// read the members, workers, applications or queues of a cluster that may hold a

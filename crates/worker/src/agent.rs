@@ -324,31 +324,24 @@ impl Agent {
                 Workload::ShuffleService => {}
             }
         }
-        let mut executor_updates = Vec::new();
-        let mut driver_updates = Vec::new();
-        for report in self.unacknowledged.values() {
-            match report {
-                Up::Executor(update) => executor_updates.push(update.clone()),
-                Up::Driver(update) => driver_updates.push(update.clone()),
-                Up::Register(_) | Up::Heartbeat(_) | Up::LogChunk(_) => {}
-            }
-        }
+        let register = Register {
+            worker_id: self.config.id.to_string(),
+            host: self.config.host.clone(),
+            address: self.config.host.clone(),
+            capacity: Some((&self.config.capacity).into()),
+            addresses: address_lists(&self.config.addresses),
+            executors,
+            drivers,
+            fence: self.config.fence,
+            kill_grace_ms: millis(self.config.kill_grace),
+            build: Some(self.config.build.clone()),
+            shuffle_service: self.shuffle_service_status(),
+            ..Register::default()
+        };
         WorkerMessage {
-            body: Some(Up::Register(Register {
-                worker_id: self.config.id.to_string(),
-                host: self.config.host.clone(),
-                address: self.config.host.clone(),
-                capacity: Some((&self.config.capacity).into()),
-                addresses: address_lists(&self.config.addresses),
-                executors,
-                drivers,
-                executor_updates,
-                driver_updates,
-                fence: self.config.fence,
-                kill_grace_ms: millis(self.config.kill_grace),
-                build: Some(self.config.build.clone()),
-                shuffle_service: self.shuffle_service_status(),
-            })),
+            body: Some(Up::Register(
+                register.unacknowledged(self.unacknowledged.values()),
+            )),
         }
     }
 
