@@ -39,11 +39,10 @@ pub fn run(args: KillArgs) -> Result<String, CliError> {
             Err(status) => failed.push((request.id, status.into())),
         }
     }
-    let Some((_, first)) = failed.first() else {
-        return Ok(killed.join("\n"));
-    };
-    if killed.is_empty() && failed.len() == 1 {
-        return Err(failed.remove(0).1);
+    match (killed.len(), failed.len()) {
+        (_, 0) => return Ok(killed.join("\n")),
+        (0, 1) => return Err(failed.remove(0).1),
+        _ => {}
     }
     let reasons: Vec<String> = failed
         .iter()
@@ -54,5 +53,5 @@ pub fn run(args: KillArgs) -> Result<String, CliError> {
         .chain(reasons)
         .collect::<Vec<_>>()
         .join("\n");
-    Err(first.with_message(message))
+    Err(failed[0].1.with_message(message))
 }

@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 
 use clap::Args;
 use muster_master::view::StatusView;
+use muster_proto::masters::Masters;
 use muster_proto::v1::StatusRequest;
+use tokio::runtime::Runtime;
 
 use super::{MastersArg, runtime};
 use crate::error::CliError;
@@ -31,23 +33,24 @@ pub struct ReadArgs {
 ///
 /// No master answered.
 pub fn fetch(masters: &MastersArg, local: bool) -> Result<StatusView, CliError> {
-    fetch_as(
-        masters,
-        StatusRequest {
-            local,
-            ..StatusRequest::default()
-        },
-    )
+    let request = StatusRequest {
+        local,
+        ..StatusRequest::default()
+    };
+    fetch_as(&masters.parse()?, &runtime()?, &request)
 }
 
-/// The status `request` asks for.
+/// The status `request` asks for, from `masters`, on `runtime`.
 ///
 /// # Errors
 ///
 /// No master answered.
-fn fetch_as(masters: &MastersArg, request: StatusRequest) -> Result<StatusView, CliError> {
-    let masters = masters.parse()?;
-    let reply = runtime()?.block_on(masters.call(async |mut c| c.status(request.clone()).await))?;
+fn fetch_as(
+    masters: &Masters,
+    runtime: &Runtime,
+    request: &StatusRequest,
+) -> Result<StatusView, CliError> {
+    let reply = runtime.block_on(masters.call(async |mut c| c.status(request.clone()).await))?;
     Ok(StatusView::of(&reply))
 }
 
@@ -128,19 +131,20 @@ pub fn drivers(args: DriversArgs) -> Result<String, CliError> {
         local: args.read.local,
         ..StatusRequest::drivers_from(from, limit)
     };
-    if let Some(limit) = args.limit {
-        let from = args.from.as_deref().unwrap_or_default();
-        let status = fetch_as(&args.read.masters, page(from, limit))?;
-        return Ok(paged(&status, args.read.json, limit));
-    }
-    if args.ids.is_empty() {
+    if args.ids.is_empty() && args.limit.is_none() {
         let status = fetch(&args.read.masters, args.read.local)?;
         return Ok(shown(&status, args.read.json, "drivers", render::drivers));
+    }
+    let (masters, runtime) = (args.read.masters.parse()?, runtime()?);
+    if let Some(limit) = args.limit {
+        let from = args.from.as_deref().unwrap_or_default();
+        let status = fetch_as(&masters, &runtime, &page(from, limit))?;
+        return Ok(paged(&status, args.read.json, limit));
     }
     // Each named driver is the first of a page of one from it.
     let mut named: Option<StatusView> = None;
     for id in &args.ids {
-        let mut one = fetch_as(&args.read.masters, page(id, 1))?;
+        let mut one = fetch_as(&masters, &runtime, &page(id, 1))?;
         one.drivers.retain(|d| d.id == *id);
         if one.drivers.is_empty() {
             return Err(CliError::Refused(format!(
