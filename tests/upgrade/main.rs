@@ -640,6 +640,24 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
     cluster.submit(false);
     cluster.assert_all_running("an application placed by the upgraded leader");
 
+    // A page of the drivers from the upgraded leader; a master of the previous release knows
+    // no pages, answers every driver from its own copy, and this client shows them whole.
+    let page = |addr: &str, local: bool| -> Value {
+        let output = muster_from(&cluster.new)
+            .args(["drivers", "--limit", "1", "--json"])
+            .args(local.then_some("--local"))
+            .env("MUSTER_MASTERS", addr)
+            .output()
+            .unwrap();
+        serde_json::from_str(&support::stdout(&output)).unwrap()
+    };
+    let first = page(&cluster.masters.addrs[a - 1], false);
+    assert_eq!(first["drivers"].as_array().unwrap().len(), 1, "{first}");
+    assert!(first["next"].is_string(), "{first}");
+    let whole = page(&cluster.masters.addrs[b - 1], true);
+    assert!(whole["drivers"].as_array().unwrap().len() > 1, "{whole}");
+    assert_eq!(whole["next"], Value::Null, "{whole}");
+
     // Her application's requests, written as the previous release reads them.
     let mut steer = steered.0.stdin.take().unwrap();
     writeln!(steer, "limit 1").unwrap();
