@@ -1,6 +1,7 @@
 //! The deploy files must not rot: the systemd units' and the compose file's command lines
 //! start a real cluster here, with exactly their arguments (addresses and paths substituted
-//! for this machine), and it must come up ALIVE with its workers.
+//! for this machine), and it must come up ALIVE with its workers; the compose cluster is then
+//! rolled as the book's upgrading page says, command by command.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -196,7 +197,7 @@ fn the_compose_file_starts_a_cluster() {
         .map(|i| table[i - 1].1.clone())
         .collect::<Vec<_>>()
         .join(",");
-    let mut running = Vec::new();
+    let mut services = BTreeMap::new();
     for (name, args) in &commands {
         let mut local = table.clone();
         local.push(("0.0.0.0:8080".into(), format!("127.0.0.1:{}", free_port())));
@@ -204,8 +205,39 @@ fn the_compose_file_starts_a_cluster() {
         local.push(("/var/lib/muster/master".into(), data.display().to_string()));
         local.push(("/var/lib/muster/worker".into(), data.display().to_string()));
         let args = substitute(args, &local);
-        running.push(start(&args, &dir.path().join(format!("{name}.log"))));
+        let log = dir.path().join(format!("{name}.log"));
+        services.insert(name.clone(), (start(&args, &log), args, log));
     }
     let status = wait_alive(&list, 2, dir.path());
     assert_eq!(status["members"].as_array().unwrap().len(), 3, "{status}");
+
+    // The upgrading page's rolling restart, command by command: each `docker compose up -d
+    // --no-deps SERVICE` stops the service's process and starts it again, each `m ARGS` is
+    // the CLI, which must succeed.
+    let page = crate::support::book_page("operator/upgrading.md");
+    let roll = (0..)
+        .map(|n| crate::support::sh_block(&page, n))
+        .find(|block| block.contains("docker compose up -d --no-deps"))
+        .unwrap();
+    let mut restarted = 0;
+    for line in roll.lines() {
+        let command = line.split("  #").next().unwrap().trim();
+        if let Some(service) = command.strip_prefix("docker compose up -d --no-deps ") {
+            let (process, args, log) = services.remove(service).expect("a service");
+            drop(process);
+            services.insert(service.to_owned(), (start(&args, &log), args, log));
+            restarted += 1;
+        } else if let Some(args) = command.strip_prefix("m ") {
+            let args: Vec<&str> = args.split_whitespace().collect();
+            let done = crate::support::Masters::client(&list, &args);
+            assert!(done.status.success(), "`{command}`: {done:?}");
+        } else {
+            assert!(
+                command.starts_with("m() {"),
+                "an unknown command: {command}"
+            );
+        }
+    }
+    assert_eq!(restarted, 5, "{roll}");
+    wait_alive(&list, 2, dir.path());
 }

@@ -721,7 +721,7 @@ fn a_master_joins_the_group_and_leaves_it_again() {
         &["submit", "--name", "kept", "--", "/bin/true"],
     ));
     let addr = format!("127.0.0.1:{}", free_port());
-    let _fourth = crate::support::Process(
+    let fourth = crate::support::Process(
         master_command(
             4,
             &addr,
@@ -781,6 +781,26 @@ fn a_master_joins_the_group_and_leaves_it_again() {
         assert!(start.elapsed() < DEADLINE, "the new member never caught up");
         std::thread::sleep(Duration::from_millis(100));
     }
+
+    // The pre-flight passes with every member answering, and fails naming one that does
+    // not.
+    let ready = stdout(&Masters::client(
+        &masters.list_from(1),
+        &["members", "check"],
+    ));
+    assert!(
+        ready.ends_with("\nready") && ready.contains("master 4 at ") && !ready.contains("FAIL"),
+        "{ready}"
+    );
+    drop(fourth);
+    let not_ready = Masters::client(&masters.list_from(1), &["members", "check"]);
+    assert_eq!(not_ready.status.code(), Some(4), "{not_ready:?}");
+    let report = String::from_utf8_lossy(&not_ready.stdout);
+    assert!(
+        report.contains(&format!("FAIL  master 4 at {addr} does not answer")),
+        "{report}"
+    );
+    assert_eq!(stderr(&not_ready), "error: not ready: 1 check(s) failed");
 
     let removed = stdout(&Masters::client(
         &masters.list_from(1),

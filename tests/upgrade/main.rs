@@ -37,6 +37,10 @@ const SETTINGS: &str = r#"{"retained_drivers": 100000}"#;
 const NEW_SETTINGS: &str =
     r#"{"retained_drivers": 100000, "snapshot_every": 20, "log_kept_after_snapshot": 0}"#;
 
+/// What upgraded masters are given where the operator holds the log format for a soak.
+const HELD_SETTINGS: &str = r#"{"retained_drivers": 100000, "snapshot_every": 20,
+    "log_kept_after_snapshot": 0, "hold_log_format": true}"#;
+
 /// A three-master cluster with two workers, each process on the previous release or the
 /// build under test.
 struct Cluster {
@@ -47,6 +51,8 @@ struct Cluster {
     new: PathBuf,
     /// Whether each master (1-based, at index id - 1) runs the build under test.
     upgraded: [bool; 3],
+    /// Whether masters of the build under test hold the log format (`hold_log_format`).
+    hold_log_format: bool,
     /// The workers by name, and whether each runs the build under test.
     workers: Vec<(String, Process, bool)>,
     /// The longest time from a master's SIGTERM to its serving again on the other build.
@@ -64,12 +70,14 @@ impl Cluster {
         let settings = tempfile::tempdir().unwrap();
         std::fs::write(settings.path().join("old.json"), SETTINGS).unwrap();
         std::fs::write(settings.path().join("new.json"), NEW_SETTINGS).unwrap();
+        std::fs::write(settings.path().join("held.json"), HELD_SETTINGS).unwrap();
         let mut cluster = Self {
             masters: Masters::stopped(),
             settings,
             old: release::previous_muster().to_owned(),
             new: muster_binary(),
             upgraded: masters,
+            hold_log_format: false,
             workers: Vec::new(),
             longest_restart: Duration::ZERO,
             longest_worker_gap: Duration::ZERO,
@@ -91,7 +99,11 @@ impl Cluster {
     }
 
     fn settings(&self, upgraded: bool) -> PathBuf {
-        let name = if upgraded { "new.json" } else { "old.json" };
+        let name = match (upgraded, self.hold_log_format) {
+            (false, _) => "old.json",
+            (true, false) => "new.json",
+            (true, true) => "held.json",
+        };
         self.settings.path().join(name)
     }
 
@@ -218,6 +230,36 @@ impl Cluster {
             .output()
             .unwrap();
         assert!(load.status.success(), "{load:?}");
+    }
+
+    /// Waits until the leader, every master on this build, has said it holds the cluster's
+    /// log format below what they all read, and checks that it is still there.
+    fn wait_held(&self) {
+        let leader = self.leader() as usize;
+        wait_for_text(
+            &self.masters.dir.path().join(format!("master-{leader}.log")),
+            "the leader holding the log format",
+            |log| log.contains("the cluster's log format is held (hold_log_format)"),
+        );
+        let status = support::wait_for_at(
+            &self.masters.addrs[leader - 1],
+            "the leader's status",
+            |s| s["leader"] == leader as u64,
+        );
+        assert!(
+            status["log_format"].as_u64() < Some(LogFormat::NEWEST.0.into())
+                && status["log_format_held"] == true,
+            "{status}"
+        );
+        let members = Masters::client(&self.list(), &["members"]);
+        let members = support::stdout(&members);
+        assert!(
+            members.contains(&format!(
+                "log format held (hold_log_format) although every master reads {}",
+                LogFormat::NEWEST
+            )),
+            "{members}"
+        );
     }
 
     /// Waits until the leader has raised the cluster's log format, every master on this
@@ -474,6 +516,8 @@ fn executor_pids(status: &Value, app: &str) -> Vec<(u64, u64)> {
 fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything() {
     let _serial = serial();
     let mut cluster = Cluster::start([false; 3], [false; 2]);
+    // As the upgrade page says: upgraded masters hold the log format until it is raised.
+    cluster.hold_log_format = true;
     let old = cluster.old.clone();
 
     // Work of the previous release: a supervised driver and an attached application.
@@ -680,11 +724,23 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
     );
     cluster.submit(true);
 
-    // The rest of the masters upgraded: the old leader last.
+    // The rest of the masters upgraded, the old leader last. They hold the log format for a
+    // soak: meanwhile a master may still be put back on the previous release.
     cluster.restart(b, true);
     cluster.submit(false);
     cluster.restart(first_leader, true);
     cluster.submit(true);
+    cluster.wait_held();
+    cluster.restart(first_leader, false);
+    cluster.submit(true);
+    cluster.restart(first_leader, true);
+    cluster.wait_held();
+    let raised = Masters::client(&cluster.list(), &["members", "raise-log-format"]);
+    let raised = support::stdout(&raised);
+    assert!(
+        raised.contains(&format!("to {}", LogFormat::NEWEST)),
+        "{raised}"
+    );
     cluster.wait_raised();
     cluster.assert_all_running("every master upgraded");
 

@@ -29,6 +29,9 @@ pub fn members(status: &StatusView) -> String {
         "cluster log format {} (release {}): masters of older releases can no longer join",
         status.log_format, status.log_format_release
     );
+    if let Some(held) = status.held_log_format() {
+        let _ = writeln!(out, "log format {held}");
+    }
     let _ = writeln!(
         out,
         "applied log index {} (by the master that answered)",

@@ -244,6 +244,7 @@ impl ClusterService {
             term: leadership.term.0,
             applied_index: metrics.last_applied.map_or(0, |applied| applied.index),
             log_format: state.log_format().0,
+            log_format_held: self.node.holds_log_format(),
             recovery_state: session
                 .as_ref()
                 .map_or(v1::RecoveryState::Standby, |s| s.recovery_state().into())
@@ -480,6 +481,7 @@ impl Cluster for ClusterService {
             async |this, user, body| {
                 // Only the leader's view of the membership counts: a follower's may lag.
                 this.node.read(|state| admit(state, user, true)).await??;
+                let mut reply = ChangeMembersReply::default();
                 match body.change {
                     Some(Change::Add(member)) => {
                         if member.id == 0 || member.addr.is_empty() {
@@ -522,6 +524,15 @@ impl Cluster for ClusterService {
                             Err(error) => return Err(error.into()),
                         }
                     }
+                    Some(Change::RaiseLogFormat(_)) => {
+                        let (from, to) = this
+                            .node
+                            .raise_log_format()
+                            .await?
+                            .map_err(ApplyError::Conflict)?;
+                        reply.log_format_from = from.0;
+                        reply.log_format_to = to.0;
+                    }
                     None => {
                         return Err(ApplyError::Invalid {
                             field: "change".to_owned(),
@@ -530,7 +541,7 @@ impl Cluster for ClusterService {
                         .into());
                     }
                 }
-                Ok(ChangeMembersReply {})
+                Ok(reply)
             },
             async |mut leader, request| leader.change_members(request).await,
         )

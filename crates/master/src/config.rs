@@ -54,6 +54,9 @@ pub struct MasterFile {
     /// it refuses the next with `RESOURCE_EXHAUSTED` and how long to wait, which clients
     /// honour.
     pub max_queued_writes: Option<usize>,
+    /// Keep the cluster's log format where it is after an upgrade, until `muster members
+    /// raise-log-format`: the previous release may be put back meanwhile.
+    pub hold_log_format: bool,
 }
 
 /// `"preemption": {"queues": ["prod"], "delay_s": 5, "grace_s": 10, "max_fraction": 0.1,
@@ -251,6 +254,7 @@ impl MasterFile {
         }
         Ok(RaftSettings {
             max_queued_writes: self.max_queued_writes.unwrap_or(raft.max_queued_writes),
+            hold_log_format: self.hold_log_format || raft.hold_log_format,
             snapshot_every: self.snapshot_every.unwrap_or(raft.snapshot_every),
             keep_after_snapshot: self
                 .log_kept_after_snapshot

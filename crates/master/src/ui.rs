@@ -143,6 +143,9 @@ pub(crate) fn overview(status: &StatusView, charts: Markup) -> Markup {
             p {
                 "Cluster log format " (status.log_format) " (release "
                 (status.log_format_release) "): masters of older releases can no longer join."
+                @if let Some(held) = status.held_log_format() {
+                    " It is " (held) "."
+                }
             }
             table {
                 tr { th { "id" } th { "address" } th { "role" } th { "build" } }

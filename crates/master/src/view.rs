@@ -40,6 +40,9 @@ pub struct StatusView {
     /// The release that introduced that format: masters of older releases can no longer
     /// join.
     pub log_format_release: String,
+    /// The answering master holds the log format where it is while it leads, even once
+    /// every member reads a newer one (`hold_log_format`).
+    pub log_format_held: bool,
     /// The masters.
     pub members: Vec<MemberView>,
     /// Every worker the log knows.
@@ -451,6 +454,31 @@ pub struct KeptView {
 }
 
 impl StatusView {
+    /// What the answering master's hold of the log format means now, if it holds it: the
+    /// newer format every member reads, if they all do, and how to raise the cluster to it.
+    pub fn held_log_format(&self) -> Option<String> {
+        if !self.log_format_held {
+            return None;
+        }
+        let every_member_reads = self
+            .members
+            .iter()
+            .map(|m| Some(m.build.as_ref()?.log_format.unwrap_or(LogFormat::FIRST.0)))
+            .collect::<Option<Vec<u32>>>()
+            .and_then(|formats| formats.into_iter().min())
+            .filter(|&reads| reads > self.log_format);
+        Some(match every_member_reads {
+            Some(newer) => format!(
+                "held (hold_log_format) although every master reads {}: the previous \
+                 release may still be put back; `muster members raise-log-format` raises it",
+                LogFormat(newer)
+            ),
+            None => "held (hold_log_format): once every master reads a newer one, it \
+                     stays until `muster members raise-log-format`"
+                .to_owned(),
+        })
+    }
+
     /// The view of `status`.
     pub fn of(status: &StatusReply) -> Self {
         let effective = LogFormat(status.log_format).max(LogFormat::FIRST);
@@ -461,6 +489,7 @@ impl StatusView {
             recovery_state: status.recovery_state(),
             log_format: effective.0,
             log_format_release: effective.release().unwrap_or("a later release").to_owned(),
+            log_format_held: status.log_format_held,
             members: status.members.iter().map(member).collect(),
             workers: status.workers.iter().map(worker).collect(),
             apps: status.apps.iter().map(app).collect(),

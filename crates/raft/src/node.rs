@@ -65,7 +65,7 @@ use openraft::error::{ForwardToLeader, InitializeError, RaftError};
 use openraft::{ChangeMembers, Config, RaftMetrics, ServerState, SnapshotPolicy, TryAsRef};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 
-use crate::builds::{self, Builds, held_back, reads};
+use crate::builds::{self, Builds, Versions, held_back, reads};
 use crate::codec::encoded_len;
 use crate::disk::Disk;
 use crate::log_store::LogStore;
@@ -101,6 +101,10 @@ pub struct RaftSettings {
     /// The most client writes waiting for an entry at once; past it a write is refused as
     /// [`WriteError::Busy`] (backpressure). The leader's own proposals are never refused.
     pub max_queued_writes: usize,
+    /// Keep the cluster's log format where it is when every member reads a newer one, until
+    /// [`RaftNode::raise_log_format`] is asked (a soak after an upgrade, while the previous
+    /// release may still be put back).
+    pub hold_log_format: bool,
 }
 
 impl Default for RaftSettings {
@@ -119,6 +123,7 @@ impl Default for RaftSettings {
             peer_dialer: Dialer::plain(),
             build: this_build(String::new()),
             max_queued_writes: 2048,
+            hold_log_format: false,
         }
     }
 }
@@ -302,6 +307,26 @@ impl Proposal {
     }
 }
 
+/// Proposes the leader's own `command` by `proposals`, outside the bound on client writes
+/// and the log format check (a raise of the format itself).
+fn propose_own(
+    proposals: &mpsc::UnboundedSender<Proposal>,
+    command: Command,
+) -> impl Future<Output = Result<Applied, WriteError>> + use<> {
+    let (result, applied) = oneshot::channel();
+    let _ = proposals.send(Proposal {
+        command,
+        result,
+        withdrawn: None,
+        _queued: None,
+    });
+    async move {
+        applied
+            .await
+            .unwrap_or_else(|_| Err(WriteError::Unavailable("Raft stopped".into())))
+    }
+}
+
 /// One master replica's Raft node.
 pub struct RaftNode {
     id: NodeId,
@@ -331,10 +356,10 @@ pub struct RaftNode {
     leadership: watch::Receiver<Leadership>,
     election_timeout_min_ms: u64,
     election_timeout_max_ms: u64,
-    /// Each member's build, as this replica last learned it while leading.
-    builds: Builds,
-    /// The build this replica runs.
-    build: BuildInfo,
+    /// This replica's build and its members', as it last learned them while leading.
+    versions: Versions,
+    /// Whether it holds the cluster's log format where it is.
+    hold_log_format: bool,
     /// Set when a leader sent entries this build cannot read.
     unreadable: watch::Sender<Option<String>>,
 }
@@ -383,30 +408,20 @@ impl RaftNode {
             Arc::clone(&last_commit_us),
             queued,
         ));
-        let builds = Builds::default();
         let changes = Arc::new(tokio::sync::Mutex::new(()));
+        let versions = Versions {
+            raft: raft.clone(),
+            network: network.clone(),
+            own: settings.build.clone(),
+            builds: Builds::default(),
+            state: Arc::clone(&state),
+        };
         let raising = proposals.clone();
         tokio::spawn(builds::learn(
-            raft.clone(),
-            network.clone(),
-            settings.build.clone(),
-            Arc::clone(&builds),
-            Arc::clone(&state),
+            versions.clone(),
             Arc::clone(&changes),
-            move |command| {
-                let (result, applied) = oneshot::channel();
-                let _ = raising.send(Proposal {
-                    command,
-                    result,
-                    withdrawn: None,
-                    _queued: None,
-                });
-                async move {
-                    applied
-                        .await
-                        .unwrap_or_else(|_| Err(WriteError::Unavailable("Raft stopped".into())))
-                }
-            },
+            settings.hold_log_format,
+            move |command| propose_own(&raising, command),
         ));
         Ok(Self {
             id,
@@ -425,8 +440,8 @@ impl RaftNode {
             leadership,
             election_timeout_min_ms: settings.election_timeout_ms.0,
             election_timeout_max_ms: settings.election_timeout_ms.1,
-            builds,
-            build: settings.build.clone(),
+            versions,
+            hold_log_format: settings.hold_log_format,
             unreadable: watch::channel(None).0,
         })
     }
@@ -441,7 +456,7 @@ impl RaftNode {
         ReplicationService::server(
             self.raft.clone(),
             Duration::from_millis(self.election_timeout_min_ms),
-            self.build.clone(),
+            self.versions.own.clone(),
             self.unreadable.clone(),
         )
     }
@@ -629,7 +644,7 @@ impl RaftNode {
             let effective = self.state.read().expect("state lock").log_format();
             if needs > effective {
                 let members = builds::members(&self.raft.metrics().borrow());
-                let builds = self.builds.lock().expect("builds lock");
+                let builds = self.versions.builds.lock().expect("builds lock");
                 let line = held_back(needs, effective, &members, &builds);
                 // A member known to run an older build holds it back until upgraded; a
                 // member not heard from yet only until it is.
@@ -894,10 +909,34 @@ impl RaftNode {
         }
     }
 
+    /// Raises the cluster's log format to the oldest every member reads, now, whether this
+    /// replica holds it ([`RaftSettings::hold_log_format`]) or not: the format it was
+    /// raised from and to, or why there is nothing to raise (a member that reads no newer
+    /// one, or has not said which it reads).
+    ///
+    /// # Errors
+    ///
+    /// [`WriteError::NotLeader`] when this replica does not lead, or the raise was not
+    /// committed.
+    pub async fn raise_log_format(
+        &self,
+    ) -> Result<Result<(LogFormat, LogFormat), String>, WriteError> {
+        let _one_change = self.changes.lock().await;
+        self.versions
+            .raise_now(|command| propose_own(&self.proposals, command))
+            .await
+    }
+
+    /// Whether this replica holds the cluster's log format where it is while it leads
+    /// ([`RaftSettings::hold_log_format`]).
+    pub fn holds_log_format(&self) -> bool {
+        self.hold_log_format
+    }
+
     /// Each member's build, as this replica last learned it while leading: empty on a
     /// follower, and without the members that did not answer.
     pub fn member_builds(&self) -> BTreeMap<NodeId, BuildInfo> {
-        self.builds.lock().expect("builds lock").clone()
+        self.versions.builds.lock().expect("builds lock").clone()
     }
 
     /// The underlying Raft handle.

@@ -8,7 +8,7 @@ use muster_core::ids::Timestamp;
 use muster_core::model::GangStyle;
 use muster_proto::v1::RaftBytes;
 use muster_proto::v1::replication_client::ReplicationClient;
-use muster_raft::{RaftSettings, WriteError, this_build};
+use muster_raft::{BUILD_POLL, RaftSettings, WriteError, this_build};
 use muster_state::commands::{EndGangWait, RaiseLogFormat};
 use muster_state::version::LogFormat;
 use muster_state::{Command, Op};
@@ -45,6 +45,56 @@ async fn a_group_of_one_build_raises_its_log_format_on_every_replica() {
     assert_eq!(builds.len(), 3, "{builds:?}");
     assert!(builds.values().all(|b| b.log_format == LogFormat::NEWEST.0));
     cluster.assert_replicas_agree(DEADLINE).await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_that_holds_its_log_format_raises_it_only_when_asked() {
+    let _serial = support::serial().await;
+    let settings = RaftSettings {
+        hold_log_format: true,
+        ..RaftSettings::default()
+    };
+    let cluster = TestCluster::start(3, settings).await;
+    let leader = cluster.leader(DEADLINE).await;
+    let deadline = Instant::now() + DEADLINE;
+    while cluster.node(leader).member_builds().len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the leader did not learn the builds"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // An unheld group raises within the poll that learned every build; this one holds
+    // through two more.
+    tokio::time::sleep(2 * BUILD_POLL).await;
+    let formats = |cluster: &TestCluster| -> Vec<LogFormat> {
+        let ids = cluster.ids();
+        ids.into_iter()
+            .map(|id| cluster.node(id).local_state().read().unwrap().log_format())
+            .collect()
+    };
+    assert_eq!(formats(&cluster), [LogFormat::FIRST; 3]);
+
+    let follower = cluster.follower_of(leader);
+    let refused = cluster.node(follower).raise_log_format().await.unwrap_err();
+    assert!(
+        matches!(refused, WriteError::NotLeader(Some((id, _))) if id == leader),
+        "{refused:?}"
+    );
+
+    let raised = cluster.node(leader).raise_log_format().await.unwrap();
+    assert_eq!(raised, Ok((LogFormat::FIRST, LogFormat::NEWEST)));
+    cluster.assert_replicas_agree(DEADLINE).await;
+    assert_eq!(formats(&cluster), [LogFormat::NEWEST; 3]);
+    let again = cluster.node(leader).raise_log_format().await.unwrap();
+    assert_eq!(
+        again,
+        Err(format!(
+            "the cluster is at {} already, the newest this build writes",
+            LogFormat::NEWEST
+        ))
+    );
     cluster.shutdown().await;
 }
 
