@@ -292,7 +292,8 @@ fn masters_apply_their_configured_queues_and_refuse_a_bad_config() {
     let config = dir.path().join("master.json");
     std::fs::write(
         &config,
-        r#"{"worker_timeout_s": 5, "scheduling": {"spread_out_apps": false}}"#,
+        r#"{"worker_timeout_s": 5, "scheduling": {"spread_out_apps": false},
+            "preemption": {"queues": ["prod"]}}"#,
     )
     .unwrap();
     let masters = Masters::start_with(&[
@@ -318,20 +319,53 @@ fn masters_apply_their_configured_queues_and_refuse_a_bad_config() {
         std::thread::sleep(Duration::from_millis(100));
     }
 
+    // Queues that would leave the masters' preemption with nothing to preempt for are
+    // refused, and change nothing.
+    let without_prod = dir.path().join("without-prod.json");
+    std::fs::write(&without_prod, r#"[{"name": "prod"}, {"name": "default"}]"#).unwrap();
+    let refused = Masters::client(
+        &masters.list_from(1),
+        &["queues", "--set", without_prod.to_str().unwrap()],
+    );
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert_eq!(
+        stderr(&refused),
+        "error: queues: the masters' preemption settings need them: `prod` is not a prior \
+         queue: it would never preempt"
+    );
+    assert_eq!(
+        masters.status(&masters.list_from(1))["queues"][0]["prior"],
+        true
+    );
+
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, r#"{"worker_timeout": 5}"#).unwrap();
-    let port = free_port();
-    let output = lone_master_command(&format!("127.0.0.1:{port}"), &dir.path().join("bad-master"))
-        .arg("--config")
-        .arg(&bad)
-        .output()
-        .unwrap();
-    let message = stderr(&output);
-    assert!(
-        message.starts_with("error: ") && message.contains("unknown field `worker_timeout`"),
-        "{message}"
-    );
-    assert_eq!(message.lines().count(), 1, "{message}");
+    let misspelt = dir.path().join("misspelt.json");
+    std::fs::write(&misspelt, r#"{"preemption": {"queues": ["Prod"]}}"#).unwrap();
+    for (config, expected) in [
+        (&bad, "unknown field `worker_timeout`"),
+        (
+            &misspelt,
+            "--config: preemption.queues: no queue `Prod` among the queues: it would never \
+             preempt",
+        ),
+    ] {
+        let port = free_port();
+        let output =
+            lone_master_command(&format!("127.0.0.1:{port}"), &dir.path().join("bad-master"))
+                .arg("--config")
+                .arg(config)
+                .arg("--queues")
+                .arg(&queues)
+                .output()
+                .unwrap();
+        let message = stderr(&output);
+        assert!(
+            message.starts_with("error: ") && message.contains(expected),
+            "{message}"
+        );
+        assert_eq!(message.lines().count(), 1, "{message}");
+    }
 }
 
 /// A master alone with its data in `dir`, serving its status over HTTP too: it, and its

@@ -125,6 +125,12 @@ fn malformed_traces_and_cluster_files_exit_2_naming_the_line_and_field() {
             "master": {"preemption": {"queues": ["prod"]}}}"#,
     );
     write(
+        "tiny-fraction.json",
+        r#"{"workers": [{"count": 1, "cores": 4, "memory_mb": 4096}],
+            "queues": [{"name": "prod", "prior": true}],
+            "master": {"preemption": {"queues": ["prod"], "max_fraction": 0.1}}}"#,
+    );
+    write(
         "bad-cluster.json",
         r#"{"workers": [{"count": 0, "cores": 4, "memory_mb": 4096}]}"#,
     );
@@ -151,7 +157,13 @@ fn malformed_traces_and_cluster_files_exit_2_naming_the_line_and_field() {
         ),
         (
             ["ok.jsonl", "--cluster", "misspelt-preemption.json"],
-            "misspelt-preemption.json: master.preemption.queues: no queue `Prod` in the file's queues",
+            "misspelt-preemption.json: master.preemption.queues: no queue `Prod` among the \
+             queues: it would never preempt",
+        ),
+        (
+            ["ok.jsonl", "--cluster", "tiny-fraction.json"],
+            "tiny-fraction.json: master.preemption.max_fraction: max_fraction 0.1 of 4 cores \
+             is less than one core: no round could stop an executor",
         ),
         (
             ["ok.jsonl", "--cluster", "ordinary-preemption.json"],

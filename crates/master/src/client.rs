@@ -638,6 +638,17 @@ impl Cluster for ClusterService {
                 // of builds before trees, so the tree is checked here, where they are
                 // written.
                 check_paths(&queues).map_err(|e| CallError::Refused(e.into()))?;
+                let prior = queues.iter().map(|q| (&q.name, q.prior));
+                if let Some(why) = this
+                    .sessions
+                    .preemption()
+                    .and_then(|policy| policy.never_preempts_under(prior))
+                {
+                    return Err(CallError::Refused(ApplyError::Invalid {
+                        field: "queues".to_owned(),
+                        message: format!("the masters' preemption settings need them: {why}"),
+                    }));
+                }
                 let op = set_queues_op(queues);
                 this.write(client_command(&body.request_id, user, op))
                     .await?;

@@ -292,6 +292,21 @@ impl MasterFile {
         let duration = |setting, value: Option<f64>, default| {
             value.map_or(Ok(default), |v| seconds(setting, v))
         };
+        let preemption = self
+            .preemption
+            .as_ref()
+            .map(PreemptionFile::policy)
+            .transpose()?;
+        if let Some((policy, queues)) = preemption.as_ref().zip(queues.as_ref())
+            && let Some(message) =
+                policy.never_preempts_under(queues.iter().map(|q| (&q.name, q.prior)))
+        {
+            return Err(ConfigError::Invalid {
+                path: PathBuf::from("--config"),
+                field: "preemption.queues".to_owned(),
+                message,
+            });
+        }
         Ok(LeaderConfig {
             worker_timeout: duration(
                 "worker timeout",
@@ -311,11 +326,7 @@ impl MasterFile {
             )?,
             pass,
             queues,
-            preemption: self
-                .preemption
-                .as_ref()
-                .map(PreemptionFile::policy)
-                .transpose()?,
+            preemption,
             gang_timeout: GangTimeout {
                 after: duration(
                     "gang timeout",

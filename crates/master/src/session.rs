@@ -782,6 +782,11 @@ impl Sessions {
         sessions
     }
 
+    /// The leaders' preemption policy, if any.
+    pub fn preemption(&self) -> Option<&crate::leader::PreemptionPolicy> {
+        self.config.preemption.as_ref()
+    }
+
     /// Ends the current session, if any, as a replica that stops leading would.
     pub fn stop(&self) {
         if let Some(session) = self.current.lock().expect("sessions lock").take() {

@@ -204,27 +204,26 @@ impl Cluster {
                 "tick_ms and heartbeat_ms must be at least 1",
             ));
         }
-        let leader = file.master.leader(None, None, file.queues)?;
-        // A preempting queue the file does not have, or that is not prior, would silently
-        // never preempt.
-        if let Some(policy) = &leader.preemption {
-            let queues = leader.queues.as_deref().unwrap_or_default();
-            for name in &policy.queues {
-                match queues.iter().find(|q| q.name == *name) {
-                    Some(queue) if queue.prior => {}
-                    Some(_) => {
-                        return Err(invalid(
-                            "master.preemption.queues".into(),
-                            &format!("`{name}` is not a prior queue: it would never preempt"),
-                        ));
-                    }
-                    None => {
-                        return Err(invalid(
-                            "master.preemption.queues".into(),
-                            &format!("no queue `{name}` in the file's queues"),
-                        ));
-                    }
+        // The masters' settings, named as the file nests them.
+        let leader = file
+            .master
+            .leader(None, None, file.queues)
+            .map_err(|error| match error {
+                ConfigError::Invalid { field, message, .. } => {
+                    invalid(format!("master.{field}"), &message)
                 }
+                other => other,
+            })?;
+        if let Some(policy) = &leader.preemption {
+            // Without queues the cluster has only `default`, which is not prior.
+            if leader.queues.is_none()
+                && let Some(message) = policy.never_preempts_under([])
+            {
+                return Err(invalid("master.preemption.queues".into(), &message));
+            }
+            let cores: u64 = workers.iter().map(|w| u64::from(w.resources.cores)).sum();
+            if let Some(message) = policy.stops_nothing_on(cores) {
+                return Err(invalid("master.preemption.max_fraction".into(), &message));
             }
         }
         Ok(Self {

@@ -46,6 +46,40 @@ pub struct PreemptionPolicy {
     pub capacities: bool,
 }
 
+impl PreemptionPolicy {
+    /// Why this policy would never preempt under `queues` (the cluster's queue tree, each
+    /// queue's name and whether it is prior): a preempting queue it does not have, or one
+    /// that is not prior.
+    pub fn never_preempts_under<'q>(
+        &self,
+        queues: impl IntoIterator<Item = (&'q QueueName, bool)>,
+    ) -> Option<String> {
+        let prior: BTreeMap<&QueueName, bool> = queues.into_iter().collect();
+        self.queues.iter().find_map(|name| match prior.get(name) {
+            Some(true) => None,
+            Some(false) => Some(format!(
+                "`{name}` is not a prior queue: it would never preempt"
+            )),
+            None => Some(format!(
+                "no queue `{name}` among the queues: it would never preempt"
+            )),
+        })
+    }
+
+    /// Why one round could stop no executor at all on `alive_cores` cores: `max_fraction`
+    /// of them is less than one core.
+    pub fn stops_nothing_on(&self, alive_cores: u64) -> Option<String> {
+        let budget = (self.max_fraction * alive_cores as f64).floor();
+        (alive_cores > 0 && budget < 1.0).then(|| {
+            format!(
+                "max_fraction {} of {alive_cores} cores is less than one core: no round could \
+                 stop an executor",
+                self.max_fraction
+            )
+        })
+    }
+}
+
 /// Room waits, kept room and the preemption and grant in flight.
 #[derive(Debug)]
 pub(super) struct Preemptor {
@@ -61,6 +95,8 @@ pub(super) struct Preemptor {
     preempt_in_flight: bool,
     /// A grant of kept room is proposed and not settled yet.
     grant_in_flight: bool,
+    /// Why the policy cannot preempt for the prior work that waits, as last said.
+    said_cannot_preempt: Option<String>,
 }
 
 impl Preemptor {
@@ -71,6 +107,7 @@ impl Preemptor {
             kept: BTreeMap::new(),
             preempt_in_flight: false,
             grant_in_flight: false,
+            said_cannot_preempt: None,
         }
     }
 
@@ -142,6 +179,35 @@ impl Preemptor {
                 WorkId::App(id) => apps.insert(id),
                 WorkId::Driver(id) => drivers.insert(id),
             };
+        }
+        // Prior work waits for room that the policy can never free: said once, as it
+        // changes, where the operator looks.
+        let prior_waits = snapshot
+            .apps
+            .iter()
+            .filter(|a| apps.contains(&a.id))
+            .map(|a| &a.queue)
+            .chain(
+                snapshot
+                    .drivers
+                    .iter()
+                    .filter(|d| drivers.contains(&d.id))
+                    .map(|d| &d.queue),
+            )
+            .any(|queue| snapshot.queues.iter().any(|c| &c.name == queue && c.prior));
+        let cannot_preempt = prior_waits
+            .then(|| {
+                let queues = snapshot.queues.iter().map(|c| (&c.name, c.prior));
+                policy
+                    .never_preempts_under(queues)
+                    .or_else(|| policy.stops_nothing_on(snapshot.alive_cores()))
+            })
+            .flatten();
+        if cannot_preempt != self.said_cannot_preempt {
+            if let Some(why) = &cannot_preempt {
+                tracing::warn!("prior work waits for room, and preemption cannot free it: {why}");
+            }
+            self.said_cannot_preempt = cannot_preempt;
         }
         // Found by a walk of the snapshot that copies only the ids of work waiting for room.
         let waits: BTreeSet<WorkId> = snapshot
