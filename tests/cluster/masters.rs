@@ -271,6 +271,36 @@ fn no_reachable_master_is_one_clear_error() {
     // patience (2 s), not the 10 s it gives masters that answer without a leader.
     assert!(waited.as_secs() < 6, "gave up after {waited:?}");
 
+    // A host name that does not resolve, and a server that is no master (the status pages'
+    // port of a master), are said as such just as soon.
+    let dir = tempfile::tempdir().unwrap();
+    let (_master, grpc, http) = lone_master_serving_http(dir.path());
+    crate::support::wait_for_at(&grpc, "the lone master leading", |s| s["leader"] == 1);
+    for (masters, reason) in [
+        (
+            "no-such-host.invalid:7077".to_owned(),
+            "no-such-host.invalid:7077: no such host: the name does not resolve".to_owned(),
+        ),
+        (
+            http.clone(),
+            format!(
+                "{http}: not a Muster master: a TLS server answered that does not speak gRPC; \
+                 give a master's gRPC address (its --listen), not its status pages' (--http)"
+            ),
+        ),
+    ] {
+        let asked = std::time::Instant::now();
+        let output = Masters::client(&masters, &["status"]);
+        let waited = asked.elapsed();
+        let message = stderr(&output);
+        assert!(message.contains(&reason), "{message}");
+        assert_eq!(output.status.code(), Some(4), "{message}");
+        assert!(waited.as_secs() < 6, "gave up after {waited:?}: {message}");
+    }
+    // Beside a master that answers, the other is passed over.
+    let output = Masters::client(&format!("{http},{grpc}"), &["status"]);
+    assert!(output.status.success(), "{output:?}");
+
     // An address that is not one is bad input, not an unreachable master.
     let output = Masters::client("no such host:1", &["status"]);
     assert_eq!(

@@ -1,8 +1,8 @@
 //! The masters a client talks to, and calls to them: any reachable master answers
 //! (followers forward to the leader); when one is down or a call is lost on the way the next
 //! is tried, and a leader hint is followed ([`crate::discovery`]). Elections and broken links
-//! are waited out for a while before giving up, but a list in which no master even listens
-//! fails within 2 s. The command line, an application's link and the benchmarks all reach the
+//! are waited out for a while before giving up, but a list in which no master even listens,
+//! resolves, takes a connection or speaks gRPC fails within seconds, saying which. The command line, an application's link and the benchmarks all reach the
 //! masters through [`Masters`].
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -18,8 +18,9 @@ use crate::v1::cluster_client::ClusterClient;
 
 /// How long a command keeps trying before it reports the masters unreachable.
 const PATIENCE: Duration = Duration::from_secs(10);
-/// How long it keeps trying while no master of its list has so much as taken a connection
-/// (each refused it: nothing listens there), as long as it has tried them all.
+/// How long it keeps trying while no master of its list could be reached for a reason that
+/// waiting does not mend (nothing listens there, no such host, no answer to connecting, not
+/// a master), as long as it has tried them all.
 const PATIENCE_WITH_NONE_LISTENING: Duration = Duration::from_secs(2);
 /// How long it keeps trying while the leader answers that it is busy (backpressure): a
 /// client slows down under load rather than fail.
@@ -113,17 +114,11 @@ impl Masters {
     ///
     /// It cannot be reached.
     pub async fn connect(&self, addr: &str) -> Result<Client, Status> {
-        let unreachable = |e: tonic::transport::Error| {
-            let reason = if refused(&e) {
-                NOTHING_LISTENS.to_owned()
-            } else {
-                e.to_string()
-            };
-            Status::unavailable(format!("{addr}: {reason}"))
-        };
+        let unreachable =
+            |e: tonic::transport::Error| Status::unavailable(format!("{addr}: {}", unreached(&e)));
         let endpoint = self.dialer.endpoint(addr).map_err(unreachable)?;
         let channel = endpoint
-            .connect_timeout(Duration::from_secs(2))
+            .connect_timeout(CONNECT_TIMEOUT)
             .connect()
             .await
             .map_err(unreachable)?;
@@ -152,8 +147,8 @@ impl Masters {
         // Whether the last answer was a busy leader's.
         let mut busy = false;
         loop {
-            let none_listening = tried.len() == self.addrs.len()
-                && tried.iter().all(|(_, reason)| reason == NOTHING_LISTENS);
+            let none_listening =
+                tried.len() == self.addrs.len() && tried.iter().all(|(_, reason)| hopeless(reason));
             let patience = if busy {
                 PATIENCE_WITH_A_BUSY_LEADER
             } else if none_listening {
@@ -183,6 +178,11 @@ impl Masters {
                         "{addr}: no answer within {ATTEMPT:?}"
                     )))
                 });
+            // Something else answered there: a web server, the status pages' port.
+            let answer = answer.map_err(|status| match not_a_master(&status) {
+                Some(reason) => Status::unavailable(format!("{addr}: {reason}")),
+                None => status,
+            });
             match answer {
                 Ok(reply) => return Ok(reply.into_inner()),
                 Err(status) if let Some(hint) = self.dialer.mismatch(&status, &addr) => {
@@ -237,19 +237,102 @@ pub async fn while_busy<T, F: Future<Output = Result<T, Status>>>(
     }
 }
 
+/// How long connecting to one master may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Why a master that refused the connection was not reached.
 const NOTHING_LISTENS: &str = "connection refused: no master listens there";
+/// Why a master whose host took no connection at all was not reached.
+const NO_ANSWER: &str =
+    "no answer to connecting within 2 s: the host is down or a firewall drops the connection";
+/// Why a master whose host name does not resolve was not reached.
+const NO_SUCH_HOST: &str = "no such host";
+/// Why a server that answered was not taken for a master.
+const NOT_A_MASTER: &str = "not a Muster master";
 
-/// Whether connecting failed because the connection was refused.
-fn refused(error: &tonic::transport::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(error) = source {
-        if let Some(io) = error.downcast_ref::<std::io::Error>()
-            && io.kind() == std::io::ErrorKind::ConnectionRefused
+/// What to give instead of a server that is no master.
+const GIVE_THE_GRPC_ADDRESS: &str =
+    "give a master's gRPC address (its --listen), not its status pages' (--http)";
+
+/// `error` and the causes under it, outermost first.
+fn causes<'e>(
+    error: &'e (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'e (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(error), |error| error.source())
+}
+
+/// Why connecting failed, in words.
+fn unreached(error: &tonic::transport::Error) -> String {
+    let mut dns = false;
+    for cause in causes(error) {
+        match cause
+            .downcast_ref::<std::io::Error>()
+            .map(std::io::Error::kind)
         {
-            return true;
+            Some(std::io::ErrorKind::ConnectionRefused) => return NOTHING_LISTENS.to_owned(),
+            Some(std::io::ErrorKind::TimedOut) => return NO_ANSWER.to_owned(),
+            _ => {}
         }
-        source = error.source();
+        let said = cause.to_string();
+        if said.contains("HTTP/2 was not negotiated") {
+            return format!(
+                "{NOT_A_MASTER}: a TLS server answered that does not speak gRPC; \
+                 {GIVE_THE_GRPC_ADDRESS}"
+            );
+        }
+        dns |= said == "dns error";
+        if dns && cause.source().is_none() {
+            return format!("{NO_SUCH_HOST}: the name does not resolve ({said})");
+        }
     }
-    false
+    // Each cause once: wrappers often repeat what they wrap.
+    let mut said: Vec<String> = Vec::new();
+    for cause in causes(error) {
+        let cause = cause.to_string();
+        if !said.contains(&cause) {
+            said.push(cause);
+        }
+    }
+    said.join(": ")
+}
+
+/// Why the server that gave `status` is no master, when a server that does not speak gRPC
+/// answered (an HTTP status with no gRPC status).
+fn not_a_master(status: &Status) -> Option<String> {
+    let http = status
+        .message()
+        .strip_prefix("grpc-status header missing, mapped from HTTP status code ")?;
+    Some(format!(
+        "{NOT_A_MASTER}: an HTTP server answered (status {http}); {GIVE_THE_GRPC_ADDRESS}"
+    ))
+}
+
+/// Whether a master was not reached for a reason that waiting does not mend.
+fn hopeless(reason: &str) -> bool {
+    reason == NOTHING_LISTENS
+        || reason == NO_ANSWER
+        || reason.starts_with(NO_SUCH_HOST)
+        || reason.starts_with(NOT_A_MASTER)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plain_http_server_is_no_master_and_not_worth_waiting_for() {
+        let answered = Status::unimplemented(
+            "grpc-status header missing, mapped from HTTP status code 404",
+        );
+        let reason = not_a_master(&answered).unwrap();
+        assert_eq!(
+            reason,
+            "not a Muster master: an HTTP server answered (status 404); give a master's gRPC \
+             address (its --listen), not its status pages' (--http)"
+        );
+        assert!(hopeless(&reason));
+        assert_eq!(not_a_master(&Status::unimplemented("no such method")), None);
+        // A master without a leader is worth waiting for.
+        assert!(!hopeless("not the leader, and no leader is known"));
+    }
 }
