@@ -612,6 +612,50 @@ fn what_the_gateway_refuses_changes_nothing_and_a_missing_resource_fails_its_dri
 }
 
 #[test]
+fn a_submission_no_worker_could_run_is_refused_saying_why() {
+    let Some((spark, _one_at_a_time)) = spark() else {
+        return;
+    };
+    let masters = Masters::start_with_spark_rest(&["--spark-plugin", spark.jar.to_str().unwrap()]);
+    let via = masters.list_from(1);
+    let worker = |name: &str, spark_home: Option<&std::path::Path>| {
+        let mut command = worker_command(&masters, name, 2, &via, &[]);
+        match spark_home {
+            Some(home) => command.env("SPARK_HOME", home),
+            None => command.env_remove("SPARK_HOME"),
+        };
+        Process(command.spawn().expect("muster worker starts"))
+    };
+    let _without = worker("worker-1", None);
+    wait_for(&masters, "a worker without Spark", |s| {
+        crate::support::alive_workers(s) == 1 && s["workers"][0]["spark_home"] == ""
+    });
+    let token = cluster_token();
+    let path = format!("/{token}/v1/submissions/create");
+    let body = create_body("file:/apps/a.jar", "");
+    let (code, reply) = call(&masters.spark_rest[0], "POST", &path, &[], &body);
+    assert_eq!(
+        (code, reply["action"].as_str()),
+        (400, Some("ErrorResponse")),
+        "{reply}"
+    );
+    assert_eq!(
+        reply["message"],
+        "no worker can run this driver: a Spark submission runs the spark-submit of the \
+         worker's SPARK_HOME, and none of the 1 ALIVE workers has one (start their agents \
+         with SPARK_HOME set to a Spark)"
+    );
+    assert!(drivers(&crate::status(&via)).is_empty());
+
+    // Once a worker with a Spark is ALIVE, the same submission is taken.
+    let _with = worker("worker-2", Some(&spark.home));
+    wait_for(&masters, "a worker with Spark", |s| {
+        crate::support::alive_workers(s) == 2
+    });
+    successful(call(&masters.spark_rest[0], "POST", &path, &[], &body));
+}
+
+#[test]
 fn a_submitted_driver_that_asks_for_a_gpu_is_told_which_one_is_its_own() {
     let Some((spark, _one_at_a_time)) = spark() else {
         return;

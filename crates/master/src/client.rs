@@ -258,6 +258,7 @@ impl ClusterService {
                     addresses: address_lists(state.worker_addresses(&w.id)),
                     build: session.as_ref().and_then(|s| s.worker_build(&w.id)),
                     shuffle_service: session.as_ref().and_then(|s| s.shuffle_service(&w.id)),
+                    spark_home: session.as_ref().and_then(|s| s.spark_home(&w.id)),
                     ..WorkerStatus::from(w)
                 })
                 .collect(),

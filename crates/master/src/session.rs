@@ -234,6 +234,12 @@ impl Session {
         self.lock().leader.shuffle_service(worker).copied()
     }
 
+    /// The Spark `worker`'s drivers run Spark submissions with, as its agent said (empty:
+    /// none); `None` when it did not say.
+    pub fn spark_home(&self, worker: &WorkerId) -> Option<String> {
+        self.lock().leader.spark_home(worker).map(str::to_owned)
+    }
+
     /// How many apps and drivers wait, by reason, as of the last scheduling pass.
     pub fn waiting_by_reason(&self) -> Vec<(&'static str, usize)> {
         let inner = self.lock();

@@ -30,6 +30,7 @@ use muster_proto::masters::while_busy;
 use muster_proto::v1::cluster_client::ClusterClient;
 use muster_proto::v1::{
     DriverState, KillRequest, StatusReply, StatusRequest, SubmitDriverReply, SubmitDriverRequest,
+    WorkerState,
 };
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -137,6 +138,12 @@ impl Gateway {
                         return (StatusCode::BAD_REQUEST, Reply::error(refused.to_string()));
                     }
                 };
+                // A driver no worker could run would fail, or restart for ever if supervised.
+                let workers = StatusRequest::without_drivers();
+                let workers = self.cluster().status(Self::request(caller, workers)).await;
+                if let Some(refused) = workers.ok().and_then(|s| no_worker_has_spark(s.get_ref())) {
+                    return (StatusCode::BAD_REQUEST, Reply::error(refused));
+                }
                 match self.submit(caller, driver).await {
                     Ok(reply) => {
                         let id = reply.driver_id;
@@ -226,6 +233,26 @@ impl Gateway {
             },
         }
     }
+}
+
+/// Why no worker could run a Spark submission's driver, when every ALIVE worker's agent
+/// said it has no Spark (`SPARK_HOME`); `None` while one has, did not say (an older agent),
+/// or no worker is ALIVE (the cluster may grow).
+fn no_worker_has_spark(status: &StatusReply) -> Option<String> {
+    let alive: Vec<_> = status
+        .workers
+        .iter()
+        .filter(|w| w.state() == WorkerState::Alive && !w.draining)
+        .collect();
+    let none = !alive.is_empty() && alive.iter().all(|w| w.spark_home.as_deref() == Some(""));
+    none.then(|| {
+        format!(
+            "no worker can run this driver: a Spark submission runs the spark-submit of the \
+             worker's SPARK_HOME, and none of the {} ALIVE workers has one (start their \
+             agents with SPARK_HOME set to a Spark)",
+            alive.len()
+        )
+    })
 }
 
 /// The drivers of `status` that have not ended, `user`'s only for a named user: what

@@ -151,6 +151,9 @@ pub struct WorkerView {
     pub build: Option<BuildView>,
     /// Its shuffle service, when it runs one.
     pub shuffle_service: Option<ShuffleServiceView>,
+    /// The Spark its drivers run Spark submissions with, as its agent told the leader;
+    /// empty when it has none, unset when the agent did not say.
+    pub spark_home: Option<String>,
 }
 
 /// Spark's external shuffle service on a worker.
@@ -547,6 +550,7 @@ fn worker(w: &v1::WorkerStatus) -> WorkerView {
             ready: s.ready,
             restarts: s.restarts,
         }),
+        spark_home: w.spark_home.clone(),
     }
 }
 

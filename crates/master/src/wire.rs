@@ -207,6 +207,7 @@ pub fn registration(register: Register) -> Result<Registration, Status> {
         reports,
         build: register.build,
         shuffle_service: register.shuffle_service,
+        spark_home: register.spark_home,
     })
 }
 

@@ -186,12 +186,13 @@ impl From<&Worker> for v1::WorkerStatus {
             state: v1::WorkerState::from(worker.state).into(),
             capacity: Some((&worker.capacity).into()),
             used: Some((&worker.used).into()),
-            // Draining and addresses are the state's, and the build and shuffle service the
-            // leader's: the status sets them.
+            // Draining and addresses are the state's, and the build, shuffle service and
+            // Spark the leader's: the status sets them.
             draining: false,
             addresses: Default::default(),
             build: None,
             shuffle_service: None,
+            spark_home: None,
         }
     }
 }

@@ -321,9 +321,8 @@ mod tests {
 
     #[test]
     fn a_plain_http_server_is_no_master_and_not_worth_waiting_for() {
-        let answered = Status::unimplemented(
-            "grpc-status header missing, mapped from HTTP status code 404",
-        );
+        let answered =
+            Status::unimplemented("grpc-status header missing, mapped from HTTP status code 404");
         let reason = not_a_master(&answered).unwrap();
         assert_eq!(
             reason,

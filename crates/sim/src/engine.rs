@@ -766,6 +766,7 @@ impl<'a> Simulation<'a> {
             reports: worker.unacked.values().cloned().collect(),
             build: None,
             shuffle_service: None,
+            spark_home: None,
         };
         self.step(Event::WorkerAttached { link, registration });
     }

@@ -90,6 +90,9 @@ pub struct AgentConfig {
     pub fence: bool,
     /// The build this agent runs, which it tells the leader.
     pub build: BuildInfo,
+    /// The Spark its drivers find in `SPARK_HOME` (one holding `bin/spark-submit`), which
+    /// it tells the leader: the REST gateway's drivers need one.
+    pub spark_home: Option<PathBuf>,
     /// Stop every process when the agent stops. Off, an agent stopped for an upgrade or a
     /// restart leaves its drivers and executors running, and the next agent on the work dir
     /// adopts them, as it does after a crash (YARN's work-preserving NodeManager restart,
@@ -336,6 +339,13 @@ impl Agent {
             kill_grace_ms: millis(self.config.kill_grace),
             build: Some(self.config.build.clone()),
             shuffle_service: self.shuffle_service_status(),
+            spark_home: Some(
+                self.config
+                    .spark_home
+                    .as_ref()
+                    .map(|home| home.display().to_string())
+                    .unwrap_or_default(),
+            ),
             ..Register::default()
         };
         WorkerMessage {

@@ -105,6 +105,7 @@ async fn commands_from_an_older_term_are_ignored() {
         host: "h1".into(),
         rack: String::new(),
         driver_environment: Vec::new(),
+        spark_home: None,
         capacity: Resources::new(2, 1024),
         addresses: Default::default(),
         work_dir: dir.path().to_owned(),

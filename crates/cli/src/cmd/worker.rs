@@ -300,6 +300,20 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
                 .map_err(|e| CliError::BadInput(format!("--shuffle-service: {e}")))?,
         ),
     };
+    // The Spark its drivers find, said to the leader: Spark submissions run its
+    // spark-submit.
+    let spark_home = std::env::var_os("SPARK_HOME")
+        .map(PathBuf::from)
+        .filter(|home| {
+            let found = home.join("bin").join("spark-submit").is_file();
+            if !found {
+                tracing::warn!(
+                    spark_home = %home.display(),
+                    "SPARK_HOME holds no bin/spark-submit: Spark submissions cannot run here"
+                );
+            }
+            found
+        });
     let leader_timeout = seconds("--leader-timeout", args.leader_timeout)?;
     let masters = args.masters.parse()?.addrs().to_vec();
     let secret = args.masters.secret.read()?;
@@ -321,6 +335,7 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
         driver_environment.push(("MUSTER_BIN", program.display().to_string()));
     }
     let config = AgentConfig {
+        spark_home,
         credential: args.masters.secret.credential(Role::Worker)?,
         dialer: args.masters.ca.dialer()?,
         masters,

@@ -41,10 +41,20 @@ struct KnownWorker {
     heard: Instant,
     /// Whether its registration is committed and reconciled in this term.
     registered: bool,
-    /// The build its agent said it runs.
-    build: Option<BuildInfo>,
+    /// What its agent said of itself.
+    agent: Agent,
+}
+
+/// What a worker's agent says of itself when it registers.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Agent {
+    /// The build it runs, if it said (agents of release 0.1.0 do not).
+    pub(super) build: Option<BuildInfo>,
     /// Its shuffle service as it last said, when it runs one.
-    shuffle_service: Option<ShuffleService>,
+    pub(super) shuffle_service: Option<ShuffleService>,
+    /// The Spark its drivers run Spark submissions with, if it said (agents of release
+    /// 0.3.0 and before do not); empty when it has none.
+    pub(super) spark_home: Option<String>,
 }
 
 /// An application's client as this leader knows it.
@@ -137,12 +147,17 @@ impl Links {
 
     /// The build `worker`'s agent said it runs.
     pub(super) fn worker_build(&self, worker: &WorkerId) -> Option<&BuildInfo> {
-        self.workers.get(worker)?.build.as_ref()
+        self.workers.get(worker)?.agent.build.as_ref()
     }
 
     /// `worker`'s shuffle service as it last said, when it runs one.
     pub(super) fn shuffle_service(&self, worker: &WorkerId) -> Option<&ShuffleService> {
-        self.workers.get(worker)?.shuffle_service.as_ref()
+        self.workers.get(worker)?.agent.shuffle_service.as_ref()
+    }
+
+    /// The Spark `worker`'s drivers run Spark submissions with, as its agent said.
+    pub(super) fn spark_home(&self, worker: &WorkerId) -> Option<&str> {
+        self.workers.get(worker)?.agent.spark_home.as_deref()
     }
 
     /// `worker` says how its shuffle service is.
@@ -152,7 +167,7 @@ impl Links {
         service: Option<ShuffleService>,
     ) {
         if let Some(known) = self.workers.get_mut(worker) {
-            known.shuffle_service = service;
+            known.agent.shuffle_service = service;
         }
     }
 
@@ -166,8 +181,7 @@ impl Links {
         &mut self,
         link: LinkId,
         worker: WorkerId,
-        build: Option<BuildInfo>,
-        shuffle_service: Option<ShuffleService>,
+        agent: Agent,
         now: Instant,
     ) {
         self.open.insert(link, Peer::Worker(worker.clone()));
@@ -177,8 +191,7 @@ impl Links {
             link: Some(link),
             heard: now,
             registered: false,
-            build,
-            shuffle_service,
+            agent,
         };
         self.workers.insert(worker, known);
     }
@@ -339,8 +352,8 @@ mod tests {
         let at = |s: u64| t0 + Duration::from_secs(s);
         let (a, b) = (WorkerId("a".into()), WorkerId("b".into()));
         let mut links = Links::default();
-        links.attach_worker(LinkId(1), a.clone(), None, None, at(0));
-        links.attach_worker(LinkId(2), b.clone(), None, None, at(1));
+        links.attach_worker(LinkId(1), a.clone(), Agent::default(), at(0));
+        links.attach_worker(LinkId(2), b.clone(), Agent::default(), at(1));
         assert_eq!(
             silent_before(&links, at(5)),
             [("a".into(), at(0)), ("b".into(), at(1))]
@@ -358,7 +371,7 @@ mod tests {
         assert_eq!(links.heard_on(&b, LinkId(9), at(4)), Hearing::Superseded);
         assert_eq!(silent_before(&links, at(2)), [("b".into(), at(1))]);
         // Registered again: its silence starts over, once.
-        links.attach_worker(LinkId(3), b.clone(), None, None, at(4));
+        links.attach_worker(LinkId(3), b.clone(), Agent::default(), at(4));
         assert_eq!(
             silent_before(&links, at(5)),
             [("a".into(), at(3)), ("b".into(), at(4))]

@@ -78,7 +78,7 @@ use muster_state::{ApplyError, ClusterState, Effects, Op, Outcome, Response};
 
 pub use gangs::GangTimeout;
 use gangs::GangWaits;
-use links::{Hearing, Links, Peer};
+use links::{Agent, Hearing, Links, Peer};
 pub use liveness::FENCE_MARGIN;
 use liveness::Liveness;
 use passes::Passes;
@@ -300,6 +300,12 @@ impl Leader {
     /// `worker`'s shuffle service as it last said, when it runs one.
     pub fn shuffle_service(&self, worker: &WorkerId) -> Option<&ShuffleService> {
         self.links.shuffle_service(worker)
+    }
+
+    /// The Spark `worker`'s drivers run Spark submissions with, as its agent said when it
+    /// registered with this leader (empty: none); `None` when it did not say.
+    pub fn spark_home(&self, worker: &WorkerId) -> Option<&str> {
+        self.links.spark_home(worker)
     }
 
     /// The web UI app `app`'s client gave when it attached to this leader; empty if none.
@@ -584,8 +590,11 @@ impl Leader {
         self.links.attach_worker(
             link,
             worker.clone(),
-            registration.build,
-            registration.shuffle_service,
+            Agent {
+                build: registration.build,
+                shuffle_service: registration.shuffle_service,
+                spark_home: registration.spark_home,
+            },
             now,
         );
         // Reports first: what ended during the failover is in the log before reconciliation.

@@ -155,6 +155,9 @@ pub struct Registration {
     pub build: Option<BuildInfo>,
     /// Its shuffle service, when it runs one.
     pub shuffle_service: Option<ShuffleService>,
+    /// The Spark its drivers run Spark submissions with, if it said (agents of release
+    /// 0.3.0 and before do not); empty when it has none.
+    pub spark_home: Option<String>,
 }
 
 /// What an application's client asks on its stream.

@@ -275,6 +275,7 @@ impl goldenscript::Runner for Runner {
                     reports,
                     build: None,
                     shuffle_service: None,
+                    spark_home: None,
                 };
                 self.step(Event::WorkerAttached { link, registration })?
             }
