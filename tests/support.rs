@@ -148,6 +148,34 @@ pub fn plain_http(addr: &str, method: &str, path: &str, headers: &[&str], body: 
 /// `headers` (`Name: value`): the status line and headers, and the body; `None` if it could
 /// not be had.
 pub fn https_request(addr: &str, path: &str, headers: &[&str]) -> Option<(String, String)> {
+    https_exchange(addr, "GET", path, headers, "")
+}
+
+/// `POST path` of the form `form` (`name=value&...`, URL-encoded) over HTTPS, as
+/// [`https_request`].
+pub fn https_post(
+    addr: &str,
+    path: &str,
+    headers: &[&str],
+    form: &str,
+) -> Option<(String, String)> {
+    let length = format!("Content-Length: {}", form.len());
+    let headers: Vec<&str> = headers
+        .iter()
+        .copied()
+        .chain(["Content-Type: application/x-www-form-urlencoded", &length])
+        .collect();
+    https_exchange(addr, "POST", path, &headers, form)
+}
+
+/// `method path` with `headers` and `body` over HTTPS, as [`https_request`].
+fn https_exchange(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &str,
+) -> Option<(String, String)> {
     use std::io::{Read, Write};
     use tokio_rustls::rustls::pki_types::pem::PemObject as _;
     use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
@@ -166,7 +194,7 @@ pub fn https_request(addr: &str, path: &str, headers: &[&str]) -> Option<(String
     let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{extra}Connection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{extra}Connection: close\r\n\r\n{body}"
     )
     .ok()?;
     let mut response = Vec::new();

@@ -225,31 +225,104 @@ fn a_status_page_links_what_a_process_wrote_for_whoever_may_read_it() {
         "{page}"
     );
 
-    // Without a token: a page that asks for one, and nothing of the output.
+    // Not signed in: the sign-in form, which posts the token, and nothing of the output.
     let (head, body) = get(&format!("/logs/{id}"), &[]);
     assert!(head.starts_with("HTTP/1.1 401"), "{head}");
     assert!(
-        body.contains("muster rest-token") && !body.contains("to-stdout"),
+        body.contains(r#"<form method="post" action="/sign-in">"#)
+            && body.contains("muster rest-token")
+            && !body.contains("to-stdout")
+            && !body.contains("spark://")
+            && !body.contains("Refused"),
         "{body}"
     );
-    // A token given once is kept in a cookie, and the browser sent back without it.
+    // A token in the URL (and so in the browser's history) is not taken.
     let token = crate::support::stdout(&muster().arg("rest-token").output().unwrap());
     let token = token.trim();
     let (head, _) = get(&format!("/logs/{id}?token={token}"), &[]);
-    assert!(head.starts_with("HTTP/1.1 303"), "{head}");
+    assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+    // Signing in keeps the token at the master: the browser's cookie names a session, and
+    // it is sent back where it came from.
+    let post = |path: &str, headers: &[&str], form: &str| {
+        crate::support::https_post(&http, path, headers, form).expect("an answer")
+    };
+    let back = format!("%2Flogs%2F{id}%3Fstream%3Dstdout");
+    let (head, _) = post("/sign-in", &[], &format!("token={token}&then={back}"));
     assert!(
-        head.contains(&format!(
-            "set-cookie: muster_token={token}; Path=/; HttpOnly; SameSite=Strict; Secure"
-        )) && head.contains(&format!("location: /logs/{id}?stream=stdout")),
+        head.starts_with("HTTP/1.1 303")
+            && head.contains(&format!("location: /logs/{id}?stream=stdout"))
+            && head.contains("; Path=/; Max-Age=3600; HttpOnly; SameSite=Strict; Secure")
+            && !head.contains(token),
         "{head}"
     );
-    let cookie = format!("Cookie: muster_token={token}");
+    let session = head
+        .lines()
+        .find_map(|line| line.strip_prefix("set-cookie: "))
+        .and_then(|cookie| cookie.split(';').next())
+        .unwrap()
+        .to_owned();
+    let cookie = format!("Cookie: {session}");
     let (head, body) = get(&format!("/logs/{id}"), &[&cookie]);
     assert!(
         head.starts_with("HTTP/1.1 200") && head.contains("x-content-type-options: nosniff"),
         "{head}"
     );
     assert_eq!(body, "to-stdout\n");
+    // A token that lets nobody in is refused, saying why; and sends nobody elsewhere.
+    let (head, body) = post(
+        "/sign-in",
+        &[],
+        "token=e30.e30.e30&then=https%3A%2F%2Felsewhere",
+    );
+    assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+    assert!(
+        body.contains("Refused: Failed to verify the token") && !body.contains("elsewhere"),
+        "{body}"
+    );
+
+    // Kill buttons: signed in, a running driver's page posts its kill with the session's
+    // anti-forgery value; a form without it changes nothing.
+    let running = submit(&masters, &["--", "/bin/sleep", "1000"]);
+    wait_for(&masters, "the driver running", |s| {
+        driver(s, &running).is_some_and(|d| d["state"] == "RUNNING")
+    });
+    let page = get(&format!("/driver/{running}"), &[]).1;
+    assert!(page.contains("sign in to kill"), "{page}");
+    let page = get(&format!("/driver/{running}"), &[&cookie]).1;
+    let form_key = page
+        .split(r#"name="form_key" value=""#)
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("a kill button: {page}"))
+        .to_owned();
+    let (head, _) = post(
+        "/kill",
+        &[&cookie],
+        &format!("id={running}&form_key=forged&then=%2F"),
+    );
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    let (head, _) = post(
+        "/kill",
+        &[],
+        &format!("id={running}&form_key={form_key}&then=%2F"),
+    );
+    assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+    assert_eq!(
+        driver(&masters.status(&masters.list_from(1)), &running).unwrap()["state"],
+        "RUNNING"
+    );
+    let (head, _) = post(
+        "/kill",
+        &[&cookie],
+        &format!("id={running}&form_key={form_key}&then=%2Fdriver%2F{running}"),
+    );
+    assert!(
+        head.starts_with("HTTP/1.1 303") && head.contains(&format!("location: /driver/{running}")),
+        "{head}"
+    );
+    wait_for(&masters, "the driver killed from its page", |s| {
+        driver(s, &running).is_some_and(|d| d["state"] == "KILLED")
+    });
     let bearer = format!("Authorization: Bearer {token}");
     let (_, body) = get(&format!("/logs/{id}?stream=stderr"), &[&bearer]);
     assert_eq!(body, "to-stderr\n");

@@ -47,6 +47,11 @@ impl Callers {
         Self { clients, tokens }
     }
 
+    /// Whether the cluster has no secret: every call acts for the cluster, with no token.
+    pub(crate) fn is_open(&self) -> bool {
+        self.tokens.is_open()
+    }
+
     /// Whom a call with `token` acts for: the cluster itself when there is no secret.
     pub(crate) fn caller(&self, token: Option<&str>) -> Result<Caller, Unauthorized> {
         let client = |index: usize| Caller {

@@ -1,33 +1,36 @@
 //! The master's HTTP endpoint, for people and scripts without the CLI (Spark's master UI):
 //! `/json` is the cluster status exactly as `muster status --json` prints it, and `/` with
 //! `/app/ID`, `/driver/ID` and `/worker/ID` the pages of the same ([`crate::ui`]). Both ask
-//! the master's own client API, so any master shows the leader's view. `/metrics` is this
-//! replica's own Prometheus metrics ([`crate::metrics`]). A master
+//! the master's own client API, so any master shows the leader's view. What the pages guard
+//! (`/logs/ID`, a process's output, and the kill buttons, `POST /kill`) acts for whoever
+//! signed in (`/sign-in`, [`crate::signin`]) or sends a token in an `Authorization: Bearer`
+//! header. `/metrics` is this replica's own Prometheus metrics ([`crate::metrics`]). A master
 //! with a TLS certificate serves it over HTTPS only.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Form, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Json, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use muster_core::limits::MAX_LOG_CHUNK_BYTES;
 use muster_proto::auth::Credential;
 use muster_proto::v1::cluster_client::ClusterClient;
-use muster_proto::v1::{LogStream, ReadLogRequest, StatusRequest};
+use muster_proto::v1::{KillRequest, LogStream, ReadLogRequest, StatusRequest};
 use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tonic::transport::Channel;
 use tonic::{Code, Request};
 
-use crate::callers::{Caller, Callers};
+use crate::callers::{Caller, Callers, Unauthorized};
 use crate::history::{self, QueueHistory};
 use crate::listener::{Connections, Serving};
 use crate::metrics::Metrics;
 use crate::session::Sessions;
+use crate::signin::{SignIns, back_to};
 use crate::ui;
 use crate::view::StatusView;
 use muster_raft::RaftNode;
@@ -42,6 +45,7 @@ struct Grpc {
     /// Whether the endpoint serves HTTPS, where its cookies are marked `Secure`.
     https: bool,
     history: Arc<Mutex<QueueHistory>>,
+    sign_ins: Arc<SignIns>,
 }
 
 /// What `/metrics` reads: this replica's node, its leader sessions and its metrics.
@@ -70,6 +74,7 @@ pub(crate) async fn serve(
         callers,
         https: https.is_some(),
         history: Arc::default(),
+        sign_ins: Arc::new(SignIns::new()?),
     };
     let sampler = tokio::spawn(sample(grpc.clone()));
     let app = Router::new()
@@ -79,6 +84,8 @@ pub(crate) async fn serve(
         .route("/driver/{id}", get(driver_page))
         .route("/worker/{id}", get(worker_page))
         .route("/logs/{*id}", get(output))
+        .route("/sign-in", get(sign_in_page).post(sign_in))
+        .route("/kill", post(kill))
         .with_state(grpc)
         .route("/metrics", get(metrics).with_state(replica));
     let serving = https.map_or(Serving::Plain, Serving::Tls);
@@ -180,9 +187,10 @@ async fn page(
 async fn app_page(
     State(grpc): State<Grpc>,
     Path(id): Path<String>,
+    headers: HeaderMap,
 ) -> Result<Html<String>, Failure> {
     let status = status(&grpc, StatusRequest::without_drivers()).await?;
-    ui::app(&status, &id)
+    ui::app(&status, &id, form_key(&grpc, &headers).as_deref())
         .map(|page| Html(page.into_string()))
         .ok_or((StatusCode::NOT_FOUND, format!("no application {id}")))
 }
@@ -200,11 +208,38 @@ async fn worker_page(
 async fn driver_page(
     State(grpc): State<Grpc>,
     Path(id): Path<String>,
+    headers: HeaderMap,
 ) -> Result<Html<String>, Failure> {
     let status = status(&grpc, StatusRequest::drivers_from(&id, 1)).await?;
-    ui::driver(&status, &id)
+    ui::driver(&status, &id, form_key(&grpc, &headers).as_deref())
         .map(|page| Html(page.into_string()))
         .ok_or((StatusCode::NOT_FOUND, format!("no driver {id}")))
+}
+
+/// Whom a request of the guarded pages acts for: anyone on an open cluster, the caller an
+/// `Authorization: Bearer` token names, or whoever signed in; with the anti-forgery value
+/// its forms carry (none for a bearer token: a script posts no forms).
+fn caller_of(grpc: &Grpc, headers: &HeaderMap) -> Result<(Caller, Option<String>), Unauthorized> {
+    if let Some(token) = bearer(headers) {
+        return Ok((grpc.callers.caller(Some(token))?, None));
+    }
+    if grpc.callers.is_open() {
+        let key = grpc.sign_ins.open_form_key().to_owned();
+        return Ok((grpc.callers.caller(None)?, Some(key)));
+    }
+    match grpc.sign_ins.session(headers, Instant::now()) {
+        Some(session) => Ok((
+            grpc.callers.caller(Some(&session.token))?,
+            Some(session.form_key),
+        )),
+        None => Err(Unauthorized::Missing),
+    }
+}
+
+/// The anti-forgery value of the forms on a page for the request with `headers`, when it
+/// may post them.
+fn form_key(grpc: &Grpc, headers: &HeaderMap) -> Option<String> {
+    caller_of(grpc, headers).ok()?.1
 }
 
 /// What an output page's URL may carry.
@@ -212,18 +247,12 @@ async fn driver_page(
 struct OutputQuery {
     /// `stdout` (the default) or `stderr`.
     stream: Option<String>,
-    /// A token of `muster rest-token`, given once: it is kept in a cookie.
-    token: Option<String>,
 }
-
-/// The cookie that keeps an output page's token.
-const TOKEN_COOKIE: &str = "muster_token";
 
 /// `/logs/ID` (a driver, or an executor as `APP/N`): the last [`MAX_LOG_CHUNK_BYTES`] the
 /// process wrote (`?stream=stderr` for its standard error), read from its worker as `muster
-/// logs` reads it, for the caller its token names, who must be allowed to read it. The
-/// token comes in an `Authorization: Bearer` header, a cookie, or once as `?token=`, which
-/// sets the cookie and sends the browser to the same page without it.
+/// logs` reads it, for whoever signed in or the caller a bearer token names, who must be
+/// allowed to read it; otherwise the sign-in form, which brings the reader back here.
 async fn output(
     State(grpc): State<Grpc>,
     Path(id): Path<String>,
@@ -238,28 +267,13 @@ async fn output(
             return (StatusCode::BAD_REQUEST, message).into_response();
         }
     };
-    let token = query
-        .token
-        .as_deref()
-        .or_else(|| bearer(&headers))
-        .or_else(|| cookie(&headers, TOKEN_COOKIE));
-    let caller = match grpc.callers.caller(token) {
-        Ok(caller) => caller,
+    let caller = match caller_of(&grpc, &headers) {
+        Ok((caller, _)) => caller,
         Err(refused) => {
-            let page = ui::sign_in(&id, stream_name(stream), &refused.to_string());
-            return (StatusCode::UNAUTHORIZED, Html(page.into_string())).into_response();
+            let here = format!("/logs/{id}?stream={}", stream_name(stream));
+            return ask_to_sign_in(&here, &refused);
         }
     };
-    if let Some(token) = &query.token {
-        let secure = if grpc.https { "; Secure" } else { "" };
-        let cookie = format!("{TOKEN_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict{secure}");
-        let location = format!("/logs/{id}?stream={}", stream_name(stream));
-        return (
-            StatusCode::SEE_OTHER,
-            [(header::SET_COOKIE, cookie), (header::LOCATION, location)],
-        )
-            .into_response();
-    }
     match last_output(&grpc, &caller, &id, stream).await {
         // Whatever a process wrote is shown as text, never taken for a page.
         Ok(text) => (
@@ -270,15 +284,114 @@ async fn output(
             text,
         )
             .into_response(),
-        Err(status) => {
-            let code = match status.code() {
-                Code::PermissionDenied | Code::Unauthenticated => StatusCode::FORBIDDEN,
-                Code::InvalidArgument => StatusCode::BAD_REQUEST,
-                Code::NotFound | Code::FailedPrecondition => StatusCode::NOT_FOUND,
-                _ => StatusCode::SERVICE_UNAVAILABLE,
-            };
-            (code, status.message().to_owned()).into_response()
-        }
+        Err(status) => refused(&status),
+    }
+}
+
+/// The sign-in form, for a request refused as `refused`, which brings the reader back to
+/// `then`: with why, unless they only had not signed in yet.
+fn ask_to_sign_in(then: &str, refused: &Unauthorized) -> Response {
+    let why = match refused {
+        Unauthorized::Missing => None,
+        Unauthorized::Invalid(_) => Some(refused.to_string()),
+    };
+    let page = ui::sign_in(then, why.as_deref());
+    (StatusCode::UNAUTHORIZED, Html(page.into_string())).into_response()
+}
+
+/// A refusal of the masters as an HTTP answer.
+fn refused(status: &tonic::Status) -> Response {
+    let code = match status.code() {
+        Code::PermissionDenied | Code::Unauthenticated => StatusCode::FORBIDDEN,
+        Code::InvalidArgument => StatusCode::BAD_REQUEST,
+        Code::NotFound | Code::FailedPrecondition => StatusCode::NOT_FOUND,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    (code, status.message().to_owned()).into_response()
+}
+
+/// Where a form sends the browser once done.
+#[derive(serde::Deserialize)]
+struct Then {
+    then: Option<String>,
+}
+
+/// `GET /sign-in?then=PATH`: the sign-in form.
+async fn sign_in_page(Query(then): Query<Then>) -> Html<String> {
+    let then = back_to(then.then.as_deref().unwrap_or("/"));
+    Html(ui::sign_in(then, None).into_string())
+}
+
+/// What the sign-in form posts.
+#[derive(serde::Deserialize)]
+struct SignInForm {
+    token: String,
+    then: String,
+}
+
+/// `POST /sign-in`: a token checked and kept, the browser given its session's cookie and
+/// sent back where it came from; or the form again, saying why not.
+async fn sign_in(State(grpc): State<Grpc>, Form(form): Form<SignInForm>) -> Response {
+    let then = back_to(&form.then);
+    if let Err(refused) = grpc.callers.caller(Some(form.token.trim())) {
+        let page = ui::sign_in(then, Some(&refused.to_string()));
+        return (StatusCode::UNAUTHORIZED, Html(page.into_string())).into_response();
+    }
+    // An open cluster has nothing to sign in with, and gives no cookie.
+    if grpc.callers.is_open() {
+        return (StatusCode::SEE_OTHER, [(header::LOCATION, then.to_owned())]).into_response();
+    }
+    match grpc
+        .sign_ins
+        .sign_in(form.token.trim(), Instant::now(), grpc.https)
+    {
+        Ok(cookie) => (
+            StatusCode::SEE_OTHER,
+            [
+                (header::SET_COOKIE, cookie),
+                (header::LOCATION, then.to_owned()),
+            ],
+        )
+            .into_response(),
+        Err(error) => (StatusCode::SERVICE_UNAVAILABLE, error.to_string()).into_response(),
+    }
+}
+
+/// What a kill button posts.
+#[derive(serde::Deserialize)]
+struct KillForm {
+    id: String,
+    form_key: String,
+    then: String,
+}
+
+/// `POST /kill`: kills the application or driver a page's button names, for whoever signed
+/// in (the masters refuse what they may not kill), if the form carries their anti-forgery
+/// value; then back to the page.
+async fn kill(
+    State(grpc): State<Grpc>,
+    headers: HeaderMap,
+    Form(form): Form<KillForm>,
+) -> Response {
+    let then = back_to(&form.then);
+    let (caller, key) = match caller_of(&grpc, &headers) {
+        Ok(signed_in) => signed_in,
+        Err(refused) => return ask_to_sign_in(then, &refused),
+    };
+    if key.as_deref() != Some(form.form_key.as_str()) {
+        let message = "this form was not sent by this master's page: reload the page and kill \
+                       from there";
+        return (StatusCode::FORBIDDEN, message).into_response();
+    }
+    let mut request = Request::new(KillRequest {
+        request_id: String::new(),
+        id: form.id.clone(),
+    });
+    caller.credential.attach(request.metadata_mut());
+    let mut client = ClusterClient::new(grpc.channel.clone());
+    match client.kill(request).await {
+        Ok(_) => (StatusCode::SEE_OTHER, [(header::LOCATION, then.to_owned())]).into_response(),
+        Err(status) => refused(&status),
     }
 }
 
@@ -329,14 +442,4 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
         .to_str()
         .ok()?
         .strip_prefix("Bearer ")
-}
-
-/// The value of cookie `name`.
-fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(';'))
-        .find_map(|pair| pair.trim().strip_prefix(name)?.strip_prefix('='))
 }

@@ -42,6 +42,7 @@ mod listener;
 pub mod metrics;
 mod rpc;
 mod session;
+mod signin;
 mod spark_rest;
 mod submission;
 mod ui;

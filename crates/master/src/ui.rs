@@ -264,10 +264,11 @@ fn name_linked_to_ui(app: &AppView) -> Markup {
     }
 }
 
-/// The page of application `id`, active or completed, if the status has it.
-pub(crate) fn app(status: &StatusView, id: &str) -> Option<Markup> {
+/// The page of application `id`, active or completed, if the status has it; an active one
+/// with a kill button whose form carries `form_key`.
+pub(crate) fn app(status: &StatusView, id: &str, form_key: Option<&str>) -> Option<Markup> {
     match status.apps.iter().find(|a| a.id == id) {
-        Some(app) => Some(active_app(app)),
+        Some(app) => Some(active_app(app, form_key)),
         None => status
             .completed_apps
             .iter()
@@ -357,7 +358,7 @@ impl AppHeading<'_> {
 }
 
 /// The page of an active application.
-fn active_app(app: &AppView) -> Markup {
+fn active_app(app: &AppView, form_key: Option<&str>) -> Markup {
     let id = &app.id;
     let heading = AppHeading {
         id,
@@ -371,6 +372,7 @@ fn active_app(app: &AppView) -> Markup {
         id,
         html! {
             (heading.render(html! { span { "cores " (app.cores_granted) } }))
+            p { (kill_button(id, &format!("/app/{id}"), form_key)) }
             @if let Some(ui) = &app.ui_address {
                 p { "Its own UI: " a href=(ui) { (ui) } }
             }
@@ -488,27 +490,49 @@ pub(crate) fn worker(status: &StatusView, id: &str) -> Option<Markup> {
     ))
 }
 
-/// The page that asks for a token before the output of process `id` (its `stream`) can be
-/// read, saying why the one given (if any) was refused.
-pub(crate) fn sign_in(id: &str, stream: &str, refused: &str) -> Markup {
+/// The sign-in form, which brings the reader back to `then` (a path of these pages): with
+/// why the last try was refused, if it was.
+pub(crate) fn sign_in(then: &str, refused: Option<&str>) -> Markup {
     page(
-        "a token, please",
+        "sign in",
         html! {
             p { a href="/" { "Muster" } }
-            h1 { "The " (stream) " of " (id) }
-            p { "Reading what a process wrote needs a token, as " code { "muster logs" } " needs a credential: "
+            h1 { "Sign in" }
+            p { "Reading what a process wrote, and killing work from these pages, needs a token, as "
+                code { "muster logs" } " and " code { "muster kill" } " need a credential: "
                 code { "muster rest-token" } " prints the cluster's, and "
-                code { "muster rest-token --secret-file USER.credential" } " a named user's, who may read only their own work's. "
-                "This browser keeps it in a cookie." }
-            p { "Refused: " (refused) }
-            form method="get" action={ "/logs/" (id) } {
-                input type="hidden" name="stream" value=(stream);
-                input type="password" name="token" placeholder="token" size="60";
-                " "
-                input type="submit" value="Read";
+                code { "muster rest-token --secret-file USER.credential" } " a named user's, who may "
+                "read and kill only their own work. This master keeps it for an hour and gives this "
+                "browser only a session cookie." }
+            @if let Some(refused) = refused {
+                p { "Refused: " (refused) }
             }
+            form method="post" action="/sign-in" {
+                input type="hidden" name="then" value=(then);
+                input type="password" name="token" placeholder="token" size="60" autocomplete="off";
+                " "
+                input type="submit" value="Sign in";
+            }
+            p { a href=(then) { "Back" } }
         },
     )
+}
+
+/// A button that kills `id` (an application or a driver) and comes back to `then`, for a
+/// viewer whose forms carry `form_key`; a link to sign in first for one who has none.
+fn kill_button(id: &str, then: &str, form_key: Option<&str>) -> Markup {
+    html! {
+        @if let Some(form_key) = form_key {
+            form method="post" action="/kill" style="display:inline" {
+                input type="hidden" name="id" value=(id);
+                input type="hidden" name="form_key" value=(form_key);
+                input type="hidden" name="then" value=(then);
+                input type="submit" value="kill" onclick={ "return confirm('Kill " (id) "?')" };
+            }
+        } @else {
+            a href={ "/sign-in?then=" (then) } { "sign in to kill" }
+        }
+    }
 }
 
 /// Links to the pages of what process `id` (a driver, or an executor as `APP/N`) wrote, from
@@ -519,8 +543,9 @@ fn output_links(id: &str) -> Markup {
     }
 }
 
-/// The page of driver `id`, if the status has it.
-pub(crate) fn driver(status: &StatusView, id: &str) -> Option<Markup> {
+/// The page of driver `id`, if the status has it; an active one with a kill button whose
+/// form carries `form_key`.
+pub(crate) fn driver(status: &StatusView, id: &str, form_key: Option<&str>) -> Option<Markup> {
     let d = status.drivers.iter().find(|d| d.id == id)?;
     let resources = d
         .resources
@@ -559,6 +584,9 @@ pub(crate) fn driver(status: &StatusView, id: &str) -> Option<Markup> {
         html! {
             p { a href="../" { "Muster" } }
             h1 { "Driver " (id) }
+            @if d.ended_at_ms.is_none() {
+                p { (kill_button(id, &format!("/driver/{id}"), form_key)) }
+            }
             @if let Some(successor) = &d.relaunched_as {
                 p { "Its worker was lost: it was relaunched as " a href=(successor) { (successor) } "." }
             }
@@ -732,8 +760,12 @@ mod tests {
 
     #[test]
     fn an_application_page_lists_its_executors_and_a_driver_page_its_end() {
-        let page = app(&status(), "app-1").unwrap().into_string();
+        let page = app(&status(), "app-1", Some("key")).unwrap().into_string();
         assert!(page.contains("<td>41</td>"), "{page}");
+        assert!(
+            page.contains(r#"<input type="hidden" name="form_key" value="key">"#),
+            "a kill button carrying the anti-forgery value: {page}"
+        );
         assert!(
             page.contains("<td>512</td><td>300</td><td>12.5</td>"),
             "memory granted, then used, and CPU time: {page}"
@@ -745,7 +777,7 @@ mod tests {
             page.contains(r#"Its own UI: <a href="http://h0:4040">http://h0:4040</a>"#),
             "{page}"
         );
-        let page = driver(&status(), "driver-1").unwrap().into_string();
+        let page = driver(&status(), "driver-1", None).unwrap().into_string();
         for part in [
             "<th>exit code</th><td>0</td>",
             "<th>cores</th><td>1</td></tr><tr><th>memory (MB)</th><td>1024</td>",
@@ -762,7 +794,7 @@ mod tests {
             "{overview}"
         );
         // A completed application's page: where its executors ran and how they ended.
-        let page = app(&status(), "app-0").unwrap().into_string();
+        let page = app(&status(), "app-0", None).unwrap().into_string();
         for part in [
             "from submission to end 42 s",
             "<td>3</td><td>w1</td><td>EXITED</td><td>0</td><td>2</td><td>512</td>",
@@ -770,8 +802,8 @@ mod tests {
         ] {
             assert!(page.contains(part), "{part} in {page}");
         }
-        assert!(app(&status(), "app-9").is_none());
-        assert!(driver(&status(), "driver-9").is_none());
+        assert!(app(&status(), "app-9", None).is_none());
+        assert!(driver(&status(), "driver-9", None).is_none());
     }
 
     #[test]
@@ -805,7 +837,7 @@ mod tests {
             }],
             ..StatusReply::default()
         });
-        let page = driver(&status, "driver-1").unwrap().into_string();
+        let page = driver(&status, "driver-1", None).unwrap().into_string();
         assert!(
             page.contains(r#"relaunched as <a href="driver-2">driver-2</a>"#),
             "{page}"
