@@ -268,6 +268,17 @@ fn a_status_page_links_what_a_process_wrote_for_whoever_may_read_it() {
         "{head}"
     );
     assert_eq!(body, "to-stdout\n");
+    // A browser is given a page around it, which says which bytes it shows; a script may
+    // ask for those from a byte on.
+    let (_, page) = get(&format!("/logs/{id}"), &[&cookie, "Accept: text/html"]);
+    assert!(
+        page.contains("Bytes 0 to 10 of 10.")
+            && page.contains("<pre>to-stdout\n</pre>")
+            && page.contains(&format!(r#"<a href="/driver/{id}">"#)),
+        "{page}"
+    );
+    let (_, body) = get(&format!("/logs/{id}?from=3"), &[&cookie]);
+    assert_eq!(body, "stdout\n");
     // A token that lets nobody in is refused, saying why; and sends nobody elsewhere.
     let (head, body) = post(
         "/sign-in",

@@ -166,6 +166,8 @@ impl ClusterService {
                 .collect(),
             submitted_at_ms: a.submitted_at.0,
             ended_at_ms: a.ended_at.map_or(0, |at| at.0),
+            executor_memory_mb: a.desc.executor_memory_mb,
+            executor_cores: a.desc.executor_cores,
             gang_timed_out: state
                 .timed_out_gang(&WorkId::App(a.id.clone()))
                 .map(ToString::to_string)
@@ -316,6 +318,7 @@ impl ClusterService {
                     usage: usage(d.worker.as_ref(), ProcessKey::Driver(d.id.clone())),
                     restarts: restarts(ProcessKey::Driver(d.id.clone())),
                     resources: Some((&d.desc.resources).into()),
+                    program: program(&d.desc.command, &d.desc.args),
                     submitted_at_ms: d.submitted_at.0,
                     ended_at_ms: d.ended_at.map_or(0, |at| at.0),
                     relaunched_as: state
@@ -716,5 +719,52 @@ impl Cluster for ClusterService {
             async |mut leader, request| leader.revoke_user(request).await,
         )
         .await
+    }
+}
+/// What a driver of `command` with `args` runs, for people: a Spark submission's main class
+/// and resource (`--class` and the first argument after the options), or its program and
+/// the first of its arguments, shortened. Its environment is never shown.
+fn program(command: &str, args: &[String]) -> String {
+    const SHOWN: usize = 200;
+    if let Some(class) = args.windows(2).find(|w| w[0] == "--class").map(|w| &w[1]) {
+        return format!("Spark: {class}");
+    }
+    let mut line = std::iter::once(command)
+        .chain(args.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
+    if line.len() > SHOWN {
+        let cut = (0..=SHOWN)
+            .rev()
+            .find(|&i| line.is_char_boundary(i))
+            .unwrap_or(0);
+        line.truncate(cut);
+        line.push('…');
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::program;
+
+    #[test]
+    fn a_driver_shows_its_main_class_or_its_program_never_all_of_a_long_one() {
+        let args = |list: &[&str]| list.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
+        let spark = args(&[
+            "-c",
+            "exec spark-submit",
+            "spark-submit",
+            "--class",
+            "a.B",
+            "x.jar",
+        ]);
+        assert_eq!(program("/bin/sh", &spark), "Spark: a.B");
+        assert_eq!(program("/bin/sleep", &args(&["10"])), "/bin/sleep 10");
+        let long = program("/bin/echo", &args(&[&"é".repeat(300)]));
+        assert!(
+            long.ends_with('…') && long.len() <= 200 + '…'.len_utf8(),
+            "{long}"
+        );
     }
 }

@@ -46,6 +46,8 @@ struct Grpc {
     https: bool,
     history: Arc<Mutex<QueueHistory>>,
     sign_ins: Arc<SignIns>,
+    /// Where people reach this master's Spark REST gateway, when it serves one.
+    spark_rest: Option<String>,
 }
 
 /// What `/metrics` reads: this replica's node, its leader sessions and its metrics.
@@ -56,25 +58,34 @@ pub(crate) struct Replica {
     pub(crate) metrics: Arc<Metrics>,
 }
 
-/// Serves the endpoint on `listener` (over TLS with `https`) until `shutdown` resolves;
-/// `grpc` is this master's own client API ([`crate::call::own_api`]), called with
-/// `credential`.
+/// What the pages call and show.
+pub(crate) struct Pages {
+    /// This master's own client API ([`crate::call::own_api`]).
+    pub(crate) grpc: Channel,
+    /// What the pages' own reads carry.
+    pub(crate) credential: Credential,
+    /// Whom the guarded pages' tokens name.
+    pub(crate) callers: Callers,
+    /// Where people reach this master's Spark REST gateway, if it serves one.
+    pub(crate) spark_rest: Option<String>,
+}
+
+/// Serves the endpoint on `listener` (over TLS with `https`) until `shutdown` resolves.
 pub(crate) async fn serve(
     listener: TcpListener,
     https: Option<TlsAcceptor>,
-    grpc: Channel,
-    credential: Credential,
-    callers: Callers,
+    pages: Pages,
     replica: Replica,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let grpc = Grpc {
-        channel: grpc,
-        credential,
-        callers,
+        channel: pages.grpc,
+        credential: pages.credential,
+        callers: pages.callers,
         https: https.is_some(),
         history: Arc::default(),
         sign_ins: Arc::new(SignIns::new()?),
+        spark_rest: pages.spark_rest,
     };
     let sampler = tokio::spawn(sample(grpc.clone()));
     let app = Router::new()
@@ -180,8 +191,10 @@ async fn page(
     Query(drivers): Query<DriversQuery>,
 ) -> Result<Html<String>, Failure> {
     let status = status(&grpc, drivers.request(Some(ui::DRIVERS_PER_PAGE))).await?;
-    let charts = grpc.history.lock().expect("history lock").charts(now_ms());
-    Ok(Html(ui::overview(&status, charts).into_string()))
+    let now = now_ms();
+    let charts = grpc.history.lock().expect("history lock").charts(now);
+    let page = ui::overview(&status, charts, now, grpc.spark_rest.as_deref());
+    Ok(Html(page.into_string()))
 }
 
 async fn app_page(
@@ -247,12 +260,17 @@ fn form_key(grpc: &Grpc, headers: &HeaderMap) -> Option<String> {
 struct OutputQuery {
     /// `stdout` (the default) or `stderr`.
     stream: Option<String>,
+    /// The first byte to show; the last [`MAX_LOG_CHUNK_BYTES`] without it.
+    from: Option<u64>,
 }
 
 /// `/logs/ID` (a driver, or an executor as `APP/N`): the last [`MAX_LOG_CHUNK_BYTES`] the
-/// process wrote (`?stream=stderr` for its standard error), read from its worker as `muster
-/// logs` reads it, for whoever signed in or the caller a bearer token names, who must be
-/// allowed to read it; otherwise the sign-in form, which brings the reader back here.
+/// process wrote (`?stream=stderr` for its standard error; `&from=BYTE` for those from a
+/// byte on), read from its worker as `muster logs` reads it, for whoever signed in or the
+/// caller a bearer token names, who must be allowed to read it; otherwise the sign-in form,
+/// which brings the reader back here. A browser (asking for HTML) is given a page around
+/// the text, with the way back, the bytes shown and links to those before and after; a
+/// script, the text alone.
 async fn output(
     State(grpc): State<Grpc>,
     Path(id): Path<String>,
@@ -274,18 +292,35 @@ async fn output(
             return ask_to_sign_in(&here, &refused);
         }
     };
-    match last_output(&grpc, &caller, &id, stream).await {
-        // Whatever a process wrote is shown as text, never taken for a page.
-        Ok(text) => (
-            [
-                (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
-                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-            ],
-            text,
-        )
-            .into_response(),
-        Err(status) => refused(&status),
+    let output = match read_output(&grpc, &caller, &id, stream, query.from).await {
+        Ok(output) => output,
+        Err(status) => return refused(&status),
+    };
+    let browser = headers
+        .get(header::ACCEPT)
+        .and_then(|accept| accept.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/html"));
+    if browser {
+        let page = ui::output(&id, stream_name(stream), &output);
+        return Html(page.into_string()).into_response();
     }
+    let left_out = if output.from > 0 && query.from.is_none() {
+        format!(
+            "[the first {} bytes are left out: `muster logs {id}` prints them]\n",
+            output.from
+        )
+    } else {
+        String::new()
+    };
+    // Whatever a process wrote is shown as text, never taken for a page.
+    (
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        left_out + &output.text,
+    )
+        .into_response()
 }
 
 /// The sign-in form, for a request refused as `refused`, which brings the reader back to
@@ -395,14 +430,15 @@ async fn kill(
     }
 }
 
-/// The last [`MAX_LOG_CHUNK_BYTES`] of process `id`'s `stream`, read for `caller`, saying
-/// what was left out before them.
-async fn last_output(
+/// Up to [`MAX_LOG_CHUNK_BYTES`] of process `id`'s `stream` from byte `from` (the last
+/// ones without it), read for `caller`.
+async fn read_output(
     grpc: &Grpc,
     caller: &Caller,
     id: &str,
     stream: LogStream,
-) -> Result<String, tonic::Status> {
+    from: Option<u64>,
+) -> Result<ui::Output, tonic::Status> {
     let read = |offset: u64, max_bytes: u32| {
         let mut request = Request::new(ReadLogRequest {
             id: id.to_owned(),
@@ -417,14 +453,16 @@ async fn last_output(
         async move { Ok::<_, tonic::Status>(client.read_log(request).await?.into_inner()) }
     };
     let size = read(0, 1).await?.size;
-    let from = size.saturating_sub(u64::from(MAX_LOG_CHUNK_BYTES));
+    let from = from
+        .unwrap_or_else(|| size.saturating_sub(u64::from(MAX_LOG_CHUNK_BYTES)))
+        .min(size);
     let chunk = read(from, MAX_LOG_CHUNK_BYTES).await?;
-    let left_out = if from > 0 {
-        format!("[the first {from} bytes are left out: `muster logs {id}` prints them]\n")
-    } else {
-        String::new()
-    };
-    Ok(left_out + &String::from_utf8_lossy(&chunk.data))
+    Ok(ui::Output {
+        from,
+        to: from + chunk.data.len() as u64,
+        size: chunk.size.max(size),
+        text: String::from_utf8_lossy(&chunk.data).into_owned(),
+    })
 }
 
 /// `stdout` or `stderr`, as an output page's URL names it.

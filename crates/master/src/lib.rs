@@ -38,7 +38,7 @@ pub mod config;
 mod history;
 mod http;
 pub mod leader;
-mod listener;
+pub mod listener;
 pub mod metrics;
 mod rpc;
 mod session;
@@ -255,9 +255,15 @@ pub async fn run(
         tokio::spawn(http::serve(
             listener,
             config.tls.https()?,
-            own_api.clone(),
-            credential(Role::Client),
-            callers.clone(),
+            http::Pages {
+                grpc: own_api.clone(),
+                credential: credential(Role::Client),
+                callers: callers.clone(),
+                spark_rest: config
+                    .spark_rest
+                    .as_ref()
+                    .map(|rest| listener::reachable(&rest.listen, &config.listen)),
+            },
             http::Replica {
                 node: Arc::clone(&node),
                 sessions: Arc::clone(&sessions),

@@ -1,6 +1,6 @@
 //! The HTTP endpoints' connections, plain or TLS: each one's start (the peek at its first
 //! byte, its TLS handshake) runs in a task of its own, so a client that connects and sends
-//! nothing holds up nobody else's.
+//! nothing holds up nobody else's; and where people reach an endpoint ([`reachable`]).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -116,4 +116,14 @@ impl axum::serve::Listener for Connections {
     fn local_addr(&self) -> std::io::Result<SocketAddr> {
         Ok(self.local)
     }
+}
+/// Where people reach an endpoint bound at `bound` (`HOST:PORT`): that host, or `listen`'s
+/// (the master's gRPC address, which its peers reach) when it binds every address.
+pub fn reachable(bound: &str, listen: &str) -> String {
+    let (host, port) = bound.rsplit_once(':').unwrap_or((bound, ""));
+    let host = match host {
+        "" | "0.0.0.0" | "[::]" => listen.rsplit_once(':').map_or(listen, |(host, _)| host),
+        host => host,
+    };
+    format!("{host}:{port}")
 }

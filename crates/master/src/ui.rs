@@ -26,6 +26,57 @@ const STYLE: &str = "body{font-family:sans-serif;margin:1em 2em}\
     .mark{position:absolute;top:-3px;height:20px;width:2px;background:#c33}\
     .mark.guaranteed{background:#393}";
 
+/// What a memory column holds.
+const GRANTED_MEMORY: &str =
+    "the memory each process is granted and limited to: for Spark, heap and overhead";
+
+/// Who submitted a piece of work: a named user, or the cluster's own credential.
+fn user(named: Option<&str>) -> Markup {
+    html! {
+        @match named {
+            Some(name) => (name),
+            None => i title="submitted with the cluster's own credential" { "cluster" },
+        }
+    }
+}
+
+/// A worker's custom resources, each as used of its amount, with the addresses it named.
+fn custom_resources(w: &WorkerView) -> String {
+    w.resources
+        .iter()
+        .map(|(name, amount)| {
+            let used = w.resources_used.get(name).copied().unwrap_or(0);
+            match w.addresses.get(name) {
+                Some(addresses) => format!("{name} {used} / {amount} ({})", addresses.join(", ")),
+                None => format!("{name} {used} / {amount}"),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The URLs to give Spark and the CLI: the masters (the plug-in's `spark-muster://` URL, and
+/// `MUSTER_MASTERS`), and this master's Spark REST gateway, when it serves one.
+fn submit_urls(status: &StatusView, spark_rest: Option<&str>) -> Markup {
+    let masters = status
+        .members
+        .iter()
+        .map(|m| m.addr.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
+    html! {
+        p {
+            "Submit with " code { "spark-submit --master spark-muster://" (masters) } " (the plug-in, client mode) or "
+            code { "MUSTER_MASTERS=" (masters) " muster submit" } "."
+            @if let Some(rest) = spark_rest {
+                " Cluster mode through this master's Spark REST gateway: "
+                code { "spark-submit --master spark://" (rest) "/TOKEN --deploy-mode cluster" }
+                ", with the token " code { "muster rest-token" } " prints."
+            }
+        }
+    }
+}
+
 /// A page with `title` and `body`, refreshing itself.
 fn page(title: &str, body: Markup) -> Markup {
     html! {
@@ -51,7 +102,12 @@ fn or_blank<T: Display>(value: Option<T>) -> String {
 /// How many drivers the overview lists at once; the rest are a link away.
 pub(crate) const DRIVERS_PER_PAGE: u32 = 500;
 
-pub(crate) fn overview(status: &StatusView, charts: Markup) -> Markup {
+pub(crate) fn overview(
+    status: &StatusView,
+    charts: Markup,
+    now_ms: u64,
+    spark_rest: Option<&str>,
+) -> Markup {
     let workers = &status.workers;
     let alive: Vec<&WorkerView> = workers
         .iter()
@@ -77,11 +133,15 @@ pub(crate) fn overview(status: &StatusView, charts: Markup) -> Markup {
                 span { "applications " (status.apps.len()) " running, " (status.completed_apps.len()) " completed" }
                 span { "drivers " (counts.running) " running, " (counts.waiting) " waiting, " (counts.ended) " ended" }
             }
+            (submit_urls(status, spark_rest))
             (queues(&status.queues, cores))
             (charts)
             h2 { "Workers" }
             table {
-                tr { th { "id" } th { "host" } th { "state" } th { "cores" } th { "memory (MB)" } }
+                tr {
+                    th { "id" } th { "host" } th { "state" } th { "cores" } th { "memory (MB)" }
+                    th { "resources" }
+                }
                 @for w in workers {
                     tr {
                         td { a href={ "worker/" (w.id) } { (w.id) } }
@@ -89,21 +149,29 @@ pub(crate) fn overview(status: &StatusView, charts: Markup) -> Markup {
                         td { @if w.draining { "DRAINING" } @else { (w.state.name()) } }
                         td { (w.cores_used) " / " (w.cores) }
                         td { (w.memory_used_mb) " / " (w.memory_mb) }
+                        td { (custom_resources(w)) }
                     }
                 }
             }
             h2 { "Applications" }
             table {
-                tr { th { "id" } th { "name" } th { "user" } th { "queue" } th { "state" } th { "cores" } th { "executors" } th { "waiting" } }
+                tr {
+                    th { "id" } th { "name" } th { "user" } th { "queue" } th { "state" } th { "cores" }
+                    th { "executors" } th title=(GRANTED_MEMORY) { "memory per executor (MB)" }
+                    th { "submitted" } th { "running for" } th { "waiting" }
+                }
                 @for a in &status.apps {
                     tr {
                         td { a href={ "app/" (a.id) } { (a.id) } }
                         td { (name_linked_to_ui(a)) }
-                        td { (or_blank(a.user.as_ref())) }
+                        td { (user(a.user.as_deref())) }
                         td { (a.queue) }
                         td { (a.state.name()) }
                         td { (a.cores_granted) }
                         td { (a.executors.len()) }
+                        td { (or_blank((a.executor_memory_mb > 0).then_some(a.executor_memory_mb))) }
+                        td { (Timestamp(a.submitted_at_ms).utc()) }
+                        td { (duration(now_ms.saturating_sub(a.submitted_at_ms))) }
                         td { (or_blank(a.waiting.as_ref())) }
                     }
                 }
@@ -119,7 +187,7 @@ pub(crate) fn overview(status: &StatusView, charts: Markup) -> Markup {
                         tr {
                             td { a href={ "app/" (a.id) } { (a.id) } }
                             td { (a.name) }
-                            td { (or_blank(a.user.as_ref())) }
+                            td { (user(a.user.as_deref())) }
                             td { (a.queue) }
                             td { (a.state.name()) }
                             td { (Timestamp(a.submitted_at_ms).utc()) }
@@ -234,14 +302,14 @@ fn drivers_table(drivers: &[DriverView]) -> Markup {
         table {
             tr {
                 th { "id" } th { "name" } th { "user" } th { "queue" } th { "submitted" }
-                th { "cores" } th { "memory (MB)" } th { "state" } th { "worker" }
+                th { "cores" } th title=(GRANTED_MEMORY) { "memory granted (MB)" } th { "state" } th { "worker" }
                 th { "exit code" } th { "waiting or restarts" }
             }
             @for d in drivers {
                 tr {
                     td { a href={ "driver/" (d.id) } { (d.id) } }
                     td { (d.name) }
-                    td { (or_blank(d.user.as_ref())) }
+                    td { (user(d.user.as_deref())) }
                     td { (d.queue) }
                     td { (Timestamp(d.submitted_at_ms).utc()) }
                     td { (d.cores) }
@@ -288,7 +356,7 @@ fn ended_executors(app: &str, executors: &[ExecutorView]) -> Markup {
             table {
                 tr {
                     th { "id" } th { "worker" } th { "state" } th { "exit code" } th { "cores" }
-                    th { "memory (MB)" } th { "output" }
+                    th title=(GRANTED_MEMORY) { "memory granted (MB)" } th { "output" }
                 }
                 @for e in executors {
                     tr {
@@ -380,7 +448,7 @@ fn active_app(app: &AppView, form_key: Option<&str>) -> Markup {
             h2 { "Executors" }
             table {
                 tr {
-                    th { "id" } th { "worker" } th { "state" } th { "cores" } th { "memory (MB)" }
+                    th { "id" } th { "worker" } th { "state" } th { "cores" } th title=(GRANTED_MEMORY) { "memory granted (MB)" }
                     th { "memory used (MB)" } th { "CPU (s)" } th { "pid" } th { "output" }
                 }
                 @for e in &app.executors {
@@ -411,10 +479,24 @@ pub(crate) fn worker(status: &StatusView, id: &str) -> Option<Markup> {
         .flat_map(|a| a.executors.iter().map(move |e| (a, e)))
         .filter(|(_, e)| e.worker == id)
         .collect();
-    let drivers: Vec<&DriverView> = status
+    let (drivers, ended_drivers): (Vec<&DriverView>, Vec<&DriverView>) = status
         .drivers
         .iter()
-        .filter(|d| d.worker.as_deref() == Some(id) && d.ended_at_ms.is_none())
+        .filter(|d| d.worker.as_deref() == Some(id))
+        .partition(|d| d.ended_at_ms.is_none());
+    // Ended executors the masters keep, of running applications and completed ones.
+    let ended_executors: Vec<(&str, &ExecutorView)> = status
+        .apps
+        .iter()
+        .map(|a| (a.id.as_str(), &a.ended_executors))
+        .chain(
+            status
+                .completed_apps
+                .iter()
+                .map(|a| (a.id.as_str(), &a.ended_executors)),
+        )
+        .flat_map(|(app, ended)| ended.iter().map(move |e| (app, e)))
+        .filter(|(_, e)| e.worker == id)
         .collect();
     let custom = |name: &String, total: &u32| {
         let used = w.resources_used.get(name).copied().unwrap_or(0);
@@ -451,7 +533,7 @@ pub(crate) fn worker(status: &StatusView, id: &str) -> Option<Markup> {
             table {
                 tr {
                     th { "application" } th { "id" } th { "state" } th { "cores" }
-                    th { "memory (MB)" } th { "memory used (MB)" } th { "CPU (s)" } th { "pid" }
+                    th title=(GRANTED_MEMORY) { "memory granted (MB)" } th { "memory used (MB)" } th { "CPU (s)" } th { "pid" }
                     th { "output" }
                 }
                 @for (a, e) in &executors {
@@ -471,7 +553,7 @@ pub(crate) fn worker(status: &StatusView, id: &str) -> Option<Markup> {
             h2 { "Drivers" }
             table {
                 tr {
-                    th { "id" } th { "name" } th { "state" } th { "cores" } th { "memory (MB)" }
+                    th { "id" } th { "name" } th { "state" } th { "cores" } th title=(GRANTED_MEMORY) { "memory granted (MB)" }
                     th { "memory used (MB)" } th { "pid" }
                 }
                 @for d in &drivers {
@@ -483,6 +565,30 @@ pub(crate) fn worker(status: &StatusView, id: &str) -> Option<Markup> {
                         td { (d.memory_mb) }
                         td { (or_blank(d.usage.map(|u| u.memory_mb))) }
                         td { (or_blank(d.pid)) }
+                    }
+                }
+            }
+            @if !ended_executors.is_empty() || !ended_drivers.is_empty() {
+                h2 { "Finished here (as many as the masters keep)" }
+                table {
+                    tr { th { "executor or driver" } th { "state" } th { "exit code" } th { "cores" } th { "output" } }
+                    @for (app, e) in &ended_executors {
+                        tr {
+                            td { a href={ "../app/" (app) } { (app) } " executor " (e.id) }
+                            td { (e.state.name()) }
+                            td { (or_blank(e.exit_code)) }
+                            td { (e.cores) }
+                            td { (output_links(&format!("{app}/{}", e.id))) }
+                        }
+                    }
+                    @for d in &ended_drivers {
+                        tr {
+                            td { a href={ "../driver/" (d.id) } { (d.id) } }
+                            td { (d.state.name()) }
+                            td { (or_blank(d.exit_code)) }
+                            td { (d.cores) }
+                            td { (output_links(&d.id)) }
+                        }
                     }
                 }
             }
@@ -535,6 +641,66 @@ fn kill_button(id: &str, then: &str, form_key: Option<&str>) -> Markup {
     }
 }
 
+/// A stretch of what a process wrote to one stream.
+pub(crate) struct Output {
+    /// Its first byte's offset.
+    pub(crate) from: u64,
+    /// The offset after its last byte.
+    pub(crate) to: u64,
+    /// How much the process has written to the stream.
+    pub(crate) size: u64,
+    /// The bytes, as text.
+    pub(crate) text: String,
+}
+
+/// The page of what process `id` (a driver, or an executor as `APP/N`) wrote to `stream`:
+/// the way back to its page, which bytes it shows of how many, links to those before and
+/// after and to the other stream, and the text, or a notice that there is none.
+pub(crate) fn output(id: &str, stream: &str, output: &Output) -> Markup {
+    let owner = match id.split_once('/') {
+        Some((app, _)) => format!("/app/{app}"),
+        None => format!("/driver/{id}"),
+    };
+    let other = if stream == "stdout" {
+        "stderr"
+    } else {
+        "stdout"
+    };
+    let chunk = output.to - output.from;
+    let here = format!("/logs/{id}?stream={stream}");
+    html! {
+        (DOCTYPE)
+        html {
+            head {
+                meta charset="utf-8";
+                title { (stream) " of " (id) }
+                style { (maud::PreEscaped(STYLE)) }
+            }
+            body {
+                p { a href=(owner) { "← " (id) } " · " a href={ "/logs/" (id) "?stream=" (other) } { (other) } }
+                h1 { "The " (stream) " of " (id) }
+                @if output.size == 0 {
+                    p { "Empty: it has written nothing to " (stream) " yet." }
+                } @else {
+                    p {
+                        "Bytes " (output.from) " to " (output.to) " of " (output.size) ". "
+                        @if output.from > 0 {
+                            a href={ (here) "&from=" (output.from.saturating_sub(chunk.max(1))) } { "← earlier" } " "
+                        }
+                        @if output.to < output.size {
+                            a href={ (here) "&from=" (output.to) } { "later →" } " "
+                            a href=(here) { "the end" }
+                        } @else {
+                            a href=(here) { "reload for more" }
+                        }
+                    }
+                    pre { (output.text) }
+                }
+            }
+        }
+    }
+}
+
 /// Links to the pages of what process `id` (a driver, or an executor as `APP/N`) wrote, from
 /// a page one level below the top.
 fn output_links(id: &str) -> Markup {
@@ -556,28 +722,39 @@ pub(crate) fn driver(status: &StatusView, id: &str, form_key: Option<&str>) -> O
     let took = d
         .ended_at_ms
         .map(|ended| duration(ended.saturating_sub(d.submitted_at_ms)));
+    let text = |value: String| html! { (value) };
+    let worker = html! {
+        @if let Some(worker) = &d.worker { a href={ "../worker/" (worker) } { (worker) } }
+    };
     let rows = [
-        ("name", d.name.clone()),
-        ("user", or_blank(d.user.as_ref())),
-        ("queue", d.queue.clone()),
-        ("cores", d.cores.to_string()),
-        ("memory (MB)", d.memory_mb.to_string()),
-        ("resources", resources),
-        ("submitted", Timestamp(d.submitted_at_ms).utc()),
+        ("name", text(d.name.clone())),
+        ("runs", text(or_blank(d.program.as_ref()))),
+        ("user", user(d.user.as_deref())),
+        ("queue", text(d.queue.clone())),
+        ("cores", text(d.cores.to_string())),
+        ("memory granted (MB)", text(d.memory_mb.to_string())),
+        ("resources", text(resources)),
+        ("submitted", text(Timestamp(d.submitted_at_ms).utc())),
         (
             "ended",
-            or_blank(d.ended_at_ms.map(|at| Timestamp(at).utc())),
+            text(or_blank(d.ended_at_ms.map(|at| Timestamp(at).utc()))),
         ),
-        ("from submission to end", or_blank(took)),
-        ("state", d.state.name().to_owned()),
-        ("restarts", or_blank(d.restarts.map(|r| r.describe()))),
-        ("worker", or_blank(d.worker.as_ref())),
-        ("pid", or_blank(d.pid)),
-        ("exit code", or_blank(d.exit_code)),
-        ("exit reason", or_blank(d.exit_reason)),
-        ("waiting", or_blank(d.waiting.as_ref())),
-        ("memory used (MB)", or_blank(d.usage.map(|u| u.memory_mb))),
-        ("CPU (s)", or_blank(d.usage.and_then(|u| u.cpu_seconds))),
+        ("from submission to end", text(or_blank(took))),
+        ("state", text(d.state.name().to_owned())),
+        ("restarts", text(or_blank(d.restarts.map(|r| r.describe())))),
+        ("worker", worker),
+        ("pid", text(or_blank(d.pid))),
+        ("exit code", text(or_blank(d.exit_code))),
+        ("exit reason", text(or_blank(d.exit_reason))),
+        ("waiting", text(or_blank(d.waiting.as_ref()))),
+        (
+            "memory used (MB)",
+            text(or_blank(d.usage.map(|u| u.memory_mb))),
+        ),
+        (
+            "CPU (s)",
+            text(or_blank(d.usage.and_then(|u| u.cpu_seconds))),
+        ),
     ];
     Some(page(
         id,
@@ -674,6 +851,8 @@ mod tests {
                 state: AppState::Running.into(),
                 cores_granted: 4,
                 ui_address: "http://h0:4040".into(),
+                submitted_at_ms: 1_709_210_096_789,
+                executor_memory_mb: 512 + 384,
                 executors: vec![
                     ExecutorStatus {
                         usage: Some(ProcessUsage {
@@ -704,6 +883,7 @@ mod tests {
             drivers: vec![DriverStatus {
                 id: "driver-1".into(),
                 name: "d".into(),
+                program: "Spark: com.example.Etl".into(),
                 queue: "default".into(),
                 state: DriverState::Finished.into(),
                 worker: "w1".into(),
@@ -735,8 +915,14 @@ mod tests {
 
     #[test]
     fn the_overview_sums_up_the_cluster_and_each_queue() {
-        let page = overview(&status(), html! {}).into_string();
+        // Ninety seconds after the running application was submitted.
+        let now = 1_709_210_096_789 + 90_000;
+        let page = overview(&status(), html! {}, now, Some("m2:6066")).into_string();
         for part in [
+            "<code>spark-submit --master spark-muster://m2:7077,m3:7077</code>",
+            "<code>MUSTER_MASTERS=m2:7077,m3:7077 muster submit</code>",
+            "<code>spark-submit --master spark://m2:6066/TOKEN --deploy-mode cluster</code>",
+            "<td>896</td><td>2024-02-29 12:34:56</td><td>1.5 min</td>",
             "workers 2 ALIVE of 2",
             "cores 6 / 16",
             "drivers 0 running, 0 waiting, 1 ended",
@@ -780,14 +966,17 @@ mod tests {
         let page = driver(&status(), "driver-1", None).unwrap().into_string();
         for part in [
             "<th>exit code</th><td>0</td>",
-            "<th>cores</th><td>1</td></tr><tr><th>memory (MB)</th><td>1024</td>",
+            "<th>cores</th><td>1</td></tr><tr><th>memory granted (MB)</th><td>1024</td>",
             "<th>submitted</th><td>2024-02-29 12:34:56</td>",
             "<th>from submission to end</th><td>1.5 min</td>",
             "<th>restarts</th><td>restarted 3 times, last failed with exit 1</td>",
+            "<th>runs</th><td>Spark: com.example.Etl</td>",
+            r#"<th>worker</th><td><a href="../worker/w1">w1</a></td>"#,
+            r#"<th>user</th><td><i title="submitted with the cluster's own credential">cluster</i></td>"#,
         ] {
             assert!(page.contains(part), "{part} in {page}");
         }
-        let overview = overview(&status(), html! {}).into_string();
+        let overview = overview(&status(), html! {}, 0, None).into_string();
         assert!(
             overview
                 .contains("<td>2024-02-29 12:34:56</td><td>1</td><td>1024</td><td>FINISHED</td>"),
@@ -816,14 +1005,56 @@ mod tests {
         ] {
             assert!(page.contains(part), "{part} in {page}");
         }
-        // The ended driver that ran there is on its own page, not among what runs.
-        assert!(!page.contains("driver-1"), "{page}");
-        let overview = overview(&status(), html! {}).into_string();
+        // What ended there is listed apart from what runs: the ended driver, and the
+        // completed application's ended executor, with their exit codes and output.
+        let (running, finished) = page.split_once("Finished here").unwrap();
+        assert!(!running.contains("driver-1"), "{page}");
+        for part in [
+            r#"<td><a href="../app/app-0">app-0</a> executor 3</td><td>EXITED</td><td>0</td>"#,
+            r#"<td><a href="../driver/driver-1">driver-1</a></td><td>FINISHED</td><td>0</td>"#,
+        ] {
+            assert!(finished.contains(part), "{part} in {page}");
+        }
+        let overview = overview(&status(), html! {}, 0, None).into_string();
         assert!(
             overview.contains(r#"<a href="worker/w1">w1</a>"#),
             "{overview}"
         );
         assert!(worker(&status(), "w9").is_none());
+    }
+
+    #[test]
+    fn an_output_page_says_where_it_is_and_leads_on_or_says_it_is_empty() {
+        let middle = Output {
+            from: 100,
+            to: 200,
+            size: 300,
+            text: "<b>not markup</b>".to_owned(),
+        };
+        let page = output("app-1/2", "stderr", &middle).into_string();
+        for part in [
+            r#"<a href="/app/app-1">← app-1/2</a>"#,
+            r#"<a href="/logs/app-1/2?stream=stdout">stdout</a>"#,
+            "Bytes 100 to 200 of 300.",
+            r#"<a href="/logs/app-1/2?stream=stderr&amp;from=0">← earlier</a>"#,
+            r#"<a href="/logs/app-1/2?stream=stderr&amp;from=200">later →</a>"#,
+            "<pre>&lt;b&gt;not markup&lt;/b&gt;</pre>",
+        ] {
+            assert!(page.contains(part), "{part} in {page}");
+        }
+        let empty = Output {
+            from: 0,
+            to: 0,
+            size: 0,
+            text: String::new(),
+        };
+        let page = output("driver-1", "stdout", &empty).into_string();
+        assert!(
+            page.contains(r#"<a href="/driver/driver-1">← driver-1</a>"#)
+                && page.contains("Empty: it has written nothing to stdout yet.")
+                && !page.contains("<pre>"),
+            "{page}"
+        );
     }
 
     #[test]
@@ -861,7 +1092,7 @@ mod tests {
             drivers_next: "driver-3".into(),
             ..StatusReply::default()
         });
-        let page = overview(&status, html! {}).into_string();
+        let page = overview(&status, html! {}, 0, None).into_string();
         for part in [
             "drivers 2 running, 2 waiting, 1 ended",
             "2 of 5 drivers, in id order: ",
@@ -874,7 +1105,7 @@ mod tests {
             drivers: vec![listed("driver-1")],
             ..StatusReply::default()
         });
-        let page = overview(&all, html! {}).into_string();
+        let page = overview(&all, html! {}, 0, None).into_string();
         assert!(
             page.contains("drivers 1 running, 0 waiting, 0 ended"),
             "{page}"

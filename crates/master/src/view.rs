@@ -207,6 +207,11 @@ pub struct AppView {
     pub ui_address: Option<String>,
     /// When it was submitted, in Unix milliseconds.
     pub submitted_at_ms: u64,
+    /// The memory each of its executors is granted, in MB (for Spark, heap and overhead);
+    /// 0 from a master of 0.3.0, which does not say.
+    pub executor_memory_mb: u64,
+    /// The cores of each of its executors, when it asked for a number.
+    pub executor_cores: Option<u32>,
     /// Its executors.
     pub executors: Vec<ExecutorView>,
     /// Its ended executors the masters keep, oldest first.
@@ -272,6 +277,8 @@ pub struct DriverView {
     pub id: String,
     /// Its name.
     pub name: String,
+    /// What it runs: its program, or a Spark submission's main class.
+    pub program: Option<String>,
     /// Its queue.
     pub queue: String,
     /// Who submitted it, when a named user did.
@@ -567,6 +574,8 @@ fn app(a: &v1::AppStatus) -> AppView {
         waiting: set(&a.waiting),
         ui_address: set(&a.ui_address),
         submitted_at_ms: a.submitted_at_ms,
+        executor_memory_mb: a.executor_memory_mb,
+        executor_cores: a.executor_cores,
         executors: a.executors.iter().map(executor).collect(),
         ended_executors: a.ended_executors.iter().map(executor).collect(),
     }
@@ -612,6 +621,7 @@ fn driver(d: &v1::DriverStatus) -> DriverView {
     DriverView {
         id: d.id.clone(),
         name: d.name.clone(),
+        program: set(&d.program),
         queue: d.queue.clone(),
         user: set(&d.user),
         state: d.state(),

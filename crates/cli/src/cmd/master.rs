@@ -220,12 +220,10 @@ fn read_snapshot(path: &std::path::Path) -> Result<Vec<u8>, CliError> {
 /// it binds every address, by `https` with TLS.
 fn pages_url(http: &str, listen: &str, tls: bool) -> String {
     let scheme = if tls { "https" } else { "http" };
-    let (host, port) = http.rsplit_once(':').unwrap_or((http, ""));
-    let host = match host {
-        "" | "0.0.0.0" | "[::]" => listen.rsplit_once(':').map_or(listen, |(host, _)| host),
-        host => host,
-    };
-    format!("{scheme}://{host}:{port}")
+    format!(
+        "{scheme}://{}",
+        muster_master::listener::reachable(http, listen)
+    )
 }
 
 #[cfg(test)]
