@@ -132,6 +132,20 @@ fn a_burst_of_cluster_mode_drivers_all_finish_on_a_cluster_with_no_configuration
     });
     let held_back = drivers_in(&status, &ids, "SUBMITTED");
     assert_eq!(held_back.len(), 6, "{status}");
+    // Each application names the driver that runs it (its page links it).
+    let runners: Vec<&Value> = status["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| &a["driver"])
+        .collect();
+    assert!(
+        !runners.is_empty()
+            && runners
+                .iter()
+                .all(|d| ids.iter().any(|id| *d == id.as_str())),
+        "{status}"
+    );
     assert!(
         held_back.iter().all(|d| d["waiting"]
             == "drivers of queue `default` hold 4 of 4 cores allowed (driver share 0.5)"),

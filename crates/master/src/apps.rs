@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use muster_core::ids::{AppId, ExecutorId};
+use muster_core::ids::{AppId, DriverId, ExecutorId};
 use muster_core::limits::{self, MAX_REQUEST_BYTES};
 use muster_proto::auth::{NamedUser, Tokens};
 use muster_proto::convert::register_op;
@@ -110,6 +110,7 @@ impl AppLink for AppLinkService {
             ));
         };
         let ui_address = register.ui_address.clone();
+        let driver = (!register.driver_id.is_empty()).then(|| DriverId(register.driver_id.clone()));
         let believed_live = register
             .live_executor_ids
             .iter()
@@ -135,6 +136,7 @@ impl AppLink for AppLinkService {
             link,
             app: app.clone(),
             ui_address,
+            driver,
             user: user.map(|user| Owner {
                 user: user.name,
                 generation: user.generation,

@@ -276,6 +276,11 @@ impl ClusterService {
                         .as_ref()
                         .map(|s| s.ui_address(&a.id))
                         .unwrap_or_default(),
+                    driver_id: session
+                        .as_ref()
+                        .and_then(|s| s.app_driver(&a.id))
+                        .map(|driver| driver.0)
+                        .unwrap_or_default(),
                     executors: a
                         .executors
                         .values()

@@ -48,6 +48,8 @@ struct Grpc {
     sign_ins: Arc<SignIns>,
     /// Where people reach this master's Spark REST gateway, when it serves one.
     spark_rest: Option<String>,
+    /// Spark's history server, which completed applications' pages link.
+    history_server: Option<String>,
 }
 
 /// What `/metrics` reads: this replica's node, its leader sessions and its metrics.
@@ -68,6 +70,8 @@ pub(crate) struct Pages {
     pub(crate) callers: Callers,
     /// Where people reach this master's Spark REST gateway, if it serves one.
     pub(crate) spark_rest: Option<String>,
+    /// Spark's history server, which completed applications' pages link.
+    pub(crate) history_server: Option<String>,
 }
 
 /// Serves the endpoint on `listener` (over TLS with `https`) until `shutdown` resolves.
@@ -86,6 +90,7 @@ pub(crate) async fn serve(
         history: Arc::default(),
         sign_ins: Arc::new(SignIns::new()?),
         spark_rest: pages.spark_rest,
+        history_server: pages.history_server,
     };
     let sampler = tokio::spawn(sample(grpc.clone()));
     let app = Router::new()
@@ -203,9 +208,15 @@ async fn app_page(
     headers: HeaderMap,
 ) -> Result<Html<String>, Failure> {
     let status = status(&grpc, StatusRequest::without_drivers()).await?;
-    ui::app(&status, &id, form_key(&grpc, &headers).as_deref())
-        .map(|page| Html(page.into_string()))
-        .ok_or((StatusCode::NOT_FOUND, format!("no application {id}")))
+    let form_key = form_key(&grpc, &headers);
+    ui::app(
+        &status,
+        &id,
+        form_key.as_deref(),
+        grpc.history_server.as_deref(),
+    )
+    .map(|page| Html(page.into_string()))
+    .ok_or((StatusCode::NOT_FOUND, format!("no application {id}")))
 }
 
 async fn worker_page(

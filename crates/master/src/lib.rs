@@ -94,6 +94,8 @@ pub struct MasterConfig {
     /// Where people reach those pages (`https://host:port`), for the links to them that
     /// executors are given: the pages of their output.
     pub pages: Option<String>,
+    /// Spark's history server, which completed applications' pages link.
+    pub history_server: Option<String>,
     /// Where to serve Spark's REST submission protocol, and how, if at all.
     pub spark_rest: Option<SparkRest>,
     /// The cluster's secret: every call must carry the credential of a role the called
@@ -263,6 +265,7 @@ pub async fn run(
                     .spark_rest
                     .as_ref()
                     .map(|rest| listener::reachable(&rest.listen, &config.listen)),
+                history_server: config.history_server.clone(),
             },
             http::Replica {
                 node: Arc::clone(&node),

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use muster_core::ids::{AppId, Term, WorkId, WorkerId, millis};
+use muster_core::ids::{AppId, DriverId, Term, WorkId, WorkerId, millis};
 use muster_core::plan::Reserved;
 use muster_core::resources::Usage;
 use muster_proto::auth::Tokens;
@@ -232,6 +232,11 @@ impl Session {
     /// `worker`'s shuffle service as it last told this leader, when it runs one.
     pub fn shuffle_service(&self, worker: &WorkerId) -> Option<ShuffleService> {
         self.lock().leader.shuffle_service(worker).copied()
+    }
+
+    /// The cluster-mode driver that runs `app`, as its client said when it attached.
+    pub fn app_driver(&self, app: &AppId) -> Option<DriverId> {
+        self.lock().leader.app_driver(app).cloned()
     }
 
     /// The Spark `worker`'s drivers run Spark submissions with, as its agent said (empty:

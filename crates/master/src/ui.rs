@@ -333,15 +333,21 @@ fn name_linked_to_ui(app: &AppView) -> Markup {
 }
 
 /// The page of application `id`, active or completed, if the status has it; an active one
-/// with a kill button whose form carries `form_key`.
-pub(crate) fn app(status: &StatusView, id: &str, form_key: Option<&str>) -> Option<Markup> {
+/// with a kill button whose form carries `form_key`, a completed one linking its page on
+/// Spark's `history_server`, where there is one.
+pub(crate) fn app(
+    status: &StatusView,
+    id: &str,
+    form_key: Option<&str>,
+    history_server: Option<&str>,
+) -> Option<Markup> {
     match status.apps.iter().find(|a| a.id == id) {
         Some(app) => Some(active_app(app, form_key)),
         None => status
             .completed_apps
             .iter()
             .find(|a| a.id == id)
-            .map(completed_app),
+            .map(|app| completed_app(app, history_server)),
     }
 }
 
@@ -375,7 +381,7 @@ fn ended_executors(app: &str, executors: &[ExecutorView]) -> Markup {
 }
 
 /// The page of a completed application.
-fn completed_app(app: &EndedAppView) -> Markup {
+fn completed_app(app: &EndedAppView, history_server: Option<&str>) -> Markup {
     let id = &app.id;
     let took = app
         .ended_at_ms
@@ -392,6 +398,11 @@ fn completed_app(app: &EndedAppView) -> Markup {
         id,
         html! {
             (heading.render(html! { span { "from submission to end " (or_blank(took)) } }))
+            @if let Some(history) = history_server {
+                @let url = format!("{}/history/{id}/jobs/", history.trim_end_matches('/'));
+                p { "Its jobs, stages and tasks, if it logged events (" code { "spark.eventLog.enabled" } "): "
+                    a href=(url) { "Spark's history server" } }
+            }
             (ended_executors(id, &app.ended_executors))
         },
     )
@@ -441,6 +452,9 @@ fn active_app(app: &AppView, form_key: Option<&str>) -> Markup {
         html! {
             (heading.render(html! { span { "cores " (app.cores_granted) } }))
             p { (kill_button(id, &format!("/app/{id}"), form_key)) }
+            @if let Some(driver) = &app.driver {
+                p { "Its driver: " a href={ "../driver/" (driver) } { (driver) } }
+            }
             @if let Some(ui) = &app.ui_address {
                 p { "Its own UI: " a href=(ui) { (ui) } }
             }
@@ -726,6 +740,11 @@ pub(crate) fn driver(status: &StatusView, id: &str, form_key: Option<&str>) -> O
     let worker = html! {
         @if let Some(worker) = &d.worker { a href={ "../worker/" (worker) } { (worker) } }
     };
+    let app = html! {
+        @for a in status.apps.iter().filter(|a| a.driver.as_deref() == Some(id)) {
+            a href={ "../app/" (a.id) } { (a.id) } " "
+        }
+    };
     let rows = [
         ("name", text(d.name.clone())),
         ("runs", text(or_blank(d.program.as_ref()))),
@@ -743,6 +762,7 @@ pub(crate) fn driver(status: &StatusView, id: &str, form_key: Option<&str>) -> O
         ("state", text(d.state.name().to_owned())),
         ("restarts", text(or_blank(d.restarts.map(|r| r.describe())))),
         ("worker", worker),
+        ("application", app),
         ("pid", text(or_blank(d.pid))),
         ("exit code", text(or_blank(d.exit_code))),
         ("exit reason", text(or_blank(d.exit_reason))),
@@ -853,6 +873,7 @@ mod tests {
                 ui_address: "http://h0:4040".into(),
                 submitted_at_ms: 1_709_210_096_789,
                 executor_memory_mb: 512 + 384,
+                driver_id: "driver-1".into(),
                 executors: vec![
                     ExecutorStatus {
                         usage: Some(ProcessUsage {
@@ -946,8 +967,14 @@ mod tests {
 
     #[test]
     fn an_application_page_lists_its_executors_and_a_driver_page_its_end() {
-        let page = app(&status(), "app-1", Some("key")).unwrap().into_string();
+        let page = app(&status(), "app-1", Some("key"), None)
+            .unwrap()
+            .into_string();
         assert!(page.contains("<td>41</td>"), "{page}");
+        assert!(
+            page.contains(r#"Its driver: <a href="../driver/driver-1">driver-1</a>"#),
+            "{page}"
+        );
         assert!(
             page.contains(r#"<input type="hidden" name="form_key" value="key">"#),
             "a kill button carrying the anti-forgery value: {page}"
@@ -972,6 +999,7 @@ mod tests {
             "<th>restarts</th><td>restarted 3 times, last failed with exit 1</td>",
             "<th>runs</th><td>Spark: com.example.Etl</td>",
             r#"<th>worker</th><td><a href="../worker/w1">w1</a></td>"#,
+            r#"<th>application</th><td><a href="../app/app-1">app-1</a> </td>"#,
             r#"<th>user</th><td><i title="submitted with the cluster's own credential">cluster</i></td>"#,
         ] {
             assert!(page.contains(part), "{part} in {page}");
@@ -983,15 +1011,18 @@ mod tests {
             "{overview}"
         );
         // A completed application's page: where its executors ran and how they ended.
-        let page = app(&status(), "app-0", None).unwrap().into_string();
+        let page = app(&status(), "app-0", None, Some("http://hs:18080/"))
+            .unwrap()
+            .into_string();
         for part in [
             "from submission to end 42 s",
             "<td>3</td><td>w1</td><td>EXITED</td><td>0</td><td>2</td><td>512</td>",
             "<code>muster logs app-0/3</code>",
+            r#"<a href="http://hs:18080/history/app-0/jobs/">Spark's history server</a>"#,
         ] {
             assert!(page.contains(part), "{part} in {page}");
         }
-        assert!(app(&status(), "app-9", None).is_none());
+        assert!(app(&status(), "app-9", None, None).is_none());
         assert!(driver(&status(), "driver-9", None).is_none());
     }
 

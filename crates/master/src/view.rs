@@ -212,6 +212,8 @@ pub struct AppView {
     pub executor_memory_mb: u64,
     /// The cores of each of its executors, when it asked for a number.
     pub executor_cores: Option<u32>,
+    /// The cluster-mode driver that runs it, if one does.
+    pub driver: Option<String>,
     /// Its executors.
     pub executors: Vec<ExecutorView>,
     /// Its ended executors the masters keep, oldest first.
@@ -576,6 +578,7 @@ fn app(a: &v1::AppStatus) -> AppView {
         submitted_at_ms: a.submitted_at_ms,
         executor_memory_mb: a.executor_memory_mb,
         executor_cores: a.executor_cores,
+        driver: set(&a.driver_id),
         executors: a.executors.iter().map(executor).collect(),
         ended_executors: a.ended_executors.iter().map(executor).collect(),
     }

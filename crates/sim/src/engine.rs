@@ -1124,6 +1124,7 @@ impl<'a> Simulation<'a> {
             link,
             app: id.clone(),
             ui_address: String::new(),
+            driver: None,
             user: None,
             believed_live,
         });

@@ -65,6 +65,10 @@ pub struct MasterArgs {
     /// `https://` and --http, with --listen's host when --http binds every address.
     #[arg(long, value_name = "URL", requires = "http")]
     pages_url: Option<String>,
+    /// Spark's history server (`http://HOST:18080`): a completed application's page links
+    /// its page there, for applications that log events (`spark.eventLog.enabled`).
+    #[arg(long, value_name = "URL", requires = "http")]
+    history_server: Option<String>,
     /// Serve Spark's REST submission protocol here (HOST:PORT; Spark's port is 6066):
     /// `spark-submit --deploy-mode cluster --master spark://HOST:PORT/TOKEN` runs its
     /// application as a Muster driver; TOKEN is what `muster rest-token` prints.
@@ -146,6 +150,13 @@ pub fn run(args: MasterArgs) -> Result<String, CliError> {
         (None, Some(http)) => Some(pages_url(http, &args.listen, tls)),
         (None, None) => None,
     };
+    if let Some(url) = &args.history_server
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Err(CliError::BadInput(format!(
+            "--history-server: `{url}` is not an http:// or https:// URL"
+        )));
+    }
     let config = MasterConfig {
         id: args.id,
         listen: args.listen,
@@ -159,6 +170,7 @@ pub fn run(args: MasterArgs) -> Result<String, CliError> {
         state: file.state(),
         leader: file.leader(args.worker_timeout, args.recovery_timeout, queues)?,
         pages,
+        history_server: args.history_server,
         http: args.http,
         spark_rest: args
             .spark_rest

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use muster_core::ids::{AppId, ExecutorId, WorkerId};
+use muster_core::ids::{AppId, DriverId, ExecutorId, WorkerId};
 use muster_proto::v1::{BuildInfo, ShuffleService};
 use muster_state::model::{Executor, Owner};
 
@@ -64,10 +64,19 @@ struct KnownApp {
     link: Option<LinkId>,
     /// Since when it has had no stream.
     detached_at: Option<Instant>,
-    /// Its web UI, as its client last gave it; empty if none.
-    ui_address: String,
+    /// What its client said of it.
+    client: AppClient,
     /// The named user its client attached as, with the generation of their credential.
     user: Option<Owner>,
+}
+
+/// What an application's client says of it when it attaches.
+#[derive(Clone, Debug, Default)]
+pub(super) struct AppClient {
+    /// Its web UI; empty if none.
+    pub(super) ui_address: String,
+    /// The cluster-mode driver that runs it, if one does.
+    pub(super) driver: Option<DriverId>,
 }
 
 /// Every open stream, and the workers and applications this leader knows.
@@ -137,7 +146,14 @@ impl Links {
 
     /// The web UI `app`'s client gave when it attached; empty if none.
     pub(super) fn ui_address(&self, app: &AppId) -> &str {
-        self.apps.get(app).map_or("", |a| a.ui_address.as_str())
+        self.apps
+            .get(app)
+            .map_or("", |a| a.client.ui_address.as_str())
+    }
+
+    /// The cluster-mode driver that runs `app`, as its client said when it attached.
+    pub(super) fn app_driver(&self, app: &AppId) -> Option<&DriverId> {
+        self.apps.get(app)?.client.driver.as_ref()
     }
 
     /// The named user `app`'s client attached as, if any.
@@ -201,14 +217,14 @@ impl Links {
         &mut self,
         link: LinkId,
         app: AppId,
-        ui_address: String,
+        client: AppClient,
         user: Option<Owner>,
     ) {
         self.open.insert(link, Peer::App(app.clone()));
         let known = KnownApp {
             link: Some(link),
             detached_at: None,
-            ui_address,
+            client,
             user,
         };
         self.apps.insert(app, known);

@@ -63,7 +63,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use muster_core::access::QueueSpec;
-use muster_core::ids::{AppId, ExecutorId, RequestId, Term, WorkId, WorkerId};
+use muster_core::ids::{AppId, DriverId, ExecutorId, RequestId, Term, WorkId, WorkerId};
 use muster_core::model::{PassConfig, WorkerState};
 use muster_core::plan::{Plan, Reserved, WaitReason};
 use muster_core::resources::{Resources, Usage};
@@ -78,7 +78,7 @@ use muster_state::{ApplyError, ClusterState, Effects, Op, Outcome, Response};
 
 pub use gangs::GangTimeout;
 use gangs::GangWaits;
-use links::{Agent, Hearing, Links, Peer};
+use links::{Agent, AppClient, Hearing, Links, Peer};
 pub use liveness::FENCE_MARGIN;
 use liveness::Liveness;
 use passes::Passes;
@@ -179,6 +179,7 @@ enum Purpose {
 struct Attached {
     app: AppId,
     ui_address: String,
+    driver: Option<DriverId>,
     user: Option<Owner>,
     believed_live: Vec<ExecutorId>,
 }
@@ -313,6 +314,12 @@ impl Leader {
         self.links.ui_address(app)
     }
 
+    /// The cluster-mode driver that runs `app`, as its client said when it attached to this
+    /// leader.
+    pub fn app_driver(&self, app: &AppId) -> Option<&DriverId> {
+        self.links.app_driver(app)
+    }
+
     /// How many scheduling passes this leader has run.
     pub fn passes(&self) -> u64 {
         self.passes.count()
@@ -380,12 +387,14 @@ impl Leader {
                 link,
                 app,
                 ui_address,
+                driver,
                 user,
                 believed_live,
             } => {
                 let attached = Attached {
                     app,
                     ui_address,
+                    driver,
                     user,
                     believed_live,
                 };
@@ -711,13 +720,15 @@ impl Leader {
         let Attached {
             app,
             ui_address,
+            driver,
             user,
             believed_live,
         } = attached;
         if let Some(old) = self.links.app_link(&app) {
             self.close(old, Close::Superseded);
         }
-        self.links.attach_app(link, app.clone(), ui_address, user);
+        self.links
+            .attach_app(link, app.clone(), AppClient { ui_address, driver }, user);
         self.recovery.app_back(&app);
         self.actions.push(Action::ToApp {
             link,

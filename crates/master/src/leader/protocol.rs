@@ -214,6 +214,8 @@ pub enum Event {
         app: AppId,
         /// Its web UI, as the client gave it; empty if none.
         ui_address: String,
+        /// The cluster-mode driver that runs it, as the client said.
+        driver: Option<DriverId>,
         /// The named user it attached as: its requests are theirs, and stop when their
         /// credential is revoked.
         user: Option<Owner>,

@@ -124,6 +124,7 @@ impl Term1 {
                         link,
                         app: id,
                         ui_address: String::new(),
+                        driver: None,
                         user: None,
                         believed_live: Vec::new(),
                     });

@@ -408,6 +408,7 @@ impl goldenscript::Runner for Runner {
                     link,
                     app,
                     ui_address: String::new(),
+                    driver: None,
                     user,
                     believed_live,
                 })?
