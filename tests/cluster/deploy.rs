@@ -1,7 +1,8 @@
 //! The deploy files must not rot: the systemd units' and the compose file's command lines
 //! start a real cluster here, with exactly their arguments (addresses and paths substituted
 //! for this machine), and it must come up ALIVE with its workers; the compose cluster is then
-//! rolled as the book's upgrading page says, command by command.
+//! rolled as the book's upgrading page says, command by command; the Kubernetes masters are
+//! replaced only when deleted, in the order that page gives.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -240,4 +241,42 @@ fn the_compose_file_starts_a_cluster() {
     }
     assert_eq!(restarted, 5, "{roll}");
     wait_alive(&list, 2, dir.path());
+}
+
+#[test]
+fn the_kubernetes_masters_are_rolled_one_at_a_time_as_the_upgrading_page_says() {
+    // A rolling update would replace the masters from the highest ordinal down, whichever
+    // leads, without waiting for each to catch up: they are replaced only when deleted.
+    let statefulset = deploy_file("kubernetes/masters.yaml");
+    assert!(
+        statefulset.contains("updateStrategy: {type: OnDelete}"),
+        "{statefulset}"
+    );
+    // The page deletes each pod once, each followed by the check that its master (pod N is
+    // master N+1) caught up before the next.
+    let page = crate::support::book_page("operator/upgrading.md");
+    let roll = (0..)
+        .map(|n| crate::support::sh_block(&page, n))
+        .find(|block| block.contains("kubectl delete pod"))
+        .unwrap();
+    let commands: Vec<&str> = roll
+        .lines()
+        .map(|line| line.split("  #").next().unwrap().trim())
+        .filter(|command| !command.starts_with("kubectl set image"))
+        .collect();
+    let mut deleted = Vec::new();
+    for pair in commands.chunks(2) {
+        let pod: u64 = pair[0]
+            .strip_prefix("kubectl delete pod muster-master-")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("not a pod's deletion: {}", pair[0]));
+        assert_eq!(
+            pair.get(1).copied(),
+            Some(format!("muster members caught-up {}", pod + 1).as_str()),
+            "{roll}"
+        );
+        deleted.push(pod);
+    }
+    deleted.sort_unstable();
+    assert_eq!(deleted, [0, 1, 2], "{roll}");
 }
