@@ -105,6 +105,8 @@ fn the_systemd_units_start_a_cluster() {
     };
     let master = exec_start("systemd/muster-master.service");
     let worker = exec_start("systemd/muster-worker.service");
+    let settings = dir.path().join("master.json");
+    std::fs::write(&settings, deploy_file("systemd/master.json.example")).unwrap();
 
     let addrs: Vec<String> = (0..3)
         .map(|_| format!("127.0.0.1:{}", free_port()))
@@ -134,6 +136,10 @@ fn the_systemd_units_start_a_cluster() {
             .collect();
         let data = dir.path().join(format!("master-{id}"));
         table.push(("/var/lib/muster/master".into(), data.display().to_string()));
+        table.push((
+            "/etc/muster/master.json".into(),
+            settings.display().to_string(),
+        ));
         table.extend(credential_paths("/etc/muster/"));
         let args = substitute(&master, &table);
         running.push(start(&args, &dir.path().join(format!("master-{id}.log"))));

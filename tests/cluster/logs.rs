@@ -279,6 +279,16 @@ fn a_status_page_links_what_a_process_wrote_for_whoever_may_read_it() {
     );
     let (_, body) = get(&format!("/logs/{id}?from=3"), &[&cookie]);
     assert_eq!(body, "stdout\n");
+    // Another site's page may not sign a browser in.
+    let (head, _) = post(
+        "/sign-in",
+        &["Sec-Fetch-Site: cross-site"],
+        &format!("token={token}&then=%2F"),
+    );
+    assert!(
+        head.starts_with("HTTP/1.1 403") && !head.contains("set-cookie"),
+        "{head}"
+    );
     // A token that lets nobody in is refused, saying why; and sends nobody elsewhere.
     let (head, body) = post(
         "/sign-in",
@@ -318,6 +328,12 @@ fn a_status_page_links_what_a_process_wrote_for_whoever_may_read_it() {
         &format!("id={running}&form_key={form_key}&then=%2F"),
     );
     assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+    let (head, _) = post(
+        "/kill",
+        &[&cookie, "Origin: https://elsewhere.example"],
+        &format!("id={running}&form_key={form_key}&then=%2F"),
+    );
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
     assert_eq!(
         driver(&masters.status(&masters.list_from(1)), &running).unwrap()["state"],
         "RUNNING"
@@ -334,7 +350,14 @@ fn a_status_page_links_what_a_process_wrote_for_whoever_may_read_it() {
     wait_for(&masters, "the driver killed from its page", |s| {
         driver(s, &running).is_some_and(|d| d["state"] == "KILLED")
     });
+    // A script kills with a bearer token and the id alone.
+    let scripted = submit(&masters, &["--", "/bin/sleep", "1000"]);
     let bearer = format!("Authorization: Bearer {token}");
+    let (head, _) = post("/kill", &[&bearer], &format!("id={scripted}"));
+    assert!(head.starts_with("HTTP/1.1 303"), "{head}");
+    wait_for(&masters, "the driver killed by a script", |s| {
+        driver(s, &scripted).is_some_and(|d| d["state"] == "KILLED")
+    });
     let (_, body) = get(&format!("/logs/{id}?stream=stderr"), &[&bearer]);
     assert_eq!(body, "to-stderr\n");
 

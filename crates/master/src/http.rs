@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::extract::{Form, Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use muster_core::limits::MAX_LOG_CHUNK_BYTES;
@@ -30,7 +30,7 @@ use crate::history::{self, QueueHistory};
 use crate::listener::{Connections, Serving};
 use crate::metrics::Metrics;
 use crate::session::Sessions;
-use crate::signin::{SignIns, back_to};
+use crate::signin::{SignIns, back_to, same_origin};
 use crate::ui;
 use crate::view::StatusView;
 use muster_raft::RaftNode;
@@ -103,13 +103,27 @@ pub(crate) async fn serve(
         .route("/sign-in", get(sign_in_page).post(sign_in))
         .route("/kill", post(kill))
         .with_state(grpc)
-        .route("/metrics", get(metrics).with_state(replica));
+        .route("/metrics", get(metrics).with_state(replica))
+        .layer(axum::middleware::map_response(guarded));
     let serving = https.map_or(Serving::Plain, Serving::Tls);
     let served = axum::serve(Connections::start(listener, serving)?, app)
         .with_graceful_shutdown(shutdown)
         .await;
     sampler.abort();
     served
+}
+
+/// What every answer carries: no other site may frame the pages (and so their kill
+/// buttons), and no cache keeps them (process output).
+async fn guarded(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("frame-ancestors 'none'"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 /// Records what the queues hold every [`history::SAMPLE_EVERY_MS`], for the overview's
@@ -251,7 +265,7 @@ fn caller_of(grpc: &Grpc, headers: &HeaderMap) -> Result<(Caller, Option<String>
         let key = grpc.sign_ins.open_form_key().to_owned();
         return Ok((grpc.callers.caller(None)?, Some(key)));
     }
-    match grpc.sign_ins.session(headers, Instant::now()) {
+    match grpc.sign_ins.session(headers, grpc.https, Instant::now()) {
         Some(session) => Ok((
             grpc.callers.caller(Some(&session.token))?,
             Some(session.form_key),
@@ -376,8 +390,16 @@ struct SignInForm {
 }
 
 /// `POST /sign-in`: a token checked and kept, the browser given its session's cookie and
-/// sent back where it came from; or the form again, saying why not.
-async fn sign_in(State(grpc): State<Grpc>, Form(form): Form<SignInForm>) -> Response {
+/// sent back where it came from; or the form again, saying why not. Only from these pages:
+/// another site may not sign a browser in as someone else.
+async fn sign_in(
+    State(grpc): State<Grpc>,
+    headers: HeaderMap,
+    Form(form): Form<SignInForm>,
+) -> Response {
+    if !same_origin(&headers) {
+        return not_from_these_pages();
+    }
     let then = back_to(&form.then);
     if let Err(refused) = grpc.callers.caller(Some(form.token.trim())) {
         let page = ui::sign_in(then, Some(&refused.to_string()));
@@ -403,31 +425,38 @@ async fn sign_in(State(grpc): State<Grpc>, Form(form): Form<SignInForm>) -> Resp
     }
 }
 
-/// What a kill button posts.
+/// What a kill button posts; a script that sends a bearer token gives only the id.
 #[derive(serde::Deserialize)]
 struct KillForm {
     id: String,
-    form_key: String,
-    then: String,
+    form_key: Option<String>,
+    then: Option<String>,
+}
+
+/// The refusal of a form that another site's page sent.
+fn not_from_these_pages() -> Response {
+    let message = "this form was not sent by this master's page: reload the page and use it \
+                   from there";
+    (StatusCode::FORBIDDEN, message).into_response()
 }
 
 /// `POST /kill`: kills the application or driver a page's button names, for whoever signed
-/// in (the masters refuse what they may not kill), if the form carries their anti-forgery
-/// value; then back to the page.
+/// in (the masters refuse what they may not kill), if the form comes from these pages and
+/// carries their anti-forgery value, or for the caller a bearer token names (a browser never
+/// sends one by itself); then back to the page.
 async fn kill(
     State(grpc): State<Grpc>,
     headers: HeaderMap,
     Form(form): Form<KillForm>,
 ) -> Response {
-    let then = back_to(&form.then);
+    let then = back_to(form.then.as_deref().unwrap_or("/"));
     let (caller, key) = match caller_of(&grpc, &headers) {
         Ok(signed_in) => signed_in,
         Err(refused) => return ask_to_sign_in(then, &refused),
     };
-    if key.as_deref() != Some(form.form_key.as_str()) {
-        let message = "this form was not sent by this master's page: reload the page and kill \
-                       from there";
-        return (StatusCode::FORBIDDEN, message).into_response();
+    let by_script = bearer(&headers).is_some();
+    if !by_script && (!same_origin(&headers) || key.is_none() || key != form.form_key) {
+        return not_from_these_pages();
     }
     let mut request = Request::new(KillRequest {
         request_id: String::new(),

@@ -647,7 +647,7 @@ fn kill_button(id: &str, then: &str, form_key: Option<&str>) -> Markup {
                 input type="hidden" name="id" value=(id);
                 input type="hidden" name="form_key" value=(form_key);
                 input type="hidden" name="then" value=(then);
-                input type="submit" value="kill" onclick={ "return confirm('Kill " (id) "?')" };
+                input type="submit" value="kill" onclick="return confirm('Kill it?')";
             }
         } @else {
             a href={ "/sign-in?then=" (then) } { "sign in to kill" }
