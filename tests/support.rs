@@ -1156,12 +1156,21 @@ pub fn set_queues(via: &str, dir: &std::path::Path, queues: &str) {
     ));
 }
 
-/// Drops what only the leader knows (process ids, wait reasons, what processes use, the
-/// builds of worker agents) from a status section, leaving what every replica applied.
+/// Drops what only the leader knows (process ids, wait reasons, what processes use, what
+/// worker agents and application clients said of themselves) from a status section, leaving
+/// what every replica applied.
 pub fn replicated_only(value: &mut Value) {
     match value {
         Value::Object(map) => {
-            for leader_only in ["pid", "waiting", "usage", "build", "ui_address"] {
+            for leader_only in [
+                "pid",
+                "waiting",
+                "usage",
+                "build",
+                "ui_address",
+                "spark_home",
+                "driver",
+            ] {
                 map.remove(leader_only);
             }
             map.values_mut().for_each(replicated_only);
