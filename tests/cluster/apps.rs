@@ -121,6 +121,16 @@ fn executors_land_where_muster_plan_says_and_ctrl_c_finishes_the_app() {
         (5, true),
         "where its executors ran is kept: {completed}"
     );
+    // And how each exited, once its worker reported the end of its process.
+    wait_for(&masters, "the stopped executors' exit codes", |s| {
+        let completed = &s["completed_apps"][0];
+        completed["id"] == json!(id)
+            && completed["ended_executors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|e| e["state"] == "KILLED" && e["exit_code"].is_i64())
+    });
     assert!(
         status["workers"]
             .as_array()

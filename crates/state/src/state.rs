@@ -362,6 +362,39 @@ impl ClusterState {
         self.ended_executors.get(id).into_iter().flatten()
     }
 
+    /// Whether the end of executor `id` of `app` on `worker` is still to be heard: the
+    /// masters ended it KILLED, its process then running on through its kill grace, and its
+    /// kept record has no exit code yet (from log format 4: before, it is never recorded).
+    pub fn awaits_exit_code(&self, app: &AppId, id: ExecutorId, worker: &WorkerId) -> bool {
+        self.log_format() >= LogFormat::FOURTH
+            && self
+                .ended_executors(app)
+                .any(|e| e.id == id && &e.worker == worker && awaits_code(e))
+    }
+
+    /// Records how executor `id` of `app`, ended at the masters' word, exited, as its worker
+    /// reported (from log format 4): whether it was one still to be heard.
+    pub(crate) fn record_exit_code(
+        &mut self,
+        app: &AppId,
+        id: ExecutorId,
+        exit_code: Option<i32>,
+    ) -> bool {
+        if self.log_format() < LogFormat::FOURTH {
+            return false;
+        }
+        let Some(ended) = self.ended_executors.get_mut(app) else {
+            return false;
+        };
+        match ended.iter_mut().rev().find(|e| e.id == id) {
+            Some(executor) if awaits_code(executor) => {
+                executor.exit_code = exit_code;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The resource profiles of active application `id` (from log format 3).
     pub fn app_profiles(&self, id: &AppId) -> Option<&AppProfiles> {
         self.profiles.get(id)
@@ -625,8 +658,17 @@ impl ClusterState {
         executor.state = state;
         executor.exit_code = exit_code;
         if self.log_format() >= LogFormat::THIRD {
+            let exactly = self.log_format() >= LogFormat::FOURTH;
             let ended = self.ended_executors.entry(app.clone()).or_default();
-            retain_last(ended, executor.clone(), ENDED_EXECUTORS_KEPT);
+            if exactly {
+                // Exactly the documented number (from log format 4).
+                while ended.len() >= ENDED_EXECUTORS_KEPT {
+                    ended.pop_front();
+                }
+                ended.push_back(executor.clone());
+            } else {
+                retain_last(ended, executor.clone(), ENDED_EXECUTORS_KEPT);
+            }
         }
         effects.ended_executors.push((app.clone(), executor));
     }
@@ -781,6 +823,11 @@ pub(crate) fn take(worker: &mut Worker, resources: &Resources) {
         .used
         .checked_add(resources)
         .expect("placements are checked against free resources");
+}
+
+/// Whether `executor`, ended, was stopped by the masters and has not said how it exited.
+fn awaits_code(executor: &Executor) -> bool {
+    executor.state == ExecutorState::Killed && executor.exit_code.is_none()
 }
 
 /// Returns a placement's resources to its worker.

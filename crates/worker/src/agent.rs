@@ -499,7 +499,7 @@ impl Agent {
     fn record(&mut self, event: &ProcessEvent) -> Option<Up> {
         let end = match &event.state {
             ProcessState::Exited { code } => Some(code.to_string()),
-            ProcessState::Killed => Some("killed".to_owned()),
+            ProcessState::Killed { .. } => Some("killed".to_owned()),
             ProcessState::OutOfMemory => Some("oom".to_owned()),
             ProcessState::Failed { .. } => Some("failed".to_owned()),
             ProcessState::Running { .. } | ProcessState::Restarting { .. } => None,
@@ -516,7 +516,8 @@ impl Agent {
         if let (Up::Driver(update), ProcessState::Running { .. }) = (&mut report, &event.state) {
             update.restarts = self.restarts(&event.workload);
         }
-        if event.state == ProcessState::Killed && self.fenced.remove(&event.workload) {
+        if matches!(event.state, ProcessState::Killed { .. }) && self.fenced.remove(&event.workload)
+        {
             // Not asked for by any leader: a supervised driver must run again elsewhere.
             if let Up::Driver(update) = &mut report {
                 update.set_state(v1::DriverState::Relaunching);
@@ -802,15 +803,14 @@ fn report(event: &ProcessEvent) -> Option<Up> {
         ProcessState::Running { pid } => (pid, None),
         ProcessState::Exited { code } => (0, Some(code)),
         ProcessState::OutOfMemory => (0, Some(exit::OVER_MEMORY_LIMIT)),
-        ProcessState::Killed | ProcessState::Failed { .. } | ProcessState::Restarting { .. } => {
-            (0, None)
-        }
+        ProcessState::Killed { code } => (0, code),
+        ProcessState::Failed { .. } | ProcessState::Restarting { .. } => (0, None),
     };
     let body = match &event.workload {
         Workload::Executor { app, executor } => {
             let state = match event.state {
                 ProcessState::Running { .. } => v1::ExecutorState::Running,
-                ProcessState::Killed => v1::ExecutorState::Killed,
+                ProcessState::Killed { .. } => v1::ExecutorState::Killed,
                 ProcessState::Exited { .. } => v1::ExecutorState::Exited,
                 ProcessState::OutOfMemory | ProcessState::Failed { .. } => {
                     v1::ExecutorState::Failed
@@ -832,7 +832,7 @@ fn report(event: &ProcessEvent) -> Option<Up> {
                 ProcessState::Running { .. } | ProcessState::Restarting { .. } => {
                     v1::DriverState::Running
                 }
-                ProcessState::Killed => v1::DriverState::Killed,
+                ProcessState::Killed { .. } => v1::DriverState::Killed,
                 ProcessState::Exited { code: 0 } => v1::DriverState::Finished,
                 ProcessState::Exited { .. } | ProcessState::OutOfMemory => v1::DriverState::Failed,
                 ProcessState::Failed { .. } => v1::DriverState::Error,

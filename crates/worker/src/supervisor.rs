@@ -315,8 +315,12 @@ pub enum ProcessState {
         /// The exit code.
         code: i32,
     },
-    /// It was killed on request.
-    Killed,
+    /// It was killed on request, and ended with this code (128 + the signal's number when the
+    /// signal ended it), when known.
+    Killed {
+        /// Its exit code.
+        code: Option<i32>,
+    },
     /// The kernel killed it for going over its memory limit.
     OutOfMemory,
     /// A supervised driver failed and starts again after `after`.
@@ -694,7 +698,7 @@ impl Supervisor {
                 continue;
             }
             let state = match code {
-                _ if killed => ProcessState::Killed,
+                _ if killed => ProcessState::Killed { code },
                 _ if out_of_memory => ProcessState::OutOfMemory,
                 Some(code) => ProcessState::Exited { code },
                 None => ProcessState::Failed {
@@ -1145,17 +1149,13 @@ impl Monitor {
             let status = tokio::select! {
                 status = child.wait() => status,
                 grace = &mut self.kill_requested => {
-                    self.stop(&mut child, pid, grace.unwrap_or(self.config.kill_grace)).await;
+                    let grace = grace.unwrap_or(self.config.kill_grace);
+                    let code = self.stop(&mut child, pid, grace).await;
                     self.release_group(None).await;
-                    return self.finish(ProcessState::Killed);
+                    return self.finish(ProcessState::Killed { code });
                 }
             };
-            let code = status.map_or(-1, |s| {
-                use std::os::unix::process::ExitStatusExt;
-                s.code()
-                    .or_else(|| s.signal().map(|signal| 128 + signal))
-                    .unwrap_or(-1)
-            });
+            let code = status.map_or(-1, exit_code_of);
             // Nothing the program started outlives it (its group id stays taken while the
             // group has members).
             let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
@@ -1202,7 +1202,8 @@ impl Monitor {
         tokio::select! {
             () = tokio::time::sleep(backoff) => {}
             _ = &mut self.kill_requested => {
-                self.finish(ProcessState::Killed);
+                // Between two runs: no process to end.
+                self.finish(ProcessState::Killed { code: None });
                 return None;
             }
         }
@@ -1238,7 +1239,8 @@ impl Monitor {
                 grace = &mut self.kill_requested => {
                     self.stop_adopted(&record, grace.unwrap_or(self.config.kill_grace)).await;
                     self.release_group(None).await;
-                    return self.finish(ProcessState::Killed);
+                    let code = exit_code(&self.launcher.directory);
+                    return self.finish(ProcessState::Killed { code });
                 }
             }
         }
@@ -1279,19 +1281,24 @@ impl Monitor {
         let _ = killpg(group, Signal::SIGKILL);
     }
 
-    /// SIGTERM to the process group, SIGKILL after `grace`, then reap the child. A `killed`
-    /// marker tells a later agent that this end was asked for.
-    async fn stop(&self, child: &mut Child, pid: u32, grace: Duration) {
+    /// SIGTERM to the process group, SIGKILL after `grace`, then reap the child: its exit
+    /// code. A `killed` marker tells a later agent that this end was asked for.
+    async fn stop(&self, child: &mut Child, pid: u32, grace: Duration) -> Option<i32> {
         let _ = fs::write(self.launcher.directory.join("killed"), b"");
         let group = Pid::from_raw(pid as i32);
         let _ = killpg(group, Signal::SIGTERM);
-        if tokio::time::timeout(grace, child.wait()).await.is_err() {
-            let _ = killpg(group, Signal::SIGKILL);
-            let _ = child.wait().await;
-        } else {
-            // The leader exited; make sure nothing it started outlives it.
-            let _ = killpg(group, Signal::SIGKILL);
-        }
+        let status = match tokio::time::timeout(grace, child.wait()).await {
+            Ok(status) => {
+                // The leader exited; make sure nothing it started outlives it.
+                let _ = killpg(group, Signal::SIGKILL);
+                status
+            }
+            Err(_) => {
+                let _ = killpg(group, Signal::SIGKILL);
+                child.wait().await
+            }
+        };
+        status.ok().map(exit_code_of)
     }
 
     /// Forgets the workload and reports its end in one step under the lock, so that anyone
@@ -1310,4 +1317,12 @@ impl Monitor {
         }
         self.report(state);
     }
+}
+/// The exit code of `status`: 128 + the signal's number when a signal ended it.
+fn exit_code_of(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|signal| 128 + signal))
+        .unwrap_or(-1)
 }

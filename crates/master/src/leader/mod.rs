@@ -652,7 +652,7 @@ impl Leader {
     /// The entry a report needs, if any. A driver's start needs none (placement made it
     /// RUNNING already); a start of a process the log does not place on that worker is
     /// stopped, and only the worker the log places a process on speaks for it, or, for its
-    /// end, the worker it was stopped on.
+    /// end, the worker it was stopped on (which says how it exited).
     fn report_op(
         &mut self,
         now: Instant,
@@ -662,11 +662,14 @@ impl Leader {
         update: Update,
     ) -> Option<Op> {
         let process = update.process();
-        let speaks_for_it = placed_on(state, &process) == Some(worker)
-            || (!update.started()
-                && state
-                    .stopping_on(worker)
-                    .any(|stopped| ProcessKey::from(stopped) == process));
+        let stopped_there = match &process {
+            ProcessKey::Executor(app, id) => state.awaits_exit_code(app, *id, worker),
+            ProcessKey::Driver(_) => false,
+        } || state
+            .stopping_on(worker)
+            .any(|stopped| ProcessKey::from(stopped) == process);
+        let speaks_for_it =
+            placed_on(state, &process) == Some(worker) || (!update.started() && stopped_there);
         if !speaks_for_it {
             if update.started() {
                 self.send(link, process.kill());

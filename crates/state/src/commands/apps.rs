@@ -436,11 +436,15 @@ impl Apply for ExecutorStateChanged {
     /// frees its resources, and one that ended without exit code 0 counts as a failure. After
     /// `max_executor_retries` failures, an app with no RUNNING executor is removed as FAILED.
     /// Reporting the state an executor is already in changes nothing.
-    /// The end of an executor the masters stopped frees what it kept.
+    /// The end of an executor the masters stopped frees what it kept, and from log format
+    /// 4 records how it exited.
     fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
         let stopped = Stopped::Executor(self.app.clone(), self.executor);
-        if self.state.is_finished() && state.stopped_process_ended(&stopped) {
-            return Ok(Response::default());
+        if self.state.is_finished() {
+            let recorded = state.record_exit_code(&self.app, self.executor, self.exit_code);
+            if state.stopped_process_ended(&stopped) || recorded {
+                return Ok(Response::default());
+            }
         }
         let max_retries = state.config.max_executor_retries;
         let app = state.app_mut(&self.app)?;

@@ -5,6 +5,7 @@
 //! command changed nothing.
 
 mod dedup;
+mod ended;
 mod pages;
 mod plans;
 mod profiles;
