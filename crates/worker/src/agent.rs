@@ -170,7 +170,9 @@ pub async fn run(config: AgentConfig, metrics: Arc<Metrics>, shutdown: impl Futu
     if !config.fence {
         // What a fencing predecessor started watches its fence file: without one, nothing
         // is fenced any more.
-        let _ = std::fs::remove_file(config.work_dir.join(FENCE_FILE));
+        let fence = config.work_dir.join(FENCE_FILE);
+        let _ = std::fs::remove_file(crate::fence::contact_file(&fence));
+        let _ = std::fs::remove_file(fence);
     }
     let (supervisor, events) = Supervisor::new(supervisor_config);
     let supervisor = Arc::new(supervisor);
@@ -455,10 +457,15 @@ impl Agent {
         self.last_contact = now;
         if self.fence_after.is_some() && now - self.contact_saved >= Duration::from_secs(1) {
             self.contact_saved = now;
-            let touched = std::fs::File::options()
-                .write(true)
-                .open(self.config.work_dir.join(FENCE_FILE))
-                .and_then(|file| file.set_modified(SystemTime::now()));
+            let fence = self.config.work_dir.join(FENCE_FILE);
+            // The contact file for this build's wrappers, the file's time for those an older
+            // agent started.
+            let touched = crate::fence::note_contact(&fence).and_then(|()| {
+                std::fs::File::options()
+                    .write(true)
+                    .open(&fence)?
+                    .set_modified(SystemTime::now())
+            });
             if let Err(error) = touched {
                 tracing::warn!(%error, "cannot note the last contact in the work dir");
             }
@@ -786,9 +793,13 @@ async fn clean_up(supervisor: Arc<Supervisor>, policy: CleanupPolicy) {
 fn last_fence(work_dir: &std::path::Path) -> Option<(Duration, Instant)> {
     let path = work_dir.join(FENCE_FILE);
     let after = std::fs::read_to_string(&path).ok()?.trim().parse().ok()?;
-    let since = SystemTime::now()
-        .duration_since(std::fs::metadata(&path).ok()?.modified().ok()?)
-        .unwrap_or(Duration::ZERO);
+    let since = match crate::fence::since_contact(&path) {
+        Some(since) => since,
+        // An older agent's fence: its file's time.
+        None => SystemTime::now()
+            .duration_since(std::fs::metadata(&path).ok()?.modified().ok()?)
+            .unwrap_or(Duration::ZERO),
+    };
     let now = Instant::now();
     Some((
         Duration::from_millis(after),

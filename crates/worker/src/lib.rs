@@ -13,9 +13,11 @@
 //! * [`records`]: what runs, recorded in the work dir so a restarted agent can adopt it.
 //! * [`cleanup`]: which directories of ended processes go, by age and size.
 //! * [`shuffle`]: Spark's external shuffle service, run for the executors on the host.
+//! * [`fence`]: the last contact with a leader, on the clock since boot, for fencing.
 
 pub mod agent;
 pub mod cleanup;
+pub mod fence;
 pub mod isolation;
 pub mod metrics;
 pub mod output;

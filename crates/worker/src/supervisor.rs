@@ -55,11 +55,12 @@ use crate::records::{Record, Records, exit_code, process_group, still_runs};
 /// applies to the program.
 ///
 /// With a fence file (fencing on), the wrapper also watches it: the file holds the worker
-/// timeout in ms, and its age is the time since an agent on this work dir last heard from a
-/// leader. Once it is older than the timeout and 2 s more (the agent gone and nobody adopting
-/// its work; an agent still there fences first, at the timeout), the wrapper kills its whole
-/// process group. A leader relaunches a fencing worker's work only after the timeout, the
-/// kill grace and a 5 s margin.
+/// timeout in ms, and the contact file beside it ([`crate::fence`]) when an agent on this
+/// work dir last heard from a leader, in seconds since boot (the file's age where there is
+/// no contact file: an older agent's). Once that is longer ago than the timeout and 2 s more
+/// (the agent gone and nobody adopting its work; an agent still there fences first, at the
+/// timeout), the wrapper kills its whole process group. A leader relaunches a fencing
+/// worker's work only after the timeout, the kill grace and a 5 s margin.
 const WRAPPER: &str = r#"trap : TERM INT; set -f
 for procs in $MUSTER_CGROUP_PROCS; do
   echo $$ > "$procs" || { echo "muster: cannot join the control group $procs" >&2; exit 125; }
@@ -68,9 +69,13 @@ unset MUSTER_CGROUP_PROCS
 fence=$MUSTER_FENCE_FILE; unset MUSTER_FENCE_FILE; watch=
 if [ -n "$fence" ]; then
   (while sleep 1; do
-    timeout=$(cat "$fence" 2>/dev/null) && contact=$(stat -c %Y "$fence" 2>/dev/null) &&
-      [ -n "$timeout" ] || continue
-    [ $(( $(date +%s) - contact )) -gt $(( timeout / 1000 + 2 )) ] && kill -KILL 0
+    timeout=$(cat "$fence" 2>/dev/null) && [ -n "$timeout" ] || continue
+    if contact=$(cat "$fence.contact" 2>/dev/null) && [ -n "$contact" ]; then
+      read -r now _ < /proc/uptime; now=${now%.*}
+    else
+      contact=$(stat -c %Y "$fence" 2>/dev/null) || continue; now=$(date +%s)
+    fi
+    [ $(( now - contact )) -gt $(( timeout / 1000 + 2 )) ] && kill -KILL 0
   done) &
   watch=$!
 fi

@@ -793,3 +793,54 @@ async fn cleanup_removes_what_ended_processes_left_once_the_leader_has_their_end
     assert!(supervisor.clean_up(later, &a_day).unwrap().is_empty());
     supervisor.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_wrapper_fences_by_the_clock_since_boot_whatever_the_wall_clock_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let fence = dir.path().join(".fence");
+    // A worker timeout of 1 s: a wrapper fences once the last contact is more than 3 s old.
+    std::fs::write(&fence, "1000").unwrap();
+    muster_worker::fence::note_contact(&fence).unwrap();
+    let config = SupervisorConfig {
+        kill_grace: Duration::from_millis(300),
+        fence_file: Some(fence.clone()),
+        ..SupervisorConfig::new(dir.path().to_owned(), "m1:7077".into())
+    };
+    let (supervisor, mut events) = Supervisor::new(config);
+    let workload = executor("app-1", 0);
+    let pid = supervisor
+        .launch(shell(workload.clone(), "exec sleep 1000", false))
+        .unwrap();
+    assert_eq!(next(&mut events).await.state, ProcessState::Running { pid });
+
+    // The wall clock steps an hour forward: the fence file looks an hour old, but the
+    // contacts, noted on the clock since boot, keep coming, and the work runs on past the
+    // timeout and its 2 s.
+    let an_hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&fence)
+        .unwrap()
+        .set_modified(an_hour_ago)
+        .unwrap();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(5) {
+        muster_worker::fence::note_contact(&fence).unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(alive(pid), "fenced by a step of the wall clock");
+    }
+
+    // The contacts stop: it is fenced after the timeout and 2 s, give or take the
+    // wrapper's second and the whole seconds the contact is kept in.
+    let stopped = Instant::now();
+    let ended = next(&mut events).await;
+    assert!(
+        !matches!(ended.state, ProcessState::Running { .. }),
+        "{ended:?}"
+    );
+    let after = stopped.elapsed();
+    assert!(
+        after >= Duration::from_secs(2) && after <= Duration::from_secs(8),
+        "fenced {after:?} after the last contact"
+    );
+}
