@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::supervisor::LaunchSpec;
+use crate::supervisor::{LaunchSpec, Restarts};
 
 /// One process the supervisor started.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,6 +25,13 @@ pub struct Record {
     pub pid: u32,
     /// Its start time in clock ticks since boot, as `/proc` gives it.
     pub start_time: u64,
+    /// For a supervised driver, how many times it was started again here, so that an agent
+    /// that adopts it keeps counting (none in an older agent's record).
+    #[serde(default)]
+    pub restarts: u32,
+    /// How its last failed run ended, with those restarts.
+    #[serde(default)]
+    pub last_exit_code: Option<i32>,
 }
 
 /// The records of one work dir.
@@ -45,17 +52,19 @@ impl Records {
         self.dir.join(format!("{pid}.json"))
     }
 
-    /// Writes down that `spec` runs as `pid`.
+    /// Writes down that `spec` runs as `pid`, after `restarts` here.
     ///
     /// # Errors
     ///
     /// The process's start time cannot be read (it already ended) or the record not written.
-    pub fn write(&self, spec: &LaunchSpec, pid: u32) -> io::Result<()> {
+    pub fn write(&self, spec: &LaunchSpec, pid: u32, restarts: &Restarts) -> io::Result<()> {
         let start_time = start_time(pid)?;
         let record = Record {
             spec: spec.clone(),
             pid,
             start_time,
+            restarts: restarts.count,
+            last_exit_code: restarts.last_exit_code,
         };
         // Records hold each process's environment, secrets included: the worker's user only.
         fs::DirBuilder::new()

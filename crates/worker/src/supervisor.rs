@@ -567,6 +567,12 @@ impl Supervisor {
     /// The workload already runs, an id cannot name a directory, or the program or its
     /// directory could not be created. Nothing runs then.
     pub fn launch(&self, spec: LaunchSpec) -> Result<u32, LaunchError> {
+        self.launch_after(spec, Restarts::default())
+    }
+
+    /// [`Supervisor::launch`], for a supervised driver already started `restarts` times
+    /// here (by this agent or a predecessor): it goes on counting.
+    fn launch_after(&self, spec: LaunchSpec, restarts: Restarts) -> Result<u32, LaunchError> {
         let mut running = self.running.lock().expect("running lock");
         match running.get(&spec.workload) {
             Some(entry) if entry.kill.is_none() => {
@@ -581,32 +587,34 @@ impl Supervisor {
         let launcher = self.launcher(spec, directory);
         let (child, group) = launcher.spawn()?;
         let pid = child.id().expect("a just-spawned child has an id");
-        self.record(&launcher.spec, pid);
-        let monitor = self.monitor(&mut running, launcher, pid, group);
+        self.record(&launcher.spec, pid, &restarts);
+        let monitor = self.monitor(&mut running, launcher, pid, group, restarts);
         let span = process_span(&monitor.launcher.spec.workload);
         let backoff = monitor.backoff();
         tokio::spawn(async move { monitor.run(child, backoff).await }.instrument(span));
         Ok(pid)
     }
 
-    fn record(&self, spec: &LaunchSpec, pid: u32) {
-        if let Err(error) = self.records.write(spec, pid) {
+    fn record(&self, spec: &LaunchSpec, pid: u32, restarts: &Restarts) {
+        if let Err(error) = self.records.write(spec, pid, restarts) {
             tracing::warn!(workload = %spec.workload, %error, "cannot record a process");
         }
     }
 
-    /// Lists a running workload and returns the monitor that will watch it.
+    /// Lists a running workload, started `restarts` times before, and returns the monitor
+    /// that will watch it.
     fn monitor(
         &self,
         running: &mut BTreeMap<Workload, Running>,
         launcher: Launcher,
         pid: u32,
         group: Option<ProcessGroup>,
+        restarts: Restarts,
     ) -> Monitor {
         let (kill, kill_requested) = oneshot::channel();
         let (finished, done) = oneshot::channel();
         let pid_cell = Arc::new(Mutex::new(pid));
-        let restarts = Arc::new(Mutex::new(Restarts::default()));
+        let restarts = Arc::new(Mutex::new(restarts));
         running.insert(
             launcher.spec.workload.clone(),
             Running {
@@ -672,7 +680,12 @@ impl Supervisor {
                 adopted_groups.push(record.spec.workload.group_name());
                 let group = launcher.existing_group();
                 let mut running = self.running.lock().expect("running lock");
-                let monitor = self.monitor(&mut running, launcher, record.pid, group);
+                let restarts = Restarts {
+                    count: record.restarts,
+                    last_exit_code: record.last_exit_code,
+                    starts_again_at: None,
+                };
+                let monitor = self.monitor(&mut running, launcher, record.pid, group, restarts);
                 let span = process_span(&record.spec.workload);
                 tokio::spawn(async move { monitor.run_adopted(record).await }.instrument(span));
             } else {
@@ -696,7 +709,17 @@ impl Supervisor {
             let failed = out_of_memory || code.is_some_and(|code| code != 0);
             if record.spec.supervise && !killed && failed {
                 self.records.remove(record.pid);
-                if let Err(error) = self.launch(record.spec.clone()) {
+                // One more restart, counted on from the predecessor's.
+                let restarts = Restarts {
+                    count: record.restarts + 1,
+                    last_exit_code: if out_of_memory {
+                        Some(exit::OVER_MEMORY_LIMIT)
+                    } else {
+                        code
+                    },
+                    starts_again_at: None,
+                };
+                if let Err(error) = self.launch_after(record.spec.clone(), restarts) {
                     let reason = error.to_string();
                     self.report_end(&record, ProcessState::Failed { reason });
                 }
@@ -1187,9 +1210,10 @@ impl Monitor {
 
     /// Reports a restart after a run that ended with `last_exit_code`, waits `backoff` and
     /// starts the program again; `None` when it was killed meanwhile or could not start
-    /// (reported).
+    /// (reported). The ended run's record stays until the next run's replaces it: an agent
+    /// that crashes during the back-off leaves its successor a failed run to start again.
     async fn restart(&mut self, backoff: Duration, last_exit_code: Option<i32>) -> Option<Child> {
-        self.records.remove(self.current_pid());
+        let ended = self.current_pid();
         let attempt = {
             let mut restarts = self.restarts.lock().expect("restarts lock");
             *restarts = Restarts {
@@ -1216,10 +1240,15 @@ impl Monitor {
             Ok((child, group)) => {
                 self.group = group;
                 let pid = child.id().expect("a just-spawned child has an id");
-                if let Err(error) = self.records.write(&self.launcher.spec, pid) {
+                let restarts = {
+                    let mut restarts = self.restarts.lock().expect("restarts lock");
+                    restarts.starts_again_at = None;
+                    *restarts
+                };
+                if let Err(error) = self.records.write(&self.launcher.spec, pid, &restarts) {
                     tracing::warn!(%error, "cannot record a restarted process");
                 }
-                self.restarts.lock().expect("restarts lock").starts_again_at = None;
+                self.records.remove(ended);
                 Some(child)
             }
             Err(e) => {

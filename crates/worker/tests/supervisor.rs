@@ -844,3 +844,92 @@ async fn a_wrapper_fences_by_the_clock_since_boot_whatever_the_wall_clock_says()
         "fenced {after:?} after the last contact"
     );
 }
+
+#[test]
+fn a_restarted_supervisor_keeps_counting_the_restarts_of_a_driver_it_adopts() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path();
+    let flaky = driver("d-flaky");
+    // Each run waits for `go`, takes it, and fails.
+    let script = "while [ ! -e go ]; do sleep 0.05; done; rm go; exit 5";
+    let go = work.join("d-flaky/go");
+    let restarted = |events: &mut UnboundedReceiver<ProcessEvent>, attempt: u32| {
+        let start = Instant::now();
+        loop {
+            match events.try_recv() {
+                Ok(ProcessEvent {
+                    state: ProcessState::Restarting { attempt: seen, .. },
+                    ..
+                }) if seen == attempt => return,
+                Ok(_) => {}
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+            assert!(start.elapsed() < DEADLINE, "no restart {attempt}");
+        }
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let (supervisor, mut events) = supervisor(work);
+        supervisor
+            .launch(shell(flaky.clone(), script, true))
+            .unwrap();
+        for attempt in 1..=2 {
+            std::fs::write(&go, "").unwrap();
+            tokio::task::block_in_place(|| restarted(&mut events, attempt));
+        }
+        // Its third run is under way when the agent crashes.
+        while !matches!(next(&mut events).await.state, ProcessState::Running { .. }) {}
+    });
+    drop(runtime);
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let (supervisor, mut events) = supervisor(work);
+        supervisor.adopt();
+        let kept = supervisor.restarts(&flaky).expect("its restarts, adopted");
+        assert_eq!((kept.count, kept.last_exit_code), (2, Some(5)));
+        // Its next failure is the third restart, not the first.
+        std::fs::write(&go, "").unwrap();
+        tokio::task::block_in_place(|| restarted(&mut events, 3));
+        supervisor.shutdown().await;
+    });
+}
+
+#[test]
+fn a_driver_whose_agent_crashes_while_it_waits_to_start_again_is_started_by_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path();
+    let flaky = driver("d-flaky");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        // A long back-off, during which the agent crashes.
+        let config = SupervisorConfig {
+            restart_backoff: Duration::from_secs(60),
+            ..SupervisorConfig::new(work.to_owned(), "m1:7077".into())
+        };
+        let (supervisor, mut events) = Supervisor::new(config);
+        supervisor
+            .launch(shell(
+                flaky.clone(),
+                "[ -e ran ] && exec sleep 1000; touch ran; exit 5",
+                true,
+            ))
+            .unwrap();
+        while !matches!(
+            next(&mut events).await.state,
+            ProcessState::Restarting { attempt: 1, .. }
+        ) {}
+    });
+    drop(runtime);
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let (supervisor, mut events) = supervisor(work);
+        supervisor.adopt();
+        let state = next(&mut events).await.state;
+        assert!(matches!(state, ProcessState::Running { .. }), "{state:?}");
+        let restarts = supervisor.restarts(&flaky).expect("counted on");
+        assert_eq!((restarts.count, restarts.last_exit_code), (1, Some(5)));
+        supervisor.shutdown().await;
+    });
+}
