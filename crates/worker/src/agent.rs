@@ -740,7 +740,8 @@ impl Agent {
                 return;
             }
             Err(LaunchError::AlreadyRunning(_)) => {
-                let Some(pid) = self.supervisor.pid(&workload) else {
+                // A driver waiting to start again has said so already.
+                let Some(pid) = self.supervisor.pid(&workload).filter(|&pid| pid != 0) else {
                     return;
                 };
                 ProcessState::Running { pid }

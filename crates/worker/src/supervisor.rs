@@ -892,7 +892,8 @@ impl Supervisor {
         kill.map(|kill| kill.send(grace)).is_some()
     }
 
-    /// The process id of `workload`, while it runs.
+    /// The process id of `workload`, while it runs: 0 while a supervised driver waits to
+    /// start again.
     pub fn pid(&self, workload: &Workload) -> Option<u32> {
         let running = self.running.lock().expect("running lock");
         running
@@ -912,7 +913,8 @@ impl Supervisor {
         (restarts.count > 0).then_some(restarts)
     }
 
-    /// The workloads running now, with their process ids.
+    /// The workloads running now, with their process ids (0 for a supervised driver that
+    /// waits to start again).
     pub fn running(&self) -> Vec<(Workload, u32)> {
         let running = self.running.lock().expect("running lock");
         running
@@ -1223,6 +1225,8 @@ impl Monitor {
             };
             restarts.count
         };
+        // No process while it waits: none is listed for it, not the one that ended.
+        *self.pid.lock().expect("pid lock") = 0;
         self.report(ProcessState::Restarting {
             attempt,
             after: backoff,

@@ -919,6 +919,8 @@ fn a_driver_whose_agent_crashes_while_it_waits_to_start_again_is_started_by_the_
             next(&mut events).await.state,
             ProcessState::Restarting { attempt: 1, .. }
         ) {}
+        // While it waits, no process is listed for it, not the one that ended.
+        assert_eq!(supervisor.running(), [(flaky.clone(), 0)]);
     });
     drop(runtime);
 
