@@ -1089,8 +1089,11 @@ impl Leader {
                 None => self.send(link, process.kill()),
                 Some(executor_state) => {
                     self.processes.running(process.clone(), runs.pid);
-                    if let Some(restarts) = runs.restarts {
-                        self.processes.restarted(now, process.clone(), restarts);
+                    // The worker's word is the whole story: one that says of no restarts
+                    // (an agent that never started it again) leaves none of an earlier one.
+                    match runs.restarts {
+                        Some(restarts) => self.processes.restarted(now, process.clone(), restarts),
+                        None => self.processes.not_restarted(process),
                     }
                     if let (ProcessKey::Executor(app, executor), Some(ExecutorState::Launching)) =
                         (process, executor_state)

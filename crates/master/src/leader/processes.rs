@@ -73,6 +73,11 @@ impl Processes {
         };
         self.restarts.insert(process, seen);
     }
+    /// `process` was not started again on its worker, as its registration says.
+    pub(super) fn not_restarted(&mut self, process: &ProcessKey) {
+        self.restarts.remove(process);
+    }
+
     /// The process id a worker reported for `process`.
     pub(super) fn pid(&self, process: &ProcessKey) -> Option<u32> {
         self.pids.get(process).copied()
