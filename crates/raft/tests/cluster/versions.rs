@@ -27,6 +27,21 @@ fn raise() -> Command {
     }
 }
 
+/// A group of three with `settings`, and its leader once it has learned every build.
+async fn start_knowing_builds(settings: RaftSettings) -> (TestCluster, u64) {
+    let cluster = TestCluster::start(3, settings).await;
+    let leader = cluster.leader(DEADLINE).await;
+    let deadline = Instant::now() + DEADLINE;
+    while cluster.node(leader).member_builds().len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the leader did not learn the builds"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (cluster, leader)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_of_one_build_raises_its_log_format_on_every_replica() {
     let _serial = support::serial().await;
@@ -55,16 +70,7 @@ async fn a_group_that_holds_its_log_format_raises_it_only_when_asked() {
         hold_log_format: true,
         ..RaftSettings::default()
     };
-    let cluster = TestCluster::start(3, settings).await;
-    let leader = cluster.leader(DEADLINE).await;
-    let deadline = Instant::now() + DEADLINE;
-    while cluster.node(leader).member_builds().len() < 3 {
-        assert!(
-            Instant::now() < deadline,
-            "the leader did not learn the builds"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (cluster, leader) = start_knowing_builds(settings).await;
     // An unheld group raises within the poll that learned every build; this one holds
     // through two more.
     tokio::time::sleep(2 * BUILD_POLL).await;
@@ -142,16 +148,7 @@ async fn an_op_of_a_newer_format_is_refused_while_the_members_read_only_the_olde
         },
         ..RaftSettings::default()
     };
-    let cluster = TestCluster::start(3, settings).await;
-    let leader = cluster.leader(DEADLINE).await;
-    let deadline = Instant::now() + DEADLINE;
-    while cluster.node(leader).member_builds().len() < 3 {
-        assert!(
-            Instant::now() < deadline,
-            "the leader did not learn the builds"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (cluster, leader) = start_knowing_builds(settings).await;
     let refused = cluster.node(leader).write(raise()).await.unwrap_err();
     let WriteError::TooNew(line) = &refused else {
         panic!("{refused:?}");
