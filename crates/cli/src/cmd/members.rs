@@ -160,17 +160,11 @@ async fn caught_up(masters: &Masters, id: u64, within: Duration) -> Result<Strin
         .find(|m| m.id == id)
         .map(|m| m.addr.clone())
         .ok_or_else(|| CliError::Refused(format!("master {id} is not a member")))?;
-    let local = StatusRequest {
-        local: true,
-        ..StatusRequest::without_drivers()
-    };
     let start = Instant::now();
     let mut applied = None;
     loop {
-        if let Ok(mut client) = masters.connect(&addr).await
-            && let Ok(status) = client.status(local.clone()).await
-        {
-            applied = Some(status.into_inner().applied_index);
+        if let Ok(index) = applied_by(masters, &addr).await {
+            applied = Some(index);
         }
         if let Some(applied) = applied.filter(|&applied| applied >= target) {
             return Ok(format!(
@@ -199,20 +193,9 @@ async fn check(masters: &Masters) -> Result<String, CliError> {
         .call(async |mut c| c.status(StatusRequest::without_drivers()).await)
         .await?;
     let leader = StatusView::of(&leader);
-    let local = StatusRequest {
-        local: true,
-        ..StatusRequest::without_drivers()
-    };
     let mut answers = BTreeMap::new();
     for member in &leader.members {
-        let answer = match masters.connect(&member.addr).await {
-            Ok(mut client) => client
-                .status(local.clone())
-                .await
-                .map(|status| status.into_inner().applied_index),
-            Err(error) => Err(error),
-        };
-        answers.insert(member.id, answer.map_err(|e| e.message().to_owned()));
+        answers.insert(member.id, applied_by(masters, &member.addr).await);
     }
     let checks = preflight(&leader, &answers);
     let report = checks
@@ -343,6 +326,27 @@ fn preflight(leader: &StatusView, answers: &BTreeMap<u64, Result<u64, String>>) 
     checks.push(note(format));
     checks
 }
+
+/// The index of the last log entry the master at `addr` applied, as it answers for its own
+/// copy, or why it did not answer within [`LOCAL_ANSWER`] (a frozen master takes
+/// connections and never answers).
+async fn applied_by(masters: &Masters, addr: &str) -> Result<u64, String> {
+    let local = StatusRequest {
+        local: true,
+        ..StatusRequest::without_drivers()
+    };
+    let asked = async {
+        let mut client = masters.connect(addr).await?;
+        Ok::<_, tonic::Status>(client.status(local).await?.into_inner().applied_index)
+    };
+    match tokio::time::timeout(LOCAL_ANSWER, asked).await {
+        Ok(answer) => answer.map_err(|status| status.message().to_owned()),
+        Err(_) => Err(format!("no answer within {LOCAL_ANSWER:?}")),
+    }
+}
+
+/// How long one master may take to say what it applied.
+const LOCAL_ANSWER: Duration = Duration::from_secs(3);
 
 /// How often `caught-up` asks the replica.
 const CAUGHT_UP_POLL: Duration = Duration::from_millis(500);
