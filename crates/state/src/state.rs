@@ -373,14 +373,15 @@ impl ClusterState {
     }
 
     /// Records how executor `id` of `app`, ended at the masters' word, exited, as its worker
-    /// reported (from log format 4): whether it was one still to be heard.
+    /// reported (from log format 4): whether it was one still to be heard. An end that says
+    /// no code records nothing.
     pub(crate) fn record_exit_code(
         &mut self,
         app: &AppId,
         id: ExecutorId,
         exit_code: Option<i32>,
     ) -> bool {
-        if self.log_format() < LogFormat::FOURTH {
+        if self.log_format() < LogFormat::FOURTH || exit_code.is_none() {
             return false;
         }
         let Some(ended) = self.ended_executors.get_mut(app) else {

@@ -458,16 +458,17 @@ impl Agent {
         if self.fence_after.is_some() && now - self.contact_saved >= Duration::from_secs(1) {
             self.contact_saved = now;
             let fence = self.config.work_dir.join(FENCE_FILE);
-            // The contact file for this build's wrappers, the file's time for those an older
-            // agent started.
-            let touched = crate::fence::note_contact(&fence).and_then(|()| {
-                std::fs::File::options()
-                    .write(true)
-                    .open(&fence)?
-                    .set_modified(SystemTime::now())
-            });
-            if let Err(error) = touched {
-                tracing::warn!(%error, "cannot note the last contact in the work dir");
+            // The contact file for this build's wrappers, then the file's time, the same, for
+            // those an older agent started; each whatever became of the other. In that order
+            // the fence file is never newer than the contact, which would discount it.
+            let at = SystemTime::now();
+            let noted = crate::fence::note_contact(&fence, at);
+            let touched = std::fs::File::options()
+                .write(true)
+                .open(&fence)
+                .and_then(|file| file.set_modified(at));
+            for failed in [noted, touched].into_iter().filter_map(Result::err) {
+                tracing::warn!(error = %failed, "cannot note the last contact in the work dir");
             }
         }
     }

@@ -56,8 +56,8 @@ use crate::records::{Record, Records, exit_code, process_group, still_runs};
 ///
 /// With a fence file (fencing on), the wrapper also watches it: the file holds the worker
 /// timeout in ms, and the contact file beside it ([`crate::fence`]) when an agent on this
-/// work dir last heard from a leader, in seconds since boot (the file's age where there is
-/// no contact file: an older agent's). Once that is longer ago than the timeout and 2 s more
+/// work dir last heard from a leader, in seconds since this boot (the file's age where the
+/// contact does not count: of another boot, or older than the file's time). Once that is longer ago than the timeout and 2 s more
 /// (the agent gone and nobody adopting its work; an agent still there fences first, at the
 /// timeout), the wrapper kills its whole process group. A leader relaunches a fencing
 /// worker's work only after the timeout, the kill grace and a 5 s margin.
@@ -70,7 +70,9 @@ fence=$MUSTER_FENCE_FILE; unset MUSTER_FENCE_FILE; watch=
 if [ -n "$fence" ]; then
   (while sleep 1; do
     timeout=$(cat "$fence" 2>/dev/null) && [ -n "$timeout" ] || continue
-    if contact=$(cat "$fence.contact" 2>/dev/null) && [ -n "$contact" ]; then
+    if [ ! "$fence" -nt "$fence.contact" ] &&
+      read -r boot contact 2>/dev/null < "$fence.contact" &&
+      [ "$boot" = "$(cat /proc/sys/kernel/random/boot_id)" ]; then
       read -r now _ < /proc/uptime; now=${now%.*}
     else
       contact=$(stat -c %Y "$fence" 2>/dev/null) || continue; now=$(date +%s)
@@ -667,14 +669,31 @@ impl Supervisor {
     pub fn adopt(&self) {
         let mut adopted = Vec::new();
         let mut adopted_groups = Vec::new();
-        let mut ended = Vec::new();
-        for record in self.records.all() {
+        let mut ended: Vec<(Record, PathBuf, Option<i32>, bool)> = Vec::new();
+        // One record of each workload, a running one's before an ended one's and the newest
+        // first: a supervised driver's ended run may still have its record beside the next
+        // run's (an agent that crashed between writing the one and removing the other).
+        let mut records: Vec<(bool, Record)> = self
+            .records
+            .all()
+            .into_iter()
+            .map(|record| (still_runs(&record), record))
+            .collect();
+        records.sort_by(|(a_runs, a), (b_runs, b)| {
+            (b_runs, b.start_time).cmp(&(a_runs, a.start_time))
+        });
+        let mut seen = std::collections::BTreeSet::new();
+        for (runs, record) in records {
+            if !seen.insert(record.spec.workload.clone()) {
+                self.records.remove(record.pid);
+                continue;
+            }
             let Ok(directory) = self.directory(&record.spec.workload) else {
                 self.records.remove(record.pid);
                 continue;
             };
             let launcher = self.launcher(record.spec.clone(), directory);
-            if still_runs(&record) {
+            if runs {
                 tracing::info!(workload = %record.spec.workload, pid = record.pid, "adopted");
                 adopted.push(record.pid);
                 adopted_groups.push(record.spec.workload.group_name());
@@ -1235,7 +1254,9 @@ impl Monitor {
         tokio::select! {
             () = tokio::time::sleep(backoff) => {}
             _ = &mut self.kill_requested => {
-                // Between two runs: no process to end.
+                // Between two runs: no process to end. The marker tells a later agent,
+                // which finds the ended run's record, that this end was asked for.
+                let _ = fs::write(self.launcher.directory.join("killed"), b"");
                 self.finish(ProcessState::Killed { code: None });
                 return None;
             }

@@ -800,7 +800,17 @@ async fn a_wrapper_fences_by_the_clock_since_boot_whatever_the_wall_clock_says()
     let fence = dir.path().join(".fence");
     // A worker timeout of 1 s: a wrapper fences once the last contact is more than 3 s old.
     std::fs::write(&fence, "1000").unwrap();
-    muster_worker::fence::note_contact(&fence).unwrap();
+    // As the agent notes one: the contact file, then the fence file's time.
+    let contact = |at: std::time::SystemTime| {
+        muster_worker::fence::note_contact(&fence, at).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&fence)
+            .unwrap()
+            .set_modified(at)
+            .unwrap();
+    };
+    contact(std::time::SystemTime::now());
     let config = SupervisorConfig {
         kill_grace: Duration::from_millis(300),
         fence_file: Some(fence.clone()),
@@ -813,19 +823,12 @@ async fn a_wrapper_fences_by_the_clock_since_boot_whatever_the_wall_clock_says()
         .unwrap();
     assert_eq!(next(&mut events).await.state, ProcessState::Running { pid });
 
-    // The wall clock steps an hour forward: the fence file looks an hour old, but the
-    // contacts, noted on the clock since boot, keep coming, and the work runs on past the
-    // timeout and its 2 s.
-    let an_hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
-    std::fs::File::options()
-        .write(true)
-        .open(&fence)
-        .unwrap()
-        .set_modified(an_hour_ago)
-        .unwrap();
+    // The wall clock steps an hour back: the agent's contacts are noted an hour in the past
+    // by the wall clock, but on the clock since boot they keep coming, and the work runs on
+    // past the timeout and its 2 s.
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(5) {
-        muster_worker::fence::note_contact(&fence).unwrap();
+        contact(std::time::SystemTime::now() - Duration::from_secs(3600));
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(alive(pid), "fenced by a step of the wall clock");
     }
@@ -932,6 +935,69 @@ fn a_driver_whose_agent_crashes_while_it_waits_to_start_again_is_started_by_the_
         assert!(matches!(state, ProcessState::Running { .. }), "{state:?}");
         let restarts = supervisor.restarts(&flaky).expect("counted on");
         assert_eq!((restarts.count, restarts.last_exit_code), (1, Some(5)));
+        supervisor.shutdown().await;
+    });
+}
+
+#[test]
+fn a_driver_killed_while_it_waits_to_start_again_is_not_started_by_the_next_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path();
+    let flaky = driver("d-flaky");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let config = SupervisorConfig {
+            restart_backoff: Duration::from_secs(60),
+            ..SupervisorConfig::new(work.to_owned(), "m1:7077".into())
+        };
+        let (supervisor, mut events) = Supervisor::new(config);
+        supervisor
+            .launch(shell(flaky.clone(), "exit 5", true))
+            .unwrap();
+        while !matches!(
+            next(&mut events).await.state,
+            ProcessState::Restarting { attempt: 1, .. }
+        ) {}
+        assert!(supervisor.kill(&flaky, None));
+        let state = next(&mut events).await.state;
+        assert_eq!(state, ProcessState::Killed { code: None });
+    });
+    // The agent crashes before the leader acknowledged that end.
+    drop(runtime);
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let (supervisor, mut events) = supervisor(work);
+        supervisor.adopt();
+        let state = next(&mut events).await.state;
+        assert!(matches!(state, ProcessState::Killed { .. }), "{state:?}");
+        assert!(supervisor.running().is_empty());
+    });
+}
+
+#[test]
+fn an_ended_runs_record_left_beside_the_next_runs_does_not_end_the_driver_it_adopts() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path();
+    let flaky = driver("d-flaky");
+    let spec = shell(flaky.clone(), "exec sleep 1000", true);
+    // An earlier run whose record an agent that crashed did not remove.
+    let mut earlier = std::process::Command::new("sleep")
+        .arg("0.2")
+        .spawn()
+        .unwrap();
+    muster_worker::records::Records::new(work)
+        .write(&spec, earlier.id(), &Default::default())
+        .unwrap();
+    earlier.wait().unwrap();
+    let pid = crashed_supervisor(work, None, vec![spec])[0];
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let (supervisor, mut events) = supervisor(work);
+        supervisor.adopt();
+        assert_eq!(supervisor.running(), [(flaky.clone(), pid)]);
+        assert!(events.try_recv().is_err(), "no end reported");
         supervisor.shutdown().await;
     });
 }

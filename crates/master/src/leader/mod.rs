@@ -662,8 +662,16 @@ impl Leader {
         update: Update,
     ) -> Option<Op> {
         let process = update.process();
+        // A stopped executor's end says how it exited, when it says.
+        let says_how = matches!(
+            &update,
+            Update::Executor {
+                exit_code: Some(_),
+                ..
+            }
+        );
         let stopped_there = match &process {
-            ProcessKey::Executor(app, id) => state.awaits_exit_code(app, *id, worker),
+            ProcessKey::Executor(app, id) => says_how && state.awaits_exit_code(app, *id, worker),
             ProcessKey::Driver(_) => false,
         } || state
             .stopping_on(worker)
