@@ -898,6 +898,28 @@ fn a_restarted_supervisor_keeps_counting_the_restarts_of_a_driver_it_adopts() {
     });
 }
 
+/// A supervisor over `work` whose supervised driver `workload`, running `script`, failed its
+/// first run and waits out a minute's back-off; with its events after that restart.
+async fn failed_once(
+    work: &Path,
+    workload: &Workload,
+    script: &str,
+) -> (Supervisor, UnboundedReceiver<ProcessEvent>) {
+    let config = SupervisorConfig {
+        restart_backoff: Duration::from_secs(60),
+        ..SupervisorConfig::new(work.to_owned(), "m1:7077".into())
+    };
+    let (supervisor, mut events) = Supervisor::new(config);
+    supervisor
+        .launch(shell(workload.clone(), script, true))
+        .unwrap();
+    while !matches!(
+        next(&mut events).await.state,
+        ProcessState::Restarting { attempt: 1, .. }
+    ) {}
+    (supervisor, events)
+}
+
 #[test]
 fn a_driver_whose_agent_crashes_while_it_waits_to_start_again_is_started_by_the_next() {
     let dir = tempfile::tempdir().unwrap();
@@ -905,23 +927,9 @@ fn a_driver_whose_agent_crashes_while_it_waits_to_start_again_is_started_by_the_
     let flaky = driver("d-flaky");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        // A long back-off, during which the agent crashes.
-        let config = SupervisorConfig {
-            restart_backoff: Duration::from_secs(60),
-            ..SupervisorConfig::new(work.to_owned(), "m1:7077".into())
-        };
-        let (supervisor, mut events) = Supervisor::new(config);
-        supervisor
-            .launch(shell(
-                flaky.clone(),
-                "[ -e ran ] && exec sleep 1000; touch ran; exit 5",
-                true,
-            ))
-            .unwrap();
-        while !matches!(
-            next(&mut events).await.state,
-            ProcessState::Restarting { attempt: 1, .. }
-        ) {}
+        // Its second run lasts.
+        let script = "[ -e ran ] && exec sleep 1000; touch ran; exit 5";
+        let (supervisor, _events) = failed_once(work, &flaky, script).await;
         // While it waits, no process is listed for it, not the one that ended.
         assert_eq!(supervisor.running(), [(flaky.clone(), 0)]);
     });
@@ -946,18 +954,7 @@ fn a_driver_killed_while_it_waits_to_start_again_is_not_started_by_the_next_agen
     let flaky = driver("d-flaky");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let config = SupervisorConfig {
-            restart_backoff: Duration::from_secs(60),
-            ..SupervisorConfig::new(work.to_owned(), "m1:7077".into())
-        };
-        let (supervisor, mut events) = Supervisor::new(config);
-        supervisor
-            .launch(shell(flaky.clone(), "exit 5", true))
-            .unwrap();
-        while !matches!(
-            next(&mut events).await.state,
-            ProcessState::Restarting { attempt: 1, .. }
-        ) {}
+        let (supervisor, mut events) = failed_once(work, &flaky, "exit 5").await;
         assert!(supervisor.kill(&flaky, None));
         let state = next(&mut events).await.state;
         assert_eq!(state, ProcessState::Killed { code: None });
