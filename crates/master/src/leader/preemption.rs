@@ -181,28 +181,29 @@ impl Preemptor {
             };
         }
         // Prior work waits for room that the policy can never free: said once, as it
-        // changes, where the operator looks.
-        let prior_waits = snapshot
-            .apps
-            .iter()
-            .filter(|a| apps.contains(&a.id))
-            .map(|a| &a.queue)
-            .chain(
-                snapshot
-                    .drivers
-                    .iter()
-                    .filter(|d| drivers.contains(&d.id))
-                    .map(|d| &d.queue),
-            )
-            .any(|queue| snapshot.queues.iter().any(|c| &c.name == queue && c.prior));
-        let cannot_preempt = prior_waits
+        // changes, where the operator looks. Which work waits is looked at only when the
+        // policy could not preempt for any.
+        let anything_waits = !apps.is_empty() || !drivers.is_empty();
+        let cannot_preempt = anything_waits
             .then(|| {
                 let queues = snapshot.queues.iter().map(|c| (&c.name, c.prior));
                 policy
                     .never_preempts_under(queues)
                     .or_else(|| policy.stops_nothing_on(snapshot.alive_cores()))
             })
-            .flatten();
+            .flatten()
+            .filter(|_| {
+                let prior =
+                    |queue: &QueueName| snapshot.queues.iter().any(|c| &c.name == queue && c.prior);
+                snapshot
+                    .apps
+                    .iter()
+                    .any(|a| apps.contains(&a.id) && prior(&a.queue))
+                    || snapshot
+                        .drivers
+                        .iter()
+                        .any(|d| drivers.contains(&d.id) && prior(&d.queue))
+            });
         if cannot_preempt != self.said_cannot_preempt {
             if let Some(why) = &cannot_preempt {
                 tracing::warn!("prior work waits for room, and preemption cannot free it: {why}");
