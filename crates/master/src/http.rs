@@ -402,8 +402,7 @@ async fn sign_in(
     }
     let then = back_to(&form.then);
     if let Err(refused) = grpc.callers.caller(Some(form.token.trim())) {
-        let page = ui::sign_in(then, Some(&refused.to_string()));
-        return (StatusCode::UNAUTHORIZED, Html(page.into_string())).into_response();
+        return ask_to_sign_in(then, &refused);
     }
     // An open cluster has nothing to sign in with, and gives no cookie.
     if grpc.callers.is_open() {
