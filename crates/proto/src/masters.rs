@@ -2,8 +2,9 @@
 //! (followers forward to the leader); when one is down or a call is lost on the way the next
 //! is tried, and a leader hint is followed ([`crate::discovery`]). Elections and broken links
 //! are waited out for a while before giving up, but a list in which no master even listens,
-//! resolves, takes a connection or speaks gRPC fails within seconds, saying which. The command line, an application's link and the benchmarks all reach the
-//! masters through [`Masters`].
+//! resolves, takes a connection or speaks gRPC fails within seconds, saying which. The
+//! command line, an application's link and the benchmarks all reach the masters through
+//! [`Masters`].
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
