@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -1038,31 +1038,39 @@ pub fn running_executor_ids(status: &Value, id: &str) -> Vec<u64> {
 /// as a network partition would.
 pub struct Proxy {
     pub port: u16,
-    blocked: Arc<AtomicBool>,
-    connections: Arc<Mutex<Vec<TcpStream>>>,
+    links: Arc<Mutex<Links>>,
     /// How many connections it has turned away while blocked.
     turned_away: Arc<AtomicU64>,
+}
+
+/// A proxy's open connections, each as its client's and its server's stream, by number; a
+/// connection leaves when either side closes, so a long run keeps no descriptor of it.
+#[derive(Default)]
+struct Links {
+    blocked: bool,
+    opened: u64,
+    open: BTreeMap<u64, [TcpStream; 2]>,
 }
 
 impl Proxy {
     pub fn start(target: String) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let blocked = Arc::new(AtomicBool::new(false));
-        let connections = Arc::new(Mutex::new(Vec::new()));
+        let links = Arc::new(Mutex::new(Links::default()));
         let turned_away = Arc::new(AtomicU64::new(0));
-        let (is_blocked, live, turning_away) = (
-            Arc::clone(&blocked),
-            Arc::clone(&connections),
-            Arc::clone(&turned_away),
-        );
+        let (proxy_links, turning_away) = (Arc::clone(&links), Arc::clone(&turned_away));
         std::thread::spawn(move || {
             for incoming in listener.incoming() {
-                let Ok(client) = incoming else { continue };
+                let Ok(client) = incoming else {
+                    // Out of descriptors, say: the caller sees a refused connection, as on
+                    // a network that drops it, and the proxy waits for some to close.
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
                 // Checked and recorded under the lock `block` takes: no connection slips
                 // through between the check and the cut.
-                let mut live = live.lock().unwrap();
-                if is_blocked.load(Ordering::SeqCst) {
+                let mut links = proxy_links.lock().unwrap();
+                if links.blocked {
                     turning_away.fetch_add(1, Ordering::SeqCst);
                     continue;
                 }
@@ -1071,16 +1079,29 @@ impl Proxy {
                 };
                 let _ = client.set_nodelay(true);
                 let _ = server.set_nodelay(true);
-                live.push(client.try_clone().unwrap());
-                live.push(server.try_clone().unwrap());
-                pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
-                pipe(server, client);
+                let (Ok(client_kept), Ok(server_kept), Ok(client_out), Ok(server_in)) = (
+                    client.try_clone(),
+                    server.try_clone(),
+                    client.try_clone(),
+                    server.try_clone(),
+                ) else {
+                    continue;
+                };
+                links.opened += 1;
+                let number = links.opened;
+                links.open.insert(number, [client_kept, server_kept]);
+                for (from, to) in [(client, server_in), (server, client_out)] {
+                    let links = Arc::clone(&proxy_links);
+                    std::thread::spawn(move || {
+                        pipe(from, to);
+                        links.lock().unwrap().open.remove(&number);
+                    });
+                }
             }
         });
         Self {
             port,
-            blocked,
-            connections,
+            links,
             turned_away,
         }
     }
@@ -1090,36 +1111,39 @@ impl Proxy {
         self.turned_away.load(Ordering::SeqCst)
     }
 
+    /// How many connections it has carried.
+    pub fn opened(&self) -> u64 {
+        self.links.lock().unwrap().opened
+    }
+
     pub fn block(&self) {
-        let mut live = self.connections.lock().unwrap();
-        self.blocked.store(true, Ordering::SeqCst);
-        for stream in live.drain(..) {
+        let mut links = self.links.lock().unwrap();
+        links.blocked = true;
+        for stream in std::mem::take(&mut links.open).values().flatten() {
             let _ = stream.shutdown(Shutdown::Both);
         }
     }
 
     pub fn heal(&self) {
-        self.blocked.store(false, Ordering::SeqCst);
+        self.links.lock().unwrap().blocked = false;
     }
 }
 
-/// Copies `from` to `to` until either side closes.
+/// Copies `from` to `to` until either side closes, then closes both.
 fn pipe(mut from: TcpStream, mut to: TcpStream) {
-    std::thread::spawn(move || {
-        let mut buffer = [0; 64 * 1024];
-        loop {
-            match from.read(&mut buffer) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if to.write_all(&buffer[..n]).is_err() {
-                        break;
-                    }
+    let mut buffer = [0; 64 * 1024];
+    loop {
+        match from.read(&mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if to.write_all(&buffer[..n]).is_err() {
+                    break;
                 }
             }
         }
-        let _ = from.shutdown(Shutdown::Both);
-        let _ = to.shutdown(Shutdown::Both);
-    });
+    }
+    let _ = from.shutdown(Shutdown::Both);
+    let _ = to.shutdown(Shutdown::Both);
 }
 
 /// Three masters whose prior queue `prod` preempts ordinary executors after waiting 1 s,

@@ -625,8 +625,9 @@ fn faults_of_every_kind_leave_every_piece_of_work_running_exactly_once() {
         .iter()
         .filter(|op| matches!(op.kind, Kind::Read(_)))
         .count();
+    let links: u64 = cluster.proxies.values().map(Proxy::opened).sum();
     eprintln!(
-        "chaos: faults injected {injected:?}; {} drivers accepted, {} submissions and {reads} reads recorded",
+        "chaos: faults injected {injected:?}; {} drivers accepted, {} submissions and {reads} reads recorded; {links} connections between masters",
         accepted.len(),
         operations.len() - reads
     );
