@@ -859,10 +859,33 @@ impl<'a> Simulation<'a> {
         if worker.processes.contains_key(&key) {
             return;
         }
+        let placed = match &key {
+            ProcessKey::Executor(app, executor) => self
+                .state
+                .apps()
+                .get(app)
+                .and_then(|a| a.executors.get(executor))
+                .map(|e| &e.resources),
+            ProcessKey::Driver(driver) => {
+                self.state.drivers().get(driver).map(|d| &d.desc.resources)
+            }
+        };
+        let holds = placed.map_or((0, 0), |r| (r.cores, r.memory_mb));
+        // What its worker's processes hold, those told to stop and not yet ended included,
+        // with it: never more than the worker has.
+        let (cores, memory_mb) = worker
+            .processes
+            .values()
+            .fold(holds, |(c, m), p| (c + p.holds.0, m + p.holds.1));
+        let has = &worker.registration.resources;
+        if cores > has.cores || memory_mb > has.memory_mb {
+            self.recorder.overcommitted();
+        }
         let process = Process {
             pid: self.next_pid,
             serial: self.next_serial,
             stopping: false,
+            holds,
             started_ms: self.now,
             restarts: 0,
             starts_again_ms: None,

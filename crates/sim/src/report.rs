@@ -75,6 +75,7 @@ pub struct Recorder {
     workers_lost: u64,
     leader_changes: u64,
     ran_twice: u64,
+    overcommitted: u64,
     snapshot_bytes: usize,
     end_ms: u64,
 }
@@ -120,6 +121,7 @@ impl Recorder {
             workers_lost: 0,
             leader_changes: 0,
             ran_twice: 0,
+            overcommitted: 0,
             snapshot_bytes: 0,
             end_ms: 0,
         }
@@ -212,6 +214,11 @@ impl Recorder {
     /// A process was launched while another worker still ran it.
     pub fn ran_twice(&mut self) {
         self.ran_twice += 1;
+    }
+
+    /// A process was launched on a worker that it overcommitted.
+    pub fn overcommitted(&mut self) {
+        self.overcommitted += 1;
     }
 
     /// What `state` holds at `now`, and what waited (as of the leader's last pass).
@@ -317,6 +324,7 @@ impl Recorder {
                 workers_lost: self.workers_lost,
                 leader_changes: self.leader_changes,
                 ran_twice: self.ran_twice,
+                overcommitted: self.overcommitted,
             },
             measured: Measured {
                 pass_ms: Distribution::of(
@@ -379,6 +387,9 @@ pub struct Simulated {
     pub leader_changes: u64,
     /// Processes launched while another worker still ran them: never two copies, so 0.
     pub ran_twice: u64,
+    /// Processes launched on a worker whose processes, those still stopping included, then
+    /// needed more cores or memory than it has: never promised more than it has, so 0.
+    pub overcommitted: u64,
 }
 
 /// How a group of apps and drivers went.

@@ -36,6 +36,8 @@ pub struct Process {
     pub serial: u64,
     /// Whether it was told to stop.
     pub stopping: bool,
+    /// The cores and memory (MB) it was placed with, which it holds until it ends.
+    pub holds: (u32, u64),
     /// When its current run started (ms).
     pub started_ms: u64,
     /// How many times a supervised driver was started again after a failed run.

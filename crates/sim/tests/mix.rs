@@ -47,6 +47,7 @@ fn a_run_with_faults_runs_every_task_once_and_repeats_exactly() {
     let s = &report.simulated;
     assert_eq!((s.workers_lost, s.leader_changes), (1, 1));
     assert_eq!(s.ran_twice, 0, "a process ran on two workers at once");
+    assert_eq!(s.overcommitted, 0, "a worker was promised more than it has");
     assert_eq!(s.unfinished, 0, "work left at the end");
     assert!(s.passes > 100, "{} passes", s.passes);
     assert!(s.preemption.executors > 0, "nothing preempted: {s:?}");

@@ -5,25 +5,19 @@
 //! address is ever held twice (an invariant). Spark's Master does the same with each worker's
 //! `WorkerResourceInfo` when it launches an executor or a driver.
 //!
-//! A process the masters stop may run on for its kill grace, still using its GPU. From log
-//! format 3 its custom resources therefore stay taken on its worker, and their addresses
-//! its, until the worker reports its end ([`Stopping`]), as YARN and Kubernetes do and
-//! Spark's Master does not. A worker that is lost or leaves takes them with it.
+//! A process the masters stop keeps its addresses until its worker reports its end
+//! ([`crate::stopping`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use muster_core::ids::{AppId, DriverId, ExecutorId, WorkerId};
 use muster_core::limits::MAX_CUSTOM_AMOUNT;
-use muster_core::model::WorkerState;
-use muster_core::resources::{
-    ResourceAddresses, ResourceAmounts, Resources, addresses_of, has_address,
-};
+use muster_core::resources::{ResourceAddresses, ResourceAmounts, addresses_of, has_address};
 use serde::{Deserialize, Serialize};
 
 use crate::ClusterState;
 use crate::invariants::{InvariantViolation, violated};
 use crate::model::Worker;
-use crate::version::LogFormat;
 
 /// The addresses workers gave and those their processes hold. Only processes that hold
 /// custom resources have an entry.
@@ -51,27 +45,7 @@ pub(crate) enum Holder<'a> {
     Driver(&'a DriverId),
 }
 
-/// A process the masters stopped, whose end its worker has not reported yet.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Stopped {
-    /// Executor `.1` of application `.0`.
-    Executor(AppId, ExecutorId),
-    /// A driver.
-    Driver(DriverId),
-}
-
-/// What a stopped process still holds on its worker until its end is reported.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Stopping {
-    /// Its worker.
-    worker: WorkerId,
-    /// Its custom resources, still counted as used there.
-    resources: ResourceAmounts,
-    /// Their addresses, still its own.
-    addresses: ResourceAddresses,
-}
-
-const NONE: &ResourceAddresses = &ResourceAddresses::new();
+pub(crate) const NONE: &ResourceAddresses = &ResourceAddresses::new();
 
 impl ClusterState {
     /// The addresses worker `id` gave for its custom resources; a resource not listed has
@@ -92,79 +66,6 @@ impl ClusterState {
     /// The addresses running driver `id` holds (empty when it holds no custom resource).
     pub fn driver_addresses(&self, id: &DriverId) -> &ResourceAddresses {
         self.addresses.drivers.get(id).unwrap_or(NONE)
-    }
-
-    /// The processes stopped whose end their workers have not reported: each with its worker
-    /// and the addresses it keeps there.
-    pub fn stopping(&self) -> impl Iterator<Item = (&Stopped, &WorkerId, &ResourceAddresses)> {
-        self.stopping
-            .iter()
-            .map(|(process, stopping)| (process, &stopping.worker, &stopping.addresses))
-    }
-
-    /// The processes stopped on worker `id` whose end it has not reported.
-    pub fn stopping_on<'a>(&'a self, id: &'a WorkerId) -> impl Iterator<Item = &'a Stopped> {
-        self.stopping()
-            .filter(move |(_, worker, _)| *worker == id)
-            .map(|(process, _, _)| process)
-    }
-
-    /// `process`, just ended at the masters' word on `worker` where it held `resources`
-    /// (already released there), keeps their custom resources and addresses until its end is
-    /// reported, from log format 3 on (before, nothing is kept, as older releases did).
-    pub(crate) fn keep_until_ended(
-        &mut self,
-        process: Stopped,
-        worker: &WorkerId,
-        resources: ResourceAmounts,
-        addresses: ResourceAddresses,
-    ) {
-        if resources.is_empty() || self.log_format() < LogFormat::THIRD {
-            return;
-        }
-        let Some(on) = self.workers.get_mut(worker) else {
-            return;
-        };
-        crate::state::take(on, &Resources::default().with_custom(resources.clone()));
-        self.show_worker_to_passes(worker);
-        let stopping = Stopping {
-            worker: worker.clone(),
-            resources,
-            addresses,
-        };
-        self.stopping.insert(process, stopping);
-    }
-
-    /// What each stopped process keeps taken on its worker.
-    pub(crate) fn kept_by_stopping(&self) -> impl Iterator<Item = (&WorkerId, Resources)> {
-        self.stopping.values().map(|stopping| {
-            let kept = Resources::default().with_custom(stopping.resources.clone());
-            (&stopping.worker, kept)
-        })
-    }
-
-    /// `process`, stopped earlier, has ended: what it kept is free. Whether it was kept.
-    pub(crate) fn stopped_process_ended(&mut self, process: &Stopped) -> bool {
-        let Some(stopping) = self.stopping.remove(process) else {
-            return false;
-        };
-        if let Some(worker) = self.workers.get_mut(&stopping.worker) {
-            crate::state::release(
-                worker,
-                &Resources::default().with_custom(stopping.resources),
-            );
-            self.show_worker_to_passes(&stopping.worker);
-        }
-        true
-    }
-
-    /// Worker `id` stops running work (lost or decommissioned): what its stopped processes
-    /// kept is free.
-    pub(crate) fn forget_stopping_on(&mut self, id: &WorkerId) {
-        let processes: Vec<Stopped> = self.stopping_on(id).cloned().collect();
-        for process in processes {
-            self.stopped_process_ended(&process);
-        }
     }
 
     /// Records the addresses worker `id` registers with (without the default lists).
@@ -302,30 +203,6 @@ impl ClusterState {
         for worker in self.addresses.workers.keys() {
             if !self.workers.contains_key(worker) {
                 return violated(format!("unknown worker {worker} has addresses"));
-            }
-        }
-        for (process, stopping) in &self.stopping {
-            let alive = self
-                .workers
-                .get(&stopping.worker)
-                .is_some_and(|w| w.state == WorkerState::Alive);
-            let live = match process {
-                Stopped::Executor(app, id) => self
-                    .apps
-                    .get(app)
-                    .is_some_and(|a| a.executors.contains_key(id)),
-                Stopped::Driver(id) => self.drivers.contains_key(id),
-            };
-            if !alive || live {
-                return violated(format!(
-                    "{process:?} is kept as stopping on {}, but {}",
-                    stopping.worker,
-                    if live {
-                        "it is live"
-                    } else {
-                        "that is not ALIVE"
-                    }
-                ));
             }
         }
         for worker in self.workers.values() {

@@ -176,6 +176,7 @@ impl ClusterState {
         }
 
         self.check_addresses()?;
+        self.check_stopping()?;
         self.check_relaunches()?;
         self.check_ended_executors()?;
         self.check_profiles()?;

@@ -32,6 +32,7 @@
 //!   re-check's [`Rejection`]s.
 //! * `state`: [`ClusterState`] and the bookkeeping ops share.
 //! * `addresses`: which units of custom resources (which GPUs) each process holds.
+//! * `stopping`: what a process stopped at the masters' word keeps until its end is reported.
 //! * `invariants`: [`ClusterState::check_invariants`].
 //! * `snapshot`: versioned snapshot encoding.
 //! * [`version`]: log formats, and when the cluster's effective one is raised.
@@ -45,11 +46,12 @@ mod response;
 mod scheduling;
 mod snapshot;
 mod state;
+mod stopping;
 pub mod version;
 
-pub use addresses::Stopped;
 pub use commands::{Command, Op};
 pub use invariants::InvariantViolation;
 pub use response::{ApplyError, Effects, Outcome, Rejected, Rejection, Response};
 pub use snapshot::{SNAPSHOT_FORMAT, SnapshotError};
 pub use state::{ClusterState, DriverCounts, ENDED_EXECUTORS_KEPT, StateConfig};
+pub use stopping::Stopped;

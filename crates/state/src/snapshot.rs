@@ -10,17 +10,18 @@ use crate::version::LogFormat;
 /// format 6 the queues' capacities, format 7 the resource addresses, format 8 the raised
 /// log format, format 9 the stopped processes that keep their custom resources, format 10
 /// the relaunched drivers' successors and the ended executors, format 11 the applications'
-/// resource profiles, and format 12 the queues' admission settings and the applications'
-/// and drivers' gangs. A state without a format's fields is still written in the older format, which
+/// resource profiles, format 12 the queues' admission settings and the applications'
+/// and drivers' gangs, and format 13 the cores and memory stopped processes keep until their
+/// end is reported. A state without a format's fields is still written in the older format, which
 /// replicas of the previous builds read, and an older format reads as a state without them:
 /// until the cluster's log format is raised, its snapshots are of format 7 at the most,
 /// which release 0.1.0 reads; until it is raised to 3, of format 8 at the most, which 0.2.0
 /// reads; and until it is raised to 4, of format 11 at the most, which 0.3.0 reads.
-pub const SNAPSHOT_FORMAT: u8 = 12;
+pub const SNAPSHOT_FORMAT: u8 = 13;
 
 /// The log format a replica needs to take snapshot `bytes`: format 8 holds the raised log
 /// format, which the first log format's replicas cannot read, formats 9 to 11 what only the
-/// third's keep, and format 12 what only the fourth's keep; and a state raised to a format
+/// third's keep, and formats 12 and 13 what only the fourth's keep; and a state raised to a format
 /// needs its readers, whatever the snapshot format it was written in.
 pub(crate) fn log_format_of(bytes: &[u8]) -> LogFormat {
     let written = match bytes.first() {
@@ -37,7 +38,7 @@ pub(crate) fn log_format_of(bytes: &[u8]) -> LogFormat {
 const OLDEST_FORMAT: u8 = 2;
 
 /// How many fields each format adds at the end of the state, from format 3 on.
-const FIELDS_ADDED: [usize; 10] = [1, 1, 4, 1, 3, 1, 1, 2, 1, 4];
+const FIELDS_ADDED: [usize; 11] = [1, 1, 4, 1, 3, 1, 1, 2, 1, 4, 1];
 
 /// Why a snapshot could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -96,6 +97,7 @@ impl ClusterState {
                 && self.gangs.is_empty()
                 && self.driver_gangs.is_empty()
                 && self.timed_out_gangs.is_empty(),
+            self.stopping_room.is_empty(),
         ];
         for (empty, fields) in added_empty.into_iter().zip(FIELDS_ADDED).rev() {
             if !empty {

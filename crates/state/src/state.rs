@@ -11,13 +11,14 @@ use muster_core::model::{self as core, NotALeaf, QueueConfig, Shared, WorkerStat
 use muster_core::resources::Resources;
 use serde::{Deserialize, Serialize};
 
-use crate::addresses::{AddressBook, Holder, Stopped, Stopping};
+use crate::addresses::{AddressBook, Holder};
 use crate::commands::{QueueAdmission, QueueSettings};
 use crate::model::{
     App, AppProfiles, AppState, Drain, Driver, DriverDescription, DriverGang, DriverState,
     Executor, ExecutorState, Owner, Profile, Reservation, TimedOutGang, User, Worker,
 };
 use crate::response::{ApplyError, Effects, Rejection, Response};
+use crate::stopping::{Stopped, Stopping, StoppingRoom};
 use crate::version::LogFormat;
 
 /// Settings every replica must share, fixed when the cluster is created.
@@ -151,6 +152,10 @@ pub struct ClusterState {
     /// The gangs that waited their timeout for all of their minimum, of active and retained
     /// applications. Came with format 12 as well, written only from log format 4.
     pub(crate) timed_out_gangs: BTreeMap<WorkId, TimedOutGang>,
+    /// The processes stopped at the masters' word whose end their workers have not reported,
+    /// with the cores and memory they keep until then. Came with format 13: kept only from
+    /// log format 4, so a snapshot of format 12 reads as one with none.
+    pub(crate) stopping_room: BTreeMap<Stopped, StoppingRoom>,
     /// The workers as scheduling passes see them, in id order, and the active apps, in
     /// submission order: each pass's snapshot shares them rather than copying every worker
     /// and app. Kept as they change (see `scheduling.rs`); not in snapshots, but built anew
@@ -675,26 +680,27 @@ impl ClusterState {
     }
 
     /// Ends live executor `id` of `app` as KILLED at the masters' word: its process may run
-    /// on for its kill grace, so what it holds of custom resources stays its until its end is
-    /// reported ([`ClusterState::keep_until_ended`]).
+    /// on for its kill grace, so what it holds stays its until its end is reported
+    /// ([`ClusterState::keep_until_ended`]).
     pub(crate) fn stop_executor(&mut self, app: &AppId, id: ExecutorId, effects: &mut Effects) {
         let addresses = self.executor_addresses(app, id).clone();
         self.end_executor(app, id, ExecutorState::Killed, None, effects);
         let (_, executor) = effects.ended_executors.last().expect("just ended");
-        let (worker, custom) = (executor.worker.clone(), executor.resources.custom.clone());
+        let (worker, resources) = (executor.worker.clone(), executor.resources.clone());
         let process = Stopped::Executor(app.clone(), id);
-        self.keep_until_ended(process, &worker, custom, addresses);
+        self.keep_until_ended(process, &worker, &resources, addresses);
     }
 
     /// Ends active driver `id` as KILLED at the masters' word, keeping what a running one
-    /// holds of custom resources until its end is reported, as [`ClusterState::stop_executor`].
+    /// holds until its end is reported, as [`ClusterState::stop_executor`].
     pub(crate) fn stop_driver(&mut self, id: &DriverId, at: Timestamp, effects: &mut Effects) {
         let addresses = self.driver_addresses(id).clone();
         let driver = &self.drivers[id];
-        let (worker, custom) = (driver.worker.clone(), driver.desc.resources.custom.clone());
+        let (worker, resources) = (driver.worker.clone(), driver.desc.resources.clone());
         self.end_driver(id, DriverState::Killed, None, at, effects);
         if let Some(worker) = worker {
-            self.keep_until_ended(Stopped::Driver(id.clone()), &worker, custom, addresses);
+            let process = Stopped::Driver(id.clone());
+            self.keep_until_ended(process, &worker, &resources, addresses);
         }
     }
 

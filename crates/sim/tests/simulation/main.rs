@@ -111,6 +111,9 @@ impl goldenscript::Runner for Runner {
                 if s.ran_twice > 0 {
                     out += &format!("RAN TWICE: {}\n", s.ran_twice);
                 }
+                if s.overcommitted > 0 {
+                    out += &format!("OVERCOMMITTED: {}\n", s.overcommitted);
+                }
                 Ok(out)
             }
             other => Err(format!("unknown command {other}").into()),
@@ -171,4 +174,5 @@ fn a_day_of_bursts_of_job_drivers_and_gangs_all_ends() {
     );
     assert!(outcomes.iter().all(|o| *o == "FINISHED"), "{outcomes:?}");
     assert_eq!(recorder.report().simulated.ran_twice, 0);
+    assert_eq!(recorder.report().simulated.overcommitted, 0);
 }

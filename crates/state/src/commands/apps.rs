@@ -12,11 +12,11 @@ use serde::{Deserialize, Serialize};
 
 use super::{Apply, Op, program};
 use crate::ClusterState;
-use crate::addresses::Stopped;
 use crate::model::{
     App, AppDescription, AppState, DriverState, ExecutorState, Profile, TimedOutGang,
 };
 use crate::response::{ApplyError, Effects, Outcome, Response};
+use crate::stopping::Stopped;
 use crate::version::LogFormat;
 
 /// An application is submitted.

@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{Apply, program};
 use crate::ClusterState;
-use crate::addresses::Stopped;
 use crate::model::{DriverDescription, DriverGang, DriverState};
 use crate::response::{ApplyError, Effects, Outcome, Response};
+use crate::stopping::Stopped;
 
 /// A driver is submitted (Spark's cluster deploy mode).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

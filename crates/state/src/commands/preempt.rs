@@ -3,12 +3,16 @@
 //! gets it back from queues above theirs; the room they free is kept for that work until
 //! their processes are surely gone, all in one command, so nobody takes the room and a new
 //! leader keeps it. Once the grace has passed, [`GrantReservations`] gives the room to its
-//! owner.
+//! owner. What of a victim's room is not kept for that work stays the victim's until its end
+//! is reported (from log format 4), as any stopped process's does.
 
-use muster_core::ids::{AppId, ExecutorId, Timestamp, WorkId};
+use std::collections::BTreeMap;
+
+use muster_core::ids::{AppId, ExecutorId, Timestamp, WorkId, WorkerId};
 use muster_core::model::PassConfig;
 use muster_core::plan::DriverLaunch;
 use muster_core::preempt::{Preempting, Preemption, check_for_guarantees};
+use muster_core::resources::{ResourceAmounts, Resources};
 use serde::{Deserialize, Serialize};
 
 use super::Apply;
@@ -16,6 +20,7 @@ use super::plan::{Grant, apply_plan};
 use crate::ClusterState;
 use crate::model::{DriverState, ExecutorState, Reservation};
 use crate::response::{ApplyError, Effects, Outcome, Response};
+use crate::stopping::Stopped;
 
 /// Stop `victims` and keep `reservations` for `grace_ms`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -108,6 +113,34 @@ impl Apply for GrantReservations {
 impl Apply for Preempt {
     fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
         self.apply_for(state, at, Preempting::Prior)
+    }
+}
+
+/// Each victim ended in `effects` keeps, until its end is reported, the cores and memory of
+/// its that the room kept on its worker (`reservations`) does not already hold: its process
+/// runs on through its kill grace, and nothing else may be placed on its room meanwhile.
+fn keep_victims_room(state: &mut ClusterState, reservations: &[Reservation], effects: &Effects) {
+    let mut kept: BTreeMap<&WorkerId, (u32, u64)> = BTreeMap::new();
+    for reservation in reservations {
+        let (cores, memory_mb) = kept.entry(&reservation.worker).or_default();
+        *cores += reservation.resources.cores;
+        *memory_mb += reservation.resources.memory_mb;
+    }
+    for (app, victim) in &effects.ended_executors {
+        let (cores, memory_mb) = kept.entry(&victim.worker).or_default();
+        let held = (
+            victim.resources.cores.min(*cores),
+            victim.resources.memory_mb.min(*memory_mb),
+        );
+        *cores -= held.0;
+        *memory_mb -= held.1;
+        let room = Resources {
+            cores: victim.resources.cores - held.0,
+            memory_mb: victim.resources.memory_mb - held.1,
+            custom: ResourceAmounts::new(),
+        };
+        let process = Stopped::Executor(app.clone(), victim.id);
+        state.keep_room_until_ended(process, &victim.worker, room);
     }
 }
 
@@ -232,6 +265,7 @@ impl Preempt {
                 ..reservation.clone()
             });
         }
+        keep_victims_room(&mut after, &self.reservations, &effects);
         *state = after;
         Ok(Response {
             outcome: Outcome::Preempted {

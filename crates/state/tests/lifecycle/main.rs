@@ -15,5 +15,6 @@ mod releases;
 mod scripts;
 mod snapshot;
 mod snapshot_bytes;
+mod stopping;
 mod support;
 mod users;

@@ -512,11 +512,7 @@ fn a_gang_is_of_log_format_4_and_granted_all_of_its_minimum_or_nothing() {
     assert_eq!(c.state.apps()[&first].executors.len(), 5);
     assert!(c.state.apps()[&second].executors.is_empty());
     let bytes = c.state.encode_snapshot();
-    assert_eq!(
-        bytes[0],
-        muster_state::SNAPSHOT_FORMAT,
-        "a gang takes format 12"
-    );
+    assert_eq!(bytes[0], 12, "a gang takes format 12");
     assert_eq!(
         muster_state::ClusterState::decode_snapshot(&bytes).unwrap(),
         c.state

@@ -12,7 +12,9 @@ use muster_state::commands::{
 };
 use muster_state::model::{DriverState, ExecutorState, Profile, Reservation};
 use muster_state::version::LogFormat;
-use muster_state::{ClusterState, ENDED_EXECUTORS_KEPT, Op, SNAPSHOT_FORMAT, SnapshotError};
+use muster_state::{
+    ClusterState, ENDED_EXECUTORS_KEPT, Op, SNAPSHOT_FORMAT, SnapshotError, Stopped,
+};
 
 use crate::snapshot_bytes::decode_hostile;
 use crate::support::{Cluster, app_desc, driver_desc};
@@ -260,6 +262,24 @@ fn a_snapshot_restores_the_same_state() {
     assert_eq!(c.state.users().len(), 1);
     assert_eq!(c.state.queues()[0].capacity, Some(0.5));
     assert_eq!(c.state.queues()[0].driver_share, Some(0.25));
+    assert_eq!(c.state.encode_snapshot()[0], 12);
+    // At 4, an executor the masters stop keeps its cores and memory until its end is
+    // reported: format 13.
+    let (app, executor) = c
+        .state
+        .apps()
+        .values()
+        .find_map(|a| Some((a.id.clone(), *a.executors.keys().next()?)))
+        .unwrap();
+    c.ok(Op::KillExecutors(KillExecutors {
+        app: app.clone(),
+        executors: vec![executor],
+    }));
+    assert!(
+        c.state
+            .stopping()
+            .any(|(process, _, _)| *process == Stopped::Executor(app.clone(), executor))
+    );
     let bytes = c.state.encode_snapshot();
     assert_eq!(bytes[0], SNAPSHOT_FORMAT);
     let restored = ClusterState::decode_snapshot(&bytes).unwrap();
