@@ -48,7 +48,8 @@ use crate::metrics::Metrics;
 use crate::output::{Stream, read_chunk};
 use crate::shuffle::{self, ShuffleServiceConfig, ShuffleServiceStatus};
 use crate::supervisor::{
-    LaunchError, LaunchSpec, ProcessEvent, ProcessState, Supervisor, SupervisorConfig, Workload,
+    LaunchError, LaunchSpec, ProcessEvent, ProcessState, Restarts, Supervisor, SupervisorConfig,
+    Workload,
 };
 
 /// How one worker runs.
@@ -521,8 +522,10 @@ impl Agent {
         }
         self.metrics.running(&self.supervisor.running());
         let mut report = report(event)?;
-        if let (Up::Driver(update), ProcessState::Running { .. }) = (&mut report, &event.state) {
-            update.restarts = self.restarts(&event.workload);
+        if let (Up::Driver(update), ProcessState::Running { restarts, .. }) =
+            (&mut report, &event.state)
+        {
+            update.restarts = restarts.map(wire_restarts);
         }
         if matches!(event.state, ProcessState::Killed { .. }) && self.fenced.remove(&event.workload)
         {
@@ -543,18 +546,10 @@ impl Agent {
         Some(report)
     }
 
-    /// What the leader is told of `workload`'s restarts, a supervised driver started again
-    /// here.
+    /// What the leader is told of `workload`'s restarts now, a supervised driver started
+    /// again here.
     fn restarts(&self, workload: &Workload) -> Option<v1::Restarts> {
-        let restarts = self.supervisor.restarts(workload)?;
-        let starts_again_in = restarts.starts_again_at.map_or(Duration::ZERO, |at| {
-            at.saturating_duration_since(std::time::Instant::now())
-        });
-        Some(v1::Restarts {
-            count: restarts.count,
-            last_exit_code: restarts.last_exit_code,
-            starts_again_in_ms: millis(starts_again_in),
-        })
+        self.supervisor.restarts(workload).map(wire_restarts)
     }
 
     /// Carries out one command from the leader, unless an older term sent it.
@@ -745,7 +740,8 @@ impl Agent {
                 let Some(pid) = self.supervisor.pid(&workload).filter(|&pid| pid != 0) else {
                     return;
                 };
-                ProcessState::Running { pid }
+                let restarts = self.supervisor.restarts(&workload);
+                ProcessState::Running { pid, restarts }
             }
             Err(error) => {
                 tracing::warn!(%workload, %error, "launch failed");
@@ -809,11 +805,24 @@ fn last_fence(work_dir: &std::path::Path) -> Option<(Duration, Instant)> {
     ))
 }
 
+/// A supervised driver's `restarts` as the leader is told them: the wait before its next start
+/// counted from now.
+fn wire_restarts(restarts: Restarts) -> v1::Restarts {
+    let starts_again_in = restarts.starts_again_at.map_or(Duration::ZERO, |at| {
+        at.saturating_duration_since(std::time::Instant::now())
+    });
+    v1::Restarts {
+        count: restarts.count,
+        last_exit_code: restarts.last_exit_code,
+        starts_again_in_ms: millis(starts_again_in),
+    }
+}
+
 /// The report a process event makes to the leader, if any, not yet numbered. A supervised
 /// driver's failed run is reported as RUNNING without a process, with its restarts.
 fn report(event: &ProcessEvent) -> Option<Up> {
     let (pid, exit_code) = match event.state {
-        ProcessState::Running { pid } => (pid, None),
+        ProcessState::Running { pid, .. } => (pid, None),
         ProcessState::Exited { code } => (0, Some(code)),
         ProcessState::OutOfMemory => (0, Some(exit::OVER_MEMORY_LIMIT)),
         ProcessState::Killed { code } => (0, code),

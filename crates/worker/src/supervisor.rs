@@ -316,6 +316,9 @@ pub enum ProcessState {
     Running {
         /// Its process id, also its process group id.
         pid: u32,
+        /// A supervised driver started again: its restarts as they were when this run
+        /// started, whatever happened since.
+        restarts: Option<Restarts>,
     },
     /// It exited by itself with this code (128 + the signal number when a signal ended it).
     Exited {
@@ -1144,7 +1147,7 @@ fn process_span(workload: &Workload) -> tracing::Span {
 impl Monitor {
     fn report(&self, state: ProcessState) {
         match &state {
-            ProcessState::Running { pid } => tracing::info!(pid, "running"),
+            ProcessState::Running { pid, .. } => tracing::info!(pid, "running"),
             ProcessState::Restarting {
                 attempt,
                 after,
@@ -1193,7 +1196,12 @@ impl Monitor {
         loop {
             let pid = child.id().expect("a running child has an id");
             *self.pid.lock().expect("pid lock") = pid;
-            self.report(ProcessState::Running { pid });
+            let restarts = *self.restarts.lock().expect("restarts lock");
+            let restarts = (restarts.count > 0).then_some(Restarts {
+                starts_again_at: None,
+                ..restarts
+            });
+            self.report(ProcessState::Running { pid, restarts });
             let started = Instant::now();
             let status = tokio::select! {
                 status = child.wait() => status,

@@ -107,7 +107,13 @@ async fn an_executor_runs_with_its_environment_and_reports_its_exit_code() {
     let pid = supervisor
         .launch(shell(executor("app-1", 3), script, false))
         .unwrap();
-    assert_eq!(next(&mut events).await.state, ProcessState::Running { pid });
+    assert_eq!(
+        next(&mut events).await.state,
+        ProcessState::Running {
+            pid,
+            restarts: None
+        }
+    );
     assert_eq!(
         next(&mut events).await,
         ProcessEvent {
@@ -209,7 +215,13 @@ async fn a_kill_reaches_the_whole_process_group() {
             false,
         ))
         .unwrap();
-    assert_eq!(next(&mut events).await.state, ProcessState::Running { pid });
+    assert_eq!(
+        next(&mut events).await.state,
+        ProcessState::Running {
+            pid,
+            restarts: None
+        }
+    );
     let child: u32 = wait_for_file(&dir.path().join("app-1/0/child.pid"))
         .await
         .trim()
@@ -295,7 +307,13 @@ async fn a_failing_supervised_driver_restarts_with_doubling_back_off() {
     let mut waits = Vec::new();
     while waits.len() < 3 {
         match next(&mut events).await.state {
-            ProcessState::Running { .. } => {}
+            // Each run says the restarts before it, however far the driver got since.
+            ProcessState::Running { restarts, .. } => {
+                assert_eq!(
+                    restarts.map(|r| (r.count, r.last_exit_code, r.starts_again_at)),
+                    (!waits.is_empty()).then_some((waits.len() as u32, Some(1), None))
+                );
+            }
             ProcessState::Restarting {
                 attempt,
                 after,
@@ -661,7 +679,13 @@ async fn under_the_cpu_quota_a_busy_process_gets_no_more_than_its_granted_core()
     let pid = supervisor
         .launch(granted(shell(executor("app-1", 1), script, false), 1, 64))
         .unwrap();
-    assert_eq!(next(&mut events).await.state, ProcessState::Running { pid });
+    assert_eq!(
+        next(&mut events).await.state,
+        ProcessState::Running {
+            pid,
+            restarts: None
+        }
+    );
     let (started, before) = (Instant::now(), cpu_seconds(pid));
     tokio::time::sleep(Duration::from_secs(2)).await;
     let used = (cpu_seconds(pid) - before) / started.elapsed().as_secs_f64();
@@ -821,7 +845,13 @@ async fn a_wrapper_fences_by_the_clock_since_boot_whatever_the_wall_clock_says()
     let pid = supervisor
         .launch(shell(workload.clone(), "exec sleep 1000", false))
         .unwrap();
-    assert_eq!(next(&mut events).await.state, ProcessState::Running { pid });
+    assert_eq!(
+        next(&mut events).await.state,
+        ProcessState::Running {
+            pid,
+            restarts: None
+        }
+    );
 
     // The wall clock steps an hour back: the agent's contacts are noted an hour in the past
     // by the wall clock, but on the clock since boot they keep coming, and the work runs on
