@@ -128,15 +128,15 @@ fn keep_victims_room(state: &mut ClusterState, reservations: &[Reservation], eff
     }
     for (app, victim) in &effects.ended_executors {
         let (cores, memory_mb) = kept.entry(&victim.worker).or_default();
-        let held = (
+        let covered = (
             victim.resources.cores.min(*cores),
             victim.resources.memory_mb.min(*memory_mb),
         );
-        *cores -= held.0;
-        *memory_mb -= held.1;
+        *cores -= covered.0;
+        *memory_mb -= covered.1;
         let room = Resources {
-            cores: victim.resources.cores - held.0,
-            memory_mb: victim.resources.memory_mb - held.1,
+            cores: victim.resources.cores - covered.0,
+            memory_mb: victim.resources.memory_mb - covered.1,
             custom: ResourceAmounts::new(),
         };
         let process = Stopped::Executor(app.clone(), victim.id);
