@@ -432,7 +432,8 @@ fn a_fencing_workers_processes_outlive_their_stopped_agent_only_until_the_worker
 }
 
 /// A tmpfs of `mb` MiB mounted at a new directory, unmounted when dropped; `None` (after
-/// saying so) where this process may not mount one.
+/// saying so) where this process may not mount one, unless `MUSTER_REQUIRE_TMPFS` is set
+/// (CI sets it where it may mount), which fails instead.
 struct SmallDisk {
     dir: tempfile::TempDir,
 }
@@ -446,6 +447,9 @@ impl SmallDisk {
             .output();
         match mounted {
             Ok(output) if output.status.success() => Some(Self { dir }),
+            other if std::env::var_os("MUSTER_REQUIRE_TMPFS").is_some() => {
+                panic!("cannot mount a small tmpfs, which this machine should allow: {other:?}")
+            }
             other => {
                 eprintln!("skipped: cannot mount a small tmpfs here (it needs root): {other:?}");
                 None
@@ -480,21 +484,105 @@ impl Drop for SmallDisk {
     }
 }
 
-#[test]
-fn a_master_whose_disk_fills_stops_saying_why_loses_nothing_and_catches_up_once_freed() {
-    let Some(disk) = SmallDisk::mount(16) else {
-        return;
-    };
+/// A library that makes `fsync` and `fdatasync` fail with EIO while the file `flag` names
+/// exists, as a failing drive does: loaded into a process with `LD_PRELOAD`, built with the
+/// C compiler that links Rust's programs.
+struct FailingSync {
+    dir: tempfile::TempDir,
+}
+
+const FAILING_SYNC_C: &str = r#"
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static int failing(void) {
+    const char *flag = getenv("MUSTER_TEST_SYNC_FAILS_WHILE");
+    return flag != NULL && access(flag, F_OK) == 0;
+}
+
+int fsync(int fd) {
+    if (failing()) { errno = EIO; return -1; }
+    return ((int (*)(int))dlsym(RTLD_NEXT, "fsync"))(fd);
+}
+
+int fdatasync(int fd) {
+    if (failing()) { errno = EIO; return -1; }
+    return ((int (*)(int))dlsym(RTLD_NEXT, "fdatasync"))(fd);
+}
+"#;
+
+impl FailingSync {
+    fn build() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("failing_sync.c"), FAILING_SYNC_C).unwrap();
+        let built = std::process::Command::new("cc")
+            .args([
+                "-shared",
+                "-fPIC",
+                "-o",
+                "failing_sync.so",
+                "failing_sync.c",
+                "-ldl",
+            ])
+            .current_dir(dir.path())
+            .output()
+            .expect("cc, the C compiler that links Rust's programs, runs");
+        assert!(built.status.success(), "{built:?}");
+        Self { dir }
+    }
+
+    fn library(&self) -> std::path::PathBuf {
+        self.dir.path().join("failing_sync.so")
+    }
+
+    fn flag(&self) -> std::path::PathBuf {
+        self.dir.path().join("failing")
+    }
+
+    fn fail(&self) {
+        std::fs::write(self.flag(), b"").unwrap();
+    }
+
+    fn mend(&self) {
+        std::fs::remove_file(self.flag()).unwrap();
+    }
+}
+
+/// What breaks master 1's writes in [`a_master_that_cannot_write_stops_saying_why`].
+struct Breakage<'a> {
+    /// Master 1's data dir.
+    data_dir: std::path::PathBuf,
+    /// Master 1's environment.
+    env: Vec<(&'static str, std::ffi::OsString)>,
+    /// Breaks its writes, and mends them.
+    break_writes: &'a dyn Fn(),
+    mend_writes: &'a dyn Fn(),
+    /// What its last line says of the cause.
+    cause: &'a str,
+}
+
+/// Three masters, master 1's writes broken by `breakage` while clients submit: master 1
+/// stops, its last line saying why; the other two go on with everything acknowledged; once
+/// mended, master 1 starts again on its log and catches up.
+fn a_master_that_cannot_write_stops_saying_why(breakage: &Breakage) {
     let (addrs, peers) = crate::support::master_addresses(3);
     let dir = tempfile::tempdir().unwrap();
     let data = |id: usize| match id {
-        1 => disk.dir.path().join("master-1"),
+        1 => breakage.data_dir.clone(),
         _ => dir.path().join(format!("master-{id}")),
     };
     let spawn = |id: usize, log: &str| {
         let log = std::fs::File::create(dir.path().join(log)).unwrap();
+        let mut command =
+            crate::support::master_command(id as u64, &addrs[id - 1], &peers, &data(id));
+        if id == 1 {
+            command.envs(breakage.env.iter().cloned());
+        }
         Process(
-            crate::support::master_command(id as u64, &addrs[id - 1], &peers, &data(id))
+            command
                 .stdout(std::process::Stdio::null())
                 .stderr(log)
                 .spawn()
@@ -507,7 +595,7 @@ fn a_master_whose_disk_fills_stops_saying_why_loses_nothing_and_catches_up_once_
     crate::support::wait_for_at(&all, "a leader", |s| s["recovery_state"] == "ALIVE");
 
     // Big submissions until master 1 cannot write its log any more.
-    disk.fill(512 * 1024);
+    (breakage.break_writes)();
     let big = "x".repeat(30_000);
     let mut acknowledged = Vec::new();
     let start = Instant::now();
@@ -528,7 +616,7 @@ fn a_master_whose_disk_fills_stops_saying_why_loses_nothing_and_catches_up_once_
     let log = std::fs::read_to_string(dir.path().join("master-1.log")).unwrap();
     let said = log.lines().last().unwrap_or_default();
     assert!(
-        said.starts_with("error: the Raft log stopped") && said.contains("No space left on device"),
+        said.starts_with("error: the Raft log stopped") && said.contains(breakage.cause),
         "{said}"
     );
 
@@ -541,8 +629,8 @@ fn a_master_whose_disk_fills_stops_saying_why_loses_nothing_and_catches_up_once_
         assert!(driver(&status, id).is_some(), "{id} lost: {status}");
     }
 
-    // Space back, master 1 starts again on its log and catches up.
-    disk.free();
+    // Mended, master 1 starts again on its log and catches up.
+    (breakage.mend_writes)();
     let _first = spawn(1, "master-1-again.log");
     let start = Instant::now();
     loop {
@@ -560,6 +648,36 @@ fn a_master_whose_disk_fills_stops_saying_why_loses_nothing_and_catches_up_once_
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(!acknowledged.is_empty());
+}
+
+#[test]
+fn a_master_whose_disk_fills_stops_saying_why_loses_nothing_and_catches_up_once_freed() {
+    let Some(disk) = SmallDisk::mount(16) else {
+        return;
+    };
+    a_master_that_cannot_write_stops_saying_why(&Breakage {
+        data_dir: disk.dir.path().join("master-1"),
+        env: Vec::new(),
+        break_writes: &|| disk.fill(512 * 1024),
+        mend_writes: &|| disk.free(),
+        cause: "No space left on device",
+    });
+}
+
+#[test]
+fn a_master_whose_flushes_fail_stops_saying_why_loses_nothing_and_catches_up_once_mended() {
+    let sync = FailingSync::build();
+    let data = tempfile::tempdir().unwrap();
+    a_master_that_cannot_write_stops_saying_why(&Breakage {
+        data_dir: data.path().join("master-1"),
+        env: vec![
+            ("LD_PRELOAD", sync.library().into()),
+            ("MUSTER_TEST_SYNC_FAILS_WHILE", sync.flag().into()),
+        ],
+        break_writes: &|| sync.fail(),
+        mend_writes: &|| sync.mend(),
+        cause: "Input/output error",
+    });
 }
 
 /// How many connections a cut link may be tried on per second: a few elections and client
