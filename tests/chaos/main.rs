@@ -19,6 +19,13 @@
 //! the log does not have running, every replica holds the same state, and every worker is
 //! ALIVE.
 //!
+//! The same run goes on during an upgrade too: the masters and agents start on a seeded
+//! mix of the previous release (built from the repository's history, as the upgrade test
+//! does) and this build, and among the faults each old process is upgraded in turn (killed,
+//! and started again on this build), every master by 60% of the run, so that the log format
+//! is raised while the faults go on. The applications there are not gangs, which the
+//! previous release's log cannot hold.
+//!
 //! `MUSTER_CHAOS_SECS` sets how long faults are injected (60 by default); a failure prints
 //! the seed, and `MUSTER_CHAOS_SEED` replays it. `MUSTER_CHAOS_FENCE=1` runs the workers
 //! with `--fence`.
@@ -29,18 +36,24 @@
 mod support;
 
 mod linearizable;
+#[path = "../upgrade/release.rs"]
+mod release;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use muster_state::version::LogFormat;
 use serde_json::Value;
 
 use crate::linearizable::{Kind, Operation};
-use crate::support::{Process, Proxy, Rng, alive, master_addresses, muster, replicated_only};
+use crate::support::{
+    Process, Proxy, Rng, alive, master_addresses, muster, muster_binary, muster_from,
+    replicated_only,
+};
 
 struct Cluster {
     dir: tempfile::TempDir,
@@ -50,6 +63,33 @@ struct Cluster {
     proxies: BTreeMap<(usize, usize), Proxy>,
     masters: Vec<Option<Process>>,
     workers: Vec<Option<Process>>,
+    /// During an upgrade, the previous release's `muster` and which processes run it.
+    upgrade: Option<Upgrade>,
+}
+
+/// The processes of an upgrade under way that still run the previous release.
+struct Upgrade {
+    old: PathBuf,
+    /// Whether each master (0-based) runs the previous release.
+    old_masters: [bool; MASTERS],
+    /// Whether each worker agent runs the previous release.
+    old_agents: [bool; WORKERS],
+}
+
+impl Upgrade {
+    /// A seeded mix of old and new processes, with at least one old master and one old
+    /// agent.
+    fn mixed(rng: &mut Rng) -> Self {
+        let mut old_masters = [0; MASTERS].map(|_| rng.between(0, 1) == 1);
+        old_masters[rng.between(0, MASTERS as u64 - 1) as usize] = true;
+        let mut old_agents = [0; WORKERS].map(|_| rng.between(0, 1) == 1);
+        old_agents[rng.between(0, WORKERS as u64 - 1) as usize] = true;
+        Self {
+            old: release::previous_muster().to_owned(),
+            old_masters,
+            old_agents,
+        }
+    }
 }
 
 const MASTERS: usize = 3;
@@ -58,7 +98,7 @@ const WORKERS: usize = 3;
 const BURST: usize = 16;
 
 impl Cluster {
-    fn start() -> Self {
+    fn start(upgrade: Option<Upgrade>) -> Self {
         let (addrs, peers) = master_addresses(MASTERS);
         let mut proxies = BTreeMap::new();
         for from in 0..MASTERS {
@@ -79,6 +119,12 @@ impl Cluster {
             r#"{"retained_drivers": 1000000, "retained_apps": 1000000, "max_queued_writes": 2}"#,
         )
         .unwrap();
+        // The previous release knows no limit on waiting client writes.
+        std::fs::write(
+            dir.path().join("master-previous.json"),
+            r#"{"retained_drivers": 1000000, "retained_apps": 1000000}"#,
+        )
+        .unwrap();
         let mut cluster = Self {
             dir,
             addrs,
@@ -86,6 +132,7 @@ impl Cluster {
             proxies,
             masters: Vec::new(),
             workers: Vec::new(),
+            upgrade,
         };
         for master in 0..MASTERS {
             let process = cluster.spawn_master(master);
@@ -116,13 +163,18 @@ impl Cluster {
             .map(|to| format!("{}=127.0.0.1:{}", to + 1, self.proxies[&(master, to)].port))
             .collect::<Vec<_>>()
             .join(",");
+        let old = self.old_program(|u| u.old_masters[master]);
+        let settings = match old {
+            Some(_) => "master-previous.json",
+            None => "master.json",
+        };
         Process(
-            muster()
+            muster_from(old.unwrap_or(&muster_binary()))
                 .args(["master", "--id", &(master + 1).to_string()])
                 .args(["--listen", &self.addrs[master], "--peers", &self.peers])
                 .args(["--peer-routes", &routes, "--worker-timeout", "6"])
                 .arg("--config")
-                .arg(self.dir.path().join("master.json"))
+                .arg(self.dir.path().join(settings))
                 .arg("--data-dir")
                 .arg(self.dir.path().join(format!("master-{}", master + 1)))
                 .stdout(Stdio::null())
@@ -132,13 +184,60 @@ impl Cluster {
         )
     }
 
+    /// The previous release's `muster`, if the process `runs_it` picks runs it.
+    fn old_program(&self, runs_it: impl Fn(&Upgrade) -> bool) -> Option<&Path> {
+        self.upgrade
+            .as_ref()
+            .filter(|upgrade| runs_it(upgrade))
+            .map(|upgrade| upgrade.old.as_path())
+    }
+
+    /// A master or agent still on the previous release, the seeded pick among them; a
+    /// master first once `masters_due`.
+    fn old_process(&self, rng: &mut Rng, masters_due: bool) -> Option<Upgrading> {
+        let upgrade = self.upgrade.as_ref()?;
+        let masters = (0..MASTERS)
+            .filter(|&m| upgrade.old_masters[m])
+            .map(Upgrading::Master);
+        let agents = (0..WORKERS)
+            .filter(|&w| upgrade.old_agents[w])
+            .map(Upgrading::Agent);
+        let old: Vec<Upgrading> = if masters_due && masters.clone().next().is_some() {
+            masters.collect()
+        } else {
+            masters.chain(agents).collect()
+        };
+        (!old.is_empty()).then(|| old[rng.between(0, old.len() as u64 - 1) as usize])
+    }
+
+    /// Kills `process` and starts it again on this build, as an upgrade that does not wait
+    /// for anything does.
+    fn upgrade(&mut self, process: Upgrading, rng: &mut Rng) {
+        let upgrade = self.upgrade.as_mut().expect("an upgrade under way");
+        match process {
+            Upgrading::Master(m) => {
+                upgrade.old_masters[m] = false;
+                self.masters[m].take().unwrap().crash();
+                std::thread::sleep(Duration::from_millis(rng.between(500, 3000)));
+                self.masters[m] = Some(self.spawn_master(m));
+            }
+            Upgrading::Agent(w) => {
+                upgrade.old_agents[w] = false;
+                self.workers[w].take().unwrap().crash();
+                std::thread::sleep(Duration::from_millis(rng.between(500, 3000)));
+                self.workers[w] = Some(self.spawn_worker(w));
+            }
+        }
+    }
+
     fn work_dir(&self, worker: usize) -> PathBuf {
         self.dir.path().join(format!("w{}", worker + 1))
     }
 
     fn spawn_worker(&self, worker: usize) -> Process {
         let name = format!("w{}", worker + 1);
-        let mut command = muster();
+        let old = self.old_program(|u| u.old_agents[worker]);
+        let mut command = muster_from(old.unwrap_or(&muster_binary()));
         command.args([
             "worker", "--cores", "4", "--memory", "8192", "--host", &name,
         ]);
@@ -201,10 +300,33 @@ enum Fault {
     CutOutOf(usize, Duration),
     KillAgent(usize),
     FreezeAgent(usize, Duration),
+    /// A process of the previous release killed and started again on this build.
+    Upgrade(Upgrading),
+}
+
+/// A process being upgraded.
+#[derive(Clone, Copy, Debug)]
+enum Upgrading {
+    Master(usize),
+    Agent(usize),
 }
 
 impl Fault {
-    fn pick(rng: &mut Rng, longest: u64) -> Self {
+    /// The next fault: during an upgrade, one in three upgrades an old process, and once
+    /// `masters_due` every fault upgrades an old master until none is left.
+    fn pick(rng: &mut Rng, longest: u64, cluster: &Cluster, masters_due: bool) -> Self {
+        let old_master_left = cluster
+            .upgrade
+            .as_ref()
+            .is_some_and(|u| u.old_masters.contains(&true));
+        let upgrading = cluster.upgrade.is_some()
+            && ((masters_due && old_master_left) || rng.between(0, 2) == 0);
+        if let Some(process) = upgrading
+            .then(|| cluster.old_process(rng, masters_due))
+            .flatten()
+        {
+            return Self::Upgrade(process);
+        }
         let hold = Duration::from_secs(rng.between(2, longest));
         match rng.between(0, 7) {
             0 => Self::KillMaster(rng.between(0, 2) as usize),
@@ -254,6 +376,7 @@ impl Fault {
                 std::thread::sleep(hold);
                 worker.thaw();
             }
+            Self::Upgrade(process) => cluster.upgrade(process, rng),
         }
     }
 }
@@ -353,8 +476,14 @@ fn submit(masters: &str, name: &str, supervised: bool, history: &History) -> Opt
 
 /// Reads the status steadily until told to stop, recording in `history` the submitted
 /// drivers each read showed (a supervised driver relaunched under a new id keeps its name:
-/// the first id of a name is the submission's).
-fn read_steadily(masters: &str, stop: &AtomicBool, history: &History) {
+/// the first id of a name is the submission's). Notes in `newest_format_at` when (in
+/// `history`'s time, plus one) a read first showed the newest log format.
+fn read_steadily(
+    masters: &str,
+    stop: &AtomicBool,
+    history: &History,
+    newest_format_at: &AtomicU64,
+) {
     while !stop.load(Ordering::SeqCst) {
         let invoked = history.now();
         let output = muster()
@@ -367,6 +496,14 @@ fn read_steadily(masters: &str, stop: &AtomicBool, history: &History) {
             .filter(|output| output.status.success())
             .and_then(|output| serde_json::from_slice(&output.stdout).ok());
         if let Some(status) = status {
+            if status["log_format"] == LogFormat::NEWEST.0 {
+                let _ = newest_format_at.compare_exchange(
+                    0,
+                    returned + 1,
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                );
+            }
             let mut first_of_name: BTreeMap<&str, &str> = BTreeMap::new();
             for driver in status["drivers"].as_array().unwrap() {
                 let (name, id) = (
@@ -534,26 +671,60 @@ fn wait_until_sound(cluster: &Cluster, accepted: &[String], seed: u64, within: D
     }
 }
 
+/// One chaos run at a time: each keeps both cores busy.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[test]
 fn faults_of_every_kind_leave_every_piece_of_work_running_exactly_once() {
+    let _serial = serial();
+    chaos(false);
+}
+
+#[test]
+fn faults_of_every_kind_during_an_upgrade_leave_every_piece_of_work_running_exactly_once() {
+    let _serial = serial();
+    chaos(true);
+}
+
+/// The chaos run, `during_an_upgrade` or not.
+fn chaos(during_an_upgrade: bool) {
     let secs: u64 = std::env::var("MUSTER_CHAOS_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(60);
     let seed = crate::support::seed("MUSTER_CHAOS_SEED");
-    eprintln!("chaos: {secs} s of faults");
     let mut rng = Rng(seed);
-    let mut cluster = Cluster::start();
+    let upgrade = during_an_upgrade.then(|| Upgrade::mixed(&mut rng));
+    if let Some(upgrade) = &upgrade {
+        eprintln!(
+            "chaos: {secs} s of faults during an upgrade; on the previous release: masters \
+             {:?}, agents {:?}",
+            upgrade.old_masters, upgrade.old_agents
+        );
+    } else {
+        eprintln!("chaos: {secs} s of faults");
+    }
+    let mut cluster = Cluster::start(upgrade);
     if std::env::var_os("MUSTER_TEST_KEEP").is_some() {
         eprintln!("chaos: data in {}", cluster.dir.path().display());
     }
     // An attached application, a gang of three executors, all through the run; another, a
     // gang of five, comes halfway through, when drivers hold part of the room it needs.
+    // During an upgrade, neither is a gang: the previous release's log cannot hold one.
     let gang = |cluster: &Cluster, name: &str, executors: &str| {
+        let mut command = muster();
+        command.args(["app", "run", "--name", name, "--cores-max", executors]);
+        if !during_an_upgrade {
+            command.args(["--min-executors", executors]);
+        }
         Process(
-            muster()
-                .args(["app", "run", "--name", name, "--cores-max", executors])
-                .args(["--min-executors", executors, "--executor-cores", "1"])
+            command
+                .args(["--executor-cores", "1"])
                 .args(["--executor-memory", "256", "--", "/bin/sleep", "1000"])
                 .env("MUSTER_MASTERS", cluster.all())
                 .stdout(Stdio::null())
@@ -571,20 +742,31 @@ fn faults_of_every_kind_leave_every_piece_of_work_running_exactly_once() {
         let (masters, stop, history) = (cluster.all(), Arc::clone(&stop), history.clone());
         std::thread::spawn(move || submit_steadily(&masters, &stop, &history))
     };
+    let newest_format_at = Arc::new(AtomicU64::new(0));
     let reader = {
         let (masters, stop, history) = (cluster.all(), Arc::clone(&stop), history.clone());
-        std::thread::spawn(move || read_steadily(&masters, &stop, &history))
+        let newest_format_at = Arc::clone(&newest_format_at);
+        std::thread::spawn(move || read_steadily(&masters, &stop, &history, &newest_format_at))
     };
     let watcher = {
         let dirs: Vec<PathBuf> = (0..WORKERS).map(|w| cluster.work_dir(w)).collect();
         let stop = Arc::clone(&stop);
         std::thread::spawn(move || watch_for_copies(&dirs, &stop))
     };
-    // Faults, one at a time, until the time is up.
+    // Faults, one at a time, until the time is up; during an upgrade, every master is
+    // upgraded from 40% of the time on, and the faults go on until the log format is seen
+    // raised (a minute more at most).
     let longest = (secs / 6).clamp(3, 20);
-    let until = Instant::now() + Duration::from_secs(secs);
+    let started = Instant::now();
+    let until = started + Duration::from_secs(secs);
+    let masters_due = started + Duration::from_secs(secs * 2 / 5);
+    let raise_awaited = || {
+        during_an_upgrade
+            && newest_format_at.load(Ordering::SeqCst) == 0
+            && Instant::now() < until + Duration::from_secs(60)
+    };
     let mut injected: BTreeMap<&str, usize> = BTreeMap::new();
-    while Instant::now() < until {
+    while Instant::now() < until || raise_awaited() {
         std::thread::sleep(Duration::from_millis(rng.between(1000, 4000)));
         if late_gang.is_none()
             && until.saturating_duration_since(Instant::now()).as_secs() < secs / 2
@@ -595,7 +777,7 @@ fn faults_of_every_kind_leave_every_piece_of_work_running_exactly_once() {
                 submit_burst(&masters, BURST, &history)
             }));
         }
-        let fault = Fault::pick(&mut rng, longest);
+        let fault = Fault::pick(&mut rng, longest, &cluster, Instant::now() >= masters_due);
         eprintln!("chaos: {fault:?}");
         fault.inject(&mut cluster, &mut rng);
         let kind = match fault {
@@ -607,9 +789,12 @@ fn faults_of_every_kind_leave_every_piece_of_work_running_exactly_once() {
             Fault::CutOutOf(..) => "master reaching nobody",
             Fault::KillAgent(_) => "agent killed",
             Fault::FreezeAgent(..) => "agent frozen",
+            Fault::Upgrade(Upgrading::Master(_)) => "master upgraded",
+            Fault::Upgrade(Upgrading::Agent(_)) => "agent upgraded",
         };
         *injected.entry(kind).or_default() += 1;
     }
+    let faults_ended = history.now();
     stop.store(true, Ordering::SeqCst);
     // A run too short to reach halfway between two faults still has them come.
     let mut late_gang = late_gang.unwrap_or_else(|| gang(&cluster, "late-gang", "5"));
@@ -632,6 +817,20 @@ fn faults_of_every_kind_leave_every_piece_of_work_running_exactly_once() {
         operations.len() - reads
     );
     assert!(!accepted.is_empty(), "no submission was ever accepted");
+    if let Some(upgrade) = &cluster.upgrade {
+        let raised_at = newest_format_at.load(Ordering::SeqCst);
+        assert!(
+            raised_at != 0 && raised_at - 1 <= faults_ended,
+            "the log format was not raised during the faults (replay with \
+             MUSTER_CHAOS_SEED={seed}); on the previous release still: masters {:?}",
+            upgrade.old_masters
+        );
+        eprintln!(
+            "chaos: the log format was raised by {:.1} s, the faults ended at {:.1} s",
+            (raised_at - 1) as f64 / 1e9,
+            faults_ended as f64 / 1e9
+        );
+    }
     assert!(
         copies.is_empty(),
         "work ran twice at once (replay with MUSTER_CHAOS_SEED={seed}):\n  {}",
