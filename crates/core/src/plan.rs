@@ -62,7 +62,7 @@ pub struct ExecutorGrant {
     pub profile: u32,
 }
 
-fn is_own_size(profile: &u32) -> bool {
+pub(crate) fn is_own_size(profile: &u32) -> bool {
     *profile == 0
 }
 

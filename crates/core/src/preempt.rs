@@ -91,6 +91,10 @@ pub struct Reservation {
     pub worker: WorkerId,
     /// How much.
     pub resources: Resources,
+    /// The application's resource profile the executor is of; 0 for its own size or a
+    /// driver.
+    #[serde(skip_serializing_if = "crate::plan::is_own_size")]
+    pub profile: u32,
 }
 
 /// One round of preemption.
@@ -473,7 +477,7 @@ fn reservations(plan: &Plan, snapshot: &Snapshot, eligible: &BTreeSet<WorkId>) -
         let id = WorkId::Driver(d.driver.clone());
         eligible
             .contains(&id)
-            .then(|| (id, d.worker.clone(), request.need.clone()))
+            .then(|| (id, d.worker.clone(), request.need.clone(), 0))
     });
     let executors = plan
         .executors
@@ -482,16 +486,17 @@ fn reservations(plan: &Plan, snapshot: &Snapshot, eligible: &BTreeSet<WorkId>) -
         .filter(|(id, _)| eligible.contains(id))
         .flat_map(|(id, g)| {
             std::iter::repeat_n(
-                (id, g.worker.clone(), g.resources.clone()),
+                (id, g.worker.clone(), g.resources.clone(), g.profile),
                 g.count as usize,
             )
         });
     drivers
         .chain(executors)
-        .map(|(id, worker, resources)| Reservation {
+        .map(|(id, worker, resources, profile)| Reservation {
             id,
             worker,
             resources,
+            profile,
         })
         .collect()
 }

@@ -122,6 +122,15 @@ impl ClusterState {
             }
             add(&mut usage, &reservation.worker, &reservation.resources)?;
         }
+        let profiles = &self.reservation_profiles;
+        if !profiles.is_empty()
+            && (profiles.len() != self.reservations.len() || profiles.iter().all(|&p| p == 0))
+        {
+            return violated(format!(
+                "{} kept rooms with the profiles {profiles:?}",
+                self.reservations.len()
+            ));
+        }
         for (worker, kept) in self.kept_by_stopping() {
             add(&mut usage, worker, &kept)?;
         }

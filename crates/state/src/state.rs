@@ -156,6 +156,10 @@ pub struct ClusterState {
     /// with the cores and memory they keep until then. Came with format 13: kept only from
     /// log format 4, so a snapshot of format 12 reads as one with none.
     pub(crate) stopping_room: BTreeMap<Stopped, StoppingRoom>,
+    /// The resource profile each of `reservations` (by position) is kept for, when any is
+    /// kept for one: empty while all are for the first of their owners' sizes they fit.
+    /// Came with format 13 as well, written only from log format 4.
+    pub(crate) reservation_profiles: Vec<u32>,
     /// The workers as scheduling passes see them, in id order, and the active apps, in
     /// submission order: each pass's snapshot shares them rather than copying every worker
     /// and app. Kept as they change (see `scheduling.rs`); not in snapshots, but built anew
@@ -236,14 +240,41 @@ impl ClusterState {
         &self.draining
     }
 
-    /// Returns reserved room to its workers.
-    pub(crate) fn release_reservations(&mut self, ended: &[Reservation]) {
-        for reservation in ended {
+    /// Keeps `reservation`, already taken on its worker, for resource profile `profile` of
+    /// its owner (0: the first of its owner's sizes it fits).
+    pub(crate) fn keep_room(&mut self, reservation: Reservation, profile: u32) {
+        if profile != 0 || !self.reservation_profiles.is_empty() {
+            self.reservation_profiles.resize(self.reservations.len(), 0);
+            self.reservation_profiles.push(profile);
+        }
+        self.reservations.push(reservation);
+    }
+
+    /// Takes out the kept room `ends` picks and returns it to its workers: each with the
+    /// profile it was kept for.
+    pub(crate) fn release_kept_room(
+        &mut self,
+        ends: impl Fn(&Reservation) -> bool,
+    ) -> Vec<(Reservation, u32)> {
+        let profiles = std::mem::take(&mut self.reservation_profiles)
+            .into_iter()
+            .chain(std::iter::repeat(0));
+        let (ended, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.reservations)
+            .into_iter()
+            .zip(profiles)
+            .partition(|(reservation, _)| ends(reservation));
+        let (reservations, profiles): (Vec<_>, Vec<_>) = kept.into_iter().unzip();
+        self.reservations = reservations;
+        if profiles.iter().any(|&profile| profile != 0) {
+            self.reservation_profiles = profiles;
+        }
+        for (reservation, _) in &ended {
             if let Some(worker) = self.workers.get_mut(&reservation.worker) {
                 release(worker, &reservation.resources);
                 self.show_worker_to_passes(&reservation.worker);
             }
         }
+        ended
     }
 
     /// Every known worker, by id.
@@ -787,11 +818,7 @@ impl ClusterState {
         at: Timestamp,
         effects: &mut Effects,
     ) {
-        let (lost, kept) = std::mem::take(&mut self.reservations)
-            .into_iter()
-            .partition(|r| &r.worker == id);
-        self.reservations = kept;
-        self.release_reservations(&lost);
+        self.release_kept_room(|r| &r.worker == id);
         self.forget_stopping_on(id);
         let worker = &self.workers[id];
         let executors: Vec<(AppId, ExecutorId)> = worker.executors.iter().cloned().collect();

@@ -44,7 +44,8 @@ impl LogFormat {
     /// ([`Op::ConfigureQueuesWithAdmission`]), applications' and drivers' gangs
     /// ([`Op::SubmitGang`], [`Op::SubmitGangDriver`], [`Op::EndGangWait`]), and room kept
     /// beside a cluster-mode driver for its application's first executor until the
-    /// application registers ([`Op::SubmitDriverApp`]); snapshot format 12.
+    /// application registers ([`Op::SubmitDriverApp`]), room kept for resource profiles
+    /// ([`Op::PreemptForProfiles`]); snapshot formats 12 and 13.
     pub const FOURTH: Self = Self(4);
     /// The newest format this build reads and, once the cluster is raised to it, writes.
     pub const NEWEST: Self = Self::FOURTH;
@@ -106,7 +107,8 @@ impl Op {
             | Op::SubmitGang(_)
             | Op::SubmitGangDriver(_)
             | Op::EndGangWait(_)
-            | Op::SubmitDriverApp(_) => LogFormat::FOURTH,
+            | Op::SubmitDriverApp(_)
+            | Op::PreemptForProfiles(_) => LogFormat::FOURTH,
             Op::RegisterWorker(_)
             | Op::WorkerLost(_)
             | Op::DecommissionWorker(_)

@@ -22,7 +22,7 @@ use muster_core::ids::{QueueName, WorkId, millis};
 use muster_core::model::Snapshot;
 use muster_core::plan::Plan;
 use muster_core::preempt::Preempting;
-use muster_state::commands::{GrantReservations, Preempt};
+use muster_state::commands::{GrantReservations, preempt_op};
 use muster_state::{ClusterState, Op};
 
 /// How long room kept under an earlier leader is kept by a leader without a preemption
@@ -292,16 +292,8 @@ impl Preemptor {
                 .then(|| choose(Preempting::BelowGuarantee))
                 .flatten()
         })?;
-        let preempt = Preempt::chosen(chosen, millis(policy.grace));
-        let owners = preempt
-            .reservations
-            .iter()
-            .map(|r| r.owner.clone())
-            .collect();
-        let op = match preempting {
-            Preempting::Prior => Op::Preempt(preempt),
-            Preempting::BelowGuarantee => Op::PreemptForGuarantees(preempt),
-        };
+        let owners = chosen.reservations.iter().map(|r| r.id.clone()).collect();
+        let op = preempt_op(chosen, millis(policy.grace), preempting, state);
         self.preempt_in_flight = true;
         Some((op, owners))
     }

@@ -23,7 +23,7 @@ pub use plan::{
     ApplyPlan, ApplyPlanPerExecutor, ApplyPlanWithProfiles, Grant, GrantOfOne, ProfileGrant,
     plan_op,
 };
-pub use preempt::{GrantReservations, Preempt};
+pub use preempt::{GrantReservations, Preempt, PreemptForProfiles, preempt_op};
 pub use queues::{
     ConfigureQueues, ConfigureQueuesWithAdmission, QueueAdmission, QueueSettings, ReplaceQueues,
     SetQueues, set_queues_op,
@@ -135,6 +135,8 @@ pub enum Op {
     EndGangWait(EndGangWait),
     /// An application its cluster-mode driver registers.
     SubmitDriverApp(SubmitDriverApp),
+    /// A preemption whose room is kept for resource profiles.
+    PreemptForProfiles(PreemptForProfiles),
 }
 
 /// How an op changes the state.
@@ -239,9 +241,13 @@ impl ClusterState {
             Op::SubmitGangDriver(op) => op.apply(self, at),
             Op::EndGangWait(op) => op.apply(self, at),
             Op::SubmitDriverApp(op) => op.apply(self, at),
-            Op::PreemptForGuarantees(op) => {
-                op.apply_for(self, at, muster_core::preempt::Preempting::BelowGuarantee)
-            }
+            Op::PreemptForProfiles(op) => op.apply(self, at),
+            Op::PreemptForGuarantees(op) => op.apply_for(
+                self,
+                at,
+                muster_core::preempt::Preempting::BelowGuarantee,
+                &[],
+            ),
             Op::RegisterWorkerWithAddresses(op) => op.apply(self, at),
             Op::RaiseLogFormat(op) => op.apply(self, at),
             Op::SetProfileLimit(op) => op.apply(self, at),

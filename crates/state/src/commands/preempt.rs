@@ -15,12 +15,13 @@ use muster_core::preempt::{Preempting, Preemption, check_for_guarantees};
 use muster_core::resources::{ResourceAmounts, Resources};
 use serde::{Deserialize, Serialize};
 
-use super::Apply;
 use super::plan::{Grant, apply_plan};
+use super::{Apply, Op};
 use crate::ClusterState;
 use crate::model::{DriverState, ExecutorState, Reservation};
 use crate::response::{ApplyError, Effects, Outcome, Response};
 use crate::stopping::Stopped;
+use crate::version::LogFormat;
 
 /// Stop `victims` and keep `reservations` for `grace_ms`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -32,6 +33,31 @@ pub struct Preempt {
     /// How long the victims' processes may take to end (their worker's kill grace, and a
     /// margin): the reservations last that long.
     pub grace_ms: u64,
+}
+
+/// The op for what `muster_core::preempt` chose for `preempting`'s work, keeping the room for
+/// `grace_ms`: room kept for a resource profile is kept for it from log format 4 on
+/// ([`PreemptForProfiles`]); before, and for room of the owners' own sizes, [`Preempt`] (or
+/// `PreemptForGuarantees`).
+pub fn preempt_op(
+    chosen: Preemption,
+    grace_ms: u64,
+    preempting: Preempting,
+    state: &ClusterState,
+) -> Op {
+    let profiles: Vec<u32> = chosen.reservations.iter().map(|r| r.profile).collect();
+    let preempt = Preempt::chosen(chosen, grace_ms);
+    let for_profiles =
+        profiles.iter().any(|&profile| profile != 0) && state.log_format() >= LogFormat::FOURTH;
+    match preempting {
+        _ if for_profiles => Op::PreemptForProfiles(PreemptForProfiles {
+            preempt,
+            for_guarantees: preempting == Preempting::BelowGuarantee,
+            profiles,
+        }),
+        Preempting::Prior => Op::Preempt(preempt),
+        Preempting::BelowGuarantee => Op::PreemptForGuarantees(preempt),
+    }
 }
 
 impl Preempt {
@@ -58,6 +84,67 @@ impl Preempt {
     }
 }
 
+/// A preemption whose room is kept for resource profiles (from log format 4): `preempt` as
+/// [`Preempt`] (or, `for_guarantees`, as `PreemptForGuarantees`) has it, each reservation
+/// granted as the profile `profiles` names for it (by position; 0: the first of its owner's
+/// sizes it fits, as [`Preempt`]'s), not as another size that happens to fit the room.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PreemptForProfiles {
+    /// The preemption.
+    pub preempt: Preempt,
+    /// Whether it is for queues below their guarantee rather than for prior work.
+    pub for_guarantees: bool,
+    /// The profile each reservation is kept for.
+    pub profiles: Vec<u32>,
+}
+
+impl Apply for PreemptForProfiles {
+    /// Refuses, changing nothing, as [`Preempt`] does, and a list of profiles that does not
+    /// match the reservations, or a profile its owner does not have or whose size the room
+    /// does not fit.
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        let reservations = &self.preempt.reservations;
+        if self.profiles.len() != reservations.len() {
+            return Err(ApplyError::Invalid {
+                field: "profiles".into(),
+                message: format!(
+                    "{} profiles for {} reservations",
+                    self.profiles.len(),
+                    reservations.len()
+                ),
+            });
+        }
+        for (reservation, &id) in reservations.iter().zip(&self.profiles) {
+            if id == 0 {
+                continue;
+            }
+            let profile = match &reservation.owner {
+                WorkId::App(app) => state
+                    .profiles
+                    .get(app)
+                    .and_then(|profiles| profiles.profiles.get(&id)),
+                WorkId::Driver(_) => None,
+            };
+            if !profile.is_some_and(|profile| profile.fits(&reservation.resources)) {
+                return Err(ApplyError::Invalid {
+                    field: "profiles".into(),
+                    message: format!(
+                        "`{}` has no resource profile {id} of the size kept for it",
+                        reservation.owner
+                    ),
+                });
+            }
+        }
+        let preempting = if self.for_guarantees {
+            Preempting::BelowGuarantee
+        } else {
+            Preempting::Prior
+        };
+        self.preempt
+            .apply_for(state, at, preempting, &self.profiles)
+    }
+}
+
 /// The room kept for `owners` goes to them, now that the victims' processes are gone:
 /// released and, in the same command, granted to each owner still waiting as the
 /// preemption planned it (a launch or grant that no longer fits is rejected, and its room
@@ -71,14 +158,9 @@ pub struct GrantReservations {
 
 impl Apply for GrantReservations {
     fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
-        let (granted, kept) = std::mem::take(&mut state.reservations)
-            .into_iter()
-            .partition(|r| self.owners.contains(&r.owner));
-        state.reservations = kept;
-        let granted: Vec<Reservation> = granted;
-        state.release_reservations(&granted);
+        let granted = state.release_kept_room(|r| self.owners.contains(&r.owner));
         let (mut drivers, mut grants) = (Vec::new(), Vec::new());
-        for room in granted {
+        for (room, profile) in granted {
             match room.owner {
                 WorkId::Driver(driver)
                     if state
@@ -92,27 +174,28 @@ impl Apply for GrantReservations {
                     });
                 }
                 WorkId::App(app) if state.apps.contains_key(&app) => {
-                    grants.push(Grant {
+                    let grant = Grant {
                         app,
                         worker: room.worker,
                         resources: room.resources,
                         count: 1,
-                    });
+                    };
+                    grants.push((grant, (profile != 0).then_some(profile)));
                 }
                 // What it was kept for ended meanwhile: the room stays free.
                 WorkId::Driver(_) | WorkId::App(_) => {}
             }
         }
-        // The room was kept for a size, not a profile: each grant is of the first of its
+        // Room kept for a profile is granted as that profile; other room as the first of its
         // app's sizes it fits.
-        let grants = grants.iter().map(|grant| (grant, None));
+        let grants = grants.iter().map(|(grant, profile)| (grant, *profile));
         Ok(apply_plan(state, &drivers, grants))
     }
 }
 
 impl Apply for Preempt {
     fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
-        self.apply_for(state, at, Preempting::Prior)
+        self.apply_for(state, at, Preempting::Prior, &[])
     }
 }
 
@@ -149,12 +232,14 @@ impl Preempt {
     /// victim, a victim that is not a live executor or runs for a prior queue, a reservation
     /// for work that is not waiting or that the rule does not let preempt (prior work, or
     /// an app below its queue's guarantee whose victims leave every queue at or above its
-    /// own), or one that does not fit its worker once the victims are gone.
+    /// own), or one that does not fit its worker once the victims are gone. Each reservation
+    /// is kept for the profile `profiles` names for it (none: the first size it fits).
     pub(crate) fn apply_for(
         &self,
         state: &mut ClusterState,
         at: Timestamp,
         preempting: Preempting,
+        profiles: &[u32],
     ) -> Result<Response, ApplyError> {
         if self.victims.is_empty() {
             return Err(ApplyError::Invalid {
@@ -245,7 +330,8 @@ impl Preempt {
             }
         }
         let until = Timestamp(at.0.saturating_add(self.grace_ms));
-        for reservation in &self.reservations {
+        let profiles = profiles.iter().copied().chain(std::iter::repeat(0));
+        for (reservation, profile) in self.reservations.iter().zip(profiles) {
             after
                 .room_on(&reservation.worker, &reservation.resources)
                 .map_err(|rejection| {
@@ -260,10 +346,11 @@ impl Preempt {
                 .expect("room_on found it");
             crate::state::take(worker, &reservation.resources);
             after.show_worker_to_passes(&reservation.worker);
-            after.reservations.push(Reservation {
+            let reservation = Reservation {
                 until,
                 ..reservation.clone()
-            });
+            };
+            after.keep_room(reservation, profile);
         }
         keep_victims_room(&mut after, &self.reservations, &effects);
         *state = after;

@@ -6,10 +6,12 @@ use std::collections::BTreeMap;
 
 use muster_core::access::QueueSpec;
 use muster_core::ids::{AppId, ExecutorId, Timestamp, WorkId};
+use muster_core::preempt::Preempting;
 use muster_core::resources::Resources;
 use muster_state::commands::{
     AppFinished, ApplyPlanWithProfiles, Grant, GrantReservations, KillExecutors, Preempt,
-    ProfileGrant, RaiseLogFormat, SetExecutorLimit, SetProfileLimit, set_queues_op,
+    PreemptForProfiles, ProfileGrant, RaiseLogFormat, SetExecutorLimit, SetProfileLimit,
+    preempt_op, set_queues_op,
 };
 use muster_state::model::{AppState, Profile, Reservation};
 use muster_state::version::LogFormat;
@@ -208,6 +210,122 @@ fn room_kept_by_a_preemption_is_granted_as_the_first_size_it_fits() {
         .copied()
         .unwrap();
     assert_eq!(profile_of(&c.state, &urgent, granted), 3);
+}
+
+/// A cluster at log format 4 with one 2-core worker filled by an ordinary application, and
+/// a prior application whose own executors (1 core, 2048 MB) are of the same size as its
+/// profile 1's; with the ordinary application's executor and the prior application.
+fn a_prior_app_with_a_profile_of_its_own_size() -> (Cluster, AppId, ExecutorId, AppId) {
+    let mut c = raised();
+    c.ok(Op::RaiseLogFormat(RaiseLogFormat {
+        to: LogFormat::FOURTH,
+    }));
+    c.worker("w1", 2, 4096);
+    let ordinary = c.submit_app(app_desc(Some(2), Some(2), 4096));
+    c.schedule();
+    let victim = *c.state.apps()[&ordinary].executors.keys().next().unwrap();
+    c.ok(set_queues_op(vec![QueueSpec {
+        prior: true,
+        ..QueueSpec::named("prod")
+    }]));
+    let mut desc = app_desc(None, Some(1), 2048);
+    desc.queue = "prod".into();
+    let urgent = c.submit_app(desc);
+    c.ok(set_profile(&urgent, 1, gpu_less(1)));
+    (c, ordinary, victim, urgent)
+}
+
+fn preempt_for(victim: (AppId, ExecutorId), owner: &AppId) -> Preempt {
+    Preempt {
+        victims: vec![victim],
+        reservations: vec![Reservation {
+            owner: WorkId::App(owner.clone()),
+            worker: "w1".into(),
+            resources: Resources::new(1, 2048),
+            until: Timestamp(0),
+        }],
+        grace_ms: 0,
+    }
+}
+
+#[test]
+fn room_kept_for_a_profile_is_granted_as_that_profile_not_a_size_that_fits_it_too() {
+    let (mut c, ordinary, victim, urgent) = a_prior_app_with_a_profile_of_its_own_size();
+    c.ok(Op::PreemptForProfiles(PreemptForProfiles {
+        preempt: preempt_for((ordinary.clone(), victim), &urgent),
+        for_guarantees: false,
+        profiles: vec![1],
+    }));
+    c.assert_snapshot_round_trips();
+    c.ok(Op::GrantReservations(GrantReservations {
+        owners: vec![WorkId::App(urgent.clone())],
+    }));
+    let granted = *c.state.apps()[&urgent].executors.keys().next().unwrap();
+    assert_eq!(profile_of(&c.state, &urgent, granted), 1);
+
+    // Kept by a preemption that names no profile, the same room goes to the first size it
+    // fits: the application's own.
+    let (mut c, ordinary, victim, urgent) = a_prior_app_with_a_profile_of_its_own_size();
+    c.ok(Op::Preempt(preempt_for((ordinary, victim), &urgent)));
+    c.ok(Op::GrantReservations(GrantReservations {
+        owners: vec![WorkId::App(urgent.clone())],
+    }));
+    let granted = *c.state.apps()[&urgent].executors.keys().next().unwrap();
+    assert_eq!(profile_of(&c.state, &urgent, granted), 0);
+}
+
+#[test]
+fn room_kept_for_a_profile_its_owner_lacks_or_of_another_size_is_refused() {
+    let (mut c, ordinary, victim, urgent) = a_prior_app_with_a_profile_of_its_own_size();
+    let preempt = preempt_for((ordinary, victim), &urgent);
+    for (profiles, says) in [
+        (vec![2], "has no resource profile 2"),
+        (vec![1, 1], "2 profiles for 1 reservations"),
+    ] {
+        let refused = c.apply(Op::PreemptForProfiles(PreemptForProfiles {
+            preempt: preempt.clone(),
+            for_guarantees: false,
+            profiles,
+        }));
+        assert!(
+            matches!(&refused, Err(ApplyError::Invalid { message, .. }) if message.contains(says)),
+            "{refused:?}"
+        );
+    }
+    let mut other_size = preempt;
+    other_size.reservations[0].resources = Resources::new(2, 2048);
+    let refused = c.apply(Op::PreemptForProfiles(PreemptForProfiles {
+        preempt: other_size,
+        for_guarantees: false,
+        profiles: vec![1],
+    }));
+    assert!(
+        matches!(refused, Err(ApplyError::Invalid { .. })),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn a_preemption_keeps_room_for_profiles_only_once_the_log_format_is_4() {
+    let (c, _, _, urgent) = a_prior_app_with_a_profile_of_its_own_size();
+    let chosen = muster_core::preempt::Preemption {
+        victims: Vec::new(),
+        reservations: vec![muster_core::preempt::Reservation {
+            id: WorkId::App(urgent.clone()),
+            worker: "w1".into(),
+            resources: Resources::new(1, 2048),
+            profile: 1,
+        }],
+    };
+    let op = preempt_op(chosen.clone(), 1000, Preempting::Prior, &c.state);
+    assert!(
+        matches!(&op, Op::PreemptForProfiles(p) if p.profiles == [1] && !p.for_guarantees),
+        "{op:?}"
+    );
+    assert_eq!(op.introduced_in(), LogFormat::FOURTH);
+    let at_3 = raised();
+    let op = preempt_op(chosen, 1000, Preempting::Prior, &at_3.state);
+    assert!(matches!(op, Op::Preempt(_)), "{op:?}");
 }
 
 #[test]
