@@ -662,3 +662,38 @@ fn an_executor_over_its_memory_is_killed_saying_so_and_its_neighbour_runs_on() {
     assert!(ids.contains(&1) && !ids.contains(&0), "{ids:?}");
     interrupt(&run);
 }
+
+#[test]
+fn a_refused_resource_profile_is_told_to_the_application() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let _worker = start_worker(&masters, "w1", 4);
+    let (run, id, _out) = app_run(&masters, &[&["--executor-limit", "0"], SLEEPERS].concat());
+    let mut stdin = run.0.stdin.as_ref().unwrap();
+    let profile = |memory: u32| {
+        format!(
+            r#"profile {{"id": 1, "executor_limit": 1, "executor_cores": 1, "executor_memory_mb": {memory}}}"#
+        )
+    };
+    writeln!(stdin, "{}", profile(128)).unwrap();
+    wait_for(&masters, "the profile's executor", |s| {
+        let running = running_executors(s, &id);
+        running.len() == 1 && running[0]["resource_profile"] == 1
+    });
+    // The same profile with another size: the masters refuse it, and the application hears
+    // why instead of waiting for ever.
+    writeln!(stdin, "{}", profile(256)).unwrap();
+    let said = crate::support::wait_for_text(
+        &masters.dir.path().join("app-run.log"),
+        "the refusal",
+        |log| log.contains("resource profile 1 refused:"),
+    );
+    assert!(said.contains("has another size"), "{said}");
+    let status = masters.status(&masters.list_from(1));
+    let running = running_executors(&status, &id);
+    assert_eq!(
+        (running.len(), &running[0]["memory_mb"]),
+        (1, &json!(128)),
+        "the first size still runs: {status}"
+    );
+}

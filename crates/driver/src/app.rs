@@ -50,6 +50,14 @@ pub enum AppUpdate {
         /// It is killed after this long, if at all.
         kill_after: Option<Duration>,
     },
+    /// The masters refused the application's request for executors of a resource profile:
+    /// none come, and it is not asked for again.
+    ProfileRefused {
+        /// The profile.
+        profile_id: u32,
+        /// Why.
+        reason: String,
+    },
     /// The link to the leader broke; it is being found again.
     Reconnecting(String),
 }
@@ -266,6 +274,13 @@ impl Attachment<'_> {
                             let _ = self.updates.send(AppUpdate::Draining {
                                 executor_id: draining.executor_id,
                                 kill_after: draining.kill_after_ms.map(Duration::from_millis),
+                            });
+                        }
+                        Some(Event::ProfileRefused(refused)) => {
+                            self.profile_limits.remove(&refused.profile_id);
+                            let _ = self.updates.send(AppUpdate::ProfileRefused {
+                                profile_id: refused.profile_id,
+                                reason: refused.reason,
                             });
                         }
                         Some(Event::Ended(ended)) => {

@@ -32,7 +32,7 @@ use muster_proto::v1::master_message::Body;
 use muster_proto::v1::{
     Acknowledged, AppEnded, AppEvent, AppHeartbeatAck, AppRegistered, AppsEnded, ExecutorDraining,
     ExecutorEvent, ExecutorPreempted, HeartbeatAck, KillDriver, KillExecutor, LaunchDriver,
-    LaunchExecutor, LogChunk, MasterMessage, ReadLog, Registered,
+    LaunchExecutor, LogChunk, MasterMessage, ProfileRefused, ReadLog, Registered,
 };
 use muster_proto::v1::{BuildInfo, ShuffleService};
 use muster_raft::{Applied, Leadership, RaftNode, WriteError};
@@ -714,6 +714,9 @@ impl Session {
                 executor_id: executor.0,
                 kill_after_ms: kill_after.map(millis),
             }),
+            ToApp::ProfileRefused(profile_id, reason) => {
+                AppBody::ProfileRefused(ProfileRefused { profile_id, reason })
+            }
             ToApp::Ended(state) => AppBody::Ended(AppEnded {
                 state: v1::AppState::from(state).into(),
             }),

@@ -437,7 +437,8 @@ impl<'a> Simulation<'a> {
                         ToApp::Registered(_)
                         | ToApp::HeartbeatAck
                         | ToApp::Draining(..)
-                        | ToApp::Preempted(..),
+                        | ToApp::Preempted(..)
+                        | ToApp::ProfileRefused(..),
                     ..
                 } => {}
                 Action::ToApp { link, message } => {
@@ -1167,7 +1168,8 @@ impl<'a> Simulation<'a> {
             ToApp::Registered(_)
             | ToApp::HeartbeatAck
             | ToApp::Draining(..)
-            | ToApp::Preempted(..) => unreachable!("dropped when sent"),
+            | ToApp::Preempted(..)
+            | ToApp::ProfileRefused(..) => unreachable!("dropped when sent"),
             ToApp::Executor(executor) => match executor.state {
                 ExecutorState::Launching => {}
                 ExecutorState::Running => {

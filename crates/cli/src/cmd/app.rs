@@ -307,6 +307,10 @@ fn print_text(update: AppUpdate) -> bool {
                 after.as_secs_f64()
             ))
         )),
+        AppUpdate::ProfileRefused { profile_id, reason } => {
+            eprintln!("resource profile {profile_id} refused: {reason}");
+            true
+        }
         AppUpdate::Reconnecting(reason) => {
             eprintln!("lost the leader ({reason}); reconnecting");
             true
@@ -344,6 +348,11 @@ fn update_json(update: AppUpdate) -> serde_json::Value {
             "event": "draining",
             "executor_id": executor_id,
             "kill_after_ms": kill_after.map(millis),
+        }),
+        AppUpdate::ProfileRefused { profile_id, reason } => json!({
+            "event": "profile_refused",
+            "profile_id": profile_id,
+            "reason": reason,
         }),
         AppUpdate::Reconnecting(reason) => json!({"event": "reconnecting", "reason": reason}),
     }

@@ -400,6 +400,10 @@ pub async fn run(
                     tracing::info!(executor = executor_id, ?kill_after, "executor's worker drained");
                     Vec::new()
                 }
+                AppUpdate::ProfileRefused { profile_id, reason } => {
+                    tracing::error!(profile = profile_id, %reason, "resource profile refused");
+                    Vec::new()
+                }
                 AppUpdate::Reconnecting(reason) => {
                     tracing::warn!(%reason, "lost the leader; reconnecting");
                     Vec::new()

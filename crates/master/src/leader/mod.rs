@@ -169,8 +169,9 @@ enum Purpose {
     Vanished { app: AppId },
     /// A drained worker decommissioned.
     Drained { worker: WorkerId },
-    /// An application's own request on `link`; a denial closes the stream.
-    AppRequest { link: LinkId },
+    /// An application's own request on `link`; a denial closes the stream, and a refused
+    /// request for executors of resource profile `profile` is told to the application.
+    AppRequest { link: LinkId, profile: Option<u32> },
     /// Anything else: carry out its effects.
     Other,
 }
@@ -777,6 +778,10 @@ impl Leader {
             self.close(link, Close::Superseded);
             return;
         }
+        let profile = match &request {
+            AppRequest::SetProfileLimit(id, _) => Some(*id),
+            _ => None,
+        };
         let op = match request {
             AppRequest::Heartbeat => {
                 self.actions.push(Action::ToApp {
@@ -818,13 +823,20 @@ impl Leader {
                 executors,
             }),
         };
-        self.propose_app_request(&app, link, op, state);
+        self.propose_app_request(&app, link, profile, op, state);
     }
 
-    /// Proposes application `app`'s request `op`, made on `link`, as its named user's once
-    /// every master reads that (the state then refuses it when their credential was
-    /// revoked).
-    fn propose_app_request(&mut self, app: &AppId, link: LinkId, op: Op, state: &ClusterState) {
+    /// Proposes application `app`'s request `op`, made on `link` (for executors of
+    /// `profile`, if it names one), as its named user's once every master reads that (the
+    /// state then refuses it when their credential was revoked).
+    fn propose_app_request(
+        &mut self,
+        app: &AppId,
+        link: LinkId,
+        profile: Option<u32>,
+        op: Op,
+        state: &ClusterState,
+    ) {
         let op = match self.links.app_user(app) {
             Some(owner) if state.log_format() >= LogFormat::THIRD => Op::By(By {
                 user: owner.user.clone(),
@@ -833,7 +845,7 @@ impl Leader {
             }),
             _ => op,
         };
-        self.propose(op, Purpose::AppRequest { link });
+        self.propose(op, Purpose::AppRequest { link, profile });
     }
 
     /// Proposes the resource profiles deferred until the cluster read log format 3, once it
@@ -852,7 +864,7 @@ impl Leader {
                     id,
                     profile,
                 });
-                self.propose_app_request(&app, link, op, state);
+                self.propose_app_request(&app, link, Some(id), op, state);
             }
         }
     }
@@ -939,12 +951,27 @@ impl Leader {
                     self.passes.want();
                 }
             }
-            (Purpose::AppRequest { link }, Err(ApplyError::Denied(denied))) => {
+            (Purpose::AppRequest { link, .. }, Err(ApplyError::Denied(denied))) => {
                 // Its client hears why, and counts as gone unless it attaches again.
                 self.links.closed(link, now);
                 self.actions.push(Action::Close {
                     link,
                     reason: Close::Denied(denied),
+                });
+            }
+            // A refused resource profile: no executor of it comes, and the application
+            // hears why rather than wait for ever.
+            (
+                Purpose::AppRequest {
+                    link,
+                    profile: Some(id),
+                },
+                Err(refused),
+            ) => {
+                tracing::warn!(%refused, profile = id, "an application's resource profile refused");
+                self.actions.push(Action::ToApp {
+                    link,
+                    message: ToApp::ProfileRefused(id, refused.to_string()),
                 });
             }
             (Purpose::GangTimeout, result) => {

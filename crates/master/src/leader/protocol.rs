@@ -294,6 +294,9 @@ pub enum ToApp {
     Preempted(ExecutorId, Duration),
     /// This executor's worker is drained: it is killed after this long, if at all.
     Draining(ExecutorId, Option<Duration>),
+    /// The masters refused the application's request for executors of this resource
+    /// profile, for this reason.
+    ProfileRefused(u32, String),
     /// The application ended in this state.
     Ended(AppState),
     /// The answer to a heartbeat.

@@ -719,6 +719,7 @@ fn app_message(message: &ToApp) -> String {
             Some(after) => format!("draining {id} kill_after={}s", after.as_secs_f64()),
             None => format!("draining {id}"),
         },
+        ToApp::ProfileRefused(id, reason) => format!("profile {id} refused: {reason}"),
         ToApp::Ended(state) => format!("ended {state:?}"),
         ToApp::HeartbeatAck => "HeartbeatAck".into(),
     }

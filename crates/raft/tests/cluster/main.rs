@@ -92,6 +92,63 @@ async fn a_new_leader_takes_over_and_a_restarted_replica_catches_up() {
     cluster.shutdown().await;
 }
 
+/// openraft keeps a leader that restarts leading in its term, with the committed index it
+/// saved, which a crash can lose (it is not flushed): a read from it must still see every
+/// write it acknowledged before, as its state is rebuilt from its log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_restarted_in_its_term_reads_every_write_it_acknowledged() {
+    let _serial = support::serial().await;
+    let mut cluster = TestCluster::start(3, RaftSettings::default()).await;
+    let leader = cluster.leader(DEADLINE).await;
+    cluster.write_many(0..50, 8, submit_app).await;
+    let term = cluster
+        .node(leader)
+        .metrics()
+        .borrow()
+        .vote
+        .leader_id()
+        .term;
+    let followers: Vec<u64> = cluster
+        .ids()
+        .into_iter()
+        .filter(|&id| id != leader)
+        .collect();
+    for &id in &followers {
+        cluster.stop(id).await;
+    }
+    cluster.stop(leader).await;
+    cluster.lose_saved_committed_index(leader);
+
+    // Back in its term with one follower, it leads again without an election, its state
+    // not yet rebuilt past what it saved.
+    cluster.restart(leader).await;
+    cluster.restart(followers[0]).await;
+    let start = std::time::Instant::now();
+    let apps = loop {
+        match cluster.node(leader).read(|state| state.apps().len()).await {
+            Ok(apps) => break apps,
+            Err(error) => {
+                assert!(
+                    start.elapsed() < DEADLINE,
+                    "no read from the leader: {error}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    assert_eq!(
+        apps, 50,
+        "a read misses writes acknowledged before the restart"
+    );
+    let vote = cluster.node(leader).metrics().borrow().vote;
+    assert_eq!(
+        (vote.leader_id().term, vote.leader_id().node_id),
+        (term, leader),
+        "it led again in its own term"
+    );
+    cluster.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_names_the_leader() {
     let _serial = support::serial().await;

@@ -122,6 +122,17 @@ impl TestCluster {
         self.cluster.stop(id).await.expect("replica stops");
     }
 
+    /// Forgets the committed index replica `id` saved, as a crash before sled wrote it out
+    /// would; the replica must be stopped.
+    pub fn lose_saved_committed_index(&self, id: NodeId) {
+        let raft = self._dir.path().join(format!("replica-{id}")).join("raft");
+        let db = sled::open(&raft).expect("the stopped replica's sled database opens");
+        let meta = db.open_tree("raft_meta").expect("its meta tree");
+        meta.remove("committed")
+            .expect("the committed index is removed");
+        db.flush().expect("sled flushes");
+    }
+
     pub async fn restart(&mut self, id: NodeId) {
         self.cluster
             .spawn_replica(id)

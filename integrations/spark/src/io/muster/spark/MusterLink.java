@@ -182,6 +182,10 @@ final class MusterLink {
                     event.path("executor_id").asInt(), event.path("kill_after_ms").asLong(-1));
             case "reconnecting" -> LOG.warn("Muster: lost the leader ({}); reconnecting",
                     event.path("reason").asText());
+            // No executor of that profile comes: its stages wait until the application ends.
+            case "profile_refused" -> LOG.error(
+                    "Muster refused resource profile {}: {}; stages that need it cannot run",
+                    event.path("profile_id").asInt(), event.path("reason").asText());
             case "ended" -> {
                 return event.path("state").asText();
             }
