@@ -236,6 +236,9 @@ where
     }
 }
 
+/// How long a read waits for the leader's log, as it was when the read began, to be applied.
+const READ_CATCH_UP: Duration = Duration::from_secs(2);
+
 /// The most entries of batched commands uncommitted at once. One: while it commits, the
 /// next batch gathers. Two, four and eight were measured too (`muster bench submit`, 64
 /// clients): each made smaller batches and fewer writes per second.
@@ -686,18 +689,38 @@ impl RaftNode {
     }
 
     /// Reads the state after confirming with a quorum that this replica still leads and has
-    /// applied everything committed before the call.
+    /// applied its whole log as it was when the call began.
+    ///
+    /// openraft's reads wait only for the committed index the leader knows. A leader that
+    /// restarts stays leader in its term, with the committed index it last saved (not
+    /// flushed: that would cost a second flush per write), and commits no entry of its own
+    /// first: back with a follower that missed its last writes, it commits only what that
+    /// follower has, and a read would miss writes it acknowledged before the crash. Its log
+    /// holds every write it acknowledged, so waiting until the log as the read began is
+    /// applied makes the read see them all; a read concurrent with writes waits for their
+    /// commit at most.
     ///
     /// # Errors
     ///
-    /// As [`RaftNode::write`].
+    /// As [`RaftNode::write`], and [`WriteError::Unavailable`] when the log is not applied
+    /// within `READ_CATCH_UP`.
     pub async fn read<T>(&self, read: impl FnOnce(&ClusterState) -> T) -> Result<T, WriteError> {
         if self.transferring.load(Ordering::SeqCst) {
             return Err(WriteError::Unavailable(
                 "the lead is moving to another master: retry".into(),
             ));
         }
+        let logged = self.raft.metrics().borrow().last_log_index;
         self.raft.ensure_linearizable().await.map_err(not_leader)?;
+        if logged.is_some() {
+            self.raft
+                .wait(Some(READ_CATCH_UP))
+                .applied_index_at_least(logged, "a read waits for the log it began with")
+                .await
+                .map_err(|error| {
+                    WriteError::Unavailable(format!("the log is not applied yet: {error}"))
+                })?;
+        }
         Ok(read(&self.state.read().expect("state lock")))
     }
 
