@@ -960,14 +960,15 @@ impl Leader {
                 });
             }
             // A refused resource profile: no executor of it comes, and the application
-            // hears why rather than wait for ever.
+            // hears why rather than wait for ever. A request decided in an older term was
+            // not refused for itself: its client asks again on its next stream.
             (
                 Purpose::AppRequest {
                     link,
                     profile: Some(id),
                 },
                 Err(refused),
-            ) => {
+            ) if !matches!(refused, ApplyError::StaleTerm { .. }) => {
                 tracing::warn!(%refused, profile = id, "an application's resource profile refused");
                 self.actions.push(Action::ToApp {
                     link,
