@@ -832,6 +832,20 @@ pub fn worker_command_from(
     via: &str,
     extra_args: &[&str],
 ) -> Command {
+    let work_dir = masters.dir.path().join(name);
+    worker_command_at(program, masters, name, &work_dir, cores, via, extra_args)
+}
+
+/// [`worker_command_from`] with its work dir at `work_dir`.
+pub fn worker_command_at(
+    program: &std::path::Path,
+    masters: &Masters,
+    name: &str,
+    work_dir: &std::path::Path,
+    cores: u32,
+    via: &str,
+    extra_args: &[&str],
+) -> Command {
     let log = std::fs::File::create(masters.dir.path().join(format!("{name}.log"))).unwrap();
     let mut command = muster_from(program);
     command
@@ -839,7 +853,7 @@ pub fn worker_command_from(
         .args(["--host", name])
         .args(extra_args)
         .arg("--work-dir")
-        .arg(masters.dir.path().join(name))
+        .arg(work_dir)
         .env("MUSTER_MASTERS", via)
         .stdout(Stdio::null())
         .stderr(log);

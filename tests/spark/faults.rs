@@ -2,66 +2,14 @@
 //! executors, executors preempted for prior work. `spark.task.maxFailures=1` makes any task
 //! failure Spark counts fail the job.
 
-use std::io::{BufRead, BufReader, Lines};
 use std::path::Path;
-use std::process::{ChildStdout, Output, Stdio};
-use std::thread::JoinHandle;
+use std::process::Output;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use crate::support::{DEADLINE, Process, wait_for};
-use crate::{Spark, app, app_id_of, cluster, spark, status, succeeded, with_every_spark};
-
-/// A running spark-submit, once it has printed a given line.
-struct SubmitRun {
-    process: Process,
-    lines: Lines<BufReader<ChildStdout>>,
-    /// Its standard error, read as it comes (Spark logs a lot there).
-    log: JoinHandle<String>,
-}
-
-impl SubmitRun {
-    /// `spark-submit` of `args`, once it has printed the line `ready`.
-    fn start(spark: &Spark, masters: &str, args: &[&str], ready: &str) -> Self {
-        let mut child = spark
-            .submit(masters, args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let log = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let process = Process(child);
-        if !lines
-            .by_ref()
-            .map_while(Result::ok)
-            .any(|line| line == ready)
-        {
-            panic!(
-                "the application never printed `{ready}`: {}",
-                log.join().unwrap()
-            );
-        }
-        Self {
-            process,
-            lines,
-            log,
-        }
-    }
-
-    /// Waits for spark-submit to end and returns its output.
-    fn wait(mut self) -> Output {
-        let printed: Vec<String> = self.lines.by_ref().map_while(Result::ok).collect();
-        Output {
-            status: self.process.0.wait().unwrap(),
-            stdout: printed.join("\n").into_bytes(),
-            stderr: self.log.join().unwrap().into_bytes(),
-        }
-    }
-}
+use crate::{
+    Spark, SubmitRun, app, app_id_of, cluster, running, spark, status, succeeded, with_every_spark,
+};
 
 /// `sleepy.py` as a running spark-submit, once its first task has run.
 struct SleepyRun {
@@ -135,7 +83,7 @@ fn executor_pids(masters: &str) -> Vec<u64> {
 
 /// Spark's log lines of lost tasks, whether or not they count towards
 /// `spark.task.maxFailures`.
-fn failed_tasks(output: &Output) -> Vec<String> {
+pub(crate) fn failed_tasks(output: &Output) -> Vec<String> {
     log_lines(output, "Lost task")
 }
 
@@ -332,17 +280,6 @@ fn a_prior_spark_application_takes_executors_from_an_ordinary_one_and_both_finis
     assert_eq!(failed_tasks(&output), Vec::<String>::new());
 }
 
-/// RUNNING executors in a status.
-fn running(status: &Value) -> usize {
-    status["apps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|a| a["executors"].as_array().unwrap())
-        .filter(|e| e["state"] == "RUNNING")
-        .count()
-}
-
 #[test]
 fn dynamic_allocation_grows_with_a_backlog_and_gives_idle_executors_back() {
     with_every_spark(|spark| {
@@ -381,169 +318,6 @@ fn dynamic_allocation_grows_with_a_backlog_and_gives_idle_executors_back() {
         // Never more than maxExecutors, and none added once the backlog was gone.
         let app_id = app_id.as_str().unwrap();
         assert_eq!(crate::executors_that_registered(&masters, app_id).len(), 3);
-    });
-}
-
-#[test]
-fn with_the_shuffle_service_given_back_executors_leave_their_shuffle_output_served() {
-    with_every_spark(|spark| {
-        let masters = crate::support::Masters::start();
-        let port = crate::support::free_port().to_string();
-        let service = ["--shuffle-service", "--shuffle-service-port", &port];
-        let _worker = Process(
-            crate::support::worker_command(
-                &masters,
-                "worker-1",
-                2,
-                &masters.list_from(1),
-                &service,
-            )
-            .env("SPARK_HOME", &spark.home)
-            .spawn()
-            .unwrap(),
-        );
-        let ready = wait_for(&masters, "the worker with its shuffle service", |s| {
-            s["recovery_state"] == "ALIVE" && s["workers"][0]["shuffle_service"]["ready"] == true
-        });
-        assert_eq!(
-            ready["workers"][0]["shuffle_service"]["port"].to_string(),
-            port
-        );
-
-        let list = masters.list_from(1);
-        let go = masters.dir.path().join("go");
-        let run = SubmitRun::start(
-            spark,
-            &list,
-            &[
-                "--executor-cores",
-                "1",
-                "--conf",
-                "spark.shuffle.service.enabled=true",
-                "--conf",
-                "spark.dynamicAllocation.enabled=true",
-                "--conf",
-                "spark.dynamicAllocation.executorIdleTimeout=1s",
-                "--conf",
-                "spark.dynamicAllocation.maxExecutors=2",
-                &app("shuffled.py"),
-                "1000",
-                go.to_str().unwrap(),
-            ],
-            "shuffled",
-        );
-        let app_id = status(&list)["apps"][0]["id"].as_str().unwrap().to_owned();
-        // Idle, the executors go, shuffle output and all: no shuffle tracking holds them.
-        wait_for(&masters, "every executor given back", |s| running(s) == 0);
-        let data = masters.dir.path().join("worker-1/local").join(&app_id);
-        assert!(data.is_dir(), "the executors wrote into {}", data.display());
-        std::fs::write(&go, "").unwrap();
-        let output = run.wait();
-        let printed = succeeded(&output);
-        // New executors read the map output from the service: no map partition ran twice.
-        assert!(printed.contains("computed 4"), "{printed}");
-        for remainder in 0..10 {
-            let line = format!("{remainder} {}", 100 * remainder + 49_500);
-            assert!(printed.lines().any(|l| l == line), "{line}: {printed}");
-        }
-        assert_eq!(failed_tasks(&output), Vec::<String>::new());
-        // Once the application ended, its worker removes its data.
-        let deadline = Instant::now() + DEADLINE;
-        while data.exists() {
-            assert!(
-                Instant::now() < deadline,
-                "{} is still there",
-                data.display()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    });
-}
-
-#[test]
-fn a_workers_shuffle_service_starts_again_when_it_dies_and_lives_as_long_as_agents_run_it() {
-    let Some((spark, _one_at_a_time)) = spark() else {
-        return;
-    };
-    let masters = crate::support::Masters::start();
-    let port = crate::support::free_port().to_string();
-    // An agent that leaves its work running when it stops, with the service or without.
-    let agent = |with_service: bool| {
-        let service = ["--shuffle-service", "--shuffle-service-port", &port];
-        let args: &[&str] = if with_service { &service } else { &[] };
-        let mut command =
-            crate::support::worker_command(&masters, "worker-1", 2, &masters.list_from(1), args);
-        command
-            .env("SPARK_HOME", &spark.home)
-            .env_remove("MUSTER_STOP_WORK_ON_EXIT");
-        Process(command.spawn().unwrap())
-    };
-    // The service's JVM (its wrapper shell names the class too).
-    let service_pids = || {
-        let named = crate::support::processes_with_args(&[
-            "org.apache.spark.deploy.ExternalShuffleService",
-        ]);
-        named
-            .into_iter()
-            .filter(|pid| {
-                std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                    .is_ok_and(|c| c.trim() == "java")
-            })
-            .collect::<Vec<_>>()
-    };
-    let service = |s: &Value| s["workers"][0]["shuffle_service"].clone();
-    let mut first = agent(true);
-    wait_for(&masters, "the shuffle service up", |s| {
-        service(s)["ready"] == true
-    });
-    let [killed] = service_pids()[..] else {
-        panic!("one shuffle service: {:?}", service_pids());
-    };
-
-    // Killed, it is started again, and says so.
-    crate::support::signal(killed as u32, nix::sys::signal::Signal::SIGKILL);
-    let again = wait_for(&masters, "the shuffle service up again", |s| {
-        service(s)["ready"] == true && service(s)["restarts"] == 1
-    });
-    let listed = crate::support::Masters::client(&masters.list_from(1), &["workers"]);
-    let listed = String::from_utf8_lossy(&listed.stdout);
-    assert!(
-        listed.contains(&format!(":{port} up, restarted once")),
-        "{listed}"
-    );
-    let [restarted] = service_pids()[..] else {
-        panic!("one shuffle service: {:?}", service_pids());
-    };
-    assert_ne!(restarted, killed, "{again}");
-
-    // The agent stops and the next one takes the same service over.
-    crate::support::signal(first.pid(), nix::sys::signal::Signal::SIGTERM);
-    assert!(first.exited("the agent after SIGTERM").success());
-    assert_eq!(service_pids(), [restarted]);
-    let mut second = agent(true);
-    crate::support::wait_for_text(
-        &masters.dir.path().join("worker-1.log"),
-        "the next agent adopting the service",
-        |log| log.contains("adopted") && log.contains("registered with the leader"),
-    );
-    wait_for(&masters, "the adopted service up", |s| {
-        service(s)["ready"] == true
-    });
-    assert_eq!(service_pids(), [restarted]);
-    // The next agent runs none: it stops the one it finds.
-    crate::support::signal(second.pid(), nix::sys::signal::Signal::SIGTERM);
-    assert!(second.exited("the agent after SIGTERM").success());
-    let _third = agent(false);
-    let deadline = Instant::now() + DEADLINE;
-    while !service_pids().is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "the service outlived an agent without one"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    wait_for(&masters, "the worker without a shuffle service", |s| {
-        s["workers"][0]["state"] == "ALIVE" && s["workers"][0]["shuffle_service"].is_null()
     });
 }
 

@@ -8,9 +8,11 @@
 //! Without them the tests say so and pass, unless `MUSTER_REQUIRE_SPARK` is set (as in CI),
 //! when they fail. Spark applications are run one at a time: each starts several JVMs.
 
+use std::io::{BufRead, BufReader, Lines};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{ChildStdout, Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::thread::JoinHandle;
 
 use serde_json::Value;
 
@@ -25,6 +27,7 @@ mod book;
 mod faults;
 mod jobs;
 mod refusals;
+mod shuffle;
 mod submissions;
 
 /// Java and the Spark the tests run, and the plug-in built against it.
@@ -324,4 +327,65 @@ fn app_id_of(output: &Output) -> String {
 fn status(list: &str) -> Value {
     let output = Masters::client(list, &["status", "--json"]);
     serde_json::from_slice(&output.stdout).unwrap_or(Value::Null)
+}
+
+/// A running spark-submit, once it has printed a given line.
+struct SubmitRun {
+    process: Process,
+    lines: Lines<BufReader<ChildStdout>>,
+    /// Its standard error, read as it comes (Spark logs a lot there).
+    log: JoinHandle<String>,
+}
+
+impl SubmitRun {
+    /// `spark-submit` of `args`, once it has printed the line `ready`.
+    fn start(spark: &Spark, masters: &str, args: &[&str], ready: &str) -> Self {
+        let mut child = spark
+            .submit(masters, args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let log = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let process = Process(child);
+        if !lines
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|line| line == ready)
+        {
+            panic!(
+                "the application never printed `{ready}`: {}",
+                log.join().unwrap()
+            );
+        }
+        Self {
+            process,
+            lines,
+            log,
+        }
+    }
+
+    /// Waits for spark-submit to end and returns its output.
+    fn wait(mut self) -> Output {
+        let printed: Vec<String> = self.lines.by_ref().map_while(Result::ok).collect();
+        Output {
+            status: self.process.0.wait().unwrap(),
+            stdout: printed.join("\n").into_bytes(),
+            stderr: self.log.join().unwrap().into_bytes(),
+        }
+    }
+}
+
+/// RUNNING executors in a status.
+fn running(status: &Value) -> usize {
+    status["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|a| a["executors"].as_array().unwrap())
+        .filter(|e| e["state"] == "RUNNING")
+        .count()
 }

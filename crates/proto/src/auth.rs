@@ -185,7 +185,11 @@ impl SecretFile {
 
 /// The content of the file at `path`, surrounding white space aside, if only its owner may
 /// read it.
-fn read_private(path: &Path) -> Result<Vec<u8>, SecretError> {
+///
+/// # Errors
+///
+/// The file cannot be read, or group or others may read it.
+pub fn read_private(path: &Path) -> Result<Vec<u8>, SecretError> {
     use std::io::Read as _;
     use std::os::unix::fs::PermissionsExt as _;
     let read = |source| SecretError::Read {

@@ -186,9 +186,7 @@ pub async fn run(config: AgentConfig, metrics: Arc<Metrics>, shutdown: impl Futu
         Some(Some((after, contact))) => (Some(after), contact),
         _ => (None, Instant::now()),
     };
-    if config.shuffle_service.is_none() && supervisor.kill(&Workload::ShuffleService, None) {
-        tracing::info!("stopping the shuffle service a predecessor ran: this agent runs none");
-    }
+    shuffle::stop_unwanted(&supervisor, config.shuffle_service.as_ref());
     let cleaner = tokio::spawn(clean_up(Arc::clone(&supervisor), config.cleanup));
     let (shuffle_status, shuffle_service) = watch::channel(ShuffleServiceStatus {
         port: config.shuffle_service.as_ref().map_or(0, |s| s.port),

@@ -4,14 +4,18 @@
 //! dynamic allocation can give an executor back without losing its output.
 //!
 //! The [`Supervisor`] runs it as [`Workload::ShuffleService`]: started again after a failure,
-//! adopted by the next agent on the work dir. [`keep_running`] starts it whenever it does not
-//! run and probes its port. Its local dirs (`spark.local.dir`) are its own directory, where it
+//! adopted by the next agent on the work dir if that agent runs it with the same port and
+//! settings, else stopped ([`stop_unwanted`]). [`keep_running`] starts it whenever it does not
+//! run and probes its port. With a secret, it authenticates the applications that use it
+//! (`spark.authenticate`), which must then share that secret, as on a standalone cluster. Its local dirs (`spark.local.dir`) are its own directory, where it
 //! keeps the executors that registered with it in a database (a restarted service still serves
 //! what they wrote), and the work dir's `local/`, under which the executors write into their
 //! application's directory: the service serves files only from under its local dirs. The
 //! worker removes an application's directory once the leader says the application ended.
 //! Executors learn the service's port from [`PORT_VARIABLE`].
 
+use std::collections::BTreeMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,12 +39,29 @@ const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 const SERVICE_CLASS: &str = "org.apache.spark.deploy.ExternalShuffleService";
 
 /// How a worker runs its shuffle service.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ShuffleServiceConfig {
     /// The Spark that runs it.
     pub spark_home: PathBuf,
     /// The port it listens on (`spark.shuffle.service.port`).
     pub port: u16,
+    /// Options for its JVM that the worker's environment gives (`SPARK_SHUFFLE_OPTS`).
+    pub options: String,
+    /// The secret of `spark.authenticate`, which every application that uses the service
+    /// then shares with it, as on a standalone cluster; `None` for a service that
+    /// authenticates nobody.
+    pub secret: Option<String>,
+}
+
+impl fmt::Debug for ShuffleServiceConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShuffleServiceConfig")
+            .field("spark_home", &self.spark_home)
+            .field("port", &self.port)
+            .field("options", &self.options)
+            .field("authenticates", &self.secret.is_some())
+            .finish()
+    }
 }
 
 /// The service as last seen.
@@ -55,18 +76,30 @@ pub struct ShuffleServiceStatus {
 }
 
 impl ShuffleServiceConfig {
-    /// The service of the Spark in `spark_home`, on `port`.
+    /// The service of the Spark in `spark_home`, on `port`, with the JVM `options` the
+    /// worker's environment gives, authenticating applications with `secret` if there is one.
     ///
     /// # Errors
     ///
-    /// `spark_home` holds no `bin/spark-class`, or `port` is 0: the message says which.
-    pub fn new(spark_home: &Path, port: u16) -> Result<Self, String> {
+    /// `spark_home` holds no `bin/spark-class`, `port` is 0, or the secret is empty: the
+    /// message says which.
+    pub fn new(
+        spark_home: &Path,
+        port: u16,
+        options: String,
+        secret: Option<String>,
+    ) -> Result<Self, String> {
         if port == 0 {
             return Err("the shuffle service needs a port other than 0".to_owned());
+        }
+        if secret.as_ref().is_some_and(String::is_empty) {
+            return Err("the shuffle service's secret is empty".to_owned());
         }
         let config = Self {
             spark_home: spark_home.to_path_buf(),
             port,
+            options,
+            secret,
         };
         if !config.spark_class().is_file() {
             return Err(format!(
@@ -83,35 +116,90 @@ impl ShuffleServiceConfig {
     }
 
     /// The service's launch for the work dir `work_dir` (absolute): Spark's class on the
-    /// port, with its local dirs, after any options the worker's environment gives it.
+    /// port, with its local dirs, after the options the worker's environment gives it. With
+    /// a secret, `spark.authenticate` is on and the secret is in the environment variable
+    /// Spark reads it from, out of sight of other users' `ps`.
     pub fn launch(&self, work_dir: &Path) -> LaunchSpec {
-        let given = std::env::var("SPARK_SHUFFLE_OPTS").unwrap_or_default();
         // Its database goes in the first.
         let local_dirs = format!(
             "{},{}",
             work_dir.join(SHUFFLE_SERVICE_DIRECTORY).display(),
             work_dir.join(LOCAL_DIRECTORY).display()
         );
-        let options = format!(
-            "{given} -Dspark.shuffle.service.port={} -Dspark.local.dir={local_dirs}",
-            self.port
-        );
+        let mut options = vec![
+            self.options.trim().to_owned(),
+            format!("-Dspark.shuffle.service.port={}", self.port),
+            option_word(&format!("-Dspark.local.dir={local_dirs}")),
+        ];
+        let mut env = BTreeMap::from([(
+            "SPARK_HOME".to_owned(),
+            self.spark_home.display().to_string(),
+        )]);
+        if let Some(secret) = &self.secret {
+            options.push("-Dspark.authenticate=true".to_owned());
+            env.insert(AUTH_SECRET_VARIABLE.to_owned(), secret.clone());
+        }
+        options.retain(|option| !option.is_empty());
+        env.insert("SPARK_SHUFFLE_OPTS".to_owned(), options.join(" "));
         LaunchSpec {
             workload: Workload::ShuffleService,
             command: self.spark_class().display().to_string(),
             args: vec![SERVICE_CLASS.to_owned()],
-            env: [
-                (
-                    "SPARK_HOME".to_owned(),
-                    self.spark_home.display().to_string(),
-                ),
-                ("SPARK_SHUFFLE_OPTS".to_owned(), options.trim().to_owned()),
-            ]
-            .into(),
+            env,
             resources: Resources::default(),
             supervise: true,
             credential: None,
             addresses: Default::default(),
+        }
+    }
+}
+
+/// Where Spark's daemons read the secret of `spark.authenticate` from when their settings
+/// do not give it.
+const AUTH_SECRET_VARIABLE: &str = "_SPARK_AUTH_SECRET";
+
+/// `option` as one word of the options Spark's launcher splits (`SPARK_SHUFFLE_OPTS`): as
+/// it is when it holds no white space, quote or backslash, else double-quoted with `"` and
+/// `\` escaped, as the launcher's parser reads quotes.
+fn option_word(option: &str) -> String {
+    let plain = !option
+        .chars()
+        .any(|c| c.is_whitespace() || matches!(c, '"' | '\'' | '\\'));
+    if plain {
+        return option.to_owned();
+    }
+    let mut word = String::from('"');
+    for c in option.chars() {
+        if matches!(c, '"' | '\\') {
+            word.push('\\');
+        }
+        word.push(c);
+    }
+    word.push('"');
+    word
+}
+
+/// Stops the service a predecessor ran on this work dir unless it is the one `wanted`
+/// describes: none is wanted, or it listens on another port or runs with other settings or
+/// another Spark. [`keep_running`] then starts the wanted one once it is gone; its database
+/// keeps the executors that registered with the one stopped.
+pub fn stop_unwanted(supervisor: &Supervisor, wanted: Option<&ShuffleServiceConfig>) {
+    let Some(running) = supervisor.launched(&Workload::ShuffleService) else {
+        return;
+    };
+    let launch = wanted.map(|config| config.launch(&supervisor.canonical_work_dir()));
+    if launch.as_ref() == Some(&running) {
+        return;
+    }
+    if supervisor.kill(&Workload::ShuffleService, None) {
+        match launch {
+            None => tracing::info!(
+                "stopping the shuffle service a predecessor ran: this agent runs none"
+            ),
+            Some(_) => tracing::info!(
+                "stopping the shuffle service a predecessor ran with other settings, to start \
+                 this agent's"
+            ),
         }
     }
 }
@@ -170,4 +258,45 @@ async fn accepts(port: u16) -> bool {
         tokio::time::timeout(PROBE_INTERVAL / 2, connect).await,
         Ok(Ok(_))
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(secret: Option<&str>) -> ShuffleServiceConfig {
+        ShuffleServiceConfig {
+            spark_home: PathBuf::from("/opt/spark"),
+            port: 7337,
+            options: " -Xmx1g ".to_owned(),
+            secret: secret.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_work_dir_with_spaces_or_quotes_is_one_quoted_word_of_the_options() {
+        let launch = config(None).launch(Path::new("/data/work \"w\\1\""));
+        assert_eq!(
+            launch.env["SPARK_SHUFFLE_OPTS"],
+            "-Xmx1g -Dspark.shuffle.service.port=7337 \"-Dspark.local.dir=/data/work \
+             \\\"w\\\\1\\\"/shuffle-service,/data/work \\\"w\\\\1\\\"/local\""
+        );
+        let plain = config(None).launch(Path::new("/data/work"));
+        assert_eq!(
+            plain.env["SPARK_SHUFFLE_OPTS"],
+            "-Xmx1g -Dspark.shuffle.service.port=7337 \
+             -Dspark.local.dir=/data/work/shuffle-service,/data/work/local"
+        );
+    }
+
+    #[test]
+    fn a_secret_turns_authentication_on_and_stays_out_of_the_command_line() {
+        let launch = config(Some("s3cret")).launch(Path::new("/data/work"));
+        let options = &launch.env["SPARK_SHUFFLE_OPTS"];
+        assert!(options.ends_with(" -Dspark.authenticate=true"), "{options}");
+        assert!(!options.contains("s3cret"), "{options}");
+        assert_eq!(launch.env[AUTH_SECRET_VARIABLE], "s3cret");
+        assert!(!format!("{:?}", config(Some("s3cret"))).contains("s3cret"));
+        assert_ne!(launch, config(None).launch(Path::new("/data/work")));
+    }
 }

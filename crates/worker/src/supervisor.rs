@@ -393,6 +393,8 @@ pub struct Restarts {
 
 /// A running workload: its current process id and the way to ask its monitor to kill it.
 struct Running {
+    /// What it was started as.
+    spec: LaunchSpec,
     pid: Arc<Mutex<u32>>,
     restarts: Arc<Mutex<Restarts>>,
     /// Taken once a kill is asked: the process is stopping.
@@ -623,6 +625,7 @@ impl Supervisor {
         running.insert(
             launcher.spec.workload.clone(),
             Running {
+                spec: launcher.spec.clone(),
                 pid: Arc::clone(&pid_cell),
                 restarts: Arc::clone(&restarts),
                 kill: Some(kill),
@@ -921,6 +924,12 @@ impl Supervisor {
         running
             .get(workload)
             .map(|r| *r.pid.lock().expect("pid lock"))
+    }
+
+    /// What `workload` was started as, while it runs (by a predecessor, if adopted).
+    pub fn launched(&self, workload: &Workload) -> Option<LaunchSpec> {
+        let running = self.running.lock().expect("running lock");
+        running.get(workload).map(|r| r.spec.clone())
     }
 
     /// The restarts of `workload`, a supervised driver started again here since this agent

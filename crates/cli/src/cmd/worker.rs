@@ -119,6 +119,30 @@ pub struct WorkerArgs {
     /// told it.
     #[arg(long, value_name = "PORT", default_value_t = 7337)]
     shuffle_service_port: u16,
+    /// A file, readable by its owner only, holding the secret of Spark's spark.authenticate:
+    /// the shuffle service then serves only applications that set spark.authenticate=true
+    /// and this secret as spark.authenticate.secret, as on a standalone cluster.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "MUSTER_SHUFFLE_SERVICE_SECRET_FILE",
+        requires = "shuffle_service"
+    )]
+    shuffle_service_secret_file: Option<PathBuf>,
+}
+
+/// The secret of Spark's `spark.authenticate` in the file at `path`.
+///
+/// # Errors
+///
+/// The file cannot be read, group or others may read it, or it holds no text.
+fn spark_secret(path: &std::path::Path) -> Result<String, CliError> {
+    let bad = |what: String| CliError::BadInput(format!("--shuffle-service-secret-file: {what}"));
+    let bytes = muster_proto::auth::read_private(path).map_err(|e| bad(e.to_string()))?;
+    match String::from_utf8(bytes) {
+        Ok(secret) if !secret.is_empty() => Ok(secret),
+        _ => Err(bad(format!("{} holds no text", path.display()))),
+    }
 }
 
 /// The custom resources a worker offers and their addresses, from `--resources` and the
@@ -295,10 +319,22 @@ pub fn run(args: WorkerArgs) -> Result<String, CliError> {
                 "--shuffle-service runs Spark's own service: set SPARK_HOME to a Spark".into(),
             ));
         }
-        (true, Some(home)) => Some(
-            ShuffleServiceConfig::new(std::path::Path::new(&home), args.shuffle_service_port)
-                .map_err(|e| CliError::BadInput(format!("--shuffle-service: {e}")))?,
-        ),
+        (true, Some(home)) => {
+            let secret = args
+                .shuffle_service_secret_file
+                .as_deref()
+                .map(spark_secret)
+                .transpose()?;
+            // Read once: a restarted agent compares what it would start with what runs.
+            let options = std::env::var("SPARK_SHUFFLE_OPTS").unwrap_or_default();
+            let config = ShuffleServiceConfig::new(
+                std::path::Path::new(&home),
+                args.shuffle_service_port,
+                options,
+                secret,
+            );
+            Some(config.map_err(|e| CliError::BadInput(format!("--shuffle-service: {e}")))?)
+        }
     };
     // The Spark its drivers find, said to the leader: Spark submissions run its
     // spark-submit.
