@@ -61,6 +61,7 @@
 //! moment.
 
 pub mod access;
+pub mod agent;
 mod drivers;
 mod executors;
 pub mod ids;

@@ -257,6 +257,28 @@ pub fn takes_work(queues: &[QueueConfig], name: &QueueName) -> Result<(), NotALe
     Ok(())
 }
 
+/// Spark's `RecoveryState` for the leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecoveryState {
+    /// Waiting for known workers and applications to come back.
+    Recovering,
+    /// Removing what never came back.
+    CompletingRecovery,
+    /// Scheduling.
+    Alive,
+}
+
+impl RecoveryState {
+    /// Its name as Spark's master shows it: `COMPLETING_RECOVERY`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Recovering => "RECOVERING",
+            Self::CompletingRecovery => "COMPLETING_RECOVERY",
+            Self::Alive => "ALIVE",
+        }
+    }
+}
+
 /// A worker's liveness as the master sees it (Spark's `WorkerState`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]

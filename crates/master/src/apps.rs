@@ -18,9 +18,9 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
 use crate::call::{CallError, admit, client_command, committed, may_act_on};
-use crate::leader::Event;
 use crate::session::{ELECTION_PATIENCE, Sessions, link_channel};
 use crate::wire::app_event;
+use muster_leader::Event;
 
 /// Serves application streams on the leader.
 pub struct AppLinkService {

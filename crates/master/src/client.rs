@@ -31,9 +31,9 @@ use tonic::transport::Channel;
 use tonic::{Request, Status};
 
 use crate::call::{CallError, admit, client_command, committed, may_act_on};
-use crate::leader::{Event, ProcessKey};
 use crate::session::Sessions;
 use crate::wire::{LogRead, drain_op, kill_op, log_read};
+use muster_leader::{Event, ProcessKey};
 
 /// How long a forwarded call may take at the leader.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(3);

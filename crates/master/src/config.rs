@@ -13,8 +13,8 @@ use muster_state::StateConfig;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use crate::LeaderConfig;
-use crate::leader::{GangTimeout, PreemptionPolicy};
+use muster_leader::LeaderConfig;
+use muster_leader::{GangTimeout, PreemptionPolicy};
 
 /// What `muster master --config FILE` may set. Every field is optional. The scheduling and
 /// retry settings must be the same on every master.

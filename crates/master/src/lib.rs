@@ -14,10 +14,9 @@
 //!
 //! # Layout
 //!
-//! * [`leader`]: the leader as a pure state machine (recovery, reconciliation, liveness,
-//!   launches, scheduling), stepped with events and ticked with the time.
-//! * `session`: the thin async shell that runs one leader per term, proposes its commands
-//!   and carries out its actions on the streams.
+//! * `session`: the thin async shell that runs one leader per term (`muster_leader`, the
+//!   leader as a pure state machine), proposes its commands and carries out its actions on
+//!   the streams.
 //! * `workers` and `apps`: the worker and application streams, each message turned into a
 //!   leader event by [`wire`], which also turns client requests into log ops.
 //! * `client`: the client API, forwarded by followers to the leader.
@@ -37,7 +36,6 @@ mod client;
 pub mod config;
 mod history;
 mod http;
-pub mod leader;
 pub mod listener;
 pub mod metrics;
 mod rpc;
@@ -55,6 +53,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use muster_core::ids::RequestId;
+use muster_leader::LeaderConfig;
 use muster_proto::auth::{Credential, Role, Secret, Tokens, Verifier};
 use muster_proto::transport::{TlsError, TlsFiles};
 use muster_raft::{NodeError, NodeId, RaftNode, RaftSettings};
@@ -67,7 +66,6 @@ use crate::metrics::Metrics;
 
 pub use apps::AppLinkService;
 pub use client::ClusterService;
-pub use leader::{LeaderConfig, RecoveryState};
 pub use spark_rest::SparkRest;
 pub use submission::{Submissions, resource_pattern};
 pub use workers::WorkerLinkService;

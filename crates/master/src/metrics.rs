@@ -27,8 +27,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::leader::RecoveryState;
 use crate::session::Sessions;
+use muster_core::model::RecoveryState;
 
 #[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabel {

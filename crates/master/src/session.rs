@@ -22,8 +22,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use muster_core::ids::{AppId, DriverId, Term, WorkId, WorkerId, millis};
+use muster_core::model::RecoveryState;
 use muster_core::plan::Reserved;
 use muster_core::resources::Usage;
+use muster_leader::{
+    Action, Close, DriverRestarts, Event, Leader, LeaderConfig, LinkId, ProcessKey, ProposalId,
+    ToApp, ToWorker,
+};
 use muster_proto::auth::Tokens;
 use muster_proto::convert::address_lists;
 use muster_proto::v1;
@@ -42,10 +47,6 @@ use tonic::{Status, Streaming};
 use tracing::Instrument;
 
 use crate::call::CallError;
-use crate::leader::{
-    Action, Close, DriverRestarts, Event, Leader, LeaderConfig, LinkId, ProcessKey, ProposalId,
-    RecoveryState, ToApp, ToWorker,
-};
 use crate::metrics::Metrics;
 
 /// How often the leader is ticked, and how often quorum is checked.
@@ -226,12 +227,20 @@ impl Session {
 
     /// The build `worker`'s agent said it runs when it registered with this leader.
     pub fn worker_build(&self, worker: &WorkerId) -> Option<BuildInfo> {
-        self.lock().leader.worker_build(worker).cloned()
+        self.lock()
+            .leader
+            .worker_build(worker)
+            .cloned()
+            .map(Into::into)
     }
 
     /// `worker`'s shuffle service as it last told this leader, when it runs one.
     pub fn shuffle_service(&self, worker: &WorkerId) -> Option<ShuffleService> {
-        self.lock().leader.shuffle_service(worker).copied()
+        self.lock()
+            .leader
+            .shuffle_service(worker)
+            .copied()
+            .map(Into::into)
     }
 
     /// The cluster-mode driver that runs `app`, as its client said when it attached.
@@ -797,7 +806,7 @@ impl Sessions {
     }
 
     /// The leaders' preemption policy, if any.
-    pub fn preemption(&self) -> Option<&crate::leader::PreemptionPolicy> {
+    pub fn preemption(&self) -> Option<&muster_leader::PreemptionPolicy> {
         self.config.preemption.as_ref()
     }
 

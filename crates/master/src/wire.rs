@@ -20,7 +20,7 @@ use muster_state::model::{DriverState, ExecutorState, Profile};
 use muster_state::{ApplyError, ClusterState, ENDED_EXECUTORS_KEPT, Op};
 use tonic::Status;
 
-use crate::leader::{
+use muster_leader::{
     AppRequest, Event, LinkId, ProcessKey, Registration, Report, Restarts, RunningProcess, Update,
 };
 
@@ -205,8 +205,12 @@ pub fn registration(register: Register) -> Result<Registration, Status> {
         addresses,
         running: executors.chain(drivers).collect(),
         reports,
-        build: register.build,
-        shuffle_service: register.shuffle_service,
+        build: register.build.map(Into::into),
+        shuffle_service: register
+            .shuffle_service
+            .map(TryInto::try_into)
+            .transpose()
+            .map_err(Status::invalid_argument)?,
         spark_home: register.spark_home,
     })
 }
@@ -306,7 +310,8 @@ pub fn worker_event(worker: &WorkerId, link: LinkId, body: WorkerUp) -> Option<E
             return Some(Event::WorkerHeartbeat {
                 link,
                 usage: usage.collect(),
-                shuffle_service: heartbeat.shuffle_service,
+                // A port out of range is none.
+                shuffle_service: heartbeat.shuffle_service.and_then(|s| s.try_into().ok()),
                 apps_with_data: heartbeat
                     .apps_with_data
                     .iter()

@@ -14,9 +14,9 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
 use crate::call::CallError;
-use crate::leader::Event;
 use crate::session::{ELECTION_PATIENCE, Sessions, link_channel};
 use crate::wire::{registration, worker_event};
+use muster_leader::Event;
 
 /// How long a new stream may take to send its registration.
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(5);

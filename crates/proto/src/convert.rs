@@ -7,8 +7,9 @@
 //! upper-case names (`RUNNING`) that tables and JSON show.
 
 use muster_core::access::QueueSpec;
+use muster_core::agent::{Build, ShuffleServiceStatus};
 use muster_core::ids::QueueName;
-use muster_core::model::{GangRequest, GangStyle, WorkerState};
+use muster_core::model::{GangRequest, GangStyle, RecoveryState, WorkerState};
 use muster_core::resources::{ResourceAddresses, Resources};
 use muster_state::commands::{
     RegisterWorker, SubmitApp, SubmitDriver, SubmitGangDriver, submit_app_op,
@@ -21,6 +22,49 @@ use muster_state::version::LogFormat;
 use muster_state::{ClusterState, Op};
 
 use crate::v1;
+
+impl From<Build> for v1::BuildInfo {
+    fn from(build: Build) -> Self {
+        Self {
+            version: build.version,
+            commit: build.commit,
+            log_format: build.log_format,
+        }
+    }
+}
+
+impl From<v1::BuildInfo> for Build {
+    fn from(build: v1::BuildInfo) -> Self {
+        Self {
+            version: build.version,
+            commit: build.commit,
+            log_format: build.log_format,
+        }
+    }
+}
+
+impl From<ShuffleServiceStatus> for v1::ShuffleService {
+    fn from(status: ShuffleServiceStatus) -> Self {
+        Self {
+            port: u32::from(status.port),
+            ready: status.ready,
+            restarts: status.restarts,
+        }
+    }
+}
+
+impl TryFrom<v1::ShuffleService> for ShuffleServiceStatus {
+    type Error = String;
+
+    fn try_from(service: v1::ShuffleService) -> Result<Self, String> {
+        Ok(Self {
+            port: u16::try_from(service.port)
+                .map_err(|_| format!("shuffle service port {} is not a port", service.port))?,
+            ready: service.ready,
+            restarts: service.restarts,
+        })
+    }
+}
 
 impl From<&Resources> for v1::Resources {
     fn from(resources: &Resources) -> Self {
@@ -354,6 +398,16 @@ states!(
         Error
     ]
 );
+
+impl From<RecoveryState> for v1::RecoveryState {
+    fn from(state: RecoveryState) -> Self {
+        match state {
+            RecoveryState::Recovering => Self::Recovering,
+            RecoveryState::CompletingRecovery => Self::CompletingRecovery,
+            RecoveryState::Alive => Self::Alive,
+        }
+    }
+}
 
 impl v1::RecoveryState {
     /// The state's short name: `ALIVE`.

@@ -3,9 +3,15 @@
 //! with write latency percentiles. The baseline, measured in the same run on the same disk, is
 //! one sled insert plus flush at a time: the rate a single fsync-bound writer reaches alone.
 //!
+//! Reads are measured beside the writes: one reader reads the leader's state in a loop while
+//! the writers write, and before they start. A read waits until the log, as it was when the
+//! read began, is applied, so under writes it waits for those in flight: its latency is given
+//! as a ratio to a write's, and to a read's with no writes.
+//!
 //! Run with `cargo bench -p muster-raft --bench commit`.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use muster_core::ids::Timestamp;
@@ -68,6 +74,30 @@ struct Run {
     entries: usize,
     seconds: f64,
     latencies: Vec<Duration>,
+    /// Reads of the leader's state with no writes, then while the writers write.
+    idle_reads: Vec<Duration>,
+    reads: Vec<Duration>,
+}
+
+/// How long each read of the leader's state took, read after read while `go_on` says so of
+/// the reads made, sorted.
+async fn reads(
+    cluster: &LocalCluster,
+    leader: muster_raft::NodeId,
+    go_on: impl Fn(usize) -> bool,
+) -> Vec<Duration> {
+    let mut latencies = Vec::new();
+    while go_on(latencies.len()) {
+        let sent = Instant::now();
+        cluster
+            .node(leader)
+            .read(|state| state.apps().len())
+            .await
+            .expect("the leader reads");
+        latencies.push(sent.elapsed());
+    }
+    latencies.sort();
+    latencies
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -110,6 +140,14 @@ async fn run(grants: usize, writers: usize, entries: usize) -> Run {
         }
     }
 
+    let idle_reads = reads(&cluster, leader, |made| made < 200).await;
+    let writing = Arc::new(AtomicBool::new(true));
+    let reader = {
+        let (cluster, writing) = (Arc::clone(&cluster), Arc::clone(&writing));
+        tokio::spawn(
+            async move { reads(&cluster, leader, |_| writing.load(Ordering::SeqCst)).await },
+        )
+    };
     let start = Instant::now();
     let tasks: Vec<_> = apps
         .into_iter()
@@ -153,6 +191,8 @@ async fn run(grants: usize, writers: usize, entries: usize) -> Run {
         latencies.extend(task.await.expect("writer"));
     }
     let seconds = start.elapsed().as_secs_f64();
+    writing.store(false, Ordering::SeqCst);
+    let reads = reader.await.expect("reader");
     latencies.sort();
     Arc::into_inner(cluster)
         .expect("writers are done")
@@ -165,6 +205,8 @@ async fn run(grants: usize, writers: usize, entries: usize) -> Run {
         entries,
         seconds,
         latencies,
+        idle_reads,
+        reads,
     }
 }
 
@@ -179,7 +221,7 @@ fn main() {
         let baseline = fsync_baseline(dir.path(), 2_000).await;
         println!("baseline: sled insert + flush, one at a time: {baseline:.0} per second\n");
         println!(
-            "{:>7} {:>8} {:>8} {:>12} {:>10} {:>12} {:>9} {:>9} {:>9}",
+            "{:>7} {:>8} {:>8} {:>12} {:>10} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}",
             "grants",
             "writers",
             "writes",
@@ -188,24 +230,34 @@ fn main() {
             "grants/s",
             "p50 ms",
             "p99 ms",
-            "max ms"
+            "max ms",
+            "read p50",
+            "read p99",
+            "vs write",
+            "vs idle"
         );
         for (grants, entries) in [(1, 2_000), (100, 600), (1_000, 120)] {
             for writers in [1, 64] {
                 let r = run(grants, writers, entries).await;
                 let rate = r.entries as f64 / r.seconds;
                 let ms = |d: Duration| d.as_secs_f64() * 1e3;
+                let (read, write) = (percentile(&r.reads, 0.5), percentile(&r.latencies, 0.5));
+                let idle = percentile(&r.idle_reads, 0.5);
                 println!(
-                    "{:>7} {:>8} {:>8} {:>12.0} {:>9.2}x {:>12.0} {:>9.2} {:>9.2} {:>9.2}",
+                    "{:>7} {:>8} {:>8} {:>12.0} {:>9.2}x {:>12.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2}x {:>9.1}x",
                     r.grants,
                     r.writers,
                     r.entries,
                     rate,
                     rate / baseline,
                     rate * r.grants as f64,
-                    ms(percentile(&r.latencies, 0.5)),
+                    ms(write),
                     ms(percentile(&r.latencies, 0.99)),
-                    ms(*r.latencies.last().expect("latencies"))
+                    ms(*r.latencies.last().expect("latencies")),
+                    ms(read),
+                    ms(percentile(&r.reads, 0.99)),
+                    ms(read) / ms(write),
+                    ms(read) / ms(idle)
                 );
             }
         }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use muster_core::access::QueueSpec;
 use muster_core::resources::{ResourceAmounts, Resources};
-use muster_master::LeaderConfig;
+use muster_leader::LeaderConfig;
 use muster_master::config::{ConfigError, MasterFile, check_queues, parse_json};
 use muster_state::StateConfig;
 use muster_state::commands::RegisterWorker;

@@ -22,7 +22,7 @@ use muster_core::ids::{AppId, DriverId, ExecutorId, Term, Timestamp, WorkerId};
 use muster_core::model::GangRequest;
 use muster_core::resources::Resources;
 use muster_core::restarts::Backoff;
-use muster_master::leader::{
+use muster_leader::{
     Action, AppRequest, Close, Event, Leader, LinkId, ProcessKey, ProposalId, Registration, ToApp,
     ToWorker, Update,
 };

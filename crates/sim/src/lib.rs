@@ -1,6 +1,6 @@
 //! `muster simulate`: Muster's own scheduling code run in virtual time, at any scale.
 //!
-//! A simulation drives the leader's state machine (`muster_master::leader`: steps, ticks,
+//! A simulation drives the leader's state machine (`muster_leader`: steps, ticks,
 //! scheduling passes, recovery, preemption) and the replicated state's `apply` exactly as a
 //! master's session does, but with a log kept in memory and no Raft, no gRPC and no
 //! processes: simulated workers register, heartbeat, launch, stop and report; simulated

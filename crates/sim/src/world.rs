@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use muster_core::ids::{DriverId, ExecutorId, WorkerId};
 use muster_core::restarts::Backoff;
-use muster_master::leader::{LinkId, ProcessKey, Report, Restarts, RunningProcess, Update};
+use muster_leader::{LinkId, ProcessKey, Report, Restarts, RunningProcess, Update};
 use muster_state::commands::RegisterWorker;
 
 /// A simulated worker agent and its machine.

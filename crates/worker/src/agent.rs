@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use muster_core::agent::ShuffleServiceStatus;
 use muster_core::ids::{ExecutorId, Term, WorkerId, millis};
 use muster_core::resources::{ResourceAddresses, Resources, Usage};
 use muster_proto::auth::Credential;
@@ -46,7 +47,7 @@ use crate::cleanup::CleanupPolicy;
 use crate::isolation::Cgroups;
 use crate::metrics::Metrics;
 use crate::output::{Stream, read_chunk};
-use crate::shuffle::{self, ShuffleServiceConfig, ShuffleServiceStatus};
+use crate::shuffle::{self, ShuffleServiceConfig};
 use crate::supervisor::{
     LaunchError, LaunchSpec, ProcessEvent, ProcessState, Restarts, Supervisor, SupervisorConfig,
     Workload,
@@ -360,11 +361,7 @@ impl Agent {
     fn shuffle_service_status(&self) -> Option<v1::ShuffleService> {
         self.config.shuffle_service.as_ref()?;
         let status = *self.shuffle_service.borrow();
-        Some(v1::ShuffleService {
-            port: u32::from(status.port),
-            ready: status.ready,
-            restarts: status.restarts,
-        })
+        Some(status.into())
     }
 
     /// One stream to `addr`: register, then relay until it breaks or the leader falls silent.

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use muster_core::agent::ShuffleServiceStatus;
 use muster_core::resources::Resources;
 use tokio::sync::watch;
 
@@ -62,17 +63,6 @@ impl fmt::Debug for ShuffleServiceConfig {
             .field("authenticates", &self.secret.is_some())
             .finish()
     }
-}
-
-/// The service as last seen.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ShuffleServiceStatus {
-    /// Its port.
-    pub port: u16,
-    /// It accepts connections.
-    pub ready: bool,
-    /// Times it was started again after it failed.
-    pub restarts: u32,
 }
 
 impl ShuffleServiceConfig {

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use muster_core::ids::{AppId, Term, Timestamp, WorkerId};
-use muster_master::LeaderConfig;
-use muster_master::leader::{Action, Event, Leader, LinkId, ProposalId};
+use muster_leader::LeaderConfig;
+use muster_leader::{Action, Event, Leader, LinkId, ProposalId};
 use muster_master::wire::{app_event, kill_op, registration, worker_event};
 use muster_proto::v1::{self, AppMessage, WorkerMessage};
 use muster_state::commands::{SubmitApp, SubmitDriver, set_queues_op};

@@ -12,29 +12,8 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use muster_core::ids::{AppId, WorkerId};
-use muster_core::model::WorkerState;
+use muster_core::model::{RecoveryState, WorkerState};
 use muster_state::ClusterState;
-
-/// Spark's `RecoveryState` for the leader.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RecoveryState {
-    /// Waiting for known workers and applications to come back.
-    Recovering,
-    /// Removing what never came back.
-    CompletingRecovery,
-    /// Scheduling.
-    Alive,
-}
-
-impl From<RecoveryState> for muster_proto::v1::RecoveryState {
-    fn from(state: RecoveryState) -> Self {
-        match state {
-            RecoveryState::Recovering => Self::Recovering,
-            RecoveryState::CompletingRecovery => Self::CompletingRecovery,
-            RecoveryState::Alive => Self::Alive,
-        }
-    }
-}
 
 /// Where a leader's recovery stands.
 #[derive(Debug)]

@@ -6,10 +6,10 @@
 //! [`Leader::tick`] tells it the time, or when [`Leader::pass`] asks for the scheduling pass
 //! that events made wanted. All read the replicated [`ClusterState`] as this replica has
 //! applied it, and all return [`Action`]s: propose an op to the log, send a message to a
-//! worker or an application, close a link. The session in `session.rs` owns the streams and
-//! the Raft handle, feeds events in and carries actions out; everything it would otherwise
-//! decide by the order in which `.await`s finish is decided here, in one place, and tested by
-//! scripts (`crates/master/tests/leader/scripts`, one or more per part below).
+//! worker or an application, close a link. The master's session (`muster-master`) owns the
+//! streams and the Raft handle, feeds events in and carries actions out; everything it would
+//! otherwise decide by the order in which `.await`s finish is decided here, in one place, and
+//! tested by scripts (`crates/leader/tests/leader/scripts`, one or more per part below).
 //!
 //! # Parts
 //!
@@ -63,11 +63,11 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use muster_core::access::QueueSpec;
+use muster_core::agent::{Build, ShuffleServiceStatus};
 use muster_core::ids::{AppId, DriverId, ExecutorId, RequestId, Term, WorkId, WorkerId};
-use muster_core::model::{PassConfig, WorkerState};
+use muster_core::model::{PassConfig, RecoveryState, WorkerState};
 use muster_core::plan::{Plan, Reserved, WaitReason};
 use muster_core::resources::{Resources, Usage};
-use muster_proto::v1::{BuildInfo, ShuffleService};
 use muster_state::commands::{
     AppFinished, By, DecommissionWorker, DriverStateChanged, ExecutorStateChanged, KillExecutors,
     QueueSettings, SetExecutorLimit, SetProfileLimit, WorkerLost, plan_op, set_queues_op,
@@ -91,7 +91,6 @@ pub use protocol::{
     Restarts, RunningProcess, ToApp, ToWorker, Update,
 };
 use recovery::Recovery;
-pub use recovery::RecoveryState;
 
 /// Timings and scheduling settings of the leader.
 #[derive(Clone, Debug)]
@@ -295,12 +294,12 @@ impl Leader {
     }
 
     /// The build `worker`'s agent said it runs when it registered with this leader.
-    pub fn worker_build(&self, worker: &WorkerId) -> Option<&BuildInfo> {
+    pub fn worker_build(&self, worker: &WorkerId) -> Option<&Build> {
         self.links.worker_build(worker)
     }
 
     /// `worker`'s shuffle service as it last said, when it runs one.
-    pub fn shuffle_service(&self, worker: &WorkerId) -> Option<&ShuffleService> {
+    pub fn shuffle_service(&self, worker: &WorkerId) -> Option<&ShuffleServiceStatus> {
         self.links.shuffle_service(worker)
     }
 

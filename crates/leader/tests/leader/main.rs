@@ -48,7 +48,7 @@ use muster_core::access::QueueSpec;
 use muster_core::ids::{AppId, DriverId, ExecutorId, Term, Timestamp, WorkerId};
 use muster_core::model::PassConfig;
 use muster_core::resources::{ResourceAmounts, Resources, Usage};
-use muster_master::leader::{
+use muster_leader::{
     Action, AppRequest, Event, Leader, LeaderConfig, LinkId, PreemptionPolicy, ProcessKey,
     ProposalId, Registration, Report, Restarts, RunningProcess, ToApp, ToWorker, Update,
 };
@@ -72,7 +72,7 @@ fn run_script(path: &std::path::Path) {
     goldenscript::run(&mut Runner::new(), path).expect("goldenscript failed");
 }
 
-test_each_file::test_each_path! { in "crates/master/tests/leader/scripts" as leader => run_script }
+test_each_file::test_each_path! { in "crates/leader/tests/leader/scripts" as leader => run_script }
 
 struct Runner {
     state: ClusterState,
@@ -510,10 +510,7 @@ impl goldenscript::Runner for Runner {
             "state" => self.dump(),
             "leader" => {
                 let leader = self.leader.as_ref().ok_or("no leader elected")?;
-                format!(
-                    "{}\n",
-                    muster_proto::v1::RecoveryState::from(leader.recovery_state()).name()
-                )
+                format!("{}\n", leader.recovery_state().name())
             }
             other => return Err(format!("unknown command {other}").into()),
         };

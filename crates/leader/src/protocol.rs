@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use muster_core::agent::{Build, ShuffleServiceStatus};
 use muster_core::ids::{AppId, DriverId, ExecutorId, RequestId, WorkerId};
 use muster_core::resources::{ResourceAddresses, Usage};
-use muster_proto::v1::{BuildInfo, ShuffleService};
 use muster_state::commands::RegisterWorker;
 use muster_state::model::{AppState, DriverState, Executor, ExecutorState, Owner, Profile};
 use muster_state::{ApplyError, Effects, Op, Response, Stopped};
@@ -152,9 +152,9 @@ pub struct Registration {
     /// Reports no leader has acknowledged, oldest first.
     pub reports: Vec<Report>,
     /// The build its agent runs, if it said (agents of release 0.1.0 do not).
-    pub build: Option<BuildInfo>,
+    pub build: Option<Build>,
     /// Its shuffle service, when it runs one.
-    pub shuffle_service: Option<ShuffleService>,
+    pub shuffle_service: Option<ShuffleServiceStatus>,
     /// The Spark its drivers run Spark submissions with, if it said (agents of release
     /// 0.3.0 and before do not); empty when it has none.
     pub spark_home: Option<String>,
@@ -195,7 +195,7 @@ pub enum Event {
         /// What its processes use, where it measures them.
         usage: Vec<(ProcessKey, Usage)>,
         /// Its shuffle service, when it runs one.
-        shuffle_service: Option<ShuffleService>,
+        shuffle_service: Option<ShuffleServiceStatus>,
         /// The applications whose data it keeps.
         apps_with_data: Vec<AppId>,
     },

@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use muster_core::agent::{Build, ShuffleServiceStatus};
 use muster_core::ids::{AppId, DriverId, ExecutorId, WorkerId};
-use muster_proto::v1::{BuildInfo, ShuffleService};
 use muster_state::model::{Executor, Owner};
 
 use super::protocol::LinkId;
@@ -49,9 +49,9 @@ struct KnownWorker {
 #[derive(Clone, Debug, Default)]
 pub(super) struct Agent {
     /// The build it runs, if it said (agents of release 0.1.0 do not).
-    pub(super) build: Option<BuildInfo>,
+    pub(super) build: Option<Build>,
     /// Its shuffle service as it last said, when it runs one.
-    pub(super) shuffle_service: Option<ShuffleService>,
+    pub(super) shuffle_service: Option<ShuffleServiceStatus>,
     /// The Spark its drivers run Spark submissions with, if it said (agents of release
     /// 0.3.0 and before do not); empty when it has none.
     pub(super) spark_home: Option<String>,
@@ -162,12 +162,12 @@ impl Links {
     }
 
     /// The build `worker`'s agent said it runs.
-    pub(super) fn worker_build(&self, worker: &WorkerId) -> Option<&BuildInfo> {
+    pub(super) fn worker_build(&self, worker: &WorkerId) -> Option<&Build> {
         self.workers.get(worker)?.agent.build.as_ref()
     }
 
     /// `worker`'s shuffle service as it last said, when it runs one.
-    pub(super) fn shuffle_service(&self, worker: &WorkerId) -> Option<&ShuffleService> {
+    pub(super) fn shuffle_service(&self, worker: &WorkerId) -> Option<&ShuffleServiceStatus> {
         self.workers.get(worker)?.agent.shuffle_service.as_ref()
     }
 
@@ -180,7 +180,7 @@ impl Links {
     pub(super) fn set_shuffle_service(
         &mut self,
         worker: &WorkerId,
-        service: Option<ShuffleService>,
+        service: Option<ShuffleServiceStatus>,
     ) {
         if let Some(known) = self.workers.get_mut(worker) {
             known.agent.shuffle_service = service;
