@@ -3,8 +3,8 @@
 
 use muster_bench::BenchError;
 use muster_driver::app::LinkError;
+use muster_leader::config::ConfigError;
 use muster_master::MasterError;
-use muster_master::config::ConfigError;
 use muster_proto::masters::MastersError;
 use tonic::{Code, Status};
 

@@ -50,6 +50,7 @@
 //! [`Effects`] are carried out here: kills for what ended (except the process whose own report
 //! ended it), executor events and ends for applications.
 
+pub mod config;
 mod gangs;
 mod links;
 mod liveness;

@@ -15,8 +15,8 @@
 //!   purged. A restarted replica loads its latest snapshot and re-applies only the committed
 //!   entries after it; a replica too far behind receives the leader's snapshot.
 //! * `network` and `service`: openraft's three RPCs over gRPC (`proto/muster/v1/raft.proto`),
-//!   carrying openraft's own messages encoded with bincode by [`codec`], which also encodes
-//!   what the log and the snapshots hold on disk.
+//!   carrying openraft's own messages encoded with bincode by `muster_state::codec`, which
+//!   also encodes what the log and the snapshots hold on disk.
 //! * `builds`: which build each member runs, as the leader learns it, and the raise of the
 //!   cluster's log format once every member reads a newer one.
 //! * [`RaftNode`]: what the master uses: open, bootstrap, membership, `write`, linearizable
@@ -36,7 +36,6 @@
 #![allow(clippy::result_large_err)]
 
 mod builds;
-pub mod codec;
 mod disk;
 pub mod local;
 mod log_store;

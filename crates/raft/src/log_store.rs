@@ -23,10 +23,10 @@ use openraft::{LogId, OptionalSend, RaftLogReader, StorageIOError, Vote};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::codec::{decode, encode};
 use crate::disk::Disk;
 use crate::mark::{Mark, MarkFile};
 use crate::types::{Entry, NodeId, StorageError, TypeConfig};
+use muster_state::codec::{decode, encode};
 
 const VOTE: &[u8] = b"vote";
 const COMMITTED: &[u8] = b"committed";

@@ -33,8 +33,8 @@ use serde::{Deserialize, Serialize};
 use tonic::transport::Channel;
 
 use crate::builds::first_release;
-use crate::codec::{decode, encode, encoded_len};
 use crate::types::{Node, NodeId, TypeConfig};
+use muster_state::codec::{decode, encode, encoded_len};
 
 /// Largest message a replica sends or accepts: a batch of plan entries can be large.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;

@@ -66,13 +66,13 @@ use openraft::{ChangeMembers, Config, RaftMetrics, ServerState, SnapshotPolicy, 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 
 use crate::builds::{self, Builds, Versions, held_back, reads};
-use crate::codec::encoded_len;
 use crate::disk::Disk;
 use crate::log_store::LogStore;
 use crate::network::{APPEND_BUDGET, Network, TimeoutNow};
 use crate::service::ReplicationService;
 use crate::state_machine::{SharedState, StateMachineStore};
 use crate::types::{Applied, Node, NodeId, Raft};
+use muster_state::codec::encoded_len;
 
 /// Timings and snapshot policy of a replica.
 #[derive(Clone, Debug)]

@@ -11,9 +11,9 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
-use crate::codec::{decode, encode};
 use crate::network::{MAX_MESSAGE_BYTES, TimeoutNow};
 use crate::types::Raft;
+use muster_state::codec::{decode, encode};
 
 /// Serves openraft's RPCs for one replica.
 pub struct ReplicationService {

@@ -20,9 +20,9 @@ use openraft::{
     StoredMembership,
 };
 
-use crate::codec::{decode, decode_head, encode};
 use crate::disk::Disk;
 use crate::types::{Applied, Entry, Node, NodeId, StorageError, TypeConfig};
+use muster_state::codec::{decode, decode_head, encode};
 
 const CURRENT: &[u8] = b"current";
 

@@ -32,3 +32,23 @@ pub type StorageError = openraft::StorageError<NodeId>;
 
 /// A log entry.
 pub type Entry = openraft::Entry<TypeConfig>;
+
+#[cfg(test)]
+mod tests {
+    use openraft::raft::{AppendEntriesRequest, VoteRequest};
+    use proptest::prelude::*;
+
+    use super::{Entry, TypeConfig};
+    use muster_state::codec::decode;
+
+    proptest! {
+        /// Whatever arrives as a log entry or a Raft message decodes to a value or an error:
+        /// never a panic, never an allocation a length field asks for.
+        #[test]
+        fn hostile_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..1024)) {
+            let _ = decode::<Entry>(&bytes);
+            let _ = decode::<AppendEntriesRequest<TypeConfig>>(&bytes);
+            let _ = decode::<VoteRequest<u64>>(&bytes);
+        }
+    }
+}

@@ -9,7 +9,7 @@ use std::time::Duration;
 use muster_core::access::QueueSpec;
 use muster_core::resources::{ResourceAmounts, Resources};
 use muster_leader::LeaderConfig;
-use muster_master::config::{ConfigError, MasterFile, check_queues, parse_json};
+use muster_leader::config::{ConfigError, MasterFile, check_queues, parse_json};
 use muster_state::StateConfig;
 use muster_state::commands::RegisterWorker;
 use serde::Deserialize;

@@ -193,7 +193,7 @@ impl Recorder {
     /// `command` was written to the log.
     pub fn logged(&mut self, command: &Command) {
         self.log_entries += 1;
-        self.log_bytes += muster_raft::codec::encoded_len(command) as u64;
+        self.log_bytes += muster_state::codec::encoded_len(command) as u64;
     }
 
     /// A worker's machine failed.

@@ -39,6 +39,7 @@
 //! * `scheduling`: the [`muster_core::Snapshot`] a scheduling pass sees.
 
 mod addresses;
+pub mod codec;
 pub mod commands;
 mod invariants;
 pub mod model;

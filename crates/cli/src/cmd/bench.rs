@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use muster_bench::load::{self, Load, LoadReport};
 use muster_bench::plots;
 use muster_bench::workers::{self, WorkersReport};
-use muster_master::config::seconds;
+use muster_leader::config::seconds;
 use muster_proto::auth::Role;
 
 use super::{MastersArg, runtime};

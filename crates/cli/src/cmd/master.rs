@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use clap::Args;
-use muster_master::config::{MasterFile, read_json, read_queues};
+use muster_leader::config::MasterFile;
+use muster_master::config::{raft_settings, read_json, read_queues};
 use muster_master::{MasterConfig, SparkRest, Submissions, resource_pattern};
 use muster_raft::RaftSettings;
 
@@ -162,11 +163,14 @@ pub fn run(args: MasterArgs) -> Result<String, CliError> {
         listen: args.listen,
         peers: parse_peers("--peers", &args.peers)?,
         data_dir: args.data_dir,
-        raft: file.raft(RaftSettings {
-            peer_routes: parse_peers("--peer-routes", &args.peer_routes)?,
-            build: crate::build::master(),
-            ..RaftSettings::default()
-        })?,
+        raft: raft_settings(
+            &file,
+            RaftSettings {
+                peer_routes: parse_peers("--peer-routes", &args.peer_routes)?,
+                build: crate::build::master(),
+                ..RaftSettings::default()
+            },
+        )?,
         state: file.state(),
         leader: file.leader(args.worker_timeout, args.recovery_timeout, queues)?,
         pages,

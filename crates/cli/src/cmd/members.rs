@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
-use muster_master::config::seconds;
+use muster_leader::config::seconds;
 use muster_master::view::{BuildView, StatusView};
 use muster_proto::masters::Masters;
 use muster_proto::v1::change_members_request::Change;

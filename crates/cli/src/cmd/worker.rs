@@ -11,7 +11,7 @@ use muster_core::model::resource_amounts;
 use muster_core::resources::{
     ResourceAddresses, ResourceAmounts, Resources, validate_addresses, without_default_addresses,
 };
-use muster_master::config::seconds;
+use muster_leader::config::seconds;
 use muster_worker::agent::{AgentConfig, lock_work_dir, stable_id};
 use muster_worker::cleanup::CleanupPolicy;
 use muster_worker::isolation::{Cgroups, Limits};

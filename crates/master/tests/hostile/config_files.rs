@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use muster_master::config::{MasterFile, parse_json, parse_queues};
+use muster_leader::config::{MasterFile, parse_json, parse_queues};
 
 /// A settings file and a queue file with these contents: parsed, or refused with a message.
 pub fn config_files(bytes: &[u8]) {
