@@ -69,6 +69,7 @@ use muster_core::ids::{AppId, DriverId, ExecutorId, RequestId, Term, WorkId, Wor
 use muster_core::model::{PassConfig, RecoveryState, WorkerState};
 use muster_core::plan::{Plan, Reserved, WaitReason};
 use muster_core::resources::{Resources, Usage};
+use muster_core::restarts::Restarts;
 use muster_state::commands::{
     AppFinished, By, DecommissionWorker, DriverStateChanged, ExecutorStateChanged, KillExecutors,
     QueueSettings, SetExecutorLimit, SetProfileLimit, WorkerLost, plan_op, set_queues_op,
@@ -85,11 +86,11 @@ use liveness::Liveness;
 use passes::Passes;
 pub use preemption::PreemptionPolicy;
 use preemption::Preemptor;
-pub use processes::{DriverRestarts, LAUNCH_ATTEMPTS};
+pub use processes::LAUNCH_ATTEMPTS;
 use processes::{Processes, Unconfirmed, placed_on};
 pub use protocol::{
     Action, AppRequest, Close, Event, LinkId, ProcessKey, ProposalId, Registration, Report,
-    Restarts, RunningProcess, ToApp, ToWorker, Update,
+    RunningProcess, ToApp, ToWorker, Update,
 };
 use recovery::Recovery;
 
@@ -268,7 +269,7 @@ impl Leader {
     }
 
     /// The restarts a worker reported for `key`, a supervised driver started again.
-    pub fn restarts(&self, key: &ProcessKey) -> Option<DriverRestarts> {
+    pub fn restarts(&self, key: &ProcessKey) -> Option<Restarts<Instant>> {
         self.processes.restarts(key)
     }
 

@@ -11,7 +11,9 @@ use muster_core::resources::Usage;
 use muster_state::ClusterState;
 use muster_state::model::ExecutorState;
 
-use super::protocol::{ProcessKey, Restarts};
+use muster_core::restarts::Restarts;
+
+use super::protocol::ProcessKey;
 
 /// How many times a launch is sent before it is given up as lost.
 pub const LAUNCH_ATTEMPTS: u32 = 3;
@@ -33,17 +35,6 @@ pub(super) enum Unconfirmed {
     GiveUp(AppId, ExecutorId),
 }
 
-/// A supervised driver's restarts, as this leader heard of them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DriverRestarts {
-    /// How many times it was started again.
-    pub count: u32,
-    /// The exit code of its last failed run, when it had one.
-    pub last_exit_code: Option<i32>,
-    /// When it starts again, while it waits to.
-    pub starts_again_at: Option<Instant>,
-}
-
 /// Launches in flight, and the processes known to run.
 #[derive(Debug, Default)]
 pub(super) struct Processes {
@@ -51,27 +42,27 @@ pub(super) struct Processes {
     pids: BTreeMap<ProcessKey, u32>,
     /// What each worker's running processes use, as its last heartbeat measured it.
     usage: BTreeMap<WorkerId, BTreeMap<ProcessKey, Usage>>,
-    restarts: BTreeMap<ProcessKey, DriverRestarts>,
+    restarts: BTreeMap<ProcessKey, Restarts<Instant>>,
 }
 
 impl Processes {
     /// The restarts a worker reported for `process`, a supervised driver.
-    pub(super) fn restarts(&self, process: &ProcessKey) -> Option<DriverRestarts> {
+    pub(super) fn restarts(&self, process: &ProcessKey) -> Option<Restarts<Instant>> {
         self.restarts.get(process).copied()
     }
 
     /// `process` was started again on its worker, as reported at `now`; while it waits to
     /// start again, no process of it runs.
-    pub(super) fn restarted(&mut self, now: Instant, process: ProcessKey, restarts: Restarts) {
-        if restarts.starts_again_in.is_some() {
+    pub(super) fn restarted(
+        &mut self,
+        now: Instant,
+        process: ProcessKey,
+        restarts: Restarts<Duration>,
+    ) {
+        if restarts.starts_again.is_some() {
             self.pids.remove(&process);
         }
-        let seen = DriverRestarts {
-            count: restarts.count,
-            last_exit_code: restarts.last_exit_code,
-            starts_again_at: restarts.starts_again_in.map(|wait| now + wait),
-        };
-        self.restarts.insert(process, seen);
+        self.restarts.insert(process, restarts.heard_at(now));
     }
     /// `process` was not started again on its worker, as its registration says.
     pub(super) fn not_restarted(&mut self, process: &ProcessKey) {

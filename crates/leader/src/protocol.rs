@@ -7,6 +7,7 @@ use std::time::Duration;
 use muster_core::agent::{Build, ShuffleServiceStatus};
 use muster_core::ids::{AppId, DriverId, ExecutorId, RequestId, WorkerId};
 use muster_core::resources::{ResourceAddresses, Usage};
+use muster_core::restarts::Restarts;
 use muster_state::commands::RegisterWorker;
 use muster_state::model::{AppState, DriverState, Executor, ExecutorState, Owner, Profile};
 use muster_state::{ApplyError, Effects, Op, Response, Stopped};
@@ -83,7 +84,7 @@ pub enum Update {
         /// Its process id, when it runs.
         pid: u32,
         /// Its restarts on its worker, when it was started again.
-        restarts: Option<Restarts>,
+        restarts: Option<Restarts<Duration>>,
     },
 }
 
@@ -93,18 +94,7 @@ pub struct RunningProcess {
     /// Its process id.
     pub pid: u32,
     /// A supervised driver's restarts, when it was started again.
-    pub restarts: Option<Restarts>,
-}
-
-/// A supervised driver that failed and was started again on its worker.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Restarts {
-    /// How many times.
-    pub count: u32,
-    /// The exit code of its last failed run, when it had one.
-    pub last_exit_code: Option<i32>,
-    /// While it waits to start again, how long after the report it does.
-    pub starts_again_in: Option<Duration>,
+    pub restarts: Option<Restarts<Duration>>,
 }
 
 impl Update {

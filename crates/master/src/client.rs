@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use muster_core::access::QueueSpec;
-use muster_core::ids::{DriverId, WorkId, WorkerId, millis};
+use muster_core::ids::{DriverId, WorkId, WorkerId};
 use muster_core::limits::MAX_REQUEST_BYTES;
 use muster_core::queues::check_paths;
 use muster_proto::auth::{AUTHORIZATION, NamedUser, Tokens};
@@ -209,14 +209,8 @@ impl ClusterService {
         };
         let now = std::time::Instant::now();
         let restarts = |key: ProcessKey| {
-            let seen = session.as_ref()?.restarts(&key)?;
-            Some(v1::Restarts {
-                count: seen.count,
-                last_exit_code: seen.last_exit_code,
-                starts_again_in_ms: seen
-                    .starts_again_at
-                    .map_or(0, |at| millis(at.saturating_duration_since(now))),
-            })
+            let restarts = session.as_ref()?.restarts(&key)?;
+            Some(v1::Restarts::from(restarts.told_at(now)))
         };
         let waiting = |id: &WorkId| {
             session

@@ -25,9 +25,9 @@ use muster_core::ids::{AppId, DriverId, Term, WorkId, WorkerId, millis};
 use muster_core::model::RecoveryState;
 use muster_core::plan::Reserved;
 use muster_core::resources::Usage;
+use muster_core::restarts::Restarts;
 use muster_leader::{
-    Action, Close, DriverRestarts, Event, Leader, LeaderConfig, LinkId, ProcessKey, ProposalId,
-    ToApp, ToWorker,
+    Action, Close, Event, Leader, LeaderConfig, LinkId, ProcessKey, ProposalId, ToApp, ToWorker,
 };
 use muster_proto::auth::Tokens;
 use muster_proto::convert::address_lists;
@@ -201,7 +201,7 @@ impl Session {
     }
 
     /// The restarts a worker reported for `key`, a supervised driver started again.
-    pub fn restarts(&self, key: &ProcessKey) -> Option<DriverRestarts> {
+    pub fn restarts(&self, key: &ProcessKey) -> Option<Restarts<std::time::Instant>> {
         self.lock().leader.restarts(key)
     }
 

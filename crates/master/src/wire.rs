@@ -2,12 +2,11 @@
 //! [`Event`]s and the log's [`Op`]s: the one translation from the wire, without I/O, so the
 //! services only carry messages and tests and fuzzing feed the same checks the master runs.
 
-use std::time::Duration;
-
 use muster_core::ids::{AppId, DriverId, ExecutorId, WorkId, WorkerId};
 use muster_core::limits;
 use muster_core::model::WorkerState;
 use muster_core::resources::Usage;
+use muster_core::restarts::Restarts;
 use muster_proto::convert;
 use muster_proto::v1::app_message::Body as AppUp;
 use muster_proto::v1::worker_message::Body as WorkerUp;
@@ -21,7 +20,7 @@ use muster_state::{ApplyError, ClusterState, ENDED_EXECUTORS_KEPT, Op};
 use tonic::Status;
 
 use muster_leader::{
-    AppRequest, Event, LinkId, ProcessKey, Registration, Report, Restarts, RunningProcess, Update,
+    AppRequest, Event, LinkId, ProcessKey, Registration, Report, RunningProcess, Update,
 };
 
 /// The op a kill request writes. Ids say what they name, so the op is chosen without reading
@@ -189,7 +188,7 @@ pub fn registration(register: Register) -> Result<Registration, Status> {
     let drivers = register.drivers.into_iter().map(|d| {
         let runs = RunningProcess {
             pid: d.pid,
-            restarts: d.restarts.map(restarts),
+            restarts: d.restarts.as_ref().map(Restarts::from),
         };
         (ProcessKey::Driver(d.driver_id.as_str().into()), runs)
     });
@@ -276,19 +275,9 @@ fn driver_report(update: DriverUpdate) -> Result<Report, Status> {
             state,
             exit_code: update.exit_code,
             pid: update.pid,
-            restarts: update.restarts.map(restarts),
+            restarts: update.restarts.as_ref().map(Restarts::from),
         },
     })
-}
-
-/// A supervised driver's restarts, as its worker reported them.
-fn restarts(reported: muster_proto::v1::Restarts) -> Restarts {
-    Restarts {
-        count: reported.count,
-        last_exit_code: reported.last_exit_code,
-        starts_again_in: (reported.starts_again_in_ms > 0)
-            .then(|| Duration::from_millis(reported.starts_again_in_ms)),
-    }
 }
 
 /// The leader's event for one message on worker `worker`'s stream, if it means one.

@@ -6,11 +6,14 @@
 //! States travel as proto enums; [`v1::ExecutorState::name`] and its siblings give the short
 //! upper-case names (`RUNNING`) that tables and JSON show.
 
+use std::time::Duration;
+
 use muster_core::access::QueueSpec;
 use muster_core::agent::{Build, ShuffleServiceStatus};
-use muster_core::ids::QueueName;
+use muster_core::ids::{QueueName, millis};
 use muster_core::model::{GangRequest, GangStyle, RecoveryState, WorkerState};
 use muster_core::resources::{ResourceAddresses, Resources};
+use muster_core::restarts::Restarts;
 use muster_state::commands::{
     RegisterWorker, SubmitApp, SubmitDriver, SubmitGangDriver, submit_app_op,
 };
@@ -63,6 +66,28 @@ impl TryFrom<v1::ShuffleService> for ShuffleServiceStatus {
             ready: service.ready,
             restarts: service.restarts,
         })
+    }
+}
+
+impl From<Restarts<Duration>> for v1::Restarts {
+    fn from(restarts: Restarts<Duration>) -> Self {
+        Self {
+            count: restarts.count,
+            last_exit_code: restarts.last_exit_code,
+            starts_again_in_ms: restarts.starts_again.map_or(0, millis),
+        }
+    }
+}
+
+impl From<&v1::Restarts> for Restarts<Duration> {
+    /// A wait of 0 is none: the driver is not waiting to start again.
+    fn from(restarts: &v1::Restarts) -> Self {
+        Self {
+            count: restarts.count,
+            last_exit_code: restarts.last_exit_code,
+            starts_again: (restarts.starts_again_in_ms > 0)
+                .then(|| Duration::from_millis(restarts.starts_again_in_ms)),
+        }
     }
 }
 

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use muster_core::ids::{DriverId, ExecutorId, WorkerId};
 use muster_core::restarts::Backoff;
-use muster_leader::{LinkId, ProcessKey, Report, Restarts, RunningProcess, Update};
+use muster_core::restarts::Restarts;
+use muster_leader::{LinkId, ProcessKey, Report, RunningProcess, Update};
 use muster_state::commands::RegisterWorker;
 
 /// A simulated worker agent and its machine.
@@ -51,11 +52,11 @@ pub struct Process {
 impl Process {
     /// A supervised driver's restarts as its worker tells the leader at `now_ms`, once it
     /// was started again: every failed run of a simulated driver exits 1.
-    pub fn reported_restarts(&self, now_ms: u64) -> Option<Restarts> {
+    pub fn reported_restarts(&self, now_ms: u64) -> Option<Restarts<Duration>> {
         (self.restarts > 0).then(|| Restarts {
             count: self.restarts,
             last_exit_code: Some(1),
-            starts_again_in: self
+            starts_again: self
                 .starts_again_ms
                 .map(|at| Duration::from_millis(at.saturating_sub(now_ms))),
         })

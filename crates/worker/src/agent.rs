@@ -24,6 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use muster_core::agent::ShuffleServiceStatus;
 use muster_core::ids::{ExecutorId, Term, WorkerId, millis};
 use muster_core::resources::{ResourceAddresses, Resources, Usage};
+use muster_core::restarts::Restarts;
 use muster_proto::auth::Credential;
 use muster_proto::convert::{address_lists, addresses, resources};
 use muster_proto::discovery::{LeaderFinder, leader_hint};
@@ -49,8 +50,7 @@ use crate::metrics::Metrics;
 use crate::output::{Stream, read_chunk};
 use crate::shuffle::{self, ShuffleServiceConfig};
 use crate::supervisor::{
-    LaunchError, LaunchSpec, ProcessEvent, ProcessState, Restarts, Supervisor, SupervisorConfig,
-    Workload,
+    LaunchError, LaunchSpec, ProcessEvent, ProcessState, Supervisor, SupervisorConfig, Workload,
 };
 
 /// How one worker runs.
@@ -802,15 +802,8 @@ fn last_fence(work_dir: &std::path::Path) -> Option<(Duration, Instant)> {
 
 /// A supervised driver's `restarts` as the leader is told them: the wait before its next start
 /// counted from now.
-fn wire_restarts(restarts: Restarts) -> v1::Restarts {
-    let starts_again_in = restarts.starts_again_at.map_or(Duration::ZERO, |at| {
-        at.saturating_duration_since(std::time::Instant::now())
-    });
-    v1::Restarts {
-        count: restarts.count,
-        last_exit_code: restarts.last_exit_code,
-        starts_again_in_ms: millis(starts_again_in),
-    }
+fn wire_restarts(restarts: Restarts<std::time::Instant>) -> v1::Restarts {
+    restarts.told_at(std::time::Instant::now()).into()
 }
 
 /// The report a process event makes to the leader, if any, not yet numbered. A supervised
@@ -859,11 +852,11 @@ fn report(event: &ProcessEvent) -> Option<Up> {
                     attempt,
                     after,
                     last_exit_code,
-                } => Some(v1::Restarts {
+                } => Some(v1::Restarts::from(Restarts {
                     count: attempt,
                     last_exit_code,
-                    starts_again_in_ms: millis(after),
-                }),
+                    starts_again: Some(after),
+                })),
                 _ => None,
             };
             Up::Driver(DriverUpdate {

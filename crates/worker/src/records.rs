@@ -11,10 +11,12 @@ use std::fs;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
+use muster_core::restarts::Restarts;
 use serde::{Deserialize, Serialize};
 
-use crate::supervisor::{LaunchSpec, Restarts};
+use crate::supervisor::LaunchSpec;
 
 /// One process the supervisor started.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,7 +59,12 @@ impl Records {
     /// # Errors
     ///
     /// The process's start time cannot be read (it already ended) or the record not written.
-    pub fn write(&self, spec: &LaunchSpec, pid: u32, restarts: &Restarts) -> io::Result<()> {
+    pub fn write(
+        &self,
+        spec: &LaunchSpec,
+        pid: u32,
+        restarts: &Restarts<Instant>,
+    ) -> io::Result<()> {
         let start_time = start_time(pid)?;
         let record = Record {
             spec: spec.clone(),

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant, SystemTime};
 use muster_core::ids::{AppId, DriverId, ExecutorId};
 use muster_core::limits::names_a_directory;
 use muster_core::resources::{ResourceAddresses, Resources, Usage};
-use muster_core::restarts::{self, Backoff};
+use muster_core::restarts::{self, Backoff, Restarts};
 use muster_proto::auth::{CREDENTIAL_VARIABLE, SECRET_FILE_VARIABLE};
 use muster_proto::exit;
 use nix::sys::signal::{Signal, kill, killpg};
@@ -318,7 +318,7 @@ pub enum ProcessState {
         pid: u32,
         /// A supervised driver started again: its restarts as they were when this run
         /// started, whatever happened since.
-        restarts: Option<Restarts>,
+        restarts: Option<Restarts<Instant>>,
     },
     /// It exited by itself with this code (128 + the signal number when a signal ended it).
     Exited {
@@ -379,24 +379,12 @@ pub enum LaunchError {
     Isolation(#[from] IsolationError),
 }
 
-/// A supervised driver's restarts on this worker: how many, how its last failed run ended,
-/// and while it waits to start again, when it does.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Restarts {
-    /// How many times it was started again.
-    pub count: u32,
-    /// The exit code of its last failed run, when it had one.
-    pub last_exit_code: Option<i32>,
-    /// When it starts again, while it waits to.
-    pub starts_again_at: Option<Instant>,
-}
-
 /// A running workload: its current process id and the way to ask its monitor to kill it.
 struct Running {
     /// What it was started as.
     spec: LaunchSpec,
     pid: Arc<Mutex<u32>>,
-    restarts: Arc<Mutex<Restarts>>,
+    restarts: Arc<Mutex<Restarts<Instant>>>,
     /// Taken once a kill is asked: the process is stopping.
     kill: Option<oneshot::Sender<Duration>>,
     done: oneshot::Receiver<()>,
@@ -579,7 +567,11 @@ impl Supervisor {
 
     /// [`Supervisor::launch`], for a supervised driver already started `restarts` times
     /// here (by this agent or a predecessor): it goes on counting.
-    fn launch_after(&self, spec: LaunchSpec, restarts: Restarts) -> Result<u32, LaunchError> {
+    fn launch_after(
+        &self,
+        spec: LaunchSpec,
+        restarts: Restarts<Instant>,
+    ) -> Result<u32, LaunchError> {
         let mut running = self.running.lock().expect("running lock");
         match running.get(&spec.workload) {
             Some(entry) if entry.kill.is_none() => {
@@ -602,7 +594,7 @@ impl Supervisor {
         Ok(pid)
     }
 
-    fn record(&self, spec: &LaunchSpec, pid: u32, restarts: &Restarts) {
+    fn record(&self, spec: &LaunchSpec, pid: u32, restarts: &Restarts<Instant>) {
         if let Err(error) = self.records.write(spec, pid, restarts) {
             tracing::warn!(workload = %spec.workload, %error, "cannot record a process");
         }
@@ -616,7 +608,7 @@ impl Supervisor {
         launcher: Launcher,
         pid: u32,
         group: Option<ProcessGroup>,
-        restarts: Restarts,
+        restarts: Restarts<Instant>,
     ) -> Monitor {
         let (kill, kill_requested) = oneshot::channel();
         let (finished, done) = oneshot::channel();
@@ -708,7 +700,7 @@ impl Supervisor {
                 let restarts = Restarts {
                     count: record.restarts,
                     last_exit_code: record.last_exit_code,
-                    starts_again_at: None,
+                    starts_again: None,
                 };
                 let monitor = self.monitor(&mut running, launcher, record.pid, group, restarts);
                 let span = process_span(&record.spec.workload);
@@ -742,7 +734,7 @@ impl Supervisor {
                     } else {
                         code
                     },
-                    starts_again_at: None,
+                    starts_again: None,
                 };
                 if let Err(error) = self.launch_after(record.spec.clone(), restarts) {
                     let reason = error.to_string();
@@ -934,7 +926,7 @@ impl Supervisor {
 
     /// The restarts of `workload`, a supervised driver started again here since this agent
     /// watches it; `None` for one never started again.
-    pub fn restarts(&self, workload: &Workload) -> Option<Restarts> {
+    pub fn restarts(&self, workload: &Workload) -> Option<Restarts<Instant>> {
         let running = self.running.lock().expect("running lock");
         let restarts = *running
             .get(workload)?
@@ -1134,7 +1126,7 @@ struct Monitor {
     events: mpsc::UnboundedSender<ProcessEvent>,
     running: Arc<Mutex<BTreeMap<Workload, Running>>>,
     pid: Arc<Mutex<u32>>,
-    restarts: Arc<Mutex<Restarts>>,
+    restarts: Arc<Mutex<Restarts<Instant>>>,
     /// The control group of the current run, when processes are limited.
     group: Option<ProcessGroup>,
     kill_requested: oneshot::Receiver<Duration>,
@@ -1207,7 +1199,7 @@ impl Monitor {
             *self.pid.lock().expect("pid lock") = pid;
             let restarts = *self.restarts.lock().expect("restarts lock");
             let restarts = (restarts.count > 0).then_some(Restarts {
-                starts_again_at: None,
+                starts_again: None,
                 ..restarts
             });
             self.report(ProcessState::Running { pid, restarts });
@@ -1257,7 +1249,7 @@ impl Monitor {
             *restarts = Restarts {
                 count: restarts.count + 1,
                 last_exit_code,
-                starts_again_at: Some(Instant::now() + backoff),
+                starts_again: Some(Instant::now() + backoff),
             };
             restarts.count
         };
@@ -1284,7 +1276,7 @@ impl Monitor {
                 let pid = child.id().expect("a just-spawned child has an id");
                 let restarts = {
                     let mut restarts = self.restarts.lock().expect("restarts lock");
-                    restarts.starts_again_at = None;
+                    restarts.starts_again = None;
                     *restarts
                 };
                 if let Err(error) = self.records.write(&self.launcher.spec, pid, &restarts) {

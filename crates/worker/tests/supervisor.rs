@@ -310,7 +310,7 @@ async fn a_failing_supervised_driver_restarts_with_doubling_back_off() {
             // Each run says the restarts before it, however far the driver got since.
             ProcessState::Running { restarts, .. } => {
                 assert_eq!(
-                    restarts.map(|r| (r.count, r.last_exit_code, r.starts_again_at)),
+                    restarts.map(|r| (r.count, r.last_exit_code, r.starts_again)),
                     (!waits.is_empty()).then_some((waits.len() as u32, Some(1), None))
                 );
             }

@@ -48,9 +48,10 @@ use muster_core::access::QueueSpec;
 use muster_core::ids::{AppId, DriverId, ExecutorId, Term, Timestamp, WorkerId};
 use muster_core::model::PassConfig;
 use muster_core::resources::{ResourceAmounts, Resources, Usage};
+use muster_core::restarts::Restarts;
 use muster_leader::{
     Action, AppRequest, Event, Leader, LeaderConfig, LinkId, PreemptionPolicy, ProcessKey,
-    ProposalId, Registration, Report, Restarts, RunningProcess, ToApp, ToWorker, Update,
+    ProposalId, Registration, Report, RunningProcess, ToApp, ToWorker, Update,
 };
 use muster_state::commands::{
     AddUser, By, DrainWorker, ExecutorStateChanged, Grant, KillApp, KillDriver, RaiseLogFormat,
@@ -323,7 +324,7 @@ impl goldenscript::Runner for Runner {
                         .pid(&key)
                         .map_or("no pid".to_owned(), |pid| format!("pid {pid}"));
                     let restarts = leader.restarts(&key).map_or(String::new(), |r| {
-                        let next = r.starts_again_at.map_or(String::new(), |at| {
+                        let next = r.starts_again.map_or(String::new(), |at| {
                             format!(", starts again in {:?}", at.duration_since(self.now))
                         });
                         format!(
@@ -852,7 +853,7 @@ fn parse_process(text: &str) -> Result<ProcessKey, Box<dyn Error>> {
 
 /// `COUNT@LAST_EXIT[@IN_MS]`: restarted COUNT times, the last run exited LAST_EXIT, and it
 /// starts again IN_MS after the report (running again without it).
-fn parse_restarts(text: &str) -> Result<Restarts, Box<dyn Error>> {
+fn parse_restarts(text: &str) -> Result<Restarts<Duration>, Box<dyn Error>> {
     let parts: Vec<&str> = text.split('@').collect();
     let (count, last, wait) = match parts.as_slice() {
         [count, last] => (count, last, None),
@@ -862,7 +863,7 @@ fn parse_restarts(text: &str) -> Result<Restarts, Box<dyn Error>> {
     Ok(Restarts {
         count: count.parse()?,
         last_exit_code: Some(last.parse()?),
-        starts_again_in: wait,
+        starts_again: wait,
     })
 }
 
