@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use muster_master::view::StatusView;
+use muster_master::web::view::StatusView;
 use muster_proto::v1::StatusRequest;
 use serde::Serialize;
 

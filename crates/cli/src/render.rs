@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use muster_master::view::{BuildView, ShuffleServiceView, StatusView, UsageView};
+use muster_master::web::view::{BuildView, ShuffleServiceView, StatusView, UsageView};
 use muster_proto::exit;
 
 /// The members: id, address, role.
@@ -263,7 +263,7 @@ pub fn queues(status: &StatusView) -> String {
 
 #[cfg(test)]
 mod tests {
-    use muster_master::view::StatusView;
+    use muster_master::web::view::StatusView;
     use muster_proto::v1::{DriverState, DriverStatus, Restarts, StatusReply};
 
     #[test]

@@ -14,39 +14,22 @@
 //!
 //! # Layout
 //!
-//! * `session`: the thin async shell that runs one leader per term (`muster_leader`, the
-//!   leader as a pure state machine), proposes its commands and carries out its actions on
-//!   the streams.
-//! * `workers` and `apps`: the worker and application streams, each message turned into a
-//!   leader event by [`wire`], which also turns client requests into log ops.
-//! * `client`: the client API, forwarded by followers to the leader.
-//! * `call`: client writes as commands, and every call failure as one gRPC status.
-//! * [`config`]: the settings file and queue files.
-//! * `report`, `ui` and `http`: the status as JSON, its pages, and the HTTP endpoint;
-//!   `listener` starts the HTTP endpoints' connections, plain or TLS.
-//! * `submission` and `spark_rest`: Spark's REST submission protocol, and the gateway that
-//!   serves it.
-//! * [`metrics`]: the Prometheus metrics `http` serves at `/metrics`; `rpc` counts every
-//!   gRPC call into them.
+//! Three rooms, by what they serve:
+//!
+//! * `session`: the async shell that runs one leader per term (`muster_leader`, the leader as
+//!   a pure state machine), proposes its commands and carries out its actions on the streams.
+//! * [`grpc`]: the gRPC side: the worker and application streams, the client API (forwarded
+//!   by followers to the leader), the callers' credentials, and [`grpc::wire`], which turns
+//!   each message into a leader event or a log op.
+//! * [`web`]: the HTTP side: the status as JSON and pages, the metrics at `/metrics`, sign-in,
+//!   and Spark's REST submission gateway.
+//!
+//! [`config`] reads the settings file and queue files.
 
-mod apps;
-mod call;
-mod callers;
-mod client;
 pub mod config;
-mod history;
-mod http;
-pub mod listener;
-pub mod metrics;
-mod rpc;
+pub mod grpc;
 mod session;
-mod signin;
-mod spark_rest;
-mod submission;
-mod ui;
-pub mod view;
-pub mod wire;
-mod workers;
+pub mod web;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -62,13 +45,13 @@ use muster_state::{Command, Op, StateConfig};
 use tokio::net::TcpListener;
 use tonic::service::interceptor::InterceptedService;
 
-use crate::metrics::Metrics;
+use crate::web::metrics::Metrics;
 
-pub use apps::AppLinkService;
-pub use client::ClusterService;
-pub use spark_rest::SparkRest;
-pub use submission::{Submissions, resource_pattern};
-pub use workers::WorkerLinkService;
+pub use grpc::apps::AppLinkService;
+pub use grpc::client::ClusterService;
+pub use grpc::workers::WorkerLinkService;
+pub use web::spark_rest::SparkRest;
+pub use web::submission::{Submissions, resource_pattern};
 
 /// How to run one master replica.
 #[derive(Clone, Debug)]
@@ -237,7 +220,7 @@ pub async fn run(
     }
     // What the HTTP endpoints call: this master's own client API, on one lazy connection,
     // for the callers their tokens name.
-    let own_api = call::own_api(&config.listen, &dialer)?;
+    let own_api = grpc::call::own_api(&config.listen, &dialer)?;
     let mut clients = vec![credential(Role::Client)];
     clients.extend(
         config
@@ -245,27 +228,27 @@ pub async fn run(
             .iter()
             .map(|s| s.credential(Role::Client)),
     );
-    let callers = callers::Callers::new(clients, tokens.clone());
+    let callers = grpc::callers::Callers::new(clients, tokens.clone());
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(http) = &config.http {
         let listener = bind(http).await?;
         let stopped = async {
             let _ = http_stopped.await;
         };
-        tokio::spawn(http::serve(
+        tokio::spawn(web::http::serve(
             listener,
             config.tls.https()?,
-            http::Pages {
+            web::http::Pages {
                 grpc: own_api.clone(),
                 credential: credential(Role::Client),
                 callers: callers.clone(),
                 spark_rest: config
                     .spark_rest
                     .as_ref()
-                    .map(|rest| listener::reachable(&rest.listen, &config.listen)),
+                    .map(|rest| web::listener::reachable(&rest.listen, &config.listen)),
                 history_server: config.history_server.clone(),
             },
-            http::Replica {
+            web::http::Replica {
                 node: Arc::clone(&node),
                 sessions: Arc::clone(&sessions),
                 metrics: Arc::clone(&metrics),
@@ -276,7 +259,7 @@ pub async fn run(
     let (stop_spark_rest, spark_rest_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(spark_rest) = &config.spark_rest {
         let listener = bind(&spark_rest.listen).await?;
-        let gateway = spark_rest::Gateway::new(
+        let gateway = web::spark_rest::Gateway::new(
             own_api.clone(),
             callers.clone(),
             spark_rest.submissions.clone(),
@@ -284,7 +267,7 @@ pub async fn run(
         let stopped = async {
             let _ = spark_rest_stopped.await;
         };
-        tokio::spawn(spark_rest::serve(
+        tokio::spawn(web::spark_rest::serve(
             listener,
             config.tls.https()?,
             gateway,
@@ -297,7 +280,7 @@ pub async fn run(
     if let Some(tls) = served_tls {
         builder = builder.tls_config(tls)?;
     }
-    let builder = builder.layer(rpc::CountCalls::new(metrics));
+    let builder = builder.layer(grpc::rpc::CountCalls::new(metrics));
     let mut server = tokio::spawn(
         builder
             // A peer that vanished without closing its connection (a crashed host, a cut

@@ -46,8 +46,8 @@ use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tonic::{Status, Streaming};
 use tracing::Instrument;
 
-use crate::call::CallError;
-use crate::metrics::Metrics;
+use crate::grpc::call::CallError;
+use crate::web::metrics::Metrics;
 
 /// How often the leader is ticked, and how often quorum is checked.
 const TICK: Duration = Duration::from_millis(100);

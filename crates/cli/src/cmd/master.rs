@@ -238,7 +238,7 @@ fn pages_url(http: &str, listen: &str, tls: bool) -> String {
     let scheme = if tls { "https" } else { "http" };
     format!(
         "{scheme}://{}",
-        muster_master::listener::reachable(http, listen)
+        muster_master::web::listener::reachable(http, listen)
     )
 }
 

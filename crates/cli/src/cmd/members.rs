@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use muster_leader::config::seconds;
-use muster_master::view::{BuildView, StatusView};
+use muster_master::web::view::{BuildView, StatusView};
 use muster_proto::masters::Masters;
 use muster_proto::v1::change_members_request::Change;
 use muster_proto::v1::{ChangeMembersRequest, Member, RecoveryState, StatusRequest, WorkerState};

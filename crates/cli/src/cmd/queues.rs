@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use muster_master::config::read_queues;
-use muster_master::view::StatusView;
+use muster_master::web::view::StatusView;
 use muster_proto::v1::{Queue, SetQueuesRequest};
 use muster_state::version::{LogFormat, held_back};
 

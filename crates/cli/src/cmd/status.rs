@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use clap::Args;
-use muster_master::view::StatusView;
+use muster_master::web::view::StatusView;
 use muster_proto::masters::Masters;
 use muster_proto::v1::StatusRequest;
 use tokio::runtime::Runtime;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use muster_core::resources::Resources;
 use muster_driver::spec::JobFile;
-use muster_master::view::{StatusView, WorkerView};
+use muster_master::web::view::{StatusView, WorkerView};
 use muster_proto::v1::{DriverState, Gang, StatusRequest, SubmitDriverRequest, WorkerState};
 
 use super::job::JOB_SPEC_VARIABLE;

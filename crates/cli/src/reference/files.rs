@@ -12,7 +12,7 @@ use syn::{Attribute, Expr, Fields, Item, ItemEnum, ItemStruct, Lit, Meta, Type};
 
 /// The sources that define the types below, from the workspace's root.
 const SOURCES: [&str; 7] = [
-    "crates/master/src/config.rs",
+    "crates/leader/src/config.rs",
     "crates/core/src/model.rs",
     "crates/core/src/access.rs",
     "crates/core/src/tasks/pools.rs",

@@ -21,7 +21,7 @@ pub(super) fn page() -> String {
         "Every master with `--http` serves these (over HTTPS when it has a certificate). Each \
          reports its own Raft node and the cluster as it has applied it; the leader adds what \
          its sessions see, and counters stay where its last term as leader left them.",
-        &muster_master::metrics::Metrics::sample(),
+        &muster_master::web::metrics::Metrics::sample(),
     );
     section(
         &mut page,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use muster_core::ids::{AppId, Term, Timestamp, WorkerId};
 use muster_leader::LeaderConfig;
 use muster_leader::{Action, Event, Leader, LinkId, ProposalId};
-use muster_master::wire::{app_event, kill_op, registration, worker_event};
+use muster_master::grpc::wire::{app_event, kill_op, registration, worker_event};
 use muster_proto::v1::{self, AppMessage, WorkerMessage};
 use muster_state::commands::{SubmitApp, SubmitDriver, set_queues_op};
 use muster_state::{ClusterState, Command, Op, Outcome, StateConfig};

@@ -2,7 +2,7 @@
 //! protocol on every master, so that `spark-submit --deploy-mode cluster --master
 //! spark://HOST:PORT/TOKEN,...` (and `--status`, `--kill`) work against Muster unchanged but
 //! for the host names. What the messages mean and how a submission becomes a driver is
-//! [`crate::submission`]'s; this module serves them.
+//! [`crate::web::submission`]'s; this module serves them.
 //!
 //! Each call is made on this master's own client API, so a follower's gateway reaches the
 //! leader as every client call does, and the state machine checks named users as it checks
@@ -37,9 +37,9 @@ use tokio_rustls::TlsAcceptor;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
-use crate::callers::{Caller, Callers};
-use crate::listener::{Connections, Serving};
-use crate::submission::{Action, Reply, SERVER_SPARK_VERSION, Submissions, route};
+use crate::grpc::callers::{Caller, Callers};
+use crate::web::listener::{Connections, Serving};
+use crate::web::submission::{Action, Reply, SERVER_SPARK_VERSION, Submissions, route};
 
 /// How long a submission may wait for a busy leader: within the 10 s Spark's REST client
 /// gives a master to answer.
@@ -65,7 +65,7 @@ pub(crate) struct Gateway {
 }
 
 impl Gateway {
-    /// A gateway calling the client API on `channel` ([`crate::call::own_api`]) for the
+    /// A gateway calling the client API on `channel` ([`crate::grpc::call::own_api`]) for the
     /// callers its tokens name.
     pub(crate) fn new(channel: Channel, callers: Callers, submissions: Submissions) -> Self {
         Self {

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use maud::{Markup, html};
 
-use crate::view::StatusView;
+use crate::web::view::StatusView;
 
 /// How far back the charts reach.
 pub(crate) const SPAN_MS: u64 = 60 * 60 * 1000;

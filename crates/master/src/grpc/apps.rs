@@ -17,9 +17,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
-use crate::call::{CallError, admit, client_command, committed, may_act_on};
+use crate::grpc::call::{CallError, admit, client_command, committed, may_act_on};
+use crate::grpc::wire::app_event;
 use crate::session::{ELECTION_PATIENCE, Sessions, link_channel};
-use crate::wire::app_event;
 use muster_leader::Event;
 
 /// Serves application streams on the leader.

@@ -10,7 +10,7 @@ use maud::{DOCTYPE, Markup, html};
 use muster_core::ids::Timestamp;
 use muster_proto::v1::WorkerState;
 
-use crate::view::{
+use crate::web::view::{
     AppView, BuildView, DriverView, EndedAppView, ExecutorView, QueueRow, ShuffleServiceView,
     StatusView, WorkerView, duration,
 };

@@ -1,10 +1,10 @@
 //! The master's HTTP endpoint, for people and scripts without the CLI (Spark's master UI):
 //! `/json` is the cluster status exactly as `muster status --json` prints it, and `/` with
-//! `/app/ID`, `/driver/ID` and `/worker/ID` the pages of the same ([`crate::ui`]). Both ask
+//! `/app/ID`, `/driver/ID` and `/worker/ID` the pages of the same ([`crate::web::ui`]). Both ask
 //! the master's own client API, so any master shows the leader's view. What the pages guard
 //! (`/logs/ID`, a process's output, and the kill buttons, `POST /kill`) acts for whoever
-//! signed in (`/sign-in`, [`crate::signin`]) or sends a token in an `Authorization: Bearer`
-//! header. `/metrics` is this replica's own Prometheus metrics ([`crate::metrics`]). A master
+//! signed in (`/sign-in`, [`crate::web::signin`]) or sends a token in an `Authorization: Bearer`
+//! header. `/metrics` is this replica's own Prometheus metrics ([`crate::web::metrics`]). A master
 //! with a TLS certificate serves it over HTTPS only.
 
 use std::sync::{Arc, Mutex};
@@ -25,14 +25,14 @@ use tokio_rustls::TlsAcceptor;
 use tonic::transport::Channel;
 use tonic::{Code, Request};
 
-use crate::callers::{Caller, Callers, Unauthorized};
-use crate::history::{self, QueueHistory};
-use crate::listener::{Connections, Serving};
-use crate::metrics::Metrics;
+use crate::grpc::callers::{Caller, Callers, Unauthorized};
 use crate::session::Sessions;
-use crate::signin::{SignIns, back_to, same_origin};
-use crate::ui;
-use crate::view::StatusView;
+use crate::web::history::{self, QueueHistory};
+use crate::web::listener::{Connections, Serving};
+use crate::web::metrics::Metrics;
+use crate::web::signin::{SignIns, back_to, same_origin};
+use crate::web::ui;
+use crate::web::view::StatusView;
 use muster_raft::RaftNode;
 
 /// This master's own client API, the credential to call it with, whom an output page's
@@ -62,7 +62,7 @@ pub(crate) struct Replica {
 
 /// What the pages call and show.
 pub(crate) struct Pages {
-    /// This master's own client API ([`crate::call::own_api`]).
+    /// This master's own client API ([`crate::grpc::call::own_api`]).
     pub(crate) grpc: Channel,
     /// What the pages' own reads carry.
     pub(crate) credential: Credential,

@@ -30,9 +30,9 @@ use muster_state::{ApplyError, ClusterState, Command, Op, Outcome, Response};
 use tonic::transport::Channel;
 use tonic::{Request, Status};
 
-use crate::call::{CallError, admit, client_command, committed, may_act_on};
+use crate::grpc::call::{CallError, admit, client_command, committed, may_act_on};
+use crate::grpc::wire::{LogRead, drain_op, kill_op, log_read};
 use crate::session::Sessions;
-use crate::wire::{LogRead, drain_op, kill_op, log_read};
 use muster_leader::{Event, ProcessKey};
 
 /// How long a forwarded call may take at the leader.

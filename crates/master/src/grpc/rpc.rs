@@ -18,7 +18,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 use tracing::Instrument;
 
-use crate::metrics::Metrics;
+use crate::web::metrics::Metrics;
 
 /// Adds the count of each call to a master's metrics.
 #[derive(Clone)]
@@ -200,10 +200,10 @@ mod tests {
     #[test]
     fn every_method_a_master_serves_is_known() {
         let protos = [
-            include_str!("../../../proto/muster/v1/cluster.proto"),
-            include_str!("../../../proto/muster/v1/worker.proto"),
-            include_str!("../../../proto/muster/v1/app.proto"),
-            include_str!("../../../proto/muster/v1/raft.proto"),
+            include_str!("../../../../proto/muster/v1/cluster.proto"),
+            include_str!("../../../../proto/muster/v1/worker.proto"),
+            include_str!("../../../../proto/muster/v1/app.proto"),
+            include_str!("../../../../proto/muster/v1/raft.proto"),
         ];
         let mut served = Vec::new();
         for proto in protos {

@@ -13,9 +13,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
-use crate::call::CallError;
+use crate::grpc::call::CallError;
+use crate::grpc::wire::{registration, worker_event};
 use crate::session::{ELECTION_PATIENCE, Sessions, link_channel};
-use crate::wire::{registration, worker_event};
 use muster_leader::Event;
 
 /// How long a new stream may take to send its registration.

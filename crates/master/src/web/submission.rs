@@ -1,6 +1,6 @@
 //! Spark's REST submission protocol, without I/O: its requests and replies (the JSON of
 //! Spark's `SubmitRestProtocolMessage`s), the paths it calls, and how a submission becomes a
-//! Muster driver. [`crate::spark_rest`] serves it.
+//! Muster driver. [`crate::web::spark_rest`] serves it.
 //!
 //! A submission runs as a driver whose program is `spark-submit` in client mode against
 //! Muster (`--master spark-muster://$MUSTER_MASTERS`), from the worker's `SPARK_HOME`, with
@@ -19,7 +19,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::view::RestartsView;
+use crate::web::view::RestartsView;
 
 /// The Spark version the gateway says it serves: the one its protocol was tested against.
 pub(crate) const SERVER_SPARK_VERSION: &str = "4.3.0";
