@@ -11,7 +11,6 @@ use muster_state::{ClusterState, Op};
 
 use crate::links::{AppClient, Peer};
 use crate::protocol::{Action, AppRequest, Close, LinkId, ToApp};
-
 use crate::{Leader, Purpose};
 
 /// An application's client attached ([`Event::AppAttached`]).

@@ -9,7 +9,6 @@ use muster_state::{ApplyError, ClusterState, Effects, Outcome, Response};
 
 use crate::processes::placed_on;
 use crate::protocol::{Action, Close, ProcessKey, ToApp, ToWorker};
-
 use crate::{Leader, PendingReport, Purpose};
 
 impl Leader {

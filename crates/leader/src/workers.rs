@@ -17,7 +17,6 @@ use crate::processes::placed_on;
 use crate::protocol::{
     Close, LinkId, ProcessKey, Registration, RunningProcess, ToApp, ToWorker, Update,
 };
-
 use crate::{Leader, PendingReport, Purpose};
 
 impl Leader {
