@@ -20,9 +20,10 @@ fn service(status: &Value) -> Value {
     status["workers"][0]["shuffle_service"].clone()
 }
 
-/// The services' JVMs on this machine (their wrapper shells name the class too).
-fn service_pids() -> Vec<i32> {
-    processes_with_args(&["org.apache.spark.deploy.ExternalShuffleService"])
+/// The JVMs of the services on `port` on this machine (their wrapper shells name the port
+/// too): a service left by another run on another port is not this test's.
+fn service_pids(port: &str) -> Vec<i32> {
+    processes_with_args(&[&format!("-Dspark.shuffle.service.port={port}")])
         .into_iter()
         .filter(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "java")
@@ -156,8 +157,8 @@ fn a_workers_shuffle_service_starts_again_when_it_dies_and_lives_as_long_as_agen
     wait_for(&masters, "the shuffle service up", |s| {
         service(s)["ready"] == true
     });
-    let [killed] = service_pids()[..] else {
-        panic!("one shuffle service: {:?}", service_pids());
+    let [killed] = service_pids(&port)[..] else {
+        panic!("one shuffle service: {:?}", service_pids(&port));
     };
 
     // Killed, it is started again, and says so.
@@ -171,15 +172,15 @@ fn a_workers_shuffle_service_starts_again_when_it_dies_and_lives_as_long_as_agen
         listed.contains(&format!(":{port} up, restarted once")),
         "{listed}"
     );
-    let [restarted] = service_pids()[..] else {
-        panic!("one shuffle service: {:?}", service_pids());
+    let [restarted] = service_pids(&port)[..] else {
+        panic!("one shuffle service: {:?}", service_pids(&port));
     };
     assert_ne!(restarted, killed, "{again}");
 
     // The agent stops and the next one takes the same service over.
     signal(first.pid(), Signal::SIGTERM);
     assert!(first.exited("the agent after SIGTERM").success());
-    assert_eq!(service_pids(), [restarted]);
+    assert_eq!(service_pids(&port), [restarted]);
     let mut second = agent(true);
     wait_for_text(
         &masters.dir.path().join("worker-1.log"),
@@ -189,13 +190,13 @@ fn a_workers_shuffle_service_starts_again_when_it_dies_and_lives_as_long_as_agen
     wait_for(&masters, "the adopted service up", |s| {
         service(s)["ready"] == true
     });
-    assert_eq!(service_pids(), [restarted]);
+    assert_eq!(service_pids(&port), [restarted]);
     // The next agent runs none: it stops the one it finds.
     signal(second.pid(), Signal::SIGTERM);
     assert!(second.exited("the agent after SIGTERM").success());
     let _third = agent(false);
     let deadline = Instant::now() + DEADLINE;
-    while !service_pids().is_empty() {
+    while !service_pids(&port).is_empty() {
         assert!(
             Instant::now() < deadline,
             "the service outlived an agent without one"
@@ -226,14 +227,14 @@ fn an_agent_with_other_service_settings_runs_its_own_which_serves_what_was_regis
     };
     // Up on `port`, as the only service, and not `before`: its pid.
     let up_instead_of = |before: i32, port: &str| {
-        let port: u64 = port.parse().unwrap();
+        let number: u64 = port.parse().unwrap();
         wait_for(&masters, "the agent's own service up", |s| {
-            matches!(service_pids()[..], [one] if one != before)
+            matches!(service_pids(port)[..], [one] if one != before)
                 && service(s)["ready"] == true
-                && service(s)["port"] == port
+                && service(s)["port"] == number
         });
-        let [pid] = service_pids()[..] else {
-            panic!("one shuffle service: {:?}", service_pids());
+        let [pid] = service_pids(port)[..] else {
+            panic!("one shuffle service: {:?}", service_pids(port));
         };
         pid
     };
@@ -267,6 +268,7 @@ fn an_agent_with_other_service_settings_runs_its_own_which_serves_what_was_regis
     let other_port = free_port().to_string();
     let mut third = agent(&other_port, threads);
     let third_service = up_instead_of(second_service, &other_port);
+    assert_eq!(service_pids(&port), Vec::<i32>::new());
     signal(third.pid(), Signal::SIGTERM);
     assert!(third.exited("the agent after SIGTERM").success());
     signal(third_service as u32, Signal::SIGKILL);

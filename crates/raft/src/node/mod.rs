@@ -46,6 +46,8 @@
 //! queued ([`WriteError::TooNew`]), so that no master of an older build is sent what it
 //! cannot read; the leader raises the format itself once every member reads it (`builds`),
 //! and a master joins only if it reads the format in force.
+//!
+//! `membership` changes the group; `handover` moves the lead.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -61,18 +63,21 @@ use muster_proto::v1::BuildInfo;
 use muster_proto::v1::replication_server::ReplicationServer;
 use muster_state::version::LogFormat;
 use muster_state::{ClusterState, Command, Op, Outcome, StateConfig};
-use openraft::error::{ForwardToLeader, InitializeError, RaftError};
-use openraft::{ChangeMembers, Config, RaftMetrics, ServerState, SnapshotPolicy, TryAsRef};
+use openraft::error::{ForwardToLeader, RaftError};
+use openraft::{Config, RaftMetrics, ServerState, SnapshotPolicy, TryAsRef};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 
-use crate::builds::{self, Builds, Versions, held_back, reads};
+use crate::builds::{self, Builds, Versions, held_back};
 use crate::disk::Disk;
 use crate::log_store::LogStore;
-use crate::network::{APPEND_BUDGET, Network, TimeoutNow};
+use crate::network::{APPEND_BUDGET, Network};
 use crate::service::ReplicationService;
 use crate::state_machine::{SharedState, StateMachineStore};
 use crate::types::{Applied, Node, NodeId, Raft};
 use muster_state::codec::encoded_len;
+
+mod handover;
+mod membership;
 
 /// Timings and snapshot policy of a replica.
 #[derive(Clone, Debug)]
@@ -252,47 +257,6 @@ pub const MAX_BATCH: usize = 256;
 const MIN_RETRY_AFTER: Duration = Duration::from_millis(20);
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(2);
 
-/// How long each step of a transfer may take: the target nearly catching up, the writes
-/// under way finishing, the target catching up, and the target taking over. With the lease
-/// wait, a transfer ends within the 3 s a follower gives a call it forwards.
-const HANDOVER_STEP: Duration = Duration::from_millis(500);
-
-/// How long a master that joins may take to say which build it runs.
-const JOIN_CALL: Duration = Duration::from_secs(2);
-
-/// How many entries the target may lag before writes are held.
-const NEARLY: u64 = 2;
-
-/// How long past the followers' leases a transfer asks its target to campaign.
-const LEASE_MARGIN: Duration = Duration::from_millis(50);
-
-/// How long the target may take to answer that it campaigns.
-const CAMPAIGN_CALL: Duration = Duration::from_millis(150);
-
-/// A transfer under way on the leader: reads are refused until it ends, and heartbeats
-/// resume when it does, however it ends.
-struct Handover<'n> {
-    node: &'n RaftNode,
-}
-
-impl<'n> Handover<'n> {
-    fn start(node: &'n RaftNode) -> Self {
-        node.transferring.store(true, Ordering::SeqCst);
-        Self { node }
-    }
-}
-
-impl Drop for Handover<'_> {
-    fn drop(&mut self) {
-        self.node.raft.runtime_config().heartbeat(true);
-        // Heard at once: a handover that failed must renew the followers' leases before
-        // their election timeouts run out.
-        let raft = self.node.raft.clone();
-        tokio::spawn(async move { raft.trigger().heartbeat().await });
-        self.node.transferring.store(false, Ordering::SeqCst);
-    }
-}
-
 /// A command waiting for an entry, and who waits for its result.
 struct Proposal {
     command: Command,
@@ -464,131 +428,6 @@ impl RaftNode {
         )
     }
 
-    /// Makes `members` (ids and addresses) the first voters of a new group. Does nothing when
-    /// this replica already belongs to a group, so it is safe on every start.
-    ///
-    /// # Errors
-    ///
-    /// Raft refused for another reason (for instance this replica is not among `members`).
-    pub async fn bootstrap(&self, members: &BTreeMap<NodeId, String>) -> Result<(), NodeError> {
-        if self
-            .raft
-            .is_initialized()
-            .await
-            .map_err(|e| NodeError::Raft(e.into()))?
-        {
-            return Ok(());
-        }
-        let nodes: BTreeMap<NodeId, Node> = members
-            .iter()
-            .map(|(&id, addr)| (id, Node::new(addr.clone())))
-            .collect();
-        match self.raft.initialize(nodes).await {
-            Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
-            Err(e) => Err(NodeError::Raft(e.into())),
-        }
-    }
-
-    /// Adds replica `id` at `addr` as a learner and waits until it has caught up.
-    ///
-    /// # Errors
-    ///
-    /// This replica does not lead, or Raft is unavailable.
-    pub async fn add_learner(&self, id: NodeId, addr: &str) -> Result<(), WriteError> {
-        let _one_change = self.changes.lock().await;
-        // Every raise committed so far applied: none is under way while this change is.
-        let effective = self.read(ClusterState::log_format).await?;
-        if effective > LogFormat::FIRST {
-            self.refuse_older(id, addr, effective).await?;
-        }
-        self.raft
-            .add_learner(id, Node::new(addr.to_owned()), true)
-            .await
-            .map(|_| ())
-            .map_err(not_leader)
-    }
-
-    /// Refuses master `id` at `addr` unless its build reads the cluster's `effective` log
-    /// format.
-    async fn refuse_older(
-        &self,
-        id: NodeId,
-        addr: &str,
-        effective: LogFormat,
-    ) -> Result<(), WriteError> {
-        let joining = self
-            .network
-            .build(id, addr, JOIN_CALL)
-            .await
-            .map_err(|e| WriteError::Unavailable(format!("master {id} at {addr}: {e}")))?;
-        if reads(&joining) < effective {
-            return Err(WriteError::TooNew(format!(
-                "master {id} runs release {}, which cannot read this cluster's {effective}: run \
-                 {} on it",
-                joining.version,
-                effective.readers()
-            )));
-        }
-        Ok(())
-    }
-
-    /// Makes `voters` the voting members (each must be a member or learner already); removed
-    /// voters leave the group.
-    ///
-    /// # Errors
-    ///
-    /// This replica does not lead, a change is already in progress, or Raft is unavailable.
-    pub async fn change_membership(&self, voters: BTreeSet<NodeId>) -> Result<(), WriteError> {
-        let _one_change = self.changes.lock().await;
-        self.raft
-            .change_membership(ChangeMembers::ReplaceAllVoters(voters), false)
-            .await
-            .map(|_| ())
-            .map_err(not_leader)
-    }
-
-    /// Makes `id`, a learner already, a voter, leaving the other voters as they are.
-    ///
-    /// # Errors
-    ///
-    /// This replica does not lead, a change is already in progress, or Raft is unavailable.
-    pub async fn add_voter(&self, id: NodeId) -> Result<(), WriteError> {
-        let _one_change = self.changes.lock().await;
-        self.raft
-            .change_membership(ChangeMembers::AddVoterIds([id].into()), false)
-            .await
-            .map(|_| ())
-            .map_err(not_leader)
-    }
-
-    /// Takes member `id` (a voter or a learner) out of the group, leaving the others as they
-    /// are: it no longer votes nor is replicated to.
-    ///
-    /// # Errors
-    ///
-    /// This replica does not lead, a change is already in progress, or Raft is unavailable.
-    pub async fn remove_member(&self, id: NodeId) -> Result<(), WriteError> {
-        let _one_change = self.changes.lock().await;
-        let votes = self
-            .raft
-            .metrics()
-            .borrow()
-            .membership_config
-            .membership()
-            .voter_ids()
-            .any(|v| v == id);
-        let change = if votes {
-            ChangeMembers::RemoveVoters([id].into())
-        } else {
-            ChangeMembers::RemoveNodes([id].into())
-        };
-        self.raft
-            .change_membership(change, false)
-            .await
-            .map(|_| ())
-            .map_err(not_leader)
-    }
-
     /// Commits `command` and returns what applying it gave.
     ///
     /// # Errors
@@ -722,148 +561,6 @@ impl RaftNode {
                 })?;
         }
         Ok(read(&self.state.read().expect("state lock")))
-    }
-
-    /// Hands the lead to voter `target` (see the module doc); returns once `target` leads.
-    /// Writes made meanwhile wait, then go to the new leader like any write during an
-    /// election; reads are refused until it is over. Handing it to this replica does nothing.
-    ///
-    /// # Errors
-    ///
-    /// [`WriteError::NotLeader`] when this replica does not lead (or another replica took
-    /// over instead), [`WriteError::Unavailable`] when `target` is not a voter, did not catch
-    /// up or did not take over in time (the lead then stays or returns where it was).
-    pub async fn transfer_leadership(&self, target: NodeId) -> Result<(), WriteError> {
-        let _one_change = self.changes.lock().await;
-        let Some((term, addr)) = self.handover_to(target)? else {
-            return Ok(());
-        };
-        if self.silent_members().contains(&target) {
-            return Err(WriteError::Unavailable(format!(
-                "master {target} has not answered this leader for an election timeout: it is \
-                 down or cut off, so the lead stays here"
-            )));
-        }
-        // Most of the log reaches the target before writes are held, so that they are held
-        // only for the last entries.
-        let lag = |m: &RaftMetrics<NodeId, Node>| {
-            let matched = m
-                .replication
-                .as_ref()
-                .and_then(|r| r.get(&target).copied().flatten())
-                .map_or(0, |log| log.index + 1);
-            m.last_log_index
-                .map_or(0, |last| last + 1)
-                .saturating_sub(matched)
-        };
-        let mut metrics = self.raft.metrics();
-        let _ = tokio::time::timeout(HANDOVER_STEP, metrics.wait_for(|m| lag(m) <= NEARLY)).await;
-        let held = tokio::time::timeout(
-            HANDOVER_STEP,
-            Arc::clone(&self.in_flight)
-                .acquire_many_owned(u32::try_from(IN_FLIGHT).expect("a small number")),
-        );
-        let Ok(Ok(_held)) = held.await else {
-            return Err(WriteError::Unavailable(
-                "the writes under way did not finish in time".into(),
-            ));
-        };
-        // Still the leader of the same term and group, now that nothing is written.
-        if self.handover_to(target)?.map(|(t, _)| t) != Some(term) {
-            return Err(WriteError::NotLeader(
-                self.leadership.borrow().leader.clone(),
-            ));
-        }
-        let caught_up = metrics.wait_for(|m| lag(m) == 0);
-        if !matches!(
-            tokio::time::timeout(HANDOVER_STEP, caught_up).await,
-            Ok(Ok(_))
-        ) {
-            return Err(WriteError::Unavailable(format!(
-                "master {target} did not catch up with the log in time"
-            )));
-        }
-        let _transfer = Handover::start(self);
-        self.raft.runtime_config().heartbeat(false);
-        // Every follower's lease on this leader must run out, or none votes for the target:
-        // an election timeout after the last heartbeat, which may still be on its way.
-        let quiet = Duration::from_millis(self.election_timeout_max_ms + self.heartbeat_ms);
-        tokio::time::sleep(quiet + LEASE_MARGIN).await;
-        if lag(&self.raft.metrics().borrow()) != 0 {
-            return Err(WriteError::Unavailable(format!(
-                "the log grew while the lead was moving to master {target}"
-            )));
-        }
-        let asked = TimeoutNow {
-            leader: self.id,
-            term,
-        };
-        // Answered at once or not at all: past the followers' own election timeouts, one
-        // of them would campaign, and any could win.
-        let campaigns = self
-            .network
-            .timeout_now(target, &addr, &asked, CAMPAIGN_CALL);
-        match campaigns.await {
-            Ok(true) => {}
-            Ok(false) => {
-                return Err(WriteError::Unavailable(format!(
-                    "master {target} did not campaign: it no longer follows this leader quietly"
-                )));
-            }
-            Err(error) => {
-                return Err(WriteError::Unavailable(format!("master {target}: {error}")));
-            }
-        }
-        let mut leadership = self.leadership.clone();
-        let settled = tokio::time::timeout(
-            HANDOVER_STEP,
-            leadership.wait_for(|l| l.term.0 > term && l.leader.is_some()),
-        )
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .map(|settled| settled.leader.clone());
-        match settled {
-            Some(Some((id, _))) if id == target => Ok(()),
-            Some(leader) => Err(WriteError::NotLeader(leader)),
-            None => Err(WriteError::Unavailable(format!(
-                "master {target} did not take over in time"
-            ))),
-        }
-    }
-
-    /// The term and the target's address for a handover to `target`, or `None` when this
-    /// replica is the target.
-    ///
-    /// # Errors
-    ///
-    /// This replica does not lead, `target` is not a voter, or the membership is changing.
-    fn handover_to(&self, target: NodeId) -> Result<Option<(u64, String)>, WriteError> {
-        let metrics = self.raft.metrics();
-        let metrics = metrics.borrow();
-        if metrics.state != ServerState::Leader {
-            return Err(WriteError::NotLeader(
-                self.leadership.borrow().leader.clone(),
-            ));
-        }
-        if target == self.id {
-            return Ok(None);
-        }
-        let stored = &metrics.membership_config;
-        let changing = stored.membership().get_joint_config().len() > 1
-            || stored.log_id().map(|l| l.index) > metrics.last_applied.map(|l| l.index);
-        if changing {
-            return Err(WriteError::Unavailable(
-                "the membership is changing: try again once it is done".into(),
-            ));
-        }
-        let membership = stored.membership();
-        let addr = membership
-            .get_node(&target)
-            .filter(|_| membership.voter_ids().any(|v| v == target))
-            .map(|node| node.addr.clone())
-            .ok_or_else(|| WriteError::Unavailable(format!("{target} is not a voter")))?;
-        Ok(Some((metrics.current_term, addr)))
     }
 
     /// The members this replica, as leader, has not heard from for the longest election
