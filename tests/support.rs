@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, TcpStream};
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -1068,7 +1068,9 @@ struct Links {
 
 impl Proxy {
     pub fn start(target: String) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        // Never a port given out for a master that has not bound it yet: a proxy on its own
+        // target's port would forward to itself until the test ran out of descriptors.
+        let listener = muster_bench::cluster::loopback_listener().unwrap();
         let port = listener.local_addr().unwrap().port();
         let links = Arc::new(Mutex::new(Links::default()));
         let turned_away = Arc::new(AtomicU64::new(0));

@@ -3,7 +3,7 @@
 //! asking while a call is lost on the way instead of giving up.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, TcpStream};
 use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -259,7 +259,7 @@ fn a_client_without_the_ca_is_told_to_give_it() {
 /// connection as soon as the client starts a call (its first HEADERS frame): every call is
 /// lost on the way after the connection was made, as on a half-cut network.
 fn call_breaker(target: String) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = muster_bench::cluster::loopback_listener().unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     std::thread::spawn(move || {
         for client in listener.incoming() {

@@ -67,15 +67,30 @@ pub(crate) fn stop(process: &mut Child, name: &str) {
 ///
 /// None is free.
 pub fn free_port() -> Result<u16, BenchError> {
+    Ok(loopback_listener()?.local_addr()?.port())
+}
+
+/// A listener on a loopback port this process was never given before, by this function or
+/// [`free_port`]: a listener of the process's own (a test's proxy) must not take a port given
+/// out for a process that has not bound it yet, or what is meant for that process reaches
+/// the listener (a proxy given its own target's port forwards to itself without end).
+///
+/// # Errors
+///
+/// None is free.
+pub fn loopback_listener() -> Result<TcpListener, BenchError> {
     static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
     let mut given = GIVEN.lock().unwrap_or_else(PoisonError::into_inner);
+    // Held until one is new, so that the kernel hands out others meanwhile.
+    let mut refused = Vec::new();
     for _ in 0..1000 {
         let listener = TcpListener::bind("127.0.0.1:0")
             .map_err(|e| BenchError::Failed(format!("no free port: {e}")))?;
         let port = listener.local_addr()?.port();
         if given.insert(port) {
-            return Ok(port);
+            return Ok(listener);
         }
+        refused.push(listener);
     }
     Err(BenchError::Failed(format!(
         "no free port that this process was not given already ({} given)",
