@@ -7,12 +7,14 @@
 //! adopted by the next agent on the work dir if that agent runs it with the same port and
 //! settings, else stopped ([`stop_unwanted`]). [`keep_running`] starts it whenever it does not
 //! run and probes its port. With a secret, it authenticates the applications that use it
-//! (`spark.authenticate`), which must then share that secret, as on a standalone cluster. Its local dirs (`spark.local.dir`) are its own directory, where it
-//! keeps the executors that registered with it in a database (a restarted service still serves
-//! what they wrote), and the work dir's `local/`, under which the executors write into their
-//! application's directory: the service serves files only from under its local dirs. The
-//! worker removes an application's directory once the leader says the application ended.
-//! Executors learn the service's port from [`PORT_VARIABLE`].
+//! (`spark.authenticate`), which must then share that secret, as on a standalone cluster.
+//!
+//! Its local dirs (`spark.local.dir`) are its own directory, where it keeps the executors that
+//! registered with it in a database (a restarted service still serves what they wrote), and
+//! the work dir's `local/`, under which the executors write into their application's
+//! directory: the service serves files only from under its local dirs. The worker removes an
+//! application's directory once the leader says the application ended. Executors learn the
+//! service's port from [`PORT_VARIABLE`].
 
 use std::collections::BTreeMap;
 use std::fmt;
