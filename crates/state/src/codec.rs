@@ -11,7 +11,15 @@ fn config() -> bincode::config::Configuration {
 
 /// Encodes `value`.
 pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
-    bincode::serde::encode_to_vec(value, config()).expect("encoding into a Vec cannot fail")
+    let mut bytes = Vec::new();
+    encode_into(value, &mut bytes);
+    bytes
+}
+
+/// Encodes `value` after what `bytes` already holds (a snapshot's format byte).
+pub fn encode_into<T: Serialize>(value: &T, bytes: &mut Vec<u8>) {
+    bincode::serde::encode_into_std_write(value, bytes, config())
+        .expect("writing to a Vec cannot fail");
 }
 
 /// How many bytes [`encode`] makes of `value`, without making them.
@@ -26,17 +34,23 @@ pub fn encoded_len<T: Serialize>(value: &T) -> usize {
 /// an error, not an attempt to allocate it.
 const DECODE_LIMIT: usize = 1 << 30;
 
+/// Decodes the `T` that `bytes` start with, and how many bytes it took.
+pub fn decode_counted<T: DeserializeOwned>(
+    bytes: &[u8],
+) -> Result<(T, usize), bincode::error::DecodeError> {
+    let limited = config().with_limit::<DECODE_LIMIT>();
+    bincode::serde::decode_from_slice(bytes, limited)
+}
+
 /// Decodes the `T` that `bytes` start with, whatever follows it: the head of a larger
 /// value, read without decoding the rest.
 pub fn decode_head<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, bincode::error::DecodeError> {
-    let limited = config().with_limit::<DECODE_LIMIT>();
-    Ok(bincode::serde::decode_from_slice(bytes, limited)?.0)
+    Ok(decode_counted(bytes)?.0)
 }
 
 /// Decodes a whole `T` from `bytes`.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, bincode::error::DecodeError> {
-    let limited = config().with_limit::<DECODE_LIMIT>();
-    let (value, read) = bincode::serde::decode_from_slice(bytes, limited)?;
+    let (value, read) = decode_counted(bytes)?;
     if read != bytes.len() {
         return Err(bincode::error::DecodeError::OtherString(format!(
             "{} trailing bytes",

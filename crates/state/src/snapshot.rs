@@ -1,8 +1,8 @@
 //! Snapshot encoding of the whole state: one format-version byte, then the state in bincode 2.
 //! A replica refuses a snapshot from a newer format or a corrupt one rather than guess.
 
-use crate::ClusterState;
 use crate::version::LogFormat;
+use crate::{ClusterState, codec};
 
 /// The newest format this build writes and reads. Format 3 added the kept room
 /// (reservations) at the end of the state, format 4 the draining workers after it, format 5
@@ -65,20 +65,11 @@ pub enum SnapshotError {
     Corrupt(String),
 }
 
-/// The most bytes a snapshot may claim while it decodes: a corrupted length must be an
-/// error, not an attempt to allocate it.
-const DECODE_LIMIT: usize = 1 << 30;
-
-fn config() -> bincode::config::Configuration {
-    bincode::config::standard()
-}
-
 impl ClusterState {
     /// The whole state as snapshot bytes.
     pub fn encode_snapshot(&self) -> Vec<u8> {
         let mut bytes = vec![SNAPSHOT_FORMAT];
-        bincode::serde::encode_into_std_write(self, &mut bytes, config())
-            .expect("writing to a Vec cannot fail");
+        codec::encode_into(self, &mut bytes);
         // An empty list or map is one zero byte at the end: older formats leave it out.
         let added_empty = [
             self.reservations.is_empty(),
@@ -130,8 +121,8 @@ impl ClusterState {
             .sum();
         let body = [body, &vec![0; missing]].concat();
         let body = &body[..];
-        let limited = config().with_limit::<DECODE_LIMIT>();
-        let (mut state, read) = bincode::serde::decode_from_slice::<Self, _>(body, limited)
+        // Bounded by the codec's limit: a corrupted length is an error, not an allocation.
+        let (mut state, read) = codec::decode_counted::<Self>(body)
             .map_err(|error| SnapshotError::Corrupt(error.to_string()))?;
         if read != body.len() {
             return Err(SnapshotError::Corrupt(format!(
