@@ -13,7 +13,7 @@ use crate::links::{AppClient, Peer};
 use crate::protocol::{Action, AppRequest, Close, LinkId, ToApp};
 use crate::{Leader, Purpose};
 
-/// An application's client attached ([`Event::AppAttached`]).
+/// An application's client attached ([`crate::Event::AppAttached`]).
 pub(super) struct Attached {
     pub(super) app: AppId,
     pub(super) ui_address: String,

@@ -299,8 +299,15 @@ pub fn worker_event(worker: &WorkerId, link: LinkId, body: WorkerUp) -> Option<E
             return Some(Event::WorkerHeartbeat {
                 link,
                 usage: usage.collect(),
-                // A port out of range is none.
-                shuffle_service: heartbeat.shuffle_service.and_then(|s| s.try_into().ok()),
+                // A port out of range is none, and said.
+                shuffle_service: heartbeat.shuffle_service.and_then(|service| {
+                    service
+                        .try_into()
+                        .inspect_err(|error: &String| {
+                            tracing::warn!(%worker, %error, "a heartbeat's shuffle service refused");
+                        })
+                        .ok()
+                }),
                 apps_with_data: heartbeat
                     .apps_with_data
                     .iter()

@@ -61,6 +61,7 @@ use muster_proto::auth::Credential;
 use muster_proto::transport::Dialer;
 use muster_proto::v1::BuildInfo;
 use muster_proto::v1::replication_server::ReplicationServer;
+use muster_state::codec::encoded_len;
 use muster_state::version::LogFormat;
 use muster_state::{ClusterState, Command, Op, Outcome, StateConfig};
 use openraft::error::{ForwardToLeader, RaftError};
@@ -74,7 +75,6 @@ use crate::network::{APPEND_BUDGET, Network};
 use crate::service::ReplicationService;
 use crate::state_machine::{SharedState, StateMachineStore};
 use crate::types::{Applied, Node, NodeId, Raft};
-use muster_state::codec::encoded_len;
 
 mod handover;
 mod membership;
