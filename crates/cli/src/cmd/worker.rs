@@ -135,14 +135,12 @@ pub struct WorkerArgs {
 ///
 /// # Errors
 ///
-/// The file cannot be read, group or others may read it, or it holds no text.
+/// The file cannot be read, group or others may read it, or it holds no text (an empty one
+/// is refused with the service's other settings).
 fn spark_secret(path: &std::path::Path) -> Result<String, CliError> {
     let bad = |what: String| CliError::BadInput(format!("--shuffle-service-secret-file: {what}"));
     let bytes = muster_proto::auth::read_private(path).map_err(|e| bad(e.to_string()))?;
-    match String::from_utf8(bytes) {
-        Ok(secret) if !secret.is_empty() => Ok(secret),
-        _ => Err(bad(format!("{} holds no text", path.display()))),
-    }
+    String::from_utf8(bytes).map_err(|_| bad(format!("{} holds no text", path.display())))
 }
 
 /// The custom resources a worker offers and their addresses, from `--resources` and the
