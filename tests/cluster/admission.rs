@@ -120,32 +120,26 @@ fn a_burst_of_cluster_mode_drivers_all_finish_on_a_cluster_with_no_configuration
     let ids = burst(&masters, resources, 8, 3000);
 
     // Drivers take at most half the cores (the default driver share); those held back say
-    // so, and the applications of those running get executors.
-    let status = wait_for(&masters, "executors beside the running drivers", |s| {
-        let executors = s["apps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|a| a["executors"].as_array().unwrap())
-            .count();
-        drivers_in(s, &ids, "RUNNING").len() == 4 && executors > 0
-    });
+    // so, and the applications of those running get executors. Each application names the
+    // driver that runs it (its page links it) once it has attached to the leader: its
+    // registration is in the log a moment before.
+    let status = wait_for(
+        &masters,
+        "executors beside the running drivers, whose applications name them",
+        |s| {
+            let apps = s["apps"].as_array().unwrap();
+            let executors = apps
+                .iter()
+                .flat_map(|a| a["executors"].as_array().unwrap())
+                .count();
+            let named = apps
+                .iter()
+                .all(|a| ids.iter().any(|id| a["driver"] == id.as_str()));
+            drivers_in(s, &ids, "RUNNING").len() == 4 && executors > 0 && named
+        },
+    );
     let held_back = drivers_in(&status, &ids, "SUBMITTED");
     assert_eq!(held_back.len(), 6, "{status}");
-    // Each application names the driver that runs it (its page links it).
-    let runners: Vec<&Value> = status["apps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| &a["driver"])
-        .collect();
-    assert!(
-        !runners.is_empty()
-            && runners
-                .iter()
-                .all(|d| ids.iter().any(|id| *d == id.as_str())),
-        "{status}"
-    );
     assert!(
         held_back.iter().all(|d| d["waiting"]
             == "drivers of queue `default` hold 4 of 4 cores allowed (driver share 0.5)"),
