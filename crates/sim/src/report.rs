@@ -36,7 +36,7 @@ pub struct Work {
     /// How it ended: FINISHED, KILLED, FAILED, ..., or REFUSED at submission.
     pub outcome: Option<String>,
     /// A driver's runs that failed (exit 1) before it ended.
-    #[serde(skip_serializing_if = "crate::trace::is_zero")]
+    #[serde(skip_serializing_if = "muster_core::model::is_zero")]
     pub failed_runs: u32,
     /// Core time its tasks ran, in seconds (apps).
     #[serde(skip)]

@@ -122,7 +122,7 @@ pub struct DriverEntry {
     pub supervise: bool,
     /// How many of its runs fail (exit 1 after `duration_s`) before one finishes; an
     /// unsupervised driver's first run that fails ends it, FAILED.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "muster_core::model::is_zero")]
     pub failures: u32,
     /// Its application's `spark.cores.max`, when it runs one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -163,11 +163,6 @@ impl DriverEntry {
             task_s: self.task_s?,
         })
     }
-}
-
-/// Whether a count is zero, and so left out of JSON.
-pub(crate) fn is_zero(n: &u32) -> bool {
-    *n == 0
 }
 
 fn default_memory_mb() -> u64 {

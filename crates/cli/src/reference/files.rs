@@ -11,9 +11,11 @@ use super::{anchor, cell};
 use syn::{Attribute, Expr, Fields, Item, ItemEnum, ItemStruct, Lit, Meta, Type};
 
 /// The sources that define the types below, from the workspace's root.
-const SOURCES: [&str; 7] = [
+const SOURCES: [&str; 9] = [
     "crates/leader/src/config.rs",
-    "crates/core/src/model.rs",
+    "crates/core/src/model/mod.rs",
+    "crates/core/src/model/queue.rs",
+    "crates/core/src/model/work.rs",
     "crates/core/src/access.rs",
     "crates/core/src/tasks/pools.rs",
     "crates/driver/src/spec.rs",
