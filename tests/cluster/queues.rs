@@ -1,13 +1,14 @@
 //! Queues with guaranteed capacities on a real cluster: a team alone borrows the idle half of
 //! the cluster, and the other team gets its half back as the borrowed executors end, or
-//! sooner by preemption when the masters' policy has it.
+//! sooner by preemption when the masters' policy has it; preemption settings that can never
+//! stop an executor are said where the queues are shown.
 
 use std::io::Write as _;
 
 use serde_json::Value;
 
 use crate::support::{
-    SLEEPERS, app, app_run, configured_masters, running_executors, start_worker, wait_for,
+    Masters, SLEEPERS, app, app_run, configured_masters, running_executors, start_worker, wait_for,
 };
 
 /// The queue named `name` as status shows it.
@@ -98,4 +99,59 @@ fn with_preemption_for_capacities_the_other_team_gets_its_half_back_from_running
     );
     assert_eq!(queue(&shared, "a")["cores_used"], 2, "{shared}");
     assert_eq!(queue(&shared, "b")["cores_used"], 2, "{shared}");
+}
+
+#[test]
+fn preemption_settings_that_can_never_stop_an_executor_are_said_where_queues_are_shown() {
+    // Queues that live only in the log: the masters start without them.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("master.json");
+    std::fs::write(
+        &config,
+        r#"{"preemption": {"queues": ["prod"], "max_fraction": 0.25}}"#,
+    )
+    .unwrap();
+    let masters = Masters::start_with(&["--config", config.to_str().unwrap()]);
+    masters.leader(0);
+    let list = masters.list_from(1);
+    // `muster queues` lists them and says the warning on its standard error, exit 0.
+    let said = || {
+        let shown = Masters::client(&list, &["queues"]);
+        assert!(
+            crate::support::stdout(&shown).starts_with("NAME"),
+            "{shown:?}"
+        );
+        String::from_utf8(shown.stderr).unwrap().trim().to_owned()
+    };
+    let warned = |why: &str| {
+        assert_eq!(
+            said(),
+            format!("warning: preemption can never stop an executor: {why}")
+        );
+    };
+    let missing = "no queue `prod` among the queues: it would never preempt";
+    wait_for(&masters, "the warning of a missing queue", |s| {
+        s["preemption_warning"] == missing
+    });
+    warned(missing);
+
+    // Once `prod` is a prior queue, the settings can preempt: nothing is said.
+    crate::support::set_queues(&list, dir.path(), r#"[{"name": "prod", "prior": true}]"#);
+    let status = wait_for(&masters, "no warning", |s| {
+        s["preemption_warning"].is_null()
+    });
+    assert_eq!(status["queues"][0]["prior"], true, "{status}");
+    assert_eq!(said(), "");
+
+    // A round may stop a quarter of 4 cores: one core, and the only ordinary executors
+    // hold two each.
+    let _worker = start_worker(&masters, "w1", 4);
+    let two_cores = [&["--executor-cores", "2"][..], &SLEEPERS[2..]].concat();
+    let (_app, id, _out) = app_run(&masters, &two_cores);
+    let small = "max_fraction 0.25 of 4 cores is 1 core, fewer than any executor of an \
+                 ordinary queue holds (the smallest, 2): no round could stop one";
+    wait_for(&masters, "the warning of a round too small", |s| {
+        running_executors(s, &id).len() == 2 && s["preemption_warning"] == small
+    });
+    warned(small);
 }

@@ -131,6 +131,17 @@ fn malformed_traces_and_cluster_files_exit_2_naming_the_line_and_field() {
             "master": {"preemption": {"queues": ["prod"], "max_fraction": 0.1}}}"#,
     );
     write(
+        "quarter-fraction.json",
+        r#"{"workers": [{"count": 1, "cores": 4, "memory_mb": 4096}],
+            "queues": [{"name": "prod", "prior": true}],
+            "master": {"preemption": {"queues": ["prod"], "max_fraction": 0.25}}}"#,
+    );
+    write(
+        "two-core-executors.jsonl",
+        "{\"kind\": \"app\", \"at_s\": 0, \"executor_cores\": 2, \"tasks\": 1, \"task_s\": 1}\n\
+         {\"kind\": \"app\", \"at_s\": 1, \"queue\": \"prod\", \"executor_cores\": 1, \"tasks\": 1, \"task_s\": 1}\n",
+    );
+    write(
         "bad-cluster.json",
         r#"{"workers": [{"count": 0, "cores": 4, "memory_mb": 4096}]}"#,
     );
@@ -164,6 +175,16 @@ fn malformed_traces_and_cluster_files_exit_2_naming_the_line_and_field() {
             ["ok.jsonl", "--cluster", "tiny-fraction.json"],
             "tiny-fraction.json: master.preemption.max_fraction: max_fraction 0.1 of 4 cores \
              is less than one core: no round could stop an executor",
+        ),
+        (
+            [
+                "two-core-executors.jsonl",
+                "--cluster",
+                "quarter-fraction.json",
+            ],
+            "master.preemption.max_fraction: max_fraction 0.25 of 4 cores is 1 core, fewer \
+             than any executor of an ordinary queue holds (the smallest, 2): no round could \
+             stop one",
         ),
         (
             ["ok.jsonl", "--cluster", "ordinary-preemption.json"],

@@ -309,6 +309,12 @@ impl Leader {
         self.links.app_driver(app)
     }
 
+    /// Why the masters' preemption settings can never stop an executor in `state`, if they
+    /// cannot.
+    pub fn preemption_warning(&self, state: &ClusterState) -> Option<String> {
+        self.config.preemption.as_ref()?.cannot_preempt_in(state)
+    }
+
     /// How many scheduling passes this leader has run.
     pub fn passes(&self) -> u64 {
         self.passes.count()
@@ -607,6 +613,7 @@ impl Leader {
         if !self.passes.due(now, self.config.schedule_tick) {
             return;
         }
+        self.preemptor.note_settings(state);
         if !state.has_work_to_place(self.config.pass.default_cores) {
             self.passes.nothing_to_place(now);
             self.preemptor.nothing_waits();

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use foldhash::fast::FixedState;
 use muster_core::ids::{QueueName, WorkId, millis};
-use muster_core::model::Snapshot;
+use muster_core::model::{Snapshot, WorkerState};
 use muster_core::plan::Plan;
 use muster_core::preempt::Preempting;
 use muster_state::commands::{GrantReservations, preempt_op};
@@ -66,17 +66,66 @@ impl PreemptionPolicy {
         })
     }
 
-    /// Why one round could stop no executor at all on `alive_cores` cores: `max_fraction`
-    /// of them is less than one core.
-    pub fn stops_nothing_on(&self, alive_cores: u64) -> Option<String> {
-        let budget = (self.max_fraction * alive_cores as f64).floor();
-        (alive_cores > 0 && budget < 1.0).then(|| {
-            format!(
+    /// Why one round could stop no executor on `alive_cores` cores: `max_fraction` of them
+    /// is less than one core, or fewer cores than each of `ordinary_executors` holds (the
+    /// cores of each executor of an ordinary queue, the only victims: one larger than what
+    /// is left of a round is passed over). The walk of them stops at the first that fits.
+    pub fn stops_nothing_on(
+        &self,
+        alive_cores: u64,
+        ordinary_executors: impl IntoIterator<Item = u32>,
+    ) -> Option<String> {
+        let budget = (self.max_fraction * alive_cores as f64).floor() as u64;
+        if alive_cores == 0 {
+            return None;
+        }
+        if budget == 0 {
+            return Some(format!(
                 "max_fraction {} of {alive_cores} cores is less than one core: no round could \
                  stop an executor",
                 self.max_fraction
+            ));
+        }
+        let mut smallest: Option<u32> = None;
+        for cores in ordinary_executors {
+            if u64::from(cores) <= budget {
+                return None;
+            }
+            smallest = Some(smallest.map_or(cores, |s| s.min(cores)));
+        }
+        let round = if budget == 1 {
+            "1 core".to_owned()
+        } else {
+            format!("{budget} cores")
+        };
+        smallest.map(|smallest| {
+            format!(
+                "max_fraction {} of {alive_cores} cores is {round}, fewer than any executor of \
+                 an ordinary queue holds (the smallest, {smallest}): no round could stop one",
+                self.max_fraction
             )
         })
+    }
+
+    /// Why this policy can never stop an executor in `state`: it preempts for a queue that
+    /// is missing or not prior, or a round's `max_fraction` of the ALIVE cores is less than
+    /// one core or than any running executor of an ordinary queue.
+    pub fn cannot_preempt_in(&self, state: &ClusterState) -> Option<String> {
+        let queues = state.queues_in_force();
+        let prior = |queue: &QueueName| queues.iter().any(|q| &q.name == queue && q.prior);
+        let alive_cores = state
+            .workers()
+            .values()
+            .filter(|w| w.state == WorkerState::Alive)
+            .map(|w| u64::from(w.capacity.cores))
+            .sum();
+        let ordinary_executors = state
+            .apps()
+            .values()
+            .filter(|a| !prior(&a.desc.queue))
+            .flat_map(|a| a.executors.values().map(|e| e.resources.cores));
+        self.never_preempts_under(queues.iter().map(|q| (&q.name, q.prior)))
+            .or_else(|| self.stops_nothing_on(alive_cores, ordinary_executors))
     }
 }
 
@@ -95,7 +144,7 @@ pub(super) struct Preemptor {
     preempt_in_flight: bool,
     /// A grant of kept room is proposed and not settled yet.
     grant_in_flight: bool,
-    /// Why the policy cannot preempt for the prior work that waits, as last said.
+    /// Why the policy can never stop an executor, as last said.
     said_cannot_preempt: Option<String>,
 }
 
@@ -153,6 +202,22 @@ impl Preemptor {
         self.grant_in_flight = false;
     }
 
+    /// Says in the log, once as it changes, why the policy can never stop an executor in
+    /// `state`, if it cannot: a setting the operator should fix, as `muster queues` and the
+    /// status page show it.
+    pub(super) fn note_settings(&mut self, state: &ClusterState) {
+        let cannot_preempt = self
+            .policy
+            .as_ref()
+            .and_then(|p| p.cannot_preempt_in(state));
+        if cannot_preempt != self.said_cannot_preempt {
+            if let Some(why) = &cannot_preempt {
+                tracing::warn!("preemption can never stop an executor: {why}");
+            }
+            self.said_cannot_preempt = cannot_preempt;
+        }
+    }
+
     /// Nothing waits for room any more.
     pub(super) fn nothing_waits(&mut self) {
         self.room_waits.clear();
@@ -179,36 +244,6 @@ impl Preemptor {
                 WorkId::App(id) => apps.insert(id),
                 WorkId::Driver(id) => drivers.insert(id),
             };
-        }
-        // Prior work waits for room that the policy can never free: said once, as it
-        // changes, where the operator looks. Which work waits is looked at only when the
-        // policy could not preempt for any.
-        let anything_waits = !apps.is_empty() || !drivers.is_empty();
-        let cannot_preempt = anything_waits
-            .then(|| {
-                let queues = snapshot.queues.iter().map(|c| (&c.name, c.prior));
-                policy
-                    .never_preempts_under(queues)
-                    .or_else(|| policy.stops_nothing_on(snapshot.alive_cores()))
-            })
-            .flatten()
-            .filter(|_| {
-                let prior =
-                    |queue: &QueueName| snapshot.queues.iter().any(|c| &c.name == queue && c.prior);
-                snapshot
-                    .apps
-                    .iter()
-                    .any(|a| apps.contains(&a.id) && prior(&a.queue))
-                    || snapshot
-                        .drivers
-                        .iter()
-                        .any(|d| drivers.contains(&d.id) && prior(&d.queue))
-            });
-        if cannot_preempt != self.said_cannot_preempt {
-            if let Some(why) = &cannot_preempt {
-                tracing::warn!("prior work waits for room, and preemption cannot free it: {why}");
-            }
-            self.said_cannot_preempt = cannot_preempt;
         }
         // Found by a walk of the snapshot that copies only the ids of work waiting for room.
         let waits: BTreeSet<WorkId> = snapshot
@@ -313,5 +348,44 @@ impl Preemptor {
             self.kept.insert(owner, until);
         }
         grace
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
+    use super::PreemptionPolicy;
+
+    fn policy(max_fraction: f64) -> PreemptionPolicy {
+        PreemptionPolicy {
+            queues: BTreeSet::from(["prod".into()]),
+            delay: Duration::from_secs(1),
+            grace: Duration::from_secs(1),
+            max_fraction,
+            capacities: false,
+        }
+    }
+
+    #[test]
+    fn a_round_that_could_stop_no_executor_says_why() {
+        assert_eq!(
+            policy(0.1).stops_nothing_on(5, [1]).as_deref(),
+            Some(
+                "max_fraction 0.1 of 5 cores is less than one core: no round could stop an executor"
+            )
+        );
+        assert_eq!(
+            policy(0.1).stops_nothing_on(30, [5, 4, 6]).as_deref(),
+            Some(
+                "max_fraction 0.1 of 30 cores is 3 cores, fewer than any executor of an \
+                 ordinary queue holds (the smallest, 4): no round could stop one"
+            )
+        );
+        // One executor that fits is enough, and with none running nothing is said.
+        assert_eq!(policy(0.1).stops_nothing_on(30, [4, 3, 2]), None);
+        assert_eq!(policy(0.1).stops_nothing_on(30, []), None);
+        assert_eq!(policy(0.1).stops_nothing_on(0, [4]), None);
     }
 }

@@ -243,6 +243,12 @@ impl Session {
             .map(Into::into)
     }
 
+    /// Why the masters' preemption settings can never stop an executor in `state`, if they
+    /// cannot.
+    pub fn preemption_warning(&self, state: &ClusterState) -> Option<String> {
+        self.lock().leader.preemption_warning(state)
+    }
+
     /// The cluster-mode driver that runs `app`, as its client said when it attached.
     pub fn app_driver(&self, app: &AppId) -> Option<DriverId> {
         self.lock().leader.app_driver(app).cloned()

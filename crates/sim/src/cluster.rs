@@ -137,6 +137,30 @@ impl Cluster {
         })
     }
 
+    /// Why the masters' preemption could never stop an executor of `trace`'s applications
+    /// of ordinary queues, if it could not: each holds more cores than `max_fraction` of the
+    /// cluster's. An application without executor cores may get executors of one core.
+    pub fn preemption_stops_nothing(&self, trace: &[Entry]) -> Option<String> {
+        let policy = self.leader.preemption.as_ref()?;
+        let prior = |queue: &muster_core::ids::QueueName| {
+            self.leader
+                .queues
+                .iter()
+                .flatten()
+                .any(|q| &q.name == queue && q.prior)
+        };
+        let cores = self
+            .workers
+            .iter()
+            .map(|w| u64::from(w.resources.cores))
+            .sum();
+        let executors = trace.iter().filter_map(|entry| match entry {
+            Entry::App(app) if !prior(&app.queue) => Some(app.executor_cores.unwrap_or(1)),
+            _ => None,
+        });
+        policy.stops_nothing_on(cores, executors)
+    }
+
     /// Reads the cluster file at `path`.
     ///
     /// # Errors
@@ -222,7 +246,7 @@ impl Cluster {
                 return Err(invalid("master.preemption.queues".into(), &message));
             }
             let cores: u64 = workers.iter().map(|w| u64::from(w.resources.cores)).sum();
-            if let Some(message) = policy.stops_nothing_on(cores) {
+            if let Some(message) = policy.stops_nothing_on(cores, []) {
                 return Err(invalid("master.preemption.max_fraction".into(), &message));
             }
         }

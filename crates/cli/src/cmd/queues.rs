@@ -58,6 +58,9 @@ pub fn run(args: QueuesArgs) -> Result<String, CliError> {
         if args.json {
             return Ok(status.to_json()["queues"].to_string());
         }
+        if let Some(warning) = &status.preemption_warning {
+            eprintln!("warning: preemption can never stop an executor: {warning}");
+        }
         return Ok(render::queues(&status).trim_end().to_owned());
     };
     let queues = read_queues(&path)?;

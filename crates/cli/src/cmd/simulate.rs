@@ -194,6 +194,11 @@ fn run_one(
             "the trace submits to queue `{queue}`, which the cluster file does not have"
         )));
     }
+    if let Some(message) = cluster.preemption_stops_nothing(trace) {
+        return Err(CliError::BadInput(format!(
+            "master.preemption.max_fraction: {message}"
+        )));
+    }
     let last_s = trace.last().map_or(0.0, Entry::at_s);
     let bar = ProgressBar::new(last_s.ceil() as u64).with_style(
         ProgressStyle::with_template(

@@ -241,6 +241,10 @@ impl ClusterService {
             applied_index: metrics.last_applied.map_or(0, |applied| applied.index),
             log_format: state.log_format().0,
             log_format_held: self.node.holds_log_format(),
+            preemption_warning: session
+                .as_ref()
+                .and_then(|s| s.preemption_warning(state))
+                .unwrap_or_default(),
             recovery_state: session
                 .as_ref()
                 .map_or(v1::RecoveryState::Standby, |s| s.recovery_state().into())

@@ -135,6 +135,9 @@ pub(crate) fn overview(
             }
             (submit_urls(status, spark_rest))
             (queues(&status.queues, cores))
+            @if let Some(warning) = &status.preemption_warning {
+                p { strong { "Preemption can never stop an executor: " } (warning) "." }
+            }
             (charts)
             h2 { "Workers" }
             table {
@@ -963,6 +966,18 @@ mod tests {
         ] {
             assert!(page.contains(part), "{part} in {page}");
         }
+        assert!(!page.contains("Preemption can never"), "{page}");
+
+        let mut warned = status();
+        warned.preemption_warning = Some("no queue `prod` among the queues".to_owned());
+        let page = overview(&warned, html! {}, now, None).into_string();
+        assert!(
+            page.contains(
+                "<p><strong>Preemption can never stop an executor: </strong>no queue `prod` \
+                 among the queues.</p>"
+            ),
+            "{page}"
+        );
     }
 
     #[test]

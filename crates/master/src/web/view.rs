@@ -43,6 +43,8 @@ pub struct StatusView {
     /// The answering master holds the log format where it is while it leads, even once
     /// every member reads a newer one (`hold_log_format`).
     pub log_format_held: bool,
+    /// Why the masters' preemption settings can never stop an executor, if they cannot.
+    pub preemption_warning: Option<String>,
     /// The masters.
     pub members: Vec<MemberView>,
     /// Every worker the log knows.
@@ -502,6 +504,7 @@ impl StatusView {
             log_format: effective.0,
             log_format_release: effective.release().unwrap_or("a later release").to_owned(),
             log_format_held: status.log_format_held,
+            preemption_warning: set(&status.preemption_warning),
             members: status.members.iter().map(member).collect(),
             workers: status.workers.iter().map(worker).collect(),
             apps: status.apps.iter().map(app).collect(),
