@@ -32,9 +32,17 @@ pub enum TlsError {
     /// Throw-away certificates could not be made.
     #[error("cannot make certificates: {0}")]
     Generate(String),
-    /// A file cannot be read or written.
-    #[error("cannot read or write {path}: {source}")]
-    File {
+    /// A file cannot be read, or holds no certificate or key.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A certificate made here cannot be written.
+    #[error("cannot write {path}: {source}")]
+    Write {
         /// The file.
         path: PathBuf,
         /// Why.
@@ -46,7 +54,7 @@ pub enum TlsError {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(path).map_err(|source| TlsError::File {
+    std::fs::read(path).map_err(|source| TlsError::Read {
         path: path.to_owned(),
         source,
     })
@@ -77,7 +85,7 @@ impl TlsFiles {
                 .mode(mode)
                 .open(path)
                 .and_then(|mut file| file.write_all(content.as_bytes()))
-                .map_err(|source| TlsError::File {
+                .map_err(|source| TlsError::Write {
                     path: path.to_owned(),
                     source,
                 })
@@ -132,7 +140,7 @@ impl TlsFiles {
         let (Some(cert), Some(key)) = (&self.cert, &self.key) else {
             return Ok(None);
         };
-        let bad = |path: &Path, error: String| TlsError::File {
+        let bad = |path: &Path, error: String| TlsError::Read {
             path: path.to_owned(),
             source: std::io::Error::other(error),
         };
@@ -243,5 +251,28 @@ impl Dialer {
             None => Endpoint::from_shared(format!("http://{addr}")),
             Some(tls) => Endpoint::from_shared(format!("https://{addr}"))?.tls_config(tls.clone()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TlsFiles;
+
+    #[test]
+    fn a_client_whose_ca_file_is_missing_is_told_it_cannot_be_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.pem");
+        let files = TlsFiles {
+            ca: Some(ca.clone()),
+            ..TlsFiles::default()
+        };
+        let error = files.dialer().unwrap_err().to_string();
+        assert_eq!(
+            error,
+            format!(
+                "cannot read {}: No such file or directory (os error 2)",
+                ca.display()
+            )
+        );
     }
 }
