@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion};
 use muster_core::model::{
-    AppRequest, DriverRequest, QueueConfig, Snapshot, Worker, WorkerSelection, WorkerState,
+    AppRequest, DriverRequest, OrderingPolicy, QueueConfig, Snapshot, Worker, WorkerSelection,
+    WorkerState,
 };
 use muster_core::resources::Resources;
 use muster_core::{Plan, spark_reference};
@@ -80,34 +81,17 @@ fn workers(count: usize, rng: &mut Lcg) -> Vec<Worker> {
 fn queues() -> Vec<QueueConfig> {
     vec![
         QueueConfig {
-            name: "prod".into(),
             prior: true,
-            threshold: 1.0,
-            max_capacity: 1.0,
-            capacity: None,
-            driver_share: None,
-            gang_timeout_s: None,
-            gang_style: None,
+            ..QueueConfig::named("prod")
         },
         QueueConfig {
-            name: "default".into(),
-            prior: false,
             threshold: 0.8,
-            max_capacity: 1.0,
-            capacity: None,
-            driver_share: None,
-            gang_timeout_s: None,
-            gang_style: None,
+            ..QueueConfig::named("default")
         },
         QueueConfig {
-            name: "batch".into(),
-            prior: false,
             threshold: 0.9,
             max_capacity: 0.5,
-            capacity: None,
-            driver_share: None,
-            gang_timeout_s: None,
-            gang_style: None,
+            ..QueueConfig::named("batch")
         },
     ]
 }
@@ -157,14 +141,11 @@ fn mixed(worker_count: usize) -> Snapshot {
 fn tree(worker_count: usize) -> Snapshot {
     let mut snapshot = mixed(worker_count);
     let queue = |name: &str, prior, max_capacity, capacity| QueueConfig {
-        name: name.into(),
         prior,
         threshold: if prior { 1.0 } else { 0.8 },
         max_capacity,
         capacity: Some(capacity),
-        driver_share: None,
-        gang_timeout_s: None,
-        gang_style: None,
+        ..QueueConfig::named(name)
     };
     snapshot.queues = vec![
         queue("prod", true, 1.0, 0.2),
@@ -324,6 +305,57 @@ fn gang_summary() {
     }
 }
 
+/// `mixed`, its apps those of ten users, with every queue's ordering `ordering`.
+fn ordered(worker_count: usize, ordering: OrderingPolicy) -> Snapshot {
+    let mut snapshot = mixed(worker_count);
+    for (i, app) in snapshot.apps.make_mut().iter_mut().enumerate() {
+        app.user = Some(format!("user-{}", i % 10).as_str().into());
+    }
+    for queue in &mut snapshot.queues {
+        queue.ordering = ordering;
+    }
+    snapshot
+}
+
+/// Prints the cost of `fair` and `drf` ordering over `fifo`: each pass over the same apps
+/// of ten users, interleaved so all see the same noise.
+fn ordering_summary() {
+    println!(
+        "
+ordering (median of interleaved runs; ratio = over fifo)"
+    );
+    println!(
+        "{:>8} {:>14} {:>14} {:>8} {:>14} {:>8}",
+        "workers", "fifo", "fair", "ratio", "drf", "ratio"
+    );
+    let policies = [
+        OrderingPolicy::Fifo,
+        OrderingPolicy::Fair,
+        OrderingPolicy::Drf,
+    ];
+    for size in [1_000, 10_000] {
+        let snapshots = policies.map(|ordering| ordered(size, ordering));
+        let mut times = [Vec::new(), Vec::new(), Vec::new()];
+        for _ in 0..15 {
+            for (snapshot, times) in snapshots.iter().zip(&mut times) {
+                times.push(pass_seconds(snapshot));
+            }
+        }
+        let [fifo, fair, drf] = times.map(|mut t| {
+            t.sort_by(f64::total_cmp);
+            t[t.len() / 2]
+        });
+        println!(
+            "{size:>8} {:>11.3} ms {:>11.3} ms {:>7.2}x {:>11.3} ms {:>7.2}x",
+            fifo * 1e3,
+            fair * 1e3,
+            fair / fifo,
+            drf * 1e3,
+            drf / fifo
+        );
+    }
+}
+
 fn bench_placement(c: &mut Criterion) {
     for (workload, build) in WORKLOADS {
         let mut group = c.benchmark_group(format!("placement/{workload}"));
@@ -404,5 +436,6 @@ fn main() {
     criterion.final_summary();
     summary();
     gang_summary();
+    ordering_summary();
     driver_burst_summary();
 }

@@ -7,12 +7,12 @@
 //! decided here): on a shared cluster, prior work is what an administrator allows, not what
 //! anyone asks for. Administering a queue is killing others' work in it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
 use crate::ids::QueueName;
-use crate::model::{GangStyle, InputError, QueueConfig};
+use crate::model::{GangStyle, InputError, OrderingPolicy, QueueConfig};
 
 /// In an access list, every user.
 pub const EVERYONE: &str = "*";
@@ -175,6 +175,8 @@ impl QueueSpec {
             driver_share: self.driver_share,
             gang_timeout_s: self.gang_timeout_s,
             gang_style: self.gang_style,
+            ordering: OrderingPolicy::default(),
+            user_weights: BTreeMap::new(),
         };
         let access = QueueAccess {
             submit: self.submit.clone(),

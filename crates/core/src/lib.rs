@@ -68,6 +68,7 @@ pub mod ids;
 mod ledger;
 pub mod limits;
 pub mod model;
+mod ordering;
 mod pass;
 pub mod plan;
 pub mod preempt;

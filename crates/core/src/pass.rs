@@ -2,7 +2,7 @@
 //! tracks what the pass has placed so far (Spark's `Master.schedule()`, in
 //! `deploy/master/Master.scala`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use foldhash::fast::FixedState;
 
@@ -11,6 +11,7 @@ use crate::executors::{ExecutorPlacer, ExecutorRequest};
 use crate::ids::{QueueName, WorkId, WorkerId};
 use crate::ledger::{Kept, Ledger, share};
 use crate::model::{AppRequest, GangRequest, Snapshot};
+use crate::ordering::{LeafTurns, Slotted, Step, alive_capacity};
 use crate::plan::{ExecutorGrant, Kind, Plan, Reserved, WaitReason, Waiting};
 use crate::queues::{Admission, Bound, Queues};
 use crate::resources::ResourceAmounts;
@@ -52,44 +53,139 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
         .enumerate()
         .filter(|&(slot, app)| apps.cores_left(slot, app) >= smallest_executor(app))
         .partition(|(_, app)| queues.get(&app.queue).prior);
-    for app in prior {
-        apps.place(app, Bound::Max, true, &mut ledger, &mut placer, &mut plan);
-    }
+    let cluster = alive_capacity(snapshot.workers.iter());
+    let mut turns = Turns {
+        pass: &mut apps,
+        ledger: &mut ledger,
+        placer: &mut placer,
+        plan: &mut plan,
+    };
+    turns.in_submission_order(&prior, &queues, &cluster);
     if !queues.guaranteed() {
-        for app in normal {
-            apps.place(app, Bound::Max, true, &mut ledger, &mut placer, &mut plan);
-        }
+        turns.in_submission_order(&normal, &queues, &cluster);
         (plan.executors, plan.reserved) = apps.into_grants(&ledger);
         return plan;
     }
     // Every queue up to its guarantee first, then up to its maximum; in each round the
-    // queue furthest below its guarantee next, its apps in submission order.
+    // queue furthest below its guarantee next, a turn of one of its apps as its ordering
+    // has it.
     for bound in [Bound::Guaranteed, Bound::Max] {
-        let mut pending: BTreeMap<&QueueName, VecDeque<Slotted>> = BTreeMap::new();
-        for &app in &normal {
-            pending.entry(&app.1.queue).or_default().push_back(app);
-        }
+        let mut pending = leaf_turns(&normal, &queues, &cluster);
         loop {
             let leaves: BTreeSet<&QueueName> = pending.keys().copied().collect();
-            let total = apps.total_cores;
-            let Some(leaf) = queues.furthest_below(&leaves, |q| apps.used(q), total) else {
+            let total = turns.pass.total_cores;
+            let Some(leaf) = queues.furthest_below(&leaves, |q| turns.pass.used(q), total) else {
                 break;
             };
-            let waiting = pending.get_mut(leaf).expect("a pending leaf");
-            let app = waiting.pop_front().expect("pending leaves have apps");
-            if waiting.is_empty() {
+            let leaf_turns = pending.get_mut(leaf).expect("a pending leaf");
+            turns.take(leaf_turns, bound);
+            if leaf_turns.is_empty() {
                 pending.remove(leaf);
             }
-            let last = bound == Bound::Max;
-            apps.place(app, bound, last, &mut ledger, &mut placer, &mut plan);
         }
     }
     (plan.executors, plan.reserved) = apps.into_grants(&ledger);
     plan
 }
 
-/// An app of the snapshot with its slot, its index in the snapshot's apps.
-type Slotted<'s> = (usize, &'s AppRequest);
+/// Each leaf's turns for `apps` (in submission order).
+fn leaf_turns<'s>(
+    apps: &[Slotted<'s>],
+    queues: &'s Queues,
+    cluster: &'s Resources,
+) -> BTreeMap<&'s QueueName, LeafTurns<'s>> {
+    let mut by_leaf: BTreeMap<&QueueName, Vec<Slotted>> = BTreeMap::new();
+    for &app in apps {
+        by_leaf.entry(&app.1.queue).or_default().push(app);
+    }
+    by_leaf
+        .into_iter()
+        .map(|(leaf, apps)| (leaf, LeafTurns::new(queues.get(leaf), apps, cluster)))
+        .collect()
+}
+
+/// What serving an app in its turn works with.
+struct Turns<'p, 's, P> {
+    pass: &'p mut AppPass<'s>,
+    ledger: &'p mut Ledger<'s>,
+    placer: &'p mut P,
+    plan: &'p mut Plan,
+}
+
+impl<'s, P: ExecutorPlacer> Turns<'_, 's, P> {
+    /// Serves `apps` (in submission order) up to their queues' maximum, as Spark's Master
+    /// does when no queue has a guarantee: a `fifo` leaf's apps take the places of its
+    /// apps in that order, highest priority first; a leaf of another ordering is served
+    /// all of its turns in the place of its first app.
+    fn in_submission_order(
+        &mut self,
+        apps: &[Slotted<'s>],
+        queues: &'s Queues,
+        cluster: &'s Resources,
+    ) {
+        let mut pending = leaf_turns(apps, queues, cluster);
+        for (_, app) in apps {
+            let Some(leaf_turns) = pending.get_mut(&app.queue) else {
+                continue;
+            };
+            loop {
+                let whole = self.take(leaf_turns, Bound::Max) == Some(Step::Whole);
+                if whole || leaf_turns.is_empty() {
+                    break;
+                }
+            }
+            if leaf_turns.is_empty() {
+                pending.remove(&app.queue);
+            }
+        }
+    }
+
+    /// Serves the next app of `leaf_turns` one turn under `bound`; how much it could take.
+    fn take(&mut self, leaf_turns: &mut LeafTurns<'s>, bound: Bound) -> Option<Step> {
+        let (app, step) = leaf_turns.next()?;
+        let last = bound == Bound::Max;
+        let whole = Turn {
+            bound,
+            last,
+            cap: None,
+        };
+        let granted = match step {
+            Step::Whole => self.place(app, whole),
+            Step::Part(cap) => {
+                let part = Turn {
+                    last: false,
+                    cap: Some(cap.unwrap_or(u64::MAX)),
+                    ..whole
+                };
+                let granted = self.place(app, part);
+                if granted.cores == 0 && last {
+                    // Done: placed once more only to say why it waits.
+                    self.place(app, whole);
+                }
+                granted
+            }
+        };
+        leaf_turns.served(&granted);
+        Some(step)
+    }
+
+    fn place(&mut self, app: Slotted<'s>, turn: Turn) -> Resources {
+        self.pass
+            .place(app, turn, self.ledger, self.placer, self.plan)
+    }
+}
+
+/// How an app is served in one turn.
+#[derive(Clone, Copy)]
+struct Turn {
+    /// Up to which bound of its queue.
+    bound: Bound,
+    /// Whether it is the app's last turn of the pass: then it says why it waits, if it does.
+    last: bool,
+    /// At most how many new executors of each size (a waiting gang's first grant is all of
+    /// its minimum whatever this is).
+    cap: Option<u64>,
+}
 
 /// One executor size an app asks for: its own (profile 0) or a resource profile's.
 #[derive(Clone, Copy)]
@@ -351,19 +447,42 @@ impl<'s> AppPass<'s> {
         grown
     }
 
-    /// Grants `app` what the placer assigns within the room `bound` leaves its queue, each
-    /// of its sizes in turn, then, when this is the app's `last` round, records why it still
-    /// waits, if it does: for the first of its sizes that waits for more than its limit,
-    /// else for the first that waits at all.
+    /// Serves `app` one `turn` ([`Self::place_turn`]); what it was granted.
     fn place<P: ExecutorPlacer>(
         &mut self,
         (slot, app): Slotted<'s>,
-        bound: Bound,
-        last: bool,
+        turn: Turn,
+        ledger: &mut Ledger<'s>,
+        placer: &mut P,
+        plan: &mut Plan,
+    ) -> Resources {
+        let (cores_before, grants_before) = (self.app_cores[slot], self.grants.len());
+        self.place_turn((slot, app), turn, ledger, placer, plan);
+        // Grown sole executors add cores only; new grants add executors whole.
+        let cores = self.app_cores[slot] - cores_before;
+        let mut granted = Resources::new(u32::try_from(cores).unwrap_or(u32::MAX), 0);
+        for grant in &self.grants[grants_before..] {
+            granted.memory_mb += grant.memory_mb * u64::from(grant.count);
+            for (name, &amount) in grant.resources {
+                *granted.custom.entry(name.clone()).or_default() += amount * grant.count;
+            }
+        }
+        granted
+    }
+
+    /// Grants `app` what the placer assigns within the room `turn`'s bound leaves its queue,
+    /// each of its sizes in turn, then, when this is the app's `last` turn, records why it
+    /// still waits, if it does: for the first of its sizes that waits for more than its
+    /// limit, else for the first that waits at all.
+    fn place_turn<P: ExecutorPlacer>(
+        &mut self,
+        (slot, app): Slotted<'s>,
+        turn: Turn,
         ledger: &mut Ledger<'s>,
         placer: &mut P,
         plan: &mut Plan,
     ) {
+        let Turn { bound, last, cap } = turn;
         // Its kept room is its own to take now.
         let reserving = self
             .reserving
@@ -404,9 +523,14 @@ impl<'s> AppPass<'s> {
             }
             return;
         }
+        // A gang's first grant is all of its minimum, whatever the turn's cap.
+        let turn = Turn {
+            cap: cap.map(|cap| gang.as_ref().map_or(cap, |&(_, minimum, _)| minimum)),
+            ..turn
+        };
         let mut reasons = Vec::new();
         for shape in shapes(app) {
-            reasons.extend(self.place_shape((slot, app), shape, bound, last, ledger, placer));
+            reasons.extend(self.place_shape((slot, app), shape, turn, ledger, placer));
         }
         debug_assert!(
             gang.is_none_or(|(_, minimum, _)| {
@@ -602,11 +726,11 @@ impl<'s> AppPass<'s> {
         &mut self,
         (slot, app): Slotted<'s>,
         shape: Shape<'s>,
-        bound: Bound,
-        last: bool,
+        turn: Turn,
         ledger: &mut Ledger<'s>,
         placer: &mut P,
     ) -> Option<WaitReason> {
+        let Turn { bound, last, cap } = turn;
         let cpe = shape.executor_cores.unwrap_or(1);
         let own_left = self.cores_left(slot, app);
         let (queue_left, _) = self.room(&app.queue, bound);
@@ -626,9 +750,12 @@ impl<'s> AppPass<'s> {
             }
             None => 0,
         };
-        let executors_left = shape.limit.map_or(u64::MAX, |limit| {
-            u64::from(limit).saturating_sub(held_executors)
-        });
+        let executors_left = shape
+            .limit
+            .map_or(u64::MAX, |limit| {
+                u64::from(limit).saturating_sub(held_executors)
+            })
+            .min(cap.unwrap_or(u64::MAX));
         let admission = self.queues.admission(&app.queue);
         let need = &Resources::new(cpe, shape.memory_mb).with_custom(shape.resources.clone());
         let mut cores_left = own_left.min(queue_left);

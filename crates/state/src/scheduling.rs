@@ -189,6 +189,8 @@ impl ClusterState {
                     executor_limit: profile.executor_limit,
                 })
                 .collect(),
+            user: (!app.desc.user.is_empty()).then(|| app.desc.user.as_str().into()),
+            priority: 0,
         }
     }
 

@@ -19,7 +19,7 @@ mod validate;
 mod work;
 
 pub(crate) use queue::one;
-pub use queue::{GangStyle, NotALeaf, QueueConfig, takes_work, validate_queues};
+pub use queue::{GangStyle, NotALeaf, OrderingPolicy, QueueConfig, takes_work, validate_queues};
 pub use validate::{InputError, positive, resource_amounts};
 pub use work::{
     AppRequest, DriverRequest, GangRequest, HeldExecutor, HeldExecutors, PendingGang,

@@ -1,12 +1,13 @@
 //! Queues as a pass reads them: each queue's capacity, limits and style, and the checks of a
 //! queue configuration.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::validate::{InputError, fraction, positive, unique};
-use crate::ids::QueueName;
+use super::validate::{InputError, fraction, positive, refuse, unique};
+use crate::ids::{QueueName, SmolStr};
 
 /// A queue: YARN CapacityScheduler's capacity plus the priority design's `isPrior` and
 /// `psThreshold` (the YARN high-priority scheduler's `LeafQueue`).
@@ -43,6 +44,48 @@ pub struct QueueConfig {
     /// masters'.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gang_style: Option<GangStyle>,
+    /// The order a leaf serves its applications in; `fifo` (Spark's) by default.
+    #[serde(default, skip_serializing_if = "OrderingPolicy::is_fifo")]
+    pub ordering: OrderingPolicy,
+    /// Each user's weight under `drf` ordering, 1 for a user not listed: a user of weight 2
+    /// is served as if their dominant share were half what it is. Each above 0.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub user_weights: BTreeMap<SmolStr, f64>,
+}
+
+/// The order in which a leaf queue serves its applications, each within its priority
+/// (higher first).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OrderingPolicy {
+    /// In submission order, each application taking all it can before the next (Spark's).
+    #[default]
+    Fifo,
+    /// An executor at a time to the application holding the smallest dominant share of the
+    /// cluster (its largest share of cores, memory or any custom resource), as the
+    /// CapacityScheduler's fair ordering policy.
+    Fair,
+    /// An executor at a time to an application of the user holding the smallest dominant
+    /// share of the cluster, divided by their weight: dominant resource fairness (YARN's
+    /// `drf` policy, Mesos' DRF sorter).
+    Drf,
+}
+
+impl OrderingPolicy {
+    /// Whether this is Spark's order, the default.
+    pub fn is_fifo(&self) -> bool {
+        *self == Self::Fifo
+    }
+}
+
+impl fmt::Display for OrderingPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Fifo => "fifo",
+            Self::Fair => "fair",
+            Self::Drf => "drf",
+        })
+    }
 }
 
 /// What becomes of a gang that waited its timeout for all of its minimum, as YuniKorn's
@@ -83,6 +126,8 @@ impl QueueConfig {
             driver_share: None,
             gang_timeout_s: None,
             gang_style: None,
+            ordering: OrderingPolicy::Fifo,
+            user_weights: BTreeMap::new(),
         }
     }
 }
@@ -152,6 +197,14 @@ pub fn validate_queues(queues: &[QueueConfig]) -> Result<(), InputError> {
         }
         if let Some(timeout) = queue.gang_timeout_s {
             positive(format_args!("queues[{i}].gang_timeout_s"), timeout)?;
+        }
+        for (user, &weight) in &queue.user_weights {
+            if !(weight.is_finite() && weight > 0.0) {
+                return refuse(
+                    format_args!("queues[{i}].user_weights.{user}"),
+                    format!("must be above 0, got {weight}"),
+                );
+            }
         }
     }
     crate::queues::check_capacities(queues)

@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::{InputError, Shared, positive, resource_amounts};
-use crate::ids::{AppId, DriverId, ExecutorId, QueueName, WorkerId};
+use crate::ids::{AppId, DriverId, ExecutorId, QueueName, SmolStr, WorkerId};
 use crate::resources::{ResourceAmounts, Resources, nonzero_amounts};
 
 /// A driver waiting for a worker (Spark's cluster deploy mode).
@@ -175,6 +175,17 @@ pub struct AppRequest {
     /// app's `cores_max` and queue, and its own limit.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub profiles: Vec<ProfileRequest>,
+    /// Who submitted it: `drf` ordering shares a queue among users. Unset: the cluster's
+    /// own credential, one user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<SmolStr>,
+    /// Its priority in its queue: higher is served first, equal keeps the queue's order.
+    #[serde(default, skip_serializing_if = "is_zero_priority")]
+    pub priority: i32,
+}
+
+fn is_zero_priority(priority: &i32) -> bool {
+    *priority == 0
 }
 
 /// Executors of another size than its own an app asks for: a resource profile of Spark's
@@ -214,6 +225,8 @@ impl AppRequest {
             min_executors: None,
             executors: HeldExecutors::default(),
             profiles: Vec::new(),
+            user: None,
+            priority: 0,
         }
     }
 }

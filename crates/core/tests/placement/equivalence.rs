@@ -4,15 +4,17 @@
 //! ALIVE; executors have exactly `executor_cores` when it is set; the threshold holds on
 //! prior-hosting workers; a normal grant leaves its queue and every parent of it within their
 //! maximum; a queue's drivers hold at most its driver share of its room, or are the one
-//! driver it runs; a gang is granted all of its minimum or nothing.
+//! driver it runs; a gang is granted all of its minimum or nothing; and so whatever the
+//! leaves' orderings and the apps' users and priorities.
 //! EXACTNESS: the indexed placer decides exactly what Spark's loop decides.
 
 use std::collections::BTreeMap;
 
-use muster_core::ids::QueueName;
+use muster_core::ids::{QueueName, SmolStr};
 use muster_core::model::{
-    AppRequest, DriverRequest, DriversHold, GangRequest, HeldExecutor, HeldExecutors, PassConfig,
-    PendingGang, ProfileRequest, QueueConfig, Snapshot, Worker, WorkerSelection, WorkerState,
+    AppRequest, DriverRequest, DriversHold, GangRequest, HeldExecutor, HeldExecutors,
+    OrderingPolicy, PassConfig, PendingGang, ProfileRequest, QueueConfig, Snapshot, Worker,
+    WorkerSelection, WorkerState,
 };
 use muster_core::resources::Resources;
 use muster_core::{Plan, schedule, spark_reference};
@@ -66,6 +68,25 @@ fn config() -> impl Strategy<Value = PassConfig> {
         )
 }
 
+/// A leaf's ordering, and under `drf` perhaps a weight for user `u1`.
+fn ordering() -> impl Strategy<Value = (OrderingPolicy, BTreeMap<SmolStr, f64>)> {
+    (
+        prop_oneof![
+            2 => Just(OrderingPolicy::Fifo),
+            1 => Just(OrderingPolicy::Fair),
+            1 => Just(OrderingPolicy::Drf),
+        ],
+        prop::option::of(prop::sample::select(vec![0.5, 2.0, 3.0])),
+    )
+        .prop_map(|(ordering, weight)| {
+            let weights = weight
+                .filter(|_| ordering == OrderingPolicy::Drf)
+                .map(|w| [("u1".into(), w)].into())
+                .unwrap_or_default();
+            (ordering, weights)
+        })
+}
+
 /// The queues of [`QUEUES`] and their parent, half the time with capacities (weights
 /// normalised so that siblings sum to 1, each queue's maximum at least its guarantee).
 fn queues() -> impl Strategy<Value = Vec<QueueConfig>> {
@@ -81,17 +102,24 @@ fn queues() -> impl Strategy<Value = Vec<QueueConfig>> {
         ),
         fraction(),
         prop::option::of(prop::collection::vec(0..4u32, 5)),
+        prop::collection::vec(ordering(), QUEUES.len()),
     )
-        .prop_map(|(leaves, team_max, weights)| {
+        .prop_map(|(leaves, team_max, weights, orderings)| {
             let mut queues: Vec<QueueConfig> = QUEUES
                 .iter()
                 .zip(leaves)
+                .zip(orderings)
                 .map(
-                    |(name, (prior, threshold, max_capacity, driver_share))| QueueConfig {
+                    |(
+                        (name, (prior, threshold, max_capacity, driver_share)),
+                        (ordering, user_weights),
+                    )| QueueConfig {
                         prior,
                         threshold,
                         max_capacity,
                         driver_share,
+                        ordering,
+                        user_weights,
                         ..QueueConfig::named(name)
                     },
                 )
@@ -189,6 +217,10 @@ fn app() -> impl Strategy<Value = AppRequest> {
         prop::collection::vec((any::<prop::sample::Index>(), 1..4u32), 0..3),
         prop::option::weighted(0.3, profile()),
         prop::option::weighted(0.3, 1..8u32),
+        (
+            prop::option::weighted(0.7, 0..3u8),
+            prop::sample::select(vec![0i32, 0, 0, 1, -1, 5]),
+        ),
     )
         .prop_map(
             |(
@@ -201,6 +233,7 @@ fn app() -> impl Strategy<Value = AppRequest> {
                 held,
                 profile,
                 min_executors,
+                (user, priority),
             )| {
                 AppRequest {
                     id: "".into(),
@@ -225,6 +258,8 @@ fn app() -> impl Strategy<Value = AppRequest> {
                         })
                         .collect(),
                     profiles: profile.into_iter().collect(),
+                    user: user.map(|u| format!("u{u}").as_str().into()),
+                    priority,
                 }
             },
         )
@@ -784,6 +819,8 @@ fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
                     min_executors: None,
                     executors: HeldExecutors::default(),
                     profiles: Vec::new(),
+                    user: None,
+                    priority: 0,
                 })
                 .collect();
             let mut owner = owners.iter().cycle();
@@ -840,6 +877,8 @@ fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
                     min_executors: None,
                     executors: HeldExecutors::default(),
                     profiles: Vec::new(),
+                    user: None,
+                    priority: 0,
                 });
             }
             let queues = QUEUES

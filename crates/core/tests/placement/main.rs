@@ -4,6 +4,7 @@
 
 mod admission;
 mod equivalence;
+mod fairness;
 mod plan_input;
 mod scripts;
 mod seeds;

@@ -7,8 +7,8 @@
 //!
 //! * `config [spread_out_apps=B] [spread_out_drivers=B] [worker_selection=POLICY]
 //!   [default_cores=N] [max_drivers=N] [driver_share=F] [seed=N]`;
-//! * `queue NAME [prior=B] [threshold=F] [max_capacity=F] [capacity=F] [driver_share=F]`,
-//!   its name a path
+//! * `queue NAME [prior=B] [threshold=F] [max_capacity=F] [capacity=F] [driver_share=F]
+//!   [ordering=fifo|fair|drf] [weights=USER:W,...]`, its name a path
 //!   (`analytics.etl`) under a parent listed before;
 //! * `worker ID cores=N mem=MB [used_cores=N] [used_mem=MB] [state=DEAD|DECOMMISSIONED]
 //!   [prior=B] [NAME=AMOUNT]...` (custom resources), replacing a worker of the same id;
@@ -18,7 +18,7 @@
 //!   `gang_cores` and `gang_mem`; `pending_gang [queue=Q] min=N cores=N mem=MB`, the gang of
 //!   a running driver whose application has not started;
 //! * `app ID [queue=Q] [cores_max=N] [executor_cores=N] [mem=1024] [limit=N] [min=N]
-//!   [NAME=AMOUNT]...`, replacing an app of the same id (`min`: its gang's minimum); `profile APP ID
+//!   [user=U] [priority=N] [NAME=AMOUNT]...`, replacing an app of the same id (`min`: its gang's minimum); `profile APP ID
 //!   [executor_cores=N] [mem=1024] limit=N [NAME=AMOUNT]...` adds a resource profile to it;
 //!   `held APP WORKER cores=N mem=MB [profile=N]` gives it an executor it already holds
 //!   (the worker's usage is set separately);
@@ -36,8 +36,8 @@
 
 use muster_core::ids::QueueName;
 use muster_core::model::{
-    AppRequest, DriverRequest, DriversHold, GangRequest, HeldExecutor, PendingGang, ProfileRequest,
-    QueueConfig, Snapshot, Worker, WorkerSelection, WorkerState,
+    AppRequest, DriverRequest, DriversHold, GangRequest, HeldExecutor, OrderingPolicy, PendingGang,
+    ProfileRequest, QueueConfig, Snapshot, Worker, WorkerSelection, WorkerState,
 };
 use muster_core::preempt::PreemptionSettings;
 use muster_core::resources::{ResourceAmounts, Resources};
@@ -84,6 +84,11 @@ enum Command {
         capacity: Option<f64>,
         #[arg(key)]
         driver_share: Option<f64>,
+        #[arg(key)]
+        ordering: Option<String>,
+        /// Users' weights under `drf`, as `USER:WEIGHT,...`.
+        #[arg(key)]
+        weights: Option<String>,
     },
     Worker {
         id: String,
@@ -152,6 +157,10 @@ enum Command {
         limit: Option<u32>,
         #[arg(key)]
         min: Option<u32>,
+        #[arg(key)]
+        user: Option<String>,
+        #[arg(key)]
+        priority: Option<i32>,
         #[arg(key, many, optional)]
         custom: ResourceAmounts,
     },
@@ -257,7 +266,20 @@ impl goldenscript::Runner for Runner {
                 max_capacity,
                 capacity,
                 driver_share,
+                ordering,
+                weights,
             } => {
+                let ordering = match ordering.as_deref() {
+                    None | Some("fifo") => OrderingPolicy::Fifo,
+                    Some("fair") => OrderingPolicy::Fair,
+                    Some("drf") => OrderingPolicy::Drf,
+                    Some(other) => return Err(format!("unknown ordering {other}").into()),
+                };
+                let mut user_weights = BTreeMap::new();
+                for pair in weights.iter().flat_map(|w| w.split(',')) {
+                    let (user, weight) = pair.split_once(':').ok_or("weights: USER:WEIGHT,...")?;
+                    user_weights.insert(user.into(), weight.parse()?);
+                }
                 snapshot.queues.retain(|q| q.name.0 != *name);
                 snapshot.queues.push(QueueConfig {
                     prior: prior.unwrap_or(false),
@@ -265,6 +287,8 @@ impl goldenscript::Runner for Runner {
                     max_capacity: max_capacity.unwrap_or(1.0),
                     capacity: *capacity,
                     driver_share: *driver_share,
+                    ordering,
+                    user_weights,
                     ..QueueConfig::named(name)
                 });
             }
@@ -350,6 +374,8 @@ impl goldenscript::Runner for Runner {
                 mem,
                 limit,
                 min,
+                user,
+                priority,
                 custom,
             } => {
                 snapshot.apps.make_mut().retain(|a| *a.id.0 != **id);
@@ -362,6 +388,8 @@ impl goldenscript::Runner for Runner {
                 app.executor_memory_mb = mem.unwrap_or(app.executor_memory_mb);
                 app.executor_limit = *limit;
                 app.min_executors = *min;
+                app.user = user.as_deref().map(Into::into);
+                app.priority = priority.unwrap_or(0);
                 app.executor_resources = custom.clone();
                 snapshot.apps.make_mut().push(app);
             }

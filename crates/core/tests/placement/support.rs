@@ -52,6 +52,7 @@ pub fn queue(name: &str, prior: bool, threshold: f64, max_capacity: f64) -> Queu
         driver_share: None,
         gang_timeout_s: None,
         gang_style: None,
+        ..QueueConfig::named(name)
     }
 }
 

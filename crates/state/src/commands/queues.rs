@@ -53,6 +53,7 @@ impl QueueSettings {
             driver_share: admission.get(&self.name).and_then(|a| a.driver_share),
             gang_timeout_s: admission.get(&self.name).and_then(|a| a.gang_timeout_s),
             gang_style: admission.get(&self.name).and_then(|a| a.gang_style),
+            ..QueueConfig::named(&self.name.0)
         }
     }
 }

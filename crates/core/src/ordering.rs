@@ -1,0 +1,295 @@
+//! Which application of a leaf queue a pass serves next ([`OrderingPolicy`]).
+//!
+//! Higher priority is served first under every policy; among equal priorities:
+//! * `fifo` serves the applications in submission order, each taking all it can in its turn
+//!   (Spark's order, unchanged when every priority is 0);
+//! * `fair` serves the application holding the smallest dominant share of the cluster: its
+//!   largest share of the ALIVE cores, memory or any custom resource (the
+//!   CapacityScheduler's fair ordering, by dominant share rather than memory alone);
+//! * `drf` serves the first application of the user whose dominant share of the cluster,
+//!   from what their applications of the leaf hold, divided by the user's weight, is
+//!   smallest: dominant resource fairness (Ghodsi et al., NSDI'11; YARN's `drf`, Mesos'
+//!   sorter).
+//!
+//! Under `fair` and `drf` the result is progressive filling an executor at a time; a turn
+//! gives at once the executors that one-at-a-time filling would give the same app in a
+//! row, so that a pass takes as many turns as holders overtake each other, not one per
+//! executor. Ties go to the holder whose first application was submitted first. An
+//! application that took nothing in its turn is done for the pass: what is free only
+//! shrinks as the pass goes on. A size without `executor_cores` (one executor per worker
+//! absorbing cores) takes all it is given in a turn, as it does in Spark.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::ids::SmolStr;
+use crate::model::{AppRequest, OrderingPolicy, QueueConfig, WorkerState};
+use crate::resources::Resources;
+
+/// An app of the snapshot with its slot, its index in the snapshot's apps.
+pub(crate) type Slotted<'s> = (usize, &'s AppRequest);
+
+/// How much an app may take in one turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// All it can, in its last turn.
+    Whole,
+    /// At most this many executors of each size it asks for (a waiting gang: all of its
+    /// minimum), or all it can; more turns follow while it takes something.
+    Part(Option<u64>),
+}
+
+/// A leaf queue's apps still to serve this round, and what each holder (app or user) holds.
+pub(crate) struct LeafTurns<'s> {
+    policy: OrderingPolicy,
+    weights: &'s BTreeMap<SmolStr, f64>,
+    /// The ALIVE workers' capacity: the base of every share.
+    cluster: &'s Resources,
+    /// The apps still served by priority, highest first.
+    levels: BTreeMap<Reverse<i32>, Level<'s>>,
+    /// What each holder the policy evens out holds, its grants this pass included: each
+    /// app under `fifo` and `fair`, each user under `drf` (their apps that are done too).
+    held: BTreeMap<&'s str, Resources>,
+    /// The app `next` gave its turn, with its holder.
+    serving: Option<(Slotted<'s>, &'s str)>,
+}
+
+/// The apps of one priority still served.
+#[derive(Default)]
+struct Level<'s> {
+    /// Each holder's apps, in submission order.
+    apps: BTreeMap<&'s str, VecDeque<Slotted<'s>>>,
+    /// The holders lightest first: by share (the bits of a share order as it does), then by
+    /// the slot of their first app. Under `fifo` every share is 0.
+    turns: BTreeSet<(u64, usize, &'s str)>,
+}
+
+impl<'s> LeafTurns<'s> {
+    /// The turns of `apps` (of one leaf, in submission order) under `queue`'s policy, with
+    /// `cluster` as the base of shares.
+    pub(crate) fn new(
+        queue: &'s QueueConfig,
+        apps: Vec<Slotted<'s>>,
+        cluster: &'s Resources,
+    ) -> Self {
+        let mut turns = Self {
+            policy: queue.ordering,
+            weights: &queue.user_weights,
+            cluster,
+            levels: BTreeMap::new(),
+            held: BTreeMap::new(),
+            serving: None,
+        };
+        for &(slot, app) in &apps {
+            let holder = turns.holder(app);
+            if !turns.policy.is_fifo() {
+                let held = turns.held.entry(holder).or_default();
+                for executor in app.executors.iter() {
+                    *held = add(held, &executor.resources);
+                }
+            }
+            let level = turns.levels.entry(Reverse(app.priority)).or_default();
+            level.apps.entry(holder).or_default().push_back((slot, app));
+        }
+        for level in turns.levels.values_mut() {
+            for (&holder, apps) in &level.apps {
+                let share = share(
+                    turns.policy,
+                    turns.weights,
+                    turns.cluster,
+                    &turns.held,
+                    holder,
+                );
+                level.turns.insert((share.to_bits(), apps[0].0, holder));
+            }
+        }
+        turns
+    }
+
+    /// Whether every app has had its turn.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.levels.is_empty()
+    }
+
+    /// The app served next and how much it may take: the first of the lightest holder's
+    /// apps of the highest priority, as many executors as keep its holder the lightest and
+    /// one more (as many turns of one executor each would give it). A `Whole` turn is its
+    /// last.
+    pub(crate) fn next(&mut self) -> Option<(Slotted<'s>, Step)> {
+        let level = self.levels.values().next()?;
+        let mut lightest = level.turns.iter();
+        let &(_, slot, holder) = lightest.next()?;
+        let app = level.apps[holder][0];
+        if self.policy.is_fifo() {
+            self.done(app, holder);
+            return Some((app, Step::Whole));
+        }
+        let runner_up = lightest
+            .next()
+            .map(|&(bits, slot, _)| (f64::from_bits(bits), slot));
+        let step = Step::Part(self.executors_while_lightest(holder, (slot, app.1), runner_up));
+        self.serving = Some((app, holder));
+        Some((app, step))
+    }
+
+    /// How many executors of `app`'s own size `holder` (its first app `slot` of its level)
+    /// takes before `runner_up` (the next lightest holder's share and first slot) is
+    /// lighter; no bound (`None`) when there is no runner-up or the size is not known (one
+    /// executor per worker absorbing cores).
+    fn executors_while_lightest(
+        &self,
+        holder: &str,
+        (slot, app): (usize, &AppRequest),
+        runner_up: Option<(f64, usize)>,
+    ) -> Option<u64> {
+        let (next_share, next_slot) = runner_up?;
+        let one = Resources::new(app.executor_cores?, app.executor_memory_mb)
+            .with_custom(app.executor_resources.clone());
+        let weight = self.weight(holder);
+        let mut held = self.held.get(holder).cloned().unwrap_or_default();
+        // One executor a turn, each given while the holder is the lightest: bounded by the
+        // cluster, which holds no more than its cores' worth.
+        let mut count = 0;
+        while count <= u64::from(self.cluster.cores) {
+            held = add(&held, &one);
+            count += 1;
+            let share = dominant_share(&held, self.cluster) / weight;
+            if (share, slot) > (next_share, next_slot) {
+                break;
+            }
+        }
+        Some(count)
+    }
+
+    /// The app `next` gave its turn was given `granted`: with nothing, it is done.
+    pub(crate) fn served(&mut self, granted: &Resources) {
+        let Some((app, holder)) = self.serving.take() else {
+            return;
+        };
+        if granted.cores == 0 {
+            self.done(app, holder);
+            return;
+        }
+        let before = self.share(holder).to_bits();
+        let held = self.held.entry(holder).or_default();
+        *held = add(held, granted);
+        let after = self.share(holder).to_bits();
+        for level in self.levels.values_mut() {
+            if let Some(apps) = level.apps.get(holder) {
+                level.turns.remove(&(before, apps[0].0, holder));
+                level.turns.insert((after, apps[0].0, holder));
+            }
+        }
+    }
+
+    /// `app`, the first of `holder`'s at the highest priority, has had its last turn.
+    fn done(&mut self, app: Slotted<'s>, holder: &'s str) {
+        let share = self.share(holder).to_bits();
+        let mut level = self.levels.first_entry().expect("a level to serve");
+        let level_apps = level.get_mut();
+        level_apps.turns.remove(&(share, app.0, holder));
+        let apps = level_apps.apps.get_mut(holder).expect("the holder's apps");
+        apps.pop_front();
+        match apps.front() {
+            Some(&(next, _)) => {
+                level_apps.turns.insert((share, next, holder));
+            }
+            None => {
+                level_apps.apps.remove(holder);
+            }
+        }
+        if level_apps.apps.is_empty() {
+            level.remove();
+        }
+    }
+
+    /// Who `app`'s holdings count for: its user under `drf`, itself otherwise.
+    fn holder(&self, app: &'s AppRequest) -> &'s str {
+        match self.policy {
+            OrderingPolicy::Drf => user(app),
+            OrderingPolicy::Fifo | OrderingPolicy::Fair => &app.id.0,
+        }
+    }
+
+    fn share(&self, holder: &str) -> f64 {
+        share(self.policy, self.weights, self.cluster, &self.held, holder)
+    }
+
+    fn weight(&self, holder: &str) -> f64 {
+        weight(self.policy, self.weights, holder)
+    }
+}
+
+/// `holder`'s weight: its own under `drf`, 1 otherwise.
+fn weight(policy: OrderingPolicy, weights: &BTreeMap<SmolStr, f64>, holder: &str) -> f64 {
+    match policy {
+        OrderingPolicy::Drf => weights.get(holder).copied().unwrap_or(1.0),
+        OrderingPolicy::Fifo | OrderingPolicy::Fair => 1.0,
+    }
+}
+
+/// `holder`'s dominant share of `cluster` from what it holds, divided by its weight under
+/// `drf`; 0 under `fifo`.
+fn share(
+    policy: OrderingPolicy,
+    weights: &BTreeMap<SmolStr, f64>,
+    cluster: &Resources,
+    held: &BTreeMap<&str, Resources>,
+    holder: &str,
+) -> f64 {
+    if policy.is_fifo() {
+        return 0.0;
+    }
+    held.get(holder).map_or(0.0, |held| {
+        dominant_share(held, cluster) / weight(policy, weights, holder)
+    })
+}
+
+/// The user an app counts for: the cluster's own credential's work is one user, "".
+fn user(app: &AppRequest) -> &str {
+    app.user.as_deref().unwrap_or("")
+}
+
+/// `a` and `b` together, saturating.
+fn add(a: &Resources, b: &Resources) -> Resources {
+    a.checked_add(b).unwrap_or_else(|| {
+        let mut sum = a.clone();
+        sum.cores = a.cores.saturating_add(b.cores);
+        sum.memory_mb = a.memory_mb.saturating_add(b.memory_mb);
+        for (name, &amount) in &b.custom {
+            let total = sum.custom.entry(name.clone()).or_default();
+            *total = total.saturating_add(amount);
+        }
+        sum
+    })
+}
+
+/// The largest share of `cluster` that `held` is of any resource the cluster has.
+pub(crate) fn dominant_share(held: &Resources, cluster: &Resources) -> f64 {
+    let share = |part: u64, whole: u64| {
+        if whole == 0 {
+            0.0
+        } else {
+            part as f64 / whole as f64
+        }
+    };
+    cluster
+        .custom
+        .iter()
+        .map(|(name, &whole)| share(u64::from(held.custom(name)), u64::from(whole)))
+        .fold(
+            share(u64::from(held.cores), u64::from(cluster.cores))
+                .max(share(held.memory_mb, cluster.memory_mb)),
+            f64::max,
+        )
+}
+
+/// The capacity of `workers` that are ALIVE.
+pub(crate) fn alive_capacity<'w>(
+    workers: impl IntoIterator<Item = &'w crate::model::Worker>,
+) -> Resources {
+    workers
+        .into_iter()
+        .filter(|w| w.state == WorkerState::Alive)
+        .fold(Resources::default(), |sum, w| add(&sum, &w.capacity))
+}
