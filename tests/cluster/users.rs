@@ -1,7 +1,7 @@
 //! Named users and queue access lists between real processes: who may submit to the prior
 //! queue, who may kill whose work, and that a revoked credential is refused on every master,
-//! also after the leader is killed, and by the streams of applications already attached.
-//! Refusals change nothing.
+//! also after the leader is killed, and by the streams of applications already attached;
+//! a `drf` queue shares a worker between users. Refusals change nothing.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -339,4 +339,40 @@ fn a_user_attaches_only_to_applications_they_may_steer() {
         );
         drop(hers);
     });
+}
+
+#[test]
+fn a_drf_queue_shares_a_worker_evenly_between_two_users_where_fifo_gives_it_to_the_first() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let all = masters.list_from(1);
+    let dir = tempfile::tempdir().unwrap();
+    let alice = add_user(&masters, dir.path(), "alice");
+    let bob = add_user(&masters, dir.path(), "bob");
+    wait_for(&masters, "log format 4", |s| {
+        s["log_format"].as_u64() >= Some(4)
+    });
+    set_queues(
+        &all,
+        dir.path(),
+        r#"[{"name": "default", "ordering": "drf"}]"#,
+    );
+    assert_eq!(masters.status(&all)["queues"][0]["ordering"], "drf");
+
+    // Both applications wait for a worker; the pass that places them shares it: two
+    // executors each, where Spark's order would give alice's, submitted first, all four.
+    let program = muster_binary();
+    let (_alice_run, alice_app, _alice_events) =
+        app_run_from(&program, &masters, Some(&alice), SLEEPERS);
+    let (_bob_run, bob_app, _bob_events) = app_run_from(&program, &masters, Some(&bob), SLEEPERS);
+    let _worker = start_worker(&masters, "w1", 4);
+    let held = |s: &Value, app: &str| running_executor_ids(s, app).len();
+    let status = wait_for(&masters, "four executors", |s| {
+        held(s, &alice_app) + held(s, &bob_app) == 4
+    });
+    assert_eq!(
+        (held(&status, &alice_app), held(&status, &bob_app)),
+        (2, 2),
+        "{status}"
+    );
 }

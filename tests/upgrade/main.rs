@@ -644,10 +644,14 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
                 && running[0]["memory_mb"] == 128
         },
     );
-    // A queue's own driver share waits for the raise: the old followers could not read it.
-    // Asked for now, it is refused, naming the masters that hold it back.
+    // A queue's own driver share and ordering wait for the raise: the old followers could
+    // not read them. Asked for now, they are refused, naming the masters that hold it back.
     let shares = cluster.settings.path().join("shares.json");
-    std::fs::write(&shares, r#"[{"name": "default", "driver_share": 0.25}]"#).unwrap();
+    std::fs::write(
+        &shares,
+        r#"[{"name": "default", "driver_share": 0.25, "ordering": "drf"}]"#,
+    )
+    .unwrap();
     let set_shares = ["queues", "--set", shares.to_str().unwrap()];
     let refused = Masters::client(&cluster.list(), &set_shares);
     assert!(!refused.status.success(), "{refused:?}");
@@ -744,19 +748,17 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
     cluster.wait_raised();
     cluster.assert_all_running("every master upgraded");
 
-    // Raised, a queue's driver share is set, and every master has it.
+    // Raised, a queue's driver share and ordering are set, and every master has them.
     let set = Masters::client(&cluster.list(), &set_shares);
     assert!(set.status.success(), "{set:?}");
     for id in 1..=3 {
         support::wait_for_at(
             &cluster.masters.addrs[id - 1],
-            "the default queue's driver share",
+            "the default queue's driver share and ordering",
             |s| {
-                s["queues"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .any(|q| q["name"] == "default" && q["driver_share"] == 0.25)
+                s["queues"].as_array().unwrap().iter().any(|q| {
+                    q["name"] == "default" && q["driver_share"] == 0.25 && q["ordering"] == "drf"
+                })
             },
         );
     }

@@ -219,7 +219,7 @@ pub fn drivers(status: &StatusView) -> String {
 /// executor cores held in each (below it, for a parent).
 pub fn queues(status: &StatusView) -> String {
     let mut out = format!(
-        "{:<20} {:<6} {:<9} {:<8} {:<12} {:<13} {:<13} {:<10} {:<12} SUBMIT\n",
+        "{:<20} {:<6} {:<9} {:<8} {:<12} {:<13} {:<13} {:<9} {:<10} {:<12} SUBMIT\n",
         "NAME",
         "PRIOR",
         "CAPACITY",
@@ -227,6 +227,7 @@ pub fn queues(status: &StatusView) -> String {
         "THRESHOLD",
         "DRIVER_SHARE",
         "GANG_TIMEOUT",
+        "ORDERING",
         "CORES",
         "MAX_PER_USER"
     );
@@ -254,8 +255,8 @@ pub fn queues(status: &StatusView) -> String {
         let name = format!("{}{}", "  ".repeat(q.depth), q.name);
         let _ = writeln!(
             out,
-            "{name:<20} {:<6} {capacity:<9} {:<8} {:<12} {driver_share:<13} {gang_timeout:<13} {:<10} {per_user:<12} {submit}",
-            q.prior, q.max_capacity, q.threshold, q.cores_used
+            "{name:<20} {:<6} {capacity:<9} {:<8} {:<12} {driver_share:<13} {gang_timeout:<13} {:<9} {:<10} {per_user:<12} {submit}",
+            q.prior, q.max_capacity, q.threshold, q.ordering, q.cores_used
         );
     }
     out

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::QueueName;
+use crate::ids::{QueueName, SmolStr};
 use crate::model::{GangStyle, InputError, OrderingPolicy, QueueConfig};
 
 /// In an access list, every user.
@@ -147,6 +147,12 @@ pub struct QueueSpec {
     /// See [`QueueConfig::gang_style`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gang_style: Option<GangStyle>,
+    /// See [`QueueConfig::ordering`].
+    #[serde(default, skip_serializing_if = "OrderingPolicy::is_fifo")]
+    pub ordering: OrderingPolicy,
+    /// See [`QueueConfig::user_weights`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub user_weights: BTreeMap<SmolStr, f64>,
     /// See [`QueueAccess::submit`].
     #[serde(default)]
     pub submit: Option<Vec<String>>,
@@ -175,8 +181,8 @@ impl QueueSpec {
             driver_share: self.driver_share,
             gang_timeout_s: self.gang_timeout_s,
             gang_style: self.gang_style,
-            ordering: OrderingPolicy::default(),
-            user_weights: BTreeMap::new(),
+            ordering: self.ordering,
+            user_weights: self.user_weights.clone(),
         };
         let access = QueueAccess {
             submit: self.submit.clone(),
@@ -198,6 +204,8 @@ impl From<(QueueConfig, QueueAccess)> for QueueSpec {
             driver_share: config.driver_share,
             gang_timeout_s: config.gang_timeout_s,
             gang_style: config.gang_style,
+            ordering: config.ordering,
+            user_weights: config.user_weights,
             submit: access.submit,
             administer: access.administer,
             max_per_user: access.max_per_user,

@@ -74,7 +74,7 @@ use std::time::{Duration, Instant};
 use muster_core::access::QueueSpec;
 use muster_core::agent::{Build, ShuffleServiceStatus};
 use muster_core::ids::{AppId, DriverId, RequestId, Term, WorkId, WorkerId};
-use muster_core::model::{PassConfig, RecoveryState};
+use muster_core::model::{OrderingPolicy, PassConfig, RecoveryState};
 use muster_core::plan::{Plan, Reserved, WaitReason};
 use muster_core::resources::Usage;
 use muster_core::restarts::Restarts;
@@ -493,16 +493,17 @@ impl Leader {
         }
     }
 
-    /// The op that applies the configured `queues`: without their admission settings while a
-    /// master of an older release could not read them, which are then kept until all can.
+    /// The op that applies the configured `queues`: without their admission settings and
+    /// orderings while a master of an older release could not read them, which are then kept
+    /// until all can.
     fn configured_queues_op(&mut self, queues: Vec<QueueSpec>, state: &ClusterState) -> Op {
         let op = set_queues_op(queues.clone());
         if op.introduced_in() <= state.log_format() {
             return op;
         }
         tracing::info!(
-            "the queues' driver shares wait for every master to run release 0.4.0: the \
-             masters' driver_share applies to every queue until then"
+            "the queues' driver shares, gang settings and orderings wait for every master to \
+             run release 0.4.0: the masters' settings and fifo apply to every queue until then"
         );
         let without: Vec<QueueSpec> = queues
             .iter()
@@ -510,6 +511,8 @@ impl Leader {
                 driver_share: None,
                 gang_timeout_s: None,
                 gang_style: None,
+                ordering: OrderingPolicy::Fifo,
+                user_weights: BTreeMap::new(),
                 ..queue.clone()
             })
             .collect();

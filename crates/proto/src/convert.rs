@@ -11,7 +11,7 @@ use std::time::Duration;
 use muster_core::access::QueueSpec;
 use muster_core::agent::{Build, ShuffleServiceStatus};
 use muster_core::ids::{QueueName, millis};
-use muster_core::model::{GangRequest, GangStyle, RecoveryState, WorkerState};
+use muster_core::model::{GangRequest, GangStyle, OrderingPolicy, RecoveryState, WorkerState};
 use muster_core::resources::{ResourceAddresses, Resources};
 use muster_core::restarts::Restarts;
 use muster_state::commands::{
@@ -299,7 +299,27 @@ impl From<&QueueSpec> for v1::Queue {
             }),
             administer: queue.administer.clone(),
             max_per_user: queue.max_per_user,
+            ordering: match queue.ordering {
+                OrderingPolicy::Fifo => v1::OrderingPolicy::Fifo,
+                OrderingPolicy::Fair => v1::OrderingPolicy::Fair,
+                OrderingPolicy::Drf => v1::OrderingPolicy::Drf,
+            }
+            .into(),
+            user_weights: queue
+                .user_weights
+                .iter()
+                .map(|(user, &weight)| (user.to_string(), weight))
+                .collect(),
         }
+    }
+}
+
+/// The ordering `queue` sets: an unknown one, from a newer client, reads as `fifo`.
+pub fn ordering(queue: &v1::Queue) -> OrderingPolicy {
+    match v1::OrderingPolicy::try_from(queue.ordering) {
+        Ok(v1::OrderingPolicy::Fair) => OrderingPolicy::Fair,
+        Ok(v1::OrderingPolicy::Drf) => OrderingPolicy::Drf,
+        Ok(v1::OrderingPolicy::Fifo) | Err(_) => OrderingPolicy::Fifo,
     }
 }
 
@@ -324,6 +344,12 @@ impl From<&v1::Queue> for QueueSpec {
             driver_share: queue.driver_share,
             gang_timeout_s: queue.gang_timeout_s,
             gang_style: gang_style(queue),
+            ordering: ordering(queue),
+            user_weights: queue
+                .user_weights
+                .iter()
+                .map(|(user, &weight)| (user.as_str().into(), weight))
+                .collect(),
             submit: queue.submit.as_ref().map(|list| list.users.clone()),
             administer: queue.administer.clone(),
             max_per_user: queue.max_per_user,

@@ -189,7 +189,11 @@ impl ClusterState {
                     executor_limit: profile.executor_limit,
                 })
                 .collect(),
-            user: (!app.desc.user.is_empty()).then(|| app.desc.user.as_str().into()),
+            // The named user who registered it, else the user it says it runs as.
+            user: self
+                .app_user(&app.id)
+                .or((!app.desc.user.is_empty()).then_some(app.desc.user.as_str()))
+                .map(Into::into),
             priority: 0,
         }
     }

@@ -11,17 +11,18 @@ use crate::{ClusterState, codec};
 /// log format, format 9 the stopped processes that keep their custom resources, format 10
 /// the relaunched drivers' successors and the ended executors, format 11 the applications'
 /// resource profiles, format 12 the queues' admission settings and the applications'
-/// and drivers' gangs, and format 13 the cores and memory stopped processes keep until their
-/// end is reported and the resource profiles room is kept for. A state without a format's fields is still written in the older format, which
+/// and drivers' gangs, format 13 the cores and memory stopped processes keep until their
+/// end is reported and the resource profiles room is kept for, and format 14 the leaves'
+/// orderings. A state without a format's fields is still written in the older format, which
 /// replicas of the previous builds read, and an older format reads as a state without them:
 /// until the cluster's log format is raised, its snapshots are of format 7 at the most,
 /// which release 0.1.0 reads; until it is raised to 3, of format 8 at the most, which 0.2.0
 /// reads; and until it is raised to 4, of format 11 at the most, which 0.3.0 reads.
-pub const SNAPSHOT_FORMAT: u8 = 13;
+pub const SNAPSHOT_FORMAT: u8 = 14;
 
 /// The log format a replica needs to take snapshot `bytes`: format 8 holds the raised log
 /// format, which the first log format's replicas cannot read, formats 9 to 11 what only the
-/// third's keep, and formats 12 and 13 what only the fourth's keep; and a state raised to a format
+/// third's keep, and formats 12 to 14 what only the fourth's keep; and a state raised to a format
 /// needs its readers, whatever the snapshot format it was written in.
 pub(crate) fn log_format_of(bytes: &[u8]) -> LogFormat {
     let written = match bytes.first() {
@@ -38,7 +39,7 @@ pub(crate) fn log_format_of(bytes: &[u8]) -> LogFormat {
 const OLDEST_FORMAT: u8 = 2;
 
 /// How many fields each format adds at the end of the state, from format 3 on.
-const FIELDS_ADDED: [usize; 11] = [1, 1, 4, 1, 3, 1, 1, 2, 1, 4, 2];
+const FIELDS_ADDED: [usize; 12] = [1, 1, 4, 1, 3, 1, 1, 2, 1, 4, 2, 1];
 
 /// Why a snapshot could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -89,6 +90,7 @@ impl ClusterState {
                 && self.driver_gangs.is_empty()
                 && self.timed_out_gangs.is_empty(),
             self.stopping_room.is_empty() && self.reservation_profiles.is_empty(),
+            self.orderings.is_empty(),
         ];
         for (empty, fields) in added_empty.into_iter().zip(FIELDS_ADDED).rev() {
             if !empty {

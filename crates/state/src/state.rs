@@ -12,7 +12,7 @@ use muster_core::resources::Resources;
 use serde::{Deserialize, Serialize};
 
 use crate::addresses::{AddressBook, Holder};
-use crate::commands::{QueueAdmission, QueueSettings};
+use crate::commands::{QueueAdmission, QueueOrdering, QueueSettings};
 use crate::model::{
     App, AppProfiles, AppState, Drain, Driver, DriverDescription, DriverGang, DriverState,
     Executor, ExecutorState, Owner, Profile, Reservation, TimedOutGang, User, Worker,
@@ -160,6 +160,10 @@ pub struct ClusterState {
     /// kept for one: empty while all are for the first of their owners' sizes they fit.
     /// Came with format 13 as well, written only from log format 4.
     pub(crate) reservation_profiles: Vec<u32>,
+    /// The orderings of the leaves that set one other than `fifo`, or user weights. Came
+    /// with format 14, written only from log format 4: a snapshot of format 13 reads as one
+    /// without.
+    pub(crate) orderings: BTreeMap<QueueName, QueueOrdering>,
     /// The workers as scheduling passes see them, in id order, and the active apps, in
     /// submission order: each pass's snapshot shares them rather than copying every worker
     /// and app. Kept as they change (see `scheduling.rs`); not in snapshots, but built anew
@@ -341,7 +345,7 @@ impl ClusterState {
     pub fn queues(&self) -> Vec<QueueConfig> {
         self.queues
             .iter()
-            .map(|q| q.config(&self.capacities, &self.admission))
+            .map(|q| q.config(&self.capacities, &self.admission, &self.orderings))
             .collect()
     }
 

@@ -45,7 +45,8 @@ impl LogFormat {
     /// ([`Op::SubmitGang`], [`Op::SubmitGangDriver`], [`Op::EndGangWait`]), and room kept
     /// beside a cluster-mode driver for its application's first executor until the
     /// application registers ([`Op::SubmitDriverApp`]), room kept for resource profiles
-    /// ([`Op::PreemptForProfiles`]); snapshot formats 12 and 13.
+    /// ([`Op::PreemptForProfiles`]), each leaf's ordering ([`Op::ConfigureQueuesWithOrdering`]);
+    /// snapshot formats 12 to 14.
     pub const FOURTH: Self = Self(4);
     /// The newest format this build reads and, once the cluster is raised to it, writes.
     pub const NEWEST: Self = Self::FOURTH;
@@ -108,7 +109,8 @@ impl Op {
             | Op::SubmitGangDriver(_)
             | Op::EndGangWait(_)
             | Op::SubmitDriverApp(_)
-            | Op::PreemptForProfiles(_) => LogFormat::FOURTH,
+            | Op::PreemptForProfiles(_)
+            | Op::ConfigureQueuesWithOrdering(_) => LogFormat::FOURTH,
             Op::RegisterWorker(_)
             | Op::WorkerLost(_)
             | Op::DecommissionWorker(_)

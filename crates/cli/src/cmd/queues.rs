@@ -20,7 +20,8 @@ pub struct QueuesArgs {
     masters: MastersArg,
     /// Replace the queues with those in this JSON file: `[{"name": "prod", "prior": true}, ...]`;
     /// a tree names children by path (`team.etl`) and may give each queue a `capacity`, and
-    /// each leaf a `driver_share`, `gang_timeout_s` and `gang_style` (`soft` or `hard`).
+    /// each leaf a `driver_share`, `gang_timeout_s`, `gang_style` (`soft` or `hard`),
+    /// `ordering` (`fifo`, `fair` or `drf`) and `user_weights` (`{"alice": 2}`).
     #[arg(long)]
     set: Option<PathBuf>,
     /// Print JSON instead of a table.
@@ -28,9 +29,9 @@ pub struct QueuesArgs {
     json: bool,
 }
 
-/// Refuses a queue's own admission `setting` (its driver share, its gangs' timeout) until
-/// the cluster's log format holds it: a master of an older release would drop it from the
-/// request unread.
+/// Refuses a queue's own admission or ordering `setting` (its driver share, its gangs'
+/// timeout, its ordering) until the cluster's log format holds it: a master of an older
+/// release would drop it from the request unread.
 fn admits(setting: &str, status: &StatusView) -> Result<(), CliError> {
     let effective = LogFormat(status.log_format);
     if effective >= LogFormat::FOURTH {
@@ -71,16 +72,18 @@ pub fn run(args: QueuesArgs) -> Result<String, CliError> {
             format!("{}{prior}", q.name)
         })
         .collect();
-    let admission = queues.iter().find_map(|q| {
+    let needs_fourth = queues.iter().find_map(|q| {
         [
             ("driver_share", q.driver_share.is_some()),
             ("gang_timeout_s", q.gang_timeout_s.is_some()),
             ("gang_style", q.gang_style.is_some()),
+            ("ordering", !q.ordering.is_fifo()),
+            ("user_weights", !q.user_weights.is_empty()),
         ]
         .into_iter()
         .find_map(|(setting, set)| set.then_some(setting))
     });
-    if let Some(setting) = admission {
+    if let Some(setting) = needs_fourth {
         admits(setting, &status::fetch(&args.masters, false)?)?;
     }
     let masters = args.masters.parse()?;

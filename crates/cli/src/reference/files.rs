@@ -257,12 +257,16 @@ impl Types {
             "f64" => "number".into(),
             "String" | "QueueName" => "string".into(),
             "ResourceAmounts" => "object of resource name to amount".into(),
-            "Option" => self.type_cell(&argument(ty), key_path, planned, nested),
+            "BTreeMap" => format!(
+                "object of name to {}",
+                self.type_cell(&arguments(ty)[1], key_path, planned, nested)
+            ),
+            "Option" => self.type_cell(&arguments(ty)[0], key_path, planned, nested),
             "Vec" => {
                 let item_path = format!("`{}[]`", key_path.trim_matches('`'));
                 format!(
                     "list of {}",
-                    self.type_cell(&argument(ty), &item_path, planned, nested)
+                    self.type_cell(&arguments(ty)[0], &item_path, planned, nested)
                 )
             }
             _ => {
@@ -300,17 +304,21 @@ fn type_name_of(ty: &Type) -> String {
     }
 }
 
-/// The type argument of `Option<T>` or `Vec<T>`.
-fn argument(ty: &Type) -> Type {
+/// The type arguments of `Option<T>`, `Vec<T>` or `BTreeMap<K, V>`.
+fn arguments(ty: &Type) -> Vec<Type> {
     let Type::Path(path) = ty else {
         unreachable!("type_name_of accepted only paths")
     };
     match &path.path.segments.last().unwrap().arguments {
-        syn::PathArguments::AngleBracketed(args) => match &args.args[0] {
-            syn::GenericArgument::Type(ty) => ty.clone(),
-            _ => panic!("a generic argument that is not a type"),
-        },
-        _ => panic!("a list or option without its type"),
+        syn::PathArguments::AngleBracketed(args) => args
+            .args
+            .iter()
+            .map(|arg| match arg {
+                syn::GenericArgument::Type(ty) => ty.clone(),
+                _ => panic!("a generic argument that is not a type"),
+            })
+            .collect(),
+        _ => panic!("a list, map or option without its types"),
     }
 }
 

@@ -53,8 +53,7 @@ pub struct QueueConfig {
     pub user_weights: BTreeMap<SmolStr, f64>,
 }
 
-/// The order in which a leaf queue serves its applications, each within its priority
-/// (higher first).
+/// The order in which a leaf queue serves its applications.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OrderingPolicy {

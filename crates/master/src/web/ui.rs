@@ -270,6 +270,12 @@ fn queues(queues: &[QueueRow], cores: u64) -> Markup {
         if let Some(share) = q.driver_share {
             parts.push(format!("driver share {share:?}"));
         }
+        if !q.ordering.is_fifo() {
+            parts.push(format!("ordering {}", q.ordering));
+        }
+        for (user, weight) in &q.user_weights {
+            parts.push(format!("{user} weighs {weight:?}"));
+        }
         parts.join(", ")
     };
     html! {

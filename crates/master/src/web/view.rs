@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use muster_core::access::QueueSpec;
 use muster_core::ids::QueueName;
-use muster_core::model::GangStyle;
+use muster_core::model::{GangStyle, OrderingPolicy};
 use muster_core::queues::{self, QueueView};
 use muster_proto::exit;
 use muster_proto::v1::{
@@ -403,6 +403,10 @@ pub struct QueueRow {
     pub gang_timeout_s: Option<u64>,
     /// What becomes of its gangs that waited that long (`soft`, `hard`), when it sets it.
     pub gang_style: Option<GangStyle>,
+    /// The order in which it serves its applications (`fifo`, `fair`, `drf`).
+    pub ordering: OrderingPolicy,
+    /// Its users' weights under `drf`, where it sets any.
+    pub user_weights: BTreeMap<String, f64>,
     /// Who may submit besides the admins; `None`: everyone (admins only, for a prior queue).
     pub submit: Option<Vec<String>>,
     /// Who may administer it besides the admins.
@@ -659,6 +663,8 @@ fn queue(q: &v1::Queue, view: QueueView) -> QueueRow {
         driver_share: q.driver_share,
         gang_timeout_s: q.gang_timeout_s,
         gang_style: muster_proto::convert::gang_style(q),
+        ordering: muster_proto::convert::ordering(q),
+        user_weights: q.user_weights.clone().into_iter().collect(),
         submit: q.submit.as_ref().map(|list| list.users.clone()),
         administer: q.administer.clone(),
         max_per_user: q.max_per_user,

@@ -25,8 +25,8 @@ pub use plan::{
 };
 pub use preempt::{GrantReservations, Preempt, PreemptForProfiles, preempt_op};
 pub use queues::{
-    ConfigureQueues, ConfigureQueuesWithAdmission, QueueAdmission, QueueSettings, ReplaceQueues,
-    SetQueues, set_queues_op,
+    ConfigureQueues, ConfigureQueuesWithAdmission, ConfigureQueuesWithOrdering, QueueAdmission,
+    QueueOrdering, QueueSettings, ReplaceQueues, SetQueues, set_queues_op,
 };
 pub use restore::Restore;
 pub use users::{AddUser, By, RevokeUser};
@@ -137,6 +137,8 @@ pub enum Op {
     SubmitDriverApp(SubmitDriverApp),
     /// A preemption whose room is kept for resource profiles.
     PreemptForProfiles(PreemptForProfiles),
+    /// Replaces the queue configuration with each leaf's ordering (from log format 4).
+    ConfigureQueuesWithOrdering(ConfigureQueuesWithOrdering),
 }
 
 /// How an op changes the state.
@@ -237,6 +239,7 @@ impl ClusterState {
             Op::ReplaceQueues(op) => op.apply(self, at),
             Op::ConfigureQueues(op) => op.apply(self, at),
             Op::ConfigureQueuesWithAdmission(op) => op.apply(self, at),
+            Op::ConfigureQueuesWithOrdering(op) => op.apply(self, at),
             Op::SubmitGang(op) => op.apply(self, at),
             Op::SubmitGangDriver(op) => op.apply(self, at),
             Op::EndGangWait(op) => op.apply(self, at),

@@ -1,10 +1,11 @@
 //! Queue configuration changes, and the shape in which the log and snapshots keep queues.
 //!
-//! Four ops set the queues, each the form of the builds that introduced it, so that every
+//! Five ops set the queues, each the form of the builds that introduced it, so that every
 //! entry already in a log still reads and applies as it did: [`SetQueues`] (settings only),
 //! [`ReplaceQueues`] (with access lists), [`ConfigureQueues`] (with capacities, and queue
 //! names checked as paths of a tree) and, from log format 4, [`ConfigureQueuesWithAdmission`]
-//! (with each queue's admission settings: its driver share). [`set_queues_op`] writes the
+//! (with each queue's admission settings: its driver share and gangs) and
+//! [`ConfigureQueuesWithOrdering`] (with each leaf's ordering). [`set_queues_op`] writes the
 //! oldest that says what is asked, which replicas of older builds then also apply; a tree
 //! without capacities is checked as one where it is written (the master's API and its queue
 //! files).
@@ -12,8 +13,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use muster_core::access::{QueueAccess, QueueSpec};
-use muster_core::ids::{QueueName, Timestamp};
-use muster_core::model::{GangStyle, NotALeaf, QueueConfig, takes_work, validate_queues};
+use muster_core::ids::{QueueName, SmolStr, Timestamp};
+use muster_core::model::{
+    GangStyle, NotALeaf, OrderingPolicy, QueueConfig, takes_work, validate_queues,
+};
 use muster_core::queues::check_paths;
 use serde::{Deserialize, Serialize};
 
@@ -37,13 +40,15 @@ pub struct QueueSettings {
 }
 
 impl QueueSettings {
-    /// The queue's configuration, with its capacity and admission settings from those kept
-    /// apart.
+    /// The queue's configuration, with its capacity, admission settings and ordering from
+    /// those kept apart.
     pub fn config(
         &self,
         capacities: &BTreeMap<QueueName, f64>,
         admission: &BTreeMap<QueueName, QueueAdmission>,
+        orderings: &BTreeMap<QueueName, QueueOrdering>,
     ) -> QueueConfig {
+        let ordering = orderings.get(&self.name).cloned().unwrap_or_default();
         QueueConfig {
             name: self.name.clone(),
             prior: self.prior,
@@ -53,7 +58,8 @@ impl QueueSettings {
             driver_share: admission.get(&self.name).and_then(|a| a.driver_share),
             gang_timeout_s: admission.get(&self.name).and_then(|a| a.gang_timeout_s),
             gang_style: admission.get(&self.name).and_then(|a| a.gang_style),
-            ..QueueConfig::named(&self.name.0)
+            ordering: ordering.ordering,
+            user_weights: ordering.user_weights,
         }
     }
 }
@@ -80,6 +86,25 @@ impl QueueAdmission {
     }
 }
 
+/// How a leaf orders its applications, where it sets anything: kept apart from its other
+/// settings (the state's `orderings`), from log format 4.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueOrdering {
+    /// See [`QueueConfig::ordering`].
+    pub ordering: OrderingPolicy,
+    /// See [`QueueConfig::user_weights`].
+    pub user_weights: BTreeMap<SmolStr, f64>,
+}
+
+impl QueueOrdering {
+    fn of(spec: &QueueSpec) -> Self {
+        Self {
+            ordering: spec.ordering,
+            user_weights: spec.user_weights.clone(),
+        }
+    }
+}
+
 impl From<&QueueSpec> for QueueSettings {
     fn from(spec: &QueueSpec) -> Self {
         Self {
@@ -102,11 +127,23 @@ pub fn set_queues_op(queues: Vec<QueueSpec>) -> super::Op {
         .map(|q| (q.name.clone(), QueueAdmission::of(q)))
         .filter(|(_, admission)| *admission != QueueAdmission::default())
         .collect();
+    let orderings: BTreeMap<QueueName, QueueOrdering> = queues
+        .iter()
+        .map(|q| (q.name.clone(), QueueOrdering::of(q)))
+        .filter(|(_, ordering)| *ordering != QueueOrdering::default())
+        .collect();
     let queues: Vec<(QueueSettings, QueueAccess)> = queues
         .iter()
         .map(|spec| (QueueSettings::from(spec), spec.split().1))
         .collect();
-    if !admission.is_empty() {
+    if !orderings.is_empty() {
+        super::Op::ConfigureQueuesWithOrdering(ConfigureQueuesWithOrdering {
+            queues,
+            capacities,
+            admission,
+            orderings,
+        })
+    } else if !admission.is_empty() {
         super::Op::ConfigureQueuesWithAdmission(ConfigureQueuesWithAdmission {
             queues,
             capacities,
@@ -134,13 +171,10 @@ pub struct ConfigureQueues {
 }
 
 impl Apply for ConfigureQueues {
-    /// Applied as [`ConfigureQueuesWithAdmission`] with no queue's admission set.
+    /// Applied as [`ConfigureQueuesWithOrdering`] with no queue's admission or ordering set.
     fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
-        ConfigureQueuesWithAdmission::without_admission(
-            self.queues.clone(),
-            self.capacities.clone(),
-        )
-        .apply(state, at)
+        ConfigureQueuesWithOrdering::plain(self.queues.clone(), self.capacities.clone())
+            .apply(state, at)
     }
 }
 
@@ -157,6 +191,33 @@ pub struct ConfigureQueuesWithAdmission {
 }
 
 impl Apply for ConfigureQueuesWithAdmission {
+    /// Applied as [`ConfigureQueuesWithOrdering`] with no queue's ordering set.
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        ConfigureQueuesWithOrdering {
+            queues: self.queues.clone(),
+            capacities: self.capacities.clone(),
+            admission: self.admission.clone(),
+            orderings: BTreeMap::new(),
+        }
+        .apply(state, at)
+    }
+}
+
+/// Replaces the queue configuration: settings, access lists, capacities, admission settings
+/// and orderings, validated as a whole (from log format 4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConfigureQueuesWithOrdering {
+    /// The new queues, each with its access lists; `default` exists even when not listed.
+    pub queues: Vec<(QueueSettings, QueueAccess)>,
+    /// The capacity of each queue, when they have them: all or none.
+    pub capacities: BTreeMap<QueueName, f64>,
+    /// The admission settings of the queues that set any.
+    pub admission: BTreeMap<QueueName, QueueAdmission>,
+    /// The orderings of the queues that set one other than `fifo`, or user weights.
+    pub orderings: BTreeMap<QueueName, QueueOrdering>,
+}
+
+impl Apply for ConfigureQueuesWithOrdering {
     /// Refused when malformed (a tree whose capacities do not sum, a parent that is not
     /// listed, ...), when an access list names an unknown user, or when a queue that active
     /// apps or drivers use would be dropped or become a parent.
@@ -181,9 +242,10 @@ impl Apply for ConfigureQueuesWithAdmission {
     }
 }
 
-impl ConfigureQueuesWithAdmission {
-    /// The configuration of the ops of earlier formats: no queue's admission set.
-    fn without_admission(
+impl ConfigureQueuesWithOrdering {
+    /// The configuration of the ops of earlier formats: no queue's admission or ordering
+    /// set.
+    fn plain(
         queues: Vec<(QueueSettings, QueueAccess)>,
         capacities: BTreeMap<QueueName, f64>,
     ) -> Self {
@@ -191,15 +253,17 @@ impl ConfigureQueuesWithAdmission {
             queues,
             capacities,
             admission: BTreeMap::new(),
+            orderings: BTreeMap::new(),
         }
     }
 
-    /// The queues' configurations, capacities and admission settings included.
+    /// The queues' configurations, capacities, admission settings and orderings included.
     fn configs(&self) -> Result<Vec<QueueConfig>, ApplyError> {
         let listed = |name: &&QueueName| self.queues.iter().any(|(q, _)| &q.name == *name);
         let unknown = [
             ("capacities", self.capacities.keys().find(|q| !listed(q))),
             ("admission", self.admission.keys().find(|q| !listed(q))),
+            ("orderings", self.orderings.keys().find(|q| !listed(q))),
         ];
         if let Some((field, Some(name))) = unknown.into_iter().find(|(_, name)| name.is_some()) {
             return Err(ApplyError::Invalid {
@@ -210,7 +274,7 @@ impl ConfigureQueuesWithAdmission {
         Ok(self
             .queues
             .iter()
-            .map(|(q, _)| q.config(&self.capacities, &self.admission))
+            .map(|(q, _)| q.config(&self.capacities, &self.admission, &self.orderings))
             .collect())
     }
 }
@@ -224,12 +288,12 @@ fn active_queues(state: &ClusterState) -> impl Iterator<Item = &QueueName> {
         .chain(state.drivers.values().map(|d| &d.desc.queue))
 }
 
-/// Replaces the queues, their access lists, capacities and admission settings, as every
-/// queue op does after its own checks. Refused when a setting is malformed, an access list
-/// names an unknown user, or a queue that active apps or drivers use would be dropped.
+/// Replaces the queues, their access lists, capacities, admission settings and orderings, as
+/// every queue op does after its own checks. Refused when a setting is malformed, an access
+/// list names an unknown user, or a queue that active apps or drivers use would be dropped.
 fn replace(
     state: &mut ClusterState,
-    configure: &ConfigureQueuesWithAdmission,
+    configure: &ConfigureQueuesWithOrdering,
 ) -> Result<Response, ApplyError> {
     let configs = configure.configs()?;
     validate_queues(&configs)?;
@@ -254,6 +318,7 @@ fn replace(
     state.derive_pass_views();
     state.capacities = configure.capacities.clone();
     state.admission = configure.admission.clone();
+    state.orderings = configure.orderings.clone();
     Ok(Response::default())
 }
 
@@ -267,8 +332,7 @@ pub struct ReplaceQueues {
 
 impl Apply for ReplaceQueues {
     fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
-        let configure =
-            ConfigureQueuesWithAdmission::without_admission(self.queues.clone(), BTreeMap::new());
+        let configure = ConfigureQueuesWithOrdering::plain(self.queues.clone(), BTreeMap::new());
         replace(state, &configure)
     }
 }
@@ -288,7 +352,7 @@ impl Apply for SetQueues {
             .iter()
             .map(|q| (q.clone(), QueueAccess::default()))
             .collect();
-        let configure = ConfigureQueuesWithAdmission::without_admission(queues, BTreeMap::new());
+        let configure = ConfigureQueuesWithOrdering::plain(queues, BTreeMap::new());
         replace(state, &configure)
     }
 }

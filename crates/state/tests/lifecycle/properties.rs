@@ -511,7 +511,7 @@ fn resolve(state: &ClusterState, action: &Action) -> Option<Op> {
                     .into_iter()
                     .map(|q| {
                         QueueSpec::from((
-                            q.config(&BTreeMap::new(), &BTreeMap::new()),
+                            q.config(&BTreeMap::new(), &BTreeMap::new(), &BTreeMap::new()),
                             Default::default(),
                         ))
                     })

@@ -1,15 +1,15 @@
 //! Queue configuration: the tree with capacities is one command validated as a whole, work
 //! goes only to leaves, the ops of earlier builds still read and apply, a queue's driver
 //! share is written only once every master reads it and bounds its drivers, a gang is
-//! granted all of its minimum or nothing and stops waiting by its style at its timeout, and
-//! preemption for guarantees takes no queue below
+//! granted all of its minimum or nothing and stops waiting by its style at its timeout, a
+//! leaf's ordering shares it among users, and preemption for guarantees takes no queue below
 //! its own.
 
 use std::collections::BTreeSet;
 
 use muster_core::access::QueueSpec;
 use muster_core::ids::WorkId;
-use muster_core::model::{GangRequest, GangStyle, PassConfig};
+use muster_core::model::{GangRequest, GangStyle, OrderingPolicy, PassConfig};
 use muster_core::plan::WaitReason;
 use muster_core::preempt::{Preempting, choose};
 use muster_state::commands::{
@@ -177,6 +177,49 @@ fn a_queues_driver_share_is_of_log_format_4_and_bounds_its_running_drivers() {
     assert_eq!(
         error.to_string(),
         "queues[0].driver_share: must be in (0, 1], got 0"
+    );
+    assert_eq!(c.state, before);
+}
+
+#[test]
+fn a_leafs_ordering_is_of_log_format_4_and_shares_it_among_users_by_drf() {
+    let mut c = Cluster::new();
+    c.worker("w1", 8, 8192);
+    let drf = vec![QueueSpec {
+        ordering: OrderingPolicy::Drf,
+        user_weights: [("bob".into(), 3.0)].into(),
+        ..QueueSpec::named("default")
+    }];
+    let op = set_queues_op(drf.clone());
+    assert!(matches!(op, Op::ConfigureQueuesWithOrdering(_)), "{op:?}");
+    assert_eq!(op.introduced_in(), LogFormat::FOURTH);
+    c.ok(Op::RaiseLogFormat(RaiseLogFormat {
+        to: LogFormat::FOURTH,
+    }));
+    c.ok(op);
+    assert_eq!(c.state.queue_specs(), drf);
+
+    // Alice's application, submitted first, would take every core in Spark's order; under
+    // drf bob, of weight 3, gets three times her share: 6 cores to her 2.
+    let sleeper = |user: &str| {
+        let mut desc = app_desc(None, Some(1), 1024);
+        desc.user = user.to_owned();
+        desc
+    };
+    let alice = c.submit_app(sleeper("alice"));
+    let bob = c.submit_app(sleeper("bob"));
+    c.schedule();
+    let cores = |c: &Cluster, app| c.state.apps()[app].cores_granted;
+    assert_eq!((cores(&c, &alice), cores(&c, &bob)), (2, 6));
+
+    // A weight of 0 is refused and changes nothing.
+    let before = c.state.clone();
+    let mut zero = drf;
+    zero[0].user_weights = [("bob".into(), 0.0)].into();
+    let error = c.apply(set_queues_op(zero)).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "queues[0].user_weights.bob: must be above 0, got 0"
     );
     assert_eq!(c.state, before);
 }

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use muster_core::access::QueueSpec;
 use muster_core::ids::{ExecutorId, Timestamp, WorkId};
+use muster_core::model::OrderingPolicy;
 use muster_core::resources::Resources;
 use muster_state::commands::{
     AddUser, By, DecommissionWorker, DrainWorker, DriverStateChanged, ExecutorStateChanged,
@@ -280,6 +281,13 @@ fn a_snapshot_restores_the_same_state() {
             .stopping()
             .any(|(process, _, _)| *process == Stopped::Executor(app.clone(), executor))
     );
+    assert_eq!(c.state.encode_snapshot()[0], 13);
+    // A leaf's ordering takes format 14.
+    let mut queues = c.state.queue_specs();
+    queues[0].ordering = OrderingPolicy::Drf;
+    queues[0].user_weights = [("alice".into(), 2.0)].into();
+    c.ok(set_queues_op(queues));
+    assert_eq!(c.state.queues()[0].ordering, OrderingPolicy::Drf);
     let bytes = c.state.encode_snapshot();
     assert_eq!(bytes[0], SNAPSHOT_FORMAT);
     let restored = ClusterState::decode_snapshot(&bytes).unwrap();
