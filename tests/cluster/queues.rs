@@ -155,3 +155,42 @@ fn preemption_settings_that_can_never_stop_an_executor_are_said_where_queues_are
     });
     warned(small);
 }
+
+#[test]
+fn the_application_of_the_highest_priority_is_served_first_whenever_it_was_submitted() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let list = masters.list_from(1);
+    wait_for(&masters, "log format 4", |s| {
+        s["log_format"].as_u64() >= Some(4)
+    });
+    // Three applications wait for a worker: the first as submitted, the second asking for
+    // priority 1, the third set to 2 while it waits.
+    let (_first, first, _first_events) = app_run(&masters, SLEEPERS);
+    let (_second, second, _second_events) =
+        app_run(&masters, &[&["--priority", "1"][..], SLEEPERS].concat());
+    let (_third, third, _third_events) = app_run(&masters, SLEEPERS);
+    let set = Masters::client(&list, &["apps", "priority", &third, "2"]);
+    assert_eq!(crate::support::stdout(&set), format!("{third}: priority 2"));
+    // Of an application that is not active, it is refused in one line.
+    let unknown = Masters::client(&list, &["apps", "priority", "app-0-0000", "2"]);
+    assert_eq!(unknown.status.code(), Some(3), "{unknown:?}");
+    assert_eq!(
+        crate::support::stderr(&unknown),
+        "error: unknown or finished application `app-0-0000`"
+    );
+    let status = masters.status(&list);
+    assert_eq!(app(&status, &second).unwrap()["priority"], 1, "{status}");
+    assert_eq!(app(&status, &third).unwrap()["priority"], 2, "{status}");
+
+    // The pass that places them gives the third every core.
+    let _worker = start_worker(&masters, "w1", 4);
+    let status = wait_for(&masters, "four executors", |s| {
+        [&first, &second, &third]
+            .iter()
+            .map(|id| running_executors(s, id).len())
+            .sum::<usize>()
+            == 4
+    });
+    assert_eq!(running_executors(&status, &third).len(), 4, "{status}");
+}

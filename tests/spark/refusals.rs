@@ -30,6 +30,12 @@ fn an_application_muster_refuses_ends_spark_submit_with_the_cause() {
     );
     assert!(!log.contains("Application has been killed"), "{log}");
 
+    let log = refused(spark, &masters, &["spark.muster.priority=high"]);
+    assert!(
+        log.contains("spark.muster.priority: `high` is not a whole number"),
+        "{log}"
+    );
+
     let log = refused(spark, &masters, &["spark.muster.bin=/nonexistent/muster"]);
     assert!(
         log.contains("cannot run the muster command `/nonexistent/muster`"),

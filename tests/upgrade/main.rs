@@ -663,25 +663,32 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
         )) && line.contains(&format!("runs {previous}")),
         "{line}"
     );
-    // So does a gang, registered through the new leader.
-    let mut gang = Process(
-        muster_from(&cluster.new)
-            .args(["app", "run", "--min-executors", "1", "--cores-max", "1"])
-            .args(SLEEPERS)
-            .env("MUSTER_MASTERS", cluster.list())
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    assert!(!gang.exited("the refused gang's client").success());
-    let mut refusal = String::new();
-    std::io::Read::read_to_string(&mut gang.0.stderr.take().unwrap(), &mut refusal).unwrap();
-    assert!(
-        refusal.contains("needs every master at") && refusal.contains(&format!("runs {previous}")),
-        "{refusal}"
-    );
+    // So do a gang and an application's priority, registered through the new leader.
+    for asked in [
+        &["--min-executors", "1", "--cores-max", "1"][..],
+        &["--priority", "1"],
+    ] {
+        let mut client = Process(
+            muster_from(&cluster.new)
+                .args(["app", "run"])
+                .args(asked)
+                .args(SLEEPERS)
+                .env("MUSTER_MASTERS", cluster.list())
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        assert!(!client.exited("the refused registration's client").success());
+        let mut refusal = String::new();
+        std::io::Read::read_to_string(&mut client.0.stderr.take().unwrap(), &mut refusal).unwrap();
+        assert!(
+            refusal.contains("needs every master at")
+                && refusal.contains(&format!("runs {previous}")),
+            "{asked:?}: {refusal}"
+        );
+    }
     // A job driver is submitted without room for its first executor, which the old
     // followers could not read, and runs to its end (the audit checks it).
     cluster.submit_job();
@@ -763,17 +770,33 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
         );
     }
 
-    // Raised, a gang registers, and every master has its minimum.
+    // Raised, a gang of priority 1 registers, and every master has its minimum and priority.
     let (_gang, gang, _gang_events) = app_run_from(
         &cluster.new,
         &cluster.masters,
         None,
-        &[&["--min-executors", "1", "--cores-max", "1"], SLEEPERS].concat(),
+        &[
+            &[
+                "--min-executors",
+                "1",
+                "--cores-max",
+                "1",
+                "--priority",
+                "1",
+            ],
+            SLEEPERS,
+        ]
+        .concat(),
     );
     for id in 1..=3 {
-        support::wait_for_at(&cluster.masters.addrs[id - 1], "the gang's minimum", |s| {
-            support::app(s, &gang).is_some_and(|a| a["min_executors"] == 1)
-        });
+        support::wait_for_at(
+            &cluster.masters.addrs[id - 1],
+            "the gang's minimum and priority",
+            |s| {
+                support::app(s, &gang)
+                    .is_some_and(|a| a["min_executors"] == 1 && a["priority"] == 1)
+            },
+        );
     }
 
     // Raised, a job driver starts beside room for its first executor, which its

@@ -26,7 +26,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use cmd::{
-    app, bench, dev, executor, experiment, job, kill, logs, master, members, plan, queues,
+    app, apps, bench, dev, executor, experiment, job, kill, logs, master, members, plan, queues,
     rest_token, secrets, simulate, snapshot, status, submit, users, worker, workers,
 };
 
@@ -92,8 +92,9 @@ enum Command {
     Workers(workers::WorkersArgs),
     /// Show the named users, or add (`--out FILE` gets their credential) or revoke one.
     Users(users::UsersArgs),
-    /// Show the applications and their executors, then the ended ones the masters retain.
-    Apps(status::ReadArgs),
+    /// Show the applications and their executors, then the ended ones the masters retain,
+    /// or set one's priority (`muster apps priority ID N`).
+    Apps(apps::AppsArgs),
     /// Show the drivers, running and recently ended.
     Drivers(status::DriversArgs),
     /// Put load on a running cluster and measure it.
@@ -155,7 +156,7 @@ fn main() -> ExitCode {
         Command::Members(args) => members::run(args),
         Command::Workers(args) => workers::run(args),
         Command::Users(args) => users::run(args),
-        Command::Apps(args) => status::part(args, "apps", render::apps),
+        Command::Apps(args) => apps::run(args),
         Command::Drivers(args) => status::drivers(args),
         Command::Bench(command) => bench::run(command),
         Command::Snapshot(command) => snapshot::run(command),

@@ -108,6 +108,9 @@ pub fn apps(status: &StatusView) -> String {
         if let Some(ui) = &a.ui_address {
             let _ = writeln!(out, "  ui: {ui}");
         }
+        if a.priority != 0 {
+            let _ = writeln!(out, "  priority: {}", a.priority);
+        }
         if let Some(minimum) = a.min_executors {
             let _ = writeln!(out, "  gang: {minimum} executors at once");
         }

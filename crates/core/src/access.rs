@@ -153,6 +153,9 @@ pub struct QueueSpec {
     /// See [`QueueConfig::user_weights`].
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub user_weights: BTreeMap<SmolStr, f64>,
+    /// See [`QueueConfig::max_priority`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_priority: Option<i32>,
     /// See [`QueueAccess::submit`].
     #[serde(default)]
     pub submit: Option<Vec<String>>,
@@ -183,6 +186,7 @@ impl QueueSpec {
             gang_style: self.gang_style,
             ordering: self.ordering,
             user_weights: self.user_weights.clone(),
+            max_priority: self.max_priority,
         };
         let access = QueueAccess {
             submit: self.submit.clone(),
@@ -206,6 +210,7 @@ impl From<(QueueConfig, QueueAccess)> for QueueSpec {
             gang_style: config.gang_style,
             ordering: config.ordering,
             user_weights: config.user_weights,
+            max_priority: config.max_priority,
             submit: access.submit,
             administer: access.administer,
             max_per_user: access.max_per_user,

@@ -25,6 +25,10 @@ pub struct JobFile {
     /// Its queue.
     #[serde(default)]
     pub queue: String,
+    /// Its priority in its queue: higher is served first (capped at the queue's
+    /// `max_priority`; from release 0.4.0).
+    #[serde(default)]
+    pub priority: i32,
     /// What it asks the masters for.
     #[serde(default)]
     pub resources: ResourceSpec,

@@ -513,6 +513,7 @@ impl Leader {
                 gang_style: None,
                 ordering: OrderingPolicy::Fifo,
                 user_weights: BTreeMap::new(),
+                max_priority: None,
                 ..queue.clone()
             })
             .collect();

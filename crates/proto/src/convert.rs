@@ -310,6 +310,7 @@ impl From<&QueueSpec> for v1::Queue {
                 .iter()
                 .map(|(user, &weight)| (user.to_string(), weight))
                 .collect(),
+            max_priority: queue.max_priority,
         }
     }
 }
@@ -350,6 +351,7 @@ impl From<&v1::Queue> for QueueSpec {
                 .iter()
                 .map(|(user, &weight)| (user.as_str().into(), weight))
                 .collect(),
+            max_priority: queue.max_priority,
             submit: queue.submit.as_ref().map(|list| list.users.clone()),
             administer: queue.administer.clone(),
             max_per_user: queue.max_per_user,

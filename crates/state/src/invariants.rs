@@ -193,6 +193,13 @@ impl ClusterState {
             return violated(format!("a gang's minimum kept of {id}, not an active app"));
         }
         if let Some(id) = self
+            .priorities
+            .keys()
+            .find(|id| !self.apps.contains_key(*id))
+        {
+            return violated(format!("a priority kept of {id}, not an active app"));
+        }
+        if let Some(id) = self
             .driver_gangs
             .keys()
             .find(|id| !self.drivers.contains_key(*id))

@@ -67,6 +67,11 @@ pub enum Outcome {
         /// The generation their credential is derived with.
         generation: u64,
     },
+    /// An application's priority was set (from log format 4).
+    Prioritized {
+        /// The priority it has now: the one asked for, or its queue's maximum if lower.
+        priority: i32,
+    },
 }
 
 /// A part of a plan that the re-check refused: a driver's launch, or a grant's executors

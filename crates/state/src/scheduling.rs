@@ -194,7 +194,7 @@ impl ClusterState {
                 .app_user(&app.id)
                 .or((!app.desc.user.is_empty()).then_some(app.desc.user.as_str()))
                 .map(Into::into),
-            priority: 0,
+            priority: self.app_priority(&app.id),
         }
     }
 

@@ -164,6 +164,9 @@ pub struct ClusterState {
     /// with format 14, written only from log format 4: a snapshot of format 13 reads as one
     /// without.
     pub(crate) orderings: BTreeMap<QueueName, QueueOrdering>,
+    /// The priority of each active application that has one other than 0. Came with format
+    /// 14 as well, written only from log format 4.
+    pub(crate) priorities: BTreeMap<AppId, i32>,
     /// The workers as scheduling passes see them, in id order, and the active apps, in
     /// submission order: each pass's snapshot shares them rather than copying every worker
     /// and app. Kept as they change (see `scheduling.rs`); not in snapshots, but built anew
@@ -505,6 +508,11 @@ impl ClusterState {
         self.driver_users.get(id)
     }
 
+    /// Application `id`'s priority in its queue: 0 unless one was set.
+    pub fn app_priority(&self, id: &AppId) -> i32 {
+        self.priorities.get(id).copied().unwrap_or(0)
+    }
+
     /// The named user who registered application `id`, if one did.
     pub fn app_user(&self, id: &AppId) -> Option<&str> {
         self.app_users.get(id).map(String::as_str)
@@ -756,6 +764,7 @@ impl ClusterState {
         let mut app = self.apps.remove(id).expect("removing an active app");
         self.profiles.remove(id);
         self.gangs.remove(id);
+        self.priorities.remove(id);
         app.state = state;
         app.ended_at = Some(at);
         let forgotten = retain_last(&mut self.completed_apps, app, self.config.retained_apps);

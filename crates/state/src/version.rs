@@ -45,8 +45,8 @@ impl LogFormat {
     /// ([`Op::SubmitGang`], [`Op::SubmitGangDriver`], [`Op::EndGangWait`]), and room kept
     /// beside a cluster-mode driver for its application's first executor until the
     /// application registers ([`Op::SubmitDriverApp`]), room kept for resource profiles
-    /// ([`Op::PreemptForProfiles`]), each leaf's ordering ([`Op::ConfigureQueuesWithOrdering`]);
-    /// snapshot formats 12 to 14.
+    /// ([`Op::PreemptForProfiles`]), each leaf's ordering ([`Op::ConfigureQueuesWithOrdering`])
+    /// and applications' priorities ([`Op::SetAppPriority`]); snapshot formats 12 to 14.
     pub const FOURTH: Self = Self(4);
     /// The newest format this build reads and, once the cluster is raised to it, writes.
     pub const NEWEST: Self = Self::FOURTH;
@@ -110,7 +110,8 @@ impl Op {
             | Op::EndGangWait(_)
             | Op::SubmitDriverApp(_)
             | Op::PreemptForProfiles(_)
-            | Op::ConfigureQueuesWithOrdering(_) => LogFormat::FOURTH,
+            | Op::ConfigureQueuesWithOrdering(_)
+            | Op::SetAppPriority(_) => LogFormat::FOURTH,
             Op::RegisterWorker(_)
             | Op::WorkerLost(_)
             | Op::DecommissionWorker(_)

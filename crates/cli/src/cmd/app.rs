@@ -63,6 +63,10 @@ pub struct AppRunArgs {
     /// masters grant it all of them at once or nothing. Needs --executor-cores.
     #[arg(long)]
     min_executors: Option<u32>,
+    /// Its priority in its queue: higher is served first (capped at the queue's
+    /// max_priority).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    priority: i32,
     /// A variable of the executors' environment: NAME=VALUE, or NAME for this command's own
     /// value of it. May be given more than once.
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
@@ -104,6 +108,7 @@ pub fn run(args: AppRunArgs) -> Result<String, CliError> {
         live_executor_ids: Vec::new(),
         min_executors: args.min_executors,
         driver_id: std::env::var("MUSTER_DRIVER_ID").unwrap_or_default(),
+        priority: args.priority,
     };
     let format = if args.json {
         Format::Json

@@ -2,6 +2,7 @@
 //! refusal to run open without a secret, the async runtime, the stop signal and logging.
 
 pub mod app;
+pub mod apps;
 pub mod bench;
 pub mod dev;
 pub mod executor;

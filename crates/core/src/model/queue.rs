@@ -51,6 +51,10 @@ pub struct QueueConfig {
     /// is served as if their dominant share were half what it is. Each above 0.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub user_weights: BTreeMap<SmolStr, f64>,
+    /// The highest priority an application of this leaf may have (YARN's
+    /// `max-application-priority`): one asked for above it gets it. Unset: no cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_priority: Option<i32>,
 }
 
 /// The order in which a leaf queue serves its applications.
@@ -127,6 +131,7 @@ impl QueueConfig {
             gang_style: None,
             ordering: OrderingPolicy::Fifo,
             user_weights: BTreeMap::new(),
+            max_priority: None,
         }
     }
 }

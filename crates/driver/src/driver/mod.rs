@@ -538,6 +538,7 @@ fn registration(config: &DriverConfig, secret: &Secret, ca: &str, port: u16) -> 
         min_executors: resources.min_executors,
         // A worker names the driver it starts; its gang's room is kept until this registers.
         driver_id: std::env::var("MUSTER_DRIVER_ID").unwrap_or_default(),
+        priority: config.file.priority,
         ..RegisterApp::default()
     }
 }

@@ -11,8 +11,10 @@ use muster_proto::v1::app_link_server::{AppLink, AppLinkServer};
 use muster_proto::v1::app_message::Body as Up;
 use muster_proto::v1::{AppEvent, AppMessage, RegisterApp};
 use muster_raft::RaftNode;
+use muster_state::commands::SetAppPriority;
 use muster_state::model::Owner;
-use muster_state::{ApplyError, Outcome};
+use muster_state::version::LogFormat;
+use muster_state::{ApplyError, Op, Outcome};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
@@ -74,6 +76,11 @@ impl AppLinkService {
             };
         }
         let request_id = std::mem::take(&mut register.request_id);
+        // A priority is written once the application is: both or neither may be.
+        let priority = register.priority;
+        if priority != 0 {
+            self.node.admits(LogFormat::FOURTH)?;
+        }
         // As this master applied it: the room kept beside a driver that registers its
         // application was kept before the driver started.
         let op = register_op(
@@ -81,10 +88,19 @@ impl AppLinkService {
             &self.node.local_state().read().expect("state lock"),
         );
         let command = client_command(&request_id, user, op);
-        match committed(self.node.write(command).await)?.outcome {
-            Outcome::AppSubmitted { id } => Ok(id),
-            other => Err(CallError::Internal(format!("unexpected outcome {other:?}"))),
+        let id = match committed(self.node.write(command).await)?.outcome {
+            Outcome::AppSubmitted { id } => id,
+            other => return Err(CallError::Internal(format!("unexpected outcome {other:?}"))),
+        };
+        // Asked again with the same request: the same id, and the same priority again.
+        if priority != 0 {
+            let op = Op::SetAppPriority(SetAppPriority {
+                app: id.clone(),
+                priority,
+            });
+            committed(self.node.write(client_command("", user, op)).await)?;
         }
+        Ok(id)
     }
 }
 

@@ -20,8 +20,9 @@ use muster_proto::v1::{
     self, AddUserReply, AddUserRequest, AppStatus, ChangeMembersReply, ChangeMembersRequest,
     DrainWorkerReply, DrainWorkerRequest, DriverStatus, ExecutorStatus, KillReply, KillRequest,
     Member, MemberRole, Page, ReadLogReply, ReadLogRequest, RevokeUserReply, RevokeUserRequest,
-    SaveSnapshotReply, SaveSnapshotRequest, SetQueuesReply, SetQueuesRequest, StatusReply,
-    StatusRequest, SubmitDriverReply, SubmitDriverRequest, WorkerStatus,
+    SaveSnapshotReply, SaveSnapshotRequest, SetPriorityReply, SetPriorityRequest, SetQueuesReply,
+    SetQueuesRequest, StatusReply, StatusRequest, SubmitDriverReply, SubmitDriverRequest,
+    WorkerStatus,
 };
 use muster_raft::{MAX_MESSAGE_BYTES, NodeId, RaftNode, WriteError};
 use muster_state::commands::{AddUser, RevokeUser, set_queues_op};
@@ -31,7 +32,7 @@ use tonic::transport::Channel;
 use tonic::{Request, Status};
 
 use crate::grpc::call::{CallError, admit, client_command, committed, may_act_on};
-use crate::grpc::wire::{LogRead, drain_op, kill_op, log_read};
+use crate::grpc::wire::{LogRead, drain_op, kill_op, log_read, priority_op};
 use crate::session::Sessions;
 use muster_leader::{Event, ProcessKey};
 
@@ -269,6 +270,7 @@ impl ClusterService {
                 .map(|a| AppStatus {
                     cores_granted: a.cores_granted,
                     min_executors: state.gang(&a.id),
+                    priority: state.app_priority(&a.id),
                     waiting: waiting(&WorkId::App(a.id.clone())),
                     ui_address: session
                         .as_ref()
@@ -452,6 +454,31 @@ impl Cluster for ClusterService {
                 Ok(KillReply {})
             },
             async |mut leader, request| leader.kill(request).await,
+        )
+        .await
+    }
+
+    async fn set_priority(
+        &self,
+        request: Request<SetPriorityRequest>,
+    ) -> Result<tonic::Response<SetPriorityReply>, Status> {
+        self.answer(
+            request,
+            async |this, user, body| {
+                let op = priority_op(&body.app_id, body.priority)?;
+                let response = this
+                    .write(client_command(&body.request_id, user, op))
+                    .await?;
+                let Outcome::Prioritized { priority } = response.outcome else {
+                    return Err(CallError::Internal(format!(
+                        "unexpected outcome {:?}",
+                        response.outcome
+                    )));
+                };
+                tracing::info!(app = %body.app_id, priority, "priority set on request");
+                Ok(SetPriorityReply { priority })
+            },
+            async |mut leader, request| leader.set_priority(request).await,
         )
         .await
     }

@@ -104,6 +104,7 @@ const METHODS: &[&str] = &[
     "/muster.v1.Cluster/ReadLog",
     "/muster.v1.Cluster/AddUser",
     "/muster.v1.Cluster/RevokeUser",
+    "/muster.v1.Cluster/SetPriority",
     "/muster.v1.WorkerLink/Attach",
     "/muster.v1.AppLink/Run",
     "/muster.v1.Replication/AppendEntries",

@@ -14,7 +14,7 @@ use muster_proto::v1::{
     DrainWorkerRequest, DriverUpdate, ExecutorUpdate, KillRequest, LogStream, ReadLog,
     ReadLogRequest, Register,
 };
-use muster_state::commands::{DrainWorker, KillApp, KillDriver, RegisterWorker};
+use muster_state::commands::{DrainWorker, KillApp, KillDriver, RegisterWorker, SetAppPriority};
 use muster_state::model::{DriverState, ExecutorState, Profile};
 use muster_state::{ApplyError, ClusterState, ENDED_EXECUTORS_KEPT, Op};
 use tonic::Status;
@@ -36,6 +36,19 @@ pub fn kill_op(request: &KillRequest) -> Result<Op, ApplyError> {
         WorkId::Driver(id) => Op::KillDriver(KillDriver { id }),
         WorkId::App(id) => Op::KillApp(KillApp { id }),
     })
+}
+
+/// Setting application `app_id`'s priority as a log op.
+///
+/// # Errors
+///
+/// The id is beyond the name limit.
+pub fn priority_op(app_id: &str, priority: i32) -> Result<Op, ApplyError> {
+    limits::name("app_id", app_id)?;
+    Ok(Op::SetAppPriority(SetAppPriority {
+        app: app_id.into(),
+        priority,
+    }))
 }
 
 /// A client's drain request as a log op.

@@ -461,6 +461,9 @@ fn active_app(app: &AppView, form_key: Option<&str>) -> Markup {
         html! {
             (heading.render(html! { span { "cores " (app.cores_granted) } }))
             p { (kill_button(id, &format!("/app/{id}"), form_key)) }
+            @if app.priority != 0 {
+                p { "Priority in its queue: " (app.priority) }
+            }
             @if let Some(driver) = &app.driver {
                 p { "Its driver: " a href={ "../driver/" (driver) } { (driver) } }
             }
@@ -883,6 +886,7 @@ mod tests {
                 submitted_at_ms: 1_709_210_096_789,
                 executor_memory_mb: 512 + 384,
                 driver_id: "driver-1".into(),
+                priority: 3,
                 executors: vec![
                     ExecutorStatus {
                         usage: Some(ProcessUsage {
@@ -992,6 +996,7 @@ mod tests {
             .unwrap()
             .into_string();
         assert!(page.contains("<td>41</td>"), "{page}");
+        assert!(page.contains("<p>Priority in its queue: 3</p>"), "{page}");
         assert!(
             page.contains(r#"Its driver: <a href="../driver/driver-1">driver-1</a>"#),
             "{page}"

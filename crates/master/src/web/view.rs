@@ -216,6 +216,8 @@ pub struct AppView {
     pub executor_cores: Option<u32>,
     /// The cluster-mode driver that runs it, if one does.
     pub driver: Option<String>,
+    /// Its priority in its queue: higher is served first.
+    pub priority: i32,
     /// Its executors.
     pub executors: Vec<ExecutorView>,
     /// Its ended executors the masters keep, oldest first.
@@ -586,6 +588,7 @@ fn app(a: &v1::AppStatus) -> AppView {
         executor_memory_mb: a.executor_memory_mb,
         executor_cores: a.executor_cores,
         driver: set(&a.driver_id),
+        priority: a.priority,
         executors: a.executors.iter().map(executor).collect(),
         ended_executors: a.ended_executors.iter().map(executor).collect(),
     }

@@ -474,6 +474,37 @@ impl RaftNode {
         self.submit(command, Some(withdrawn), None)
     }
 
+    /// Whether the cluster's log format admits writing entries of format `needs`: refused,
+    /// naming the members that hold it back, while it does not.
+    ///
+    /// # Errors
+    ///
+    /// [`WriteError::TooNew`] while a member runs a build that cannot read `needs`,
+    /// [`WriteError::NotRaisedYet`] while every member could but the format is not raised
+    /// yet.
+    pub fn admits(&self, needs: LogFormat) -> Result<(), WriteError> {
+        if needs <= LogFormat::FIRST {
+            return Ok(());
+        }
+        let effective = self.state.read().expect("state lock").log_format();
+        if needs <= effective {
+            return Ok(());
+        }
+        let members = builds::members(&self.raft.metrics().borrow());
+        let builds = self.versions.builds.lock().expect("builds lock");
+        let line = held_back(needs, effective, &members, &builds);
+        // A member known to run an older build holds it back until upgraded; a member not
+        // heard from yet only until it is.
+        let held_back_by_a_build = members
+            .iter()
+            .any(|(id, _)| builds.get(id).is_some_and(|b| builds::reads(b) < needs));
+        Err(if held_back_by_a_build {
+            WriteError::TooNew(line)
+        } else {
+            WriteError::NotRaisedYet(line)
+        })
+    }
+
     fn submit(
         &self,
         command: Command,
@@ -481,25 +512,7 @@ impl RaftNode {
         queued: Option<OwnedSemaphorePermit>,
     ) -> Result<impl Future<Output = Result<Applied, WriteError>> + Send + 'static, WriteError>
     {
-        let needs = command.op.introduced_in();
-        if needs > LogFormat::FIRST {
-            let effective = self.state.read().expect("state lock").log_format();
-            if needs > effective {
-                let members = builds::members(&self.raft.metrics().borrow());
-                let builds = self.versions.builds.lock().expect("builds lock");
-                let line = held_back(needs, effective, &members, &builds);
-                // A member known to run an older build holds it back until upgraded; a
-                // member not heard from yet only until it is.
-                let held_back_by_a_build = members
-                    .iter()
-                    .any(|(id, _)| builds.get(id).is_some_and(|b| builds::reads(b) < needs));
-                return Err(if held_back_by_a_build {
-                    WriteError::TooNew(line)
-                } else {
-                    WriteError::NotRaisedYet(line)
-                });
-            }
-        }
+        self.admits(command.op.introduced_in())?;
         let (result, receiver) = oneshot::channel();
         self.proposals
             .send(Proposal {

@@ -296,6 +296,35 @@ impl Apply for SetExecutorLimit {
     }
 }
 
+/// Sets an active application's priority in its queue (from log format 4): higher is
+/// served first. One above the queue's `max_priority` gets that; the response's outcome says
+/// which it has.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SetAppPriority {
+    /// The app.
+    pub app: AppId,
+    /// The priority asked for.
+    pub priority: i32,
+}
+
+impl Apply for SetAppPriority {
+    fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
+        let queue = state.app_mut(&self.app)?.desc.queue.clone();
+        let cap = state.orderings.get(&queue).and_then(|o| o.max_priority);
+        let priority = cap.map_or(self.priority, |cap| self.priority.min(cap));
+        if priority == 0 {
+            state.priorities.remove(&self.app);
+        } else {
+            state.priorities.insert(self.app.clone(), priority);
+        }
+        state.show_app_to_passes(&self.app);
+        Ok(Response {
+            outcome: Outcome::Prioritized { priority },
+            ..Response::default()
+        })
+    }
+}
+
 /// Checks an executor size: cores (when set), memory and custom amounts at least 1, and
 /// all within the limits.
 fn executor_size(

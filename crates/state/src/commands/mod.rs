@@ -16,7 +16,8 @@ mod workers;
 pub use crate::version::RaiseLogFormat;
 pub use apps::{
     AppFinished, EndGangWait, ExecutorStateChanged, KillApp, KillExecutors, MAX_PROFILES,
-    SetExecutorLimit, SetProfileLimit, SubmitApp, SubmitDriverApp, SubmitGang, submit_app_op,
+    SetAppPriority, SetExecutorLimit, SetProfileLimit, SubmitApp, SubmitDriverApp, SubmitGang,
+    submit_app_op,
 };
 pub use drivers::{DriverStateChanged, KillDriver, SubmitDriver, SubmitGangDriver};
 pub use plan::{
@@ -139,6 +140,8 @@ pub enum Op {
     PreemptForProfiles(PreemptForProfiles),
     /// Replaces the queue configuration with each leaf's ordering (from log format 4).
     ConfigureQueuesWithOrdering(ConfigureQueuesWithOrdering),
+    /// Sets an application's priority in its queue (from log format 4).
+    SetAppPriority(SetAppPriority),
 }
 
 /// How an op changes the state.
@@ -240,6 +243,7 @@ impl ClusterState {
             Op::ConfigureQueues(op) => op.apply(self, at),
             Op::ConfigureQueuesWithAdmission(op) => op.apply(self, at),
             Op::ConfigureQueuesWithOrdering(op) => op.apply(self, at),
+            Op::SetAppPriority(op) => op.apply(self, at),
             Op::SubmitGang(op) => op.apply(self, at),
             Op::SubmitGangDriver(op) => op.apply(self, at),
             Op::EndGangWait(op) => op.apply(self, at),

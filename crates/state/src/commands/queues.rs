@@ -60,6 +60,7 @@ impl QueueSettings {
             gang_style: admission.get(&self.name).and_then(|a| a.gang_style),
             ordering: ordering.ordering,
             user_weights: ordering.user_weights,
+            max_priority: ordering.max_priority,
         }
     }
 }
@@ -94,6 +95,8 @@ pub struct QueueOrdering {
     pub ordering: OrderingPolicy,
     /// See [`QueueConfig::user_weights`].
     pub user_weights: BTreeMap<SmolStr, f64>,
+    /// See [`QueueConfig::max_priority`].
+    pub max_priority: Option<i32>,
 }
 
 impl QueueOrdering {
@@ -101,6 +104,7 @@ impl QueueOrdering {
         Self {
             ordering: spec.ordering,
             user_weights: spec.user_weights.clone(),
+            max_priority: spec.max_priority,
         }
     }
 }
@@ -213,7 +217,8 @@ pub struct ConfigureQueuesWithOrdering {
     pub capacities: BTreeMap<QueueName, f64>,
     /// The admission settings of the queues that set any.
     pub admission: BTreeMap<QueueName, QueueAdmission>,
-    /// The orderings of the queues that set one other than `fifo`, or user weights.
+    /// The orderings of the queues that set one other than `fifo`, user weights or a
+    /// maximum priority.
     pub orderings: BTreeMap<QueueName, QueueOrdering>,
 }
 

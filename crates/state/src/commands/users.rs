@@ -10,8 +10,8 @@ use muster_core::ids::{QueueName, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    AppFinished, Apply, KillExecutors, Op, SetExecutorLimit, SetProfileLimit, SubmitApp,
-    SubmitDriverApp, SubmitGang, SubmitGangDriver,
+    AppFinished, Apply, KillExecutors, Op, SetAppPriority, SetExecutorLimit, SetProfileLimit,
+    SubmitApp, SubmitDriverApp, SubmitGang, SubmitGangDriver,
 };
 use crate::ClusterState;
 use crate::model::{Owner, User};
@@ -201,6 +201,7 @@ fn authorize(state: &ClusterState, user: &str, op: &Op) -> Result<(), ApplyError
         // Written as a user's only from the format that made them theirs; before it, as
         // release 0.2.0 applies them, they are an admin's.
         Op::SetExecutorLimit(SetExecutorLimit { app: id, .. })
+        | Op::SetAppPriority(SetAppPriority { app: id, .. })
         | Op::SetProfileLimit(SetProfileLimit { app: id, .. })
         | Op::KillExecutors(KillExecutors { app: id, .. })
         | Op::AppFinished(AppFinished { id, .. })

@@ -2,23 +2,23 @@
 //! goes only to leaves, the ops of earlier builds still read and apply, a queue's driver
 //! share is written only once every master reads it and bounds its drivers, a gang is
 //! granted all of its minimum or nothing and stops waiting by its style at its timeout, a
-//! leaf's ordering shares it among users, and preemption for guarantees takes no queue below
-//! its own.
+//! leaf's ordering shares it among users, an application's priority is capped by its queue
+//! and set by its owner, and preemption for guarantees takes no queue below its own.
 
 use std::collections::BTreeSet;
 
 use muster_core::access::QueueSpec;
-use muster_core::ids::WorkId;
+use muster_core::ids::{AppId, WorkId};
 use muster_core::model::{GangRequest, GangStyle, OrderingPolicy, PassConfig};
 use muster_core::plan::WaitReason;
 use muster_core::preempt::{Preempting, choose};
 use muster_state::commands::{
-    AddUser, EndGangWait, Preempt, QueueSettings, RaiseLogFormat, SetQueues, SubmitApp, SubmitGang,
-    SubmitGangDriver, set_queues_op, submit_app_op,
+    AddUser, By, EndGangWait, KillApp, Preempt, QueueSettings, RaiseLogFormat, SetAppPriority,
+    SetQueues, SubmitApp, SubmitGang, SubmitGangDriver, set_queues_op, submit_app_op,
 };
 use muster_state::model::DriverState;
 use muster_state::version::LogFormat;
-use muster_state::{ApplyError, Op};
+use muster_state::{ApplyError, Op, Outcome};
 
 use crate::support::{Cluster, app_desc, driver_desc, fixture};
 
@@ -222,6 +222,79 @@ fn a_leafs_ordering_is_of_log_format_4_and_shares_it_among_users_by_drf() {
         "queues[0].user_weights.bob: must be above 0, got 0"
     );
     assert_eq!(c.state, before);
+}
+
+#[test]
+fn an_apps_priority_is_of_log_format_4_capped_by_its_queue_and_set_by_its_owner() {
+    let mut c = Cluster::new();
+    c.worker("w1", 4, 4096);
+    c.ok(Op::RaiseLogFormat(RaiseLogFormat {
+        to: LogFormat::FOURTH,
+    }));
+    c.ok(set_queues_op(vec![QueueSpec {
+        max_priority: Some(5),
+        ..QueueSpec::named("default")
+    }]));
+    for name in ["alice", "bob"] {
+        c.ok(Op::AddUser(AddUser {
+            name: name.into(),
+            admin: false,
+        }));
+    }
+    let by = |user: &str, op: Op| {
+        Op::By(By {
+            user: user.into(),
+            generation: 1,
+            op: Box::new(op),
+        })
+    };
+    let submit = |c: &mut Cluster, user: &str| {
+        let op = submit_app_op(
+            SubmitApp {
+                desc: app_desc(None, Some(1), 512),
+                executor_limit: None,
+            },
+            None,
+            None,
+            &c.state,
+        );
+        match c.ok(by(user, op)).outcome {
+            Outcome::AppSubmitted { id } => id,
+            other => panic!("{other:?}"),
+        }
+    };
+    let first = submit(&mut c, "alice");
+    let urgent = submit(&mut c, "bob");
+
+    // Bob asks for 9: his queue caps it at 5, and his application, submitted second, is
+    // served first.
+    let set = |app: &AppId, priority| {
+        Op::SetAppPriority(SetAppPriority {
+            app: app.clone(),
+            priority,
+        })
+    };
+    assert_eq!(set(&urgent, 9).introduced_in(), LogFormat::FOURTH);
+    let response = c.ok(by("bob", set(&urgent, 9)));
+    assert_eq!(response.outcome, Outcome::Prioritized { priority: 5 });
+    assert_eq!(c.state.app_priority(&urgent), 5);
+    c.schedule();
+    let cores = |c: &Cluster, app| c.state.apps()[app].cores_granted;
+    assert_eq!((cores(&c, &first), cores(&c, &urgent)), (0, 4));
+
+    // Alice may not change bob's; nothing changes.
+    let before = c.state.clone();
+    let error = c.apply(by("alice", set(&urgent, 0))).unwrap_err();
+    assert!(
+        error.to_string().starts_with("user `alice` may not steer"),
+        "{error}"
+    );
+    assert_eq!(c.state, before);
+
+    // Its priority goes with the application.
+    c.ok(Op::KillApp(KillApp { id: urgent.clone() }));
+    assert_eq!(c.state.app_priority(&urgent), 0);
+    c.state.check_invariants().unwrap();
 }
 
 #[test]

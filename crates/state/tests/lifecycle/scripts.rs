@@ -366,6 +366,9 @@ impl Runner {
             Outcome::DriverSubmitted { id } => {
                 let _ = writeln!(out, "submitted {}", short_driver(id));
             }
+            Outcome::Prioritized { priority } => {
+                let _ = writeln!(out, "priority {priority}");
+            }
             Outcome::PlanApplied {
                 drivers,
                 executors,

@@ -8,8 +8,8 @@ use muster_core::model::OrderingPolicy;
 use muster_core::resources::Resources;
 use muster_state::commands::{
     AddUser, By, DecommissionWorker, DrainWorker, DriverStateChanged, ExecutorStateChanged,
-    KillExecutors, Preempt, RaiseLogFormat, RegisterWorker, Restore, SetProfileLimit, SubmitDriver,
-    set_queues_op,
+    KillExecutors, Preempt, RaiseLogFormat, RegisterWorker, Restore, SetAppPriority,
+    SetProfileLimit, SubmitDriver, set_queues_op,
 };
 use muster_state::model::{DriverState, ExecutorState, Profile, Reservation};
 use muster_state::version::LogFormat;
@@ -288,6 +288,12 @@ fn a_snapshot_restores_the_same_state() {
     queues[0].user_weights = [("alice".into(), 2.0)].into();
     c.ok(set_queues_op(queues));
     assert_eq!(c.state.queues()[0].ordering, OrderingPolicy::Drf);
+    // And an application's priority.
+    c.ok(Op::SetAppPriority(SetAppPriority {
+        app: app.clone(),
+        priority: 3,
+    }));
+    assert_eq!(c.state.app_priority(&app), 3);
     let bytes = c.state.encode_snapshot();
     assert_eq!(bytes[0], SNAPSHOT_FORMAT);
     let restored = ClusterState::decode_snapshot(&bytes).unwrap();

@@ -44,6 +44,9 @@ final class AppRequest {
         // Values as `--flag=value`: a name that starts with `-` stays a value.
         args.addAll(List.of("app", "run", "--json", "--masters=" + masters, "--name=" + sc.appName()));
         args.add("--queue=" + conf.get("spark.muster.queue", "default"));
+        if (conf.contains("spark.muster.priority")) {
+            args.add("--priority=" + whole(conf, "spark.muster.priority"));
+        }
         // The driver's UI, bound before the scheduler starts: Muster shows it with the app.
         Option<String> ui = sc.uiWebUrl();
         if (ui.isDefined()) {
@@ -352,6 +355,15 @@ final class AppRequest {
     /** {@code text} as one word for {@code /bin/sh}. */
     static String quote(String text) {
         return "'" + text.replace("'", "'\\''") + "'";
+    }
+
+    private static int whole(SparkConf conf, String key) {
+        String text = conf.get(key);
+        try {
+            return Integer.parseInt(text.trim());
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(key + ": `" + text + "` is not a whole number");
+        }
     }
 
     private static int positive(SparkConf conf, String key) {
