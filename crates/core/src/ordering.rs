@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::ids::SmolStr;
 use crate::model::{AppRequest, OrderingPolicy, QueueConfig, WorkerState};
-use crate::resources::Resources;
+use crate::resources::{Resources, dominant_share};
 
 /// An app of the snapshot with its slot, its index in the snapshot's apps.
 pub(crate) type Slotted<'s> = (usize, &'s AppRequest);
@@ -85,7 +85,7 @@ impl<'s> LeafTurns<'s> {
             if !turns.policy.is_fifo() {
                 let held = turns.held.entry(holder).or_default();
                 for executor in app.executors.iter() {
-                    *held = add(held, &executor.resources);
+                    *held = held.saturating_add(&executor.resources);
                 }
             }
             let level = turns.levels.entry(Reverse(app.priority)).or_default();
@@ -151,7 +151,7 @@ impl<'s> LeafTurns<'s> {
         // cluster, which holds no more than its cores' worth.
         let mut count = 0;
         while count <= u64::from(self.cluster.cores) {
-            held = add(&held, &one);
+            held = held.saturating_add(&one);
             count += 1;
             let share = dominant_share(&held, self.cluster) / weight;
             if (share, slot) > (next_share, next_slot) {
@@ -172,7 +172,7 @@ impl<'s> LeafTurns<'s> {
         }
         let before = self.share(holder).to_bits();
         let held = self.held.entry(holder).or_default();
-        *held = add(held, granted);
+        *held = held.saturating_add(granted);
         let after = self.share(holder).to_bits();
         for level in self.levels.values_mut() {
             if let Some(apps) = level.apps.get(holder) {
@@ -250,40 +250,6 @@ fn user(app: &AppRequest) -> &str {
     app.user.as_deref().unwrap_or("")
 }
 
-/// `a` and `b` together, saturating.
-fn add(a: &Resources, b: &Resources) -> Resources {
-    a.checked_add(b).unwrap_or_else(|| {
-        let mut sum = a.clone();
-        sum.cores = a.cores.saturating_add(b.cores);
-        sum.memory_mb = a.memory_mb.saturating_add(b.memory_mb);
-        for (name, &amount) in &b.custom {
-            let total = sum.custom.entry(name.clone()).or_default();
-            *total = total.saturating_add(amount);
-        }
-        sum
-    })
-}
-
-/// The largest share of `cluster` that `held` is of any resource the cluster has.
-pub(crate) fn dominant_share(held: &Resources, cluster: &Resources) -> f64 {
-    let share = |part: u64, whole: u64| {
-        if whole == 0 {
-            0.0
-        } else {
-            part as f64 / whole as f64
-        }
-    };
-    cluster
-        .custom
-        .iter()
-        .map(|(name, &whole)| share(u64::from(held.custom(name)), u64::from(whole)))
-        .fold(
-            share(u64::from(held.cores), u64::from(cluster.cores))
-                .max(share(held.memory_mb, cluster.memory_mb)),
-            f64::max,
-        )
-}
-
 /// The capacity of `workers` that are ALIVE.
 pub(crate) fn alive_capacity<'w>(
     workers: impl IntoIterator<Item = &'w crate::model::Worker>,
@@ -291,5 +257,7 @@ pub(crate) fn alive_capacity<'w>(
     workers
         .into_iter()
         .filter(|w| w.state == WorkerState::Alive)
-        .fold(Resources::default(), |sum, w| add(&sum, &w.capacity))
+        .fold(Resources::default(), |sum, w| {
+            sum.saturating_add(&w.capacity)
+        })
 }

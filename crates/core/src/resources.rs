@@ -286,6 +286,21 @@ impl Resources {
         }
     }
 
+    /// Both together, each amount at most its type's largest: what holders of many
+    /// executors hold, where a sum is only compared.
+    pub fn saturating_add(&self, other: &Resources) -> Resources {
+        let mut custom = self.custom.clone();
+        for (name, &amount) in &other.custom {
+            let total = custom.entry(name.clone()).or_default();
+            *total = total.saturating_add(amount);
+        }
+        Self {
+            cores: self.cores.saturating_add(other.cores),
+            memory_mb: self.memory_mb.saturating_add(other.memory_mb),
+            custom,
+        }
+    }
+
     /// `count` of these together: what `count` executors of this size hold.
     ///
     /// # Panics
@@ -348,6 +363,26 @@ pub(crate) fn validate_amounts(
     positive(format_args!("{prefix}memory_mb"), memory_mb)?;
     resource_amounts(format_args!("{prefix}resources"), custom)?;
     limits::amounts(prefix, cores, memory_mb, custom)
+}
+
+/// The largest share of `cluster` that `held` is of any resource the cluster has.
+pub fn dominant_share(held: &Resources, cluster: &Resources) -> f64 {
+    let share = |part: u64, whole: u64| {
+        if whole == 0 {
+            0.0
+        } else {
+            part as f64 / whole as f64
+        }
+    };
+    cluster
+        .custom
+        .iter()
+        .map(|(name, &whole)| share(u64::from(held.custom(name)), u64::from(whole)))
+        .fold(
+            share(u64::from(held.cores), u64::from(cluster.cores))
+                .max(share(held.memory_mb, cluster.memory_mb)),
+            f64::max,
+        )
 }
 
 impl fmt::Display for Resources {

@@ -1,12 +1,15 @@
 //! What a simulation records as it runs ([`Recorder`]) and what it reports at the end
 //! ([`Report`]): per queue and per user, how long work waited and took; what preemptions
-//! cost; what waited and why; how busy the cluster was; how much the log grew; and, apart
+//! cost; what waited and why; how busy the cluster was and how evenly its users shared it;
+//! how much the log grew; and, apart
 //! from the rest because it measures this machine rather than the simulation, how long each
 //! scheduling pass really took.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use muster_core::model::WorkerState;
+use muster_core::resources::{Resources, dominant_share};
 use muster_state::{ClusterState, Command};
 use serde::Serialize;
 
@@ -52,6 +55,9 @@ pub struct Sample {
     pub cores: BTreeMap<String, u64>,
     /// How many waited, by reason.
     pub waiting: BTreeMap<&'static str, usize>,
+    /// Each user with an active application: their dominant share of the ALIVE workers, from
+    /// their applications' executors.
+    pub shares: BTreeMap<String, f64>,
 }
 
 /// What a run recorded.
@@ -238,10 +244,29 @@ impl Recorder {
                     u64::from(driver.desc.resources.cores);
             }
         }
+        let cluster = state
+            .workers()
+            .values()
+            .filter(|w| w.state == WorkerState::Alive)
+            .fold(Resources::default(), |sum, w| {
+                sum.saturating_add(&w.capacity)
+            });
+        let mut held: BTreeMap<String, Resources> = BTreeMap::new();
+        for app in state.apps().values() {
+            let user = state.user_of(app).unwrap_or_default().to_owned();
+            let held = held.entry(user).or_default();
+            for executor in app.executors.values() {
+                *held = held.saturating_add(&executor.resources);
+            }
+        }
         self.samples.push(Sample {
             at_s: seconds(now),
             cores,
             waiting: waiting.cloned().unwrap_or_default(),
+            shares: held
+                .into_iter()
+                .map(|(user, held)| (user, dominant_share(&held, &cluster)))
+                .collect(),
         });
     }
 
@@ -301,6 +326,7 @@ impl Recorder {
                 unfinished: work.len() - ended,
                 queues: groups(queues),
                 users: groups(users),
+                fairness: Fairness::of(&self.samples),
                 preemption: Preemption {
                     executors: self.preemptions,
                     tasks_rerun: self.preempted.tasks,
@@ -339,6 +365,65 @@ impl Recorder {
     }
 }
 
+/// How evenly the users with active applications shared the cluster, by their dominant
+/// shares of the ALIVE workers (their largest share of cores, memory or a custom resource),
+/// over the samples.
+#[derive(Debug, Serialize)]
+pub struct Fairness {
+    /// Each user's dominant share: the mean over the samples in which they had an active
+    /// application, and the most.
+    pub users: BTreeMap<String, Share>,
+    /// Jain's index of the active users' dominant shares, (Σx)² / (n Σx²): 1 when all hold
+    /// the same, 1/n when one holds everything. The mean over the samples with two or more
+    /// active users holding anything; none without such a sample.
+    pub jain_index: Option<f64>,
+}
+
+/// One user's dominant share over the samples.
+#[derive(Debug, Default, Serialize)]
+pub struct Share {
+    /// The mean.
+    pub mean: f64,
+    /// The most.
+    pub most: f64,
+}
+
+impl Fairness {
+    fn of(samples: &[Sample]) -> Self {
+        let mut sums: BTreeMap<&str, (f64, usize, f64)> = BTreeMap::new();
+        let mut indices = Vec::new();
+        for sample in samples {
+            for (user, &share) in &sample.shares {
+                let (sum, count, most) = sums.entry(user).or_default();
+                *sum += share;
+                *count += 1;
+                *most = most.max(share);
+            }
+            let (sum, squares) = sample
+                .shares
+                .values()
+                .fold((0.0, 0.0), |(sum, squares), x| (sum + x, squares + x * x));
+            if sample.shares.len() >= 2 && squares > 0.0 {
+                indices.push(sum * sum / (sample.shares.len() as f64 * squares));
+            }
+        }
+        Self {
+            users: sums
+                .into_iter()
+                .map(|(user, (sum, count, most))| {
+                    let share = Share {
+                        mean: round(sum / count as f64),
+                        most: round(most),
+                    };
+                    (user.to_owned(), share)
+                })
+                .collect(),
+            jain_index: (!indices.is_empty())
+                .then(|| round(indices.iter().sum::<f64>() / indices.len() as f64)),
+        }
+    }
+}
+
 /// Everything a run reports; `simulated` is the same for the same inputs, byte for byte.
 #[derive(Debug, Serialize)]
 pub struct Report {
@@ -367,6 +452,8 @@ pub struct Simulated {
     pub queues: BTreeMap<String, Group>,
     /// By user.
     pub users: BTreeMap<String, Group>,
+    /// How evenly the users shared the cluster.
+    pub fairness: Fairness,
     /// Executors stopped for prior work, and their tasks' work lost.
     pub preemption: Preemption,
     /// Work lost otherwise: lost workers, drains.

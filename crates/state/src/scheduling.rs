@@ -189,11 +189,7 @@ impl ClusterState {
                     executor_limit: profile.executor_limit,
                 })
                 .collect(),
-            // The named user who registered it, else the user it says it runs as.
-            user: self
-                .app_user(&app.id)
-                .or((!app.desc.user.is_empty()).then_some(app.desc.user.as_str()))
-                .map(Into::into),
+            user: self.user_of(app).map(Into::into),
             priority: self.app_priority(&app.id),
         }
     }

@@ -513,6 +513,13 @@ impl ClusterState {
         self.priorities.get(id).copied().unwrap_or(0)
     }
 
+    /// The user application `app` counts for where queues share among users: the named user
+    /// who registered it, else the user it says it runs as (none if it says none).
+    pub fn user_of<'s>(&'s self, app: &'s App) -> Option<&'s str> {
+        self.app_user(&app.id)
+            .or((!app.desc.user.is_empty()).then_some(app.desc.user.as_str()))
+    }
+
     /// The named user who registered application `id`, if one did.
     pub fn app_user(&self, id: &AppId) -> Option<&str> {
         self.app_users.get(id).map(String::as_str)

@@ -324,6 +324,18 @@ fn render(report: &Report) -> String {
             out += &groups_table(title, groups);
         }
     }
+    if let Some(jain) = s.fairness.jain_index {
+        let shares: Vec<String> = s
+            .fairness
+            .users
+            .iter()
+            .map(|(user, share)| format!("{user} {:.2}", share.mean))
+            .collect();
+        out += &format!(
+            "fairness: Jain's index {jain:.2} of the users' dominant shares (mean: {})\n",
+            shares.join(", ")
+        );
+    }
     out += &format!(
         "preemption: {} executors stopped, {} tasks ran again, {:.1} core-s lost\n",
         s.preemption.executors, s.preemption.tasks_rerun, s.preemption.core_s_lost

@@ -8,8 +8,9 @@
 //! * `cluster 'JSON'`: the cluster file;
 //! * `trace 'JSON'`: one more line of the trace; `clear`: none yet;
 //! * `run [seed=N] [until_s=S]`: a run from scratch, printing one line per app or driver
-//!   (`NAME QUEUE submitted S started S ended S OUTCOME`, `waits` for those unfinished)
-//!   and what preemptions and faults cost.
+//!   (`NAME QUEUE submitted S started S ended S OUTCOME`, `waits` for those unfinished),
+//!   with two or more users Jain's index of their dominant shares and each one's mean, and
+//!   what preemptions and faults cost.
 //!
 //! And a generated day of bursts, which must all end.
 
@@ -95,6 +96,15 @@ impl goldenscript::Runner for Runner {
                     out += "\n";
                 }
                 let s = recorder.report().simulated;
+                if let Some(jain) = s.fairness.jain_index {
+                    let shares: Vec<String> = s
+                        .fairness
+                        .users
+                        .iter()
+                        .map(|(user, share)| format!("{user} {:.2}", share.mean))
+                        .collect();
+                    out += &format!("fairness {jain:.2}: {}\n", shares.join(", "));
+                }
                 out += &format!(
                     "preempted {}: {} tasks ran again ({:.1} core-s)\n",
                     s.preemption.executors, s.preemption.tasks_rerun, s.preemption.core_s_lost
