@@ -193,4 +193,14 @@ fn the_application_of_the_highest_priority_is_served_first_whenever_it_was_submi
             == 4
     });
     assert_eq!(running_executors(&status, &third).len(), 4, "{status}");
+    let status = wait_for(&masters, "the others saying why they wait", |s| {
+        [&first, &second].iter().all(|id| {
+            app(s, id).is_some_and(|a| {
+                a["waiting"]
+                    .as_str()
+                    .is_some_and(|w| w.ends_with("it waits behind priority 2 work of its queue"))
+            })
+        })
+    });
+    assert_eq!(running_executors(&status, &first).len(), 0, "{status}");
 }

@@ -64,6 +64,7 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
     if !queues.guaranteed() {
         turns.in_submission_order(&normal, &queues, &cluster);
         (plan.executors, plan.reserved) = apps.into_grants(&ledger);
+        behind_priority(snapshot, &mut plan);
         return plan;
     }
     // Every queue up to its guarantee first, then up to its maximum; in each round the
@@ -85,7 +86,42 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
         }
     }
     (plan.executors, plan.reserved) = apps.into_grants(&ledger);
+    behind_priority(snapshot, &mut plan);
     plan
+}
+
+/// Says of each app left without room that work of a higher priority in its queue holds
+/// executors, when some does (granted in this pass or before): the most urgent of it.
+fn behind_priority(snapshot: &Snapshot, plan: &mut Plan) {
+    let mut served: BTreeMap<&QueueName, i32> = BTreeMap::new();
+    let granted: BTreeSet<&crate::ids::AppId> = plan.executors.iter().map(|g| &g.app).collect();
+    let holding = |app: &&AppRequest| !app.executors.is_empty() || granted.contains(&app.id);
+    for app in snapshot.apps.iter().filter(holding) {
+        let highest = served.entry(&app.queue).or_insert(app.priority);
+        *highest = (*highest).max(app.priority);
+    }
+    if served.is_empty() {
+        return;
+    }
+    let apps: HashMap<&crate::ids::AppId, &AppRequest, FixedState> =
+        snapshot.apps.iter().map(|a| (&a.id, a)).collect();
+    for waiting in &mut plan.waiting {
+        let WorkId::App(id) = &waiting.id else {
+            continue;
+        };
+        let WaitReason::NoRoom { need, .. } = &waiting.reason else {
+            continue;
+        };
+        let Some(app) = apps.get(id) else {
+            continue;
+        };
+        if let Some(&priority) = served.get(&app.queue).filter(|&&p| p > app.priority) {
+            waiting.reason = WaitReason::BehindPriority {
+                priority,
+                need: need.clone(),
+            };
+        }
+    }
 }
 
 /// Each leaf's turns for `apps` (in submission order).

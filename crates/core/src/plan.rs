@@ -213,6 +213,14 @@ pub enum WaitReason {
         /// What one of it needs.
         need: Resources,
     },
+    /// No ALIVE worker has room for the app's next executor now, and apps of a higher
+    /// priority in its queue hold executors (granted in this pass or before).
+    BehindPriority {
+        /// The highest priority of them.
+        priority: i32,
+        /// What one of its executors needs.
+        need: Resources,
+    },
 }
 
 impl WaitReason {
@@ -222,6 +230,7 @@ impl WaitReason {
         matches!(
             self,
             Self::NoRoom { .. }
+                | Self::BehindPriority { .. }
                 | Self::HeldByThreshold { .. }
                 | Self::Gang { .. }
                 | Self::GangReserved { .. }
@@ -245,6 +254,7 @@ impl WaitReason {
             Self::QueueAtCapacity { .. } => "queue_at_capacity",
             Self::HeldByThreshold { .. } => "held_by_threshold",
             Self::NoRoom { .. } => "no_room",
+            Self::BehindPriority { .. } => "behind_priority",
         }
     }
 }
@@ -319,6 +329,11 @@ impl fmt::Display for WaitReason {
             Self::NoRoom { kind, need } => {
                 write!(f, "no ALIVE worker has {need} free for {kind}")
             }
+            Self::BehindPriority { priority, need } => write!(
+                f,
+                "no ALIVE worker has {need} free for an executor: it waits behind \
+                 priority {priority} work of its queue"
+            ),
         }
     }
 }
