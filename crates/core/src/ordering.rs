@@ -66,10 +66,12 @@ struct Level<'s> {
 
 impl<'s> LeafTurns<'s> {
     /// The turns of `apps` (of one leaf, in submission order) under `queue`'s policy, with
-    /// `cluster` as the base of shares.
+    /// `cluster` as the base of shares and `holding` every app of the leaf, those with
+    /// nothing more to take included, whose executors count for their holders.
     pub(crate) fn new(
         queue: &'s QueueConfig,
         apps: Vec<Slotted<'s>>,
+        holding: impl IntoIterator<Item = &'s AppRequest>,
         cluster: &'s Resources,
     ) -> Self {
         let mut turns = Self {
@@ -80,14 +82,16 @@ impl<'s> LeafTurns<'s> {
             held: BTreeMap::new(),
             serving: None,
         };
-        for &(slot, app) in &apps {
-            let holder = turns.holder(app);
-            if !turns.policy.is_fifo() {
-                let held = turns.held.entry(holder).or_default();
+        if !turns.policy.is_fifo() {
+            for app in holding {
+                let held = turns.held.entry(turns.holder(app)).or_default();
                 for executor in app.executors.iter() {
                     *held = held.saturating_add(&executor.resources);
                 }
             }
+        }
+        for &(slot, app) in &apps {
+            let holder = turns.holder(app);
             let level = turns.levels.entry(Reverse(app.priority)).or_default();
             level.apps.entry(holder).or_default().push_back((slot, app));
         }

@@ -71,7 +71,7 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
     // queue furthest below its guarantee next, a turn of one of its apps as its ordering
     // has it.
     for bound in [Bound::Guaranteed, Bound::Max] {
-        let mut pending = leaf_turns(&normal, &queues, &cluster);
+        let mut pending = leaf_turns(snapshot, &normal, &queues, &cluster);
         loop {
             let leaves: BTreeSet<&QueueName> = pending.keys().copied().collect();
             let total = turns.pass.total_cores;
@@ -124,8 +124,10 @@ fn behind_priority(snapshot: &Snapshot, plan: &mut Plan) {
     }
 }
 
-/// Each leaf's turns for `apps` (in submission order).
+/// Each leaf's turns for `apps` (in submission order), what every app of the `snapshot`
+/// holds counting for its holder.
 fn leaf_turns<'s>(
+    snapshot: &'s Snapshot,
     apps: &[Slotted<'s>],
     queues: &'s Queues,
     cluster: &'s Resources,
@@ -134,9 +136,18 @@ fn leaf_turns<'s>(
     for &app in apps {
         by_leaf.entry(&app.1.queue).or_default().push(app);
     }
+    let mut holding: BTreeMap<&QueueName, Vec<&AppRequest>> = BTreeMap::new();
+    for app in snapshot.apps.iter() {
+        if by_leaf.contains_key(&app.queue) {
+            holding.entry(&app.queue).or_default().push(app);
+        }
+    }
     by_leaf
         .into_iter()
-        .map(|(leaf, apps)| (leaf, LeafTurns::new(queues.get(leaf), apps, cluster)))
+        .map(|(leaf, apps)| {
+            let holding = holding.remove(leaf).unwrap_or_default();
+            (leaf, LeafTurns::new(queues.get(leaf), apps, holding, cluster))
+        })
         .collect()
 }
 
@@ -159,7 +170,7 @@ impl<'s, P: ExecutorPlacer> Turns<'_, 's, P> {
         queues: &'s Queues,
         cluster: &'s Resources,
     ) {
-        let mut pending = leaf_turns(apps, queues, cluster);
+        let mut pending = leaf_turns(self.pass.snapshot, apps, queues, cluster);
         for (_, app) in apps {
             let Some(leaf_turns) = pending.get_mut(&app.queue) else {
                 continue;
