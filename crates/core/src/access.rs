@@ -156,6 +156,9 @@ pub struct QueueSpec {
     /// See [`QueueConfig::max_priority`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_priority: Option<i32>,
+    /// See [`QueueConfig::user_limit`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_limit: Option<f64>,
     /// See [`QueueAccess::submit`].
     #[serde(default)]
     pub submit: Option<Vec<String>>,
@@ -187,6 +190,7 @@ impl QueueSpec {
             ordering: self.ordering,
             user_weights: self.user_weights.clone(),
             max_priority: self.max_priority,
+            user_limit: self.user_limit,
         };
         let access = QueueAccess {
             submit: self.submit.clone(),
@@ -211,6 +215,7 @@ impl From<(QueueConfig, QueueAccess)> for QueueSpec {
             ordering: config.ordering,
             user_weights: config.user_weights,
             max_priority: config.max_priority,
+            user_limit: config.user_limit,
             submit: access.submit,
             administer: access.administer,
             max_per_user: access.max_per_user,

@@ -50,8 +50,19 @@ pub(crate) struct LeafTurns<'s> {
     /// What each holder the policy evens out holds, its grants this pass included: each
     /// app under `fifo` and `fair`, each user under `drf` (their apps that are done too).
     held: BTreeMap<&'s str, Resources>,
-    /// The app `next` gave its turn, with its holder.
-    serving: Option<(Slotted<'s>, &'s str)>,
+    /// The most cores one user's apps of the leaf may hold while another user's are still
+    /// to be served, when the leaf limits users; none in the second round.
+    user_limit: Option<u64>,
+    /// What each user's apps of the leaf hold, in cores, when it limits users.
+    user_cores: BTreeMap<&'s str, u64>,
+    /// How many apps each user has still to be served, in this round or the second.
+    to_serve: BTreeMap<&'s str, usize>,
+    /// The apps that stopped at their user's limit: served again, without it, once every
+    /// other app has been.
+    later: Vec<Slotted<'s>>,
+    /// The app `next` gave its turn, with its holder and the cores its user's limit let it
+    /// take.
+    serving: Option<(Slotted<'s>, &'s str, Option<u64>)>,
 }
 
 /// The apps of one priority still served.
@@ -66,12 +77,14 @@ struct Level<'s> {
 
 impl<'s> LeafTurns<'s> {
     /// The turns of `apps` (of one leaf, in submission order) under `queue`'s policy, with
-    /// `cluster` as the base of shares and `holding` every app of the leaf, those with
-    /// nothing more to take included, whose executors count for their holders.
+    /// `cluster` as the base of shares, `holding` every app of the leaf, those with nothing
+    /// more to take included, whose executors count for their holders, and `user_limit` the
+    /// most cores one user's apps may hold while another's are to be served.
     pub(crate) fn new(
         queue: &'s QueueConfig,
         apps: Vec<Slotted<'s>>,
-        holding: impl IntoIterator<Item = &'s AppRequest>,
+        holding: &[&'s AppRequest],
+        user_limit: Option<u64>,
         cluster: &'s Resources,
     ) -> Self {
         let mut turns = Self {
@@ -80,60 +93,92 @@ impl<'s> LeafTurns<'s> {
             cluster,
             levels: BTreeMap::new(),
             held: BTreeMap::new(),
+            user_limit,
+            user_cores: BTreeMap::new(),
+            to_serve: BTreeMap::new(),
+            later: Vec::new(),
             serving: None,
         };
-        if !turns.policy.is_fifo() {
-            for app in holding {
+        for &app in holding {
+            if !turns.policy.is_fifo() {
                 let held = turns.held.entry(turns.holder(app)).or_default();
                 for executor in app.executors.iter() {
                     *held = held.saturating_add(&executor.resources);
                 }
             }
-        }
-        for &(slot, app) in &apps {
-            let holder = turns.holder(app);
-            let level = turns.levels.entry(Reverse(app.priority)).or_default();
-            level.apps.entry(holder).or_default().push_back((slot, app));
-        }
-        for level in turns.levels.values_mut() {
-            for (&holder, apps) in &level.apps {
-                let share = share(
-                    turns.policy,
-                    turns.weights,
-                    turns.cluster,
-                    &turns.held,
-                    holder,
-                );
-                level.turns.insert((share.to_bits(), apps[0].0, holder));
+            if user_limit.is_some() {
+                *turns.user_cores.entry(user(app)).or_default() += app.executors.cores();
             }
         }
+        turns.enqueue(apps);
         turns
     }
 
-    /// Whether every app has had its turn.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.levels.is_empty()
+    /// Adds `apps` (in submission order) to those to be served.
+    fn enqueue(&mut self, apps: Vec<Slotted<'s>>) {
+        for (slot, app) in apps {
+            let holder = self.holder(app);
+            *self.to_serve.entry(user(app)).or_default() += 1;
+            let level = self.levels.entry(Reverse(app.priority)).or_default();
+            level.apps.entry(holder).or_default().push_back((slot, app));
+        }
+        for level in self.levels.values_mut() {
+            level.turns = level
+                .apps
+                .iter()
+                .map(|(&holder, apps)| {
+                    let share = share(self.policy, self.weights, self.cluster, &self.held, holder);
+                    (share.to_bits(), apps[0].0, holder)
+                })
+                .collect();
+        }
     }
 
-    /// The app served next and how much it may take: the first of the lightest holder's
-    /// apps of the highest priority, as many executors as keep its holder the lightest and
-    /// one more (as many turns of one executor each would give it). A `Whole` turn is its
-    /// last.
-    pub(crate) fn next(&mut self) -> Option<(Slotted<'s>, Step)> {
+    /// Whether every app has had its turns.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.levels.is_empty() && self.later.is_empty()
+    }
+
+    /// The app served next, how much it may take, and the most cores its user's limit lets
+    /// it take: the first of the lightest holder's apps of the highest priority, as many
+    /// executors as keep its holder the lightest and one more (as many turns of one
+    /// executor each would give it). A `Whole` turn is its last.
+    pub(crate) fn next(&mut self) -> Option<(Slotted<'s>, Step, Option<u64>)> {
+        if self.levels.is_empty() && self.user_limit.take().is_some() {
+            // The second round: what those at their user's limit may still take.
+            let later = std::mem::take(&mut self.later);
+            self.to_serve.clear();
+            self.enqueue(later);
+        }
         let level = self.levels.values().next()?;
         let mut lightest = level.turns.iter();
         let &(_, slot, holder) = lightest.next()?;
-        let app = level.apps[holder][0];
-        if self.policy.is_fifo() {
-            self.done(app, holder);
-            return Some((app, Step::Whole));
-        }
         let runner_up = lightest
             .next()
             .map(|&(bits, slot, _)| (f64::from_bits(bits), slot));
-        let step = Step::Part(self.executors_while_lightest(holder, (slot, app.1), runner_up));
-        self.serving = Some((app, holder));
-        Some((app, step))
+        let app = level.apps[holder][0];
+        let cores = self.cores_allowed(app.1);
+        if self.policy.is_fifo() && self.user_limit.is_none() {
+            self.done(app, holder);
+            return Some((app, Step::Whole, None));
+        }
+        let step = match self.policy {
+            OrderingPolicy::Fifo => Step::Part(None),
+            OrderingPolicy::Fair | OrderingPolicy::Drf => {
+                Step::Part(self.executors_while_lightest(holder, (slot, app.1), runner_up))
+            }
+        };
+        self.serving = Some((app, holder, cores));
+        Some((app, step, cores))
+    }
+
+    /// The most cores `app` may take now: what its user's limit leaves them while another
+    /// user's apps are still to be served; no bound otherwise.
+    fn cores_allowed(&self, app: &AppRequest) -> Option<u64> {
+        let limit = self.user_limit?;
+        let user = user(app);
+        let others_wait = self.to_serve.keys().any(|&other| other != user);
+        others_wait.then(|| limit.saturating_sub(self.user_cores.get(user).copied().unwrap_or(0)))
     }
 
     /// How many executors of `app`'s own size `holder` (its first app `slot` of its level)
@@ -165,14 +210,27 @@ impl<'s> LeafTurns<'s> {
         Some(count)
     }
 
-    /// The app `next` gave its turn was given `granted`: with nothing, it is done.
-    pub(crate) fn served(&mut self, granted: &Resources) {
-        let Some((app, holder)) = self.serving.take() else {
-            return;
+    /// The app `next` gave its turn was given `granted`; whether that was its last turn of
+    /// the pass. With nothing, it is done: for the pass, or, when its user's limit bound it,
+    /// until every other app has been served.
+    pub(crate) fn served(&mut self, granted: &Resources) -> bool {
+        let Some((app, holder, cores)) = self.serving.take() else {
+            return true;
         };
+        if self.user_limit.is_some() {
+            *self.user_cores.entry(user(app.1)).or_default() += u64::from(granted.cores);
+        }
         if granted.cores == 0 {
             self.done(app, holder);
-            return;
+            if cores.is_none() {
+                return true;
+            }
+            self.later.push(app);
+            *self.to_serve.entry(user(app.1)).or_default() += 1;
+            return false;
+        }
+        if self.policy.is_fifo() {
+            return false;
         }
         let before = self.share(holder).to_bits();
         let held = self.held.entry(holder).or_default();
@@ -184,10 +242,17 @@ impl<'s> LeafTurns<'s> {
                 level.turns.insert((after, apps[0].0, holder));
             }
         }
+        false
     }
 
     /// `app`, the first of `holder`'s at the highest priority, has had its last turn.
     fn done(&mut self, app: Slotted<'s>, holder: &'s str) {
+        if let Some(count) = self.to_serve.get_mut(user(app.1)) {
+            *count -= 1;
+            if *count == 0 {
+                self.to_serve.remove(user(app.1));
+            }
+        }
         let share = self.share(holder).to_bits();
         let mut level = self.levels.first_entry().expect("a level to serve");
         let level_apps = level.get_mut();

@@ -71,7 +71,8 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
     // queue furthest below its guarantee next, a turn of one of its apps as its ordering
     // has it.
     for bound in [Bound::Guaranteed, Bound::Max] {
-        let mut pending = leaf_turns(snapshot, &normal, &queues, &cluster);
+        let total = turns.pass.total_cores;
+        let mut pending = leaf_turns(snapshot, &normal, &queues, &cluster, total);
         loop {
             let leaves: BTreeSet<&QueueName> = pending.keys().copied().collect();
             let total = turns.pass.total_cores;
@@ -125,12 +126,14 @@ fn behind_priority(snapshot: &Snapshot, plan: &mut Plan) {
 }
 
 /// Each leaf's turns for `apps` (in submission order), what every app of the `snapshot`
-/// holds counting for its holder.
+/// holds counting for its holder, a leaf's user limit of its maximum share of the
+/// `total_cores`.
 fn leaf_turns<'s>(
     snapshot: &'s Snapshot,
     apps: &[Slotted<'s>],
     queues: &'s Queues,
     cluster: &'s Resources,
+    total_cores: u64,
 ) -> BTreeMap<&'s QueueName, LeafTurns<'s>> {
     let mut by_leaf: BTreeMap<&QueueName, Vec<Slotted>> = BTreeMap::new();
     for &app in apps {
@@ -146,7 +149,13 @@ fn leaf_turns<'s>(
         .into_iter()
         .map(|(leaf, apps)| {
             let holding = holding.remove(leaf).unwrap_or_default();
-            (leaf, LeafTurns::new(queues.get(leaf), apps, holding, cluster))
+            let queue = queues.get(leaf);
+            let user_limit = queue.user_limit.map(|limit| {
+                let room = queues.share(leaf, Bound::Max) * total_cores as f64;
+                (limit * room).floor() as u64
+            });
+            let turns = LeafTurns::new(queue, apps, &holding, user_limit, cluster);
+            (leaf, turns)
         })
         .collect()
 }
@@ -162,15 +171,16 @@ struct Turns<'p, 's, P> {
 impl<'s, P: ExecutorPlacer> Turns<'_, 's, P> {
     /// Serves `apps` (in submission order) up to their queues' maximum, as Spark's Master
     /// does when no queue has a guarantee: a `fifo` leaf's apps take the places of its
-    /// apps in that order, highest priority first; a leaf of another ordering is served
-    /// all of its turns in the place of its first app.
+    /// apps in that order, highest priority first; a leaf of another ordering, or one that
+    /// limits users, is served all of its turns in the place of its first app.
     fn in_submission_order(
         &mut self,
         apps: &[Slotted<'s>],
         queues: &'s Queues,
         cluster: &'s Resources,
     ) {
-        let mut pending = leaf_turns(self.pass.snapshot, apps, queues, cluster);
+        let total = self.pass.total_cores;
+        let mut pending = leaf_turns(self.pass.snapshot, apps, queues, cluster, total);
         for (_, app) in apps {
             let Some(leaf_turns) = pending.get_mut(&app.queue) else {
                 continue;
@@ -185,16 +195,22 @@ impl<'s, P: ExecutorPlacer> Turns<'_, 's, P> {
                 pending.remove(&app.queue);
             }
         }
+        // Apps that stopped at their user's limit take what is left, once every app has been
+        // served.
+        for leaf_turns in pending.values_mut() {
+            while self.take(leaf_turns, Bound::Max).is_some() {}
+        }
     }
 
     /// Serves the next app of `leaf_turns` one turn under `bound`; how much it could take.
     fn take(&mut self, leaf_turns: &mut LeafTurns<'s>, bound: Bound) -> Option<Step> {
-        let (app, step) = leaf_turns.next()?;
+        let (app, step, cores) = leaf_turns.next()?;
         let last = bound == Bound::Max;
         let whole = Turn {
             bound,
             last,
             cap: None,
+            cores: None,
         };
         let granted = match step {
             Step::Whole => self.place(app, whole),
@@ -202,17 +218,17 @@ impl<'s, P: ExecutorPlacer> Turns<'_, 's, P> {
                 let part = Turn {
                     last: false,
                     cap: Some(cap.unwrap_or(u64::MAX)),
+                    cores,
                     ..whole
                 };
-                let granted = self.place(app, part);
-                if granted.cores == 0 && last {
-                    // Done: placed once more only to say why it waits.
-                    self.place(app, whole);
-                }
-                granted
+                self.place(app, part)
             }
         };
-        leaf_turns.served(&granted);
+        let done = leaf_turns.served(&granted);
+        if done && last && step != Step::Whole {
+            // Done: placed once more only to say why it waits.
+            self.place(app, whole);
+        }
         Some(step)
     }
 
@@ -232,6 +248,8 @@ struct Turn {
     /// At most how many new executors of each size (a waiting gang's first grant is all of
     /// its minimum whatever this is).
     cap: Option<u64>,
+    /// At most how many cores in all, its user's limit (not a waiting gang's first grant).
+    cores: Option<u64>,
 }
 
 /// One executor size an app asks for: its own (profile 0) or a resource profile's.
@@ -529,7 +547,9 @@ impl<'s> AppPass<'s> {
         placer: &mut P,
         plan: &mut Plan,
     ) {
-        let Turn { bound, last, cap } = turn;
+        let Turn {
+            bound, last, cap, ..
+        } = turn;
         // Its kept room is its own to take now.
         let reserving = self
             .reserving
@@ -570,9 +590,10 @@ impl<'s> AppPass<'s> {
             }
             return;
         }
-        // A gang's first grant is all of its minimum, whatever the turn's cap.
+        // A gang's first grant is all of its minimum, whatever the turn's caps.
         let turn = Turn {
             cap: cap.map(|cap| gang.as_ref().map_or(cap, |&(_, minimum, _)| minimum)),
+            cores: turn.cores.filter(|_| gang.is_none()),
             ..turn
         };
         let mut reasons = Vec::new();
@@ -777,7 +798,12 @@ impl<'s> AppPass<'s> {
         ledger: &mut Ledger<'s>,
         placer: &mut P,
     ) -> Option<WaitReason> {
-        let Turn { bound, last, cap } = turn;
+        let Turn {
+            bound,
+            last,
+            cap,
+            cores,
+        } = turn;
         let cpe = shape.executor_cores.unwrap_or(1);
         let own_left = self.cores_left(slot, app);
         let (queue_left, _) = self.room(&app.queue, bound);
@@ -805,7 +831,7 @@ impl<'s> AppPass<'s> {
             .min(cap.unwrap_or(u64::MAX));
         let admission = self.queues.admission(&app.queue);
         let need = &Resources::new(cpe, shape.memory_mb).with_custom(shape.resources.clone());
-        let mut cores_left = own_left.min(queue_left);
+        let mut cores_left = own_left.min(queue_left).min(cores.unwrap_or(u64::MAX));
         let (mut granted_cores, mut granted_executors) = (0u64, 0u64);
         if shape.executor_cores.is_none() {
             let (grown, changed) =

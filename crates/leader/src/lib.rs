@@ -514,6 +514,7 @@ impl Leader {
                 ordering: OrderingPolicy::Fifo,
                 user_weights: BTreeMap::new(),
                 max_priority: None,
+                user_limit: None,
                 ..queue.clone()
             })
             .collect();

@@ -311,6 +311,7 @@ impl From<&QueueSpec> for v1::Queue {
                 .map(|(user, &weight)| (user.to_string(), weight))
                 .collect(),
             max_priority: queue.max_priority,
+            user_limit: queue.user_limit,
         }
     }
 }
@@ -352,6 +353,7 @@ impl From<&v1::Queue> for QueueSpec {
                 .map(|(user, &weight)| (user.as_str().into(), weight))
                 .collect(),
             max_priority: queue.max_priority,
+            user_limit: queue.user_limit,
             submit: queue.submit.as_ref().map(|list| list.users.clone()),
             administer: queue.administer.clone(),
             max_per_user: queue.max_per_user,

@@ -80,6 +80,7 @@ pub fn run(args: QueuesArgs) -> Result<String, CliError> {
             ("ordering", !q.ordering.is_fifo()),
             ("user_weights", !q.user_weights.is_empty()),
             ("max_priority", q.max_priority.is_some()),
+            ("user_limit", q.user_limit.is_some()),
         ]
         .into_iter()
         .find_map(|(setting, set)| set.then_some(setting))

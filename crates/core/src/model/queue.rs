@@ -55,6 +55,11 @@ pub struct QueueConfig {
     /// `max-application-priority`): one asked for above it gets it. Unset: no cap.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_priority: Option<i32>,
+    /// The most of this leaf's maximum, in cores, one user's applications may hold while
+    /// another user's could take more (the CapacityScheduler's user limit): those are served
+    /// first, and what they leave goes to anyone. In (0, 1]; unset: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_limit: Option<f64>,
 }
 
 /// The order in which a leaf queue serves its applications.
@@ -132,6 +137,7 @@ impl QueueConfig {
             ordering: OrderingPolicy::Fifo,
             user_weights: BTreeMap::new(),
             max_priority: None,
+            user_limit: None,
         }
     }
 }
@@ -201,6 +207,9 @@ pub fn validate_queues(queues: &[QueueConfig]) -> Result<(), InputError> {
         }
         if let Some(timeout) = queue.gang_timeout_s {
             positive(format_args!("queues[{i}].gang_timeout_s"), timeout)?;
+        }
+        if let Some(limit) = queue.user_limit {
+            fraction(format_args!("queues[{i}].user_limit"), limit)?;
         }
         for (user, &weight) in &queue.user_weights {
             if !(weight.is_finite() && weight > 0.0) {

@@ -5,7 +5,7 @@
 //! prior-hosting workers; a normal grant leaves its queue and every parent of it within their
 //! maximum; a queue's drivers hold at most its driver share of its room, or are the one
 //! driver it runs; a gang is granted all of its minimum or nothing; and so whatever the
-//! leaves' orderings and the apps' users and priorities.
+//! leaves' orderings and user limits and the apps' users and priorities.
 //! EXACTNESS: the indexed placer decides exactly what Spark's loop decides.
 
 use std::collections::BTreeMap;
@@ -68,8 +68,8 @@ fn config() -> impl Strategy<Value = PassConfig> {
         )
 }
 
-/// A leaf's ordering, and under `drf` perhaps a weight for user `u1`.
-fn ordering() -> impl Strategy<Value = (OrderingPolicy, BTreeMap<SmolStr, f64>)> {
+/// A leaf's ordering, under `drf` perhaps a weight for user `u1`, and perhaps a user limit.
+fn ordering() -> impl Strategy<Value = (OrderingPolicy, BTreeMap<SmolStr, f64>, Option<f64>)> {
     (
         prop_oneof![
             2 => Just(OrderingPolicy::Fifo),
@@ -77,13 +77,14 @@ fn ordering() -> impl Strategy<Value = (OrderingPolicy, BTreeMap<SmolStr, f64>)>
             1 => Just(OrderingPolicy::Drf),
         ],
         prop::option::of(prop::sample::select(vec![0.5, 2.0, 3.0])),
+        prop::option::weighted(0.3, prop::sample::select(vec![0.25, 0.5, 1.0])),
     )
-        .prop_map(|(ordering, weight)| {
+        .prop_map(|(ordering, weight, user_limit)| {
             let weights = weight
                 .filter(|_| ordering == OrderingPolicy::Drf)
                 .map(|w| [("u1".into(), w)].into())
                 .unwrap_or_default();
-            (ordering, weights)
+            (ordering, weights, user_limit)
         })
 }
 
@@ -112,7 +113,7 @@ fn queues() -> impl Strategy<Value = Vec<QueueConfig>> {
                 .map(
                     |(
                         (name, (prior, threshold, max_capacity, driver_share)),
-                        (ordering, user_weights),
+                        (ordering, user_weights, user_limit),
                     )| QueueConfig {
                         prior,
                         threshold,
@@ -120,6 +121,7 @@ fn queues() -> impl Strategy<Value = Vec<QueueConfig>> {
                         driver_share,
                         ordering,
                         user_weights,
+                        user_limit,
                         ..QueueConfig::named(name)
                     },
                 )

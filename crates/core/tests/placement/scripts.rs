@@ -8,7 +8,7 @@
 //! * `config [spread_out_apps=B] [spread_out_drivers=B] [worker_selection=POLICY]
 //!   [default_cores=N] [max_drivers=N] [driver_share=F] [seed=N]`;
 //! * `queue NAME [prior=B] [threshold=F] [max_capacity=F] [capacity=F] [driver_share=F]
-//!   [ordering=fifo|fair|drf] [weights=USER:W,...]`, its name a path
+//!   [ordering=fifo|fair|drf] [weights=USER:W,...] [user_limit=F]`, its name a path
 //!   (`analytics.etl`) under a parent listed before;
 //! * `worker ID cores=N mem=MB [used_cores=N] [used_mem=MB] [state=DEAD|DECOMMISSIONED]
 //!   [prior=B] [NAME=AMOUNT]...` (custom resources), replacing a worker of the same id;
@@ -89,6 +89,8 @@ enum Command {
         /// Users' weights under `drf`, as `USER:WEIGHT,...`.
         #[arg(key)]
         weights: Option<String>,
+        #[arg(key)]
+        user_limit: Option<f64>,
     },
     Worker {
         id: String,
@@ -268,6 +270,7 @@ impl goldenscript::Runner for Runner {
                 driver_share,
                 ordering,
                 weights,
+                user_limit,
             } => {
                 let ordering = match ordering.as_deref() {
                     None | Some("fifo") => OrderingPolicy::Fifo,
@@ -289,6 +292,7 @@ impl goldenscript::Runner for Runner {
                     driver_share: *driver_share,
                     ordering,
                     user_weights,
+                    user_limit: *user_limit,
                     ..QueueConfig::named(name)
                 });
             }

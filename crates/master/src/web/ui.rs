@@ -276,6 +276,9 @@ fn queues(queues: &[QueueRow], cores: u64) -> Markup {
         for (user, weight) in &q.user_weights {
             parts.push(format!("{user} weighs {weight:?}"));
         }
+        if let Some(limit) = q.user_limit {
+            parts.push(format!("user limit {limit:?}"));
+        }
         parts.join(", ")
     };
     html! {

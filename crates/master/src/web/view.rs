@@ -409,6 +409,9 @@ pub struct QueueRow {
     pub ordering: OrderingPolicy,
     /// Its users' weights under `drf`, where it sets any.
     pub user_weights: BTreeMap<String, f64>,
+    /// The most of its maximum one user may hold while others could take more, if it
+    /// limits users.
+    pub user_limit: Option<f64>,
     /// Who may submit besides the admins; `None`: everyone (admins only, for a prior queue).
     pub submit: Option<Vec<String>>,
     /// Who may administer it besides the admins.
@@ -668,6 +671,7 @@ fn queue(q: &v1::Queue, view: QueueView) -> QueueRow {
         gang_style: muster_proto::convert::gang_style(q),
         ordering: muster_proto::convert::ordering(q),
         user_weights: q.user_weights.clone().into_iter().collect(),
+        user_limit: q.user_limit,
         submit: q.submit.as_ref().map(|list| list.users.clone()),
         administer: q.administer.clone(),
         max_per_user: q.max_per_user,

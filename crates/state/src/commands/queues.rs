@@ -61,6 +61,7 @@ impl QueueSettings {
             ordering: ordering.ordering,
             user_weights: ordering.user_weights,
             max_priority: ordering.max_priority,
+            user_limit: ordering.user_limit,
         }
     }
 }
@@ -97,6 +98,8 @@ pub struct QueueOrdering {
     pub user_weights: BTreeMap<SmolStr, f64>,
     /// See [`QueueConfig::max_priority`].
     pub max_priority: Option<i32>,
+    /// See [`QueueConfig::user_limit`].
+    pub user_limit: Option<f64>,
 }
 
 impl QueueOrdering {
@@ -105,6 +108,7 @@ impl QueueOrdering {
             ordering: spec.ordering,
             user_weights: spec.user_weights.clone(),
             max_priority: spec.max_priority,
+            user_limit: spec.user_limit,
         }
     }
 }
@@ -217,8 +221,8 @@ pub struct ConfigureQueuesWithOrdering {
     pub capacities: BTreeMap<QueueName, f64>,
     /// The admission settings of the queues that set any.
     pub admission: BTreeMap<QueueName, QueueAdmission>,
-    /// The orderings of the queues that set one other than `fifo`, user weights or a
-    /// maximum priority.
+    /// The orderings of the queues that set one other than `fifo`, user weights, a maximum
+    /// priority or a user limit.
     pub orderings: BTreeMap<QueueName, QueueOrdering>,
 }
 
