@@ -10,9 +10,13 @@
 //! * [`bursts`]: a day of a workflow scheduler's bursts on a cluster that set nothing: each
 //!   hour, more cluster-mode job drivers at once than the cluster has cores, a third of
 //!   their applications gangs, and client applications (gangs among them) between bursts.
+//! * [`teams`]: two teams sharing one queue under a given ordering: an ETL team's large
+//!   batch applications, more than the cluster holds, and an analysts' team's small
+//!   interactive ones.
 
 use muster_core::access::QueueSpec;
 use muster_core::ids::QueueName;
+use muster_core::model::OrderingPolicy;
 use serde_json::json;
 
 use crate::engine::splitmix;
@@ -291,6 +295,73 @@ pub fn bursts(bursts: &Bursts) -> Workload {
             let mut app = job(&mut random, at_s);
             app.name = format!("client-{}", trace.len());
             trace.push(Entry::App(app));
+        }
+    }
+    trace.sort_by(|a, b| a.at_s().total_cmp(&b.at_s()));
+    Workload { cluster, trace }
+}
+
+/// The two-team day's settings.
+#[derive(Clone, Debug)]
+pub struct Teams {
+    /// Workers of 16 cores and 64 GB.
+    pub workers: u32,
+    /// Simulated hours the applications arrive over.
+    pub hours: f64,
+    /// How the shared queue orders its applications.
+    pub ordering: OrderingPolicy,
+    /// Seeds every draw.
+    pub seed: u64,
+}
+
+/// Two teams share the queue `shared`: see the module's documentation.
+///
+/// * `etl`: batch applications, Poisson, about one every five minutes per four workers,
+///   each of 16 executors of 4 cores and 16 GB (a whole worker's worth and more), two to
+///   six waves of tasks of log-normal length (median 120 s, sigma 0.5): together more than
+///   the cluster holds, so that some always wait.
+/// * `analysts`: interactive applications, Poisson, about one a minute per four workers,
+///   each of 2 executors of 2 cores and 8 GB, two waves of 20 s tasks.
+pub fn teams(teams: &Teams) -> Workload {
+    let mut random = Random(teams.seed);
+    let queue = QueueSpec {
+        ordering: teams.ordering,
+        ..QueueSpec::named("shared")
+    };
+    let cluster = json!({
+        "workers": [{"count": teams.workers, "cores": 16, "memory_mb": 65536}],
+        "queues": [queue],
+        "timings": {"tick_ms": 1000},
+    });
+    let span_s = teams.hours * 3600.0;
+    let scale = f64::from(teams.workers) / 4.0;
+    let mut trace = Vec::new();
+    for (user, per_s) in [("etl", scale / 300.0), ("analysts", scale / 60.0)] {
+        let mut at_s = 0.0;
+        loop {
+            at_s += random.exponential(per_s);
+            if at_s >= span_s {
+                break;
+            }
+            let (executors, executor_cores, waves, task_s) = if user == "etl" {
+                let task_s = (120.0 * (0.5 * random.normal()).exp()).clamp(10.0, 1200.0);
+                (16, 4, 2 + random.below(5), task_s)
+            } else {
+                (2, 2, 2, 20.0)
+            };
+            trace.push(Entry::App(AppEntry {
+                at_s: (at_s * 1000.0).round() / 1000.0,
+                name: format!("{user}-{}", trace.len()),
+                queue: "shared".into(),
+                user: user.to_owned(),
+                cores_max: Some(executors * executor_cores),
+                executor_cores: Some(executor_cores),
+                executor_memory_mb: 4096 * u64::from(executor_cores),
+                executor_limit: None,
+                min_executors: None,
+                tasks: executors * executor_cores * waves,
+                task_s: (task_s * 10.0).round() / 10.0,
+            }));
         }
     }
     trace.sort_by(|a, b| a.at_s().total_cmp(&b.at_s()));

@@ -7,8 +7,9 @@ use std::time::Instant;
 
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
+use muster_core::model::OrderingPolicy;
 use muster_sim::cluster::Cluster;
-use muster_sim::generate::{self, Bursts, Mix, Paper, Scenario, Workload};
+use muster_sim::generate::{self, Bursts, Mix, Paper, Scenario, Teams, Workload};
 use muster_sim::report::{Distribution, Group, Report};
 use muster_sim::trace::{self, Entry};
 use muster_sim::{Options, simulate};
@@ -92,13 +93,23 @@ struct GenerateArgs {
     /// mix: applications over the run.
     #[arg(long, default_value_t = 100_000)]
     apps: u32,
-    /// mix: simulated hours the applications arrive over; bursts: hours, each starting
-    /// with a burst (whole hours).
+    /// mix, teams: simulated hours the applications arrive over; bursts: hours, each
+    /// starting with a burst (whole hours).
     #[arg(long, default_value_t = 24.0)]
     hours: f64,
-    /// mix, bursts: seeds every draw.
+    /// mix, bursts, teams: seeds every draw.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// teams: how the shared queue orders its applications.
+    #[arg(long, value_enum, default_value_t = OrderingArg::Drf)]
+    ordering: OrderingArg,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OrderingArg {
+    Fifo,
+    Fair,
+    Drf,
 }
 
 /// A built-in workload.
@@ -110,6 +121,8 @@ enum Builtin {
     Mix,
     /// A day of a workflow scheduler's bursts of job drivers, gangs among them.
     Bursts,
+    /// Two teams sharing one queue: large batch applications and small interactive ones.
+    Teams,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -289,6 +302,23 @@ fn generate(args: &GenerateArgs) -> Result<String, CliError> {
             generate::bursts(&Bursts {
                 workers: args.workers,
                 hours,
+                seed: args.seed,
+            })
+        }
+        Builtin::Teams => {
+            if args.workers == 0 || !(args.hours.is_finite() && args.hours >= 0.001) {
+                return Err(CliError::BadInput(
+                    "--workers and --hours must be positive".into(),
+                ));
+            }
+            generate::teams(&Teams {
+                workers: args.workers,
+                hours: args.hours,
+                ordering: match args.ordering {
+                    OrderingArg::Fifo => OrderingPolicy::Fifo,
+                    OrderingArg::Fair => OrderingPolicy::Fair,
+                    OrderingArg::Drf => OrderingPolicy::Drf,
+                },
                 seed: args.seed,
             })
         }

@@ -12,12 +12,14 @@
 //!   with two or more users Jain's index of their dominant shares and each one's mean, and
 //!   what preemptions and faults cost.
 //!
-//! And a generated day of bursts, which must all end.
+//! And a generated day of bursts, which must all end, and a generated day of two teams, whose
+//! small applications wait far less under `drf` than in Spark's order.
 
 use std::error::Error;
 use std::path::Path;
 
 use goldenscript::{Argument, Command, Context};
+use muster_core::model::OrderingPolicy;
 use muster_sim::Options;
 use muster_sim::cluster::Cluster;
 use muster_sim::trace::{self, Entry};
@@ -185,4 +187,40 @@ fn a_day_of_bursts_of_job_drivers_and_gangs_all_ends() {
     assert!(outcomes.iter().all(|o| *o == "FINISHED"), "{outcomes:?}");
     assert_eq!(recorder.report().simulated.ran_twice, 0);
     assert_eq!(recorder.report().simulated.overcommitted, 0);
+}
+
+/// A generated day of two teams sharing one queue (`generate teams`): under `drf` the
+/// analysts' small applications no longer wait behind the batch applications queued before
+/// them, as they do in Spark's order; every application ends either way.
+#[test]
+fn under_drf_the_analysts_small_applications_wait_less_than_half_as_long_as_in_fifo() {
+    let median_waits = |ordering| {
+        let workload = muster_sim::generate::teams(&muster_sim::generate::Teams {
+            workers: 4,
+            hours: 3.0,
+            ordering,
+            seed: 1,
+        });
+        let cluster = Cluster::parse(&workload.cluster.to_string(), Path::new("cluster.json"))
+            .expect("a valid cluster file");
+        let options = Options {
+            seed: 1,
+            until_ms: None,
+            sample_ms: 60_000,
+            check_invariants: true,
+        };
+        let recorder = muster_sim::simulate(&cluster, &workload.trace, options, &mut |_| {});
+        assert!(
+            recorder.unfinished().is_empty(),
+            "{ordering}: some wait for ever"
+        );
+        let users = recorder.report().simulated.users;
+        (users["analysts"].wait_s.p50, users["etl"].wait_s.p50)
+    };
+    let (fifo, fifo_etl) = median_waits(OrderingPolicy::Fifo);
+    let (drf, drf_etl) = median_waits(OrderingPolicy::Drf);
+    assert!(
+        drf * 2.0 < fifo,
+        "analysts wait {drf} s under drf, {fifo} s under fifo (etl {drf_etl} s, {fifo_etl} s)"
+    );
 }
