@@ -45,7 +45,10 @@ pub(crate) struct LeafTurns<'s> {
     weights: &'s BTreeMap<SmolStr, f64>,
     /// The ALIVE workers' capacity: the base of every share.
     cluster: &'s Resources,
-    /// The apps still served by priority, highest first.
+    /// Under `fifo` without a user limit, the common case: the apps still served, highest
+    /// priority first, then in submission order, each taking one whole turn.
+    in_order: Option<VecDeque<Slotted<'s>>>,
+    /// Otherwise the apps still served by priority, highest first.
     levels: BTreeMap<Reverse<i32>, Level<'s>>,
     /// What each holder the policy evens out holds, its grants this pass included: each
     /// app under `fifo` and `fair`, each user under `drf` (their apps that are done too).
@@ -87,10 +90,29 @@ impl<'s> LeafTurns<'s> {
         user_limit: Option<u64>,
         cluster: &'s Resources,
     ) -> Self {
+        if queue.ordering.is_fifo() && user_limit.is_none() {
+            let mut in_order = apps;
+            // Stable: equal priorities keep submission order.
+            in_order.sort_by_key(|&(_, app)| Reverse(app.priority));
+            return Self {
+                policy: queue.ordering,
+                weights: &queue.user_weights,
+                cluster,
+                in_order: Some(in_order.into()),
+                levels: BTreeMap::new(),
+                held: BTreeMap::new(),
+                user_limit,
+                user_cores: BTreeMap::new(),
+                to_serve: BTreeMap::new(),
+                later: Vec::new(),
+                serving: None,
+            };
+        }
         let mut turns = Self {
             policy: queue.ordering,
             weights: &queue.user_weights,
             cluster,
+            in_order: None,
             levels: BTreeMap::new(),
             held: BTreeMap::new(),
             user_limit,
@@ -136,7 +158,10 @@ impl<'s> LeafTurns<'s> {
 
     /// Whether every app has had its turns.
     pub(crate) fn is_empty(&self) -> bool {
-        self.levels.is_empty() && self.later.is_empty()
+        match &self.in_order {
+            Some(in_order) => in_order.is_empty(),
+            None => self.levels.is_empty() && self.later.is_empty(),
+        }
     }
 
     /// The app served next, how much it may take, and the most cores its user's limit lets
@@ -144,6 +169,9 @@ impl<'s> LeafTurns<'s> {
     /// executors as keep its holder the lightest and one more (as many turns of one
     /// executor each would give it). A `Whole` turn is its last.
     pub(crate) fn next(&mut self) -> Option<(Slotted<'s>, Step, Option<u64>)> {
+        if let Some(in_order) = &mut self.in_order {
+            return Some((in_order.pop_front()?, Step::Whole, None));
+        }
         if self.levels.is_empty() && self.user_limit.take().is_some() {
             // The second round: what those at their user's limit may still take.
             let later = std::mem::take(&mut self.later);

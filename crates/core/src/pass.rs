@@ -53,7 +53,12 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
         .enumerate()
         .filter(|&(slot, app)| apps.cores_left(slot, app) >= smallest_executor(app))
         .partition(|(_, app)| queues.get(&app.queue).prior);
-    let cluster = alive_capacity(snapshot.workers.iter());
+    // The base of the shares `fair` and `drf` compare; no leaf of `fifo` reads it.
+    let cluster = if snapshot.queues.iter().any(|q| !q.ordering.is_fifo()) {
+        alive_capacity(snapshot.workers.iter())
+    } else {
+        Resources::default()
+    };
     let mut turns = Turns {
         pass: &mut apps,
         ledger: &mut ledger,
@@ -94,6 +99,9 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
 /// Says of each app left without room that work of a higher priority in its queue holds
 /// executors, when some does (granted in this pass or before): the most urgent of it.
 fn behind_priority(snapshot: &Snapshot, plan: &mut Plan) {
+    if snapshot.apps.iter().all(|a| a.priority == 0) {
+        return;
+    }
     let mut served: BTreeMap<&QueueName, i32> = BTreeMap::new();
     let granted: BTreeSet<&crate::ids::AppId> = plan.executors.iter().map(|g| &g.app).collect();
     let holding = |app: &&AppRequest| !app.executors.is_empty() || granted.contains(&app.id);
@@ -139,9 +147,14 @@ fn leaf_turns<'s>(
     for &app in apps {
         by_leaf.entry(&app.1.queue).or_default().push(app);
     }
+    // What a leaf's apps hold counts only where it shares among holders or limits users.
+    let counts = |leaf: &QueueName| {
+        let queue = queues.get(leaf);
+        !queue.ordering.is_fifo() || queue.user_limit.is_some()
+    };
     let mut holding: BTreeMap<&QueueName, Vec<&AppRequest>> = BTreeMap::new();
     for app in snapshot.apps.iter() {
-        if by_leaf.contains_key(&app.queue) {
+        if by_leaf.contains_key(&app.queue) && counts(&app.queue) {
             holding.entry(&app.queue).or_default().push(app);
         }
     }
