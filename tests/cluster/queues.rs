@@ -164,14 +164,24 @@ fn the_application_of_the_highest_priority_is_served_first_whenever_it_was_submi
     wait_for(&masters, "log format 4", |s| {
         s["log_format"].as_u64() >= Some(4)
     });
+    let dir = tempfile::tempdir().unwrap();
+    crate::support::set_queues(
+        &list,
+        dir.path(),
+        r#"[{"name": "default", "max_priority": 2}]"#,
+    );
     // Three applications wait for a worker: the first as submitted, the second asking for
-    // priority 1, the third set to 2 while it waits.
+    // priority 1, the third set to 2 while it waits (asking for 3, above the queue's
+    // max_priority).
     let (_first, first, _first_events) = app_run(&masters, SLEEPERS);
     let (_second, second, _second_events) =
         app_run(&masters, &[&["--priority", "1"][..], SLEEPERS].concat());
     let (_third, third, _third_events) = app_run(&masters, SLEEPERS);
-    let set = Masters::client(&list, &["apps", "priority", &third, "2"]);
-    assert_eq!(crate::support::stdout(&set), format!("{third}: priority 2"));
+    let set = Masters::client(&list, &["apps", "priority", &third, "3"]);
+    assert_eq!(
+        crate::support::stdout(&set),
+        format!("{third}: priority 2 (its queue's max_priority)")
+    );
     // Of an application that is not active, it is refused in one line.
     let unknown = Masters::client(&list, &["apps", "priority", "app-0-0000", "2"]);
     assert_eq!(unknown.status.code(), Some(3), "{unknown:?}");

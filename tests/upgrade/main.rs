@@ -649,7 +649,7 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
     let shares = cluster.settings.path().join("shares.json");
     std::fs::write(
         &shares,
-        r#"[{"name": "default", "driver_share": 0.25, "ordering": "drf"}]"#,
+        r#"[{"name": "default", "driver_share": 0.25, "ordering": "drf", "max_priority": 5}]"#,
     )
     .unwrap();
     let set_shares = ["queues", "--set", shares.to_str().unwrap()];

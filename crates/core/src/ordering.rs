@@ -15,9 +15,12 @@
 //! gives at once the executors that one-at-a-time filling would give the same app in a
 //! row, so that a pass takes as many turns as holders overtake each other, not one per
 //! executor. Ties go to the holder whose first application was submitted first. An
-//! application that took nothing in its turn is done for the pass: what is free only
-//! shrinks as the pass goes on. A size without `executor_cores` (one executor per worker
-//! absorbing cores) takes all it is given in a turn, as it does in Spark.
+//! application that took nothing in its turn is done for the pass (what is free only shrinks
+//! as the pass goes on), unless its user's limit stopped it: with a `user_limit`, while
+//! another user's applications are still to be served, one user's may hold at most that
+//! many cores, and those it stopped are served again, without it, once every other has
+//! been. A size without `executor_cores` (one executor per worker absorbing cores) takes all
+//! it is given in a turn, as it does in Spark.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -81,12 +84,12 @@ struct Level<'s> {
 impl<'s> LeafTurns<'s> {
     /// The turns of `apps` (of one leaf, in submission order) under `queue`'s policy, with
     /// `cluster` as the base of shares, `holding` every app of the leaf, those with nothing
-    /// more to take included, whose executors count for their holders, and `user_limit` the
-    /// most cores one user's apps may hold while another's are to be served.
+    /// more to take included, with what it holds (counted for its holder), and `user_limit`
+    /// the most cores one user's apps may hold while another's are to be served.
     pub(crate) fn new(
         queue: &'s QueueConfig,
         apps: Vec<Slotted<'s>>,
-        holding: &[&'s AppRequest],
+        holding: &[(&'s AppRequest, Resources)],
         user_limit: Option<u64>,
         cluster: &'s Resources,
     ) -> Self {
@@ -121,15 +124,13 @@ impl<'s> LeafTurns<'s> {
             later: Vec::new(),
             serving: None,
         };
-        for &app in holding {
+        for (app, holds) in holding {
             if !turns.policy.is_fifo() {
                 let held = turns.held.entry(turns.holder(app)).or_default();
-                for executor in app.executors.iter() {
-                    *held = held.saturating_add(&executor.resources);
-                }
+                *held = held.saturating_add(holds);
             }
             if user_limit.is_some() {
-                *turns.user_cores.entry(user(app)).or_default() += app.executors.cores();
+                *turns.user_cores.entry(user(app)).or_default() += u64::from(holds.cores);
             }
         }
         turns.enqueue(apps);
@@ -153,6 +154,15 @@ impl<'s> LeafTurns<'s> {
                     (share.to_bits(), apps[0].0, holder)
                 })
                 .collect();
+        }
+    }
+
+    /// Whether every app has had its turns but for those at their user's limit, which are
+    /// served again, without it, in a second round.
+    pub(crate) fn first_round_over(&self) -> bool {
+        match &self.in_order {
+            Some(in_order) => in_order.is_empty(),
+            None => self.levels.is_empty(),
         }
     }
 

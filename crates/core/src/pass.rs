@@ -76,8 +76,7 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
     // queue furthest below its guarantee next, a turn of one of its apps as its ordering
     // has it.
     for bound in [Bound::Guaranteed, Bound::Max] {
-        let total = turns.pass.total_cores;
-        let mut pending = leaf_turns(snapshot, &normal, &queues, &cluster, total);
+        let mut pending = leaf_turns(turns.pass, &normal, &queues, &cluster);
         loop {
             let leaves: BTreeSet<&QueueName> = pending.keys().copied().collect();
             let total = turns.pass.total_cores;
@@ -133,16 +132,16 @@ fn behind_priority(snapshot: &Snapshot, plan: &mut Plan) {
     }
 }
 
-/// Each leaf's turns for `apps` (in submission order), what every app of the `snapshot`
-/// holds counting for its holder, a leaf's user limit of its maximum share of the
-/// `total_cores`.
+/// Each leaf's turns for `apps` (in submission order), what every app of the snapshot holds,
+/// `granted` in this pass included, counting for its holder, a leaf's user limit of its
+/// maximum share of the `total_cores`.
 fn leaf_turns<'s>(
-    snapshot: &'s Snapshot,
+    pass: &AppPass<'s>,
     apps: &[Slotted<'s>],
     queues: &'s Queues,
     cluster: &'s Resources,
-    total_cores: u64,
 ) -> BTreeMap<&'s QueueName, LeafTurns<'s>> {
+    let (snapshot, total_cores) = (pass.snapshot, pass.total_cores);
     let mut by_leaf: BTreeMap<&QueueName, Vec<Slotted>> = BTreeMap::new();
     for &app in apps {
         by_leaf.entry(&app.1.queue).or_default().push(app);
@@ -152,10 +151,18 @@ fn leaf_turns<'s>(
         let queue = queues.get(leaf);
         !queue.ordering.is_fifo() || queue.user_limit.is_some()
     };
-    let mut holding: BTreeMap<&QueueName, Vec<&AppRequest>> = BTreeMap::new();
+    let mut holding: BTreeMap<&QueueName, Vec<(&AppRequest, Resources)>> = BTreeMap::new();
+    let mut granted = BTreeMap::new();
+    if by_leaf.keys().any(|leaf| counts(leaf)) {
+        granted = pass.granted();
+    }
     for app in snapshot.apps.iter() {
         if by_leaf.contains_key(&app.queue) && counts(&app.queue) {
-            holding.entry(&app.queue).or_default().push(app);
+            let holds = app.executors.iter().fold(
+                granted.remove(&app.id).unwrap_or_default(),
+                |sum: Resources, e| sum.saturating_add(&e.resources),
+            );
+            holding.entry(&app.queue).or_default().push((app, holds));
         }
     }
     by_leaf
@@ -192,15 +199,13 @@ impl<'s, P: ExecutorPlacer> Turns<'_, 's, P> {
         queues: &'s Queues,
         cluster: &'s Resources,
     ) {
-        let total = self.pass.total_cores;
-        let mut pending = leaf_turns(self.pass.snapshot, apps, queues, cluster, total);
+        let mut pending = leaf_turns(self.pass, apps, queues, cluster);
         for (_, app) in apps {
             let Some(leaf_turns) = pending.get_mut(&app.queue) else {
                 continue;
             };
-            loop {
-                let whole = self.take(leaf_turns, Bound::Max) == Some(Step::Whole);
-                if whole || leaf_turns.is_empty() {
+            while !leaf_turns.first_round_over() {
+                if self.take(leaf_turns, Bound::Max) == Some(Step::Whole) {
                     break;
                 }
             }
@@ -400,6 +405,22 @@ impl<'s> AppPass<'s> {
     fn next_step(&mut self) -> usize {
         self.steps += 1;
         self.steps
+    }
+
+    /// What each app was granted in this pass so far.
+    fn granted(&self) -> BTreeMap<&'s crate::ids::AppId, Resources> {
+        let mut granted: BTreeMap<&crate::ids::AppId, Resources> = BTreeMap::new();
+        for grant in &self.grants {
+            let executors = Resources {
+                cores: grant.cores,
+                memory_mb: grant.memory_mb,
+                custom: grant.resources.clone(),
+            }
+            .times(grant.count);
+            let sum = granted.entry(&grant.app.id).or_default();
+            *sum = sum.saturating_add(&executors);
+        }
+        granted
     }
 
     /// The plan's grants, in the order they last grew: an executor that took more cores in
@@ -609,9 +630,15 @@ impl<'s> AppPass<'s> {
             cores: turn.cores.filter(|_| gang.is_none()),
             ..turn
         };
+        let mut turn = turn;
         let mut reasons = Vec::new();
         for shape in shapes(app) {
+            let before = self.app_cores[slot];
             reasons.extend(self.place_shape((slot, app), shape, turn, ledger, placer));
+            // The user's limit bounds the app's sizes together.
+            if let Some(cores) = &mut turn.cores {
+                *cores = cores.saturating_sub(self.app_cores[slot] - before);
+            }
         }
         debug_assert!(
             gang.is_none_or(|(_, minimum, _)| {

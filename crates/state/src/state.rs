@@ -160,12 +160,13 @@ pub struct ClusterState {
     /// kept for one: empty while all are for the first of their owners' sizes they fit.
     /// Came with format 13 as well, written only from log format 4.
     pub(crate) reservation_profiles: Vec<u32>,
-    /// The orderings of the leaves that set one other than `fifo`, or user weights. Came
-    /// with format 14, written only from log format 4: a snapshot of format 13 reads as one
-    /// without.
+    /// The orderings of the leaves that set one other than `fifo`, user weights, a maximum
+    /// priority or a user limit. Came with format 14, written only from log format 4: a
+    /// snapshot of format 13 reads as one without.
     pub(crate) orderings: BTreeMap<QueueName, QueueOrdering>,
-    /// The priority of each active application that has one other than 0. Came with format
-    /// 14 as well, written only from log format 4.
+    /// The priority each active application asked for, where other than 0 (its queue's
+    /// `max_priority` caps what it has). Came with format 14 as well, written only from log
+    /// format 4.
     pub(crate) priorities: BTreeMap<AppId, i32>,
     /// The workers as scheduling passes see them, in id order, and the active apps, in
     /// submission order: each pass's snapshot shares them rather than copying every worker
@@ -508,9 +509,19 @@ impl ClusterState {
         self.driver_users.get(id)
     }
 
-    /// Application `id`'s priority in its queue: 0 unless one was set.
+    /// Application `id`'s priority in its queue: the one it asked for (0 unless it did),
+    /// at most its queue's `max_priority`, which is 0 where the queue sets none.
     pub fn app_priority(&self, id: &AppId) -> i32 {
-        self.priorities.get(id).copied().unwrap_or(0)
+        let Some(&asked) = self.priorities.get(id) else {
+            return 0;
+        };
+        let cap = self
+            .apps
+            .get(id)
+            .and_then(|app| self.orderings.get(&app.desc.queue))
+            .and_then(|ordering| ordering.max_priority)
+            .unwrap_or(0);
+        asked.min(cap)
     }
 
     /// The user application `app` counts for where queues share among users: the named user

@@ -51,8 +51,9 @@ pub struct QueueConfig {
     /// is served as if their dominant share were half what it is. Each above 0.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub user_weights: BTreeMap<SmolStr, f64>,
-    /// The highest priority an application of this leaf may have (YARN's
-    /// `max-application-priority`): one asked for above it gets it. Unset: no cap.
+    /// The highest priority an application of this leaf has (YARN's
+    /// `max-application-priority`), whatever it asks for; unset: 0, as YARN's default, so
+    /// that priorities above 0 take effect only where the operator allows them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_priority: Option<i32>,
     /// The most of this leaf's maximum, in cores, one user's applications may hold while

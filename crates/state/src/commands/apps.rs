@@ -296,9 +296,9 @@ impl Apply for SetExecutorLimit {
     }
 }
 
-/// Sets an active application's priority in its queue (from log format 4): higher is
-/// served first. One above the queue's `max_priority` gets that; the response's outcome says
-/// which it has.
+/// Sets the priority an active application asks for in its queue (from log format 4):
+/// higher is served first. It has at most its queue's `max_priority`, 0 where the queue sets
+/// none (as YARN's default), whatever it asks for; the response's outcome says which it has.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SetAppPriority {
     /// The app.
@@ -309,17 +309,17 @@ pub struct SetAppPriority {
 
 impl Apply for SetAppPriority {
     fn apply(&self, state: &mut ClusterState, _at: Timestamp) -> Result<Response, ApplyError> {
-        let queue = state.app_mut(&self.app)?.desc.queue.clone();
-        let cap = state.orderings.get(&queue).and_then(|o| o.max_priority);
-        let priority = cap.map_or(self.priority, |cap| self.priority.min(cap));
-        if priority == 0 {
+        state.app_mut(&self.app)?;
+        if self.priority == 0 {
             state.priorities.remove(&self.app);
         } else {
-            state.priorities.insert(self.app.clone(), priority);
+            state.priorities.insert(self.app.clone(), self.priority);
         }
         state.show_app_to_passes(&self.app);
         Ok(Response {
-            outcome: Outcome::Prioritized { priority },
+            outcome: Outcome::Prioritized {
+                priority: state.app_priority(&self.app),
+            },
             ..Response::default()
         })
     }

@@ -324,10 +324,11 @@ fn replace(
         .map(|(q, access)| (q.name.clone(), access.clone()))
         .collect();
     state.queues = configure.queues.iter().map(|(q, _)| q.clone()).collect();
-    state.derive_pass_views();
     state.capacities = configure.capacities.clone();
     state.admission = configure.admission.clone();
     state.orderings = configure.orderings.clone();
+    // The apps' priorities as the new maxima cap them.
+    state.derive_pass_views();
     Ok(Response::default())
 }
 

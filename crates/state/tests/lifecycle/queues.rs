@@ -291,6 +291,16 @@ fn an_apps_priority_is_of_log_format_4_capped_by_its_queue_and_set_by_its_owner(
     );
     assert_eq!(c.state, before);
 
+    // A queue without a max_priority caps every priority at 0, as YARN's default does: what
+    // bob asked for stays asked, and counts again once a maximum allows it.
+    c.ok(set_queues_op(vec![QueueSpec::named("default")]));
+    assert_eq!(c.state.app_priority(&urgent), 0);
+    c.ok(set_queues_op(vec![QueueSpec {
+        max_priority: Some(7),
+        ..QueueSpec::named("default")
+    }]));
+    assert_eq!(c.state.app_priority(&urgent), 7);
+
     // Its priority goes with the application.
     c.ok(Op::KillApp(KillApp { id: urgent.clone() }));
     assert_eq!(c.state.app_priority(&urgent), 0);

@@ -286,8 +286,10 @@ fn a_snapshot_restores_the_same_state() {
     let mut queues = c.state.queue_specs();
     queues[0].ordering = OrderingPolicy::Drf;
     queues[0].user_weights = [("alice".into(), 2.0)].into();
-    queues[0].max_priority = Some(5);
     queues[0].user_limit = Some(0.5);
+    for queue in &mut queues {
+        queue.max_priority = Some(5);
+    }
     c.ok(set_queues_op(queues.clone()));
     assert_eq!(c.state.queue_specs(), queues);
     assert_eq!(c.state.queues()[0].ordering, OrderingPolicy::Drf);
