@@ -93,24 +93,6 @@ impl<'s> LeafTurns<'s> {
         user_limit: Option<u64>,
         cluster: &'s Resources,
     ) -> Self {
-        if queue.ordering.is_fifo() && user_limit.is_none() {
-            let mut in_order = apps;
-            // Stable: equal priorities keep submission order.
-            in_order.sort_by_key(|&(_, app)| Reverse(app.priority));
-            return Self {
-                policy: queue.ordering,
-                weights: &queue.user_weights,
-                cluster,
-                in_order: Some(in_order.into()),
-                levels: BTreeMap::new(),
-                held: BTreeMap::new(),
-                user_limit,
-                user_cores: BTreeMap::new(),
-                to_serve: BTreeMap::new(),
-                later: Vec::new(),
-                serving: None,
-            };
-        }
         let mut turns = Self {
             policy: queue.ordering,
             weights: &queue.user_weights,
@@ -124,6 +106,13 @@ impl<'s> LeafTurns<'s> {
             later: Vec::new(),
             serving: None,
         };
+        if queue.ordering.is_fifo() && user_limit.is_none() {
+            let mut in_order = apps;
+            // Stable: equal priorities keep submission order.
+            in_order.sort_by_key(|&(_, app)| Reverse(app.priority));
+            turns.in_order = Some(in_order.into());
+            return turns;
+        }
         for (app, holds) in holding {
             if !turns.policy.is_fifo() {
                 let held = turns.held.entry(turns.holder(app)).or_default();
