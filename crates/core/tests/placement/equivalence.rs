@@ -12,9 +12,8 @@ use std::collections::BTreeMap;
 
 use muster_core::ids::{QueueName, SmolStr};
 use muster_core::model::{
-    AppRequest, DriverRequest, DriversHold, GangRequest, HeldExecutor, HeldExecutors,
-    OrderingPolicy, PassConfig, PendingGang, ProfileRequest, QueueConfig, Snapshot, Worker,
-    WorkerSelection, WorkerState,
+    AppRequest, DriverRequest, DriversHold, GangRequest, HeldExecutor, OrderingPolicy, PassConfig,
+    PendingGang, ProfileRequest, QueueConfig, Snapshot, Worker, WorkerSelection, WorkerState,
 };
 use muster_core::resources::Resources;
 use muster_core::{Plan, schedule, spark_reference};
@@ -811,18 +810,9 @@ fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
                 .iter()
                 .enumerate()
                 .map(|(i, queue)| AppRequest {
-                    id: format!("app-{i}").as_str().into(),
                     queue: (*queue).into(),
-                    cores_max: None,
-                    executor_cores: None,
                     executor_memory_mb: 256,
-                    executor_resources: BTreeMap::new(),
-                    executor_limit: None,
-                    min_executors: None,
-                    executors: HeldExecutors::default(),
-                    profiles: Vec::new(),
-                    user: None,
-                    priority: 0,
+                    ..AppRequest::new(&format!("app-{i}"))
                 })
                 .collect();
             let mut owner = owners.iter().cycle();
@@ -869,18 +859,11 @@ fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
             }
             for (i, (executor_cores, cores_max, _)) in prior_apps.iter().enumerate() {
                 apps.push(AppRequest {
-                    id: format!("prior-{i}").as_str().into(),
                     queue: "prod".into(),
                     cores_max: *cores_max,
                     executor_cores: *executor_cores,
                     executor_memory_mb: 256,
-                    executor_resources: BTreeMap::new(),
-                    executor_limit: None,
-                    min_executors: None,
-                    executors: HeldExecutors::default(),
-                    profiles: Vec::new(),
-                    user: None,
-                    priority: 0,
+                    ..AppRequest::new(&format!("prior-{i}"))
                 });
             }
             let queues = QUEUES
