@@ -389,6 +389,16 @@ pub struct Share {
 }
 
 impl Fairness {
+    /// Each user's mean dominant share, as `alice 0.41, bob 0.39`.
+    pub fn means(&self) -> String {
+        let shares: Vec<String> = self
+            .users
+            .iter()
+            .map(|(user, share)| format!("{user} {:.2}", share.mean))
+            .collect();
+        shares.join(", ")
+    }
+
     fn of(samples: &[Sample]) -> Self {
         let mut sums: BTreeMap<&str, (f64, usize, f64)> = BTreeMap::new();
         let mut indices = Vec::new();

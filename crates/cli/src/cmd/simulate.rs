@@ -355,15 +355,9 @@ fn render(report: &Report) -> String {
         }
     }
     if let Some(jain) = s.fairness.jain_index {
-        let shares: Vec<String> = s
-            .fairness
-            .users
-            .iter()
-            .map(|(user, share)| format!("{user} {:.2}", share.mean))
-            .collect();
         out += &format!(
             "fairness: Jain's index {jain:.2} of the users' dominant shares (mean: {})\n",
-            shares.join(", ")
+            s.fairness.means()
         );
     }
     out += &format!(

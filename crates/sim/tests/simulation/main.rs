@@ -99,13 +99,7 @@ impl goldenscript::Runner for Runner {
                 }
                 let s = recorder.report().simulated;
                 if let Some(jain) = s.fairness.jain_index {
-                    let shares: Vec<String> = s
-                        .fairness
-                        .users
-                        .iter()
-                        .map(|(user, share)| format!("{user} {:.2}", share.mean))
-                        .collect();
-                    out += &format!("fairness {jain:.2}: {}\n", shares.join(", "));
+                    out += &format!("fairness {jain:.2}: {}\n", s.fairness.means());
                 }
                 out += &format!(
                     "preempted {}: {} tasks ran again ({:.1} core-s)\n",
@@ -133,6 +127,20 @@ impl goldenscript::Runner for Runner {
     }
 }
 
+/// Runs a generated workload to its end, sampling every minute and checking the state's
+/// invariants after every log entry.
+fn run_generated(workload: &muster_sim::generate::Workload) -> muster_sim::report::Recorder {
+    let cluster = Cluster::parse(&workload.cluster.to_string(), Path::new("cluster.json"))
+        .expect("a valid cluster file");
+    let options = Options {
+        seed: 1,
+        until_ms: None,
+        sample_ms: 60_000,
+        check_invariants: true,
+    };
+    muster_sim::simulate(&cluster, &workload.trace, options, &mut |_| {})
+}
+
 /// A generated day of bursts (`generate bursts`): every hour more cluster-mode job drivers
 /// than the cluster has cores, a third of their applications gangs, and client applications
 /// between: everything ends FINISHED, nothing waits for ever, nothing runs twice.
@@ -143,15 +151,7 @@ fn a_day_of_bursts_of_job_drivers_and_gangs_all_ends() {
         hours: 3,
         seed: 7,
     });
-    let cluster = Cluster::parse(&workload.cluster.to_string(), Path::new("cluster.json"))
-        .expect("a valid cluster file");
-    let options = Options {
-        seed: 1,
-        until_ms: None,
-        sample_ms: 60_000,
-        check_invariants: true,
-    };
-    let recorder = muster_sim::simulate(&cluster, &workload.trace, options, &mut |_| {});
+    let recorder = run_generated(&workload);
     let waiting: Vec<String> = recorder
         .unfinished()
         .iter()
@@ -201,15 +201,7 @@ fn under_drf_the_analysts_small_applications_wait_less_than_half_as_long_as_in_f
             ordering,
             seed: 1,
         });
-        let cluster = Cluster::parse(&workload.cluster.to_string(), Path::new("cluster.json"))
-            .expect("a valid cluster file");
-        let options = Options {
-            seed: 1,
-            until_ms: None,
-            sample_ms: 60_000,
-            check_invariants: true,
-        };
-        let recorder = muster_sim::simulate(&cluster, &workload.trace, options, &mut |_| {});
+        let recorder = run_generated(&workload);
         assert!(
             recorder.unfinished().is_empty(),
             "{ordering}: some wait for ever"
