@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use foldhash::fast::FixedState;
 use muster_core::ids::{QueueName, WorkId, millis};
-use muster_core::model::{Snapshot, WorkerState};
+use muster_core::model::Snapshot;
 use muster_core::plan::Plan;
 use muster_core::preempt::Preempting;
 use muster_state::commands::{GrantReservations, preempt_op};
@@ -112,20 +112,16 @@ impl PreemptionPolicy {
     /// one core or than any running executor of an ordinary queue.
     pub fn cannot_preempt_in(&self, state: &ClusterState) -> Option<String> {
         let queues = state.queues_in_force();
-        let prior = |queue: &QueueName| queues.iter().any(|q| &q.name == queue && q.prior);
-        let alive_cores = state
-            .workers()
-            .values()
-            .filter(|w| w.state == WorkerState::Alive)
-            .map(|w| u64::from(w.capacity.cores))
-            .sum();
         let ordinary_executors = state
             .apps()
             .values()
-            .filter(|a| !prior(&a.desc.queue))
+            .filter(|a| !state.is_prior(&a.desc.queue))
             .flat_map(|a| a.executors.values().map(|e| e.resources.cores));
         self.never_preempts_under(queues.iter().map(|q| (&q.name, q.prior)))
-            .or_else(|| self.stops_nothing_on(alive_cores, ordinary_executors))
+            .or_else(|| {
+                let alive_cores = u64::from(state.alive_capacity().cores);
+                self.stops_nothing_on(alive_cores, ordinary_executors)
+            })
     }
 }
 

@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use muster_core::model::WorkerState;
 use muster_core::resources::{Resources, dominant_share};
 use muster_state::{ClusterState, Command};
 use serde::Serialize;
@@ -244,13 +243,7 @@ impl Recorder {
                     u64::from(driver.desc.resources.cores);
             }
         }
-        let cluster = state
-            .workers()
-            .values()
-            .filter(|w| w.state == WorkerState::Alive)
-            .fold(Resources::default(), |sum, w| {
-                sum.saturating_add(&w.capacity)
-            });
+        let cluster = state.alive_capacity();
         let mut held: BTreeMap<String, Resources> = BTreeMap::new();
         for app in state.apps().values() {
             let user = state.user_of(app).unwrap_or_default().to_owned();

@@ -585,8 +585,18 @@ impl ClusterState {
         })
     }
 
+    /// What the ALIVE workers have in all: the base of the users' shares.
+    pub fn alive_capacity(&self) -> Resources {
+        self.workers
+            .values()
+            .filter(|w| w.state == WorkerState::Alive)
+            .fold(Resources::default(), |sum, w| {
+                sum.saturating_add(&w.capacity)
+            })
+    }
+
     /// Whether queue `name` is a prior queue.
-    pub(crate) fn is_prior(&self, name: &QueueName) -> bool {
+    pub fn is_prior(&self, name: &QueueName) -> bool {
         self.queues.iter().any(|q| &q.name == name && q.prior)
     }
 
