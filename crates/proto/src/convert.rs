@@ -15,7 +15,7 @@ use muster_core::model::{GangRequest, GangStyle, OrderingPolicy, RecoveryState, 
 use muster_core::resources::{ResourceAddresses, Resources};
 use muster_core::restarts::Restarts;
 use muster_state::commands::{
-    RegisterWorker, SubmitApp, SubmitDriver, SubmitGangDriver, submit_app_op,
+    RegisterWorker, SubmitApp, SubmitDriver, SubmitGangDriver, SubmitPrioritizedApp, submit_app_op,
 };
 use muster_state::model::{
     AppDescription, AppState, DriverDescription, DriverState, Executor, ExecutorState, Reservation,
@@ -173,11 +173,21 @@ impl From<v1::RegisterApp> for SubmitApp {
 }
 
 /// The op that submits the application a registration describes, as [`submit_app_op`]
-/// chooses it with `state` (its request id and re-attach id are the caller's to read first).
+/// chooses it with `state`, with the priority it asks for when not the default (its request
+/// id and re-attach id are the caller's to read first; a priority is the caller's to admit
+/// first, from log format 4).
 pub fn register_op(register: v1::RegisterApp, state: &ClusterState) -> Op {
     let min_executors = register.min_executors;
+    let priority = register.priority;
     let driver = (!register.driver_id.is_empty()).then(|| register.driver_id.as_str().into());
-    submit_app_op(SubmitApp::from(register), min_executors, driver, state)
+    let submit = submit_app_op(SubmitApp::from(register), min_executors, driver, state);
+    if priority == 0 {
+        return submit;
+    }
+    Op::SubmitPrioritizedApp(SubmitPrioritizedApp {
+        submit: Box::new(submit),
+        priority,
+    })
 }
 
 /// The op that submits the driver a submission describes: with the room its application

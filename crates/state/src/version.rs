@@ -46,7 +46,8 @@ impl LogFormat {
     /// beside a cluster-mode driver for its application's first executor until the
     /// application registers ([`Op::SubmitDriverApp`]), room kept for resource profiles
     /// ([`Op::PreemptForProfiles`]), each leaf's ordering ([`Op::ConfigureQueuesWithOrdering`])
-    /// and applications' priorities ([`Op::SetAppPriority`]); snapshot formats 12 to 14.
+    /// and applications' priorities ([`Op::SetAppPriority`], [`Op::SubmitPrioritizedApp`]);
+    /// snapshot formats 12 to 14.
     pub const FOURTH: Self = Self(4);
     /// The newest format this build reads and, once the cluster is raised to it, writes.
     pub const NEWEST: Self = Self::FOURTH;
@@ -111,7 +112,8 @@ impl Op {
             | Op::SubmitDriverApp(_)
             | Op::PreemptForProfiles(_)
             | Op::ConfigureQueuesWithOrdering(_)
-            | Op::SetAppPriority(_) => LogFormat::FOURTH,
+            | Op::SetAppPriority(_)
+            | Op::SubmitPrioritizedApp(_) => LogFormat::FOURTH,
             Op::RegisterWorker(_)
             | Op::WorkerLost(_)
             | Op::DecommissionWorker(_)

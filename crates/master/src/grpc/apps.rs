@@ -11,10 +11,9 @@ use muster_proto::v1::app_link_server::{AppLink, AppLinkServer};
 use muster_proto::v1::app_message::Body as Up;
 use muster_proto::v1::{AppEvent, AppMessage, RegisterApp};
 use muster_raft::RaftNode;
-use muster_state::commands::SetAppPriority;
 use muster_state::model::Owner;
 use muster_state::version::LogFormat;
-use muster_state::{ApplyError, Op, Outcome};
+use muster_state::{ApplyError, Outcome};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
@@ -76,9 +75,8 @@ impl AppLinkService {
             };
         }
         let request_id = std::mem::take(&mut register.request_id);
-        // A priority is written once the application is: both or neither may be.
-        let priority = register.priority;
-        if priority != 0 {
+        // The application and its priority are one entry, from log format 4.
+        if register.priority != 0 {
             self.node.admits(LogFormat::FOURTH)?;
         }
         // As this master applied it: the room kept beside a driver that registers its
@@ -92,14 +90,6 @@ impl AppLinkService {
             Outcome::AppSubmitted { id } => id,
             other => return Err(CallError::Internal(format!("unexpected outcome {other:?}"))),
         };
-        // Asked again with the same request: the same id, and the same priority again.
-        if priority != 0 {
-            let op = Op::SetAppPriority(SetAppPriority {
-                app: id.clone(),
-                priority,
-            });
-            committed(self.node.write(client_command("", user, op)).await)?;
-        }
         Ok(id)
     }
 }

@@ -229,6 +229,7 @@ impl Op {
             Op::SubmitApp(submit)
             | Op::SubmitGang(SubmitGang { app: submit, .. })
             | Op::SubmitDriverApp(SubmitDriverApp { app: submit, .. }) => Some(submit),
+            Op::SubmitPrioritizedApp(prioritized) => prioritized.submit.app_submitted(),
             _ => None,
         }
     }
@@ -249,6 +250,7 @@ impl Op {
             Op::SubmitApp(submit)
             | Op::SubmitGang(SubmitGang { app: submit, .. })
             | Op::SubmitDriverApp(SubmitDriverApp { app: submit, .. }) => Some(submit),
+            Op::SubmitPrioritizedApp(prioritized) => prioritized.submit.app_submitted_mut(),
             _ => None,
         }
     }

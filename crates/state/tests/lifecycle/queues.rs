@@ -14,7 +14,8 @@ use muster_core::plan::WaitReason;
 use muster_core::preempt::{Preempting, choose};
 use muster_state::commands::{
     AddUser, By, EndGangWait, KillApp, Preempt, QueueSettings, RaiseLogFormat, SetAppPriority,
-    SetQueues, SubmitApp, SubmitGang, SubmitGangDriver, set_queues_op, submit_app_op,
+    SetQueues, SubmitApp, SubmitGang, SubmitGangDriver, SubmitPrioritizedApp, set_queues_op,
+    submit_app_op,
 };
 use muster_state::model::DriverState;
 use muster_state::version::LogFormat;
@@ -305,6 +306,71 @@ fn an_apps_priority_is_of_log_format_4_capped_by_its_queue_and_set_by_its_owner(
     c.ok(Op::KillApp(KillApp { id: urgent.clone() }));
     assert_eq!(c.state.app_priority(&urgent), 0);
     c.state.check_invariants().unwrap();
+}
+
+#[test]
+fn an_app_submitted_with_its_priority_has_it_from_its_first_pass_or_is_refused_whole() {
+    let mut c = Cluster::new();
+    c.worker("w1", 2, 4096);
+    c.ok(Op::RaiseLogFormat(RaiseLogFormat {
+        to: LogFormat::FOURTH,
+    }));
+    c.ok(set_queues_op(vec![QueueSpec {
+        max_priority: Some(5),
+        ..QueueSpec::named("default")
+    }]));
+    c.ok(Op::AddUser(AddUser {
+        name: "bob".into(),
+        admin: false,
+    }));
+    let prioritized = |submit: Op, priority| {
+        Op::SubmitPrioritizedApp(SubmitPrioritizedApp {
+            submit: Box::new(submit),
+            priority,
+        })
+    };
+    let submit = |desc| {
+        Op::SubmitApp(SubmitApp {
+            desc,
+            executor_limit: None,
+        })
+    };
+    let first = c.submit_app(app_desc(None, Some(1), 512));
+    let op = prioritized(submit(app_desc(None, Some(1), 512)), 3);
+    assert_eq!(op.introduced_in(), LogFormat::FOURTH);
+    let by_bob = Op::By(By {
+        user: "bob".into(),
+        generation: 1,
+        op: Box::new(op),
+    });
+    let Outcome::AppSubmitted { id: urgent } = c.ok(by_bob).outcome else {
+        panic!("a submission names its application");
+    };
+    assert_eq!(c.state.app_priority(&urgent), 3);
+    assert_eq!(c.state.app_user(&urgent), Some("bob"));
+    // The first pass to see it serves it first, though it was submitted second.
+    c.schedule();
+    let cores = |c: &Cluster, app| c.state.apps()[app].cores_granted;
+    assert_eq!((cores(&c, &first), cores(&c, &urgent)), (0, 2));
+
+    // A submission the state refuses is refused with its priority, and only a submission
+    // takes one: nothing changes.
+    let before = c.state.clone();
+    let error = c
+        .apply(prioritized(submit(app_desc(None, Some(0), 512)), 2))
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "executor_cores: must be at least 1"
+    );
+    let error = c
+        .apply(prioritized(Op::KillApp(KillApp { id: first }), 2))
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "submit: only an application's submission takes a priority"
+    );
+    assert_eq!(c.state, before);
 }
 
 #[test]
