@@ -299,12 +299,8 @@ impl<'s> LeafTurns<'s> {
         }
     }
 
-    /// Who `app`'s holdings count for: its user under `drf`, itself otherwise.
     fn holder(&self, app: &'s AppRequest) -> &'s str {
-        match self.policy {
-            OrderingPolicy::Drf => user(app),
-            OrderingPolicy::Fifo | OrderingPolicy::Fair => &app.id.0,
-        }
+        holder(self.policy, app)
     }
 
     fn share(&self, holder: &str) -> f64 {
@@ -313,6 +309,14 @@ impl<'s> LeafTurns<'s> {
 
     fn weight(&self, holder: &str) -> f64 {
         weight(self.policy, self.weights, holder)
+    }
+}
+
+/// Who `app`'s holdings count for under `policy`: its user under `drf`, itself otherwise.
+pub(crate) fn holder(policy: OrderingPolicy, app: &AppRequest) -> &str {
+    match policy {
+        OrderingPolicy::Drf => user(app),
+        OrderingPolicy::Fifo | OrderingPolicy::Fair => &app.id.0,
     }
 }
 
@@ -337,8 +341,19 @@ fn share(
         return 0.0;
     }
     held.get(holder).map_or(0.0, |held| {
-        dominant_share(held, cluster) / weight(policy, weights, holder)
+        weighted_share(policy, weights, cluster, holder, held)
     })
+}
+
+/// The dominant share of `cluster` that `held` is, divided by `holder`'s weight under `drf`.
+pub(crate) fn weighted_share(
+    policy: OrderingPolicy,
+    weights: &BTreeMap<SmolStr, f64>,
+    cluster: &Resources,
+    holder: &str,
+    held: &Resources,
+) -> f64 {
+    dominant_share(held, cluster) / weight(policy, weights, holder)
 }
 
 /// The user an app counts for: the cluster's own credential's work is one user, "".

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use muster_core::ids::{QueueName, SmolStr};
+use muster_core::ids::{AppId, ExecutorId, QueueName, SmolStr, WorkId};
 use muster_core::model::{
     AppRequest, DriverRequest, DriversHold, GangRequest, HeldExecutor, OrderingPolicy, PassConfig,
     PendingGang, ProfileRequest, QueueConfig, Snapshot, Worker, WorkerSelection, WorkerState,
@@ -702,7 +702,7 @@ proptest! {
     ) {
         let prior: Vec<_> = snapshot.queues.iter().filter(|q| q.prior).map(|q| q.name.clone()).collect();
         prop_assume!(!prior.is_empty());
-        let settings = muster_core::preempt::PreemptionSettings { queues: prior.clone(), max_fraction: fraction, capacities: false };
+        let settings = muster_core::preempt::PreemptionSettings { queues: prior.clone(), max_fraction: fraction, capacities: false, within_queues: false };
         let first = muster_core::preempt::dry_run(&snapshot, &settings).unwrap();
         prop_assert_eq!(&first, &muster_core::preempt::dry_run(&snapshot, &settings).unwrap());
         let Some(preemption) = first else { return Ok(()) };
@@ -743,6 +743,7 @@ proptest! {
             queues: Vec::new(),
             max_fraction: fraction,
             capacities: true,
+            within_queues: false,
         };
         let Some(preemption) = muster_core::preempt::dry_run(&snapshot, &settings).unwrap() else {
             return Ok(());
@@ -784,6 +785,69 @@ proptest! {
                 path = q.rsplit_once('.').map(|(up, _)| up);
             }
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Preemption inside queues stops only executors of ordinary applications that an
+    /// application the room is kept for outranks in their own leaf (a higher priority, or an
+    /// equal one under `fair` or `drf`), never takes a gang below its minimum, and is what the
+    /// state's own check accepts.
+    #[test]
+    fn preemption_inside_queues_stops_only_outranked_executors_of_the_same_leaf(
+        mut snapshot in snapshot(),
+        fraction in 0.05f64..=1.0,
+    ) {
+        // Named as the state names them, so that its check finds them.
+        for app in snapshot.apps.make_mut() {
+            app.executors.update(|executors| {
+                for (i, executor) in executors.iter_mut().enumerate() {
+                    executor.id = Some(ExecutorId(u32::try_from(i).unwrap()));
+                }
+            });
+        }
+        let settings = muster_core::preempt::PreemptionSettings {
+            queues: Vec::new(),
+            max_fraction: fraction,
+            capacities: false,
+            within_queues: true,
+        };
+        let Some(preemption) = muster_core::preempt::dry_run(&snapshot, &settings).unwrap() else {
+            return Ok(());
+        };
+        let app = |id: &AppId| snapshot.apps.iter().find(|a| &a.id == id).unwrap();
+        let owners: Vec<&AppRequest> = preemption.reservations.iter()
+            .filter_map(|r| match &r.id { WorkId::App(id) => Some(app(id)), WorkId::Driver(_) => None })
+            .collect();
+        prop_assert!(!owners.is_empty(), "room kept for no application");
+        let queues: BTreeMap<_, _> = snapshot.queues.iter().map(|q| (q.name.clone(), q)).collect();
+        for victim in &preemption.victims {
+            let victim = app(&victim.app);
+            let config = queues.get(&victim.queue);
+            prop_assert!(!config.is_some_and(|q| q.prior), "a prior executor was chosen");
+            let fifo = config.is_none_or(|q| q.ordering == OrderingPolicy::Fifo);
+            prop_assert!(
+                owners.iter().any(|o| o.queue == victim.queue
+                    && (o.priority > victim.priority || (o.priority == victim.priority && !fifo))),
+                "{} is outranked by no owner of its leaf", victim.id
+            );
+            let stopped = preemption.victims.iter().filter(|v| v.app == victim.id).count();
+            let minimum = victim.min_executors.unwrap_or(0) as usize;
+            prop_assert!(victim.executors.len() - stopped >= minimum, "{} below its gang", victim.id);
+        }
+        let victims: Vec<_> = preemption.victims.iter().map(|v| (v.app.clone(), v.executor)).collect();
+        let mut rooms: BTreeMap<&AppId, Resources> = BTreeMap::new();
+        for reservation in &preemption.reservations {
+            if let WorkId::App(id) = &reservation.id {
+                let room = rooms.entry(id).or_default();
+                *room = room.saturating_add(&reservation.resources);
+            }
+        }
+        let rooms: Vec<_> = rooms.into_iter().collect();
+        let checked = muster_core::preempt::check_within_queue(&snapshot, &victims, &rooms);
+        prop_assert_eq!(checked, Ok(()));
     }
 }
 
@@ -962,7 +1026,7 @@ proptest! {
         fraction in 0.05f64..=1.0,
     ) {
         let prior = vec![muster_core::ids::QueueName::from("prod")];
-        let settings = muster_core::preempt::PreemptionSettings { queues: prior.clone(), max_fraction: fraction, capacities: false };
+        let settings = muster_core::preempt::PreemptionSettings { queues: prior.clone(), max_fraction: fraction, capacities: false, within_queues: false };
         let Some(preemption) = muster_core::preempt::dry_run(&snapshot, &settings).unwrap() else {
             return Ok(());
         };

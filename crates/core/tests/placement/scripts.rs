@@ -213,6 +213,8 @@ enum Command {
         #[arg(key)]
         capacities: Option<bool>,
         #[arg(key)]
+        within_queues: Option<bool>,
+        #[arg(key)]
         fraction: Option<f64>,
     },
 }
@@ -479,12 +481,14 @@ impl goldenscript::Runner for Runner {
             Command::Preempt {
                 queue,
                 capacities,
+                within_queues,
                 fraction,
             } => {
                 let settings = PreemptionSettings {
                     queues: queue.iter().map(|q| q.as_str().into()).collect(),
                     max_fraction: fraction.unwrap_or(0.1),
                     capacities: capacities.unwrap_or(false),
+                    within_queues: within_queues.unwrap_or(false),
                 };
                 let Some(preemption) = muster_core::preempt::dry_run(snapshot, &settings)? else {
                     return Ok("nothing to preempt\n".to_owned());

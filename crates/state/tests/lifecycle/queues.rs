@@ -359,10 +359,7 @@ fn an_app_submitted_with_its_priority_has_it_from_its_first_pass_or_is_refused_w
     let error = c
         .apply(prioritized(submit(app_desc(None, Some(0), 512)), 2))
         .unwrap_err();
-    assert_eq!(
-        error.to_string(),
-        "executor_cores: must be at least 1"
-    );
+    assert_eq!(error.to_string(), "executor_cores: must be at least 1");
     let error = c
         .apply(prioritized(Op::KillApp(KillApp { id: first }), 2))
         .unwrap_err();

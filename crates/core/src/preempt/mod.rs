@@ -23,7 +23,16 @@
 //! taking a queue (or a parent) below its guarantee, and no more cores than the waiting
 //! queues lack.
 //!
+//! Applications of ordinary leaves may also preempt inside their own leaf
+//! ([`Preempting::WithinQueue`], YARN's intra-queue preemption): executors of the leaf's
+//! applications of lower priority, or, under `fair` and `drf`, of holders that stay at or
+//! above the waiting one's share ([`within_queue`]).
+//!
 //! The result is deterministic: the same snapshot and eligible set give the same victims.
+
+mod within_queue;
+
+pub use within_queue::{WithinQueueRuleBroken, check as check_within_queue};
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
@@ -52,6 +61,11 @@ pub struct PreemptionSettings {
     /// prior does.
     #[serde(default)]
     pub capacities: bool,
+    /// Whether applications of ordinary leaves preempt inside their leaf too, when nothing
+    /// else does: higher priority over lower, and under `fair` and `drf` a holder below
+    /// another's share.
+    #[serde(default)]
+    pub within_queues: bool,
 }
 
 /// Whose waiting work a round preempts for, which decides the executors it may stop.
@@ -62,6 +76,9 @@ pub enum Preempting {
     /// Work of ordinary queues below their guaranteed capacity: executors of ordinary
     /// queues above theirs may stop, as long as none falls below its guarantee.
     BelowGuarantee,
+    /// Applications of ordinary leaves: executors of the applications of their own leaf
+    /// they outrank may stop ([`within_queue`]).
+    WithinQueue,
 }
 
 fn default_fraction() -> f64 {
@@ -110,9 +127,11 @@ pub struct Preemption {
 /// for room in `snapshot`, or `None` when stopping ordinary executors would place none of it.
 /// Only eligible work the rule lets preempt counts: that of prior queues for
 /// [`Preempting::Prior`], apps of ordinary queues below their guarantee for
-/// [`Preempting::BelowGuarantee`]. A preemption for guarantees is one the state's own check
-/// ([`check_for_guarantees`]) accepts: when the room its victims free goes to fewer queues
-/// than it was chosen for, it is chosen again for the queues that got it.
+/// [`Preempting::BelowGuarantee`], apps of ordinary queues for [`Preempting::WithinQueue`].
+/// A preemption for guarantees or inside queues is one the state's own check
+/// ([`check_for_guarantees`], [`check_within_queue`]) accepts: when the room its victims
+/// free goes to fewer owners than it was chosen for and the check refuses it, it is chosen
+/// again for the owners that got it.
 ///
 /// # Errors
 ///
@@ -135,26 +154,33 @@ pub fn choose(
         let Some(preemption) = choose_for(&snapshot, &eligible, max_fraction, preempting)? else {
             return Ok(None);
         };
-        if preempting == Preempting::Prior {
-            return Ok(Some(preemption));
-        }
         let victims: Vec<(AppId, ExecutorId)> = preemption
             .victims
             .iter()
             .map(|v| (v.app.clone(), v.executor))
             .collect();
         let owners: BTreeSet<&WorkId> = preemption.reservations.iter().map(|r| &r.id).collect();
-        let apps: Vec<&AppId> = owners
-            .iter()
-            .filter_map(|owner| match owner {
-                WorkId::App(app) => Some(app),
-                WorkId::Driver(_) => None,
-            })
-            .collect();
-        if check_for_guarantees(&snapshot, &victims, &apps).is_ok() {
+        let accepted = match preempting {
+            Preempting::Prior => true,
+            Preempting::BelowGuarantee => {
+                let apps: Vec<&AppId> = owners
+                    .iter()
+                    .filter_map(|owner| match owner {
+                        WorkId::App(app) => Some(app),
+                        WorkId::Driver(_) => None,
+                    })
+                    .collect();
+                check_for_guarantees(&snapshot, &victims, &apps).is_ok()
+            }
+            Preempting::WithinQueue => {
+                let rooms = rooms_of_apps(&preemption.reservations);
+                check_within_queue(&snapshot, &victims, &rooms).is_ok()
+            }
+        };
+        if accepted {
             return Ok(Some(preemption));
         }
-        // Fewer queues got the room than it was chosen for: choose again for them alone.
+        // Fewer owners got the room than it was chosen for: choose again for them alone.
         // The eligible work shrinks every round, so this ends.
         let got_room: BTreeSet<WorkId> = owners.into_iter().cloned().collect();
         if got_room.len() >= eligible.len() {
@@ -197,16 +223,33 @@ fn choose_for(
                         && !queues.get(queue).prior
                         && guarantees.lack(queue) > 0
                 }
+                Preempting::WithinQueue => matches!(id, WorkId::App(_)) && !queues.get(queue).prior,
             })
         })
         .cloned()
         .collect();
-    let waiting: BTreeSet<&WorkId> = base
+    let mut waiting: BTreeSet<&WorkId> = base
         .waiting
         .iter()
         .filter(|w| eligible.contains(&w.id) && w.reason.is_for_room())
         .map(|w| &w.id)
         .collect();
+    let leading: BTreeSet<WorkId>;
+    let eligible = if preempting == Preempting::WithinQueue {
+        // Only the applications no other waiting one of their leaf outranks.
+        let apps = waiting.iter().filter_map(|id| match id {
+            WorkId::App(app) => Some(app),
+            WorkId::Driver(_) => None,
+        });
+        leading = within_queue::leading(snapshot, &queues, &apps.collect())
+            .into_iter()
+            .map(|app| WorkId::App(app.clone()))
+            .collect();
+        waiting.retain(|id| leading.contains(id));
+        &leading
+    } else {
+        eligible
+    };
     if waiting.is_empty() {
         return Ok(None);
     }
@@ -223,22 +266,18 @@ fn choose_for(
     }
 
     // The candidates in the order they are taken, within the budget.
-    let mut order = Candidates::new(snapshot, &queues);
-    // What queues hold as the round goes, where guarantees decide.
-    let mut current = (preempting == Preempting::BelowGuarantee).then(|| snapshot.clone());
-    let mut candidates = Vec::new();
-    let mut spent = 0u64;
-    while spent < budget {
-        let guarantees = current.as_ref().map(|c| Guarantees::of(c, &queues));
-        let Some(victim) = order.next(budget - spent, guarantees.as_ref()) else {
-            break;
-        };
-        spent += u64::from(victim.resources.cores);
-        if let Some(current) = &mut current {
-            remove(current, &victim);
-        }
-        candidates.push(victim);
-    }
+    let candidates = if preempting == Preempting::WithinQueue {
+        let owners = waiting
+            .iter()
+            .filter_map(|id| match id {
+                WorkId::App(app) => Some(app),
+                WorkId::Driver(_) => None,
+            })
+            .collect();
+        within_queue::candidates(snapshot, &queues, &owners, budget)
+    } else {
+        across_queues(snapshot, &queues, budget, preempting)
+    };
     let unpreempted = served(&base, snapshot, eligible);
     let Some(taken) = shortest_prefix(snapshot, &candidates, eligible, &waiting, unpreempted)
     else {
@@ -253,6 +292,45 @@ fn choose_for(
         victims,
         reservations: reservations(&plan, snapshot, eligible),
     }))
+}
+
+/// The room each application of `reservations` is kept, summed.
+fn rooms_of_apps(reservations: &[Reservation]) -> Vec<(&AppId, Resources)> {
+    let mut rooms: BTreeMap<&AppId, Resources> = BTreeMap::new();
+    for reservation in reservations {
+        if let WorkId::App(app) = &reservation.id {
+            let room = rooms.entry(app).or_default();
+            *room = room.saturating_add(&reservation.resources);
+        }
+    }
+    rooms.into_iter().collect()
+}
+
+/// The executors of other queues a round may stop for prior work or guarantees, in the order
+/// it takes them, up to `budget` cores.
+fn across_queues(
+    snapshot: &Snapshot,
+    queues: &Queues,
+    budget: u64,
+    preempting: Preempting,
+) -> Vec<Victim> {
+    let mut order = Candidates::new(snapshot, queues);
+    // What queues hold as the round goes, where guarantees decide.
+    let mut current = (preempting == Preempting::BelowGuarantee).then(|| snapshot.clone());
+    let mut candidates = Vec::new();
+    let mut spent = 0u64;
+    while spent < budget {
+        let guarantees = current.as_ref().map(|c| Guarantees::of(c, queues));
+        let Some(victim) = order.next(budget - spent, guarantees.as_ref()) else {
+            break;
+        };
+        spent += u64::from(victim.resources.cores);
+        if let Some(current) = &mut current {
+            remove(current, &victim);
+        }
+        candidates.push(victim);
+    }
+    candidates
 }
 
 /// How many of the candidates a round takes, and the cores the eligible work then gets.
@@ -396,7 +474,8 @@ fn give_back(
     victims
 }
 
-/// `choose` for `muster plan`: everything of the preempting queues that waits is eligible.
+/// `choose` for `muster plan`: everything of the preempting queues that waits is eligible;
+/// then, as the settings ask, every application for its guarantee, then inside its queue.
 ///
 /// # Errors
 ///
@@ -435,20 +514,24 @@ pub fn dry_run(
     )? {
         return Ok(Some(preemption));
     }
-    if !settings.capacities {
-        return Ok(None);
-    }
-    let ordinary = snapshot
+    let ordinary: BTreeSet<WorkId> = snapshot
         .apps
         .iter()
         .map(|a| WorkId::App(a.id.clone()))
         .collect();
-    choose(
-        snapshot,
-        &ordinary,
-        settings.max_fraction,
-        Preempting::BelowGuarantee,
-    )
+    let rules = [
+        (settings.capacities, Preempting::BelowGuarantee),
+        (settings.within_queues, Preempting::WithinQueue),
+    ];
+    for (on, preempting) in rules {
+        if !on {
+            continue;
+        }
+        if let Some(preemption) = choose(snapshot, &ordinary, settings.max_fraction, preempting)? {
+            return Ok(Some(preemption));
+        }
+    }
+    Ok(None)
 }
 
 /// How many cores `plan` gives eligible work, in driver launches and executor grants (an
