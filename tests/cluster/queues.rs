@@ -1,7 +1,9 @@
 //! Queues with guaranteed capacities on a real cluster: a team alone borrows the idle half of
 //! the cluster, and the other team gets its half back as the borrowed executors end, or
-//! sooner by preemption when the masters' policy has it; preemption settings that can never
-//! stop an executor are said where the queues are shown.
+//! sooner by preemption when the masters' policy has it; inside a queue, a higher priority
+//! is served first and, with preemption inside queues, takes executors of lower-priority
+//! work; preemption settings that can never stop an executor are said where the queues are
+//! shown.
 
 use std::io::Write as _;
 
@@ -99,6 +101,42 @@ fn with_preemption_for_capacities_the_other_team_gets_its_half_back_from_running
     );
     assert_eq!(queue(&shared, "a")["cores_used"], 2, "{shared}");
     assert_eq!(queue(&shared, "b")["cores_used"], 2, "{shared}");
+}
+
+#[test]
+fn with_preemption_inside_queues_a_higher_priority_takes_executors_of_lower_priority_work() {
+    let (masters, settings) = configured_masters(
+        r#"{"preemption": {"within_queues": true, "delay_s": 1, "grace_s": 2, "max_fraction": 1}}"#,
+        r#"[{"name": "default"}]"#,
+    );
+    wait_for(&masters, "log format 4", |s| {
+        s["log_format"].as_u64() >= Some(4)
+    });
+    crate::support::set_queues(
+        &masters.list_from(1),
+        settings.path(),
+        r#"[{"name": "default", "max_priority": 5}]"#,
+    );
+    let _worker = start_worker(&masters, "w1", 4);
+    let (_batch, batch_id, _batch_out) = app_run(&masters, SLEEPERS);
+    wait_for(&masters, "the batch application holding every core", |s| {
+        running_executors(s, &batch_id).len() == 4
+    });
+
+    // The urgent application waits a second, then two of the batch application's executors
+    // stop for it, the youngest first; the batch application keeps the other two.
+    let urgent_args = [&["--priority", "3", "--cores-max", "2"][..], SLEEPERS].concat();
+    let (_urgent, urgent_id, _urgent_out) = app_run(&masters, &urgent_args);
+    let shared = wait_for(&masters, "the urgent application running", |s| {
+        running_executors(s, &urgent_id).len() == 2
+    });
+    let mut kept: Vec<u64> = running_executors(&shared, &batch_id)
+        .iter()
+        .map(|e| e["id"].as_u64().unwrap())
+        .collect();
+    kept.sort_unstable();
+    assert_eq!(kept, [0, 1], "{shared}");
+    assert_eq!(shared["workers"][0]["cores_used"], 4, "{shared}");
 }
 
 #[test]

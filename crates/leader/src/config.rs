@@ -59,7 +59,7 @@ pub struct MasterFile {
 }
 
 /// `"preemption": {"queues": ["prod"], "delay_s": 5, "grace_s": 10, "max_fraction": 0.1,
-/// "capacities": false}`.
+/// "capacities": false, "within_queues": false}`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PreemptionFile {
@@ -70,6 +70,11 @@ pub struct PreemptionFile {
     /// executors of queues above theirs (false).
     #[serde(default)]
     pub capacities: bool,
+    /// Whether applications of ordinary leaves preempt executors of their own leaf's
+    /// applications they outrank: of lower priority, or under `fair` and `drf` of holders
+    /// that stay at or above their share (false).
+    #[serde(default)]
+    pub within_queues: bool,
     /// Seconds work waits for room before it preempts (5).
     #[serde(default = "preemption_delay")]
     pub delay_s: f64,
@@ -200,6 +205,7 @@ impl PreemptionFile {
         }
         Ok(PreemptionPolicy {
             capacities: self.capacities,
+            within_queues: self.within_queues,
             queues: self.queues.iter().cloned().collect(),
             delay: seconds("preemption delay", self.delay_s)?,
             grace: seconds("preemption grace", self.grace_s)?,

@@ -7,7 +7,10 @@
 //! end KILLED and the room they free is kept for the prior work. With `capacities`,
 //! applications of ordinary queues waiting for room are noted too, and when no prior work
 //! preempts, those below their queue's guarantee preempt executors of queues above theirs
-//! the same way, as one `PreemptForGuarantees` command. Once the grace has passed by this
+//! the same way, as one `PreemptForGuarantees` command. With `within_queues`, when neither
+//! does, applications of ordinary leaves preempt executors of their own leaf's applications
+//! they outrank (by priority, or under `fair` and `drf` by share), as one
+//! `PreemptWithinQueue` command, once the log format admits it. Once the grace has passed by this
 //! leader's clock (a new leader gives room it finds kept a whole grace), a
 //! `GrantReservations` command gives the room to that work ([`Preemptor::grant`]), and that
 //! work waits a whole delay again before it may preempt again. One preemption and one grant
@@ -23,6 +26,7 @@ use muster_core::model::Snapshot;
 use muster_core::plan::Plan;
 use muster_core::preempt::Preempting;
 use muster_state::commands::{GrantReservations, preempt_op};
+use muster_state::version::LogFormat;
 use muster_state::{ClusterState, Op};
 
 /// How long room kept under an earlier leader is kept by a leader without a preemption
@@ -44,6 +48,9 @@ pub struct PreemptionPolicy {
     /// Whether applications of ordinary queues below their guaranteed capacity preempt
     /// executors of queues above theirs, when no prior work preempts.
     pub capacities: bool,
+    /// Whether applications of ordinary leaves preempt executors of their own leaf's
+    /// applications they outrank, when nothing else preempts.
+    pub within_queues: bool,
 }
 
 impl PreemptionPolicy {
@@ -226,10 +233,12 @@ impl Preemptor {
             return;
         };
         // A preempting queue that is not prior (any more) preempts nothing; with capacities,
-        // any ordinary queue's application may preempt for its guarantee.
+        // any ordinary queue's application may preempt for its guarantee, and inside queues
+        // for what it outranks.
         let preempts = |queue: &QueueName, app: bool| {
             let prior = snapshot.queues.iter().any(|c| &c.name == queue && c.prior);
-            (prior && policy.queues.contains(queue)) || (policy.capacities && app && !prior)
+            let ordinary = policy.capacities || policy.within_queues;
+            (prior && policy.queues.contains(queue)) || (ordinary && app && !prior)
         };
         // Hashed: every app of the snapshot is looked up in them.
         let mut apps = HashSet::with_hasher(FixedState::default());
@@ -294,7 +303,8 @@ impl Preemptor {
             return None;
         }
         // Prior work first; then, with capacities, ordinary work below its guarantee, of
-        // queues without room kept for them already.
+        // queues without room kept for them already; then, inside queues, applications that
+        // outrank others of their leaf.
         let waits_for_guarantee: BTreeSet<WorkId> = eligible
             .iter()
             .filter(|id| match id {
@@ -308,7 +318,7 @@ impl Preemptor {
             .collect();
         let choose = |preempting| {
             let eligible = match preempting {
-                Preempting::Prior => &eligible,
+                Preempting::Prior | Preempting::WithinQueue => &eligible,
                 Preempting::BelowGuarantee => &waits_for_guarantee,
             };
             muster_core::preempt::choose(snapshot, eligible, policy.max_fraction, preempting)
@@ -317,12 +327,20 @@ impl Preemptor {
                 })
                 .map(|chosen| (chosen, preempting))
         };
-        let (chosen, preempting) = choose(Preempting::Prior).or_else(|| {
-            policy
-                .capacities
-                .then(|| choose(Preempting::BelowGuarantee))
-                .flatten()
-        })?;
+        // Inside queues only once every master reads the op that says so.
+        let within_queues = policy.within_queues && state.log_format() >= LogFormat::FOURTH;
+        let (chosen, preempting) = choose(Preempting::Prior)
+            .or_else(|| {
+                policy
+                    .capacities
+                    .then(|| choose(Preempting::BelowGuarantee))
+                    .flatten()
+            })
+            .or_else(|| {
+                within_queues
+                    .then(|| choose(Preempting::WithinQueue))
+                    .flatten()
+            })?;
         let owners = chosen.reservations.iter().map(|r| r.id.clone()).collect();
         let op = preempt_op(chosen, millis(policy.grace), preempting, state);
         self.preempt_in_flight = true;
@@ -361,6 +379,7 @@ mod tests {
             grace: Duration::from_secs(1),
             max_fraction,
             capacities: false,
+            within_queues: false,
         }
     }
 

@@ -46,8 +46,8 @@ impl LogFormat {
     /// beside a cluster-mode driver for its application's first executor until the
     /// application registers ([`Op::SubmitDriverApp`]), room kept for resource profiles
     /// ([`Op::PreemptForProfiles`]), each leaf's ordering ([`Op::ConfigureQueuesWithOrdering`])
-    /// and applications' priorities ([`Op::SetAppPriority`], [`Op::SubmitPrioritizedApp`]);
-    /// snapshot formats 12 to 14.
+    /// applications' priorities ([`Op::SetAppPriority`], [`Op::SubmitPrioritizedApp`]) and
+    /// preemption inside queues ([`Op::PreemptWithinQueue`]); snapshot formats 12 to 14.
     pub const FOURTH: Self = Self(4);
     /// The newest format this build reads and, once the cluster is raised to it, writes.
     pub const NEWEST: Self = Self::FOURTH;
@@ -113,7 +113,8 @@ impl Op {
             | Op::PreemptForProfiles(_)
             | Op::ConfigureQueuesWithOrdering(_)
             | Op::SetAppPriority(_)
-            | Op::SubmitPrioritizedApp(_) => LogFormat::FOURTH,
+            | Op::SubmitPrioritizedApp(_)
+            | Op::PreemptWithinQueue(_) => LogFormat::FOURTH,
             Op::RegisterWorker(_)
             | Op::WorkerLost(_)
             | Op::DecommissionWorker(_)

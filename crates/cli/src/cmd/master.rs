@@ -47,10 +47,10 @@ pub struct MasterArgs {
     /// Master settings: a JSON object with any of `worker_timeout_s`, `recovery_timeout_s`,
     /// `app_grace_s`, `heartbeat_interval_s`, `max_executor_retries`, `retained_apps`,
     /// `retained_drivers`, `scheduling` (spread_out_apps, spread_out_drivers,
-    /// worker_selection, default_cores, max_drivers, driver_share), `preemption` (queues, delay_s,
-    /// grace_s, max_fraction, capacities), `snapshot_every`, `log_kept_after_snapshot`,
-    /// `max_queued_writes` and `hold_log_format`; the book's "Files" reference says what each
-    /// means. Flags given too take precedence.
+    /// worker_selection, default_cores, max_drivers, driver_share), `preemption` (queues,
+    /// delay_s, grace_s, max_fraction, capacities, within_queues), `snapshot_every`,
+    /// `log_kept_after_snapshot`, `max_queued_writes` and `hold_log_format`; the book's "Files"
+    /// reference says what each means. Flags given too take precedence.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Give this new cluster the state of a snapshot `muster snapshot save` wrote, once this

@@ -18,9 +18,11 @@
 //! * `queue NAME`: a prior queue, as set in an earlier term; `capacities NAME=F...`: queues
 //!   with these capacities instead; `app ... queue=Q`;
 //! * `user NAME`: a named user (no admin); `app ... user=NAME`: submitted by them; `format
-//!   N`: the log format raised to N;
-//! * `elect term=N [preempt=QUEUE] [capacities=B] [delay=MS] [grace=MS] [fraction=F]` (with
-//!   a preemption policy for that queue, or for the queues' guarantees), `read` (the linearizable read succeeds), `tick [ms=N]` (time passes,
+//!   N`: the log format raised to N; `max_priority N`: the default queue's; `app ...
+//!   priority=N`: submitted with it;
+//! * `elect term=N [preempt=QUEUE] [capacities=B] [within_queues=B] [delay=MS] [grace=MS]
+//!   [fraction=F]` (with a preemption policy for that queue, for the queues' guarantees, or
+//!   inside queues), `read` (the linearizable read succeeds), `tick [ms=N]` (time passes,
 //!   ticked every 100 ms as the session does; `alive=LINK` heartbeats on that link before
 //!   every tick, quietly), `pause ms=N` (the leader stood still: one tick
 //!   after the gap);
@@ -54,8 +56,9 @@ use muster_leader::{
     ProposalId, Registration, Report, RunningProcess, ToApp, ToWorker, Update,
 };
 use muster_state::commands::{
-    AddUser, By, DrainWorker, ExecutorStateChanged, Grant, KillApp, KillDriver, RaiseLogFormat,
-    RegisterWorker, RevokeUser, SubmitApp, SubmitDriver, WorkerLost, plan_op, set_queues_op,
+    AddUser, By, DrainWorker, ExecutorStateChanged, Grant, KillApp, KillDriver, PreemptWithinQueue,
+    RaiseLogFormat, RegisterWorker, RevokeUser, SubmitApp, SubmitDriver, SubmitPrioritizedApp,
+    WorkerLost, plan_op, set_queues_op,
 };
 use muster_state::model::{
     AppDescription, DriverDescription, DriverState, ExecutorState, Owner, Profile,
@@ -155,6 +158,13 @@ impl goldenscript::Runner for Runner {
                     desc,
                     executor_limit: None,
                 });
+                let op = match args.optional("priority")? {
+                    Some(priority) => Op::SubmitPrioritizedApp(SubmitPrioritizedApp {
+                        submit: Box::new(op),
+                        priority,
+                    }),
+                    None => op,
+                };
                 let op = match args.optional::<String>("user")? {
                     Some(name) => self.by(&name, op)?,
                     None => op,
@@ -202,11 +212,13 @@ impl goldenscript::Runner for Runner {
             "elect" => {
                 self.term = Term(args.number("term", self.term.0 + 1)?);
                 let capacities = args.optional("capacities")?.unwrap_or(false);
+                let within_queues = args.optional("within_queues")?.unwrap_or(false);
                 let preempting = args.optional::<String>("preempt")?;
-                let preemption = (preempting.is_some() || capacities).then(|| {
+                let preemption = (preempting.is_some() || capacities || within_queues).then(|| {
                     Ok::<_, Box<dyn Error>>(PreemptionPolicy {
                         queues: preempting.iter().map(|q| q.as_str().into()).collect(),
                         capacities,
+                        within_queues,
                         delay: Duration::from_millis(args.number("delay", 5000)?),
                         grace: Duration::from_millis(args.number("grace", 10_000)?),
                         max_fraction: args.number("fraction", 1.0)?,
@@ -386,6 +398,14 @@ impl goldenscript::Runner for Runner {
             "user" => {
                 let name = args.positional()?.to_owned();
                 self.apply_setup(Op::AddUser(AddUser { name, admin: false }))?;
+                String::new()
+            }
+            "max_priority" => {
+                let max_priority = Some(args.number("n", 0)?);
+                self.apply_setup(set_queues_op(vec![QueueSpec {
+                    max_priority,
+                    ..QueueSpec::named("default")
+                }]))?;
                 String::new()
             }
             "format" => {
@@ -772,10 +792,13 @@ fn describe(op: &Op) -> String {
             let owners: Vec<String> = op.owners.iter().map(ToString::to_string).collect();
             format!("GrantReservations [{}]", owners.join(", "))
         }
-        Op::Preempt(preempt) | Op::PreemptForGuarantees(preempt) => {
+        Op::Preempt(preempt)
+        | Op::PreemptForGuarantees(preempt)
+        | Op::PreemptWithinQueue(PreemptWithinQueue { preempt, .. }) => {
             let name = match op {
                 Op::Preempt(_) => "Preempt",
-                _ => "PreemptForGuarantees",
+                Op::PreemptForGuarantees(_) => "PreemptForGuarantees",
+                _ => "PreemptWithinQueue",
             };
             let op = preempt;
             let victims = op.victims.iter().map(|(app, e)| format!("{app}/{e}"));

@@ -407,7 +407,7 @@ impl<'a> Simulation<'a> {
                 }
             }
         }
-        if let Op::Preempt(preempt) | Op::PreemptForGuarantees(preempt) = op {
+        if let Some(preempt) = op.preemption() {
             for (app, executor) in &preempt.victims {
                 self.recorder.preempted();
                 let slots = self

@@ -24,7 +24,7 @@ pub use plan::{
     ApplyPlan, ApplyPlanPerExecutor, ApplyPlanWithProfiles, Grant, GrantOfOne, ProfileGrant,
     plan_op,
 };
-pub use preempt::{GrantReservations, Preempt, PreemptForProfiles, preempt_op};
+pub use preempt::{GrantReservations, Preempt, PreemptForProfiles, PreemptWithinQueue, preempt_op};
 pub use queues::{
     ConfigureQueues, ConfigureQueuesWithAdmission, ConfigureQueuesWithOrdering, QueueAdmission,
     QueueOrdering, QueueSettings, ReplaceQueues, SetQueues, set_queues_op,
@@ -144,6 +144,9 @@ pub enum Op {
     SetAppPriority(SetAppPriority),
     /// An application is submitted with its priority (from log format 4).
     SubmitPrioritizedApp(SubmitPrioritizedApp),
+    /// Executors stop for applications of their own leaf queue that outrank theirs, whose
+    /// room is kept for them (from log format 4).
+    PreemptWithinQueue(PreemptWithinQueue),
 }
 
 /// How an op changes the state.
@@ -247,6 +250,7 @@ impl ClusterState {
             Op::ConfigureQueuesWithOrdering(op) => op.apply(self, at),
             Op::SetAppPriority(op) => op.apply(self, at),
             Op::SubmitPrioritizedApp(op) => op.apply(self, at),
+            Op::PreemptWithinQueue(op) => op.apply(self, at),
             Op::SubmitGang(op) => op.apply(self, at),
             Op::SubmitGangDriver(op) => op.apply(self, at),
             Op::EndGangWait(op) => op.apply(self, at),

@@ -1,6 +1,8 @@
 //! Preemption (`muster_core::preempt` decides it): executors of ordinary queues stop so that
 //! prior work fits, or, with queue capacities, so that an ordinary queue below its guarantee
-//! gets it back from queues above theirs; the room they free is kept for that work until
+//! gets it back from queues above theirs, or so that an application gets room its own leaf's
+//! applications it outranks hold (by priority or share); the room they free is kept for that
+//! work until
 //! their processes are surely gone, all in one command, so nobody takes the room and a new
 //! leader keeps it. Once the grace has passed, [`GrantReservations`] gives the room to its
 //! owner. What of a victim's room is not kept for that work stays the victim's until its end
@@ -11,7 +13,7 @@ use std::collections::BTreeMap;
 use muster_core::ids::{AppId, ExecutorId, Timestamp, WorkId, WorkerId};
 use muster_core::model::PassConfig;
 use muster_core::plan::DriverLaunch;
-use muster_core::preempt::{Preempting, Preemption, check_for_guarantees};
+use muster_core::preempt::{Preempting, Preemption, check_for_guarantees, check_within_queue};
 use muster_core::resources::{ResourceAmounts, Resources};
 use serde::{Deserialize, Serialize};
 
@@ -38,7 +40,8 @@ pub struct Preempt {
 /// The op for what `muster_core::preempt` chose for `preempting`'s work, keeping the room for
 /// `grace_ms`: room kept for a resource profile is kept for it from log format 4 on
 /// ([`PreemptForProfiles`]); before, and for room of the owners' own sizes, [`Preempt`] (or
-/// `PreemptForGuarantees`).
+/// `PreemptForGuarantees`). A preemption inside queues is [`PreemptWithinQueue`], which only
+/// a cluster at log format 4 is given.
 pub fn preempt_op(
     chosen: Preemption,
     grace_ms: u64,
@@ -50,6 +53,7 @@ pub fn preempt_op(
     let for_profiles =
         profiles.iter().any(|&profile| profile != 0) && state.log_format() >= LogFormat::FOURTH;
     match preempting {
+        Preempting::WithinQueue => Op::PreemptWithinQueue(PreemptWithinQueue { preempt, profiles }),
         _ if for_profiles => Op::PreemptForProfiles(PreemptForProfiles {
             preempt,
             for_guarantees: preempting == Preempting::BelowGuarantee,
@@ -57,6 +61,40 @@ pub fn preempt_op(
         }),
         Preempting::Prior => Op::Preempt(preempt),
         Preempting::BelowGuarantee => Op::PreemptForGuarantees(preempt),
+    }
+}
+
+/// A preemption inside ordinary leaf queues (from log format 4): applications stop
+/// executors of their own leaf's applications they outrank, by priority or, under `fair` and
+/// `drf`, by share ([`muster_core::preempt::check_within_queue`]); each reservation is kept
+/// for the profile `profiles` names for it, as [`PreemptForProfiles`] keeps it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PreemptWithinQueue {
+    /// The preemption.
+    pub preempt: Preempt,
+    /// The profile each reservation is kept for.
+    pub profiles: Vec<u32>,
+}
+
+impl Apply for PreemptWithinQueue {
+    /// Refuses, changing nothing, as [`PreemptForProfiles`] does, and a preemption the rule
+    /// of preemption inside queues does not allow.
+    fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
+        check_profiles(state, &self.preempt.reservations, &self.profiles)?;
+        self.preempt
+            .apply_for(state, at, Preempting::WithinQueue, &self.profiles)
+    }
+}
+
+impl Op {
+    /// The preemption this op makes, if it makes one.
+    pub fn preemption(&self) -> Option<&Preempt> {
+        match self {
+            Op::Preempt(preempt) | Op::PreemptForGuarantees(preempt) => Some(preempt),
+            Op::PreemptForProfiles(PreemptForProfiles { preempt, .. })
+            | Op::PreemptWithinQueue(PreemptWithinQueue { preempt, .. }) => Some(preempt),
+            _ => None,
+        }
     }
 }
 
@@ -103,38 +141,7 @@ impl Apply for PreemptForProfiles {
     /// match the reservations, or a profile its owner does not have or whose size the room
     /// does not fit.
     fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
-        let reservations = &self.preempt.reservations;
-        if self.profiles.len() != reservations.len() {
-            return Err(ApplyError::Invalid {
-                field: "profiles".into(),
-                message: format!(
-                    "{} profiles for {} reservations",
-                    self.profiles.len(),
-                    reservations.len()
-                ),
-            });
-        }
-        for (reservation, &id) in reservations.iter().zip(&self.profiles) {
-            if id == 0 {
-                continue;
-            }
-            let profile = match &reservation.owner {
-                WorkId::App(app) => state
-                    .profiles
-                    .get(app)
-                    .and_then(|profiles| profiles.profiles.get(&id)),
-                WorkId::Driver(_) => None,
-            };
-            if !profile.is_some_and(|profile| profile.fits(&reservation.resources)) {
-                return Err(ApplyError::Invalid {
-                    field: "profiles".into(),
-                    message: format!(
-                        "`{}` has no resource profile {id} of the size kept for it",
-                        reservation.owner
-                    ),
-                });
-            }
-        }
+        check_profiles(state, &self.preempt.reservations, &self.profiles)?;
         let preempting = if self.for_guarantees {
             Preempting::BelowGuarantee
         } else {
@@ -143,6 +150,47 @@ impl Apply for PreemptForProfiles {
         self.preempt
             .apply_for(state, at, preempting, &self.profiles)
     }
+}
+
+/// Refuses a list of `profiles` that does not match `reservations`, or a profile its owner
+/// does not have or whose size the room does not fit.
+fn check_profiles(
+    state: &ClusterState,
+    reservations: &[Reservation],
+    profiles: &[u32],
+) -> Result<(), ApplyError> {
+    if profiles.len() != reservations.len() {
+        return Err(ApplyError::Invalid {
+            field: "profiles".into(),
+            message: format!(
+                "{} profiles for {} reservations",
+                profiles.len(),
+                reservations.len()
+            ),
+        });
+    }
+    for (reservation, &id) in reservations.iter().zip(profiles) {
+        if id == 0 {
+            continue;
+        }
+        let profile = match &reservation.owner {
+            WorkId::App(app) => state
+                .profiles
+                .get(app)
+                .and_then(|profiles| profiles.profiles.get(&id)),
+            WorkId::Driver(_) => None,
+        };
+        if !profile.is_some_and(|profile| profile.fits(&reservation.resources)) {
+            return Err(ApplyError::Invalid {
+                field: "profiles".into(),
+                message: format!(
+                    "`{}` has no resource profile {id} of the size kept for it",
+                    reservation.owner
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The room kept for `owners` goes to them, now that the victims' processes are gone:
@@ -288,7 +336,12 @@ impl Preempt {
                         "`{owner}` is a driver: only applications preempt for guarantees"
                     )));
                 }
-                Preempting::Prior | Preempting::BelowGuarantee => {}
+                Preempting::WithinQueue if matches!(owner, WorkId::Driver(_)) => {
+                    return Err(ApplyError::Conflict(format!(
+                        "`{owner}` is a driver: only applications preempt inside their queue"
+                    )));
+                }
+                Preempting::Prior | Preempting::BelowGuarantee | Preempting::WithinQueue => {}
             }
             reservation
                 .resources
@@ -318,6 +371,19 @@ impl Preempt {
             }
             let snapshot = state.scheduling_snapshot(PassConfig::default());
             check_for_guarantees(&snapshot, &self.victims, &owners)
+                .map_err(|broken| ApplyError::Conflict(broken.to_string()))?;
+        }
+        if preempting == Preempting::WithinQueue {
+            let mut rooms: BTreeMap<&AppId, Resources> = BTreeMap::new();
+            for reservation in &self.reservations {
+                if let WorkId::App(app) = &reservation.owner {
+                    let room = rooms.entry(app).or_default();
+                    *room = room.saturating_add(&reservation.resources);
+                }
+            }
+            let rooms: Vec<(&AppId, Resources)> = rooms.into_iter().collect();
+            let snapshot = state.scheduling_snapshot(PassConfig::default());
+            check_within_queue(&snapshot, &self.victims, &rooms)
                 .map_err(|broken| ApplyError::Conflict(broken.to_string()))?;
         }
         // Check the reservations against the room the victims leave, on a copy: a refusal

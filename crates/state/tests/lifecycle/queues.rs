@@ -13,9 +13,9 @@ use muster_core::model::{GangRequest, GangStyle, OrderingPolicy, PassConfig};
 use muster_core::plan::WaitReason;
 use muster_core::preempt::{Preempting, choose};
 use muster_state::commands::{
-    AddUser, By, EndGangWait, KillApp, Preempt, QueueSettings, RaiseLogFormat, SetAppPriority,
-    SetQueues, SubmitApp, SubmitGang, SubmitGangDriver, SubmitPrioritizedApp, set_queues_op,
-    submit_app_op,
+    AddUser, By, EndGangWait, KillApp, Preempt, PreemptWithinQueue, QueueSettings, RaiseLogFormat,
+    SetAppPriority, SetQueues, SubmitApp, SubmitGang, SubmitGangDriver, SubmitPrioritizedApp,
+    set_queues_op, submit_app_op,
 };
 use muster_state::model::DriverState;
 use muster_state::version::LogFormat;
@@ -542,6 +542,89 @@ fn preemption_for_guarantees_never_takes_a_queue_below_its_own() {
         "stopping these executors takes queue `c` below its guarantee"
     );
     c.ok(Op::PreemptForGuarantees(from(&apps[0], &c)));
+}
+
+#[test]
+fn preemption_inside_a_queue_stops_only_what_an_owner_outranks_and_keeps_gangs_whole() {
+    // On 4 cores, a0 (priority 0) holds 3 and the gang g (minimum 1) holds 1; a1, of
+    // priority 3, waits.
+    let mut c = Cluster::new();
+    c.worker("w1", 4, 4096);
+    c.ok(Op::RaiseLogFormat(RaiseLogFormat {
+        to: LogFormat::FOURTH,
+    }));
+    c.ok(set_queues_op(vec![QueueSpec {
+        max_priority: Some(5),
+        ..QueueSpec::named("default")
+    }]));
+    let a0 = c.submit_app(in_queue("default", Some(3), Some(1)));
+    let gang = Op::SubmitGang(SubmitGang {
+        app: SubmitApp {
+            desc: in_queue("default", Some(1), Some(1)),
+            executor_limit: None,
+        },
+        min_executors: 1,
+        driver: None,
+    });
+    let Outcome::AppSubmitted { id: g } = c.ok(gang).outcome else {
+        panic!("a submission names its application");
+    };
+    c.schedule();
+    let a1 = c.submit_app(in_queue("default", Some(2), Some(1)));
+    let from = |app: &AppId, owner: &AppId, c: &Cluster| {
+        Op::PreemptWithinQueue(PreemptWithinQueue {
+            preempt: Preempt {
+                victims: vec![(
+                    app.clone(),
+                    *c.state.apps()[app].executors.keys().next_back().unwrap(),
+                )],
+                reservations: vec![muster_state::model::Reservation {
+                    owner: WorkId::App(owner.clone()),
+                    worker: "w1".into(),
+                    resources: muster_core::resources::Resources::new(1, 256),
+                    until: muster_core::ids::Timestamp(0),
+                }],
+                grace_ms: 1000,
+            },
+            profiles: vec![0],
+        })
+    };
+    assert_eq!(from(&a0, &a1, &c).introduced_in(), LogFormat::FOURTH);
+
+    // At equal priority under fifo nothing is outranked; nor is a gang taken below its
+    // minimum, whoever waits. Each refusal changes nothing.
+    let before = c.state.clone();
+    let error = c.apply(from(&a0, &a1, &c)).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "no application the room is kept for outranks `{a0}` in its queue: neither a \
+             higher priority nor a holder left below its share"
+        )
+    );
+    assert_eq!(c.state, before);
+    c.ok(Op::SetAppPriority(SetAppPriority {
+        app: a1.clone(),
+        priority: 3,
+    }));
+    let before = c.state.clone();
+    let error = c.apply(from(&g, &a1, &c)).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!("stopping these executors takes `{g}` below its gang's minimum")
+    );
+    let error = c.apply(from(&g, &a0, &c)).unwrap_err();
+    assert!(
+        error.to_string().contains("below its gang's minimum"),
+        "{error}"
+    );
+    assert_eq!(c.state, before);
+
+    // The higher priority stops a0's youngest executor, and the room is kept for it.
+    c.ok(from(&a0, &a1, &c));
+    assert_eq!(c.state.apps()[&a0].executors.len(), 2);
+    assert_eq!(c.state.reservations()[0].owner, WorkId::App(a1));
+    c.state.check_invariants().unwrap();
 }
 
 #[test]
