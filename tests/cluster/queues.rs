@@ -104,6 +104,42 @@ fn with_preemption_for_capacities_the_other_team_gets_its_half_back_from_running
 }
 
 #[test]
+fn a_driver_submitted_with_a_higher_priority_starts_first_in_its_queue() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let list = masters.list_from(1);
+    wait_for(&masters, "log format 4", |s| {
+        s["log_format"].as_u64() >= Some(4)
+    });
+    let dir = tempfile::tempdir().unwrap();
+    crate::support::set_queues(
+        &list,
+        dir.path(),
+        r#"[{"name": "default", "max_priority": 5}]"#,
+    );
+    let sleeper = ["--memory", "64", "--", "/bin/sleep", "1000"];
+    let first = crate::support::submit(&masters, &sleeper);
+    let urgent = crate::support::submit(&masters, &[&["--priority", "2"][..], &sleeper].concat());
+    let listed = crate::support::stdout(&Masters::client(&list, &["drivers"]));
+    assert!(listed.contains("  priority: 2"), "{listed}");
+
+    // One core: the driver submitted second, at priority 2, takes it.
+    let _worker = start_worker(&masters, "w1", 1);
+    let status = wait_for(&masters, "a driver running", |s| {
+        [&first, &urgent]
+            .iter()
+            .any(|id| crate::support::driver(s, id).is_some_and(|d| d["state"] == "RUNNING"))
+    });
+    let state = |id: &str| crate::support::driver(&status, id).unwrap()["state"].clone();
+    assert_eq!(state(&urgent), "RUNNING", "{status}");
+    assert_eq!(state(&first), "SUBMITTED", "{status}");
+    assert_eq!(
+        crate::support::driver(&status, &urgent).unwrap()["priority"],
+        2
+    );
+}
+
+#[test]
 fn with_preemption_inside_queues_a_higher_priority_takes_executors_of_lower_priority_work() {
     let (masters, settings) = configured_masters(
         r#"{"preemption": {"within_queues": true, "delay_s": 1, "grace_s": 2, "max_fraction": 1}}"#,

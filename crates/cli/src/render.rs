@@ -202,6 +202,9 @@ pub fn drivers(status: &StatusView) -> String {
             d.worker.as_deref().unwrap_or_default(),
             used(d.usage, None)
         );
+        if d.priority != 0 {
+            let _ = writeln!(out, "  priority: {}", d.priority);
+        }
         if let Some(timed_out) = &d.gang_timed_out {
             let _ = writeln!(out, "  gang timed out: {timed_out}");
         }

@@ -125,6 +125,7 @@ fn mixed(worker_count: usize) -> Snapshot {
             need: Resources::new(1 + rng.below(2) as u32, 1024 * (1 + rng.below(4))),
             queue: ["prod", "default"][rng.below(2) as usize].into(),
             gang: None,
+            priority: 0,
         })
         .collect();
     let mut snapshot = Snapshot {
@@ -230,6 +231,7 @@ fn driver_burst(worker_count: usize, drivers: usize) -> Snapshot {
             need: Resources::new(1, [1024, 2048][i % 2]),
             queue: ["default", "batch"][i / 2 % 2].into(),
             gang: None,
+            priority: 0,
         })
         .collect();
     snapshot.apps = Vec::new().into();

@@ -3,7 +3,8 @@
 //! normal driver on a worker that runs prior work must stay within its queue's threshold,
 //! each queue's drivers hold at most its driver share, and a driver starts only when it and
 //! the room its application needs first fit at once: all of a gang's minimum, or one
-//! executor of the size the application will ask for.
+//! executor of the size the application will ask for. Inside a queue, a driver of a higher
+//! priority is placed before those of a lower one.
 //!
 //! The driver share is YARN's `maximum-am-resource-percent`: in cluster mode every
 //! driver waits for executors of its own, so drivers that filled a queue's room would wait
@@ -25,6 +26,34 @@ use crate::queues::{Admission, Bound, Queues, prior_first};
 use crate::resources::Resources;
 use crate::rng::SplitMix64;
 use crate::wait::{why_never_fits, why_nothing_fits};
+
+/// `drivers` with each queue's own in priority order, the highest first (equal priorities
+/// keep their order), each queue's drivers taking the places its drivers held: the order
+/// across queues, and with every priority 0 the whole order, is unchanged.
+fn by_priority_in_queues(drivers: Vec<&DriverRequest>) -> Vec<&DriverRequest> {
+    if drivers.iter().all(|d| d.priority == 0) {
+        return drivers;
+    }
+    let mut by_queue: BTreeMap<&QueueName, Vec<&DriverRequest>> = BTreeMap::new();
+    for &driver in &drivers {
+        by_queue.entry(&driver.queue).or_default().push(driver);
+    }
+    for queued in by_queue.values_mut() {
+        // Stable, then reversed: popping from the end takes the highest priority first, and
+        // among equals the first submitted.
+        queued.sort_by_key(|d| std::cmp::Reverse(d.priority));
+        queued.reverse();
+    }
+    drivers
+        .iter()
+        .map(|d| {
+            by_queue
+                .get_mut(&d.queue)
+                .and_then(Vec::pop)
+                .expect("one driver of its queue for each place")
+        })
+        .collect()
+}
 
 /// Places the snapshot's waiting drivers, recording launches and waits in `plan`.
 ///
@@ -49,7 +78,8 @@ pub(crate) fn place_drivers(
     let mut running = snapshot.running_drivers;
     let mut shares = DriverShares::new(snapshot, queues, ledger);
     let mut nowhere = Nowhere::default();
-    for driver in prior_first(&snapshot.drivers, queues, |d| &d.queue) {
+    let drivers = by_priority_in_queues(prior_first(&snapshot.drivers, queues, |d| &d.queue));
+    for driver in drivers {
         let need = &driver.need;
         let admission = queues.admission(&driver.queue);
         let placed = match config.max_drivers {

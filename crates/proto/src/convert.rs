@@ -15,7 +15,7 @@ use muster_core::model::{GangRequest, GangStyle, OrderingPolicy, RecoveryState, 
 use muster_core::resources::{ResourceAddresses, Resources};
 use muster_core::restarts::Restarts;
 use muster_state::commands::{
-    RegisterWorker, SubmitApp, SubmitDriver, SubmitGangDriver, SubmitPrioritizedApp, submit_app_op,
+    RegisterWorker, SubmitApp, SubmitDriver, SubmitGangDriver, SubmitPrioritized, submit_app_op,
 };
 use muster_state::model::{
     AppDescription, AppState, DriverDescription, DriverState, Executor, ExecutorState, Reservation,
@@ -184,23 +184,25 @@ pub fn register_op(register: v1::RegisterApp, state: &ClusterState) -> Op {
     if priority == 0 {
         return submit;
     }
-    Op::SubmitPrioritizedApp(SubmitPrioritizedApp {
+    Op::SubmitPrioritized(SubmitPrioritized {
         submit: Box::new(submit),
         priority,
     })
 }
 
 /// The op that submits the driver a submission describes: with the room its application
-/// needs first when it names one (its request id is the caller's to read first). Room for
-/// one executor is asked for only once the cluster's log `format` admits it: before, the
-/// driver is submitted as before it did.
+/// needs first when it names one, and its priority when not the default (its request id is
+/// the caller's to read first; a priority is the caller's to admit first, from log format
+/// 4). Room for one executor is asked for only once the cluster's log `format` admits it:
+/// before, the driver is submitted as before it did.
 pub fn submit_driver_op(mut request: v1::SubmitDriverRequest, format: LogFormat) -> Op {
     let gang = request
         .gang
         .take()
         .filter(|gang| gang.min_executors > 1 || format >= LogFormat::FOURTH);
+    let priority = request.priority;
     let driver = SubmitDriver::from(request);
-    match gang {
+    let submit = match gang {
         Some(gang) => Op::SubmitGangDriver(SubmitGangDriver {
             driver,
             gang: GangRequest {
@@ -211,7 +213,14 @@ pub fn submit_driver_op(mut request: v1::SubmitDriverRequest, format: LogFormat)
             },
         }),
         None => Op::SubmitDriver(driver),
+    };
+    if priority == 0 {
+        return submit;
     }
+    Op::SubmitPrioritized(SubmitPrioritized {
+        submit: Box::new(submit),
+        priority,
+    })
 }
 
 impl From<v1::SubmitDriverRequest> for SubmitDriver {

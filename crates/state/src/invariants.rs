@@ -200,6 +200,13 @@ impl ClusterState {
             return violated(format!("a priority kept of {id}, not an active app"));
         }
         if let Some(id) = self
+            .driver_priorities
+            .keys()
+            .find(|id| !self.drivers.contains_key(*id))
+        {
+            return violated(format!("a priority kept of {id}, not an active driver"));
+        }
+        if let Some(id) = self
             .driver_gangs
             .keys()
             .find(|id| !self.drivers.contains_key(*id))

@@ -74,6 +74,7 @@ impl ClusterState {
                 need: d.desc.resources.clone(),
                 queue: d.desc.queue.clone(),
                 gang: self.driver_gangs.get(&d.id).map(|g| g.gang.clone()),
+                priority: self.driver_priority(&d.id),
             })
             .collect();
         // Kept until the application registers; then, for one that is no gang (a gang's

@@ -168,6 +168,9 @@ pub struct ClusterState {
     /// `max_priority` caps what it has). Came with format 14 as well, written only from log
     /// format 4.
     pub(crate) priorities: BTreeMap<AppId, i32>,
+    /// The priority each driver that has not ended asked for, where other than 0, capped as
+    /// an application's is. Came with format 14 as well, written only from log format 4.
+    pub(crate) driver_priorities: BTreeMap<DriverId, i32>,
     /// The workers as scheduling passes see them, in id order, and the active apps, in
     /// submission order: each pass's snapshot shares them rather than copying every worker
     /// and app. Kept as they change (see `scheduling.rs`); not in snapshots, but built anew
@@ -524,6 +527,21 @@ impl ClusterState {
         asked.min(cap)
     }
 
+    /// Driver `id`'s priority in its queue, capped as an application's is
+    /// ([`ClusterState::app_priority`]).
+    pub fn driver_priority(&self, id: &DriverId) -> i32 {
+        let Some(&asked) = self.driver_priorities.get(id) else {
+            return 0;
+        };
+        let cap = self
+            .drivers
+            .get(id)
+            .and_then(|driver| self.orderings.get(&driver.desc.queue))
+            .and_then(|ordering| ordering.max_priority)
+            .unwrap_or(0);
+        asked.min(cap)
+    }
+
     /// The user application `app` counts for where queues share among users: the named user
     /// who registered it, else the user it says it runs as (none if it says none).
     pub fn user_of<'s>(&'s self, app: &'s App) -> Option<&'s str> {
@@ -665,6 +683,9 @@ impl ClusterState {
         if let Some(gang) = self.driver_gangs.remove(old) {
             let gang = DriverGang { app: None, ..gang };
             self.driver_gangs.insert(id.clone(), gang);
+        }
+        if let Some(priority) = self.driver_priorities.remove(old) {
+            self.driver_priorities.insert(id.clone(), priority);
         }
         if self.log_format() >= LogFormat::THIRD {
             self.relaunched.insert(old.clone(), id.clone());
@@ -814,9 +835,10 @@ impl ClusterState {
         effects: &mut Effects,
     ) {
         let mut driver = self.drivers.remove(id).expect("ending an active driver");
-        // A relaunched driver's gang goes to its successor (`relaunch_driver`).
+        // A relaunched driver's gang and priority go to its successor (`relaunch_driver`).
         if state != DriverState::Relaunching {
             self.driver_gangs.remove(id);
+            self.driver_priorities.remove(id);
         }
         let prior = self.is_prior(&driver.desc.queue);
         if let Some(worker_id) = &driver.worker {

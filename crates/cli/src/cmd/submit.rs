@@ -40,6 +40,16 @@ pub struct SubmitArgs {
     /// Restart the driver when it fails, and relaunch it elsewhere when its worker is lost.
     #[arg(long)]
     supervise: bool,
+    /// The driver's priority in its queue: higher starts first among the queue's waiting
+    /// drivers (capped at the queue's max_priority). With --job, the job file's `priority`
+    /// is the driver's and its application's.
+    #[arg(
+        long,
+        conflicts_with = "job",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    priority: i32,
     /// Follow the driver to its end, printing its state on standard error as it changes, and
     /// exit with its exit code.
     #[arg(long)]
@@ -64,7 +74,7 @@ pub struct SubmitArgs {
 /// The masters refused it, or none answered.
 pub fn run(args: SubmitArgs) -> Result<String, CliError> {
     let masters = args.masters.parse()?;
-    let (command, program_args, env, name, gang) = match &args.job {
+    let (command, program_args, env, name, gang, priority) = match &args.job {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| CliError::BadInput(format!("cannot read {}: {e}", path.display())))?;
@@ -87,7 +97,15 @@ pub fn run(args: SubmitArgs) -> Result<String, CliError> {
             });
             let name = args.work.name.clone().unwrap_or(file.name);
             let job_args = vec!["job".to_owned(), "run".to_owned()];
-            (program.display().to_string(), job_args, env, name, gang)
+            let priority = file.priority;
+            (
+                program.display().to_string(),
+                job_args,
+                env,
+                name,
+                gang,
+                priority,
+            )
         }
         None => {
             let (program, program_args) = program(&args.command)?;
@@ -97,6 +115,7 @@ pub fn run(args: SubmitArgs) -> Result<String, CliError> {
                 BTreeMap::new(),
                 args.work.name_or_program(program),
                 None,
+                args.priority,
             )
         }
     };
@@ -114,6 +133,7 @@ pub fn run(args: SubmitArgs) -> Result<String, CliError> {
         env: env.into_iter().collect(),
         supervise: args.supervise,
         gang,
+        priority,
     };
     let runtime = runtime()?;
     let reply =

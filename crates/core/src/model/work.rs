@@ -24,6 +24,9 @@ pub struct DriverRequest {
     /// gang's minimum, or one executor (a minimum of 1). The driver starts only when it and
     /// that room fit at once.
     pub gang: Option<GangRequest>,
+    /// Its priority in its queue: higher starts first among the queue's waiting drivers,
+    /// equal keeps submission order.
+    pub priority: i32,
 }
 
 /// The executors an application needs at once: a gang's minimum and their size.
@@ -102,6 +105,8 @@ struct DriverRequestFields {
     queue: QueueName,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     gang: Option<GangRequest>,
+    #[serde(default, skip_serializing_if = "is_zero_priority")]
+    priority: i32,
 }
 
 impl From<DriverRequestFields> for DriverRequest {
@@ -111,6 +116,7 @@ impl From<DriverRequestFields> for DriverRequest {
             need: Resources::new(fields.cores, fields.memory_mb).with_custom(fields.resources),
             queue: fields.queue,
             gang: fields.gang,
+            priority: fields.priority,
         }
     }
 }
@@ -124,6 +130,7 @@ impl From<DriverRequest> for DriverRequestFields {
             resources: driver.need.custom,
             queue: driver.queue,
             gang: driver.gang,
+            priority: driver.priority,
         }
     }
 }

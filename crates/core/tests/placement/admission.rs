@@ -145,6 +145,7 @@ impl World {
                     need: driver.clone(),
                     queue: "default".into(),
                     gang: Some(spec.first_room()),
+                    priority: 0,
                 })
                 .collect(),
             // Room beside a driver until its application registers, then, for one that is

@@ -294,16 +294,20 @@ fn driver() -> impl Strategy<Value = DriverRequest> {
         prop::sample::select(vec![256u64, 1024, 2048]),
         prop::option::weighted(0.2, 1..3u32),
         prop::option::weighted(0.3, gang()),
+        prop::sample::select(vec![0, 0, 0, 1, 2]),
     )
-        .prop_map(|(queue, cores, memory_mb, gpus, gang)| DriverRequest {
-            id: "".into(),
-            need: Resources::new(cores, memory_mb).with_custom(
-                gpus.map(|g| [("gpu".to_string(), g)].into())
-                    .unwrap_or_default(),
-            ),
-            queue: queue.into(),
-            gang,
-        })
+        .prop_map(
+            |(queue, cores, memory_mb, gpus, gang, priority)| DriverRequest {
+                id: "".into(),
+                need: Resources::new(cores, memory_mb).with_custom(
+                    gpus.map(|g| [("gpu".to_string(), g)].into())
+                        .unwrap_or_default(),
+                ),
+                queue: queue.into(),
+                gang,
+                priority,
+            },
+        )
 }
 
 /// The gang of a driver's application, or of a running driver's that has not started.
@@ -954,6 +958,7 @@ fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
                         },
                         queue: "prod".into(),
                         gang: None,
+                        priority: 0,
                     })
                     .into_iter()
                     .collect(),

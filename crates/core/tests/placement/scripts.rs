@@ -130,6 +130,8 @@ enum Command {
         gang_cores: Option<u32>,
         #[arg(key)]
         gang_mem: Option<u64>,
+        #[arg(key)]
+        priority: Option<i32>,
         #[arg(key, many, optional)]
         custom: ResourceAmounts,
     },
@@ -339,6 +341,7 @@ impl goldenscript::Runner for Runner {
                 gang,
                 gang_cores,
                 gang_mem,
+                priority,
                 custom,
             } => snapshot.drivers.push(DriverRequest {
                 id: id.as_str().into(),
@@ -353,6 +356,7 @@ impl goldenscript::Runner for Runner {
                     executor_memory_mb: gang_mem.unwrap_or(1024),
                     executor_resources: ResourceAmounts::new(),
                 }),
+                priority: priority.unwrap_or(0),
             }),
             Command::PendingGang {
                 queue,

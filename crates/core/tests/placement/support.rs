@@ -38,6 +38,7 @@ pub fn driver(id: &str, cores: u32, memory_mb: u64) -> DriverRequest {
         need: Resources::new(cores, memory_mb),
         queue: QueueName::default(),
         gang: None,
+        priority: 0,
     }
 }
 

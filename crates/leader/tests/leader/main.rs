@@ -57,7 +57,7 @@ use muster_leader::{
 };
 use muster_state::commands::{
     AddUser, By, DrainWorker, ExecutorStateChanged, Grant, KillApp, KillDriver, PreemptWithinQueue,
-    RaiseLogFormat, RegisterWorker, RevokeUser, SubmitApp, SubmitDriver, SubmitPrioritizedApp,
+    RaiseLogFormat, RegisterWorker, RevokeUser, SubmitApp, SubmitDriver, SubmitPrioritized,
     WorkerLost, plan_op, set_queues_op,
 };
 use muster_state::model::{
@@ -159,7 +159,7 @@ impl goldenscript::Runner for Runner {
                     executor_limit: None,
                 });
                 let op = match args.optional("priority")? {
-                    Some(priority) => Op::SubmitPrioritizedApp(SubmitPrioritizedApp {
+                    Some(priority) => Op::SubmitPrioritized(SubmitPrioritized {
                         submit: Box::new(op),
                         priority,
                     }),

@@ -27,6 +27,7 @@ use muster_proto::v1::{
 use muster_raft::{MAX_MESSAGE_BYTES, NodeId, RaftNode, WriteError};
 use muster_state::commands::{AddUser, RevokeUser, set_queues_op};
 use muster_state::model::{App, DriverState};
+use muster_state::version::LogFormat;
 use muster_state::{ApplyError, ClusterState, Command, Op, Outcome, Response};
 use tonic::transport::Channel;
 use tonic::{Request, Status};
@@ -323,6 +324,7 @@ impl ClusterService {
                     usage: usage(d.worker.as_ref(), ProcessKey::Driver(d.id.clone())),
                     restarts: restarts(ProcessKey::Driver(d.id.clone())),
                     resources: Some((&d.desc.resources).into()),
+                    priority: state.driver_priority(&d.id),
                     program: program(&d.desc.command, &d.desc.args),
                     submitted_at_ms: d.submitted_at.0,
                     ended_at_ms: d.ended_at.map_or(0, |at| at.0),
@@ -418,6 +420,9 @@ impl Cluster for ClusterService {
             request,
             async |this, user, mut body| {
                 let request_id = std::mem::take(&mut body.request_id);
+                if body.priority != 0 {
+                    this.node.admits(LogFormat::FOURTH)?;
+                }
                 // A format raised since this master applied it only admits more.
                 let format = this
                     .node

@@ -279,6 +279,13 @@ impl Submissions {
             env: environment(&request.environment_variables),
             supervise,
             gang: first_room(properties)?,
+            priority: match property("spark.muster.priority") {
+                None => 0,
+                Some(text) => text
+                    .trim()
+                    .parse()
+                    .map_err(|_| bad_property("spark.muster.priority", text, "a whole number"))?,
+            },
         })
     }
 
@@ -778,6 +785,7 @@ mod tests {
         "spark.driver.cores" : "2",
         "spark.driver.resource.gpu.amount" : "1",
         "spark.muster.queue" : "q1",
+        "spark.muster.priority" : "3",
         "spark.muster.bin" : "/tmp/not-muster",
         "spark.submit.deployMode" : "cluster",
         "spark.master" : "spark://127.0.0.1:6066",
@@ -797,6 +805,9 @@ mod tests {
         let driver = submissions().driver(SPARK_SUBMIT_BODY.as_bytes()).unwrap();
         assert_eq!(driver.name, "com.example.Etl");
         assert_eq!(driver.queue, "q1");
+        // The driver starts at the priority its application asks for, which its own
+        // spark-submit passes on.
+        assert_eq!(driver.priority, 3);
         assert!(driver.supervise);
         let resources = driver.resources.unwrap();
         // 700 MiB of heap and Spark's least overhead, 384 MiB.
@@ -819,6 +830,7 @@ mod tests {
             ]
         );
         assert!(submit.contains(&"spark.muster.queue=q1"));
+        assert!(submit.contains(&"spark.muster.priority=3"));
         assert!(submit.contains(&"spark.driver.memory=700m"));
         assert!(!submit.iter().any(|arg| arg.contains("/tmp/not-muster")));
         for dropped in NOT_PASSED_ON {
@@ -969,6 +981,10 @@ mod tests {
             (
                 r#"{"action": "CreateSubmissionRequest", "appResource": "a.jar", "mainClass": "A", "sparkProperties": {"spark.driver.supervise": "yes"}}"#,
                 "spark.driver.supervise is yes",
+            ),
+            (
+                r#"{"action": "CreateSubmissionRequest", "appResource": "a.jar", "mainClass": "A", "sparkProperties": {"spark.muster.priority": "high"}}"#,
+                "spark.muster.priority is high",
             ),
         ];
         for (body, expected) in cases {

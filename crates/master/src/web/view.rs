@@ -309,6 +309,8 @@ pub struct DriverView {
     pub restarts: Option<RestartsView>,
     /// For a driver that ended RELAUNCHING, the driver it was submitted again as.
     pub relaunched_as: Option<String>,
+    /// Its priority in its queue: higher starts first.
+    pub priority: i32,
     /// What it uses, where measured.
     pub usage: Option<UsageView>,
     /// The addresses it holds, by resource.
@@ -650,6 +652,7 @@ fn driver(d: &v1::DriverStatus) -> DriverView {
         pid: (d.pid != 0).then_some(d.pid),
         restarts: d.restarts.as_ref().map(RestartsView::from),
         relaunched_as: set(&d.relaunched_as),
+        priority: d.priority,
         usage: d.usage.as_ref().map(usage),
         addresses: addresses(&d.addresses),
         exit_code: d.exit_code,

@@ -325,39 +325,50 @@ impl Apply for SetAppPriority {
     }
 }
 
-/// An application submitted with the priority it asks for in its queue, in one entry (from
-/// log format 4), so that no pass sees it at the default first: `submit` (an op that submits
-/// an application) and then [`SetAppPriority`] on the id it gets.
+/// An application or a driver submitted with the priority it asks for in its queue, in one
+/// entry (from log format 4), so that no pass sees it at the default first: `submit` (an op
+/// that submits an application or a driver) and then the priority, on the id it gets.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SubmitPrioritizedApp {
-    /// The op that submits the application.
+pub struct SubmitPrioritized {
+    /// The op that submits the application or the driver.
     pub submit: Box<Op>,
     /// The priority asked for.
     pub priority: i32,
 }
 
-impl Apply for SubmitPrioritizedApp {
-    /// Refused as `submit` is, and for an op that submits no application.
+impl Apply for SubmitPrioritized {
+    /// Refused as `submit` is, and for an op that submits neither.
     fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
         let submits = matches!(
             *self.submit,
-            Op::SubmitApp(_) | Op::SubmitGang(_) | Op::SubmitDriverApp(_)
+            Op::SubmitApp(_)
+                | Op::SubmitGang(_)
+                | Op::SubmitDriverApp(_)
+                | Op::SubmitDriver(_)
+                | Op::SubmitGangDriver(_)
         );
         if !submits {
             return Err(ApplyError::Invalid {
                 field: "submit".into(),
-                message: "only an application's submission takes a priority".into(),
+                message: "only an application's or a driver's submission takes a priority".into(),
             });
         }
         let response = state.apply_op(&self.submit, at)?;
-        let Outcome::AppSubmitted { id } = &response.outcome else {
-            unreachable!("a submitted app answers with its id");
-        };
-        let priority = SetAppPriority {
-            app: id.clone(),
-            priority: self.priority,
-        };
-        priority.apply(state, at)?;
+        match &response.outcome {
+            Outcome::AppSubmitted { id } => {
+                let priority = SetAppPriority {
+                    app: id.clone(),
+                    priority: self.priority,
+                };
+                priority.apply(state, at)?;
+            }
+            Outcome::DriverSubmitted { id } => {
+                if self.priority != 0 {
+                    state.driver_priorities.insert(id.clone(), self.priority);
+                }
+            }
+            other => unreachable!("a submission answers with its id, not {other:?}"),
+        }
         Ok(response)
     }
 }

@@ -17,7 +17,7 @@ pub use crate::version::RaiseLogFormat;
 pub use apps::{
     AppFinished, EndGangWait, ExecutorStateChanged, KillApp, KillExecutors, MAX_PROFILES,
     SetAppPriority, SetExecutorLimit, SetProfileLimit, SubmitApp, SubmitDriverApp, SubmitGang,
-    SubmitPrioritizedApp, submit_app_op,
+    SubmitPrioritized, submit_app_op,
 };
 pub use drivers::{DriverStateChanged, KillDriver, SubmitDriver, SubmitGangDriver};
 pub use plan::{
@@ -142,8 +142,8 @@ pub enum Op {
     ConfigureQueuesWithOrdering(ConfigureQueuesWithOrdering),
     /// Sets an application's priority in its queue (from log format 4).
     SetAppPriority(SetAppPriority),
-    /// An application is submitted with its priority (from log format 4).
-    SubmitPrioritizedApp(SubmitPrioritizedApp),
+    /// An application or a driver is submitted with its priority (from log format 4).
+    SubmitPrioritized(SubmitPrioritized),
     /// Executors stop for applications of their own leaf queue that outrank theirs, whose
     /// room is kept for them (from log format 4).
     PreemptWithinQueue(PreemptWithinQueue),
@@ -249,7 +249,7 @@ impl ClusterState {
             Op::ConfigureQueuesWithAdmission(op) => op.apply(self, at),
             Op::ConfigureQueuesWithOrdering(op) => op.apply(self, at),
             Op::SetAppPriority(op) => op.apply(self, at),
-            Op::SubmitPrioritizedApp(op) => op.apply(self, at),
+            Op::SubmitPrioritized(op) => op.apply(self, at),
             Op::PreemptWithinQueue(op) => op.apply(self, at),
             Op::SubmitGang(op) => op.apply(self, at),
             Op::SubmitGangDriver(op) => op.apply(self, at),

@@ -119,7 +119,7 @@ impl Apply for By {
                 }
                 Ok(response)
             }
-            Op::SubmitDriver(_) | Op::SubmitGangDriver(_) => {
+            op if op.driver_submitted() => {
                 let response = state.apply_op(&self.op, at)?;
                 if let Outcome::DriverSubmitted { id } = &response.outcome {
                     let owner = Owner {
@@ -229,7 +229,7 @@ impl Op {
             Op::SubmitApp(submit)
             | Op::SubmitGang(SubmitGang { app: submit, .. })
             | Op::SubmitDriverApp(SubmitDriverApp { app: submit, .. }) => Some(submit),
-            Op::SubmitPrioritizedApp(prioritized) => prioritized.submit.app_submitted(),
+            Op::SubmitPrioritized(prioritized) => prioritized.submit.app_submitted(),
             _ => None,
         }
     }
@@ -241,7 +241,17 @@ impl Op {
             | Op::SubmitGangDriver(SubmitGangDriver { driver: submit, .. }) => {
                 Some(&submit.desc.queue)
             }
+            Op::SubmitPrioritized(prioritized) => prioritized.submit.submitted_to(),
             op => op.app_submitted().map(|submit| &submit.desc.queue),
+        }
+    }
+
+    /// Whether this op submits a driver.
+    fn driver_submitted(&self) -> bool {
+        match self {
+            Op::SubmitDriver(_) | Op::SubmitGangDriver(_) => true,
+            Op::SubmitPrioritized(prioritized) => prioritized.submit.driver_submitted(),
+            _ => false,
         }
     }
 
@@ -250,7 +260,7 @@ impl Op {
             Op::SubmitApp(submit)
             | Op::SubmitGang(SubmitGang { app: submit, .. })
             | Op::SubmitDriverApp(SubmitDriverApp { app: submit, .. }) => Some(submit),
-            Op::SubmitPrioritizedApp(prioritized) => prioritized.submit.app_submitted_mut(),
+            Op::SubmitPrioritized(prioritized) => prioritized.submit.app_submitted_mut(),
             _ => None,
         }
     }

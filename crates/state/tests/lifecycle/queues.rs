@@ -14,8 +14,8 @@ use muster_core::plan::WaitReason;
 use muster_core::preempt::{Preempting, choose};
 use muster_state::commands::{
     AddUser, By, EndGangWait, KillApp, Preempt, PreemptWithinQueue, QueueSettings, RaiseLogFormat,
-    SetAppPriority, SetQueues, SubmitApp, SubmitGang, SubmitGangDriver, SubmitPrioritizedApp,
-    set_queues_op, submit_app_op,
+    SetAppPriority, SetQueues, SubmitApp, SubmitDriver, SubmitGang, SubmitGangDriver,
+    SubmitPrioritized, WorkerLost, set_queues_op, submit_app_op,
 };
 use muster_state::model::DriverState;
 use muster_state::version::LogFormat;
@@ -324,7 +324,7 @@ fn an_app_submitted_with_its_priority_has_it_from_its_first_pass_or_is_refused_w
         admin: false,
     }));
     let prioritized = |submit: Op, priority| {
-        Op::SubmitPrioritizedApp(SubmitPrioritizedApp {
+        Op::SubmitPrioritized(SubmitPrioritized {
             submit: Box::new(submit),
             priority,
         })
@@ -365,7 +365,7 @@ fn an_app_submitted_with_its_priority_has_it_from_its_first_pass_or_is_refused_w
         .unwrap_err();
     assert_eq!(
         error.to_string(),
-        "submit: only an application's submission takes a priority"
+        "submit: only an application's or a driver's submission takes a priority"
     );
     assert_eq!(c.state, before);
 }
@@ -542,6 +542,63 @@ fn preemption_for_guarantees_never_takes_a_queue_below_its_own() {
         "stopping these executors takes queue `c` below its guarantee"
     );
     c.ok(Op::PreemptForGuarantees(from(&apps[0], &c)));
+}
+
+#[test]
+fn a_driver_submitted_with_its_priority_starts_first_in_its_queue_and_keeps_it_when_relaunched() {
+    let mut c = Cluster::new();
+    c.ok(Op::RaiseLogFormat(RaiseLogFormat {
+        to: LogFormat::FOURTH,
+    }));
+    c.ok(set_queues_op(vec![QueueSpec {
+        max_priority: Some(5),
+        ..QueueSpec::named("default")
+    }]));
+    c.ok(Op::AddUser(AddUser {
+        name: "bob".into(),
+        admin: false,
+    }));
+    let first = c.submit_driver(driver_desc(1, 512, false));
+    let submit = Op::SubmitDriver(SubmitDriver {
+        desc: driver_desc(1, 512, true),
+    });
+    let prioritized = Op::SubmitPrioritized(SubmitPrioritized {
+        submit: Box::new(submit),
+        priority: 9,
+    });
+    let by_bob = Op::By(By {
+        user: "bob".into(),
+        generation: 1,
+        op: Box::new(prioritized),
+    });
+    let Outcome::DriverSubmitted { id: urgent } = c.ok(by_bob).outcome else {
+        panic!("a submission names its driver");
+    };
+    // Capped by its queue, and bob's.
+    assert_eq!(c.state.driver_priority(&urgent), 5);
+    assert_eq!(
+        c.state.driver_owner(&urgent).map(|o| o.user.as_str()),
+        Some("bob")
+    );
+
+    // One core: the urgent driver, submitted second, starts.
+    c.worker("w1", 1, 4096);
+    c.schedule();
+    assert_eq!(c.state.drivers()[&urgent].state, DriverState::Running);
+    assert_eq!(c.state.drivers()[&first].state, DriverState::Submitted);
+
+    // Its worker lost, the supervised driver is submitted again with its priority, and
+    // starts first again.
+    c.ok(Op::WorkerLost(WorkerLost {
+        id: "w1".into(),
+        reason: "gone".into(),
+    }));
+    let successor = c.state.relaunched_as(&urgent).unwrap().clone();
+    assert_eq!(c.state.driver_priority(&successor), 5);
+    c.worker("w2", 1, 4096);
+    c.schedule();
+    assert_eq!(c.state.drivers()[&successor].state, DriverState::Running);
+    c.state.check_invariants().unwrap();
 }
 
 #[test]

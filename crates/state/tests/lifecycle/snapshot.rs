@@ -9,12 +9,12 @@ use muster_core::resources::Resources;
 use muster_state::commands::{
     AddUser, By, DecommissionWorker, DrainWorker, DriverStateChanged, ExecutorStateChanged,
     KillExecutors, Preempt, RaiseLogFormat, RegisterWorker, Restore, SetAppPriority,
-    SetProfileLimit, SubmitDriver, set_queues_op,
+    SetProfileLimit, SubmitDriver, SubmitPrioritized, set_queues_op,
 };
 use muster_state::model::{DriverState, ExecutorState, Profile, Reservation};
 use muster_state::version::LogFormat;
 use muster_state::{
-    ClusterState, ENDED_EXECUTORS_KEPT, Op, SNAPSHOT_FORMAT, SnapshotError, Stopped,
+    ClusterState, ENDED_EXECUTORS_KEPT, Op, Outcome, SNAPSHOT_FORMAT, SnapshotError, Stopped,
 };
 
 use crate::snapshot_bytes::decode_hostile;
@@ -299,6 +299,20 @@ fn a_snapshot_restores_the_same_state() {
         priority: 3,
     }));
     assert_eq!(c.state.app_priority(&app), 3);
+    // And a waiting driver's.
+    let submit = Op::SubmitDriver(SubmitDriver {
+        desc: driver_desc(64, 1024, false),
+    });
+    let Outcome::DriverSubmitted { id: driver } = c
+        .ok(Op::SubmitPrioritized(SubmitPrioritized {
+            submit: Box::new(submit),
+            priority: 2,
+        }))
+        .outcome
+    else {
+        panic!("a submission names its driver");
+    };
+    assert_eq!(c.state.driver_priority(&driver), 2);
     let bytes = c.state.encode_snapshot();
     assert_eq!(bytes[0], SNAPSHOT_FORMAT);
     let restored = ClusterState::decode_snapshot(&bytes).unwrap();
