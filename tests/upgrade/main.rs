@@ -689,6 +689,21 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
             "{asked:?}: {refusal}"
         );
     }
+    // And a driver's priority.
+    let prioritized_driver = ["submit", "--priority", "1", "--cores", "1000", "--"];
+    let refused = muster_from(&cluster.new)
+        .args(prioritized_driver)
+        .arg("/bin/true")
+        .env("MUSTER_MASTERS", cluster.list())
+        .output()
+        .unwrap();
+    let refusal = support::stderr(&refused);
+    assert!(
+        !refused.status.success()
+            && refusal.contains("needs every master at")
+            && refusal.contains(&format!("runs {previous}")),
+        "{refused:?}"
+    );
     // A job driver is submitted without room for its first executor, which the old
     // followers could not read, and runs to its end (the audit checks it).
     cluster.submit_job();
@@ -799,6 +814,26 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
         );
     }
 
+    // Raised, a driver of priority 1 is submitted (larger than any worker, it waits), and
+    // every master has its priority.
+    let waiting = support::stdout(
+        &muster_from(&cluster.new)
+            .args(prioritized_driver)
+            .arg("/bin/true")
+            .env("MUSTER_MASTERS", cluster.list())
+            .output()
+            .unwrap(),
+    );
+    for id in 1..=3 {
+        support::wait_for_at(
+            &cluster.masters.addrs[id - 1],
+            "the driver's priority",
+            |s| support::driver(s, &waiting).is_some_and(|d| d["priority"] == 1),
+        );
+    }
+    let killed = Masters::client(&cluster.list(), &["kill", &waiting]);
+    assert!(killed.status.success(), "{killed:?}");
+
     // Raised, a job driver starts beside room for its first executor, which its
     // application takes when it registers, on every master (the audit checks it ran and
     // that the replicas agree).
@@ -850,7 +885,9 @@ fn a_working_cluster_is_upgraded_one_process_at_a_time_without_losing_anything()
     }
     cluster.assert_all_running("every worker upgraded and restarted");
 
-    let (done, longest_write) = cluster.audit(writer, 2);
+    // Besides the submissions: the long driver, the stubborn GPU one and the waiting one of
+    // priority 1.
+    let (done, longest_write) = cluster.audit(writer, 3);
     let d = driver(&done, &long).unwrap();
     assert_eq!(
         (d["state"].as_str(), d["pid"].as_u64()),

@@ -87,6 +87,10 @@ pub struct AppRunArgs {
 pub fn run(args: AppRunArgs) -> Result<String, CliError> {
     let masters = args.masters.parse()?;
     let (program, program_args) = program(&args.command)?;
+    if args.priority != 0 {
+        // A leader of an older release would register the application without it.
+        super::status::admits_fourth("an application's priority", &args.masters)?;
+    }
     let register = RegisterApp {
         request_id: request_id(),
         app_id: String::new(),

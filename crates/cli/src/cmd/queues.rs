@@ -4,9 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use muster_master::config::read_queues;
-use muster_master::web::view::StatusView;
 use muster_proto::v1::{Queue, SetQueuesRequest};
-use muster_state::version::{LogFormat, held_back};
 
 use super::{MastersArg, runtime, status};
 use crate::error::CliError;
@@ -27,25 +25,6 @@ pub struct QueuesArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
-}
-
-/// Refuses a queue's own admission or ordering `setting` (its driver share, its gangs'
-/// timeout, its ordering) until the cluster's log format holds it: a master of an older
-/// release would drop it from the request unread.
-fn admits(setting: &str, status: &StatusView) -> Result<(), CliError> {
-    let effective = LogFormat(status.log_format);
-    if effective >= LogFormat::FOURTH {
-        return Ok(());
-    }
-    let members = status.members.iter().map(|m| {
-        let build = m.build.as_ref().map(|b| {
-            let reads = LogFormat(b.log_format.unwrap_or(LogFormat::FIRST.0));
-            (b.version.as_str(), reads)
-        });
-        (m.id, build)
-    });
-    let line = held_back(LogFormat::FOURTH, effective, members);
-    Err(CliError::Refused(format!("a queue's {setting} {line}")))
 }
 
 /// Shows the queues, or sets them and names them.
@@ -86,7 +65,8 @@ pub fn run(args: QueuesArgs) -> Result<String, CliError> {
         .find_map(|(setting, set)| set.then_some(setting))
     });
     if let Some(setting) = needs_fourth {
-        admits(setting, &status::fetch(&args.masters, false)?)?;
+        // A master of an older release would drop it from the request unread.
+        status::admits_fourth(&format!("a queue's {setting}"), &args.masters)?;
     }
     let masters = args.masters.parse()?;
     let request = SetQueuesRequest {

@@ -7,6 +7,7 @@ use clap::Args;
 use muster_master::web::view::StatusView;
 use muster_proto::masters::Masters;
 use muster_proto::v1::StatusRequest;
+use muster_state::version::{LogFormat, held_back};
 use tokio::runtime::Runtime;
 
 use super::{MastersArg, runtime};
@@ -38,6 +39,30 @@ pub fn fetch(masters: &MastersArg, local: bool) -> Result<StatusView, CliError> 
         ..StatusRequest::default()
     };
     fetch_as(&masters.parse()?, &runtime()?, &request)
+}
+
+/// Refuses `what` (a setting or a field of a request) until the cluster's log format is 4:
+/// a master of an older release would drop it from a request unread, and the line names the
+/// masters that hold the format back.
+///
+/// # Errors
+///
+/// The refusal, or no master answered.
+pub fn admits_fourth(what: &str, masters: &MastersArg) -> Result<(), CliError> {
+    let status = fetch(masters, false)?;
+    let effective = LogFormat(status.log_format);
+    if effective >= LogFormat::FOURTH {
+        return Ok(());
+    }
+    let members = status.members.iter().map(|m| {
+        let build = m.build.as_ref().map(|b| {
+            let reads = LogFormat(b.log_format.unwrap_or(LogFormat::FIRST.0));
+            (b.version.as_str(), reads)
+        });
+        (m.id, build)
+    });
+    let line = held_back(LogFormat::FOURTH, effective, members);
+    Err(CliError::Refused(format!("{what} {line}")))
 }
 
 /// The status `request` asks for, from `masters`, on `runtime`.

@@ -123,6 +123,10 @@ pub fn run(args: SubmitArgs) -> Result<String, CliError> {
     env.extend(parse_environment(&args.env)?);
     let resources = Resources::new(args.cores, args.memory)
         .with_custom(parse_resources("--resources", &args.resources)?);
+    if priority != 0 {
+        // A master of an older release would forward the request without it.
+        super::status::admits_fourth("a driver's priority", &args.masters)?;
+    }
     let request = SubmitDriverRequest {
         request_id: request_id(),
         name,
