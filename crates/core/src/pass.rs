@@ -68,8 +68,10 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
     turns.in_submission_order(&prior, &queues, &cluster);
     if !queues.guaranteed() {
         turns.in_submission_order(&normal, &queues, &cluster);
+        let total_cores = apps.total_cores;
         (plan.executors, plan.reserved) = apps.into_grants(&ledger);
         behind_priority(snapshot, &mut plan);
+        at_user_limit(snapshot, &queues, total_cores, &mut plan);
         return plan;
     }
     // Every queue up to its guarantee first, then up to its maximum; in each round the
@@ -90,9 +92,75 @@ pub(crate) fn run<P: ExecutorPlacer>(snapshot: &Snapshot) -> Plan {
             }
         }
     }
+    let total_cores = apps.total_cores;
     (plan.executors, plan.reserved) = apps.into_grants(&ledger);
     behind_priority(snapshot, &mut plan);
+    at_user_limit(snapshot, &queues, total_cores, &mut plan);
     plan
+}
+
+/// Says of each app left without room, in a leaf that limits users, that its user holds
+/// at least the limit (granted in this pass or before) while another user below it has work
+/// waiting there, which is served first.
+fn at_user_limit(snapshot: &Snapshot, queues: &Queues, total_cores: u64, plan: &mut Plan) {
+    if !snapshot.queues.iter().any(|q| q.user_limit.is_some()) {
+        return;
+    }
+    let limited = |leaf: &QueueName| user_limit_cores(queues, leaf, total_cores);
+    let granted: BTreeMap<&crate::ids::AppId, u64> =
+        plan.executors.iter().fold(BTreeMap::new(), |mut sum, g| {
+            *sum.entry(&g.app).or_default() += u64::from(g.resources.cores) * u64::from(g.count);
+            sum
+        });
+    let user = |app: &AppRequest| app.user.as_deref().unwrap_or("").to_owned();
+    let mut held: BTreeMap<(&QueueName, String), u64> = BTreeMap::new();
+    for app in snapshot.apps.iter().filter(|a| limited(&a.queue).is_some()) {
+        let cores = app.executors.cores() + granted.get(&app.id).copied().unwrap_or(0);
+        *held.entry((&app.queue, user(app))).or_default() += cores;
+    }
+    let apps: HashMap<&crate::ids::AppId, &AppRequest, FixedState> =
+        snapshot.apps.iter().map(|a| (&a.id, a)).collect();
+    // The waiting apps of limited leaves, with their limits.
+    let waiting: Vec<(usize, &AppRequest, u64)> = plan
+        .waiting
+        .iter()
+        .enumerate()
+        .filter_map(|(i, waiting)| match (&waiting.id, &waiting.reason) {
+            (WorkId::App(id), WaitReason::NoRoom { .. }) => {
+                let app = *apps.get(id)?;
+                Some((i, app, limited(&app.queue)?))
+            }
+            _ => None,
+        })
+        .collect();
+    let holds = |app: &AppRequest| held.get(&(&app.queue, user(app))).copied().unwrap_or(0);
+    for &(i, app, limit) in &waiting {
+        let served_first = waiting
+            .iter()
+            .any(|&(_, other, _)| other.queue == app.queue && holds(other) < limit);
+        if holds(app) < limit || !served_first {
+            continue;
+        }
+        let WaitReason::NoRoom { need, .. } = &plan.waiting[i].reason else {
+            unreachable!("chosen for waiting for room");
+        };
+        plan.waiting[i].reason = WaitReason::AtUserLimit {
+            user: user(app),
+            queue: app.queue.clone(),
+            held: holds(app),
+            limit,
+            need: need.clone(),
+        };
+    }
+}
+
+/// The most cores one user's apps of `leaf` may hold while another user's could take more:
+/// its user limit of the leaf's maximum share of `total_cores`, if it limits users.
+fn user_limit_cores(queues: &Queues, leaf: &QueueName, total_cores: u64) -> Option<u64> {
+    queues.get(leaf).user_limit.map(|limit| {
+        let room = queues.share(leaf, Bound::Max) * total_cores as f64;
+        (limit * room).floor() as u64
+    })
 }
 
 /// Says of each app left without room that work of a higher priority in its queue holds
@@ -170,10 +238,7 @@ fn leaf_turns<'s>(
         .map(|(leaf, apps)| {
             let holding = holding.remove(leaf).unwrap_or_default();
             let queue = queues.get(leaf);
-            let user_limit = queue.user_limit.map(|limit| {
-                let room = queues.share(leaf, Bound::Max) * total_cores as f64;
-                (limit * room).floor() as u64
-            });
+            let user_limit = user_limit_cores(queues, leaf, total_cores);
             let turns = LeafTurns::new(queue, apps, &holding, user_limit, cluster);
             (leaf, turns)
         })

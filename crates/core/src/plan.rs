@@ -221,6 +221,21 @@ pub enum WaitReason {
         /// What one of its executors needs.
         need: Resources,
     },
+    /// No ALIVE worker has room for the app's next executor now, its user holds at least
+    /// the most its queue lets one user hold while others' apps could take more, and another
+    /// user below that has apps waiting there: theirs are served first.
+    AtUserLimit {
+        /// The user.
+        user: String,
+        /// The queue.
+        queue: QueueName,
+        /// The cores its apps of the queue hold.
+        held: u64,
+        /// The cores one user may hold there.
+        limit: u64,
+        /// What one of its executors needs.
+        need: Resources,
+    },
 }
 
 impl WaitReason {
@@ -231,6 +246,7 @@ impl WaitReason {
             self,
             Self::NoRoom { .. }
                 | Self::BehindPriority { .. }
+                | Self::AtUserLimit { .. }
                 | Self::HeldByThreshold { .. }
                 | Self::Gang { .. }
                 | Self::GangReserved { .. }
@@ -255,6 +271,7 @@ impl WaitReason {
             Self::HeldByThreshold { .. } => "held_by_threshold",
             Self::NoRoom { .. } => "no_room",
             Self::BehindPriority { .. } => "behind_priority",
+            Self::AtUserLimit { .. } => "at_user_limit",
         }
     }
 }
@@ -333,6 +350,18 @@ impl fmt::Display for WaitReason {
                 f,
                 "no ALIVE worker has {need} free for an executor: it waits behind \
                  priority {priority} work of its queue"
+            ),
+            Self::AtUserLimit {
+                user,
+                queue,
+                held,
+                limit,
+                need,
+            } => write!(
+                f,
+                "no ALIVE worker has {need} free for an executor: user `{user}` holds {held} \
+                 cores of queue `{queue}`, at least its user limit of {limit}, and other users' \
+                 work is served first"
             ),
         }
     }
