@@ -376,3 +376,52 @@ fn a_drf_queue_shares_a_worker_evenly_between_two_users_where_fifo_gives_it_to_t
         "{status}"
     );
 }
+
+#[test]
+fn a_drf_queue_splits_cores_and_memory_between_a_memory_heavy_and_a_core_heavy_user() {
+    let masters = Masters::start();
+    masters.leader(0);
+    let all = masters.list_from(1);
+    let dir = tempfile::tempdir().unwrap();
+    let alice = add_user(&masters, dir.path(), "alice");
+    let bob = add_user(&masters, dir.path(), "bob");
+    wait_for(&masters, "log format 4", |s| {
+        s["log_format"].as_u64() >= Some(4)
+    });
+    set_queues(
+        &all,
+        dir.path(),
+        r#"[{"name": "default", "ordering": "drf"}]"#,
+    );
+
+    // On 8 cores and 4096 MB, alice's executors take a quarter of the memory each and
+    // bob's a quarter of the cores. Spark's order gives alice, submitted first, all the
+    // memory (4 executors, bob none); DRF evens their dominant shares at 2 each, and the
+    // remnant fits one more of alice's: 3 and 2.
+    let sleeper = |cores: &'static str, memory: &'static str| {
+        [
+            "--executor-cores",
+            cores,
+            "--executor-memory",
+            memory,
+            "--",
+            "/bin/sleep",
+            "1000",
+        ]
+    };
+    let program = muster_binary();
+    let (_alice_run, alice_app, _alice_events) =
+        app_run_from(&program, &masters, Some(&alice), &sleeper("1", "1024"));
+    let (_bob_run, bob_app, _bob_events) =
+        app_run_from(&program, &masters, Some(&bob), &sleeper("2", "128"));
+    let _worker = start_worker(&masters, "w1", 8);
+    let held = |s: &Value, app: &str| running_executor_ids(s, app).len();
+    let status = wait_for(&masters, "five executors", |s| {
+        held(s, &alice_app) + held(s, &bob_app) == 5
+    });
+    assert_eq!(
+        (held(&status, &alice_app), held(&status, &bob_app)),
+        (3, 2),
+        "{status}"
+    );
+}
