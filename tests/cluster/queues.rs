@@ -23,6 +23,16 @@ fn queue<'s>(status: &'s Value, name: &str) -> &'s Value {
         .unwrap()
 }
 
+/// Once the cluster's log format holds priorities, lets the `default` queue's go up to
+/// `max`, through a queue file in `dir`.
+fn max_priority(masters: &Masters, dir: &std::path::Path, max: i32) {
+    wait_for(masters, "log format 4", |s| {
+        s["log_format"].as_u64() >= Some(4)
+    });
+    let queues = format!(r#"[{{"name": "default", "max_priority": {max}}}]"#);
+    crate::support::set_queues(&masters.list_from(1), dir, &queues);
+}
+
 #[test]
 fn a_team_borrows_the_idle_half_and_the_other_gets_it_back_as_executors_end() {
     let (masters, _settings) = configured_masters(
@@ -108,15 +118,8 @@ fn a_driver_submitted_with_a_higher_priority_starts_first_in_its_queue() {
     let masters = Masters::start();
     masters.leader(0);
     let list = masters.list_from(1);
-    wait_for(&masters, "log format 4", |s| {
-        s["log_format"].as_u64() >= Some(4)
-    });
     let dir = tempfile::tempdir().unwrap();
-    crate::support::set_queues(
-        &list,
-        dir.path(),
-        r#"[{"name": "default", "max_priority": 5}]"#,
-    );
+    max_priority(&masters, dir.path(), 5);
     let sleeper = ["--memory", "64", "--", "/bin/sleep", "1000"];
     let first = crate::support::submit(&masters, &sleeper);
     let urgent = crate::support::submit(&masters, &[&["--priority", "2"][..], &sleeper].concat());
@@ -145,14 +148,7 @@ fn with_preemption_inside_queues_a_higher_priority_takes_executors_of_lower_prio
         r#"{"preemption": {"within_queues": true, "delay_s": 1, "grace_s": 2, "max_fraction": 1}}"#,
         r#"[{"name": "default"}]"#,
     );
-    wait_for(&masters, "log format 4", |s| {
-        s["log_format"].as_u64() >= Some(4)
-    });
-    crate::support::set_queues(
-        &masters.list_from(1),
-        settings.path(),
-        r#"[{"name": "default", "max_priority": 5}]"#,
-    );
+    max_priority(&masters, settings.path(), 5);
     let _worker = start_worker(&masters, "w1", 4);
     let (_batch, batch_id, _batch_out) = app_run(&masters, SLEEPERS);
     wait_for(&masters, "the batch application holding every core", |s| {
@@ -235,15 +231,8 @@ fn the_application_of_the_highest_priority_is_served_first_whenever_it_was_submi
     let masters = Masters::start();
     masters.leader(0);
     let list = masters.list_from(1);
-    wait_for(&masters, "log format 4", |s| {
-        s["log_format"].as_u64() >= Some(4)
-    });
     let dir = tempfile::tempdir().unwrap();
-    crate::support::set_queues(
-        &list,
-        dir.path(),
-        r#"[{"name": "default", "max_priority": 2}]"#,
-    );
+    max_priority(&masters, dir.path(), 2);
     // Three applications wait for a worker: the first as submitted, the second asking for
     // priority 1, the third set to 2 while it waits (asking for 3, above the queue's
     // max_priority).

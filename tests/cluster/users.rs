@@ -341,8 +341,9 @@ fn a_user_attaches_only_to_applications_they_may_steer() {
     });
 }
 
-#[test]
-fn a_drf_queue_shares_a_worker_evenly_between_two_users_where_fifo_gives_it_to_the_first() {
+/// Masters whose `default` queue is `drf`, from log format 4, and the credentials of two
+/// named users of it, alice's and bob's (in the directory returned with them).
+fn drf_queue_of_alice_and_bob() -> (Masters, tempfile::TempDir, PathBuf, PathBuf) {
     let masters = Masters::start();
     masters.leader(0);
     let all = masters.list_from(1);
@@ -358,6 +359,12 @@ fn a_drf_queue_shares_a_worker_evenly_between_two_users_where_fifo_gives_it_to_t
         r#"[{"name": "default", "ordering": "drf"}]"#,
     );
     assert_eq!(masters.status(&all)["queues"][0]["ordering"], "drf");
+    (masters, dir, alice, bob)
+}
+
+#[test]
+fn a_drf_queue_shares_a_worker_evenly_between_two_users_where_fifo_gives_it_to_the_first() {
+    let (masters, _dir, alice, bob) = drf_queue_of_alice_and_bob();
 
     // Both applications wait for a worker; the pass that places them shares it: two
     // executors each, where Spark's order would give alice's, submitted first, all four.
@@ -379,20 +386,7 @@ fn a_drf_queue_shares_a_worker_evenly_between_two_users_where_fifo_gives_it_to_t
 
 #[test]
 fn a_drf_queue_splits_cores_and_memory_between_a_memory_heavy_and_a_core_heavy_user() {
-    let masters = Masters::start();
-    masters.leader(0);
-    let all = masters.list_from(1);
-    let dir = tempfile::tempdir().unwrap();
-    let alice = add_user(&masters, dir.path(), "alice");
-    let bob = add_user(&masters, dir.path(), "bob");
-    wait_for(&masters, "log format 4", |s| {
-        s["log_format"].as_u64() >= Some(4)
-    });
-    set_queues(
-        &all,
-        dir.path(),
-        r#"[{"name": "default", "ordering": "drf"}]"#,
-    );
+    let (masters, _dir, alice, bob) = drf_queue_of_alice_and_bob();
 
     // On 8 cores and 4096 MB, alice's executors take a quarter of the memory each and
     // bob's a quarter of the cores. Spark's order gives alice, submitted first, all the

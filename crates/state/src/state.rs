@@ -515,28 +515,25 @@ impl ClusterState {
     /// Application `id`'s priority in its queue: the one it asked for (0 unless it did),
     /// at most its queue's `max_priority`, which is 0 where the queue sets none.
     pub fn app_priority(&self, id: &AppId) -> i32 {
-        let Some(&asked) = self.priorities.get(id) else {
-            return 0;
-        };
-        let cap = self
-            .apps
-            .get(id)
-            .and_then(|app| self.orderings.get(&app.desc.queue))
-            .and_then(|ordering| ordering.max_priority)
-            .unwrap_or(0);
-        asked.min(cap)
+        let queue = self.apps.get(id).map(|app| &app.desc.queue);
+        self.capped_priority(self.priorities.get(id), queue)
     }
 
     /// Driver `id`'s priority in its queue, capped as an application's is
     /// ([`ClusterState::app_priority`]).
     pub fn driver_priority(&self, id: &DriverId) -> i32 {
-        let Some(&asked) = self.driver_priorities.get(id) else {
+        let queue = self.drivers.get(id).map(|driver| &driver.desc.queue);
+        self.capped_priority(self.driver_priorities.get(id), queue)
+    }
+
+    /// The priority `asked` (0 if none) as `queue`'s `max_priority` caps it: at 0 where the
+    /// queue sets none.
+    fn capped_priority(&self, asked: Option<&i32>, queue: Option<&QueueName>) -> i32 {
+        let Some(&asked) = asked else {
             return 0;
         };
-        let cap = self
-            .drivers
-            .get(id)
-            .and_then(|driver| self.orderings.get(&driver.desc.queue))
+        let cap = queue
+            .and_then(|queue| self.orderings.get(queue))
             .and_then(|ordering| ordering.max_priority)
             .unwrap_or(0);
         asked.min(cap)

@@ -755,25 +755,14 @@ struct Candidates<'s> {
 
 impl<'s> Candidates<'s> {
     fn new(snapshot: &'s Snapshot, queues: &Queues) -> Self {
-        let alive: BTreeSet<&WorkerId> = snapshot
-            .workers
-            .iter()
-            .filter(|w| w.state == WorkerState::Alive)
-            .map(|w| &w.id)
-            .collect();
+        let alive = alive_workers(snapshot);
         let mut apps = BTreeMap::new();
         let mut heap = BinaryHeap::new();
         for app in &snapshot.apps {
             if queues.get(&app.queue).prior {
                 continue;
             }
-            let mut executors: Vec<&HeldExecutor> = app
-                .executors
-                .iter()
-                .filter(|e| alive.contains(&e.worker))
-                .collect();
-            executors.sort_by_key(|e| e.id);
-            apps.insert(&app.id, (&app.queue, executors));
+            apps.insert(&app.id, (&app.queue, executors_on(app, &alive)));
             heap.push((app.executors.cores(), Reverse(&app.id)));
         }
         Self { apps, heap }
@@ -804,6 +793,28 @@ impl<'s> Candidates<'s> {
         }
         None
     }
+}
+
+/// The ids of the snapshot's ALIVE workers.
+fn alive_workers(snapshot: &Snapshot) -> BTreeSet<&WorkerId> {
+    snapshot
+        .workers
+        .iter()
+        .filter(|w| w.state == WorkerState::Alive)
+        .map(|w| &w.id)
+        .collect()
+}
+
+/// `app`'s executors on `alive` workers, the youngest (the highest id) last: a round's
+/// candidates of it, in the order it takes them from the end.
+fn executors_on<'s>(app: &'s AppRequest, alive: &BTreeSet<&WorkerId>) -> Vec<&'s HeldExecutor> {
+    let mut executors: Vec<&HeldExecutor> = app
+        .executors
+        .iter()
+        .filter(|e| alive.contains(&e.worker))
+        .collect();
+    executors.sort_by_key(|e| e.id);
+    executors
 }
 
 /// Stops `victim` in `snapshot`: its app no longer holds it and its worker has the room.

@@ -18,13 +18,13 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::ids::{AppId, ExecutorId, QueueName, WorkerId};
-use crate::model::{AppRequest, HeldExecutor, OrderingPolicy, Snapshot, WorkerState};
+use crate::ids::{AppId, ExecutorId, QueueName};
+use crate::model::{AppRequest, HeldExecutor, OrderingPolicy, Snapshot};
 use crate::ordering::{alive_capacity, holder, weighted_share};
 use crate::queues::Queues;
 use crate::resources::Resources;
 
-use super::Victim;
+use super::{Victim, alive_workers, executors_on};
 
 /// How a preemption inside a queue breaks its rule ([`check`]).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -161,31 +161,18 @@ pub(super) fn candidates(
             waiting.entry(&app.queue).or_default().push(app);
         }
     }
-    let alive: BTreeSet<&WorkerId> = snapshot
-        .workers
-        .iter()
-        .filter(|w| w.state == WorkerState::Alive)
-        .map(|w| &w.id)
-        .collect();
+    let alive = alive_workers(snapshot);
     // Each application of those leaves, its executors on ALIVE workers youngest last, and
     // how many of them it may still lose.
     let mut pools: Vec<Pool<'_>> = snapshot
         .apps
         .iter()
         .filter(|a| waiting.contains_key(&a.queue))
-        .map(|app| {
-            let mut executors: Vec<&HeldExecutor> = app
-                .executors
-                .iter()
-                .filter(|e| alive.contains(&e.worker))
-                .collect();
-            executors.sort_by_key(|e| e.id);
-            Pool {
-                app,
-                executors,
-                spare: app.executors.len().saturating_sub(minimum(app)),
-                cores: app.executors.cores(),
-            }
+        .map(|app| Pool {
+            app,
+            executors: executors_on(app, &alive),
+            spare: app.executors.len().saturating_sub(minimum(app)),
+            cores: app.executors.cores(),
         })
         .collect();
     let mut victims = Vec::new();

@@ -225,10 +225,8 @@ fn a_leafs_ordering_is_of_log_format_4_and_shares_it_among_users_by_drf() {
     assert_eq!(c.state, before);
 }
 
-#[test]
-fn an_apps_priority_is_of_log_format_4_capped_by_its_queue_and_set_by_its_owner() {
-    let mut c = Cluster::new();
-    c.worker("w1", 4, 4096);
+/// Raises `c` to log format 4 and lets the `default` queue's priorities go up to 5.
+fn priorities_up_to_5(c: &mut Cluster) {
     c.ok(Op::RaiseLogFormat(RaiseLogFormat {
         to: LogFormat::FOURTH,
     }));
@@ -236,6 +234,13 @@ fn an_apps_priority_is_of_log_format_4_capped_by_its_queue_and_set_by_its_owner(
         max_priority: Some(5),
         ..QueueSpec::named("default")
     }]));
+}
+
+#[test]
+fn an_apps_priority_is_of_log_format_4_capped_by_its_queue_and_set_by_its_owner() {
+    let mut c = Cluster::new();
+    c.worker("w1", 4, 4096);
+    priorities_up_to_5(&mut c);
     for name in ["alice", "bob"] {
         c.ok(Op::AddUser(AddUser {
             name: name.into(),
@@ -312,13 +317,7 @@ fn an_apps_priority_is_of_log_format_4_capped_by_its_queue_and_set_by_its_owner(
 fn an_app_submitted_with_its_priority_has_it_from_its_first_pass_or_is_refused_whole() {
     let mut c = Cluster::new();
     c.worker("w1", 2, 4096);
-    c.ok(Op::RaiseLogFormat(RaiseLogFormat {
-        to: LogFormat::FOURTH,
-    }));
-    c.ok(set_queues_op(vec![QueueSpec {
-        max_priority: Some(5),
-        ..QueueSpec::named("default")
-    }]));
+    priorities_up_to_5(&mut c);
     c.ok(Op::AddUser(AddUser {
         name: "bob".into(),
         admin: false,
@@ -547,13 +546,7 @@ fn preemption_for_guarantees_never_takes_a_queue_below_its_own() {
 #[test]
 fn a_driver_submitted_with_its_priority_starts_first_in_its_queue_and_keeps_it_when_relaunched() {
     let mut c = Cluster::new();
-    c.ok(Op::RaiseLogFormat(RaiseLogFormat {
-        to: LogFormat::FOURTH,
-    }));
-    c.ok(set_queues_op(vec![QueueSpec {
-        max_priority: Some(5),
-        ..QueueSpec::named("default")
-    }]));
+    priorities_up_to_5(&mut c);
     c.ok(Op::AddUser(AddUser {
         name: "bob".into(),
         admin: false,
@@ -607,13 +600,7 @@ fn preemption_inside_a_queue_stops_only_what_an_owner_outranks_and_keeps_gangs_w
     // priority 3, waits.
     let mut c = Cluster::new();
     c.worker("w1", 4, 4096);
-    c.ok(Op::RaiseLogFormat(RaiseLogFormat {
-        to: LogFormat::FOURTH,
-    }));
-    c.ok(set_queues_op(vec![QueueSpec {
-        max_priority: Some(5),
-        ..QueueSpec::named("default")
-    }]));
+    priorities_up_to_5(&mut c);
     let a0 = c.submit_app(in_queue("default", Some(3), Some(1)));
     let gang = Op::SubmitGang(SubmitGang {
         app: SubmitApp {
