@@ -120,13 +120,13 @@ fn at_user_limit(snapshot: &Snapshot, queues: &Queues, total_cores: u64, plan: &
     }
     let apps: HashMap<&crate::ids::AppId, &AppRequest, FixedState> =
         snapshot.apps.iter().map(|a| (&a.id, a)).collect();
-    // The waiting apps of limited leaves, with their limits.
+    // The apps of limited leaves waiting for room, with their limits.
     let waiting: Vec<(usize, &AppRequest, u64)> = plan
         .waiting
         .iter()
         .enumerate()
         .filter_map(|(i, waiting)| match (&waiting.id, &waiting.reason) {
-            (WorkId::App(id), WaitReason::NoRoom { .. }) => {
+            (WorkId::App(id), WaitReason::NoRoom { .. } | WaitReason::BehindPriority { .. }) => {
                 let app = *apps.get(id)?;
                 Some((i, app, limited(&app.queue)?))
             }
@@ -138,7 +138,8 @@ fn at_user_limit(snapshot: &Snapshot, queues: &Queues, total_cores: u64, plan: &
         let served_first = waiting
             .iter()
             .any(|&(_, other, _)| other.queue == app.queue && holds(other) < limit);
-        if holds(app) < limit || !served_first {
+        let no_room = matches!(plan.waiting[i].reason, WaitReason::NoRoom { .. });
+        if !no_room || holds(app) < limit || !served_first {
             continue;
         }
         let WaitReason::NoRoom { need, .. } = &plan.waiting[i].reason else {

@@ -234,22 +234,15 @@ fn choose_for(
         .filter(|w| eligible.contains(&w.id) && w.reason.is_for_room())
         .map(|w| &w.id)
         .collect();
-    let leading: BTreeSet<WorkId>;
-    let eligible = if preempting == Preempting::WithinQueue {
+    if preempting == Preempting::WithinQueue {
         // Only the applications no other waiting one of their leaf outranks.
         let apps = waiting.iter().filter_map(|id| match id {
             WorkId::App(app) => Some(app),
             WorkId::Driver(_) => None,
         });
-        leading = within_queue::leading(snapshot, &queues, &apps.collect())
-            .into_iter()
-            .map(|app| WorkId::App(app.clone()))
-            .collect();
-        waiting.retain(|id| leading.contains(id));
-        &leading
-    } else {
-        eligible
-    };
+        let leading = within_queue::leading(snapshot, &queues, &apps.collect());
+        waiting.retain(|id| matches!(id, WorkId::App(app) if leading.contains(app)));
+    }
     if waiting.is_empty() {
         return Ok(None);
     }
@@ -266,17 +259,29 @@ fn choose_for(
     }
 
     // The candidates in the order they are taken, within the budget.
-    let candidates = if preempting == Preempting::WithinQueue {
-        let owners = waiting
+    let owners: BTreeSet<WorkId>;
+    let (candidates, eligible) = if preempting == Preempting::WithinQueue {
+        let leading = waiting
             .iter()
             .filter_map(|id| match id {
                 WorkId::App(app) => Some(app),
                 WorkId::Driver(_) => None,
             })
             .collect();
-        within_queue::candidates(snapshot, &queues, &owners, budget)
+        // Only the owners some candidate of their own leaf is taken for are served by the
+        // round: room another leaf's work would get is not theirs to give.
+        let (candidates, credited) = within_queue::candidates(snapshot, &queues, &leading, budget);
+        owners = credited
+            .into_iter()
+            .map(|app| WorkId::App(app.clone()))
+            .collect();
+        waiting.retain(|id| owners.contains(id));
+        (candidates, &owners)
     } else {
-        across_queues(snapshot, &queues, budget, preempting)
+        (
+            across_queues(snapshot, &queues, budget, preempting),
+            eligible,
+        )
     };
     let unpreempted = served(&base, snapshot, eligible);
     let Some(taken) = shortest_prefix(snapshot, &candidates, eligible, &waiting, unpreempted)

@@ -4,9 +4,12 @@
 //!
 //! * those of lower priority; or
 //! * at equal priority, under `fair` or `drf`, those of another holder (the application, or
-//!   its user under `drf`) whose dominant share, once the executors stop and their room goes
-//!   to the waiting holder, is still at least the waiting holder's. A holder is never taken
-//!   below the one it made room for, so two holders never take turns preempting each other.
+//!   its user under `drf`) whose dominant share is larger than the waiting holder's, and,
+//!   once the executors stop and their room goes to the waiting holder, still at least the
+//!   waiting holder's. A holder is never taken below the one it made room for, and one
+//!   preempts another only from strictly below it, so two holders never take turns
+//!   preempting each other (not even where a resource neither move changes, a GPU, decides
+//!   their shares).
 //!
 //! Never a driver, never an executor of a prior queue, never an application below its gang's
 //! minimum. A round takes, while its budget lasts, the youngest executor of the outranked
@@ -38,6 +41,25 @@ pub enum WithinQueueRuleBroken {
     /// A victim is not an executor of its application.
     #[error("`{0}` holds no executor {1}")]
     NoSuchExecutor(AppId, ExecutorId),
+    /// A victim is named twice.
+    #[error("executor {1} of `{0}` is named twice")]
+    Twice(AppId, ExecutorId),
+    /// An owner outranks none of the victims: room would go to work of another leaf.
+    #[error("`{0}` outranks none of the executors stopped: its room is not theirs to give")]
+    OutranksNone(AppId),
+    /// The victims of a leaf free more cores than the room kept for its owners holds.
+    #[error(
+        "stopping {stopped} cores of queue `{queue}` for {kept} kept for its work: a \
+         preemption inside a queue stops no more than its work gets"
+    )]
+    MoreThanKept {
+        /// The leaf.
+        queue: QueueName,
+        /// The cores its victims hold.
+        stopped: u64,
+        /// The cores kept for its owners.
+        kept: u64,
+    },
     /// The victims take a gang below its minimum.
     #[error("stopping these executors takes `{0}` below its gang's minimum")]
     BelowGang(AppId),
@@ -52,8 +74,9 @@ pub enum WithinQueueRuleBroken {
 /// Checks a preemption inside queues against the snapshot it was chosen on (the state's own
 /// check of the leader's choice): every owner an application of an ordinary queue, given
 /// `owners`' room; every victim an executor of an ordinary queue's application, none below
-/// its gang's minimum once they stop, and each application outranked by an owner of its
-/// leaf once the victims stop and the owners have their room.
+/// its gang's minimum once they stop, each application outranked by an owner of its leaf
+/// once the victims stop and the owners have their room, each owner outranking a victim,
+/// and no leaf's victims freeing more cores than the room kept for its owners.
 ///
 /// # Errors
 ///
@@ -64,7 +87,8 @@ pub fn check(
     owners: &[(&AppId, Resources)],
 ) -> Result<(), WithinQueueRuleBroken> {
     let queues = Queues::new(&snapshot.queues);
-    let mut standings = Standings::of(snapshot, &queues);
+    let before = Standings::of(snapshot, &queues);
+    let mut after = Standings::of(snapshot, &queues);
     let app = |id: &AppId| snapshot.apps.iter().find(|a| &a.id == id);
     let ordinary = |id: &AppId| match app(id) {
         None => Err(WithinQueueRuleBroken::NotActive(id.clone())),
@@ -72,35 +96,59 @@ pub fn check(
         Some(app) => Ok(app),
     };
     let mut owning = Vec::new();
+    let mut kept: BTreeMap<&QueueName, u64> = BTreeMap::new();
     for (owner, room) in owners {
         let owner = ordinary(owner)?;
-        standings.add(owner, room);
+        after.add(owner, room);
+        *kept.entry(&owner.queue).or_default() += u64::from(room.cores);
         owning.push(owner);
     }
     let mut stopped: BTreeMap<&AppId, usize> = BTreeMap::new();
+    let mut named = BTreeSet::new();
+    let mut freed: BTreeMap<&QueueName, u64> = BTreeMap::new();
     let mut outranked = Vec::new();
     for (id, executor) in victims {
         let victim = ordinary(id)?;
         let Some(held) = victim.executors.iter().find(|e| e.id == Some(*executor)) else {
             return Err(WithinQueueRuleBroken::NoSuchExecutor(id.clone(), *executor));
         };
-        standings.remove(victim, &held.resources);
+        if !named.insert((id, executor)) {
+            return Err(WithinQueueRuleBroken::Twice(id.clone(), *executor));
+        }
+        after.remove(victim, &held.resources);
         *stopped.entry(&victim.id).or_insert(0) += 1;
+        *freed.entry(&victim.queue).or_default() += u64::from(held.resources.cores);
         outranked.push(victim);
+    }
+    for (&queue, &stopped) in &freed {
+        let kept = kept.get(queue).copied().unwrap_or(0);
+        if stopped > kept {
+            return Err(WithinQueueRuleBroken::MoreThanKept {
+                queue: queue.clone(),
+                stopped,
+                kept,
+            });
+        }
     }
     for (&id, &count) in &stopped {
         let victim = app(id).expect("checked above");
-        if victim.executors.len() - count < minimum(victim) {
+        if count > victim.executors.len().saturating_sub(minimum(victim)) {
             return Err(WithinQueueRuleBroken::BelowGang(id.clone()));
         }
     }
-    let none = Resources::default();
-    for victim in outranked {
-        if !owning
-            .iter()
-            .any(|owner| standings.outranks(owner, &none, victim, &none))
-        {
+    let ranks = |owner: &AppRequest, victim: &AppRequest| {
+        outranks(&before, owner, victim, || {
+            (after.share_of(victim), after.share_of(owner))
+        })
+    };
+    for &victim in &outranked {
+        if !owning.iter().any(|owner| ranks(owner, victim)) {
             return Err(WithinQueueRuleBroken::NotOutranked(victim.id.clone()));
+        }
+    }
+    for owner in owning {
+        if !outranked.iter().any(|victim| ranks(owner, victim)) {
+            return Err(WithinQueueRuleBroken::OutranksNone(owner.id.clone()));
         }
     }
     Ok(())
@@ -108,8 +156,9 @@ pub fn check(
 
 /// Of `waiting` (applications waiting for room), those no other of them outranks as things
 /// stand: of the highest priority waiting in their leaf, and under `fair` and `drf` of a
-/// holder whose share is no larger than another waiting holder's. Only they preempt, so that
-/// an application outranked in its own leaf does not count the room it would take back.
+/// holder whose share is no larger than any other waiting holder's of that priority. Only
+/// they preempt, so that an application outranked in its own leaf does not count the room
+/// it would take back.
 pub(super) fn leading<'a>(
     snapshot: &Snapshot,
     queues: &Queues,
@@ -147,13 +196,14 @@ pub(super) fn leading<'a>(
 }
 
 /// The executors a round may stop for `owners` (applications of ordinary leaves waiting for
-/// room), in the order it takes them, up to `budget` cores: see the module's doc.
-pub(super) fn candidates(
-    snapshot: &Snapshot,
+/// room), in the order it takes them, up to `budget` cores (see the module's doc), and the
+/// owners they are taken for.
+pub(super) fn candidates<'s>(
+    snapshot: &'s Snapshot,
     queues: &Queues,
     owners: &BTreeSet<&AppId>,
     budget: u64,
-) -> Vec<Victim> {
+) -> (Vec<Victim>, BTreeSet<&'s AppId>) {
     let mut standings = Standings::of(snapshot, queues);
     let mut waiting: BTreeMap<&QueueName, Vec<&AppRequest>> = BTreeMap::new();
     for app in snapshot.apps.iter().filter(|a| owners.contains(&a.id)) {
@@ -176,6 +226,7 @@ pub(super) fn candidates(
         })
         .collect();
     let mut victims = Vec::new();
+    let mut credited = BTreeSet::new();
     let mut spent = 0u64;
     while spent < budget {
         let left = budget - spent;
@@ -222,6 +273,7 @@ pub(super) fn candidates(
         let owner = waiting[&victim.queue][owner];
         standings.remove(victim, &executor.resources);
         standings.add(owner, &executor.resources);
+        credited.insert(&owner.id);
         spent += u64::from(executor.resources.cores);
         victims.push(Victim {
             app: victim.id.clone(),
@@ -230,7 +282,7 @@ pub(super) fn candidates(
             resources: executor.resources.clone(),
         });
     }
-    victims
+    (victims, credited)
 }
 
 /// An application a round may take executors from.
@@ -312,9 +364,7 @@ impl<'s> Standings<'s> {
         self.share_with(app, &none, &none)
     }
 
-    /// Whether `owner`, given `gain`, outranks `victim`, losing `loss`: both of one leaf, and
-    /// the victim of lower priority, or of equal priority under `fair` or `drf` and another
-    /// holder whose share stays at least the owner's.
+    /// Whether `owner`, given `gain`, outranks `victim`, losing `loss`, as things stand.
     fn outranks(
         &self,
         owner: &AppRequest,
@@ -322,17 +372,39 @@ impl<'s> Standings<'s> {
         victim: &AppRequest,
         loss: &Resources,
     ) -> bool {
-        if owner.queue != victim.queue || owner.id == victim.id {
-            return false;
-        }
-        if owner.priority != victim.priority {
-            return owner.priority > victim.priority;
-        }
-        let policy = self.policy(owner);
-        if policy.is_fifo() || holder(policy, owner) == holder(policy, victim) {
-            return false;
-        }
         let none = Resources::default();
-        self.share_with(victim, &none, loss) >= self.share_with(owner, gain, &none)
+        outranks(self, owner, victim, || {
+            (
+                self.share_with(victim, &none, loss),
+                self.share_with(owner, gain, &none),
+            )
+        })
     }
+}
+
+/// Whether `owner` outranks `victim`: both of one leaf, and the victim of lower priority, or
+/// of equal priority under `fair` or `drf` and another holder whose share is larger than the
+/// owner's `before` the move and at least the owner's after it (`after`: the victim's and
+/// the owner's shares then).
+fn outranks(
+    before: &Standings<'_>,
+    owner: &AppRequest,
+    victim: &AppRequest,
+    after: impl FnOnce() -> (f64, f64),
+) -> bool {
+    if owner.queue != victim.queue || owner.id == victim.id {
+        return false;
+    }
+    if owner.priority != victim.priority {
+        return owner.priority > victim.priority;
+    }
+    let policy = before.policy(owner);
+    if policy.is_fifo() || holder(policy, owner) == holder(policy, victim) {
+        return false;
+    }
+    if before.share_of(victim) <= before.share_of(owner) {
+        return false;
+    }
+    let (victim_after, owner_after) = after();
+    victim_after >= owner_after
 }

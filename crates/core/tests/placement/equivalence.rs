@@ -801,7 +801,7 @@ proptest! {
     /// state's own check accepts.
     #[test]
     fn preemption_inside_queues_stops_only_outranked_executors_of_the_same_leaf(
-        mut snapshot in snapshot(),
+        mut snapshot in prop_oneof![snapshot(), full_shared_leaf()],
         fraction in 0.05f64..=1.0,
     ) {
         // Named as the state names them, so that its check finds them.
@@ -852,7 +852,122 @@ proptest! {
         let rooms: Vec<_> = rooms.into_iter().collect();
         let checked = muster_core::preempt::check_within_queue(&snapshot, &victims, &rooms);
         prop_assert_eq!(checked, Ok(()));
+
+        // Once the victims have stopped and the owners hold their room, no victim's
+        // application takes it back from an owner: they never take turns.
+        let mut after = snapshot.clone();
+        for victim in &preemption.victims {
+            let app = after.apps.make_mut().iter_mut().find(|a| a.id == victim.app).unwrap();
+            app.executors.update(|e| e.retain(|e| e.id != Some(victim.executor)));
+            let worker = after.workers.make_mut().iter_mut().find(|w| w.id == victim.worker).unwrap();
+            worker.used = worker.used.saturating_sub(&victim.resources);
+        }
+        for (n, reservation) in preemption.reservations.iter().enumerate() {
+            let WorkId::App(id) = &reservation.id else { continue };
+            let app = after.apps.make_mut().iter_mut().find(|a| &a.id == id).unwrap();
+            app.executors.push(HeldExecutor {
+                id: Some(ExecutorId(1000 + u32::try_from(n).unwrap())),
+                worker: reservation.worker.clone(),
+                resources: reservation.resources.clone(),
+                profile: reservation.profile,
+            });
+            let worker = after.workers.make_mut().iter_mut().find(|w| w.id == reservation.worker).unwrap();
+            worker.used = worker.used.saturating_add(&reservation.resources);
+        }
+        let first_owners: Vec<&AppId> = owners.iter().map(|o| &o.id).collect();
+        let first_victims: Vec<&AppId> = preemption.victims.iter().map(|v| &v.app).collect();
+        if let Some(second) = muster_core::preempt::dry_run(&after, &settings).unwrap() {
+            let takes_back = second.victims.iter().any(|v| first_owners.contains(&&v.app))
+                && second.reservations.iter().any(|r| {
+                    matches!(&r.id, WorkId::App(id) if first_victims.contains(&id))
+                });
+            prop_assert!(!takes_back, "taken back: {:?} then {:?}", preemption, second);
+        }
     }
+}
+
+/// A leaf (`fifo`, `fair` or `drf`) of users' applications of random priorities, sizes and
+/// gangs, whose executors fill its workers but for what none of them fits in, as a
+/// replicated state shows it: where preemption inside a queue has the most to choose from.
+fn full_shared_leaf() -> impl Strategy<Value = Snapshot> {
+    (
+        prop::sample::select(vec![
+            OrderingPolicy::Fifo,
+            OrderingPolicy::Fair,
+            OrderingPolicy::Drf,
+        ]),
+        prop::collection::vec(
+            (2..12u32, prop::sample::select(vec![2048u64, 4096, 8192])),
+            1..4,
+        ),
+        prop::collection::vec(
+            (
+                prop::sample::select(vec!["a", "b", "c"]),
+                prop::sample::select(vec![0, 0, 1, 2]),
+                1..4u32,
+                prop::sample::select(vec![256u64, 512, 1024]),
+                prop::option::weighted(0.2, 1..3u32),
+                0..6usize,
+            ),
+            2..7,
+        ),
+    )
+        .prop_map(|(ordering, workers, apps)| {
+            let mut workers: Vec<Worker> = workers
+                .into_iter()
+                .enumerate()
+                .map(|(i, (cores, memory_mb))| Worker {
+                    id: format!("w{i}").as_str().into(),
+                    host: format!("h{i}").as_str().into(),
+                    capacity: Resources::new(cores, memory_mb),
+                    used: Resources::default(),
+                    state: WorkerState::Alive,
+                    hosts_prior: false,
+                })
+                .collect();
+            let mut requests = Vec::new();
+            for (i, (user, priority, cores, memory_mb, min, held)) in apps.into_iter().enumerate() {
+                let mut app = AppRequest::new(&format!("app-{i}"));
+                app.user = Some(user.into());
+                app.priority = priority;
+                app.executor_cores = Some(cores);
+                app.executor_memory_mb = memory_mb;
+                app.min_executors = min.filter(|&min| min as usize <= held);
+                let size = Resources::new(cores, memory_mb);
+                for n in 0..held {
+                    let Some(worker) = workers
+                        .iter_mut()
+                        .find(|w| w.capacity.saturating_sub(&w.used).fits(&size).is_ok())
+                    else {
+                        break;
+                    };
+                    worker.used = worker.used.saturating_add(&size);
+                    app.executors.push(HeldExecutor {
+                        id: Some(ExecutorId(u32::try_from(n).unwrap())),
+                        worker: worker.id.clone(),
+                        resources: size.clone(),
+                        profile: 0,
+                    });
+                }
+                if app
+                    .min_executors
+                    .is_some_and(|min| min as usize > app.executors.len())
+                {
+                    app.min_executors = None;
+                }
+                requests.push(app);
+            }
+            Snapshot {
+                queues: vec![QueueConfig {
+                    ordering,
+                    ..QueueConfig::named("default")
+                }]
+                .into(),
+                workers: workers.into(),
+                apps: requests.into(),
+                ..Snapshot::default()
+            }
+        })
 }
 
 /// A cluster whose ALIVE workers ordinary executors fill, as a replicated state shows it (what

@@ -374,6 +374,19 @@ impl Preempt {
                 .map_err(|broken| ApplyError::Conflict(broken.to_string()))?;
         }
         if preempting == Preempting::WithinQueue {
+            // Room already kept for an owner is not yet counted in what it holds: it waits
+            // for that room to be granted before it preempts again.
+            if let Some(kept) = state
+                .reservations
+                .iter()
+                .find(|kept| self.reservations.iter().any(|r| r.owner == kept.owner))
+            {
+                return Err(ApplyError::Conflict(format!(
+                    "room is already kept for `{}`: it preempts again once that room is \
+                     granted",
+                    kept.owner
+                )));
+            }
             let mut rooms: BTreeMap<&AppId, Resources> = BTreeMap::new();
             for reservation in &self.reservations {
                 if let WorkId::App(app) = &reservation.owner {

@@ -667,7 +667,13 @@ fn preemption_inside_a_queue_stops_only_what_an_owner_outranks_and_keeps_gangs_w
     // The higher priority stops a0's youngest executor, and the room is kept for it.
     c.ok(from(&a0, &a1, &c));
     assert_eq!(c.state.apps()[&a0].executors.len(), 2);
-    assert_eq!(c.state.reservations()[0].owner, WorkId::App(a1));
+    assert_eq!(c.state.reservations()[0].owner, WorkId::App(a1.clone()));
+    // Until that room is granted, a1 preempts no more.
+    let error = c.apply(from(&a0, &a1, &c)).unwrap_err();
+    assert!(
+        error.to_string().starts_with("room is already kept for"),
+        "{error}"
+    );
     c.state.check_invariants().unwrap();
 }
 
