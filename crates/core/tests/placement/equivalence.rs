@@ -961,8 +961,7 @@ fn full_shared_leaf() -> impl Strategy<Value = Snapshot> {
                 queues: vec![QueueConfig {
                     ordering,
                     ..QueueConfig::named("default")
-                }]
-                .into(),
+                }],
                 workers: workers.into(),
                 apps: requests.into(),
                 ..Snapshot::default()
