@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::support::{DEADLINE, Masters};
+use crate::support::{DEADLINE, Masters, wait_for};
 use crate::{
     app, app_id_of, cluster, executors_started, executors_that_registered, spark, succeeded,
     with_every_spark,
@@ -12,6 +12,8 @@ use crate::{
 fn pyspark_pi_runs_on_as_many_muster_executors_as_it_asks_for() {
     with_every_spark(|spark| {
         let (masters, _workers) = cluster(2);
+        let events = tempfile::tempdir().unwrap();
+        let event_log = format!("spark.eventLog.dir=file://{}", events.path().display());
         let output = spark.run(
             &masters.list_from(1),
             &[
@@ -24,6 +26,12 @@ fn pyspark_pi_runs_on_as_many_muster_executors_as_it_asks_for() {
                 // No task before all four have registered, as on Spark's standalone cluster.
                 "--conf",
                 "spark.scheduler.minRegisteredResourcesRatio=1.0",
+                // Its events logged for Spark's history server, which the masters' page of it
+                // links once it has ended.
+                "--conf",
+                "spark.eventLog.enabled=true",
+                "--conf",
+                &event_log,
                 &app("pi.py"),
                 "8",
             ],
@@ -44,6 +52,27 @@ fn pyspark_pi_runs_on_as_many_muster_executors_as_it_asks_for() {
             .map(|e| e.parent().unwrap().parent().unwrap())
             .collect();
         assert_eq!(workers.len(), 2, "spread over both workers: {executors:?}");
+        // Its event log (a file, or in Spark 4 a folder) is named by its Muster id, which the
+        // history server's link takes.
+        let id = app_id_of(&output);
+        let logged: Vec<String> = std::fs::read_dir(events.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            logged.iter().any(|name| name.contains(&id)),
+            "{id}: {logged:?}"
+        );
+        let status = wait_for(&masters, "the application completed", |s| {
+            s["completed_apps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a["id"] == id.as_str())
+        });
+        let completed = status["completed_apps"].as_array().unwrap();
+        let app = completed.iter().find(|a| a["id"] == id.as_str()).unwrap();
+        assert_eq!(app["logs_events"], true, "{app}");
     });
 }
 

@@ -15,7 +15,7 @@ use muster_core::model::{GangRequest, GangStyle, OrderingPolicy, RecoveryState, 
 use muster_core::resources::{ResourceAddresses, Resources};
 use muster_core::restarts::Restarts;
 use muster_state::commands::{
-    RegisterWorker, SubmitApp, SubmitDriver, SubmitGangDriver, SubmitPrioritized, submit_app_op,
+    RegisterWorker, SubmitApp, SubmitDriver, SubmitGangDriver, SubmitWithSettings, submit_app_op,
 };
 use muster_state::model::{
     AppDescription, AppState, DriverDescription, DriverState, Executor, ExecutorState, Reservation,
@@ -173,20 +173,21 @@ impl From<v1::RegisterApp> for SubmitApp {
 }
 
 /// The op that submits the application a registration describes, as [`submit_app_op`]
-/// chooses it with `state`, with the priority it asks for when not the default (its request
-/// id and re-attach id are the caller's to read first; a priority is the caller's to admit
-/// first, from log format 4).
+/// chooses it with `state`, with the priority it asks for when not the default and whether
+/// it logs events (its request id and re-attach id are the caller's to read first; those
+/// settings are the caller's to admit first, from log format 4).
 pub fn register_op(register: v1::RegisterApp, state: &ClusterState) -> Op {
     let min_executors = register.min_executors;
-    let priority = register.priority;
+    let (priority, logs_events) = (register.priority, register.logs_events);
     let driver = (!register.driver_id.is_empty()).then(|| register.driver_id.as_str().into());
     let submit = submit_app_op(SubmitApp::from(register), min_executors, driver, state);
-    if priority == 0 {
+    if priority == 0 && !logs_events {
         return submit;
     }
-    Op::SubmitPrioritized(SubmitPrioritized {
+    Op::SubmitWithSettings(SubmitWithSettings {
         submit: Box::new(submit),
         priority,
+        logs_events,
     })
 }
 
@@ -217,9 +218,10 @@ pub fn submit_driver_op(mut request: v1::SubmitDriverRequest, format: LogFormat)
     if priority == 0 {
         return submit;
     }
-    Op::SubmitPrioritized(SubmitPrioritized {
+    Op::SubmitWithSettings(SubmitWithSettings {
         submit: Box::new(submit),
         priority,
+        logs_events: false,
     })
 }
 

@@ -206,6 +206,11 @@ impl ClusterState {
         {
             return violated(format!("a priority kept of {id}, not an active driver"));
         }
+        if let Some(id) = self.event_logs.iter().find(|id| {
+            !self.apps.contains_key(*id) && !self.completed_apps.iter().any(|a| &a.id == *id)
+        }) {
+            return violated(format!("events said to be logged by {id}, an app not kept"));
+        }
         if let Some(id) = self
             .driver_gangs
             .keys()

@@ -13,7 +13,8 @@ use crate::{ClusterState, codec};
 /// resource profiles, format 12 the queues' admission settings and the applications'
 /// and drivers' gangs, format 13 the cores and memory stopped processes keep until their
 /// end is reported and the resource profiles room is kept for, and format 14 the leaves'
-/// orderings and the applications' and drivers' priorities. A state without a format's fields is still
+/// orderings, the applications' and drivers' priorities and the applications that log
+/// events. A state without a format's fields is still
 /// written in the older format, which
 /// replicas of the previous builds read, and an older format reads as a state without them:
 /// until the cluster's log format is raised, its snapshots are of format 7 at the most,
@@ -40,7 +41,7 @@ pub(crate) fn log_format_of(bytes: &[u8]) -> LogFormat {
 const OLDEST_FORMAT: u8 = 2;
 
 /// How many fields each format adds at the end of the state, from format 3 on.
-const FIELDS_ADDED: [usize; 12] = [1, 1, 4, 1, 3, 1, 1, 2, 1, 4, 2, 3];
+const FIELDS_ADDED: [usize; 12] = [1, 1, 4, 1, 3, 1, 1, 2, 1, 4, 2, 4];
 
 /// Why a snapshot could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -93,7 +94,8 @@ impl ClusterState {
             self.stopping_room.is_empty() && self.reservation_profiles.is_empty(),
             self.orderings.is_empty()
                 && self.priorities.is_empty()
-                && self.driver_priorities.is_empty(),
+                && self.driver_priorities.is_empty()
+                && self.event_logs.is_empty(),
         ];
         for (empty, fields) in added_empty.into_iter().zip(FIELDS_ADDED).rev() {
             if !empty {

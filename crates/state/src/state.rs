@@ -1,7 +1,7 @@
 //! [`ClusterState`]: everything the master replicas agree on, and the bookkeeping every
 //! command shares (taking and releasing worker resources, ending executors, apps and drivers).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use muster_core::access::{QueueAccess, QueueSpec};
 use muster_core::ids::{
@@ -171,6 +171,9 @@ pub struct ClusterState {
     /// The priority each driver that has not ended asked for, where other than 0, capped as
     /// an application's is. Came with format 14 as well, written only from log format 4.
     pub(crate) driver_priorities: BTreeMap<DriverId, i32>,
+    /// The applications, active or completed and kept, that log Spark events. Came with
+    /// format 14 as well, written only from log format 4.
+    pub(crate) event_logs: BTreeSet<AppId>,
     /// The workers as scheduling passes see them, in id order, and the active apps, in
     /// submission order: each pass's snapshot shares them rather than copying every worker
     /// and app. Kept as they change (see `scheduling.rs`); not in snapshots, but built anew
@@ -519,6 +522,11 @@ impl ClusterState {
         self.capped_priority(self.priorities.get(id), queue)
     }
 
+    /// Whether application `id` (active, or completed and kept) logs Spark events.
+    pub fn logs_events(&self, id: &AppId) -> bool {
+        self.event_logs.contains(id)
+    }
+
     /// Driver `id`'s priority in its queue, capped as an application's is
     /// ([`ClusterState::app_priority`]).
     pub fn driver_priority(&self, id: &DriverId) -> i32 {
@@ -816,6 +824,7 @@ impl ClusterState {
         let forgotten = retain_last(&mut self.completed_apps, app, self.config.retained_apps);
         for app in forgotten {
             self.app_users.remove(&app.id);
+            self.event_logs.remove(&app.id);
             self.ended_executors.remove(&app.id);
             self.timed_out_gangs.remove(&WorkId::App(app.id));
         }

@@ -46,7 +46,7 @@ impl LogFormat {
     /// beside a cluster-mode driver for its application's first executor until the
     /// application registers ([`Op::SubmitDriverApp`]), room kept for resource profiles
     /// ([`Op::PreemptForProfiles`]), each leaf's ordering ([`Op::ConfigureQueuesWithOrdering`])
-    /// applications' priorities ([`Op::SetAppPriority`], [`Op::SubmitPrioritized`]) and
+    /// applications' priorities ([`Op::SetAppPriority`], [`Op::SubmitWithSettings`]) and
     /// preemption inside queues ([`Op::PreemptWithinQueue`]); snapshot formats 12 to 14.
     pub const FOURTH: Self = Self(4);
     /// The newest format this build reads and, once the cluster is raised to it, writes.
@@ -113,7 +113,7 @@ impl Op {
             | Op::PreemptForProfiles(_)
             | Op::ConfigureQueuesWithOrdering(_)
             | Op::SetAppPriority(_)
-            | Op::SubmitPrioritized(_)
+            | Op::SubmitWithSettings(_)
             | Op::PreemptWithinQueue(_) => LogFormat::FOURTH,
             Op::RegisterWorker(_)
             | Op::WorkerLost(_)

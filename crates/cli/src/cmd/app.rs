@@ -71,6 +71,10 @@ pub struct AppRunArgs {
     /// value of it. May be given more than once.
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
     env: Vec<String>,
+    /// The application logs Spark events (`spark.eventLog.enabled`): once it has ended, its
+    /// page links the masters' --history-server.
+    #[arg(long)]
+    logs_events: bool,
     /// The application's own web UI (http:// or https://), shown with it by `muster apps`
     /// and the status page.
     #[arg(long, value_name = "URL", default_value = "")]
@@ -113,6 +117,7 @@ pub fn run(args: AppRunArgs) -> Result<String, CliError> {
         min_executors: args.min_executors,
         driver_id: std::env::var("MUSTER_DRIVER_ID").unwrap_or_default(),
         priority: args.priority,
+        logs_events: args.logs_events,
     };
     let format = if args.json {
         Format::Json

@@ -57,7 +57,7 @@ use muster_leader::{
 };
 use muster_state::commands::{
     AddUser, By, DrainWorker, ExecutorStateChanged, Grant, KillApp, KillDriver, PreemptWithinQueue,
-    RaiseLogFormat, RegisterWorker, RevokeUser, SubmitApp, SubmitDriver, SubmitPrioritized,
+    RaiseLogFormat, RegisterWorker, RevokeUser, SubmitApp, SubmitDriver, SubmitWithSettings,
     WorkerLost, plan_op, set_queues_op,
 };
 use muster_state::model::{
@@ -159,9 +159,10 @@ impl goldenscript::Runner for Runner {
                     executor_limit: None,
                 });
                 let op = match args.optional("priority")? {
-                    Some(priority) => Op::SubmitPrioritized(SubmitPrioritized {
+                    Some(priority) => Op::SubmitWithSettings(SubmitWithSettings {
                         submit: Box::new(op),
                         priority,
+                        logs_events: false,
                     }),
                     None => op,
                 };

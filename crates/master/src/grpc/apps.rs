@@ -75,10 +75,12 @@ impl AppLinkService {
             };
         }
         let request_id = std::mem::take(&mut register.request_id);
-        // The application and its priority are one entry, from log format 4.
+        // The application and its priority are one entry, from log format 4. Whether it logs
+        // events only decides a link: before, it goes unsaid rather than refused.
         if register.priority != 0 {
             self.node.admits(LogFormat::FOURTH)?;
         }
+        register.logs_events &= self.node.admits(LogFormat::FOURTH).is_ok();
         // As this master applied it: the room kept beside a driver that registers its
         // application was kept before the driver started.
         let op = register_op(

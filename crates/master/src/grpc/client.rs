@@ -264,7 +264,14 @@ impl ClusterService {
                     ..WorkerStatus::from(w)
                 })
                 .collect(),
-            completed_apps: state.completed_apps().iter().map(app_status).collect(),
+            completed_apps: state
+                .completed_apps()
+                .iter()
+                .map(|a| AppStatus {
+                    logs_events: state.logs_events(&a.id),
+                    ..app_status(a)
+                })
+                .collect(),
             apps: state
                 .apps()
                 .values()
@@ -272,6 +279,7 @@ impl ClusterService {
                     cores_granted: a.cores_granted,
                     min_executors: state.gang(&a.id),
                     priority: state.app_priority(&a.id),
+                    logs_events: state.logs_events(&a.id),
                     waiting: waiting(&WorkId::App(a.id.clone())),
                     ui_address: session
                         .as_ref()

@@ -410,9 +410,9 @@ fn completed_app(app: &EndedAppView, history_server: Option<&str>) -> Markup {
         id,
         html! {
             (heading.render(html! { span { "from submission to end " (or_blank(took)) } }))
-            @if let Some(history) = history_server {
+            @if let Some(history) = history_server.filter(|_| app.logs_events) {
                 @let url = format!("{}/history/{id}/jobs/", history.trim_end_matches('/'));
-                p { "Its jobs, stages and tasks, if it logged events (" code { "spark.eventLog.enabled" } "): "
+                p { "Its jobs, stages and tasks, from the events it logged: "
                     a href=(url) { "Spark's history server" } }
             }
             (ended_executors(id, &app.ended_executors))
@@ -915,6 +915,7 @@ mod tests {
                     exit_code: Some(0),
                     ..executor(3, ExecutorState::Exited, 0)
                 }],
+                logs_events: true,
                 ..AppStatus::default()
             }],
             drivers: vec![DriverStatus {
@@ -1051,6 +1052,13 @@ mod tests {
         ] {
             assert!(page.contains(part), "{part} in {page}");
         }
+        // One that logged no events has nothing there.
+        let mut without_events = status();
+        without_events.completed_apps[0].logs_events = false;
+        let page = app(&without_events, "app-0", None, Some("http://hs:18080/"))
+            .unwrap()
+            .into_string();
+        assert!(!page.contains("history server"), "{page}");
         assert!(app(&status(), "app-9", None, None).is_none());
         assert!(driver(&status(), "driver-9", None).is_none());
     }

@@ -272,6 +272,8 @@ pub struct EndedAppView {
     pub submitted_at_ms: u64,
     /// When it ended, in Unix milliseconds.
     pub ended_at_ms: Option<u64>,
+    /// It logged Spark events: Spark's history server has its jobs, stages and tasks.
+    pub logs_events: bool,
     /// Its executors the masters keep, oldest first: where each ran and how it ended.
     pub ended_executors: Vec<ExecutorView>,
 }
@@ -630,6 +632,7 @@ fn ended_app(a: &v1::AppStatus) -> EndedAppView {
         gang_timed_out: set(&a.gang_timed_out),
         submitted_at_ms: a.submitted_at_ms,
         ended_at_ms: (a.ended_at_ms != 0).then_some(a.ended_at_ms),
+        logs_events: a.logs_events,
         ended_executors: a.ended_executors.iter().map(executor).collect(),
     }
 }

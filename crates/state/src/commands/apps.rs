@@ -325,19 +325,24 @@ impl Apply for SetAppPriority {
     }
 }
 
-/// An application or a driver submitted with the priority it asks for in its queue, in one
-/// entry (from log format 4), so that no pass sees it at the default first: `submit` (an op
-/// that submits an application or a driver) and then the priority, on the id it gets.
+/// An application or a driver submitted with the settings its own op does not carry, in one
+/// entry (from log format 4), so that no pass sees it without them: `submit` (an op that
+/// submits an application or a driver), then its priority and, for an application, whether
+/// it logs Spark events, on the id it gets.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SubmitPrioritized {
+pub struct SubmitWithSettings {
     /// The op that submits the application or the driver.
     pub submit: Box<Op>,
-    /// The priority asked for.
+    /// The priority asked for in its queue (0, the default, when not).
     pub priority: i32,
+    /// For an application: it logs Spark events (`spark.eventLog.enabled`), so that once it
+    /// has ended its page links Spark's history server.
+    pub logs_events: bool,
 }
 
-impl Apply for SubmitPrioritized {
-    /// Refused as `submit` is, and for an op that submits neither.
+impl Apply for SubmitWithSettings {
+    /// Refused as `submit` is, for an op that submits neither, and for a driver said to log
+    /// events (its application says so).
     fn apply(&self, state: &mut ClusterState, at: Timestamp) -> Result<Response, ApplyError> {
         let submits = matches!(
             *self.submit,
@@ -353,6 +358,12 @@ impl Apply for SubmitPrioritized {
                 message: "only an application's or a driver's submission takes a priority".into(),
             });
         }
+        if self.logs_events && self.submit.app_submitted().is_none() {
+            return Err(ApplyError::Invalid {
+                field: "logs_events".into(),
+                message: "a driver's application says whether it logs events".into(),
+            });
+        }
         let response = state.apply_op(&self.submit, at)?;
         match &response.outcome {
             Outcome::AppSubmitted { id } => {
@@ -361,6 +372,9 @@ impl Apply for SubmitPrioritized {
                     priority: self.priority,
                 };
                 priority.apply(state, at)?;
+                if self.logs_events {
+                    state.event_logs.insert(id.clone());
+                }
             }
             Outcome::DriverSubmitted { id } => {
                 if self.priority != 0 {

@@ -17,7 +17,7 @@ pub use crate::version::RaiseLogFormat;
 pub use apps::{
     AppFinished, EndGangWait, ExecutorStateChanged, KillApp, KillExecutors, MAX_PROFILES,
     SetAppPriority, SetExecutorLimit, SetProfileLimit, SubmitApp, SubmitDriverApp, SubmitGang,
-    SubmitPrioritized, submit_app_op,
+    SubmitWithSettings, submit_app_op,
 };
 pub use drivers::{DriverStateChanged, KillDriver, SubmitDriver, SubmitGangDriver};
 pub use plan::{
@@ -143,7 +143,7 @@ pub enum Op {
     /// Sets an application's priority in its queue (from log format 4).
     SetAppPriority(SetAppPriority),
     /// An application or a driver is submitted with its priority (from log format 4).
-    SubmitPrioritized(SubmitPrioritized),
+    SubmitWithSettings(SubmitWithSettings),
     /// Executors stop for applications of their own leaf queue that outrank theirs, whose
     /// room is kept for them (from log format 4).
     PreemptWithinQueue(PreemptWithinQueue),
@@ -249,7 +249,7 @@ impl ClusterState {
             Op::ConfigureQueuesWithAdmission(op) => op.apply(self, at),
             Op::ConfigureQueuesWithOrdering(op) => op.apply(self, at),
             Op::SetAppPriority(op) => op.apply(self, at),
-            Op::SubmitPrioritized(op) => op.apply(self, at),
+            Op::SubmitWithSettings(op) => op.apply(self, at),
             Op::PreemptWithinQueue(op) => op.apply(self, at),
             Op::SubmitGang(op) => op.apply(self, at),
             Op::SubmitGangDriver(op) => op.apply(self, at),

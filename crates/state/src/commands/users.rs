@@ -229,7 +229,7 @@ impl Op {
             Op::SubmitApp(submit)
             | Op::SubmitGang(SubmitGang { app: submit, .. })
             | Op::SubmitDriverApp(SubmitDriverApp { app: submit, .. }) => Some(submit),
-            Op::SubmitPrioritized(prioritized) => prioritized.submit.app_submitted(),
+            Op::SubmitWithSettings(prioritized) => prioritized.submit.app_submitted(),
             _ => None,
         }
     }
@@ -241,7 +241,7 @@ impl Op {
             | Op::SubmitGangDriver(SubmitGangDriver { driver: submit, .. }) => {
                 Some(&submit.desc.queue)
             }
-            Op::SubmitPrioritized(prioritized) => prioritized.submit.submitted_to(),
+            Op::SubmitWithSettings(prioritized) => prioritized.submit.submitted_to(),
             op => op.app_submitted().map(|submit| &submit.desc.queue),
         }
     }
@@ -250,7 +250,7 @@ impl Op {
     fn driver_submitted(&self) -> bool {
         match self {
             Op::SubmitDriver(_) | Op::SubmitGangDriver(_) => true,
-            Op::SubmitPrioritized(prioritized) => prioritized.submit.driver_submitted(),
+            Op::SubmitWithSettings(prioritized) => prioritized.submit.driver_submitted(),
             _ => false,
         }
     }
@@ -260,7 +260,7 @@ impl Op {
             Op::SubmitApp(submit)
             | Op::SubmitGang(SubmitGang { app: submit, .. })
             | Op::SubmitDriverApp(SubmitDriverApp { app: submit, .. }) => Some(submit),
-            Op::SubmitPrioritized(prioritized) => prioritized.submit.app_submitted_mut(),
+            Op::SubmitWithSettings(prioritized) => prioritized.submit.app_submitted_mut(),
             _ => None,
         }
     }

@@ -15,7 +15,7 @@ use muster_core::preempt::{Preempting, choose};
 use muster_state::commands::{
     AddUser, By, EndGangWait, KillApp, Preempt, PreemptWithinQueue, QueueSettings, RaiseLogFormat,
     SetAppPriority, SetQueues, SubmitApp, SubmitDriver, SubmitGang, SubmitGangDriver,
-    SubmitPrioritized, WorkerLost, set_queues_op, submit_app_op,
+    SubmitWithSettings, WorkerLost, set_queues_op, submit_app_op,
 };
 use muster_state::model::DriverState;
 use muster_state::version::LogFormat;
@@ -323,9 +323,10 @@ fn an_app_submitted_with_its_priority_has_it_from_its_first_pass_or_is_refused_w
         admin: false,
     }));
     let prioritized = |submit: Op, priority| {
-        Op::SubmitPrioritized(SubmitPrioritized {
+        Op::SubmitWithSettings(SubmitWithSettings {
             submit: Box::new(submit),
             priority,
+            logs_events: false,
         })
     };
     let submit = |desc| {
@@ -360,13 +361,43 @@ fn an_app_submitted_with_its_priority_has_it_from_its_first_pass_or_is_refused_w
         .unwrap_err();
     assert_eq!(error.to_string(), "executor_cores: must be at least 1");
     let error = c
-        .apply(prioritized(Op::KillApp(KillApp { id: first }), 2))
+        .apply(prioritized(Op::KillApp(KillApp { id: first.clone() }), 2))
         .unwrap_err();
     assert_eq!(
         error.to_string(),
         "submit: only an application's or a driver's submission takes a priority"
     );
+    let driver = Op::SubmitWithSettings(SubmitWithSettings {
+        submit: Box::new(Op::SubmitDriver(SubmitDriver {
+            desc: driver_desc(1, 512, false),
+        })),
+        priority: 0,
+        logs_events: true,
+    });
+    let error = c.apply(driver).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "logs_events: a driver's application says whether it logs events"
+    );
     assert_eq!(c.state, before);
+
+    // An application that logs events is said to while it runs and once it has ended, as
+    // long as its record is kept.
+    let logging = Op::SubmitWithSettings(SubmitWithSettings {
+        submit: Box::new(submit(app_desc(None, Some(1), 512))),
+        priority: 0,
+        logs_events: true,
+    });
+    let Outcome::AppSubmitted { id: logging } = c.ok(logging).outcome else {
+        panic!("a submission names its application");
+    };
+    assert!(c.state.logs_events(&logging));
+    assert!(!c.state.logs_events(&first));
+    c.ok(Op::KillApp(KillApp {
+        id: logging.clone(),
+    }));
+    assert!(c.state.logs_events(&logging));
+    c.state.check_invariants().unwrap();
 }
 
 #[test]
@@ -555,9 +586,10 @@ fn a_driver_submitted_with_its_priority_starts_first_in_its_queue_and_keeps_it_w
     let submit = Op::SubmitDriver(SubmitDriver {
         desc: driver_desc(1, 512, true),
     });
-    let prioritized = Op::SubmitPrioritized(SubmitPrioritized {
+    let prioritized = Op::SubmitWithSettings(SubmitWithSettings {
         submit: Box::new(submit),
         priority: 9,
+        logs_events: false,
     });
     let by_bob = Op::By(By {
         user: "bob".into(),

@@ -9,7 +9,7 @@ use muster_core::resources::Resources;
 use muster_state::commands::{
     AddUser, By, DecommissionWorker, DrainWorker, DriverStateChanged, ExecutorStateChanged,
     KillExecutors, Preempt, RaiseLogFormat, RegisterWorker, Restore, SetAppPriority,
-    SetProfileLimit, SubmitDriver, SubmitPrioritized, set_queues_op,
+    SetProfileLimit, SubmitApp, SubmitDriver, SubmitWithSettings, set_queues_op,
 };
 use muster_state::model::{DriverState, ExecutorState, Profile, Reservation};
 use muster_state::version::LogFormat;
@@ -304,15 +304,32 @@ fn a_snapshot_restores_the_same_state() {
         desc: driver_desc(64, 1024, false),
     });
     let Outcome::DriverSubmitted { id: driver } = c
-        .ok(Op::SubmitPrioritized(SubmitPrioritized {
+        .ok(Op::SubmitWithSettings(SubmitWithSettings {
             submit: Box::new(submit),
             priority: 2,
+            logs_events: false,
         }))
         .outcome
     else {
         panic!("a submission names its driver");
     };
     assert_eq!(c.state.driver_priority(&driver), 2);
+    // And an application that logs events.
+    let submit = Op::SubmitApp(SubmitApp {
+        desc: app_desc(Some(1), Some(1), 256),
+        executor_limit: None,
+    });
+    let Outcome::AppSubmitted { id: logging } = c
+        .ok(Op::SubmitWithSettings(SubmitWithSettings {
+            submit: Box::new(submit),
+            priority: 0,
+            logs_events: true,
+        }))
+        .outcome
+    else {
+        panic!("a submission names its application");
+    };
+    assert!(c.state.logs_events(&logging));
     let bytes = c.state.encode_snapshot();
     assert_eq!(bytes[0], SNAPSHOT_FORMAT);
     let restored = ClusterState::decode_snapshot(&bytes).unwrap();

@@ -47,6 +47,10 @@ final class AppRequest {
         if (conf.contains("spark.muster.priority")) {
             args.add("--priority=" + whole(conf, "spark.muster.priority"));
         }
+        // Spark's history server will have its jobs once it ends: Muster's page links them.
+        if (conf.getBoolean("spark.eventLog.enabled", false)) {
+            args.add("--logs-events");
+        }
         // The driver's UI, bound before the scheduler starts: Muster shows it with the app.
         Option<String> ui = sc.uiWebUrl();
         if (ui.isDefined()) {
