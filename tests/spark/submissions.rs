@@ -612,7 +612,7 @@ fn what_the_gateway_refuses_changes_nothing_and_a_missing_resource_fails_its_dri
 }
 
 #[test]
-fn a_submission_no_worker_could_run_is_refused_saying_why() {
+fn a_submission_no_worker_could_run_is_refused_saying_why_and_one_goes_to_a_worker_with_spark() {
     let Some((spark, _one_at_a_time)) = spark() else {
         return;
     };
@@ -647,12 +647,30 @@ fn a_submission_no_worker_could_run_is_refused_saying_why() {
     );
     assert!(drivers(&crate::status(&via)).is_empty());
 
-    // Once a worker with a Spark is ALIVE, the same submission is taken.
+    // Once a worker with a Spark is ALIVE, the same submission is taken, and its driver
+    // goes to that worker, not to the other, which has none.
     let _with = worker("worker-2", Some(&spark.home));
-    wait_for(&masters, "a worker with Spark", |s| {
+    let status = wait_for(&masters, "a worker with Spark", |s| {
         crate::support::alive_workers(s) == 2
     });
-    successful(call(&masters.spark_rest[0], "POST", &path, &[], &body));
+    let with_spark = status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["spark_home"] != "")
+        .map(|w| w["id"].clone())
+        .unwrap();
+    // Two, so that drivers spread over the workers would put one on each.
+    let second = create_body("file:/apps/a.jar", r#""spark.app.name": "second""#);
+    for body in [&body, &second] {
+        let reply = successful(call(&masters.spark_rest[0], "POST", &path, &[], body));
+        let id = reply["submissionId"].as_str().unwrap().to_owned();
+        let placed = wait_for(&masters, "the driver placed", |s| {
+            crate::support::driver(s, &id).is_some_and(|d| d["worker"].is_string())
+        });
+        let driver = crate::support::driver(&placed, &id).unwrap();
+        assert_eq!(driver["worker"], with_spark, "{driver}");
+    }
 }
 
 #[test]

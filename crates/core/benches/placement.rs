@@ -73,6 +73,7 @@ fn workers(count: usize, rng: &mut Lcg) -> Vec<Worker> {
                     WorkerState::Alive
                 },
                 hosts_prior,
+                without_spark: false,
             }
         })
         .collect()
@@ -126,6 +127,7 @@ fn mixed(worker_count: usize) -> Snapshot {
             queue: ["prod", "default"][rng.below(2) as usize].into(),
             gang: None,
             priority: 0,
+            spark: false,
         })
         .collect();
     let mut snapshot = Snapshot {
@@ -232,6 +234,7 @@ fn driver_burst(worker_count: usize, drivers: usize) -> Snapshot {
             queue: ["default", "batch"][i / 2 % 2].into(),
             gang: None,
             priority: 0,
+            spark: false,
         })
         .collect();
     snapshot.apps = Vec::new().into();

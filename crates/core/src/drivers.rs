@@ -4,7 +4,8 @@
 //! each queue's drivers hold at most its driver share, and a driver starts only when it and
 //! the room its application needs first fit at once: all of a gang's minimum, or one
 //! executor of the size the application will ask for. Inside a queue, a driver of a higher
-//! priority is placed before those of a lower one.
+//! priority is placed before those of a lower one; a Spark submission's driver only on a
+//! worker that has Spark.
 //!
 //! The driver share is YARN's `maximum-am-resource-percent`: in cluster mode every
 //! driver waits for executors of its own, so drivers that filled a queue's room would wait
@@ -86,21 +87,30 @@ pub(crate) fn place_drivers(
             Some(max) if running >= max => Err(WaitReason::MaxDrivers { max }),
             _ => match shares.refusal(driver) {
                 Some(reason) => Err(nowhere.never_fits(ledger, need).unwrap_or(reason)),
+                None if driver.spark && !order.iter().any(|&w| !ledger.worker(w).without_spark) => {
+                    Err(WaitReason::NoSparkWorker)
+                }
                 // A search would visit every worker again, and leave the cursor where it is.
-                None => match nowhere.found_none(need, &driver.queue) {
+                // (What a Spark submission's driver, kept to workers with Spark, found is
+                // not what another of its size would.)
+                None => match nowhere
+                    .found_none(need, &driver.queue)
+                    .filter(|_| !driver.spark)
+                {
                     Some(reason) => Err(reason),
                     None => {
+                        let fits = |w: usize| {
+                            ledger.fits(w, need, admission)
+                                && !(driver.spark && ledger.worker(w).without_spark)
+                        };
                         let found = if config.spread_out_drivers {
                             (0..order.len()).find_map(|_| {
                                 let w = order[cursor];
                                 cursor = (cursor + 1) % order.len();
-                                ledger.fits(w, need, admission).then_some(w)
+                                fits(w).then_some(w)
                             })
                         } else {
-                            order
-                                .iter()
-                                .copied()
-                                .find(|&w| ledger.fits(w, need, admission))
+                            order.iter().copied().find(|&w| fits(w))
                         };
                         found.ok_or_else(|| {
                             let reason = why_nothing_fits(
@@ -111,7 +121,9 @@ pub(crate) fn place_drivers(
                                 queues,
                                 |a| ledger.any_fits(need, a),
                             );
-                            nowhere.note(need, &driver.queue, &reason);
+                            if !driver.spark {
+                                nowhere.note(need, &driver.queue, &reason);
+                            }
                             reason
                         })
                     }

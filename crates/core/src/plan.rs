@@ -143,6 +143,8 @@ pub enum WaitReason {
     },
     /// No worker is ALIVE.
     NoAliveWorker,
+    /// A Spark submission's driver, and no ALIVE worker has Spark.
+    NoSparkWorker,
     /// Even an empty ALIVE worker could not hold one unit of the demand.
     LargerThanAnyWorker {
         /// What waits.
@@ -261,6 +263,7 @@ impl WaitReason {
             Self::MaxDrivers { .. } => "max_drivers",
             Self::DriverShare { .. } => "driver_share",
             Self::NoAliveWorker => "no_alive_worker",
+            Self::NoSparkWorker => "no_spark_worker",
             Self::LargerThanAnyWorker { .. } => "larger_than_any_worker",
             Self::Gang { .. } => "gang",
             Self::GangReserved { .. } => "gang_reserved",
@@ -294,6 +297,9 @@ impl fmt::Display for WaitReason {
                  (driver share {share})"
             ),
             Self::NoAliveWorker => f.write_str("no ALIVE worker"),
+            Self::NoSparkWorker => f.write_str(
+                "no ALIVE worker has Spark (a SPARK_HOME) to run a Spark submission's driver",
+            ),
             Self::LargerThanAnyWorker { kind, need } => {
                 write!(
                     f,

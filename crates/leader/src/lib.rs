@@ -629,7 +629,8 @@ impl Leader {
             seed: self.passes.start(now, self.term),
             ..self.config.pass.clone()
         };
-        let snapshot = state.scheduling_snapshot(pass);
+        let mut snapshot = state.scheduling_snapshot(pass);
+        self.mark_workers_without_spark(&mut snapshot);
         let mut plan = muster_core::schedule_valid(&snapshot);
         self.passes.placing(now, &snapshot, &plan);
         self.gang_waits.note(now, &plan);
@@ -644,6 +645,22 @@ impl Leader {
         }
         self.passes.planned();
         self.propose(plan_op(&plan), Purpose::Plan);
+    }
+
+    /// Marks the workers whose agents said they have no Spark, where a Spark submission's
+    /// driver waits: the replicated state does not know what agents say of themselves. (A
+    /// worker whose agent did not say, an older one, counts as having Spark.)
+    fn mark_workers_without_spark(&self, snapshot: &mut muster_core::model::Snapshot) {
+        if !snapshot.drivers.iter().any(|d| d.spark) {
+            return;
+        }
+        let without = |id: &WorkerId| self.links.spark_home(id) == Some("");
+        if !snapshot.workers.iter().any(|w| without(&w.id)) {
+            return;
+        }
+        for worker in snapshot.workers.make_mut() {
+            worker.without_spark = without(&worker.id);
+        }
     }
 
     fn propose(&mut self, op: Op, purpose: Purpose) {

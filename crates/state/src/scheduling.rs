@@ -75,6 +75,7 @@ impl ClusterState {
                 queue: d.desc.queue.clone(),
                 gang: self.driver_gangs.get(&d.id).map(|g| g.gang.clone()),
                 priority: self.driver_priority(&d.id),
+                spark: d.desc.env.contains_key(core::SPARK_SUBMISSION_VARIABLE),
             })
             .collect();
         // Kept until the application registers; then, for one that is no gang (a gang's
@@ -144,6 +145,8 @@ impl ClusterState {
                 worker.state
             },
             hosts_prior: worker.prior_work > 0,
+            // What its agent said of its Spark is the leader's to add.
+            without_spark: false,
         }
     }
 

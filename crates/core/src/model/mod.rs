@@ -23,7 +23,7 @@ pub use queue::{GangStyle, NotALeaf, OrderingPolicy, QueueConfig, takes_work, va
 pub use validate::{InputError, positive, resource_amounts};
 pub use work::{
     AppRequest, DriverRequest, GangRequest, HeldExecutor, HeldExecutors, PendingGang,
-    ProfileRequest, is_zero,
+    ProfileRequest, SPARK_SUBMISSION_VARIABLE, is_zero,
 };
 
 /// Everything one scheduling pass looks at.
@@ -205,6 +205,9 @@ pub struct Worker {
     pub state: WorkerState,
     /// Whether the worker already runs a driver or executor of a prior queue.
     pub hosts_prior: bool,
+    /// Its agent said it has no Spark (no `SPARK_HOME`): no Spark submission's driver is
+    /// placed on it, since that driver runs the `spark-submit` of its worker's Spark.
+    pub without_spark: bool,
 }
 
 /// A list a snapshot shares: its workers, its applications, an application's held executors.
@@ -290,6 +293,8 @@ struct WorkerFields {
     state: WorkerState,
     #[serde(default)]
     hosts_prior: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    without_spark: bool,
 }
 
 impl From<WorkerFields> for Worker {
@@ -302,6 +307,7 @@ impl From<WorkerFields> for Worker {
                 .with_custom(fields.resources_used),
             state: fields.state,
             hosts_prior: fields.hosts_prior,
+            without_spark: fields.without_spark,
         }
     }
 }
@@ -319,6 +325,7 @@ impl From<Worker> for WorkerFields {
             resources_used: worker.used.custom,
             state: worker.state,
             hosts_prior: worker.hosts_prior,
+            without_spark: worker.without_spark,
         }
     }
 }

@@ -27,7 +27,14 @@ pub struct DriverRequest {
     /// Its priority in its queue: higher starts first among the queue's waiting drivers,
     /// equal keeps submission order.
     pub priority: i32,
+    /// A Spark submission's driver (through the REST gateway): it runs the `spark-submit` of
+    /// its worker's Spark, so it is placed only on a worker that has one.
+    pub spark: bool,
 }
+
+/// The environment variable that marks a driver as a Spark submission's
+/// ([`DriverRequest::spark`]), as the REST gateway submits it.
+pub const SPARK_SUBMISSION_VARIABLE: &str = "MUSTER_SPARK_SUBMISSION";
 
 /// The executors an application needs at once: a gang's minimum and their size.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -107,6 +114,8 @@ struct DriverRequestFields {
     gang: Option<GangRequest>,
     #[serde(default, skip_serializing_if = "is_zero_priority")]
     priority: i32,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    spark: bool,
 }
 
 impl From<DriverRequestFields> for DriverRequest {
@@ -117,6 +126,7 @@ impl From<DriverRequestFields> for DriverRequest {
             queue: fields.queue,
             gang: fields.gang,
             priority: fields.priority,
+            spark: fields.spark,
         }
     }
 }
@@ -131,6 +141,7 @@ impl From<DriverRequest> for DriverRequestFields {
             queue: driver.queue,
             gang: driver.gang,
             priority: driver.priority,
+            spark: driver.spark,
         }
     }
 }

@@ -146,6 +146,7 @@ impl World {
                     queue: "default".into(),
                     gang: Some(spec.first_room()),
                     priority: 0,
+                    spark: false,
                 })
                 .collect(),
             // Room beside a driver until its application registers, then, for one that is

@@ -5,7 +5,8 @@
 //! prior-hosting workers; a normal grant leaves its queue and every parent of it within their
 //! maximum; a queue's drivers hold at most its driver share of its room, or are the one
 //! driver it runs; a gang is granted all of its minimum or nothing; and so whatever the
-//! leaves' orderings and user limits and the apps' users and priorities.
+//! leaves' orderings and user limits and the apps' users and priorities; and no Spark
+//! submission's driver lands on a worker without Spark.
 //! EXACTNESS: the indexed placer decides exactly what Spark's loop decides.
 
 use std::collections::BTreeMap;
@@ -172,6 +173,7 @@ fn worker() -> impl Strategy<Value = Worker> {
             WorkerState::Decommissioned,
         ]),
         any::<bool>(),
+        prop::bool::weighted(0.3),
     )
         .prop_map(
             |(
@@ -181,6 +183,7 @@ fn worker() -> impl Strategy<Value = Worker> {
                 (used_cores, used_memory, used_gpus),
                 state,
                 hosts_prior,
+                without_spark,
             )| {
                 let memory_mb = memory_units * 256;
                 Worker {
@@ -202,6 +205,7 @@ fn worker() -> impl Strategy<Value = Worker> {
                     }),
                     state,
                     hosts_prior,
+                    without_spark,
                 }
             },
         )
@@ -295,9 +299,10 @@ fn driver() -> impl Strategy<Value = DriverRequest> {
         prop::option::weighted(0.2, 1..3u32),
         prop::option::weighted(0.3, gang()),
         prop::sample::select(vec![0, 0, 0, 1, 2]),
+        prop::bool::weighted(0.3),
     )
         .prop_map(
-            |(queue, cores, memory_mb, gpus, gang, priority)| DriverRequest {
+            |(queue, cores, memory_mb, gpus, gang, priority, spark)| DriverRequest {
                 id: "".into(),
                 need: Resources::new(cores, memory_mb).with_custom(
                     gpus.map(|g| [("gpu".to_string(), g)].into())
@@ -306,6 +311,7 @@ fn driver() -> impl Strategy<Value = DriverRequest> {
                 queue: queue.into(),
                 gang,
                 priority,
+                spark,
             },
         )
 }
@@ -490,6 +496,10 @@ fn check_safety(snapshot: &Snapshot, plan: &Plan) -> Result<(), TestCaseError> {
             .iter()
             .find(|d| d.id == launch.driver)
             .unwrap();
+        prop_assert!(
+            !(d.spark && workers[&launch.worker].without_spark),
+            "a Spark submission's driver on a worker without Spark"
+        );
         let q = queues[&d.queue];
         let hold = drivers_hold.entry(d.queue.clone()).or_default();
         if *hold != DriversHold::default() {
@@ -923,6 +933,7 @@ fn full_shared_leaf() -> impl Strategy<Value = Snapshot> {
                     used: Resources::default(),
                     state: WorkerState::Alive,
                     hosts_prior: false,
+                    without_spark: false,
                 })
                 .collect();
             let mut requests = Vec::new();
@@ -1037,6 +1048,7 @@ fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
                     used,
                     state: WorkerState::Alive,
                     hosts_prior: false,
+                    without_spark: false,
                 });
             }
             for (i, (executor_cores, cores_max, _)) in prior_apps.iter().enumerate() {
@@ -1073,6 +1085,7 @@ fn full_cluster_with_prior_work() -> impl Strategy<Value = Snapshot> {
                         queue: "prod".into(),
                         gang: None,
                         priority: 0,
+                        spark: false,
                     })
                     .into_iter()
                     .collect(),

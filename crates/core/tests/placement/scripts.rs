@@ -106,6 +106,8 @@ enum Command {
         state: Option<String>,
         #[arg(key)]
         prior: Option<bool>,
+        #[arg(key)]
+        without_spark: Option<bool>,
         #[arg(key, many, optional)]
         custom: ResourceAmounts,
     },
@@ -132,6 +134,8 @@ enum Command {
         gang_mem: Option<u64>,
         #[arg(key)]
         priority: Option<i32>,
+        #[arg(key)]
+        spark: Option<bool>,
         #[arg(key, many, optional)]
         custom: ResourceAmounts,
     },
@@ -308,6 +312,7 @@ impl goldenscript::Runner for Runner {
                 used_mem,
                 state,
                 prior,
+                without_spark,
                 custom,
             } => {
                 let state = match state.as_deref() {
@@ -323,6 +328,7 @@ impl goldenscript::Runner for Runner {
                     used: Resources::new(used_cores.unwrap_or(0), used_mem.unwrap_or(0)),
                     state,
                     hosts_prior: prior.unwrap_or(false),
+                    without_spark: without_spark.unwrap_or(false),
                     ..worker(id, *cores, *mem)
                 });
             }
@@ -342,6 +348,7 @@ impl goldenscript::Runner for Runner {
                 gang_cores,
                 gang_mem,
                 priority,
+                spark,
                 custom,
             } => snapshot.drivers.push(DriverRequest {
                 id: id.as_str().into(),
@@ -357,6 +364,7 @@ impl goldenscript::Runner for Runner {
                     executor_resources: ResourceAmounts::new(),
                 }),
                 priority: priority.unwrap_or(0),
+                spark: spark.unwrap_or(false),
             }),
             Command::PendingGang {
                 queue,

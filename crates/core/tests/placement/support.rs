@@ -16,6 +16,7 @@ pub fn worker(id: &str, cores: u32, memory_mb: u64) -> Worker {
         used: Resources::default(),
         state: WorkerState::Alive,
         hosts_prior: false,
+        without_spark: false,
     }
 }
 
@@ -39,6 +40,7 @@ pub fn driver(id: &str, cores: u32, memory_mb: u64) -> DriverRequest {
         queue: QueueName::default(),
         gang: None,
         priority: 0,
+        spark: false,
     }
 }
 

@@ -10,7 +10,8 @@
 //! Commands:
 //!
 //! * setup, applied directly as committed in an earlier term: `worker ID [cores=4]
-//!   [mem=4096] [gpu=N]`, `driver [supervise=true] [cores=1]`, `app [cores_max=N]
+//!   [mem=4096] [gpu=N]`, `driver [supervise=true] [spark=true] [cores=1]` (`spark`: a Spark
+//!   submission's), `app [cores_max=N]
 //!   [executor_cores=N] [mem=256] [gpu=N]`, `place` (one scheduling pass committed),
 //!   `running PROCESS` (a worker's report
 //!   of a start committed: an executor becomes RUNNING), `exited PROCESS [code=N]` (its
@@ -27,7 +28,8 @@
 //!   every tick, quietly), `pause ms=N` (the leader stood still: one tick
 //!   after the gap);
 //! * `register link=N worker=ID [cores=4] [mem=4096] [running=PROCESS@PID[@RESTARTS]]...
-//!   [report=SEQ@PROCESS@STATE[@CODE]]...` (keys repeat);
+//!   [report=SEQ@PROCESS@STATE[@CODE]]... [spark=B]` (keys repeat; `spark`: whether its agent
+//!   says it has Spark);
 //! * `heartbeat link=N [usage=PROCESS@BYTES@CPU_MS]... [data=APP]...` (what the worker
 //!   measured; the applications whose data it keeps), `report link=N seq=N PROCESS STATE [code=N] [pid=N]
 //!   [restarts=COUNT@LAST_EXIT[@IN_MS]]` (a supervised driver started again on its worker,
@@ -48,7 +50,7 @@ use std::time::{Duration, Instant};
 use goldenscript::{Argument, Command, Context};
 use muster_core::access::QueueSpec;
 use muster_core::ids::{AppId, DriverId, ExecutorId, Term, Timestamp, WorkerId};
-use muster_core::model::PassConfig;
+use muster_core::model::{PassConfig, SPARK_SUBMISSION_VARIABLE};
 use muster_core::resources::{ResourceAmounts, Resources, Usage};
 use muster_core::restarts::Restarts;
 use muster_leader::{
@@ -109,7 +111,11 @@ impl goldenscript::Runner for Runner {
                     resources: Resources::new(args.number("cores", 1)?, args.number("mem", 256)?),
                     command: "/bin/true".into(),
                     args: Vec::new(),
-                    env: Default::default(),
+                    env: if args.flag("spark")? {
+                        [(SPARK_SUBMISSION_VARIABLE.to_owned(), "1".to_owned())].into()
+                    } else {
+                        Default::default()
+                    },
                     supervise: args.flag("supervise")?,
                 };
                 let response = self.apply_setup(Op::SubmitDriver(SubmitDriver { desc }))?;
@@ -282,6 +288,13 @@ impl goldenscript::Runner for Runner {
                     .into_iter()
                     .map(parse_report)
                     .collect::<Result<_, _>>()?;
+                let spark_home = args.optional::<bool>("spark")?.map(|has| {
+                    if has {
+                        "/opt/spark".into()
+                    } else {
+                        String::new()
+                    }
+                });
                 let registration = Registration {
                     worker,
                     addresses: Default::default(),
@@ -289,7 +302,7 @@ impl goldenscript::Runner for Runner {
                     reports,
                     build: None,
                     shuffle_service: None,
-                    spark_home: None,
+                    spark_home,
                 };
                 self.step(Event::WorkerAttached { link, registration })?
             }

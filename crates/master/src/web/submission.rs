@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 
+use muster_core::model::SPARK_SUBMISSION_VARIABLE;
 use muster_proto::v1::{self, DriverState, Gang, Resources, StatusReply, SubmitDriverRequest};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -276,7 +277,12 @@ impl Submissions {
                 properties,
                 &request.app_args,
             ),
-            env: environment(&request.environment_variables),
+            env: {
+                // Its driver goes to a worker with Spark only.
+                let mut env = environment(&request.environment_variables);
+                env.insert(SPARK_SUBMISSION_VARIABLE.to_owned(), "1".to_owned());
+                env
+            },
             supervise,
             gang: first_room(properties)?,
             priority: match property("spark.muster.priority") {
@@ -846,6 +852,7 @@ mod tests {
             ["file:/path/etl.jar", "2026-12-01", "two words"]
         );
         assert_eq!(driver.env.get("SPARK_FOO").map(String::as_str), Some("bar"));
+        assert!(driver.env.contains_key(SPARK_SUBMISSION_VARIABLE));
         for dropped in [
             "SPARK_LOCAL_IP",
             "MUSTER_CREDENTIAL",
