@@ -173,7 +173,14 @@ pub fn choose(
                 check_for_guarantees(&snapshot, &victims, &apps).is_ok()
             }
             Preempting::WithinQueue => {
-                let rooms = rooms_of_apps(&preemption.reservations);
+                let rooms: Vec<(&AppId, &Resources)> = preemption
+                    .reservations
+                    .iter()
+                    .filter_map(|r| match &r.id {
+                        WorkId::App(app) => Some((app, &r.resources)),
+                        WorkId::Driver(_) => None,
+                    })
+                    .collect();
                 check_within_queue(&snapshot, &victims, &rooms).is_ok()
             }
         };
@@ -297,18 +304,6 @@ fn choose_for(
         victims,
         reservations: reservations(&plan, snapshot, eligible),
     }))
-}
-
-/// The room each application of `reservations` is kept, summed.
-fn rooms_of_apps(reservations: &[Reservation]) -> Vec<(&AppId, Resources)> {
-    let mut rooms: BTreeMap<&AppId, Resources> = BTreeMap::new();
-    for reservation in reservations {
-        if let WorkId::App(app) = &reservation.id {
-            let room = rooms.entry(app).or_default();
-            *room = room.saturating_add(&reservation.resources);
-        }
-    }
-    rooms.into_iter().collect()
 }
 
 /// The executors of other queues a round may stop for prior work or guarantees, in the order

@@ -73,7 +73,7 @@ pub enum WithinQueueRuleBroken {
 
 /// Checks a preemption inside queues against the snapshot it was chosen on (the state's own
 /// check of the leader's choice): every owner an application of an ordinary queue, given
-/// `owners`' room; every victim an executor of an ordinary queue's application, none below
+/// each room of `rooms` kept for it; every victim an executor of an ordinary queue's application, none below
 /// its gang's minimum once they stop, each application outranked by an owner of its leaf
 /// once the victims stop and the owners have their room, each owner outranking a victim,
 /// and no leaf's victims freeing more cores than the room kept for its owners.
@@ -84,7 +84,7 @@ pub enum WithinQueueRuleBroken {
 pub fn check(
     snapshot: &Snapshot,
     victims: &[(AppId, ExecutorId)],
-    owners: &[(&AppId, Resources)],
+    rooms: &[(&AppId, &Resources)],
 ) -> Result<(), WithinQueueRuleBroken> {
     let queues = Queues::new(&snapshot.queues);
     let before = Standings::of(snapshot, &queues);
@@ -95,13 +95,13 @@ pub fn check(
         Some(app) if queues.get(&app.queue).prior => Err(WithinQueueRuleBroken::Prior(id.clone())),
         Some(app) => Ok(app),
     };
-    let mut owning = Vec::new();
+    let mut owning: BTreeMap<&AppId, &AppRequest> = BTreeMap::new();
     let mut kept: BTreeMap<&QueueName, u64> = BTreeMap::new();
-    for (owner, room) in owners {
+    for &(owner, room) in rooms {
         let owner = ordinary(owner)?;
         after.add(owner, room);
         *kept.entry(&owner.queue).or_default() += u64::from(room.cores);
-        owning.push(owner);
+        owning.insert(&owner.id, owner);
     }
     let mut stopped: BTreeMap<&AppId, usize> = BTreeMap::new();
     let mut named = BTreeSet::new();
@@ -142,11 +142,11 @@ pub fn check(
         })
     };
     for &victim in &outranked {
-        if !owning.iter().any(|owner| ranks(owner, victim)) {
+        if !owning.values().any(|owner| ranks(owner, victim)) {
             return Err(WithinQueueRuleBroken::NotOutranked(victim.id.clone()));
         }
     }
-    for owner in owning {
+    for owner in owning.into_values() {
         if !outranked.iter().any(|victim| ranks(owner, victim)) {
             return Err(WithinQueueRuleBroken::OutranksNone(owner.id.clone()));
         }

@@ -852,14 +852,9 @@ proptest! {
             prop_assert!(victim.executors.len() - stopped >= minimum, "{} below its gang", victim.id);
         }
         let victims: Vec<_> = preemption.victims.iter().map(|v| (v.app.clone(), v.executor)).collect();
-        let mut rooms: BTreeMap<&AppId, Resources> = BTreeMap::new();
-        for reservation in &preemption.reservations {
-            if let WorkId::App(id) = &reservation.id {
-                let room = rooms.entry(id).or_default();
-                *room = room.saturating_add(&reservation.resources);
-            }
-        }
-        let rooms: Vec<_> = rooms.into_iter().collect();
+        let rooms: Vec<_> = preemption.reservations.iter()
+            .filter_map(|r| match &r.id { WorkId::App(id) => Some((id, &r.resources)), WorkId::Driver(_) => None })
+            .collect();
         let checked = muster_core::preempt::check_within_queue(&snapshot, &victims, &rooms);
         prop_assert_eq!(checked, Ok(()));
 

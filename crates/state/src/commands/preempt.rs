@@ -387,14 +387,14 @@ impl Preempt {
                     kept.owner
                 )));
             }
-            let mut rooms: BTreeMap<&AppId, Resources> = BTreeMap::new();
-            for reservation in &self.reservations {
-                if let WorkId::App(app) = &reservation.owner {
-                    let room = rooms.entry(app).or_default();
-                    *room = room.saturating_add(&reservation.resources);
-                }
-            }
-            let rooms: Vec<(&AppId, Resources)> = rooms.into_iter().collect();
+            let rooms: Vec<(&AppId, &Resources)> = self
+                .reservations
+                .iter()
+                .filter_map(|r| match &r.owner {
+                    WorkId::App(app) => Some((app, &r.resources)),
+                    WorkId::Driver(_) => None,
+                })
+                .collect();
             let snapshot = state.scheduling_snapshot(PassConfig::default());
             check_within_queue(&snapshot, &self.victims, &rooms)
                 .map_err(|broken| ApplyError::Conflict(broken.to_string()))?;
