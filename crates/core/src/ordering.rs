@@ -357,7 +357,7 @@ pub(crate) fn weighted_share(
 }
 
 /// The user an app counts for: the cluster's own credential's work is one user, "".
-fn user(app: &AppRequest) -> &str {
+pub(crate) fn user(app: &AppRequest) -> &str {
     app.user.as_deref().unwrap_or("")
 }
 

@@ -11,7 +11,7 @@ use crate::executors::{ExecutorPlacer, ExecutorRequest};
 use crate::ids::{QueueName, WorkId, WorkerId};
 use crate::ledger::{Kept, Ledger, share};
 use crate::model::{AppRequest, GangRequest, Snapshot};
-use crate::ordering::{LeafTurns, Slotted, Step, alive_capacity};
+use crate::ordering::{LeafTurns, Slotted, Step, alive_capacity, user};
 use crate::plan::{ExecutorGrant, Kind, Plan, Reserved, WaitReason, Waiting};
 use crate::queues::{Admission, Bound, Queues};
 use crate::resources::ResourceAmounts;
@@ -112,8 +112,7 @@ fn at_user_limit(snapshot: &Snapshot, queues: &Queues, total_cores: u64, plan: &
             *sum.entry(&g.app).or_default() += u64::from(g.resources.cores) * u64::from(g.count);
             sum
         });
-    let user = |app: &AppRequest| app.user.as_deref().unwrap_or("").to_owned();
-    let mut held: BTreeMap<(&QueueName, String), u64> = BTreeMap::new();
+    let mut held: BTreeMap<(&QueueName, &str), u64> = BTreeMap::new();
     for app in snapshot.apps.iter().filter(|a| limited(&a.queue).is_some()) {
         let cores = app.executors.cores() + granted.get(&app.id).copied().unwrap_or(0);
         *held.entry((&app.queue, user(app))).or_default() += cores;
@@ -135,18 +134,18 @@ fn at_user_limit(snapshot: &Snapshot, queues: &Queues, total_cores: u64, plan: &
         .collect();
     let holds = |app: &AppRequest| held.get(&(&app.queue, user(app))).copied().unwrap_or(0);
     for &(i, app, limit) in &waiting {
+        // Those behind priority count as waiting, and keep their reason.
+        let WaitReason::NoRoom { need, .. } = &plan.waiting[i].reason else {
+            continue;
+        };
         let served_first = waiting
             .iter()
             .any(|&(_, other, _)| other.queue == app.queue && holds(other) < limit);
-        let no_room = matches!(plan.waiting[i].reason, WaitReason::NoRoom { .. });
-        if !no_room || holds(app) < limit || !served_first {
+        if holds(app) < limit || !served_first {
             continue;
         }
-        let WaitReason::NoRoom { need, .. } = &plan.waiting[i].reason else {
-            unreachable!("chosen for waiting for room");
-        };
         plan.waiting[i].reason = WaitReason::AtUserLimit {
-            user: user(app),
+            user: user(app).to_owned(),
             queue: app.queue.clone(),
             held: holds(app),
             limit,
