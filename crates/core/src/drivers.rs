@@ -79,6 +79,9 @@ pub(crate) fn place_drivers(
     let mut running = snapshot.running_drivers;
     let mut shares = DriverShares::new(snapshot, queues, ledger);
     let mut nowhere = Nowhere::default();
+    // Whether a Spark submission's driver has nowhere to go: no ALIVE worker has Spark.
+    let no_spark_worker = snapshot.drivers.iter().any(|d| d.spark)
+        && order.iter().all(|&w| ledger.worker(w).without_spark);
     let drivers = by_priority_in_queues(prior_first(&snapshot.drivers, queues, |d| &d.queue));
     for driver in drivers {
         let need = &driver.need;
@@ -87,9 +90,7 @@ pub(crate) fn place_drivers(
             Some(max) if running >= max => Err(WaitReason::MaxDrivers { max }),
             _ => match shares.refusal(driver) {
                 Some(reason) => Err(nowhere.never_fits(ledger, need).unwrap_or(reason)),
-                None if driver.spark && !order.iter().any(|&w| !ledger.worker(w).without_spark) => {
-                    Err(WaitReason::NoSparkWorker)
-                }
+                None if driver.spark && no_spark_worker => Err(WaitReason::NoSparkWorker),
                 // A search would visit every worker again, and leave the cursor where it is.
                 // (What a Spark submission's driver, kept to workers with Spark, found is
                 // not what another of its size would.)
