@@ -241,13 +241,14 @@ fn choose_for(
         .filter(|w| eligible.contains(&w.id) && w.reason.is_for_room())
         .map(|w| &w.id)
         .collect();
+    // Inside queues, only the applications no other waiting one of their leaf outranks.
+    let mut leading = BTreeSet::new();
     if preempting == Preempting::WithinQueue {
-        // Only the applications no other waiting one of their leaf outranks.
-        let apps = waiting.iter().filter_map(|id| match id {
+        let apps = waiting.iter().copied().filter_map(|id| match id {
             WorkId::App(app) => Some(app),
             WorkId::Driver(_) => None,
         });
-        let leading = within_queue::leading(snapshot, &queues, &apps.collect());
+        leading = within_queue::leading(snapshot, &queues, &apps.collect());
         waiting.retain(|id| matches!(id, WorkId::App(app) if leading.contains(app)));
     }
     if waiting.is_empty() {
@@ -268,13 +269,6 @@ fn choose_for(
     // The candidates in the order they are taken, within the budget.
     let owners: BTreeSet<WorkId>;
     let (candidates, eligible) = if preempting == Preempting::WithinQueue {
-        let leading = waiting
-            .iter()
-            .filter_map(|id| match id {
-                WorkId::App(app) => Some(app),
-                WorkId::Driver(_) => None,
-            })
-            .collect();
         // Only the owners some candidate of their own leaf is taken for are served by the
         // round: room another leaf's work would get is not theirs to give.
         let (candidates, credited) = within_queue::candidates(snapshot, &queues, &leading, budget);
